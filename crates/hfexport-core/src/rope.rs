@@ -1,0 +1,164 @@
+//! Rotary position embedding parameters and inverse frequencies, as transformers defines them
+//! (`modeling_rope_utils.py`: default, linear, dynamic, llama3 and yarn rope types).
+//!
+//! Frequencies are computed in f32 with the same operation order as transformers, so the
+//! exported constants equal the buffers of the PyTorch module. Only `dynamic` depends on the
+//! input (the longest position seen): its frequencies are built in the graph by the
+//! decomposition of the rotary op, from [`RopeConfig::dynamic_base_exponent`].
+
+use serde::Serialize;
+
+/// Rope scaling, one variant per `rope_type`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "rope_type", rename_all = "lowercase")]
+pub enum RopeScaling {
+    Default,
+    Linear {
+        factor: f64,
+    },
+    /// Dynamic NTK: the base grows with the longest position once it passes
+    /// `max_position_embeddings`.
+    Dynamic {
+        factor: f64,
+        max_position_embeddings: usize,
+    },
+    Llama3 {
+        factor: f64,
+        low_freq_factor: f64,
+        high_freq_factor: f64,
+        original_max_position_embeddings: usize,
+    },
+    Yarn {
+        factor: f64,
+        original_max_position_embeddings: usize,
+        beta_fast: f64,
+        beta_slow: f64,
+        mscale: Option<f64>,
+        mscale_all_dim: Option<f64>,
+        attention_factor: Option<f64>,
+        truncate: bool,
+    },
+}
+
+/// Everything needed to compute cos/sin for a rotary embedding.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RopeConfig {
+    pub theta: f64,
+    /// Number of rotated channels (the head dim for the Llama family).
+    pub dim: usize,
+    pub scaling: RopeScaling,
+}
+
+impl RopeConfig {
+    pub fn rope_type(&self) -> &'static str {
+        match self.scaling {
+            RopeScaling::Default => "default",
+            RopeScaling::Linear { .. } => "linear",
+            RopeScaling::Dynamic { .. } => "dynamic",
+            RopeScaling::Llama3 { .. } => "llama3",
+            RopeScaling::Yarn { .. } => "yarn",
+        }
+    }
+
+    /// `base ** (arange(0, dim, 2) / dim)` in f32, as transformers computes it.
+    fn pos_freqs(&self, base: f32) -> Vec<f32> {
+        let dim = self.dim as f32;
+        (0..self.dim).step_by(2).map(|i| base.powf(i as f32 / dim)).collect()
+    }
+
+    /// The inverse frequencies (`dim / 2` values) at init time, i.e. for positions within
+    /// `max_position_embeddings` (for `dynamic` this is the unscaled set).
+    pub fn inv_freq(&self) -> Vec<f32> {
+        let base = self.theta as f32;
+        let plain: Vec<f32> = self.pos_freqs(base).iter().map(|p| 1.0 / p).collect();
+        match &self.scaling {
+            RopeScaling::Default | RopeScaling::Dynamic { .. } => plain,
+            RopeScaling::Linear { factor } => plain.iter().map(|f| f / *factor as f32).collect(),
+            RopeScaling::Llama3 { factor, low_freq_factor, high_freq_factor, original_max_position_embeddings } => {
+                llama3_inv_freq(&plain, *factor, *low_freq_factor, *high_freq_factor, *original_max_position_embeddings)
+            }
+            RopeScaling::Yarn { factor, original_max_position_embeddings, beta_fast, beta_slow, truncate, .. } => {
+                self.yarn_inv_freq(*factor, *original_max_position_embeddings, *beta_fast, *beta_slow, *truncate)
+            }
+        }
+    }
+
+    /// The factor cos and sin are multiplied by (`attention_scaling` in transformers).
+    pub fn attention_scaling(&self) -> f32 {
+        match &self.scaling {
+            RopeScaling::Yarn { factor, mscale, mscale_all_dim, attention_factor, .. } => {
+                if let Some(a) = attention_factor {
+                    return *a as f32;
+                }
+                let get = |scale: f64, m: f64| if scale <= 1.0 { 1.0 } else { 0.1 * m * scale.ln() + 1.0 };
+                match (mscale, mscale_all_dim) {
+                    (Some(m), Some(ma)) if *m != 0.0 && *ma != 0.0 => (get(*factor, *m) / get(*factor, *ma)) as f32,
+                    _ => get(*factor, 1.0) as f32,
+                }
+            }
+            _ => 1.0,
+        }
+    }
+
+    /// For `dynamic` rope: `(factor, max_position_embeddings, dim / (dim - 2))`, the constants of
+    /// `base' = base * ((factor * L / max_pos) - (factor - 1)) ** (dim / (dim - 2))` where
+    /// `L = max(max(position_ids) + 1, max_pos)`.
+    pub fn dynamic_base_exponent(&self) -> Option<(f32, f32, f32)> {
+        match &self.scaling {
+            RopeScaling::Dynamic { factor, max_position_embeddings } => Some((
+                *factor as f32,
+                *max_position_embeddings as f32,
+                self.dim as f32 / (self.dim as f32 - 2.0),
+            )),
+            _ => None,
+        }
+    }
+
+    fn yarn_inv_freq(&self, factor: f64, orig_max: usize, beta_fast: f64, beta_slow: f64, truncate: bool) -> Vec<f32> {
+        let dim = self.dim as f64;
+        let base = self.theta;
+        let correction_dim = |rot: f64| (dim * (orig_max as f64 / (rot * 2.0 * std::f64::consts::PI)).ln()) / (2.0 * base.ln());
+        let (mut low, mut high) = (correction_dim(beta_fast), correction_dim(beta_slow));
+        if truncate {
+            low = low.floor();
+            high = high.ceil();
+        }
+        let (low, mut high) = (low.max(0.0), high.min(dim - 1.0));
+        if low == high {
+            high += 0.001;
+        }
+        let pos = self.pos_freqs(base as f32);
+        pos.iter()
+            .enumerate()
+            .map(|(i, p)| {
+                let extrapolation = 1.0 / p;
+                let interpolation = 1.0 / (factor as f32 * p);
+                let ramp = ((i as f32 - low as f32) / (high as f32 - low as f32)).clamp(0.0, 1.0);
+                let extra_factor = 1.0 - ramp;
+                interpolation * (1.0 - extra_factor) + extrapolation * extra_factor
+            })
+            .collect()
+    }
+}
+
+fn llama3_inv_freq(plain: &[f32], factor: f64, low: f64, high: f64, old_ctx: usize) -> Vec<f32> {
+    let old_ctx = old_ctx as f32;
+    let (factor, low, high) = (factor as f32, low as f32, high as f32);
+    let low_freq_wavelen = old_ctx / low;
+    let high_freq_wavelen = old_ctx / high;
+    plain
+        .iter()
+        .map(|&f| {
+            let wavelen = 2.0 * std::f32::consts::PI / f;
+            let scaled = if wavelen > low_freq_wavelen { f / factor } else { f };
+            let smooth = (old_ctx / wavelen - low) / (high - low);
+            let smoothed = (1.0 - smooth) * scaled / factor + smooth * scaled;
+            let medium = !(wavelen < high_freq_wavelen) && !(wavelen > low_freq_wavelen);
+            if medium {
+                smoothed
+            } else {
+                scaled
+            }
+        })
+        .collect()
+}

@@ -1,0 +1,1 @@
+//! PyTorch ExportedProgram `.pt2` writer (what `torch.export.save` writes) and, behind the `runtime` feature, a libtorch runner. Not implemented yet: this crate only fixes its place in the workspace (issue: DynamoExporter).

@@ -1,0 +1,1 @@
+//! ExecuTorch `.pte` writer (portable kernels, XNNPACK delegate) and, behind the `runtime` feature, a runner on the ExecuTorch shared libraries. Not implemented yet: this crate only fixes its place in the workspace (issue: ExecutorchExporter).

@@ -1,0 +1,1 @@
+//! ONNX writer: lowers core graphs to ONNX (opset 17+, external data) and, behind the `runtime` feature, runs them in ONNX Runtime. Not implemented yet: this crate only fixes its place in the workspace (issue: OnnxExporter).

@@ -1,0 +1,1 @@
+//! OpenVINO IR v11 writer (`openvino_<component>.xml` + `.bin`) and, behind the `runtime` feature, a runner on the OpenVINO C API. Not implemented yet: this crate only fixes its place in the workspace (issue: OpenVINOExporter).
