@@ -1,14 +1,38 @@
-//! The backend-neutral heart of hfexport: dtypes, tensors, symbolic dims, lazy weights.
+//! The backend-neutral heart of hfexport.
+//!
+//! - [`graph`]: the one graph type (SSA values, symbolic shapes, lazy weights, in-place aliases),
+//!   with [`ops`] the closed op set and its shape/dtype inference;
+//! - [`dim`]: symbolic dims as an integer polynomial algebra with symbol ranges;
+//! - [`decompose`]: high-level ops expanded into primitives; [`passes`]: the pass manager and
+//!   the patch registry; [`verify`]: graph invariants; [`dump`]: the stable text form;
+//! - [`eval`]: the reference evaluator, the oracle every exported artifact is checked against;
+//! - [`config`]: export configs and `AutoExportConfig`, mirroring the Python names.
+//!
+//! Nothing here names ONNX, OpenVINO or ATen: backends lower from this crate.
+
+pub mod config;
+pub mod decompose;
 pub mod dim;
 pub mod dtype;
+pub mod dump;
 pub mod error;
+pub mod eval;
+pub mod graph;
+mod kernels;
+pub mod ops;
+pub mod passes;
 pub mod rope;
 pub mod tensor;
+pub mod verify;
 pub mod weights;
 
+pub use config::{AutoExportConfig, ExportConfig, ExportFormat};
 pub use dim::{Bindings, Dim, SymRange, Symbol, SymbolScope};
 pub use dtype::DType;
 pub use error::{Error, Result};
+pub use eval::Evaluator;
+pub use graph::{Graph, ValueId, ValueInfo};
+pub use ops::{Activation, BinaryOp, Op, ReduceKind, UnaryOp};
 pub use rope::{RopeConfig, RopeScaling};
 pub use tensor::{Tensor, TensorData};
 pub use weights::{MemorySource, TensorInfo, TensorSource, WeightExpr};

@@ -1,0 +1,451 @@
+//! Export configs, mirroring the Python `transformers.exporters` dataclasses field for field,
+//! so a dict written for one works for the other; [`AutoExportConfig`] picks the config from
+//! `export_format`. Unknown keys and values are errors that list the valid ones.
+
+use crate::error::{Error, Result};
+use serde_json::{json, Map, Value};
+use std::collections::BTreeMap;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ExportFormat {
+    Dynamo,
+    Onnx,
+    Executorch,
+    Openvino,
+}
+
+impl ExportFormat {
+    pub const ALL: [ExportFormat; 4] = [ExportFormat::Dynamo, ExportFormat::Onnx, ExportFormat::Executorch, ExportFormat::Openvino];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ExportFormat::Dynamo => "dynamo",
+            ExportFormat::Onnx => "onnx",
+            ExportFormat::Executorch => "executorch",
+            ExportFormat::Openvino => "openvino",
+        }
+    }
+
+    pub fn parse(s: &str) -> Result<ExportFormat> {
+        ExportFormat::ALL
+            .into_iter()
+            .find(|f| f.as_str() == s)
+            .ok_or_else(|| Error::Config(format!("export_format `{s}` is unknown; valid: {}", names(&ExportFormat::ALL.map(|f| f.as_str())))))
+    }
+}
+
+fn names(v: &[&str]) -> String {
+    v.join(", ")
+}
+
+/// One axis of `dynamic_shapes`: a named symbolic dim with optional bounds, or `"auto"`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AxisSpec {
+    Auto,
+    Dim { name: String, min: Option<i64>, max: Option<i64> },
+}
+
+/// `dynamic_shapes`: input name -> axis -> spec (axes not listed are static).
+pub type DynamicShapes = BTreeMap<String, BTreeMap<usize, AxisSpec>>;
+
+/// Fields every format shares (Python `DynamoConfig`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct CommonConfig {
+    pub dynamic: bool,
+    /// Accepted for compatibility with the Python dicts; graphs are built, not traced, so it
+    /// changes nothing here.
+    pub strict: bool,
+    pub dynamic_shapes: Option<DynamicShapes>,
+    pub prefer_deferred_runtime_asserts_over_guards: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OrtFusions {
+    Cpu,
+    Cuda,
+    Webgpu,
+    Dml,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OnnxConfig {
+    pub common: CommonConfig,
+    pub opset_version: Option<u32>,
+    pub optimize: bool,
+    pub ort_fusions: Option<OrtFusions>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExecutorchBackend {
+    Xnnpack,
+    Portable,
+    Cuda,
+    Mlx,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExecutorchConfig {
+    pub common: CommonConfig,
+    pub backend: ExecutorchBackend,
+    pub alloc_graph_input: bool,
+    pub alloc_graph_output: bool,
+    pub alloc_mutable_buffers: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OpenvinoConfig {
+    pub common: CommonConfig,
+    pub compress_to_fp16: bool,
+    pub stateful: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ExportConfig {
+    Dynamo(CommonConfig),
+    Onnx(OnnxConfig),
+    Executorch(ExecutorchConfig),
+    Openvino(OpenvinoConfig),
+}
+
+const COMMON_KEYS: [&str; 6] = [
+    "export_format",
+    "dynamic",
+    "strict",
+    "dynamic_shapes",
+    "prefer_deferred_runtime_asserts_over_guards",
+    "quantizer",
+];
+pub const ONNX_OPSETS: std::ops::RangeInclusive<u32> = 17..=23;
+const ORT_FUSIONS: [&str; 4] = ["cpu", "cuda", "webgpu", "dml"];
+const ET_BACKENDS: [&str; 4] = ["xnnpack", "portable", "cuda", "mlx"];
+
+/// Picks and parses the config of the format named by `export_format`.
+pub struct AutoExportConfig;
+
+impl AutoExportConfig {
+    pub fn from_dict(v: &Value) -> Result<ExportConfig> {
+        let obj = v.as_object().ok_or_else(|| Error::Config(format!("expected a JSON object, got {v}")))?;
+        let fmt = match obj.get("export_format") {
+            Some(Value::String(s)) => ExportFormat::parse(s)?,
+            Some(other) => return Err(Error::Config(format!("export_format must be a string, got {other}"))),
+            None => {
+                return Err(Error::Config(format!(
+                    "export_format is missing; valid: {}",
+                    names(&ExportFormat::ALL.map(|f| f.as_str()))
+                )))
+            }
+        };
+        let own: &[&str] = match fmt {
+            ExportFormat::Dynamo => &[],
+            ExportFormat::Onnx => &["opset_version", "optimize", "ort_fusions"],
+            ExportFormat::Executorch => &["backend", "alloc_graph_input", "alloc_graph_output", "alloc_mutable_buffers"],
+            ExportFormat::Openvino => &["compress_to_fp16", "stateful"],
+        };
+        let valid: Vec<&str> = COMMON_KEYS.iter().chain(own).copied().collect();
+        if let Some(k) = obj.keys().find(|k| !valid.contains(&k.as_str())) {
+            return Err(Error::Config(format!("unknown key `{k}` for export_format `{}`; valid keys: {}", fmt.as_str(), names(&valid))));
+        }
+        let common = parse_common(obj)?;
+        Ok(match fmt {
+            ExportFormat::Dynamo => ExportConfig::Dynamo(common),
+            ExportFormat::Onnx => {
+                let optimize = get_bool(obj, "optimize", true)?;
+                let ort_fusions = match get_str(obj, "ort_fusions")? {
+                    None => None,
+                    Some("cpu") => Some(OrtFusions::Cpu),
+                    Some("cuda") => Some(OrtFusions::Cuda),
+                    Some("webgpu") => Some(OrtFusions::Webgpu),
+                    Some("dml") => Some(OrtFusions::Dml),
+                    Some(s) => return Err(bad_value("ort_fusions", s, &ORT_FUSIONS)),
+                };
+                if ort_fusions.is_some() && !optimize {
+                    return Err(Error::Config("`ort_fusions` requires `optimize=true`".into()));
+                }
+                let opset_version = match obj.get("opset_version") {
+                    None | Some(Value::Null) => None,
+                    Some(v) => {
+                        let n = v.as_u64().ok_or_else(|| Error::Config(format!("opset_version must be an integer, got {v}")))?;
+                        let n = u32::try_from(n).ok().filter(|n| ONNX_OPSETS.contains(n)).ok_or_else(|| {
+                            Error::Config(format!("opset_version {n} is not supported; valid: {}..={}", ONNX_OPSETS.start(), ONNX_OPSETS.end()))
+                        })?;
+                        Some(n)
+                    }
+                };
+                ExportConfig::Onnx(OnnxConfig { common, opset_version, optimize, ort_fusions })
+            }
+            ExportFormat::Executorch => {
+                let backend = match get_str(obj, "backend")?.unwrap_or("xnnpack") {
+                    "xnnpack" => ExecutorchBackend::Xnnpack,
+                    "portable" => ExecutorchBackend::Portable,
+                    "cuda" => ExecutorchBackend::Cuda,
+                    "mlx" => ExecutorchBackend::Mlx,
+                    s => return Err(bad_value("backend", s, &ET_BACKENDS)),
+                };
+                ExportConfig::Executorch(ExecutorchConfig {
+                    common,
+                    backend,
+                    alloc_graph_input: get_bool(obj, "alloc_graph_input", true)?,
+                    alloc_graph_output: get_bool(obj, "alloc_graph_output", true)?,
+                    alloc_mutable_buffers: get_bool(obj, "alloc_mutable_buffers", true)?,
+                })
+            }
+            ExportFormat::Openvino => ExportConfig::Openvino(OpenvinoConfig {
+                common,
+                compress_to_fp16: get_bool(obj, "compress_to_fp16", false)?,
+                stateful: get_bool(obj, "stateful", true)?,
+            }),
+        })
+    }
+
+    pub fn from_json_str(s: &str) -> Result<ExportConfig> {
+        let v: Value = serde_json::from_str(s).map_err(|e| Error::Config(format!("invalid JSON: {e}")))?;
+        Self::from_dict(&v)
+    }
+
+    pub fn from_file(path: &std::path::Path) -> Result<ExportConfig> {
+        let text = std::fs::read_to_string(path).map_err(|e| Error::Config(format!("{}: {e}", path.display())))?;
+        Self::from_json_str(&text).map_err(|e| Error::Config(format!("{}: {e}", path.display())))
+    }
+}
+
+fn bad_value(key: &str, got: &str, valid: &[&str]) -> Error {
+    Error::Config(format!("{key} `{got}` is not valid; valid: {}", names(valid)))
+}
+
+fn get_bool(obj: &Map<String, Value>, key: &str, default: bool) -> Result<bool> {
+    match obj.get(key) {
+        None => Ok(default),
+        Some(Value::Bool(b)) => Ok(*b),
+        Some(v) => Err(Error::Config(format!("{key} must be true or false, got {v}"))),
+    }
+}
+
+fn get_str<'a>(obj: &'a Map<String, Value>, key: &str) -> Result<Option<&'a str>> {
+    match obj.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s)),
+        Some(v) => Err(Error::Config(format!("{key} must be a string, got {v}"))),
+    }
+}
+
+fn parse_common(obj: &Map<String, Value>) -> Result<CommonConfig> {
+    match obj.get("quantizer") {
+        None | Some(Value::Null) => {}
+        Some(v) => {
+            return Err(Error::Config(format!("quantizer {v} is not available: hfexport-quant has no quantizer yet (valid: null)")))
+        }
+    }
+    Ok(CommonConfig {
+        dynamic: get_bool(obj, "dynamic", false)?,
+        strict: get_bool(obj, "strict", false)?,
+        dynamic_shapes: match obj.get("dynamic_shapes") {
+            None | Some(Value::Null) => None,
+            Some(v) => Some(parse_dynamic_shapes(v)?),
+        },
+        prefer_deferred_runtime_asserts_over_guards: get_bool(obj, "prefer_deferred_runtime_asserts_over_guards", false)?,
+    })
+}
+
+/// `{"input_ids": {"0": {"name": "batch", "min": 1, "max": 8}, "1": "auto"}}`, or per input a
+/// list with one entry per axis (`null` = static), as `torch.export` accepts.
+pub fn parse_dynamic_shapes(v: &Value) -> Result<DynamicShapes> {
+    let obj = v.as_object().ok_or_else(|| Error::Config(format!("dynamic_shapes must be an object of input names, got {v}")))?;
+    let mut out = DynamicShapes::new();
+    for (input, axes) in obj {
+        let mut m = BTreeMap::new();
+        let entries: Vec<(usize, &Value)> = match axes {
+            Value::Object(a) => a
+                .iter()
+                .map(|(k, spec)| {
+                    k.parse::<usize>()
+                        .map(|i| (i, spec))
+                        .map_err(|_| Error::Config(format!("dynamic_shapes.{input}: axis `{k}` is not a non-negative integer")))
+                })
+                .collect::<Result<_>>()?,
+            Value::Array(a) => a.iter().enumerate().filter(|(_, s)| !s.is_null()).collect(),
+            other => return Err(Error::Config(format!("dynamic_shapes.{input} must be an object or a list, got {other}"))),
+        };
+        for (axis, spec) in entries {
+            m.insert(axis, parse_axis(&format!("dynamic_shapes.{input}.{axis}"), spec)?);
+        }
+        out.insert(input.clone(), m);
+    }
+    Ok(out)
+}
+
+fn parse_axis(at: &str, spec: &Value) -> Result<AxisSpec> {
+    match spec {
+        Value::String(s) if s == "auto" => Ok(AxisSpec::Auto),
+        Value::Object(o) => {
+            if let Some(k) = o.keys().find(|k| !["name", "min", "max"].contains(&k.as_str())) {
+                return Err(Error::Config(format!("{at}: unknown key `{k}`; valid keys: name, min, max")));
+            }
+            let name = match o.get("name") {
+                Some(Value::String(s)) if !s.is_empty() => s.clone(),
+                other => return Err(Error::Config(format!("{at}.name must be a non-empty string, got {other:?}"))),
+            };
+            let bound = |k: &str| -> Result<Option<i64>> {
+                match o.get(k) {
+                    None | Some(Value::Null) => Ok(None),
+                    Some(v) => v
+                        .as_i64()
+                        .filter(|n| *n >= 0)
+                        .map(Some)
+                        .ok_or_else(|| Error::Config(format!("{at}.{k} must be a non-negative integer, got {v}"))),
+                }
+            };
+            let (min, max) = (bound("min")?, bound("max")?);
+            if let (Some(a), Some(b)) = (min, max) {
+                if a > b {
+                    return Err(Error::Config(format!("{at}: min {a} is greater than max {b}")));
+                }
+            }
+            Ok(AxisSpec::Dim { name, min, max })
+        }
+        other => Err(Error::Config(format!("{at} must be \"auto\" or {{name, min, max}}, got {other}"))),
+    }
+}
+
+impl ExportConfig {
+    pub fn format(&self) -> ExportFormat {
+        match self {
+            ExportConfig::Dynamo(_) => ExportFormat::Dynamo,
+            ExportConfig::Onnx(_) => ExportFormat::Onnx,
+            ExportConfig::Executorch(_) => ExportFormat::Executorch,
+            ExportConfig::Openvino(_) => ExportFormat::Openvino,
+        }
+    }
+
+    pub fn common(&self) -> &CommonConfig {
+        match self {
+            ExportConfig::Dynamo(c) => c,
+            ExportConfig::Onnx(c) => &c.common,
+            ExportConfig::Executorch(c) => &c.common,
+            ExportConfig::Openvino(c) => &c.common,
+        }
+    }
+
+    /// The config as the dict `AutoExportConfig::from_dict` reads (recorded in export.json).
+    pub fn to_dict(&self) -> Value {
+        let c = self.common();
+        let mut m = json!({
+            "export_format": self.format().as_str(),
+            "dynamic": c.dynamic,
+            "strict": c.strict,
+            "dynamic_shapes": c.dynamic_shapes.as_ref().map(dynamic_shapes_to_json),
+            "prefer_deferred_runtime_asserts_over_guards": c.prefer_deferred_runtime_asserts_over_guards,
+            "quantizer": null,
+        });
+        let extra = match self {
+            ExportConfig::Dynamo(_) => json!({}),
+            ExportConfig::Onnx(o) => json!({
+                "opset_version": o.opset_version,
+                "optimize": o.optimize,
+                "ort_fusions": o.ort_fusions.map(|f| ORT_FUSIONS[f as usize]),
+            }),
+            ExportConfig::Executorch(e) => json!({
+                "backend": ET_BACKENDS[e.backend as usize],
+                "alloc_graph_input": e.alloc_graph_input,
+                "alloc_graph_output": e.alloc_graph_output,
+                "alloc_mutable_buffers": e.alloc_mutable_buffers,
+            }),
+            ExportConfig::Openvino(o) => json!({"compress_to_fp16": o.compress_to_fp16, "stateful": o.stateful}),
+        };
+        if let (Some(m), Value::Object(e)) = (m.as_object_mut(), extra) {
+            m.extend(e);
+        }
+        m
+    }
+}
+
+fn dynamic_shapes_to_json(d: &DynamicShapes) -> Value {
+    let mut out = Map::new();
+    for (input, axes) in d {
+        let mut a = Map::new();
+        for (axis, spec) in axes {
+            let v = match spec {
+                AxisSpec::Auto => json!("auto"),
+                AxisSpec::Dim { name, min, max } => json!({"name": name, "min": min, "max": max}),
+            };
+            a.insert(axis.to_string(), v);
+        }
+        out.insert(input.clone(), Value::Object(a));
+    }
+    Value::Object(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn err(v: Value) -> String {
+        AutoExportConfig::from_dict(&v).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn picks_the_config_from_export_format() {
+        let c = AutoExportConfig::from_dict(&json!({"export_format": "onnx", "dynamic": true})).unwrap();
+        let ExportConfig::Onnx(o) = &c else { panic!("expected onnx, got {c:?}") };
+        assert!(o.common.dynamic && o.optimize && o.opset_version.is_none());
+        let c = AutoExportConfig::from_dict(&json!({"export_format": "executorch"})).unwrap();
+        assert_eq!(c, ExportConfig::Executorch(ExecutorchConfig {
+            common: CommonConfig::default(),
+            backend: ExecutorchBackend::Xnnpack,
+            alloc_graph_input: true,
+            alloc_graph_output: true,
+            alloc_mutable_buffers: true,
+        }));
+        let c = AutoExportConfig::from_dict(&json!({"export_format": "openvino", "stateful": false})).unwrap();
+        assert_eq!(c, ExportConfig::Openvino(OpenvinoConfig { common: CommonConfig::default(), compress_to_fp16: false, stateful: false }));
+    }
+
+    #[test]
+    fn round_trips_through_to_dict() {
+        for d in [
+            json!({"export_format": "onnx", "opset_version": 18, "ort_fusions": "cpu",
+                   "dynamic_shapes": {"input_ids": {"0": {"name": "batch", "min": 1, "max": 8}, "1": "auto"}}}),
+            json!({"export_format": "executorch", "backend": "portable", "alloc_graph_output": false}),
+            json!({"export_format": "dynamo", "prefer_deferred_runtime_asserts_over_guards": true}),
+        ] {
+            let c = AutoExportConfig::from_dict(&d).unwrap();
+            assert_eq!(AutoExportConfig::from_dict(&c.to_dict()).unwrap(), c);
+        }
+    }
+
+    #[test]
+    fn unknown_keys_and_values_name_the_valid_ones() {
+        let e = err(json!({"export_format": "onnx", "opset": 18}));
+        assert!(e.contains("`opset`") && e.contains("opset_version"), "{e}");
+        let e = err(json!({"export_format": "openvino", "backend": "xnnpack"}));
+        assert!(e.contains("`backend`") && e.contains("stateful"), "{e}");
+        let e = err(json!({"export_format": "tflite"}));
+        assert!(e.contains("tflite") && e.contains("executorch"), "{e}");
+        let e = err(json!({"export_format": "executorch", "backend": "vulkan"}));
+        assert!(e.contains("vulkan") && e.contains("portable"), "{e}");
+        let e = err(json!({"export_format": "onnx", "opset_version": 12}));
+        assert!(e.contains("12") && e.contains("17..=23"), "{e}");
+        let e = err(json!({"export_format": "onnx", "ort_fusions": "cpu", "optimize": false}));
+        assert!(e.contains("optimize"), "{e}");
+        let e = err(json!({"dynamic": true}));
+        assert!(e.contains("export_format is missing"), "{e}");
+        let e = err(json!({"export_format": "onnx", "dynamic": "yes"}));
+        assert!(e.contains("dynamic must be true or false"), "{e}");
+        let e = err(json!({"export_format": "onnx", "quantizer": {"method": "int8"}}));
+        assert!(e.contains("quantizer"), "{e}");
+    }
+
+    #[test]
+    fn dynamic_shapes_are_validated() {
+        let e = err(json!({"export_format": "onnx", "dynamic_shapes": {"input_ids": {"x": "auto"}}}));
+        assert!(e.contains("axis `x`"), "{e}");
+        let e = err(json!({"export_format": "onnx", "dynamic_shapes": {"input_ids": {"0": {"name": "b", "min": 9, "max": 2}}}}));
+        assert!(e.contains("min 9 is greater than max 2"), "{e}");
+        let e = err(json!({"export_format": "onnx", "dynamic_shapes": {"input_ids": {"0": {"name": "b", "maximum": 2}}}}));
+        assert!(e.contains("`maximum`"), "{e}");
+        let c = AutoExportConfig::from_dict(&json!({"export_format": "onnx",
+            "dynamic_shapes": {"input_ids": [null, {"name": "seq", "max": 64}]}})).unwrap();
+        let ds = c.common().dynamic_shapes.clone().unwrap();
+        assert_eq!(ds["input_ids"][&1], AxisSpec::Dim { name: "seq".into(), min: None, max: Some(64) });
+        assert!(!ds["input_ids"].contains_key(&0));
+    }
+}

@@ -1,0 +1,286 @@
+//! Decompositions of high-level ops into primitives, and the rewrite that applies them.
+//!
+//! A backend lowers natively the high-level ops its runtime does well (ONNX `Attention`,
+//! OpenVINO's fused RMS pattern, …) and asks core to expand the rest with [`decompose`].
+//! Each expansion computes what the reference evaluator computes for the op, in the same
+//! order and dtypes as transformers; the tests evaluate both and compare.
+
+use crate::dim::Dim;
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::graph::{Graph, Node, ValueId};
+use crate::ops::{Activation, BinaryOp, Op, ReduceKind, UnaryOp};
+use crate::rope::RopeConfig;
+use crate::tensor::Tensor;
+
+/// Expands every high-level op selected by `select`, repeatedly, until none is left
+/// (an expansion may itself emit high-level ops, e.g. a gated MLP emits `Linear`s).
+pub fn decompose(src: &Graph, select: &dyn Fn(&Op) -> bool) -> Result<Graph> {
+    let wanted = |g: &Graph| g.nodes().iter().any(|n| n.op.is_high_level() && select(&n.op));
+    let mut cur = src.clone();
+    while wanted(&cur) {
+        cur = decompose_once(&cur, select)?;
+    }
+    Ok(cur)
+}
+
+fn decompose_once(src: &Graph, select: &dyn Fn(&Op) -> bool) -> Result<Graph> {
+    let (mut g, mut map) = src.empty_like();
+    for node in src.nodes() {
+        let ins = node
+            .inputs
+            .iter()
+            .map(|v| map[v.0].ok_or_else(|| src.invalid(format!("node `{}` reads a value defined later", node.name))))
+            .collect::<Result<Vec<_>>>()?;
+        let outs = if node.op.is_high_level() && select(&node.op) {
+            expand(&mut g, node, &ins)?
+        } else {
+            g.add_node(&node.name, node.op.clone(), &ins)?
+        };
+        for (o, n) in node.outputs.iter().zip(outs) {
+            map[o.0] = Some(n);
+        }
+    }
+    g.finish_rewrite(src, &map)?;
+    Ok(g)
+}
+
+/// Appends the primitive expansion of one high-level node to `g`; returns its outputs.
+pub fn expand(g: &mut Graph, node: &Node, ins: &[ValueId]) -> Result<Vec<ValueId>> {
+    let mut e = Emitter { g, prefix: node.name.clone() };
+    match &node.op {
+        Op::RmsNorm { eps } => Ok(vec![e.rms_norm(ins[0], ins[1], *eps)?]),
+        Op::RotaryCosSin { rope } => {
+            let (c, s) = e.rotary_cos_sin(rope, ins[0])?;
+            Ok(vec![c, s])
+        }
+        Op::ApplyRotary => Ok(vec![e.apply_rotary(ins[0], ins[1], ins[2])?]),
+        Op::Attention { scale, softcap, sliding_window } => {
+            let window = sliding_window.map(|w| (w, ins[4], ins[5]));
+            Ok(vec![e.attention(ins[0], ins[1], ins[2], ins[3], *scale, *softcap, window)?])
+        }
+        Op::Linear => Ok(vec![e.linear(ins[0], ins[1], ins.get(2).copied())?]),
+        Op::GatedMlp { act } => Ok(vec![e.gated_mlp(ins[0], ins[1], ins[2], ins[3], *act)?]),
+        other => Err(Error::Verify { graph: e.g.name.clone(), msg: format!("{} has no decomposition", other.name()) }),
+    }
+}
+
+/// Emits primitives under a name prefix (`layers.0.mlp/gate`), with short helpers.
+struct Emitter<'a> {
+    g: &'a mut Graph,
+    prefix: String,
+}
+
+impl Emitter<'_> {
+    fn op(&mut self, part: &str, op: Op, ins: &[ValueId]) -> Result<ValueId> {
+        let name = format!("{}/{part}", self.prefix);
+        self.g.op(&name, op, ins)
+    }
+    fn bin(&mut self, part: &str, op: BinaryOp, a: ValueId, b: ValueId) -> Result<ValueId> {
+        self.op(part, Op::Binary(op), &[a, b])
+    }
+    fn un(&mut self, part: &str, op: UnaryOp, a: ValueId) -> Result<ValueId> {
+        self.op(part, Op::Unary(op), &[a])
+    }
+    fn scalar(&mut self, part: &str, dtype: DType, v: f64) -> Result<ValueId> {
+        let t = if dtype.is_float() {
+            Tensor::float(dtype, vec![], vec![v as f32])?
+        } else {
+            Tensor::int(dtype, vec![], vec![v as i64])?
+        };
+        self.op(part, Op::Constant(t), &[])
+    }
+    fn cast(&mut self, part: &str, x: ValueId, to: DType) -> Result<ValueId> {
+        if self.g.info(x).dtype == to {
+            return Ok(x);
+        }
+        self.op(part, Op::Cast(to), &[x])
+    }
+    fn shape(&self, x: ValueId) -> Vec<Dim> {
+        self.g.info(x).shape.clone()
+    }
+    fn dtype(&self, x: ValueId) -> DType {
+        self.g.info(x).dtype
+    }
+
+    fn rms_norm(&mut self, x: ValueId, w: ValueId, eps: f32) -> Result<ValueId> {
+        let in_dtype = self.dtype(x);
+        let last = self.shape(x).len() - 1;
+        let xf = self.cast("to_f32", x, DType::F32)?;
+        let sq = self.bin("square", BinaryOp::Mul, xf, xf)?;
+        let mean = self.op("mean", Op::Reduce { kind: ReduceKind::Mean, axes: vec![last], keep_dims: true }, &[sq])?;
+        let e = self.scalar("eps", DType::F32, eps as f64)?;
+        let var = self.bin("add_eps", BinaryOp::Add, mean, e)?;
+        let sd = self.un("sqrt", UnaryOp::Sqrt, var)?;
+        let r = self.un("rsqrt", UnaryOp::Reciprocal, sd)?;
+        let n = self.bin("normalize", BinaryOp::Mul, xf, r)?;
+        let n = self.cast("to_input_dtype", n, in_dtype)?;
+        let w_dtype = self.dtype(w);
+        let n = self.cast("to_weight_dtype", n, w_dtype)?;
+        self.bin("scale", BinaryOp::Mul, w, n)
+    }
+
+    fn inv_freq(&mut self, rope: &RopeConfig, pos: ValueId) -> Result<ValueId> {
+        let Some((factor, max_pos, exponent)) = rope.dynamic_base_exponent() else {
+            let inv = rope.inv_freq();
+            return self.op("inv_freq", Op::Constant(Tensor::f32(vec![inv.len()], inv)?), &[]);
+        };
+        // base' = theta * ((factor * L / max_pos) - (factor - 1)) ** (dim / (dim - 2)),
+        // L = max(max(position_ids) + 1, max_pos)
+        let m = self.op("max_pos", Op::Reduce { kind: ReduceKind::Max, axes: vec![0, 1], keep_dims: false }, &[pos])?;
+        let one = self.scalar("one", DType::I64, 1.0)?;
+        let len = self.bin("len", BinaryOp::Add, m, one)?;
+        let mp = self.scalar("orig_len", DType::I64, max_pos as f64)?;
+        let len = self.bin("len_clamped", BinaryOp::Max, len, mp)?;
+        let lf = self.cast("len_f32", len, DType::F32)?;
+        let fc = self.scalar("factor", DType::F32, factor as f64)?;
+        let t = self.bin("scaled_len", BinaryOp::Mul, lf, fc)?;
+        let mpf = self.scalar("orig_len_f32", DType::F32, max_pos as f64)?;
+        let t = self.bin("ratio", BinaryOp::Div, t, mpf)?;
+        let fm1 = self.scalar("factor_m1", DType::F32, (factor - 1.0) as f64)?;
+        let t = self.bin("shift", BinaryOp::Sub, t, fm1)?;
+        let ex = self.scalar("exponent", DType::F32, exponent as f64)?;
+        let t = self.bin("pow", BinaryOp::Pow, t, ex)?;
+        let th = self.scalar("theta", DType::F32, rope.theta)?;
+        let base = self.bin("base", BinaryOp::Mul, th, t)?;
+        let dim = rope.dim as f32;
+        let exps: Vec<f32> = (0..rope.dim).step_by(2).map(|i| i as f32 / dim).collect();
+        let exps = self.op("exponents", Op::Constant(Tensor::f32(vec![exps.len()], exps)?), &[])?;
+        let p = self.bin("pos_freqs", BinaryOp::Pow, base, exps)?;
+        self.un("inv_freq", UnaryOp::Reciprocal, p)
+    }
+
+    fn rotary_cos_sin(&mut self, rope: &RopeConfig, pos: ValueId) -> Result<(ValueId, ValueId)> {
+        let inv = self.inv_freq(rope, pos)?;
+        let s = self.shape(pos);
+        let pf = self.cast("pos_f32", pos, DType::F32)?;
+        let pf = self.op("pos_col", Op::Reshape { shape: vec![s[0].clone(), s[1].clone(), Dim::konst(1)] }, &[pf])?;
+        let freqs = self.bin("freqs", BinaryOp::Mul, pf, inv)?;
+        let emb = self.op("emb", Op::Concat { axis: 2 }, &[freqs, freqs])?;
+        let mut cos = self.un("cos", UnaryOp::Cos, emb)?;
+        let mut sin = self.un("sin", UnaryOp::Sin, emb)?;
+        let scaling = rope.attention_scaling();
+        if scaling != 1.0 {
+            let sc = self.scalar("attention_scaling", DType::F32, scaling as f64)?;
+            cos = self.bin("cos_scaled", BinaryOp::Mul, cos, sc)?;
+            sin = self.bin("sin_scaled", BinaryOp::Mul, sin, sc)?;
+        }
+        Ok((cos, sin))
+    }
+
+    fn apply_rotary(&mut self, x: ValueId, cos: ValueId, sin: ValueId) -> Result<ValueId> {
+        let xs = self.shape(x);
+        let cs = self.shape(cos);
+        let c4 = vec![cs[0].clone(), Dim::konst(1), cs[1].clone(), cs[2].clone()];
+        let cos4 = self.op("cos_heads", Op::Reshape { shape: c4.clone() }, &[cos])?;
+        let sin4 = self.op("sin_heads", Op::Reshape { shape: c4 }, &[sin])?;
+        let d = xs[3].clone();
+        let half = d.div_exact(2)?;
+        let x1 = self.op("x1", Op::Slice { axis: 3, start: Dim::konst(0), end: half.clone() }, &[x])?;
+        let x2 = self.op("x2", Op::Slice { axis: 3, start: half, end: d }, &[x])?;
+        let nx2 = self.un("neg_x2", UnaryOp::Neg, x2)?;
+        let rot = self.op("rotate_half", Op::Concat { axis: 3 }, &[nx2, x1])?;
+        let a = self.bin("x_cos", BinaryOp::Mul, x, cos4)?;
+        let b = self.bin("rot_sin", BinaryOp::Mul, rot, sin4)?;
+        self.bin("out", BinaryOp::Add, a, b)
+    }
+
+    /// `[b, kvh, t, d]` -> `[b, kvh * rep, t, d]`, each kv head repeated `rep` times in place.
+    fn repeat_kv(&mut self, part: &str, x: ValueId, rep: i64) -> Result<ValueId> {
+        if rep == 1 {
+            return Ok(x);
+        }
+        let s = self.shape(x);
+        let five = vec![s[0].clone(), s[1].clone(), Dim::konst(1), s[2].clone(), s[3].clone()];
+        let x = self.op(&format!("{part}_unsqueeze"), Op::Reshape { shape: five.clone() }, &[x])?;
+        let mut wide = five;
+        wide[2] = Dim::konst(rep);
+        let x = self.op(&format!("{part}_expand"), Op::Expand { shape: wide }, &[x])?;
+        let heads = s[1].mul(&Dim::konst(rep));
+        self.op(&format!("{part}_repeat"), Op::Reshape { shape: vec![s[0].clone(), heads, s[2].clone(), s[3].clone()] }, &[x])
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn attention(
+        &mut self,
+        q: ValueId,
+        k: ValueId,
+        v: ValueId,
+        mask: ValueId,
+        scale: f32,
+        softcap: Option<f32>,
+        window: Option<(usize, ValueId, ValueId)>,
+    ) -> Result<ValueId> {
+        let dtype = self.dtype(q);
+        let h = self.shape(q)[1].as_const().unwrap_or(1);
+        let kvh = self.shape(k)[1].as_const().unwrap_or(1);
+        let k = self.repeat_kv("k", k, h / kvh.max(1))?;
+        let v = self.repeat_kv("v", v, h / kvh.max(1))?;
+        let kt = self.op("k_t", Op::Transpose { perm: vec![0, 1, 3, 2] }, &[k])?;
+        let sc = self.op("scores", Op::MatMul, &[q, kt])?;
+        let sv = self.scalar("scale", dtype, scale as f64)?;
+        let mut sc = self.bin("scaled", BinaryOp::Mul, sc, sv)?;
+        if let Some(cap) = softcap {
+            let c = self.scalar("softcap", dtype, cap as f64)?;
+            let d = self.bin("capped_div", BinaryOp::Div, sc, c)?;
+            let t = self.un("capped_tanh", UnaryOp::Tanh, d)?;
+            sc = self.bin("capped", BinaryOp::Mul, t, c)?;
+        }
+        let mut mask = mask;
+        if let Some((w, qp, kp)) = window {
+            let (qs, ks) = (self.shape(qp), self.shape(kp));
+            let q4 = self.op("q_pos", Op::Reshape { shape: vec![qs[0].clone(), Dim::konst(1), qs[1].clone(), Dim::konst(1)] }, &[qp])?;
+            let k4 = self.op("k_pos", Op::Reshape { shape: vec![ks[0].clone(), Dim::konst(1), Dim::konst(1), ks[1].clone()] }, &[kp])?;
+            let diff = self.bin("distance", BinaryOp::Sub, q4, k4)?;
+            let wv = self.scalar("window", DType::I64, w as f64)?;
+            let inside = self.bin("in_window", BinaryOp::Less, diff, wv)?;
+            mask = self.bin("window_mask", BinaryOp::And, mask, inside)?;
+        }
+        let low = self.scalar("masked_value", dtype, dtype.min_finite() as f64)?;
+        let sc = self.op("masked", Op::Where, &[mask, sc, low])?;
+        let sc = self.cast("scores_f32", sc, DType::F32)?;
+        let p = self.op("softmax", Op::Softmax { axis: 3 }, &[sc])?;
+        let p = self.cast("probs", p, dtype)?;
+        self.op("out", Op::MatMul, &[p, v])
+    }
+
+    fn linear(&mut self, x: ValueId, w: ValueId, b: Option<ValueId>) -> Result<ValueId> {
+        let wt = self.op("w_t", Op::Transpose { perm: vec![1, 0] }, &[w])?;
+        let y = self.op("matmul", Op::MatMul, &[x, wt])?;
+        match b {
+            Some(b) => self.bin("bias", BinaryOp::Add, y, b),
+            None => Ok(y),
+        }
+    }
+
+    fn gated_mlp(&mut self, x: ValueId, wg: ValueId, wu: ValueId, wd: ValueId, act: Activation) -> Result<ValueId> {
+        let gate = self.op("gate", Op::Linear, &[x, wg])?;
+        let up = self.op("up", Op::Linear, &[x, wu])?;
+        let a = match act {
+            Activation::Silu => {
+                let s = self.un("sigmoid", UnaryOp::Sigmoid, gate)?;
+                self.bin("silu", BinaryOp::Mul, gate, s)?
+            }
+            Activation::GeluTanh => self.gelu_tanh(gate)?,
+        };
+        let h = self.bin("gated", BinaryOp::Mul, a, up)?;
+        self.op("down", Op::Linear, &[h, wd])
+    }
+
+    fn gelu_tanh(&mut self, x: ValueId) -> Result<ValueId> {
+        let dtype = self.dtype(x);
+        let x2 = self.bin("gelu_x2", BinaryOp::Mul, x, x)?;
+        let x3 = self.bin("gelu_x3", BinaryOp::Mul, x2, x)?;
+        let c1 = self.scalar("gelu_c1", dtype, 0.044715)?;
+        let t = self.bin("gelu_cubic", BinaryOp::Mul, x3, c1)?;
+        let inner = self.bin("gelu_inner", BinaryOp::Add, x, t)?;
+        let c2 = self.scalar("gelu_c2", dtype, (2.0f64 / std::f64::consts::PI).sqrt())?;
+        let inner = self.bin("gelu_scaled", BinaryOp::Mul, inner, c2)?;
+        let th = self.un("gelu_tanh", UnaryOp::Tanh, inner)?;
+        let one = self.scalar("gelu_one", dtype, 1.0)?;
+        let th1 = self.bin("gelu_plus_one", BinaryOp::Add, th, one)?;
+        let half = self.scalar("gelu_half", dtype, 0.5)?;
+        let hx = self.bin("gelu_half_x", BinaryOp::Mul, x, half)?;
+        self.bin("gelu", BinaryOp::Mul, hx, th1)
+    }
+}

@@ -1,0 +1,560 @@
+//! The closed op set: primitives every backend lowers, and high-level ops that carry a
+//! decomposition into primitives (see `decompose.rs`) so a backend can lower them natively or
+//! ask core to expand them.
+//!
+//! Each op has here: its name, its attributes as text (for the dump), and shape/dtype
+//! inference over symbolic dims. Reference evaluation lives in `eval.rs`, decompositions in
+//! `decompose.rs`; both match on this enum, so adding a variant is a compile error until every
+//! place handles it.
+
+use crate::dim::{broadcast_shapes, product, shape_to_string, Dim};
+use crate::dtype::DType;
+use crate::graph::ValueInfo;
+use crate::rope::RopeConfig;
+use crate::tensor::Tensor;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UnaryOp {
+    Neg,
+    Exp,
+    Sqrt,
+    Reciprocal,
+    Tanh,
+    Sigmoid,
+    Cos,
+    Sin,
+    Not,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BinaryOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Pow,
+    Max,
+    Min,
+    Equal,
+    Less,
+    LessEqual,
+    Greater,
+    GreaterEqual,
+    And,
+    Or,
+}
+
+impl BinaryOp {
+    pub fn is_comparison(self) -> bool {
+        use BinaryOp::*;
+        matches!(self, Equal | Less | LessEqual | Greater | GreaterEqual)
+    }
+    pub fn is_logical(self) -> bool {
+        matches!(self, BinaryOp::And | BinaryOp::Or)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReduceKind {
+    Sum,
+    Mean,
+    Max,
+}
+
+/// Activation of a gated MLP, by its transformers name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Activation {
+    /// `silu` / `swish`: `x * sigmoid(x)`.
+    Silu,
+    /// `gelu_pytorch_tanh` / `gelu_new`: the tanh approximation of GELU.
+    GeluTanh,
+}
+
+impl Activation {
+    pub const NAMES: [&'static str; 4] = ["silu", "swish", "gelu_pytorch_tanh", "gelu_new"];
+
+    pub fn from_hf(name: &str) -> Option<Activation> {
+        match name {
+            "silu" | "swish" => Some(Activation::Silu),
+            "gelu_pytorch_tanh" | "gelu_new" => Some(Activation::GeluTanh),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Op {
+    // ---- primitives ----
+    /// A small inline constant (masks, scalars); weights are lazy graph weights instead.
+    Constant(Tensor),
+    Unary(UnaryOp),
+    /// Numpy-broadcasting binary op; comparisons and logical ops produce bool.
+    Binary(BinaryOp),
+    /// `where(cond, a, b)`, broadcasting.
+    Where,
+    Cast(DType),
+    /// Batched matrix product `[..., m, k] x [..., k, n]`, batch dims broadcast.
+    MatMul,
+    Reduce { kind: ReduceKind, axes: Vec<usize>, keep_dims: bool },
+    Softmax { axis: usize },
+    Reshape { shape: Vec<Dim> },
+    Transpose { perm: Vec<usize> },
+    /// Broadcast to `shape` (numpy rules).
+    Expand { shape: Vec<Dim> },
+    Concat { axis: usize },
+    /// `x[..., start:end, ...]` on `axis`, step 1.
+    Slice { axis: usize, start: Dim, end: Dim },
+    /// `data.index_select(axis, indices)` with an indices tensor of any rank.
+    Gather { axis: usize },
+    /// `[0, 1, …, len - 1]` as i64.
+    Iota { len: Dim },
+
+    // ---- high-level ops (each has a decomposition) ----
+    /// `w * (x * rsqrt(mean(x², -1) + eps))`, computed in f32 like transformers' RMSNorm.
+    RmsNorm { eps: f32 },
+    /// `position_ids [b, s]` -> `cos, sin [b, s, rope.dim]` (f32, times the attention scaling).
+    RotaryCosSin { rope: RopeConfig },
+    /// `x [b, h, s, d], cos [b, s, d], sin [b, s, d]` -> `x*cos + rotate_half(x)*sin`.
+    ApplyRotary,
+    /// `q [b, h, s, d], k [b, kvh, t, d], v [b, kvh, t, dv], mask bool [b|1, 1, s|1, t]`
+    /// (+ `q_pos [b|1, s], k_pos [b|1, t]` when `sliding_window` is set) -> `[b, h, s, dv]`.
+    /// GQA when `kvh < h`; masked scores take the dtype's lowest value, never -inf.
+    Attention { scale: f32, softcap: Option<f32>, sliding_window: Option<usize> },
+    /// `x [..., in] · w[out, in]ᵀ (+ b[out])`.
+    Linear,
+    /// `down(act(gate(x)) * up(x))` with weights `[inter, hidden], [inter, hidden], [hidden, inter]`.
+    GatedMlp { act: Activation },
+}
+
+impl Op {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Op::Constant(_) => "Constant",
+            Op::Unary(u) => match u {
+                UnaryOp::Neg => "Neg",
+                UnaryOp::Exp => "Exp",
+                UnaryOp::Sqrt => "Sqrt",
+                UnaryOp::Reciprocal => "Reciprocal",
+                UnaryOp::Tanh => "Tanh",
+                UnaryOp::Sigmoid => "Sigmoid",
+                UnaryOp::Cos => "Cos",
+                UnaryOp::Sin => "Sin",
+                UnaryOp::Not => "Not",
+            },
+            Op::Binary(b) => match b {
+                BinaryOp::Add => "Add",
+                BinaryOp::Sub => "Sub",
+                BinaryOp::Mul => "Mul",
+                BinaryOp::Div => "Div",
+                BinaryOp::Pow => "Pow",
+                BinaryOp::Max => "Max",
+                BinaryOp::Min => "Min",
+                BinaryOp::Equal => "Equal",
+                BinaryOp::Less => "Less",
+                BinaryOp::LessEqual => "LessEqual",
+                BinaryOp::Greater => "Greater",
+                BinaryOp::GreaterEqual => "GreaterEqual",
+                BinaryOp::And => "And",
+                BinaryOp::Or => "Or",
+            },
+            Op::Where => "Where",
+            Op::Cast(_) => "Cast",
+            Op::MatMul => "MatMul",
+            Op::Reduce { kind, .. } => match kind {
+                ReduceKind::Sum => "ReduceSum",
+                ReduceKind::Mean => "ReduceMean",
+                ReduceKind::Max => "ReduceMax",
+            },
+            Op::Softmax { .. } => "Softmax",
+            Op::Reshape { .. } => "Reshape",
+            Op::Transpose { .. } => "Transpose",
+            Op::Expand { .. } => "Expand",
+            Op::Concat { .. } => "Concat",
+            Op::Slice { .. } => "Slice",
+            Op::Gather { .. } => "Gather",
+            Op::Iota { .. } => "Iota",
+            Op::RmsNorm { .. } => "RmsNorm",
+            Op::RotaryCosSin { .. } => "RotaryCosSin",
+            Op::ApplyRotary => "ApplyRotary",
+            Op::Attention { .. } => "Attention",
+            Op::Linear => "Linear",
+            Op::GatedMlp { .. } => "GatedMlp",
+        }
+    }
+
+    /// True for ops that carry a decomposition into primitives.
+    pub fn is_high_level(&self) -> bool {
+        matches!(
+            self,
+            Op::RmsNorm { .. }
+                | Op::RotaryCosSin { .. }
+                | Op::ApplyRotary
+                | Op::Attention { .. }
+                | Op::Linear
+                | Op::GatedMlp { .. }
+        )
+    }
+
+    /// Attributes as stable text for the dump (`{axis=2}`), empty when there are none.
+    pub fn attrs(&self) -> String {
+        let dims = |d: &[Dim]| shape_to_string(d);
+        let s = match self {
+            Op::Constant(t) => format!("{}{:?}", t.dtype(), t.shape()),
+            Op::Cast(d) => format!("to={d}"),
+            Op::Reduce { axes, keep_dims, .. } => format!("axes={axes:?}, keep_dims={keep_dims}"),
+            Op::Softmax { axis } | Op::Concat { axis } | Op::Gather { axis } => format!("axis={axis}"),
+            Op::Reshape { shape } | Op::Expand { shape } => format!("shape={}", dims(shape)),
+            Op::Transpose { perm } => format!("perm={perm:?}"),
+            Op::Slice { axis, start, end } => format!("axis={axis}, start={start}, end={end}"),
+            Op::Iota { len } => format!("len={len}"),
+            Op::RmsNorm { eps } => format!("eps={eps:e}"),
+            Op::RotaryCosSin { rope } => {
+                format!("type={}, theta={}, dim={}, scaling={}", rope.rope_type(), rope.theta, rope.dim, rope.attention_scaling())
+            }
+            Op::Attention { scale, softcap, sliding_window } => {
+                let mut s = format!("scale={scale}");
+                if let Some(c) = softcap {
+                    s += &format!(", softcap={c}");
+                }
+                if let Some(w) = sliding_window {
+                    s += &format!(", window={w}");
+                }
+                s
+            }
+            Op::GatedMlp { act } => format!("act={act:?}"),
+            _ => String::new(),
+        };
+        if s.is_empty() {
+            s
+        } else {
+            format!("{{{s}}}")
+        }
+    }
+
+    /// Output dtypes and shapes from input infos; the error is a plain message, the graph adds
+    /// the node name and op.
+    pub fn infer(&self, ins: &[&ValueInfo]) -> Result<Vec<ValueInfo>, String> {
+        let one = |dtype, shape| Ok(vec![ValueInfo::new(dtype, shape)]);
+        match self {
+            Op::Constant(t) => {
+                arity(ins, 0)?;
+                one(t.dtype(), t.shape().iter().map(|&d| Dim::from(d)).collect())
+            }
+            Op::Unary(u) => {
+                arity(ins, 1)?;
+                let x = ins[0];
+                match u {
+                    UnaryOp::Not if x.dtype != DType::Bool => Err(format!("Not needs bool, got {}", x.dtype)),
+                    UnaryOp::Not => one(DType::Bool, x.shape.clone()),
+                    UnaryOp::Neg => one(x.dtype, x.shape.clone()),
+                    _ => {
+                        float_input(x, 0)?;
+                        one(x.dtype, x.shape.clone())
+                    }
+                }
+            }
+            Op::Binary(b) => {
+                arity(ins, 2)?;
+                let (a, c) = (ins[0], ins[1]);
+                if a.dtype != c.dtype {
+                    return Err(format!("operand dtypes differ: {} vs {}", a.dtype, c.dtype));
+                }
+                let shape = bcast(&a.shape, &c.shape)?;
+                if b.is_logical() {
+                    if a.dtype != DType::Bool {
+                        return Err(format!("{b:?} needs bool operands, got {}", a.dtype));
+                    }
+                    one(DType::Bool, shape)
+                } else if b.is_comparison() {
+                    one(DType::Bool, shape)
+                } else if a.dtype == DType::Bool {
+                    Err(format!("{b:?} does not take bool operands"))
+                } else {
+                    one(a.dtype, shape)
+                }
+            }
+            Op::Where => {
+                arity(ins, 3)?;
+                if ins[0].dtype != DType::Bool {
+                    return Err(format!("condition must be bool, got {}", ins[0].dtype));
+                }
+                if ins[1].dtype != ins[2].dtype {
+                    return Err(format!("branch dtypes differ: {} vs {}", ins[1].dtype, ins[2].dtype));
+                }
+                let s = bcast(&bcast(&ins[0].shape, &ins[1].shape)?, &ins[2].shape)?;
+                one(ins[1].dtype, s)
+            }
+            Op::Cast(d) => {
+                arity(ins, 1)?;
+                one(*d, ins[0].shape.clone())
+            }
+            Op::MatMul => {
+                arity(ins, 2)?;
+                let (a, b) = (ins[0], ins[1]);
+                float_input(a, 0)?;
+                if a.dtype != b.dtype {
+                    return Err(format!("operand dtypes differ: {} vs {}", a.dtype, b.dtype));
+                }
+                if a.rank() < 2 || b.rank() < 2 {
+                    return Err("MatMul needs operands of rank >= 2".into());
+                }
+                let (m, k) = (&a.shape[a.rank() - 2], &a.shape[a.rank() - 1]);
+                let (k2, n) = (&b.shape[b.rank() - 2], &b.shape[b.rank() - 1]);
+                if k != k2 {
+                    return Err(format!("inner dims differ: {k} vs {k2}"));
+                }
+                let mut shape = bcast(&a.shape[..a.rank() - 2], &b.shape[..b.rank() - 2])?;
+                shape.push(m.clone());
+                shape.push(n.clone());
+                one(a.dtype, shape)
+            }
+            Op::Reduce { kind, axes, keep_dims } => {
+                arity(ins, 1)?;
+                let x = ins[0];
+                if *kind == ReduceKind::Mean {
+                    float_input(x, 0)?;
+                }
+                check_axes(axes, x.rank())?;
+                let shape = x
+                    .shape
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, d)| match (axes.contains(&i), keep_dims) {
+                        (true, true) => Some(Dim::konst(1)),
+                        (true, false) => None,
+                        (false, _) => Some(d.clone()),
+                    })
+                    .collect();
+                one(x.dtype, shape)
+            }
+            Op::Softmax { axis } => {
+                arity(ins, 1)?;
+                float_input(ins[0], 0)?;
+                check_axes(&[*axis], ins[0].rank())?;
+                one(ins[0].dtype, ins[0].shape.clone())
+            }
+            Op::Reshape { shape } => {
+                arity(ins, 1)?;
+                let (from, to) = (product(&ins[0].shape), product(shape));
+                if from != to {
+                    return Err(format!(
+                        "cannot reshape {} ({from} elements) to {} ({to} elements)",
+                        shape_to_string(&ins[0].shape),
+                        shape_to_string(shape)
+                    ));
+                }
+                one(ins[0].dtype, shape.clone())
+            }
+            Op::Transpose { perm } => {
+                arity(ins, 1)?;
+                let mut sorted = perm.clone();
+                sorted.sort_unstable();
+                if sorted != (0..ins[0].rank()).collect::<Vec<_>>() {
+                    return Err(format!("{perm:?} is not a permutation of rank {}", ins[0].rank()));
+                }
+                one(ins[0].dtype, perm.iter().map(|&p| ins[0].shape[p].clone()).collect())
+            }
+            Op::Expand { shape } => {
+                arity(ins, 1)?;
+                let out = bcast(&ins[0].shape, shape)?;
+                if &out != shape {
+                    return Err(format!(
+                        "cannot expand {} to {}",
+                        shape_to_string(&ins[0].shape),
+                        shape_to_string(shape)
+                    ));
+                }
+                one(ins[0].dtype, out)
+            }
+            Op::Concat { axis } => {
+                if ins.is_empty() {
+                    return Err("Concat needs at least one input".into());
+                }
+                let first = ins[0];
+                check_axes(&[*axis], first.rank())?;
+                let mut total = Dim::konst(0);
+                for (i, x) in ins.iter().enumerate() {
+                    if x.dtype != first.dtype || x.rank() != first.rank() {
+                        return Err(format!("input {i} is {}{}, input 0 is {}{}", x.dtype, shape_to_string(&x.shape), first.dtype, shape_to_string(&first.shape)));
+                    }
+                    for (j, (a, b)) in x.shape.iter().zip(&first.shape).enumerate() {
+                        if j != *axis && a != b {
+                            return Err(format!("input {i} differs from input 0 on axis {j}: {a} vs {b}"));
+                        }
+                    }
+                    total = total.add(&x.shape[*axis]);
+                }
+                let mut shape = first.shape.clone();
+                shape[*axis] = total;
+                one(first.dtype, shape)
+            }
+            Op::Slice { axis, start, end } => {
+                arity(ins, 1)?;
+                check_axes(&[*axis], ins[0].rank())?;
+                let mut shape = ins[0].shape.clone();
+                shape[*axis] = end.sub(start);
+                one(ins[0].dtype, shape)
+            }
+            Op::Gather { axis } => {
+                arity(ins, 2)?;
+                let (data, idx) = (ins[0], ins[1]);
+                check_axes(&[*axis], data.rank())?;
+                if !idx.dtype.is_int() {
+                    return Err(format!("indices must be integers, got {}", idx.dtype));
+                }
+                let mut shape = data.shape[..*axis].to_vec();
+                shape.extend(idx.shape.iter().cloned());
+                shape.extend(data.shape[axis + 1..].iter().cloned());
+                one(data.dtype, shape)
+            }
+            Op::Iota { len } => {
+                arity(ins, 0)?;
+                one(DType::I64, vec![len.clone()])
+            }
+            Op::RmsNorm { .. } => {
+                arity(ins, 2)?;
+                let (x, w) = (ins[0], ins[1]);
+                float_input(x, 0)?;
+                let last = x.shape.last().ok_or("RmsNorm needs rank >= 1")?;
+                if w.shape != [last.clone()] {
+                    return Err(format!("weight {} does not match last axis {last}", shape_to_string(&w.shape)));
+                }
+                one(w.dtype, x.shape.clone())
+            }
+            Op::RotaryCosSin { rope } => {
+                arity(ins, 1)?;
+                let p = ins[0];
+                if p.dtype != DType::I64 || p.rank() != 2 {
+                    return Err(format!("position_ids must be i64 [batch, seq], got {}{}", p.dtype, shape_to_string(&p.shape)));
+                }
+                let shape = vec![p.shape[0].clone(), p.shape[1].clone(), Dim::from(rope.dim)];
+                Ok(vec![ValueInfo::new(DType::F32, shape.clone()), ValueInfo::new(DType::F32, shape)])
+            }
+            Op::ApplyRotary => {
+                arity(ins, 3)?;
+                let (x, c, s) = (ins[0], ins[1], ins[2]);
+                float_input(x, 0)?;
+                if x.rank() != 4 || c.rank() != 3 || c.shape != s.shape {
+                    return Err("ApplyRotary needs x [b, h, s, d] and cos/sin [b, s, d]".into());
+                }
+                if c.dtype != x.dtype || s.dtype != x.dtype {
+                    return Err(format!("cos/sin dtype {} differs from x dtype {}", c.dtype, x.dtype));
+                }
+                let d = &x.shape[3];
+                if d.as_const().map_or(false, |d| d % 2 != 0) {
+                    return Err(format!("rotary dim {d} is odd"));
+                }
+                let cos4 = [c.shape[0].clone(), Dim::konst(1), c.shape[1].clone(), c.shape[2].clone()];
+                if bcast(&x.shape, &cos4)? != x.shape {
+                    return Err(format!("cos {} does not broadcast to x {}", shape_to_string(&c.shape), shape_to_string(&x.shape)));
+                }
+                one(x.dtype, x.shape.clone())
+            }
+            Op::Attention { sliding_window, .. } => {
+                arity(ins, if sliding_window.is_some() { 6 } else { 4 })?;
+                let (q, k, v, m) = (ins[0], ins[1], ins[2], ins[3]);
+                float_input(q, 0)?;
+                if q.rank() != 4 || k.rank() != 4 || v.rank() != 4 {
+                    return Err("q, k, v must be rank 4 [batch, heads, seq, head_dim]".into());
+                }
+                if q.dtype != k.dtype || q.dtype != v.dtype {
+                    return Err("q, k, v dtypes differ".into());
+                }
+                if q.shape[3] != k.shape[3] || k.shape[2] != v.shape[2] || k.shape[1] != v.shape[1] {
+                    return Err(format!(
+                        "q {}, k {}, v {} do not fit",
+                        shape_to_string(&q.shape),
+                        shape_to_string(&k.shape),
+                        shape_to_string(&v.shape)
+                    ));
+                }
+                let (h, kvh) = (q.shape[1].as_const(), k.shape[1].as_const());
+                match (h, kvh) {
+                    (Some(h), Some(kvh)) if kvh > 0 && h % kvh == 0 => {}
+                    _ => return Err(format!("query heads {} are not a multiple of kv heads {}", q.shape[1], k.shape[1])),
+                }
+                if m.dtype != DType::Bool {
+                    return Err(format!("mask must be bool, got {}", m.dtype));
+                }
+                let scores = [q.shape[0].clone(), q.shape[1].clone(), q.shape[2].clone(), k.shape[2].clone()];
+                if bcast(&scores, &m.shape)? != scores {
+                    return Err(format!("mask {} does not broadcast to scores {}", shape_to_string(&m.shape), shape_to_string(&scores)));
+                }
+                if sliding_window.is_some() {
+                    let (qp, kp) = (ins[4], ins[5]);
+                    if qp.dtype != DType::I64 || kp.dtype != DType::I64 || qp.rank() != 2 || kp.rank() != 2 {
+                        return Err("q_pos / k_pos must be i64 [batch, seq]".into());
+                    }
+                }
+                one(q.dtype, vec![q.shape[0].clone(), q.shape[1].clone(), q.shape[2].clone(), v.shape[3].clone()])
+            }
+            Op::Linear => {
+                if ins.len() != 2 && ins.len() != 3 {
+                    return Err(format!("Linear takes 2 or 3 inputs, got {}", ins.len()));
+                }
+                let (x, w) = (ins[0], ins[1]);
+                float_input(x, 0)?;
+                if w.rank() != 2 || x.shape.last() != Some(&w.shape[1]) {
+                    return Err(format!("x {} does not fit weight {} ([out, in])", shape_to_string(&x.shape), shape_to_string(&w.shape)));
+                }
+                if x.dtype != w.dtype {
+                    return Err(format!("x dtype {} differs from weight dtype {}", x.dtype, w.dtype));
+                }
+                if let Some(b) = ins.get(2) {
+                    if b.shape != [w.shape[0].clone()] || b.dtype != w.dtype {
+                        return Err(format!("bias {}{} does not fit weight {}", b.dtype, shape_to_string(&b.shape), shape_to_string(&w.shape)));
+                    }
+                }
+                let mut shape = x.shape.clone();
+                *shape.last_mut().expect("rank >= 1") = w.shape[0].clone();
+                one(x.dtype, shape)
+            }
+            Op::GatedMlp { .. } => {
+                arity(ins, 4)?;
+                let (x, g, u, d) = (ins[0], ins[1], ins[2], ins[3]);
+                float_input(x, 0)?;
+                let hidden = x.shape.last().ok_or("x must have rank >= 1")?;
+                let ok = g.rank() == 2
+                    && g.shape == u.shape
+                    && &g.shape[1] == hidden
+                    && d.shape == [hidden.clone(), g.shape[0].clone()];
+                if !ok {
+                    return Err(format!(
+                        "weights gate {}, up {}, down {} do not fit hidden {hidden}",
+                        shape_to_string(&g.shape),
+                        shape_to_string(&u.shape),
+                        shape_to_string(&d.shape)
+                    ));
+                }
+                one(x.dtype, x.shape.clone())
+            }
+        }
+    }
+}
+
+fn arity(ins: &[&ValueInfo], n: usize) -> Result<(), String> {
+    if ins.len() != n {
+        return Err(format!("expected {n} inputs, got {}", ins.len()));
+    }
+    Ok(())
+}
+
+fn float_input(x: &ValueInfo, i: usize) -> Result<(), String> {
+    if !x.dtype.is_float() {
+        return Err(format!("input {i} must be float, got {}", x.dtype));
+    }
+    Ok(())
+}
+
+fn check_axes(axes: &[usize], rank: usize) -> Result<(), String> {
+    if let Some(a) = axes.iter().find(|&&a| a >= rank) {
+        return Err(format!("axis {a} out of range for rank {rank}"));
+    }
+    Ok(())
+}
+
+fn bcast(a: &[Dim], b: &[Dim]) -> Result<Vec<Dim>, String> {
+    broadcast_shapes(a, b)
+        .ok_or_else(|| format!("shapes {} and {} do not broadcast", shape_to_string(a), shape_to_string(b)))
+}
