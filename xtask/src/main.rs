@@ -1,1 +1,346 @@
-fn main() {}
+//! `cargo xtask <command>`: project automation, pinned by `versions.toml`.
+
+mod python;
+mod versions;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, ExitStatus};
+
+use anyhow::{anyhow, bail, Context, Result};
+
+use python::Venv;
+use versions::{satisfies, Versions};
+
+const USAGE: &str = "\
+usage: cargo xtask <command>
+
+commands:
+  setup [--group <group>|all]   create .venv/ and install the pinned Python packages of a
+                                [python.<group>] table of versions.toml (default: test)
+  fixtures                      setup --group oracle, then regenerate tests/fixtures/ with
+                                xtask/python/make_fixtures.py
+  check-versions [--strict]     compare installed versions with versions.toml; drift (an
+                                installed version other than the pin) is a warning, an
+                                error with --strict; a package not installed is not drift
+  test [ARGS...]                setup --group test, then `cargo test --workspace [ARGS...]`
+                                with HFEXPORT_PYTHON=<repo>/.venv/bin/python";
+
+fn main() -> ExitCode {
+    match dispatch(std::env::args().skip(1).collect()) {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("xtask: error: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn dispatch(args: Vec<String>) -> Result<ExitCode> {
+    let root = repo_root();
+    let (command, rest) = match args.split_first() {
+        Some((c, rest)) => (c.as_str(), rest),
+        None => {
+            eprintln!("{USAGE}");
+            return Ok(ExitCode::from(2));
+        }
+    };
+    match command {
+        "setup" => {
+            let group = match rest {
+                [] => "test",
+                [flag, g] if flag == "--group" => g.as_str(),
+                [flag] if flag.starts_with("--group=") => &flag["--group=".len()..],
+                _ => bail!("usage: cargo xtask setup [--group <group>|all]"),
+            };
+            setup(&root, group)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        "fixtures" => {
+            no_args(command, rest)?;
+            fixtures(&root)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        "check-versions" => {
+            let strict = match rest {
+                [] => false,
+                [flag] if flag == "--strict" => true,
+                _ => bail!("usage: cargo xtask check-versions [--strict]"),
+            };
+            check_versions(&root, strict)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        "test" => test(&root, rest),
+        "help" | "-h" | "--help" => {
+            println!("{USAGE}");
+            Ok(ExitCode::SUCCESS)
+        }
+        other => bail!("unknown command `{other}`\n{USAGE}"),
+    }
+}
+
+fn no_args(command: &str, rest: &[String]) -> Result<()> {
+    if !rest.is_empty() {
+        bail!("`{command}` takes no arguments, got {rest:?}");
+    }
+    Ok(())
+}
+
+/// The workspace root (xtask/ lives directly under it).
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("xtask has a parent directory")
+        .to_path_buf()
+}
+
+fn versions(root: &Path) -> Result<Versions> {
+    Versions::load(&root.join("versions.toml"))
+}
+
+fn setup(root: &Path, group: &str) -> Result<()> {
+    let versions = versions(root)?;
+    let pins = versions.pins(group)?;
+    println!("xtask setup: Python group `{group}` into .venv/");
+    let venv = Venv::new(root);
+    venv.ensure()?;
+    venv.sync(&pins)
+        .with_context(|| format!("setting up Python group `{group}`"))
+}
+
+fn fixtures(root: &Path) -> Result<()> {
+    println!("==> [1/2] setup --group oracle");
+    setup(root, "oracle")?;
+    let out = root.join("tests").join("fixtures");
+    println!("==> [2/2] xtask/python/make_fixtures.py {}", out.display());
+    let venv = Venv::new(root);
+    run(venv
+        .command()
+        .arg(root.join("xtask").join("python").join("make_fixtures.py"))
+        .arg(&out)
+        .current_dir(root))
+}
+
+fn test(root: &Path, cargo_args: &[String]) -> Result<ExitCode> {
+    println!("==> [1/2] setup --group test");
+    setup(root, "test")?;
+    let python = Venv::new(root).python();
+    println!(
+        "==> [2/2] cargo test --workspace {}(HFEXPORT_PYTHON={})",
+        cargo_args
+            .iter()
+            .map(|a| format!("{a} "))
+            .collect::<String>(),
+        python.display()
+    );
+    let mut cargo = Command::new(cargo_bin());
+    cargo
+        .args(["test", "--workspace"])
+        .args(cargo_args)
+        .env("HFEXPORT_PYTHON", &python)
+        .current_dir(root);
+    let status = cargo
+        .status()
+        .with_context(|| format!("could not start `{}`", describe(&cargo)))?;
+    Ok(exit_code(status))
+}
+
+fn check_versions(root: &Path, strict: bool) -> Result<()> {
+    let versions = versions(root)?;
+    let venv = Venv::new(root);
+    let installed = venv.installed()?;
+    let mut drift = 0usize;
+    let mut status = |ok: bool| {
+        if ok {
+            "ok"
+        } else {
+            drift += 1;
+            "DRIFT"
+        }
+    };
+
+    println!(
+        "Python packages (versions.toml [python.*] vs {}{})",
+        venv.python().display(),
+        if venv.exists() { "" } else { ": no venv yet" }
+    );
+    println!(
+        "  {:<14} {:<12} {:<10} {:<16} status",
+        "package", "groups", "pin", "installed"
+    );
+    let mut missing = 0usize;
+    for pin in versions.pins("all")? {
+        let have = installed.get(&versions::normalize_name(&pin.name));
+        // A package that is not installed is not drift: its group may not be set up here.
+        let state = match have {
+            Some(v) => status(satisfies(v, &pin.version)),
+            None => {
+                missing += 1;
+                "-"
+            }
+        };
+        println!(
+            "  {:<14} {:<12} {:<10} {:<16} {state}",
+            pin.name,
+            versions.groups_of(&pin.name).join(","),
+            pin.version,
+            have.map_or("not installed", |v| v.as_str()),
+        );
+    }
+
+    println!("\nRust toolchain (versions.toml [rust])");
+    let rustc = output(Command::new("rustc").arg("--version").current_dir(root))?;
+    let rustc = rustc.trim();
+    let rustc_version = rustc.split_whitespace().nth(1).unwrap_or("");
+    println!(
+        "  {:<28} {:<10} {:<34} {}",
+        "rustc --version",
+        versions.rust_toolchain,
+        rustc,
+        status(rustc_version == versions.rust_toolchain)
+    );
+    let channel = toolchain_channel(root)?;
+    println!(
+        "  {:<28} {:<10} {:<34} {}",
+        "rust-toolchain.toml channel",
+        versions.rust_toolchain,
+        channel,
+        status(channel == versions.rust_toolchain)
+    );
+
+    println!("\nRuntime crates (versions.toml [runtimes] vs Cargo.lock)");
+    println!(
+        "  {:<14} {:<14} {:<24} {:<8} wheel (pin)",
+        "crate", "pin", "Cargo.lock", "status"
+    );
+    let locked = locked_versions(root)?;
+    for rt in &versions.runtimes {
+        let lock: Vec<&String> = locked
+            .iter()
+            .filter(|(name, _)| name == &rt.krate)
+            .map(|(_, v)| v)
+            .collect();
+        let exact = rt.version.trim_start_matches('=');
+        let (lock_text, state) = if lock.is_empty() {
+            ("not a dependency yet".to_string(), "-")
+        } else {
+            let text = lock
+                .iter()
+                .map(|v| v.as_str())
+                .collect::<Vec<_>>()
+                .join(", ");
+            (text, status(lock.iter().all(|v| v.as_str() == exact)))
+        };
+        let wheel_pin = versions
+            .pins("all")?
+            .into_iter()
+            .find(|p| versions::same_package(&p.name, &rt.wheel))
+            .map_or("not pinned yet".to_string(), |p| format!("=={}", p.version));
+        println!(
+            "  {:<14} {:<14} {:<24} {:<8} {} ({})",
+            rt.krate, rt.version, lock_text, state, rt.wheel, wheel_pin
+        );
+    }
+
+    // The patch registry listing (patches whose upstream version range no longer matches the
+    // installed runtimes, DESIGN.md "Patch registry") goes here, as its own section.
+
+    println!();
+    if missing > 0 {
+        println!("{missing} pinned Python package(s) not installed (`cargo xtask setup --group all` installs every group)");
+    }
+    if drift == 0 {
+        println!("no drift");
+    } else if strict {
+        bail!("{drift} pin(s) drifted (--strict)");
+    } else {
+        println!("warning: {drift} pin(s) drifted (`cargo xtask setup --group <group>` reinstalls a Python group's pins)");
+    }
+    Ok(())
+}
+
+/// `channel` from rust-toolchain.toml.
+fn toolchain_channel(root: &Path) -> Result<String> {
+    let path = root.join("rust-toolchain.toml");
+    let text =
+        std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    let doc: toml_edit::DocumentMut = text
+        .parse()
+        .with_context(|| format!("parsing {}", path.display()))?;
+    doc.get("toolchain")
+        .and_then(|t| t.get("channel"))
+        .and_then(|c| c.as_str())
+        .map(str::to_string)
+        .ok_or_else(|| anyhow!("{} has no toolchain.channel", path.display()))
+}
+
+/// (name, version) of every package in Cargo.lock (none when there is no lock file yet).
+fn locked_versions(root: &Path) -> Result<Vec<(String, String)>> {
+    let path = root.join("Cargo.lock");
+    let Ok(text) = std::fs::read_to_string(&path) else {
+        return Ok(Vec::new());
+    };
+    let doc: toml_edit::DocumentMut = text
+        .parse()
+        .with_context(|| format!("parsing {}", path.display()))?;
+    let Some(packages) = doc.get("package").and_then(|p| p.as_array_of_tables()) else {
+        return Ok(Vec::new());
+    };
+    Ok(packages
+        .iter()
+        .filter_map(|p| {
+            let name = p.get("name")?.as_str()?;
+            let version = p.get("version")?.as_str()?;
+            Some((name.to_string(), version.to_string()))
+        })
+        .collect())
+}
+
+fn cargo_bin() -> String {
+    std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string())
+}
+
+/// The command line, for messages.
+fn describe(cmd: &Command) -> String {
+    std::iter::once(cmd.get_program())
+        .chain(cmd.get_args())
+        .map(|s| s.to_string_lossy().into_owned())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Runs a command with inherited stdout/stderr; a non-zero exit is an error naming it.
+fn run(cmd: &mut Command) -> Result<()> {
+    let desc = describe(cmd);
+    let status = cmd
+        .status()
+        .with_context(|| format!("could not start `{desc}`"))?;
+    if !status.success() {
+        bail!("`{desc}` failed ({status})");
+    }
+    Ok(())
+}
+
+/// Runs a command and returns its stdout; a non-zero exit is an error naming it.
+fn output(cmd: &mut Command) -> Result<String> {
+    let desc = describe(cmd);
+    let out = cmd
+        .output()
+        .with_context(|| format!("could not start `{desc}`"))?;
+    if !out.status.success() {
+        bail!(
+            "`{desc}` failed ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    String::from_utf8(out.stdout).with_context(|| format!("`{desc}` printed non-UTF-8 output"))
+}
+
+/// The exit code to pass on: the child's, or 128 + signal when it was killed.
+fn exit_code(status: ExitStatus) -> ExitCode {
+    use std::os::unix::process::ExitStatusExt;
+    match status.code() {
+        Some(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
+        None => ExitCode::from(128 + status.signal().unwrap_or(0).clamp(0, 127) as u8),
+    }
+}

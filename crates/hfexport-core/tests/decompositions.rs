@@ -1,0 +1,144 @@
+//! Each high-level op, evaluated directly, equals its decomposition into primitives.
+
+mod common;
+
+use common::{max_abs_diff, one_node_graph, run, Rng};
+use hfexport_core::decompose::decompose;
+use hfexport_core::verify::verify;
+use hfexport_core::{Activation, DType, Op, RopeConfig, RopeScaling, Tensor};
+
+/// Evaluates `op` directly and through its decomposition; returns the worst difference.
+fn compare(op: Op, inputs: &[(&str, &Tensor)]) -> f32 {
+    let g = one_node_graph(op, inputs);
+    let direct = run(&g, inputs);
+    let d = decompose(&g, &|_| true).unwrap();
+    verify(&d).unwrap();
+    assert!(d.nodes().iter().all(|n| !n.op.is_high_level()), "decomposition left a high-level op");
+    assert!(d.nodes().len() > 1, "decomposition did not expand anything");
+    let decomposed = run(&d, inputs);
+    direct.iter().zip(&decomposed).map(|(a, b)| max_abs_diff(a, b)).fold(0.0, f32::max)
+}
+
+#[test]
+fn rms_norm_equals_decomposition() {
+    let mut r = Rng::new(1);
+    let x = r.tensor(&[2, 3, 16], 2.0);
+    let w = r.tensor(&[16], 1.0);
+    assert!(compare(Op::RmsNorm { eps: 1e-6 }, &[("x", &x), ("w", &w)]) < 1e-5);
+    let xb = x.cast(DType::BF16);
+    let wb = w.cast(DType::BF16);
+    assert!(compare(Op::RmsNorm { eps: 1e-5 }, &[("x", &xb), ("w", &wb)]) < 2e-2);
+}
+
+fn ropes(dim: usize) -> Vec<RopeConfig> {
+    let r = |scaling| RopeConfig { theta: 10000.0, dim, scaling };
+    vec![
+        r(RopeScaling::Default),
+        r(RopeScaling::Linear { factor: 2.0 }),
+        r(RopeScaling::Dynamic { factor: 4.0, max_position_embeddings: 6 }),
+        r(RopeScaling::Llama3 { factor: 8.0, low_freq_factor: 1.0, high_freq_factor: 4.0, original_max_position_embeddings: 16 }),
+        r(RopeScaling::Yarn {
+            factor: 4.0,
+            original_max_position_embeddings: 16,
+            beta_fast: 32.0,
+            beta_slow: 1.0,
+            mscale: None,
+            mscale_all_dim: None,
+            attention_factor: None,
+            truncate: true,
+        }),
+        r(RopeScaling::Yarn {
+            factor: 8.0,
+            original_max_position_embeddings: 32,
+            beta_fast: 16.0,
+            beta_slow: 2.0,
+            mscale: Some(1.0),
+            mscale_all_dim: Some(0.5),
+            attention_factor: None,
+            truncate: false,
+        }),
+    ]
+}
+
+#[test]
+fn rotary_cos_sin_equals_decomposition_for_every_rope_type() {
+    // positions past max_position_embeddings exercise dynamic NTK's runtime base
+    let pos = Tensor::i64(vec![2, 9], (0..18).map(|i| i % 9 + (i / 9) * 3).collect()).unwrap();
+    for rope in ropes(16) {
+        let diff = compare(Op::RotaryCosSin { rope: rope.clone() }, &[("pos", &pos)]);
+        assert!(diff < 1e-5, "{}: {diff}", rope.rope_type());
+    }
+}
+
+#[test]
+fn apply_rotary_equals_decomposition() {
+    let mut r = Rng::new(2);
+    let x = r.tensor(&[2, 4, 5, 8], 1.0);
+    let c = r.tensor(&[2, 5, 8], 1.0);
+    let s = r.tensor(&[2, 5, 8], 1.0);
+    assert!(compare(Op::ApplyRotary, &[("x", &x), ("c", &c), ("s", &s)]) < 1e-6);
+    // cos/sin shared across the batch
+    let c1 = r.tensor(&[1, 5, 8], 1.0);
+    let s1 = r.tensor(&[1, 5, 8], 1.0);
+    assert!(compare(Op::ApplyRotary, &[("x", &x), ("c", &c1), ("s", &s1)]) < 1e-6);
+}
+
+fn causal_padded_mask(b: usize, s: usize, t: usize, pads: &[usize]) -> Tensor {
+    let mut m = Vec::new();
+    for bi in 0..b {
+        for i in 0..s {
+            for j in 0..t {
+                m.push(j <= i + (t - s) && j >= pads[bi]);
+            }
+        }
+    }
+    Tensor::bool(vec![b, 1, s, t], m).unwrap()
+}
+
+#[test]
+fn attention_equals_decomposition() {
+    let mut r = Rng::new(3);
+    for (h, kvh, s, t, softcap) in [(4, 2, 5, 5, None), (4, 4, 3, 3, None), (6, 1, 2, 7, Some(5.0)), (4, 2, 1, 6, None)] {
+        let q = r.tensor(&[2, h, s, 8], 1.0);
+        let k = r.tensor(&[2, kvh, t, 8], 1.0);
+        let v = r.tensor(&[2, kvh, t, 8], 1.0);
+        let m = causal_padded_mask(2, s, t, &[2, 0]);
+        let op = Op::Attention { scale: 0.35, softcap, sliding_window: None };
+        let diff = compare(op, &[("q", &q), ("k", &k), ("v", &v), ("m", &m)]);
+        assert!(diff < 1e-5, "h={h} kvh={kvh} s={s} t={t}: {diff}");
+    }
+}
+
+#[test]
+fn sliding_window_attention_equals_decomposition() {
+    let mut r = Rng::new(4);
+    let q = r.tensor(&[1, 4, 7, 8], 1.0);
+    let k = r.tensor(&[1, 2, 7, 8], 1.0);
+    let v = r.tensor(&[1, 2, 7, 8], 1.0);
+    let m = causal_padded_mask(1, 7, 7, &[0]);
+    let pos = Tensor::i64(vec![1, 7], (0..7).collect()).unwrap();
+    let op = Op::Attention { scale: 0.35, softcap: None, sliding_window: Some(3) };
+    let inputs = [("q", &q), ("k", &k), ("v", &v), ("m", &m), ("qp", &pos), ("kp", &pos)];
+    assert!(compare(op.clone(), &inputs) < 1e-5);
+    // the window changes the result: the last query no longer sees the first keys
+    let full = run(&one_node_graph(Op::Attention { scale: 0.35, softcap: None, sliding_window: None }, &inputs[..4]), &inputs[..4]);
+    let windowed = run(&one_node_graph(op, &inputs), &inputs);
+    assert!(max_abs_diff(&full[0], &windowed[0]) > 1e-3);
+}
+
+#[test]
+fn linear_and_gated_mlp_equal_decomposition() {
+    let mut r = Rng::new(5);
+    let x = r.tensor(&[2, 3, 16], 1.0);
+    let w = r.tensor(&[24, 16], 0.3);
+    let b = r.tensor(&[24], 0.3);
+    assert!(compare(Op::Linear, &[("x", &x), ("w", &w)]) < 1e-5);
+    assert!(compare(Op::Linear, &[("x", &x), ("w", &w), ("b", &b)]) < 1e-5);
+    let wg = r.tensor(&[32, 16], 0.3);
+    let wu = r.tensor(&[32, 16], 0.3);
+    let wd = r.tensor(&[16, 32], 0.3);
+    for act in [Activation::Silu, Activation::GeluTanh] {
+        let diff = compare(Op::GatedMlp { act }, &[("x", &x), ("g", &wg), ("u", &wu), ("d", &wd)]);
+        assert!(diff < 1e-5, "{act:?}: {diff}");
+    }
+}

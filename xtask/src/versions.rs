@@ -1,0 +1,212 @@
+//! `versions.toml`: the one file with every pin.
+
+use std::path::Path;
+
+use anyhow::{anyhow, bail, Context, Result};
+use toml_edit::{DocumentMut, Item, TableLike};
+
+/// An exact Python package pin (`name==version`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PythonPin {
+    pub name: String,
+    pub version: String,
+}
+
+/// A Rust crate that binds a runtime, and the PyPI wheel that provides the runtime.
+#[derive(Debug, Clone)]
+pub struct RuntimePin {
+    pub krate: String,
+    pub version: String,
+    pub wheel: String,
+}
+
+#[derive(Debug)]
+pub struct Versions {
+    /// `[python.<group>]` tables, in file order.
+    pub python: Vec<(String, Vec<PythonPin>)>,
+    pub rust_toolchain: String,
+    pub runtimes: Vec<RuntimePin>,
+}
+
+impl Versions {
+    pub fn load(path: &Path) -> Result<Self> {
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        Self::parse(&text).with_context(|| format!("in {}", path.display()))
+    }
+
+    pub fn parse(text: &str) -> Result<Self> {
+        let doc: DocumentMut = text.parse()?;
+
+        let mut python = Vec::new();
+        for (group, item) in table(doc.as_item(), "python")?.iter() {
+            let pins = item
+                .as_table_like()
+                .ok_or_else(|| anyhow!("[python.{group}] must be a table"))?
+                .iter()
+                .map(|(name, v)| {
+                    Ok(PythonPin {
+                        name: name.to_string(),
+                        version: string(v, &format!("python.{group}.{name}"))?,
+                    })
+                })
+                .collect::<Result<Vec<_>>>()?;
+            python.push((group.to_string(), pins));
+        }
+        if python.is_empty() {
+            bail!("no [python.<group>] table");
+        }
+
+        let rust = table(doc.as_item(), "rust")?;
+        let rust_toolchain = string(
+            rust.get("toolchain")
+                .ok_or_else(|| anyhow!("[rust] has no `toolchain`"))?,
+            "rust.toolchain",
+        )?;
+
+        let mut runtimes = Vec::new();
+        for (krate, item) in table(doc.as_item(), "runtimes")?.iter() {
+            let key = format!("runtimes.{krate}");
+            let t = item
+                .as_table_like()
+                .ok_or_else(|| anyhow!("`{key}` must be a table {{ version, wheel }}"))?;
+            let field = |f: &str| -> Result<String> {
+                string(
+                    t.get(f).ok_or_else(|| anyhow!("`{key}` has no `{f}`"))?,
+                    &format!("{key}.{f}"),
+                )
+            };
+            runtimes.push(RuntimePin {
+                krate: krate.to_string(),
+                version: field("version")?,
+                wheel: field("wheel")?,
+            });
+        }
+
+        Ok(Versions {
+            python,
+            rust_toolchain,
+            runtimes,
+        })
+    }
+
+    pub fn group_names(&self) -> Vec<&str> {
+        self.python.iter().map(|(g, _)| g.as_str()).collect()
+    }
+
+    /// The pins of one group, or of every group for `all` (a package pinned to two different
+    /// versions in two groups is an error).
+    pub fn pins(&self, group: &str) -> Result<Vec<PythonPin>> {
+        if group != "all" {
+            return self
+                .python
+                .iter()
+                .find(|(g, _)| g == group)
+                .map(|(_, pins)| pins.clone())
+                .ok_or_else(|| {
+                    anyhow!(
+                        "unknown group `{group}`; valid groups: {}, all",
+                        self.group_names().join(", ")
+                    )
+                });
+        }
+        let mut all: Vec<PythonPin> = Vec::new();
+        for (group, pins) in &self.python {
+            for pin in pins {
+                match all.iter().find(|p| same_package(&p.name, &pin.name)) {
+                    Some(p) if p.version != pin.version => bail!(
+                        "`{}` is pinned to {} in one group and to {} in [python.{group}]",
+                        pin.name,
+                        p.version,
+                        pin.version
+                    ),
+                    Some(_) => {}
+                    None => all.push(pin.clone()),
+                }
+            }
+        }
+        Ok(all)
+    }
+
+    /// The groups that pin `name`.
+    pub fn groups_of(&self, name: &str) -> Vec<&str> {
+        self.python
+            .iter()
+            .filter(|(_, pins)| pins.iter().any(|p| same_package(&p.name, name)))
+            .map(|(g, _)| g.as_str())
+            .collect()
+    }
+}
+
+fn table<'a>(item: &'a Item, key: &str) -> Result<&'a dyn TableLike> {
+    item.get(key)
+        .ok_or_else(|| anyhow!("missing [{key}]"))?
+        .as_table_like()
+        .ok_or_else(|| anyhow!("[{key}] must be a table"))
+}
+
+fn string(item: &Item, key: &str) -> Result<String> {
+    item.as_str()
+        .map(str::to_string)
+        .ok_or_else(|| anyhow!("`{key}` must be a string"))
+}
+
+/// PEP 503 name normalisation: case-insensitive, runs of `-`, `_`, `.` are equal.
+pub fn normalize_name(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    for c in name.chars() {
+        if matches!(c, '-' | '_' | '.') {
+            if !out.ends_with('-') {
+                out.push('-');
+            }
+        } else {
+            out.push(c.to_ascii_lowercase());
+        }
+    }
+    out
+}
+
+pub fn same_package(a: &str, b: &str) -> bool {
+    normalize_name(a) == normalize_name(b)
+}
+
+/// Whether an installed version satisfies the exact pin `==pin`. As in PEP 440, a local
+/// version label does not matter (`2.13.0+cu130` satisfies `==2.13.0`).
+pub fn satisfies(installed: &str, pin: &str) -> bool {
+    installed.split('+').next() == Some(pin)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn repo_versions_toml_parses() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("..")
+            .join("versions.toml");
+        let v = Versions::load(&path).unwrap();
+        assert!(v.group_names().contains(&"test"));
+        assert!(v.group_names().contains(&"oracle"));
+        assert!(v.pins("all").is_ok());
+        assert!(v.pins("nope").is_err());
+        assert!(!v.runtimes.is_empty());
+    }
+
+    #[test]
+    fn names_and_versions() {
+        assert_eq!(normalize_name("Foo_Bar.baz"), "foo-bar-baz");
+        assert!(satisfies("2.13.0+cu130", "2.13.0"));
+        assert!(satisfies("2.13.0", "2.13.0"));
+        assert!(!satisfies("2.13.01", "2.13.0"));
+    }
+
+    #[test]
+    fn conflicting_pins_are_an_error() {
+        let v = Versions::parse(
+            "[python.a]\nx = \"1\"\n[python.b]\nx = \"2\"\n[rust]\ntoolchain = \"1\"\n[runtimes]\n",
+        )
+        .unwrap();
+        assert!(v.pins("all").is_err());
+    }
+}
