@@ -60,7 +60,7 @@ pub fn expand(g: &mut Graph, node: &Node, ins: &[ValueId]) -> Result<Vec<ValueId
             Ok(vec![e.attention(ins[0], ins[1], ins[2], ins[3], *scale, *softcap, window)?])
         }
         Op::Linear => Ok(vec![e.linear(ins[0], ins[1], ins.get(2).copied())?]),
-        Op::GatedMlp { act } => Ok(vec![e.gated_mlp(ins[0], ins[1], ins[2], ins[3], *act)?]),
+        Op::GatedMlp { act } => Ok(vec![e.gated_mlp(ins, *act)?]),
         other => Err(Error::Verify { graph: e.g.name.clone(), msg: format!("{} has no decomposition", other.name()) }),
     }
 }
@@ -253,9 +253,14 @@ impl Emitter<'_> {
         }
     }
 
-    fn gated_mlp(&mut self, x: ValueId, wg: ValueId, wu: ValueId, wd: ValueId, act: Activation) -> Result<ValueId> {
-        let gate = self.op("gate", Op::Linear, &[x, wg])?;
-        let up = self.op("up", Op::Linear, &[x, wu])?;
+    /// `ins`: x, gate, up, down weights, then optionally the three biases.
+    fn gated_mlp(&mut self, ins: &[ValueId], act: Activation) -> Result<ValueId> {
+        let with_bias = |w: ValueId, b: usize| -> Vec<ValueId> {
+            let x = ins[0];
+            ins.get(b).map_or(vec![x, w], |b| vec![x, w, *b])
+        };
+        let gate = self.op("gate", Op::Linear, &with_bias(ins[1], 4))?;
+        let up = self.op("up", Op::Linear, &with_bias(ins[2], 5))?;
         let a = match act {
             Activation::Silu => {
                 let s = self.un("sigmoid", UnaryOp::Sigmoid, gate)?;
@@ -264,7 +269,8 @@ impl Emitter<'_> {
             Activation::GeluTanh => self.gelu_tanh(gate)?,
         };
         let h = self.bin("gated", BinaryOp::Mul, a, up)?;
-        self.op("down", Op::Linear, &[h, wd])
+        let down: Vec<ValueId> = [h, ins[3]].into_iter().chain(ins.get(6).copied()).collect();
+        self.op("down", Op::Linear, &down)
     }
 
     fn gelu_tanh(&mut self, x: ValueId) -> Result<ValueId> {

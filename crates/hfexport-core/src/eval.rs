@@ -204,7 +204,7 @@ fn eval_node(node: &Node, ins: &[&Tensor], b: &Bindings) -> Result<Vec<Tensor>> 
             one(attention(ins[0], ins[1], ins[2], ins[3], *scale, *softcap, window)?)
         }
         Op::Linear => one(k::linear(ins[0], ins[1], ins.get(2).copied())?),
-        Op::GatedMlp { act } => one(gated_mlp(ins[0], ins[1], ins[2], ins[3], *act)?),
+        Op::GatedMlp { act } => one(gated_mlp(ins, *act)?),
     }
 }
 
@@ -338,9 +338,12 @@ fn attention(
     Tensor::float(q.dtype(), vec![b, h, s, dv], out)
 }
 
-fn gated_mlp(x: &Tensor, wg: &Tensor, wu: &Tensor, wd: &Tensor, act: Activation) -> Result<Tensor> {
-    let gate = k::linear(x, wg, None)?;
-    let up = k::linear(x, wu, None)?;
+/// `ins`: x, gate, up, down weights, then optionally the three biases.
+fn gated_mlp(ins: &[&Tensor], act: Activation) -> Result<Tensor> {
+    let (x, wg, wu, wd) = (ins[0], ins[1], ins[2], ins[3]);
+    let bias = |i: usize| ins.get(i).copied();
+    let gate = k::linear(x, wg, bias(4))?;
+    let up = k::linear(x, wu, bias(5))?;
     let g = gate.as_f32()?;
     let activated: Vec<f32> = match act {
         Activation::Silu => g.iter().map(|&a| a * (1.0 / (1.0 + (-a).exp()))).collect(),
@@ -348,7 +351,7 @@ fn gated_mlp(x: &Tensor, wg: &Tensor, wu: &Tensor, wd: &Tensor, act: Activation)
     };
     let activated = Tensor::float(x.dtype(), gate.shape().to_vec(), activated)?;
     let h = k::binary(crate::ops::BinaryOp::Mul, &activated, &up)?;
-    k::linear(&h, wd, None)
+    k::linear(&h, wd, bias(6))
 }
 
 /// `0.5 x (1 + tanh(√(2/π) (x + 0.044715 x³)))`, the `gelu_pytorch_tanh` of transformers.

@@ -123,7 +123,8 @@ pub enum Op {
     Attention { scale: f32, softcap: Option<f32>, sliding_window: Option<usize> },
     /// `x [..., in] · w[out, in]ᵀ (+ b[out])`.
     Linear,
-    /// `down(act(gate(x)) * up(x))` with weights `[inter, hidden], [inter, hidden], [hidden, inter]`.
+    /// `down(act(gate(x)) * up(x))` with weights `[inter, hidden], [inter, hidden], [hidden, inter]`
+    /// and optionally their biases `[inter], [inter], [hidden]` (inputs 4..7).
     GatedMlp { act: Activation },
 }
 
@@ -511,7 +512,9 @@ impl Op {
                 one(x.dtype, shape)
             }
             Op::GatedMlp { .. } => {
-                arity(ins, 4)?;
+                if ins.len() != 4 && ins.len() != 7 {
+                    return Err(format!("GatedMlp takes 4 inputs, or 7 with biases; got {}", ins.len()));
+                }
                 let (x, g, u, d) = (ins[0], ins[1], ins[2], ins[3]);
                 float_input(x, 0)?;
                 let hidden = x.shape.last().ok_or("x must have rank >= 1")?;
@@ -526,6 +529,12 @@ impl Op {
                         shape_to_string(&u.shape),
                         shape_to_string(&d.shape)
                     ));
+                }
+                if ins.len() == 7 {
+                    let fits = ins[4].shape == [g.shape[0].clone()] && ins[5].shape == [g.shape[0].clone()] && ins[6].shape == [hidden.clone()];
+                    if !fits {
+                        return Err("biases do not fit the gate/up/down weights".into());
+                    }
                 }
                 one(x.dtype, x.shape.clone())
             }

@@ -141,4 +141,7 @@ fn linear_and_gated_mlp_equal_decomposition() {
         let diff = compare(Op::GatedMlp { act }, &[("x", &x), ("g", &wg), ("u", &wu), ("d", &wd)]);
         assert!(diff < 1e-5, "{act:?}: {diff}");
     }
+    let (bg, bu, bd) = (r.tensor(&[32], 0.3), r.tensor(&[32], 0.3), r.tensor(&[16], 0.3));
+    let inputs = [("x", &x), ("g", &wg), ("u", &wu), ("d", &wd), ("bg", &bg), ("bu", &bu), ("bd", &bd)];
+    assert!(compare(Op::GatedMlp { act: Activation::Silu }, &inputs) < 1e-5);
 }

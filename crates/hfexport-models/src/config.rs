@@ -1,0 +1,1430 @@
+//! `config.json` -> [`ModelConfig`], with the defaults and semantics of transformers 5.23.
+//!
+//! A checkpoint's `config.json` is read the way transformers' config class for its
+//! `model_type` reads it (Llama, Mistral, Qwen2 and Qwen3 are known; any other type gets the
+//! common semantics and must spell out its sizes): missing keys take that class's defaults,
+//! the old rope form (`rope_theta` + `rope_scaling`) and the new one (`rope_parameters`) are
+//! merged exactly as `convert_rope_params_to_dict` / `standardize_rope_params` do, and the
+//! per-layer attention kinds are derived as each modeling class derives them.
+//!
+//! Everything is validated here, before a builder allocates anything: wrong types, absurd
+//! sizes and unsupported settings are a [`ModelError::Config`] naming the file and the key.
+//! The JSON is kept as a `serde_json::Value` and read key by key (rather than through a typed
+//! serde struct) precisely so that a type error can name its key.
+
+use std::path::{Path, PathBuf};
+
+use hfexport_core::{DType, RopeConfig, RopeScaling};
+use serde_json::{Map, Value};
+
+use crate::error::{ModelError, Result};
+
+/// Upper bounds on sizes: far above any real model, low enough that a typo or a hostile file
+/// cannot make a builder allocate absurd amounts.
+pub const MAX_LAYERS: usize = 1024;
+pub const MAX_HIDDEN: usize = 1 << 20;
+pub const MAX_VOCAB: usize = 1 << 24;
+pub const MAX_HEADS: usize = 4096;
+pub const MAX_HEAD_DIM: usize = 4096;
+pub const MAX_POSITIONS: usize = 1 << 24;
+pub const MAX_INTERMEDIATE: usize = 1 << 22;
+pub const MAX_SLIDING_WINDOW: usize = 1 << 30;
+
+/// A `config.json` larger than this is not a model config.
+const MAX_CONFIG_BYTES: u64 = 16 << 20;
+
+/// The attention kind of one decoder layer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum LayerType {
+    FullAttention,
+    /// Attends to the last [`ModelConfig::sliding_window`] positions (itself included).
+    SlidingAttention,
+}
+
+/// The normalised model configuration builders work from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelConfig {
+    /// `architectures[0]`, e.g. `LlamaForCausalLM`.
+    pub architecture: String,
+    pub model_type: Option<String>,
+    pub vocab_size: usize,
+    pub hidden_size: usize,
+    pub intermediate_size: usize,
+    pub num_hidden_layers: usize,
+    pub num_attention_heads: usize,
+    pub num_key_value_heads: usize,
+    pub head_dim: usize,
+    pub hidden_act: String,
+    pub max_position_embeddings: usize,
+    pub rms_norm_eps: f64,
+    pub rope: RopeConfig,
+    pub tie_word_embeddings: bool,
+    /// The `attention_bias` key as the architecture's transformers class reads it. Classes
+    /// without that key report `false`: Mistral has no attention biases, and Qwen2's q/k/v
+    /// biases are hard-wired in its modeling code (not expressed by this flag).
+    pub attention_bias: bool,
+    /// The `mlp_bias` key (only Llama reads it; `false` for the others).
+    pub mlp_bias: bool,
+    /// The window used by the sliding layers; `None` when no layer slides.
+    pub sliding_window: Option<usize>,
+    /// One entry per layer (`len() == num_hidden_layers`).
+    pub layer_types: Vec<LayerType>,
+    /// `dtype` (transformers 5) or `torch_dtype` (older files).
+    pub dtype: Option<DType>,
+    pub bos_token_id: Option<i64>,
+    pub eos_token_ids: Vec<i64>,
+    pub pad_token_id: Option<i64>,
+}
+
+impl ModelConfig {
+    /// Reads and validates `<dir>/config.json`.
+    pub fn from_dir(dir: &Path) -> Result<ModelConfig> {
+        let path = dir.join("config.json");
+        let text = read_small_text(&path, MAX_CONFIG_BYTES)?;
+        ModelConfig::from_json_str(&text, &path)
+    }
+
+    /// Parses and validates config text; `path` only names the file in errors.
+    pub fn from_json_str(text: &str, path: &Path) -> Result<ModelConfig> {
+        let value: Value = serde_json::from_str(text).map_err(|e| ModelError::json(path, &e))?;
+        let Value::Object(obj) = &value else {
+            return Err(ModelError::config(
+                path,
+                "<root>",
+                format!("must be a JSON object, got {}", describe(&value)),
+            ));
+        };
+        normalise(&Fields::new(obj, path, ""))
+    }
+}
+
+/// Reads a text file that must stay small (JSON metadata), naming the file in every error.
+pub(crate) fn read_small_text(path: &Path, max_bytes: u64) -> Result<String> {
+    let len = std::fs::metadata(path)
+        .map_err(|e| ModelError::io(path, e))?
+        .len();
+    if len > max_bytes {
+        return Err(ModelError::Json {
+            path: path.to_path_buf(),
+            msg: format!("file is {len} bytes, more than the {max_bytes} bytes such a file can plausibly need"),
+        });
+    }
+    let bytes = std::fs::read(path).map_err(|e| ModelError::io(path, e))?;
+    String::from_utf8(bytes).map_err(|e| ModelError::Json {
+        path: path.to_path_buf(),
+        msg: format!("not UTF-8: {e}"),
+    })
+}
+
+fn normalise(f: &Fields) -> Result<ModelConfig> {
+    let architecture = architecture(f)?;
+    let model_type = f.string("model_type")?.map(str::to_string);
+    let family = Family::detect(model_type.as_deref(), &architecture);
+    let dims = Dims::parse(f, &family.defaults())?;
+    family.check_dims(f, &dims)?;
+    let rope = parse_rope(f, &dims)?;
+    let (layer_types, sliding_window) = parse_layers(f, family, dims.num_hidden_layers)?;
+    let (attention_bias, mlp_bias) = parse_biases(f, family)?;
+    let (bos_token_id, eos_token_ids, pad_token_id) = parse_token_ids(f, &family.defaults())?;
+    Ok(ModelConfig {
+        architecture,
+        model_type,
+        vocab_size: dims.vocab_size,
+        hidden_size: dims.hidden_size,
+        intermediate_size: dims.intermediate_size,
+        num_hidden_layers: dims.num_hidden_layers,
+        num_attention_heads: dims.num_attention_heads,
+        num_key_value_heads: dims.num_key_value_heads,
+        head_dim: dims.head_dim,
+        hidden_act: f.string("hidden_act")?.unwrap_or("silu").to_string(),
+        max_position_embeddings: dims.max_position_embeddings,
+        rms_norm_eps: parse_eps(f)?,
+        rope,
+        tie_word_embeddings: f.bool("tie_word_embeddings")?.unwrap_or(false),
+        attention_bias,
+        mlp_bias,
+        sliding_window,
+        layer_types,
+        dtype: parse_dtype(f)?,
+        bos_token_id,
+        eos_token_ids,
+        pad_token_id,
+    })
+}
+
+fn architecture(f: &Fields) -> Result<String> {
+    let first = match f.raw("architectures") {
+        Some(Value::Array(list)) => list.first(),
+        None => {
+            return Err(f.err(
+                "architectures",
+                "is missing (a list such as [\"LlamaForCausalLM\"])",
+            ))
+        }
+        Some(v) => {
+            return Err(f.err(
+                "architectures",
+                format!("must be a list of class names, got {}", describe(v)),
+            ))
+        }
+    };
+    match first {
+        Some(Value::String(s)) if !s.is_empty() => Ok(s.clone()),
+        Some(v) => Err(f.err(
+            "architectures",
+            format!("first entry must be a class name, got {}", describe(v)),
+        )),
+        None => Err(f.err("architectures", "is an empty list")),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Per-architecture defaults (the dataclass fields of `configuration_<model>.py`)
+
+/// The transformers config class a file is read with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Family {
+    Llama,
+    Mistral,
+    Qwen2,
+    Qwen3,
+    /// Any other `model_type`: common semantics, no size defaults.
+    Other,
+}
+
+/// Defaults of one config class; `None` means "required" for sizes.
+struct Defaults {
+    vocab_size: Option<usize>,
+    hidden_size: Option<usize>,
+    intermediate_size: Option<usize>,
+    num_hidden_layers: Option<usize>,
+    num_attention_heads: Option<usize>,
+    max_position_embeddings: Option<usize>,
+    /// `None`: as many as attention heads.
+    num_key_value_heads: Option<usize>,
+    /// `None`: `hidden_size / num_attention_heads`.
+    head_dim: Option<usize>,
+    bos_token_id: Option<i64>,
+    eos_token_id: Option<i64>,
+}
+
+impl Family {
+    /// AutoConfig picks the class from `model_type`; without one, from the class name.
+    fn detect(model_type: Option<&str>, architecture: &str) -> Family {
+        let by_type = |t: &str| match t {
+            "llama" => Some(Family::Llama),
+            "mistral" => Some(Family::Mistral),
+            "qwen2" => Some(Family::Qwen2),
+            "qwen3" => Some(Family::Qwen3),
+            _ => None,
+        };
+        match model_type {
+            Some(t) => by_type(t).unwrap_or(Family::Other),
+            None => {
+                let stem = architecture.split("For").next().unwrap_or_default();
+                by_type(&stem.to_ascii_lowercase()).unwrap_or(Family::Other)
+            }
+        }
+    }
+
+    fn defaults(self) -> Defaults {
+        let sized = |vocab, intermediate, max_pos, kv, head_dim, bos, eos| Defaults {
+            vocab_size: Some(vocab),
+            hidden_size: Some(4096),
+            intermediate_size: Some(intermediate),
+            num_hidden_layers: Some(32),
+            num_attention_heads: Some(32),
+            max_position_embeddings: Some(max_pos),
+            num_key_value_heads: kv,
+            head_dim,
+            bos_token_id: bos,
+            eos_token_id: eos,
+        };
+        match self {
+            Family::Llama => sized(32000, 11008, 2048, None, None, Some(1), Some(2)),
+            Family::Mistral => sized(32000, 14336, 4096 * 32, Some(8), None, Some(1), Some(2)),
+            Family::Qwen2 => sized(151936, 22016, 32768, Some(32), None, None, None),
+            Family::Qwen3 => sized(151936, 22016, 32768, Some(32), Some(128), None, None),
+            Family::Other => Defaults {
+                vocab_size: None,
+                hidden_size: None,
+                intermediate_size: None,
+                num_hidden_layers: None,
+                num_attention_heads: None,
+                max_position_embeddings: None,
+                num_key_value_heads: None,
+                head_dim: None,
+                bos_token_id: None,
+                eos_token_id: None,
+            },
+        }
+    }
+
+    /// Class-specific checks (`LlamaConfig.validate_architecture`).
+    fn check_dims(self, f: &Fields, d: &Dims) -> Result<()> {
+        if self == Family::Llama && d.hidden_size % d.num_attention_heads != 0 {
+            return Err(f.err(
+                "hidden_size",
+                format!(
+                    "{} is not a multiple of num_attention_heads ({})",
+                    d.hidden_size, d.num_attention_heads
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sizes
+
+struct Dims {
+    vocab_size: usize,
+    hidden_size: usize,
+    intermediate_size: usize,
+    num_hidden_layers: usize,
+    num_attention_heads: usize,
+    num_key_value_heads: usize,
+    head_dim: usize,
+    max_position_embeddings: usize,
+}
+
+impl Dims {
+    fn parse(f: &Fields, d: &Defaults) -> Result<Dims> {
+        let hidden_size = f.size("hidden_size", d.hidden_size, MAX_HIDDEN)?;
+        let num_attention_heads =
+            f.size("num_attention_heads", d.num_attention_heads, MAX_HEADS)?;
+        let dims = Dims {
+            vocab_size: f.size("vocab_size", d.vocab_size, MAX_VOCAB)?,
+            hidden_size,
+            intermediate_size: f.size(
+                "intermediate_size",
+                d.intermediate_size,
+                MAX_INTERMEDIATE,
+            )?,
+            num_hidden_layers: f.size("num_hidden_layers", d.num_hidden_layers, MAX_LAYERS)?,
+            num_attention_heads,
+            num_key_value_heads: kv_heads(f, d, num_attention_heads)?,
+            head_dim: head_dim(f, d, hidden_size, num_attention_heads)?,
+            max_position_embeddings: f.size(
+                "max_position_embeddings",
+                d.max_position_embeddings,
+                MAX_POSITIONS,
+            )?,
+        };
+        Ok(dims)
+    }
+}
+
+/// `num_key_value_heads`: null means "as many as attention heads" in every class.
+fn kv_heads(f: &Fields, d: &Defaults, heads: usize) -> Result<usize> {
+    let kv = match f.raw("num_key_value_heads") {
+        Some(Value::Null) => heads,
+        None => d.num_key_value_heads.unwrap_or(heads),
+        Some(_) => f.size("num_key_value_heads", None, MAX_HEADS)?,
+    };
+    if heads % kv != 0 {
+        return Err(f.err(
+            "num_key_value_heads",
+            format!(
+                "num_attention_heads ({heads}) is not a multiple of num_key_value_heads ({kv})"
+            ),
+        ));
+    }
+    Ok(kv)
+}
+
+/// `head_dim`: the key if set, else `hidden_size // num_attention_heads`; rope needs it even
+/// (transformers' `validate_rope` lets tiny odd test dims <= 4 through, and so do we).
+fn head_dim(f: &Fields, d: &Defaults, hidden: usize, heads: usize) -> Result<usize> {
+    let derived = || {
+        (
+            hidden / heads,
+            format!("hidden_size / num_attention_heads = {hidden} / {heads}"),
+        )
+    };
+    let (dim, origin) = match f.raw("head_dim") {
+        Some(Value::Null) => derived(),
+        None => match d.head_dim {
+            Some(v) => (v, format!("the default of {v}")),
+            None => derived(),
+        },
+        Some(_) => (
+            f.size("head_dim", None, MAX_HEAD_DIM)?,
+            "config value".to_string(),
+        ),
+    };
+    if dim == 0 || dim > MAX_HEAD_DIM {
+        return Err(f.err(
+            "head_dim",
+            format!("{dim} (from {origin}) is outside 1..={MAX_HEAD_DIM}"),
+        ));
+    }
+    if dim > 4 && dim % 2 == 1 {
+        return Err(f.err(
+            "head_dim",
+            format!("{dim} is odd; rotary embeddings need an even head dim"),
+        ));
+    }
+    Ok(dim)
+}
+
+fn parse_eps(f: &Fields) -> Result<f64> {
+    let eps = f.number("rms_norm_eps")?.unwrap_or(1e-6);
+    if eps < 0.0 {
+        return Err(f.err("rms_norm_eps", format!("must not be negative, got {eps}")));
+    }
+    Ok(eps)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rope (modeling_rope_utils.py: convert_rope_params_to_dict, standardize_rope_params,
+// _validate_*_rope_parameters, _compute_*_parameters)
+
+const SUPPORTED_ROPE_TYPES: &str = "default, linear, dynamic, llama3, yarn";
+const DEFAULT_THETA: f64 = 10_000.0;
+
+fn parse_rope(f: &Fields, dims: &Dims) -> Result<RopeConfig> {
+    let empty = Map::new();
+    let (key, dict) = rope_dict(f)?.unwrap_or(("rope_parameters", &empty));
+    let prefix = format!("{key}.");
+    let d = Fields::new(dict, f.path, &prefix);
+    reject_nested_rope(&d)?;
+    check_partial_rotary(f, &d)?;
+    let theta = rope_theta(f, &d)?;
+    let rope_type = rope_type(&d)?;
+    let max_pos = dims.max_position_embeddings;
+    let scaling = match rope_type.as_str() {
+        "default" => RopeScaling::Default,
+        "linear" => RopeScaling::Linear {
+            factor: d.required_positive("factor", &rope_type)?,
+        },
+        "dynamic" => dynamic_scaling(&d, dims)?,
+        "llama3" => llama3_scaling(f, &d, max_pos)?,
+        "yarn" => yarn_scaling(f, &d, theta, max_pos)?,
+        other => {
+            return Err(d.err(
+                if d.raw("rope_type").is_some() {
+                    "rope_type"
+                } else {
+                    "type"
+                },
+                format!("rope type `{other}` is not supported (supported: {SUPPORTED_ROPE_TYPES})"),
+            ))
+        }
+    };
+    Ok(RopeConfig {
+        theta,
+        dim: dims.head_dim,
+        scaling,
+    })
+}
+
+/// `self.rope_parameters = rope_scaling or self.rope_parameters`: a non-empty `rope_scaling`
+/// (old files) wins over `rope_parameters`.
+fn rope_dict<'a>(f: &Fields<'a>) -> Result<Option<(&'static str, &'a Map<String, Value>)>> {
+    for key in ["rope_scaling", "rope_parameters"] {
+        match f.raw(key) {
+            None | Some(Value::Null) => continue,
+            Some(Value::Object(m)) if m.is_empty() => continue,
+            Some(Value::Object(m)) => return Ok(Some((key, m))),
+            Some(v) => return Err(f.err(key, format!("must be an object, got {}", describe(v)))),
+        }
+    }
+    Ok(None)
+}
+
+fn reject_nested_rope(d: &Fields) -> Result<()> {
+    for layer_type in ["full_attention", "sliding_attention"] {
+        if d.raw(layer_type).is_some() {
+            return Err(d.err(
+                layer_type,
+                "per-layer-type rope parameters are not supported",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The rope dict's `rope_theta`, else the top-level `rope_theta`, else `default_theta`.
+fn rope_theta(f: &Fields, d: &Fields) -> Result<f64> {
+    let (src, key) = if d.raw("rope_theta").is_some() {
+        (d, "rope_theta")
+    } else {
+        (f, "rope_theta")
+    };
+    let theta = match src.raw(key) {
+        None => DEFAULT_THETA,
+        Some(_) => src.required_positive(key, "any")?,
+    };
+    Ok(theta)
+}
+
+/// Only full rotary embeddings are supported.
+fn check_partial_rotary(f: &Fields, d: &Fields) -> Result<()> {
+    for src in [d, f] {
+        if let Some(p) = src.number("partial_rotary_factor")? {
+            if p != 1.0 {
+                return Err(src.err(
+                    "partial_rotary_factor",
+                    format!(
+                        "{p} is not supported (only 1.0, rotary embeddings over the whole head)"
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `rope_type`, falling back to the old `type` key, then to `default`.
+fn rope_type(d: &Fields) -> Result<String> {
+    for key in ["rope_type", "type"] {
+        match d.raw(key) {
+            None => continue,
+            Some(Value::String(s)) => return Ok(s.clone()),
+            Some(v) => {
+                return Err(d.err(
+                    key,
+                    format!("must be one of {SUPPORTED_ROPE_TYPES}, got {}", describe(v)),
+                ));
+            }
+        }
+    }
+    Ok("default".to_string())
+}
+
+fn dynamic_scaling(d: &Fields, dims: &Dims) -> Result<RopeScaling> {
+    if dims.head_dim == 2 {
+        return Err(d.err(
+            "rope_type",
+            "dynamic rope needs head_dim > 2 (it divides by head_dim - 2)",
+        ));
+    }
+    Ok(RopeScaling::Dynamic {
+        factor: d.required_positive("factor", "dynamic")?,
+        max_position_embeddings: dims.max_position_embeddings,
+    })
+}
+
+fn llama3_scaling(f: &Fields, d: &Fields, max_pos: usize) -> Result<RopeScaling> {
+    Ok(RopeScaling::Llama3 {
+        factor: d.required_positive("factor", "llama3")?,
+        low_freq_factor: d.required_positive("low_freq_factor", "llama3")?,
+        high_freq_factor: d.required_positive("high_freq_factor", "llama3")?,
+        original_max_position_embeddings: original_max_positions(f, d, max_pos)?,
+    })
+}
+
+fn yarn_scaling(f: &Fields, d: &Fields, theta: f64, max_pos: usize) -> Result<RopeScaling> {
+    if theta == 1.0 {
+        return Err(d.err(
+            "rope_theta",
+            "yarn needs rope_theta != 1 (it divides by log(rope_theta))",
+        ));
+    }
+    let original = original_max_positions(f, d, max_pos)?;
+    // `factor` must be present; an explicit null means max_position_embeddings / original.
+    let factor = match d.raw("factor") {
+        Some(Value::Null) => max_pos as f64 / original as f64,
+        _ => d.required_positive("factor", "yarn")?,
+    };
+    // `get("beta_fast") or 32`: null and 0 both take the default.
+    let or_default = |key: &str, default: f64| -> Result<f64> {
+        Ok(d.number(key)?.filter(|v| *v != 0.0).unwrap_or(default))
+    };
+    Ok(RopeScaling::Yarn {
+        factor,
+        original_max_position_embeddings: original,
+        beta_fast: or_default("beta_fast", 32.0)?,
+        beta_slow: or_default("beta_slow", 1.0)?,
+        mscale: d.number("mscale")?,
+        mscale_all_dim: d.number("mscale_all_dim")?,
+        attention_factor: d.number("attention_factor")?,
+        truncate: yarn_truncate(d)?,
+    })
+}
+
+/// `rope_parameters.get("truncate", True)`: absent means true, an explicit null false.
+fn yarn_truncate(d: &Fields) -> Result<bool> {
+    match d.raw("truncate") {
+        None => Ok(true),
+        Some(Value::Null) => Ok(false),
+        Some(Value::Bool(b)) => Ok(*b),
+        Some(v) => Err(d.err(
+            "truncate",
+            format!("must be true or false, got {}", describe(v)),
+        )),
+    }
+}
+
+/// For llama3 and yarn: a top-level `original_max_position_embeddings` wins (the Phi3 case in
+/// `standardize_rope_params`), then the rope dict's, then `max_position_embeddings`.
+fn original_max_positions(f: &Fields, d: &Fields, max_pos: usize) -> Result<usize> {
+    let key = "original_max_position_embeddings";
+    for src in [f, d] {
+        if let Some(v) = src.count_lenient(key, MAX_POSITIONS)? {
+            return Ok(v);
+        }
+    }
+    Ok(max_pos)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Layer types and sliding window
+
+/// transformers' `ALLOWED_ATTN_LAYER_TYPES`: anything else in `layer_types` is invalid there.
+const ALLOWED_LAYER_TYPES: &[&str] = &[
+    "full_attention",
+    "sliding_attention",
+    "chunked_attention",
+    "window_attention",
+    "indexed_attention",
+    "compressed_sparse_attention",
+    "heavily_compressed_attention",
+    "minimax_m3_sparse",
+    "conv",
+    "moe",
+    "hybrid",
+    "hybrid_sliding",
+    "reference_sliding_attention",
+    "linear_attention",
+];
+
+/// transformers' `_LEGACY_LAYER_TYPE_REMAP`.
+const LEGACY_LAYER_TYPES: &[(&str, &str)] = &[
+    ("mamba", "linear_attention"),
+    ("attention", "full_attention"),
+    ("deepseek_sparse_attention", "indexed_attention"),
+    ("qwen_sparse_attention", "indexed_attention"),
+];
+
+/// Qwen2/Qwen3 default `sliding_window` and `max_window_layers`; Mistral's default window.
+const DEFAULT_SLIDING_WINDOW: usize = 4096;
+const DEFAULT_MAX_WINDOW_LAYERS: i64 = 28;
+
+fn parse_layers(f: &Fields, family: Family, n: usize) -> Result<(Vec<LayerType>, Option<usize>)> {
+    // transformers validates an explicit list even for classes that then ignore it.
+    let explicit = explicit_layer_types(f, n)?;
+    let (types, window) = match family {
+        // LlamaModel has no sliding attention at all.
+        Family::Llama => (vec![LayerType::FullAttention; n], None),
+        // MistralModel applies `config.sliding_window` to every layer and ignores `layer_types`.
+        Family::Mistral => {
+            let window = sliding_window(f, Some(DEFAULT_SLIDING_WINDOW))?;
+            let kind = if window.is_some() {
+                LayerType::SlidingAttention
+            } else {
+                LayerType::FullAttention
+            };
+            (vec![kind; n], window)
+        }
+        Family::Qwen2 | Family::Qwen3 => qwen_layers(f, explicit, n)?,
+        Family::Other => {
+            let types = match explicit {
+                Some(names) => supported_layer_types(f, &names)?,
+                None => vec![LayerType::FullAttention; n],
+            };
+            (types, sliding_window(f, None)?)
+        }
+    };
+    let sliding = types.contains(&LayerType::SlidingAttention);
+    if sliding && window.is_none() {
+        let why = match family {
+            Family::Qwen2 | Family::Qwen3 => "layer_types has sliding_attention layers but use_sliding_window is false or sliding_window is null",
+            _ => "layer_types has sliding_attention layers but sliding_window is not set",
+        };
+        return Err(f.err("sliding_window", why));
+    }
+    Ok((types, window.filter(|_| sliding)))
+}
+
+/// Qwen2/Qwen3: `sliding_window` only counts with `use_sliding_window`; without an explicit
+/// `layer_types`, layers from `max_window_layers` on slide.
+fn qwen_layers(
+    f: &Fields,
+    explicit: Option<Vec<String>>,
+    n: usize,
+) -> Result<(Vec<LayerType>, Option<usize>)> {
+    let use_sliding = f.bool("use_sliding_window")?.unwrap_or(false);
+    let window = sliding_window(f, Some(DEFAULT_SLIDING_WINDOW))?.filter(|_| use_sliding);
+    let types = match explicit {
+        Some(names) => supported_layer_types(f, &names)?,
+        None => {
+            let first_sliding = f
+                .int("max_window_layers")?
+                .unwrap_or(DEFAULT_MAX_WINDOW_LAYERS);
+            (0..n)
+                .map(|i| match window {
+                    Some(_) if i as i64 >= first_sliding => LayerType::SlidingAttention,
+                    _ => LayerType::FullAttention,
+                })
+                .collect()
+        }
+    };
+    Ok((types, window))
+}
+
+/// `sliding_window`: absent takes the class default, null means none.
+fn sliding_window(f: &Fields, default: Option<usize>) -> Result<Option<usize>> {
+    match f.raw("sliding_window") {
+        None => Ok(default),
+        Some(Value::Null) => Ok(None),
+        Some(_) => Ok(Some(f.size("sliding_window", None, MAX_SLIDING_WINDOW)?)),
+    }
+}
+
+/// An explicit `layer_types`, checked as `PreTrainedConfig.validate_layer_type` does.
+fn explicit_layer_types(f: &Fields, n: usize) -> Result<Option<Vec<String>>> {
+    let list = match f.raw("layer_types") {
+        None | Some(Value::Null) => return Ok(None),
+        Some(Value::Array(list)) => list,
+        Some(v) => {
+            return Err(f.err(
+                "layer_types",
+                format!("must be a list, got {}", describe(v)),
+            ))
+        }
+    };
+    let mut names = Vec::with_capacity(list.len().min(MAX_LAYERS));
+    for (i, v) in list.iter().enumerate() {
+        let Value::String(s) = v else {
+            return Err(f.err(
+                "layer_types",
+                format!("entry {i} must be a string, got {}", describe(v)),
+            ));
+        };
+        let s = LEGACY_LAYER_TYPES
+            .iter()
+            .find(|(old, _)| old == s)
+            .map_or(s.as_str(), |(_, new)| new);
+        if !ALLOWED_LAYER_TYPES.contains(&s) {
+            return Err(f.err(
+                "layer_types",
+                format!(
+                    "entry {i} is `{s}`; allowed: {}",
+                    ALLOWED_LAYER_TYPES.join(", ")
+                ),
+            ));
+        }
+        names.push(s.to_string());
+    }
+    if names.len() != n {
+        return Err(f.err(
+            "layer_types",
+            format!("has {} entries but num_hidden_layers is {n}", names.len()),
+        ));
+    }
+    Ok(Some(names))
+}
+
+/// The layer kinds we can build.
+fn supported_layer_types(f: &Fields, names: &[String]) -> Result<Vec<LayerType>> {
+    names
+        .iter()
+        .enumerate()
+        .map(|(i, s)| match s.as_str() {
+            "full_attention" => Ok(LayerType::FullAttention),
+            "sliding_attention" => Ok(LayerType::SlidingAttention),
+            other => Err(f.err(
+                "layer_types",
+                format!("entry {i} is `{other}`, which is not supported (supported: full_attention, sliding_attention)"),
+            )),
+        })
+        .collect()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Flags, dtype, token ids
+
+fn parse_biases(f: &Fields, family: Family) -> Result<(bool, bool)> {
+    let attention = f.bool("attention_bias")?.unwrap_or(false);
+    let mlp = f.bool("mlp_bias")?.unwrap_or(false);
+    Ok(match family {
+        Family::Llama | Family::Other => (attention, mlp),
+        Family::Qwen3 => (attention, false),
+        Family::Mistral | Family::Qwen2 => (false, false),
+    })
+}
+
+/// `dtype` wins over the older `torch_dtype` unless it is null.
+fn parse_dtype(f: &Fields) -> Result<Option<DType>> {
+    for key in ["dtype", "torch_dtype"] {
+        if let Some(name) = f.string(key)? {
+            return match name {
+                "float32" | "float" => Ok(Some(DType::F32)),
+                "float16" | "half" => Ok(Some(DType::F16)),
+                "bfloat16" => Ok(Some(DType::BF16)),
+                other => Err(f.err(
+                    key,
+                    format!("`{other}` is not supported (supported: float32, float16, bfloat16)"),
+                )),
+            };
+        }
+    }
+    Ok(None)
+}
+
+type TokenIds = (Option<i64>, Vec<i64>, Option<i64>);
+
+/// `bos_token_id`, `eos_token_id` (an integer or a list) and `pad_token_id`; absent keys take
+/// the class defaults, null means none.
+fn parse_token_ids(f: &Fields, d: &Defaults) -> Result<TokenIds> {
+    let one = |key: &str, default: Option<i64>| -> Result<Option<i64>> {
+        match f.raw(key) {
+            None => Ok(default),
+            Some(_) => f.int(key),
+        }
+    };
+    let eos = match f.raw("eos_token_id") {
+        None => d.eos_token_id.into_iter().collect(),
+        Some(Value::Array(list)) => eos_list(f, list)?,
+        Some(_) => f.int("eos_token_id")?.into_iter().collect(),
+    };
+    Ok((
+        one("bos_token_id", d.bos_token_id)?,
+        eos,
+        one("pad_token_id", None)?,
+    ))
+}
+
+fn eos_list(f: &Fields, list: &[Value]) -> Result<Vec<i64>> {
+    list.iter()
+        .enumerate()
+        .map(|(i, v)| {
+            v.as_i64().ok_or_else(|| {
+                f.err(
+                    "eos_token_id",
+                    format!("entry {i} must be an integer, got {}", describe(v)),
+                )
+            })
+        })
+        .collect()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Typed access to a JSON object, naming the key in every error
+
+/// A JSON object plus what error messages need: the file, and the dotted prefix of nested keys.
+struct Fields<'a> {
+    obj: &'a Map<String, Value>,
+    path: &'a Path,
+    prefix: &'a str,
+}
+
+impl<'a> Fields<'a> {
+    fn new(obj: &'a Map<String, Value>, path: &'a Path, prefix: &'a str) -> Fields<'a> {
+        Fields { obj, path, prefix }
+    }
+
+    fn raw(&self, key: &str) -> Option<&'a Value> {
+        self.obj.get(key)
+    }
+
+    fn err(&self, key: &str, msg: impl Into<String>) -> ModelError {
+        ModelError::config(
+            PathBuf::from(self.path),
+            &format!("{}{key}", self.prefix),
+            msg,
+        )
+    }
+
+    /// An integer; absent or null is `None`.
+    fn int(&self, key: &str) -> Result<Option<i64>> {
+        match self.raw(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(v) => v
+                .as_i64()
+                .map(Some)
+                .ok_or_else(|| self.err(key, format!("must be an integer, got {}", describe(v)))),
+        }
+    }
+
+    /// A positive integer in `1..=max`; absent takes `default` (`None`: the key is required),
+    /// null is an error.
+    fn size(&self, key: &str, default: Option<usize>, max: usize) -> Result<usize> {
+        let v = match self.raw(key) {
+            None => return default.ok_or_else(|| self.err(key, "is missing")),
+            Some(v) => v,
+        };
+        let n = match (v.as_u64(), v.as_i64()) {
+            (Some(n), _) => n,
+            (None, Some(n)) => {
+                return Err(self.err(key, format!("must be a positive integer, got {n}")))
+            }
+            _ => {
+                return Err(self.err(
+                    key,
+                    format!("must be a positive integer, got {}", describe(v)),
+                ))
+            }
+        };
+        self.check_count(key, n, max)
+    }
+
+    /// Like [`Fields::size`] for an optional key, also accepting integral floats (`8192.0`),
+    /// as transformers does inside rope dicts.
+    fn count_lenient(&self, key: &str, max: usize) -> Result<Option<usize>> {
+        let v = match self.raw(key) {
+            None | Some(Value::Null) => return Ok(None),
+            Some(v) => v,
+        };
+        let n = match (v.as_u64(), v.as_f64()) {
+            (Some(n), _) => n,
+            (None, Some(x)) if x.fract() == 0.0 && x >= 1.0 => x as u64,
+            _ => {
+                return Err(self.err(
+                    key,
+                    format!("must be a positive integer, got {}", describe(v)),
+                ))
+            }
+        };
+        self.check_count(key, n, max).map(Some)
+    }
+
+    fn check_count(&self, key: &str, n: u64, max: usize) -> Result<usize> {
+        if n == 0 {
+            return Err(self.err(key, "must be a positive integer, got 0"));
+        }
+        match usize::try_from(n) {
+            Ok(n) if n <= max => Ok(n),
+            _ => Err(self.err(key, format!("{n} is above the limit of {max}"))),
+        }
+    }
+
+    /// A finite number (integer or float); absent or null is `None`.
+    fn number(&self, key: &str) -> Result<Option<f64>> {
+        match self.raw(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(v @ Value::Number(_)) => match v.as_f64() {
+                Some(x) if x.is_finite() => Ok(Some(x)),
+                _ => Err(self.err(key, format!("must be a finite number, got {}", describe(v)))),
+            },
+            Some(v) => Err(self.err(key, format!("must be a number, got {}", describe(v)))),
+        }
+    }
+
+    /// A number > 0 that `rope_type` needs (`"any"`: every rope type).
+    fn required_positive(&self, key: &str, rope_type: &str) -> Result<f64> {
+        let what = if rope_type == "any" {
+            String::new()
+        } else {
+            format!(" (required by rope_type `{rope_type}`)")
+        };
+        match self.number(key)? {
+            Some(x) if x > 0.0 => Ok(x),
+            Some(x) => Err(self.err(key, format!("must be > 0, got {x}"))),
+            None => Err(self.err(key, format!("is missing or null{what}"))),
+        }
+    }
+
+    /// A boolean; absent is `None`, null is an error.
+    fn bool(&self, key: &str) -> Result<Option<bool>> {
+        match self.raw(key) {
+            None => Ok(None),
+            Some(Value::Bool(b)) => Ok(Some(*b)),
+            Some(v) => Err(self.err(key, format!("must be true or false, got {}", describe(v)))),
+        }
+    }
+
+    /// A string; absent or null is `None`.
+    fn string(&self, key: &str) -> Result<Option<&'a str>> {
+        match self.raw(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s)),
+            Some(v) => Err(self.err(key, format!("must be a string, got {}", describe(v)))),
+        }
+    }
+}
+
+/// A short rendering of a JSON value for error messages.
+fn describe(v: &Value) -> String {
+    match v {
+        Value::Null => "null".to_string(),
+        Value::Bool(b) => b.to_string(),
+        Value::Number(n) => n.to_string(),
+        Value::String(s) => format!("the string {}", Value::String(s.chars().take(60).collect())),
+        Value::Array(_) => "a list".to_string(),
+        Value::Object(_) => "an object".to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PATH: &str = "/ckpt/config.json";
+
+    /// A small Llama config with `extra` merged in (a `null` in `extra` removes the key).
+    fn json_with(base: &str, extra: &str) -> String {
+        let mut v: Value = serde_json::from_str(base).unwrap();
+        let extra: Value = serde_json::from_str(extra).unwrap();
+        for (k, x) in extra.as_object().unwrap() {
+            if x.is_null() {
+                v.as_object_mut().unwrap().remove(k);
+            } else {
+                v[k] = x.clone();
+            }
+        }
+        v.to_string()
+    }
+
+    const LLAMA: &str = r#"{
+        "architectures": ["LlamaForCausalLM"], "model_type": "llama",
+        "vocab_size": 128, "hidden_size": 64, "intermediate_size": 96,
+        "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 2,
+        "max_position_embeddings": 256, "rms_norm_eps": 1e-5, "rope_theta": 500000.0,
+        "torch_dtype": "bfloat16", "eos_token_id": [2, 7]
+    }"#;
+
+    fn parse(text: &str) -> Result<ModelConfig> {
+        ModelConfig::from_json_str(text, Path::new(PATH))
+    }
+
+    fn llama(extra: &str) -> Result<ModelConfig> {
+        parse(&json_with(LLAMA, extra))
+    }
+
+    /// The error must be a `Config` error naming the file and `key`; returns its message.
+    fn config_err(result: Result<ModelConfig>, key: &str) -> String {
+        let err = result.unwrap_err();
+        let msg = err.to_string();
+        match &err {
+            ModelError::Config { key: k, .. } => assert_eq!(k, key, "{msg}"),
+            other => panic!("expected a Config error for `{key}`, got {other:?}"),
+        }
+        assert!(
+            msg.contains(PATH) && msg.contains(&format!("`{key}`")),
+            "{msg}"
+        );
+        msg
+    }
+
+    #[test]
+    fn llama_config_normalises() {
+        let c = llama("{}").unwrap();
+        assert_eq!(c.architecture, "LlamaForCausalLM");
+        assert_eq!(
+            (c.num_attention_heads, c.num_key_value_heads, c.head_dim),
+            (4, 2, 16)
+        );
+        assert_eq!(c.hidden_act, "silu");
+        assert_eq!(c.rms_norm_eps, 1e-5);
+        assert_eq!(
+            c.rope,
+            RopeConfig {
+                theta: 500000.0,
+                dim: 16,
+                scaling: RopeScaling::Default
+            }
+        );
+        assert_eq!(c.layer_types, vec![LayerType::FullAttention; 4]);
+        assert_eq!(c.sliding_window, None);
+        assert_eq!(c.dtype, Some(DType::BF16));
+        assert_eq!(
+            (c.bos_token_id, c.eos_token_ids.as_slice(), c.pad_token_id),
+            (Some(1), &[2, 7][..], None)
+        );
+        assert!(!c.tie_word_embeddings && !c.attention_bias && !c.mlp_bias);
+    }
+
+    #[test]
+    fn class_defaults_fill_missing_keys() {
+        let c = llama(r#"{"num_key_value_heads": null, "rope_theta": null, "torch_dtype": null, "eos_token_id": null}"#)
+            .unwrap();
+        assert_eq!(c.num_key_value_heads, 4);
+        assert_eq!(c.rope.theta, 10_000.0);
+        assert_eq!(c.dtype, None);
+        assert_eq!(c.eos_token_ids, vec![2]);
+        // Qwen3's head_dim defaults to 128, not hidden_size / heads.
+        let c = llama(r#"{"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3"}"#).unwrap();
+        assert_eq!(c.head_dim, 128);
+        assert_eq!(c.rope.dim, 128);
+        assert_eq!(c.bos_token_id, None);
+    }
+
+    #[test]
+    fn dtype_wins_over_torch_dtype() {
+        assert_eq!(
+            llama(r#"{"dtype": "float16"}"#).unwrap().dtype,
+            Some(DType::F16)
+        );
+        let msg = config_err(llama(r#"{"dtype": "float64"}"#), "dtype");
+        assert!(msg.contains("bfloat16"), "{msg}");
+    }
+
+    #[test]
+    fn missing_config_json_names_the_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = ModelConfig::from_dir(dir.path()).unwrap_err();
+        assert!(matches!(err, ModelError::Io { .. }));
+        assert!(
+            err.to_string()
+                .contains(&dir.path().join("config.json").display().to_string()),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn invalid_json_names_the_path_and_position() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("config.json"),
+            "{\n  \"hidden_size\": 64,\n}",
+        )
+        .unwrap();
+        let err = ModelConfig::from_dir(dir.path()).unwrap_err();
+        let msg = err.to_string();
+        assert!(matches!(err, ModelError::Json { .. }));
+        assert!(
+            msg.contains("config.json") && msg.contains("line 3"),
+            "{msg}"
+        );
+        config_err(parse("[1, 2]"), "<root>");
+    }
+
+    #[test]
+    fn wrong_types_name_the_key() {
+        let msg = config_err(llama(r#"{"hidden_size": "64"}"#), "hidden_size");
+        assert!(msg.contains("\"64\""), "{msg}");
+        let msg = config_err(llama(r#"{"num_hidden_layers": -2}"#), "num_hidden_layers");
+        assert!(msg.contains("-2"), "{msg}");
+        let msg = config_err(llama(r#"{"num_hidden_layers": 2.5}"#), "num_hidden_layers");
+        assert!(msg.contains("2.5"), "{msg}");
+        config_err(llama(r#"{"vocab_size": true}"#), "vocab_size");
+        config_err(
+            llama(r#"{"tie_word_embeddings": "yes"}"#),
+            "tie_word_embeddings",
+        );
+        config_err(llama(r#"{"rms_norm_eps": "small"}"#), "rms_norm_eps");
+        config_err(llama(r#"{"hidden_act": 3}"#), "hidden_act");
+        config_err(llama(r#"{"eos_token_id": [2, "x"]}"#), "eos_token_id");
+        config_err(llama(r#"{"rope_parameters": 5}"#), "rope_parameters");
+        config_err(
+            llama(r#"{"rope_parameters": {"rope_type": "linear", "factor": "2"}}"#),
+            "rope_parameters.factor",
+        );
+    }
+
+    #[test]
+    fn absurd_sizes_are_refused() {
+        let msg = config_err(
+            llama(r#"{"num_hidden_layers": 1000000000}"#),
+            "num_hidden_layers",
+        );
+        assert!(msg.contains("1000000000") && msg.contains("limit"), "{msg}");
+        config_err(
+            llama(r#"{"vocab_size": 18446744073709551615}"#),
+            "vocab_size",
+        );
+        for key in [
+            "vocab_size",
+            "hidden_size",
+            "intermediate_size",
+            "num_attention_heads",
+            "max_position_embeddings",
+        ] {
+            config_err(llama(&format!(r#"{{"{key}": 0}}"#)), key);
+        }
+        config_err(llama(r#"{"head_dim": 0}"#), "head_dim");
+        config_err(llama(r#"{"head_dim": 9}"#), "head_dim");
+        config_err(llama(r#"{"num_attention_heads": 128}"#), "head_dim");
+    }
+
+    #[test]
+    fn missing_sizes_of_unknown_families_are_required() {
+        let text = json_with(
+            LLAMA,
+            r#"{"architectures": ["FooForCausalLM"], "model_type": "foo", "vocab_size": null}"#,
+        );
+        let msg = config_err(parse(&text), "vocab_size");
+        assert!(msg.contains("missing"), "{msg}");
+        config_err(llama(r#"{"architectures": null}"#), "architectures");
+        config_err(llama(r#"{"architectures": []}"#), "architectures");
+    }
+
+    #[test]
+    fn heads_must_divide() {
+        let msg = config_err(
+            llama(r#"{"num_key_value_heads": 3}"#),
+            "num_key_value_heads",
+        );
+        assert!(msg.contains("(4)") && msg.contains("(3)"), "{msg}");
+        // LlamaConfig.validate_architecture
+        config_err(
+            llama(r#"{"hidden_size": 66, "head_dim": 16}"#),
+            "hidden_size",
+        );
+    }
+
+    #[test]
+    fn unsupported_rope_types_name_key_and_supported_values() {
+        let msg = config_err(
+            llama(
+                r#"{"rope_parameters": {"rope_type": "longrope", "short_factor": [1], "long_factor": [1]}}"#,
+            ),
+            "rope_parameters.rope_type",
+        );
+        assert!(
+            msg.contains("longrope") && msg.contains("llama3") && msg.contains("yarn"),
+            "{msg}"
+        );
+        let msg = config_err(
+            llama(r#"{"rope_scaling": {"type": "su", "factor": 2.0}}"#),
+            "rope_scaling.type",
+        );
+        assert!(msg.contains("`su`"), "{msg}");
+        config_err(
+            llama(r#"{"partial_rotary_factor": 0.5}"#),
+            "partial_rotary_factor",
+        );
+        config_err(
+            llama(
+                r#"{"rope_parameters": {"rope_type": "default", "partial_rotary_factor": 0.25}}"#,
+            ),
+            "rope_parameters.partial_rotary_factor",
+        );
+        config_err(
+            llama(r#"{"rope_parameters": {"rope_type": "linear"}}"#),
+            "rope_parameters.factor",
+        );
+        config_err(
+            llama(
+                r#"{"rope_parameters": {"rope_type": "llama3", "factor": 8.0, "high_freq_factor": 4.0}}"#,
+            ),
+            "rope_parameters.low_freq_factor",
+        );
+    }
+
+    /// The old form (top-level `rope_theta` + `rope_scaling`, possibly keyed `type`) and the new
+    /// one (`rope_parameters`) give the same rope.
+    #[test]
+    fn old_and_new_rope_forms_agree() {
+        let cases = [
+            (r#"{"type": "default"}"#, RopeScaling::Default),
+            (
+                r#"{"type": "linear", "factor": 2.0}"#,
+                RopeScaling::Linear { factor: 2.0 },
+            ),
+            (
+                r#"{"rope_type": "dynamic", "factor": 4}"#,
+                RopeScaling::Dynamic {
+                    factor: 4.0,
+                    max_position_embeddings: 256,
+                },
+            ),
+            (
+                r#"{"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                    "original_max_position_embeddings": 64}"#,
+                RopeScaling::Llama3 {
+                    factor: 8.0,
+                    low_freq_factor: 1.0,
+                    high_freq_factor: 4.0,
+                    original_max_position_embeddings: 64,
+                },
+            ),
+            (
+                r#"{"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64}"#,
+                RopeScaling::Yarn {
+                    factor: 4.0,
+                    original_max_position_embeddings: 64,
+                    beta_fast: 32.0,
+                    beta_slow: 1.0,
+                    mscale: None,
+                    mscale_all_dim: None,
+                    attention_factor: None,
+                    truncate: true,
+                },
+            ),
+        ];
+        for (dict, scaling) in cases {
+            let old = llama(&format!(
+                r#"{{"rope_theta": 1000.0, "rope_scaling": {dict}}}"#
+            ))
+            .unwrap()
+            .rope;
+            let mut new_dict: Value = serde_json::from_str(dict).unwrap();
+            new_dict["rope_theta"] = Value::from(1000.0);
+            let new = llama(&format!(
+                r#"{{"rope_theta": null, "rope_parameters": {new_dict}}}"#
+            ))
+            .unwrap()
+            .rope;
+            assert_eq!(old, new, "{dict}");
+            assert_eq!(
+                new,
+                RopeConfig {
+                    theta: 1000.0,
+                    dim: 16,
+                    scaling
+                },
+                "{dict}"
+            );
+        }
+    }
+
+    #[test]
+    fn rope_defaults_follow_transformers() {
+        // original_max_position_embeddings defaults to max_position_embeddings (llama3, yarn).
+        let c = llama(r#"{"rope_parameters": {"rope_type": "llama3", "factor": 8, "low_freq_factor": 1, "high_freq_factor": 4}}"#)
+            .unwrap();
+        assert!(matches!(
+            c.rope.scaling,
+            RopeScaling::Llama3 {
+                original_max_position_embeddings: 256,
+                ..
+            }
+        ));
+        // A top-level original_max_position_embeddings wins over the dict's (standardize_rope_params).
+        let c = llama(
+            r#"{"original_max_position_embeddings": 128,
+                "rope_scaling": {"type": "yarn", "factor": 2.0, "original_max_position_embeddings": 64}}"#,
+        )
+        .unwrap();
+        assert!(matches!(
+            c.rope.scaling,
+            RopeScaling::Yarn {
+                original_max_position_embeddings: 128,
+                ..
+            }
+        ));
+        // yarn: null factor = max_pos / original, `or` defaults for beta, null truncate = false.
+        let c = llama(
+            r#"{"rope_parameters": {"rope_type": "yarn", "factor": null, "original_max_position_embeddings": 64,
+                "beta_fast": 0, "beta_slow": null, "truncate": null, "mscale": 0.7, "mscale_all_dim": 0.7}}"#,
+        )
+        .unwrap();
+        let RopeScaling::Yarn {
+            factor,
+            beta_fast,
+            beta_slow,
+            truncate,
+            mscale,
+            ..
+        } = c.rope.scaling
+        else {
+            panic!("{:?}", c.rope)
+        };
+        assert_eq!(
+            (factor, beta_fast, beta_slow, truncate, mscale),
+            (4.0, 32.0, 1.0, false, Some(0.7))
+        );
+        assert_eq!(c.rope.theta, 500000.0);
+        // A non-empty rope_scaling wins over rope_parameters; an empty one does not.
+        let c = llama(r#"{"rope_scaling": {"type": "linear", "factor": 3}, "rope_parameters": {"rope_type": "default"}}"#)
+            .unwrap();
+        assert_eq!(c.rope.scaling, RopeScaling::Linear { factor: 3.0 });
+        let c = llama(
+            r#"{"rope_scaling": {}, "rope_parameters": {"rope_type": "linear", "factor": 5}}"#,
+        )
+        .unwrap();
+        assert_eq!(c.rope.scaling, RopeScaling::Linear { factor: 5.0 });
+        // The dict's rope_theta wins over the top-level one.
+        let c =
+            llama(r#"{"rope_parameters": {"rope_type": "default", "rope_theta": 7.0}}"#).unwrap();
+        assert_eq!(c.rope.theta, 7.0);
+    }
+
+    const QWEN2: &str = r#"{
+        "architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2",
+        "vocab_size": 128, "hidden_size": 64, "intermediate_size": 96,
+        "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 2,
+        "max_position_embeddings": 256, "rope_theta": 1000000.0,
+        "use_sliding_window": true, "sliding_window": 32, "max_window_layers": 2
+    }"#;
+
+    #[test]
+    fn qwen2_layer_types_follow_max_window_layers() {
+        use LayerType::{FullAttention as F, SlidingAttention as S};
+        let c = parse(QWEN2).unwrap();
+        assert_eq!(c.layer_types, [F, F, S, S]);
+        assert_eq!(c.sliding_window, Some(32));
+        assert!(!c.attention_bias && !c.mlp_bias);
+
+        // use_sliding_window false: no sliding layers, whatever sliding_window says.
+        let c = parse(&json_with(QWEN2, r#"{"use_sliding_window": false}"#)).unwrap();
+        assert_eq!(
+            (c.layer_types.as_slice(), c.sliding_window),
+            (&[F; 4][..], None)
+        );
+        // Default max_window_layers (28) is beyond the 4 layers.
+        let c = parse(&json_with(QWEN2, r#"{"max_window_layers": null}"#)).unwrap();
+        assert_eq!(
+            (c.layer_types.as_slice(), c.sliding_window),
+            (&[F; 4][..], None)
+        );
+        // Absent sliding_window takes the default 4096.
+        let c = parse(&json_with(
+            QWEN2,
+            r#"{"sliding_window": null, "max_window_layers": 0}"#,
+        ))
+        .unwrap();
+        assert_eq!(
+            (c.layer_types.as_slice(), c.sliding_window),
+            (&[S; 4][..], Some(4096))
+        );
+
+        // An explicit layer_types list wins, legacy names remapped.
+        let c = parse(&json_with(QWEN2, r#"{"layer_types": ["sliding_attention", "attention", "sliding_attention", "full_attention"]}"#))
+            .unwrap();
+        assert_eq!(c.layer_types, [S, F, S, F]);
+        let msg = config_err(
+            parse(&json_with(QWEN2, r#"{"layer_types": ["full_attention"]}"#)),
+            "layer_types",
+        );
+        assert!(msg.contains("num_hidden_layers is 4"), "{msg}");
+        config_err(
+            parse(&json_with(
+                QWEN2,
+                r#"{"layer_types": ["full_attention", "x", "y", "z"]}"#,
+            )),
+            "layer_types",
+        );
+        let msg = config_err(
+            parse(&json_with(
+                QWEN2,
+                r#"{"layer_types": ["chunked_attention", "full_attention", "full_attention", "full_attention"]}"#,
+            )),
+            "layer_types",
+        );
+        assert!(msg.contains("not supported"), "{msg}");
+        // Sliding layers without a window (transformers fails building the mask).
+        config_err(
+            parse(&json_with(
+                QWEN2,
+                r#"{"use_sliding_window": false, "layer_types": ["sliding_attention", "full_attention", "full_attention", "full_attention"]}"#,
+            )),
+            "sliding_window",
+        );
+    }
+
+    #[test]
+    fn mistral_sliding_window_applies_to_every_layer() {
+        let mistral = json_with(
+            LLAMA,
+            r#"{"architectures": ["MistralForCausalLM"], "model_type": "mistral"}"#,
+        );
+        let c = parse(&json_with(&mistral, r#"{"sliding_window": 16}"#)).unwrap();
+        assert_eq!(
+            (c.layer_types.as_slice(), c.sliding_window),
+            (&[LayerType::SlidingAttention; 4][..], Some(16))
+        );
+        // The class default window is 4096; an explicit null disables it.
+        assert_eq!(parse(&mistral).unwrap().sliding_window, Some(4096));
+        let c = parse(&mistral.replacen('{', r#"{"sliding_window": null,"#, 1)).unwrap();
+        assert_eq!(
+            (c.layer_types.as_slice(), c.sliding_window),
+            (&[LayerType::FullAttention; 4][..], None)
+        );
+        config_err(
+            parse(&json_with(&mistral, r#"{"sliding_window": -1}"#)),
+            "sliding_window",
+        );
+    }
+
+    #[test]
+    fn llama_ignores_sliding_window() {
+        let c = llama(r#"{"sliding_window": 16}"#).unwrap();
+        assert_eq!((c.sliding_window, c.layer_types.len()), (None, 4));
+    }
+}
