@@ -9,11 +9,19 @@ pub enum Error {
     #[error("symbolic dim: {0}")]
     Dim(String),
     #[error("shape inference failed at node `{node}` ({op}): {msg}")]
-    Infer { node: String, op: String, msg: String },
+    Infer {
+        node: String,
+        op: String,
+        msg: String,
+    },
     #[error("graph `{graph}` is invalid: {msg}")]
     Verify { graph: String, msg: String },
     #[error("evaluation failed at node `{node}` ({op}): {msg}")]
-    Eval { node: String, op: String, msg: String },
+    Eval {
+        node: String,
+        op: String,
+        msg: String,
+    },
     #[error("input `{input}`: {msg}")]
     Input { input: String, msg: String },
     #[error("weight `{tensor}`: {msg}")]
@@ -21,7 +29,11 @@ pub enum Error {
     #[error("export config: {0}")]
     Config(String),
     #[error("pass `{pass}` failed: {source}")]
-    Pass { pass: String, #[source] source: Box<Error> },
+    Pass {
+        pass: String,
+        #[source]
+        source: Box<Error>,
+    },
     #[error(transparent)]
     Source(Box<dyn std::error::Error + Send + Sync>),
 }

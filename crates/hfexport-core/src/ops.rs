@@ -96,36 +96,68 @@ pub enum Op {
     Cast(DType),
     /// Batched matrix product `[..., m, k] x [..., k, n]`, batch dims broadcast.
     MatMul,
-    Reduce { kind: ReduceKind, axes: Vec<usize>, keep_dims: bool },
-    Softmax { axis: usize },
-    Reshape { shape: Vec<Dim> },
-    Transpose { perm: Vec<usize> },
+    Reduce {
+        kind: ReduceKind,
+        axes: Vec<usize>,
+        keep_dims: bool,
+    },
+    Softmax {
+        axis: usize,
+    },
+    Reshape {
+        shape: Vec<Dim>,
+    },
+    Transpose {
+        perm: Vec<usize>,
+    },
     /// Broadcast to `shape` (numpy rules).
-    Expand { shape: Vec<Dim> },
-    Concat { axis: usize },
+    Expand {
+        shape: Vec<Dim>,
+    },
+    Concat {
+        axis: usize,
+    },
     /// `x[..., start:end, ...]` on `axis`, step 1.
-    Slice { axis: usize, start: Dim, end: Dim },
+    Slice {
+        axis: usize,
+        start: Dim,
+        end: Dim,
+    },
     /// `data.index_select(axis, indices)` with an indices tensor of any rank.
-    Gather { axis: usize },
+    Gather {
+        axis: usize,
+    },
     /// `[0, 1, …, len - 1]` as i64.
-    Iota { len: Dim },
+    Iota {
+        len: Dim,
+    },
 
     // ---- high-level ops (each has a decomposition) ----
     /// `w * (x * rsqrt(mean(x², -1) + eps))`, computed in f32 like transformers' RMSNorm.
-    RmsNorm { eps: f32 },
+    RmsNorm {
+        eps: f32,
+    },
     /// `position_ids [b, s]` -> `cos, sin [b, s, rope.dim]` (f32, times the attention scaling).
-    RotaryCosSin { rope: RopeConfig },
+    RotaryCosSin {
+        rope: RopeConfig,
+    },
     /// `x [b, h, s, d], cos [b, s, d], sin [b, s, d]` -> `x*cos + rotate_half(x)*sin`.
     ApplyRotary,
     /// `q [b, h, s, d], k [b, kvh, t, d], v [b, kvh, t, dv], mask bool [b|1, 1, s|1, t]`
     /// (+ `q_pos [b|1, s], k_pos [b|1, t]` when `sliding_window` is set) -> `[b, h, s, dv]`.
     /// GQA when `kvh < h`; masked scores take the dtype's lowest value, never -inf.
-    Attention { scale: f32, softcap: Option<f32>, sliding_window: Option<usize> },
+    Attention {
+        scale: f32,
+        softcap: Option<f32>,
+        sliding_window: Option<usize>,
+    },
     /// `x [..., in] · w[out, in]ᵀ (+ b[out])`.
     Linear,
     /// `down(act(gate(x)) * up(x))` with weights `[inter, hidden], [inter, hidden], [hidden, inter]`
     /// and optionally their biases `[inter], [inter], [hidden]` (inputs 4..7).
-    GatedMlp { act: Activation },
+    GatedMlp {
+        act: Activation,
+    },
 }
 
 impl Op {
@@ -203,17 +235,31 @@ impl Op {
         let s = match self {
             Op::Constant(t) => format!("{}{:?}", t.dtype(), t.shape()),
             Op::Cast(d) => format!("to={d}"),
-            Op::Reduce { axes, keep_dims, .. } => format!("axes={axes:?}, keep_dims={keep_dims}"),
-            Op::Softmax { axis } | Op::Concat { axis } | Op::Gather { axis } => format!("axis={axis}"),
+            Op::Reduce {
+                axes, keep_dims, ..
+            } => format!("axes={axes:?}, keep_dims={keep_dims}"),
+            Op::Softmax { axis } | Op::Concat { axis } | Op::Gather { axis } => {
+                format!("axis={axis}")
+            }
             Op::Reshape { shape } | Op::Expand { shape } => format!("shape={}", dims(shape)),
             Op::Transpose { perm } => format!("perm={perm:?}"),
             Op::Slice { axis, start, end } => format!("axis={axis}, start={start}, end={end}"),
             Op::Iota { len } => format!("len={len}"),
             Op::RmsNorm { eps } => format!("eps={eps:e}"),
             Op::RotaryCosSin { rope } => {
-                format!("type={}, theta={}, dim={}, scaling={}", rope.rope_type(), rope.theta, rope.dim, rope.attention_scaling())
+                format!(
+                    "type={}, theta={}, dim={}, scaling={}",
+                    rope.rope_type(),
+                    rope.theta,
+                    rope.dim,
+                    rope.attention_scaling()
+                )
             }
-            Op::Attention { scale, softcap, sliding_window } => {
+            Op::Attention {
+                scale,
+                softcap,
+                sliding_window,
+            } => {
                 let mut s = format!("scale={scale}");
                 if let Some(c) = softcap {
                     s += &format!(", softcap={c}");
@@ -246,7 +292,9 @@ impl Op {
                 arity(ins, 1)?;
                 let x = ins[0];
                 match u {
-                    UnaryOp::Not if x.dtype != DType::Bool => Err(format!("Not needs bool, got {}", x.dtype)),
+                    UnaryOp::Not if x.dtype != DType::Bool => {
+                        Err(format!("Not needs bool, got {}", x.dtype))
+                    }
                     UnaryOp::Not => one(DType::Bool, x.shape.clone()),
                     UnaryOp::Neg => one(x.dtype, x.shape.clone()),
                     _ => {
@@ -281,7 +329,10 @@ impl Op {
                     return Err(format!("condition must be bool, got {}", ins[0].dtype));
                 }
                 if ins[1].dtype != ins[2].dtype {
-                    return Err(format!("branch dtypes differ: {} vs {}", ins[1].dtype, ins[2].dtype));
+                    return Err(format!(
+                        "branch dtypes differ: {} vs {}",
+                        ins[1].dtype, ins[2].dtype
+                    ));
                 }
                 let s = bcast(&bcast(&ins[0].shape, &ins[1].shape)?, &ins[2].shape)?;
                 one(ins[1].dtype, s)
@@ -310,7 +361,11 @@ impl Op {
                 shape.push(n.clone());
                 one(a.dtype, shape)
             }
-            Op::Reduce { kind, axes, keep_dims } => {
+            Op::Reduce {
+                kind,
+                axes,
+                keep_dims,
+            } => {
                 arity(ins, 1)?;
                 let x = ins[0];
                 if *kind == ReduceKind::Mean {
@@ -352,9 +407,15 @@ impl Op {
                 let mut sorted = perm.clone();
                 sorted.sort_unstable();
                 if sorted != (0..ins[0].rank()).collect::<Vec<_>>() {
-                    return Err(format!("{perm:?} is not a permutation of rank {}", ins[0].rank()));
+                    return Err(format!(
+                        "{perm:?} is not a permutation of rank {}",
+                        ins[0].rank()
+                    ));
                 }
-                one(ins[0].dtype, perm.iter().map(|&p| ins[0].shape[p].clone()).collect())
+                one(
+                    ins[0].dtype,
+                    perm.iter().map(|&p| ins[0].shape[p].clone()).collect(),
+                )
             }
             Op::Expand { shape } => {
                 arity(ins, 1)?;
@@ -377,11 +438,19 @@ impl Op {
                 let mut total = Dim::konst(0);
                 for (i, x) in ins.iter().enumerate() {
                     if x.dtype != first.dtype || x.rank() != first.rank() {
-                        return Err(format!("input {i} is {}{}, input 0 is {}{}", x.dtype, shape_to_string(&x.shape), first.dtype, shape_to_string(&first.shape)));
+                        return Err(format!(
+                            "input {i} is {}{}, input 0 is {}{}",
+                            x.dtype,
+                            shape_to_string(&x.shape),
+                            first.dtype,
+                            shape_to_string(&first.shape)
+                        ));
                     }
                     for (j, (a, b)) in x.shape.iter().zip(&first.shape).enumerate() {
                         if j != *axis && a != b {
-                            return Err(format!("input {i} differs from input 0 on axis {j}: {a} vs {b}"));
+                            return Err(format!(
+                                "input {i} differs from input 0 on axis {j}: {a} vs {b}"
+                            ));
                         }
                     }
                     total = total.add(&x.shape[*axis]);
@@ -419,7 +488,10 @@ impl Op {
                 float_input(x, 0)?;
                 let last = x.shape.last().ok_or("RmsNorm needs rank >= 1")?;
                 if w.shape != [last.clone()] {
-                    return Err(format!("weight {} does not match last axis {last}", shape_to_string(&w.shape)));
+                    return Err(format!(
+                        "weight {} does not match last axis {last}",
+                        shape_to_string(&w.shape)
+                    ));
                 }
                 one(w.dtype, x.shape.clone())
             }
@@ -427,10 +499,17 @@ impl Op {
                 arity(ins, 1)?;
                 let p = ins[0];
                 if p.dtype != DType::I64 || p.rank() != 2 {
-                    return Err(format!("position_ids must be i64 [batch, seq], got {}{}", p.dtype, shape_to_string(&p.shape)));
+                    return Err(format!(
+                        "position_ids must be i64 [batch, seq], got {}{}",
+                        p.dtype,
+                        shape_to_string(&p.shape)
+                    ));
                 }
                 let shape = vec![p.shape[0].clone(), p.shape[1].clone(), Dim::from(rope.dim)];
-                Ok(vec![ValueInfo::new(DType::F32, shape.clone()), ValueInfo::new(DType::F32, shape)])
+                Ok(vec![
+                    ValueInfo::new(DType::F32, shape.clone()),
+                    ValueInfo::new(DType::F32, shape),
+                ])
             }
             Op::ApplyRotary => {
                 arity(ins, 3)?;
@@ -440,15 +519,27 @@ impl Op {
                     return Err("ApplyRotary needs x [b, h, s, d] and cos/sin [b, s, d]".into());
                 }
                 if c.dtype != x.dtype || s.dtype != x.dtype {
-                    return Err(format!("cos/sin dtype {} differs from x dtype {}", c.dtype, x.dtype));
+                    return Err(format!(
+                        "cos/sin dtype {} differs from x dtype {}",
+                        c.dtype, x.dtype
+                    ));
                 }
                 let d = &x.shape[3];
                 if d.as_const().map_or(false, |d| d % 2 != 0) {
                     return Err(format!("rotary dim {d} is odd"));
                 }
-                let cos4 = [c.shape[0].clone(), Dim::konst(1), c.shape[1].clone(), c.shape[2].clone()];
+                let cos4 = [
+                    c.shape[0].clone(),
+                    Dim::konst(1),
+                    c.shape[1].clone(),
+                    c.shape[2].clone(),
+                ];
                 if bcast(&x.shape, &cos4)? != x.shape {
-                    return Err(format!("cos {} does not broadcast to x {}", shape_to_string(&c.shape), shape_to_string(&x.shape)));
+                    return Err(format!(
+                        "cos {} does not broadcast to x {}",
+                        shape_to_string(&c.shape),
+                        shape_to_string(&x.shape)
+                    ));
                 }
                 one(x.dtype, x.shape.clone())
             }
@@ -462,7 +553,8 @@ impl Op {
                 if q.dtype != k.dtype || q.dtype != v.dtype {
                     return Err("q, k, v dtypes differ".into());
                 }
-                if q.shape[3] != k.shape[3] || k.shape[2] != v.shape[2] || k.shape[1] != v.shape[1] {
+                if q.shape[3] != k.shape[3] || k.shape[2] != v.shape[2] || k.shape[1] != v.shape[1]
+                {
                     return Err(format!(
                         "q {}, k {}, v {} do not fit",
                         shape_to_string(&q.shape),
@@ -473,22 +565,48 @@ impl Op {
                 let (h, kvh) = (q.shape[1].as_const(), k.shape[1].as_const());
                 match (h, kvh) {
                     (Some(h), Some(kvh)) if kvh > 0 && h % kvh == 0 => {}
-                    _ => return Err(format!("query heads {} are not a multiple of kv heads {}", q.shape[1], k.shape[1])),
+                    _ => {
+                        return Err(format!(
+                            "query heads {} are not a multiple of kv heads {}",
+                            q.shape[1], k.shape[1]
+                        ))
+                    }
                 }
                 if m.dtype != DType::Bool {
                     return Err(format!("mask must be bool, got {}", m.dtype));
                 }
-                let scores = [q.shape[0].clone(), q.shape[1].clone(), q.shape[2].clone(), k.shape[2].clone()];
+                let scores = [
+                    q.shape[0].clone(),
+                    q.shape[1].clone(),
+                    q.shape[2].clone(),
+                    k.shape[2].clone(),
+                ];
                 if bcast(&scores, &m.shape)? != scores {
-                    return Err(format!("mask {} does not broadcast to scores {}", shape_to_string(&m.shape), shape_to_string(&scores)));
+                    return Err(format!(
+                        "mask {} does not broadcast to scores {}",
+                        shape_to_string(&m.shape),
+                        shape_to_string(&scores)
+                    ));
                 }
                 if sliding_window.is_some() {
                     let (qp, kp) = (ins[4], ins[5]);
-                    if qp.dtype != DType::I64 || kp.dtype != DType::I64 || qp.rank() != 2 || kp.rank() != 2 {
+                    if qp.dtype != DType::I64
+                        || kp.dtype != DType::I64
+                        || qp.rank() != 2
+                        || kp.rank() != 2
+                    {
                         return Err("q_pos / k_pos must be i64 [batch, seq]".into());
                     }
                 }
-                one(q.dtype, vec![q.shape[0].clone(), q.shape[1].clone(), q.shape[2].clone(), v.shape[3].clone()])
+                one(
+                    q.dtype,
+                    vec![
+                        q.shape[0].clone(),
+                        q.shape[1].clone(),
+                        q.shape[2].clone(),
+                        v.shape[3].clone(),
+                    ],
+                )
             }
             Op::Linear => {
                 if ins.len() != 2 && ins.len() != 3 {
@@ -497,14 +615,26 @@ impl Op {
                 let (x, w) = (ins[0], ins[1]);
                 float_input(x, 0)?;
                 if w.rank() != 2 || x.shape.last() != Some(&w.shape[1]) {
-                    return Err(format!("x {} does not fit weight {} ([out, in])", shape_to_string(&x.shape), shape_to_string(&w.shape)));
+                    return Err(format!(
+                        "x {} does not fit weight {} ([out, in])",
+                        shape_to_string(&x.shape),
+                        shape_to_string(&w.shape)
+                    ));
                 }
                 if x.dtype != w.dtype {
-                    return Err(format!("x dtype {} differs from weight dtype {}", x.dtype, w.dtype));
+                    return Err(format!(
+                        "x dtype {} differs from weight dtype {}",
+                        x.dtype, w.dtype
+                    ));
                 }
                 if let Some(b) = ins.get(2) {
                     if b.shape != [w.shape[0].clone()] || b.dtype != w.dtype {
-                        return Err(format!("bias {}{} does not fit weight {}", b.dtype, shape_to_string(&b.shape), shape_to_string(&w.shape)));
+                        return Err(format!(
+                            "bias {}{} does not fit weight {}",
+                            b.dtype,
+                            shape_to_string(&b.shape),
+                            shape_to_string(&w.shape)
+                        ));
                     }
                 }
                 let mut shape = x.shape.clone();
@@ -513,7 +643,10 @@ impl Op {
             }
             Op::GatedMlp { .. } => {
                 if ins.len() != 4 && ins.len() != 7 {
-                    return Err(format!("GatedMlp takes 4 inputs, or 7 with biases; got {}", ins.len()));
+                    return Err(format!(
+                        "GatedMlp takes 4 inputs, or 7 with biases; got {}",
+                        ins.len()
+                    ));
                 }
                 let (x, g, u, d) = (ins[0], ins[1], ins[2], ins[3]);
                 float_input(x, 0)?;
@@ -531,7 +664,9 @@ impl Op {
                     ));
                 }
                 if ins.len() == 7 {
-                    let fits = ins[4].shape == [g.shape[0].clone()] && ins[5].shape == [g.shape[0].clone()] && ins[6].shape == [hidden.clone()];
+                    let fits = ins[4].shape == [g.shape[0].clone()]
+                        && ins[5].shape == [g.shape[0].clone()]
+                        && ins[6].shape == [hidden.clone()];
                     if !fits {
                         return Err("biases do not fit the gate/up/down weights".into());
                     }
@@ -564,6 +699,11 @@ fn check_axes(axes: &[usize], rank: usize) -> Result<(), String> {
 }
 
 fn bcast(a: &[Dim], b: &[Dim]) -> Result<Vec<Dim>, String> {
-    broadcast_shapes(a, b)
-        .ok_or_else(|| format!("shapes {} and {} do not broadcast", shape_to_string(a), shape_to_string(b)))
+    broadcast_shapes(a, b).ok_or_else(|| {
+        format!(
+            "shapes {} and {} do not broadcast",
+            shape_to_string(a),
+            shape_to_string(b)
+        )
+    })
 }

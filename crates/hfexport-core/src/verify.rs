@@ -5,7 +5,10 @@ use crate::error::{Error, Result};
 use crate::graph::{Graph, Producer, ValueId};
 
 pub fn verify(g: &Graph) -> Result<()> {
-    let bad = |msg: String| Error::Verify { graph: g.name.clone(), msg };
+    let bad = |msg: String| Error::Verify {
+        graph: g.name.clone(),
+        msg,
+    };
     let mut defined = vec![false; g.num_values()];
     for p in g.inputs() {
         defined[p.value.0] = true;
@@ -19,7 +22,10 @@ pub fn verify(g: &Graph) -> Result<()> {
     for (i, n) in g.nodes().iter().enumerate() {
         for v in &n.inputs {
             if v.0 >= g.num_values() || !defined[v.0] {
-                return Err(bad(format!("node `{}` reads %{} before it is defined", n.name, v.0)));
+                return Err(bad(format!(
+                    "node `{}` reads %{} before it is defined",
+                    n.name, v.0
+                )));
             }
         }
         let infos: Vec<_> = n.inputs.iter().map(|v| g.info(*v)).collect();
@@ -29,11 +35,21 @@ pub fn verify(g: &Graph) -> Result<()> {
             msg,
         })?;
         if inferred.len() != n.outputs.len() {
-            return Err(bad(format!("node `{}` has {} outputs, its op makes {}", n.name, n.outputs.len(), inferred.len())));
+            return Err(bad(format!(
+                "node `{}` has {} outputs, its op makes {}",
+                n.name,
+                n.outputs.len(),
+                inferred.len()
+            )));
         }
         for (slot, (v, info)) in n.outputs.iter().zip(&inferred).enumerate() {
             if g.producer(*v) != (Producer::Node { node: i, slot }) || g.info(*v) != info {
-                return Err(bad(format!("output {slot} of node `{}` is stale: recorded {:?}, inferred {:?}", n.name, g.info(*v), info)));
+                return Err(bad(format!(
+                    "output {slot} of node `{}` is stale: recorded {:?}, inferred {:?}",
+                    n.name,
+                    g.info(*v),
+                    info
+                )));
             }
             defined[v.0] = true;
         }
@@ -43,18 +59,35 @@ pub fn verify(g: &Graph) -> Result<()> {
             return Err(bad(format!("output `{}` is not defined", p.name)));
         }
     }
-    for s in g.inputs().iter().flat_map(|p| g.info(p.value).shape.iter()).flat_map(|d| d.symbols()) {
+    for s in g
+        .inputs()
+        .iter()
+        .flat_map(|p| g.info(p.value).shape.iter())
+        .flat_map(|d| d.symbols())
+    {
         if g.symbols.get(s.name()).is_none() {
-            return Err(bad(format!("symbol `{}` is used by an input but not declared", s.name())));
+            return Err(bad(format!(
+                "symbol `{}` is used by an input but not declared",
+                s.name()
+            )));
         }
     }
     for a in g.aliases() {
         let (o, i) = (g.output(&a.output), g.input(&a.input));
         let (Some(o), Some(i)) = (o, i) else {
-            return Err(bad(format!("alias {} -> {} names a missing port", a.output, a.input)));
+            return Err(bad(format!(
+                "alias {} -> {} names a missing port",
+                a.output, a.input
+            )));
         };
         if g.info(o.value) != g.info(i.value) {
-            return Err(bad(format!("alias {} -> {}: {:?} vs {:?}", a.output, a.input, g.info(o.value), g.info(i.value))));
+            return Err(bad(format!(
+                "alias {} -> {}: {:?} vs {:?}",
+                a.output,
+                a.input,
+                g.info(o.value),
+                g.info(i.value)
+            )));
         }
     }
     Ok(())
@@ -63,7 +96,15 @@ pub fn verify(g: &Graph) -> Result<()> {
 /// Values read by no node and no output (dead code a pass left behind).
 pub fn unused_values(g: &Graph) -> Vec<ValueId> {
     let mut used = vec![false; g.num_values()];
-    g.nodes().iter().flat_map(|n| &n.inputs).for_each(|v| used[v.0] = true);
+    g.nodes()
+        .iter()
+        .flat_map(|n| &n.inputs)
+        .for_each(|v| used[v.0] = true);
     g.outputs().iter().for_each(|p| used[p.value.0] = true);
-    g.nodes().iter().flat_map(|n| &n.outputs).copied().filter(|v| !used[v.0]).collect()
+    g.nodes()
+        .iter()
+        .flat_map(|n| &n.outputs)
+        .copied()
+        .filter(|v| !used[v.0])
+        .collect()
 }

@@ -1,0 +1,227 @@
+//! The `hfexport` binary end to end: `run` reproduces transformers' logits through files any
+//! tool can read, `inspect` describes a checkpoint, and bad input is a clear error, not a panic.
+
+use hfexport_core::Tensor;
+use hfexport_models::safetensors::{read_all, write_safetensors};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const FIXTURES: [&str; 5] = ["llama", "mistral", "qwen2", "qwen3", "llama_linear_tied"];
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/fixtures")
+        .join(name)
+}
+
+fn hfexport(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_hfexport"))
+        .args(args)
+        .output()
+        .expect("run hfexport")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Writes `case.input_ids` / `case.attention_mask` of a fixture's goldens as a run input file.
+fn golden_inputs(name: &str, case: &str, dir: &Path) -> (PathBuf, BTreeMap<String, Tensor>) {
+    let gold = read_all(fixture(name).join("golden.safetensors")).unwrap();
+    let ids = &gold[&format!("{case}.input_ids")];
+    let mask = &gold[&format!("{case}.attention_mask")];
+    let path = dir.join(format!("{name}-{case}-in.safetensors"));
+    write_safetensors(
+        &path,
+        &[("input_ids", ids), ("attention_mask", mask)],
+        &BTreeMap::new(),
+    )
+    .unwrap();
+    (path, gold)
+}
+
+#[test]
+fn run_reproduces_transformers_logits() {
+    let tmp = tempfile::tempdir().unwrap();
+    for name in FIXTURES {
+        for case in ["single", "batch"] {
+            let (inp, gold) = golden_inputs(name, case, tmp.path());
+            let out = tmp.path().join(format!("{name}-{case}-out.safetensors"));
+            let o = hfexport(&[
+                "run",
+                fixture(name).to_str().unwrap(),
+                "--inputs",
+                inp.to_str().unwrap(),
+                "--outputs",
+                out.to_str().unwrap(),
+            ]);
+            assert!(o.status.success(), "{name} {case}: {}", stderr(&o));
+            let got = read_all(&out).unwrap();
+            let (ours, theirs) = (
+                got["logits"].as_f32().unwrap(),
+                gold[&format!("{case}.logits")].as_f32().unwrap(),
+            );
+            let mask = gold[&format!("{case}.attention_mask")].as_i64().unwrap();
+            let vocab = *got["logits"].shape().last().unwrap();
+            let worst = (0..ours.len())
+                .filter(|i| mask[i / vocab] != 0)
+                .map(|i| (ours[i] - theirs[i]).abs())
+                .fold(0f32, f32::max);
+            assert!(worst <= 1e-4, "{name} {case}: worst |diff| {worst:e}");
+        }
+    }
+}
+
+/// The output file is plain safetensors: Python's `safetensors` reads it back.
+#[test]
+fn run_output_is_read_by_python_safetensors() {
+    let python = std::env::var("HFEXPORT_PYTHON").unwrap_or_else(|_| {
+        panic!("HFEXPORT_PYTHON is not set: run the suite with `cargo xtask test` (it creates .venv/ with the pinned safetensors and numpy)")
+    });
+    let tmp = tempfile::tempdir().unwrap();
+    let (inp, _) = golden_inputs("llama", "batch", tmp.path());
+    let out = tmp.path().join("out.safetensors");
+    let o = hfexport(&[
+        "run",
+        fixture("llama").to_str().unwrap(),
+        "--inputs",
+        inp.to_str().unwrap(),
+        "--outputs",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let script = "import sys; from safetensors.numpy import load_file; t = load_file(sys.argv[1])['logits']; print(t.dtype, t.shape, float(t[1, -1].max()))";
+    let py = Command::new(&python)
+        .args(["-c", script, out.to_str().unwrap()])
+        .output()
+        .expect("run python");
+    assert!(
+        py.status.success(),
+        "python failed: {}",
+        String::from_utf8_lossy(&py.stderr)
+    );
+    let printed = String::from_utf8_lossy(&py.stdout);
+    let ours = read_all(&out).unwrap();
+    let l = ours["logits"].as_f32().unwrap();
+    let row_max = l[(7 + 6) * 256..(7 + 7) * 256]
+        .iter()
+        .copied()
+        .fold(f32::MIN, f32::max);
+    assert!(printed.starts_with("float32 (2, 7, 256)"), "{printed}");
+    let theirs: f32 = printed.split_whitespace().last().unwrap().parse().unwrap();
+    assert!(
+        (theirs - row_max).abs() < 1e-6,
+        "python read {theirs}, we wrote {row_max}"
+    );
+}
+
+#[test]
+fn inspect_describes_the_checkpoint() {
+    let o = hfexport(&["inspect", fixture("qwen2").to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let s = String::from_utf8_lossy(&o.stdout);
+    for needle in [
+        "Qwen2ForCausalLM",
+        "head_dim 16",
+        "rope         yarn",
+        "window 3 on 2 of 3 layers",
+        "tied",
+        "input      input_ids: i64[batch, seq]",
+        "output     logits: f32[batch, seq, 256]",
+        "Attention x3",
+    ] {
+        assert!(s.contains(needle), "missing `{needle}` in:\n{s}");
+    }
+}
+
+#[test]
+fn bad_input_is_an_error_not_a_panic() {
+    let tmp = tempfile::tempdir().unwrap();
+    // a folder without config.json
+    let o = hfexport(&["inspect", tmp.path().to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("config.json"), "{}", stderr(&o));
+    // inputs with a wrong name, and a missing input file
+    let bad = tmp.path().join("bad.safetensors");
+    let t = Tensor::i64(vec![1, 3], vec![1, 2, 3]).unwrap();
+    write_safetensors(&bad, &[("tokens", &t)], &BTreeMap::new()).unwrap();
+    let out = tmp.path().join("o.safetensors");
+    let fx = fixture("llama");
+    let o = hfexport(&[
+        "run",
+        fx.to_str().unwrap(),
+        "--inputs",
+        bad.to_str().unwrap(),
+        "--outputs",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("`tokens`") && stderr(&o).contains("input_ids"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!out.exists(), "no output file on failure");
+    let o = hfexport(&[
+        "run",
+        fx.to_str().unwrap(),
+        "--inputs",
+        "/nonexistent/in.safetensors",
+        "--outputs",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("/nonexistent/in.safetensors"),
+        "{}",
+        stderr(&o)
+    );
+    // token ids outside the vocabulary
+    let ids = Tensor::i64(vec![1, 2], vec![3, 999]).unwrap();
+    let mask = Tensor::i64(vec![1, 2], vec![1, 1]).unwrap();
+    write_safetensors(
+        &bad,
+        &[("input_ids", &ids), ("attention_mask", &mask)],
+        &BTreeMap::new(),
+    )
+    .unwrap();
+    let o = hfexport(&[
+        "run",
+        fx.to_str().unwrap(),
+        "--inputs",
+        bad.to_str().unwrap(),
+        "--outputs",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("999") && stderr(&o).contains("embed_tokens"),
+        "{}",
+        stderr(&o)
+    );
+    // a sequence longer than the model accepts
+    let n = 65;
+    let ids = Tensor::i64(vec![1, n], vec![1; n]).unwrap();
+    let mask = Tensor::i64(vec![1, n], vec![1; n]).unwrap();
+    write_safetensors(
+        &bad,
+        &[("input_ids", &ids), ("attention_mask", &mask)],
+        &BTreeMap::new(),
+    )
+    .unwrap();
+    let o = hfexport(&[
+        "run",
+        fx.to_str().unwrap(),
+        "--inputs",
+        bad.to_str().unwrap(),
+        "--outputs",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("seq") && stderr(&o).contains("65"),
+        "{}",
+        stderr(&o)
+    );
+}
