@@ -196,6 +196,23 @@ impl Graph {
         Ok(())
     }
 
+    /// Points the existing output `name` at another value (what a patch does to a result).
+    pub fn replace_output(&mut self, name: &str, value: ValueId) -> Result<()> {
+        if value.0 >= self.values.len() {
+            return Err(self.invalid(format!(
+                "output `{name}` cannot point at unknown value %{}",
+                value.0
+            )));
+        }
+        match self.outputs.iter_mut().find(|p| p.name == name) {
+            Some(p) => {
+                p.value = value;
+                Ok(())
+            }
+            None => Err(self.invalid(format!("no output named `{name}`"))),
+        }
+    }
+
     /// Marks output `output` as the in-place update of input `input`.
     pub fn add_alias(&mut self, output: &str, input: &str) {
         self.aliases.push(Alias {
