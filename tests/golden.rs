@@ -3,6 +3,7 @@
 //! non-padded position, for one sequence and for a left-padded batch of two; and the same
 //! graph runs at a batch and length no golden used.
 
+use hfexport_core::decompose::decompose;
 use hfexport_core::{Evaluator, Tensor};
 use hfexport_models::safetensors::read_all;
 use hfexport_models::{build, BuildOptions, Checkpoint, Task};
@@ -13,9 +14,7 @@ const FIXTURES: [&str; 5] = ["llama", "mistral", "qwen2", "qwen3", "llama_linear
 const ATOL: f32 = 1e-4;
 
 fn fixture(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(name)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name)
 }
 
 fn goldens(name: &str) -> BTreeMap<String, Tensor> {
@@ -25,14 +24,8 @@ fn goldens(name: &str) -> BTreeMap<String, Tensor> {
 /// Worst |a - b| over positions whose mask is 1, with its (batch, position, vocab) index.
 fn worst_unpadded(ours: &Tensor, theirs: &Tensor, mask: &Tensor) -> (f32, [usize; 3]) {
     assert_eq!(ours.shape(), theirs.shape());
-    let [b, s, v] = *ours.shape() else {
-        panic!("logits must be rank 3")
-    };
-    let (o, t, m) = (
-        ours.as_f32().unwrap(),
-        theirs.as_f32().unwrap(),
-        mask.as_i64().unwrap(),
-    );
+    let [b, s, v] = *ours.shape() else { panic!("logits must be rank 3") };
+    let (o, t, m) = (ours.as_f32().unwrap(), theirs.as_f32().unwrap(), mask.as_i64().unwrap());
     let mut worst = (0f32, [0; 3]);
     for bi in 0..b {
         for si in (0..s).filter(|si| m[bi * s + si] != 0) {
@@ -50,30 +43,26 @@ fn worst_unpadded(ours: &Tensor, theirs: &Tensor, mask: &Tensor) -> (f32, [usize
 }
 
 fn run_case(name: &str, case: &str) {
+    run_case_on(name, case, false);
+    run_case_on(name, case, true);
+}
+
+/// `decomposed`: every high-level op expanded into primitives first, as a backend that lowers
+/// none of them natively would see the graph.
+fn run_case_on(name: &str, case: &str, decomposed: bool) {
     let ckpt = Checkpoint::open(&fixture(name)).unwrap();
-    let g = build(
-        &ckpt.config,
-        &ckpt,
-        Task::CausalLm,
-        &BuildOptions::default(),
-    )
-    .unwrap();
+    let mut g = build(&ckpt.config, &ckpt, Task::CausalLm, &BuildOptions::default()).unwrap();
+    if decomposed {
+        g = decompose(&g, &|_| true).unwrap();
+        assert!(g.nodes().iter().all(|n| !n.op.is_high_level()));
+    }
     let ev = Evaluator::new(&g, &ckpt).unwrap();
     let gold = goldens(name);
-    let inputs: BTreeMap<String, Tensor> = ["input_ids", "attention_mask"]
-        .iter()
-        .map(|k| (k.to_string(), gold[&format!("{case}.{k}")].clone()))
-        .collect();
+    let inputs: BTreeMap<String, Tensor> =
+        ["input_ids", "attention_mask"].iter().map(|k| (k.to_string(), gold[&format!("{case}.{k}")].clone())).collect();
     let out = ev.run(&inputs).unwrap();
-    let (d, at) = worst_unpadded(
-        &out["logits"],
-        &gold[&format!("{case}.logits")],
-        &inputs["attention_mask"],
-    );
-    assert!(
-        d <= ATOL,
-        "{name} {case}: worst |diff| {d:e} at {at:?} exceeds {ATOL:e}"
-    );
+    let (d, at) = worst_unpadded(&out["logits"], &gold[&format!("{case}.logits")], &inputs["attention_mask"]);
+    assert!(d <= ATOL, "{name} {case} (decomposed: {decomposed}): worst |diff| {d:e} at {at:?} exceeds {ATOL:e}");
 }
 
 #[test]
@@ -96,41 +85,20 @@ fn left_padded_batch_matches_transformers() {
 fn unseen_batch_and_length_run() {
     for name in FIXTURES {
         let ckpt = Checkpoint::open(&fixture(name)).unwrap();
-        let g = build(
-            &ckpt.config,
-            &ckpt,
-            Task::CausalLm,
-            &BuildOptions::default(),
-        )
-        .unwrap();
+        let g = build(&ckpt.config, &ckpt, Task::CausalLm, &BuildOptions::default()).unwrap();
         let ev = Evaluator::new(&g, &ckpt).unwrap();
         let vocab = ckpt.config.vocab_size as i64;
         let ids: Vec<i64> = (0..33).map(|i| (i * 37 + 5) % vocab).collect();
         let mut inputs = BTreeMap::new();
-        inputs.insert(
-            "input_ids".to_string(),
-            Tensor::i64(vec![3, 11], ids.clone()).unwrap(),
-        );
-        inputs.insert(
-            "attention_mask".to_string(),
-            Tensor::i64(vec![3, 11], vec![1; 33]).unwrap(),
-        );
+        inputs.insert("input_ids".to_string(), Tensor::i64(vec![3, 11], ids.clone()).unwrap());
+        inputs.insert("attention_mask".to_string(), Tensor::i64(vec![3, 11], vec![1; 33]).unwrap());
         let out = ev.run(&inputs).unwrap();
         let logits = &out["logits"];
         assert_eq!(logits.shape(), &[3, 11, ckpt.config.vocab_size], "{name}");
-        assert!(
-            logits.as_f32().unwrap().iter().all(|x| x.is_finite()),
-            "{name}"
-        );
+        assert!(logits.as_f32().unwrap().iter().all(|x| x.is_finite()), "{name}");
         let mut row = BTreeMap::new();
-        row.insert(
-            "input_ids".to_string(),
-            Tensor::i64(vec![1, 11], ids[22..].to_vec()).unwrap(),
-        );
-        row.insert(
-            "attention_mask".to_string(),
-            Tensor::i64(vec![1, 11], vec![1; 11]).unwrap(),
-        );
+        row.insert("input_ids".to_string(), Tensor::i64(vec![1, 11], ids[22..].to_vec()).unwrap());
+        row.insert("attention_mask".to_string(), Tensor::i64(vec![1, 11], vec![1; 11]).unwrap());
         let alone = ev.run(&row).unwrap();
         let per_row = 11 * ckpt.config.vocab_size;
         let d = logits.as_f32().unwrap()[2 * per_row..]
@@ -138,9 +106,6 @@ fn unseen_batch_and_length_run() {
             .zip(alone["logits"].as_f32().unwrap())
             .map(|(a, b)| (a - b).abs())
             .fold(0f32, f32::max);
-        assert!(
-            d < 1e-5,
-            "{name}: row 2 of the batch differs from running it alone by {d}"
-        );
+        assert!(d < 1e-5, "{name}: row 2 of the batch differs from running it alone by {d}");
     }
 }

@@ -87,10 +87,7 @@ fn no_args(command: &str, rest: &[String]) -> Result<()> {
 
 /// The workspace root (xtask/ lives directly under it).
 fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("xtask has a parent directory")
-        .to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("xtask has a parent directory").to_path_buf()
 }
 
 fn versions(root: &Path) -> Result<Versions> {
@@ -103,8 +100,7 @@ fn setup(root: &Path, group: &str) -> Result<()> {
     println!("xtask setup: Python group `{group}` into .venv/");
     let venv = Venv::new(root);
     venv.ensure()?;
-    venv.sync(&pins)
-        .with_context(|| format!("setting up Python group `{group}`"))
+    venv.sync(&pins).with_context(|| format!("setting up Python group `{group}`"))
 }
 
 fn fixtures(root: &Path) -> Result<()> {
@@ -113,11 +109,7 @@ fn fixtures(root: &Path) -> Result<()> {
     let out = root.join("tests").join("fixtures");
     println!("==> [2/2] xtask/python/make_fixtures.py {}", out.display());
     let venv = Venv::new(root);
-    run(venv
-        .command()
-        .arg(root.join("xtask").join("python").join("make_fixtures.py"))
-        .arg(&out)
-        .current_dir(root))
+    run(venv.command().arg(root.join("xtask").join("python").join("make_fixtures.py")).arg(&out).current_dir(root))
 }
 
 fn test(root: &Path, cargo_args: &[String]) -> Result<ExitCode> {
@@ -126,21 +118,12 @@ fn test(root: &Path, cargo_args: &[String]) -> Result<ExitCode> {
     let python = Venv::new(root).python();
     println!(
         "==> [2/2] cargo test --workspace {}(HFEXPORT_PYTHON={})",
-        cargo_args
-            .iter()
-            .map(|a| format!("{a} "))
-            .collect::<String>(),
+        cargo_args.iter().map(|a| format!("{a} ")).collect::<String>(),
         python.display()
     );
     let mut cargo = Command::new(cargo_bin());
-    cargo
-        .args(["test", "--workspace"])
-        .args(cargo_args)
-        .env("HFEXPORT_PYTHON", &python)
-        .current_dir(root);
-    let status = cargo
-        .status()
-        .with_context(|| format!("could not start `{}`", describe(&cargo)))?;
+    cargo.args(["test", "--workspace"]).args(cargo_args).env("HFEXPORT_PYTHON", &python).current_dir(root);
+    let status = cargo.status().with_context(|| format!("could not start `{}`", describe(&cargo)))?;
     Ok(exit_code(status))
 }
 
@@ -163,10 +146,7 @@ fn check_versions(root: &Path, strict: bool) -> Result<()> {
         venv.python().display(),
         if venv.exists() { "" } else { ": no venv yet" }
     );
-    println!(
-        "  {:<14} {:<12} {:<10} {:<16} status",
-        "package", "groups", "pin", "installed"
-    );
+    println!("  {:<14} {:<12} {:<10} {:<16} status", "package", "groups", "pin", "installed");
     let mut missing = 0usize;
     for pin in versions.pins("all")? {
         let have = installed.get(&versions::normalize_name(&pin.name));
@@ -208,26 +188,15 @@ fn check_versions(root: &Path, strict: bool) -> Result<()> {
     );
 
     println!("\nRuntime crates (versions.toml [runtimes] vs Cargo.lock)");
-    println!(
-        "  {:<14} {:<14} {:<24} {:<8} wheel (pin)",
-        "crate", "pin", "Cargo.lock", "status"
-    );
+    println!("  {:<14} {:<14} {:<24} {:<8} wheel (pin)", "crate", "pin", "Cargo.lock", "status");
     let locked = locked_versions(root)?;
     for rt in &versions.runtimes {
-        let lock: Vec<&String> = locked
-            .iter()
-            .filter(|(name, _)| name == &rt.krate)
-            .map(|(_, v)| v)
-            .collect();
+        let lock: Vec<&String> = locked.iter().filter(|(name, _)| name == &rt.krate).map(|(_, v)| v).collect();
         let exact = rt.version.trim_start_matches('=');
         let (lock_text, state) = if lock.is_empty() {
             ("not a dependency yet".to_string(), "-")
         } else {
-            let text = lock
-                .iter()
-                .map(|v| v.as_str())
-                .collect::<Vec<_>>()
-                .join(", ");
+            let text = lock.iter().map(|v| v.as_str()).collect::<Vec<_>>().join(", ");
             (text, status(lock.iter().all(|v| v.as_str() == exact)))
         };
         let wheel_pin = versions
@@ -235,10 +204,7 @@ fn check_versions(root: &Path, strict: bool) -> Result<()> {
             .into_iter()
             .find(|p| versions::same_package(&p.name, &rt.wheel))
             .map_or("not pinned yet".to_string(), |p| format!("=={}", p.version));
-        println!(
-            "  {:<14} {:<14} {:<24} {:<8} {} ({})",
-            rt.krate, rt.version, lock_text, state, rt.wheel, wheel_pin
-        );
+        println!("  {:<14} {:<14} {:<24} {:<8} {} ({})", rt.krate, rt.version, lock_text, state, rt.wheel, wheel_pin);
     }
 
     // The patch registry listing (patches whose upstream version range no longer matches the
@@ -246,14 +212,18 @@ fn check_versions(root: &Path, strict: bool) -> Result<()> {
 
     println!();
     if missing > 0 {
-        println!("{missing} pinned Python package(s) not installed (`cargo xtask setup --group all` installs every group)");
+        println!(
+            "{missing} pinned Python package(s) not installed (`cargo xtask setup --group all` installs every group)"
+        );
     }
     if drift == 0 {
         println!("no drift");
     } else if strict {
         bail!("{drift} pin(s) drifted (--strict)");
     } else {
-        println!("warning: {drift} pin(s) drifted (`cargo xtask setup --group <group>` reinstalls a Python group's pins)");
+        println!(
+            "warning: {drift} pin(s) drifted (`cargo xtask setup --group <group>` reinstalls a Python group's pins)"
+        );
     }
     Ok(())
 }
@@ -261,11 +231,8 @@ fn check_versions(root: &Path, strict: bool) -> Result<()> {
 /// `channel` from rust-toolchain.toml.
 fn toolchain_channel(root: &Path) -> Result<String> {
     let path = root.join("rust-toolchain.toml");
-    let text =
-        std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
-    let doc: toml_edit::DocumentMut = text
-        .parse()
-        .with_context(|| format!("parsing {}", path.display()))?;
+    let text = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    let doc: toml_edit::DocumentMut = text.parse().with_context(|| format!("parsing {}", path.display()))?;
     doc.get("toolchain")
         .and_then(|t| t.get("channel"))
         .and_then(|c| c.as_str())
@@ -279,9 +246,7 @@ fn locked_versions(root: &Path) -> Result<Vec<(String, String)>> {
     let Ok(text) = std::fs::read_to_string(&path) else {
         return Ok(Vec::new());
     };
-    let doc: toml_edit::DocumentMut = text
-        .parse()
-        .with_context(|| format!("parsing {}", path.display()))?;
+    let doc: toml_edit::DocumentMut = text.parse().with_context(|| format!("parsing {}", path.display()))?;
     let Some(packages) = doc.get("package").and_then(|p| p.as_array_of_tables()) else {
         return Ok(Vec::new());
     };
@@ -311,9 +276,7 @@ fn describe(cmd: &Command) -> String {
 /// Runs a command with inherited stdout/stderr; a non-zero exit is an error naming it.
 fn run(cmd: &mut Command) -> Result<()> {
     let desc = describe(cmd);
-    let status = cmd
-        .status()
-        .with_context(|| format!("could not start `{desc}`"))?;
+    let status = cmd.status().with_context(|| format!("could not start `{desc}`"))?;
     if !status.success() {
         bail!("`{desc}` failed ({status})");
     }
@@ -323,15 +286,9 @@ fn run(cmd: &mut Command) -> Result<()> {
 /// Runs a command and returns its stdout; a non-zero exit is an error naming it.
 fn output(cmd: &mut Command) -> Result<String> {
     let desc = describe(cmd);
-    let out = cmd
-        .output()
-        .with_context(|| format!("could not start `{desc}`"))?;
+    let out = cmd.output().with_context(|| format!("could not start `{desc}`"))?;
     if !out.status.success() {
-        bail!(
-            "`{desc}` failed ({}): {}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
+        bail!("`{desc}` failed ({}): {}", out.status, String::from_utf8_lossy(&out.stderr).trim());
     }
     String::from_utf8(out.stdout).with_context(|| format!("`{desc}` printed non-UTF-8 output"))
 }

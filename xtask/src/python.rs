@@ -23,9 +23,7 @@ pub struct Venv {
 
 impl Venv {
     pub fn new(root: &Path) -> Self {
-        Venv {
-            dir: root.join(".venv"),
-        }
+        Venv { dir: root.join(".venv") }
     }
 
     pub fn python(&self) -> PathBuf {
@@ -52,28 +50,18 @@ impl Venv {
             println!("  {} exists", self.dir.display());
             return Ok(());
         }
-        println!(
-            "  creating {} with `{BOOTSTRAP_PYTHON} -m venv`",
-            self.dir.display()
-        );
+        println!("  creating {} with `{BOOTSTRAP_PYTHON} -m venv`", self.dir.display());
         let mut venv = Command::new(BOOTSTRAP_PYTHON);
         venv.args(["-m", "venv"]).arg(&self.dir);
         if let Err(err) = run(&mut venv) {
             // Debian's python3 without python3-venv has no ensurepip: make the venv without
             // pip and let the system pip install pip into it.
             println!("  {err:#}; retrying with --without-pip and the system pip");
-            run(Command::new(BOOTSTRAP_PYTHON)
-                .args(["-m", "venv", "--without-pip"])
-                .arg(&self.dir))?;
+            run(Command::new(BOOTSTRAP_PYTHON).args(["-m", "venv", "--without-pip"]).arg(&self.dir))?;
             run(Command::new(BOOTSTRAP_PYTHON)
                 .args(["-m", "pip", "--python"])
                 .arg(self.python())
-                .args([
-                    "install",
-                    "--disable-pip-version-check",
-                    "--no-input",
-                    "pip",
-                ])
+                .args(["install", "--disable-pip-version-check", "--no-input", "pip"])
                 .env("PIP_ROOT_USER_ACTION", "ignore"))
             .context("bootstrapping pip into the venv")?;
         }
@@ -117,14 +105,8 @@ impl Venv {
             return Ok(());
         }
         let mut pip = self.command();
-        pip.args([
-            "-m",
-            "pip",
-            "install",
-            "--disable-pip-version-check",
-            "--no-input",
-        ])
-        .args(wanted.iter().map(|p| format!("{}=={}", p.name, p.version)));
+        pip.args(["-m", "pip", "install", "--disable-pip-version-check", "--no-input"])
+            .args(wanted.iter().map(|p| format!("{}=={}", p.name, p.version)));
         println!("  installing {} package(s)", wanted.len());
         run(&mut pip)?;
 

@@ -30,8 +30,7 @@ pub struct Versions {
 
 impl Versions {
     pub fn load(path: &Path) -> Result<Self> {
-        let text =
-            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
         Self::parse(&text).with_context(|| format!("in {}", path.display()))
     }
 
@@ -45,10 +44,7 @@ impl Versions {
                 .ok_or_else(|| anyhow!("[python.{group}] must be a table"))?
                 .iter()
                 .map(|(name, v)| {
-                    Ok(PythonPin {
-                        name: name.to_string(),
-                        version: string(v, &format!("python.{group}.{name}"))?,
-                    })
+                    Ok(PythonPin { name: name.to_string(), version: string(v, &format!("python.{group}.{name}"))? })
                 })
                 .collect::<Result<Vec<_>>>()?;
             python.push((group.to_string(), pins));
@@ -58,36 +54,20 @@ impl Versions {
         }
 
         let rust = table(doc.as_item(), "rust")?;
-        let rust_toolchain = string(
-            rust.get("toolchain")
-                .ok_or_else(|| anyhow!("[rust] has no `toolchain`"))?,
-            "rust.toolchain",
-        )?;
+        let rust_toolchain =
+            string(rust.get("toolchain").ok_or_else(|| anyhow!("[rust] has no `toolchain`"))?, "rust.toolchain")?;
 
         let mut runtimes = Vec::new();
         for (krate, item) in table(doc.as_item(), "runtimes")?.iter() {
             let key = format!("runtimes.{krate}");
-            let t = item
-                .as_table_like()
-                .ok_or_else(|| anyhow!("`{key}` must be a table {{ version, wheel }}"))?;
+            let t = item.as_table_like().ok_or_else(|| anyhow!("`{key}` must be a table {{ version, wheel }}"))?;
             let field = |f: &str| -> Result<String> {
-                string(
-                    t.get(f).ok_or_else(|| anyhow!("`{key}` has no `{f}`"))?,
-                    &format!("{key}.{f}"),
-                )
+                string(t.get(f).ok_or_else(|| anyhow!("`{key}` has no `{f}`"))?, &format!("{key}.{f}"))
             };
-            runtimes.push(RuntimePin {
-                krate: krate.to_string(),
-                version: field("version")?,
-                wheel: field("wheel")?,
-            });
+            runtimes.push(RuntimePin { krate: krate.to_string(), version: field("version")?, wheel: field("wheel")? });
         }
 
-        Ok(Versions {
-            python,
-            rust_toolchain,
-            runtimes,
-        })
+        Ok(Versions { python, rust_toolchain, runtimes })
     }
 
     pub fn group_names(&self) -> Vec<&str> {
@@ -98,17 +78,9 @@ impl Versions {
     /// versions in two groups is an error).
     pub fn pins(&self, group: &str) -> Result<Vec<PythonPin>> {
         if group != "all" {
-            return self
-                .python
-                .iter()
-                .find(|(g, _)| g == group)
-                .map(|(_, pins)| pins.clone())
-                .ok_or_else(|| {
-                    anyhow!(
-                        "unknown group `{group}`; valid groups: {}, all",
-                        self.group_names().join(", ")
-                    )
-                });
+            return self.python.iter().find(|(g, _)| g == group).map(|(_, pins)| pins.clone()).ok_or_else(|| {
+                anyhow!("unknown group `{group}`; valid groups: {}, all", self.group_names().join(", "))
+            });
         }
         let mut all: Vec<PythonPin> = Vec::new();
         for (group, pins) in &self.python {
@@ -146,9 +118,7 @@ fn table<'a>(item: &'a Item, key: &str) -> Result<&'a dyn TableLike> {
 }
 
 fn string(item: &Item, key: &str) -> Result<String> {
-    item.as_str()
-        .map(str::to_string)
-        .ok_or_else(|| anyhow!("`{key}` must be a string"))
+    item.as_str().map(str::to_string).ok_or_else(|| anyhow!("`{key}` must be a string"))
 }
 
 /// PEP 503 name normalisation: case-insensitive, runs of `-`, `_`, `.` are equal.
@@ -182,9 +152,7 @@ mod tests {
 
     #[test]
     fn repo_versions_toml_parses() {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("..")
-            .join("versions.toml");
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join("versions.toml");
         let v = Versions::load(&path).unwrap();
         assert!(v.group_names().contains(&"test"));
         assert!(v.group_names().contains(&"oracle"));
@@ -203,10 +171,9 @@ mod tests {
 
     #[test]
     fn conflicting_pins_are_an_error() {
-        let v = Versions::parse(
-            "[python.a]\nx = \"1\"\n[python.b]\nx = \"2\"\n[rust]\ntoolchain = \"1\"\n[runtimes]\n",
-        )
-        .unwrap();
+        let v =
+            Versions::parse("[python.a]\nx = \"1\"\n[python.b]\nx = \"2\"\n[rust]\ntoolchain = \"1\"\n[runtimes]\n")
+                .unwrap();
         assert!(v.pins("all").is_err());
     }
 }

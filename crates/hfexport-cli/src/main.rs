@@ -12,11 +12,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 #[derive(Parser)]
-#[command(
-    name = "hfexport",
-    version,
-    about = "Export Hugging Face checkpoints without Python"
-)]
+#[command(name = "hfexport", version, about = "Export Hugging Face checkpoints without Python")]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -64,28 +60,16 @@ fn main() {
 
 fn real_main() -> Result<()> {
     match Cli::parse().command {
-        Command::Inspect {
-            path,
-            task,
-            dump: full,
-        } => inspect(&path, &task, full),
-        Command::Run {
-            path,
-            inputs,
-            outputs,
-            component,
-            runtime,
-            task,
-        } => run(&path, &inputs, &outputs, &component, &runtime, &task),
+        Command::Inspect { path, task, dump: full } => inspect(&path, &task, full),
+        Command::Run { path, inputs, outputs, component, runtime, task } => {
+            run(&path, &inputs, &outputs, &component, &runtime, &task)
+        }
     }
 }
 
 fn open_checkpoint(path: &Path) -> Result<Checkpoint> {
     if path.join("export.json").exists() {
-        bail!(
-            "{} is an export folder; no exporter or runtime runner is built into this version yet",
-            path.display()
-        );
+        bail!("{} is an export folder; no exporter or runtime runner is built into this version yet", path.display());
     }
     Checkpoint::open(path).with_context(|| format!("cannot open checkpoint {}", path.display()))
 }
@@ -100,14 +84,16 @@ fn inspect(path: &Path, task: &str, full: bool) -> Result<()> {
     let c = &ckpt.config;
     let g = forward_graph(&ckpt, task)?;
     println!("checkpoint   {}", path.display());
-    println!(
-        "architecture {} ({})",
-        c.architecture,
-        c.model_type.as_deref().unwrap_or("?")
-    );
+    println!("architecture {} ({})", c.architecture, c.model_type.as_deref().unwrap_or("?"));
     println!(
         "sizes        layers {}, hidden {}, intermediate {}, heads {} (kv {}), head_dim {}, vocab {}",
-        c.num_hidden_layers, c.hidden_size, c.intermediate_size, c.num_attention_heads, c.num_key_value_heads, c.head_dim, c.vocab_size
+        c.num_hidden_layers,
+        c.hidden_size,
+        c.intermediate_size,
+        c.num_attention_heads,
+        c.num_key_value_heads,
+        c.head_dim,
+        c.vocab_size
     );
     println!(
         "rope         {} (theta {}), max positions {}",
@@ -116,29 +102,12 @@ fn inspect(path: &Path, task: &str, full: bool) -> Result<()> {
         c.max_position_embeddings
     );
     if let Some(w) = c.sliding_window {
-        let n = c
-            .layer_types
-            .iter()
-            .filter(|t| matches!(t, hfexport::models::config::LayerType::SlidingAttention))
-            .count();
-        println!(
-            "sliding      window {w} on {n} of {} layers",
-            c.num_hidden_layers
-        );
+        let n =
+            c.layer_types.iter().filter(|t| matches!(t, hfexport::models::config::LayerType::SlidingAttention)).count();
+        println!("sliding      window {w} on {n} of {} layers", c.num_hidden_layers);
     }
-    println!(
-        "embeddings   {}",
-        if c.tie_word_embeddings {
-            "tied"
-        } else {
-            "untied"
-        }
-    );
-    println!(
-        "parameters   {} ({:.2} M)",
-        g.parameter_count(),
-        g.parameter_count() as f64 / 1e6
-    );
+    println!("embeddings   {}", if c.tie_word_embeddings { "tied" } else { "untied" });
+    println!("parameters   {} ({:.2} M)", g.parameter_count(), g.parameter_count() as f64 / 1e6);
     let mut dtypes: BTreeMap<String, usize> = BTreeMap::new();
     for name in ckpt.tensor_names() {
         if let Some(info) = ckpt.tensor_info(name) {
@@ -146,41 +115,20 @@ fn inspect(path: &Path, task: &str, full: bool) -> Result<()> {
         }
     }
     let dt: Vec<String> = dtypes.iter().map(|(d, n)| format!("{d} x{n}")).collect();
-    println!(
-        "stored       {} tensors: {}",
-        ckpt.tensor_names().count(),
-        dt.join(", ")
-    );
-    println!(
-        "graph        {} nodes, {} weights",
-        g.nodes().len(),
-        g.weights().len()
-    );
+    println!("stored       {} tensors: {}", ckpt.tensor_names().count(), dt.join(", "));
+    println!("graph        {} nodes, {} weights", g.nodes().len(), g.weights().len());
     for (s, r) in g.symbols.iter() {
         println!("  symbol     {} in {}..={}", s.name(), r.min, r.max);
     }
     for p in g.inputs() {
         let i = g.info(p.value);
-        println!(
-            "  input      {}: {}{}",
-            p.name,
-            i.dtype,
-            shape_to_string(&i.shape)
-        );
+        println!("  input      {}: {}{}", p.name, i.dtype, shape_to_string(&i.shape));
     }
     for p in g.outputs() {
         let i = g.info(p.value);
-        println!(
-            "  output     {}: {}{}",
-            p.name,
-            i.dtype,
-            shape_to_string(&i.shape)
-        );
+        println!("  output     {}: {}{}", p.name, i.dtype, shape_to_string(&i.shape));
     }
-    let ops: Vec<String> = op_histogram(&g)
-        .iter()
-        .map(|(o, n)| format!("{o} x{n}"))
-        .collect();
+    let ops: Vec<String> = op_histogram(&g).iter().map(|(o, n)| format!("{o} x{n}")).collect();
     println!("  ops        {}", ops.join(", "));
     if full {
         print!("{}", dump(&g));
@@ -188,14 +136,7 @@ fn inspect(path: &Path, task: &str, full: bool) -> Result<()> {
     Ok(())
 }
 
-fn run(
-    path: &Path,
-    inputs: &Path,
-    outputs: &Path,
-    component: &str,
-    runtime: &str,
-    task: &str,
-) -> Result<()> {
+fn run(path: &Path, inputs: &Path, outputs: &Path, component: &str, runtime: &str, task: &str) -> Result<()> {
     if runtime != "reference" {
         bail!("runtime `{runtime}` is not available in this build; valid: reference");
     }
@@ -204,35 +145,22 @@ fn run(
     }
     let ckpt = open_checkpoint(path)?;
     let g = forward_graph(&ckpt, task)?;
-    let feed =
-        read_all(inputs).with_context(|| format!("cannot read inputs {}", inputs.display()))?;
+    let feed = read_all(inputs).with_context(|| format!("cannot read inputs {}", inputs.display()))?;
     let t0 = Instant::now();
-    eprintln!(
-        "loading {} weights ({:.1} M parameters)…",
-        g.weights().len(),
-        g.parameter_count() as f64 / 1e6
-    );
+    eprintln!("loading {} weights ({:.1} M parameters)…", g.weights().len(), g.parameter_count() as f64 / 1e6);
     let ev = Evaluator::new(&g, &ckpt)?;
     let t1 = Instant::now();
-    let out = ev
-        .run(&feed)
-        .with_context(|| format!("running {} on {}", path.display(), inputs.display()))?;
+    let out = ev.run(&feed).with_context(|| format!("running {} on {}", path.display(), inputs.display()))?;
     let t2 = Instant::now();
     let refs: Vec<(&str, &Tensor)> = out.iter().map(|(k, v)| (k.as_str(), v)).collect();
-    let meta = BTreeMap::from([(
-        "producer".to_string(),
-        format!("hfexport {} (reference)", env!("CARGO_PKG_VERSION")),
-    )]);
-    write_safetensors(outputs, &refs, &meta)
-        .with_context(|| format!("cannot write outputs {}", outputs.display()))?;
+    let meta =
+        BTreeMap::from([("producer".to_string(), format!("hfexport {} (reference)", env!("CARGO_PKG_VERSION")))]);
+    write_safetensors(outputs, &refs, &meta).with_context(|| format!("cannot write outputs {}", outputs.display()))?;
     for (name, t) in &out {
         println!("{name}: {}{:?}", t.dtype(), t.shape());
     }
     if let Some(l) = out.get("logits") {
-        println!(
-            "next tokens (argmax at the last position): {:?}",
-            last_argmax(l)?
-        );
+        println!("next tokens (argmax at the last position): {:?}", last_argmax(l)?);
     }
     eprintln!(
         "weights {:.2} s, forward {:.2} s; wrote {}",
@@ -245,16 +173,12 @@ fn run(
 
 /// Argmax over the vocabulary at the last position of each row of `[batch, seq, vocab]`.
 fn last_argmax(logits: &Tensor) -> Result<Vec<usize>> {
-    let [b, s, v] = *logits.shape() else {
-        bail!("logits are not rank 3: {:?}", logits.shape())
-    };
+    let [b, s, v] = *logits.shape() else { bail!("logits are not rank 3: {:?}", logits.shape()) };
     let x = logits.as_f32()?;
     Ok((0..b)
         .map(|bi| {
             let row = &x[(bi * s + s - 1) * v..(bi * s + s) * v];
-            (0..v)
-                .max_by(|&i, &j| row[i].total_cmp(&row[j]))
-                .unwrap_or(0)
+            (0..v).max_by(|&i, &j| row[i].total_cmp(&row[j])).unwrap_or(0)
         })
         .collect())
 }

@@ -10,16 +10,11 @@ use std::process::{Command, Output};
 const FIXTURES: [&str; 5] = ["llama", "mistral", "qwen2", "qwen3", "llama_linear_tied"];
 
 fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/fixtures")
-        .join(name)
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures").join(name)
 }
 
 fn hfexport(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_hfexport"))
-        .args(args)
-        .output()
-        .expect("run hfexport")
+    Command::new(env!("CARGO_BIN_EXE_hfexport")).args(args).output().expect("run hfexport")
 }
 
 fn stderr(o: &Output) -> String {
@@ -32,12 +27,7 @@ fn golden_inputs(name: &str, case: &str, dir: &Path) -> (PathBuf, BTreeMap<Strin
     let ids = &gold[&format!("{case}.input_ids")];
     let mask = &gold[&format!("{case}.attention_mask")];
     let path = dir.join(format!("{name}-{case}-in.safetensors"));
-    write_safetensors(
-        &path,
-        &[("input_ids", ids), ("attention_mask", mask)],
-        &BTreeMap::new(),
-    )
-    .unwrap();
+    write_safetensors(&path, &[("input_ids", ids), ("attention_mask", mask)], &BTreeMap::new()).unwrap();
     (path, gold)
 }
 
@@ -58,10 +48,7 @@ fn run_reproduces_transformers_logits() {
             ]);
             assert!(o.status.success(), "{name} {case}: {}", stderr(&o));
             let got = read_all(&out).unwrap();
-            let (ours, theirs) = (
-                got["logits"].as_f32().unwrap(),
-                gold[&format!("{case}.logits")].as_f32().unwrap(),
-            );
+            let (ours, theirs) = (got["logits"].as_f32().unwrap(), gold[&format!("{case}.logits")].as_f32().unwrap());
             let mask = gold[&format!("{case}.attention_mask")].as_i64().unwrap();
             let vocab = *got["logits"].shape().last().unwrap();
             let worst = (0..ours.len())
@@ -92,28 +79,15 @@ fn run_output_is_read_by_python_safetensors() {
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let script = "import sys; from safetensors.numpy import load_file; t = load_file(sys.argv[1])['logits']; print(t.dtype, t.shape, float(t[1, -1].max()))";
-    let py = Command::new(&python)
-        .args(["-c", script, out.to_str().unwrap()])
-        .output()
-        .expect("run python");
-    assert!(
-        py.status.success(),
-        "python failed: {}",
-        String::from_utf8_lossy(&py.stderr)
-    );
+    let py = Command::new(&python).args(["-c", script, out.to_str().unwrap()]).output().expect("run python");
+    assert!(py.status.success(), "python failed: {}", String::from_utf8_lossy(&py.stderr));
     let printed = String::from_utf8_lossy(&py.stdout);
     let ours = read_all(&out).unwrap();
     let l = ours["logits"].as_f32().unwrap();
-    let row_max = l[(7 + 6) * 256..(7 + 7) * 256]
-        .iter()
-        .copied()
-        .fold(f32::MIN, f32::max);
+    let row_max = l[(7 + 6) * 256..(7 + 7) * 256].iter().copied().fold(f32::MIN, f32::max);
     assert!(printed.starts_with("float32 (2, 7, 256)"), "{printed}");
     let theirs: f32 = printed.split_whitespace().last().unwrap().parse().unwrap();
-    assert!(
-        (theirs - row_max).abs() < 1e-6,
-        "python read {theirs}, we wrote {row_max}"
-    );
+    assert!((theirs - row_max).abs() < 1e-6, "python read {theirs}, we wrote {row_max}");
 }
 
 #[test]
@@ -148,20 +122,10 @@ fn bad_input_is_an_error_not_a_panic() {
     write_safetensors(&bad, &[("tokens", &t)], &BTreeMap::new()).unwrap();
     let out = tmp.path().join("o.safetensors");
     let fx = fixture("llama");
-    let o = hfexport(&[
-        "run",
-        fx.to_str().unwrap(),
-        "--inputs",
-        bad.to_str().unwrap(),
-        "--outputs",
-        out.to_str().unwrap(),
-    ]);
+    let o =
+        hfexport(&["run", fx.to_str().unwrap(), "--inputs", bad.to_str().unwrap(), "--outputs", out.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(1));
-    assert!(
-        stderr(&o).contains("`tokens`") && stderr(&o).contains("input_ids"),
-        "{}",
-        stderr(&o)
-    );
+    assert!(stderr(&o).contains("`tokens`") && stderr(&o).contains("input_ids"), "{}", stderr(&o));
     assert!(!out.exists(), "no output file on failure");
     let o = hfexport(&[
         "run",
@@ -172,56 +136,22 @@ fn bad_input_is_an_error_not_a_panic() {
         out.to_str().unwrap(),
     ]);
     assert_eq!(o.status.code(), Some(1));
-    assert!(
-        stderr(&o).contains("/nonexistent/in.safetensors"),
-        "{}",
-        stderr(&o)
-    );
+    assert!(stderr(&o).contains("/nonexistent/in.safetensors"), "{}", stderr(&o));
     // token ids outside the vocabulary
     let ids = Tensor::i64(vec![1, 2], vec![3, 999]).unwrap();
     let mask = Tensor::i64(vec![1, 2], vec![1, 1]).unwrap();
-    write_safetensors(
-        &bad,
-        &[("input_ids", &ids), ("attention_mask", &mask)],
-        &BTreeMap::new(),
-    )
-    .unwrap();
-    let o = hfexport(&[
-        "run",
-        fx.to_str().unwrap(),
-        "--inputs",
-        bad.to_str().unwrap(),
-        "--outputs",
-        out.to_str().unwrap(),
-    ]);
+    write_safetensors(&bad, &[("input_ids", &ids), ("attention_mask", &mask)], &BTreeMap::new()).unwrap();
+    let o =
+        hfexport(&["run", fx.to_str().unwrap(), "--inputs", bad.to_str().unwrap(), "--outputs", out.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(1));
-    assert!(
-        stderr(&o).contains("999") && stderr(&o).contains("embed_tokens"),
-        "{}",
-        stderr(&o)
-    );
+    assert!(stderr(&o).contains("999") && stderr(&o).contains("embed_tokens"), "{}", stderr(&o));
     // a sequence longer than the model accepts
     let n = 65;
     let ids = Tensor::i64(vec![1, n], vec![1; n]).unwrap();
     let mask = Tensor::i64(vec![1, n], vec![1; n]).unwrap();
-    write_safetensors(
-        &bad,
-        &[("input_ids", &ids), ("attention_mask", &mask)],
-        &BTreeMap::new(),
-    )
-    .unwrap();
-    let o = hfexport(&[
-        "run",
-        fx.to_str().unwrap(),
-        "--inputs",
-        bad.to_str().unwrap(),
-        "--outputs",
-        out.to_str().unwrap(),
-    ]);
+    write_safetensors(&bad, &[("input_ids", &ids), ("attention_mask", &mask)], &BTreeMap::new()).unwrap();
+    let o =
+        hfexport(&["run", fx.to_str().unwrap(), "--inputs", bad.to_str().unwrap(), "--outputs", out.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(1));
-    assert!(
-        stderr(&o).contains("seq") && stderr(&o).contains("65"),
-        "{}",
-        stderr(&o)
-    );
+    assert!(stderr(&o).contains("seq") && stderr(&o).contains("65"), "{}", stderr(&o));
 }

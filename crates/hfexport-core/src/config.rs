@@ -15,12 +15,8 @@ pub enum ExportFormat {
 }
 
 impl ExportFormat {
-    pub const ALL: [ExportFormat; 4] = [
-        ExportFormat::Dynamo,
-        ExportFormat::Onnx,
-        ExportFormat::Executorch,
-        ExportFormat::Openvino,
-    ];
+    pub const ALL: [ExportFormat; 4] =
+        [ExportFormat::Dynamo, ExportFormat::Onnx, ExportFormat::Executorch, ExportFormat::Openvino];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -32,15 +28,12 @@ impl ExportFormat {
     }
 
     pub fn parse(s: &str) -> Result<ExportFormat> {
-        ExportFormat::ALL
-            .into_iter()
-            .find(|f| f.as_str() == s)
-            .ok_or_else(|| {
-                Error::Config(format!(
-                    "export_format `{s}` is unknown; valid: {}",
-                    names(&ExportFormat::ALL.map(|f| f.as_str()))
-                ))
-            })
+        ExportFormat::ALL.into_iter().find(|f| f.as_str() == s).ok_or_else(|| {
+            Error::Config(format!(
+                "export_format `{s}` is unknown; valid: {}",
+                names(&ExportFormat::ALL.map(|f| f.as_str()))
+            ))
+        })
     }
 }
 
@@ -52,11 +45,7 @@ fn names(v: &[&str]) -> String {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AxisSpec {
     Auto,
-    Dim {
-        name: String,
-        min: Option<i64>,
-        max: Option<i64>,
-    },
+    Dim { name: String, min: Option<i64>, max: Option<i64> },
 }
 
 /// `dynamic_shapes`: input name -> axis -> spec (axes not listed are static).
@@ -138,16 +127,10 @@ pub struct AutoExportConfig;
 
 impl AutoExportConfig {
     pub fn from_dict(v: &Value) -> Result<ExportConfig> {
-        let obj = v
-            .as_object()
-            .ok_or_else(|| Error::Config(format!("expected a JSON object, got {v}")))?;
+        let obj = v.as_object().ok_or_else(|| Error::Config(format!("expected a JSON object, got {v}")))?;
         let fmt = match obj.get("export_format") {
             Some(Value::String(s)) => ExportFormat::parse(s)?,
-            Some(other) => {
-                return Err(Error::Config(format!(
-                    "export_format must be a string, got {other}"
-                )))
-            }
+            Some(other) => return Err(Error::Config(format!("export_format must be a string, got {other}"))),
             None => {
                 return Err(Error::Config(format!(
                     "export_format is missing; valid: {}",
@@ -158,12 +141,9 @@ impl AutoExportConfig {
         let own: &[&str] = match fmt {
             ExportFormat::Dynamo => &[],
             ExportFormat::Onnx => &["opset_version", "optimize", "ort_fusions"],
-            ExportFormat::Executorch => &[
-                "backend",
-                "alloc_graph_input",
-                "alloc_graph_output",
-                "alloc_mutable_buffers",
-            ],
+            ExportFormat::Executorch => {
+                &["backend", "alloc_graph_input", "alloc_graph_output", "alloc_mutable_buffers"]
+            }
             ExportFormat::Openvino => &["compress_to_fp16", "stateful"],
         };
         let valid: Vec<&str> = COMMON_KEYS.iter().chain(own).copied().collect();
@@ -188,35 +168,25 @@ impl AutoExportConfig {
                     Some(s) => return Err(bad_value("ort_fusions", s, &ORT_FUSIONS)),
                 };
                 if ort_fusions.is_some() && !optimize {
-                    return Err(Error::Config(
-                        "`ort_fusions` requires `optimize=true`".into(),
-                    ));
+                    return Err(Error::Config("`ort_fusions` requires `optimize=true`".into()));
                 }
                 let opset_version = match obj.get("opset_version") {
                     None | Some(Value::Null) => None,
                     Some(v) => {
-                        let n = v.as_u64().ok_or_else(|| {
-                            Error::Config(format!("opset_version must be an integer, got {v}"))
+                        let n = v
+                            .as_u64()
+                            .ok_or_else(|| Error::Config(format!("opset_version must be an integer, got {v}")))?;
+                        let n = u32::try_from(n).ok().filter(|n| ONNX_OPSETS.contains(n)).ok_or_else(|| {
+                            Error::Config(format!(
+                                "opset_version {n} is not supported; valid: {}..={}",
+                                ONNX_OPSETS.start(),
+                                ONNX_OPSETS.end()
+                            ))
                         })?;
-                        let n = u32::try_from(n)
-                            .ok()
-                            .filter(|n| ONNX_OPSETS.contains(n))
-                            .ok_or_else(|| {
-                                Error::Config(format!(
-                                    "opset_version {n} is not supported; valid: {}..={}",
-                                    ONNX_OPSETS.start(),
-                                    ONNX_OPSETS.end()
-                                ))
-                            })?;
                         Some(n)
                     }
                 };
-                ExportConfig::Onnx(OnnxConfig {
-                    common,
-                    opset_version,
-                    optimize,
-                    ort_fusions,
-                })
+                ExportConfig::Onnx(OnnxConfig { common, opset_version, optimize, ort_fusions })
             }
             ExportFormat::Executorch => {
                 let backend = match get_str(obj, "backend")?.unwrap_or("xnnpack") {
@@ -243,32 +213,25 @@ impl AutoExportConfig {
     }
 
     pub fn from_json_str(s: &str) -> Result<ExportConfig> {
-        let v: Value =
-            serde_json::from_str(s).map_err(|e| Error::Config(format!("invalid JSON: {e}")))?;
+        let v: Value = serde_json::from_str(s).map_err(|e| Error::Config(format!("invalid JSON: {e}")))?;
         Self::from_dict(&v)
     }
 
     pub fn from_file(path: &std::path::Path) -> Result<ExportConfig> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| Error::Config(format!("{}: {e}", path.display())))?;
+        let text = std::fs::read_to_string(path).map_err(|e| Error::Config(format!("{}: {e}", path.display())))?;
         Self::from_json_str(&text).map_err(|e| Error::Config(format!("{}: {e}", path.display())))
     }
 }
 
 fn bad_value(key: &str, got: &str, valid: &[&str]) -> Error {
-    Error::Config(format!(
-        "{key} `{got}` is not valid; valid: {}",
-        names(valid)
-    ))
+    Error::Config(format!("{key} `{got}` is not valid; valid: {}", names(valid)))
 }
 
 fn get_bool(obj: &Map<String, Value>, key: &str, default: bool) -> Result<bool> {
     match obj.get(key) {
         None => Ok(default),
         Some(Value::Bool(b)) => Ok(*b),
-        Some(v) => Err(Error::Config(format!(
-            "{key} must be true or false, got {v}"
-        ))),
+        Some(v) => Err(Error::Config(format!("{key} must be true or false, got {v}"))),
     }
 }
 
@@ -307,11 +270,9 @@ fn parse_common(obj: &Map<String, Value>) -> Result<CommonConfig> {
 /// `{"input_ids": {"0": {"name": "batch", "min": 1, "max": 8}, "1": "auto"}}`, or per input a
 /// list with one entry per axis (`null` = static), as `torch.export` accepts.
 pub fn parse_dynamic_shapes(v: &Value) -> Result<DynamicShapes> {
-    let obj = v.as_object().ok_or_else(|| {
-        Error::Config(format!(
-            "dynamic_shapes must be an object of input names, got {v}"
-        ))
-    })?;
+    let obj = v
+        .as_object()
+        .ok_or_else(|| Error::Config(format!("dynamic_shapes must be an object of input names, got {v}")))?;
     let mut out = DynamicShapes::new();
     for (input, axes) in obj {
         let mut m = BTreeMap::new();
@@ -320,24 +281,17 @@ pub fn parse_dynamic_shapes(v: &Value) -> Result<DynamicShapes> {
                 .iter()
                 .map(|(k, spec)| {
                     k.parse::<usize>().map(|i| (i, spec)).map_err(|_| {
-                        Error::Config(format!(
-                            "dynamic_shapes.{input}: axis `{k}` is not a non-negative integer"
-                        ))
+                        Error::Config(format!("dynamic_shapes.{input}: axis `{k}` is not a non-negative integer"))
                     })
                 })
                 .collect::<Result<_>>()?,
             Value::Array(a) => a.iter().enumerate().filter(|(_, s)| !s.is_null()).collect(),
             other => {
-                return Err(Error::Config(format!(
-                    "dynamic_shapes.{input} must be an object or a list, got {other}"
-                )))
+                return Err(Error::Config(format!("dynamic_shapes.{input} must be an object or a list, got {other}")))
             }
         };
         for (axis, spec) in entries {
-            m.insert(
-                axis,
-                parse_axis(&format!("dynamic_shapes.{input}.{axis}"), spec)?,
-            );
+            m.insert(axis, parse_axis(&format!("dynamic_shapes.{input}.{axis}"), spec)?);
         }
         out.insert(input.clone(), m);
     }
@@ -348,43 +302,32 @@ fn parse_axis(at: &str, spec: &Value) -> Result<AxisSpec> {
     match spec {
         Value::String(s) if s == "auto" => Ok(AxisSpec::Auto),
         Value::Object(o) => {
-            if let Some(k) = o
-                .keys()
-                .find(|k| !["name", "min", "max"].contains(&k.as_str()))
-            {
-                return Err(Error::Config(format!(
-                    "{at}: unknown key `{k}`; valid keys: name, min, max"
-                )));
+            if let Some(k) = o.keys().find(|k| !["name", "min", "max"].contains(&k.as_str())) {
+                return Err(Error::Config(format!("{at}: unknown key `{k}`; valid keys: name, min, max")));
             }
             let name = match o.get("name") {
                 Some(Value::String(s)) if !s.is_empty() => s.clone(),
-                other => {
-                    return Err(Error::Config(format!(
-                        "{at}.name must be a non-empty string, got {other:?}"
-                    )))
-                }
+                other => return Err(Error::Config(format!("{at}.name must be a non-empty string, got {other:?}"))),
             };
             let bound = |k: &str| -> Result<Option<i64>> {
                 match o.get(k) {
                     None | Some(Value::Null) => Ok(None),
-                    Some(v) => v.as_i64().filter(|n| *n >= 0).map(Some).ok_or_else(|| {
-                        Error::Config(format!("{at}.{k} must be a non-negative integer, got {v}"))
-                    }),
+                    Some(v) => v
+                        .as_i64()
+                        .filter(|n| *n >= 0)
+                        .map(Some)
+                        .ok_or_else(|| Error::Config(format!("{at}.{k} must be a non-negative integer, got {v}"))),
                 }
             };
             let (min, max) = (bound("min")?, bound("max")?);
             if let (Some(a), Some(b)) = (min, max) {
                 if a > b {
-                    return Err(Error::Config(format!(
-                        "{at}: min {a} is greater than max {b}"
-                    )));
+                    return Err(Error::Config(format!("{at}: min {a} is greater than max {b}")));
                 }
             }
             Ok(AxisSpec::Dim { name, min, max })
         }
-        other => Err(Error::Config(format!(
-            "{at} must be \"auto\" or {{name, min, max}}, got {other}"
-        ))),
+        other => Err(Error::Config(format!("{at} must be \"auto\" or {{name, min, max}}, got {other}"))),
     }
 }
 
@@ -468,11 +411,8 @@ mod tests {
 
     #[test]
     fn picks_the_config_from_export_format() {
-        let c = AutoExportConfig::from_dict(&json!({"export_format": "onnx", "dynamic": true}))
-            .unwrap();
-        let ExportConfig::Onnx(o) = &c else {
-            panic!("expected onnx, got {c:?}")
-        };
+        let c = AutoExportConfig::from_dict(&json!({"export_format": "onnx", "dynamic": true})).unwrap();
+        let ExportConfig::Onnx(o) = &c else { panic!("expected onnx, got {c:?}") };
         assert!(o.common.dynamic && o.optimize && o.opset_version.is_none());
         let c = AutoExportConfig::from_dict(&json!({"export_format": "executorch"})).unwrap();
         assert_eq!(
@@ -485,9 +425,7 @@ mod tests {
                 alloc_mutable_buffers: true,
             })
         );
-        let c =
-            AutoExportConfig::from_dict(&json!({"export_format": "openvino", "stateful": false}))
-                .unwrap();
+        let c = AutoExportConfig::from_dict(&json!({"export_format": "openvino", "stateful": false})).unwrap();
         assert_eq!(
             c,
             ExportConfig::Openvino(OpenvinoConfig {
@@ -535,29 +473,20 @@ mod tests {
 
     #[test]
     fn dynamic_shapes_are_validated() {
-        let e =
-            err(json!({"export_format": "onnx", "dynamic_shapes": {"input_ids": {"x": "auto"}}}));
+        let e = err(json!({"export_format": "onnx", "dynamic_shapes": {"input_ids": {"x": "auto"}}}));
         assert!(e.contains("axis `x`"), "{e}");
         let e = err(
             json!({"export_format": "onnx", "dynamic_shapes": {"input_ids": {"0": {"name": "b", "min": 9, "max": 2}}}}),
         );
         assert!(e.contains("min 9 is greater than max 2"), "{e}");
-        let e = err(
-            json!({"export_format": "onnx", "dynamic_shapes": {"input_ids": {"0": {"name": "b", "maximum": 2}}}}),
-        );
+        let e =
+            err(json!({"export_format": "onnx", "dynamic_shapes": {"input_ids": {"0": {"name": "b", "maximum": 2}}}}));
         assert!(e.contains("`maximum`"), "{e}");
         let c = AutoExportConfig::from_dict(&json!({"export_format": "onnx",
             "dynamic_shapes": {"input_ids": [null, {"name": "seq", "max": 64}]}}))
         .unwrap();
         let ds = c.common().dynamic_shapes.clone().unwrap();
-        assert_eq!(
-            ds["input_ids"][&1],
-            AxisSpec::Dim {
-                name: "seq".into(),
-                min: None,
-                max: Some(64)
-            }
-        );
+        assert_eq!(ds["input_ids"][&1], AxisSpec::Dim { name: "seq".into(), min: None, max: Some(64) });
         assert!(!ds["input_ids"].contains_key(&0));
     }
 }

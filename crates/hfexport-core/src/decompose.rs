@@ -16,11 +16,7 @@ use crate::tensor::Tensor;
 /// Expands every high-level op selected by `select`, repeatedly, until none is left
 /// (an expansion may itself emit high-level ops, e.g. a gated MLP emits `Linear`s).
 pub fn decompose(src: &Graph, select: &dyn Fn(&Op) -> bool) -> Result<Graph> {
-    let wanted = |g: &Graph| {
-        g.nodes()
-            .iter()
-            .any(|n| n.op.is_high_level() && select(&n.op))
-    };
+    let wanted = |g: &Graph| g.nodes().iter().any(|n| n.op.is_high_level() && select(&n.op));
     let mut cur = src.clone();
     while wanted(&cur) {
         cur = decompose_once(&cur, select)?;
@@ -34,11 +30,7 @@ fn decompose_once(src: &Graph, select: &dyn Fn(&Op) -> bool) -> Result<Graph> {
         let ins = node
             .inputs
             .iter()
-            .map(|v| {
-                map[v.0].ok_or_else(|| {
-                    src.invalid(format!("node `{}` reads a value defined later", node.name))
-                })
-            })
+            .map(|v| map[v.0].ok_or_else(|| src.invalid(format!("node `{}` reads a value defined later", node.name))))
             .collect::<Result<Vec<_>>>()?;
         let outs = if node.op.is_high_level() && select(&node.op) {
             expand(&mut g, node, &ins)?
@@ -55,10 +47,7 @@ fn decompose_once(src: &Graph, select: &dyn Fn(&Op) -> bool) -> Result<Graph> {
 
 /// Appends the primitive expansion of one high-level node to `g`; returns its outputs.
 pub fn expand(g: &mut Graph, node: &Node, ins: &[ValueId]) -> Result<Vec<ValueId>> {
-    let mut e = Emitter {
-        g,
-        prefix: node.name.clone(),
-    };
+    let mut e = Emitter { g, prefix: node.name.clone() };
     match &node.op {
         Op::RmsNorm { eps } => Ok(vec![e.rms_norm(ins[0], ins[1], *eps)?]),
         Op::RotaryCosSin { rope } => {
@@ -66,22 +55,13 @@ pub fn expand(g: &mut Graph, node: &Node, ins: &[ValueId]) -> Result<Vec<ValueId
             Ok(vec![c, s])
         }
         Op::ApplyRotary => Ok(vec![e.apply_rotary(ins[0], ins[1], ins[2])?]),
-        Op::Attention {
-            scale,
-            softcap,
-            sliding_window,
-        } => {
+        Op::Attention { scale, softcap, sliding_window } => {
             let window = sliding_window.map(|w| (w, ins[4], ins[5]));
-            Ok(vec![e.attention(
-                ins[0], ins[1], ins[2], ins[3], *scale, *softcap, window,
-            )?])
+            Ok(vec![e.attention(ins[0], ins[1], ins[2], ins[3], *scale, *softcap, window)?])
         }
         Op::Linear => Ok(vec![e.linear(ins[0], ins[1], ins.get(2).copied())?]),
         Op::GatedMlp { act } => Ok(vec![e.gated_mlp(ins, *act)?]),
-        other => Err(Error::Verify {
-            graph: e.g.name.clone(),
-            msg: format!("{} has no decomposition", other.name()),
-        }),
+        other => Err(Error::Verify { graph: e.g.name.clone(), msg: format!("{} has no decomposition", other.name()) }),
     }
 }
 
@@ -128,15 +108,7 @@ impl Emitter<'_> {
         let last = self.shape(x).len() - 1;
         let xf = self.cast("to_f32", x, DType::F32)?;
         let sq = self.bin("square", BinaryOp::Mul, xf, xf)?;
-        let mean = self.op(
-            "mean",
-            Op::Reduce {
-                kind: ReduceKind::Mean,
-                axes: vec![last],
-                keep_dims: true,
-            },
-            &[sq],
-        )?;
+        let mean = self.op("mean", Op::Reduce { kind: ReduceKind::Mean, axes: vec![last], keep_dims: true }, &[sq])?;
         let e = self.scalar("eps", DType::F32, eps as f64)?;
         let var = self.bin("add_eps", BinaryOp::Add, mean, e)?;
         let sd = self.un("sqrt", UnaryOp::Sqrt, var)?;
@@ -151,23 +123,11 @@ impl Emitter<'_> {
     fn inv_freq(&mut self, rope: &RopeConfig, pos: ValueId) -> Result<ValueId> {
         let Some((factor, max_pos, exponent)) = rope.dynamic_base_exponent() else {
             let inv = rope.inv_freq();
-            return self.op(
-                "inv_freq",
-                Op::Constant(Tensor::f32(vec![inv.len()], inv)?),
-                &[],
-            );
+            return self.op("inv_freq", Op::Constant(Tensor::f32(vec![inv.len()], inv)?), &[]);
         };
         // base' = theta * ((factor * L / max_pos) - (factor - 1)) ** (dim / (dim - 2)),
         // L = max(max(position_ids) + 1, max_pos)
-        let m = self.op(
-            "max_pos",
-            Op::Reduce {
-                kind: ReduceKind::Max,
-                axes: vec![0, 1],
-                keep_dims: false,
-            },
-            &[pos],
-        )?;
+        let m = self.op("max_pos", Op::Reduce { kind: ReduceKind::Max, axes: vec![0, 1], keep_dims: false }, &[pos])?;
         let one = self.scalar("one", DType::I64, 1.0)?;
         let len = self.bin("len", BinaryOp::Add, m, one)?;
         let mp = self.scalar("orig_len", DType::I64, max_pos as f64)?;
@@ -185,11 +145,7 @@ impl Emitter<'_> {
         let base = self.bin("base", BinaryOp::Mul, th, t)?;
         let dim = rope.dim as f32;
         let exps: Vec<f32> = (0..rope.dim).step_by(2).map(|i| i as f32 / dim).collect();
-        let exps = self.op(
-            "exponents",
-            Op::Constant(Tensor::f32(vec![exps.len()], exps)?),
-            &[],
-        )?;
+        let exps = self.op("exponents", Op::Constant(Tensor::f32(vec![exps.len()], exps)?), &[])?;
         let p = self.bin("pos_freqs", BinaryOp::Pow, base, exps)?;
         self.un("inv_freq", UnaryOp::Reciprocal, p)
     }
@@ -198,13 +154,7 @@ impl Emitter<'_> {
         let inv = self.inv_freq(rope, pos)?;
         let s = self.shape(pos);
         let pf = self.cast("pos_f32", pos, DType::F32)?;
-        let pf = self.op(
-            "pos_col",
-            Op::Reshape {
-                shape: vec![s[0].clone(), s[1].clone(), Dim::konst(1)],
-            },
-            &[pf],
-        )?;
+        let pf = self.op("pos_col", Op::Reshape { shape: vec![s[0].clone(), s[1].clone(), Dim::konst(1)] }, &[pf])?;
         let freqs = self.bin("freqs", BinaryOp::Mul, pf, inv)?;
         let emb = self.op("emb", Op::Concat { axis: 2 }, &[freqs, freqs])?;
         let mut cos = self.un("cos", UnaryOp::Cos, emb)?;
@@ -226,24 +176,8 @@ impl Emitter<'_> {
         let sin4 = self.op("sin_heads", Op::Reshape { shape: c4 }, &[sin])?;
         let d = xs[3].clone();
         let half = d.div_exact(2)?;
-        let x1 = self.op(
-            "x1",
-            Op::Slice {
-                axis: 3,
-                start: Dim::konst(0),
-                end: half.clone(),
-            },
-            &[x],
-        )?;
-        let x2 = self.op(
-            "x2",
-            Op::Slice {
-                axis: 3,
-                start: half,
-                end: d,
-            },
-            &[x],
-        )?;
+        let x1 = self.op("x1", Op::Slice { axis: 3, start: Dim::konst(0), end: half.clone() }, &[x])?;
+        let x2 = self.op("x2", Op::Slice { axis: 3, start: half, end: d }, &[x])?;
         let nx2 = self.un("neg_x2", UnaryOp::Neg, x2)?;
         let rot = self.op("rotate_half", Op::Concat { axis: 3 }, &[nx2, x1])?;
         let a = self.bin("x_cos", BinaryOp::Mul, x, cos4)?;
@@ -257,29 +191,15 @@ impl Emitter<'_> {
             return Ok(x);
         }
         let s = self.shape(x);
-        let five = vec![
-            s[0].clone(),
-            s[1].clone(),
-            Dim::konst(1),
-            s[2].clone(),
-            s[3].clone(),
-        ];
-        let x = self.op(
-            &format!("{part}_unsqueeze"),
-            Op::Reshape {
-                shape: five.clone(),
-            },
-            &[x],
-        )?;
+        let five = vec![s[0].clone(), s[1].clone(), Dim::konst(1), s[2].clone(), s[3].clone()];
+        let x = self.op(&format!("{part}_unsqueeze"), Op::Reshape { shape: five.clone() }, &[x])?;
         let mut wide = five;
         wide[2] = Dim::konst(rep);
         let x = self.op(&format!("{part}_expand"), Op::Expand { shape: wide }, &[x])?;
         let heads = s[1].mul(&Dim::konst(rep));
         self.op(
             &format!("{part}_repeat"),
-            Op::Reshape {
-                shape: vec![s[0].clone(), heads, s[2].clone(), s[3].clone()],
-            },
+            Op::Reshape { shape: vec![s[0].clone(), heads, s[2].clone(), s[3].clone()] },
             &[x],
         )
     }
@@ -300,13 +220,7 @@ impl Emitter<'_> {
         let kvh = self.shape(k)[1].as_const().unwrap_or(1);
         let k = self.repeat_kv("k", k, h / kvh.max(1))?;
         let v = self.repeat_kv("v", v, h / kvh.max(1))?;
-        let kt = self.op(
-            "k_t",
-            Op::Transpose {
-                perm: vec![0, 1, 3, 2],
-            },
-            &[k],
-        )?;
+        let kt = self.op("k_t", Op::Transpose { perm: vec![0, 1, 3, 2] }, &[k])?;
         let sc = self.op("scores", Op::MatMul, &[q, kt])?;
         let sv = self.scalar("scale", dtype, scale as f64)?;
         let mut sc = self.bin("scaled", BinaryOp::Mul, sc, sv)?;
@@ -321,16 +235,12 @@ impl Emitter<'_> {
             let (qs, ks) = (self.shape(qp), self.shape(kp));
             let q4 = self.op(
                 "q_pos",
-                Op::Reshape {
-                    shape: vec![qs[0].clone(), Dim::konst(1), qs[1].clone(), Dim::konst(1)],
-                },
+                Op::Reshape { shape: vec![qs[0].clone(), Dim::konst(1), qs[1].clone(), Dim::konst(1)] },
                 &[qp],
             )?;
             let k4 = self.op(
                 "k_pos",
-                Op::Reshape {
-                    shape: vec![ks[0].clone(), Dim::konst(1), Dim::konst(1), ks[1].clone()],
-                },
+                Op::Reshape { shape: vec![ks[0].clone(), Dim::konst(1), Dim::konst(1), ks[1].clone()] },
                 &[kp],
             )?;
             let diff = self.bin("distance", BinaryOp::Sub, q4, k4)?;

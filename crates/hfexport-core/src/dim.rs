@@ -48,9 +48,7 @@ impl Dim {
     }
 
     pub fn sym(s: &Symbol) -> Dim {
-        Dim {
-            terms: BTreeMap::from([(vec![s.clone()], 1)]),
-        }
+        Dim { terms: BTreeMap::from([(vec![s.clone()], 1)]) }
     }
 
     /// The constant value, if the dim has no symbol.
@@ -91,9 +89,7 @@ impl Dim {
     }
 
     pub fn neg(&self) -> Dim {
-        Dim {
-            terms: self.terms.iter().map(|(m, c)| (m.clone(), -c)).collect(),
-        }
+        Dim { terms: self.terms.iter().map(|(m, c)| (m.clone(), -c)).collect() }
     }
 
     pub fn sub(&self, other: &Dim) -> Dim {
@@ -117,9 +113,7 @@ impl Dim {
         if d <= 0 || self.terms.values().any(|c| c % d != 0) {
             return Err(Error::Dim(format!("`{self}` is not divisible by {d}")));
         }
-        Ok(Dim {
-            terms: self.terms.iter().map(|(m, c)| (m.clone(), c / d)).collect(),
-        })
+        Ok(Dim { terms: self.terms.iter().map(|(m, c)| (m.clone(), c / d)).collect() })
     }
 
     /// Value of the dim with every symbol bound.
@@ -128,16 +122,10 @@ impl Dim {
         for (m, c) in &self.terms {
             let mut v = *c;
             for s in m {
-                let x = bindings
-                    .get(s)
-                    .ok_or_else(|| Error::Dim(format!("symbol `{}` is not bound", s.name())))?;
-                v = v
-                    .checked_mul(x)
-                    .ok_or_else(|| Error::Dim(format!("`{self}` overflows")))?;
+                let x = bindings.get(s).ok_or_else(|| Error::Dim(format!("symbol `{}` is not bound", s.name())))?;
+                v = v.checked_mul(x).ok_or_else(|| Error::Dim(format!("`{self}` overflows")))?;
             }
-            total = total
-                .checked_add(v)
-                .ok_or_else(|| Error::Dim(format!("`{self}` overflows")))?;
+            total = total.checked_add(v).ok_or_else(|| Error::Dim(format!("`{self}` overflows")))?;
         }
         Ok(total)
     }
@@ -222,10 +210,7 @@ pub struct SymRange {
 }
 
 impl SymRange {
-    pub const UNBOUNDED: SymRange = SymRange {
-        min: 0,
-        max: i64::MAX,
-    };
+    pub const UNBOUNDED: SymRange = SymRange { min: 0, max: i64::MAX };
 }
 
 /// The symbols of a graph with their ranges.
@@ -241,9 +226,7 @@ impl SymbolScope {
         let r = self.ranges.get(&s).copied().unwrap_or(SymRange::UNBOUNDED);
         let (min, max) = (r.min.max(min), r.max.min(max));
         if min > max {
-            return Err(Error::Dim(format!(
-                "symbol `{name}` would have an empty range {min}..={max}"
-            )));
+            return Err(Error::Dim(format!("symbol `{name}` would have an empty range {min}..={max}")));
         }
         self.ranges.insert(s.clone(), SymRange { min, max });
         Ok(s)
@@ -279,10 +262,7 @@ impl Bindings {
         if let Some(s) = dim.as_symbol() {
             match self.values.get(s) {
                 Some(&v) if v != value => {
-                    return Err(Error::Dim(format!(
-                        "`{}` is {v} elsewhere but {value} here",
-                        s.name()
-                    )))
+                    return Err(Error::Dim(format!("`{}` is {v} elsewhere but {value} here", s.name())))
                 }
                 _ => {
                     self.values.insert(s.clone(), value);
@@ -302,12 +282,7 @@ impl Bindings {
         for (s, v) in &self.values {
             let r = scope.range(s);
             if *v < r.min || *v > r.max {
-                return Err(Error::Dim(format!(
-                    "`{}` = {v} is outside its range {}..={}",
-                    s.name(),
-                    r.min,
-                    r.max
-                )));
+                return Err(Error::Dim(format!("`{}` = {v} is outside its range {}..={}", s.name(), r.min, r.max)));
             }
         }
         Ok(())
@@ -333,16 +308,8 @@ pub fn broadcast_shapes(a: &[Dim], b: &[Dim]) -> Option<Vec<Dim>> {
     let one = Dim::konst(1);
     (0..n)
         .map(|i| {
-            let da = if i + a.len() >= n {
-                &a[i + a.len() - n]
-            } else {
-                &one
-            };
-            let db = if i + b.len() >= n {
-                &b[i + b.len() - n]
-            } else {
-                &one
-            };
+            let da = if i + a.len() >= n { &a[i + a.len() - n] } else { &one };
+            let db = if i + b.len() >= n { &b[i + b.len() - n] } else { &one };
             broadcast_dim(da, db)
         })
         .collect()
@@ -386,10 +353,7 @@ mod tests {
         let rhs = b.mul(&s).add(&s.mul(&Dim::konst(2)));
         assert_eq!(lhs, rhs);
         assert_eq!(lhs.to_string(), "batch*seq + 2*seq");
-        assert_eq!(
-            s.mul(&Dim::konst(4)).div_exact(2).unwrap(),
-            s.mul(&Dim::konst(2))
-        );
+        assert_eq!(s.mul(&Dim::konst(4)).div_exact(2).unwrap(), s.mul(&Dim::konst(2)));
         assert!(s.add(&Dim::konst(1)).div_exact(2).is_err());
     }
 
@@ -414,11 +378,7 @@ mod tests {
     fn broadcasting_symbolic_shapes() {
         let (_, b, s) = scope();
         let one = Dim::konst(1);
-        let out = broadcast_shapes(
-            &[b.clone(), one.clone(), s.clone()],
-            &[s.clone(), one.clone()],
-        )
-        .unwrap();
+        let out = broadcast_shapes(&[b.clone(), one.clone(), s.clone()], &[s.clone(), one.clone()]).unwrap();
         assert_eq!(out, vec![b.clone(), s.clone(), s.clone()]);
         assert!(broadcast_shapes(&[b.clone()], &[s.clone()]).is_none());
         assert!(broadcast_shapes(&[Dim::konst(2)], &[Dim::konst(3)]).is_none());

@@ -6,9 +6,7 @@
 use std::fmt;
 
 /// Element type of a graph value or a tensor.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum DType {
     F32,
@@ -22,16 +20,8 @@ pub enum DType {
 }
 
 impl DType {
-    pub const ALL: [DType; 8] = [
-        DType::F32,
-        DType::F16,
-        DType::BF16,
-        DType::I64,
-        DType::I32,
-        DType::Bool,
-        DType::U8,
-        DType::I8,
-    ];
+    pub const ALL: [DType; 8] =
+        [DType::F32, DType::F16, DType::BF16, DType::I64, DType::I32, DType::Bool, DType::U8, DType::I8];
 
     /// Bytes per element in the canonical little-endian storage.
     pub fn size(self) -> usize {

@@ -24,12 +24,7 @@ fn constant_text(op: &Op) -> Option<String> {
         TensorData::Int(v) => v.iter().map(|x| x.to_string()).collect(),
         TensorData::Bool(v) => v.iter().map(|x| x.to_string()).collect(),
     };
-    Some(format!(
-        "{{{}{:?} = [{}]}}",
-        t.dtype(),
-        t.shape(),
-        vals.join(", ")
-    ))
+    Some(format!("{{{}{:?} = [{}]}}", t.dtype(), t.shape(), vals.join(", ")))
 }
 
 pub fn dump(g: &Graph) -> String {
@@ -42,14 +37,7 @@ pub fn dump(g: &Graph) -> String {
         let _ = writeln!(s, "  input %{} {}: {}", p.value.0, p.name, ty(g, p.value));
     }
     for w in g.weights() {
-        let _ = writeln!(
-            s,
-            "  weight %{} {}: {} = {}",
-            w.value.0,
-            w.name,
-            ty(g, w.value),
-            w.expr
-        );
+        let _ = writeln!(s, "  weight %{} {}: {} = {}", w.value.0, w.name, ty(g, w.value), w.expr);
     }
     for n in g.nodes() {
         let outs: Vec<String> = n.outputs.iter().map(|v| format!("%{}", v.0)).collect();
@@ -68,13 +56,7 @@ pub fn dump(g: &Graph) -> String {
         );
     }
     for p in g.outputs() {
-        let _ = writeln!(
-            s,
-            "  output {} = %{}: {}",
-            p.name,
-            p.value.0,
-            ty(g, p.value)
-        );
+        let _ = writeln!(s, "  output {} = %{}: {}", p.name, p.value.0, ty(g, p.value));
     }
     for a in g.aliases() {
         let _ = writeln!(s, "  alias {} updates {} in place", a.output, a.input);

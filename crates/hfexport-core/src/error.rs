@@ -9,19 +9,11 @@ pub enum Error {
     #[error("symbolic dim: {0}")]
     Dim(String),
     #[error("shape inference failed at node `{node}` ({op}): {msg}")]
-    Infer {
-        node: String,
-        op: String,
-        msg: String,
-    },
+    Infer { node: String, op: String, msg: String },
     #[error("graph `{graph}` is invalid: {msg}")]
     Verify { graph: String, msg: String },
     #[error("evaluation failed at node `{node}` ({op}): {msg}")]
-    Eval {
-        node: String,
-        op: String,
-        msg: String,
-    },
+    Eval { node: String, op: String, msg: String },
     #[error("input `{input}`: {msg}")]
     Input { input: String, msg: String },
     #[error("weight `{tensor}`: {msg}")]

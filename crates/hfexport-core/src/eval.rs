@@ -37,11 +37,7 @@ impl<'g> Evaluator<'g> {
             .map(|w| {
                 let t = w.expr.materialize(src)?;
                 let info = graph.info(w.value);
-                let shape: Vec<usize> = info
-                    .shape
-                    .iter()
-                    .map(|d| d.as_const().unwrap_or(-1) as usize)
-                    .collect();
+                let shape: Vec<usize> = info.shape.iter().map(|d| d.as_const().unwrap_or(-1) as usize).collect();
                 if t.dtype() != info.dtype || t.shape() != shape.as_slice() {
                     return Err(Error::Weight {
                         tensor: w.name.clone(),
@@ -82,9 +78,7 @@ impl<'g> Evaluator<'g> {
                     .map(|v| match &slots[v.0] {
                         Slot::Borrowed(t) => Ok(*t),
                         Slot::Owned(t) => Ok(t),
-                        Slot::Empty => {
-                            Err(eval_err(node, format!("input %{} was not computed", v.0)))
-                        }
+                        Slot::Empty => Err(eval_err(node, format!("input %{} was not computed", v.0))),
                     })
                     .collect::<Result<Vec<&Tensor>>>()?;
                 eval_node(node, &ins, &bindings).map_err(|e| match e {
@@ -108,9 +102,7 @@ impl<'g> Evaluator<'g> {
                 let t = match &slots[p.value.0] {
                     Slot::Borrowed(t) => (*t).clone(),
                     Slot::Owned(t) => t.clone(),
-                    Slot::Empty => {
-                        return Err(g.invalid(format!("output `{}` was not computed", p.name)))
-                    }
+                    Slot::Empty => return Err(g.invalid(format!("output `{}` was not computed", p.name))),
                 };
                 Ok((p.name.clone(), t))
             })
@@ -119,11 +111,7 @@ impl<'g> Evaluator<'g> {
 }
 
 fn eval_err(node: &Node, msg: String) -> Error {
-    Error::Eval {
-        node: node.name.clone(),
-        op: node.op.name().to_string(),
-        msg,
-    }
+    Error::Eval { node: node.name.clone(), op: node.op.name().to_string(), msg }
 }
 
 /// Index of the last node reading each value; graph outputs are never released.
@@ -146,10 +134,7 @@ pub fn bind_inputs(g: &Graph, inputs: &BTreeMap<String, Tensor>) -> Result<Bindi
     if let Some(extra) = inputs.keys().find(|k| !expected.contains(&k.as_str())) {
         return Err(Error::Input {
             input: extra.clone(),
-            msg: format!(
-                "not an input of the graph (inputs: {})",
-                expected.join(", ")
-            ),
+            msg: format!("not an input of the graph (inputs: {})", expected.join(", ")),
         });
     }
     let mut b = Bindings::default();
@@ -159,16 +144,9 @@ pub fn bind_inputs(g: &Graph, inputs: &BTreeMap<String, Tensor>) -> Result<Bindi
             msg: format!("missing (inputs: {})", expected.join(", ")),
         })?;
         let info = g.info(p.value);
-        let err = |msg: String| Error::Input {
-            input: p.name.clone(),
-            msg,
-        };
+        let err = |msg: String| Error::Input { input: p.name.clone(), msg };
         if t.dtype() != info.dtype {
-            return Err(err(format!(
-                "dtype is {}, expected {}",
-                t.dtype(),
-                info.dtype
-            )));
+            return Err(err(format!("dtype is {}, expected {}", t.dtype(), info.dtype)));
         }
         if t.shape().len() != info.rank() {
             return Err(err(format!(
@@ -182,10 +160,7 @@ pub fn bind_inputs(g: &Graph, inputs: &BTreeMap<String, Tensor>) -> Result<Bindi
             b.unify(d, n as i64).map_err(|e| err(e.to_string()))?;
         }
     }
-    b.check_ranges(&g.symbols).map_err(|e| Error::Input {
-        input: "(shapes)".into(),
-        msg: e.to_string(),
-    })?;
+    b.check_ranges(&g.symbols).map_err(|e| Error::Input { input: "(shapes)".into(), msg: e.to_string() })?;
     Ok(b)
 }
 
@@ -195,13 +170,7 @@ fn check_shape(g: &Graph, node: &Node, v: ValueId, t: &Tensor, b: &Bindings) -> 
     if t.shape() != expected.as_slice() || t.dtype() != info.dtype {
         return Err(eval_err(
             node,
-            format!(
-                "computed {}{:?} but inference said {}{:?}",
-                t.dtype(),
-                t.shape(),
-                info.dtype,
-                expected
-            ),
+            format!("computed {}{:?} but inference said {}{:?}", t.dtype(), t.shape(), info.dtype, expected),
         ));
     }
     Ok(())
@@ -230,22 +199,13 @@ fn eval_node(node: &Node, ins: &[&Tensor], b: &Bindings) -> Result<Vec<Tensor>> 
         Op::Where => one(k::where_(ins[0], ins[1], ins[2])?),
         Op::Cast(d) => one(ins[0].cast(*d)),
         Op::MatMul => one(k::matmul(ins[0], ins[1])?),
-        Op::Reduce {
-            kind,
-            axes,
-            keep_dims,
-        } => one(k::reduce(*kind, ins[0], axes, *keep_dims)?),
+        Op::Reduce { kind, axes, keep_dims } => one(k::reduce(*kind, ins[0], axes, *keep_dims)?),
         Op::Softmax { axis } => one(k::softmax(ins[0], *axis)?),
         Op::Reshape { shape } => one(ins[0].clone().reshaped(eval_shape(shape, b)?)?),
         Op::Transpose { perm } => one(k::transpose(ins[0], perm)?),
         Op::Expand { shape } => one(k::expand(ins[0], &eval_shape(shape, b)?)?),
         Op::Concat { axis } => one(k::concat(ins, *axis)?),
-        Op::Slice { axis, start, end } => one(k::slice(
-            ins[0],
-            *axis,
-            eval_usize(start, b)?,
-            eval_usize(end, b)?,
-        )?),
+        Op::Slice { axis, start, end } => one(k::slice(ins[0], *axis, eval_usize(start, b)?, eval_usize(end, b)?)?),
         Op::Gather { axis } => one(k::gather(ins[0], ins[1], *axis)?),
         Op::Iota { len } => one(k::iota(eval_usize(len, b)?)?),
         Op::RmsNorm { eps } => one(rms_norm(ins[0], ins[1], *eps)?),
@@ -254,15 +214,9 @@ fn eval_node(node: &Node, ins: &[&Tensor], b: &Bindings) -> Result<Vec<Tensor>> 
             Ok(vec![c, s])
         }
         Op::ApplyRotary => one(apply_rotary(ins[0], ins[1], ins[2])?),
-        Op::Attention {
-            scale,
-            softcap,
-            sliding_window,
-        } => {
+        Op::Attention { scale, softcap, sliding_window } => {
             let window = sliding_window.map(|w| (w, ins[4], ins[5]));
-            one(attention(
-                ins[0], ins[1], ins[2], ins[3], *scale, *softcap, window,
-            )?)
+            one(attention(ins[0], ins[1], ins[2], ins[3], *scale, *softcap, window)?)
         }
         Op::Linear => one(k::linear(ins[0], ins[1], ins.get(2).copied())?),
         Op::GatedMlp { act } => one(gated_mlp(ins, *act)?),
@@ -279,9 +233,7 @@ fn rms_norm(x: &Tensor, w: &Tensor, eps: f32) -> Result<Tensor> {
         let r = 1.0 / (mean + eps).sqrt();
         out.extend(row.iter().map(|&a| a * r));
     }
-    let normed = Tensor::f32(x.shape().to_vec(), out)?
-        .cast(x.dtype())
-        .cast(w.dtype());
+    let normed = Tensor::f32(x.shape().to_vec(), out)?.cast(x.dtype()).cast(w.dtype());
     k::binary(crate::ops::BinaryOp::Mul, w, &normed)
 }
 
@@ -294,10 +246,7 @@ pub fn rope_inv_freq(rope: &RopeConfig, pos: &Tensor) -> Result<Vec<f32>> {
     let len = (longest as f32).max(max_pos);
     let base = rope.theta as f32 * ((factor * len / max_pos) - (factor - 1.0)).powf(exponent);
     let dim = rope.dim as f32;
-    Ok((0..rope.dim)
-        .step_by(2)
-        .map(|i| 1.0 / base.powf(i as f32 / dim))
-        .collect())
+    Ok((0..rope.dim).step_by(2).map(|i| 1.0 / base.powf(i as f32 / dim)).collect())
 }
 
 fn rotary_cos_sin(rope: &RopeConfig, pos: &Tensor) -> Result<(Tensor, Tensor)> {
@@ -305,10 +254,7 @@ fn rotary_cos_sin(rope: &RopeConfig, pos: &Tensor) -> Result<(Tensor, Tensor)> {
     let scaling = rope.attention_scaling();
     let half = inv.len();
     let ids = pos.as_i64()?;
-    let (mut cos, mut sin) = (
-        Vec::with_capacity(ids.len() * 2 * half),
-        Vec::with_capacity(ids.len() * 2 * half),
-    );
+    let (mut cos, mut sin) = (Vec::with_capacity(ids.len() * 2 * half), Vec::with_capacity(ids.len() * 2 * half));
     for &p in ids {
         for _ in 0..2 {
             for &f in &inv {
@@ -338,11 +284,7 @@ fn apply_rotary(x: &Tensor, cos: &Tensor, sin: &Tensor) -> Result<Tensor> {
                 let xo = ((bi * h + hi) * s + si) * d;
                 let co = (cbi * s + si) * d;
                 for j in 0..d {
-                    let rot = if j < half {
-                        -xv[xo + j + half]
-                    } else {
-                        xv[xo + j - half]
-                    };
+                    let rot = if j < half { -xv[xo + j + half] } else { xv[xo + j - half] };
                     out[xo + j] = xv[xo + j] * cv[co + j] + rot * sv[co + j];
                 }
             }
@@ -383,18 +325,7 @@ fn attention(
             let ko = (bi * kvh + kvi) * t * d;
             let vo = (bi * kvh + kvi) * t * dv;
             // scores = q · kᵀ, reading k transposed through strides
-            k::sgemm(
-                s,
-                d,
-                t,
-                &qv[qo..qo + s * d],
-                d,
-                1,
-                &kv[ko..ko + t * d],
-                1,
-                d,
-                &mut scores,
-            );
+            k::sgemm(s, d, t, &qv[qo..qo + s * d], d, 1, &kv[ko..ko + t * d], 1, d, &mut scores);
             for i in 0..s {
                 let row = &mut scores[i * t..(i + 1) * t];
                 for (j, x) in row.iter_mut().enumerate() {
@@ -420,18 +351,7 @@ fn attention(
                 }
             }
             let oo = (bi * h + hi) * s * dv;
-            k::sgemm(
-                s,
-                t,
-                dv,
-                &scores,
-                t,
-                1,
-                &vv[vo..vo + t * dv],
-                dv,
-                1,
-                &mut out[oo..oo + s * dv],
-            );
+            k::sgemm(s, t, dv, &scores, t, 1, &vv[vo..vo + t * dv], dv, 1, &mut out[oo..oo + s * dv]);
         }
     }
     Tensor::float(q.dtype(), vec![b, h, s, dv], out)

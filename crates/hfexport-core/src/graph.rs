@@ -107,35 +107,16 @@ impl Graph {
         if self.inputs.iter().any(|p| p.name == name) {
             return Err(self.invalid(format!("input `{name}` declared twice")));
         }
-        let v = self.push_value(
-            ValueInfo::new(dtype, shape),
-            Producer::Input(self.inputs.len()),
-        );
-        self.inputs.push(Port {
-            name: name.to_string(),
-            value: v,
-        });
+        let v = self.push_value(ValueInfo::new(dtype, shape), Producer::Input(self.inputs.len()));
+        self.inputs.push(Port { name: name.to_string(), value: v });
         Ok(v)
     }
 
     /// Adds a lazy weight whose dtype and shape were read from the checkpoint metadata.
-    pub fn add_weight(
-        &mut self,
-        name: &str,
-        expr: WeightExpr,
-        dtype: DType,
-        shape: &[usize],
-    ) -> ValueId {
+    pub fn add_weight(&mut self, name: &str, expr: WeightExpr, dtype: DType, shape: &[usize]) -> ValueId {
         let dims = shape.iter().map(|&d| Dim::from(d)).collect();
-        let v = self.push_value(
-            ValueInfo::new(dtype, dims),
-            Producer::Weight(self.weights.len()),
-        );
-        self.weights.push(Weight {
-            name: name.to_string(),
-            expr,
-            value: v,
-        });
+        let v = self.push_value(ValueInfo::new(dtype, dims), Producer::Weight(self.weights.len()));
+        self.weights.push(Weight { name: name.to_string(), expr, value: v });
         v
     }
 
@@ -145,31 +126,15 @@ impl Graph {
             return Err(self.invalid(format!("node `{name}` reads unknown value %{}", bad.0)));
         }
         let infos: Vec<&ValueInfo> = inputs.iter().map(|v| &self.values[v.0]).collect();
-        let out_infos = op.infer(&infos).map_err(|msg| Error::Infer {
-            node: name.to_string(),
-            op: op.name().to_string(),
-            msg,
-        })?;
+        let out_infos =
+            op.infer(&infos).map_err(|msg| Error::Infer { node: name.to_string(), op: op.name().to_string(), msg })?;
         let node_idx = self.nodes.len();
         let outputs = out_infos
             .into_iter()
             .enumerate()
-            .map(|(slot, info)| {
-                self.push_value(
-                    info,
-                    Producer::Node {
-                        node: node_idx,
-                        slot,
-                    },
-                )
-            })
+            .map(|(slot, info)| self.push_value(info, Producer::Node { node: node_idx, slot }))
             .collect::<Vec<_>>();
-        self.nodes.push(Node {
-            name: name.to_string(),
-            op,
-            inputs: inputs.to_vec(),
-            outputs: outputs.clone(),
-        });
+        self.nodes.push(Node { name: name.to_string(), op, inputs: inputs.to_vec(), outputs: outputs.clone() });
         Ok(outputs)
     }
 
@@ -178,10 +143,7 @@ impl Graph {
         let outs = self.add_node(name, op, inputs)?;
         match outs.as_slice() {
             [v] => Ok(*v),
-            _ => Err(self.invalid(format!(
-                "node `{name}` has {} outputs, expected 1",
-                outs.len()
-            ))),
+            _ => Err(self.invalid(format!("node `{name}` has {} outputs, expected 1", outs.len()))),
         }
     }
 
@@ -189,20 +151,14 @@ impl Graph {
         if self.outputs.iter().any(|p| p.name == name) {
             return Err(self.invalid(format!("output `{name}` declared twice")));
         }
-        self.outputs.push(Port {
-            name: name.to_string(),
-            value,
-        });
+        self.outputs.push(Port { name: name.to_string(), value });
         Ok(())
     }
 
     /// Points the existing output `name` at another value (what a patch does to a result).
     pub fn replace_output(&mut self, name: &str, value: ValueId) -> Result<()> {
         if value.0 >= self.values.len() {
-            return Err(self.invalid(format!(
-                "output `{name}` cannot point at unknown value %{}",
-                value.0
-            )));
+            return Err(self.invalid(format!("output `{name}` cannot point at unknown value %{}", value.0)));
         }
         match self.outputs.iter_mut().find(|p| p.name == name) {
             Some(p) => {
@@ -215,10 +171,7 @@ impl Graph {
 
     /// Marks output `output` as the in-place update of input `input`.
     pub fn add_alias(&mut self, output: &str, input: &str) {
-        self.aliases.push(Alias {
-            output: output.to_string(),
-            input: input.to_string(),
-        });
+        self.aliases.push(Alias { output: output.to_string(), input: input.to_string() });
     }
 
     pub fn info(&self, v: ValueId) -> &ValueInfo {
@@ -254,10 +207,7 @@ impl Graph {
     }
 
     pub(crate) fn invalid(&self, msg: String) -> Error {
-        Error::Verify {
-            graph: self.name.clone(),
-            msg,
-        }
+        Error::Verify { graph: self.name.clone(), msg }
     }
 
     /// A graph with the same name, symbols, inputs and weights (same value ids for them) and
@@ -268,18 +218,11 @@ impl Graph {
         let mut map = vec![None; self.values.len()];
         for p in &self.inputs {
             let info = self.info(p.value).clone();
-            map[p.value.0] = Some(
-                g.add_input(&p.name, info.dtype, info.shape)
-                    .expect("names are unique"),
-            );
+            map[p.value.0] = Some(g.add_input(&p.name, info.dtype, info.shape).expect("names are unique"));
         }
         for w in &self.weights {
             let info = self.info(w.value);
-            let shape: Vec<usize> = info
-                .shape
-                .iter()
-                .map(|d| d.as_const().unwrap_or(0) as usize)
-                .collect();
+            let shape: Vec<usize> = info.shape.iter().map(|d| d.as_const().unwrap_or(0) as usize).collect();
             map[w.value.0] = Some(g.add_weight(&w.name, w.expr.clone(), info.dtype, &shape));
         }
         (g, map)
@@ -288,8 +231,7 @@ impl Graph {
     /// Copies outputs and aliases from `src` through the value map of a rewrite.
     pub(crate) fn finish_rewrite(&mut self, src: &Graph, map: &[Option<ValueId>]) -> Result<()> {
         for p in &src.outputs {
-            let v = map[p.value.0]
-                .ok_or_else(|| self.invalid(format!("output `{}` lost in rewrite", p.name)))?;
+            let v = map[p.value.0].ok_or_else(|| self.invalid(format!("output `{}` lost in rewrite", p.name)))?;
             self.add_output(&p.name, v)?;
         }
         self.aliases = src.aliases.clone();
@@ -300,13 +242,7 @@ impl Graph {
     pub fn parameter_count(&self) -> u64 {
         self.weights
             .iter()
-            .map(|w| {
-                self.info(w.value)
-                    .shape
-                    .iter()
-                    .map(|d| d.as_const().unwrap_or(0) as u64)
-                    .product::<u64>()
-            })
+            .map(|w| self.info(w.value).shape.iter().map(|d| d.as_const().unwrap_or(0) as u64).product::<u64>())
             .sum()
     }
 }

@@ -22,38 +22,20 @@ pub fn strides(shape: &[usize]) -> Vec<usize> {
 fn broadcast_strides(shape: &[usize], out: &[usize]) -> Vec<usize> {
     let st = strides(shape);
     let lead = out.len() - shape.len();
-    (0..out.len())
-        .map(|i| {
-            if i < lead || shape[i - lead] == 1 {
-                0
-            } else {
-                st[i - lead]
-            }
-        })
-        .collect()
+    (0..out.len()).map(|i| if i < lead || shape[i - lead] == 1 { 0 } else { st[i - lead] }).collect()
 }
 
 pub fn broadcast_shape(a: &[usize], b: &[usize]) -> Result<Vec<usize>> {
     let n = a.len().max(b.len());
     (0..n)
         .map(|i| {
-            let da = if i + a.len() >= n {
-                a[i + a.len() - n]
-            } else {
-                1
-            };
-            let db = if i + b.len() >= n {
-                b[i + b.len() - n]
-            } else {
-                1
-            };
+            let da = if i + a.len() >= n { a[i + a.len() - n] } else { 1 };
+            let db = if i + b.len() >= n { b[i + b.len() - n] } else { 1 };
             match (da, db) {
                 (x, y) if x == y => Ok(x),
                 (1, y) => Ok(y),
                 (x, 1) => Ok(x),
-                _ => Err(Error::Tensor(format!(
-                    "shapes {a:?} and {b:?} do not broadcast"
-                ))),
+                _ => Err(Error::Tensor(format!("shapes {a:?} and {b:?} do not broadcast"))),
             }
         })
         .collect()
@@ -108,11 +90,7 @@ fn zip_broadcast<A: Copy, B: Copy, R>(
         return a.iter().map(|&x| f(x, b[0])).collect();
     }
     let mut v = Vec::with_capacity(out.iter().product());
-    walk(
-        out,
-        &[broadcast_strides(sa, out), broadcast_strides(sb, out)],
-        |o| v.push(f(a[o[0]], b[o[1]])),
-    );
+    walk(out, &[broadcast_strides(sa, out), broadcast_strides(sb, out)], |o| v.push(f(a[o[0]], b[o[1]])));
     v
 }
 
@@ -120,9 +98,7 @@ pub fn unary(op: UnaryOp, x: &Tensor) -> Result<Tensor> {
     let shape = x.shape().to_vec();
     match (op, x.data()) {
         (UnaryOp::Not, TensorData::Bool(v)) => Tensor::bool(shape, v.iter().map(|b| !b).collect()),
-        (UnaryOp::Neg, TensorData::Int(v)) => {
-            Tensor::int(x.dtype(), shape, v.iter().map(|a| -a).collect())
-        }
+        (UnaryOp::Neg, TensorData::Int(v)) => Tensor::int(x.dtype(), shape, v.iter().map(|a| -a).collect()),
         (_, TensorData::Float(v)) => {
             let f: fn(f32) -> f32 = match op {
                 UnaryOp::Neg => |a| -a,
@@ -200,11 +176,7 @@ pub fn binary(op: BinaryOp, a: &Tensor, b: &Tensor) -> Result<Tensor> {
             };
             Tensor::bool(out.clone(), zip_broadcast(x, sa, y, sb, &out, f))
         }
-        _ => Err(Error::Tensor(format!(
-            "{op:?} on {} and {}",
-            a.dtype(),
-            b.dtype()
-        ))),
+        _ => Err(Error::Tensor(format!("{op:?} on {} and {}", a.dtype(), b.dtype()))),
     }
 }
 
@@ -217,25 +189,16 @@ pub fn where_(c: &Tensor, a: &Tensor, b: &Tensor) -> Result<Tensor> {
             (TensorData::Float(p), TensorData::Float(q)) => Tensor::float(
                 x.dtype(),
                 out.clone(),
-                cond.iter()
-                    .zip(p.iter().zip(q))
-                    .map(|(&c, (&p, &q))| if c { p } else { q })
-                    .collect(),
+                cond.iter().zip(p.iter().zip(q)).map(|(&c, (&p, &q))| if c { p } else { q }).collect(),
             ),
             (TensorData::Int(p), TensorData::Int(q)) => Tensor::int(
                 x.dtype(),
                 out.clone(),
-                cond.iter()
-                    .zip(p.iter().zip(q))
-                    .map(|(&c, (&p, &q))| if c { p } else { q })
-                    .collect(),
+                cond.iter().zip(p.iter().zip(q)).map(|(&c, (&p, &q))| if c { p } else { q }).collect(),
             ),
             (TensorData::Bool(p), TensorData::Bool(q)) => Tensor::bool(
                 out.clone(),
-                cond.iter()
-                    .zip(p.iter().zip(q))
-                    .map(|(&c, (&p, &q))| if c { p } else { q })
-                    .collect(),
+                cond.iter().zip(p.iter().zip(q)).map(|(&c, (&p, &q))| if c { p } else { q }).collect(),
             ),
             _ => Err(Error::Tensor("Where branches differ in dtype".into())),
         }
@@ -245,16 +208,11 @@ pub fn where_(c: &Tensor, a: &Tensor, b: &Tensor) -> Result<Tensor> {
 
 pub fn expand(x: &Tensor, out: &[usize]) -> Result<Tensor> {
     if broadcast_shape(x.shape(), out)? != out {
-        return Err(Error::Tensor(format!(
-            "cannot expand {:?} to {out:?}",
-            x.shape()
-        )));
+        return Err(Error::Tensor(format!("cannot expand {:?} to {out:?}", x.shape())));
     }
     let shape = out.to_vec();
     match x.data() {
-        TensorData::Float(v) => {
-            Tensor::float(x.dtype(), shape, gather_broadcast(v, x.shape(), out))
-        }
+        TensorData::Float(v) => Tensor::float(x.dtype(), shape, gather_broadcast(v, x.shape(), out)),
         TensorData::Int(v) => Tensor::int(x.dtype(), shape, gather_broadcast(v, x.shape(), out)),
         TensorData::Bool(v) => Tensor::bool(shape, gather_broadcast(v, x.shape(), out)),
     }
@@ -308,37 +266,18 @@ pub fn matmul(a: &Tensor, b: &Tensor) -> Result<Tensor> {
     let (ra, rb) = (sa.len(), sb.len());
     let (m, k, n) = (sa[ra - 2], sa[ra - 1], sb[rb - 1]);
     if sb[rb - 2] != k {
-        return Err(Error::Tensor(format!(
-            "matmul inner dims differ: {sa:?} x {sb:?}"
-        )));
+        return Err(Error::Tensor(format!("matmul inner dims differ: {sa:?} x {sb:?}")));
     }
     let batch = broadcast_shape(&sa[..ra - 2], &sb[..rb - 2])?;
     let (x, y) = (a.as_f32()?, b.as_f32()?);
     let nb: usize = batch.iter().product();
     let mut out = vec![0f32; nb * m * n];
     let mut offs = Vec::with_capacity(nb);
-    let sta: Vec<usize> = broadcast_strides(&sa[..ra - 2], &batch)
-        .iter()
-        .map(|s| s * m * k)
-        .collect();
-    let stb: Vec<usize> = broadcast_strides(&sb[..rb - 2], &batch)
-        .iter()
-        .map(|s| s * k * n)
-        .collect();
+    let sta: Vec<usize> = broadcast_strides(&sa[..ra - 2], &batch).iter().map(|s| s * m * k).collect();
+    let stb: Vec<usize> = broadcast_strides(&sb[..rb - 2], &batch).iter().map(|s| s * k * n).collect();
     walk(&batch, &[sta, stb], |o| offs.push((o[0], o[1])));
     for (i, (oa, ob)) in offs.into_iter().enumerate() {
-        sgemm(
-            m,
-            k,
-            n,
-            &x[oa..oa + m * k],
-            k,
-            1,
-            &y[ob..ob + k * n],
-            n,
-            1,
-            &mut out[i * m * n..(i + 1) * m * n],
-        );
+        sgemm(m, k, n, &x[oa..oa + m * k], k, 1, &y[ob..ob + k * n], n, 1, &mut out[i * m * n..(i + 1) * m * n]);
     }
     let mut shape = batch;
     shape.extend([m, n]);
@@ -354,8 +293,7 @@ pub fn linear(x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
     sgemm(m, k, n, xs, k, 1, w.as_f32()?, 1, k, &mut out);
     if let Some(b) = bias {
         let bv = b.as_f32()?;
-        out.chunks_mut(n)
-            .for_each(|row| row.iter_mut().zip(bv).for_each(|(o, b)| *o += b));
+        out.chunks_mut(n).for_each(|row| row.iter_mut().zip(bv).for_each(|(o, b)| *o += b));
     }
     let mut shape = x.shape().to_vec();
     *shape.last_mut().expect("rank >= 1") = n;
@@ -364,55 +302,32 @@ pub fn linear(x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
 
 pub fn reduce(kind: ReduceKind, x: &Tensor, axes: &[usize], keep_dims: bool) -> Result<Tensor> {
     let shape = x.shape();
-    let kept: Vec<usize> = shape
-        .iter()
-        .enumerate()
-        .map(|(i, &d)| if axes.contains(&i) { 1 } else { d })
-        .collect();
+    let kept: Vec<usize> = shape.iter().enumerate().map(|(i, &d)| if axes.contains(&i) { 1 } else { d }).collect();
     let out_strides: Vec<usize> = {
         let st = strides(&kept);
-        (0..shape.len())
-            .map(|i| if axes.contains(&i) { 0 } else { st[i] })
-            .collect()
+        (0..shape.len()).map(|i| if axes.contains(&i) { 0 } else { st[i] }).collect()
     };
     let n_out: usize = kept.iter().product();
     let count = (shape.iter().product::<usize>() / n_out.max(1)).max(1);
     let final_shape: Vec<usize> = if keep_dims {
         kept.clone()
     } else {
-        shape
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| !axes.contains(i))
-            .map(|(_, &d)| d)
-            .collect()
+        shape.iter().enumerate().filter(|(i, _)| !axes.contains(i)).map(|(_, &d)| d).collect()
     };
     match x.data() {
         TensorData::Float(v) => {
-            let init = if kind == ReduceKind::Max {
-                f64::NEG_INFINITY
-            } else {
-                0.0
-            };
+            let init = if kind == ReduceKind::Max { f64::NEG_INFINITY } else { 0.0 };
             let mut acc = vec![init; n_out];
             let mut i = 0;
             walk(shape, &[out_strides], |o| {
                 let a = &mut acc[o[0]];
-                *a = if kind == ReduceKind::Max {
-                    a.max(v[i] as f64)
-                } else {
-                    *a + v[i] as f64
-                };
+                *a = if kind == ReduceKind::Max { a.max(v[i] as f64) } else { *a + v[i] as f64 };
                 i += 1;
             });
             if kind == ReduceKind::Mean {
                 acc.iter_mut().for_each(|a| *a /= count as f64);
             }
-            Tensor::float(
-                x.dtype(),
-                final_shape,
-                acc.into_iter().map(|a| a as f32).collect(),
-            )
+            Tensor::float(x.dtype(), final_shape, acc.into_iter().map(|a| a as f32).collect())
         }
         TensorData::Int(v) if kind != ReduceKind::Mean => {
             let init = if kind == ReduceKind::Max { i64::MIN } else { 0 };
@@ -420,29 +335,18 @@ pub fn reduce(kind: ReduceKind, x: &Tensor, axes: &[usize], keep_dims: bool) -> 
             let mut i = 0;
             walk(shape, &[out_strides], |o| {
                 let a = &mut acc[o[0]];
-                *a = if kind == ReduceKind::Max {
-                    (*a).max(v[i])
-                } else {
-                    a.wrapping_add(v[i])
-                };
+                *a = if kind == ReduceKind::Max { (*a).max(v[i]) } else { a.wrapping_add(v[i]) };
                 i += 1;
             });
             Tensor::int(x.dtype(), final_shape, acc)
         }
-        _ => Err(Error::Tensor(format!(
-            "{kind:?} does not take {}",
-            x.dtype()
-        ))),
+        _ => Err(Error::Tensor(format!("{kind:?} does not take {}", x.dtype()))),
     }
 }
 
 /// (outer, axis length, inner) of a shape around `axis`.
 fn split_at_axis(shape: &[usize], axis: usize) -> (usize, usize, usize) {
-    (
-        shape[..axis].iter().product(),
-        shape[axis],
-        shape[axis + 1..].iter().product(),
-    )
+    (shape[..axis].iter().product(), shape[axis], shape[axis + 1..].iter().product())
 }
 
 pub fn softmax(x: &Tensor, axis: usize) -> Result<Tensor> {
@@ -470,9 +374,7 @@ pub fn softmax(x: &Tensor, axis: usize) -> Result<Tensor> {
 /// A tensor of `shape` whose element i is `x`'s element `src[i]`.
 fn select(x: &Tensor, shape: Vec<usize>, src: &[usize]) -> Result<Tensor> {
     match x.data() {
-        TensorData::Float(v) => {
-            Tensor::float(x.dtype(), shape, src.iter().map(|&i| v[i]).collect())
-        }
+        TensorData::Float(v) => Tensor::float(x.dtype(), shape, src.iter().map(|&i| v[i]).collect()),
         TensorData::Int(v) => Tensor::int(x.dtype(), shape, src.iter().map(|&i| v[i]).collect()),
         TensorData::Bool(v) => Tensor::bool(shape, src.iter().map(|&i| v[i]).collect()),
     }
@@ -490,9 +392,7 @@ pub fn transpose(x: &Tensor, perm: &[usize]) -> Result<Tensor> {
 pub fn slice(x: &Tensor, axis: usize, start: usize, end: usize) -> Result<Tensor> {
     let (outer, n, inner) = split_at_axis(x.shape(), axis);
     if start > end || end > n {
-        return Err(Error::Tensor(format!(
-            "slice {start}..{end} out of range for axis {axis} of size {n}"
-        )));
+        return Err(Error::Tensor(format!("slice {start}..{end} out of range for axis {axis} of size {n}")));
     }
     let mut shape = x.shape().to_vec();
     shape[axis] = end - start;
@@ -550,9 +450,7 @@ pub fn gather(data: &Tensor, idx: &Tensor, axis: usize) -> Result<Tensor> {
     let (outer, n, inner) = split_at_axis(data.shape(), axis);
     let ids = idx.as_i64()?;
     if let Some(bad) = ids.iter().find(|&&i| i < 0 || i as usize >= n) {
-        return Err(Error::Tensor(format!(
-            "index {bad} is out of range for an axis of size {n}"
-        )));
+        return Err(Error::Tensor(format!("index {bad} is out of range for an axis of size {n}")));
     }
     let mut shape = data.shape()[..axis].to_vec();
     shape.extend_from_slice(idx.shape());

@@ -235,9 +235,7 @@ impl Op {
         let s = match self {
             Op::Constant(t) => format!("{}{:?}", t.dtype(), t.shape()),
             Op::Cast(d) => format!("to={d}"),
-            Op::Reduce {
-                axes, keep_dims, ..
-            } => format!("axes={axes:?}, keep_dims={keep_dims}"),
+            Op::Reduce { axes, keep_dims, .. } => format!("axes={axes:?}, keep_dims={keep_dims}"),
             Op::Softmax { axis } | Op::Concat { axis } | Op::Gather { axis } => {
                 format!("axis={axis}")
             }
@@ -255,11 +253,7 @@ impl Op {
                     rope.attention_scaling()
                 )
             }
-            Op::Attention {
-                scale,
-                softcap,
-                sliding_window,
-            } => {
+            Op::Attention { scale, softcap, sliding_window } => {
                 let mut s = format!("scale={scale}");
                 if let Some(c) = softcap {
                     s += &format!(", softcap={c}");
@@ -292,9 +286,7 @@ impl Op {
                 arity(ins, 1)?;
                 let x = ins[0];
                 match u {
-                    UnaryOp::Not if x.dtype != DType::Bool => {
-                        Err(format!("Not needs bool, got {}", x.dtype))
-                    }
+                    UnaryOp::Not if x.dtype != DType::Bool => Err(format!("Not needs bool, got {}", x.dtype)),
                     UnaryOp::Not => one(DType::Bool, x.shape.clone()),
                     UnaryOp::Neg => one(x.dtype, x.shape.clone()),
                     _ => {
@@ -329,10 +321,7 @@ impl Op {
                     return Err(format!("condition must be bool, got {}", ins[0].dtype));
                 }
                 if ins[1].dtype != ins[2].dtype {
-                    return Err(format!(
-                        "branch dtypes differ: {} vs {}",
-                        ins[1].dtype, ins[2].dtype
-                    ));
+                    return Err(format!("branch dtypes differ: {} vs {}", ins[1].dtype, ins[2].dtype));
                 }
                 let s = bcast(&bcast(&ins[0].shape, &ins[1].shape)?, &ins[2].shape)?;
                 one(ins[1].dtype, s)
@@ -361,11 +350,7 @@ impl Op {
                 shape.push(n.clone());
                 one(a.dtype, shape)
             }
-            Op::Reduce {
-                kind,
-                axes,
-                keep_dims,
-            } => {
+            Op::Reduce { kind, axes, keep_dims } => {
                 arity(ins, 1)?;
                 let x = ins[0];
                 if *kind == ReduceKind::Mean {
@@ -407,15 +392,9 @@ impl Op {
                 let mut sorted = perm.clone();
                 sorted.sort_unstable();
                 if sorted != (0..ins[0].rank()).collect::<Vec<_>>() {
-                    return Err(format!(
-                        "{perm:?} is not a permutation of rank {}",
-                        ins[0].rank()
-                    ));
+                    return Err(format!("{perm:?} is not a permutation of rank {}", ins[0].rank()));
                 }
-                one(
-                    ins[0].dtype,
-                    perm.iter().map(|&p| ins[0].shape[p].clone()).collect(),
-                )
+                one(ins[0].dtype, perm.iter().map(|&p| ins[0].shape[p].clone()).collect())
             }
             Op::Expand { shape } => {
                 arity(ins, 1)?;
@@ -448,9 +427,7 @@ impl Op {
                     }
                     for (j, (a, b)) in x.shape.iter().zip(&first.shape).enumerate() {
                         if j != *axis && a != b {
-                            return Err(format!(
-                                "input {i} differs from input 0 on axis {j}: {a} vs {b}"
-                            ));
+                            return Err(format!("input {i} differs from input 0 on axis {j}: {a} vs {b}"));
                         }
                     }
                     total = total.add(&x.shape[*axis]);
@@ -488,10 +465,7 @@ impl Op {
                 float_input(x, 0)?;
                 let last = x.shape.last().ok_or("RmsNorm needs rank >= 1")?;
                 if w.shape != [last.clone()] {
-                    return Err(format!(
-                        "weight {} does not match last axis {last}",
-                        shape_to_string(&w.shape)
-                    ));
+                    return Err(format!("weight {} does not match last axis {last}", shape_to_string(&w.shape)));
                 }
                 one(w.dtype, x.shape.clone())
             }
@@ -506,10 +480,7 @@ impl Op {
                     ));
                 }
                 let shape = vec![p.shape[0].clone(), p.shape[1].clone(), Dim::from(rope.dim)];
-                Ok(vec![
-                    ValueInfo::new(DType::F32, shape.clone()),
-                    ValueInfo::new(DType::F32, shape),
-                ])
+                Ok(vec![ValueInfo::new(DType::F32, shape.clone()), ValueInfo::new(DType::F32, shape)])
             }
             Op::ApplyRotary => {
                 arity(ins, 3)?;
@@ -519,21 +490,13 @@ impl Op {
                     return Err("ApplyRotary needs x [b, h, s, d] and cos/sin [b, s, d]".into());
                 }
                 if c.dtype != x.dtype || s.dtype != x.dtype {
-                    return Err(format!(
-                        "cos/sin dtype {} differs from x dtype {}",
-                        c.dtype, x.dtype
-                    ));
+                    return Err(format!("cos/sin dtype {} differs from x dtype {}", c.dtype, x.dtype));
                 }
                 let d = &x.shape[3];
                 if d.as_const().map_or(false, |d| d % 2 != 0) {
                     return Err(format!("rotary dim {d} is odd"));
                 }
-                let cos4 = [
-                    c.shape[0].clone(),
-                    Dim::konst(1),
-                    c.shape[1].clone(),
-                    c.shape[2].clone(),
-                ];
+                let cos4 = [c.shape[0].clone(), Dim::konst(1), c.shape[1].clone(), c.shape[2].clone()];
                 if bcast(&x.shape, &cos4)? != x.shape {
                     return Err(format!(
                         "cos {} does not broadcast to x {}",
@@ -553,8 +516,7 @@ impl Op {
                 if q.dtype != k.dtype || q.dtype != v.dtype {
                     return Err("q, k, v dtypes differ".into());
                 }
-                if q.shape[3] != k.shape[3] || k.shape[2] != v.shape[2] || k.shape[1] != v.shape[1]
-                {
+                if q.shape[3] != k.shape[3] || k.shape[2] != v.shape[2] || k.shape[1] != v.shape[1] {
                     return Err(format!(
                         "q {}, k {}, v {} do not fit",
                         shape_to_string(&q.shape),
@@ -566,21 +528,13 @@ impl Op {
                 match (h, kvh) {
                     (Some(h), Some(kvh)) if kvh > 0 && h % kvh == 0 => {}
                     _ => {
-                        return Err(format!(
-                            "query heads {} are not a multiple of kv heads {}",
-                            q.shape[1], k.shape[1]
-                        ))
+                        return Err(format!("query heads {} are not a multiple of kv heads {}", q.shape[1], k.shape[1]))
                     }
                 }
                 if m.dtype != DType::Bool {
                     return Err(format!("mask must be bool, got {}", m.dtype));
                 }
-                let scores = [
-                    q.shape[0].clone(),
-                    q.shape[1].clone(),
-                    q.shape[2].clone(),
-                    k.shape[2].clone(),
-                ];
+                let scores = [q.shape[0].clone(), q.shape[1].clone(), q.shape[2].clone(), k.shape[2].clone()];
                 if bcast(&scores, &m.shape)? != scores {
                     return Err(format!(
                         "mask {} does not broadcast to scores {}",
@@ -590,23 +544,11 @@ impl Op {
                 }
                 if sliding_window.is_some() {
                     let (qp, kp) = (ins[4], ins[5]);
-                    if qp.dtype != DType::I64
-                        || kp.dtype != DType::I64
-                        || qp.rank() != 2
-                        || kp.rank() != 2
-                    {
+                    if qp.dtype != DType::I64 || kp.dtype != DType::I64 || qp.rank() != 2 || kp.rank() != 2 {
                         return Err("q_pos / k_pos must be i64 [batch, seq]".into());
                     }
                 }
-                one(
-                    q.dtype,
-                    vec![
-                        q.shape[0].clone(),
-                        q.shape[1].clone(),
-                        q.shape[2].clone(),
-                        v.shape[3].clone(),
-                    ],
-                )
+                one(q.dtype, vec![q.shape[0].clone(), q.shape[1].clone(), q.shape[2].clone(), v.shape[3].clone()])
             }
             Op::Linear => {
                 if ins.len() != 2 && ins.len() != 3 {
@@ -622,10 +564,7 @@ impl Op {
                     ));
                 }
                 if x.dtype != w.dtype {
-                    return Err(format!(
-                        "x dtype {} differs from weight dtype {}",
-                        x.dtype, w.dtype
-                    ));
+                    return Err(format!("x dtype {} differs from weight dtype {}", x.dtype, w.dtype));
                 }
                 if let Some(b) = ins.get(2) {
                     if b.shape != [w.shape[0].clone()] || b.dtype != w.dtype {
@@ -643,10 +582,7 @@ impl Op {
             }
             Op::GatedMlp { .. } => {
                 if ins.len() != 4 && ins.len() != 7 {
-                    return Err(format!(
-                        "GatedMlp takes 4 inputs, or 7 with biases; got {}",
-                        ins.len()
-                    ));
+                    return Err(format!("GatedMlp takes 4 inputs, or 7 with biases; got {}", ins.len()));
                 }
                 let (x, g, u, d) = (ins[0], ins[1], ins[2], ins[3]);
                 float_input(x, 0)?;
@@ -699,11 +635,6 @@ fn check_axes(axes: &[usize], rank: usize) -> Result<(), String> {
 }
 
 fn bcast(a: &[Dim], b: &[Dim]) -> Result<Vec<Dim>, String> {
-    broadcast_shapes(a, b).ok_or_else(|| {
-        format!(
-            "shapes {} and {} do not broadcast",
-            shape_to_string(a),
-            shape_to_string(b)
-        )
-    })
+    broadcast_shapes(a, b)
+        .ok_or_else(|| format!("shapes {} and {} do not broadcast", shape_to_string(a), shape_to_string(b)))
 }

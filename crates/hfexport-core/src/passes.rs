@@ -34,17 +34,10 @@ pub struct VersionRange {
 
 /// Compares dotted versions numerically (`1.10.0 > 1.9.2`); non-numeric parts compare as text.
 pub fn compare_versions(a: &str, b: &str) -> Ordering {
-    let parts = |s: &str| {
-        s.split(['.', '-', '+'])
-            .map(str::to_string)
-            .collect::<Vec<_>>()
-    };
+    let parts = |s: &str| s.split(['.', '-', '+']).map(str::to_string).collect::<Vec<_>>();
     let (pa, pb) = (parts(a), parts(b));
     for i in 0..pa.len().max(pb.len()) {
-        let (x, y) = (
-            pa.get(i).map_or("0", |s| s.as_str()),
-            pb.get(i).map_or("0", |s| s.as_str()),
-        );
+        let (x, y) = (pa.get(i).map_or("0", |s| s.as_str()), pb.get(i).map_or("0", |s| s.as_str()));
         let o = match (x.parse::<u64>(), y.parse::<u64>()) {
             (Ok(x), Ok(y)) => x.cmp(&y),
             _ => x.cmp(y),
@@ -58,11 +51,8 @@ pub fn compare_versions(a: &str, b: &str) -> Ordering {
 
 impl VersionRange {
     pub fn contains(&self, version: &str) -> bool {
-        self.min
-            .map_or(true, |m| compare_versions(version, m) != Ordering::Less)
-            && self
-                .below
-                .map_or(true, |b| compare_versions(version, b) == Ordering::Less)
+        self.min.map_or(true, |m| compare_versions(version, m) != Ordering::Less)
+            && self.below.map_or(true, |b| compare_versions(version, b) == Ordering::Less)
     }
 }
 
@@ -82,19 +72,13 @@ pub struct Patch {
 impl Patch {
     /// Whether this patch is wanted for `format` at `stage`, given the versions in use
     /// (a patch whose package version is unknown is applied).
-    pub fn wanted(
-        &self,
-        stage: Stage,
-        format: Option<ExportFormat>,
-        versions: &BTreeMap<String, String>,
-    ) -> bool {
+    pub fn wanted(&self, stage: Stage, format: Option<ExportFormat>, versions: &BTreeMap<String, String>) -> bool {
         let format_ok = match format {
             Some(f) => self.formats.is_empty() || self.formats.contains(&f),
             None => self.formats.is_empty(),
         };
-        let version_ok = self.upstream.as_ref().map_or(true, |r| {
-            versions.get(r.package).map_or(true, |v| r.contains(v))
-        });
+        let version_ok =
+            self.upstream.as_ref().map_or(true, |r| versions.get(r.package).map_or(true, |v| r.contains(v)));
         self.stage == stage && format_ok && version_ok
     }
 }
@@ -114,10 +98,7 @@ impl PatchRegistry {
 
     pub fn register(&mut self, p: Patch) -> Result<()> {
         if self.patches.iter().any(|q| q.name == p.name) {
-            return Err(Error::Config(format!(
-                "patch `{}` is registered twice",
-                p.name
-            )));
+            return Err(Error::Config(format!("patch `{}` is registered twice", p.name)));
         }
         self.patches.push(p);
         Ok(())
@@ -172,11 +153,7 @@ pub struct PassManager {
 impl PassManager {
     /// `versions`: upstream package -> version in use (from the runtime pins).
     pub fn new(registry: PatchRegistry, versions: BTreeMap<String, String>) -> PassManager {
-        PassManager {
-            registry,
-            versions,
-            passes: vec![],
-        }
+        PassManager { registry, versions, passes: vec![] }
     }
 
     pub fn add(&mut self, p: Pass) -> &mut Self {
@@ -186,32 +163,20 @@ impl PassManager {
 
     /// Runs every pass in order, verifying the graph before the first and after each one.
     pub fn run(&self, graph: Graph) -> Result<(Graph, PassReport)> {
-        verify(&graph).map_err(|e| Error::Pass {
-            pass: "input".into(),
-            source: Box::new(e),
-        })?;
+        verify(&graph).map_err(|e| Error::Pass { pass: "input".into(), source: Box::new(e) })?;
         let mut g = graph;
         let mut report = PassReport::default();
         for p in &self.passes {
-            let wrap = |e: Error| Error::Pass {
-                pass: p.name(),
-                source: Box::new(e),
-            };
+            let wrap = |e: Error| Error::Pass { pass: p.name(), source: Box::new(e) };
             match p {
                 Pass::Verify => {}
                 Pass::Decompose { select, .. } => g = decompose(&g, select).map_err(wrap)?,
                 Pass::Patches { stage, format } => {
-                    for patch in self
-                        .registry
-                        .patches()
-                        .iter()
-                        .filter(|x| x.wanted(*stage, *format, &self.versions))
-                    {
+                    for patch in self.registry.patches().iter().filter(|x| x.wanted(*stage, *format, &self.versions)) {
                         let pass = format!("patch:{}", patch.name);
-                        if let Some(next) = (patch.rewrite)(&g).map_err(|e| Error::Pass {
-                            pass: pass.clone(),
-                            source: Box::new(e),
-                        })? {
+                        if let Some(next) =
+                            (patch.rewrite)(&g).map_err(|e| Error::Pass { pass: pass.clone(), source: Box::new(e) })?
+                        {
                             g = next;
                             report.patches_applied.push(patch.name.to_string());
                         }

@@ -63,10 +63,7 @@ impl RopeConfig {
     /// `base ** (arange(0, dim, 2) / dim)` in f32, as transformers computes it.
     fn pos_freqs(&self, base: f32) -> Vec<f32> {
         let dim = self.dim as f32;
-        (0..self.dim)
-            .step_by(2)
-            .map(|i| base.powf(i as f32 / dim))
-            .collect()
+        (0..self.dim).step_by(2).map(|i| base.powf(i as f32 / dim)).collect()
     }
 
     /// The inverse frequencies (`dim / 2` values) at init time, i.e. for positions within
@@ -77,45 +74,19 @@ impl RopeConfig {
         match &self.scaling {
             RopeScaling::Default | RopeScaling::Dynamic { .. } => plain,
             RopeScaling::Linear { factor } => plain.iter().map(|f| f / *factor as f32).collect(),
-            RopeScaling::Llama3 {
-                factor,
-                low_freq_factor,
-                high_freq_factor,
-                original_max_position_embeddings,
-            } => llama3_inv_freq(
-                &plain,
-                *factor,
-                *low_freq_factor,
-                *high_freq_factor,
-                *original_max_position_embeddings,
-            ),
-            RopeScaling::Yarn {
-                factor,
-                original_max_position_embeddings,
-                beta_fast,
-                beta_slow,
-                truncate,
-                ..
-            } => self.yarn_inv_freq(
-                *factor,
-                *original_max_position_embeddings,
-                *beta_fast,
-                *beta_slow,
-                *truncate,
-            ),
+            RopeScaling::Llama3 { factor, low_freq_factor, high_freq_factor, original_max_position_embeddings } => {
+                llama3_inv_freq(&plain, *factor, *low_freq_factor, *high_freq_factor, *original_max_position_embeddings)
+            }
+            RopeScaling::Yarn { factor, original_max_position_embeddings, beta_fast, beta_slow, truncate, .. } => {
+                self.yarn_inv_freq(*factor, *original_max_position_embeddings, *beta_fast, *beta_slow, *truncate)
+            }
         }
     }
 
     /// The factor cos and sin are multiplied by (`attention_scaling` in transformers).
     pub fn attention_scaling(&self) -> f32 {
         match &self.scaling {
-            RopeScaling::Yarn {
-                factor,
-                mscale,
-                mscale_all_dim,
-                attention_factor,
-                ..
-            } => {
+            RopeScaling::Yarn { factor, mscale, mscale_all_dim, attention_factor, .. } => {
                 if let Some(a) = attention_factor {
                     return *a as f32;
                 }
@@ -127,9 +98,7 @@ impl RopeConfig {
                     }
                 };
                 match (mscale, mscale_all_dim) {
-                    (Some(m), Some(ma)) if *m != 0.0 && *ma != 0.0 => {
-                        (get(*factor, *m) / get(*factor, *ma)) as f32
-                    }
+                    (Some(m), Some(ma)) if *m != 0.0 && *ma != 0.0 => (get(*factor, *m) / get(*factor, *ma)) as f32,
                     _ => get(*factor, 1.0) as f32,
                 }
             }
@@ -142,31 +111,18 @@ impl RopeConfig {
     /// `L = max(max(position_ids) + 1, max_pos)`.
     pub fn dynamic_base_exponent(&self) -> Option<(f32, f32, f32)> {
         match &self.scaling {
-            RopeScaling::Dynamic {
-                factor,
-                max_position_embeddings,
-            } => Some((
-                *factor as f32,
-                *max_position_embeddings as f32,
-                self.dim as f32 / (self.dim as f32 - 2.0),
-            )),
+            RopeScaling::Dynamic { factor, max_position_embeddings } => {
+                Some((*factor as f32, *max_position_embeddings as f32, self.dim as f32 / (self.dim as f32 - 2.0)))
+            }
             _ => None,
         }
     }
 
-    fn yarn_inv_freq(
-        &self,
-        factor: f64,
-        orig_max: usize,
-        beta_fast: f64,
-        beta_slow: f64,
-        truncate: bool,
-    ) -> Vec<f32> {
+    fn yarn_inv_freq(&self, factor: f64, orig_max: usize, beta_fast: f64, beta_slow: f64, truncate: bool) -> Vec<f32> {
         let dim = self.dim as f64;
         let base = self.theta;
-        let correction_dim = |rot: f64| {
-            (dim * (orig_max as f64 / (rot * 2.0 * std::f64::consts::PI)).ln()) / (2.0 * base.ln())
-        };
+        let correction_dim =
+            |rot: f64| (dim * (orig_max as f64 / (rot * 2.0 * std::f64::consts::PI)).ln()) / (2.0 * base.ln());
         let (mut low, mut high) = (correction_dim(beta_fast), correction_dim(beta_slow));
         if truncate {
             low = low.floor();
@@ -199,11 +155,7 @@ fn llama3_inv_freq(plain: &[f32], factor: f64, low: f64, high: f64, old_ctx: usi
         .iter()
         .map(|&f| {
             let wavelen = 2.0 * std::f32::consts::PI / f;
-            let scaled = if wavelen > low_freq_wavelen {
-                f / factor
-            } else {
-                f
-            };
+            let scaled = if wavelen > low_freq_wavelen { f / factor } else { f };
             let smooth = (old_ctx / wavelen - low) / (high - low);
             let smoothed = (1.0 - smooth) * scaled / factor + smooth * scaled;
             let medium = !(wavelen < high_freq_wavelen) && !(wavelen > low_freq_wavelen);

@@ -49,12 +49,9 @@ fn wrap_int(dtype: DType, v: i64) -> i64 {
 
 impl Tensor {
     fn check_len(shape: &[usize], len: usize) -> Result<()> {
-        let n = checked_numel(shape)
-            .ok_or_else(|| Error::Tensor(format!("shape {shape:?} overflows")))?;
+        let n = checked_numel(shape).ok_or_else(|| Error::Tensor(format!("shape {shape:?} overflows")))?;
         if n != len {
-            return Err(Error::Tensor(format!(
-                "shape {shape:?} needs {n} elements, got {len}"
-            )));
+            return Err(Error::Tensor(format!("shape {shape:?} needs {n} elements, got {len}")));
         }
         Ok(())
     }
@@ -68,11 +65,7 @@ impl Tensor {
         if dtype != DType::F32 {
             data.iter_mut().for_each(|v| *v = round_float(dtype, *v));
         }
-        Ok(Tensor {
-            dtype,
-            shape,
-            data: TensorData::Float(data),
-        })
+        Ok(Tensor { dtype, shape, data: TensorData::Float(data) })
     }
 
     pub fn f32(shape: Vec<usize>, data: Vec<f32>) -> Result<Tensor> {
@@ -88,11 +81,7 @@ impl Tensor {
         if dtype != DType::I64 {
             data.iter_mut().for_each(|v| *v = wrap_int(dtype, *v));
         }
-        Ok(Tensor {
-            dtype,
-            shape,
-            data: TensorData::Int(data),
-        })
+        Ok(Tensor { dtype, shape, data: TensorData::Int(data) })
     }
 
     pub fn i64(shape: Vec<usize>, data: Vec<i64>) -> Result<Tensor> {
@@ -101,11 +90,7 @@ impl Tensor {
 
     pub fn bool(shape: Vec<usize>, data: Vec<bool>) -> Result<Tensor> {
         Self::check_len(&shape, data.len())?;
-        Ok(Tensor {
-            dtype: DType::Bool,
-            shape,
-            data: TensorData::Bool(data),
-        })
+        Ok(Tensor { dtype: DType::Bool, shape, data: TensorData::Bool(data) })
     }
 
     /// A scalar (rank 0) float of `dtype`.
@@ -140,30 +125,21 @@ impl Tensor {
     pub fn as_f32(&self) -> Result<&[f32]> {
         match &self.data {
             TensorData::Float(v) => Ok(v),
-            _ => Err(Error::Tensor(format!(
-                "expected a float tensor, got {}",
-                self.dtype
-            ))),
+            _ => Err(Error::Tensor(format!("expected a float tensor, got {}", self.dtype))),
         }
     }
 
     pub fn as_i64(&self) -> Result<&[i64]> {
         match &self.data {
             TensorData::Int(v) => Ok(v),
-            _ => Err(Error::Tensor(format!(
-                "expected an integer tensor, got {}",
-                self.dtype
-            ))),
+            _ => Err(Error::Tensor(format!("expected an integer tensor, got {}", self.dtype))),
         }
     }
 
     pub fn as_bool(&self) -> Result<&[bool]> {
         match &self.data {
             TensorData::Bool(v) => Ok(v),
-            _ => Err(Error::Tensor(format!(
-                "expected a bool tensor, got {}",
-                self.dtype
-            ))),
+            _ => Err(Error::Tensor(format!("expected a bool tensor, got {}", self.dtype))),
         }
     }
 
@@ -182,18 +158,12 @@ impl Tensor {
             (TensorData::Float(v), d) if d.is_float() => {
                 TensorData::Float(v.iter().map(|&x| round_float(d, x)).collect())
             }
-            (TensorData::Float(v), DType::Bool) => {
-                TensorData::Bool(v.iter().map(|&x| x != 0.0).collect())
-            }
-            (TensorData::Float(v), d) => {
-                TensorData::Int(v.iter().map(|&x| wrap_int(d, x as i64)).collect())
-            }
+            (TensorData::Float(v), DType::Bool) => TensorData::Bool(v.iter().map(|&x| x != 0.0).collect()),
+            (TensorData::Float(v), d) => TensorData::Int(v.iter().map(|&x| wrap_int(d, x as i64)).collect()),
             (TensorData::Int(v), d) if d.is_float() => {
                 TensorData::Float(v.iter().map(|&x| round_float(d, x as f32)).collect())
             }
-            (TensorData::Int(v), DType::Bool) => {
-                TensorData::Bool(v.iter().map(|&x| x != 0).collect())
-            }
+            (TensorData::Int(v), DType::Bool) => TensorData::Bool(v.iter().map(|&x| x != 0).collect()),
             (TensorData::Int(v), d) => TensorData::Int(v.iter().map(|&x| wrap_int(d, x)).collect()),
             (TensorData::Bool(v), d) if d.is_float() => {
                 TensorData::Float(v.iter().map(|&x| if x { 1.0 } else { 0.0 }).collect())
@@ -206,66 +176,41 @@ impl Tensor {
 
     /// Decodes little-endian bytes of `dtype` (the safetensors / ONNX raw layout).
     pub fn from_le_bytes(dtype: DType, shape: Vec<usize>, bytes: &[u8]) -> Result<Tensor> {
-        let n = checked_numel(&shape)
-            .ok_or_else(|| Error::Tensor(format!("shape {shape:?} overflows")))?;
-        let expected = n
-            .checked_mul(dtype.size())
-            .ok_or_else(|| Error::Tensor("byte size overflows".into()))?;
+        let n = checked_numel(&shape).ok_or_else(|| Error::Tensor(format!("shape {shape:?} overflows")))?;
+        let expected = n.checked_mul(dtype.size()).ok_or_else(|| Error::Tensor("byte size overflows".into()))?;
         if bytes.len() != expected {
-            return Err(Error::Tensor(format!(
-                "{dtype}{shape:?} needs {expected} bytes, got {}",
-                bytes.len()
-            )));
+            return Err(Error::Tensor(format!("{dtype}{shape:?} needs {expected} bytes, got {}", bytes.len())));
         }
         let t = match dtype {
             DType::F32 => Tensor::f32(
                 shape,
-                bytes
-                    .chunks_exact(4)
-                    .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-                    .collect(),
+                bytes.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect(),
             )?,
             DType::F16 => Tensor {
                 dtype,
                 shape,
                 data: TensorData::Float(
-                    bytes
-                        .chunks_exact(2)
-                        .map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f32())
-                        .collect(),
+                    bytes.chunks_exact(2).map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f32()).collect(),
                 ),
             },
             DType::BF16 => Tensor {
                 dtype,
                 shape,
                 data: TensorData::Float(
-                    bytes
-                        .chunks_exact(2)
-                        .map(|c| half::bf16::from_le_bytes([c[0], c[1]]).to_f32())
-                        .collect(),
+                    bytes.chunks_exact(2).map(|c| half::bf16::from_le_bytes([c[0], c[1]]).to_f32()).collect(),
                 ),
             },
             DType::I64 => Tensor::i64(
                 shape,
-                bytes
-                    .chunks_exact(8)
-                    .map(|c| i64::from_le_bytes(c.try_into().expect("8 bytes")))
-                    .collect(),
+                bytes.chunks_exact(8).map(|c| i64::from_le_bytes(c.try_into().expect("8 bytes"))).collect(),
             )?,
             DType::I32 => Tensor::int(
                 dtype,
                 shape,
-                bytes
-                    .chunks_exact(4)
-                    .map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]) as i64)
-                    .collect(),
+                bytes.chunks_exact(4).map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]) as i64).collect(),
             )?,
             DType::U8 => Tensor::int(dtype, shape, bytes.iter().map(|&b| b as i64).collect())?,
-            DType::I8 => Tensor::int(
-                dtype,
-                shape,
-                bytes.iter().map(|&b| b as i8 as i64).collect(),
-            )?,
+            DType::I8 => Tensor::int(dtype, shape, bytes.iter().map(|&b| b as i8 as i64).collect())?,
             DType::Bool => Tensor::bool(shape, bytes.iter().map(|&b| b != 0).collect())?,
         };
         Ok(t)
@@ -275,21 +220,17 @@ impl Tensor {
     pub fn to_le_bytes(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(self.numel() * self.dtype.size());
         match (&self.data, self.dtype) {
-            (TensorData::Float(v), DType::F32) => v
-                .iter()
-                .for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
-            (TensorData::Float(v), DType::F16) => v
-                .iter()
-                .for_each(|x| out.extend_from_slice(&half::f16::from_f32(*x).to_le_bytes())),
-            (TensorData::Float(v), _) => v
-                .iter()
-                .for_each(|x| out.extend_from_slice(&half::bf16::from_f32(*x).to_le_bytes())),
-            (TensorData::Int(v), DType::I64) => v
-                .iter()
-                .for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
-            (TensorData::Int(v), DType::I32) => v
-                .iter()
-                .for_each(|x| out.extend_from_slice(&(*x as i32).to_le_bytes())),
+            (TensorData::Float(v), DType::F32) => v.iter().for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
+            (TensorData::Float(v), DType::F16) => {
+                v.iter().for_each(|x| out.extend_from_slice(&half::f16::from_f32(*x).to_le_bytes()))
+            }
+            (TensorData::Float(v), _) => {
+                v.iter().for_each(|x| out.extend_from_slice(&half::bf16::from_f32(*x).to_le_bytes()))
+            }
+            (TensorData::Int(v), DType::I64) => v.iter().for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
+            (TensorData::Int(v), DType::I32) => {
+                v.iter().for_each(|x| out.extend_from_slice(&(*x as i32).to_le_bytes()))
+            }
             (TensorData::Int(v), _) => v.iter().for_each(|x| out.push(*x as u8)),
             (TensorData::Bool(v), _) => v.iter().for_each(|x| out.push(*x as u8)),
         }
@@ -304,9 +245,7 @@ mod tests {
     #[test]
     fn bytes_round_trip_every_dtype() {
         for dtype in DType::ALL {
-            let t = Tensor::f32(vec![2, 2], vec![1.0, -2.0, 0.0, 3.0])
-                .unwrap()
-                .cast(dtype);
+            let t = Tensor::f32(vec![2, 2], vec![1.0, -2.0, 0.0, 3.0]).unwrap().cast(dtype);
             let back = Tensor::from_le_bytes(dtype, vec![2, 2], &t.to_le_bytes()).unwrap();
             assert_eq!(t, back, "{dtype}");
         }

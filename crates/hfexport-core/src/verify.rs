@@ -5,10 +5,7 @@ use crate::error::{Error, Result};
 use crate::graph::{Graph, Producer, ValueId};
 
 pub fn verify(g: &Graph) -> Result<()> {
-    let bad = |msg: String| Error::Verify {
-        graph: g.name.clone(),
-        msg,
-    };
+    let bad = |msg: String| Error::Verify { graph: g.name.clone(), msg };
     let mut defined = vec![false; g.num_values()];
     for p in g.inputs() {
         defined[p.value.0] = true;
@@ -22,10 +19,7 @@ pub fn verify(g: &Graph) -> Result<()> {
     for (i, n) in g.nodes().iter().enumerate() {
         for v in &n.inputs {
             if v.0 >= g.num_values() || !defined[v.0] {
-                return Err(bad(format!(
-                    "node `{}` reads %{} before it is defined",
-                    n.name, v.0
-                )));
+                return Err(bad(format!("node `{}` reads %{} before it is defined", n.name, v.0)));
             }
         }
         let infos: Vec<_> = n.inputs.iter().map(|v| g.info(*v)).collect();
@@ -59,26 +53,15 @@ pub fn verify(g: &Graph) -> Result<()> {
             return Err(bad(format!("output `{}` is not defined", p.name)));
         }
     }
-    for s in g
-        .inputs()
-        .iter()
-        .flat_map(|p| g.info(p.value).shape.iter())
-        .flat_map(|d| d.symbols())
-    {
+    for s in g.inputs().iter().flat_map(|p| g.info(p.value).shape.iter()).flat_map(|d| d.symbols()) {
         if g.symbols.get(s.name()).is_none() {
-            return Err(bad(format!(
-                "symbol `{}` is used by an input but not declared",
-                s.name()
-            )));
+            return Err(bad(format!("symbol `{}` is used by an input but not declared", s.name())));
         }
     }
     for a in g.aliases() {
         let (o, i) = (g.output(&a.output), g.input(&a.input));
         let (Some(o), Some(i)) = (o, i) else {
-            return Err(bad(format!(
-                "alias {} -> {} names a missing port",
-                a.output, a.input
-            )));
+            return Err(bad(format!("alias {} -> {} names a missing port", a.output, a.input)));
         };
         if g.info(o.value) != g.info(i.value) {
             return Err(bad(format!(
@@ -96,15 +79,7 @@ pub fn verify(g: &Graph) -> Result<()> {
 /// Values read by no node and no output (dead code a pass left behind).
 pub fn unused_values(g: &Graph) -> Vec<ValueId> {
     let mut used = vec![false; g.num_values()];
-    g.nodes()
-        .iter()
-        .flat_map(|n| &n.inputs)
-        .for_each(|v| used[v.0] = true);
+    g.nodes().iter().flat_map(|n| &n.inputs).for_each(|v| used[v.0] = true);
     g.outputs().iter().for_each(|p| used[p.value.0] = true);
-    g.nodes()
-        .iter()
-        .flat_map(|n| &n.outputs)
-        .copied()
-        .filter(|v| !used[v.0])
-        .collect()
+    g.nodes().iter().flat_map(|n| &n.outputs).copied().filter(|v| !used[v.0]).collect()
 }

@@ -52,17 +52,11 @@ impl WeightExpr {
     pub fn info(&self, src: &dyn TensorSource) -> Result<TensorInfo> {
         match self {
             WeightExpr::Stored(n) => src.info(n),
-            WeightExpr::Cast(e, d) => Ok(TensorInfo {
-                dtype: *d,
-                ..e.info(src)?
-            }),
+            WeightExpr::Cast(e, d) => Ok(TensorInfo { dtype: *d, ..e.info(src)? }),
             WeightExpr::Transpose(e) => {
                 let i = e.info(src)?;
                 match i.shape.as_slice() {
-                    [a, b] => Ok(TensorInfo {
-                        dtype: i.dtype,
-                        shape: vec![*b, *a],
-                    }),
+                    [a, b] => Ok(TensorInfo { dtype: i.dtype, shape: vec![*b, *a] }),
                     s => Err(Error::Weight {
                         tensor: e.sources().join(","),
                         msg: format!("transpose needs a 2-D tensor, got shape {s:?}"),
@@ -125,10 +119,7 @@ impl MemorySource {
 impl TensorSource for MemorySource {
     fn info(&self, name: &str) -> Result<TensorInfo> {
         let t = self.load_ref(name)?;
-        Ok(TensorInfo {
-            dtype: t.dtype(),
-            shape: t.shape().to_vec(),
-        })
+        Ok(TensorInfo { dtype: t.dtype(), shape: t.shape().to_vec() })
     }
     fn load(&self, name: &str) -> Result<Tensor> {
         self.load_ref(name).cloned()
@@ -137,9 +128,6 @@ impl TensorSource for MemorySource {
 
 impl MemorySource {
     fn load_ref(&self, name: &str) -> Result<&Tensor> {
-        self.tensors.get(name).ok_or_else(|| Error::Weight {
-            tensor: name.to_string(),
-            msg: "no such tensor".into(),
-        })
+        self.tensors.get(name).ok_or_else(|| Error::Weight { tensor: name.to_string(), msg: "no such tensor".into() })
     }
 }

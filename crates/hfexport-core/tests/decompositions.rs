@@ -13,17 +13,10 @@ fn compare(op: Op, inputs: &[(&str, &Tensor)]) -> f32 {
     let direct = run(&g, inputs);
     let d = decompose(&g, &|_| true).unwrap();
     verify(&d).unwrap();
-    assert!(
-        d.nodes().iter().all(|n| !n.op.is_high_level()),
-        "decomposition left a high-level op"
-    );
+    assert!(d.nodes().iter().all(|n| !n.op.is_high_level()), "decomposition left a high-level op");
     assert!(d.nodes().len() > 1, "decomposition did not expand anything");
     let decomposed = run(&d, inputs);
-    direct
-        .iter()
-        .zip(&decomposed)
-        .map(|(a, b)| max_abs_diff(a, b))
-        .fold(0.0, f32::max)
+    direct.iter().zip(&decomposed).map(|(a, b)| max_abs_diff(a, b)).fold(0.0, f32::max)
 }
 
 #[test]
@@ -38,18 +31,11 @@ fn rms_norm_equals_decomposition() {
 }
 
 fn ropes(dim: usize) -> Vec<RopeConfig> {
-    let r = |scaling| RopeConfig {
-        theta: 10000.0,
-        dim,
-        scaling,
-    };
+    let r = |scaling| RopeConfig { theta: 10000.0, dim, scaling };
     vec![
         r(RopeScaling::Default),
         r(RopeScaling::Linear { factor: 2.0 }),
-        r(RopeScaling::Dynamic {
-            factor: 4.0,
-            max_position_embeddings: 6,
-        }),
+        r(RopeScaling::Dynamic { factor: 4.0, max_position_embeddings: 6 }),
         r(RopeScaling::Llama3 {
             factor: 8.0,
             low_freq_factor: 1.0,
@@ -117,21 +103,13 @@ fn causal_padded_mask(b: usize, s: usize, t: usize, pads: &[usize]) -> Tensor {
 #[test]
 fn attention_equals_decomposition() {
     let mut r = Rng::new(3);
-    for (h, kvh, s, t, softcap) in [
-        (4, 2, 5, 5, None),
-        (4, 4, 3, 3, None),
-        (6, 1, 2, 7, Some(5.0)),
-        (4, 2, 1, 6, None),
-    ] {
+    for (h, kvh, s, t, softcap) in [(4, 2, 5, 5, None), (4, 4, 3, 3, None), (6, 1, 2, 7, Some(5.0)), (4, 2, 1, 6, None)]
+    {
         let q = r.tensor(&[2, h, s, 8], 1.0);
         let k = r.tensor(&[2, kvh, t, 8], 1.0);
         let v = r.tensor(&[2, kvh, t, 8], 1.0);
         let m = causal_padded_mask(2, s, t, &[2, 0]);
-        let op = Op::Attention {
-            scale: 0.35,
-            softcap,
-            sliding_window: None,
-        };
+        let op = Op::Attention { scale: 0.35, softcap, sliding_window: None };
         let diff = compare(op, &[("q", &q), ("k", &k), ("v", &v), ("m", &m)]);
         assert!(diff < 1e-5, "h={h} kvh={kvh} s={s} t={t}: {diff}");
     }
@@ -145,30 +123,12 @@ fn sliding_window_attention_equals_decomposition() {
     let v = r.tensor(&[1, 2, 7, 8], 1.0);
     let m = causal_padded_mask(1, 7, 7, &[0]);
     let pos = Tensor::i64(vec![1, 7], (0..7).collect()).unwrap();
-    let op = Op::Attention {
-        scale: 0.35,
-        softcap: None,
-        sliding_window: Some(3),
-    };
-    let inputs = [
-        ("q", &q),
-        ("k", &k),
-        ("v", &v),
-        ("m", &m),
-        ("qp", &pos),
-        ("kp", &pos),
-    ];
+    let op = Op::Attention { scale: 0.35, softcap: None, sliding_window: Some(3) };
+    let inputs = [("q", &q), ("k", &k), ("v", &v), ("m", &m), ("qp", &pos), ("kp", &pos)];
     assert!(compare(op.clone(), &inputs) < 1e-5);
     // the window changes the result: the last query no longer sees the first keys
     let full = run(
-        &one_node_graph(
-            Op::Attention {
-                scale: 0.35,
-                softcap: None,
-                sliding_window: None,
-            },
-            &inputs[..4],
-        ),
+        &one_node_graph(Op::Attention { scale: 0.35, softcap: None, sliding_window: None }, &inputs[..4]),
         &inputs[..4],
     );
     let windowed = run(&one_node_graph(op, &inputs), &inputs);
@@ -187,32 +147,10 @@ fn linear_and_gated_mlp_equal_decomposition() {
     let wu = r.tensor(&[32, 16], 0.3);
     let wd = r.tensor(&[16, 32], 0.3);
     for act in [Activation::Silu, Activation::GeluTanh] {
-        let diff = compare(
-            Op::GatedMlp { act },
-            &[("x", &x), ("g", &wg), ("u", &wu), ("d", &wd)],
-        );
+        let diff = compare(Op::GatedMlp { act }, &[("x", &x), ("g", &wg), ("u", &wu), ("d", &wd)]);
         assert!(diff < 1e-5, "{act:?}: {diff}");
     }
-    let (bg, bu, bd) = (
-        r.tensor(&[32], 0.3),
-        r.tensor(&[32], 0.3),
-        r.tensor(&[16], 0.3),
-    );
-    let inputs = [
-        ("x", &x),
-        ("g", &wg),
-        ("u", &wu),
-        ("d", &wd),
-        ("bg", &bg),
-        ("bu", &bu),
-        ("bd", &bd),
-    ];
-    assert!(
-        compare(
-            Op::GatedMlp {
-                act: Activation::Silu
-            },
-            &inputs
-        ) < 1e-5
-    );
+    let (bg, bu, bd) = (r.tensor(&[32], 0.3), r.tensor(&[32], 0.3), r.tensor(&[16], 0.3));
+    let inputs = [("x", &x), ("g", &wg), ("u", &wu), ("d", &wd), ("bg", &bg), ("bu", &bu), ("bd", &bd)];
+    assert!(compare(Op::GatedMlp { act: Activation::Silu }, &inputs) < 1e-5);
 }

@@ -38,11 +38,7 @@ fn broadcast_pair() -> impl Strategy<Value = (Vec<usize>, Vec<usize>)> {
     prop::collection::vec(1usize..4, 1..4).prop_flat_map(|a| {
         let n = a.len();
         (Just(a), prop::collection::vec(any::<bool>(), n), 0..n).prop_map(|(a, ones, drop)| {
-            let b: Vec<usize> = a
-                .iter()
-                .zip(&ones)
-                .map(|(&d, &o)| if o { 1 } else { d })
-                .collect();
+            let b: Vec<usize> = a.iter().zip(&ones).map(|(&d, &o)| if o { 1 } else { d }).collect();
             (a, b[drop..].to_vec())
         })
     })

@@ -5,9 +5,7 @@ mod common;
 use hfexport_core::config::ExportFormat;
 use hfexport_core::dim::shape_to_string;
 use hfexport_core::ops::{BinaryOp, ReduceKind};
-use hfexport_core::passes::{
-    compare_versions, Pass, PassManager, Patch, PatchRegistry, Stage, VersionRange,
-};
+use hfexport_core::passes::{compare_versions, Pass, PassManager, Patch, PatchRegistry, Stage, VersionRange};
 use hfexport_core::{DType, Dim, Error, Graph, Op, Tensor};
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
@@ -16,8 +14,7 @@ fn symbolic_graph() -> (Graph, Dim, Dim) {
     let mut g = Graph::new("g");
     let b = Dim::sym(&g.symbols.declare("batch", 1, 8).unwrap());
     let s = Dim::sym(&g.symbols.declare("seq", 1, 100).unwrap());
-    g.add_input("x", DType::F32, vec![b.clone(), s.clone(), Dim::konst(64)])
-        .unwrap();
+    g.add_input("x", DType::F32, vec![b.clone(), s.clone(), Dim::konst(64)]).unwrap();
     (g, b, s)
 }
 
@@ -25,79 +22,22 @@ fn symbolic_graph() -> (Graph, Dim, Dim) {
 fn symbolic_dims_flow_through_reshape_concat_and_matmul() {
     let (mut g, b, s) = symbolic_graph();
     let x = g.input("x").unwrap().value;
-    let heads = g
-        .op(
-            "split",
-            Op::Reshape {
-                shape: vec![b.clone(), s.clone(), Dim::konst(4), Dim::konst(16)],
-            },
-            &[x],
-        )
-        .unwrap();
-    let t = g
-        .op(
-            "t",
-            Op::Transpose {
-                perm: vec![0, 2, 1, 3],
-            },
-            &[heads],
-        )
-        .unwrap();
+    let heads =
+        g.op("split", Op::Reshape { shape: vec![b.clone(), s.clone(), Dim::konst(4), Dim::konst(16)] }, &[x]).unwrap();
+    let t = g.op("t", Op::Transpose { perm: vec![0, 2, 1, 3] }, &[heads]).unwrap();
     let both = g.op("cat", Op::Concat { axis: 2 }, &[t, t]).unwrap();
-    assert_eq!(
-        shape_to_string(&g.info(both).shape),
-        "[batch, 4, 2*seq, 16]"
-    );
-    let kt = g
-        .op(
-            "kt",
-            Op::Transpose {
-                perm: vec![0, 1, 3, 2],
-            },
-            &[both],
-        )
-        .unwrap();
+    assert_eq!(shape_to_string(&g.info(both).shape), "[batch, 4, 2*seq, 16]");
+    let kt = g.op("kt", Op::Transpose { perm: vec![0, 1, 3, 2] }, &[both]).unwrap();
     let sc = g.op("scores", Op::MatMul, &[t, kt]).unwrap();
     assert_eq!(shape_to_string(&g.info(sc).shape), "[batch, 4, seq, 2*seq]");
-    let flat = g
-        .op(
-            "flat",
-            Op::Reshape {
-                shape: vec![b.mul(&s).mul(&Dim::konst(4)), s.mul(&Dim::konst(2))],
-            },
-            &[sc],
-        )
-        .unwrap();
+    let flat =
+        g.op("flat", Op::Reshape { shape: vec![b.mul(&s).mul(&Dim::konst(4)), s.mul(&Dim::konst(2))] }, &[sc]).unwrap();
     let rows = &g.info(flat).shape[0];
     assert_eq!(rows.to_string(), "4*batch*seq");
-    assert_eq!(
-        rows.bounds(&g.symbols),
-        (4, 3200),
-        "ranges are kept through products"
-    );
-    let tail = g
-        .op(
-            "tail",
-            Op::Slice {
-                axis: 1,
-                start: s.clone(),
-                end: s.mul(&Dim::konst(2)),
-            },
-            &[flat],
-        )
-        .unwrap();
+    assert_eq!(rows.bounds(&g.symbols), (4, 3200), "ranges are kept through products");
+    let tail = g.op("tail", Op::Slice { axis: 1, start: s.clone(), end: s.mul(&Dim::konst(2)) }, &[flat]).unwrap();
     assert_eq!(g.info(tail).shape[1], s, "2*seq - seq simplifies to seq");
-    let red = g
-        .op(
-            "sum",
-            Op::Reduce {
-                kind: ReduceKind::Sum,
-                axes: vec![1],
-                keep_dims: true,
-            },
-            &[tail],
-        )
-        .unwrap();
+    let red = g.op("sum", Op::Reduce { kind: ReduceKind::Sum, axes: vec![1], keep_dims: true }, &[tail]).unwrap();
     assert_eq!(shape_to_string(&g.info(red).shape), "[4*batch*seq, 1]");
 }
 
@@ -105,121 +45,48 @@ fn symbolic_dims_flow_through_reshape_concat_and_matmul() {
 fn broadcasting_symbolic_shapes_and_errors_name_the_node() {
     let (mut g, b, s) = symbolic_graph();
     let x = g.input("x").unwrap().value;
-    let w = g
-        .op(
-            "w",
-            Op::Constant(Tensor::f32(vec![64], vec![1.0; 64]).unwrap()),
-            &[],
-        )
-        .unwrap();
+    let w = g.op("w", Op::Constant(Tensor::f32(vec![64], vec![1.0; 64]).unwrap()), &[]).unwrap();
     let y = g.op("scale", Op::Binary(BinaryOp::Mul), &[x, w]).unwrap();
     assert_eq!(g.info(y).shape, vec![b.clone(), s.clone(), Dim::konst(64)]);
-    let col = g
-        .op(
-            "col",
-            Op::Reshape {
-                shape: vec![b.clone(), s.clone(), Dim::konst(64), Dim::konst(1)],
-            },
-            &[x],
-        )
-        .unwrap();
-    let row = g
-        .op(
-            "row",
-            Op::Reshape {
-                shape: vec![b.clone(), s.clone(), Dim::konst(1), Dim::konst(64)],
-            },
-            &[x],
-        )
-        .unwrap();
-    let outer = g
-        .op("outer", Op::Binary(BinaryOp::Add), &[col, row])
-        .unwrap();
-    assert_eq!(
-        shape_to_string(&g.info(outer).shape),
-        "[batch, seq, 64, 64]"
-    );
+    let col =
+        g.op("col", Op::Reshape { shape: vec![b.clone(), s.clone(), Dim::konst(64), Dim::konst(1)] }, &[x]).unwrap();
+    let row =
+        g.op("row", Op::Reshape { shape: vec![b.clone(), s.clone(), Dim::konst(1), Dim::konst(64)] }, &[x]).unwrap();
+    let outer = g.op("outer", Op::Binary(BinaryOp::Add), &[col, row]).unwrap();
+    assert_eq!(shape_to_string(&g.info(outer).shape), "[batch, seq, 64, 64]");
     // seq vs batch do not broadcast: the error names the node and both shapes
-    let other = g
-        .op(
-            "by_batch",
-            Op::Reshape {
-                shape: vec![s.clone(), b.clone(), Dim::konst(64)],
-            },
-            &[x],
-        )
-        .unwrap();
-    let err = g
-        .add_node("bad_add", Op::Binary(BinaryOp::Add), &[x, other])
-        .unwrap_err();
+    let other = g.op("by_batch", Op::Reshape { shape: vec![s.clone(), b.clone(), Dim::konst(64)] }, &[x]).unwrap();
+    let err = g.add_node("bad_add", Op::Binary(BinaryOp::Add), &[x, other]).unwrap_err();
     let msg = err.to_string();
-    assert!(
-        matches!(err, Error::Infer { .. })
-            && msg.contains("bad_add")
-            && msg.contains("[batch, seq, 64]"),
-        "{msg}"
-    );
-    let err = g
-        .add_node(
-            "bad_reshape",
-            Op::Reshape {
-                shape: vec![b.clone(), Dim::konst(63)],
-            },
-            &[x],
-        )
-        .unwrap_err();
-    assert!(
-        err.to_string().contains("bad_reshape") && err.to_string().contains("64*batch*seq"),
-        "{err}"
-    );
+    assert!(matches!(err, Error::Infer { .. }) && msg.contains("bad_add") && msg.contains("[batch, seq, 64]"), "{msg}");
+    let err = g.add_node("bad_reshape", Op::Reshape { shape: vec![b.clone(), Dim::konst(63)] }, &[x]).unwrap_err();
+    assert!(err.to_string().contains("bad_reshape") && err.to_string().contains("64*batch*seq"), "{err}");
 }
 
 #[test]
 fn evaluator_binds_symbols_and_checks_ranges() {
     let (mut g, _, _) = symbolic_graph();
     let x = g.input("x").unwrap().value;
-    let y = g
-        .op("neg", Op::Unary(hfexport_core::UnaryOp::Neg), &[x])
-        .unwrap();
+    let y = g.op("neg", Op::Unary(hfexport_core::UnaryOp::Neg), &[x]).unwrap();
     g.add_output("y", y).unwrap();
     let ev = hfexport_core::Evaluator::new(&g, &hfexport_core::MemorySource::default()).unwrap();
-    let ok = BTreeMap::from([(
-        "x".to_string(),
-        Tensor::f32(vec![2, 3, 64], vec![1.0; 384]).unwrap(),
-    )]);
+    let ok = BTreeMap::from([("x".to_string(), Tensor::f32(vec![2, 3, 64], vec![1.0; 384]).unwrap())]);
     assert_eq!(ev.run(&ok).unwrap()["y"].shape(), &[2, 3, 64]);
-    let too_long = BTreeMap::from([(
-        "x".to_string(),
-        Tensor::f32(vec![1, 101, 64], vec![0.0; 101 * 64]).unwrap(),
-    )]);
+    let too_long = BTreeMap::from([("x".to_string(), Tensor::f32(vec![1, 101, 64], vec![0.0; 101 * 64]).unwrap())]);
     let e = ev.run(&too_long).unwrap_err().to_string();
-    assert!(
-        e.contains("seq") && e.contains("101") && e.contains("1..=100"),
-        "{e}"
-    );
-    let wrong = BTreeMap::from([(
-        "x".to_string(),
-        Tensor::f32(vec![1, 2, 32], vec![0.0; 64]).unwrap(),
-    )]);
+    assert!(e.contains("seq") && e.contains("101") && e.contains("1..=100"), "{e}");
+    let wrong = BTreeMap::from([("x".to_string(), Tensor::f32(vec![1, 2, 32], vec![0.0; 64]).unwrap())]);
     let e = ev.run(&wrong).unwrap_err().to_string();
     assert!(e.contains("`x`") && e.contains("64"), "{e}");
     let missing = BTreeMap::new();
-    assert!(ev
-        .run(&missing)
-        .unwrap_err()
-        .to_string()
-        .contains("missing"));
+    assert!(ev.run(&missing).unwrap_err().to_string().contains("missing"));
 }
 
 /// A test patch: doubles the graph's output `y`.
 fn double_output(g: &Graph) -> hfexport_core::Result<Option<Graph>> {
     let mut g = g.clone();
     let out = g.output("y").expect("y").value;
-    let two = g.op(
-        "two",
-        Op::Constant(Tensor::scalar_float(DType::F32, 2.0)),
-        &[],
-    )?;
+    let two = g.op("two", Op::Constant(Tensor::scalar_float(DType::F32, 2.0)), &[])?;
     let doubled = g.op("doubled", Op::Binary(BinaryOp::Mul), &[out, two])?;
     g.replace_output("y", doubled)?;
     Ok(Some(g))
@@ -228,9 +95,7 @@ fn double_output(g: &Graph) -> hfexport_core::Result<Option<Graph>> {
 fn neg_graph() -> Graph {
     let mut g = Graph::new("g");
     let x = g.add_input("x", DType::F32, vec![Dim::konst(3)]).unwrap();
-    let y = g
-        .op("neg", Op::Unary(hfexport_core::UnaryOp::Neg), &[x])
-        .unwrap();
+    let y = g.op("neg", Op::Unary(hfexport_core::UnaryOp::Neg), &[x]).unwrap();
     g.add_output("y", y).unwrap();
     g
 }
@@ -248,66 +113,32 @@ fn patch(range: Option<VersionRange>) -> Patch {
 
 #[test]
 fn patches_apply_by_stage_format_and_version() {
-    let range = VersionRange {
-        package: "onnxruntime",
-        min: Some("1.30"),
-        below: Some("1.33"),
-    };
+    let range = VersionRange { package: "onnxruntime", min: Some("1.30"), below: Some("1.33") };
     let mut reg = PatchRegistry::builtin();
     reg.register(patch(Some(range))).unwrap();
-    assert!(
-        reg.register(patch(None)).is_err(),
-        "duplicate names are refused"
-    );
+    assert!(reg.register(patch(None)).is_err(), "duplicate names are refused");
     let versions = |v: &str| BTreeMap::from([("onnxruntime".to_string(), v.to_string())]);
     let run = |format, v: &str| {
         let mut pm = PassManager::new(reg.clone(), versions(v));
-        pm.add(Pass::Patches {
-            stage: Stage::Backend,
-            format: Some(format),
-        });
+        pm.add(Pass::Patches { stage: Stage::Backend, format: Some(format) });
         pm.run(neg_graph()).unwrap()
     };
     let (g, report) = run(ExportFormat::Onnx, "1.32.0");
     assert_eq!(report.patches_applied, vec!["double-output"]);
     assert_eq!(g.nodes().len(), 3);
-    assert!(
-        run(ExportFormat::Onnx, "1.33.0")
-            .1
-            .patches_applied
-            .is_empty(),
-        "fixed upstream: not applied"
-    );
-    assert!(
-        run(ExportFormat::Openvino, "1.32.0")
-            .1
-            .patches_applied
-            .is_empty(),
-        "other format: not applied"
-    );
+    assert!(run(ExportFormat::Onnx, "1.33.0").1.patches_applied.is_empty(), "fixed upstream: not applied");
+    assert!(run(ExportFormat::Openvino, "1.32.0").1.patches_applied.is_empty(), "other format: not applied");
 }
 
 #[test]
 fn pass_manager_decomposes_and_verifies() {
     let mut g = Graph::new("g");
-    let x = g
-        .add_input("x", DType::F32, vec![Dim::konst(2), Dim::konst(8)])
-        .unwrap();
-    let w = g
-        .op(
-            "w",
-            Op::Constant(Tensor::f32(vec![8], vec![1.0; 8]).unwrap()),
-            &[],
-        )
-        .unwrap();
+    let x = g.add_input("x", DType::F32, vec![Dim::konst(2), Dim::konst(8)]).unwrap();
+    let w = g.op("w", Op::Constant(Tensor::f32(vec![8], vec![1.0; 8]).unwrap()), &[]).unwrap();
     let n = g.op("norm", Op::RmsNorm { eps: 1e-6 }, &[x, w]).unwrap();
     g.add_output("y", n).unwrap();
     let mut pm = PassManager::new(PatchRegistry::builtin(), BTreeMap::new());
-    pm.add(Pass::Decompose {
-        name: "all",
-        select: |_| true,
-    })
-    .add(Pass::Verify);
+    pm.add(Pass::Decompose { name: "all", select: |_| true }).add(Pass::Verify);
     let (out, report) = pm.run(g).unwrap();
     assert_eq!(report.passes, vec!["decompose:all", "verify"]);
     assert!(out.nodes().iter().all(|n| !n.op.is_high_level()));
@@ -319,10 +150,6 @@ fn versions_compare_numerically() {
     assert_eq!(compare_versions("1.10.0", "1.9.2"), Ordering::Greater);
     assert_eq!(compare_versions("2026.4.1", "2026.4"), Ordering::Greater);
     assert_eq!(compare_versions("1.32", "1.32.0"), Ordering::Equal);
-    let r = VersionRange {
-        package: "p",
-        min: None,
-        below: Some("2.0"),
-    };
+    let r = VersionRange { package: "p", min: None, below: Some("2.0") };
     assert!(r.contains("1.99.9") && !r.contains("2.0.0"));
 }

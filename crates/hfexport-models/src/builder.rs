@@ -35,10 +35,7 @@ impl Task {
     pub fn parse(s: &str) -> Result<Task, String> {
         match s {
             "causal-lm" | "text-generation" => Ok(Task::CausalLm),
-            _ => Err(format!(
-                "task `{s}` is not supported; valid: {}",
-                Task::NAMES.join(", ")
-            )),
+            _ => Err(format!("task `{s}` is not supported; valid: {}", Task::NAMES.join(", "))),
         }
     }
 }
@@ -55,10 +52,7 @@ pub struct BuildOptions {
 
 impl Default for BuildOptions {
     fn default() -> Self {
-        BuildOptions {
-            dtype: DType::F32,
-            max_batch: DEFAULT_MAX_BATCH,
-        }
+        BuildOptions { dtype: DType::F32, max_batch: DEFAULT_MAX_BATCH }
     }
 }
 
@@ -67,31 +61,17 @@ impl Default for BuildOptions {
 pub fn max_context(cfg: &ModelConfig) -> i64 {
     let base = cfg.max_position_embeddings as f64;
     match cfg.rope.scaling {
-        hfexport_core::RopeScaling::Dynamic { factor, .. } => {
-            (base * factor.max(1.0)).floor() as i64
-        }
+        hfexport_core::RopeScaling::Dynamic { factor, .. } => (base * factor.max(1.0)).floor() as i64,
         _ => base as i64,
     }
 }
 
 /// Builds the forward graph of `task`: inputs `input_ids`, `attention_mask` (int64
 /// `[batch, seq]`), output `logits` `[batch, seq, vocab]`.
-pub fn build(
-    cfg: &ModelConfig,
-    weights: &dyn Weights,
-    task: Task,
-    opts: &BuildOptions,
-) -> Result<Graph> {
+pub fn build(cfg: &ModelConfig, weights: &dyn Weights, task: Task, opts: &BuildOptions) -> Result<Graph> {
     let spec = lookup(&cfg.architecture)?;
     match task {
-        Task::CausalLm => Decoder {
-            cfg,
-            spec,
-            weights,
-            opts,
-            g: Graph::new("model"),
-        }
-        .causal_lm(),
+        Task::CausalLm => Decoder { cfg, spec, weights, opts, g: Graph::new("model") }.causal_lm(),
     }
 }
 
@@ -125,14 +105,7 @@ impl Decoder<'_> {
         Ok(self.g.op(name, op, ins)?)
     }
 
-    fn linear(
-        &mut self,
-        prefix: &str,
-        out: usize,
-        inp: usize,
-        bias: bool,
-        x: ValueId,
-    ) -> Result<ValueId> {
+    fn linear(&mut self, prefix: &str, out: usize, inp: usize, bias: bool, x: ValueId) -> Result<ValueId> {
         let w = self.weight(&format!("{prefix}.weight"), &[out, inp])?;
         let mut ins = vec![x, w];
         if bias {
@@ -152,27 +125,14 @@ impl Decoder<'_> {
         let act = Activation::from_hf(&cfg.hidden_act).ok_or_else(|| ModelError::Config {
             path: "config.json".into(),
             key: "hidden_act".into(),
-            msg: format!(
-                "`{}` is not supported; valid: {}",
-                cfg.hidden_act,
-                Activation::NAMES.join(", ")
-            ),
+            msg: format!("`{}` is not supported; valid: {}", cfg.hidden_act, Activation::NAMES.join(", ")),
         })?;
         let batch = Dim::sym(&self.g.symbols.declare("batch", 1, self.opts.max_batch)?);
         let seq = Dim::sym(&self.g.symbols.declare("seq", 1, max_context(cfg))?);
-        let ids = self
-            .g
-            .add_input("input_ids", DType::I64, vec![batch.clone(), seq.clone()])?;
-        let am = self.g.add_input(
-            "attention_mask",
-            DType::I64,
-            vec![batch.clone(), seq.clone()],
-        )?;
+        let ids = self.g.add_input("input_ids", DType::I64, vec![batch.clone(), seq.clone()])?;
+        let am = self.g.add_input("attention_mask", DType::I64, vec![batch.clone(), seq.clone()])?;
 
-        let embed = self.weight(
-            "model.embed_tokens.weight",
-            &[cfg.vocab_size, cfg.hidden_size],
-        )?;
+        let embed = self.weight("model.embed_tokens.weight", &[cfg.vocab_size, cfg.hidden_size])?;
         let mut h = self.op("model.embed_tokens", Op::Gather { axis: 0 }, &[embed, ids])?;
         let shared = self.layer_inputs(&batch, &seq, am)?;
         for i in 0..cfg.num_hidden_layers {
@@ -191,25 +151,12 @@ impl Decoder<'_> {
 
     /// Positions `0..seq` (as transformers uses without `position_ids`), rotary tables, and the
     /// causal mask combined with the padding mask.
-    fn layer_inputs(
-        &mut self,
-        batch: &Dim,
-        seq: &Dim,
-        attention_mask: ValueId,
-    ) -> Result<LayerInputs> {
+    fn layer_inputs(&mut self, batch: &Dim, seq: &Dim, attention_mask: ValueId) -> Result<LayerInputs> {
         let one = Dim::konst(1);
         let pos = self.op("positions", Op::Iota { len: seq.clone() }, &[])?;
-        let positions = self.op(
-            "position_ids",
-            Op::Reshape {
-                shape: vec![one.clone(), seq.clone()],
-            },
-            &[pos],
-        )?;
+        let positions = self.op("position_ids", Op::Reshape { shape: vec![one.clone(), seq.clone()] }, &[pos])?;
         let rope = self.cfg.rope.clone();
-        let cs = self
-            .g
-            .add_node("model.rotary_emb", Op::RotaryCosSin { rope }, &[positions])?;
+        let cs = self.g.add_node("model.rotary_emb", Op::RotaryCosSin { rope }, &[positions])?;
         let dtype = self.opts.dtype;
         let (mut cos, mut sin) = (cs[0], cs[1]);
         if dtype != DType::F32 {
@@ -218,69 +165,38 @@ impl Decoder<'_> {
         }
         let q = self.op(
             "mask.query_pos",
-            Op::Reshape {
-                shape: vec![one.clone(), one.clone(), seq.clone(), one.clone()],
-            },
+            Op::Reshape { shape: vec![one.clone(), one.clone(), seq.clone(), one.clone()] },
             &[pos],
         )?;
         let k = self.op(
             "mask.key_pos",
-            Op::Reshape {
-                shape: vec![one.clone(), one.clone(), one.clone(), seq.clone()],
-            },
+            Op::Reshape { shape: vec![one.clone(), one.clone(), one.clone(), seq.clone()] },
             &[pos],
         )?;
         let causal = self.op("mask.causal", Op::Binary(BinaryOp::GreaterEqual), &[q, k])?;
         let pad = self.op("mask.padding", Op::Cast(DType::Bool), &[attention_mask])?;
         let pad = self.op(
             "mask.padding_keys",
-            Op::Reshape {
-                shape: vec![batch.clone(), one.clone(), one, seq.clone()],
-            },
+            Op::Reshape { shape: vec![batch.clone(), one.clone(), one, seq.clone()] },
             &[pad],
         )?;
         let mask = self.op("mask", Op::Binary(BinaryOp::And), &[causal, pad])?;
-        Ok(LayerInputs {
-            cos,
-            sin,
-            mask,
-            positions,
-        })
+        Ok(LayerInputs { cos, sin, mask, positions })
     }
 
-    fn decoder_layer(
-        &mut self,
-        i: usize,
-        h: ValueId,
-        s: &LayerInputs,
-        act: Activation,
-    ) -> Result<ValueId> {
+    fn decoder_layer(&mut self, i: usize, h: ValueId, s: &LayerInputs, act: Activation) -> Result<ValueId> {
         let cfg = self.cfg;
         let p = format!("model.layers.{i}");
         let x = self.rms_norm(&format!("{p}.input_layernorm"), cfg.hidden_size, h)?;
         let a = self.attention(&format!("{p}.self_attn"), i, x, s)?;
-        let h = self.op(
-            &format!("{p}.attn_residual"),
-            Op::Binary(BinaryOp::Add),
-            &[h, a],
-        )?;
+        let h = self.op(&format!("{p}.attn_residual"), Op::Binary(BinaryOp::Add), &[h, a])?;
         let x = self.rms_norm(&format!("{p}.post_attention_layernorm"), cfg.hidden_size, h)?;
         let m = self.mlp(&format!("{p}.mlp"), x, act)?;
-        self.op(
-            &format!("{p}.mlp_residual"),
-            Op::Binary(BinaryOp::Add),
-            &[h, m],
-        )
+        self.op(&format!("{p}.mlp_residual"), Op::Binary(BinaryOp::Add), &[h, m])
     }
 
     /// `[b, s, heads*d]` -> `[b, heads, s, d]`, with the optional per-head norm in between.
-    fn split_heads(
-        &mut self,
-        name: &str,
-        x: ValueId,
-        heads: usize,
-        norm: Option<String>,
-    ) -> Result<ValueId> {
+    fn split_heads(&mut self, name: &str, x: ValueId, heads: usize, norm: Option<String>) -> Result<ValueId> {
         let s = self.g.info(x).shape.clone();
         let d = self.cfg.head_dim;
         let shape = vec![s[0].clone(), s[1].clone(), Dim::from(heads), Dim::from(d)];
@@ -288,91 +204,37 @@ impl Decoder<'_> {
         if let Some(norm) = norm {
             x = self.rms_norm(&norm, d, x)?;
         }
-        self.op(
-            &format!("{name}.heads_first"),
-            Op::Transpose {
-                perm: vec![0, 2, 1, 3],
-            },
-            &[x],
-        )
+        self.op(&format!("{name}.heads_first"), Op::Transpose { perm: vec![0, 2, 1, 3] }, &[x])
     }
 
     fn attention(&mut self, p: &str, layer: usize, x: ValueId, s: &LayerInputs) -> Result<ValueId> {
         let (cfg, spec) = (self.cfg, self.spec);
-        let (hd, nh, nkv) = (
-            cfg.head_dim,
-            cfg.num_attention_heads,
-            cfg.num_key_value_heads,
-        );
+        let (hd, nh, nkv) = (cfg.head_dim, cfg.num_attention_heads, cfg.num_key_value_heads);
         let qkv_bias = spec.qkv_bias.resolve(cfg.attention_bias);
-        let q = self.linear(
-            &format!("{p}.q_proj"),
-            nh * hd,
-            cfg.hidden_size,
-            qkv_bias,
-            x,
-        )?;
-        let k = self.linear(
-            &format!("{p}.k_proj"),
-            nkv * hd,
-            cfg.hidden_size,
-            qkv_bias,
-            x,
-        )?;
-        let v = self.linear(
-            &format!("{p}.v_proj"),
-            nkv * hd,
-            cfg.hidden_size,
-            qkv_bias,
-            x,
-        )?;
+        let q = self.linear(&format!("{p}.q_proj"), nh * hd, cfg.hidden_size, qkv_bias, x)?;
+        let k = self.linear(&format!("{p}.k_proj"), nkv * hd, cfg.hidden_size, qkv_bias, x)?;
+        let v = self.linear(&format!("{p}.v_proj"), nkv * hd, cfg.hidden_size, qkv_bias, x)?;
         let norm = |n: &str| spec.qk_norm.then(|| format!("{p}.{n}_norm"));
         let q = self.split_heads(&format!("{p}.q"), q, nh, norm("q"))?;
         let k = self.split_heads(&format!("{p}.k"), k, nkv, norm("k"))?;
         let v = self.split_heads(&format!("{p}.v"), v, nkv, None)?;
-        let q = self.op(
-            &format!("{p}.q_rotary"),
-            Op::ApplyRotary,
-            &[q, s.cos, s.sin],
-        )?;
-        let k = self.op(
-            &format!("{p}.k_rotary"),
-            Op::ApplyRotary,
-            &[k, s.cos, s.sin],
-        )?;
-        let window = match (
-            spec.sliding_window,
-            cfg.layer_types.get(layer),
-            cfg.sliding_window,
-        ) {
+        let q = self.op(&format!("{p}.q_rotary"), Op::ApplyRotary, &[q, s.cos, s.sin])?;
+        let k = self.op(&format!("{p}.k_rotary"), Op::ApplyRotary, &[k, s.cos, s.sin])?;
+        let window = match (spec.sliding_window, cfg.layer_types.get(layer), cfg.sliding_window) {
             (true, Some(LayerType::SlidingAttention), Some(w)) => Some(w),
             _ => None,
         };
         let scale = (hd as f64).powf(-0.5) as f32;
-        let op = Op::Attention {
-            scale,
-            softcap: None,
-            sliding_window: window,
-        };
+        let op = Op::Attention { scale, softcap: None, sliding_window: window };
         let mut ins = vec![q, k, v, s.mask];
         if window.is_some() {
             ins.extend([s.positions, s.positions]);
         }
         let o = self.op(&format!("{p}.attention"), op, &ins)?;
-        let o = self.op(
-            &format!("{p}.heads_last"),
-            Op::Transpose {
-                perm: vec![0, 2, 1, 3],
-            },
-            &[o],
-        )?;
+        let o = self.op(&format!("{p}.heads_last"), Op::Transpose { perm: vec![0, 2, 1, 3] }, &[o])?;
         let sh = self.g.info(o).shape.clone();
         let merged = vec![sh[0].clone(), sh[1].clone(), Dim::from(nh * hd)];
-        let o = self.op(
-            &format!("{p}.merge_heads"),
-            Op::Reshape { shape: merged },
-            &[o],
-        )?;
+        let o = self.op(&format!("{p}.merge_heads"), Op::Reshape { shape: merged }, &[o])?;
         let o_bias = spec.o_bias.resolve(cfg.attention_bias);
         self.linear(&format!("{p}.o_proj"), cfg.hidden_size, nh * hd, o_bias, o)
     }

@@ -42,12 +42,7 @@ impl Checkpoint {
         let config = ModelConfig::from_dir(dir)?;
         let files = open_weight_files(dir)?;
         let tensors = index_tensors(&files)?;
-        Ok(Checkpoint {
-            config,
-            dir: dir.to_path_buf(),
-            files,
-            tensors,
-        })
+        Ok(Checkpoint { config, dir: dir.to_path_buf(), files, tensors })
     }
 
     pub fn dir(&self) -> &Path {
@@ -98,9 +93,7 @@ impl Checkpoint {
             actual: format!("{} {:?}", info.dtype, info.shape),
         };
         if !info.dtype.is_float() {
-            return Err(mismatch(format!(
-                "a float tensor (f32, f16 or bf16) {shape:?}"
-            )));
+            return Err(mismatch(format!("a float tensor (f32, f16 or bf16) {shape:?}")));
         }
         if info.shape != shape {
             return Err(mismatch(format!("shape {shape:?}")));
@@ -109,17 +102,11 @@ impl Checkpoint {
     }
 
     fn missing(&self, name: &str) -> ModelError {
-        ModelError::MissingTensor {
-            tensor: name.to_string(),
-            path: self.dir.clone(),
-        }
+        ModelError::MissingTensor { tensor: name.to_string(), path: self.dir.clone() }
     }
 
     fn unknown(&self, name: &str) -> CoreError {
-        CoreError::Weight {
-            tensor: name.to_string(),
-            msg: format!("not found in checkpoint {}", self.dir.display()),
-        }
+        CoreError::Weight { tensor: name.to_string(), msg: format!("not found in checkpoint {}", self.dir.display()) }
     }
 }
 
@@ -130,10 +117,7 @@ impl TensorSource for Checkpoint {
 
     fn load(&self, name: &str) -> hfexport_core::Result<Tensor> {
         let file = self.file_of(name).ok_or_else(|| self.unknown(name))?;
-        file.load(name).map_err(|e| CoreError::Weight {
-            tensor: name.to_string(),
-            msg: e.to_string(),
-        })
+        file.load(name).map_err(|e| CoreError::Weight { tensor: name.to_string(), msg: e.to_string() })
     }
 }
 
@@ -151,8 +135,7 @@ fn open_weight_files(dir: &Path) -> Result<Vec<SafetensorsFile>> {
     if found.is_empty() {
         return Err(ModelError::NoWeights {
             dir: dir.to_path_buf(),
-            has_bin: dir.join("pytorch_model.bin").exists()
-                || dir.join("pytorch_model.bin.index.json").exists(),
+            has_bin: dir.join("pytorch_model.bin").exists() || dir.join("pytorch_model.bin.index.json").exists(),
         });
     }
     found.iter().map(SafetensorsFile::open).collect()
@@ -210,10 +193,7 @@ fn open_sharded(dir: &Path, index_path: &Path) -> Result<Vec<SafetensorsFile>> {
             }
         };
         if !files[id].contains(tensor) {
-            return Err(ModelError::MissingTensor {
-                tensor: tensor.clone(),
-                path: files[id].path().to_path_buf(),
-            });
+            return Err(ModelError::MissingTensor { tensor: tensor.clone(), path: files[id].path().to_path_buf() });
         }
     }
     Ok(files)
@@ -224,10 +204,7 @@ fn read_weight_map(index_path: &Path) -> Result<BTreeMap<String, String>> {
     let text = read_small_text(index_path, MAX_INDEX_BYTES)?;
     let value: Value = serde_json::from_str(&text).map_err(|e| ModelError::json(index_path, &e))?;
     let Some(Value::Object(map)) = value.get("weight_map") else {
-        return Err(ModelError::shard_index(
-            index_path,
-            "`weight_map` is missing or not an object",
-        ));
+        return Err(ModelError::shard_index(index_path, "`weight_map` is missing or not an object"));
     };
     map.iter()
         .map(|(tensor, shard)| match shard {
@@ -256,27 +233,14 @@ fn shard_roots(dir: &Path) -> Result<Vec<PathBuf>> {
 
 /// The path of a shard, which must be a plain relative path and stay inside [`shard_roots`]
 /// after following symlinks.
-fn resolve_shard(
-    dir: &Path,
-    roots: &[PathBuf],
-    index_path: &Path,
-    tensor: &str,
-    shard: &str,
-) -> Result<PathBuf> {
+fn resolve_shard(dir: &Path, roots: &[PathBuf], index_path: &Path, tensor: &str, shard: &str) -> Result<PathBuf> {
     let bad = |why: &str| {
-        ModelError::shard_index(
-            index_path,
-            format!("`weight_map` entry `{tensor}`: shard `{shard}` {why}"),
-        )
+        ModelError::shard_index(index_path, format!("`weight_map` entry `{tensor}`: shard `{shard}` {why}"))
     };
     let rel = Path::new(shard);
-    let plain = rel
-        .components()
-        .all(|c| matches!(c, Component::Normal(_) | Component::CurDir));
+    let plain = rel.components().all(|c| matches!(c, Component::Normal(_) | Component::CurDir));
     if shard.is_empty() || rel.is_absolute() || !plain {
-        return Err(bad(
-            "must be a plain relative path inside the checkpoint folder",
-        ));
+        return Err(bad("must be a plain relative path inside the checkpoint folder"));
     }
     let path = dir.join(rel);
     let canonical = match path.canonicalize() {
@@ -287,10 +251,7 @@ fn resolve_shard(
         Err(e) => return Err(ModelError::io(&path, e)),
     };
     if !roots.iter().any(|root| canonical.starts_with(root)) {
-        return Err(bad(&format!(
-            "resolves to {}, outside the checkpoint folder",
-            canonical.display()
-        )));
+        return Err(bad(&format!("resolves to {}, outside the checkpoint folder", canonical.display())));
     }
     Ok(path)
 }
@@ -323,10 +284,8 @@ mod tests {
     }
 
     fn write_index(dir: &Path, entries: &[(&str, &str)]) {
-        let map: serde_json::Map<String, Value> = entries
-            .iter()
-            .map(|(t, f)| (t.to_string(), Value::from(*f)))
-            .collect();
+        let map: serde_json::Map<String, Value> =
+            entries.iter().map(|(t, f)| (t.to_string(), Value::from(*f))).collect();
         let index = serde_json::json!({"metadata": {"total_size": 0}, "weight_map": map});
         std::fs::write(dir.join(INDEX_FILE), index.to_string()).unwrap();
     }
@@ -347,47 +306,21 @@ mod tests {
     fn sharded_checkpoint_reads_lazily() {
         let dir = folder();
         let (a, b, c) = (tensor(&[16, 8]), tensor(&[8]), tensor(&[2, 2]));
-        write(
-            dir.path(),
-            "model-00001-of-00002.safetensors",
-            &[("embed", &a)],
-        );
-        write(
-            dir.path(),
-            "model-00002-of-00002.safetensors",
-            &[("norm", &b), ("extra", &c)],
-        );
+        write(dir.path(), "model-00001-of-00002.safetensors", &[("embed", &a)]);
+        write(dir.path(), "model-00002-of-00002.safetensors", &[("norm", &b), ("extra", &c)]);
         write_index(
             dir.path(),
-            &[
-                ("embed", "model-00001-of-00002.safetensors"),
-                ("norm", "./model-00002-of-00002.safetensors"),
-            ],
+            &[("embed", "model-00001-of-00002.safetensors"), ("norm", "./model-00002-of-00002.safetensors")],
         );
         let ckpt = Checkpoint::open(dir.path()).unwrap();
         assert_eq!(ckpt.config.hidden_size, 8);
-        assert_eq!(
-            ckpt.tensor_names().collect::<Vec<_>>(),
-            ["embed", "extra", "norm"]
-        );
+        assert_eq!(ckpt.tensor_names().collect::<Vec<_>>(), ["embed", "extra", "norm"]);
         assert_eq!(ckpt.weight_files().count(), 2);
         let src: &dyn TensorSource = &ckpt;
-        assert_eq!(
-            src.info("norm").unwrap(),
-            TensorInfo {
-                dtype: DType::F32,
-                shape: vec![8]
-            }
-        );
+        assert_eq!(src.info("norm").unwrap(), TensorInfo { dtype: DType::F32, shape: vec![8] });
         assert_eq!(src.load("embed").unwrap(), a);
-        assert_eq!(
-            ckpt.tensor_bytes("norm").unwrap(),
-            b.to_le_bytes().as_slice()
-        );
-        assert_eq!(
-            ckpt.expect_tensor("embed", &[16, 8]).unwrap().shape,
-            vec![16, 8]
-        );
+        assert_eq!(ckpt.tensor_bytes("norm").unwrap(), b.to_le_bytes().as_slice());
+        assert_eq!(ckpt.expect_tensor("embed", &[16, 8]).unwrap().shape, vec![16, 8]);
     }
 
     #[test]
@@ -395,15 +328,9 @@ mod tests {
         let dir = folder();
         write(dir.path(), SINGLE_FILE, &[("w", &tensor(&[2]))]);
         let ckpt = Checkpoint::open(dir.path()).unwrap();
-        for err in [
-            ckpt.info("nope").unwrap_err(),
-            ckpt.load("nope").unwrap_err(),
-        ] {
+        for err in [ckpt.info("nope").unwrap_err(), ckpt.load("nope").unwrap_err()] {
             assert!(matches!(&err, CoreError::Weight { tensor, .. } if tensor == "nope"));
-            assert!(
-                err.to_string().contains(&dir.path().display().to_string()),
-                "{err}"
-            );
+            assert!(err.to_string().contains(&dir.path().display().to_string()), "{err}");
         }
     }
 
@@ -411,34 +338,21 @@ mod tests {
     fn expect_tensor_reports_missing_shape_and_dtype() {
         let dir = folder();
         let ids = Tensor::i64(vec![2], vec![1, 2]).unwrap();
-        write(
-            dir.path(),
-            SINGLE_FILE,
-            &[("w", &tensor(&[4, 8])), ("ids", &ids)],
-        );
+        write(dir.path(), SINGLE_FILE, &[("w", &tensor(&[4, 8])), ("ids", &ids)]);
         let ckpt = Checkpoint::open(dir.path()).unwrap();
 
         let err = ckpt.expect_tensor("q_proj", &[4, 8]).unwrap_err();
         assert!(matches!(err, ModelError::MissingTensor { .. }));
-        assert!(
-            err.to_string().contains("`q_proj`")
-                && err.to_string().contains(&dir.path().display().to_string())
-        );
+        assert!(err.to_string().contains("`q_proj`") && err.to_string().contains(&dir.path().display().to_string()));
 
         let err = ckpt.expect_tensor("w", &[8, 4]).unwrap_err();
         assert!(matches!(err, ModelError::TensorMismatch { .. }));
         let msg = err.to_string();
-        assert!(
-            msg.contains("`w`") && msg.contains("[8, 4]") && msg.contains("f32 [4, 8]"),
-            "{msg}"
-        );
+        assert!(msg.contains("`w`") && msg.contains("[8, 4]") && msg.contains("f32 [4, 8]"), "{msg}");
         assert!(msg.contains(SINGLE_FILE), "{msg}");
 
         let msg = ckpt.expect_tensor("ids", &[2]).unwrap_err().to_string();
-        assert!(
-            msg.contains("`ids`") && msg.contains("float") && msg.contains("i64"),
-            "{msg}"
-        );
+        assert!(msg.contains("`ids`") && msg.contains("float") && msg.contains("i64"), "{msg}");
     }
 
     #[test]
@@ -456,10 +370,7 @@ mod tests {
         std::fs::write(dir.path().join("pytorch_model.bin"), b"").unwrap();
         let (err, msg) = open_err(dir.path());
         assert!(matches!(err, ModelError::NoWeights { has_bin: true, .. }));
-        assert!(
-            msg.contains(&dir.path().display().to_string()) && msg.contains("pytorch_model.bin"),
-            "{msg}"
-        );
+        assert!(msg.contains(&dir.path().display().to_string()) && msg.contains("pytorch_model.bin"), "{msg}");
     }
 
     #[test]
@@ -469,19 +380,13 @@ mod tests {
         write(dir.path(), "b.safetensors", &[("w", &t)]);
         write(dir.path(), "a.safetensors", &[("v", &t)]);
         let ckpt = Checkpoint::open(dir.path()).unwrap();
-        let names: Vec<_> = ckpt
-            .weight_files()
-            .map(|p| p.file_name().unwrap().to_owned())
-            .collect();
+        let names: Vec<_> = ckpt.weight_files().map(|p| p.file_name().unwrap().to_owned()).collect();
         assert_eq!(names, ["a.safetensors", "b.safetensors"]);
 
         write(dir.path(), "c.safetensors", &[("w", &t)]);
         let (err, msg) = open_err(dir.path());
         assert!(matches!(err, ModelError::DuplicateTensor { .. }));
-        assert!(
-            msg.contains("`w`") && msg.contains("b.safetensors") && msg.contains("c.safetensors"),
-            "{msg}"
-        );
+        assert!(msg.contains("`w`") && msg.contains("b.safetensors") && msg.contains("c.safetensors"), "{msg}");
     }
 
     #[test]
@@ -490,16 +395,10 @@ mod tests {
         let t = tensor(&[2]);
         write(dir.path(), "s1.safetensors", &[("w", &t)]);
         write(dir.path(), "s2.safetensors", &[("w", &t), ("v", &t)]);
-        write_index(
-            dir.path(),
-            &[("w", "s1.safetensors"), ("v", "s2.safetensors")],
-        );
+        write_index(dir.path(), &[("w", "s1.safetensors"), ("v", "s2.safetensors")]);
         let (err, msg) = open_err(dir.path());
         assert!(matches!(err, ModelError::DuplicateTensor { .. }));
-        assert!(
-            msg.contains("`w`") && msg.contains("s1.safetensors") && msg.contains("s2.safetensors"),
-            "{msg}"
-        );
+        assert!(msg.contains("`w`") && msg.contains("s1.safetensors") && msg.contains("s2.safetensors"), "{msg}");
     }
 
     #[test]
@@ -508,10 +407,7 @@ mod tests {
         write_index(dir.path(), &[("w", "model-00001-of-00002.safetensors")]);
         let (err, msg) = open_err(dir.path());
         assert!(matches!(err, ModelError::ShardIndex { .. }));
-        assert!(
-            msg.contains(INDEX_FILE) && msg.contains("model-00001-of-00002.safetensors"),
-            "{msg}"
-        );
+        assert!(msg.contains(INDEX_FILE) && msg.contains("model-00001-of-00002.safetensors"), "{msg}");
         assert!(msg.contains("does not exist"), "{msg}");
     }
 
@@ -519,16 +415,10 @@ mod tests {
     fn index_listing_a_tensor_its_shard_lacks() {
         let dir = folder();
         write(dir.path(), "s1.safetensors", &[("w", &tensor(&[2]))]);
-        write_index(
-            dir.path(),
-            &[("w", "s1.safetensors"), ("v", "s1.safetensors")],
-        );
+        write_index(dir.path(), &[("w", "s1.safetensors"), ("v", "s1.safetensors")]);
         let (err, msg) = open_err(dir.path());
         assert!(matches!(err, ModelError::MissingTensor { .. }));
-        assert!(
-            msg.contains("`v`") && msg.contains("s1.safetensors"),
-            "{msg}"
-        );
+        assert!(msg.contains("`v`") && msg.contains("s1.safetensors"), "{msg}");
     }
 
     #[test]
@@ -539,22 +429,11 @@ mod tests {
         std::fs::write(dir.join("config.json"), CONFIG).unwrap();
         write(outer.path(), "x.safetensors", &[("w", &tensor(&[2]))]);
         let absolute = outer.path().join("x.safetensors");
-        for bad in [
-            "../x.safetensors",
-            "sub/../../x.safetensors",
-            absolute.to_str().unwrap(),
-            "",
-        ] {
+        for bad in ["../x.safetensors", "sub/../../x.safetensors", absolute.to_str().unwrap(), ""] {
             write_index(&dir, &[("w", bad)]);
             let (err, msg) = open_err(&dir);
-            assert!(
-                matches!(err, ModelError::ShardIndex { .. }),
-                "{bad}: {err:?}"
-            );
-            assert!(
-                msg.contains(INDEX_FILE) && msg.contains(&format!("`{bad}`")),
-                "{msg}"
-            );
+            assert!(matches!(err, ModelError::ShardIndex { .. }), "{bad}: {err:?}");
+            assert!(msg.contains(INDEX_FILE) && msg.contains(&format!("`{bad}`")), "{msg}");
             assert!(msg.contains("plain relative path"), "{msg}");
         }
     }
@@ -567,52 +446,32 @@ mod tests {
         std::fs::create_dir(&dir).unwrap();
         std::fs::write(dir.join("config.json"), CONFIG).unwrap();
         write(outer.path(), "x.safetensors", &[("w", &tensor(&[2]))]);
-        std::os::unix::fs::symlink(
-            outer.path().join("x.safetensors"),
-            dir.join("link.safetensors"),
-        )
-        .unwrap();
+        std::os::unix::fs::symlink(outer.path().join("x.safetensors"), dir.join("link.safetensors")).unwrap();
         write_index(&dir, &[("w", "link.safetensors")]);
         let (err, msg) = open_err(&dir);
         assert!(matches!(err, ModelError::ShardIndex { .. }), "{err:?}");
-        assert!(
-            msg.contains("link.safetensors") && msg.contains("outside"),
-            "{msg}"
-        );
+        assert!(msg.contains("link.safetensors") && msg.contains("outside"), "{msg}");
     }
 
     #[cfg(unix)]
     #[test]
     fn hugging_face_cache_snapshots_may_link_to_their_blobs() {
         let repo = tempfile::tempdir().unwrap();
-        let (blobs, snap) = (
-            repo.path().join("blobs"),
-            repo.path().join("snapshots/0123abcd"),
-        );
+        let (blobs, snap) = (repo.path().join("blobs"), repo.path().join("snapshots/0123abcd"));
         std::fs::create_dir_all(&blobs).unwrap();
         std::fs::create_dir_all(&snap).unwrap();
         std::fs::write(snap.join("config.json"), CONFIG).unwrap();
         write(&blobs, "f00d", &[("w", &tensor(&[2]))]);
-        std::os::unix::fs::symlink(
-            "../../blobs/f00d",
-            snap.join("model-00001-of-00001.safetensors"),
-        )
-        .unwrap();
+        std::os::unix::fs::symlink("../../blobs/f00d", snap.join("model-00001-of-00001.safetensors")).unwrap();
         write_index(&snap, &[("w", "model-00001-of-00001.safetensors")]);
-        assert_eq!(
-            Checkpoint::open(&snap).unwrap().load_tensor("w").unwrap(),
-            tensor(&[2])
-        );
+        assert_eq!(Checkpoint::open(&snap).unwrap().load_tensor("w").unwrap(), tensor(&[2]));
 
         // Anything else outside the snapshot is still refused.
         write(repo.path(), "elsewhere", &[("w", &tensor(&[2]))]);
         std::os::unix::fs::symlink("../../elsewhere", snap.join("evil.safetensors")).unwrap();
         write_index(&snap, &[("w", "evil.safetensors")]);
         let (err, msg) = open_err(&snap);
-        assert!(
-            matches!(err, ModelError::ShardIndex { .. }) && msg.contains("evil.safetensors"),
-            "{msg}"
-        );
+        assert!(matches!(err, ModelError::ShardIndex { .. }) && msg.contains("evil.safetensors"), "{msg}");
     }
 
     #[test]
@@ -620,21 +479,12 @@ mod tests {
         let dir = folder();
         std::fs::write(dir.path().join(INDEX_FILE), "{\"weight_map\": ").unwrap();
         let (err, msg) = open_err(dir.path());
-        assert!(
-            matches!(err, ModelError::Json { .. }) && msg.contains(INDEX_FILE),
-            "{msg}"
-        );
+        assert!(matches!(err, ModelError::Json { .. }) && msg.contains(INDEX_FILE), "{msg}");
         std::fs::write(dir.path().join(INDEX_FILE), r#"{"weight_map": {"w": 3}}"#).unwrap();
         let (err, msg) = open_err(dir.path());
-        assert!(
-            matches!(err, ModelError::ShardIndex { .. }) && msg.contains("`w`"),
-            "{msg}"
-        );
+        assert!(matches!(err, ModelError::ShardIndex { .. }) && msg.contains("`w`"), "{msg}");
         std::fs::write(dir.path().join(INDEX_FILE), r#"{"metadata": {}}"#).unwrap();
         let (_, msg) = open_err(dir.path());
-        assert!(
-            msg.contains("weight_map") && msg.contains(INDEX_FILE),
-            "{msg}"
-        );
+        assert!(msg.contains("weight_map") && msg.contains(INDEX_FILE), "{msg}");
     }
 }

@@ -88,11 +88,7 @@ impl ModelConfig {
     pub fn from_json_str(text: &str, path: &Path) -> Result<ModelConfig> {
         let value: Value = serde_json::from_str(text).map_err(|e| ModelError::json(path, &e))?;
         let Value::Object(obj) = &value else {
-            return Err(ModelError::config(
-                path,
-                "<root>",
-                format!("must be a JSON object, got {}", describe(&value)),
-            ));
+            return Err(ModelError::config(path, "<root>", format!("must be a JSON object, got {}", describe(&value))));
         };
         normalise(&Fields::new(obj, path, ""))
     }
@@ -100,9 +96,7 @@ impl ModelConfig {
 
 /// Reads a text file that must stay small (JSON metadata), naming the file in every error.
 pub(crate) fn read_small_text(path: &Path, max_bytes: u64) -> Result<String> {
-    let len = std::fs::metadata(path)
-        .map_err(|e| ModelError::io(path, e))?
-        .len();
+    let len = std::fs::metadata(path).map_err(|e| ModelError::io(path, e))?.len();
     if len > max_bytes {
         return Err(ModelError::Json {
             path: path.to_path_buf(),
@@ -110,10 +104,7 @@ pub(crate) fn read_small_text(path: &Path, max_bytes: u64) -> Result<String> {
         });
     }
     let bytes = std::fs::read(path).map_err(|e| ModelError::io(path, e))?;
-    String::from_utf8(bytes).map_err(|e| ModelError::Json {
-        path: path.to_path_buf(),
-        msg: format!("not UTF-8: {e}"),
-    })
+    String::from_utf8(bytes).map_err(|e| ModelError::Json { path: path.to_path_buf(), msg: format!("not UTF-8: {e}") })
 }
 
 fn normalise(f: &Fields) -> Result<ModelConfig> {
@@ -155,25 +146,12 @@ fn normalise(f: &Fields) -> Result<ModelConfig> {
 fn architecture(f: &Fields) -> Result<String> {
     let first = match f.raw("architectures") {
         Some(Value::Array(list)) => list.first(),
-        None => {
-            return Err(f.err(
-                "architectures",
-                "is missing (a list such as [\"LlamaForCausalLM\"])",
-            ))
-        }
-        Some(v) => {
-            return Err(f.err(
-                "architectures",
-                format!("must be a list of class names, got {}", describe(v)),
-            ))
-        }
+        None => return Err(f.err("architectures", "is missing (a list such as [\"LlamaForCausalLM\"])")),
+        Some(v) => return Err(f.err("architectures", format!("must be a list of class names, got {}", describe(v)))),
     };
     match first {
         Some(Value::String(s)) if !s.is_empty() => Ok(s.clone()),
-        Some(v) => Err(f.err(
-            "architectures",
-            format!("first entry must be a class name, got {}", describe(v)),
-        )),
+        Some(v) => Err(f.err("architectures", format!("first entry must be a class name, got {}", describe(v)))),
         None => Err(f.err("architectures", "is an empty list")),
     }
 }
@@ -265,10 +243,7 @@ impl Family {
         if self == Family::Llama && d.hidden_size % d.num_attention_heads != 0 {
             return Err(f.err(
                 "hidden_size",
-                format!(
-                    "{} is not a multiple of num_attention_heads ({})",
-                    d.hidden_size, d.num_attention_heads
-                ),
+                format!("{} is not a multiple of num_attention_heads ({})", d.hidden_size, d.num_attention_heads),
             ));
         }
         Ok(())
@@ -292,25 +267,16 @@ struct Dims {
 impl Dims {
     fn parse(f: &Fields, d: &Defaults) -> Result<Dims> {
         let hidden_size = f.size("hidden_size", d.hidden_size, MAX_HIDDEN)?;
-        let num_attention_heads =
-            f.size("num_attention_heads", d.num_attention_heads, MAX_HEADS)?;
+        let num_attention_heads = f.size("num_attention_heads", d.num_attention_heads, MAX_HEADS)?;
         let dims = Dims {
             vocab_size: f.size("vocab_size", d.vocab_size, MAX_VOCAB)?,
             hidden_size,
-            intermediate_size: f.size(
-                "intermediate_size",
-                d.intermediate_size,
-                MAX_INTERMEDIATE,
-            )?,
+            intermediate_size: f.size("intermediate_size", d.intermediate_size, MAX_INTERMEDIATE)?,
             num_hidden_layers: f.size("num_hidden_layers", d.num_hidden_layers, MAX_LAYERS)?,
             num_attention_heads,
             num_key_value_heads: kv_heads(f, d, num_attention_heads)?,
             head_dim: head_dim(f, d, hidden_size, num_attention_heads)?,
-            max_position_embeddings: f.size(
-                "max_position_embeddings",
-                d.max_position_embeddings,
-                MAX_POSITIONS,
-            )?,
+            max_position_embeddings: f.size("max_position_embeddings", d.max_position_embeddings, MAX_POSITIONS)?,
         };
         Ok(dims)
     }
@@ -326,9 +292,7 @@ fn kv_heads(f: &Fields, d: &Defaults, heads: usize) -> Result<usize> {
     if heads % kv != 0 {
         return Err(f.err(
             "num_key_value_heads",
-            format!(
-                "num_attention_heads ({heads}) is not a multiple of num_key_value_heads ({kv})"
-            ),
+            format!("num_attention_heads ({heads}) is not a multiple of num_key_value_heads ({kv})"),
         ));
     }
     Ok(kv)
@@ -337,34 +301,20 @@ fn kv_heads(f: &Fields, d: &Defaults, heads: usize) -> Result<usize> {
 /// `head_dim`: the key if set, else `hidden_size // num_attention_heads`; rope needs it even
 /// (transformers' `validate_rope` lets tiny odd test dims <= 4 through, and so do we).
 fn head_dim(f: &Fields, d: &Defaults, hidden: usize, heads: usize) -> Result<usize> {
-    let derived = || {
-        (
-            hidden / heads,
-            format!("hidden_size / num_attention_heads = {hidden} / {heads}"),
-        )
-    };
+    let derived = || (hidden / heads, format!("hidden_size / num_attention_heads = {hidden} / {heads}"));
     let (dim, origin) = match f.raw("head_dim") {
         Some(Value::Null) => derived(),
         None => match d.head_dim {
             Some(v) => (v, format!("the default of {v}")),
             None => derived(),
         },
-        Some(_) => (
-            f.size("head_dim", None, MAX_HEAD_DIM)?,
-            "config value".to_string(),
-        ),
+        Some(_) => (f.size("head_dim", None, MAX_HEAD_DIM)?, "config value".to_string()),
     };
     if dim == 0 || dim > MAX_HEAD_DIM {
-        return Err(f.err(
-            "head_dim",
-            format!("{dim} (from {origin}) is outside 1..={MAX_HEAD_DIM}"),
-        ));
+        return Err(f.err("head_dim", format!("{dim} (from {origin}) is outside 1..={MAX_HEAD_DIM}")));
     }
     if dim > 4 && dim % 2 == 1 {
-        return Err(f.err(
-            "head_dim",
-            format!("{dim} is odd; rotary embeddings need an even head dim"),
-        ));
+        return Err(f.err("head_dim", format!("{dim} is odd; rotary embeddings need an even head dim")));
     }
     Ok(dim)
 }
@@ -396,28 +346,18 @@ fn parse_rope(f: &Fields, dims: &Dims) -> Result<RopeConfig> {
     let max_pos = dims.max_position_embeddings;
     let scaling = match rope_type.as_str() {
         "default" => RopeScaling::Default,
-        "linear" => RopeScaling::Linear {
-            factor: d.required_positive("factor", &rope_type)?,
-        },
+        "linear" => RopeScaling::Linear { factor: d.required_positive("factor", &rope_type)? },
         "dynamic" => dynamic_scaling(&d, dims)?,
         "llama3" => llama3_scaling(f, &d, max_pos)?,
         "yarn" => yarn_scaling(f, &d, theta, max_pos)?,
         other => {
             return Err(d.err(
-                if d.raw("rope_type").is_some() {
-                    "rope_type"
-                } else {
-                    "type"
-                },
+                if d.raw("rope_type").is_some() { "rope_type" } else { "type" },
                 format!("rope type `{other}` is not supported (supported: {SUPPORTED_ROPE_TYPES})"),
             ))
         }
     };
-    Ok(RopeConfig {
-        theta,
-        dim: dims.head_dim,
-        scaling,
-    })
+    Ok(RopeConfig { theta, dim: dims.head_dim, scaling })
 }
 
 /// `self.rope_parameters = rope_scaling or self.rope_parameters`: a non-empty `rope_scaling`
@@ -437,10 +377,7 @@ fn rope_dict<'a>(f: &Fields<'a>) -> Result<Option<(&'static str, &'a Map<String,
 fn reject_nested_rope(d: &Fields) -> Result<()> {
     for layer_type in ["full_attention", "sliding_attention"] {
         if d.raw(layer_type).is_some() {
-            return Err(d.err(
-                layer_type,
-                "per-layer-type rope parameters are not supported",
-            ));
+            return Err(d.err(layer_type, "per-layer-type rope parameters are not supported"));
         }
     }
     Ok(())
@@ -448,11 +385,7 @@ fn reject_nested_rope(d: &Fields) -> Result<()> {
 
 /// The rope dict's `rope_theta`, else the top-level `rope_theta`, else `default_theta`.
 fn rope_theta(f: &Fields, d: &Fields) -> Result<f64> {
-    let (src, key) = if d.raw("rope_theta").is_some() {
-        (d, "rope_theta")
-    } else {
-        (f, "rope_theta")
-    };
+    let (src, key) = if d.raw("rope_theta").is_some() { (d, "rope_theta") } else { (f, "rope_theta") };
     let theta = match src.raw(key) {
         None => DEFAULT_THETA,
         Some(_) => src.required_positive(key, "any")?,
@@ -467,9 +400,7 @@ fn check_partial_rotary(f: &Fields, d: &Fields) -> Result<()> {
             if p != 1.0 {
                 return Err(src.err(
                     "partial_rotary_factor",
-                    format!(
-                        "{p} is not supported (only 1.0, rotary embeddings over the whole head)"
-                    ),
+                    format!("{p} is not supported (only 1.0, rotary embeddings over the whole head)"),
                 ));
             }
         }
@@ -484,10 +415,7 @@ fn rope_type(d: &Fields) -> Result<String> {
             None => continue,
             Some(Value::String(s)) => return Ok(s.clone()),
             Some(v) => {
-                return Err(d.err(
-                    key,
-                    format!("must be one of {SUPPORTED_ROPE_TYPES}, got {}", describe(v)),
-                ));
+                return Err(d.err(key, format!("must be one of {SUPPORTED_ROPE_TYPES}, got {}", describe(v))));
             }
         }
     }
@@ -496,10 +424,7 @@ fn rope_type(d: &Fields) -> Result<String> {
 
 fn dynamic_scaling(d: &Fields, dims: &Dims) -> Result<RopeScaling> {
     if dims.head_dim == 2 {
-        return Err(d.err(
-            "rope_type",
-            "dynamic rope needs head_dim > 2 (it divides by head_dim - 2)",
-        ));
+        return Err(d.err("rope_type", "dynamic rope needs head_dim > 2 (it divides by head_dim - 2)"));
     }
     Ok(RopeScaling::Dynamic {
         factor: d.required_positive("factor", "dynamic")?,
@@ -518,10 +443,7 @@ fn llama3_scaling(f: &Fields, d: &Fields, max_pos: usize) -> Result<RopeScaling>
 
 fn yarn_scaling(f: &Fields, d: &Fields, theta: f64, max_pos: usize) -> Result<RopeScaling> {
     if theta == 1.0 {
-        return Err(d.err(
-            "rope_theta",
-            "yarn needs rope_theta != 1 (it divides by log(rope_theta))",
-        ));
+        return Err(d.err("rope_theta", "yarn needs rope_theta != 1 (it divides by log(rope_theta))"));
     }
     let original = original_max_positions(f, d, max_pos)?;
     // `factor` must be present; an explicit null means max_position_embeddings / original.
@@ -530,9 +452,8 @@ fn yarn_scaling(f: &Fields, d: &Fields, theta: f64, max_pos: usize) -> Result<Ro
         _ => d.required_positive("factor", "yarn")?,
     };
     // `get("beta_fast") or 32`: null and 0 both take the default.
-    let or_default = |key: &str, default: f64| -> Result<f64> {
-        Ok(d.number(key)?.filter(|v| *v != 0.0).unwrap_or(default))
-    };
+    let or_default =
+        |key: &str, default: f64| -> Result<f64> { Ok(d.number(key)?.filter(|v| *v != 0.0).unwrap_or(default)) };
     Ok(RopeScaling::Yarn {
         factor,
         original_max_position_embeddings: original,
@@ -551,10 +472,7 @@ fn yarn_truncate(d: &Fields) -> Result<bool> {
         None => Ok(true),
         Some(Value::Null) => Ok(false),
         Some(Value::Bool(b)) => Ok(*b),
-        Some(v) => Err(d.err(
-            "truncate",
-            format!("must be true or false, got {}", describe(v)),
-        )),
+        Some(v) => Err(d.err("truncate", format!("must be true or false, got {}", describe(v)))),
     }
 }
 
@@ -612,11 +530,7 @@ fn parse_layers(f: &Fields, family: Family, n: usize) -> Result<(Vec<LayerType>,
         // MistralModel applies `config.sliding_window` to every layer and ignores `layer_types`.
         Family::Mistral => {
             let window = sliding_window(f, Some(DEFAULT_SLIDING_WINDOW))?;
-            let kind = if window.is_some() {
-                LayerType::SlidingAttention
-            } else {
-                LayerType::FullAttention
-            };
+            let kind = if window.is_some() { LayerType::SlidingAttention } else { LayerType::FullAttention };
             (vec![kind; n], window)
         }
         Family::Qwen2 | Family::Qwen3 => qwen_layers(f, explicit, n)?,
@@ -631,7 +545,9 @@ fn parse_layers(f: &Fields, family: Family, n: usize) -> Result<(Vec<LayerType>,
     let sliding = types.contains(&LayerType::SlidingAttention);
     if sliding && window.is_none() {
         let why = match family {
-            Family::Qwen2 | Family::Qwen3 => "layer_types has sliding_attention layers but use_sliding_window is false or sliding_window is null",
+            Family::Qwen2 | Family::Qwen3 => {
+                "layer_types has sliding_attention layers but use_sliding_window is false or sliding_window is null"
+            }
             _ => "layer_types has sliding_attention layers but sliding_window is not set",
         };
         return Err(f.err("sliding_window", why));
@@ -641,19 +557,13 @@ fn parse_layers(f: &Fields, family: Family, n: usize) -> Result<(Vec<LayerType>,
 
 /// Qwen2/Qwen3: `sliding_window` only counts with `use_sliding_window`; without an explicit
 /// `layer_types`, layers from `max_window_layers` on slide.
-fn qwen_layers(
-    f: &Fields,
-    explicit: Option<Vec<String>>,
-    n: usize,
-) -> Result<(Vec<LayerType>, Option<usize>)> {
+fn qwen_layers(f: &Fields, explicit: Option<Vec<String>>, n: usize) -> Result<(Vec<LayerType>, Option<usize>)> {
     let use_sliding = f.bool("use_sliding_window")?.unwrap_or(false);
     let window = sliding_window(f, Some(DEFAULT_SLIDING_WINDOW))?.filter(|_| use_sliding);
     let types = match explicit {
         Some(names) => supported_layer_types(f, &names)?,
         None => {
-            let first_sliding = f
-                .int("max_window_layers")?
-                .unwrap_or(DEFAULT_MAX_WINDOW_LAYERS);
+            let first_sliding = f.int("max_window_layers")?.unwrap_or(DEFAULT_MAX_WINDOW_LAYERS);
             (0..n)
                 .map(|i| match window {
                     Some(_) if i as i64 >= first_sliding => LayerType::SlidingAttention,
@@ -679,41 +589,23 @@ fn explicit_layer_types(f: &Fields, n: usize) -> Result<Option<Vec<String>>> {
     let list = match f.raw("layer_types") {
         None | Some(Value::Null) => return Ok(None),
         Some(Value::Array(list)) => list,
-        Some(v) => {
-            return Err(f.err(
-                "layer_types",
-                format!("must be a list, got {}", describe(v)),
-            ))
-        }
+        Some(v) => return Err(f.err("layer_types", format!("must be a list, got {}", describe(v)))),
     };
     let mut names = Vec::with_capacity(list.len().min(MAX_LAYERS));
     for (i, v) in list.iter().enumerate() {
         let Value::String(s) = v else {
-            return Err(f.err(
-                "layer_types",
-                format!("entry {i} must be a string, got {}", describe(v)),
-            ));
+            return Err(f.err("layer_types", format!("entry {i} must be a string, got {}", describe(v))));
         };
-        let s = LEGACY_LAYER_TYPES
-            .iter()
-            .find(|(old, _)| old == s)
-            .map_or(s.as_str(), |(_, new)| new);
+        let s = LEGACY_LAYER_TYPES.iter().find(|(old, _)| old == s).map_or(s.as_str(), |(_, new)| new);
         if !ALLOWED_LAYER_TYPES.contains(&s) {
-            return Err(f.err(
-                "layer_types",
-                format!(
-                    "entry {i} is `{s}`; allowed: {}",
-                    ALLOWED_LAYER_TYPES.join(", ")
-                ),
-            ));
+            return Err(
+                f.err("layer_types", format!("entry {i} is `{s}`; allowed: {}", ALLOWED_LAYER_TYPES.join(", ")))
+            );
         }
         names.push(s.to_string());
     }
     if names.len() != n {
-        return Err(f.err(
-            "layer_types",
-            format!("has {} entries but num_hidden_layers is {n}", names.len()),
-        ));
+        return Err(f.err("layer_types", format!("has {} entries but num_hidden_layers is {n}", names.len())));
     }
     Ok(Some(names))
 }
@@ -728,7 +620,9 @@ fn supported_layer_types(f: &Fields, names: &[String]) -> Result<Vec<LayerType>>
             "sliding_attention" => Ok(LayerType::SlidingAttention),
             other => Err(f.err(
                 "layer_types",
-                format!("entry {i} is `{other}`, which is not supported (supported: full_attention, sliding_attention)"),
+                format!(
+                    "entry {i} is `{other}`, which is not supported (supported: full_attention, sliding_attention)"
+                ),
             )),
         })
         .collect()
@@ -755,10 +649,7 @@ fn parse_dtype(f: &Fields) -> Result<Option<DType>> {
                 "float32" | "float" => Ok(Some(DType::F32)),
                 "float16" | "half" => Ok(Some(DType::F16)),
                 "bfloat16" => Ok(Some(DType::BF16)),
-                other => Err(f.err(
-                    key,
-                    format!("`{other}` is not supported (supported: float32, float16, bfloat16)"),
-                )),
+                other => Err(f.err(key, format!("`{other}` is not supported (supported: float32, float16, bfloat16)"))),
             };
         }
     }
@@ -781,23 +672,15 @@ fn parse_token_ids(f: &Fields, d: &Defaults) -> Result<TokenIds> {
         Some(Value::Array(list)) => eos_list(f, list)?,
         Some(_) => f.int("eos_token_id")?.into_iter().collect(),
     };
-    Ok((
-        one("bos_token_id", d.bos_token_id)?,
-        eos,
-        one("pad_token_id", None)?,
-    ))
+    Ok((one("bos_token_id", d.bos_token_id)?, eos, one("pad_token_id", None)?))
 }
 
 fn eos_list(f: &Fields, list: &[Value]) -> Result<Vec<i64>> {
     list.iter()
         .enumerate()
         .map(|(i, v)| {
-            v.as_i64().ok_or_else(|| {
-                f.err(
-                    "eos_token_id",
-                    format!("entry {i} must be an integer, got {}", describe(v)),
-                )
-            })
+            v.as_i64()
+                .ok_or_else(|| f.err("eos_token_id", format!("entry {i} must be an integer, got {}", describe(v))))
         })
         .collect()
 }
@@ -822,21 +705,16 @@ impl<'a> Fields<'a> {
     }
 
     fn err(&self, key: &str, msg: impl Into<String>) -> ModelError {
-        ModelError::config(
-            PathBuf::from(self.path),
-            &format!("{}{key}", self.prefix),
-            msg,
-        )
+        ModelError::config(PathBuf::from(self.path), &format!("{}{key}", self.prefix), msg)
     }
 
     /// An integer; absent or null is `None`.
     fn int(&self, key: &str) -> Result<Option<i64>> {
         match self.raw(key) {
             None | Some(Value::Null) => Ok(None),
-            Some(v) => v
-                .as_i64()
-                .map(Some)
-                .ok_or_else(|| self.err(key, format!("must be an integer, got {}", describe(v)))),
+            Some(v) => {
+                v.as_i64().map(Some).ok_or_else(|| self.err(key, format!("must be an integer, got {}", describe(v))))
+            }
         }
     }
 
@@ -849,15 +727,8 @@ impl<'a> Fields<'a> {
         };
         let n = match (v.as_u64(), v.as_i64()) {
             (Some(n), _) => n,
-            (None, Some(n)) => {
-                return Err(self.err(key, format!("must be a positive integer, got {n}")))
-            }
-            _ => {
-                return Err(self.err(
-                    key,
-                    format!("must be a positive integer, got {}", describe(v)),
-                ))
-            }
+            (None, Some(n)) => return Err(self.err(key, format!("must be a positive integer, got {n}"))),
+            _ => return Err(self.err(key, format!("must be a positive integer, got {}", describe(v)))),
         };
         self.check_count(key, n, max)
     }
@@ -872,12 +743,7 @@ impl<'a> Fields<'a> {
         let n = match (v.as_u64(), v.as_f64()) {
             (Some(n), _) => n,
             (None, Some(x)) if x.fract() == 0.0 && x >= 1.0 => x as u64,
-            _ => {
-                return Err(self.err(
-                    key,
-                    format!("must be a positive integer, got {}", describe(v)),
-                ))
-            }
+            _ => return Err(self.err(key, format!("must be a positive integer, got {}", describe(v)))),
         };
         self.check_count(key, n, max).map(Some)
     }
@@ -906,11 +772,7 @@ impl<'a> Fields<'a> {
 
     /// A number > 0 that `rope_type` needs (`"any"`: every rope type).
     fn required_positive(&self, key: &str, rope_type: &str) -> Result<f64> {
-        let what = if rope_type == "any" {
-            String::new()
-        } else {
-            format!(" (required by rope_type `{rope_type}`)")
-        };
+        let what = if rope_type == "any" { String::new() } else { format!(" (required by rope_type `{rope_type}`)") };
         match self.number(key)? {
             Some(x) if x > 0.0 => Ok(x),
             Some(x) => Err(self.err(key, format!("must be > 0, got {x}"))),
@@ -993,10 +855,7 @@ mod tests {
             ModelError::Config { key: k, .. } => assert_eq!(k, key, "{msg}"),
             other => panic!("expected a Config error for `{key}`, got {other:?}"),
         }
-        assert!(
-            msg.contains(PATH) && msg.contains(&format!("`{key}`")),
-            "{msg}"
-        );
+        assert!(msg.contains(PATH) && msg.contains(&format!("`{key}`")), "{msg}");
         msg
     }
 
@@ -1004,34 +863,22 @@ mod tests {
     fn llama_config_normalises() {
         let c = llama("{}").unwrap();
         assert_eq!(c.architecture, "LlamaForCausalLM");
-        assert_eq!(
-            (c.num_attention_heads, c.num_key_value_heads, c.head_dim),
-            (4, 2, 16)
-        );
+        assert_eq!((c.num_attention_heads, c.num_key_value_heads, c.head_dim), (4, 2, 16));
         assert_eq!(c.hidden_act, "silu");
         assert_eq!(c.rms_norm_eps, 1e-5);
-        assert_eq!(
-            c.rope,
-            RopeConfig {
-                theta: 500000.0,
-                dim: 16,
-                scaling: RopeScaling::Default
-            }
-        );
+        assert_eq!(c.rope, RopeConfig { theta: 500000.0, dim: 16, scaling: RopeScaling::Default });
         assert_eq!(c.layer_types, vec![LayerType::FullAttention; 4]);
         assert_eq!(c.sliding_window, None);
         assert_eq!(c.dtype, Some(DType::BF16));
-        assert_eq!(
-            (c.bos_token_id, c.eos_token_ids.as_slice(), c.pad_token_id),
-            (Some(1), &[2, 7][..], None)
-        );
+        assert_eq!((c.bos_token_id, c.eos_token_ids.as_slice(), c.pad_token_id), (Some(1), &[2, 7][..], None));
         assert!(!c.tie_word_embeddings && !c.attention_bias && !c.mlp_bias);
     }
 
     #[test]
     fn class_defaults_fill_missing_keys() {
-        let c = llama(r#"{"num_key_value_heads": null, "rope_theta": null, "torch_dtype": null, "eos_token_id": null}"#)
-            .unwrap();
+        let c =
+            llama(r#"{"num_key_value_heads": null, "rope_theta": null, "torch_dtype": null, "eos_token_id": null}"#)
+                .unwrap();
         assert_eq!(c.num_key_value_heads, 4);
         assert_eq!(c.rope.theta, 10_000.0);
         assert_eq!(c.dtype, None);
@@ -1045,10 +892,7 @@ mod tests {
 
     #[test]
     fn dtype_wins_over_torch_dtype() {
-        assert_eq!(
-            llama(r#"{"dtype": "float16"}"#).unwrap().dtype,
-            Some(DType::F16)
-        );
+        assert_eq!(llama(r#"{"dtype": "float16"}"#).unwrap().dtype, Some(DType::F16));
         let msg = config_err(llama(r#"{"dtype": "float64"}"#), "dtype");
         assert!(msg.contains("bfloat16"), "{msg}");
     }
@@ -1058,28 +902,17 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let err = ModelConfig::from_dir(dir.path()).unwrap_err();
         assert!(matches!(err, ModelError::Io { .. }));
-        assert!(
-            err.to_string()
-                .contains(&dir.path().join("config.json").display().to_string()),
-            "{err}"
-        );
+        assert!(err.to_string().contains(&dir.path().join("config.json").display().to_string()), "{err}");
     }
 
     #[test]
     fn invalid_json_names_the_path_and_position() {
         let dir = tempfile::tempdir().unwrap();
-        std::fs::write(
-            dir.path().join("config.json"),
-            "{\n  \"hidden_size\": 64,\n}",
-        )
-        .unwrap();
+        std::fs::write(dir.path().join("config.json"), "{\n  \"hidden_size\": 64,\n}").unwrap();
         let err = ModelConfig::from_dir(dir.path()).unwrap_err();
         let msg = err.to_string();
         assert!(matches!(err, ModelError::Json { .. }));
-        assert!(
-            msg.contains("config.json") && msg.contains("line 3"),
-            "{msg}"
-        );
+        assert!(msg.contains("config.json") && msg.contains("line 3"), "{msg}");
         config_err(parse("[1, 2]"), "<root>");
     }
 
@@ -1092,38 +925,21 @@ mod tests {
         let msg = config_err(llama(r#"{"num_hidden_layers": 2.5}"#), "num_hidden_layers");
         assert!(msg.contains("2.5"), "{msg}");
         config_err(llama(r#"{"vocab_size": true}"#), "vocab_size");
-        config_err(
-            llama(r#"{"tie_word_embeddings": "yes"}"#),
-            "tie_word_embeddings",
-        );
+        config_err(llama(r#"{"tie_word_embeddings": "yes"}"#), "tie_word_embeddings");
         config_err(llama(r#"{"rms_norm_eps": "small"}"#), "rms_norm_eps");
         config_err(llama(r#"{"hidden_act": 3}"#), "hidden_act");
         config_err(llama(r#"{"eos_token_id": [2, "x"]}"#), "eos_token_id");
         config_err(llama(r#"{"rope_parameters": 5}"#), "rope_parameters");
-        config_err(
-            llama(r#"{"rope_parameters": {"rope_type": "linear", "factor": "2"}}"#),
-            "rope_parameters.factor",
-        );
+        config_err(llama(r#"{"rope_parameters": {"rope_type": "linear", "factor": "2"}}"#), "rope_parameters.factor");
     }
 
     #[test]
     fn absurd_sizes_are_refused() {
-        let msg = config_err(
-            llama(r#"{"num_hidden_layers": 1000000000}"#),
-            "num_hidden_layers",
-        );
+        let msg = config_err(llama(r#"{"num_hidden_layers": 1000000000}"#), "num_hidden_layers");
         assert!(msg.contains("1000000000") && msg.contains("limit"), "{msg}");
-        config_err(
-            llama(r#"{"vocab_size": 18446744073709551615}"#),
-            "vocab_size",
-        );
-        for key in [
-            "vocab_size",
-            "hidden_size",
-            "intermediate_size",
-            "num_attention_heads",
-            "max_position_embeddings",
-        ] {
+        config_err(llama(r#"{"vocab_size": 18446744073709551615}"#), "vocab_size");
+        for key in ["vocab_size", "hidden_size", "intermediate_size", "num_attention_heads", "max_position_embeddings"]
+        {
             config_err(llama(&format!(r#"{{"{key}": 0}}"#)), key);
         }
         config_err(llama(r#"{"head_dim": 0}"#), "head_dim");
@@ -1133,10 +949,8 @@ mod tests {
 
     #[test]
     fn missing_sizes_of_unknown_families_are_required() {
-        let text = json_with(
-            LLAMA,
-            r#"{"architectures": ["FooForCausalLM"], "model_type": "foo", "vocab_size": null}"#,
-        );
+        let text =
+            json_with(LLAMA, r#"{"architectures": ["FooForCausalLM"], "model_type": "foo", "vocab_size": null}"#);
         let msg = config_err(parse(&text), "vocab_size");
         assert!(msg.contains("missing"), "{msg}");
         config_err(llama(r#"{"architectures": null}"#), "architectures");
@@ -1145,53 +959,29 @@ mod tests {
 
     #[test]
     fn heads_must_divide() {
-        let msg = config_err(
-            llama(r#"{"num_key_value_heads": 3}"#),
-            "num_key_value_heads",
-        );
+        let msg = config_err(llama(r#"{"num_key_value_heads": 3}"#), "num_key_value_heads");
         assert!(msg.contains("(4)") && msg.contains("(3)"), "{msg}");
         // LlamaConfig.validate_architecture
-        config_err(
-            llama(r#"{"hidden_size": 66, "head_dim": 16}"#),
-            "hidden_size",
-        );
+        config_err(llama(r#"{"hidden_size": 66, "head_dim": 16}"#), "hidden_size");
     }
 
     #[test]
     fn unsupported_rope_types_name_key_and_supported_values() {
         let msg = config_err(
-            llama(
-                r#"{"rope_parameters": {"rope_type": "longrope", "short_factor": [1], "long_factor": [1]}}"#,
-            ),
+            llama(r#"{"rope_parameters": {"rope_type": "longrope", "short_factor": [1], "long_factor": [1]}}"#),
             "rope_parameters.rope_type",
         );
-        assert!(
-            msg.contains("longrope") && msg.contains("llama3") && msg.contains("yarn"),
-            "{msg}"
-        );
-        let msg = config_err(
-            llama(r#"{"rope_scaling": {"type": "su", "factor": 2.0}}"#),
-            "rope_scaling.type",
-        );
+        assert!(msg.contains("longrope") && msg.contains("llama3") && msg.contains("yarn"), "{msg}");
+        let msg = config_err(llama(r#"{"rope_scaling": {"type": "su", "factor": 2.0}}"#), "rope_scaling.type");
         assert!(msg.contains("`su`"), "{msg}");
+        config_err(llama(r#"{"partial_rotary_factor": 0.5}"#), "partial_rotary_factor");
         config_err(
-            llama(r#"{"partial_rotary_factor": 0.5}"#),
-            "partial_rotary_factor",
-        );
-        config_err(
-            llama(
-                r#"{"rope_parameters": {"rope_type": "default", "partial_rotary_factor": 0.25}}"#,
-            ),
+            llama(r#"{"rope_parameters": {"rope_type": "default", "partial_rotary_factor": 0.25}}"#),
             "rope_parameters.partial_rotary_factor",
         );
+        config_err(llama(r#"{"rope_parameters": {"rope_type": "linear"}}"#), "rope_parameters.factor");
         config_err(
-            llama(r#"{"rope_parameters": {"rope_type": "linear"}}"#),
-            "rope_parameters.factor",
-        );
-        config_err(
-            llama(
-                r#"{"rope_parameters": {"rope_type": "llama3", "factor": 8.0, "high_freq_factor": 4.0}}"#,
-            ),
+            llama(r#"{"rope_parameters": {"rope_type": "llama3", "factor": 8.0, "high_freq_factor": 4.0}}"#),
             "rope_parameters.low_freq_factor",
         );
     }
@@ -1202,16 +992,10 @@ mod tests {
     fn old_and_new_rope_forms_agree() {
         let cases = [
             (r#"{"type": "default"}"#, RopeScaling::Default),
-            (
-                r#"{"type": "linear", "factor": 2.0}"#,
-                RopeScaling::Linear { factor: 2.0 },
-            ),
+            (r#"{"type": "linear", "factor": 2.0}"#, RopeScaling::Linear { factor: 2.0 }),
             (
                 r#"{"rope_type": "dynamic", "factor": 4}"#,
-                RopeScaling::Dynamic {
-                    factor: 4.0,
-                    max_position_embeddings: 256,
-                },
+                RopeScaling::Dynamic { factor: 4.0, max_position_embeddings: 256 },
             ),
             (
                 r#"{"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
@@ -1238,90 +1022,50 @@ mod tests {
             ),
         ];
         for (dict, scaling) in cases {
-            let old = llama(&format!(
-                r#"{{"rope_theta": 1000.0, "rope_scaling": {dict}}}"#
-            ))
-            .unwrap()
-            .rope;
+            let old = llama(&format!(r#"{{"rope_theta": 1000.0, "rope_scaling": {dict}}}"#)).unwrap().rope;
             let mut new_dict: Value = serde_json::from_str(dict).unwrap();
             new_dict["rope_theta"] = Value::from(1000.0);
-            let new = llama(&format!(
-                r#"{{"rope_theta": null, "rope_parameters": {new_dict}}}"#
-            ))
-            .unwrap()
-            .rope;
+            let new = llama(&format!(r#"{{"rope_theta": null, "rope_parameters": {new_dict}}}"#)).unwrap().rope;
             assert_eq!(old, new, "{dict}");
-            assert_eq!(
-                new,
-                RopeConfig {
-                    theta: 1000.0,
-                    dim: 16,
-                    scaling
-                },
-                "{dict}"
-            );
+            assert_eq!(new, RopeConfig { theta: 1000.0, dim: 16, scaling }, "{dict}");
         }
     }
 
     #[test]
     fn rope_defaults_follow_transformers() {
         // original_max_position_embeddings defaults to max_position_embeddings (llama3, yarn).
-        let c = llama(r#"{"rope_parameters": {"rope_type": "llama3", "factor": 8, "low_freq_factor": 1, "high_freq_factor": 4}}"#)
-            .unwrap();
-        assert!(matches!(
-            c.rope.scaling,
-            RopeScaling::Llama3 {
-                original_max_position_embeddings: 256,
-                ..
-            }
-        ));
+        let c = llama(
+            r#"{"rope_parameters": {"rope_type": "llama3", "factor": 8, "low_freq_factor": 1, "high_freq_factor": 4}}"#,
+        )
+        .unwrap();
+        assert!(matches!(c.rope.scaling, RopeScaling::Llama3 { original_max_position_embeddings: 256, .. }));
         // A top-level original_max_position_embeddings wins over the dict's (standardize_rope_params).
         let c = llama(
             r#"{"original_max_position_embeddings": 128,
                 "rope_scaling": {"type": "yarn", "factor": 2.0, "original_max_position_embeddings": 64}}"#,
         )
         .unwrap();
-        assert!(matches!(
-            c.rope.scaling,
-            RopeScaling::Yarn {
-                original_max_position_embeddings: 128,
-                ..
-            }
-        ));
+        assert!(matches!(c.rope.scaling, RopeScaling::Yarn { original_max_position_embeddings: 128, .. }));
         // yarn: null factor = max_pos / original, `or` defaults for beta, null truncate = false.
         let c = llama(
             r#"{"rope_parameters": {"rope_type": "yarn", "factor": null, "original_max_position_embeddings": 64,
                 "beta_fast": 0, "beta_slow": null, "truncate": null, "mscale": 0.7, "mscale_all_dim": 0.7}}"#,
         )
         .unwrap();
-        let RopeScaling::Yarn {
-            factor,
-            beta_fast,
-            beta_slow,
-            truncate,
-            mscale,
-            ..
-        } = c.rope.scaling
-        else {
+        let RopeScaling::Yarn { factor, beta_fast, beta_slow, truncate, mscale, .. } = c.rope.scaling else {
             panic!("{:?}", c.rope)
         };
-        assert_eq!(
-            (factor, beta_fast, beta_slow, truncate, mscale),
-            (4.0, 32.0, 1.0, false, Some(0.7))
-        );
+        assert_eq!((factor, beta_fast, beta_slow, truncate, mscale), (4.0, 32.0, 1.0, false, Some(0.7)));
         assert_eq!(c.rope.theta, 500000.0);
         // A non-empty rope_scaling wins over rope_parameters; an empty one does not.
-        let c = llama(r#"{"rope_scaling": {"type": "linear", "factor": 3}, "rope_parameters": {"rope_type": "default"}}"#)
-            .unwrap();
+        let c =
+            llama(r#"{"rope_scaling": {"type": "linear", "factor": 3}, "rope_parameters": {"rope_type": "default"}}"#)
+                .unwrap();
         assert_eq!(c.rope.scaling, RopeScaling::Linear { factor: 3.0 });
-        let c = llama(
-            r#"{"rope_scaling": {}, "rope_parameters": {"rope_type": "linear", "factor": 5}}"#,
-        )
-        .unwrap();
+        let c = llama(r#"{"rope_scaling": {}, "rope_parameters": {"rope_type": "linear", "factor": 5}}"#).unwrap();
         assert_eq!(c.rope.scaling, RopeScaling::Linear { factor: 5.0 });
         // The dict's rope_theta wins over the top-level one.
-        let c =
-            llama(r#"{"rope_parameters": {"rope_type": "default", "rope_theta": 7.0}}"#).unwrap();
+        let c = llama(r#"{"rope_parameters": {"rope_type": "default", "rope_theta": 7.0}}"#).unwrap();
         assert_eq!(c.rope.theta, 7.0);
     }
 
@@ -1343,43 +1087,24 @@ mod tests {
 
         // use_sliding_window false: no sliding layers, whatever sliding_window says.
         let c = parse(&json_with(QWEN2, r#"{"use_sliding_window": false}"#)).unwrap();
-        assert_eq!(
-            (c.layer_types.as_slice(), c.sliding_window),
-            (&[F; 4][..], None)
-        );
+        assert_eq!((c.layer_types.as_slice(), c.sliding_window), (&[F; 4][..], None));
         // Default max_window_layers (28) is beyond the 4 layers.
         let c = parse(&json_with(QWEN2, r#"{"max_window_layers": null}"#)).unwrap();
-        assert_eq!(
-            (c.layer_types.as_slice(), c.sliding_window),
-            (&[F; 4][..], None)
-        );
+        assert_eq!((c.layer_types.as_slice(), c.sliding_window), (&[F; 4][..], None));
         // Absent sliding_window takes the default 4096.
-        let c = parse(&json_with(
-            QWEN2,
-            r#"{"sliding_window": null, "max_window_layers": 0}"#,
-        ))
-        .unwrap();
-        assert_eq!(
-            (c.layer_types.as_slice(), c.sliding_window),
-            (&[S; 4][..], Some(4096))
-        );
+        let c = parse(&json_with(QWEN2, r#"{"sliding_window": null, "max_window_layers": 0}"#)).unwrap();
+        assert_eq!((c.layer_types.as_slice(), c.sliding_window), (&[S; 4][..], Some(4096)));
 
         // An explicit layer_types list wins, legacy names remapped.
-        let c = parse(&json_with(QWEN2, r#"{"layer_types": ["sliding_attention", "attention", "sliding_attention", "full_attention"]}"#))
-            .unwrap();
+        let c = parse(&json_with(
+            QWEN2,
+            r#"{"layer_types": ["sliding_attention", "attention", "sliding_attention", "full_attention"]}"#,
+        ))
+        .unwrap();
         assert_eq!(c.layer_types, [S, F, S, F]);
-        let msg = config_err(
-            parse(&json_with(QWEN2, r#"{"layer_types": ["full_attention"]}"#)),
-            "layer_types",
-        );
+        let msg = config_err(parse(&json_with(QWEN2, r#"{"layer_types": ["full_attention"]}"#)), "layer_types");
         assert!(msg.contains("num_hidden_layers is 4"), "{msg}");
-        config_err(
-            parse(&json_with(
-                QWEN2,
-                r#"{"layer_types": ["full_attention", "x", "y", "z"]}"#,
-            )),
-            "layer_types",
-        );
+        config_err(parse(&json_with(QWEN2, r#"{"layer_types": ["full_attention", "x", "y", "z"]}"#)), "layer_types");
         let msg = config_err(
             parse(&json_with(
                 QWEN2,
@@ -1400,26 +1125,14 @@ mod tests {
 
     #[test]
     fn mistral_sliding_window_applies_to_every_layer() {
-        let mistral = json_with(
-            LLAMA,
-            r#"{"architectures": ["MistralForCausalLM"], "model_type": "mistral"}"#,
-        );
+        let mistral = json_with(LLAMA, r#"{"architectures": ["MistralForCausalLM"], "model_type": "mistral"}"#);
         let c = parse(&json_with(&mistral, r#"{"sliding_window": 16}"#)).unwrap();
-        assert_eq!(
-            (c.layer_types.as_slice(), c.sliding_window),
-            (&[LayerType::SlidingAttention; 4][..], Some(16))
-        );
+        assert_eq!((c.layer_types.as_slice(), c.sliding_window), (&[LayerType::SlidingAttention; 4][..], Some(16)));
         // The class default window is 4096; an explicit null disables it.
         assert_eq!(parse(&mistral).unwrap().sliding_window, Some(4096));
         let c = parse(&mistral.replacen('{', r#"{"sliding_window": null,"#, 1)).unwrap();
-        assert_eq!(
-            (c.layer_types.as_slice(), c.sliding_window),
-            (&[LayerType::FullAttention; 4][..], None)
-        );
-        config_err(
-            parse(&json_with(&mistral, r#"{"sliding_window": -1}"#)),
-            "sliding_window",
-        );
+        assert_eq!((c.layer_types.as_slice(), c.sliding_window), (&[LayerType::FullAttention; 4][..], None));
+        config_err(parse(&json_with(&mistral, r#"{"sliding_window": -1}"#)), "sliding_window");
     }
 
     #[test]

@@ -24,18 +24,11 @@ pub enum ModelError {
 
     /// A `config.json` key is missing, has the wrong type or an absurd value.
     #[error("{}: `{key}`: {msg}", path.display())]
-    Config {
-        path: PathBuf,
-        key: String,
-        msg: String,
-    },
+    Config { path: PathBuf, key: String, msg: String },
 
     /// `architectures[0]` names a model this build cannot export.
     #[error("unknown architecture `{name}`; supported: {}", supported.join(", "))]
-    UnknownArchitecture {
-        name: String,
-        supported: Vec<String>,
-    },
+    UnknownArchitecture { name: String, supported: Vec<String> },
 
     /// A safetensors file is malformed (header, dtype, shape or offsets).
     #[error("{}: invalid safetensors file: {msg}", path.display())]
@@ -47,20 +40,11 @@ pub enum ModelError {
 
     /// A tensor exists but its shape or dtype is not what the model needs.
     #[error("tensor `{tensor}` in {}: expected {expected}, found {actual}", path.display())]
-    TensorMismatch {
-        tensor: String,
-        path: PathBuf,
-        expected: String,
-        actual: String,
-    },
+    TensorMismatch { tensor: String, path: PathBuf, expected: String, actual: String },
 
     /// The same tensor name is stored in two weight files.
     #[error("tensor `{tensor}` is stored twice: in {} and in {}", first.display(), second.display())]
-    DuplicateTensor {
-        tensor: String,
-        first: PathBuf,
-        second: PathBuf,
-    },
+    DuplicateTensor { tensor: String, first: PathBuf, second: PathBuf },
 
     /// `model.safetensors.index.json` is malformed or names a shard it must not.
     #[error("{}: {msg}", path.display())]
@@ -78,42 +62,22 @@ pub type Result<T, E = ModelError> = std::result::Result<T, E>;
 
 impl ModelError {
     pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> ModelError {
-        ModelError::Io {
-            path: path.into(),
-            source,
-        }
+        ModelError::Io { path: path.into(), source }
     }
 
     pub(crate) fn json(path: impl Into<PathBuf>, err: &serde_json::Error) -> ModelError {
-        ModelError::Json {
-            path: path.into(),
-            msg: err.to_string(),
-        }
+        ModelError::Json { path: path.into(), msg: err.to_string() }
     }
 
-    pub(crate) fn config(
-        path: impl Into<PathBuf>,
-        key: &str,
-        msg: impl Into<String>,
-    ) -> ModelError {
-        ModelError::Config {
-            path: path.into(),
-            key: key.to_string(),
-            msg: msg.into(),
-        }
+    pub(crate) fn config(path: impl Into<PathBuf>, key: &str, msg: impl Into<String>) -> ModelError {
+        ModelError::Config { path: path.into(), key: key.to_string(), msg: msg.into() }
     }
 
     pub(crate) fn safetensors(path: impl Into<PathBuf>, msg: impl Into<String>) -> ModelError {
-        ModelError::Safetensors {
-            path: path.into(),
-            msg: msg.into(),
-        }
+        ModelError::Safetensors { path: path.into(), msg: msg.into() }
     }
 
     pub(crate) fn shard_index(path: impl Into<PathBuf>, msg: impl Into<String>) -> ModelError {
-        ModelError::ShardIndex {
-            path: path.into(),
-            msg: msg.into(),
-        }
+        ModelError::ShardIndex { path: path.into(), msg: msg.into() }
     }
 }

@@ -79,8 +79,5 @@ pub fn lookup(name: &str) -> Result<&'static ArchSpec> {
     ARCHITECTURES
         .iter()
         .find(|a| a.name == name)
-        .ok_or_else(|| ModelError::UnknownArchitecture {
-            name: name.to_string(),
-            supported: supported(),
-        })
+        .ok_or_else(|| ModelError::UnknownArchitecture { name: name.to_string(), supported: supported() })
 }

@@ -54,8 +54,7 @@ impl SafetensorsFile {
         let file = File::open(path).map_err(|e| ModelError::io(path, e))?;
         let len = file.metadata().map_err(|e| ModelError::io(path, e))?.len();
         if len < 8 {
-            let msg =
-                format!("file is {len} bytes, too short for the 8-byte header length (truncated?)");
+            let msg = format!("file is {len} bytes, too short for the 8-byte header length (truncated?)");
             return Err(ModelError::safetensors(path, msg));
         }
         // SAFETY: the map is read-only. As with every mmap-based reader, a file truncated or
@@ -63,13 +62,7 @@ impl SafetensorsFile {
         let mmap = unsafe { Mmap::map(&file) }.map_err(|e| ModelError::io(path, e))?;
         let (header, data_start) = split_header(path, &mmap)?;
         let (entries, metadata) = parse_header(path, header, mmap.len() - data_start)?;
-        Ok(SafetensorsFile {
-            path: path.to_path_buf(),
-            mmap,
-            data_start,
-            entries,
-            metadata,
-        })
+        Ok(SafetensorsFile { path: path.to_path_buf(), mmap, data_start, entries, metadata })
     }
 
     pub fn path(&self) -> &Path {
@@ -78,9 +71,7 @@ impl SafetensorsFile {
 
     /// Every tensor with its dtype and shape, sorted by name.
     pub fn tensors(&self) -> impl Iterator<Item = (&str, TensorInfo)> + '_ {
-        self.entries
-            .iter()
-            .map(|(name, e)| (name.as_str(), e.info.clone()))
+        self.entries.iter().map(|(name, e)| (name.as_str(), e.info.clone()))
     }
 
     pub fn len(&self) -> usize {
@@ -103,17 +94,13 @@ impl SafetensorsFile {
     /// The stored little-endian bytes of `name`: a slice of the mmap, nothing copied.
     pub fn bytes(&self, name: &str) -> Option<&[u8]> {
         let e = self.entries.get(name)?;
-        self.mmap
-            .get(self.data_start + e.begin..self.data_start + e.end)
+        self.mmap.get(self.data_start + e.begin..self.data_start + e.end)
     }
 
     /// Decodes `name` into a host tensor of its stored dtype.
     pub fn load(&self, name: &str) -> Result<Tensor> {
         let (Some(e), Some(bytes)) = (self.entries.get(name), self.bytes(name)) else {
-            return Err(ModelError::MissingTensor {
-                tensor: name.to_string(),
-                path: self.path.clone(),
-            });
+            return Err(ModelError::MissingTensor { tensor: name.to_string(), path: self.path.clone() });
         };
         Tensor::from_le_bytes(e.info.dtype, e.info.shape.clone(), bytes)
             .map_err(|err| ModelError::safetensors(&self.path, format!("tensor `{name}`: {err}")))
@@ -138,9 +125,8 @@ fn split_header<'m>(path: &Path, bytes: &'m [u8]) -> Result<(&'m [u8], usize)> {
         return Err(ModelError::safetensors(path, msg));
     }
     if claimed > available {
-        let msg = format!(
-            "header length field claims {claimed} bytes but only {available} bytes follow it (truncated?)"
-        );
+        let msg =
+            format!("header length field claims {claimed} bytes but only {available} bytes follow it (truncated?)");
         return Err(ModelError::safetensors(path, msg));
     }
     let end = 8 + claimed as usize;
@@ -179,13 +165,7 @@ fn parse_metadata(path: &Path, value: &Value) -> Result<BTreeMap<String, String>
     let Value::Object(map) = value else {
         return Err(bad());
     };
-    map.iter()
-        .map(|(k, v)| {
-            v.as_str()
-                .map(|s| (k.clone(), s.to_string()))
-                .ok_or_else(bad)
-        })
-        .collect()
+    map.iter().map(|(k, v)| v.as_str().map(|s| (k.clone(), s.to_string())).ok_or_else(bad)).collect()
 }
 
 /// Validates one header entry; the error text is prefixed with the tensor name by the caller.
@@ -193,11 +173,7 @@ fn parse_entry(value: &Value, data_len: usize) -> std::result::Result<Entry, Str
     let raw = RawEntry::deserialize(value).map_err(|e| format!("malformed entry: {e}"))?;
     let dtype = DType::from_safetensors_name(&raw.dtype).ok_or_else(|| {
         let supported: Vec<_> = DType::ALL.iter().map(|d| d.safetensors_name()).collect();
-        format!(
-            "dtype `{}` is not supported (supported: {})",
-            raw.dtype,
-            supported.join(", ")
-        )
+        format!("dtype `{}` is not supported (supported: {})", raw.dtype, supported.join(", "))
     })?;
     let shape = raw
         .shape
@@ -210,9 +186,7 @@ fn parse_entry(value: &Value, data_len: usize) -> std::result::Result<Entry, Str
         .ok_or_else(|| format!("shape {shape:?} overflows"))?;
     let [begin, end] = raw.data_offsets;
     if begin > end || end > data_len as u64 {
-        return Err(format!(
-            "data_offsets [{begin}, {end}] are outside the data section of {data_len} bytes"
-        ));
+        return Err(format!("data_offsets [{begin}, {end}] are outside the data section of {data_len} bytes"));
     }
     let (begin, end) = (begin as usize, end as usize);
     if end - begin != nbytes {
@@ -222,11 +196,7 @@ fn parse_entry(value: &Value, data_len: usize) -> std::result::Result<Entry, Str
             raw.dtype
         ));
     }
-    Ok(Entry {
-        info: TensorInfo { dtype, shape },
-        begin,
-        end,
-    })
+    Ok(Entry { info: TensorInfo { dtype, shape }, begin, end })
 }
 
 /// Writes `tensors` (in that order, contiguous) and `metadata` as a safetensors file.
@@ -239,8 +209,7 @@ pub fn write_safetensors(
     let header = build_header(path, tensors, metadata)?;
     let io = |e| ModelError::io(path, e);
     let mut w = BufWriter::new(File::create(path).map_err(io)?);
-    w.write_all(&(header.len() as u64).to_le_bytes())
-        .map_err(io)?;
+    w.write_all(&(header.len() as u64).to_le_bytes()).map_err(io)?;
     w.write_all(&header).map_err(io)?;
     for (_, t) in tensors {
         w.write_all(&t.to_le_bytes()).map_err(io)?;
@@ -250,17 +219,10 @@ pub fn write_safetensors(
 }
 
 /// The JSON header, padded with spaces to a multiple of 8 bytes.
-fn build_header(
-    path: &Path,
-    tensors: &[(&str, &Tensor)],
-    metadata: &BTreeMap<String, String>,
-) -> Result<Vec<u8>> {
+fn build_header(path: &Path, tensors: &[(&str, &Tensor)], metadata: &BTreeMap<String, String>) -> Result<Vec<u8>> {
     let mut obj = Map::new();
     if !metadata.is_empty() {
-        obj.insert(
-            METADATA_KEY.to_string(),
-            serde_json::to_value(metadata).expect("strings"),
-        );
+        obj.insert(METADATA_KEY.to_string(), serde_json::to_value(metadata).expect("strings"));
     }
     let mut offset = 0usize;
     for (name, t) in tensors {
@@ -285,10 +247,7 @@ fn build_header(
 /// Reads every tensor of a file (CLI inputs and outputs, small by nature).
 pub fn read_all(path: impl AsRef<Path>) -> Result<BTreeMap<String, Tensor>> {
     let file = SafetensorsFile::open(path)?;
-    file.entries
-        .keys()
-        .map(|name| Ok((name.clone(), file.load(name)?)))
-        .collect()
+    file.entries.keys().map(|name| Ok((name.clone(), file.load(name)?))).collect()
 }
 
 #[cfg(test)]
@@ -298,10 +257,7 @@ mod tests {
     /// Writes a raw file: the given header length field, header text and data bytes.
     fn raw_file(dir: &Path, claimed_len: Option<u64>, header: &str, data: &[u8]) -> PathBuf {
         let path = dir.join("raw.safetensors");
-        let mut bytes = claimed_len
-            .unwrap_or(header.len() as u64)
-            .to_le_bytes()
-            .to_vec();
+        let mut bytes = claimed_len.unwrap_or(header.len() as u64).to_le_bytes().to_vec();
         bytes.extend_from_slice(header.as_bytes());
         bytes.extend_from_slice(data);
         std::fs::write(&path, bytes).unwrap();
@@ -312,10 +268,7 @@ mod tests {
         let err = SafetensorsFile::open(path).unwrap_err();
         assert!(matches!(err, ModelError::Safetensors { .. }), "{err:?}");
         let msg = err.to_string();
-        assert!(
-            msg.contains(&path.display().to_string()),
-            "message must name the file: {msg}"
-        );
+        assert!(msg.contains(&path.display().to_string()), "message must name the file: {msg}");
         msg
     }
 
@@ -333,10 +286,7 @@ mod tests {
             .map(|d| (format!("t.{}", d.name()), sample(*d)))
             .chain([
                 ("scalar".to_string(), Tensor::scalar_float(DType::BF16, 1.5)),
-                (
-                    "empty".to_string(),
-                    Tensor::f32(vec![0, 3], vec![]).unwrap(),
-                ),
+                ("empty".to_string(), Tensor::f32(vec![0, 3], vec![]).unwrap()),
             ])
             .collect();
         let refs: Vec<(&str, &Tensor)> = tensors.iter().map(|(n, t)| (n.as_str(), t)).collect();
@@ -348,16 +298,8 @@ mod tests {
         assert_eq!(file.len(), tensors.len());
         for (name, t) in &tensors {
             let info = file.info(name).unwrap();
-            assert_eq!(
-                (info.dtype, info.shape.as_slice()),
-                (t.dtype(), t.shape()),
-                "{name}"
-            );
-            assert_eq!(
-                file.bytes(name).unwrap(),
-                t.to_le_bytes().as_slice(),
-                "{name}"
-            );
+            assert_eq!((info.dtype, info.shape.as_slice()), (t.dtype(), t.shape()), "{name}");
+            assert_eq!(file.bytes(name).unwrap(), t.to_le_bytes().as_slice(), "{name}");
             assert_eq!(&file.load(name).unwrap(), t, "{name}");
         }
         let all = read_all(&path).unwrap();
@@ -408,10 +350,7 @@ mod tests {
         // Cut inside the data section: the offsets now point past the end.
         std::fs::write(&path, &bytes[..bytes.len() - 4]).unwrap();
         let msg = open_err(&path);
-        assert!(
-            msg.contains("`weight`") && msg.contains("data_offsets"),
-            "{msg}"
-        );
+        assert!(msg.contains("`weight`") && msg.contains("data_offsets"), "{msg}");
         // Cut inside the header.
         std::fs::write(&path, &bytes[..20]).unwrap();
         let msg = open_err(&path);
@@ -423,10 +362,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = raw_file(dir.path(), Some(1000), "{}", &[]);
         let msg = open_err(&path);
-        assert!(
-            msg.contains("claims 1000 bytes") && msg.contains("only 2 bytes"),
-            "{msg}"
-        );
+        assert!(msg.contains("claims 1000 bytes") && msg.contains("only 2 bytes"), "{msg}");
     }
 
     #[test]
@@ -434,10 +370,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = raw_file(dir.path(), Some(u64::MAX), "{}", &[]);
         let msg = open_err(&path);
-        assert!(
-            msg.contains(&u64::MAX.to_string()) && msg.contains("limit"),
-            "{msg}"
-        );
+        assert!(msg.contains(&u64::MAX.to_string()) && msg.contains("limit"), "{msg}");
     }
 
     #[test]
@@ -453,10 +386,7 @@ mod tests {
         let header = r#"{"w": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}}"#;
         let path = raw_file(dir.path(), None, header, &[0; 4]);
         let msg = open_err(&path);
-        assert!(
-            msg.contains("`w`") && msg.contains("[0, 8]") && msg.contains("4 bytes"),
-            "{msg}"
-        );
+        assert!(msg.contains("`w`") && msg.contains("[0, 8]") && msg.contains("4 bytes"), "{msg}");
     }
 
     #[test]
@@ -473,19 +403,14 @@ mod tests {
         let header = r#"{"w": {"dtype": "BF16", "shape": [3], "data_offsets": [0, 8]}}"#;
         let path = raw_file(dir.path(), None, header, &[0; 8]);
         let msg = open_err(&path);
-        assert!(
-            msg.contains("`w`") && msg.contains("span 8 bytes") && msg.contains("needs 6"),
-            "{msg}"
-        );
+        assert!(msg.contains("`w`") && msg.contains("span 8 bytes") && msg.contains("needs 6"), "{msg}");
     }
 
     #[test]
     fn shape_overflow() {
         let dir = tempfile::tempdir().unwrap();
-        let header = format!(
-            r#"{{"w": {{"dtype": "F32", "shape": [{0}, {0}], "data_offsets": [0, 0]}}}}"#,
-            u64::MAX / 2
-        );
+        let header =
+            format!(r#"{{"w": {{"dtype": "F32", "shape": [{0}, {0}], "data_offsets": [0, 0]}}}}"#, u64::MAX / 2);
         let path = raw_file(dir.path(), None, &header, &[]);
         let msg = open_err(&path);
         assert!(msg.contains("`w`") && msg.contains("overflows"), "{msg}");
@@ -497,10 +422,7 @@ mod tests {
         let header = r#"{"w": {"dtype": "F64", "shape": [1], "data_offsets": [0, 8]}}"#;
         let path = raw_file(dir.path(), None, header, &[0; 8]);
         let msg = open_err(&path);
-        assert!(
-            msg.contains("`w`") && msg.contains("`F64`") && msg.contains("BF16"),
-            "{msg}"
-        );
+        assert!(msg.contains("`w`") && msg.contains("`F64`") && msg.contains("BF16"), "{msg}");
     }
 
     #[test]
@@ -532,9 +454,8 @@ mod tests {
         fn entry() -> impl Strategy<Value = String> {
             let dtype = prop::sample::select(vec!["F32", "BF16", "I8", "BOOL", "F64"]);
             let shape = prop::collection::vec(0u64..5, 0..3);
-            (dtype, shape, 0u64..40, 0u64..40).prop_map(|(d, s, b, e)| {
-                format!(r#"{{"dtype": "{d}", "shape": {s:?}, "data_offsets": [{b}, {e}]}}"#)
-            })
+            (dtype, shape, 0u64..40, 0u64..40)
+                .prop_map(|(d, s, b, e)| format!(r#"{{"dtype": "{d}", "shape": {s:?}, "data_offsets": [{b}, {e}]}}"#))
         }
 
         /// Whatever a header claims, opening never panics, and what opens loads.

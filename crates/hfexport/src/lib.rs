@@ -9,7 +9,5 @@
 pub use hfexport_core as core;
 pub use hfexport_models as models;
 
-pub use hfexport_core::{
-    AutoExportConfig, DType, Evaluator, ExportConfig, ExportFormat, Graph, Tensor,
-};
+pub use hfexport_core::{AutoExportConfig, DType, Evaluator, ExportConfig, ExportFormat, Graph, Tensor};
 pub use hfexport_models::{build, BuildOptions, Checkpoint, ModelConfig, Task};

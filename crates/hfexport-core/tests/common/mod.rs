@@ -23,11 +23,7 @@ impl Rng {
     }
     pub fn tensor(&mut self, shape: &[usize], scale: f32) -> Tensor {
         let n = shape.iter().product();
-        Tensor::f32(
-            shape.to_vec(),
-            (0..n).map(|_| self.uniform() * scale).collect(),
-        )
-        .unwrap()
+        Tensor::f32(shape.to_vec(), (0..n).map(|_| self.uniform() * scale).collect()).unwrap()
     }
     pub fn below(&mut self, n: u64) -> u64 {
         self.next_u64() % n
@@ -52,26 +48,13 @@ pub fn one_node_graph(op: Op, inputs: &[(&str, &Tensor)]) -> Graph {
 }
 
 pub fn run(g: &Graph, inputs: &[(&str, &Tensor)]) -> Vec<Tensor> {
-    let map: BTreeMap<String, Tensor> = inputs
-        .iter()
-        .map(|(n, t)| (n.to_string(), (*t).clone()))
-        .collect();
-    let out = Evaluator::new(g, &MemorySource::default())
-        .unwrap()
-        .run(&map)
-        .unwrap();
-    (0..g.outputs().len())
-        .map(|i| out[&format!("out{i}")].clone())
-        .collect()
+    let map: BTreeMap<String, Tensor> = inputs.iter().map(|(n, t)| (n.to_string(), (*t).clone())).collect();
+    let out = Evaluator::new(g, &MemorySource::default()).unwrap().run(&map).unwrap();
+    (0..g.outputs().len()).map(|i| out[&format!("out{i}")].clone()).collect()
 }
 
 pub fn max_abs_diff(a: &Tensor, b: &Tensor) -> f32 {
     assert_eq!(a.shape(), b.shape());
     let (x, y) = (a.cast(DType::F32), b.cast(DType::F32));
-    x.as_f32()
-        .unwrap()
-        .iter()
-        .zip(y.as_f32().unwrap())
-        .map(|(p, q)| (p - q).abs())
-        .fold(0.0, f32::max)
+    x.as_f32().unwrap().iter().zip(y.as_f32().unwrap()).map(|(p, q)| (p - q).abs()).fold(0.0, f32::max)
 }

@@ -1,0 +1,102 @@
+//! Checkpoints that are wrong in ways only the builder can see (the config parser and the
+//! safetensors reader have their own tests in hfexport-models): each gives an error naming the
+//! tensor or key, before any weight is materialised.
+
+use hfexport_core::{DType, Tensor};
+use hfexport_models::safetensors::{read_all, write_safetensors};
+use hfexport_models::{build, BuildOptions, Checkpoint, ModelError, Task};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+fn fixture(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name)
+}
+
+/// Copies a fixture to a temp folder, letting `edit` change its config and tensors.
+fn broken(name: &str, edit: impl FnOnce(&mut serde_json::Value, &mut BTreeMap<String, Tensor>)) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let src = fixture(name);
+    let mut cfg: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(src.join("config.json")).unwrap()).unwrap();
+    let mut tensors = read_all(src.join("model.safetensors")).unwrap();
+    edit(&mut cfg, &mut tensors);
+    std::fs::write(dir.path().join("config.json"), serde_json::to_string_pretty(&cfg).unwrap()).unwrap();
+    let refs: Vec<(&str, &Tensor)> = tensors.iter().map(|(k, v)| (k.as_str(), v)).collect();
+    write_safetensors(dir.path().join("model.safetensors"), &refs, &BTreeMap::new()).unwrap();
+    dir
+}
+
+fn build_err(dir: &Path) -> ModelError {
+    let ckpt = match Checkpoint::open(dir) {
+        Ok(c) => c,
+        Err(e) => return e,
+    };
+    build(&ckpt.config, &ckpt, Task::CausalLm, &BuildOptions::default()).expect_err("the build must fail")
+}
+
+#[test]
+fn the_unbroken_copy_builds() {
+    let dir = broken("llama", |_, _| {});
+    let ckpt = Checkpoint::open(dir.path()).unwrap();
+    build(&ckpt.config, &ckpt, Task::CausalLm, &BuildOptions::default()).unwrap();
+}
+
+#[test]
+fn missing_tensor_is_named() {
+    let dir = broken("qwen3", |_, t| {
+        t.remove("model.layers.1.self_attn.k_norm.weight");
+    });
+    let e = build_err(dir.path());
+    assert!(matches!(e, ModelError::MissingTensor { .. }), "{e}");
+    assert!(e.to_string().contains("model.layers.1.self_attn.k_norm.weight"), "{e}");
+}
+
+#[test]
+fn untied_head_without_lm_head_is_named() {
+    let dir = broken("llama", |_, t| {
+        t.remove("lm_head.weight");
+    });
+    assert!(build_err(dir.path()).to_string().contains("lm_head.weight"));
+}
+
+#[test]
+fn wrong_shape_names_tensor_and_both_shapes() {
+    let dir = broken("mistral", |_, t| {
+        t.insert("model.layers.0.mlp.up_proj.weight".into(), Tensor::f32(vec![64, 96], vec![0.0; 64 * 96]).unwrap());
+    });
+    let e = build_err(dir.path()).to_string();
+    assert!(e.contains("model.layers.0.mlp.up_proj.weight") && e.contains("[96, 64]") && e.contains("[64, 96]"), "{e}");
+}
+
+#[test]
+fn wrong_dtype_is_named() {
+    let dir = broken("qwen2", |_, t| {
+        let w = t["model.norm.weight"].cast(DType::I64);
+        t.insert("model.norm.weight".into(), w);
+    });
+    let e = build_err(dir.path()).to_string();
+    assert!(e.contains("model.norm.weight") && e.contains("i64"), "{e}");
+}
+
+#[test]
+fn vocabulary_that_does_not_match_the_embedding() {
+    let dir = broken("qwen2", |c, _| c["vocab_size"] = serde_json::json!(300));
+    let e = build_err(dir.path()).to_string();
+    assert!(e.contains("model.embed_tokens.weight") && e.contains("300"), "{e}");
+}
+
+#[test]
+fn unknown_architecture_lists_the_supported_ones() {
+    let dir = broken("llama", |c, _| c["architectures"] = serde_json::json!(["GPT2LMHeadModel"]));
+    let e = build_err(dir.path()).to_string();
+    for name in ["GPT2LMHeadModel", "LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM"] {
+        assert!(e.contains(name), "{name} missing from: {e}");
+    }
+}
+
+#[test]
+fn unsupported_activation_lists_the_valid_ones() {
+    let dir = broken("llama", |c, _| c["hidden_act"] = serde_json::json!("relu2"));
+    let e = build_err(dir.path()).to_string();
+    assert!(e.contains("relu2") && e.contains("silu") && e.contains("hidden_act"), "{e}");
+}

@@ -1,0 +1,238 @@
+//! The builder and the reference evaluator on checkpoints nobody has seen: random tiny
+//! Llama / Mistral / Qwen2 / Qwen3 configs across the space transformers accepts (sizes, head
+//! dims unlike hidden/heads, kv-head counts, rope types and forms, scaling lengths, sliding
+//! windows and mixed layer types, tied/untied heads, biases, activations, eps), generated with
+//! their goldens by transformers itself (`xtask/python/random_checkpoints.py`), must give the
+//! same logits at every non-padded position, for one sequence and a left-padded batch of two.
+//!
+//! Needs the Python oracle: `HFEXPORT_PYTHON` (set by `cargo xtask test`) must be a python with
+//! torch and transformers. Environment knobs:
+//!   HFEXPORT_UNSEEN_SEED   another seed (default below); the failure report names the seed
+//!   HFEXPORT_UNSEEN_COUNT  how many checkpoints (default 24)
+//!   HFEXPORT_UNSEEN_KEEP   set to 1 to keep the generated checkpoints (their folder is printed)
+
+use hfexport_core::{Evaluator, Tensor};
+use hfexport_models::safetensors::read_all;
+use hfexport_models::{build, BuildOptions, Checkpoint, Task};
+use std::collections::BTreeMap;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+const ATOL: f32 = 1e-4;
+const DEFAULT_SEED: u64 = 5_230;
+const DEFAULT_COUNT: usize = 24;
+const CASES: [&str; 2] = ["single", "batch"];
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn env_number<T: std::str::FromStr>(key: &str, default: T) -> T {
+    match std::env::var(key) {
+        Ok(v) if !v.trim().is_empty() => {
+            v.trim().parse().unwrap_or_else(|_| panic!("{key}={v:?} is not a non-negative integer"))
+        }
+        _ => default,
+    }
+}
+
+/// The python of `HFEXPORT_PYTHON`, checked to import torch and transformers.
+fn oracle_python() -> PathBuf {
+    const HOW: &str = "run the suite through `cargo xtask test` (it installs the [python.test] \
+         packages of versions.toml into .venv/ and sets HFEXPORT_PYTHON), or run \
+         `cargo xtask setup --group oracle` and set HFEXPORT_PYTHON=<repo>/.venv/bin/python";
+    let python = match std::env::var_os("HFEXPORT_PYTHON") {
+        Some(p) if !p.is_empty() => PathBuf::from(p),
+        _ => panic!(
+            "HFEXPORT_PYTHON is not set: this test cross-checks random checkpoints against \
+             transformers and needs a python with torch and transformers; {HOW}"
+        ),
+    };
+    let probe = Command::new(&python).args(["-c", "import torch, transformers"]).output();
+    match probe {
+        Err(e) => panic!("HFEXPORT_PYTHON={} cannot be started ({e}); {HOW}", python.display()),
+        Ok(out) if !out.status.success() => {
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            let last = stderr.lines().last().unwrap_or("").trim();
+            panic!("HFEXPORT_PYTHON={} lacks torch/transformers ({last}); {HOW}", python.display())
+        }
+        Ok(_) => python,
+    }
+}
+
+struct Case {
+    name: String,
+    dir: PathBuf,
+    description: String,
+}
+
+fn generate(python: &Path, out: &Path, seed: u64, count: usize) -> Vec<Case> {
+    let script = root().join("xtask/python/random_checkpoints.py");
+    let res = Command::new(python)
+        .arg(&script)
+        .arg(out)
+        .args(["--seed", &seed.to_string(), "--count", &count.to_string()])
+        .output()
+        .unwrap_or_else(|e| panic!("could not run {}: {e}", script.display()));
+    if !res.status.success() {
+        panic!(
+            "{} --seed {seed} --count {count} failed ({}):\n{}{}",
+            script.display(),
+            res.status,
+            String::from_utf8_lossy(&res.stdout),
+            String::from_utf8_lossy(&res.stderr)
+        );
+    }
+    print!("{}", String::from_utf8_lossy(&res.stdout));
+    let index: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("index.json")).unwrap()).unwrap();
+    let cases: Vec<Case> = index["cases"]
+        .as_array()
+        .expect("index.json: cases")
+        .iter()
+        .map(|c| Case {
+            name: c["name"].as_str().unwrap().to_string(),
+            dir: out.join(c["dir"].as_str().unwrap()),
+            description: c["description"].as_str().unwrap().to_string(),
+        })
+        .collect();
+    assert_eq!(cases.len(), count, "index.json lists {} cases", cases.len());
+    cases
+}
+
+/// Worst |a - b| over positions whose mask is 1, with its (batch, position, vocab) index.
+fn worst_unpadded(ours: &Tensor, theirs: &Tensor, mask: &Tensor) -> Result<(f32, [usize; 3]), String> {
+    if ours.shape() != theirs.shape() {
+        return Err(format!("logits shape {:?}, transformers {:?}", ours.shape(), theirs.shape()));
+    }
+    let [b, s, v] = *ours.shape() else {
+        return Err(format!("logits must be rank 3, got {:?}", ours.shape()));
+    };
+    let o = ours.as_f32().map_err(|e| e.to_string())?;
+    let t = theirs.as_f32().map_err(|e| e.to_string())?;
+    let m = mask.as_i64().map_err(|e| e.to_string())?;
+    let mut worst = (0f32, [0; 3]);
+    for bi in 0..b {
+        for si in (0..s).filter(|si| m[bi * s + si] != 0) {
+            for vi in 0..v {
+                let i = (bi * s + si) * v + vi;
+                let d = (o[i] - t[i]).abs();
+                if !d.is_finite() {
+                    return Err(format!(
+                        "non-finite logit at {:?}: ours {}, transformers {}",
+                        [bi, si, vi],
+                        o[i],
+                        t[i]
+                    ));
+                }
+                if d > worst.0 {
+                    worst = (d, [bi, si, vi]);
+                }
+            }
+        }
+    }
+    Ok(worst)
+}
+
+/// What went wrong with one case (`stage` says where), or the worst diff of each golden.
+type Outcome = Result<Vec<(&'static str, f32, [usize; 3])>, (String, String)>;
+
+fn check(dir: &Path) -> Outcome {
+    let stage = |s: &str| {
+        let s = s.to_string();
+        move |e: String| (s, e)
+    };
+    let ckpt = Checkpoint::open(dir).map_err(|e| e.to_string()).map_err(stage("Checkpoint::open"))?;
+    let g = build(&ckpt.config, &ckpt, Task::CausalLm, &BuildOptions::default())
+        .map_err(|e| e.to_string())
+        .map_err(stage("build"))?;
+    let ev = Evaluator::new(&g, &ckpt).map_err(|e| e.to_string()).map_err(stage("Evaluator::new"))?;
+    let gold =
+        read_all(dir.join("golden.safetensors")).map_err(|e| e.to_string()).map_err(stage("golden.safetensors"))?;
+    let mut worst = Vec::new();
+    for case in CASES {
+        let inputs: BTreeMap<String, Tensor> = ["input_ids", "attention_mask"]
+            .iter()
+            .map(|k| (k.to_string(), gold[&format!("{case}.{k}")].clone()))
+            .collect();
+        let out = ev.run(&inputs).map_err(|e| e.to_string()).map_err(stage(&format!("run {case}")))?;
+        let logits = out.get("logits").ok_or_else(|| ("outputs".to_string(), "no `logits` output".to_string()))?;
+        let (d, at) = worst_unpadded(logits, &gold[&format!("{case}.logits")], &inputs["attention_mask"])
+            .map_err(stage(&format!("compare {case}")))?;
+        worst.push((case, d, at));
+    }
+    Ok(worst)
+}
+
+fn panic_message(p: Box<dyn std::any::Any + Send>) -> String {
+    p.downcast_ref::<String>()
+        .cloned()
+        .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_else(|| "panic with a non-string payload".to_string())
+}
+
+#[test]
+fn random_checkpoints_match_transformers() {
+    let python = oracle_python();
+    let seed: u64 = env_number("HFEXPORT_UNSEEN_SEED", DEFAULT_SEED);
+    let count: usize = env_number("HFEXPORT_UNSEEN_COUNT", DEFAULT_COUNT);
+    assert!(count > 0, "HFEXPORT_UNSEEN_COUNT must be > 0");
+    let tmp = tempfile::tempdir().unwrap();
+
+    let t0 = Instant::now();
+    let cases = generate(&python, tmp.path(), seed, count);
+    let generated = t0.elapsed();
+
+    let t1 = Instant::now();
+    let mut failures = Vec::new();
+    for (i, case) in cases.iter().enumerate() {
+        let outcome = catch_unwind(AssertUnwindSafe(|| check(&case.dir)))
+            .unwrap_or_else(|p| Err(("panic".to_string(), panic_message(p))));
+        match outcome {
+            Ok(worst) => {
+                let line =
+                    worst.iter().map(|(c, d, at)| format!("{c} {d:.1e} at {at:?}")).collect::<Vec<_>>().join(", ");
+                let bad: Vec<_> = worst.iter().filter(|(_, d, _)| *d > ATOL).collect();
+                let verdict = if bad.is_empty() { "ok  " } else { "FAIL" };
+                println!("{verdict} {} {line}", case.name);
+                if !bad.is_empty() {
+                    let what = bad
+                        .iter()
+                        .map(|(c, d, at)| format!("{c}: worst |diff| {d:e} at [batch, pos, vocab] {at:?}"))
+                        .collect::<Vec<_>>()
+                        .join("; ");
+                    failures.push(format!(
+                        "{} (index {i}): {what} > {ATOL:e}\n    config: {}",
+                        case.name, case.description
+                    ));
+                }
+            }
+            Err((stage, msg)) => {
+                println!("FAIL {} {stage}: {msg}", case.name);
+                failures.push(format!(
+                    "{} (index {i}): {stage} failed: {msg}\n    config: {}",
+                    case.name, case.description
+                ));
+            }
+        }
+    }
+    println!(
+        "seed {seed}: {count} checkpoints generated in {:.1}s, checked in {:.1}s, {} failed",
+        generated.as_secs_f64(),
+        t1.elapsed().as_secs_f64(),
+        failures.len()
+    );
+    if std::env::var("HFEXPORT_UNSEEN_KEEP").is_ok_and(|v| v == "1") {
+        println!("checkpoints kept in {}", tmp.keep().display());
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {count} random checkpoints (HFEXPORT_UNSEEN_SEED={seed}) disagree with transformers \
+         (reproduce: {} xtask/python/random_checkpoints.py OUT --seed {seed} --count {count}):\n  {}",
+        failures.len(),
+        python.display(),
+        failures.join("\n  ")
+    );
+}
