@@ -406,41 +406,31 @@ pub fn slice(x: &Tensor, axis: usize, start: usize, end: usize) -> Result<Tensor
 pub fn concat(xs: &[&Tensor], axis: usize) -> Result<Tensor> {
     let first = xs[0];
     let (outer, _, inner) = split_at_axis(first.shape(), axis);
-    let total: usize = xs.iter().map(|x| x.shape()[axis]).sum();
     let mut shape = first.shape().to_vec();
-    shape[axis] = total;
-    let parts: Vec<Tensor> = xs.iter().map(|x| (*x).clone()).collect();
-    let chunk = |x: &Tensor, o: usize| {
-        let n = x.shape()[axis];
-        o * n * inner..(o + 1) * n * inner
-    };
+    shape[axis] = xs.iter().map(|x| x.shape()[axis]).sum();
+    // each part contributes a block of `n_i * inner` elements per outer index
+    let blocks: Vec<usize> = xs.iter().map(|x| x.shape()[axis] * inner).collect();
+    fn join<T: Copy>(parts: Vec<&[T]>, blocks: &[usize], outer: usize) -> Vec<T> {
+        let mut out = Vec::with_capacity(blocks.iter().sum::<usize>() * outer);
+        for o in 0..outer {
+            for (p, &b) in parts.iter().zip(blocks) {
+                out.extend_from_slice(&p[o * b..(o + 1) * b]);
+            }
+        }
+        out
+    }
     match first.data() {
         TensorData::Float(_) => {
-            let mut out = Vec::with_capacity(outer * total * inner);
-            for o in 0..outer {
-                for p in &parts {
-                    out.extend_from_slice(&p.as_f32()?[chunk(p, o)]);
-                }
-            }
-            Tensor::float(first.dtype(), shape, out)
+            let parts = xs.iter().map(|x| x.as_f32()).collect::<Result<_>>()?;
+            Tensor::float(first.dtype(), shape, join(parts, &blocks, outer))
         }
         TensorData::Int(_) => {
-            let mut out = Vec::with_capacity(outer * total * inner);
-            for o in 0..outer {
-                for p in &parts {
-                    out.extend_from_slice(&p.as_i64()?[chunk(p, o)]);
-                }
-            }
-            Tensor::int(first.dtype(), shape, out)
+            let parts = xs.iter().map(|x| x.as_i64()).collect::<Result<_>>()?;
+            Tensor::int(first.dtype(), shape, join(parts, &blocks, outer))
         }
         TensorData::Bool(_) => {
-            let mut out = Vec::with_capacity(outer * total * inner);
-            for o in 0..outer {
-                for p in &parts {
-                    out.extend_from_slice(&p.as_bool()?[chunk(p, o)]);
-                }
-            }
-            Tensor::bool(shape, out)
+            let parts = xs.iter().map(|x| x.as_bool()).collect::<Result<_>>()?;
+            Tensor::bool(shape, join(parts, &blocks, outer))
         }
     }
 }
