@@ -200,7 +200,7 @@ fn random_checkpoints_match_transformers() {
                 if !bad.is_empty() {
                     let what = bad
                         .iter()
-                        .map(|(c, d, at)| format!("{c}: worst |diff| {d:e} at [batch, pos, vocab] {at:?}"))
+                        .map(|(c, d, at)| format!("{c}: worst |diff| {d:.3e} at [batch, pos, vocab] {at:?}"))
                         .collect::<Vec<_>>()
                         .join("; ");
                     failures.push(format!(

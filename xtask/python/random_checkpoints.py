@@ -19,21 +19,41 @@ and OUTDIR/index.json: {"seed", "count", "transformers", "torch", "cases": [{"na
 "architecture", "seq_len", "pad", "description"}]}.
 
 The configs sample the space transformers 5.23 accepts for LlamaForCausalLM,
-MistralForCausalLM, Qwen2ForCausalLM and Qwen3ForCausalLM: sizes, heads / kv heads (kv divides
-heads, from 1 to heads), an explicit head_dim unlike hidden/heads, 1-3 layers, vocab 50-300,
-rope default/linear/dynamic/llama3/yarn in the new (`rope_parameters`) or old (`rope_theta` +
-`rope_scaling`, keyed `rope_type` or `type`) form, scaling lengths below the test sequence so
-the scaling matters, tied/untied heads, Llama biases, Qwen3 attention_bias, Mistral sliding
-windows, Qwen2/Qwen3 mixed layer_types (via max_window_layers or an explicit list), activations
-and eps. Architectures and rope types are dealt round-robin so every arch meets every rope
-type once count >= 20; everything else is drawn from a per-case RNG, so case i depends only on
-(seed, i). Weights have a wide spread (std 0.15, norms 1 + 0.15 randn) as make_fixtures.py
-makes them; float32, eager attention, each golden from a fresh reload of the saved folder
-(dynamic rope is stateful). After the reload the config transformers reads is checked to be the
-one the model was built from, so a post-edit only changes the form.
+MistralForCausalLM, Qwen2ForCausalLM and Qwen3ForCausalLM (loaded the way users load them,
+through AutoModelForCausalLM):
+  - sizes: hidden 8-128 (not a multiple of heads where the class allows it), 1-8 heads, kv
+    heads 1, = heads or a divisor in between, head_dim derived, explicit and unlike
+    hidden/heads (2-32), or Qwen3's class default 128; 1-3 layers; intermediate 8-160;
+    vocab 50-300; tied or untied lm_head;
+  - rope default / linear / dynamic / llama3 / yarn, theta 100-1e6, in the new
+    (`rope_parameters`) or old (top-level `rope_theta` + `rope_scaling`, keyed `rope_type` or
+    `type`) form; dynamic with max_position_embeddings mostly below the sequence (never so far
+    below that seq > max_position_embeddings * factor, our builder's bound); llama3/yarn with
+    original_max_position_embeddings mostly below the sequence, else long (16-8192) so the
+    frequency bands fall inside the head dim; yarn with or without factor (null), mscale
+    (alone or with mscale_all_dim), attention_factor, truncate true/false/absent,
+    beta_fast/beta_slow; Phi3-style top-level original_max_position_embeddings overriding or
+    replacing the dict's; a stray top-level rope_theta the dict's value overrides;
+  - attention: Llama attention_bias / mlp_bias, Qwen3 attention_bias, keys a class ignores
+    (sliding_window on Llama, attention_bias / mlp_bias on Mistral and Qwen2, mlp_bias on
+    Qwen3); Mistral sliding_window 2-6 or null, and per-layer layer_types (AutoConfig loads such
+    a "mistral" config.json as Ministral, which honours them); Qwen2/Qwen3 use_sliding_window
+    with window 2-6 or null and max_window_layers giving mixed layer_types, or an explicit
+    layer_types list;
+  - hidden_act silu / swish / gelu_pytorch_tanh / gelu_new, rms_norm_eps 1e-8 to 0.1;
+  - config.json as save_pretrained writes it or sparse (keys holding the class default or a
+    derivable value left out).
+Architectures and rope types are dealt round-robin, so every arch meets every rope type once
+count >= 20, and the rarer layouts are dealt too (see sample_case); everything else is drawn
+from a per-case RNG, so case i depends only on (seed, i). Weights have a wide spread (std 0.15,
+norms 1 + 0.15 randn) as make_fixtures.py makes them; float32, eager attention, each golden
+from a fresh reload of the saved folder (dynamic rope is stateful). After the reload the config
+transformers reads is checked to be the one the model was built from, so a post-edit only
+changes the form.
 """
 
 import argparse
+import dataclasses
 import json
 import math
 import os
@@ -58,6 +78,16 @@ def divisors(n):
     return [d for d in range(1, n + 1) if n % d == 0]
 
 
+def pretrain_length(rng, L):
+    """original_max_position_embeddings of llama3 / yarn. Mostly below the test length L, so
+    the sequence runs past it; otherwise a pretraining length long enough that the frequency
+    bands (llama3's low/high_freq_factor, yarn's beta_fast/beta_slow ramp and truncate) fall
+    inside the head dim instead of all on one side of it."""
+    if rng.random() < 0.6:
+        return rng.randint(2, L - 1)
+    return rng.choice([16, 32, 64, 256, 1024, 4096, 8192])
+
+
 def sample_case(seed, index):
     """The kwargs of the config class, the config.json edit, and the input shape of one case."""
     rng = random.Random(f"hfexport-unseen:{seed}:{index}")
@@ -65,7 +95,12 @@ def sample_case(seed, index):
     arch = ARCHS[(index + offset) % len(ARCHS)]
     # Round-robin on the rope type per architecture: with 5 rope types and 4 archs, each arch
     # meets every rope type within 20 cases.
-    rope_type = ROPE_TYPES[((index + offset) // len(ARCHS) + offset) % len(ROPE_TYPES)]
+    turn = (index + offset) // len(ARCHS)  # how many cases of this arch came before
+    rope_type = ROPE_TYPES[(turn + offset) % len(ROPE_TYPES)]
+    # Rarer layouts are dealt too, so that 24 cases always hold them: Qwen3's default head dim
+    # (every 4th Qwen3), Mistral per-layer types (every 3rd Mistral), Qwen2/Qwen3 explicit
+    # layer_types (every 3rd). Otherwise they are drawn with a lower probability.
+    dealt_layout = turn % 3 == 1 if arch == "MistralForCausalLM" else turn % 3 == 2
     L = rng.randint(MIN_LEN, MAX_LEN)
     pad = rng.randint(1, L - 2)
 
@@ -78,7 +113,7 @@ def sample_case(seed, index):
         even_dims.append(2)  # dynamic NTK divides by head_dim - 2
 
     kw = {}
-    if arch == "Qwen3ForCausalLM" and rng.random() < 0.15:
+    if arch == "Qwen3ForCausalLM" and (turn % 4 == 3 or rng.random() < 0.1):
         head_dim = 128  # left to Qwen3's class default (not hidden/heads)
         hidden = rng.choice([16, 24, 32, 48])
         explicit_hd = "default"
@@ -100,7 +135,7 @@ def sample_case(seed, index):
             kw["head_dim"] = head_dim  # otherwise Qwen3 takes 128
         explicit_hd = "derived"
 
-    layers = rng.randint(1, 3)
+    layers = rng.randint(2 if dealt_layout else 1, 3)
     kw.update(
         vocab_size=rng.randint(50, 300),
         hidden_size=hidden,
@@ -108,12 +143,12 @@ def sample_case(seed, index):
         num_hidden_layers=layers,
         num_attention_heads=heads,
         num_key_value_heads=kv,
-        hidden_act=rng.choice(["silu", "gelu_pytorch_tanh"]),
+        hidden_act=rng.choice(["silu", "silu", "gelu_pytorch_tanh", "gelu_pytorch_tanh", "swish", "gelu_new"]),
         rms_norm_eps=rng.choice([1e-6, 1e-5, 1e-8, 0.1]),
         tie_word_embeddings=rng.random() < 0.5,
     )
 
-    # Rope: lengths below L where the type scales with them.
+    # Rope: max_position_embeddings >= L except for dynamic, which scales past it.
     theta = rng.choice([10000.0, 500000.0, 1000000.0, 100.0, 1000.0])
     rope = {"rope_type": rope_type, "rope_theta": theta}
     max_pos = rng.randint(L, 64)
@@ -131,24 +166,30 @@ def sample_case(seed, index):
         # else: max_pos > L, no scaling
     elif rope_type == "llama3":
         low = rng.choice([0.5, 1.0, 2.0])
+        factor = rng.choice([2.0, 4.0, 8.0, 16.0])
+        original = pretrain_length(rng, L)
         rope.update(
-            factor=rng.choice([2.0, 4.0, 8.0, 16.0]),
+            factor=factor,
             low_freq_factor=low,
             high_freq_factor=low * rng.choice([2.0, 4.0, 8.0]),
-            original_max_position_embeddings=rng.randint(2, L - 1),
+            original_max_position_embeddings=original,
         )
-        max_pos = rng.randint(max(L, rope["original_max_position_embeddings"] + 1), 64)
+        # transformers wants original < max_position_embeddings
+        if original < L:
+            max_pos = rng.randint(max(L, original + 1), 64)
+        else:
+            max_pos = int(original * factor)
     elif rope_type == "yarn":
-        original = rng.randint(2, L - 1)
+        original = pretrain_length(rng, L)
         rope["original_max_position_embeddings"] = original
         r = rng.random()
         if r < 0.15:
             rope["factor"] = None  # transformers: max_position_embeddings / original
-            max_pos = rng.randint(max(L, original + 1), 64)
+            max_pos = max(L, original + 1, original * rng.choice([2, 4]))
         else:
             factor = rng.choice([2.0, 3.0, 4.0, 8.0, 1.5])
             rope["factor"] = factor
-            if r < 0.55:
+            if r < 0.55 or original >= L:
                 max_pos = max(L, int(original * factor))  # factor consistent (or close)
         m = rng.random()
         if m < 0.3:
@@ -171,22 +212,46 @@ def sample_case(seed, index):
     old_form = rng.random() < 0.45
     old_type_key = rng.random() < 0.5  # old form keyed "type" instead of "rope_type"
     sparse = rng.random() < 0.35  # drop keys equal to the class default / derivable
+    # Phi3-style top-level original_max_position_embeddings, which wins over the rope dict's
+    # (absent there, or a different value): "drop" or "shadow".
+    hoist = None
+    if rope_type in ("llama3", "yarn") and rng.random() < 0.3:
+        hoist = rng.choice(["drop", "shadow"])
+    # New form plus a stray top-level rope_theta, which the rope dict's value overrides.
+    stray_theta = not old_form and rng.random() < 0.2
 
-    # Per-architecture features.
+    # Per-architecture features, plus keys a class ignores (`ignored`): transformers stores
+    # them on the config but the modeling code does not read them.
+    ignored = {}
     if arch == "LlamaForCausalLM":
         kw["attention_bias"] = rng.random() < 0.4
         kw["mlp_bias"] = rng.random() < 0.4
+        if rng.random() < 0.15:
+            ignored["sliding_window"] = rng.randint(2, 6)  # LlamaModel has no sliding attention
     elif arch == "MistralForCausalLM":
-        kw["sliding_window"] = rng.choice([None, 2, 3, 4, 5, 6])
+        kw["sliding_window"] = rng.choice([2, 3, 4, 5, 6] if dealt_layout else [None, 2, 3, 4, 5, 6])
+        if dealt_layout or (kw["sliding_window"] is not None and rng.random() < 0.1):
+            # MistralModel itself slides every layer or none, but AutoConfig reads a "mistral"
+            # config.json that has layer_types as a MinistralConfig, and AutoModelForCausalLM then
+            # builds MinistralForCausalLM, which honours the per-layer types. (Only with a window:
+            # sliding layers without one crash transformers' cache.)
+            kw["layer_types"] = [rng.choice(["full_attention", "sliding_attention"]) for _ in range(layers)]
     else:
         if arch == "Qwen3ForCausalLM":
             kw["attention_bias"] = rng.random() < 0.4
-        use_sw = rng.random() < 0.7
+        use_sw = dealt_layout or rng.random() < 0.7
         kw["use_sliding_window"] = use_sw
-        kw["sliding_window"] = rng.randint(2, 6)
+        # null with use_sliding_window: no layer slides
+        kw["sliding_window"] = rng.randint(2, 6) if dealt_layout or rng.random() < 0.9 else None
         kw["max_window_layers"] = rng.randint(0, layers)
-        if use_sw and layers > 1 and rng.random() < 0.3:
+        if dealt_layout or (use_sw and kw["sliding_window"] and layers > 1 and rng.random() < 0.1):
             kw["layer_types"] = [rng.choice(["full_attention", "sliding_attention"]) for _ in range(layers)]
+    if arch != "LlamaForCausalLM" and rng.random() < 0.15:
+        # Mistral's and Qwen2's projections have fixed biases; Qwen3's MLP has none.
+        if arch != "Qwen3ForCausalLM":
+            ignored["attention_bias"] = True
+        ignored["mlp_bias"] = True
+    kw.update(ignored)
 
     return {
         "arch": arch,
@@ -194,6 +259,9 @@ def sample_case(seed, index):
         "old_form": old_form,
         "old_type_key": old_type_key,
         "sparse": sparse,
+        "hoist": hoist,
+        "ignored": sorted(ignored),
+        "stray_theta": stray_theta,
         "head_dim_source": explicit_hd,
         "seq_len": L,
         "pad": pad,
@@ -222,6 +290,26 @@ def to_old_form(cfg, type_key):
     return out
 
 
+def hoist_original(cfg, how):
+    """Move original_max_position_embeddings to the top level (Phi3 style); the rope dict keeps
+    none ("drop") or a different value that the top-level one overrides ("shadow")."""
+    out = dict(cfg)
+    key = "rope_parameters" if out.get("rope_parameters") else "rope_scaling"
+    rope = dict(out[key])
+    original = rope.pop("original_max_position_embeddings")
+    if how == "shadow":
+        rope["original_max_position_embeddings"] = original * 2 + 1
+    out[key] = rope
+    out["original_max_position_embeddings"] = original
+    return out
+
+
+def add_stray_theta(cfg):
+    out = dict(cfg)
+    out["rope_theta"] = out["rope_parameters"]["rope_theta"] * 7 + 3
+    return out
+
+
 # Keys a sparse (hand-written or older) config.json may leave out when they hold the default.
 DROPPABLE = [
     "num_key_value_heads",
@@ -244,19 +332,23 @@ DROPPABLE = [
 
 
 def to_sparse(cfg, config_cls):
-    defaults = config_cls().to_dict()
+    # The dataclass field defaults (what an absent key takes before __post_init__), not
+    # config_cls().to_dict(), whose values __post_init__ already derived.
+    defaults = {f.name: f.default for f in dataclasses.fields(config_cls) if f.default is not dataclasses.MISSING}
     out = dict(cfg)
     for key in DROPPABLE:
         if key in out and key in defaults and out[key] == defaults[key]:
             del out[key]
-    if out.get("num_key_value_heads") == out["num_attention_heads"] and defaults.get("num_key_value_heads") is None:
-        del out["num_key_value_heads"]  # Llama: None means as many as attention heads
+    if "num_key_value_heads" in defaults and defaults["num_key_value_heads"] is None:
+        if out.get("num_key_value_heads") == out["num_attention_heads"]:
+            del out["num_key_value_heads"]  # Llama: None means as many as attention heads
     # head_dim when it is what the class derives anyway
     derived = 128 if cfg["model_type"] == "qwen3" else cfg["hidden_size"] // cfg["num_attention_heads"]
-    if out.get("head_dim") == derived:
+    # (Not for a "mistral" file with layer_types: the Ministral class it loads as derives none.)
+    if out.get("head_dim") == derived and not (cfg["model_type"] == "mistral" and "layer_types" in cfg):
         del out["head_dim"]
     # layer_types as Qwen2/Qwen3 derive them from use_sliding_window / max_window_layers
-    if "layer_types" in out:
+    if "layer_types" in out and cfg["model_type"] in ("qwen2", "qwen3"):
         window = cfg.get("sliding_window") if cfg.get("use_sliding_window") else None
         mwl = cfg.get("max_window_layers", 28)
         derived_types = [
@@ -291,12 +383,15 @@ def describe(case, loaded):
         "tied" if kw["tie_word_embeddings"] else "untied",
         f"act={kw['hidden_act']} eps={kw['rms_norm_eps']:g}",
     ]
-    if kw.get("attention_bias"):
+    if kw.get("attention_bias") and "attention_bias" not in case["ignored"]:
         parts.append("attention_bias")
-    if kw.get("mlp_bias"):
+    if kw.get("mlp_bias") and "mlp_bias" not in case["ignored"]:
         parts.append("mlp_bias")
     if case["arch"] == "MistralForCausalLM":
         parts.append(f"sliding_window={kw['sliding_window']}")
+        if "layer_types" in kw:
+            short = "".join("S" if t == "sliding_attention" else "F" for t in kw["layer_types"])
+            parts.append(f"layer_types={short} (loads as Ministral)")
     elif case["arch"] in ("Qwen2ForCausalLM", "Qwen3ForCausalLM"):
         if kw["use_sliding_window"]:
             types = loaded["layer_types"]
@@ -305,6 +400,12 @@ def describe(case, loaded):
             parts.append(f"sliding_window={kw['sliding_window']} layers={short} ({how})")
         else:
             parts.append("use_sliding_window=false")
+    if case["ignored"]:
+        parts.append(f"ignored-keys({','.join(case['ignored'])})")
+    if case["hoist"]:
+        parts.append(f"top-level-original_max_pos({case['hoist']})")
+    if case["stray_theta"]:
+        parts.append("stray-top-level-rope_theta")
     if case["sparse"]:
         parts.append("sparse-config")
     parts.append(f"L={case['seq_len']} pad={case['pad']}")
@@ -406,6 +507,10 @@ def main():
         edited = cfg
         if case["old_form"]:
             edited = to_old_form(edited, "type" if case["old_type_key"] else "rope_type")
+        if case["hoist"]:
+            edited = hoist_original(edited, case["hoist"])
+        if case["stray_theta"]:
+            edited = add_stray_theta(edited)
         if case["sparse"]:
             edited = to_sparse(edited, config_cls)
         if edited is not cfg:

@@ -191,7 +191,8 @@ impl Family {
     fn detect(model_type: Option<&str>, architecture: &str) -> Family {
         let by_type = |t: &str| match t {
             "llama" => Some(Family::Llama),
-            "mistral" => Some(Family::Mistral),
+            // Ministral is Mistral with per-layer `layer_types` (same weights, same defaults)
+            "mistral" | "ministral" => Some(Family::Mistral),
             "qwen2" => Some(Family::Qwen2),
             "qwen3" => Some(Family::Qwen3),
             _ => None,
@@ -527,11 +528,24 @@ fn parse_layers(f: &Fields, family: Family, n: usize) -> Result<(Vec<LayerType>,
     let (types, window) = match family {
         // LlamaModel has no sliding attention at all.
         Family::Llama => (vec![LayerType::FullAttention; n], None),
-        // MistralModel applies `config.sliding_window` to every layer and ignores `layer_types`.
+        // MistralModel applies `config.sliding_window` to every layer. But AutoConfig reads a
+        // `mistral` config that has a `layer_types` key as `ministral`, whose layers slide only
+        // where `layer_types` says so (transformers 5.23 `configuration_auto.py`).
         Family::Mistral => {
             let window = sliding_window(f, Some(DEFAULT_SLIDING_WINDOW))?;
+            let ministral = f.raw("layer_types").is_some() || f.string("model_type")? == Some("ministral");
+            if ministral && matches!(f.raw("head_dim"), None | Some(Value::Null)) {
+                // MinistralAttention computes `head_dim ** -0.5` without a fallback
+                return Err(
+                    f.err("head_dim", "is required when a Mistral config has `layer_types` (read as Ministral)")
+                );
+            }
             let kind = if window.is_some() { LayerType::SlidingAttention } else { LayerType::FullAttention };
-            (vec![kind; n], window)
+            let types = match explicit {
+                Some(names) if ministral => supported_layer_types(f, &names)?,
+                _ => vec![kind; n],
+            };
+            (types, window)
         }
         Family::Qwen2 | Family::Qwen3 => qwen_layers(f, explicit, n)?,
         Family::Other => {
@@ -1133,6 +1147,20 @@ mod tests {
         let c = parse(&mistral.replacen('{', r#"{"sliding_window": null,"#, 1)).unwrap();
         assert_eq!((c.layer_types.as_slice(), c.sliding_window), (&[LayerType::FullAttention; 4][..], None));
         config_err(parse(&json_with(&mistral, r#"{"sliding_window": -1}"#)), "sliding_window");
+    }
+
+    #[test]
+    fn mistral_with_layer_types_is_read_as_ministral() {
+        let mistral = json_with(LLAMA, r#"{"architectures": ["MistralForCausalLM"], "model_type": "mistral"}"#);
+        let types = r#"{"sliding_window": 8, "head_dim": 16,
+            "layer_types": ["full_attention", "sliding_attention", "full_attention", "sliding_attention"]}"#;
+        let c = parse(&json_with(&mistral, types)).unwrap();
+        use LayerType::{FullAttention as F, SlidingAttention as S};
+        assert_eq!((c.layer_types.as_slice(), c.sliding_window), (&[F, S, F, S][..], Some(8)));
+        // Ministral has no head_dim fallback: transformers fails on it, we say so
+        let no_head_dim =
+            r#"{"layer_types": ["full_attention", "full_attention", "full_attention", "full_attention"]}"#;
+        config_err(parse(&json_with(&mistral, no_head_dim)), "head_dim");
     }
 
     #[test]

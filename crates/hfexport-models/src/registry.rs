@@ -53,6 +53,15 @@ pub const ARCHITECTURES: &[ArchSpec] = &[
         qk_norm: false,
         sliding_window: true,
     },
+    // What AutoModel builds for a Mistral config with `layer_types`; same flags as Mistral.
+    ArchSpec {
+        name: "MinistralForCausalLM",
+        qkv_bias: Bias::Never,
+        o_bias: Bias::Never,
+        mlp_bias: Bias::Never,
+        qk_norm: false,
+        sliding_window: true,
+    },
     ArchSpec {
         name: "Qwen2ForCausalLM",
         qkv_bias: Bias::Always,
