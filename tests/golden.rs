@@ -3,6 +3,9 @@
 //! non-padded position, for one sequence and for a left-padded batch of two; and the same
 //! graph runs at a batch and length no golden used.
 
+mod common;
+
+use common::worst_unpadded;
 use hfexport_core::decompose::decompose;
 use hfexport_core::{Evaluator, Tensor};
 use hfexport_models::safetensors::read_all;
@@ -19,27 +22,6 @@ fn fixture(name: &str) -> PathBuf {
 
 fn goldens(name: &str) -> BTreeMap<String, Tensor> {
     read_all(fixture(name).join("golden.safetensors")).expect("golden.safetensors")
-}
-
-/// Worst |a - b| over positions whose mask is 1, with its (batch, position, vocab) index.
-fn worst_unpadded(ours: &Tensor, theirs: &Tensor, mask: &Tensor) -> (f32, [usize; 3]) {
-    assert_eq!(ours.shape(), theirs.shape());
-    let [b, s, v] = *ours.shape() else { panic!("logits must be rank 3") };
-    let (o, t, m) = (ours.as_f32().unwrap(), theirs.as_f32().unwrap(), mask.as_i64().unwrap());
-    let mut worst = (0f32, [0; 3]);
-    for bi in 0..b {
-        for si in (0..s).filter(|si| m[bi * s + si] != 0) {
-            for vi in 0..v {
-                let i = (bi * s + si) * v + vi;
-                let d = (o[i] - t[i]).abs();
-                assert!(d.is_finite(), "non-finite logit at {bi},{si},{vi}");
-                if d > worst.0 {
-                    worst = (d, [bi, si, vi]);
-                }
-            }
-        }
-    }
-    worst
 }
 
 fn run_case(name: &str, case: &str) {
@@ -61,7 +43,7 @@ fn run_case_on(name: &str, case: &str, decomposed: bool) {
     let inputs: BTreeMap<String, Tensor> =
         ["input_ids", "attention_mask"].iter().map(|k| (k.to_string(), gold[&format!("{case}.{k}")].clone())).collect();
     let out = ev.run(&inputs).unwrap();
-    let (d, at) = worst_unpadded(&out["logits"], &gold[&format!("{case}.logits")], &inputs["attention_mask"]);
+    let (d, at) = worst_unpadded(&out["logits"], &gold[&format!("{case}.logits")], &inputs["attention_mask"]).unwrap();
     assert!(d <= ATOL, "{name} {case} (decomposed: {decomposed}): worst |diff| {d:e} at {at:?} exceeds {ATOL:e}");
 }
 

@@ -11,6 +11,9 @@
 //!   HFEXPORT_UNSEEN_COUNT  how many checkpoints (default 24)
 //!   HFEXPORT_UNSEEN_KEEP   set to 1 to keep the generated checkpoints (their folder is printed)
 
+mod common;
+
+use common::worst_unpadded;
 use hfexport_core::{Evaluator, Tensor};
 use hfexport_models::safetensors::read_all;
 use hfexport_models::{build, BuildOptions, Checkpoint, Task};
@@ -100,40 +103,6 @@ fn generate(python: &Path, out: &Path, seed: u64, count: usize) -> Vec<Case> {
         .collect();
     assert_eq!(cases.len(), count, "index.json lists {} cases", cases.len());
     cases
-}
-
-/// Worst |a - b| over positions whose mask is 1, with its (batch, position, vocab) index.
-fn worst_unpadded(ours: &Tensor, theirs: &Tensor, mask: &Tensor) -> Result<(f32, [usize; 3]), String> {
-    if ours.shape() != theirs.shape() {
-        return Err(format!("logits shape {:?}, transformers {:?}", ours.shape(), theirs.shape()));
-    }
-    let [b, s, v] = *ours.shape() else {
-        return Err(format!("logits must be rank 3, got {:?}", ours.shape()));
-    };
-    let o = ours.as_f32().map_err(|e| e.to_string())?;
-    let t = theirs.as_f32().map_err(|e| e.to_string())?;
-    let m = mask.as_i64().map_err(|e| e.to_string())?;
-    let mut worst = (0f32, [0; 3]);
-    for bi in 0..b {
-        for si in (0..s).filter(|si| m[bi * s + si] != 0) {
-            for vi in 0..v {
-                let i = (bi * s + si) * v + vi;
-                let d = (o[i] - t[i]).abs();
-                if !d.is_finite() {
-                    return Err(format!(
-                        "non-finite logit at {:?}: ours {}, transformers {}",
-                        [bi, si, vi],
-                        o[i],
-                        t[i]
-                    ));
-                }
-                if d > worst.0 {
-                    worst = (d, [bi, si, vi]);
-                }
-            }
-        }
-    }
-    Ok(worst)
 }
 
 /// What went wrong with one case (`stage` says where), or the worst diff of each golden.
