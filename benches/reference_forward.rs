@@ -40,7 +40,8 @@ impl TensorSource for RandomWeights {
     fn load(&self, name: &str) -> hfexport_core::Result<Tensor> {
         let shape = self.info(name)?.shape;
         let n: usize = shape.iter().product();
-        let mut s = name.bytes().fold(0x9E37_79B9_7F4A_7C15u64, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01B3)) | 1;
+        let mut s =
+            name.bytes().fold(0x9E37_79B9_7F4A_7C15u64, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01B3)) | 1;
         let norm = name.ends_with("norm.weight");
         let data = (0..n)
             .map(|_| {

@@ -1,5 +1,6 @@
 //! `cargo xtask <command>`: project automation, pinned by `versions.toml`.
 
+mod codegen;
 mod python;
 mod versions;
 
@@ -23,7 +24,11 @@ commands:
                                 installed version other than the pin) is a warning, an
                                 error with --strict; a package not installed is not drift
   test [ARGS...]                setup --group test, then `cargo test --workspace [ARGS...]`
-                                with HFEXPORT_PYTHON=<repo>/.venv/bin/python";
+                                with HFEXPORT_PYTHON=<repo>/.venv/bin/python
+  codegen [--check]             regenerate crates/hfexport-onnx/src/generated/onnx.rs from the
+                                vendored crates/hfexport-onnx/proto/onnx.proto (needs protoc:
+                                `apt-get install protobuf-compiler`); --check fails if the
+                                committed file differs from a fresh generation";
 
 fn main() -> ExitCode {
     match dispatch(std::env::args().skip(1).collect()) {
@@ -70,6 +75,15 @@ fn dispatch(args: Vec<String>) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         "test" => test(&root, rest),
+        "codegen" => {
+            let check = match rest {
+                [] => false,
+                [flag] if flag == "--check" => true,
+                _ => bail!("usage: cargo xtask codegen [--check]"),
+            };
+            codegen::codegen(&root, check)?;
+            Ok(ExitCode::SUCCESS)
+        }
         "help" | "-h" | "--help" => {
             println!("{USAGE}");
             Ok(ExitCode::SUCCESS)

@@ -1,5 +1,5 @@
 //! `hfexport`: the command line of DESIGN.md. Subcommands arrive with the capabilities behind
-//! them; today `inspect` and `run` (reference evaluator on a checkpoint folder).
+//! them; today `export` (ONNX), `inspect` and `run` (reference evaluator on a checkpoint folder).
 
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
@@ -20,6 +20,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Exports a checkpoint to a deployment format.
+    Export(ExportArgs),
     /// Architecture, sizes, parameter count, stored dtypes and the graph of a checkpoint.
     Inspect {
         /// A checkpoint folder (config.json + *.safetensors).
@@ -51,6 +53,36 @@ enum Command {
     },
 }
 
+#[derive(clap::Args)]
+struct ExportArgs {
+    /// The checkpoint folder (config.json + *.safetensors).
+    #[arg(long)]
+    model: PathBuf,
+    /// dynamo | onnx | executorch | openvino (overrides `export_format` of --config).
+    #[arg(long)]
+    format: Option<String>,
+    /// The export folder (refused if not empty, unless --force).
+    #[arg(long)]
+    output: PathBuf,
+    #[arg(long, default_value = "causal-lm")]
+    task: String,
+    /// float32 | float16 | bfloat16
+    #[arg(long, default_value = "float32")]
+    dtype: String,
+    /// Make batch and sequence symbolic with the model's bounds.
+    #[arg(long)]
+    dynamic: bool,
+    /// Per input and axis `{name, min, max}` or "auto": inline JSON or a JSON file.
+    #[arg(long)]
+    dynamic_shapes: Option<String>,
+    /// An export config JSON file (the dict of `AutoExportConfig`); flags override it.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Replace a non-empty output folder.
+    #[arg(long)]
+    force: bool,
+}
+
 fn main() {
     if let Err(e) = real_main() {
         eprintln!("error: {e:#}");
@@ -60,11 +92,61 @@ fn main() {
 
 fn real_main() -> Result<()> {
     match Cli::parse().command {
+        Command::Export(args) => export(&args),
         Command::Inspect { path, task, dump: full } => inspect(&path, &task, full),
         Command::Run { path, inputs, outputs, component, runtime, task } => {
             run(&path, &inputs, &outputs, &component, &runtime, &task)
         }
     }
+}
+
+/// The export config: `--config` file, then flags on top.
+fn export_config(a: &ExportArgs) -> Result<hfexport::ExportConfig> {
+    let mut dict = match &a.config {
+        Some(p) => {
+            let text = std::fs::read_to_string(p).with_context(|| format!("cannot read {}", p.display()))?;
+            serde_json::from_str::<serde_json::Value>(&text)
+                .with_context(|| format!("{} is not valid JSON", p.display()))?
+        }
+        None => serde_json::json!({}),
+    };
+    let obj = dict.as_object_mut().context("the --config file must hold a JSON object")?;
+    if let Some(f) = &a.format {
+        obj.insert("export_format".into(), f.clone().into());
+    }
+    if a.dynamic {
+        obj.insert("dynamic".into(), true.into());
+    }
+    if let Some(ds) = &a.dynamic_shapes {
+        let text = if Path::new(ds).is_file() { std::fs::read_to_string(ds)? } else { ds.clone() };
+        let v: serde_json::Value =
+            serde_json::from_str(&text).context("--dynamic-shapes is neither a JSON object nor a JSON file")?;
+        obj.insert("dynamic_shapes".into(), v);
+    }
+    if !obj.contains_key("export_format") {
+        bail!("give --format or an `export_format` in --config (valid: dynamo, onnx, executorch, openvino)");
+    }
+    Ok(hfexport::AutoExportConfig::from_dict(&dict)?)
+}
+
+fn export(a: &ExportArgs) -> Result<()> {
+    let config = export_config(a)?;
+    let dtype = hfexport::DType::from_user_name(&a.dtype)
+        .with_context(|| format!("--dtype `{}` is not valid; valid: float32, float16, bfloat16", a.dtype))?;
+    let task = Task::parse(&a.task).map_err(anyhow::Error::msg)?;
+    let exporter = hfexport::AutoHfExporter::from_config(config)?;
+    let req = hfexport::ExportRequest { model: a.model.clone(), output: a.output.clone(), task, dtype, force: a.force };
+    let t0 = Instant::now();
+    let meta = exporter.export(&req, &mut |msg| eprintln!("{msg}"))?;
+    let files: Vec<&str> = meta.components.iter().flat_map(|c| c.files.iter().map(String::as_str)).collect();
+    println!(
+        "exported {} to {} ({}) in {:.2} s",
+        meta.source.architecture,
+        a.output.display(),
+        files.join(", "),
+        t0.elapsed().as_secs_f64()
+    );
+    Ok(())
 }
 
 fn open_checkpoint(path: &Path) -> Result<Checkpoint> {

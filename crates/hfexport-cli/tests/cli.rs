@@ -101,8 +101,8 @@ fn inspect_describes_the_checkpoint() {
         "rope         yarn",
         "window 3 on 2 of 3 layers",
         "tied",
-        "input      input_ids: i64[batch, seq]",
-        "output     logits: f32[batch, seq, 256]",
+        "input      input_ids: i64[batch, sequence]",
+        "output     logits: f32[batch, sequence, 256]",
         "Attention x3",
     ] {
         assert!(s.contains(needle), "missing `{needle}` in:\n{s}");

@@ -68,6 +68,11 @@ impl Dim {
         }
     }
 
+    /// The terms of the polynomial: (monomial as sorted symbols, coefficient), constant first.
+    pub fn terms(&self) -> impl Iterator<Item = (&[Symbol], i64)> {
+        self.terms.iter().map(|(m, c)| (m.as_slice(), *c))
+    }
+
     pub fn symbols(&self) -> Vec<Symbol> {
         let mut out: Vec<Symbol> = self.terms.keys().flatten().cloned().collect();
         out.sort();
@@ -106,6 +111,19 @@ impl Dim {
             }
         }
         Dim { terms }.normalized()
+    }
+
+    /// The dim with every occurrence of symbol `s` replaced by `with`.
+    pub fn substitute(&self, s: &Symbol, with: &Dim) -> Dim {
+        let mut out = Dim::konst(0);
+        for (m, c) in &self.terms {
+            let mut term = Dim::konst(*c);
+            for x in m {
+                term = term.mul(&if x == s { with.clone() } else { Dim::sym(x) });
+            }
+            out = out.add(&term);
+        }
+        out
     }
 
     /// Exact division by a positive constant; an error when some coefficient is not divisible.
@@ -232,6 +250,15 @@ impl SymbolScope {
         Ok(s)
     }
 
+    /// Sets a symbol's range, replacing any earlier one (the caller has validated it).
+    pub fn set_range(&mut self, s: &Symbol, min: i64, max: i64) {
+        self.ranges.insert(s.clone(), SymRange { min, max });
+    }
+
+    pub fn remove(&mut self, s: &Symbol) {
+        self.ranges.remove(s);
+    }
+
     pub fn range(&self, s: &Symbol) -> SymRange {
         self.ranges.get(s).copied().unwrap_or(SymRange::UNBOUNDED)
     }
@@ -355,6 +382,16 @@ mod tests {
         assert_eq!(lhs.to_string(), "batch*seq + 2*seq");
         assert_eq!(s.mul(&Dim::konst(4)).div_exact(2).unwrap(), s.mul(&Dim::konst(2)));
         assert!(s.add(&Dim::konst(1)).div_exact(2).is_err());
+    }
+
+    #[test]
+    fn substitution_replaces_every_occurrence() {
+        let (_, b, s) = scope();
+        let d = b.mul(&s).add(&s.mul(&Dim::konst(2))).add(&Dim::konst(1));
+        let sym = s.as_symbol().unwrap().clone();
+        assert_eq!(d.substitute(&sym, &Dim::konst(3)), b.mul(&Dim::konst(3)).add(&Dim::konst(7)));
+        let t = Dim::sym(&Symbol::new("tokens"));
+        assert_eq!(d.substitute(&sym, &t).to_string(), "batch*tokens + 2*tokens + 1");
     }
 
     #[test]

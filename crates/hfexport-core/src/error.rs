@@ -18,6 +18,8 @@ pub enum Error {
     Input { input: String, msg: String },
     #[error("weight `{tensor}`: {msg}")]
     Weight { tensor: String, msg: String },
+    #[error("export folder: {0}")]
+    Artifact(String),
     #[error("export config: {0}")]
     Config(String),
     #[error("pass `{pass}` failed: {source}")]

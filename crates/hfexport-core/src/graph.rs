@@ -238,6 +238,23 @@ impl Graph {
         Ok(())
     }
 
+    /// Replaces symbol `name` by `with` in every shape and op attribute (a static dim when
+    /// `with` is a constant, a renamed one when it is another symbol, declared by the caller).
+    pub fn substitute_symbol(&mut self, name: &str, with: &Dim) -> Result<()> {
+        let s = self.symbols.get(name).ok_or_else(|| self.invalid(format!("no symbol `{name}`")))?;
+        let f = |d: &Dim| d.substitute(&s, with);
+        for v in &mut self.values {
+            v.shape.iter_mut().for_each(|d| *d = f(d));
+        }
+        for n in &mut self.nodes {
+            n.op.map_dims(&f);
+        }
+        if with.as_symbol() != Some(&s) {
+            self.symbols.remove(&s);
+        }
+        Ok(())
+    }
+
     /// Number of parameters (weight elements).
     pub fn parameter_count(&self) -> u64 {
         self.weights

@@ -10,15 +10,18 @@
 //!
 //! Nothing here names ONNX, OpenVINO or ATen: backends lower from this crate.
 
+pub mod artifact;
 pub mod config;
 pub mod decompose;
 pub mod dim;
 pub mod dtype;
 pub mod dump;
+pub mod dynamic;
 pub mod error;
 pub mod eval;
 pub mod graph;
 mod kernels;
+pub mod metadata;
 pub mod ops;
 pub mod passes;
 pub mod rope;

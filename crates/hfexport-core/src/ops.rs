@@ -216,6 +216,19 @@ impl Op {
         }
     }
 
+    /// Rewrites every dim held in the op's attributes.
+    pub fn map_dims(&mut self, f: &dyn Fn(&Dim) -> Dim) {
+        match self {
+            Op::Reshape { shape } | Op::Expand { shape } => shape.iter_mut().for_each(|d| *d = f(d)),
+            Op::Slice { start, end, .. } => {
+                *start = f(start);
+                *end = f(end);
+            }
+            Op::Iota { len } => *len = f(len),
+            _ => {}
+        }
+    }
+
     /// True for ops that carry a decomposition into primitives.
     pub fn is_high_level(&self) -> bool {
         matches!(

@@ -22,7 +22,18 @@ pub trait TensorSource: Send + Sync {
     fn info(&self, name: &str) -> Result<TensorInfo>;
     /// Materialises `name` (decoded from its stored dtype, nothing else applied).
     fn load(&self, name: &str) -> Result<Tensor>;
+    /// The stored little-endian bytes of `name` without a copy, where the source has them
+    /// (an mmapped file); lets writers stream and convert a weight in chunks.
+    fn raw(&self, _name: &str) -> Option<&[u8]> {
+        None
+    }
+    /// Tells the source a writer is done with `name` (an mmapped file drops its pages, so
+    /// resident memory does not grow with the model).
+    fn release(&self, _name: &str) {}
 }
+
+/// Elements converted per chunk when streaming a cast weight.
+const STREAM_CHUNK: usize = 1 << 20;
 
 /// How to produce a weight's value from stored tensors.
 #[derive(Debug, Clone, PartialEq)]
@@ -91,6 +102,51 @@ impl WeightExpr {
                 Ok(Tensor::f32(vec![c, r], out)?.cast(t.dtype()))
             }
         }
+    }
+}
+
+impl WeightExpr {
+    /// Produces the weight's little-endian bytes in order, in pieces, without materialising
+    /// the whole tensor when it is a stored tensor or a cast of one and the source has raw
+    /// bytes. Returns the number of bytes produced.
+    pub fn stream_le_bytes(
+        &self,
+        src: &dyn TensorSource,
+        sink: &mut dyn FnMut(&[u8]) -> std::io::Result<()>,
+    ) -> Result<u64> {
+        let io = |name: &str, e: std::io::Error| Error::Weight {
+            tensor: name.to_string(),
+            msg: format!("write failed: {e}"),
+        };
+        let out = match self {
+            WeightExpr::Stored(n) if src.raw(n).is_some() => {
+                let bytes = src.raw(n).expect("checked");
+                sink(bytes).map_err(|e| io(n, e))?;
+                bytes.len() as u64
+            }
+            WeightExpr::Cast(inner, to) if matches!(**inner, WeightExpr::Stored(ref n) if src.raw(n).is_some()) => {
+                let WeightExpr::Stored(n) = &**inner else { unreachable!("matched above") };
+                let from = src.info(n)?.dtype;
+                let bytes = src.raw(n).expect("checked");
+                let mut total = 0u64;
+                for chunk in bytes.chunks(STREAM_CHUNK * from.size()) {
+                    let t = Tensor::from_le_bytes(from, vec![chunk.len() / from.size()], chunk)?.cast(*to);
+                    let b = t.to_le_bytes();
+                    sink(&b).map_err(|e| io(n, e))?;
+                    total += b.len() as u64;
+                }
+                total
+            }
+            _ => {
+                let b = self.materialize(src)?.to_le_bytes();
+                sink(&b).map_err(|e| io(&self.to_string(), e))?;
+                b.len() as u64
+            }
+        };
+        for n in self.sources() {
+            src.release(n);
+        }
+        Ok(out)
     }
 }
 

@@ -128,7 +128,7 @@ impl Decoder<'_> {
             msg: format!("`{}` is not supported; valid: {}", cfg.hidden_act, Activation::NAMES.join(", ")),
         })?;
         let batch = Dim::sym(&self.g.symbols.declare("batch", 1, self.opts.max_batch)?);
-        let seq = Dim::sym(&self.g.symbols.declare("seq", 1, max_context(cfg))?);
+        let seq = Dim::sym(&self.g.symbols.declare("sequence", 1, max_context(cfg))?);
         let ids = self.g.add_input("input_ids", DType::I64, vec![batch.clone(), seq.clone()])?;
         let am = self.g.add_input("attention_mask", DType::I64, vec![batch.clone(), seq.clone()])?;
 

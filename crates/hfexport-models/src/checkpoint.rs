@@ -119,6 +119,16 @@ impl TensorSource for Checkpoint {
         let file = self.file_of(name).ok_or_else(|| self.unknown(name))?;
         file.load(name).map_err(|e| CoreError::Weight { tensor: name.to_string(), msg: e.to_string() })
     }
+
+    fn raw(&self, name: &str) -> Option<&[u8]> {
+        self.file_of(name)?.bytes(name)
+    }
+
+    fn release(&self, name: &str) {
+        if let Some(f) = self.file_of(name) {
+            f.release(name);
+        }
+    }
 }
 
 /// Opens the weight files of `dir`, in the order transformers would pick them.

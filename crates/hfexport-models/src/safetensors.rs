@@ -97,6 +97,22 @@ impl SafetensorsFile {
         self.mmap.get(self.data_start + e.begin..self.data_start + e.end)
     }
 
+    /// Drops the resident pages of `name` (a writer is done with it), so streaming a model
+    /// larger than memory does not keep it all mapped in. Later reads fault the pages back in.
+    pub fn release(&self, name: &str) {
+        if let Some(e) = self.entries.get(name) {
+            // SAFETY: the map is a private read-only file mapping: MADV_DONTNEED only drops
+            // clean pages, which the kernel re-reads from the file on the next access.
+            let _ = unsafe {
+                self.mmap.unchecked_advise_range(
+                    memmap2::UncheckedAdvice::DontNeed,
+                    self.data_start + e.begin,
+                    e.end - e.begin,
+                )
+            };
+        }
+    }
+
     /// Decodes `name` into a host tensor of its stored dtype.
     pub fn load(&self, name: &str) -> Result<Tensor> {
         let (Some(e), Some(bytes)) = (self.entries.get(name), self.bytes(name)) else {

@@ -1,0 +1,146 @@
+//! `export.json`: what an export folder holds, so a runner (or a person) can use it without
+//! the checkpoint: source, config, symbolic dims, per-component I/O, in-place aliases, patches
+//! applied, runtime pins, and how the export was verified.
+
+use crate::dim::shape_to_string;
+use crate::graph::{Alias, Graph};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+pub const SCHEMA_VERSION: u32 = 1;
+pub const FILE_NAME: &str = "export.json";
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ExportMetadata {
+    pub schema_version: u32,
+    pub hfexport_version: String,
+    pub source: Source,
+    pub format: String,
+    pub task: String,
+    /// Float dtype of weights and activations (`float32`, `float16`, `bfloat16`).
+    pub dtype: String,
+    /// The export config as `AutoExportConfig::from_dict` reads it.
+    pub config: serde_json::Value,
+    /// Symbolic dims and their ranges, e.g. `batch: 1..=4096`.
+    pub symbols: BTreeMap<String, Range>,
+    pub components: Vec<Component>,
+    pub patches_applied: Vec<String>,
+    /// Runtime checks emitted for user ranges kept with
+    /// `prefer_deferred_runtime_asserts_over_guards`.
+    pub runtime_checks: Vec<String>,
+    /// Upstream runtime versions the export was built and checked for.
+    pub runtime_pins: BTreeMap<String, String>,
+    pub verification: Option<Verification>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Source {
+    pub architecture: String,
+    pub model_type: Option<String>,
+    pub checkpoint: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Range {
+    pub min: i64,
+    pub max: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Port {
+    pub name: String,
+    pub dtype: String,
+    /// Dims as text: a number or a symbolic expression (`batch`, `seq + past`).
+    pub shape: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Component {
+    pub name: String,
+    pub files: Vec<String>,
+    pub inputs: Vec<Port>,
+    pub outputs: Vec<Port>,
+    /// Outputs that update an input in place.
+    pub aliases: Vec<AliasPair>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AliasPair {
+    pub output: String,
+    pub input: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Verification {
+    pub runtime: String,
+    pub reference: String,
+    pub max_abs_diff: f32,
+    pub atol: f32,
+    pub inputs: Vec<String>,
+}
+
+fn ports(g: &Graph, ps: &[crate::graph::Port]) -> Vec<Port> {
+    ps.iter()
+        .map(|p| {
+            let i = g.info(p.value);
+            let shape = shape_to_string(&i.shape);
+            let dims =
+                shape.trim_matches(['[', ']']).split(", ").filter(|s| !s.is_empty()).map(str::to_string).collect();
+            Port { name: p.name.clone(), dtype: i.dtype.name().to_string(), shape: dims }
+        })
+        .collect()
+}
+
+impl Component {
+    /// I/O and aliases of `g`, stored as the files `files` of component `name`.
+    pub fn from_graph(name: &str, g: &Graph, files: Vec<String>) -> Component {
+        Component {
+            name: name.to_string(),
+            files,
+            inputs: ports(g, g.inputs()),
+            outputs: ports(g, g.outputs()),
+            aliases: g
+                .aliases()
+                .iter()
+                .map(|Alias { output, input }| AliasPair { output: output.clone(), input: input.clone() })
+                .collect(),
+        }
+    }
+}
+
+/// Symbol ranges of `g`.
+pub fn symbols_of(g: &Graph) -> BTreeMap<String, Range> {
+    g.symbols.iter().map(|(s, r)| (s.name().to_string(), Range { min: r.min, max: r.max })).collect()
+}
+
+impl ExportMetadata {
+    pub fn write(&self, dir: &Path) -> crate::Result<()> {
+        let text = serde_json::to_string_pretty(self).map_err(|e| crate::Error::Artifact(e.to_string()))?;
+        let path = dir.join(FILE_NAME);
+        std::fs::write(&path, text + "\n").map_err(|e| crate::Error::Artifact(format!("{}: {e}", path.display())))
+    }
+
+    pub fn read(dir: &Path) -> crate::Result<ExportMetadata> {
+        let path = dir.join(FILE_NAME);
+        let text =
+            std::fs::read_to_string(&path).map_err(|e| crate::Error::Artifact(format!("{}: {e}", path.display())))?;
+        let m: ExportMetadata =
+            serde_json::from_str(&text).map_err(|e| crate::Error::Artifact(format!("{}: {e}", path.display())))?;
+        if m.schema_version != SCHEMA_VERSION {
+            return Err(crate::Error::Artifact(format!(
+                "{}: schema_version {} is not {SCHEMA_VERSION}; re-export with this hfexport",
+                path.display(),
+                m.schema_version
+            )));
+        }
+        Ok(m)
+    }
+
+    pub fn component(&self, name: &str) -> crate::Result<&Component> {
+        self.components.iter().find(|c| c.name == name).ok_or_else(|| {
+            let names: Vec<&str> = self.components.iter().map(|c| c.name.as_str()).collect();
+            crate::Error::Artifact(format!("no component `{name}` in this export (components: {})", names.join(", ")))
+        })
+    }
+}

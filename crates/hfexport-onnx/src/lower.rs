@@ -1,0 +1,374 @@
+//! The lowering table: one function per core op, emitting ONNX nodes.
+//!
+//! Every value gets an ONNX name (graph inputs and outputs keep their port names, weights
+//! their checkpoint names, the rest `v<id>`). Symbolic dims are computed at run time from the
+//! input shapes: each symbol is read once with `Shape(start, end)` from the first input axis
+//! that carries it, and a dim polynomial becomes `Mul`/`Add` over those, cached per dim, so
+//! `Reshape`, `Expand`, `Slice` and `Range` work at any batch and sequence length.
+//!
+//! High-level ops must be decomposed before lowering unless [`native`] says the opset has
+//! them; the exporter runs that decomposition.
+
+use crate::proto::{
+    attribute_proto::AttributeType, tensor_proto::DataType, tensor_shape_proto, type_proto, AttributeProto, NodeProto,
+    TensorProto, TensorShapeProto, TypeProto, ValueInfoProto,
+};
+use crate::{OnnxError, Result};
+use hfexport_core::graph::{Node, Producer};
+use hfexport_core::ops::{BinaryOp, ReduceKind, UnaryOp};
+use hfexport_core::{DType, Dim, Graph, Op, Symbol, Tensor, ValueId};
+use std::collections::HashMap;
+
+/// Whether `op` has a native ONNX lowering at `opset` (else core decomposes it first).
+pub fn native(op: &Op, _opset: u32) -> bool {
+    !op.is_high_level()
+}
+
+pub fn onnx_dtype(d: DType) -> DataType {
+    match d {
+        DType::F32 => DataType::Float,
+        DType::F16 => DataType::Float16,
+        DType::BF16 => DataType::Bfloat16,
+        DType::I64 => DataType::Int64,
+        DType::I32 => DataType::Int32,
+        DType::Bool => DataType::Bool,
+        DType::U8 => DataType::Uint8,
+        DType::I8 => DataType::Int8,
+    }
+}
+
+/// Nodes and I/O declarations of a lowered graph (initializers are added by the writer).
+pub struct Lowered {
+    pub nodes: Vec<NodeProto>,
+    pub inputs: Vec<ValueInfoProto>,
+    pub outputs: Vec<ValueInfoProto>,
+    /// ONNX name of each weight, in graph order.
+    pub weight_names: Vec<String>,
+}
+
+pub fn lower(g: &Graph, opset: u32) -> Result<Lowered> {
+    let mut cx = Ctx::new(g, opset)?;
+    for n in g.nodes() {
+        cx.lower_node(n).map_err(|e| match e {
+            OnnxError::Lowering { .. } => e,
+            other => OnnxError::Lowering { node: n.name.clone(), op: n.op.name().into(), msg: other.to_string() },
+        })?;
+    }
+    cx.finish()
+}
+
+struct Ctx<'g> {
+    g: &'g Graph,
+    opset: u32,
+    names: Vec<String>,
+    nodes: Vec<NodeProto>,
+    symbol_source: HashMap<Symbol, (String, usize)>,
+    dim_cache: HashMap<Dim, String>,
+    fresh: usize,
+}
+
+fn attr_int(name: &str, v: i64) -> AttributeProto {
+    AttributeProto {
+        name: Some(name.into()),
+        i: Some(v),
+        r#type: Some(AttributeType::Int as i32),
+        ..Default::default()
+    }
+}
+
+fn attr_ints(name: &str, v: &[i64]) -> AttributeProto {
+    AttributeProto {
+        name: Some(name.into()),
+        ints: v.to_vec(),
+        r#type: Some(AttributeType::Ints as i32),
+        ..Default::default()
+    }
+}
+
+fn attr_tensor(name: &str, t: TensorProto) -> AttributeProto {
+    AttributeProto {
+        name: Some(name.into()),
+        t: Some(t),
+        r#type: Some(AttributeType::Tensor as i32),
+        ..Default::default()
+    }
+}
+
+/// An inline tensor (small constants only; weights go to external data).
+pub fn tensor_proto(name: &str, t: &Tensor) -> TensorProto {
+    TensorProto {
+        name: Some(name.into()),
+        dims: t.shape().iter().map(|&d| d as i64).collect(),
+        data_type: Some(onnx_dtype(t.dtype()) as i32),
+        raw_data: Some(t.to_le_bytes()),
+        ..Default::default()
+    }
+}
+
+fn value_info(name: &str, dtype: DType, shape: &[Dim]) -> ValueInfoProto {
+    let dims = shape
+        .iter()
+        .map(|d| tensor_shape_proto::Dimension {
+            value: Some(match d.as_const() {
+                Some(v) => tensor_shape_proto::dimension::Value::DimValue(v),
+                None => tensor_shape_proto::dimension::Value::DimParam(d.to_string()),
+            }),
+            ..Default::default()
+        })
+        .collect();
+    ValueInfoProto {
+        name: Some(name.into()),
+        r#type: Some(TypeProto {
+            value: Some(type_proto::Value::TensorType(type_proto::Tensor {
+                elem_type: Some(onnx_dtype(dtype) as i32),
+                shape: Some(TensorShapeProto { dim: dims }),
+            })),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+impl<'g> Ctx<'g> {
+    fn new(g: &'g Graph, opset: u32) -> Result<Ctx<'g>> {
+        let mut names: Vec<String> = (0..g.num_values()).map(|i| format!("v{i}")).collect();
+        let mut symbol_source = HashMap::new();
+        for p in g.inputs() {
+            names[p.value.0] = p.name.clone();
+            for (axis, d) in g.info(p.value).shape.iter().enumerate() {
+                if let Some(s) = d.as_symbol() {
+                    symbol_source.entry(s.clone()).or_insert((p.name.clone(), axis));
+                }
+            }
+        }
+        for w in g.weights() {
+            names[w.value.0] = w.name.clone();
+        }
+        // a value computed by a node and exported once takes the output's name
+        for p in g.outputs() {
+            let produced_by_node = matches!(g.producer(p.value), Producer::Node { .. });
+            let unique = g.outputs().iter().filter(|q| q.value == p.value).count() == 1;
+            if produced_by_node && unique {
+                names[p.value.0] = p.name.clone();
+            }
+        }
+        Ok(Ctx { g, opset, names, nodes: vec![], symbol_source, dim_cache: HashMap::new(), fresh: 0 })
+    }
+
+    fn name(&self, v: ValueId) -> String {
+        self.names[v.0].clone()
+    }
+
+    fn tmp(&mut self, hint: &str) -> String {
+        self.fresh += 1;
+        format!("hfx.{hint}.{}", self.fresh)
+    }
+
+    fn push(
+        &mut self,
+        op_type: &str,
+        name: &str,
+        inputs: Vec<String>,
+        outputs: Vec<String>,
+        attrs: Vec<AttributeProto>,
+    ) {
+        self.nodes.push(NodeProto {
+            name: Some(name.to_string()),
+            op_type: Some(op_type.into()),
+            input: inputs,
+            output: outputs,
+            attribute: attrs,
+            ..Default::default()
+        });
+    }
+
+    /// Emits a helper node with a fresh output name.
+    fn helper(&mut self, op_type: &str, inputs: Vec<String>, attrs: Vec<AttributeProto>) -> String {
+        let out = self.tmp(op_type);
+        self.push(op_type, &out.clone(), inputs, vec![out.clone()], attrs);
+        out
+    }
+
+    fn constant(&mut self, t: &Tensor) -> String {
+        let out = self.tmp("const");
+        self.push(
+            "Constant",
+            &out.clone(),
+            vec![],
+            vec![out.clone()],
+            vec![attr_tensor("value", tensor_proto(&out, t))],
+        );
+        out
+    }
+
+    fn const_i64(&mut self, v: &[i64]) -> String {
+        let t = Tensor::i64(vec![v.len()], v.to_vec()).expect("length matches");
+        self.constant(&t)
+    }
+
+    /// A 1-element int64 tensor holding the run-time value of `d`.
+    fn dim(&mut self, d: &Dim) -> Result<String> {
+        if let Some(n) = self.dim_cache.get(d) {
+            return Ok(n.clone());
+        }
+        let out = if let Some(c) = d.as_const() {
+            self.const_i64(&[c])
+        } else if let Some(s) = d.as_symbol() {
+            let (input, axis) = self.symbol_source.get(s).cloned().ok_or_else(|| OnnxError::Lowering {
+                node: "(shape)".into(),
+                op: "Dim".into(),
+                msg: format!("symbol `{}` is not the dim of any graph input", s.name()),
+            })?;
+            self.helper("Shape", vec![input], vec![attr_int("start", axis as i64), attr_int("end", axis as i64 + 1)])
+        } else {
+            self.polynomial(d)?
+        };
+        self.dim_cache.insert(d.clone(), out.clone());
+        Ok(out)
+    }
+
+    /// `c0 + Σ cᵢ·∏ symbols`, term by term.
+    fn polynomial(&mut self, d: &Dim) -> Result<String> {
+        let mut acc: Option<String> = None;
+        for (monomial, coeff) in d.terms() {
+            let mut term: Option<String> = None;
+            for s in monomial {
+                let v = self.dim(&Dim::sym(s))?;
+                term = Some(match term {
+                    None => v,
+                    Some(t) => self.helper("Mul", vec![t, v], vec![]),
+                });
+            }
+            let c = self.const_i64(&[coeff]);
+            let term = match term {
+                None => c,
+                Some(t) if coeff == 1 => t,
+                Some(t) => self.helper("Mul", vec![t, c], vec![]),
+            };
+            acc = Some(match acc {
+                None => term,
+                Some(a) => self.helper("Add", vec![a, term], vec![]),
+            });
+        }
+        Ok(acc.unwrap_or_else(|| self.const_i64(&[0])))
+    }
+
+    /// A 1-D int64 tensor holding a whole shape.
+    fn shape(&mut self, dims: &[Dim]) -> Result<String> {
+        if let Some(consts) = dims.iter().map(Dim::as_const).collect::<Option<Vec<i64>>>() {
+            return Ok(self.const_i64(&consts));
+        }
+        let parts = dims.iter().map(|d| self.dim(d)).collect::<Result<Vec<_>>>()?;
+        Ok(self.helper("Concat", parts, vec![attr_int("axis", 0)]))
+    }
+
+    fn lower_node(&mut self, n: &Node) -> Result<()> {
+        let ins: Vec<String> = n.inputs.iter().map(|v| self.name(*v)).collect();
+        let outs: Vec<String> = n.outputs.iter().map(|v| self.name(*v)).collect();
+        let simple = |op_type: &str| (op_type.to_string(), ins.clone(), vec![]);
+        let (op_type, inputs, attrs): (String, Vec<String>, Vec<AttributeProto>) = match &n.op {
+            Op::Constant(t) => ("Constant".into(), vec![], vec![attr_tensor("value", tensor_proto(&outs[0], t))]),
+            Op::Unary(u) => simple(match u {
+                UnaryOp::Neg => "Neg",
+                UnaryOp::Exp => "Exp",
+                UnaryOp::Sqrt => "Sqrt",
+                UnaryOp::Reciprocal => "Reciprocal",
+                UnaryOp::Tanh => "Tanh",
+                UnaryOp::Sigmoid => "Sigmoid",
+                UnaryOp::Cos => "Cos",
+                UnaryOp::Sin => "Sin",
+                UnaryOp::Not => "Not",
+            }),
+            Op::Binary(b) => simple(match b {
+                BinaryOp::Add => "Add",
+                BinaryOp::Sub => "Sub",
+                BinaryOp::Mul => "Mul",
+                BinaryOp::Div => "Div",
+                BinaryOp::Pow => "Pow",
+                BinaryOp::Max => "Max",
+                BinaryOp::Min => "Min",
+                BinaryOp::Equal => "Equal",
+                BinaryOp::Less => "Less",
+                BinaryOp::LessEqual => "LessOrEqual",
+                BinaryOp::Greater => "Greater",
+                BinaryOp::GreaterEqual => "GreaterOrEqual",
+                BinaryOp::And => "And",
+                BinaryOp::Or => "Or",
+            }),
+            Op::Where => simple("Where"),
+            Op::Cast(d) => ("Cast".into(), ins.clone(), vec![attr_int("to", onnx_dtype(*d) as i64)]),
+            Op::MatMul => simple("MatMul"),
+            Op::Reduce { kind, axes, keep_dims } => {
+                let op = match kind {
+                    ReduceKind::Sum => "ReduceSum",
+                    ReduceKind::Mean => "ReduceMean",
+                    ReduceKind::Max => "ReduceMax",
+                };
+                let axes: Vec<i64> = axes.iter().map(|&a| a as i64).collect();
+                let keep = attr_int("keepdims", *keep_dims as i64);
+                // axes became an input in opset 13 for ReduceSum and in 18 for the others
+                if *kind == ReduceKind::Sum || self.opset >= 18 {
+                    let a = self.const_i64(&axes);
+                    (op.into(), vec![ins[0].clone(), a], vec![keep])
+                } else {
+                    (op.into(), ins.clone(), vec![attr_ints("axes", &axes), keep])
+                }
+            }
+            Op::Softmax { axis } => ("Softmax".into(), ins.clone(), vec![attr_int("axis", *axis as i64)]),
+            Op::Reshape { shape } => {
+                let s = self.shape(shape)?;
+                ("Reshape".into(), vec![ins[0].clone(), s], vec![])
+            }
+            Op::Transpose { perm } => {
+                let perm: Vec<i64> = perm.iter().map(|&p| p as i64).collect();
+                ("Transpose".into(), ins.clone(), vec![attr_ints("perm", &perm)])
+            }
+            Op::Expand { shape } => {
+                let s = self.shape(shape)?;
+                ("Expand".into(), vec![ins[0].clone(), s], vec![])
+            }
+            Op::Concat { axis } => ("Concat".into(), ins.clone(), vec![attr_int("axis", *axis as i64)]),
+            Op::Slice { axis, start, end } => {
+                let (s, e) = (self.dim(start)?, self.dim(end)?);
+                let a = self.const_i64(&[*axis as i64]);
+                ("Slice".into(), vec![ins[0].clone(), s, e, a], vec![])
+            }
+            Op::Gather { axis } => ("Gather".into(), ins.clone(), vec![attr_int("axis", *axis as i64)]),
+            Op::Iota { len } => {
+                let l = self.dim(len)?;
+                let axes = self.const_i64(&[0]);
+                let limit = self.helper("Squeeze", vec![l, axes], vec![]);
+                let zero = self.constant(&Tensor::i64(vec![], vec![0]).expect("scalar"));
+                let one = self.constant(&Tensor::i64(vec![], vec![1]).expect("scalar"));
+                ("Range".into(), vec![zero, limit, one], vec![])
+            }
+            hl => {
+                return Err(OnnxError::Lowering {
+                    node: n.name.clone(),
+                    op: hl.name().into(),
+                    msg: format!("has no native lowering at opset {}; decompose it first", self.opset),
+                })
+            }
+        };
+        self.push(&op_type, &n.name, inputs, outs, attrs);
+        Ok(())
+    }
+
+    fn finish(mut self) -> Result<Lowered> {
+        let g = self.g;
+        let inputs =
+            g.inputs().iter().map(|p| value_info(&p.name, g.info(p.value).dtype, &g.info(p.value).shape)).collect();
+        let mut outputs = vec![];
+        for p in g.outputs() {
+            let i = g.info(p.value);
+            if self.names[p.value.0] != p.name {
+                // exported under another name too, or an input/weight passed through
+                let src = self.names[p.value.0].clone();
+                self.push("Identity", &format!("output.{}", p.name), vec![src], vec![p.name.clone()], vec![]);
+            }
+            outputs.push(value_info(&p.name, i.dtype, &i.shape));
+        }
+        let weight_names = g.weights().iter().map(|w| self.names[w.value.0].clone()).collect();
+        Ok(Lowered { nodes: self.nodes, inputs, outputs, weight_names })
+    }
+}

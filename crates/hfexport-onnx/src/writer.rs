@@ -1,0 +1,98 @@
+//! Writes one component: `<c>.onnx` (the graph) and `<c>.onnx.data` (every weight, external,
+//! each at an offset aligned to [`ALIGN`]).
+//!
+//! Weights are streamed: each one is produced by its lazy expression (straight from the
+//! checkpoint's mmap, converted in chunks when the dtype changes), written, and its source
+//! pages released before the next, so peak memory does not grow with the model.
+
+use crate::lower::{lower, onnx_dtype};
+use crate::proto::{
+    tensor_proto::DataLocation, GraphProto, ModelProto, OperatorSetIdProto, StringStringEntryProto, TensorProto,
+};
+use crate::{OnnxError, Result};
+use hfexport_core::{Graph, TensorSource};
+use prost::Message;
+use std::io::Write;
+use std::path::Path;
+
+/// Offset alignment of tensors in the external data file (lets runtimes mmap them).
+pub const ALIGN: u64 = 4096;
+/// ONNX IR version written (ONNX 1.16+, ONNX Runtime 1.18+).
+pub const IR_VERSION: i64 = 10;
+
+/// Called once per weight written: (index, count, weight name).
+pub type Progress<'a> = &'a mut dyn FnMut(usize, usize, &str);
+
+fn io_err(path: &Path) -> impl Fn(std::io::Error) -> OnnxError + '_ {
+    move |source| OnnxError::Io { path: path.to_path_buf(), source }
+}
+
+/// Writes `<component>.onnx` and `<component>.onnx.data` into `dir`; returns the file names.
+pub fn write_component(
+    g: &Graph,
+    src: &dyn TensorSource,
+    dir: &Path,
+    component: &str,
+    opset: u32,
+    progress: Progress,
+) -> Result<Vec<String>> {
+    let lowered = lower(g, opset)?;
+    let data_name = format!("{component}.onnx.data");
+    let data_path = dir.join(&data_name);
+    let file = std::fs::File::create(&data_path).map_err(io_err(&data_path))?;
+    let mut out = std::io::BufWriter::with_capacity(8 << 20, file);
+    let mut offset = 0u64;
+    let mut initializers = Vec::with_capacity(g.weights().len());
+    for (i, (w, name)) in g.weights().iter().zip(&lowered.weight_names).enumerate() {
+        progress(i, g.weights().len(), name);
+        let info = g.info(w.value);
+        let dims: Vec<i64> = info.shape.iter().map(|d| d.as_const().unwrap_or(0)).collect();
+        let expected = dims.iter().product::<i64>() as u64 * info.dtype.size() as u64;
+        let pad = (ALIGN - offset % ALIGN) % ALIGN;
+        out.write_all(&vec![0u8; pad as usize]).map_err(io_err(&data_path))?;
+        offset += pad;
+        let written = w.expr.stream_le_bytes(src, &mut |b| out.write_all(b))?;
+        if written != expected {
+            return Err(OnnxError::WeightSize { tensor: w.name.clone(), expected, actual: written });
+        }
+        let entry = |k: &str, v: String| StringStringEntryProto { key: Some(k.into()), value: Some(v) };
+        initializers.push(TensorProto {
+            name: Some(name.clone()),
+            dims,
+            data_type: Some(onnx_dtype(info.dtype) as i32),
+            data_location: Some(DataLocation::External as i32),
+            external_data: vec![
+                entry("location", data_name.clone()),
+                entry("offset", offset.to_string()),
+                entry("length", written.to_string()),
+            ],
+            ..Default::default()
+        });
+        offset += written;
+    }
+    out.flush().map_err(io_err(&data_path))?;
+    out.into_inner()
+        .map_err(|e| OnnxError::Io { path: data_path.clone(), source: e.into_error() })?
+        .sync_all()
+        .map_err(io_err(&data_path))?;
+
+    let model = ModelProto {
+        ir_version: Some(IR_VERSION),
+        opset_import: vec![OperatorSetIdProto { domain: Some(String::new()), version: Some(opset as i64) }],
+        producer_name: Some("hfexport".into()),
+        producer_version: Some(env!("CARGO_PKG_VERSION").into()),
+        graph: Some(GraphProto {
+            name: Some(g.name.clone()),
+            node: lowered.nodes,
+            initializer: initializers,
+            input: lowered.inputs,
+            output: lowered.outputs,
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let model_name = format!("{component}.onnx");
+    let model_path = dir.join(&model_name);
+    std::fs::write(&model_path, model.encode_to_vec()).map_err(io_err(&model_path))?;
+    Ok(vec![model_name, data_name])
+}
