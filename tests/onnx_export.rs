@@ -1,12 +1,16 @@
 //! ONNX exports of every fixture, run by ONNX Runtime and by OpenVINO's ONNX reader from
 //! Python (`tests/python/run_onnx.py`, after `onnx.checker` with `full_check`): logits equal
 //! transformers' at every non-padded position, and the same file runs at a batch and length no
-//! sample used (compared with the reference evaluator there).
+//! sample used (compared with the reference evaluator there). Also: opsets 17 and 23 (native
+//! RMSNormalization / RotaryEmbedding / Attention), static and named dynamic shapes, and the
+//! failures an export must survive without leaving a half-written folder.
 
 mod common;
 
 use common::worst_unpadded;
+use hfexport::core::artifact::StagedDir;
 use hfexport::core::metadata::ExportMetadata;
+use hfexport::core::{TensorInfo, TensorSource};
 use hfexport::{AutoExportConfig, AutoHfExporter, Checkpoint, DType, Evaluator, ExportRequest, Task, Tensor};
 use hfexport_models::safetensors::{read_all, write_safetensors};
 use std::collections::BTreeMap;
@@ -25,29 +29,78 @@ fn python() -> String {
     })
 }
 
-fn export(name: &str, out: &Path, config: serde_json::Value) -> ExportMetadata {
-    let exporter = AutoHfExporter::from_config(AutoExportConfig::from_dict(&config).unwrap()).unwrap();
+fn try_export(name: &str, out: &Path, config: serde_json::Value, force: bool) -> hfexport::Result<ExportMetadata> {
+    let exporter = AutoHfExporter::from_config(AutoExportConfig::from_dict(&config)?)?;
     let req = ExportRequest {
         model: fixture(name),
         output: out.to_path_buf(),
         task: Task::CausalLm,
         dtype: DType::F32,
-        force: false,
+        force,
     };
-    exporter.export(&req, &mut |_| {}).unwrap()
+    exporter.export(&req, &mut |_| {})
+}
+
+fn export(name: &str, out: &Path, config: serde_json::Value) -> ExportMetadata {
+    try_export(name, out, config, false).unwrap()
 }
 
 fn write_case(path: &Path, ids: &Tensor, mask: &Tensor) {
     write_safetensors(path, &[("input_ids", ids), ("attention_mask", mask)], &BTreeMap::new()).unwrap();
 }
 
-/// Runs the python runner on `cases`; returns `<i>.ort` / `<i>.openvino` logits.
-fn run_python(model: &Path, cases: &[PathBuf], tmp: &Path) -> BTreeMap<String, Tensor> {
+/// Runs the python runner on `cases`; returns `<i>.ort` (and `<i>.openvino`) logits.
+fn run_python(model: &Path, cases: &[PathBuf], tmp: &Path, ort_only: bool) -> BTreeMap<String, Tensor> {
     let out = tmp.join("python-out.safetensors");
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python/run_onnx.py");
-    let o = Command::new(python()).arg(script).arg(model).arg(&out).args(cases).output().expect("start python");
+    let mut cmd = Command::new(python());
+    cmd.arg(script);
+    if ort_only {
+        cmd.arg("--ort-only");
+    }
+    let o = cmd.arg(model).arg(&out).args(cases).output().expect("start python");
     assert!(o.status.success(), "run_onnx.py failed:\n{}", String::from_utf8_lossy(&o.stderr));
     read_all(&out).unwrap()
+}
+
+/// Writes the golden single and batch inputs of `name` into `dir`.
+fn golden_cases(name: &str, dir: &Path) -> (Vec<PathBuf>, Vec<(Tensor, Tensor)>) {
+    let gold = read_all(fixture(name).join("golden.safetensors")).unwrap();
+    let mut paths = vec![];
+    let mut expected = vec![];
+    for case in ["single", "batch"] {
+        let p = dir.join(format!("{case}.safetensors"));
+        let mask = gold[&format!("{case}.attention_mask")].clone();
+        write_case(&p, &gold[&format!("{case}.input_ids")], &mask);
+        paths.push(p);
+        expected.push((gold[&format!("{case}.logits")].clone(), mask));
+    }
+    (paths, expected)
+}
+
+fn reference(name: &str, ids: &Tensor, mask: &Tensor) -> Tensor {
+    let ckpt = Checkpoint::open(&fixture(name)).unwrap();
+    let g = hfexport::build(&ckpt.config, &ckpt, Task::CausalLm, &Default::default()).unwrap();
+    let inputs = BTreeMap::from([("input_ids".to_string(), ids.clone()), ("attention_mask".to_string(), mask.clone())]);
+    Evaluator::new(&g, &ckpt).unwrap().run(&inputs).unwrap()["logits"].clone()
+}
+
+fn compare(
+    label: &str,
+    got: &BTreeMap<String, Tensor>,
+    expected: &[(Tensor, Tensor)],
+    runtimes: &[&str],
+) -> Vec<String> {
+    let mut failures = vec![];
+    for (i, (want, mask)) in expected.iter().enumerate() {
+        for runtime in runtimes {
+            let (d, at) = worst_unpadded(&got[&format!("{i}.{runtime}")], want, mask).unwrap();
+            if d > 1e-4 {
+                failures.push(format!("{label} case {i} {runtime}: worst |diff| {d:e} at {at:?}"));
+            }
+        }
+    }
+    failures
 }
 
 #[test]
@@ -60,41 +113,143 @@ fn dynamic_exports_match_transformers_in_onnxruntime_and_openvino() {
         let m = meta.component("model").unwrap();
         assert_eq!(m.files, ["model.onnx", "model.onnx.data"]);
         assert_eq!(m.inputs[0].shape, ["batch", "sequence"], "{name}: symbolic dims are named");
-        let gold = read_all(fixture(name).join("golden.safetensors")).unwrap();
-        let mut cases = vec![];
-        for case in ["single", "batch"] {
-            let p = dir.join(format!("{case}.safetensors"));
-            write_case(&p, &gold[&format!("{case}.input_ids")], &gold[&format!("{case}.attention_mask")]);
-            cases.push(p);
-        }
+        assert!(dir.join("export/config.json").is_file() && dir.join("export/generation_config.json").is_file());
+        let (mut cases, mut expected) = golden_cases(name, &dir);
         // batch 3, 11 tokens, the first row left-padded: no golden has this shape
-        let vocab = gold["single.logits"].shape()[2] as i64;
+        let vocab = expected[0].0.shape()[2] as i64;
         let ids = Tensor::i64(vec![3, 11], (0..33).map(|i| (i * 31 + 7) % vocab).collect()).unwrap();
         let mask = Tensor::i64(vec![3, 11], (0..33).map(|i| i64::from(i >= 4)).collect()).unwrap();
         let p = dir.join("unseen.safetensors");
         write_case(&p, &ids, &mask);
         cases.push(p);
-        let got = run_python(&dir.join("export/model.onnx"), &cases, &dir);
+        expected.push((reference(name, &ids, &mask), mask));
+        let got = run_python(&dir.join("export/model.onnx"), &cases, &dir, false);
+        failures.extend(compare(name, &got, &expected, &["ort", "openvino"]));
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
 
-        let ckpt = Checkpoint::open(&fixture(name)).unwrap();
-        let g = hfexport::build(&ckpt.config, &ckpt, Task::CausalLm, &Default::default()).unwrap();
-        let reference = Evaluator::new(&g, &ckpt)
-            .unwrap()
-            .run(&BTreeMap::from([("input_ids".to_string(), ids), ("attention_mask".to_string(), mask.clone())]))
-            .unwrap();
-        let expected = [
-            (gold["single.logits"].clone(), gold["single.attention_mask"].clone()),
-            (gold["batch.logits"].clone(), gold["batch.attention_mask"].clone()),
-            (reference["logits"].clone(), mask),
-        ];
-        for (i, (want, mask)) in expected.iter().enumerate() {
-            for runtime in ["ort", "openvino"] {
-                let (d, at) = worst_unpadded(&got[&format!("{i}.{runtime}")], want, mask).unwrap();
-                if d > 1e-4 {
-                    failures.push(format!("{name} case {i} {runtime}: worst |diff| {d:e} at {at:?}"));
-                }
-            }
+/// Opset 17 (reductions with attribute axes) and 23 (native RMSNormalization,
+/// RotaryEmbedding and Attention) give the same logits.
+#[test]
+fn opsets_17_and_23_match_transformers_in_onnxruntime() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut failures = vec![];
+    for opset in [17, 23] {
+        for name in FIXTURES {
+            let dir = tmp.path().join(format!("{name}-{opset}"));
+            let config = serde_json::json!({"export_format": "onnx", "dynamic": true, "opset_version": opset});
+            export(name, &dir.join("export"), config);
+            let model = std::fs::read(dir.join("export/model.onnx")).unwrap();
+            let has = |op: &str| model.windows(op.len()).any(|w| w == op.as_bytes());
+            assert_eq!(has("RMSNormalization") && has("RotaryEmbedding"), opset == 23, "{name} at opset {opset}");
+            let (cases, expected) = golden_cases(name, &dir);
+            let got = run_python(&dir.join("export/model.onnx"), &cases, &dir, true);
+            failures.extend(compare(&format!("{name} opset {opset}"), &got, &expected, &["ort"]));
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn static_and_named_dynamic_shapes() {
+    let tmp = tempfile::tempdir().unwrap();
+    // not dynamic: the sample shape [1, 16], and it runs there
+    let meta = export("qwen2", &tmp.path().join("static"), serde_json::json!({"export_format": "onnx"}));
+    assert_eq!(meta.component("model").unwrap().inputs[0].shape, ["1", "16"]);
+    let ids = Tensor::i64(vec![1, 16], (0..16).map(|i| (i * 13 + 1) % 256).collect()).unwrap();
+    let mask = Tensor::i64(vec![1, 16], vec![1; 16]).unwrap();
+    let case = tmp.path().join("static-case.safetensors");
+    write_case(&case, &ids, &mask);
+    let got = run_python(&tmp.path().join("static/model.onnx"), &[case], tmp.path(), true);
+    assert!(compare("static", &got, &[(reference("qwen2", &ids, &mask), mask)], &["ort"]).is_empty());
+    // explicit names and ranges
+    let ds = serde_json::json!({
+        "input_ids": {"0": {"name": "b", "max": 8}, "1": {"name": "tokens", "min": 2, "max": 32}},
+        "attention_mask": {"0": {"name": "b"}, "1": {"name": "tokens"}},
+    });
+    let meta =
+        export("llama", &tmp.path().join("named"), serde_json::json!({"export_format": "onnx", "dynamic_shapes": ds}));
+    assert_eq!(meta.component("model").unwrap().inputs[1].shape, ["b", "tokens"]);
+    assert_eq!((meta.symbols["tokens"].min, meta.symbols["tokens"].max), (2, 32));
+    let (cases, expected) = golden_cases("llama", tmp.path());
+    let got = run_python(&tmp.path().join("named/model.onnx"), &cases, tmp.path(), true);
+    assert!(compare("named", &got, &expected, &["ort"]).is_empty());
+}
+
+#[test]
+fn refused_exports_leave_the_output_untouched() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cfg = || serde_json::json!({"export_format": "onnx", "dynamic": true});
+    // a non-empty output without force
+    let out = tmp.path().join("busy");
+    std::fs::create_dir_all(&out).unwrap();
+    std::fs::write(out.join("keep.txt"), "mine").unwrap();
+    let e = try_export("llama", &out, cfg(), false).unwrap_err().to_string();
+    assert!(e.contains("not empty") && e.contains("--force"), "{e}");
+    assert_eq!(std::fs::read_dir(&out).unwrap().count(), 1);
+    // with force it is replaced
+    try_export("llama", &out, cfg(), true).unwrap();
+    assert!(!out.join("keep.txt").exists() && out.join("model.onnx").exists());
+    // an output whose parent is a file: cannot be created
+    let file = tmp.path().join("a-file");
+    std::fs::write(&file, "x").unwrap();
+    let e = try_export("llama", &file.join("out"), cfg(), false).unwrap_err().to_string();
+    assert!(e.contains("a-file"), "{e}");
+    // explicit dims outside the model's range
+    let ds = serde_json::json!({"input_ids": {"1": {"name": "sequence", "max": 100000}}});
+    let bad = tmp.path().join("too-long");
+    let e = try_export(
+        "llama",
+        &bad,
+        serde_json::json!({"export_format": "onnx", "dynamic": true, "dynamic_shapes": ds}),
+        false,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("dynamic_shapes.input_ids.1") && e.contains("1..=64"), "{e}");
+    assert!(!bad.exists());
+    let names: Vec<String> =
+        std::fs::read_dir(tmp.path()).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into()).collect();
+    assert!(names.iter().all(|n| !n.contains("partial")), "staging folders left behind: {names:?}");
+}
+
+/// A source whose bytes fail after a few weights, as a disk or a read would midway.
+struct FailingSource<'a> {
+    inner: &'a Checkpoint,
+    left: std::sync::atomic::AtomicUsize,
+}
+
+impl TensorSource for FailingSource<'_> {
+    fn info(&self, name: &str) -> hfexport::core::Result<TensorInfo> {
+        self.inner.info(name)
+    }
+    fn load(&self, name: &str) -> hfexport::core::Result<Tensor> {
+        if self.left.fetch_sub(1, std::sync::atomic::Ordering::SeqCst) == 0 {
+            return Err(hfexport::core::Error::Weight { tensor: name.into(), msg: "simulated I/O failure".into() });
+        }
+        self.inner.load(name)
+    }
+}
+
+#[test]
+fn an_export_failing_midway_leaves_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ckpt = Checkpoint::open(&fixture("mistral")).unwrap();
+    let g = hfexport::build(&ckpt.config, &ckpt, Task::CausalLm, &Default::default()).unwrap();
+    let src = FailingSource { inner: &ckpt, left: 3.into() };
+    let dest = tmp.path().join("out");
+    let staged = StagedDir::create(&dest, false).unwrap();
+    let cfg = match AutoExportConfig::from_dict(&serde_json::json!({"export_format": "onnx"})).unwrap() {
+        hfexport::ExportConfig::Onnx(c) => c,
+        other => panic!("{other:?}"),
+    };
+    let e = hfexport::onnx::export::export_component(&g, &src, staged.path(), "model", &cfg, &mut |_, _, _| {})
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("simulated I/O failure"), "{e}");
+    assert!(staged.path().join("model.onnx.data").exists(), "the failure happened midway");
+    drop(staged);
+    assert!(!dest.exists());
+    assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 0, "the staging folder is removed");
 }

@@ -1,7 +1,7 @@
 //! The ONNX exporter of one component: core passes (patches, decomposition of the high-level
 //! ops this opset cannot express), then the streaming writer.
 
-use crate::lower::native;
+use crate::lower::{native, OPSET_NATIVE_LLM_OPS};
 use crate::writer::{write_component, Progress};
 use crate::Result;
 use hfexport_core::config::{ExportFormat, OnnxConfig};
@@ -28,8 +28,14 @@ pub struct Written {
     pub graph: Graph,
 }
 
-fn decompose_for_onnx(op: &Op) -> bool {
-    !native(op, DEFAULT_OPSET)
+/// Decomposition selectors (a pass takes a plain fn): below opset 23 every high-level op is
+/// expanded, from 23 on only those without a native lowering.
+fn decompose_before_native_ops(op: &Op) -> bool {
+    !native(op, OPSET_NATIVE_LLM_OPS - 1)
+}
+
+fn decompose_with_native_ops(op: &Op) -> bool {
+    !native(op, OPSET_NATIVE_LLM_OPS)
 }
 
 pub fn export_component(
@@ -43,7 +49,11 @@ pub fn export_component(
     let opset = cfg.opset_version.unwrap_or(DEFAULT_OPSET);
     let mut pm = PassManager::new(PatchRegistry::builtin(), runtime_pins());
     pm.add(Pass::Patches { stage: Stage::Build, format: None })
-        .add(Pass::Decompose { name: "onnx", select: decompose_for_onnx })
+        .add(if opset >= OPSET_NATIVE_LLM_OPS {
+            Pass::Decompose { name: "onnx-opset23", select: decompose_with_native_ops }
+        } else {
+            Pass::Decompose { name: "onnx", select: decompose_before_native_ops }
+        })
         .add(Pass::Patches { stage: Stage::Backend, format: Some(ExportFormat::Onnx) });
     let (g, report) = pm.run(graph.clone())?;
     let files = write_component(&g, src, dir, component, opset, progress)?;

@@ -19,9 +19,22 @@ use hfexport_core::ops::{BinaryOp, ReduceKind, UnaryOp};
 use hfexport_core::{DType, Dim, Graph, Op, Symbol, Tensor, ValueId};
 use std::collections::HashMap;
 
+/// The first opset with `RMSNormalization`, `RotaryEmbedding` and `Attention`.
+pub const OPSET_NATIVE_LLM_OPS: u32 = 23;
+
 /// Whether `op` has a native ONNX lowering at `opset` (else core decomposes it first).
-pub fn native(op: &Op, _opset: u32) -> bool {
-    !op.is_high_level()
+///
+/// `Attention` is native from opset 23 but is lowered with an additive float mask (the dtype's
+/// lowest value), never a bool one: ONNX Runtime 1.32 turns a fully masked row (a left-padded
+/// position) into NaN with a bool mask, and the NaN then reaches every row through the values
+/// of the next layer. With a softcap it stays decomposed: ONNX applies the softcap after the
+/// mask, which would unmask.
+pub fn native(op: &Op, opset: u32) -> bool {
+    match op {
+        Op::RmsNorm { .. } | Op::ApplyRotary => opset >= OPSET_NATIVE_LLM_OPS,
+        Op::Attention { softcap, .. } => opset >= OPSET_NATIVE_LLM_OPS && softcap.is_none(),
+        other => !other.is_high_level(),
+    }
 }
 
 pub fn onnx_dtype(d: DType) -> DataType {
@@ -72,6 +85,15 @@ fn attr_int(name: &str, v: i64) -> AttributeProto {
         name: Some(name.into()),
         i: Some(v),
         r#type: Some(AttributeType::Int as i32),
+        ..Default::default()
+    }
+}
+
+fn attr_float(name: &str, v: f32) -> AttributeProto {
+    AttributeProto {
+        name: Some(name.into()),
+        f: Some(v),
+        r#type: Some(AttributeType::Float as i32),
         ..Default::default()
     }
 }
@@ -342,6 +364,26 @@ impl<'g> Ctx<'g> {
                 let one = self.constant(&Tensor::i64(vec![], vec![1]).expect("scalar"));
                 ("Range".into(), vec![zero, limit, one], vec![])
             }
+            Op::RmsNorm { eps } if native(&n.op, self.opset) => {
+                let attrs = vec![attr_int("axis", -1), attr_float("epsilon", *eps), attr_int("stash_type", 1)];
+                ("RMSNormalization".into(), ins.clone(), attrs)
+            }
+            Op::ApplyRotary if native(&n.op, self.opset) => {
+                let (cos, sin) =
+                    (self.rotary_half(n.inputs[1], n.inputs[0])?, self.rotary_half(n.inputs[2], n.inputs[0])?);
+                ("RotaryEmbedding".into(), vec![ins[0].clone(), cos, sin], vec![])
+            }
+            Op::Attention { scale, sliding_window, .. } if native(&n.op, self.opset) => {
+                let mask = self.attention_mask(n, *sliding_window)?;
+                let (q, k) = (self.g.info(n.inputs[0]), self.g.info(n.inputs[1]));
+                let heads = |d: &Dim| d.as_const().unwrap_or(0);
+                let attrs = vec![
+                    attr_int("q_num_heads", heads(&q.shape[1])),
+                    attr_int("kv_num_heads", heads(&k.shape[1])),
+                    attr_float("scale", *scale),
+                ];
+                ("Attention".into(), vec![ins[0].clone(), ins[1].clone(), ins[2].clone(), mask], attrs)
+            }
             hl => {
                 return Err(OnnxError::Lowering {
                     node: n.name.clone(),
@@ -352,6 +394,41 @@ impl<'g> Ctx<'g> {
         };
         self.push(&op_type, &n.name, inputs, outs, attrs);
         Ok(())
+    }
+
+    /// `RotaryEmbedding` takes cos/sin as `[batch, seq, d/2]`: core's tables repeat each half
+    /// (`[b|1, seq, d]`), so take the first half and expand the batch to `x`'s.
+    fn rotary_half(&mut self, table: ValueId, x: ValueId) -> Result<String> {
+        let (ts, xs) = (self.g.info(table).shape.clone(), self.g.info(x).shape.clone());
+        let half = ts[2].div_exact(2)?;
+        let (zero, end, axis) = (self.dim(&Dim::konst(0))?, self.dim(&half)?, self.const_i64(&[2]));
+        let name = self.name(table);
+        let sliced = self.helper("Slice", vec![name, zero, end, axis], vec![]);
+        let shape = self.shape(&[xs[0].clone(), ts[1].clone(), half])?;
+        Ok(self.helper("Expand", vec![sliced, shape], vec![]))
+    }
+
+    /// The additive float mask of a native `Attention`: 0 where a key may be attended, the
+    /// dtype's lowest value elsewhere, with the sliding window folded in.
+    fn attention_mask(&mut self, n: &Node, window: Option<usize>) -> Result<String> {
+        let mut mask = self.name(n.inputs[3]);
+        if let Some(w) = window {
+            let (qs, ks) = (self.g.info(n.inputs[4]).shape.clone(), self.g.info(n.inputs[5]).shape.clone());
+            let one = Dim::konst(1);
+            let q4 = self.shape(&[qs[0].clone(), one.clone(), qs[1].clone(), one.clone()])?;
+            let k4 = self.shape(&[ks[0].clone(), one.clone(), one, ks[1].clone()])?;
+            let (qn, kn) = (self.name(n.inputs[4]), self.name(n.inputs[5]));
+            let q = self.helper("Reshape", vec![qn, q4], vec![]);
+            let k = self.helper("Reshape", vec![kn, k4], vec![]);
+            let dist = self.helper("Sub", vec![q, k], vec![]);
+            let wv = self.constant(&Tensor::i64(vec![], vec![w as i64]).expect("scalar"));
+            let inside = self.helper("Less", vec![dist, wv], vec![]);
+            mask = self.helper("And", vec![mask, inside], vec![]);
+        }
+        let dtype = self.g.info(n.inputs[0]).dtype;
+        let zero = self.constant(&Tensor::scalar_float(dtype, 0.0));
+        let low = self.constant(&Tensor::scalar_float(dtype, dtype.min_finite()));
+        Ok(self.helper("Where", vec![mask, zero, low], vec![]))
     }
 
     fn finish(mut self) -> Result<Lowered> {
