@@ -30,14 +30,18 @@ fn python() -> String {
 }
 
 fn try_export(name: &str, out: &Path, config: serde_json::Value, force: bool) -> hfexport::Result<ExportMetadata> {
+    try_export_as(name, out, config, force, DType::F32)
+}
+
+fn try_export_as(
+    name: &str,
+    out: &Path,
+    config: serde_json::Value,
+    force: bool,
+    dtype: DType,
+) -> hfexport::Result<ExportMetadata> {
     let exporter = AutoHfExporter::from_config(AutoExportConfig::from_dict(&config)?)?;
-    let req = ExportRequest {
-        model: fixture(name),
-        output: out.to_path_buf(),
-        task: Task::CausalLm,
-        dtype: DType::F32,
-        force,
-    };
+    let req = ExportRequest { model: fixture(name), output: out.to_path_buf(), task: Task::CausalLm, dtype, force };
     exporter.export(&req, &mut |_| {})
 }
 
@@ -50,14 +54,12 @@ fn write_case(path: &Path, ids: &Tensor, mask: &Tensor) {
 }
 
 /// Runs the python runner on `cases`; returns `<i>.ort` (and `<i>.openvino`) logits.
-fn run_python(model: &Path, cases: &[PathBuf], tmp: &Path, ort_only: bool) -> BTreeMap<String, Tensor> {
+fn run_python(model: &Path, cases: &[PathBuf], tmp: &Path, mode: Option<&str>) -> BTreeMap<String, Tensor> {
     let out = tmp.join("python-out.safetensors");
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python/run_onnx.py");
     let mut cmd = Command::new(python());
     cmd.arg(script);
-    if ort_only {
-        cmd.arg("--ort-only");
-    }
+    cmd.args(mode);
     let o = cmd.arg(model).arg(&out).args(cases).output().expect("start python");
     assert!(o.status.success(), "run_onnx.py failed:\n{}", String::from_utf8_lossy(&o.stderr));
     read_all(&out).unwrap()
@@ -91,11 +93,21 @@ fn compare(
     expected: &[(Tensor, Tensor)],
     runtimes: &[&str],
 ) -> Vec<String> {
+    compare_within(label, got, expected, runtimes, 1e-4)
+}
+
+fn compare_within(
+    label: &str,
+    got: &BTreeMap<String, Tensor>,
+    expected: &[(Tensor, Tensor)],
+    runtimes: &[&str],
+    atol: f32,
+) -> Vec<String> {
     let mut failures = vec![];
     for (i, (want, mask)) in expected.iter().enumerate() {
         for runtime in runtimes {
             let (d, at) = worst_unpadded(&got[&format!("{i}.{runtime}")], want, mask).unwrap();
-            if d > 1e-4 {
+            if d > atol {
                 failures.push(format!("{label} case {i} {runtime}: worst |diff| {d:e} at {at:?}"));
             }
         }
@@ -123,7 +135,7 @@ fn dynamic_exports_match_transformers_in_onnxruntime_and_openvino() {
         write_case(&p, &ids, &mask);
         cases.push(p);
         expected.push((reference(name, &ids, &mask), mask));
-        let got = run_python(&dir.join("export/model.onnx"), &cases, &dir, false);
+        let got = run_python(&dir.join("export/model.onnx"), &cases, &dir, None);
         failures.extend(compare(name, &got, &expected, &["ort", "openvino"]));
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
@@ -144,9 +156,32 @@ fn opsets_17_and_23_match_transformers_in_onnxruntime() {
             let has = |op: &str| model.windows(op.len()).any(|w| w == op.as_bytes());
             assert_eq!(has("RMSNormalization") && has("RotaryEmbedding"), opset == 23, "{name} at opset {opset}");
             let (cases, expected) = golden_cases(name, &dir);
-            let got = run_python(&dir.join("export/model.onnx"), &cases, &dir, true);
+            let got = run_python(&dir.join("export/model.onnx"), &cases, &dir, Some("--ort-only"));
             failures.extend(compare(&format!("{name} opset {opset}"), &got, &expected, &["ort"]));
         }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// float16 weights and activations run in ONNX Runtime near the float32 goldens; bfloat16
+/// exports are valid ONNX (ONNX Runtime's CPU provider has no bfloat16 kernels to run them).
+#[test]
+fn half_precision_exports() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cfg = || serde_json::json!({"export_format": "onnx", "dynamic": true});
+    let mut failures = vec![];
+    for name in FIXTURES {
+        let dir = tmp.path().join(name);
+        let meta = try_export_as(name, &dir.join("f16"), cfg(), false, DType::F16).unwrap();
+        assert_eq!(
+            (meta.dtype.as_str(), meta.component("model").unwrap().outputs[0].dtype.as_str()),
+            ("float16", "f16")
+        );
+        let (cases, expected) = golden_cases(name, &dir);
+        let got = run_python(&dir.join("f16/model.onnx"), &cases, &dir, Some("--ort-only"));
+        failures.extend(compare_within(&format!("{name} float16"), &got, &expected, &["ort"], 5e-2));
+        try_export_as(name, &dir.join("bf16"), cfg(), false, DType::BF16).unwrap();
+        run_python(&dir.join("bf16/model.onnx"), &[], &dir, Some("--check-only"));
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
@@ -161,7 +196,7 @@ fn static_and_named_dynamic_shapes() {
     let mask = Tensor::i64(vec![1, 16], vec![1; 16]).unwrap();
     let case = tmp.path().join("static-case.safetensors");
     write_case(&case, &ids, &mask);
-    let got = run_python(&tmp.path().join("static/model.onnx"), &[case], tmp.path(), true);
+    let got = run_python(&tmp.path().join("static/model.onnx"), &[case], tmp.path(), Some("--ort-only"));
     assert!(compare("static", &got, &[(reference("qwen2", &ids, &mask), mask)], &["ort"]).is_empty());
     // explicit names and ranges
     let ds = serde_json::json!({
@@ -173,7 +208,7 @@ fn static_and_named_dynamic_shapes() {
     assert_eq!(meta.component("model").unwrap().inputs[1].shape, ["b", "tokens"]);
     assert_eq!((meta.symbols["tokens"].min, meta.symbols["tokens"].max), (2, 32));
     let (cases, expected) = golden_cases("llama", tmp.path());
-    let got = run_python(&tmp.path().join("named/model.onnx"), &cases, tmp.path(), true);
+    let got = run_python(&tmp.path().join("named/model.onnx"), &cases, tmp.path(), Some("--ort-only"));
     assert!(compare("named", &got, &expected, &["ort"]).is_empty());
 }
 
