@@ -155,3 +155,57 @@ fn bad_input_is_an_error_not_a_panic() {
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).contains("seq") && stderr(&o).contains("65"), "{}", stderr(&o));
 }
+
+/// `--config` carries the `AutoExportConfig` dict; flags override it; a bad key is named.
+#[test]
+fn export_driven_by_a_config_file() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cfg = tmp.path().join("export.json");
+    std::fs::write(&cfg, r#"{"export_format": "onnx", "dynamic": true, "opset_version": 18}"#).unwrap();
+    let out = tmp.path().join("out");
+    let fx = fixture("qwen3");
+    let o = hfexport(&[
+        "export",
+        "--model",
+        fx.to_str().unwrap(),
+        "--config",
+        cfg.to_str().unwrap(),
+        "--output",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let meta: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("export.json")).unwrap()).unwrap();
+    assert_eq!(meta["config"]["opset_version"], 18);
+    assert_eq!(meta["config"]["dynamic"], true);
+    assert_eq!(meta["components"][0]["inputs"][0]["shape"], serde_json::json!(["batch", "sequence"]));
+    // the same folder again: refused without --force, replaced with it
+    let o =
+        hfexport(&["export", "--model", fx.to_str().unwrap(), "--format", "onnx", "--output", out.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("--force"), "{}", stderr(&o));
+    let args =
+        ["export", "--model", fx.to_str().unwrap(), "--format", "onnx", "--output", out.to_str().unwrap(), "--force"];
+    assert!(hfexport(&args).status.success());
+    let meta: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("export.json")).unwrap()).unwrap();
+    assert_eq!(meta["components"][0]["inputs"][0]["shape"], serde_json::json!(["1", "16"]), "static without --dynamic");
+    // a bad key in the dict, and a format without an exporter yet
+    std::fs::write(&cfg, r#"{"export_format": "onnx", "opset": 18}"#).unwrap();
+    let bad = tmp.path().join("bad");
+    let o = hfexport(&[
+        "export",
+        "--model",
+        fx.to_str().unwrap(),
+        "--config",
+        cfg.to_str().unwrap(),
+        "--output",
+        bad.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("`opset`") && stderr(&o).contains("opset_version"), "{}", stderr(&o));
+    let o =
+        hfexport(&["export", "--model", fx.to_str().unwrap(), "--format", "tflite", "--output", bad.to_str().unwrap()]);
+    assert!(stderr(&o).contains("tflite") && stderr(&o).contains("onnx"), "{}", stderr(&o));
+    assert!(!bad.exists());
+}
