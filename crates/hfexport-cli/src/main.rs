@@ -1,5 +1,6 @@
 //! `hfexport`: the command line of DESIGN.md. Subcommands arrive with the capabilities behind
-//! them; today `export` (ONNX), `inspect` and `run` (reference evaluator on a checkpoint folder).
+//! them; today `export` (ONNX, `--verify` in ONNX Runtime), `inspect` and `run` (reference evaluator on a
+//! checkpoint folder, ONNX Runtime on an ONNX export folder).
 
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
@@ -34,7 +35,8 @@ enum Command {
     },
     /// Runs a graph on inputs from a safetensors file and writes its outputs to another.
     Run {
-        /// A checkpoint folder: runs its forward graph in the reference evaluator.
+        /// A checkpoint folder (its forward graph in the reference evaluator) or an export
+        /// folder (with export.json: the artifact in its runtime).
         path: PathBuf,
         /// Safetensors file keyed by input name (`input_ids`, `attention_mask`).
         #[arg(long)]
@@ -45,9 +47,10 @@ enum Command {
         /// The component to run (`model` for a single-graph export).
         #[arg(long, default_value = "model")]
         component: String,
-        /// Only `reference` exists until the exporters land.
-        #[arg(long, default_value = "reference")]
-        runtime: String,
+        /// reference | onnxruntime | openvino | executorch | libtorch; default: `reference` for a
+        /// checkpoint folder, the artifact's runtime for an export folder.
+        #[arg(long)]
+        runtime: Option<String>,
         #[arg(long, default_value = "causal-lm")]
         task: String,
     },
@@ -81,6 +84,10 @@ struct ExportArgs {
     /// Replace a non-empty output folder.
     #[arg(long)]
     force: bool,
+    /// Run the export in its runtime against the reference evaluator before the folder is
+    /// committed; recorded in export.json, and a mismatch fails the export.
+    #[arg(long)]
+    verify: bool,
 }
 
 fn main() {
@@ -95,7 +102,11 @@ fn real_main() -> Result<()> {
         Command::Export(args) => export(&args),
         Command::Inspect { path, task, dump: full } => inspect(&path, &task, full),
         Command::Run { path, inputs, outputs, component, runtime, task } => {
-            run(&path, &inputs, &outputs, &component, &runtime, &task)
+            if path.join(hfexport::core::metadata::FILE_NAME).is_file() {
+                run_export(&path, &inputs, &outputs, &component, runtime.as_deref())
+            } else {
+                run(&path, &inputs, &outputs, &component, runtime.as_deref().unwrap_or("reference"), &task)
+            }
         }
     }
 }
@@ -134,7 +145,7 @@ fn export(a: &ExportArgs) -> Result<()> {
     let dtype = hfexport::DType::from_user_name(&a.dtype)
         .with_context(|| format!("--dtype `{}` is not valid; valid: float32, float16, bfloat16", a.dtype))?;
     let task = Task::parse(&a.task).map_err(anyhow::Error::msg)?;
-    let exporter = hfexport::AutoHfExporter::from_config(config)?;
+    let exporter = hfexport::AutoHfExporter::from_config(config)?.with_verify(a.verify);
     let req = hfexport::ExportRequest { model: a.model.clone(), output: a.output.clone(), task, dtype, force: a.force };
     let t0 = Instant::now();
     let meta = exporter.export(&req, &mut |msg| eprintln!("{msg}"))?;
@@ -146,6 +157,15 @@ fn export(a: &ExportArgs) -> Result<()> {
         files.join(", "),
         t0.elapsed().as_secs_f64()
     );
+    if let Some(v) = &meta.verification {
+        println!(
+            "verified in {}: max |diff| {:e} (atol {:e}) on {}",
+            v.runtime,
+            v.max_abs_diff,
+            v.atol,
+            v.inputs.join("; ")
+        );
+    }
     Ok(())
 }
 
@@ -263,4 +283,73 @@ fn last_argmax(logits: &Tensor) -> Result<Vec<usize>> {
             (0..v).max_by(|&i, &j| row[i].total_cmp(&row[j])).unwrap_or(0)
         })
         .collect())
+}
+
+// ---------------------------------------------------------------------------------------------
+// `run` on an export folder: the artifact in its runtime (ONNX Runtime for ONNX exports).
+// ---------------------------------------------------------------------------------------------
+
+/// The runtime an export runs in by default.
+fn natural_runtime(format: &str) -> &'static str {
+    match format {
+        "onnx" => "onnxruntime",
+        "openvino" => "openvino",
+        "executorch" => "executorch",
+        "dynamo" => "libtorch",
+        _ => "reference",
+    }
+}
+
+fn run_export(dir: &Path, inputs: &Path, outputs: &Path, component: &str, runtime: Option<&str>) -> Result<()> {
+    let meta = hfexport::core::metadata::ExportMetadata::read(dir)?;
+    let comp = meta.component(component)?;
+    let runtime = runtime.unwrap_or(natural_runtime(&meta.format));
+    match runtime {
+        "onnxruntime" if meta.format == "onnx" => {}
+        "reference" => bail!(
+            "{} is an export folder; the reference evaluator runs checkpoints: run `hfexport run {}` (the checkpoint \
+             it was exported from) instead, or drop --runtime to use {}",
+            dir.display(),
+            meta.source.checkpoint,
+            natural_runtime(&meta.format)
+        ),
+        "onnxruntime" | "openvino" | "executorch" | "libtorch" => bail!(
+            "runtime `{runtime}` cannot run this {} export in this build; it runs in {}",
+            meta.format,
+            natural_runtime(&meta.format)
+        ),
+        other => bail!("runtime `{other}` is not valid; valid: reference, onnxruntime, openvino, executorch, libtorch"),
+    }
+    let file = comp
+        .files
+        .iter()
+        .find(|f| f.ends_with(".onnx"))
+        .with_context(|| format!("{}: component `{component}` lists no .onnx file", dir.display()))?;
+    let model = dir.join(file);
+    let feed = read_all(inputs).with_context(|| format!("cannot read inputs {}", inputs.display()))?;
+    let t0 = Instant::now();
+    let runner = hfexport::onnx::runtime::OnnxRunner::load(&model)?;
+    let version = hfexport::onnx::runtime::loaded_version().unwrap_or_else(|| "?".into());
+    let t1 = Instant::now();
+    let out = runner.run(&feed).with_context(|| format!("running on {}", inputs.display()))?;
+    let t2 = Instant::now();
+    let refs: Vec<(&str, &Tensor)> = out.iter().map(|(k, v)| (k.as_str(), v)).collect();
+    let meta = BTreeMap::from([(
+        "producer".to_string(),
+        format!("hfexport {} (onnxruntime {version})", env!("CARGO_PKG_VERSION")),
+    )]);
+    write_safetensors(outputs, &refs, &meta).with_context(|| format!("cannot write outputs {}", outputs.display()))?;
+    for (name, t) in &out {
+        println!("{name}: {}{:?}", t.dtype(), t.shape());
+    }
+    if let Some(l) = out.get("logits") {
+        println!("next tokens (argmax at the last position): {:?}", last_argmax(&l.cast(hfexport::DType::F32))?);
+    }
+    eprintln!(
+        "onnxruntime {version}: load {:.2} s, run {:.2} s; wrote {}",
+        (t1 - t0).as_secs_f64(),
+        (t2 - t1).as_secs_f64(),
+        outputs.display()
+    );
+    Ok(())
 }

@@ -17,6 +17,10 @@ pub enum OnnxError {
     WeightSize { tensor: String, expected: u64, actual: u64 },
     #[error(transparent)]
     Core(#[from] hfexport_core::Error),
+    /// The ONNX Runtime runner (feature `runtime`): the library is missing, or a model failed
+    /// to load or run. The message names the file.
+    #[error("{0}")]
+    Runtime(String),
 }
 
 pub type Result<T, E = OnnxError> = std::result::Result<T, E>;

@@ -15,7 +15,7 @@ pub use hfexport_core::{AutoExportConfig, DType, Evaluator, ExportConfig, Export
 pub use hfexport_models::{build, BuildOptions, Checkpoint, ModelConfig, Task};
 
 use hfexport_core::artifact::StagedDir;
-use hfexport_core::metadata::{self, Component, ExportMetadata, Source};
+use hfexport_core::metadata::{self, Component, ExportMetadata, Source, Verification};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -36,6 +36,23 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// `--verify`: the artifact's runtime and the reference evaluator disagree beyond `atol`.
+    #[error(
+        "verification failed: `{tensor}` at {index:?}: {runtime} gives {got}, the reference evaluator {expected} \
+         (|diff| {diff:e} > atol {atol:e})"
+    )]
+    VerificationMismatch {
+        runtime: String,
+        tensor: String,
+        index: Vec<usize>,
+        got: f32,
+        expected: f32,
+        diff: f32,
+        atol: f32,
+    },
+    /// `--verify` could not compare (an output missing or of another shape, inputs it cannot make).
+    #[error("verification in {runtime} failed: {msg}")]
+    VerificationFailed { runtime: String, msg: String },
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -78,6 +95,8 @@ pub type Progress<'a> = &'a mut dyn FnMut(&str);
 #[derive(Debug, Clone)]
 pub struct AutoHfExporter {
     config: ExportConfig,
+    /// Run the artifact in its runtime against the reference evaluator before commit.
+    verify: bool,
 }
 
 impl AutoHfExporter {
@@ -94,7 +113,7 @@ impl AutoHfExporter {
                 )))
             }
         }
-        Ok(AutoHfExporter { config })
+        Ok(AutoHfExporter { config, verify: false })
     }
 
     pub fn config(&self) -> &ExportConfig {
@@ -103,6 +122,7 @@ impl AutoHfExporter {
 
     /// Runs the export; the output folder appears only if everything succeeded.
     pub fn export(&self, req: &ExportRequest, progress: Progress) -> Result<ExportMetadata> {
+        self.check_verify_available()?;
         let ckpt = Checkpoint::open(&req.model)?;
         let mut graph = build(&ckpt.config, &ckpt, req.task, &BuildOptions { dtype: req.dtype, ..Default::default() })?;
         let runtime_checks = hfexport_core::dynamic::apply(&mut graph, self.config.common(), &sample_sizes())?;
@@ -110,6 +130,11 @@ impl AutoHfExporter {
         progress(&format!("building {} for {}", self.config.format().as_str(), ckpt.config.architecture));
         let (component, patches_applied, runtime_pins) = self.write(&graph, &ckpt, staged.path(), progress)?;
         copy_side_files(&req.model, staged.path())?;
+        let verification = if self.verify {
+            Some(self.verify_written(&graph, &ckpt, staged.path(), &component, req.dtype, progress)?)
+        } else {
+            None
+        };
         let meta = ExportMetadata {
             schema_version: metadata::SCHEMA_VERSION,
             hfexport_version: env!("CARGO_PKG_VERSION").to_string(),
@@ -132,7 +157,7 @@ impl AutoHfExporter {
             patches_applied,
             runtime_checks,
             runtime_pins,
-            verification: None,
+            verification,
         };
         meta.write(staged.path())?;
         staged.commit()?;
@@ -180,4 +205,319 @@ fn copy_side_files(model: &Path, dir: &Path) -> Result<()> {
         }
     }
     Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Verification in the artifact's runtime (`hfexport export --verify`, `verify_export`).
+// The artifact runs in its real runtime (ONNX Runtime: feature `onnx-runtime`) and the graph
+// it was written from runs in the reference evaluator, on sample inputs fitted to the graph's
+// shapes; every output must agree within `verification_atol` at non-padded positions.
+// ---------------------------------------------------------------------------------------------
+
+/// Absolute tolerance on logits of an export in `dtype`: 1e-4 for float32, 5e-2 for float16,
+/// 2e-1 for bfloat16.
+///
+/// Both sides compute in the reduced dtype, each rounding in its own order, so they differ by
+/// up to twice what either differs from float32. Measured on the committed fixtures (logits
+/// of std ~1.2): ONNX Runtime's f16 and the reference evaluator's f16 are each up to 1.8e-2
+/// from the f32 logits, in opposite directions, and up to 1.8e-2 from each other; 1e-2 fails
+/// correct exports. bfloat16 keeps 3 fewer mantissa bits than float16.
+pub fn verification_atol(dtype: DType) -> f32 {
+    match dtype {
+        DType::F16 => 5e-2,
+        DType::BF16 => 2e-1,
+        _ => 1e-4,
+    }
+}
+
+/// One sample input of a verification.
+#[derive(Debug, Clone)]
+pub struct SampleCase {
+    /// What it is, e.g. `[2, 7], row 0 left-padded by 3` (recorded in export.json).
+    pub name: String,
+    pub inputs: BTreeMap<String, Tensor>,
+}
+
+/// The sample inputs of a forward graph (`input_ids`, `attention_mask`): batch 2 x 7 tokens with
+/// row 0 left-padded by 3, and batch 1 x 5. A static axis keeps its size and a symbolic one is
+/// clamped into its range, so the cases fit any export of the graph.
+pub fn sample_cases(graph: &Graph, vocab: usize) -> Result<Vec<SampleCase>> {
+    let names: Vec<&str> = graph.inputs().iter().map(|p| p.name.as_str()).collect();
+    let (Some(ids), Some(mask), 2) = (graph.input("input_ids"), graph.input("attention_mask"), names.len()) else {
+        return Err(Error::Unsupported(format!(
+            "verification covers forward graphs with inputs input_ids and attention_mask; this one has {}",
+            names.join(", ")
+        )));
+    };
+    let (ids, mask) = (graph.info(ids.value), graph.info(mask.value));
+    if ids.rank() != 2 || mask.shape != ids.shape {
+        return Err(Error::Unsupported(
+            "verification needs input_ids and attention_mask of one [batch, seq] shape".into(),
+        ));
+    }
+    let fit = |d: &hfexport_core::Dim, want: i64| match d.as_const() {
+        Some(c) => c.max(0) as usize,
+        None => {
+            let (lo, hi) = d.bounds(&graph.symbols);
+            want.clamp(lo.max(1), hi.max(1)) as usize
+        }
+    };
+    let vocab = vocab.max(1) as i64;
+    let mut cases = vec![];
+    for (k, (b, s, pad)) in [(2i64, 7i64, 3usize), (1, 5, 0)].into_iter().enumerate() {
+        let (b, s) = (fit(&ids.shape[0], b), fit(&ids.shape[1], s));
+        let pad = pad.min(s.saturating_sub(1));
+        let n = b * s;
+        let keep: Vec<bool> = (0..n).map(|i| !(i / s == 0 && i % s < pad)).collect();
+        let tokens: Vec<i64> =
+            (0..n).map(|i| if keep[i] { (i as i64 * 31 + 7 + k as i64 * 13) % vocab } else { 0 }).collect();
+        let ids_t = Tensor::int(ids.dtype, vec![b, s], tokens)?;
+        let mask_t = match mask.dtype {
+            DType::Bool => Tensor::bool(vec![b, s], keep)?,
+            d if d.is_int() => Tensor::int(d, vec![b, s], keep.iter().map(|&m| i64::from(m)).collect())?,
+            d => Tensor::float(d, vec![b, s], keep.iter().map(|&m| f32::from(u8::from(m))).collect())?,
+        };
+        let name = match pad {
+            0 => format!("[{b}, {s}]"),
+            p => format!("[{b}, {s}], row 0 left-padded by {p}"),
+        };
+        cases.push(SampleCase {
+            name,
+            inputs: BTreeMap::from([("input_ids".to_string(), ids_t), ("attention_mask".to_string(), mask_t)]),
+        });
+    }
+    Ok(cases)
+}
+
+/// The worst difference seen so far: (tensor, index, runtime value, reference value, |diff|).
+#[cfg_attr(not(feature = "onnx-runtime"), allow(dead_code))]
+type Worst = (String, Vec<usize>, f32, f32, f32);
+
+/// Compares every reference output with the runtime's at the positions the mask keeps (an
+/// output whose leading dims are the mask's `[batch, seq]`; any other output everywhere).
+#[cfg_attr(not(feature = "onnx-runtime"), allow(dead_code))]
+fn compare_outputs(
+    runtime: &str,
+    case: &SampleCase,
+    got: &BTreeMap<String, Tensor>,
+    want: &BTreeMap<String, Tensor>,
+    worst: &mut Option<Worst>,
+) -> Result<()> {
+    let failed = |msg: String| Error::VerificationFailed { runtime: runtime.to_string(), msg };
+    let mask = case.inputs.get("attention_mask").map(|m| m.cast(DType::F32));
+    for (name, w) in want {
+        let g = got.get(name).ok_or_else(|| failed(format!("output `{name}` is missing (case {})", case.name)))?;
+        if g.shape() != w.shape() {
+            return Err(failed(format!(
+                "output `{name}` has shape {:?}, the reference evaluator {:?} (case {})",
+                g.shape(),
+                w.shape(),
+                case.name
+            )));
+        }
+        let (gf, wf) = (g.cast(DType::F32), w.cast(DType::F32));
+        let (gv, wv) = (gf.as_f32()?, wf.as_f32()?);
+        let keep: Option<(&[f32], usize)> = match &mask {
+            Some(m) if w.shape().len() >= 2 && w.shape()[..2] == *m.shape() => {
+                Some((m.as_f32()?, w.numel() / m.numel().max(1)))
+            }
+            _ => None,
+        };
+        for (i, (&a, &b)) in gv.iter().zip(wv).enumerate() {
+            if let Some((m, inner)) = keep {
+                if m[i / inner.max(1)] == 0.0 {
+                    continue;
+                }
+            }
+            let d = if a == b { 0.0 } else { (a - b).abs() };
+            let d = if d.is_nan() { f32::INFINITY } else { d };
+            if worst.as_ref().is_none_or(|w| d > w.4) {
+                let mut index = vec![0; w.shape().len()];
+                let mut r = i;
+                for (k, &n) in w.shape().iter().enumerate().rev() {
+                    index[k] = r % n.max(1);
+                    r /= n.max(1);
+                }
+                *worst = Some((format!("{name} (case {})", case.name), index, a, b, d));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Runs `model` in ONNX Runtime and `graph` in the reference evaluator on [`sample_cases`].
+#[cfg(feature = "onnx-runtime")]
+fn verify_onnx(
+    graph: &Graph,
+    ckpt: &Checkpoint,
+    model: &Path,
+    dtype: DType,
+    progress: Progress,
+) -> Result<Verification> {
+    use hfexport_onnx::runtime;
+    let cases = sample_cases(graph, ckpt.config.vocab_size)?;
+    let runner = runtime::OnnxRunner::load(model)?;
+    let runtime = format!("onnxruntime {}", runtime::loaded_version().unwrap_or_else(|| "(unknown version)".into()));
+    progress(&format!("verifying in {runtime} against the reference evaluator ({} sample inputs)", cases.len()));
+    let ev = Evaluator::new(graph, ckpt)?;
+    let atol = verification_atol(dtype);
+    let mut worst = None;
+    for case in &cases {
+        let got = runner.run(&case.inputs)?;
+        let want = ev.run(&case.inputs)?;
+        compare_outputs(&runtime, case, &got, &want, &mut worst)?;
+    }
+    let max_abs_diff = worst.as_ref().map_or(0.0, |w| w.4);
+    if let Some((tensor, index, got, expected, diff)) = worst.filter(|w| w.4 > atol) {
+        return Err(Error::VerificationMismatch { runtime, tensor, index, got, expected, diff, atol });
+    }
+    progress(&format!("verified: max |diff| {max_abs_diff:e} (atol {atol:e})"));
+    Ok(Verification {
+        runtime,
+        reference: format!("hfexport {} reference evaluator", env!("CARGO_PKG_VERSION")),
+        max_abs_diff,
+        atol,
+        inputs: cases.into_iter().map(|c| c.name).collect(),
+    })
+}
+
+impl AutoHfExporter {
+    /// Verify the artifact in its runtime before the folder is committed (`--verify`); the
+    /// result is recorded in export.json and a mismatch fails the export.
+    pub fn with_verify(mut self, verify: bool) -> AutoHfExporter {
+        self.verify = verify;
+        self
+    }
+
+    /// Whether verification is compiled in for this format (checked before any work).
+    fn check_verify_available(&self) -> Result<()> {
+        if !self.verify {
+            return Ok(());
+        }
+        match self.config.format() {
+            ExportFormat::Onnx if cfg!(feature = "onnx-runtime") => Ok(()),
+            ExportFormat::Onnx => Err(Error::Unsupported(
+                "verify needs the ONNX Runtime runner, which is not compiled into this build: build hfexport with \
+                 the cargo feature `onnx-runtime`"
+                    .into(),
+            )),
+            other => Err(Error::Unsupported(format!(
+                "verification of {} exports is not implemented yet; available: onnx",
+                other.as_str()
+            ))),
+        }
+    }
+
+    /// Verifies the component written into `dir` from `graph`.
+    #[allow(unused_variables)]
+    fn verify_written(
+        &self,
+        graph: &Graph,
+        ckpt: &Checkpoint,
+        dir: &Path,
+        component: &Component,
+        dtype: DType,
+        progress: Progress,
+    ) -> Result<Verification> {
+        self.check_verify_available()?;
+        match &self.config {
+            #[cfg(feature = "onnx-runtime")]
+            ExportConfig::Onnx(_) => {
+                let file =
+                    component.files.iter().find(|f| f.ends_with(".onnx")).ok_or_else(|| {
+                        Error::Unsupported(format!("component `{}` has no .onnx file", component.name))
+                    })?;
+                verify_onnx(graph, ckpt, &dir.join(file), dtype, progress)
+            }
+            _ => Err(Error::Unsupported(format!(
+                "cannot verify {} exports in this build",
+                self.config.format().as_str()
+            ))),
+        }
+    }
+}
+
+/// Verifies an existing export folder against the checkpoint it was made from: rebuilds the
+/// graph with the export's config and dtype, runs the artifact in its runtime and the graph in
+/// the reference evaluator (as `--verify` does before commit). export.json is not changed.
+pub fn verify_export(dir: &Path, checkpoint: &Path) -> Result<Verification> {
+    let meta = ExportMetadata::read(dir)?;
+    let exporter = AutoHfExporter::from_config(AutoExportConfig::from_dict(&meta.config)?)?.with_verify(true);
+    exporter.check_verify_available()?;
+    let dtype = DType::from_user_name(&meta.dtype)
+        .ok_or_else(|| Error::Unsupported(format!("export.json: dtype `{}` is not valid", meta.dtype)))?;
+    let task = Task::parse(&meta.task).map_err(|e| Error::Unsupported(format!("export.json: {e}")))?;
+    let ckpt = Checkpoint::open(checkpoint)?;
+    let mut graph = build(&ckpt.config, &ckpt, task, &BuildOptions { dtype, ..Default::default() })?;
+    hfexport_core::dynamic::apply(&mut graph, exporter.config.common(), &sample_sizes())?;
+    exporter.verify_written(&graph, &ckpt, dir, meta.component("model")?, dtype, &mut |_| {})
+}
+
+#[cfg(test)]
+mod verification_tests {
+    use super::*;
+
+    fn fixture_graph(dynamic: bool) -> Graph {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/llama");
+        let ckpt = Checkpoint::open(&dir).unwrap();
+        let mut g = build(&ckpt.config, &ckpt, Task::CausalLm, &BuildOptions::default()).unwrap();
+        let cfg =
+            AutoExportConfig::from_dict(&serde_json::json!({"export_format": "onnx", "dynamic": dynamic})).unwrap();
+        hfexport_core::dynamic::apply(&mut g, cfg.common(), &sample_sizes()).unwrap();
+        g
+    }
+
+    #[test]
+    fn sample_cases_fit_static_and_dynamic_graphs() {
+        let shapes = |g: &Graph| -> Vec<(Vec<usize>, i64)> {
+            sample_cases(g, 256)
+                .unwrap()
+                .iter()
+                .map(|c| {
+                    let m = &c.inputs["attention_mask"];
+                    (m.shape().to_vec(), m.as_i64().unwrap().iter().filter(|&&x| x == 0).count() as i64)
+                })
+                .collect()
+        };
+        assert_eq!(shapes(&fixture_graph(true)), [(vec![2, 7], 3), (vec![1, 5], 0)]);
+        assert_eq!(shapes(&fixture_graph(false)), [(vec![1, 16], 3), (vec![1, 16], 0)]);
+        let case = &sample_cases(&fixture_graph(true), 256).unwrap()[0];
+        assert!(case.inputs["input_ids"].as_i64().unwrap().iter().all(|&t| (0..256).contains(&t)));
+    }
+
+    #[test]
+    fn comparison_skips_padding_and_names_the_worst_element() {
+        let mask = Tensor::i64(vec![1, 2], vec![0, 1]).unwrap();
+        let case = SampleCase { name: "c".into(), inputs: BTreeMap::from([("attention_mask".to_string(), mask)]) };
+        let want = BTreeMap::from([("logits".to_string(), Tensor::f32(vec![1, 2, 2], vec![0.0; 4]).unwrap())]);
+        // position 0 is padding: its huge difference does not count
+        let got =
+            BTreeMap::from([("logits".to_string(), Tensor::f32(vec![1, 2, 2], vec![9.0, 9.0, 0.5, -2.0]).unwrap())]);
+        let mut worst = None;
+        compare_outputs("rt", &case, &got, &want, &mut worst).unwrap();
+        let (tensor, index, g, e, d) = worst.unwrap();
+        assert_eq!((tensor.as_str(), index, g, e, d), ("logits (case c)", vec![0, 1, 1], -2.0, 0.0, 2.0));
+        // NaN is the worst possible difference; a shape mismatch is an error
+        let got = BTreeMap::from([(
+            "logits".to_string(),
+            Tensor::f32(vec![1, 2, 2], vec![0.0, 0.0, f32::NAN, 0.0]).unwrap(),
+        )]);
+        let mut worst = None;
+        compare_outputs("rt", &case, &got, &want, &mut worst).unwrap();
+        assert_eq!(worst.unwrap().4, f32::INFINITY);
+        let got = BTreeMap::from([("logits".to_string(), Tensor::f32(vec![1, 4], vec![0.0; 4]).unwrap())]);
+        let e = compare_outputs("rt", &case, &got, &want, &mut None).unwrap_err().to_string();
+        assert!(e.contains("logits") && e.contains("[1, 4]"), "{e}");
+    }
+
+    #[test]
+    fn verify_without_the_runtime_feature_says_which_feature() {
+        let cfg = AutoExportConfig::from_dict(&serde_json::json!({"export_format": "onnx"})).unwrap();
+        let r = AutoHfExporter::from_config(cfg).unwrap().with_verify(true).check_verify_available();
+        if cfg!(feature = "onnx-runtime") {
+            r.unwrap();
+        } else {
+            assert!(r.unwrap_err().to_string().contains("`onnx-runtime`"));
+        }
+    }
 }

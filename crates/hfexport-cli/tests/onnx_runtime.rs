@@ -1,0 +1,194 @@
+//! The ONNX Runtime runner end to end, through the binary: `export --verify` checks every
+//! fixture in ONNX Runtime before the folder appears (and records it in export.json), `run` on
+//! the export folder reproduces transformers' logits, and broken artifacts or a missing
+//! runtime are clear errors.
+//!
+//! ONNX Runtime is the `onnxruntime==1.32.0` wheel in the repository's `.venv/` (what
+//! `cargo xtask test` installs); the binary finds it by searching upward from its current
+//! folder, so these tests set nothing.
+
+use hfexport_core::metadata::ExportMetadata;
+use hfexport_core::Tensor;
+use hfexport_models::safetensors::{read_all, write_safetensors};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const FIXTURES: [&str; 5] = ["llama", "mistral", "qwen2", "qwen3", "llama_linear_tied"];
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn fixture(name: &str) -> PathBuf {
+    repo().join("tests/fixtures").join(name)
+}
+
+/// The wheel's library in the repository's `.venv/`, or a failure that says how to get it.
+fn require_onnxruntime() {
+    let lib = repo().join(".venv/lib");
+    let found = std::fs::read_dir(&lib)
+        .ok()
+        .into_iter()
+        .flatten()
+        .flatten()
+        .any(|e| e.path().join("site-packages/onnxruntime/capi/libonnxruntime.so.1.32.0").is_file());
+    assert!(
+        found,
+        "ONNX Runtime 1.32.0 is not installed in {}/python3*/site-packages/onnxruntime: run the suite with \
+         `cargo xtask test` (or `cargo xtask setup`, which installs onnxruntime==1.32.0 into .venv/)",
+        lib.display()
+    );
+}
+
+fn hfexport(args: &[&str]) -> Output {
+    // An ORT_DYLIB_PATH of the caller's would override the .venv search these tests check.
+    Command::new(env!("CARGO_BIN_EXE_hfexport")).args(args).env_remove("ORT_DYLIB_PATH").output().expect("run hfexport")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// `hfexport export --format onnx` of a fixture into `out`, with extra flags.
+fn export(name: &str, out: &Path, extra: &[&str]) -> Output {
+    let model = fixture(name);
+    let mut args = vec!["export", "--model", s(&model), "--format", "onnx", "--output", s(out)];
+    args.extend_from_slice(extra);
+    hfexport(&args)
+}
+
+/// Worst |a - b| at positions the mask keeps, over logits [batch, seq, vocab].
+fn worst_unpadded(ours: &Tensor, theirs: &Tensor, mask: &Tensor) -> f32 {
+    assert_eq!(ours.shape(), theirs.shape(), "logits shapes differ");
+    let vocab = *ours.shape().last().unwrap();
+    let (o, t, m) = (ours.as_f32().unwrap(), theirs.as_f32().unwrap(), mask.as_i64().unwrap());
+    (0..o.len()).filter(|i| m[i / vocab] != 0).map(|i| (o[i] - t[i]).abs()).fold(0f32, |w, d| {
+        assert!(d.is_finite(), "non-finite logit difference");
+        w.max(d)
+    })
+}
+
+#[test]
+fn verified_exports_run_in_onnxruntime_like_transformers() {
+    require_onnxruntime();
+    let tmp = tempfile::tempdir().unwrap();
+    let mut failures = vec![];
+    for name in FIXTURES {
+        let out = tmp.path().join(name);
+        let o = export(name, &out, &["--dynamic", "--verify"]);
+        assert!(o.status.success(), "{name}: export --verify failed: {}", stderr(&o));
+        assert!(String::from_utf8_lossy(&o.stdout).contains("verified in onnxruntime 1.32"), "{name}");
+
+        let meta = ExportMetadata::read(&out).unwrap();
+        let v = meta.verification.as_ref().unwrap_or_else(|| panic!("{name}: export.json has no verification"));
+        assert!(v.runtime.starts_with("onnxruntime 1.32"), "{name}: {v:?}");
+        assert!(v.reference.contains("reference evaluator"), "{name}: {v:?}");
+        assert_eq!(v.atol, 1e-4, "{name}: float32 tolerance");
+        assert!(v.max_abs_diff <= v.atol, "{name}: {v:?}");
+        assert_eq!(v.inputs.len(), 2, "{name}: {v:?}");
+        assert!(v.inputs[0].contains("left-padded"), "{name}: {v:?}");
+
+        let gold = read_all(fixture(name).join("golden.safetensors")).unwrap();
+        for case in ["single", "batch"] {
+            let inp = tmp.path().join(format!("{name}-{case}-in.safetensors"));
+            let mask = &gold[&format!("{case}.attention_mask")];
+            write_safetensors(
+                &inp,
+                &[("input_ids", &gold[&format!("{case}.input_ids")]), ("attention_mask", mask)],
+                &BTreeMap::new(),
+            )
+            .unwrap();
+            let res = tmp.path().join(format!("{name}-{case}-out.safetensors"));
+            let o = hfexport(&["run", s(&out), "--inputs", s(&inp), "--outputs", s(&res)]);
+            assert!(o.status.success(), "{name} {case}: run failed: {}", stderr(&o));
+            let got = read_all(&res).unwrap();
+            let d = worst_unpadded(&got["logits"], &gold[&format!("{case}.logits")], mask);
+            if d > 1e-4 {
+                failures.push(format!("{name} {case}: worst |diff| {d:e} against transformers"));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn broken_artifacts_and_wrong_runtimes_are_clear_errors() {
+    require_onnxruntime();
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("llama");
+    let o = export("llama", &out, &["--dynamic"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let gold = read_all(fixture("llama").join("golden.safetensors")).unwrap();
+    let inp = tmp.path().join("in.safetensors");
+    let (ids, mask) = (&gold["single.input_ids"], &gold["single.attention_mask"]);
+    write_safetensors(&inp, &[("input_ids", ids), ("attention_mask", mask)], &BTreeMap::new()).unwrap();
+    let res = tmp.path().join("out.safetensors");
+    let run = |dir: &Path, inputs: &Path, extra: &[&str]| {
+        let mut args = vec!["run", s(dir), "--inputs", s(inputs), "--outputs", s(&res)];
+        args.extend_from_slice(extra);
+        hfexport(&args)
+    };
+
+    // the reference evaluator runs checkpoints, not export folders
+    let o = run(&out, &inp, &["--runtime", "reference"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("checkpoint") && stderr(&o).contains(s(&fixture("llama"))), "{}", stderr(&o));
+    // an unknown component
+    let o = run(&out, &inp, &["--component", "decode"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("`decode`") && stderr(&o).contains("model"), "{}", stderr(&o));
+    // an input the model does not have
+    let bad = tmp.path().join("bad.safetensors");
+    write_safetensors(&bad, &[("tokens", ids), ("attention_mask", mask)], &BTreeMap::new()).unwrap();
+    let o = run(&out, &bad, &[]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("`tokens`") && stderr(&o).contains("input_ids"), "{}", stderr(&o));
+    // ONNX Runtime compiled in but not available: the message says so and how to install it
+    let o = Command::new(env!("CARGO_BIN_EXE_hfexport"))
+        .args(["run", s(&out), "--inputs", s(&inp), "--outputs", s(&res)])
+        .env("ORT_DYLIB_PATH", "/nonexistent/libonnxruntime.so.1.32.0")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    let e = stderr(&o);
+    assert!(e.contains("compiled in") && e.contains("/nonexistent/") && e.contains("cargo xtask setup"), "{e}");
+    assert!(!res.exists(), "no output file on failure");
+
+    // a corrupt model.onnx
+    let model = out.join("model.onnx");
+    std::fs::write(&model, b"this is not a protobuf \xff\xff\xff\xff").unwrap();
+    let o = run(&out, &inp, &[]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains(s(&model)), "the message names the file: {}", stderr(&o));
+    assert!(!stderr(&o).contains("panicked"), "{}", stderr(&o));
+    assert!(!res.exists(), "no output file on failure");
+    // a missing one
+    std::fs::remove_file(&model).unwrap();
+    let o = run(&out, &inp, &[]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains(s(&model)), "{}", stderr(&o));
+}
+
+/// A failed verification leaves nothing behind. ONNX Runtime 1.32's CPU provider has no
+/// bfloat16 kernel for `Mul` (nor most ops), so a bfloat16 export cannot pass `--verify`.
+#[test]
+fn a_failed_verification_leaves_no_output_folder() {
+    require_onnxruntime();
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("bf16");
+    let o = export("qwen3", &out, &["--dtype", "bfloat16", "--verify"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("ONNX Runtime"), "{}", stderr(&o));
+    assert!(!out.exists(), "the output folder must not appear");
+    let left: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().flatten().map(|e| e.file_name()).collect();
+    assert!(left.is_empty(), "staging folders left behind: {left:?}");
+    // the same export without --verify succeeds and records no verification
+    let o = export("qwen3", &out, &["--dtype", "bfloat16"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(ExportMetadata::read(&out).unwrap().verification, None);
+}
