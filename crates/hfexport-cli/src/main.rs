@@ -170,9 +170,6 @@ fn export(a: &ExportArgs) -> Result<()> {
 }
 
 fn open_checkpoint(path: &Path) -> Result<Checkpoint> {
-    if path.join("export.json").exists() {
-        bail!("{} is an export folder; no exporter or runtime runner is built into this version yet", path.display());
-    }
     Checkpoint::open(path).with_context(|| format!("cannot open checkpoint {}", path.display()))
 }
 
@@ -181,7 +178,48 @@ fn forward_graph(ckpt: &Checkpoint, task: &str) -> Result<Graph> {
     Ok(build(&ckpt.config, ckpt, task, &BuildOptions::default())?)
 }
 
+/// What `export.json` says about an export folder.
+fn inspect_export(path: &Path) -> Result<()> {
+    let m = hfexport::core::metadata::ExportMetadata::read(path)?;
+    println!("export       {} ({} format, {}, task {})", path.display(), m.format, m.dtype, m.task);
+    println!(
+        "source       {} ({}) from {}",
+        m.source.architecture,
+        m.source.model_type.as_deref().unwrap_or("?"),
+        m.source.checkpoint
+    );
+    for (s, r) in &m.symbols {
+        println!("  symbol     {s} in {}..={}", r.min, r.max);
+    }
+    for c in &m.components {
+        println!("component    {} ({})", c.name, c.files.join(", "));
+        for p in c.inputs.iter().map(|p| ("input ", p)).chain(c.outputs.iter().map(|p| ("output", p))) {
+            println!("  {}     {}: {}[{}]", p.0, p.1.name, p.1.dtype, p.1.shape.join(", "));
+        }
+        for a in &c.aliases {
+            println!("  alias      {} updates {} in place", a.output, a.input);
+        }
+    }
+    let pins: Vec<String> = m.runtime_pins.iter().map(|(k, v)| format!("{k} {v}")).collect();
+    println!("runtimes     {}", pins.join(", "));
+    println!(
+        "patches      {}",
+        if m.patches_applied.is_empty() { "none".to_string() } else { m.patches_applied.join(", ") }
+    );
+    match &m.verification {
+        Some(v) => println!(
+            "verified     {} vs {}: max |diff| {:e} (atol {:e})",
+            v.runtime, v.reference, v.max_abs_diff, v.atol
+        ),
+        None => println!("verified     no (export with --verify)"),
+    }
+    Ok(())
+}
+
 fn inspect(path: &Path, task: &str, full: bool) -> Result<()> {
+    if path.join(hfexport::core::metadata::FILE_NAME).is_file() {
+        return inspect_export(path);
+    }
     let ckpt = open_checkpoint(path)?;
     let c = &ckpt.config;
     let g = forward_graph(&ckpt, task)?;

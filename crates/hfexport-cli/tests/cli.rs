@@ -190,6 +190,9 @@ fn export_driven_by_a_config_file() {
     let meta: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("export.json")).unwrap()).unwrap();
     assert_eq!(meta["components"][0]["inputs"][0]["shape"], serde_json::json!(["1", "16"]), "static without --dynamic");
+    let o = hfexport(&["inspect", out.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success() && text.contains("onnx format") && text.contains("input_ids: i64[1, 16]"), "{text}");
     // a bad key in the dict, and a format without an exporter yet
     std::fs::write(&cfg, r#"{"export_format": "onnx", "opset": 18}"#).unwrap();
     let bad = tmp.path().join("bad");
