@@ -1,5 +1,6 @@
 //! `cargo xtask <command>`: project automation, pinned by `versions.toml`.
 
+mod bench;
 mod codegen;
 mod python;
 mod versions;
@@ -28,7 +29,13 @@ commands:
   codegen [--check]             regenerate crates/hfexport-onnx/src/generated/onnx.rs from the
                                 vendored crates/hfexport-onnx/proto/onnx.proto (needs protoc:
                                 `apt-get install protobuf-compiler`); --check fails if the
-                                committed file differs from a fresh generation";
+                                committed file differs from a fresh generation
+  bench export-onnx [--python] [--keep]
+                                time `hfexport export --format onnx` (release build) on a
+                                Qwen3-0.6B-shaped checkpoint of random bf16 weights, generated
+                                once into target/bench/; wall time, peak RSS, onnxruntime check;
+                                --python: transformers' OnnxExporter side by side (.venv);
+                                --keep: keep the exports in target/bench/out-*";
 
 fn main() -> ExitCode {
     match dispatch(std::env::args().skip(1).collect()) {
@@ -84,6 +91,7 @@ fn dispatch(args: Vec<String>) -> Result<ExitCode> {
             codegen::codegen(&root, check)?;
             Ok(ExitCode::SUCCESS)
         }
+        "bench" => bench::bench(&root, rest),
         "help" | "-h" | "--help" => {
             println!("{USAGE}");
             Ok(ExitCode::SUCCESS)
@@ -221,8 +229,7 @@ fn check_versions(root: &Path, strict: bool) -> Result<()> {
         println!("  {:<14} {:<14} {:<24} {:<8} {} ({})", rt.krate, rt.version, lock_text, state, rt.wheel, wheel_pin);
     }
 
-    // The patch registry listing (patches whose upstream version range no longer matches the
-    // installed runtimes, DESIGN.md "Patch registry") goes here, as its own section.
+    list_patches(&installed);
 
     println!();
     if missing > 0 {
@@ -313,5 +320,24 @@ fn exit_code(status: ExitStatus) -> ExitCode {
     match status.code() {
         Some(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
         None => ExitCode::from(128 + status.signal().unwrap_or(0).clamp(0, 127) as u8),
+    }
+}
+
+/// The patch registry against what is installed: a patch whose upstream version range no
+/// longer contains the installed version is a workaround that may be dropped.
+fn list_patches(installed: &std::collections::BTreeMap<String, String>) {
+    let registry = hfexport_core::passes::PatchRegistry::builtin();
+    println!();
+    println!("patches ({} registered)", registry.patches().len());
+    for p in registry.patches() {
+        let state = match &p.upstream {
+            None => "always applied".to_string(),
+            Some(r) => match installed.iter().find(|(k, _)| versions::same_package(k, r.package)) {
+                None => format!("{} not installed", r.package),
+                Some((_, v)) if r.contains(v) => format!("needed for {} {v}", r.package),
+                Some((_, v)) => format!("NO LONGER NEEDED? {} {v} is outside its range", r.package),
+            },
+        };
+        println!("  {:<32} {:<8} {state}: {}", p.name, format!("{:?}", p.stage).to_lowercase(), p.reason);
     }
 }

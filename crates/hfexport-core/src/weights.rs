@@ -129,11 +129,11 @@ impl WeightExpr {
                 let from = src.info(n)?.dtype;
                 let bytes = src.raw(n).expect("checked");
                 let mut total = 0u64;
+                let mut buf = Vec::with_capacity(STREAM_CHUNK * to.size());
                 for chunk in bytes.chunks(STREAM_CHUNK * from.size()) {
-                    let t = Tensor::from_le_bytes(from, vec![chunk.len() / from.size()], chunk)?.cast(*to);
-                    let b = t.to_le_bytes();
-                    sink(&b).map_err(|e| io(n, e))?;
-                    total += b.len() as u64;
+                    convert_le_bytes(from, *to, chunk, &mut buf)?;
+                    sink(&buf).map_err(|e| io(n, e))?;
+                    total += buf.len() as u64;
                 }
                 total
             }
@@ -148,6 +148,26 @@ impl WeightExpr {
         }
         Ok(out)
     }
+}
+
+/// Converts little-endian elements of `from` into `to`, replacing `out`'s contents. The
+/// common widening casts of checkpoint weights are bit operations; the rest go through
+/// [`Tensor::cast`].
+pub fn convert_le_bytes(from: DType, to: DType, bytes: &[u8], out: &mut Vec<u8>) -> Result<()> {
+    out.clear();
+    match (from, to) {
+        // bf16 is the upper half of an f32: widening is a shift
+        (DType::BF16, DType::F32) => out.extend(
+            bytes.chunks_exact(2).flat_map(|c| (u32::from(u16::from_le_bytes([c[0], c[1]])) << 16).to_le_bytes()),
+        ),
+        (DType::F16, DType::F32) => out
+            .extend(bytes.chunks_exact(2).flat_map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f32().to_le_bytes())),
+        _ => {
+            let t = Tensor::from_le_bytes(from, vec![bytes.len() / from.size()], bytes)?.cast(to);
+            out.extend_from_slice(&t.to_le_bytes());
+        }
+    }
+    Ok(())
 }
 
 impl std::fmt::Display for WeightExpr {
@@ -185,5 +205,25 @@ impl TensorSource for MemorySource {
 impl MemorySource {
     fn load_ref(&self, name: &str) -> Result<&Tensor> {
         self.tensors.get(name).ok_or_else(|| Error::Weight { tensor: name.to_string(), msg: "no such tensor".into() })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The bit-level fast paths equal the general cast for every value class.
+    #[test]
+    fn fast_conversions_equal_the_general_cast() {
+        let values = [0.0f32, -0.0, 1.0, -2.5, 3.0e38, 1.0e-40, f32::INFINITY, f32::NEG_INFINITY, 65504.0, 1.0 / 3.0];
+        for from in [DType::BF16, DType::F16] {
+            let t = Tensor::f32(vec![values.len()], values.to_vec()).unwrap().cast(from);
+            let mut fast = vec![];
+            convert_le_bytes(from, DType::F32, &t.to_le_bytes(), &mut fast).unwrap();
+            assert_eq!(fast, t.cast(DType::F32).to_le_bytes(), "{from}");
+        }
+        let mut out = vec![];
+        convert_le_bytes(DType::F32, DType::BF16, &1.5f32.to_le_bytes(), &mut out).unwrap();
+        assert_eq!(out, half::bf16::from_f32(1.5).to_le_bytes());
     }
 }

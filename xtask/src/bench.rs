@@ -1,0 +1,557 @@
+//! `cargo xtask bench export-onnx [--python] [--keep]`: times `hfexport export --format onnx` on a
+//! Qwen3-0.6B-shaped checkpoint with random bfloat16 weights, and optionally
+//! `transformers.exporters.OnnxExporter` on the same checkpoint, side by side.
+//!
+//! - The checkpoint (about 1.19 GB) is generated once under `target/bench/qwen3-0.6b-bf16/`,
+//!   streamed tensor by tensor, and regenerated only when missing or of the wrong size.
+//! - Each export runs as a child process, timed from spawn to exit (interpreter start and imports
+//!   included for Python). Peak RSS and CPU time come from the kernel: the child is reaped with
+//!   `wait4(2)` (declared here, from the C library std already links; no `libc` crate), whose
+//!   `ru_maxrss` is the high-water mark of the child's resident set over its whole life, exactly,
+//!   with no sampling. Outside 64-bit Linux the bench still times the exports but has no RSS.
+//! - Before each timed run the bench runs `sync` (so the previous run's dirty pages are not
+//!   written back during this one) and reads the checkpoint once, so both exporters start with it
+//!   in the page cache.
+//! - Every export is checked before its numbers are printed: ONNX Runtime (from `.venv`) loads it
+//!   and runs a 4-token input, which must give finite `[1, 4, vocab]` logits; with `--python` the
+//!   two exports' logits are also compared (same weights, both float32).
+
+use std::fs::File;
+use std::io::{BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, ExitStatus, Stdio};
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+
+use crate::python::Venv;
+use crate::{cargo_bin, describe, run};
+
+pub const USAGE: &str = "usage: cargo xtask bench export-onnx [--python] [--keep]";
+
+/// Goals of the ONNX export of a 0.6B model on a developer machine.
+const GOAL_WALL_S: f64 = 10.0;
+const GOAL_RSS_BYTES: f64 = 1.5e9;
+
+/// Qwen3-0.6B's shape (config.json of Qwen/Qwen3-0.6B, sizes only).
+const HIDDEN: usize = 1024;
+const INTERMEDIATE: usize = 3072;
+const LAYERS: usize = 28;
+const HEADS: usize = 16;
+const KV_HEADS: usize = 8;
+const HEAD_DIM: usize = 128;
+const VOCAB: usize = 151936;
+
+const CONFIG_JSON: &str = r#"{
+  "architectures": ["Qwen3ForCausalLM"],
+  "model_type": "qwen3",
+  "hidden_size": 1024,
+  "intermediate_size": 3072,
+  "num_hidden_layers": 28,
+  "num_attention_heads": 16,
+  "num_key_value_heads": 8,
+  "head_dim": 128,
+  "vocab_size": 151936,
+  "max_position_embeddings": 40960,
+  "rms_norm_eps": 1e-6,
+  "rope_theta": 1000000,
+  "tie_word_embeddings": true,
+  "hidden_act": "silu",
+  "dtype": "bfloat16"
+}
+"#;
+
+/// Loads each ONNX model given after the vocabulary size with ONNX Runtime, runs a 4-token input
+/// and checks the logits; with two models, also prints their largest logit difference.
+const CHECK_PY: &str = r#"
+import sys, time
+import numpy as np
+import onnxruntime as ort
+
+vocab, paths = int(sys.argv[1]), sys.argv[2:]
+ids = np.array([[17, 101, 5, 230]], dtype=np.int64)
+feeds = {"input_ids": ids, "attention_mask": np.ones_like(ids)}
+first = None
+for path in paths:
+    t = time.perf_counter()
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+    session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+    names = [i.name for i in session.get_inputs()]
+    unknown = [n for n in names if n not in feeds]
+    if unknown:
+        sys.exit(f"{path}: unexpected inputs {unknown}")
+    logits = session.run(None, {n: feeds[n] for n in names})[0]
+    del session
+    ok = logits.shape == (1, 4, vocab) and bool(np.isfinite(logits).all())
+    print(f"CHECK onnxruntime {ort.__version__}: {path}: logits {logits.dtype} {list(logits.shape)}, "
+          f"finite: {bool(np.isfinite(logits).all())}, |logits| max {float(np.abs(logits).max()):.4g} "
+          f"({time.perf_counter() - t:.1f} s to load and run)", flush=True)
+    if not ok:
+        sys.exit(f"{path}: expected finite logits of shape [1, 4, {vocab}]")
+    if first is None:
+        first = logits
+    else:
+        print(f"CHECK max |logits difference| with the first model: {float(np.abs(logits - first).max()):.3g}")
+"#;
+
+struct Opts {
+    python: bool,
+    keep: bool,
+}
+
+pub fn bench(root: &Path, args: &[String]) -> Result<ExitCode> {
+    let Some((what, flags)) = args.split_first() else { bail!("{USAGE}") };
+    if what != "export-onnx" {
+        bail!("unknown benchmark `{what}`\n{USAGE}");
+    }
+    let mut opts = Opts { python: false, keep: false };
+    for flag in flags {
+        match flag.as_str() {
+            "--python" => opts.python = true,
+            "--keep" => opts.keep = true,
+            other => bail!("unknown flag `{other}`\n{USAGE}"),
+        }
+    }
+    export_onnx(root, &opts)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn target_dir(root: &Path) -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| root.join("target"))
+}
+
+fn export_onnx(root: &Path, opts: &Opts) -> Result<()> {
+    let steps = if opts.python { 6 } else { 4 };
+    let bench_dir = target_dir(root).join("bench");
+    let ckpt = bench_dir.join("qwen3-0.6b-bf16");
+    let venv = Venv::new(root);
+    if !venv.exists() {
+        bail!(
+            "{} does not exist: run `cargo xtask setup` first (the bench checks exports with onnxruntime)",
+            venv.dir.display()
+        );
+    }
+
+    println!("==> [1/{steps}] checkpoint {}", ckpt.display());
+    let ckpt_bytes = ensure_checkpoint(&ckpt)?;
+
+    println!("==> [2/{steps}] cargo build --release -p hfexport-cli");
+    run(Command::new(cargo_bin()).args(["build", "--release", "-p", "hfexport-cli"]).current_dir(root))?;
+    let exe = target_dir(root).join("release").join(format!("hfexport{}", std::env::consts::EXE_SUFFIX));
+
+    let ours_out = bench_dir.join("out-hfexport");
+    println!("==> [3/{steps}] hfexport export --dynamic --dtype float32 -> {}", ours_out.display());
+    prepare_run(&ckpt)?;
+    let mut cmd = Command::new(&exe);
+    cmd.arg("export").arg("--model").arg(&ckpt).args(["--format", "onnx", "--output"]).arg(&ours_out).args([
+        "--dynamic",
+        "--force",
+        "--dtype",
+        "float32",
+    ]);
+    let ours = measure(&mut cmd, &bench_dir.join("hfexport.log"))?;
+    if !ours.status.success() {
+        print_tail(&ours.log, 30);
+        bail!("`{}` failed ({})", describe(&cmd), ours.status);
+    }
+    for line in log_lines(&ours.log)?.iter().filter(|l| l.starts_with("exported ")) {
+        println!("  {line}");
+    }
+    let ours_bytes = onnx_bytes(&ours_out)?;
+
+    println!("==> [4/{steps}] onnxruntime check of {}", ours_out.join("model.onnx").display());
+    check_with_onnxruntime(&venv, &[ours_out.join("model.onnx")])?;
+
+    let mut theirs: Option<(Measured, u64)> = None;
+    let theirs_out = bench_dir.join("out-transformers");
+    if opts.python {
+        println!(
+            "==> [5/{steps}] xtask/python/bench_transformers_onnx.py (transformers.exporters.OnnxExporter) -> {}",
+            theirs_out.display()
+        );
+        remove_dir(&theirs_out)?;
+        prepare_run(&ckpt)?;
+        let script = root.join("xtask").join("python").join("bench_transformers_onnx.py");
+        let mut cmd = venv.command();
+        cmd.arg(&script).arg(&ckpt).arg(&theirs_out);
+        let m = measure(&mut cmd, &bench_dir.join("transformers.log"))?;
+        if m.status.success() {
+            let phases: Vec<String> =
+                log_lines(&m.log)?.iter().filter_map(|l| l.strip_prefix("BENCH ")).map(|p| format!("{p} s")).collect();
+            println!("  phases: {}", phases.join(", "));
+            println!(
+                "==> [6/{steps}] onnxruntime check of {} (and logits vs hfexport's)",
+                theirs_out.join("model.onnx").display()
+            );
+            match check_with_onnxruntime(&venv, &[ours_out.join("model.onnx"), theirs_out.join("model.onnx")]) {
+                Ok(()) => theirs = Some((m, onnx_bytes(&theirs_out)?)),
+                Err(err) => {
+                    println!("  the transformers export does not pass the check, its numbers are left out: {err:#}")
+                }
+            }
+        } else {
+            println!("  the transformers export failed ({}); the end of {}:", m.status, m.log.display());
+            print_tail(&m.log, 25);
+        }
+    }
+
+    print_table(ckpt_bytes, (&ours, ours_bytes), theirs.as_ref().map(|(m, b)| (m, *b)));
+
+    if opts.keep {
+        println!(
+            "\nkept {}{}",
+            ours_out.display(),
+            if opts.python { format!(" and {}", theirs_out.display()) } else { String::new() }
+        );
+    } else {
+        remove_dir(&ours_out)?;
+        remove_dir(&theirs_out)?;
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// The checkpoint
+
+/// Every tensor of HF's Qwen3ForCausalLM with tied embeddings: (name, shape), in name order as
+/// the safetensors Python writer stores them.
+fn qwen3_tensors() -> Vec<(String, Vec<usize>)> {
+    let mut t = vec![
+        ("model.embed_tokens.weight".to_string(), vec![VOCAB, HIDDEN]),
+        ("model.norm.weight".to_string(), vec![HIDDEN]),
+    ];
+    for i in 0..LAYERS {
+        let p = format!("model.layers.{i}.");
+        t.extend([
+            (format!("{p}input_layernorm.weight"), vec![HIDDEN]),
+            (format!("{p}post_attention_layernorm.weight"), vec![HIDDEN]),
+            (format!("{p}self_attn.q_proj.weight"), vec![HEADS * HEAD_DIM, HIDDEN]),
+            (format!("{p}self_attn.k_proj.weight"), vec![KV_HEADS * HEAD_DIM, HIDDEN]),
+            (format!("{p}self_attn.v_proj.weight"), vec![KV_HEADS * HEAD_DIM, HIDDEN]),
+            (format!("{p}self_attn.o_proj.weight"), vec![HIDDEN, HEADS * HEAD_DIM]),
+            (format!("{p}self_attn.q_norm.weight"), vec![HEAD_DIM]),
+            (format!("{p}self_attn.k_norm.weight"), vec![HEAD_DIM]),
+            (format!("{p}mlp.gate_proj.weight"), vec![INTERMEDIATE, HIDDEN]),
+            (format!("{p}mlp.up_proj.weight"), vec![INTERMEDIATE, HIDDEN]),
+            (format!("{p}mlp.down_proj.weight"), vec![HIDDEN, INTERMEDIATE]),
+        ]);
+    }
+    t.sort();
+    t
+}
+
+/// The safetensors header (length prefix included) and the size of the data after it.
+fn safetensors_header(tensors: &[(String, Vec<usize>)]) -> (Vec<u8>, u64) {
+    let mut json = String::from(r#"{"__metadata__":{"format":"pt"}"#);
+    let mut offset = 0u64;
+    for (name, shape) in tensors {
+        let bytes = 2 * shape.iter().product::<usize>() as u64;
+        let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
+        json += &format!(
+            r#","{name}":{{"dtype":"BF16","shape":[{}],"data_offsets":[{offset},{}]}}"#,
+            dims.join(","),
+            offset + bytes
+        );
+        offset += bytes;
+    }
+    json.push('}');
+    while json.len() % 8 != 0 {
+        json.push(' ');
+    }
+    let mut header = (json.len() as u64).to_le_bytes().to_vec();
+    header.extend_from_slice(json.as_bytes());
+    (header, offset)
+}
+
+/// Makes the checkpoint unless it is there with the expected size; returns its weight file's size.
+fn ensure_checkpoint(dir: &Path) -> Result<u64> {
+    let tensors = qwen3_tensors();
+    let (header, data_len) = safetensors_header(&tensors);
+    let total = header.len() as u64 + data_len;
+    let weights = dir.join("model.safetensors");
+    let config = dir.join("config.json");
+    let present = std::fs::metadata(&weights).map(|m| m.len() == total).unwrap_or(false);
+    if present && std::fs::read_to_string(&config).map(|c| c == CONFIG_JSON).unwrap_or(false) {
+        println!("  cached: {} ({})", weights.display(), gb(total));
+        return Ok(total);
+    }
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    println!("  generating {} tensors of random bfloat16 weights ({}), once", tensors.len(), gb(total));
+    let t0 = Instant::now();
+    let partial = dir.join("model.safetensors.partial");
+    let file = File::create(&partial).with_context(|| format!("creating {}", partial.display()))?;
+    let mut out = BufWriter::with_capacity(8 << 20, file);
+    out.write_all(&header)?;
+    let normal = value_table(0.0, 0.02);
+    let norm = value_table(1.0, 0.05);
+    let mut rng = SplitMix64(0x5eed_0006_0000_0000);
+    let mut chunk = Vec::with_capacity(1 << 20);
+    for (name, shape) in &tensors {
+        let table = if shape.len() == 1 { &norm } else { &normal };
+        let mut left = shape.iter().product::<usize>();
+        while left > 0 {
+            // Two values per 64 random bits, each the sum of four random bytes (nearly normal).
+            let n = left.min(1 << 19);
+            chunk.clear();
+            for _ in 0..n.div_ceil(2) {
+                let r = rng.next();
+                chunk.extend_from_slice(&table[byte_sum(r as u32)].to_le_bytes());
+                chunk.extend_from_slice(&table[byte_sum((r >> 32) as u32)].to_le_bytes());
+            }
+            out.write_all(&chunk[..2 * n]).with_context(|| format!("writing {name} into {}", partial.display()))?;
+            left -= n;
+        }
+    }
+    out.into_inner()
+        .map_err(|e| e.into_error())
+        .and_then(|f| f.sync_all())
+        .with_context(|| format!("writing {}", partial.display()))?;
+    std::fs::rename(&partial, &weights).with_context(|| format!("renaming {}", partial.display()))?;
+    std::fs::write(&config, CONFIG_JSON).with_context(|| format!("writing {}", config.display()))?;
+    println!("  wrote {} in {:.1} s", weights.display(), t0.elapsed().as_secs_f64());
+    Ok(total)
+}
+
+/// Sum of the four bytes of `x`: 0..=1020, mean 510, standard deviation about 147.8.
+fn byte_sum(x: u32) -> usize {
+    ((x & 0xff) + ((x >> 8) & 0xff) + ((x >> 16) & 0xff) + (x >> 24)) as usize
+}
+
+/// bfloat16 bits of `mean + std * z` for each byte sum, `z` its standardised value.
+fn value_table(mean: f32, std: f32) -> Vec<u16> {
+    let sd = (4.0f32 * (256.0 * 256.0 - 1.0) / 12.0).sqrt();
+    (0..=1020).map(|s| bf16_bits(mean + std * (s as f32 - 510.0) / sd)).collect()
+}
+
+/// Round to nearest even (no NaNs here).
+fn bf16_bits(x: f32) -> u16 {
+    let b = x.to_bits();
+    ((b + 0x7fff + ((b >> 16) & 1)) >> 16) as u16
+}
+
+struct SplitMix64(u64);
+
+impl SplitMix64 {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Runs and measurements
+
+struct Measured {
+    status: ExitStatus,
+    wall_s: f64,
+    /// Kernel's high-water mark of the child's resident set, in bytes.
+    peak_rss: Option<u64>,
+    /// User and system CPU seconds of the child.
+    cpu_s: Option<(f64, f64)>,
+    /// stdout and stderr of the child.
+    log: PathBuf,
+}
+
+/// Flushes dirty pages left by earlier runs and puts the checkpoint in the page cache, so that
+/// every timed run starts from the same state.
+fn prepare_run(ckpt: &Path) -> Result<()> {
+    let _ = Command::new("sync").status();
+    let path = ckpt.join("model.safetensors");
+    let mut file = File::open(&path).with_context(|| format!("opening {}", path.display()))?;
+    let mut buf = vec![0u8; 8 << 20];
+    while file.read(&mut buf).with_context(|| format!("reading {}", path.display()))? > 0 {}
+    Ok(())
+}
+
+/// Runs `cmd` with its output in `log`, timing it from spawn to exit.
+fn measure(cmd: &mut Command, log: &Path) -> Result<Measured> {
+    let file = File::create(log).with_context(|| format!("creating {}", log.display()))?;
+    cmd.stdin(Stdio::null()).stdout(file.try_clone()?).stderr(file);
+    let t0 = Instant::now();
+    let child = cmd.spawn().with_context(|| format!("could not start `{}`", describe(cmd)))?;
+    let usage = wait_with_usage(child).with_context(|| format!("waiting for `{}`", describe(cmd)))?;
+    let wall_s = t0.elapsed().as_secs_f64();
+    Ok(Measured { status: usage.status, wall_s, peak_rss: usage.peak_rss, cpu_s: usage.cpu_s, log: log.to_path_buf() })
+}
+
+/// What the kernel reports of a child when it is reaped.
+struct Usage {
+    status: ExitStatus,
+    peak_rss: Option<u64>,
+    cpu_s: Option<(f64, f64)>,
+}
+
+#[cfg(all(target_os = "linux", target_pointer_width = "64"))]
+fn wait_with_usage(child: std::process::Child) -> std::io::Result<Usage> {
+    use std::os::unix::process::ExitStatusExt;
+
+    /// `struct timeval` and `struct rusage` of 64-bit Linux (glibc and musl alike).
+    #[repr(C)]
+    struct Timeval {
+        sec: i64,
+        usec: i64,
+    }
+    #[repr(C)]
+    struct Rusage {
+        utime: Timeval,
+        stime: Timeval,
+        /// Kilobytes.
+        maxrss: i64,
+        /// ixrss .. nivcsw
+        _rest: [i64; 13],
+    }
+    extern "C" {
+        fn wait4(pid: i32, status: *mut i32, options: i32, rusage: *mut Rusage) -> i32;
+    }
+
+    let pid = i32::try_from(child.id()).expect("pids fit in i32");
+    let mut status = 0i32;
+    let mut usage =
+        Rusage { utime: Timeval { sec: 0, usec: 0 }, stime: Timeval { sec: 0, usec: 0 }, maxrss: 0, _rest: [0; 13] };
+    loop {
+        // SAFETY: both pointers are to live, properly laid out locals; `pid` is our own child,
+        // which nothing else waits for (`child` is dropped, never waited, below).
+        let r = unsafe { wait4(pid, &mut status, 0, &mut usage) };
+        if r == pid {
+            break;
+        }
+        let err = std::io::Error::last_os_error();
+        if err.kind() != std::io::ErrorKind::Interrupted {
+            return Err(err);
+        }
+    }
+    drop(child);
+    let secs = |t: &Timeval| t.sec as f64 + t.usec as f64 * 1e-6;
+    Ok(Usage {
+        status: ExitStatus::from_raw(status),
+        peak_rss: Some(usage.maxrss as u64 * 1024),
+        cpu_s: Some((secs(&usage.utime), secs(&usage.stime))),
+    })
+}
+
+#[cfg(not(all(target_os = "linux", target_pointer_width = "64")))]
+fn wait_with_usage(mut child: std::process::Child) -> std::io::Result<Usage> {
+    Ok(Usage { status: child.wait()?, peak_rss: None, cpu_s: None })
+}
+
+fn check_with_onnxruntime(venv: &Venv, models: &[PathBuf]) -> Result<()> {
+    let mut cmd = venv.command();
+    cmd.arg("-c").arg(CHECK_PY).arg(VOCAB.to_string()).args(models);
+    let out = cmd.output().with_context(|| format!("could not start {}", venv.python().display()))?;
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        println!("  {}", line.strip_prefix("CHECK ").unwrap_or(line));
+    }
+    if !out.status.success() {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let tail: Vec<&str> = stderr.lines().rev().take(15).collect();
+        bail!(
+            "the onnxruntime check failed ({}):\n{}",
+            out.status,
+            tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+        );
+    }
+    Ok(())
+}
+
+fn log_lines(log: &Path) -> Result<Vec<String>> {
+    let bytes = std::fs::read(log).with_context(|| format!("reading {}", log.display()))?;
+    // Progress bars rewrite their line with carriage returns: keep the last state of each.
+    Ok(String::from_utf8_lossy(&bytes)
+        .lines()
+        .map(|l| l.rsplit('\r').find(|s| !s.trim().is_empty()).unwrap_or("").to_string())
+        .collect())
+}
+
+fn print_tail(log: &Path, n: usize) {
+    match log_lines(log) {
+        Ok(lines) => {
+            for line in &lines[lines.len().saturating_sub(n)..] {
+                println!("  | {line}");
+            }
+        }
+        Err(err) => println!("  ({err:#})"),
+    }
+}
+
+/// Size of `model.onnx` + `model.onnx.data` in an export folder.
+fn onnx_bytes(dir: &Path) -> Result<u64> {
+    let mut total = 0;
+    for name in ["model.onnx", "model.onnx.data"] {
+        let path = dir.join(name);
+        total += std::fs::metadata(&path).with_context(|| format!("{} is missing", path.display()))?.len();
+    }
+    Ok(total)
+}
+
+fn remove_dir(dir: &Path) -> Result<()> {
+    match std::fs::remove_dir_all(dir) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e).with_context(|| format!("removing {}", dir.display())),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Report
+
+fn gb(bytes: u64) -> String {
+    format!("{:.2} GB", bytes as f64 / 1e9)
+}
+
+fn print_table(ckpt_bytes: u64, ours: (&Measured, u64), theirs: Option<(&Measured, u64)>) {
+    let runs: Vec<(&Measured, u64)> = std::iter::once(ours).chain(theirs).collect();
+    let row = |label: &str, cells: Vec<String>, goal: &str| {
+        let mut line = format!("  {label:<24}");
+        for c in cells {
+            line += &format!("{c:>16}");
+        }
+        if !goal.is_empty() {
+            line += &format!("   {goal}");
+        }
+        println!("{}", line.trim_end());
+    };
+    let mb = |b: u64| format!("{:.0} MB", b as f64 / 1e6);
+    let verdict = |ok: bool| if ok { "met" } else { "MISSED" };
+
+    println!("\nexport-onnx: Qwen3-0.6B shape, random bfloat16 weights -> float32 ONNX, dynamic batch and sequence");
+    let mut header = vec!["hfexport".to_string()];
+    if theirs.is_some() {
+        header.push("transformers".to_string());
+    }
+    row("", header, "");
+    row("checkpoint (safetensors)", runs.iter().map(|_| gb(ckpt_bytes)).collect(), "");
+    row("output (onnx + data)", runs.iter().map(|(_, b)| gb(*b)).collect(), "");
+    row(
+        "wall",
+        runs.iter().map(|(m, _)| format!("{:.2} s", m.wall_s)).collect(),
+        &format!("goal < {GOAL_WALL_S:.0} s: {}", verdict(ours.0.wall_s < GOAL_WALL_S)),
+    );
+    row("MB/s (output / wall)", runs.iter().map(|(m, b)| format!("{:.0}", *b as f64 / 1e6 / m.wall_s)).collect(), "");
+    row(
+        "CPU user / sys",
+        runs.iter().map(|(m, _)| m.cpu_s.map_or("n/a".into(), |(u, s)| format!("{u:.1} / {s:.1} s"))).collect(),
+        "",
+    );
+    let rss_goal = match ours.0.peak_rss {
+        Some(r) => format!("goal < {:.1} GB: {}", GOAL_RSS_BYTES / 1e9, verdict((r as f64) < GOAL_RSS_BYTES)),
+        None => String::new(),
+    };
+    row("peak RSS", runs.iter().map(|(m, _)| m.peak_rss.map_or("n/a".into(), mb)).collect(), &rss_goal);
+    if let Some((m, _)) = theirs {
+        println!(
+            "  hfexport is {:.1}x faster and peaks at {} of transformers' RSS",
+            m.wall_s / ours.0.wall_s,
+            match (ours.0.peak_rss, m.peak_rss) {
+                (Some(a), Some(b)) => format!("{:.0}%", 100.0 * a as f64 / b as f64),
+                _ => "n/a".to_string(),
+            }
+        );
+    }
+    println!(
+        "  (wall: spawn to exit; peak RSS and CPU: wait4 rusage of the child; checkpoint read from the page cache)"
+    );
+}
