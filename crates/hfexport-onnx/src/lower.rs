@@ -31,6 +31,9 @@ pub const OPSET_NATIVE_LLM_OPS: u32 = 23;
 /// mask, which would unmask.
 pub fn native(op: &Op, opset: u32) -> bool {
     match op {
+        // `Gemm(transB=1)` reads the `[out, in]` weight as stored: no Transpose for the runtime
+        // to fold at load time
+        Op::Linear => true,
         Op::RmsNorm { .. } | Op::ApplyRotary => opset >= OPSET_NATIVE_LLM_OPS,
         Op::Attention { softcap, .. } => opset >= OPSET_NATIVE_LLM_OPS && softcap.is_none(),
         other => !other.is_high_level(),
@@ -364,6 +367,7 @@ impl<'g> Ctx<'g> {
                 let one = self.constant(&Tensor::i64(vec![], vec![1]).expect("scalar"));
                 ("Range".into(), vec![zero, limit, one], vec![])
             }
+            Op::Linear => return self.linear(n, &ins, &outs),
             Op::RmsNorm { eps } if native(&n.op, self.opset) => {
                 let attrs = vec![attr_int("axis", -1), attr_float("epsilon", *eps), attr_int("stash_type", 1)];
                 ("RMSNormalization".into(), ins.clone(), attrs)
@@ -393,6 +397,28 @@ impl<'g> Ctx<'g> {
             }
         };
         self.push(&op_type, &n.name, inputs, outs, attrs);
+        Ok(())
+    }
+
+    /// `x [..., in]` -> `Gemm(x2d, w, b, transB=1)` on `[rows, in]` -> back to `[..., out]`.
+    fn linear(&mut self, n: &Node, ins: &[String], outs: &[String]) -> Result<()> {
+        let (xs, ys) = (self.g.info(n.inputs[0]).shape.clone(), self.g.info(n.outputs[0]).shape.clone());
+        let gemm = |cx: &mut Self, a: String, out: String| {
+            let mut inputs = vec![a, ins[1].clone()];
+            inputs.extend(ins.get(2).cloned());
+            cx.push("Gemm", &n.name, inputs, vec![out], vec![attr_int("transB", 1)]);
+        };
+        if xs.len() == 2 {
+            gemm(self, ins[0].clone(), outs[0].clone());
+            return Ok(());
+        }
+        let rows = hfexport_core::dim::product(&xs[..xs.len() - 1]);
+        let flat = self.shape(&[rows, xs[xs.len() - 1].clone()])?;
+        let x2 = self.helper("Reshape", vec![ins[0].clone(), flat], vec![]);
+        let y2 = self.tmp("gemm");
+        gemm(self, x2, y2.clone());
+        let back = self.shape(&ys)?;
+        self.push("Reshape", &format!("{}/unflatten", n.name), vec![y2, back], outs.to_vec(), vec![]);
         Ok(())
     }
 
