@@ -417,7 +417,7 @@ mod tests {
         let one = Dim::konst(1);
         let out = broadcast_shapes(&[b.clone(), one.clone(), s.clone()], &[s.clone(), one.clone()]).unwrap();
         assert_eq!(out, vec![b.clone(), s.clone(), s.clone()]);
-        assert!(broadcast_shapes(&[b.clone()], &[s.clone()]).is_none());
+        assert!(broadcast_shapes(std::slice::from_ref(&b), std::slice::from_ref(&s)).is_none());
         assert!(broadcast_shapes(&[Dim::konst(2)], &[Dim::konst(3)]).is_none());
     }
 

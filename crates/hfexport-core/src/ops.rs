@@ -506,7 +506,7 @@ impl Op {
                     return Err(format!("cos/sin dtype {} differs from x dtype {}", c.dtype, x.dtype));
                 }
                 let d = &x.shape[3];
-                if d.as_const().map_or(false, |d| d % 2 != 0) {
+                if d.as_const().is_some_and(|d| d % 2 != 0) {
                     return Err(format!("rotary dim {d} is odd"));
                 }
                 let cos4 = [c.shape[0].clone(), Dim::konst(1), c.shape[1].clone(), c.shape[2].clone()];

@@ -51,8 +51,8 @@ pub fn compare_versions(a: &str, b: &str) -> Ordering {
 
 impl VersionRange {
     pub fn contains(&self, version: &str) -> bool {
-        self.min.map_or(true, |m| compare_versions(version, m) != Ordering::Less)
-            && self.below.map_or(true, |b| compare_versions(version, b) == Ordering::Less)
+        self.min.is_none_or(|m| compare_versions(version, m) != Ordering::Less)
+            && self.below.is_none_or(|b| compare_versions(version, b) == Ordering::Less)
     }
 }
 
@@ -77,8 +77,7 @@ impl Patch {
             Some(f) => self.formats.is_empty() || self.formats.contains(&f),
             None => self.formats.is_empty(),
         };
-        let version_ok =
-            self.upstream.as_ref().map_or(true, |r| versions.get(r.package).map_or(true, |v| r.contains(v)));
+        let version_ok = self.upstream.as_ref().is_none_or(|r| versions.get(r.package).is_none_or(|v| r.contains(v)));
         self.stage == stage && format_ok && version_ok
     }
 }

@@ -158,6 +158,8 @@ fn llama3_inv_freq(plain: &[f32], factor: f64, low: f64, high: f64, old_ctx: usi
             let scaled = if wavelen > low_freq_wavelen { f / factor } else { f };
             let smooth = (old_ctx / wavelen - low) / (high - low);
             let smoothed = (1.0 - smooth) * scaled / factor + smooth * scaled;
+            // written as transformers writes it: `~(wavelen < high) * ~(wavelen > low)`
+            #[allow(clippy::neg_cmp_op_on_partial_ord)]
             let medium = !(wavelen < high_freq_wavelen) && !(wavelen > low_freq_wavelen);
             if medium {
                 smoothed

@@ -90,10 +90,10 @@ fn apply_rotary_equals_decomposition() {
 
 fn causal_padded_mask(b: usize, s: usize, t: usize, pads: &[usize]) -> Tensor {
     let mut m = Vec::new();
-    for bi in 0..b {
+    for &pad in &pads[..b] {
         for i in 0..s {
             for j in 0..t {
-                m.push(j <= i + (t - s) && j >= pads[bi]);
+                m.push(j <= i + (t - s) && j >= pad);
             }
         }
     }

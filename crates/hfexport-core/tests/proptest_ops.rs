@@ -116,7 +116,7 @@ proptest! {
         prop_assert_eq!(got.shape(), out.as_slice());
         for (i, g) in got.as_f32().unwrap().iter().enumerate() {
             let oi = unravel(i, &out);
-            let mut src = vec![0; 3];
+            let mut src = [0; 3];
             for (d, &p) in perm.iter().enumerate() { src[p] = oi[d]; }
             prop_assert_eq!(*g, x.as_f32().unwrap()[(src[0] * s[1] + src[1]) * s[2] + src[2]]);
         }

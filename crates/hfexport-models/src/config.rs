@@ -241,7 +241,7 @@ impl Family {
 
     /// Class-specific checks (`LlamaConfig.validate_architecture`).
     fn check_dims(self, f: &Fields, d: &Dims) -> Result<()> {
-        if self == Family::Llama && d.hidden_size % d.num_attention_heads != 0 {
+        if self == Family::Llama && !d.hidden_size.is_multiple_of(d.num_attention_heads) {
             return Err(f.err(
                 "hidden_size",
                 format!("{} is not a multiple of num_attention_heads ({})", d.hidden_size, d.num_attention_heads),
@@ -290,7 +290,7 @@ fn kv_heads(f: &Fields, d: &Defaults, heads: usize) -> Result<usize> {
         None => d.num_key_value_heads.unwrap_or(heads),
         Some(_) => f.size("num_key_value_heads", None, MAX_HEADS)?,
     };
-    if heads % kv != 0 {
+    if !heads.is_multiple_of(kv) {
         return Err(f.err(
             "num_key_value_heads",
             format!("num_attention_heads ({heads}) is not a multiple of num_key_value_heads ({kv})"),

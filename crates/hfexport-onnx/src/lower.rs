@@ -15,7 +15,7 @@ use crate::proto::{
 };
 use crate::{OnnxError, Result};
 use hfexport_core::graph::{Node, Producer};
-use hfexport_core::ops::{BinaryOp, ReduceKind, UnaryOp};
+use hfexport_core::ops::ReduceKind;
 use hfexport_core::{DType, Dim, Graph, Op, Symbol, Tensor, ValueId};
 use std::collections::HashMap;
 
@@ -293,32 +293,11 @@ impl<'g> Ctx<'g> {
         let simple = |op_type: &str| (op_type.to_string(), ins.clone(), vec![]);
         let (op_type, inputs, attrs): (String, Vec<String>, Vec<AttributeProto>) = match &n.op {
             Op::Constant(t) => ("Constant".into(), vec![], vec![attr_tensor("value", tensor_proto(&outs[0], t))]),
-            Op::Unary(u) => simple(match u {
-                UnaryOp::Neg => "Neg",
-                UnaryOp::Exp => "Exp",
-                UnaryOp::Sqrt => "Sqrt",
-                UnaryOp::Reciprocal => "Reciprocal",
-                UnaryOp::Tanh => "Tanh",
-                UnaryOp::Sigmoid => "Sigmoid",
-                UnaryOp::Cos => "Cos",
-                UnaryOp::Sin => "Sin",
-                UnaryOp::Not => "Not",
-            }),
-            Op::Binary(b) => simple(match b {
-                BinaryOp::Add => "Add",
-                BinaryOp::Sub => "Sub",
-                BinaryOp::Mul => "Mul",
-                BinaryOp::Div => "Div",
-                BinaryOp::Pow => "Pow",
-                BinaryOp::Max => "Max",
-                BinaryOp::Min => "Min",
-                BinaryOp::Equal => "Equal",
-                BinaryOp::Less => "Less",
-                BinaryOp::LessEqual => "LessOrEqual",
-                BinaryOp::Greater => "Greater",
-                BinaryOp::GreaterEqual => "GreaterOrEqual",
-                BinaryOp::And => "And",
-                BinaryOp::Or => "Or",
+            // core names its elementwise ops as ONNX does, except for two comparisons
+            Op::Unary(_) | Op::Binary(_) => simple(match n.op.name() {
+                "LessEqual" => "LessOrEqual",
+                "GreaterEqual" => "GreaterOrEqual",
+                same => same,
             }),
             Op::Where => simple("Where"),
             Op::Cast(d) => ("Cast".into(), ins.clone(), vec![attr_int("to", onnx_dtype(*d) as i64)]),

@@ -179,7 +179,7 @@ impl AutoHfExporter {
                     return Err(Error::Unsupported("ort_fusions is not implemented yet".into()));
                 }
                 let mut step = |i: usize, n: usize, name: &str| {
-                    if i % 16 == 0 || i + 1 == n {
+                    if i.is_multiple_of(16) || i + 1 == n {
                         progress(&format!("weights {}/{n}: {name}", i + 1));
                     }
                 };
