@@ -61,6 +61,7 @@ pub fn expand(g: &mut Graph, node: &Node, ins: &[ValueId]) -> Result<Vec<ValueId
         }
         Op::Linear => Ok(vec![e.linear(ins[0], ins[1], ins.get(2).copied())?]),
         Op::GatedMlp { act } => Ok(vec![e.gated_mlp(ins, *act)?]),
+        Op::CacheUpdate => Ok(vec![e.cache_update(ins[0], ins[1], ins[2])?]),
         other => Err(Error::Verify { graph: e.g.name.clone(), msg: format!("{} has no decomposition", other.name()) }),
     }
 }
@@ -263,6 +264,34 @@ impl Emitter<'_> {
             Some(b) => self.bin("bias", BinaryOp::Add, y, b),
             None => Ok(y),
         }
+    }
+
+    /// Without a scatter primitive: a one-hot `[b|1, 1, L, q]` of the slots places the new rows
+    /// by a matrix product (exact: one 1 per row), and `Where` keeps the old rows elsewhere.
+    /// Reads the cache it replaces, so it is not an in-place realisation; backends that bind the
+    /// cache in place lower `CacheUpdate` natively.
+    fn cache_update(&mut self, cache: ValueId, new: ValueId, slots: ValueId) -> Result<ValueId> {
+        let (cs, ps) = (self.shape(cache), self.shape(slots));
+        let dtype = self.dtype(cache);
+        let len = cs[2].clone();
+        let iota = self.op("slots_all", Op::Iota { len: len.clone() }, &[])?;
+        let col = self.op(
+            "slot_col",
+            Op::Reshape { shape: vec![Dim::konst(1), Dim::konst(1), len, Dim::konst(1)] },
+            &[iota],
+        )?;
+        let row = self.op(
+            "new_row",
+            Op::Reshape { shape: vec![ps[0].clone(), Dim::konst(1), Dim::konst(1), ps[1].clone()] },
+            &[slots],
+        )?;
+        let hit = self.bin("one_hot", BinaryOp::Equal, col, row)?;
+        let hit_f = self.cast("one_hot_f", hit, dtype)?;
+        let placed = self.op("placed", Op::MatMul, &[hit_f, new])?;
+        let any = self.op("written", Op::Reduce { kind: ReduceKind::Max, axes: vec![3], keep_dims: true }, &[hit_f])?;
+        let zero = self.scalar("zero", dtype, 0.0)?;
+        let written = self.bin("written_mask", BinaryOp::Greater, any, zero)?;
+        self.op("out", Op::Where, &[written, placed, cache])
     }
 
     /// `ins`: x, gate, up, down weights, then optionally the three biases.

@@ -220,6 +220,7 @@ fn eval_node(node: &Node, ins: &[&Tensor], b: &Bindings) -> Result<Vec<Tensor>> 
         }
         Op::Linear => one(k::linear(ins[0], ins[1], ins.get(2).copied())?),
         Op::GatedMlp { act } => one(gated_mlp(ins, *act)?),
+        Op::CacheUpdate => one(cache_update(ins[0], ins[1], ins[2])?),
     }
 }
 
@@ -355,6 +356,28 @@ fn attention(
         }
     }
     Tensor::float(q.dtype(), vec![b, h, s, dv], out)
+}
+
+fn cache_update(cache: &Tensor, new: &Tensor, slots: &Tensor) -> Result<Tensor> {
+    let [b, h, len, d] = *cache.shape() else { return Err(Error::Tensor("cache must be rank 4".into())) };
+    let q = new.shape()[2];
+    let pb = slots.shape()[0];
+    let (ids, src) = (slots.as_i64()?, new.as_f32()?);
+    let mut out = cache.as_f32()?.to_vec();
+    for bi in 0..b {
+        for j in 0..q {
+            let slot = ids[(if pb == 1 { 0 } else { bi }) * q + j];
+            if slot < 0 || slot as usize >= len {
+                return Err(Error::Tensor(format!("position {slot} is outside the cache of {len} slots")));
+            }
+            for hi in 0..h {
+                let dst = ((bi * h + hi) * len + slot as usize) * d;
+                let from = ((bi * h + hi) * q + j) * d;
+                out[dst..dst + d].copy_from_slice(&src[from..from + d]);
+            }
+        }
+    }
+    Tensor::float(cache.dtype(), cache.shape().to_vec(), out)
 }
 
 /// `ins`: x, gate, up, down weights, then optionally the three biases.

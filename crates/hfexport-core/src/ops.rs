@@ -155,6 +155,10 @@ pub enum Op {
     Linear,
     /// `down(act(gate(x)) * up(x))` with weights `[inter, hidden], [inter, hidden], [hidden, inter]`
     /// and optionally their biases `[inter], [inter], [hidden]` (inputs 4..7).
+    /// `cache [b, h, L, d], new [b, h, q, d], slots i64 [b|1, q]` -> the cache with row
+    /// `slots[j]` of axis 2 replaced by `new[.., j, ..]` (a static KV cache written at the
+    /// positions of the new tokens). Backends realise it in place.
+    CacheUpdate,
     GatedMlp {
         act: Activation,
     },
@@ -213,6 +217,7 @@ impl Op {
             Op::Attention { .. } => "Attention",
             Op::Linear => "Linear",
             Op::GatedMlp { .. } => "GatedMlp",
+            Op::CacheUpdate => "CacheUpdate",
         }
     }
 
@@ -239,6 +244,7 @@ impl Op {
                 | Op::Attention { .. }
                 | Op::Linear
                 | Op::GatedMlp { .. }
+                | Op::CacheUpdate
         )
     }
 
@@ -592,6 +598,30 @@ impl Op {
                 let mut shape = x.shape.clone();
                 *shape.last_mut().expect("rank >= 1") = w.shape[0].clone();
                 one(x.dtype, shape)
+            }
+            Op::CacheUpdate => {
+                arity(ins, 3)?;
+                let (c, n, p) = (ins[0], ins[1], ins[2]);
+                let fits = c.rank() == 4
+                    && n.rank() == 4
+                    && c.dtype == n.dtype
+                    && c.shape[..2] == n.shape[..2]
+                    && c.shape[3] == n.shape[3]
+                    && p.dtype == DType::I64
+                    && p.rank() == 2
+                    && p.shape[1] == n.shape[2];
+                if !fits {
+                    return Err(format!(
+                        "cache {}{}, new {}{}, slots {}{} do not fit",
+                        c.dtype,
+                        shape_to_string(&c.shape),
+                        n.dtype,
+                        shape_to_string(&n.shape),
+                        p.dtype,
+                        shape_to_string(&p.shape)
+                    ));
+                }
+                one(c.dtype, c.shape.clone())
             }
             Op::GatedMlp { .. } => {
                 if ins.len() != 4 && ins.len() != 7 {

@@ -154,3 +154,33 @@ fn linear_and_gated_mlp_equal_decomposition() {
     let inputs = [("x", &x), ("g", &wg), ("u", &wu), ("d", &wd), ("bg", &bg), ("bu", &bu), ("bd", &bd)];
     assert!(compare(Op::GatedMlp { act: Activation::Silu }, &inputs) < 1e-5);
 }
+
+#[test]
+fn cache_update_equals_decomposition() {
+    let mut r = Rng::new(6);
+    let cache = r.tensor(&[2, 3, 8, 4], 1.0);
+    let new = r.tensor(&[2, 3, 3, 4], 1.0);
+    for slots in
+        [Tensor::i64(vec![1, 3], vec![5, 6, 7]).unwrap(), Tensor::i64(vec![2, 3], vec![0, 1, 2, 4, 2, 7]).unwrap()]
+    {
+        let inputs = [("cache", &cache), ("new", &new), ("slots", &slots)];
+        assert_eq!(compare(Op::CacheUpdate, &inputs), 0.0);
+        // the written rows hold the new values, the others the old ones
+        let out = &run(&one_node_graph(Op::CacheUpdate, &inputs), &inputs)[0];
+        let (o, c, n) = (out.as_f32().unwrap(), cache.as_f32().unwrap(), new.as_f32().unwrap());
+        let s = slots.as_i64().unwrap();
+        let sb = slots.shape()[0];
+        for b in 0..2 {
+            for h in 0..3 {
+                for l in 0..8 {
+                    let j = (0..3).find(|&j| s[(if sb == 1 { 0 } else { b }) * 3 + j] == l as i64);
+                    let want = match j {
+                        Some(j) => &n[((b * 3 + h) * 3 + j) * 4..][..4],
+                        None => &c[((b * 3 + h) * 8 + l) * 4..][..4],
+                    };
+                    assert_eq!(&o[((b * 3 + h) * 8 + l) * 4..][..4], want);
+                }
+            }
+        }
+    }
+}
