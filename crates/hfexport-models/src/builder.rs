@@ -71,8 +71,30 @@ pub fn max_context(cfg: &ModelConfig) -> i64 {
 pub fn build(cfg: &ModelConfig, weights: &dyn Weights, task: Task, opts: &BuildOptions) -> Result<Graph> {
     let spec = lookup(&cfg.architecture)?;
     match task {
-        Task::CausalLm => Decoder { cfg, spec, weights, opts, g: Graph::new("model") }.causal_lm(),
+        Task::CausalLm => Decoder { cfg, spec, weights, opts, g: Graph::new("model"), kv: Kv::Tokens }.causal_lm(),
     }
+}
+
+/// Name of the cache tensor of `layer` (`keys` or `values`), as in DESIGN.md.
+pub fn cache_name(layer: usize, kind: &str) -> String {
+    format!("cache.layers.{layer}.{kind}")
+}
+
+/// Builds the `decode` component of a static-cache export with multi-token decode: inputs
+/// `input_ids` `[1, sequence]`, `attention_mask` bool `[1, 1, sequence, cache_len]` (true = may
+/// attend), `position_ids` `[1, sequence]` and `input.cache.layers.<i>.keys|values`
+/// `[1, kv_heads, cache_len, head_dim]`; outputs `logits` and `output.cache.…`, each updating its
+/// input in place. New keys/values are written at the slots given by `position_ids`; the same
+/// graph serves the prompt (empty cache) and every later step.
+pub fn build_static_decode(
+    cfg: &ModelConfig,
+    weights: &dyn Weights,
+    opts: &BuildOptions,
+    max_cache_len: usize,
+) -> Result<Graph> {
+    let spec = lookup(&cfg.architecture)?;
+    let d = Decoder { cfg, spec, weights, opts, g: Graph::new("decode"), kv: Kv::Tokens };
+    d.static_decode(max_cache_len)
 }
 
 /// Per-layer activations shared by every layer: rotary tables, mask and positions.
@@ -80,7 +102,19 @@ struct LayerInputs {
     cos: ValueId,
     sin: ValueId,
     mask: ValueId,
+    /// Positions of the queries and of the keys (the same in a forward pass; cache slots when
+    /// the keys come from a static cache), for sliding windows.
     positions: ValueId,
+    key_positions: ValueId,
+}
+
+/// Where the keys and values of each layer come from.
+enum Kv {
+    /// This call's tokens only (the forward graph).
+    Tokens,
+    /// A static cache per layer (`input.` keys, values), written at `positions` by
+    /// `CacheUpdate`; the updated caches become `output.` values.
+    StaticCache { inputs: Vec<(ValueId, ValueId)>, outputs: Vec<(ValueId, ValueId)> },
 }
 
 struct Decoder<'a> {
@@ -89,6 +123,7 @@ struct Decoder<'a> {
     weights: &'a dyn Weights,
     opts: &'a BuildOptions,
     g: Graph,
+    kv: Kv,
 }
 
 impl Decoder<'_> {
@@ -120,23 +155,76 @@ impl Decoder<'_> {
         self.op(prefix, Op::RmsNorm { eps }, &[x, w])
     }
 
-    fn causal_lm(mut self) -> Result<Graph> {
-        let cfg = self.cfg;
-        let act = Activation::from_hf(&cfg.hidden_act).ok_or_else(|| ModelError::Config {
+    fn activation(&self) -> Result<Activation> {
+        let name = &self.cfg.hidden_act;
+        Activation::from_hf(name).ok_or_else(|| ModelError::Config {
             path: "config.json".into(),
             key: "hidden_act".into(),
-            msg: format!("`{}` is not supported; valid: {}", cfg.hidden_act, Activation::NAMES.join(", ")),
-        })?;
+            msg: format!("`{name}` is not supported; valid: {}", Activation::NAMES.join(", ")),
+        })
+    }
+
+    fn causal_lm(mut self) -> Result<Graph> {
+        let act = self.activation()?;
         let batch = Dim::sym(&self.g.symbols.declare("batch", 1, self.opts.max_batch)?);
-        let seq = Dim::sym(&self.g.symbols.declare("sequence", 1, max_context(cfg))?);
+        let seq = Dim::sym(&self.g.symbols.declare("sequence", 1, max_context(self.cfg))?);
         let ids = self.g.add_input("input_ids", DType::I64, vec![batch.clone(), seq.clone()])?;
         let am = self.g.add_input("attention_mask", DType::I64, vec![batch.clone(), seq.clone()])?;
+        let shared = self.layer_inputs(&batch, &seq, am)?;
+        self.logits(ids, &shared, act)?;
+        Ok(self.g)
+    }
 
+    fn static_decode(mut self, max_cache_len: usize) -> Result<Graph> {
+        let (cfg, act) = (self.cfg, self.activation()?);
+        let one = Dim::konst(1);
+        let seq = Dim::sym(&self.g.symbols.declare("sequence", 1, max_cache_len as i64)?);
+        let len = Dim::sym(&self.g.symbols.declare("cache_len", 1, max_cache_len as i64)?);
+        let ids = self.g.add_input("input_ids", DType::I64, vec![one.clone(), seq.clone()])?;
+        let mask = self.g.add_input(
+            "attention_mask",
+            DType::Bool,
+            vec![one.clone(), one.clone(), seq.clone(), len.clone()],
+        )?;
+        let positions = self.g.add_input("position_ids", DType::I64, vec![one.clone(), seq])?;
+        let cache_shape = vec![one.clone(), Dim::from(cfg.num_key_value_heads), len.clone(), Dim::from(cfg.head_dim)];
+        let mut inputs = vec![];
+        for i in 0..cfg.num_hidden_layers {
+            let k =
+                self.g.add_input(&format!("input.{}", cache_name(i, "keys")), self.opts.dtype, cache_shape.clone())?;
+            let v = self.g.add_input(
+                &format!("input.{}", cache_name(i, "values")),
+                self.opts.dtype,
+                cache_shape.clone(),
+            )?;
+            inputs.push((k, v));
+        }
+        self.kv = Kv::StaticCache { inputs, outputs: vec![] };
+        let (cos, sin) = self.rotary(positions)?;
+        let slots = self.op("cache.slots", Op::Iota { len: len.clone() }, &[])?;
+        let key_positions = self.op("cache.slot_ids", Op::Reshape { shape: vec![one, len] }, &[slots])?;
+        let shared = LayerInputs { cos, sin, mask, positions, key_positions };
+        self.logits(ids, &shared, act)?;
+        let Kv::StaticCache { outputs, .. } = std::mem::replace(&mut self.kv, Kv::Tokens) else {
+            unreachable!("set above")
+        };
+        for (i, (k, v)) in outputs.into_iter().enumerate() {
+            for (kind, value) in [("keys", k), ("values", v)] {
+                let name = cache_name(i, kind);
+                self.g.add_output(&format!("output.{name}"), value)?;
+                self.g.add_alias(&format!("output.{name}"), &format!("input.{name}"));
+            }
+        }
+        Ok(self.g)
+    }
+
+    /// Embedding, decoder layers, final norm and head: the `logits` output.
+    fn logits(&mut self, ids: ValueId, shared: &LayerInputs, act: Activation) -> Result<()> {
+        let cfg = self.cfg;
         let embed = self.weight("model.embed_tokens.weight", &[cfg.vocab_size, cfg.hidden_size])?;
         let mut h = self.op("model.embed_tokens", Op::Gather { axis: 0 }, &[embed, ids])?;
-        let shared = self.layer_inputs(&batch, &seq, am)?;
         for i in 0..cfg.num_hidden_layers {
-            h = self.decoder_layer(i, h, &shared, act)?;
+            h = self.decoder_layer(i, h, shared, act)?;
         }
         let h = self.rms_norm("model.norm", cfg.hidden_size, h)?;
         let lm_head = if cfg.tie_word_embeddings {
@@ -146,15 +234,11 @@ impl Decoder<'_> {
         };
         let logits = self.op("lm_head", Op::Linear, &[h, lm_head])?;
         self.g.add_output("logits", logits)?;
-        Ok(self.g)
+        Ok(())
     }
 
-    /// Positions `0..seq` (as transformers uses without `position_ids`), rotary tables, and the
-    /// causal mask combined with the padding mask.
-    fn layer_inputs(&mut self, batch: &Dim, seq: &Dim, attention_mask: ValueId) -> Result<LayerInputs> {
-        let one = Dim::konst(1);
-        let pos = self.op("positions", Op::Iota { len: seq.clone() }, &[])?;
-        let positions = self.op("position_ids", Op::Reshape { shape: vec![one.clone(), seq.clone()] }, &[pos])?;
+    /// Rotary tables for `positions` `[b|1, s]`, in the graph's dtype.
+    fn rotary(&mut self, positions: ValueId) -> Result<(ValueId, ValueId)> {
         let rope = self.cfg.rope.clone();
         let cs = self.g.add_node("model.rotary_emb", Op::RotaryCosSin { rope }, &[positions])?;
         let dtype = self.opts.dtype;
@@ -163,6 +247,16 @@ impl Decoder<'_> {
             cos = self.op("model.rotary_emb.cos", Op::Cast(dtype), &[cos])?;
             sin = self.op("model.rotary_emb.sin", Op::Cast(dtype), &[sin])?;
         }
+        Ok((cos, sin))
+    }
+
+    /// Positions `0..seq` (as transformers uses without `position_ids`), rotary tables, and the
+    /// causal mask combined with the padding mask.
+    fn layer_inputs(&mut self, batch: &Dim, seq: &Dim, attention_mask: ValueId) -> Result<LayerInputs> {
+        let one = Dim::konst(1);
+        let pos = self.op("positions", Op::Iota { len: seq.clone() }, &[])?;
+        let positions = self.op("position_ids", Op::Reshape { shape: vec![one.clone(), seq.clone()] }, &[pos])?;
+        let (cos, sin) = self.rotary(positions)?;
         let q = self.op(
             "mask.query_pos",
             Op::Reshape { shape: vec![one.clone(), one.clone(), seq.clone(), one.clone()] },
@@ -181,7 +275,7 @@ impl Decoder<'_> {
             &[pad],
         )?;
         let mask = self.op("mask", Op::Binary(BinaryOp::And), &[causal, pad])?;
-        Ok(LayerInputs { cos, sin, mask, positions })
+        Ok(LayerInputs { cos, sin, mask, positions, key_positions: positions })
     }
 
     fn decoder_layer(&mut self, i: usize, h: ValueId, s: &LayerInputs, act: Activation) -> Result<ValueId> {
@@ -220,6 +314,7 @@ impl Decoder<'_> {
         let v = self.split_heads(&format!("{p}.v"), v, nkv, None)?;
         let q = self.op(&format!("{p}.q_rotary"), Op::ApplyRotary, &[q, s.cos, s.sin])?;
         let k = self.op(&format!("{p}.k_rotary"), Op::ApplyRotary, &[k, s.cos, s.sin])?;
+        let (k, v) = self.cached_kv(p, layer, k, v, s.positions)?;
         let window = match (spec.sliding_window, cfg.layer_types.get(layer), cfg.sliding_window) {
             (true, Some(LayerType::SlidingAttention), Some(w)) => Some(w),
             _ => None,
@@ -228,7 +323,7 @@ impl Decoder<'_> {
         let op = Op::Attention { scale, softcap: None, sliding_window: window };
         let mut ins = vec![q, k, v, s.mask];
         if window.is_some() {
-            ins.extend([s.positions, s.positions]);
+            ins.extend([s.positions, s.key_positions]);
         }
         let o = self.op(&format!("{p}.attention"), op, &ins)?;
         let o = self.op(&format!("{p}.heads_last"), Op::Transpose { perm: vec![0, 2, 1, 3] }, &[o])?;
@@ -237,6 +332,30 @@ impl Decoder<'_> {
         let o = self.op(&format!("{p}.merge_heads"), Op::Reshape { shape: merged }, &[o])?;
         let o_bias = spec.o_bias.resolve(cfg.attention_bias);
         self.linear(&format!("{p}.o_proj"), cfg.hidden_size, nh * hd, o_bias, o)
+    }
+
+    /// With a static cache, writes this call's keys and values into the layer's cache at the
+    /// tokens' positions and attends over the whole updated cache. The cache input is read by
+    /// `CacheUpdate` only and everything after reads the update, so a backend may bind the
+    /// input and output to one buffer.
+    fn cached_kv(
+        &mut self,
+        p: &str,
+        layer: usize,
+        k: ValueId,
+        v: ValueId,
+        positions: ValueId,
+    ) -> Result<(ValueId, ValueId)> {
+        let (ck, cv) = match &self.kv {
+            Kv::Tokens => return Ok((k, v)),
+            Kv::StaticCache { inputs, .. } => inputs[layer],
+        };
+        let k = self.op(&format!("{p}.cache_keys"), Op::CacheUpdate, &[ck, k, positions])?;
+        let v = self.op(&format!("{p}.cache_values"), Op::CacheUpdate, &[cv, v, positions])?;
+        if let Kv::StaticCache { outputs, .. } = &mut self.kv {
+            outputs.push((k, v));
+        }
+        Ok((k, v))
     }
 
     fn mlp(&mut self, p: &str, x: ValueId, act: Activation) -> Result<ValueId> {

@@ -1,0 +1,129 @@
+//! The static-cache `decode` graph (export_for_generation with a static cache and multi-token
+//! decode), run by the reference evaluator as a generation loop: the whole prompt in one call,
+//! then one token a step, reproduces transformers' 16 greedy tokens for every fixture; and
+//! three tokens in one call equal three single-token calls.
+
+use hfexport_core::{Evaluator, Tensor};
+use hfexport_models::safetensors::read_all;
+use hfexport_models::{build_static_decode, cache_name, BuildOptions, Checkpoint};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+const FIXTURES: [&str; 5] = ["llama", "mistral", "qwen2", "qwen3", "llama_linear_tied"];
+const CACHE: usize = 32;
+
+fn fixture(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name)
+}
+
+/// One decode session over a graph: caches held between calls as the graph's outputs.
+struct Session<'g> {
+    ev: Evaluator<'g>,
+    caches: BTreeMap<String, Tensor>,
+    next_pos: usize,
+}
+
+impl<'g> Session<'g> {
+    fn new(ev: Evaluator<'g>, ckpt: &Checkpoint) -> Session<'g> {
+        let c = &ckpt.config;
+        let shape = vec![1, c.num_key_value_heads, CACHE, c.head_dim];
+        let n: usize = shape.iter().product();
+        let mut caches = BTreeMap::new();
+        for i in 0..c.num_hidden_layers {
+            for kind in ["keys", "values"] {
+                caches.insert(cache_name(i, kind), Tensor::f32(shape.clone(), vec![0.0; n]).unwrap());
+            }
+        }
+        Session { ev, caches, next_pos: 0 }
+    }
+
+    /// Feeds `tokens` at the next positions; returns logits `[1, q, vocab]`.
+    fn step(&mut self, tokens: &[i64]) -> Tensor {
+        let q = tokens.len();
+        let p0 = self.next_pos;
+        let mut mask = Vec::with_capacity(q * CACHE);
+        for i in 0..q {
+            mask.extend((0..CACHE).map(|j| j <= p0 + i));
+        }
+        let mut inputs = BTreeMap::from([
+            ("input_ids".to_string(), Tensor::i64(vec![1, q], tokens.to_vec()).unwrap()),
+            ("attention_mask".to_string(), Tensor::bool(vec![1, 1, q, CACHE], mask).unwrap()),
+            ("position_ids".to_string(), Tensor::i64(vec![1, q], (p0 as i64..(p0 + q) as i64).collect()).unwrap()),
+        ]);
+        for (k, v) in &self.caches {
+            inputs.insert(format!("input.{k}"), v.clone());
+        }
+        let mut out = self.ev.run(&inputs).unwrap();
+        for (k, v) in self.caches.iter_mut() {
+            *v = out.remove(&format!("output.{k}")).unwrap();
+        }
+        self.next_pos += q;
+        out.remove("logits").unwrap()
+    }
+}
+
+fn argmax_last(logits: &Tensor) -> i64 {
+    let v = *logits.shape().last().unwrap();
+    let x = logits.as_f32().unwrap();
+    let row = &x[x.len() - v..];
+    (0..v).max_by(|&a, &b| row[a].total_cmp(&row[b])).unwrap() as i64
+}
+
+#[test]
+fn greedy_generation_matches_transformers() {
+    for name in FIXTURES {
+        let ckpt = Checkpoint::open(&fixture(name)).unwrap();
+        let g = build_static_decode(&ckpt.config, &ckpt, &BuildOptions::default(), CACHE).unwrap();
+        assert_eq!(g.aliases().len(), 2 * ckpt.config.num_hidden_layers);
+        let gold = read_all(fixture(name).join("golden.safetensors")).unwrap();
+        let prompt = gold["greedy.prompt_ids"].as_i64().unwrap().to_vec();
+        let want = gold["greedy.tokens"].as_i64().unwrap().to_vec();
+        let mut s = Session::new(Evaluator::new(&g, &ckpt).unwrap(), &ckpt);
+        let mut got = vec![argmax_last(&s.step(&prompt))];
+        while got.len() < want.len() {
+            let next = *got.last().unwrap();
+            got.push(argmax_last(&s.step(&[next])));
+        }
+        assert_eq!(got, want, "{name}: greedy tokens differ from transformers'");
+    }
+}
+
+/// Not for dynamic-NTK rope (the qwen3 fixture): there the frequencies of a call depend on its
+/// longest position, in transformers as here, so three tokens in one call are rotated with the
+/// frequencies of the third position, and one at a time each with its own.
+#[test]
+fn three_tokens_at_once_equal_three_steps() {
+    for name in FIXTURES {
+        let ckpt = Checkpoint::open(&fixture(name)).unwrap();
+        if ckpt.config.rope.dynamic_base_exponent().is_some() {
+            assert_eq!(name, "qwen3", "only the qwen3 fixture uses dynamic rope");
+            continue;
+        }
+        let g = build_static_decode(&ckpt.config, &ckpt, &BuildOptions::default(), CACHE).unwrap();
+        let prompt = [3i64, 17, 42, 9, 100];
+        let more = [7i64, 64, 21];
+        let mut one = Session::new(Evaluator::new(&g, &ckpt).unwrap(), &ckpt);
+        let mut three = Session::new(Evaluator::new(&g, &ckpt).unwrap(), &ckpt);
+        one.step(&prompt);
+        three.step(&prompt);
+        let singles: Vec<Tensor> = more.iter().map(|t| one.step(&[*t])).collect();
+        let together = three.step(&more);
+        let v = ckpt.config.vocab_size;
+        let t = together.as_f32().unwrap();
+        for (i, s) in singles.iter().enumerate() {
+            let d =
+                s.as_f32().unwrap().iter().zip(&t[i * v..(i + 1) * v]).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
+            assert!(d < 1e-4, "{name}: token {i} logits differ by {d}");
+        }
+        for (k, c) in &one.caches {
+            let d = c
+                .as_f32()
+                .unwrap()
+                .iter()
+                .zip(three.caches[k].as_f32().unwrap())
+                .map(|(a, b)| (a - b).abs())
+                .fold(0f32, f32::max);
+            assert!(d < 1e-5, "{name}: cache {k} differs by {d}");
+        }
+    }
+}
