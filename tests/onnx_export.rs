@@ -41,7 +41,14 @@ fn try_export_as(
     dtype: DType,
 ) -> hfexport::Result<ExportMetadata> {
     let exporter = AutoHfExporter::from_config(AutoExportConfig::from_dict(&config)?)?;
-    let req = ExportRequest { model: fixture(name), output: out.to_path_buf(), task: Task::CausalLm, dtype, force };
+    let req = ExportRequest {
+        model: fixture(name),
+        output: out.to_path_buf(),
+        task: Task::CausalLm,
+        dtype,
+        force,
+        generation: None,
+    };
     exporter.export(&req, &mut |_| {})
 }
 

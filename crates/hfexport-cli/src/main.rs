@@ -84,6 +84,15 @@ struct ExportArgs {
     /// Replace a non-empty output folder.
     #[arg(long)]
     force: bool,
+    /// Export the components of a generation loop (`export_for_generation`).
+    #[arg(long)]
+    for_generation: bool,
+    /// With --for-generation: a static KV cache of this many slots.
+    #[arg(long)]
+    static_cache: Option<usize>,
+    /// With --static-cache: one `decode` component that takes any number of tokens per call.
+    #[arg(long)]
+    multi_token_decode: bool,
     /// Run the export in its runtime against the reference evaluator before the folder is
     /// committed; recorded in export.json, and a mismatch fails the export.
     #[arg(long)]
@@ -146,7 +155,16 @@ fn export(a: &ExportArgs) -> Result<()> {
         .with_context(|| format!("--dtype `{}` is not valid; valid: float32, float16, bfloat16", a.dtype))?;
     let task = Task::parse(&a.task).map_err(anyhow::Error::msg)?;
     let exporter = hfexport::AutoHfExporter::from_config(config)?.with_verify(a.verify);
-    let req = hfexport::ExportRequest { model: a.model.clone(), output: a.output.clone(), task, dtype, force: a.force };
+    let generation = (a.for_generation || a.static_cache.is_some() || a.multi_token_decode)
+        .then_some(hfexport::Generation { static_cache: a.static_cache, multi_token_decode: a.multi_token_decode });
+    let req = hfexport::ExportRequest {
+        model: a.model.clone(),
+        output: a.output.clone(),
+        task,
+        dtype,
+        force: a.force,
+        generation,
+    };
     let t0 = Instant::now();
     let meta = exporter.export(&req, &mut |msg| eprintln!("{msg}"))?;
     let files: Vec<&str> = meta.components.iter().flat_map(|c| c.files.iter().map(String::as_str)).collect();

@@ -34,6 +34,10 @@ pub fn native(op: &Op, opset: u32) -> bool {
         // `Gemm(transB=1)` reads the `[out, in]` weight as stored: no Transpose for the runtime
         // to fold at load time
         Op::Linear => true,
+        // `ScatterElements` copies its input to its output and then writes the new rows; ONNX
+        // Runtime skips the copy when both are one buffer, which is what makes io-binding a
+        // cache input and its output to the same memory an in-place update
+        Op::CacheUpdate => true,
         Op::RmsNorm { .. } | Op::ApplyRotary => opset >= OPSET_NATIVE_LLM_OPS,
         Op::Attention { softcap, .. } => opset >= OPSET_NATIVE_LLM_OPS && softcap.is_none(),
         other => !other.is_high_level(),
@@ -347,6 +351,15 @@ impl<'g> Ctx<'g> {
                 ("Range".into(), vec![zero, limit, one], vec![])
             }
             Op::Linear => return self.linear(n, &ins, &outs),
+            Op::CacheUpdate => {
+                let ns = self.g.info(n.inputs[1]).shape.clone();
+                let one = Dim::konst(1);
+                let col = self.shape(&[one.clone(), one.clone(), ns[2].clone(), one])?;
+                let idx = self.helper("Reshape", vec![ins[2].clone(), col], vec![]);
+                let full = self.shape(&ns)?;
+                let idx = self.helper("Expand", vec![idx, full], vec![]);
+                ("ScatterElements".into(), vec![ins[0].clone(), idx, ins[1].clone()], vec![attr_int("axis", 2)])
+            }
             Op::RmsNorm { eps } if native(&n.op, self.opset) => {
                 let attrs = vec![attr_int("axis", -1), attr_float("epsilon", *eps), attr_int("stash_type", 1)];
                 ("RMSNormalization".into(), ins.clone(), attrs)

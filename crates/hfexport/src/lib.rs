@@ -86,6 +86,32 @@ pub struct ExportRequest {
     pub dtype: DType,
     /// Replace a non-empty output folder.
     pub force: bool,
+    /// Export the components of a generation loop instead of the forward graph.
+    pub generation: Option<Generation>,
+}
+
+/// `export_for_generation` options (the Python `cache_implementation="static"`,
+/// `max_cache_len`, `multi_token_decode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Generation {
+    pub static_cache: Option<usize>,
+    pub multi_token_decode: bool,
+}
+
+impl Generation {
+    /// The one variant built so far: a `decode` component over a static cache that takes any
+    /// number of tokens (the prompt, then one a step).
+    fn static_multi_token(&self) -> Result<usize> {
+        match (self.static_cache, self.multi_token_decode) {
+            (Some(n), true) if n > 0 => Ok(n),
+            (Some(0), _) => Err(Error::Unsupported("--static-cache must be at least 1".into())),
+            _ => Err(Error::Unsupported(
+                "only --static-cache N --multi-token-decode is implemented so far for generation exports \
+                 (prefill/decode pairs are not yet)"
+                    .into(),
+            )),
+        }
+    }
 }
 
 /// Progress of a long export, for a command line or a log.
@@ -124,11 +150,25 @@ impl AutoHfExporter {
     pub fn export(&self, req: &ExportRequest, progress: Progress) -> Result<ExportMetadata> {
         self.check_verify_available()?;
         let ckpt = Checkpoint::open(&req.model)?;
-        let mut graph = build(&ckpt.config, &ckpt, req.task, &BuildOptions { dtype: req.dtype, ..Default::default() })?;
+        let opts = BuildOptions { dtype: req.dtype, ..Default::default() };
+        let (name, mut graph) = match &req.generation {
+            None => ("model", build(&ckpt.config, &ckpt, req.task, &opts)?),
+            Some(gen) => {
+                let n = gen.static_multi_token()?;
+                if !self.config.common().dynamic || self.verify {
+                    return Err(Error::Unsupported(
+                        "a static-cache generation export needs --dynamic (query and cache length stay symbolic), \
+                         and --verify does not cover generation exports yet"
+                            .into(),
+                    ));
+                }
+                ("decode", hfexport_models::build_static_decode(&ckpt.config, &ckpt, &opts, n)?)
+            }
+        };
         let runtime_checks = hfexport_core::dynamic::apply(&mut graph, self.config.common(), &sample_sizes())?;
         let staged = StagedDir::create(&req.output, req.force)?;
         progress(&format!("building {} for {}", self.config.format().as_str(), ckpt.config.architecture));
-        let (component, patches_applied, runtime_pins) = self.write(&graph, &ckpt, staged.path(), progress)?;
+        let (component, patches_applied, runtime_pins) = self.write(name, &graph, &ckpt, staged.path(), progress)?;
         copy_side_files(&req.model, staged.path())?;
         let verification = if self.verify {
             Some(self.verify_written(&graph, &ckpt, staged.path(), &component, req.dtype, progress)?)
@@ -167,6 +207,7 @@ impl AutoHfExporter {
     #[allow(unused_variables)]
     fn write(
         &self,
+        name: &str,
         graph: &Graph,
         ckpt: &Checkpoint,
         dir: &Path,
@@ -183,9 +224,9 @@ impl AutoHfExporter {
                         progress(&format!("weights {}/{n}: {name}", i + 1));
                     }
                 };
-                let w = hfexport_onnx::export::export_component(graph, ckpt, dir, "model", cfg, &mut step)?;
+                let w = hfexport_onnx::export::export_component(graph, ckpt, dir, name, cfg, &mut step)?;
                 Ok((
-                    Component::from_graph("model", graph, w.files),
+                    Component::from_graph(name, graph, w.files),
                     w.patches_applied,
                     hfexport_onnx::export::runtime_pins(),
                 ))
