@@ -1,9 +1,9 @@
-//! Static-cache generation exports (`--for-generation --static-cache 32 --multi-token-decode`)
-//! of every fixture, run by a plain Python onnxruntime greedy loop
-//! (`tests/python/generate_onnx.py`) that sizes each cache buffer from the graph's input
-//! metadata: once feeding `output.<name>` back as `input.<name>`, once binding each pair to one
-//! OrtValue so the cache is updated in place (the script checks the bound buffer after each
-//! step). Both give transformers' 16 greedy tokens.
+//! Generation exports of every fixture in the three cache variants (static cache with
+//! multi-token decode, static cache with prefill + one-token decode, growing cache), run by a
+//! plain Python onnxruntime greedy loop (`tests/python/generate_onnx.py`) that sizes each cache
+//! buffer from the graph's input metadata: feeding `output.<name>` back as `input.<name>`, and
+//! for static caches also binding each pair to one OrtValue so the cache is updated in place
+//! (the script checks the bound buffer after each step). All give transformers' 16 greedy tokens.
 
 use hfexport::core::metadata::ExportMetadata;
 use hfexport::{AutoExportConfig, AutoHfExporter, DType, ExportRequest, Generation, Task};
@@ -39,24 +39,23 @@ fn export_decode(name: &str, out: &Path, generation: Generation, dynamic: bool) 
 
 const STATIC_MULTI: Generation = Generation { static_cache: Some(32), multi_token_decode: true };
 
-#[test]
-fn greedy_tokens_match_transformers_feeding_back_and_bound_in_place() {
+/// Runs the Python loop on every fixture's export of `generation`; returns the mismatches.
+fn python_loops(generation: Generation, modes: &[&str], components: &[&str]) -> Vec<String> {
     let tmp = tempfile::tempdir().unwrap();
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python/generate_onnx.py");
     let mut failures = vec![];
     for name in FIXTURES {
         let dir = tmp.path().join(name);
-        let meta = export_decode(name, &dir, STATIC_MULTI, true).unwrap();
-        let c = meta.component("decode").unwrap();
-        assert_eq!(c.files, ["decode.onnx", "decode.onnx.data"]);
-        assert_eq!(c.aliases.len(), c.inputs.len() - 3, "{name}: every cache output aliases its input");
+        let meta = export_decode(name, &dir, generation, true).unwrap();
+        let names: Vec<&str> = meta.components.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, components, "{name}");
         let want: Vec<i64> =
             read_all(fixture(name).join("golden.safetensors")).unwrap()["greedy.tokens"].as_i64().unwrap().to_vec();
-        for mode in ["feed", "iobinding"] {
+        for mode in modes {
             let out = dir.join(format!("{mode}.json"));
             let o = Command::new(python())
                 .arg(&script)
-                .arg(dir.join("decode.onnx"))
+                .arg(&dir)
                 .arg(fixture(name).join("golden.safetensors"))
                 .arg(mode)
                 .arg(&out)
@@ -70,16 +69,38 @@ fn greedy_tokens_match_transformers_feeding_back_and_bound_in_place() {
             }
         }
     }
+    failures
+}
+
+#[test]
+fn static_cache_multi_token_decode() {
+    let failures = python_loops(STATIC_MULTI, &["feed", "iobinding"], &["decode"]);
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    let tmp = tempfile::tempdir().unwrap();
+    let meta = export_decode("qwen2", tmp.path(), STATIC_MULTI, true).unwrap();
+    let c = meta.component("decode").unwrap();
+    assert_eq!(c.aliases.len(), c.inputs.len() - 3, "every cache output aliases its input");
+    assert_eq!(c.inputs[1].shape, ["1", "1", "sequence", "cache_len"]);
+}
+
+#[test]
+fn static_cache_prefill_and_single_token_decode() {
+    let generation = Generation { static_cache: Some(32), multi_token_decode: false };
+    let failures = python_loops(generation, &["feed", "iobinding"], &["prefill", "decode"]);
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
 #[test]
-fn unbuilt_generation_variants_are_clear_errors() {
+fn growing_cache_prefill_and_decode() {
+    let generation = Generation { static_cache: None, multi_token_decode: false };
+    let failures = python_loops(generation, &["feed"], &["prefill", "decode"]);
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn generation_exports_need_dynamic_shapes() {
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("x");
-    let e =
-        export_decode("llama", &out, Generation { static_cache: None, multi_token_decode: false }, true).unwrap_err();
-    assert!(e.to_string().contains("--static-cache N --multi-token-decode"), "{e}");
     let e = export_decode("llama", &out, STATIC_MULTI, false).unwrap_err();
     assert!(e.to_string().contains("--dynamic"), "{e}");
     assert!(!out.exists());

@@ -1,13 +1,16 @@
-"""Greedy generation over an hfexport static-cache `decode.onnx`, the way a Python user would
-write the loop, for the Rust test suite.
+"""Greedy generation over an hfexport generation export, the way a Python user would write the
+loop, for the Rust test suite.
 
-usage: generate_onnx.py DECODE.onnx GOLDEN.safetensors MODE OUT.json
-MODE: `feed` passes every `output.<name>` back as `input.<name>`; `iobinding` binds each
-input/output pair to one OrtValue, so the graph updates the cache in place (and the script
-checks that the bound buffer holds the new keys after each step, with no copy back).
+usage: generate_onnx.py EXPORT_DIR GOLDEN.safetensors MODE OUT.json
 
-Every cache buffer is sized from the graph's own input metadata: one symbolic axis (the cache
-length), set to the cache length of export.json. Writes {"tokens": [...]} to OUT.json.
+The export holds `decode` (static cache, multi-token decode), or `prefill` + `decode` (static
+cache with a one-token decode, or a growing cache). The prompt goes through one call (of
+`prefill` if there is one), then one token a step through `decode`.
+MODE: `feed` passes every `output.<name>` back as `input.<name>`; `iobinding` (static caches
+only) binds each input/output pair to one OrtValue, so the graph updates the cache in place,
+and checks after each step that the bound buffer holds the new keys, with no copy back.
+Static cache buffers are sized from the graph's own input metadata: one symbolic axis, the
+cache length, set to its maximum in export.json. Writes {"tokens": [...]} to OUT.json.
 """
 import json
 import os
@@ -20,22 +23,35 @@ from safetensors.numpy import load_file
 DTYPES = {"tensor(float)": np.float32, "tensor(float16)": np.float16}
 
 
+def session(export, name):
+    return ort.InferenceSession(os.path.join(export, f"{name}.onnx"), providers=["CPUExecutionProvider"])
+
+
 def main():
-    model, golden, mode, out = sys.argv[1:5]
-    meta = json.load(open(os.path.join(os.path.dirname(model), "export.json")))
-    cache_len = meta["symbols"]["cache_len"]["max"]
+    export, golden, mode, out = sys.argv[1:5]
+    meta = json.load(open(os.path.join(export, "export.json")))
+    names = [c["name"] for c in meta["components"]]
     gold = load_file(golden)
     prompt = gold["greedy.prompt_ids"][0].tolist()
     n_new = gold["greedy.tokens"].shape[1]
-    sess = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
+    decode = session(export, "decode")
+    prefill = session(export, "prefill") if "prefill" in names else decode
+    if "cache_len" in meta["symbols"]:
+        tokens = static_loop(prefill, decode, meta["symbols"]["cache_len"]["max"], prompt, n_new, mode)
+    else:
+        assert mode == "feed", "a growing cache changes shape every step: feed mode only"
+        tokens = growing_loop(prefill, decode, prompt, n_new)
+    json.dump({"tokens": tokens}, open(out, "w"))
+
+
+def static_loop(prefill, decode, cache_len, prompt, n_new, mode):
     caches = {}
-    for i in sess.get_inputs():
-        if not i.name.startswith("input."):
-            continue
-        symbolic = [d for d in i.shape if not isinstance(d, int)]
-        assert len(symbolic) == 1, f"{i.name}: expected one symbolic axis, got {i.shape}"
-        shape = [d if isinstance(d, int) else cache_len for d in i.shape]
-        caches[i.name[len("input."):]] = np.zeros(shape, dtype=DTYPES[i.type])
+    for i in decode.get_inputs():
+        if i.name.startswith("input."):
+            symbolic = [d for d in i.shape if not isinstance(d, int)]
+            assert len(symbolic) == 1, f"{i.name}: expected one symbolic axis, got {i.shape}"
+            shape = [d if isinstance(d, int) else cache_len for d in i.shape]
+            caches[i.name[len("input."):]] = np.zeros(shape, dtype=DTYPES[i.type])
 
     def feeds(tokens, pos):
         q = len(tokens)
@@ -46,21 +62,18 @@ def main():
             "position_ids": np.arange(pos, pos + q, dtype=np.int64)[None],
         }
 
-    tokens, pos, step_in = [], 0, prompt
-    if mode == "feed":
-        while len(tokens) < n_new:
+    values = {k: ort.OrtValue.ortvalue_from_numpy(v) for k, v in caches.items()}
+    first = next(iter(caches))
+    tokens, pos, step_in, sess = [], 0, prompt, prefill
+    while len(tokens) < n_new:
+        if mode == "feed":
             f = feeds(step_in, pos)
             f.update({f"input.{k}": v for k, v in caches.items()})
-            names = ["logits"] + [f"output.{k}" for k in caches]
-            outs = dict(zip(names, sess.run(names, f)))
-            caches = {k: outs[f"output.{k}"] for k in caches}
-            tokens.append(int(outs["logits"][0, -1].argmax()))
-            pos += len(step_in)
-            step_in = [tokens[-1]]
-    elif mode == "iobinding":
-        values = {k: ort.OrtValue.ortvalue_from_numpy(v) for k, v in caches.items()}
-        first = next(iter(values))
-        while len(tokens) < n_new:
+            outs = ["logits"] + [f"output.{k}" for k in caches]
+            got = dict(zip(outs, sess.run(outs, f)))
+            caches = {k: got[f"output.{k}"] for k in caches}
+            logits = got["logits"]
+        elif mode == "iobinding":
             binding = sess.io_binding()
             for k, v in feeds(step_in, pos).items():
                 binding.bind_cpu_input(k, v)
@@ -73,12 +86,32 @@ def main():
             # in place: the bound buffer itself now holds this step's keys at its slots
             written = values[first].numpy()[0, :, pos : pos + len(step_in)]
             assert np.abs(written).sum() > 0, f"step at position {pos}: {first} was not written in place"
-            tokens.append(int(logits[0, -1].argmax()))
-            pos += len(step_in)
-            step_in = [tokens[-1]]
-    else:
-        raise SystemExit(f"unknown mode {mode}")
-    json.dump({"tokens": tokens}, open(out, "w"))
+        else:
+            raise SystemExit(f"unknown mode {mode}")
+        tokens.append(int(logits[0, -1].argmax()))
+        pos += len(step_in)
+        step_in, sess = [tokens[-1]], decode
+    return tokens
+
+
+def growing_loop(prefill, decode, prompt, n_new):
+    cache_names = [o.name[len("output."):] for o in prefill.get_outputs() if o.name.startswith("output.")]
+    outs = ["logits"] + [f"output.{k}" for k in cache_names]
+    ids = np.array([prompt], dtype=np.int64)
+    got = dict(zip(outs, prefill.run(outs, {"input_ids": ids, "attention_mask": np.ones_like(ids)})))
+    tokens = [int(got["logits"][0, -1].argmax())]
+    pos = len(prompt)
+    while len(tokens) < n_new:
+        f = {
+            "input_ids": np.array([[tokens[-1]]], dtype=np.int64),
+            "attention_mask": np.ones((1, pos + 1), dtype=np.int64),
+            "position_ids": np.array([[pos]], dtype=np.int64),
+        }
+        f.update({f"input.{k}": got[f"output.{k}"] for k in cache_names})
+        got = dict(zip(outs, decode.run(outs, f)))
+        tokens.append(int(got["logits"][0, -1].argmax()))
+        pos += 1
+    return tokens
 
 
 if __name__ == "__main__":

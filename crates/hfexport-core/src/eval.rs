@@ -156,8 +156,16 @@ pub fn bind_inputs(g: &Graph, inputs: &BTreeMap<String, Tensor>) -> Result<Bindi
                 crate::dim::shape_to_string(&info.shape)
             )));
         }
-        for (d, &n) in info.shape.iter().zip(t.shape()) {
-            b.unify(d, n as i64).map_err(|e| err(e.to_string()))?;
+    }
+    // bare symbols first, then dims that are expressions of them (`past_len + sequence`)
+    for compound in [false, true] {
+        for p in g.inputs() {
+            let t = &inputs[&p.name];
+            for (d, &n) in g.info(p.value).shape.iter().zip(t.shape()) {
+                if (d.as_symbol().is_none() && d.as_const().is_none()) == compound {
+                    b.unify(d, n as i64).map_err(|e| Error::Input { input: p.name.clone(), msg: e.to_string() })?;
+                }
+            }
         }
     }
     b.check_ranges(&g.symbols).map_err(|e| Error::Input { input: "(shapes)".into(), msg: e.to_string() })?;

@@ -80,21 +80,38 @@ pub fn cache_name(layer: usize, kind: &str) -> String {
     format!("cache.layers.{layer}.{kind}")
 }
 
-/// Builds the `decode` component of a static-cache export with multi-token decode: inputs
-/// `input_ids` `[1, sequence]`, `attention_mask` bool `[1, 1, sequence, cache_len]` (true = may
-/// attend), `position_ids` `[1, sequence]` and `input.cache.layers.<i>.keys|values`
-/// `[1, kv_heads, cache_len, head_dim]`; outputs `logits` and `output.cache.…`, each updating its
-/// input in place. New keys/values are written at the slots given by `position_ids`; the same
-/// graph serves the prompt (empty cache) and every later step.
-pub fn build_static_decode(
+/// The components of `export_for_generation`, by name:
+/// - static cache with multi-token decode: `decode` only. Inputs `input_ids` `[1, sequence]`,
+///   `attention_mask` bool `[1, 1, sequence, cache_len]` (true = may attend), `position_ids`
+///   `[1, sequence]`, `input.cache.layers.<i>.keys|values` `[1, kv_heads, cache_len, head_dim]`;
+///   outputs `logits` and `output.cache.…`, each updating its input in place. New keys/values
+///   are written at the slots given by `position_ids`; the graph serves the prompt (empty cache)
+///   and every later step.
+/// - static cache: the same graph as `prefill`, and a `decode` whose `sequence` is 1.
+/// - no static cache: `prefill` (the forward graph at batch 1, caches out) and `decode` over a
+///   growing cache (`past_len` symbolic, caches one call longer out).
+pub fn build_generation(
     cfg: &ModelConfig,
     weights: &dyn Weights,
     opts: &BuildOptions,
-    max_cache_len: usize,
-) -> Result<Graph> {
+    static_cache: Option<usize>,
+    multi_token_decode: bool,
+) -> Result<Vec<(String, Graph)>> {
     let spec = lookup(&cfg.architecture)?;
-    let d = Decoder { cfg, spec, weights, opts, g: Graph::new("decode"), kv: Kv::Tokens };
-    d.static_decode(max_cache_len)
+    let decoder = |name: &str| Decoder { cfg, spec, weights, opts, g: Graph::new(name), kv: Kv::Tokens };
+    Ok(match static_cache {
+        Some(n) if multi_token_decode => vec![("decode".into(), decoder("decode").static_decode(n)?)],
+        Some(n) => {
+            // the prompt goes through the multi-token graph, later steps through one fixed at 1
+            let mut decode = decoder("decode").static_decode(n)?;
+            decode.substitute_symbol("sequence", &Dim::konst(1))?;
+            vec![("prefill".into(), decoder("prefill").static_decode(n)?), ("decode".into(), decode)]
+        }
+        None => vec![
+            ("prefill".into(), decoder("prefill").growing_prefill()?),
+            ("decode".into(), decoder("decode").growing_decode()?),
+        ],
+    })
 }
 
 /// Per-layer activations shared by every layer: rotary tables, mask and positions.
@@ -112,6 +129,11 @@ struct LayerInputs {
 enum Kv {
     /// This call's tokens only (the forward graph).
     Tokens,
+    /// This call's tokens, whose keys and values are also outputs (a prefill with no cache in).
+    Present { outputs: Vec<(ValueId, ValueId)> },
+    /// A growing cache: `input.` keys/values of the past tokens, concatenated with this call's
+    /// (the `output.` values are one call longer).
+    Growing { inputs: Vec<(ValueId, ValueId)>, outputs: Vec<(ValueId, ValueId)> },
     /// A static cache per layer (`input.` keys, values), written at `positions` by
     /// `CacheUpdate`; the updated caches become `output.` values.
     StaticCache { inputs: Vec<(ValueId, ValueId)>, outputs: Vec<(ValueId, ValueId)> },
@@ -205,16 +227,63 @@ impl Decoder<'_> {
         let key_positions = self.op("cache.slot_ids", Op::Reshape { shape: vec![one, len] }, &[slots])?;
         let shared = LayerInputs { cos, sin, mask, positions, key_positions };
         self.logits(ids, &shared, act)?;
-        let Kv::StaticCache { outputs, .. } = std::mem::replace(&mut self.kv, Kv::Tokens) else {
-            unreachable!("set above")
-        };
-        for (i, (k, v)) in outputs.into_iter().enumerate() {
-            for (kind, value) in [("keys", k), ("values", v)] {
-                let name = cache_name(i, kind);
-                self.g.add_output(&format!("output.{name}"), value)?;
-                self.g.add_alias(&format!("output.{name}"), &format!("input.{name}"));
-            }
-        }
+        self.cache_outputs(true)?;
+        Ok(self.g)
+    }
+
+    /// Prefill of a growing cache: the forward graph at batch 1, whose keys and values are
+    /// also outputs (`output.cache.*`, `[1, kv_heads, sequence, head_dim]`).
+    fn growing_prefill(mut self) -> Result<Graph> {
+        let act = self.activation()?;
+        let one = Dim::konst(1);
+        let seq = Dim::sym(&self.g.symbols.declare("sequence", 1, max_context(self.cfg))?);
+        let ids = self.g.add_input("input_ids", DType::I64, vec![one.clone(), seq.clone()])?;
+        let am = self.g.add_input("attention_mask", DType::I64, vec![one.clone(), seq.clone()])?;
+        self.kv = Kv::Present { outputs: vec![] };
+        let shared = self.layer_inputs(&one, &seq, am)?;
+        self.logits(ids, &shared, act)?;
+        self.cache_outputs(false)?;
+        Ok(self.g)
+    }
+
+    /// Decode over a growing cache: `input.cache.*` `[1, kv_heads, past_len, head_dim]`,
+    /// `attention_mask` int64 `[1, past_len + sequence]` (0 = padding), `position_ids`
+    /// `[1, sequence]`; outputs the caches with this call's keys appended.
+    fn growing_decode(mut self) -> Result<Graph> {
+        let (cfg, act) = (self.cfg, self.activation()?);
+        let one = Dim::konst(1);
+        let max = max_context(cfg);
+        let seq = Dim::sym(&self.g.symbols.declare("sequence", 1, max)?);
+        let past = Dim::sym(&self.g.symbols.declare("past_len", 0, max - 1)?);
+        let total = past.add(&seq);
+        let ids = self.g.add_input("input_ids", DType::I64, vec![one.clone(), seq.clone()])?;
+        let am = self.g.add_input("attention_mask", DType::I64, vec![one.clone(), total.clone()])?;
+        let positions = self.g.add_input("position_ids", DType::I64, vec![one.clone(), seq.clone()])?;
+        let cache_shape = vec![one.clone(), Dim::from(cfg.num_key_value_heads), past, Dim::from(cfg.head_dim)];
+        let inputs = self.cache_inputs(&cache_shape)?;
+        self.kv = Kv::Growing { inputs, outputs: vec![] };
+        let (cos, sin) = self.rotary(positions)?;
+        let keys = self.op("cache.positions", Op::Iota { len: total.clone() }, &[])?;
+        let key_positions =
+            self.op("cache.key_ids", Op::Reshape { shape: vec![one.clone(), total.clone()] }, &[keys])?;
+        let q = self.op(
+            "mask.query_pos",
+            Op::Reshape { shape: vec![one.clone(), one.clone(), seq, one.clone()] },
+            &[positions],
+        )?;
+        let k = self.op(
+            "mask.key_pos",
+            Op::Reshape { shape: vec![one.clone(), one.clone(), one.clone(), total.clone()] },
+            &[keys],
+        )?;
+        let causal = self.op("mask.causal", Op::Binary(BinaryOp::GreaterEqual), &[q, k])?;
+        let pad = self.op("mask.padding", Op::Cast(DType::Bool), &[am])?;
+        let pad =
+            self.op("mask.padding_keys", Op::Reshape { shape: vec![one.clone(), one.clone(), one, total] }, &[pad])?;
+        let mask = self.op("mask", Op::Binary(BinaryOp::And), &[causal, pad])?;
+        let shared = LayerInputs { cos, sin, mask, positions, key_positions };
+        self.logits(ids, &shared, act)?;
+        self.cache_outputs(false)?;
         Ok(self.g)
     }
 
@@ -346,16 +415,57 @@ impl Decoder<'_> {
         v: ValueId,
         positions: ValueId,
     ) -> Result<(ValueId, ValueId)> {
-        let (ck, cv) = match &self.kv {
-            Kv::Tokens => return Ok((k, v)),
-            Kv::StaticCache { inputs, .. } => inputs[layer],
+        let (k, v) = match &self.kv {
+            Kv::Tokens | Kv::Present { .. } => (k, v),
+            Kv::StaticCache { inputs, .. } => {
+                let (ck, cv) = inputs[layer];
+                let k = self.op(&format!("{p}.cache_keys"), Op::CacheUpdate, &[ck, k, positions])?;
+                (k, self.op(&format!("{p}.cache_values"), Op::CacheUpdate, &[cv, v, positions])?)
+            }
+            Kv::Growing { inputs, .. } => {
+                let (pk, pv) = inputs[layer];
+                let k = self.op(&format!("{p}.cache_keys"), Op::Concat { axis: 2 }, &[pk, k])?;
+                (k, self.op(&format!("{p}.cache_values"), Op::Concat { axis: 2 }, &[pv, v])?)
+            }
         };
-        let k = self.op(&format!("{p}.cache_keys"), Op::CacheUpdate, &[ck, k, positions])?;
-        let v = self.op(&format!("{p}.cache_values"), Op::CacheUpdate, &[cv, v, positions])?;
-        if let Kv::StaticCache { outputs, .. } = &mut self.kv {
-            outputs.push((k, v));
+        match &mut self.kv {
+            Kv::Tokens => {}
+            Kv::Present { outputs } | Kv::StaticCache { outputs, .. } | Kv::Growing { outputs, .. } => {
+                outputs.push((k, v))
+            }
         }
         Ok((k, v))
+    }
+
+    /// Declares `input.cache.*` of every layer with `shape`.
+    fn cache_inputs(&mut self, shape: &[Dim]) -> Result<Vec<(ValueId, ValueId)>> {
+        (0..self.cfg.num_hidden_layers)
+            .map(|i| {
+                let dtype = self.opts.dtype;
+                let k = self.g.add_input(&format!("input.{}", cache_name(i, "keys")), dtype, shape.to_vec())?;
+                let v = self.g.add_input(&format!("input.{}", cache_name(i, "values")), dtype, shape.to_vec())?;
+                Ok((k, v))
+            })
+            .collect()
+    }
+
+    /// Adds `output.cache.*` for the caches the layers produced; `alias`: they update the
+    /// inputs of the same name in place.
+    fn cache_outputs(&mut self, alias: bool) -> Result<()> {
+        let outputs = match std::mem::replace(&mut self.kv, Kv::Tokens) {
+            Kv::Present { outputs } | Kv::StaticCache { outputs, .. } | Kv::Growing { outputs, .. } => outputs,
+            Kv::Tokens => vec![],
+        };
+        for (i, (k, v)) in outputs.into_iter().enumerate() {
+            for (kind, value) in [("keys", k), ("values", v)] {
+                let name = cache_name(i, kind);
+                self.g.add_output(&format!("output.{name}"), value)?;
+                if alias {
+                    self.g.add_alias(&format!("output.{name}"), &format!("input.{name}"));
+                }
+            }
+        }
+        Ok(())
     }
 
     fn mlp(&mut self, p: &str, x: ValueId, act: Activation) -> Result<ValueId> {

@@ -98,22 +98,6 @@ pub struct Generation {
     pub multi_token_decode: bool,
 }
 
-impl Generation {
-    /// The one variant built so far: a `decode` component over a static cache that takes any
-    /// number of tokens (the prompt, then one a step).
-    fn static_multi_token(&self) -> Result<usize> {
-        match (self.static_cache, self.multi_token_decode) {
-            (Some(n), true) if n > 0 => Ok(n),
-            (Some(0), _) => Err(Error::Unsupported("--static-cache must be at least 1".into())),
-            _ => Err(Error::Unsupported(
-                "only --static-cache N --multi-token-decode is implemented so far for generation exports \
-                 (prefill/decode pairs are not yet)"
-                    .into(),
-            )),
-        }
-    }
-}
-
 /// Progress of a long export, for a command line or a log.
 pub type Progress<'a> = &'a mut dyn FnMut(&str);
 
@@ -151,30 +135,47 @@ impl AutoHfExporter {
         self.check_verify_available()?;
         let ckpt = Checkpoint::open(&req.model)?;
         let opts = BuildOptions { dtype: req.dtype, ..Default::default() };
-        let (name, mut graph) = match &req.generation {
-            None => ("model", build(&ckpt.config, &ckpt, req.task, &opts)?),
+        let mut components = match &req.generation {
+            None => vec![("model".to_string(), build(&ckpt.config, &ckpt, req.task, &opts)?)],
             Some(gen) => {
-                let n = gen.static_multi_token()?;
                 if !self.config.common().dynamic || self.verify {
                     return Err(Error::Unsupported(
-                        "a static-cache generation export needs --dynamic (query and cache length stay symbolic), \
+                        "a generation export needs --dynamic (query and cache lengths stay symbolic), \
                          and --verify does not cover generation exports yet"
                             .into(),
                     ));
                 }
-                ("decode", hfexport_models::build_static_decode(&ckpt.config, &ckpt, &opts, n)?)
+                if gen.static_cache == Some(0) {
+                    return Err(Error::Unsupported("--static-cache must be at least 1".into()));
+                }
+                hfexport_models::build_generation(&ckpt.config, &ckpt, &opts, gen.static_cache, gen.multi_token_decode)?
             }
         };
-        let runtime_checks = hfexport_core::dynamic::apply(&mut graph, self.config.common(), &sample_sizes())?;
+        let mut runtime_checks = vec![];
+        for (_, graph) in &mut components {
+            runtime_checks.extend(hfexport_core::dynamic::apply(graph, self.config.common(), &sample_sizes())?);
+        }
         let staged = StagedDir::create(&req.output, req.force)?;
         progress(&format!("building {} for {}", self.config.format().as_str(), ckpt.config.architecture));
-        let (component, patches_applied, runtime_pins) = self.write(name, &graph, &ckpt, staged.path(), progress)?;
+        let mut written = vec![];
+        let (mut patches_applied, mut runtime_pins) = (vec![], BTreeMap::new());
+        for (name, graph) in &components {
+            let (component, patches, pins) = self.write(name, graph, &ckpt, staged.path(), progress)?;
+            written.push(component);
+            patches_applied.extend(patches);
+            runtime_pins = pins;
+        }
         copy_side_files(&req.model, staged.path())?;
-        let verification = if self.verify {
-            Some(self.verify_written(&graph, &ckpt, staged.path(), &component, req.dtype, progress)?)
-        } else {
-            None
+        let verification = match (self.verify, components.as_slice(), written.as_slice()) {
+            (true, [(_, graph)], [component]) => {
+                Some(self.verify_written(graph, &ckpt, staged.path(), component, req.dtype, progress)?)
+            }
+            _ => None,
         };
+        let mut symbols = BTreeMap::new();
+        for (_, graph) in &components {
+            symbols.extend(metadata::symbols_of(graph));
+        }
         let meta = ExportMetadata {
             schema_version: metadata::SCHEMA_VERSION,
             hfexport_version: env!("CARGO_PKG_VERSION").to_string(),
@@ -192,8 +193,8 @@ impl AutoHfExporter {
             }
             .to_string(),
             config: self.config.to_dict(),
-            symbols: metadata::symbols_of(&graph),
-            components: vec![component],
+            symbols,
+            components: written,
             patches_applied,
             runtime_checks,
             runtime_pins,
