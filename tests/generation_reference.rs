@@ -127,3 +127,22 @@ fn three_tokens_at_once_equal_three_steps() {
         }
     }
 }
+
+/// A position beyond the static cache is an error naming it, not a panic or a silent wrap.
+#[test]
+fn a_position_beyond_the_cache_is_an_error() {
+    let ckpt = Checkpoint::open(&fixture("llama")).unwrap();
+    let g = build_generation(&ckpt.config, &ckpt, &BuildOptions::default(), Some(CACHE), true).unwrap().remove(0).1;
+    let mut s = Session::new(Evaluator::new(&g, &ckpt).unwrap(), &ckpt);
+    s.next_pos = CACHE;
+    let mut inputs = BTreeMap::from([
+        ("input_ids".to_string(), Tensor::i64(vec![1, 1], vec![5]).unwrap()),
+        ("attention_mask".to_string(), Tensor::bool(vec![1, 1, 1, CACHE], vec![true; CACHE]).unwrap()),
+        ("position_ids".to_string(), Tensor::i64(vec![1, 1], vec![CACHE as i64]).unwrap()),
+    ]);
+    for (k, v) in &s.caches {
+        inputs.insert(format!("input.{k}"), v.clone());
+    }
+    let e = s.ev.run(&inputs).unwrap_err().to_string();
+    assert!(e.contains("position 32") && e.contains("32 slots") && e.contains("cache_keys"), "{e}");
+}
