@@ -118,7 +118,7 @@ const COMMON_KEYS: [&str; 6] = [
     "prefer_deferred_runtime_asserts_over_guards",
     "quantizer",
 ];
-pub const ONNX_OPSETS: std::ops::RangeInclusive<u32> = 17..=23;
+pub const ONNX_OPSETS: std::ops::RangeInclusive<u32> = 17..=24;
 const ORT_FUSIONS: [&str; 4] = ["cpu", "cuda", "webgpu", "dml"];
 const ET_BACKENDS: [&str; 4] = ["xnnpack", "portable", "cuda", "mlx"];
 
@@ -460,7 +460,7 @@ mod tests {
         let e = err(json!({"export_format": "executorch", "backend": "vulkan"}));
         assert!(e.contains("vulkan") && e.contains("portable"), "{e}");
         let e = err(json!({"export_format": "onnx", "opset_version": 12}));
-        assert!(e.contains("12") && e.contains("17..=23"), "{e}");
+        assert!(e.contains("12") && e.contains("17..=24"), "{e}");
         let e = err(json!({"export_format": "onnx", "ort_fusions": "cpu", "optimize": false}));
         assert!(e.contains("optimize"), "{e}");
         let e = err(json!({"dynamic": true}));
