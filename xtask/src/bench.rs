@@ -27,7 +27,8 @@ use anyhow::{bail, Context, Result};
 use crate::python::Venv;
 use crate::{cargo_bin, describe, run};
 
-pub const USAGE: &str = "usage: cargo xtask bench export-onnx [--python] [--keep]";
+pub const USAGE: &str =
+    "usage: cargo xtask bench export-onnx [--python] [--keep]\n       cargo xtask bench generate-onnx [--python] [--keep]";
 
 /// Goals of the ONNX export of a 0.6B model on a developer machine.
 const GOAL_WALL_S: f64 = 10.0;
@@ -102,7 +103,7 @@ struct Opts {
 
 pub fn bench(root: &Path, args: &[String]) -> Result<ExitCode> {
     let Some((what, flags)) = args.split_first() else { bail!("{USAGE}") };
-    if what != "export-onnx" {
+    if what != "export-onnx" && what != "generate-onnx" {
         bail!("unknown benchmark `{what}`\n{USAGE}");
     }
     let mut opts = Opts { python: false, keep: false };
@@ -113,7 +114,11 @@ pub fn bench(root: &Path, args: &[String]) -> Result<ExitCode> {
             other => bail!("unknown flag `{other}`\n{USAGE}"),
         }
     }
-    export_onnx(root, &opts)?;
+    if what == "generate-onnx" {
+        generate_onnx(root, &opts)?;
+    } else {
+        export_onnx(root, &opts)?;
+    }
     Ok(ExitCode::SUCCESS)
 }
 
@@ -209,6 +214,184 @@ fn export_onnx(root: &Path, opts: &Opts) -> Result<()> {
         remove_dir(&theirs_out)?;
     }
     Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// generate-onnx
+
+/// Static cache length, prompt length and timed decode steps of `generate-onnx`.
+const GEN_CACHE_LEN: usize = 512;
+const GEN_PROMPT: usize = 128;
+const GEN_STEPS: usize = 64;
+/// Cap on the transformers export for generation.
+const GEN_PYTHON_TIMEOUT_S: u64 = 600;
+
+/// `cargo xtask bench generate-onnx`: exports the bench checkpoint for generation (static cache of
+/// 512, multi-token decode) and times a greedy onnxruntime loop over it with the caches bound in
+/// place (`xtask/python/bench_generate.py run`): prefill tokens/s of a 128-token prompt in one
+/// call, decode ms/token over 64 single-token steps after 2 warm-up steps. With `--python`, the
+/// same for `transformers.exporters`' static-cache multi-token `decode` export of the checkpoint.
+fn generate_onnx(root: &Path, opts: &Opts) -> Result<()> {
+    let steps = if opts.python { 6 } else { 4 };
+    let bench_dir = target_dir(root).join("bench");
+    let ckpt = bench_dir.join("qwen3-0.6b-bf16");
+    let venv = Venv::new(root);
+    if !venv.exists() {
+        bail!("{} does not exist: run `cargo xtask setup` first", venv.dir.display());
+    }
+    let script = root.join("xtask").join("python").join("bench_generate.py");
+
+    println!("==> [1/{steps}] checkpoint {}", ckpt.display());
+    ensure_checkpoint(&ckpt)?;
+
+    println!("==> [2/{steps}] cargo build --release -p hfexport-cli");
+    run(Command::new(cargo_bin()).args(["build", "--release", "-p", "hfexport-cli"]).current_dir(root))?;
+    let exe = target_dir(root).join("release").join(format!("hfexport{}", std::env::consts::EXE_SUFFIX));
+
+    let ours_out = bench_dir.join("gen-hfexport");
+    let cache = GEN_CACHE_LEN.to_string();
+    println!(
+        "==> [3/{steps}] hfexport export --dynamic --for-generation --static-cache {cache} --multi-token-decode -> {}",
+        ours_out.display()
+    );
+    prepare_run(&ckpt)?;
+    let mut cmd = Command::new(&exe);
+    cmd.arg("export").arg("--model").arg(&ckpt).args(["--format", "onnx", "--dynamic", "--for-generation"]);
+    cmd.args(["--static-cache", &cache, "--multi-token-decode", "--force", "--output"]).arg(&ours_out);
+    let m = measure(&mut cmd, &bench_dir.join("gen-hfexport.log"))?;
+    if !m.status.success() {
+        print_tail(&m.log, 30);
+        bail!("`{}` failed ({})", describe(&cmd), m.status);
+    }
+    println!(
+        "  exported in {:.2} s, peak RSS {}",
+        m.wall_s,
+        m.peak_rss.map_or("n/a".into(), |r| format!("{:.0} MB", r as f64 / 1e6))
+    );
+
+    println!("==> [4/{steps}] greedy loop (onnxruntime CPU, caches bound in place) over {}", ours_out.display());
+    let ours = run_generate(&venv, &script, "hfexport", &ours_out)?;
+
+    let mut theirs: Option<Vec<(String, String)>> = None;
+    let theirs_out = bench_dir.join("gen-transformers");
+    if opts.python {
+        println!(
+            "==> [5/{steps}] bench_generate.py export-transformers (static cache {cache}, multi-token decode) -> {} (cap {GEN_PYTHON_TIMEOUT_S} s)",
+            theirs_out.display()
+        );
+        remove_dir(&theirs_out)?;
+        prepare_run(&ckpt)?;
+        let log = bench_dir.join("gen-transformers.log");
+        let mut cmd = venv.command();
+        cmd.arg(&script).arg("export-transformers").arg(&ckpt).arg(&theirs_out).arg(&cache);
+        match run_capped(&mut cmd, &log, GEN_PYTHON_TIMEOUT_S)? {
+            Some((status, wall)) if status.success() => {
+                let phases: Vec<String> =
+                    log_lines(&log)?.iter().filter_map(|l| l.strip_prefix("BENCH ")).map(|p| p.to_string()).collect();
+                println!("  exported in {wall:.1} s: {}", phases.join(", "));
+                println!("==> [6/{steps}] the same loop over {}", theirs_out.display());
+                match run_generate(&venv, &script, "transformers", &theirs_out) {
+                    Ok(r) => theirs = Some(r),
+                    Err(err) => println!("  the loop failed on the transformers export: {err:#}"),
+                }
+            }
+            Some((status, _)) => {
+                println!("  the transformers export failed ({status}); the end of {}:", log.display());
+                print_tail(&log, 25);
+            }
+            None => {
+                println!(
+                    "  the transformers export did not finish in {GEN_PYTHON_TIMEOUT_S} s (killed); the end of {}:",
+                    log.display()
+                );
+                print_tail(&log, 25);
+            }
+        }
+    }
+
+    let get = |r: &[(String, String)], k: &str| {
+        r.iter().find(|(key, _)| key == k).map_or("n/a".to_string(), |(_, v)| v.clone())
+    };
+    println!(
+        "\ngenerate-onnx: Qwen3-0.6B shape, float32, static cache {GEN_CACHE_LEN}, batch 1, greedy, onnxruntime CPU"
+    );
+    let mut header = format!("  {:<34}{:>16}", "", "hfexport");
+    if theirs.is_some() {
+        header += &format!("{:>16}", "transformers");
+    }
+    println!("{header}");
+    for (label, key, unit) in [
+        ("session load", "load_s", " s"),
+        (&*format!("prefill, {GEN_PROMPT} tokens in one call"), "prefill_ms", " ms"),
+        ("prefill tokens/s", "prefill_tok_s", ""),
+        (&*format!("decode ms/token ({GEN_STEPS} steps)"), "decode_ms_tok", " ms"),
+        ("cache written in place", "inplace", ""),
+    ] {
+        let mut line = format!("  {label:<34}{:>16}", format!("{}{unit}", get(&ours, key)));
+        if let Some(t) = &theirs {
+            line += &format!("{:>16}", format!("{}{unit}", get(t, key)));
+        }
+        println!("{line}");
+    }
+    println!("  first tokens: hfexport {}", get(&ours, "tokens"));
+    if let Some(t) = &theirs {
+        println!("                transformers {}", get(t, "tokens"));
+    }
+
+    if opts.keep {
+        println!("\nkept {}", ours_out.display());
+    } else {
+        remove_dir(&ours_out)?;
+        remove_dir(&theirs_out)?;
+    }
+    Ok(())
+}
+
+/// Runs the greedy loop of `bench_generate.py` over an export; returns its `GEN <label>` pairs.
+fn run_generate(venv: &Venv, script: &Path, label: &str, export: &Path) -> Result<Vec<(String, String)>> {
+    let mut cmd = venv.command();
+    cmd.arg(script).arg("run").arg(label).arg(export).arg(GEN_PROMPT.to_string()).arg(GEN_STEPS.to_string());
+    cmd.env("BENCH_CACHE_LEN", GEN_CACHE_LEN.to_string());
+    let out = cmd.output().with_context(|| format!("could not start `{}`", describe(&cmd)))?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let prefix = format!("GEN {label} ");
+    let mut pairs = Vec::new();
+    for line in stdout.lines() {
+        println!("  {line}");
+        if let Some((k, v)) = line.strip_prefix(&prefix).and_then(|r| r.split_once(' ')) {
+            pairs.push((k.to_string(), v.to_string()));
+        }
+    }
+    if !out.status.success() {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let tail: Vec<&str> = stderr.lines().rev().take(15).collect();
+        bail!(
+            "`{}` failed ({}):\n{}",
+            describe(&cmd),
+            out.status,
+            tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+        );
+    }
+    Ok(pairs)
+}
+
+/// Runs `cmd` with its output in `log`; kills it after `cap_s` seconds (then `None`).
+fn run_capped(cmd: &mut Command, log: &Path, cap_s: u64) -> Result<Option<(ExitStatus, f64)>> {
+    let file = File::create(log).with_context(|| format!("creating {}", log.display()))?;
+    cmd.stdin(Stdio::null()).stdout(file.try_clone()?).stderr(file);
+    let t0 = Instant::now();
+    let mut child = cmd.spawn().with_context(|| format!("could not start `{}`", describe(cmd)))?;
+    loop {
+        if let Some(status) = child.try_wait()? {
+            return Ok(Some((status, t0.elapsed().as_secs_f64())));
+        }
+        if t0.elapsed().as_secs() >= cap_s {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Ok(None);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

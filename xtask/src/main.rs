@@ -35,7 +35,13 @@ commands:
                                 Qwen3-0.6B-shaped checkpoint of random bf16 weights, generated
                                 once into target/bench/; wall time, peak RSS, onnxruntime check;
                                 --python: transformers' OnnxExporter side by side (.venv);
-                                --keep: keep the exports in target/bench/out-*";
+                                --keep: keep the exports in target/bench/out-*
+  bench generate-onnx [--python] [--keep]
+                                export that checkpoint for generation (static cache 512,
+                                multi-token decode) and time a greedy onnxruntime loop with the
+                                caches bound in place (xtask/python/bench_generate.py): prefill
+                                tokens/s (128-token prompt), decode ms/token (64 steps);
+                                --python: transformers' export_for_generation side by side";
 
 fn main() -> ExitCode {
     match dispatch(std::env::args().skip(1).collect()) {
