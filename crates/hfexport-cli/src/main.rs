@@ -1,6 +1,7 @@
 //! `hfexport`: the command line of DESIGN.md. Subcommands arrive with the capabilities behind
-//! them; today `export` (ONNX, `--verify` in ONNX Runtime), `inspect` and `run` (reference evaluator on a
-//! checkpoint folder, ONNX Runtime on an ONNX export folder).
+//! them; today `export` (ONNX, `--verify` in ONNX Runtime), `inspect`, `run` (reference evaluator on a
+//! checkpoint folder, ONNX Runtime on an ONNX export folder) and `generate` (greedy generation over a
+//! static-cache ONNX export, cache bound in place).
 
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
@@ -54,6 +55,25 @@ enum Command {
         #[arg(long, default_value = "causal-lm")]
         task: String,
     },
+    /// Greedy generation with a static-cache export (`export --for-generation --static-cache N
+    /// --multi-token-decode --dynamic`) in ONNX Runtime, the KV cache updated in place.
+    Generate(GenerateArgs),
+}
+
+#[derive(clap::Args)]
+#[command(group(clap::ArgGroup::new("input").required(true).args(["prompt_ids", "prompt"])))]
+struct GenerateArgs {
+    /// The export folder (export.json with a `decode` component).
+    path: PathBuf,
+    /// The prompt as token ids, separated by commas: `1,2,3`.
+    #[arg(long)]
+    prompt_ids: Option<String>,
+    /// The prompt as text, encoded with the export folder's tokenizer.json.
+    #[arg(long)]
+    prompt: Option<String>,
+    /// Stop after this many new tokens (or at an EOS token of generation_config.json).
+    #[arg(long, default_value_t = 32)]
+    max_new_tokens: usize,
 }
 
 #[derive(clap::Args)]
@@ -110,6 +130,7 @@ fn real_main() -> Result<()> {
     match Cli::parse().command {
         Command::Export(args) => export(&args),
         Command::Inspect { path, task, dump: full } => inspect(&path, &task, full),
+        Command::Generate(args) => generate(&args),
         Command::Run { path, inputs, outputs, component, runtime, task } => {
             if path.join(hfexport::core::metadata::FILE_NAME).is_file() {
                 run_export(&path, &inputs, &outputs, &component, runtime.as_deref())
@@ -406,6 +427,119 @@ fn run_export(dir: &Path, inputs: &Path, outputs: &Path, component: &str, runtim
         (t1 - t0).as_secs_f64(),
         (t2 - t1).as_secs_f64(),
         outputs.display()
+    );
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// `generate`: greedy generation over a static-cache export in ONNX Runtime.
+// ---------------------------------------------------------------------------------------------
+
+/// `--prompt-ids 1,2,3` (spaces around the commas are allowed).
+fn parse_prompt_ids(text: &str) -> Result<Vec<i64>> {
+    let ids = text
+        .split(',')
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .map(|t| {
+            t.parse::<i64>().with_context(|| format!("--prompt-ids: `{t}` is not a token id (expected e.g. 1,2,3)"))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    if ids.is_empty() {
+        bail!("--prompt-ids is empty: give at least one token id, e.g. --prompt-ids 1,2,3");
+    }
+    Ok(ids)
+}
+
+/// EOS ids of `generation_config.json` in the export folder (`eos_token_id`: an int or a
+/// list); none when the file or the key is absent.
+fn eos_ids(dir: &Path) -> Result<Vec<i64>> {
+    let path = dir.join("generation_config.json");
+    if !path.is_file() {
+        return Ok(vec![]);
+    }
+    let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
+    let v: serde_json::Value =
+        serde_json::from_str(&text).with_context(|| format!("{} is not valid JSON", path.display()))?;
+    let bad = || anyhow::anyhow!("{}: `eos_token_id` must be a token id or a list of them", path.display());
+    match v.get("eos_token_id") {
+        None | Some(serde_json::Value::Null) => Ok(vec![]),
+        Some(serde_json::Value::Array(a)) => a.iter().map(|x| x.as_i64().ok_or_else(bad)).collect(),
+        Some(x) => Ok(vec![x.as_i64().ok_or_else(bad)?]),
+    }
+}
+
+/// The export folder's tokenizer.json, when there is one.
+fn load_tokenizer(dir: &Path) -> Result<Option<tokenizers::Tokenizer>> {
+    let path = dir.join("tokenizer.json");
+    if !path.is_file() {
+        return Ok(None);
+    }
+    let tok = tokenizers::Tokenizer::from_file(&path)
+        .map_err(|e| anyhow::anyhow!("{}: cannot load the tokenizer: {e}", path.display()))?;
+    Ok(Some(tok))
+}
+
+fn generate(a: &GenerateArgs) -> Result<()> {
+    let dir = &a.path;
+    if !dir.join(hfexport::core::metadata::FILE_NAME).is_file() {
+        bail!(
+            "{} is not an export folder (no {}); export one with `hfexport export --model <CHECKPOINT> --format onnx \
+             --dynamic --for-generation --static-cache N --multi-token-decode --output <DIR>`",
+            dir.display(),
+            hfexport::core::metadata::FILE_NAME
+        );
+    }
+    let tokenizer = load_tokenizer(dir)?;
+    let prompt = match (&a.prompt_ids, &a.prompt) {
+        (Some(ids), _) => parse_prompt_ids(ids)?,
+        (None, Some(text)) => {
+            let Some(tok) = &tokenizer else {
+                bail!(
+                    "{}: this export has no tokenizer files (no tokenizer.json), so --prompt cannot be encoded; give \
+                     the prompt as token ids with --prompt-ids 1,2,3 (or export from a checkpoint folder that has a \
+                     tokenizer.json)",
+                    dir.display()
+                );
+            };
+            let enc = tok.encode(text.as_str(), true).map_err(|e| anyhow::anyhow!("cannot encode --prompt: {e}"))?;
+            let ids: Vec<i64> = enc.get_ids().iter().map(|&i| i as i64).collect();
+            if ids.is_empty() {
+                bail!("--prompt encodes to no tokens: give a longer prompt or --prompt-ids");
+            }
+            ids
+        }
+        (None, None) => bail!("give --prompt-ids 1,2,3 or --prompt \"text\""),
+    };
+    let eos = eos_ids(dir)?;
+    let t0 = Instant::now();
+    let mut gen = hfexport::onnx::generate::Generator::load(dir)?;
+    let version = hfexport::onnx::runtime::loaded_version().unwrap_or_else(|| "?".into());
+    let t1 = Instant::now();
+    let tokens = gen.generate(&prompt, a.max_new_tokens, &eos)?;
+    let t2 = Instant::now();
+    let join = |ids: &[i64]| ids.iter().map(i64::to_string).collect::<Vec<_>>().join(",");
+    println!("prompt: {}", join(&prompt));
+    println!("ids: {}", join(&tokens));
+    if let Some(tok) = &tokenizer {
+        let ids: Vec<u32> = tokens.iter().map(|&t| t as u32).collect();
+        let text = tok.decode(&ids, true).map_err(|e| anyhow::anyhow!("cannot decode the generated ids: {e}"))?;
+        println!("text: {text}");
+    }
+    let stop = match gen.last_stop() {
+        Some(hfexport::onnx::generate::StopReason::Eos(t)) => format!("stopped at EOS token {t}"),
+        _ => format!("stopped after --max-new-tokens {}", a.max_new_tokens),
+    };
+    let secs = (t2 - t1).as_secs_f64();
+    eprintln!(
+        "onnxruntime {version}: load {:.2} s; {} prompt + {} new tokens in {:.2} s ({:.1} tokens/s), static cache {} \
+         slots; {stop}",
+        (t1 - t0).as_secs_f64(),
+        prompt.len(),
+        tokens.len(),
+        secs,
+        tokens.len() as f64 / secs.max(1e-9),
+        gen.cache_slots()
     );
     Ok(())
 }

@@ -113,7 +113,7 @@ static LOADED: Mutex<Option<Loaded>> = Mutex::new(None);
 
 /// The process's ONNX Runtime environment, loading the library on first use (found from
 /// `near`, see [`locate_library`]).
-fn environment(near: &[&Path]) -> Result<Environment> {
+pub(crate) fn environment(near: &[&Path]) -> Result<Environment> {
     let mut loaded = LOADED.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(l) = loaded.as_ref() {
         return Ok(l.env.clone());

@@ -1,0 +1,549 @@
+//! Greedy generation over a static-cache export's `decode.onnx` in ONNX Runtime (cargo
+//! feature `runtime`), with the KV cache updated in place.
+//!
+//! The export folder must hold the component `decode` of
+//! `hfexport export --for-generation --static-cache N --multi-token-decode --dynamic`
+//! (DESIGN.md, "Generation with a static cache"): inputs `input_ids` int64 [1, q],
+//! `attention_mask` bool [1, 1, q, slots], `position_ids` int64 [1, q] and `input.<name>` per
+//! cache tensor; outputs `logits` [1, q, vocab] and `output.<name>` per cache tensor. A static
+//! cache export without `--multi-token-decode` (a `prefill` of that interface plus a one-token
+//! `decode`) works too: the prompt goes through `prefill`, bound to the same cache buffers.
+//! A growing-cache export (no `cache_len` symbol) is refused with a message saying so.
+//!
+//! Each cache buffer is allocated once, zeroed, with the shape of the graph's own input
+//! metadata (its one symbolic axis set to the cache length, `cache_len` in `export.json`), and
+//! bound through one [`IoBinding`] as both `input.<name>` and `output.<name>`: ONNX Runtime
+//! writes the new keys/values into the very buffer it reads, so nothing is copied between
+//! steps. Per call only `input_ids`, `attention_mask` (slot `j` visible to query `i` iff
+//! `j <= pos + i`), `position_ids` are bound, and `logits` is bound to host memory.
+//!
+//! ```no_run
+//! # fn main() -> hfexport_onnx::Result<()> {
+//! use hfexport_onnx::generate::Generator;
+//! let mut g = Generator::load("out/llama-decode")?;
+//! let tokens = g.generate(&[1, 17, 42], 16, &[2])?;
+//! # Ok(()) }
+//! ```
+
+use crate::runtime::environment;
+use crate::{OnnxError, Result};
+use hfexport_core::metadata::{Component, ExportMetadata};
+use hfexport_core::{DType, Tensor};
+use ort::memory::{Allocator, MemoryInfo};
+use ort::session::{IoBinding, Session};
+use ort::value::{DynTensor, DynTensorValueType, DynValue, Tensor as OrtTensor, TensorElementType, ValueType};
+use std::path::{Path, PathBuf};
+
+/// The component a generator runs.
+pub const COMPONENT: &str = "decode";
+/// The symbol of `export.json` whose maximum is the number of cache slots.
+pub const CACHE_SYMBOL: &str = "cache_len";
+
+fn err(msg: impl Into<String>) -> OnnxError {
+    OnnxError::Runtime(msg.into())
+}
+
+/// One cache tensor: a single buffer bound as `input.<name>` and `output.<name>` of every graph.
+#[derive(Debug)]
+struct CacheBuffer {
+    /// `<name>` (without the `input.` / `output.` prefix).
+    name: String,
+    input: String,
+    output: String,
+    value: DynTensor,
+}
+
+/// Why [`Generator::generate`] stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopReason {
+    /// The last token is one of the EOS ids.
+    Eos(i64),
+    /// `max_new_tokens` were generated.
+    MaxNewTokens,
+}
+
+/// One loaded graph with its IoBinding (the caches bound once, for good).
+#[derive(Debug)]
+struct BoundGraph {
+    session: Session,
+    binding: IoBinding,
+    path: PathBuf,
+    /// Tokens one call takes at most: `input_ids` axis 1 when the graph fixes it (a one-token
+    /// `decode`), else any number.
+    max_q: Option<usize>,
+    logits_dtype: TensorElementType,
+    vocab: Option<usize>,
+}
+
+/// A cache input of a graph: `input.<name>`, its element type and shape (-1 = symbolic).
+type CacheSpec = (String, TensorElementType, Vec<i64>);
+
+impl BoundGraph {
+    /// Loads `<dir>/<file>` of `component` and checks the static-cache decode interface;
+    /// returns it with its cache inputs.
+    fn load(
+        env: &ort::environment::Environment,
+        dir: &Path,
+        comp: &Component,
+    ) -> Result<(Session, PathBuf, Vec<CacheSpec>)> {
+        let file = comp.files.iter().find(|f| f.ends_with(".onnx")).ok_or_else(|| {
+            err(format!(
+                "{}: component `{}` lists no .onnx file (files: {})",
+                dir.display(),
+                comp.name,
+                comp.files.join(", ")
+            ))
+        })?;
+        let path = dir.join(file);
+        if !path.is_file() {
+            return Err(err(format!("{}: no such ONNX model file", path.display())));
+        }
+        let session = Session::builder(env)
+            .and_then(|mut b| b.commit_from_file(&path))
+            .map_err(|e| err(format!("{}: ONNX Runtime cannot load this model: {e}", path.display())))?;
+        let here = path.display();
+        for want in ["input_ids", "attention_mask", "position_ids"] {
+            if !session.inputs().iter().any(|i| i.name() == want) {
+                return Err(err(format!(
+                    "{here}: the graph has no input `{want}`; is this a static-cache decode graph?"
+                )));
+            }
+        }
+        let mut caches = vec![];
+        for input in session.inputs() {
+            let Some(name) = input.name().strip_prefix("input.") else { continue };
+            let ValueType::Tensor { ty, shape, .. } = input.dtype() else {
+                return Err(err(format!("{here}: cache input `{}` is not a tensor", input.name())));
+            };
+            let symbolic = shape.iter().filter(|&&d| d < 0).count();
+            if symbolic != 1 {
+                return Err(err(format!(
+                    "{here}: cache input `{}` has shape {:?} with {symbolic} symbolic axes; a static cache has exactly \
+                     one (the cache length)",
+                    input.name(),
+                    &shape[..]
+                )));
+            }
+            let output = format!("output.{name}");
+            if !session.outputs().iter().any(|o| o.name() == output) {
+                return Err(err(format!("{here}: cache input `{}` has no output `{output}`", input.name())));
+            }
+            caches.push((name.to_string(), *ty, shape.to_vec()));
+        }
+        if caches.is_empty() {
+            return Err(err(format!(
+                "{here}: the graph has no `input.<name>` cache inputs; is this a static-cache decode graph?"
+            )));
+        }
+        Ok((session, path, caches))
+    }
+
+    /// Binds every cache buffer as both input and output of `session`.
+    fn bind(session: Session, path: PathBuf, caches: &mut [CacheBuffer]) -> Result<BoundGraph> {
+        let here = path.display().to_string();
+        let (logits_dtype, vocab) = match session.outputs().iter().find(|o| o.name() == "logits").map(|o| o.dtype()) {
+            Some(ValueType::Tensor { ty, shape, .. }) => (*ty, shape.last().filter(|&&v| v > 0).map(|&v| v as usize)),
+            Some(other) => return Err(err(format!("{here}: output `logits` is not a tensor ({other:?})"))),
+            None => return Err(err(format!("{here}: the graph has no output `logits`"))),
+        };
+        let max_q = match session.inputs().iter().find(|i| i.name() == "input_ids").map(|i| i.dtype()) {
+            Some(ValueType::Tensor { shape, .. }) if shape.len() == 2 => (shape[1] > 0).then_some(shape[1] as usize),
+            _ => return Err(err(format!("{here}: input `input_ids` is not a [1, q] tensor"))),
+        };
+        let mut binding =
+            session.create_binding().map_err(|e| err(format!("{here}: cannot create an IoBinding: {e}")))?;
+        for c in caches {
+            // The tensor was made by `DynTensor::new` (owned by ONNX Runtime's allocator): ort binds
+            // it as it is, no clone, and accepts it as a pre-allocated output.
+            binding
+                .bind_input(c.input.as_str(), &c.value)
+                .map_err(|e| err(format!("{here}: cannot bind `{}`: {e}", c.input)))?;
+            binding
+                .bind_output(c.output.as_str(), &mut c.value)
+                .map_err(|e| err(format!("{here}: cannot bind `{}`: {e}", c.output)))?;
+        }
+        Ok(BoundGraph { session, binding, path, max_q, logits_dtype, vocab })
+    }
+}
+
+/// A greedy generation loop over an export folder's `decode` component (and `prefill`, when
+/// the export has one) — see the module docs.
+#[derive(Debug)]
+pub struct Generator {
+    decode: BoundGraph,
+    /// The prompt's graph of a static cache export with a one-token `decode`.
+    prefill: Option<BoundGraph>,
+    caches: Vec<CacheBuffer>,
+    slots: usize,
+    /// The next free cache slot (= tokens already in the cache).
+    pos: usize,
+    last_stop: Option<StopReason>,
+}
+
+impl Generator {
+    /// Loads `<dir>/decode.onnx` (and `prefill.onnx`, when listed) of a static-cache generation
+    /// export, allocates its cache buffers once and binds them. Errors name the folder and what
+    /// is missing (no `decode` component, no `cache_len` symbol, a cache input without its
+    /// output…).
+    pub fn load(dir: impl AsRef<Path>) -> Result<Generator> {
+        let dir = dir.as_ref();
+        let meta = ExportMetadata::read(dir)?;
+        if meta.format != "onnx" {
+            return Err(err(format!(
+                "{}: this is a {} export; generation in ONNX Runtime needs an ONNX export (--format onnx)",
+                dir.display(),
+                meta.format
+            )));
+        }
+        let names: Vec<&str> = meta.components.iter().map(|c| c.name.as_str()).collect();
+        let Some(comp) = meta.components.iter().find(|c| c.name == COMPONENT) else {
+            return Err(err(format!(
+                "{}: this export has no `{COMPONENT}` component (components: {}); generation needs a static-cache \
+                 export: hfexport export --format onnx --dynamic --for-generation --static-cache N \
+                 --multi-token-decode",
+                dir.display(),
+                names.join(", ")
+            )));
+        };
+        let slots = match meta.symbols.get(CACHE_SYMBOL) {
+            Some(r) if r.max >= 1 => r.max as usize,
+            Some(r) => {
+                return Err(err(format!(
+                    "{}: symbol `{CACHE_SYMBOL}` has maximum {} in export.json; a static cache needs at least 1 slot",
+                    dir.display(),
+                    r.max
+                )))
+            }
+            None => {
+                return Err(err(format!(
+                    "{}: export.json has no symbol `{CACHE_SYMBOL}` (symbols: {}): this is not a static-cache export \
+                     (a growing cache, or no cache); generation here needs one: re-export with --for-generation \
+                     --static-cache N --multi-token-decode --dynamic",
+                    dir.display(),
+                    meta.symbols.keys().cloned().collect::<Vec<_>>().join(", ")
+                )))
+            }
+        };
+        let env = environment(&[dir])?;
+        let (decode, decode_path, specs) = BoundGraph::load(&env, dir, comp)?;
+        let prefill = match meta.components.iter().find(|c| c.name == "prefill") {
+            Some(c) => {
+                let (s, path, theirs) = BoundGraph::load(&env, dir, c)?;
+                let same = theirs.len() == specs.len()
+                    && theirs.iter().all(|(n, ty, shape)| {
+                        specs.iter().any(|(m, t2, s2)| {
+                            m == n && t2 == ty && s2.len() == shape.len() && s2.iter().zip(shape).all(|(a, b)| a == b)
+                        })
+                    });
+                if !same {
+                    return Err(err(format!(
+                        "{}: the caches of `prefill` and `{COMPONENT}` differ in name, type or shape; one buffer per \
+                         cache cannot serve both",
+                        dir.display()
+                    )));
+                }
+                Some((s, path))
+            }
+            None => None,
+        };
+
+        let allocator = Allocator::default();
+        let mut caches = vec![];
+        for (name, ty, shape) in specs {
+            let shape: Vec<i64> = shape.iter().map(|&d| if d < 0 { slots as i64 } else { d }).collect();
+            let mut value = DynTensor::new(&allocator, ty, shape.clone()).map_err(|e| {
+                err(format!("{}: cannot allocate cache `{name}` {ty:?}{shape:?}: {e}", decode_path.display()))
+            })?;
+            // Zeroed once, here (ort zeroes new host tensors too; this does not rely on it).
+            let bytes = ty.byte_size(shape.iter().product::<i64>() as usize).unwrap_or(0);
+            let ptr = value.data_ptr_mut();
+            if !ptr.is_null() {
+                // SAFETY: a host tensor of `bytes` bytes just allocated by ONNX Runtime's CPU
+                // allocator, owned by `value` and not shared yet.
+                unsafe { ptr.cast::<u8>().write_bytes(0, bytes) };
+            }
+            caches.push(CacheBuffer { input: format!("input.{name}"), output: format!("output.{name}"), name, value });
+        }
+        let decode = BoundGraph::bind(decode, decode_path, &mut caches)?;
+        let prefill = match prefill {
+            Some((s, path)) => Some(BoundGraph::bind(s, path, &mut caches)?),
+            None => None,
+        };
+        Ok(Generator { decode, prefill, caches, slots, pos: 0, last_stop: None })
+    }
+
+    /// The `decode.onnx` this generator runs.
+    pub fn model_path(&self) -> &Path {
+        &self.decode.path
+    }
+
+    /// The `prefill.onnx` the prompt goes through, when the export has one.
+    pub fn prefill_path(&self) -> Option<&Path> {
+        self.prefill.as_ref().map(|p| p.path.as_path())
+    }
+
+    /// Number of cache slots (the static cache length).
+    pub fn cache_slots(&self) -> usize {
+        self.slots
+    }
+
+    /// The vocabulary size, when the graph's `logits` output says it.
+    pub fn vocab_size(&self) -> Option<usize> {
+        self.decode.vocab
+    }
+
+    /// Tokens already in the cache: the position of the next token.
+    pub fn position(&self) -> usize {
+        self.pos
+    }
+
+    /// Cache tensor names (`cache.layers.0.keys`, …), without the `input.`/`output.` prefix.
+    pub fn cache_names(&self) -> Vec<&str> {
+        self.caches.iter().map(|c| c.name.as_str()).collect()
+    }
+
+    /// Why the last [`Generator::generate`] stopped.
+    pub fn last_stop(&self) -> Option<StopReason> {
+        self.last_stop
+    }
+
+    /// The current contents of a cache buffer, read from the buffer bound to ONNX Runtime
+    /// itself (what the next step reads), as f32. This is the only copy ever made of a cache,
+    /// and only when asked for.
+    pub fn cache(&self, name: &str) -> Result<Tensor> {
+        let c = self.caches.iter().find(|c| c.name == name).ok_or_else(|| {
+            err(format!(
+                "no cache `{name}` in {} (caches: {})",
+                self.decode.path.display(),
+                self.cache_names().join(", ")
+            ))
+        })?;
+        let shape: Vec<usize> = c.value.shape().iter().map(|&d| d as usize).collect();
+        let data: Vec<f32> = match c.value.data_type() {
+            TensorElementType::Float32 => c.value.try_extract_tensor::<f32>().map(|(_, d)| d.to_vec()),
+            TensorElementType::Float16 => {
+                c.value.try_extract_tensor::<half::f16>().map(|(_, d)| d.iter().map(|x| x.to_f32()).collect())
+            }
+            TensorElementType::Bfloat16 => {
+                c.value.try_extract_tensor::<half::bf16>().map(|(_, d)| d.iter().map(|x| x.to_f32()).collect())
+            }
+            other => return Err(err(format!("cache `{name}` is {other:?}, not a float tensor"))),
+        }
+        .map_err(|e| err(format!("cache `{name}`: {e}")))?;
+        Ok(Tensor::float(DType::F32, shape, data)?)
+    }
+
+    /// Host address of a cache buffer (stays the same for the generator's life: the buffer is
+    /// never reallocated or swapped).
+    pub fn cache_address(&self, name: &str) -> Option<usize> {
+        self.caches.iter().find(|c| c.name == name).map(|c| c.value.data_ptr() as usize)
+    }
+
+    /// Forgets the cache contents: the next call starts at position 0. (Stale slots need no
+    /// clearing: the mask hides every slot past the current position, and each is overwritten
+    /// before it becomes visible.)
+    pub fn reset(&mut self) {
+        self.pos = 0;
+    }
+
+    /// Runs the whole prompt from position 0 (the cache is reset) and returns the logits of its
+    /// last token. The prompt goes through `prefill` when the export has one, else `decode`, in
+    /// one call (in calls of the most tokens the graph takes, when it fixes that number).
+    pub fn prefill(&mut self, prompt: &[i64]) -> Result<Vec<f32>> {
+        if prompt.is_empty() {
+            return Err(err("the prompt is empty: generation needs at least one token"));
+        }
+        if prompt.len() > self.slots {
+            return Err(err(format!(
+                "prompt of {} tokens does not fit a static cache of {} slots ({}); re-export with a larger \
+                 --static-cache",
+                prompt.len(),
+                self.slots,
+                self.decode.path.display()
+            )));
+        }
+        self.check_vocab(prompt, 0)?;
+        self.reset();
+        let use_prefill = self.prefill.is_some();
+        let max_q = self.graph(use_prefill).max_q.unwrap_or(prompt.len()).max(1);
+        let mut logits = vec![];
+        for chunk in prompt.chunks(max_q) {
+            logits = self.run(use_prefill, chunk)?;
+        }
+        Ok(logits)
+    }
+
+    /// Runs one token at the current position and returns its logits.
+    pub fn step(&mut self, token: i64) -> Result<Vec<f32>> {
+        if self.pos >= self.slots {
+            return Err(err(format!(
+                "the static cache of {} slots is full (position {}): no room for another token; re-export with a \
+                 larger --static-cache",
+                self.slots, self.pos
+            )));
+        }
+        self.check_vocab(&[token], self.pos)?;
+        self.run(false, &[token])
+    }
+
+    /// Greedy decoding: prefill `prompt`, then one token per step until `max_new_tokens` are
+    /// generated or a token of `eos` is (it is included). Reaching the end of the cache before
+    /// that is an error that carries the tokens generated so far.
+    pub fn generate(&mut self, prompt: &[i64], max_new_tokens: usize, eos: &[i64]) -> Result<Vec<i64>> {
+        self.last_stop = None;
+        if prompt.is_empty() {
+            return Err(err("the prompt is empty: generation needs at least one token"));
+        }
+        if max_new_tokens == 0 {
+            self.last_stop = Some(StopReason::MaxNewTokens);
+            return Ok(vec![]);
+        }
+        let mut logits = self.prefill(prompt)?;
+        let mut tokens = Vec::with_capacity(max_new_tokens);
+        loop {
+            let next = argmax(&logits) as i64;
+            tokens.push(next);
+            if eos.contains(&next) {
+                self.last_stop = Some(StopReason::Eos(next));
+                break;
+            }
+            if tokens.len() == max_new_tokens {
+                self.last_stop = Some(StopReason::MaxNewTokens);
+                break;
+            }
+            if self.pos >= self.slots {
+                return Err(err(format!(
+                    "generation reached the end of the static cache of {} slots after {} new tokens (prompt of {} \
+                     tokens, {} asked for); generated so far: {:?}; re-export with a larger --static-cache or ask for \
+                     fewer new tokens",
+                    self.slots,
+                    tokens.len(),
+                    prompt.len(),
+                    max_new_tokens,
+                    tokens
+                )));
+            }
+            logits = self.step(next)?;
+        }
+        Ok(tokens)
+    }
+
+    fn graph(&self, prefill: bool) -> &BoundGraph {
+        match (&self.prefill, prefill) {
+            (Some(p), true) => p,
+            _ => &self.decode,
+        }
+    }
+
+    /// A token id outside the vocabulary is an error naming it (ONNX Runtime would fail in
+    /// `Gather` with a message about indices).
+    fn check_vocab(&self, tokens: &[i64], pos: usize) -> Result<()> {
+        if let Some(v) = self.decode.vocab {
+            if let Some((i, t)) = tokens.iter().enumerate().find(|(_, &t)| t < 0 || t as usize >= v) {
+                return Err(err(format!(
+                    "token id {t} (at position {}) is outside the vocabulary of {v} tokens (ids 0..{v})",
+                    pos + i
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// One call of `prefill` (when asked and present) or `decode` on `tokens` at positions
+    /// `pos..pos + q`; returns the last row of the logits and advances the position.
+    fn run(&mut self, prefill: bool, tokens: &[i64]) -> Result<Vec<f32>> {
+        let (q, pos, slots) = (tokens.len(), self.pos, self.slots);
+        debug_assert!(q >= 1 && pos + q <= slots);
+        let g = match (&mut self.prefill, prefill) {
+            (Some(p), true) => p,
+            _ => &mut self.decode,
+        };
+        let here = g.path.display().to_string();
+        let fail = |what: &str, e: ort::Error| err(format!("{here}: {what}: {e}"));
+        let input_ids = OrtTensor::from_array(([1usize, q], tokens.to_vec())).map_err(|e| fail("input_ids", e))?;
+        let mask: Vec<bool> = (0..q).flat_map(|i| (0..slots).map(move |j| j <= pos + i)).collect();
+        let mask = OrtTensor::from_array(([1usize, 1, q, slots], mask)).map_err(|e| fail("attention_mask", e))?;
+        let positions: Vec<i64> = (pos..pos + q).map(|p| p as i64).collect();
+        let positions = OrtTensor::from_array(([1usize, q], positions)).map_err(|e| fail("position_ids", e))?;
+        // Owned tensors are bound as they are (ort clones only tensors made from borrowed data).
+        g.binding.bind_input("input_ids", &input_ids).map_err(|e| fail("binding input_ids", e))?;
+        g.binding.bind_input("attention_mask", &mask).map_err(|e| fail("binding attention_mask", e))?;
+        g.binding.bind_input("position_ids", &positions).map_err(|e| fail("binding position_ids", e))?;
+        // Rebound every call to a fresh host allocation: its shape changes with q, and ONNX
+        // Runtime would otherwise try to reuse the previous call's logits buffer.
+        g.binding.bind_output_to_device("logits", &MemoryInfo::default()).map_err(|e| fail("binding logits", e))?;
+
+        let outputs = g.session.run_binding(&g.binding).map_err(|e| fail("ONNX Runtime failed", e))?;
+        // In place: every cache output is the bound buffer itself, not a new allocation.
+        for c in &self.caches {
+            let out = outputs.get(&c.output).ok_or_else(|| err(format!("{here}: no output `{}`", c.output)))?;
+            let same = out
+                .view()
+                .downcast::<DynTensorValueType>()
+                .map(|t| t.data_ptr() == c.value.data_ptr())
+                .unwrap_or(false);
+            if !same {
+                return Err(err(format!(
+                    "{here}: ONNX Runtime returned `{}` in a new buffer instead of updating the bound cache in place",
+                    c.output
+                )));
+            }
+        }
+        let logits = outputs.get("logits").ok_or_else(|| err(format!("{here}: no output `logits`")))?;
+        let row = last_row(logits, g.logits_dtype).map_err(|e| err(format!("{here}: output `logits`: {e}")))?;
+        drop(outputs);
+        self.pos += q;
+        Ok(row)
+    }
+}
+
+/// The last row of logits [1, q, vocab], as f32.
+fn last_row(v: &DynValue, ty: TensorElementType) -> std::result::Result<Vec<f32>, String> {
+    fn row<T: ort::value::PrimitiveTensorElementType + Copy>(
+        v: &DynValue,
+        f: impl Fn(T) -> f32,
+    ) -> std::result::Result<Vec<f32>, String> {
+        let (shape, data) = v.try_extract_tensor::<T>().map_err(|e| e.to_string())?;
+        let vocab = *shape.last().ok_or("is a scalar")? as usize;
+        if shape.len() != 3 || vocab == 0 || data.len() < vocab {
+            return Err(format!("has shape {:?}, expected [1, q, vocab]", &shape[..]));
+        }
+        Ok(data[data.len() - vocab..].iter().map(|&x| f(x)).collect())
+    }
+    match ty {
+        TensorElementType::Float32 => row::<f32>(v, |x| x),
+        TensorElementType::Float16 => row::<half::f16>(v, |x| x.to_f32()),
+        TensorElementType::Bfloat16 => row::<half::bf16>(v, |x| x.to_f32()),
+        other => Err(format!("is {other:?}, not a float tensor")),
+    }
+}
+
+/// Index of the largest logit (the first on ties, as `torch.argmax`); NaN counts as smallest.
+pub fn argmax(logits: &[f32]) -> usize {
+    let mut best = 0;
+    for (i, &x) in logits.iter().enumerate() {
+        let b = logits[best];
+        if x > b || (b.is_nan() && !x.is_nan()) {
+            best = i;
+        }
+    }
+    best
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn argmax_takes_the_first_maximum_and_skips_nan() {
+        assert_eq!(argmax(&[0.0, 3.0, 3.0, 1.0]), 1);
+        assert_eq!(argmax(&[f32::NAN, -1.0, 2.0]), 2);
+        assert_eq!(argmax(&[5.0]), 0);
+    }
+
+    #[test]
+    fn a_folder_without_export_json_is_named() {
+        let e = Generator::load("/nonexistent/export").unwrap_err().to_string();
+        assert!(e.contains("/nonexistent/export"), "{e}");
+    }
+}
