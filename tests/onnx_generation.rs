@@ -83,6 +83,27 @@ fn static_cache_multi_token_decode() {
     assert_eq!(c.inputs[1].shape, ["1", "1", "sequence", "cache_len"]);
 }
 
+/// Three tokens in one call give the logits and caches of three single-token calls (not for
+/// dynamic-NTK rope, whose frequencies depend on a call's longest position, as in transformers).
+#[test]
+fn three_tokens_at_once_equal_three_single_steps() {
+    let tmp = tempfile::tempdir().unwrap();
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python/generate_onnx.py");
+    for name in FIXTURES.into_iter().filter(|n| *n != "qwen3") {
+        let dir = tmp.path().join(name);
+        export_decode(name, &dir, STATIC_MULTI, true).unwrap();
+        let o = Command::new(python())
+            .arg(&script)
+            .arg(&dir)
+            .arg(fixture(name).join("golden.safetensors"))
+            .arg("multitoken")
+            .arg(dir.join("multi.json"))
+            .output()
+            .expect("start python");
+        assert!(o.status.success(), "{name}: {}", String::from_utf8_lossy(&o.stderr));
+    }
+}
+
 #[test]
 fn static_cache_prefill_and_single_token_decode() {
     let generation = Generation { static_cache: Some(32), multi_token_decode: false };

@@ -8,7 +8,9 @@ cache with a one-token decode, or a growing cache). The prompt goes through one 
 `prefill` if there is one), then one token a step through `decode`.
 MODE: `feed` passes every `output.<name>` back as `input.<name>`; `iobinding` (static caches
 only) binds each input/output pair to one OrtValue, so the graph updates the cache in place,
-and checks after each step that the bound buffer holds the new keys, with no copy back.
+and checks after each step that the bound buffer holds the new keys, with no copy back;
+`multitoken` (static cache, multi-token decode) checks that three tokens in one call after the
+prompt give the logits (1e-4) and caches of three single-token calls.
 Static cache buffers are sized from the graph's own input metadata: one symbolic axis, the
 cache length, set to its maximum in export.json. Writes {"tokens": [...]} to OUT.json.
 """
@@ -36,7 +38,9 @@ def main():
     n_new = gold["greedy.tokens"].shape[1]
     decode = session(export, "decode")
     prefill = session(export, "prefill") if "prefill" in names else decode
-    if "cache_len" in meta["symbols"]:
+    if mode == "multitoken":
+        tokens = multitoken_check(decode, meta["symbols"]["cache_len"]["max"], prompt)
+    elif "cache_len" in meta["symbols"]:
         tokens = static_loop(prefill, decode, meta["symbols"]["cache_len"]["max"], prompt, n_new, mode)
     else:
         assert mode == "feed", "a growing cache changes shape every step: feed mode only"
@@ -92,6 +96,39 @@ def static_loop(prefill, decode, cache_len, prompt, n_new, mode):
         pos += len(step_in)
         step_in, sess = [tokens[-1]], decode
     return tokens
+
+
+def multitoken_check(decode, cache_len, prompt):
+    caches = {
+        i.name[len("input."):]: np.zeros([d if isinstance(d, int) else cache_len for d in i.shape], DTYPES[i.type])
+        for i in decode.get_inputs()
+        if i.name.startswith("input.")
+    }
+    outs = ["logits"] + [f"output.{k}" for k in caches]
+
+    def call(tokens, pos, caches):
+        q = len(tokens)
+        f = {
+            "input_ids": np.array([tokens], dtype=np.int64),
+            "attention_mask": (np.arange(cache_len)[None, :] <= (pos + np.arange(q))[:, None])[None, None],
+            "position_ids": np.arange(pos, pos + q, dtype=np.int64)[None],
+        }
+        f.update({f"input.{k}": v for k, v in caches.items()})
+        got = dict(zip(outs, decode.run(outs, f)))
+        return got["logits"], {k: got[f"output.{k}"] for k in caches}
+
+    _, after_prompt = call(prompt, 0, caches)
+    more = [7, 64, 21]
+    singles, c1 = [], after_prompt
+    for i, t in enumerate(more):
+        logits, c1 = call([t], len(prompt) + i, c1)
+        singles.append(logits[0, -1])
+    together, c3 = call(more, len(prompt), after_prompt)
+    worst = max(float(np.abs(together[0, i] - singles[i]).max()) for i in range(3))
+    assert worst < 1e-4, f"three tokens at once differ from three steps by {worst}"
+    worst_cache = max(float(np.abs(c1[k] - c3[k]).max()) for k in caches)
+    assert worst_cache < 1e-5, f"caches differ by {worst_cache}"
+    return [int(together[0, -1].argmax())]
 
 
 def growing_loop(prefill, decode, prompt, n_new):
