@@ -7,50 +7,13 @@
 //! `cargo xtask test` installs); the binary and the library find it by searching upward from
 //! the current folder and from the running executable. No Python is run.
 
+mod common;
+
+use common::*;
 use hfexport::onnx::generate::{Generator, StopReason};
 use hfexport_models::safetensors::read_all;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-const FIXTURES: [&str; 5] = ["llama", "mistral", "qwen2", "qwen3", "llama_linear_tied"];
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn fixture(name: &str) -> PathBuf {
-    repo().join("tests/fixtures").join(name)
-}
-
-/// The wheel's library in the repository's `.venv/`, or a failure that says how to get it.
-fn require_onnxruntime() {
-    let lib = repo().join(".venv/lib");
-    let found = std::fs::read_dir(&lib)
-        .ok()
-        .into_iter()
-        .flatten()
-        .flatten()
-        .any(|e| e.path().join("site-packages/onnxruntime/capi/libonnxruntime.so.1.32.0").is_file());
-    assert!(
-        found,
-        "ONNX Runtime 1.32.0 is not installed in {}/python3*/site-packages/onnxruntime: run the suite with \
-         `cargo xtask test` (or `cargo xtask setup`, which installs onnxruntime==1.32.0 into .venv/)",
-        lib.display()
-    );
-}
-
-fn hfexport(args: &[&str]) -> Output {
-    // An ORT_DYLIB_PATH of the caller's would override the .venv search the binary does.
-    Command::new(env!("CARGO_BIN_EXE_hfexport")).args(args).env_remove("ORT_DYLIB_PATH").output().expect("run hfexport")
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
+use std::path::Path;
+use std::process::Output;
 
 fn s(p: &Path) -> &str {
     p.to_str().unwrap()

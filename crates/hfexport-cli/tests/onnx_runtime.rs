@@ -7,48 +7,15 @@
 //! `cargo xtask test` installs); the binary finds it by searching upward from its current
 //! folder, so these tests set nothing.
 
+mod common;
+
+use common::*;
 use hfexport_core::metadata::ExportMetadata;
 use hfexport_core::Tensor;
 use hfexport_models::safetensors::{read_all, write_safetensors};
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
-
-const FIXTURES: [&str; 5] = ["llama", "mistral", "qwen2", "qwen3", "llama_linear_tied"];
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn fixture(name: &str) -> PathBuf {
-    repo().join("tests/fixtures").join(name)
-}
-
-/// The wheel's library in the repository's `.venv/`, or a failure that says how to get it.
-fn require_onnxruntime() {
-    let lib = repo().join(".venv/lib");
-    let found = std::fs::read_dir(&lib)
-        .ok()
-        .into_iter()
-        .flatten()
-        .flatten()
-        .any(|e| e.path().join("site-packages/onnxruntime/capi/libonnxruntime.so.1.32.0").is_file());
-    assert!(
-        found,
-        "ONNX Runtime 1.32.0 is not installed in {}/python3*/site-packages/onnxruntime: run the suite with \
-         `cargo xtask test` (or `cargo xtask setup`, which installs onnxruntime==1.32.0 into .venv/)",
-        lib.display()
-    );
-}
-
-fn hfexport(args: &[&str]) -> Output {
-    // An ORT_DYLIB_PATH of the caller's would override the .venv search these tests check.
-    Command::new(env!("CARGO_BIN_EXE_hfexport")).args(args).env_remove("ORT_DYLIB_PATH").output().expect("run hfexport")
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
 
 fn s(p: &Path) -> &str {
     p.to_str().unwrap()

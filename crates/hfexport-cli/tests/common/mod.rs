@@ -1,0 +1,45 @@
+//! Helpers shared by the binary's integration tests that need ONNX Runtime.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+pub const FIXTURES: [&str; 5] = ["llama", "mistral", "qwen2", "qwen3", "llama_linear_tied"];
+
+pub fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+pub fn fixture(name: &str) -> PathBuf {
+    repo().join("tests/fixtures").join(name)
+}
+
+/// The wheel's library in the repository's `.venv/`, or a failure that says how to get it.
+pub fn require_onnxruntime() {
+    let lib = repo().join(".venv/lib");
+    let found = std::fs::read_dir(&lib)
+        .ok()
+        .into_iter()
+        .flatten()
+        .flatten()
+        .any(|e| e.path().join("site-packages/onnxruntime/capi/libonnxruntime.so.1.32.0").is_file());
+    assert!(
+        found,
+        "ONNX Runtime 1.32.0 is not installed in {}/python3*/site-packages/onnxruntime: run the suite with \
+         `cargo xtask test` (or `cargo xtask setup`, which installs onnxruntime==1.32.0 into .venv/)",
+        lib.display()
+    );
+}
+
+/// Runs the binary; an ORT_DYLIB_PATH of the caller's would override the .venv search it does.
+pub fn hfexport(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_hfexport")).args(args).env_remove("ORT_DYLIB_PATH").output().expect("run hfexport")
+}
+
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
