@@ -37,7 +37,13 @@ pub fn dump(g: &Graph) -> String {
         let _ = writeln!(s, "  input %{} {}: {}", p.value.0, p.name, ty(g, p.value));
     }
     for w in g.weights() {
-        let _ = writeln!(s, "  weight %{} {}: {} = {}", w.value.0, w.name, ty(g, w.value), w.expr);
+        // the source is shown only when it is more than the stored tensor of the same name
+        let src = if w.expr == crate::weights::WeightExpr::stored(&w.name) {
+            String::new()
+        } else {
+            format!(" = {}", w.expr)
+        };
+        let _ = writeln!(s, "  weight %{} {}: {}{src}", w.value.0, w.name, ty(g, w.value));
     }
     for n in g.nodes() {
         let outs: Vec<String> = n.outputs.iter().map(|v| format!("%{}", v.0)).collect();
