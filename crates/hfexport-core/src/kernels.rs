@@ -117,6 +117,17 @@ pub fn unary(op: UnaryOp, x: &Tensor) -> Result<Tensor> {
     }
 }
 
+/// The predicate of a comparison op, for floats and integers alike.
+fn comparison<T: PartialOrd>(op: BinaryOp) -> fn(T, T) -> bool {
+    match op {
+        BinaryOp::Equal => |p, q| p == q,
+        BinaryOp::Less => |p, q| p < q,
+        BinaryOp::LessEqual => |p, q| p <= q,
+        BinaryOp::Greater => |p, q| p > q,
+        _ => |p, q| p >= q,
+    }
+}
+
 pub fn binary(op: BinaryOp, a: &Tensor, b: &Tensor) -> Result<Tensor> {
     use BinaryOp::*;
     let out = broadcast_shape(a.shape(), b.shape())?;
@@ -124,14 +135,7 @@ pub fn binary(op: BinaryOp, a: &Tensor, b: &Tensor) -> Result<Tensor> {
     match (a.data(), b.data()) {
         (TensorData::Float(x), TensorData::Float(y)) => {
             if op.is_comparison() {
-                let f: fn(f32, f32) -> bool = match op {
-                    Equal => |p, q| p == q,
-                    Less => |p, q| p < q,
-                    LessEqual => |p, q| p <= q,
-                    Greater => |p, q| p > q,
-                    _ => |p, q| p >= q,
-                };
-                return Tensor::bool(out.clone(), zip_broadcast(x, sa, y, sb, &out, f));
+                return Tensor::bool(out.clone(), zip_broadcast(x, sa, y, sb, &out, comparison(op)));
             }
             let f: fn(f32, f32) -> f32 = match op {
                 Add => |p, q| p + q,
@@ -147,14 +151,7 @@ pub fn binary(op: BinaryOp, a: &Tensor, b: &Tensor) -> Result<Tensor> {
         }
         (TensorData::Int(x), TensorData::Int(y)) => {
             if op.is_comparison() {
-                let f: fn(i64, i64) -> bool = match op {
-                    Equal => |p, q| p == q,
-                    Less => |p, q| p < q,
-                    LessEqual => |p, q| p <= q,
-                    Greater => |p, q| p > q,
-                    _ => |p, q| p >= q,
-                };
-                return Tensor::bool(out.clone(), zip_broadcast(x, sa, y, sb, &out, f));
+                return Tensor::bool(out.clone(), zip_broadcast(x, sa, y, sb, &out, comparison(op)));
             }
             let f: fn(i64, i64) -> i64 = match op {
                 Add => i64::wrapping_add,
