@@ -532,14 +532,16 @@ fn generate(a: &GenerateArgs) -> Result<()> {
     };
     let secs = (t2 - t1).as_secs_f64();
     eprintln!(
-        "onnxruntime {version}: load {:.2} s; {} prompt + {} new tokens in {:.2} s ({:.1} tokens/s), static cache {} \
-         slots; {stop}",
+        "onnxruntime {version}: load {:.2} s; {} prompt + {} new tokens in {:.2} s ({:.1} tokens/s), {}; {stop}",
         (t1 - t0).as_secs_f64(),
         prompt.len(),
         tokens.len(),
         secs,
         tokens.len() as f64 / secs.max(1e-9),
-        gen.cache_slots()
+        match gen.cache_slots() {
+            Some(n) => format!("static cache of {n} slots"),
+            None => "growing cache".into(),
+        }
     );
     Ok(())
 }

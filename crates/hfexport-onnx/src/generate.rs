@@ -1,16 +1,20 @@
-//! Greedy generation over a static-cache export's `decode.onnx` in ONNX Runtime (cargo
-//! feature `runtime`), with the KV cache updated in place.
+//! Greedy generation over a generation export's components in ONNX Runtime (cargo feature
+//! `runtime`): with a static cache updated in place, or with a growing cache.
 //!
-//! The export folder must hold the component `decode` of
-//! `hfexport export --for-generation --static-cache N --multi-token-decode --dynamic`
-//! (DESIGN.md, "Generation with a static cache"): inputs `input_ids` int64 [1, q],
-//! `attention_mask` bool [1, 1, q, slots], `position_ids` int64 [1, q] and `input.<name>` per
-//! cache tensor; outputs `logits` [1, q, vocab] and `output.<name>` per cache tensor. A static
-//! cache export without `--multi-token-decode` (a `prefill` of that interface plus a one-token
-//! `decode`) works too: the prompt goes through `prefill`, bound to the same cache buffers.
-//! A growing-cache export (no `cache_len` symbol) is refused with a message saying so.
+//! A static-cache export (`hfexport export --for-generation --static-cache N
+//! --multi-token-decode --dynamic`, DESIGN.md "Generation with a static cache") has the
+//! component `decode`: inputs `input_ids` int64 [1, q], `attention_mask` bool [1, 1, q, slots],
+//! `position_ids` int64 [1, q] and `input.<name>` per cache tensor; outputs `logits`
+//! [1, q, vocab] and `output.<name>` per cache tensor. Without `--multi-token-decode` it also
+//! has a `prefill` of that interface, for the prompt, bound to the same cache buffers.
 //!
-//! Each cache buffer is allocated once, zeroed, with the shape of the graph's own input
+//! A growing-cache export (`--for-generation` without `--static-cache`) has `prefill`
+//! (`input_ids`, `attention_mask` int64 [1, n] → `logits`, `output.<name>`) and `decode`
+//! (plus `position_ids` and `input.<name>` of the past length). Its cache changes shape every
+//! step, so nothing can be bound once: each call's `output.<name>` values, owned by ONNX
+//! Runtime, are passed back as the next call's `input.<name>` as they are (no host copy).
+//!
+//! Static cache: each cache buffer is allocated once, zeroed, with the shape of the graph's own input
 //! metadata (its one symbolic axis set to the cache length, `cache_len` in `export.json`), and
 //! bound through one [`IoBinding`] as both `input.<name>` and `output.<name>`: ONNX Runtime
 //! writes the new keys/values into the very buffer it reads, so nothing is copied between
@@ -30,8 +34,11 @@ use crate::{OnnxError, Result};
 use hfexport_core::metadata::{Component, ExportMetadata};
 use hfexport_core::{DType, Tensor};
 use ort::memory::{Allocator, MemoryInfo};
-use ort::session::{IoBinding, Session};
-use ort::value::{DynTensor, DynTensorValueType, DynValue, Tensor as OrtTensor, TensorElementType, ValueType};
+use ort::session::{IoBinding, Session, SessionInputValue};
+use std::borrow::Cow;
+use ort::value::{
+    DynTensor, DynTensorValueType, DynValue, Tensor as OrtTensor, TensorElementType, ValueRef, ValueType,
+};
 use std::path::{Path, PathBuf};
 
 /// The component a generator runs.
@@ -71,8 +78,7 @@ struct BoundGraph {
     /// Tokens one call takes at most: `input_ids` axis 1 when the graph fixes it (a one-token
     /// `decode`), else any number.
     max_q: Option<usize>,
-    logits_dtype: TensorElementType,
-    vocab: Option<usize>,
+    head: Head,
 }
 
 /// A cache input of a graph: `input.<name>`, its element type and shape (-1 = symbolic).
@@ -86,21 +92,7 @@ impl BoundGraph {
         dir: &Path,
         comp: &Component,
     ) -> Result<(Session, PathBuf, Vec<CacheSpec>)> {
-        let file = comp.files.iter().find(|f| f.ends_with(".onnx")).ok_or_else(|| {
-            err(format!(
-                "{}: component `{}` lists no .onnx file (files: {})",
-                dir.display(),
-                comp.name,
-                comp.files.join(", ")
-            ))
-        })?;
-        let path = dir.join(file);
-        if !path.is_file() {
-            return Err(err(format!("{}: no such ONNX model file", path.display())));
-        }
-        let session = Session::builder(env)
-            .and_then(|mut b| b.commit_from_file(&path))
-            .map_err(|e| err(format!("{}: ONNX Runtime cannot load this model: {e}", path.display())))?;
+        let (session, path) = open_component(env, dir, comp)?;
         let here = path.display();
         for want in ["input_ids", "attention_mask", "position_ids"] {
             if !session.inputs().iter().any(|i| i.name() == want) {
@@ -141,11 +133,7 @@ impl BoundGraph {
     /// Binds every cache buffer as both input and output of `session`.
     fn bind(session: Session, path: PathBuf, caches: &mut [CacheBuffer]) -> Result<BoundGraph> {
         let here = path.display().to_string();
-        let (logits_dtype, vocab) = match session.outputs().iter().find(|o| o.name() == "logits").map(|o| o.dtype()) {
-            Some(ValueType::Tensor { ty, shape, .. }) => (*ty, shape.last().filter(|&&v| v > 0).map(|&v| v as usize)),
-            Some(other) => return Err(err(format!("{here}: output `logits` is not a tensor ({other:?})"))),
-            None => return Err(err(format!("{here}: the graph has no output `logits`"))),
-        };
+        let head = Head::of(&session, &here)?;
         let max_q = match session.inputs().iter().find(|i| i.name() == "input_ids").map(|i| i.dtype()) {
             Some(ValueType::Tensor { shape, .. }) if shape.len() == 2 => (shape[1] > 0).then_some(shape[1] as usize),
             _ => return Err(err(format!("{here}: input `input_ids` is not a [1, q] tensor"))),
@@ -162,7 +150,7 @@ impl BoundGraph {
                 .bind_output(c.output.as_str(), &mut c.value)
                 .map_err(|e| err(format!("{here}: cannot bind `{}`: {e}", c.output)))?;
         }
-        Ok(BoundGraph { session, binding, path, max_q, logits_dtype, vocab })
+        Ok(BoundGraph { session, binding, path, max_q, head })
     }
 }
 
@@ -170,21 +158,24 @@ impl BoundGraph {
 /// the export has one) — see the module docs.
 #[derive(Debug)]
 pub struct Generator {
-    decode: BoundGraph,
-    /// The prompt's graph of a static cache export with a one-token `decode`.
-    prefill: Option<BoundGraph>,
-    caches: Vec<CacheBuffer>,
-    slots: usize,
-    /// The next free cache slot (= tokens already in the cache).
-    pos: usize,
+    engine: Engine,
     last_stop: Option<StopReason>,
 }
 
+/// How the cache lives between calls.
+#[derive(Debug)]
+enum Engine {
+    /// Buffers bound once as input and output of every graph, updated in place.
+    Static(StaticCache),
+    /// Each call's `output.<name>` values become the next call's `input.<name>`.
+    Growing(GrowingCache),
+}
+
 impl Generator {
-    /// Loads `<dir>/decode.onnx` (and `prefill.onnx`, when listed) of a static-cache generation
-    /// export, allocates its cache buffers once and binds them. Errors name the folder and what
-    /// is missing (no `decode` component, no `cache_len` symbol, a cache input without its
-    /// output…).
+    /// Loads the generation components of an export folder: a static-cache export (`decode`,
+    /// and `prefill` when listed), whose cache buffers are allocated once and bound, or a
+    /// growing-cache export (`prefill` and `decode`). Errors name the folder and what is
+    /// missing (no `decode` component, a cache input without its output…).
     pub fn load(dir: impl AsRef<Path>) -> Result<Generator> {
         let dir = dir.as_ref();
         let meta = ExportMetadata::read(dir)?;
@@ -196,17 +187,21 @@ impl Generator {
             )));
         }
         let names: Vec<&str> = meta.components.iter().map(|c| c.name.as_str()).collect();
-        let Some(comp) = meta.components.iter().find(|c| c.name == COMPONENT) else {
+        let component = |name: &str| meta.components.iter().find(|c| c.name == name);
+        let Some(decode) = component(COMPONENT) else {
             return Err(err(format!(
-                "{}: this export has no `{COMPONENT}` component (components: {}); generation needs a static-cache \
-                 export: hfexport export --format onnx --dynamic --for-generation --static-cache N \
+                "{}: this export has no `{COMPONENT}` component (components: {}); generation needs an export made \
+                 with --for-generation, e.g. hfexport export --format onnx --dynamic --for-generation --static-cache N \
                  --multi-token-decode",
                 dir.display(),
                 names.join(", ")
             )));
         };
-        let slots = match meta.symbols.get(CACHE_SYMBOL) {
-            Some(r) if r.max >= 1 => r.max as usize,
+        let env = environment(&[dir])?;
+        let engine = match meta.symbols.get(CACHE_SYMBOL) {
+            Some(r) if r.max >= 1 => {
+                Engine::Static(StaticCache::load(&env, dir, decode, component("prefill"), r.max as usize)?)
+            }
             Some(r) => {
                 return Err(err(format!(
                     "{}: symbol `{CACHE_SYMBOL}` has maximum {} in export.json; a static cache needs at least 1 slot",
@@ -215,91 +210,64 @@ impl Generator {
                 )))
             }
             None => {
-                return Err(err(format!(
-                    "{}: export.json has no symbol `{CACHE_SYMBOL}` (symbols: {}): this is not a static-cache export \
-                     (a growing cache, or no cache); generation here needs one: re-export with --for-generation \
-                     --static-cache N --multi-token-decode --dynamic",
-                    dir.display(),
-                    meta.symbols.keys().cloned().collect::<Vec<_>>().join(", ")
-                )))
-            }
-        };
-        let env = environment(&[dir])?;
-        let (decode, decode_path, specs) = BoundGraph::load(&env, dir, comp)?;
-        let prefill = match meta.components.iter().find(|c| c.name == "prefill") {
-            Some(c) => {
-                let (s, path, theirs) = BoundGraph::load(&env, dir, c)?;
-                let same = theirs.len() == specs.len()
-                    && theirs.iter().all(|(n, ty, shape)| {
-                        specs.iter().any(|(m, t2, s2)| {
-                            m == n && t2 == ty && s2.len() == shape.len() && s2.iter().zip(shape).all(|(a, b)| a == b)
-                        })
-                    });
-                if !same {
+                let Some(prefill) = component("prefill") else {
                     return Err(err(format!(
-                        "{}: the caches of `prefill` and `{COMPONENT}` differ in name, type or shape; one buffer per \
-                         cache cannot serve both",
-                        dir.display()
+                        "{}: export.json has no symbol `{CACHE_SYMBOL}` (not a static cache) and no `prefill` \
+                         component (components: {}), so this is not a growing-cache export either; re-export with \
+                         --for-generation",
+                        dir.display(),
+                        names.join(", ")
                     )));
-                }
-                Some((s, path))
+                };
+                Engine::Growing(GrowingCache::load(&env, dir, prefill, decode)?)
             }
-            None => None,
         };
-
-        let allocator = Allocator::default();
-        let mut caches = vec![];
-        for (name, ty, shape) in specs {
-            let shape: Vec<i64> = shape.iter().map(|&d| if d < 0 { slots as i64 } else { d }).collect();
-            let mut value = DynTensor::new(&allocator, ty, shape.clone()).map_err(|e| {
-                err(format!("{}: cannot allocate cache `{name}` {ty:?}{shape:?}: {e}", decode_path.display()))
-            })?;
-            // Zeroed once, here (ort zeroes new host tensors too; this does not rely on it).
-            let bytes = ty.byte_size(shape.iter().product::<i64>() as usize).unwrap_or(0);
-            let ptr = value.data_ptr_mut();
-            if !ptr.is_null() {
-                // SAFETY: a host tensor of `bytes` bytes just allocated by ONNX Runtime's CPU
-                // allocator, owned by `value` and not shared yet.
-                unsafe { ptr.cast::<u8>().write_bytes(0, bytes) };
-            }
-            caches.push(CacheBuffer { input: format!("input.{name}"), output: format!("output.{name}"), name, value });
-        }
-        let decode = BoundGraph::bind(decode, decode_path, &mut caches)?;
-        let prefill = match prefill {
-            Some((s, path)) => Some(BoundGraph::bind(s, path, &mut caches)?),
-            None => None,
-        };
-        Ok(Generator { decode, prefill, caches, slots, pos: 0, last_stop: None })
+        Ok(Generator { engine, last_stop: None })
     }
 
     /// The `decode.onnx` this generator runs.
     pub fn model_path(&self) -> &Path {
-        &self.decode.path
+        match &self.engine {
+            Engine::Static(s) => &s.decode.path,
+            Engine::Growing(g) => &g.decode.path,
+        }
     }
 
     /// The `prefill.onnx` the prompt goes through, when the export has one.
     pub fn prefill_path(&self) -> Option<&Path> {
-        self.prefill.as_ref().map(|p| p.path.as_path())
+        match &self.engine {
+            Engine::Static(s) => s.prefill.as_ref().map(|p| p.path.as_path()),
+            Engine::Growing(g) => Some(&g.prefill.path),
+        }
     }
 
-    /// Number of cache slots (the static cache length).
-    pub fn cache_slots(&self) -> usize {
-        self.slots
+    /// Number of cache slots of a static cache; `None` for a growing cache.
+    pub fn cache_slots(&self) -> Option<usize> {
+        match &self.engine {
+            Engine::Static(s) => Some(s.slots),
+            Engine::Growing(_) => None,
+        }
     }
 
     /// The vocabulary size, when the graph's `logits` output says it.
     pub fn vocab_size(&self) -> Option<usize> {
-        self.decode.vocab
+        self.head().vocab
     }
 
     /// Tokens already in the cache: the position of the next token.
     pub fn position(&self) -> usize {
-        self.pos
+        match &self.engine {
+            Engine::Static(s) => s.pos,
+            Engine::Growing(g) => g.pos,
+        }
     }
 
     /// Cache tensor names (`cache.layers.0.keys`, …), without the `input.`/`output.` prefix.
     pub fn cache_names(&self) -> Vec<&str> {
-        self.caches.iter().map(|c| c.name.as_str()).collect()
+        match &self.engine {
+            Engine::Static(s) => s.caches.iter().map(|c| c.name.as_str()).collect(),
+            Engine::Growing(g) => g.names.iter().map(String::as_str).collect(),
+        }
     }
 
     /// Why the last [`Generator::generate`] stopped.
@@ -307,25 +275,19 @@ impl Generator {
         self.last_stop
     }
 
-    /// The current contents of a cache buffer, read from the buffer bound to ONNX Runtime
-    /// itself (what the next step reads), as f32. This is the only copy ever made of a cache,
-    /// and only when asked for.
+    /// The current contents of a cache tensor as f32: for a static cache, read from the buffer
+    /// bound to ONNX Runtime itself (what the next step reads). The only copy ever made of a
+    /// cache, and only when asked for. A growing cache before its first call is an error.
     pub fn cache(&self, name: &str) -> Result<Tensor> {
-        let c = self.caches.iter().find(|c| c.name == name).ok_or_else(|| {
-            err(format!(
-                "no cache `{name}` in {} (caches: {})",
-                self.decode.path.display(),
-                self.cache_names().join(", ")
-            ))
-        })?;
-        let shape: Vec<usize> = c.value.shape().iter().map(|&d| d as usize).collect();
-        let data: Vec<f32> = match c.value.data_type() {
-            TensorElementType::Float32 => c.value.try_extract_tensor::<f32>().map(|(_, d)| d.to_vec()),
+        let value = self.cache_value(name)?;
+        let shape: Vec<usize> = value.shape().iter().map(|&d| d as usize).collect();
+        let data: Vec<f32> = match value.data_type() {
+            TensorElementType::Float32 => value.try_extract_tensor::<f32>().map(|(_, d)| d.to_vec()),
             TensorElementType::Float16 => {
-                c.value.try_extract_tensor::<half::f16>().map(|(_, d)| d.iter().map(|x| x.to_f32()).collect())
+                value.try_extract_tensor::<half::f16>().map(|(_, d)| d.iter().map(|x| x.to_f32()).collect())
             }
             TensorElementType::Bfloat16 => {
-                c.value.try_extract_tensor::<half::bf16>().map(|(_, d)| d.iter().map(|x| x.to_f32()).collect())
+                value.try_extract_tensor::<half::bf16>().map(|(_, d)| d.iter().map(|x| x.to_f32()).collect())
             }
             other => return Err(err(format!("cache `{name}` is {other:?}, not a float tensor"))),
         }
@@ -333,17 +295,21 @@ impl Generator {
         Ok(Tensor::float(DType::F32, shape, data)?)
     }
 
-    /// Host address of a cache buffer (stays the same for the generator's life: the buffer is
-    /// never reallocated or swapped).
+    /// Host address of a cache buffer. For a static cache it stays the same for the
+    /// generator's life (the buffer is never reallocated or swapped); a growing cache gets new
+    /// buffers every call.
     pub fn cache_address(&self, name: &str) -> Option<usize> {
-        self.caches.iter().find(|c| c.name == name).map(|c| c.value.data_ptr() as usize)
+        self.cache_value(name).ok().map(|v| v.data_ptr() as usize)
     }
 
-    /// Forgets the cache contents: the next call starts at position 0. (Stale slots need no
-    /// clearing: the mask hides every slot past the current position, and each is overwritten
-    /// before it becomes visible.)
+    /// Forgets the cache contents: the next call starts at position 0. (Stale slots of a static
+    /// cache need no clearing: the mask hides every slot past the current position, and each is
+    /// overwritten before it becomes visible.)
     pub fn reset(&mut self) {
-        self.pos = 0;
+        match &mut self.engine {
+            Engine::Static(s) => s.pos = 0,
+            Engine::Growing(g) => g.reset(),
+        }
     }
 
     /// Runs the whole prompt from position 0 (the cache is reset) and returns the logits of its
@@ -353,42 +319,26 @@ impl Generator {
         if prompt.is_empty() {
             return Err(err("the prompt is empty: generation needs at least one token"));
         }
-        if prompt.len() > self.slots {
-            return Err(err(format!(
-                "prompt of {} tokens does not fit a static cache of {} slots ({}); re-export with a larger \
-                 --static-cache",
-                prompt.len(),
-                self.slots,
-                self.decode.path.display()
-            )));
-        }
-        self.check_vocab(prompt, 0)?;
+        check_vocab(self.head().vocab, prompt, 0)?;
         self.reset();
-        let use_prefill = self.prefill.is_some();
-        let max_q = self.graph(use_prefill).max_q.unwrap_or(prompt.len()).max(1);
-        let mut logits = vec![];
-        for chunk in prompt.chunks(max_q) {
-            logits = self.run(use_prefill, chunk)?;
+        match &mut self.engine {
+            Engine::Static(s) => s.prefill(prompt),
+            Engine::Growing(g) => g.prefill(prompt),
         }
-        Ok(logits)
     }
 
     /// Runs one token at the current position and returns its logits.
     pub fn step(&mut self, token: i64) -> Result<Vec<f32>> {
-        if self.pos >= self.slots {
-            return Err(err(format!(
-                "the static cache of {} slots is full (position {}): no room for another token; re-export with a \
-                 larger --static-cache",
-                self.slots, self.pos
-            )));
+        check_vocab(self.head().vocab, &[token], self.position())?;
+        match &mut self.engine {
+            Engine::Static(s) => s.step(token),
+            Engine::Growing(g) => g.step(token),
         }
-        self.check_vocab(&[token], self.pos)?;
-        self.run(false, &[token])
     }
 
     /// Greedy decoding: prefill `prompt`, then one token per step until `max_new_tokens` are
-    /// generated or a token of `eos` is (it is included). Reaching the end of the cache before
-    /// that is an error that carries the tokens generated so far.
+    /// generated or a token of `eos` is (it is included). Reaching the end of a static cache
+    /// before that is an error that carries the tokens generated so far.
     pub fn generate(&mut self, prompt: &[i64], max_new_tokens: usize, eos: &[i64]) -> Result<Vec<i64>> {
         self.last_stop = None;
         if prompt.is_empty() {
@@ -411,12 +361,11 @@ impl Generator {
                 self.last_stop = Some(StopReason::MaxNewTokens);
                 break;
             }
-            if self.pos >= self.slots {
+            if let Some(slots) = self.cache_slots().filter(|&s| self.position() >= s) {
                 return Err(err(format!(
-                    "generation reached the end of the static cache of {} slots after {} new tokens (prompt of {} \
+                    "generation reached the end of the static cache of {slots} slots after {} new tokens (prompt of {} \
                      tokens, {} asked for); generated so far: {:?}; re-export with a larger --static-cache or ask for \
                      fewer new tokens",
-                    self.slots,
                     tokens.len(),
                     prompt.len(),
                     max_new_tokens,
@@ -428,25 +377,173 @@ impl Generator {
         Ok(tokens)
     }
 
-    fn graph(&self, prefill: bool) -> &BoundGraph {
-        match (&self.prefill, prefill) {
-            (Some(p), true) => p,
-            _ => &self.decode,
+    /// The graph whose `logits` the loop reads (its vocabulary size).
+    fn head(&self) -> &Head {
+        match &self.engine {
+            Engine::Static(s) => &s.decode.head,
+            Engine::Growing(g) => &g.decode.head,
         }
     }
 
-    /// A token id outside the vocabulary is an error naming it (ONNX Runtime would fail in
-    /// `Gather` with a message about indices).
-    fn check_vocab(&self, tokens: &[i64], pos: usize) -> Result<()> {
-        if let Some(v) = self.decode.vocab {
-            if let Some((i, t)) = tokens.iter().enumerate().find(|(_, &t)| t < 0 || t as usize >= v) {
-                return Err(err(format!(
-                    "token id {t} (at position {}) is outside the vocabulary of {v} tokens (ids 0..{v})",
-                    pos + i
-                )));
-            }
+    fn cache_value(&self, name: &str) -> Result<ValueRef<'_, DynTensorValueType>> {
+        let found = match &self.engine {
+            Engine::Static(s) => s.caches.iter().find(|c| c.name == name).map(|c| Some(c.value.view())),
+            Engine::Growing(g) => g.names.iter().position(|n| n == name).map(|i| {
+                g.values.get(i).and_then(|v| v.view().downcast::<DynTensorValueType>().ok())
+            }),
+        };
+        match found {
+            Some(Some(v)) => Ok(v),
+            Some(None) => Err(err(format!("cache `{name}` holds nothing yet: run the prompt first"))),
+            None => Err(err(format!(
+                "no cache `{name}` in {} (caches: {})",
+                self.model_path().display(),
+                self.cache_names().join(", ")
+            ))),
         }
-        Ok(())
+    }
+}
+
+/// What the loop needs to know of a graph's `logits` output.
+#[derive(Debug, Clone, Copy)]
+struct Head {
+    dtype: TensorElementType,
+    vocab: Option<usize>,
+}
+
+impl Head {
+    fn of(session: &Session, here: &str) -> Result<Head> {
+        match session.outputs().iter().find(|o| o.name() == "logits").map(|o| o.dtype()) {
+            Some(ValueType::Tensor { ty, shape, .. }) => {
+                Ok(Head { dtype: *ty, vocab: shape.last().filter(|&&v| v > 0).map(|&v| v as usize) })
+            }
+            Some(other) => Err(err(format!("{here}: output `logits` is not a tensor ({other:?})"))),
+            None => Err(err(format!("{here}: the graph has no output `logits`"))),
+        }
+    }
+}
+
+/// A token id outside the vocabulary is an error naming it (ONNX Runtime would fail in
+/// `Gather` with a message about indices).
+fn check_vocab(vocab: Option<usize>, tokens: &[i64], pos: usize) -> Result<()> {
+    if let Some(v) = vocab {
+        if let Some((i, t)) = tokens.iter().enumerate().find(|(_, &t)| t < 0 || t as usize >= v) {
+            return Err(err(format!(
+                "token id {t} (at position {}) is outside the vocabulary of {v} tokens (ids 0..{v})",
+                pos + i
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Opens `<dir>/<component's .onnx file>` in ONNX Runtime; errors name the file.
+fn open_component(env: &ort::environment::Environment, dir: &Path, comp: &Component) -> Result<(Session, PathBuf)> {
+    let file = comp.files.iter().find(|f| f.ends_with(".onnx")).ok_or_else(|| {
+        err(format!("{}: component `{}` lists no .onnx file (files: {})", dir.display(), comp.name, comp.files.join(", ")))
+    })?;
+    let path = dir.join(file);
+    if !path.is_file() {
+        return Err(err(format!("{}: no such ONNX model file", path.display())));
+    }
+    let session = Session::builder(env)
+        .and_then(|mut b| b.commit_from_file(&path))
+        .map_err(|e| err(format!("{}: ONNX Runtime cannot load this model: {e}", path.display())))?;
+    Ok((session, path))
+}
+
+/// A static cache: buffers bound once to every graph, the next free slot, and the graphs.
+#[derive(Debug)]
+struct StaticCache {
+    decode: BoundGraph,
+    /// The prompt's graph of a static cache export with a one-token `decode`.
+    prefill: Option<BoundGraph>,
+    caches: Vec<CacheBuffer>,
+    slots: usize,
+    /// The next free cache slot (= tokens already in the cache).
+    pos: usize,
+}
+
+impl StaticCache {
+    fn load(
+        env: &ort::environment::Environment,
+        dir: &Path,
+        decode: &Component,
+        prefill: Option<&Component>,
+        slots: usize,
+    ) -> Result<StaticCache> {
+        let (decode, decode_path, specs) = BoundGraph::load(env, dir, decode)?;
+        let prefill = match prefill {
+            Some(c) => {
+                let (s, path, theirs) = BoundGraph::load(env, dir, c)?;
+                let same = theirs.len() == specs.len() && theirs.iter().all(|t| specs.contains(t));
+                if !same {
+                    return Err(err(format!(
+                        "{}: the caches of `prefill` and `{COMPONENT}` differ in name, type or shape; one buffer per \
+                         cache cannot serve both",
+                        dir.display()
+                    )));
+                }
+                Some((s, path))
+            }
+            None => None,
+        };
+        let allocator = Allocator::default();
+        let mut caches = vec![];
+        for (name, ty, shape) in specs {
+            let shape: Vec<i64> = shape.iter().map(|&d| if d < 0 { slots as i64 } else { d }).collect();
+            let mut value = DynTensor::new(&allocator, ty, shape.clone()).map_err(|e| {
+                err(format!("{}: cannot allocate cache `{name}` {ty:?}{shape:?}: {e}", decode_path.display()))
+            })?;
+            // Zeroed once, here (ort zeroes new host tensors too; this does not rely on it).
+            let bytes = ty.byte_size(shape.iter().product::<i64>() as usize).unwrap_or(0);
+            let ptr = value.data_ptr_mut();
+            if !ptr.is_null() {
+                // SAFETY: a host tensor of `bytes` bytes just allocated by ONNX Runtime's CPU
+                // allocator, owned by `value` and not shared yet.
+                unsafe { ptr.cast::<u8>().write_bytes(0, bytes) };
+            }
+            caches.push(CacheBuffer { input: format!("input.{name}"), output: format!("output.{name}"), name, value });
+        }
+        let decode = BoundGraph::bind(decode, decode_path, &mut caches)?;
+        let prefill = match prefill {
+            Some((s, path)) => Some(BoundGraph::bind(s, path, &mut caches)?),
+            None => None,
+        };
+        Ok(StaticCache { decode, prefill, caches, slots, pos: 0 })
+    }
+
+    fn prefill(&mut self, prompt: &[i64]) -> Result<Vec<f32>> {
+        if prompt.len() > self.slots {
+            return Err(err(format!(
+                "prompt of {} tokens does not fit a static cache of {} slots ({}); re-export with a larger \
+                 --static-cache",
+                prompt.len(),
+                self.slots,
+                self.decode.path.display()
+            )));
+        }
+        let use_prefill = self.prefill.is_some();
+        let max_q = match (&self.prefill, use_prefill) {
+            (Some(p), true) => p.max_q,
+            _ => self.decode.max_q,
+        };
+        let mut logits = vec![];
+        for chunk in prompt.chunks(max_q.unwrap_or(prompt.len()).max(1)) {
+            logits = self.run(use_prefill, chunk)?;
+        }
+        Ok(logits)
+    }
+
+    fn step(&mut self, token: i64) -> Result<Vec<f32>> {
+        if self.pos >= self.slots {
+            return Err(err(format!(
+                "the static cache of {} slots is full (position {}): no room for another token; re-export with a \
+                 larger --static-cache",
+                self.slots, self.pos
+            )));
+        }
+        self.run(false, &[token])
     }
 
     /// One call of `prefill` (when asked and present) or `decode` on `tokens` at positions
@@ -490,10 +587,147 @@ impl Generator {
             }
         }
         let logits = outputs.get("logits").ok_or_else(|| err(format!("{here}: no output `logits`")))?;
-        let row = last_row(logits, g.logits_dtype).map_err(|e| err(format!("{here}: output `logits`: {e}")))?;
+        let row = last_row(logits, g.head.dtype).map_err(|e| err(format!("{here}: output `logits`: {e}")))?;
         drop(outputs);
         self.pos += q;
         Ok(row)
+    }
+}
+
+/// A graph of a growing-cache export and what the loop needs of it.
+#[derive(Debug)]
+struct FedGraph {
+    session: Session,
+    path: PathBuf,
+    head: Head,
+    /// Whether the graph takes `position_ids` (a growing `decode` does, `prefill` does not).
+    takes_positions: bool,
+}
+
+impl FedGraph {
+    fn open(env: &ort::environment::Environment, dir: &Path, comp: &Component) -> Result<FedGraph> {
+        let (session, path) = open_component(env, dir, comp)?;
+        let here = path.display().to_string();
+        let head = Head::of(&session, &here)?;
+        let has = |n: &str| session.inputs().iter().any(|i| i.name() == n);
+        for want in ["input_ids", "attention_mask"] {
+            if !has(want) {
+                return Err(err(format!("{here}: the graph has no input `{want}`")));
+            }
+        }
+        let takes_positions = has("position_ids");
+        Ok(FedGraph { session, path, head, takes_positions })
+    }
+}
+
+/// A growing cache: `prefill` returns the prompt's keys/values, and every `decode` call takes
+/// the previous call's `output.<name>` values as its `input.<name>` (values owned by ONNX
+/// Runtime, passed back as they are: no host copy) and returns them one token longer.
+#[derive(Debug)]
+struct GrowingCache {
+    prefill: FedGraph,
+    decode: FedGraph,
+    /// Cache names, in the order of `prefill`'s outputs.
+    names: Vec<String>,
+    /// The latest `output.<name>` per name (empty before the prompt).
+    values: Vec<DynValue>,
+    pos: usize,
+}
+
+impl GrowingCache {
+    fn load(
+        env: &ort::environment::Environment,
+        dir: &Path,
+        prefill: &Component,
+        decode: &Component,
+    ) -> Result<GrowingCache> {
+        let prefill = FedGraph::open(env, dir, prefill)?;
+        let decode = FedGraph::open(env, dir, decode)?;
+        let names: Vec<String> = prefill
+            .session
+            .outputs()
+            .iter()
+            .filter_map(|o| o.name().strip_prefix("output.").map(str::to_string))
+            .collect();
+        if names.is_empty() {
+            return Err(err(format!(
+                "{}: the graph has no `output.<name>` cache outputs; is this a generation prefill?",
+                prefill.path.display()
+            )));
+        }
+        let here = decode.path.display();
+        if !decode.takes_positions {
+            return Err(err(format!("{here}: the graph has no input `position_ids`; is this a decode graph?")));
+        }
+        for n in &names {
+            let has_in = decode.session.inputs().iter().any(|i| i.name() == format!("input.{n}"));
+            let has_out = decode.session.outputs().iter().any(|o| o.name() == format!("output.{n}"));
+            if !has_in || !has_out {
+                return Err(err(format!(
+                    "{here}: `prefill` returns cache `output.{n}` but this graph lacks `input.{n}` or `output.{n}`"
+                )));
+            }
+        }
+        Ok(GrowingCache { prefill, decode, names, values: vec![], pos: 0 })
+    }
+
+    fn reset(&mut self) {
+        self.values.clear();
+        self.pos = 0;
+    }
+
+    fn prefill(&mut self, prompt: &[i64]) -> Result<Vec<f32>> {
+        let (graph, names) = (&mut self.prefill, &self.names);
+        let (row, values) = Self::call(graph, names, prompt, 0, &[])?;
+        self.values = values;
+        self.pos = prompt.len();
+        Ok(row)
+    }
+
+    fn step(&mut self, token: i64) -> Result<Vec<f32>> {
+        if self.values.is_empty() {
+            return Err(err("no prompt yet: run the prompt (prefill) before single steps"));
+        }
+        let (graph, names) = (&mut self.decode, &self.names);
+        let (row, values) = Self::call(graph, names, &[token], self.pos, &self.values)?;
+        self.values = values;
+        self.pos += 1;
+        Ok(row)
+    }
+
+    /// Runs `graph` on `tokens` at positions `pos..` after `past` (the caches of positions
+    /// `0..pos`, in `names` order); returns the last logits row and the new caches.
+    fn call(
+        graph: &mut FedGraph,
+        names: &[String],
+        tokens: &[i64],
+        pos: usize,
+        past: &[DynValue],
+    ) -> Result<(Vec<f32>, Vec<DynValue>)> {
+        let q = tokens.len();
+        let here = graph.path.display().to_string();
+        let fail = |what: &str, e: ort::Error| err(format!("{here}: {what}: {e}"));
+        let ids = OrtTensor::from_array(([1usize, q], tokens.to_vec())).map_err(|e| fail("input_ids", e))?;
+        let mask =
+            OrtTensor::from_array(([1usize, pos + q], vec![1i64; pos + q])).map_err(|e| fail("attention_mask", e))?;
+        let mut inputs: Vec<(Cow<str>, SessionInputValue)> =
+            vec![("input_ids".into(), ids.into()), ("attention_mask".into(), mask.into())];
+        if graph.takes_positions {
+            let positions: Vec<i64> = (pos..pos + q).map(|p| p as i64).collect();
+            let positions = OrtTensor::from_array(([1usize, q], positions)).map_err(|e| fail("position_ids", e))?;
+            inputs.push(("position_ids".into(), positions.into()));
+        }
+        for (n, v) in names.iter().zip(past) {
+            inputs.push((format!("input.{n}").into(), v.into()));
+        }
+        let mut outputs = graph.session.run(inputs).map_err(|e| fail("ONNX Runtime failed", e))?;
+        let logits = outputs.get("logits").ok_or_else(|| err(format!("{here}: no output `logits`")))?;
+        let row = last_row(logits, graph.head.dtype).map_err(|e| err(format!("{here}: output `logits`: {e}")))?;
+        let values = names
+            .iter()
+            .map(|n| outputs.remove(format!("output.{n}")).ok_or_else(|| err(format!("{here}: no output `output.{n}`"))))
+            .collect::<Result<Vec<_>>>()?;
+        Ok((row, values))
     }
 }
 
