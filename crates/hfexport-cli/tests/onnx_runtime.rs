@@ -159,3 +159,34 @@ fn a_failed_verification_leaves_no_output_folder() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(ExportMetadata::read(&out).unwrap().verification, None);
 }
+
+#[test]
+fn generation_exports_verify_every_component() {
+    require_onnxruntime();
+    let tmp = tempfile::tempdir().unwrap();
+    let variants: [(&str, &[&str], &[&str]); 3] = [
+        ("static-multi", &["--static-cache", "32", "--multi-token-decode"], &["3 new tokens after 4 cached"]),
+        (
+            "static-prefill",
+            &["--static-cache", "32"],
+            &["prefill: 3 new tokens after 4", "decode: 1 new token after 4"],
+        ),
+        ("growing", &[], &["prefill: prefill of 3 tokens", "decode: 3 new tokens after 4 cached"]),
+    ];
+    // mistral: sliding-window layers, whose window the graph applies from position_ids.
+    for name in ["mistral", "qwen2"] {
+        for (variant, flags, cases) in variants {
+            let out = tmp.path().join(format!("{name}-{variant}"));
+            let mut args = vec!["--dynamic", "--for-generation", "--verify"];
+            args.extend_from_slice(flags);
+            let o = export(name, &out, &args);
+            assert!(o.status.success(), "{name} {variant}: export --verify failed: {}", stderr(&o));
+            let v = ExportMetadata::read(&out).unwrap().verification.unwrap();
+            assert!(v.runtime.starts_with("onnxruntime 1.32") && v.max_abs_diff <= 1e-4, "{name} {variant}: {v:?}");
+            assert_eq!(v.inputs.len(), cases.len(), "{name} {variant}: {v:?}");
+            for (got, want) in v.inputs.iter().zip(cases) {
+                assert!(got.contains(want), "{name} {variant}: `{got}` is not `{want}`");
+            }
+        }
+    }
+}

@@ -35,10 +35,10 @@ use hfexport_core::metadata::{Component, ExportMetadata};
 use hfexport_core::{DType, Tensor};
 use ort::memory::{Allocator, MemoryInfo};
 use ort::session::{IoBinding, Session, SessionInputValue};
-use std::borrow::Cow;
 use ort::value::{
     DynTensor, DynTensorValueType, DynValue, Tensor as OrtTensor, TensorElementType, ValueRef, ValueType,
 };
+use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 
 /// The component a generator runs.
@@ -388,9 +388,11 @@ impl Generator {
     fn cache_value(&self, name: &str) -> Result<ValueRef<'_, DynTensorValueType>> {
         let found = match &self.engine {
             Engine::Static(s) => s.caches.iter().find(|c| c.name == name).map(|c| Some(c.value.view())),
-            Engine::Growing(g) => g.names.iter().position(|n| n == name).map(|i| {
-                g.values.get(i).and_then(|v| v.view().downcast::<DynTensorValueType>().ok())
-            }),
+            Engine::Growing(g) => g
+                .names
+                .iter()
+                .position(|n| n == name)
+                .map(|i| g.values.get(i).and_then(|v| v.view().downcast::<DynTensorValueType>().ok())),
         };
         match found {
             Some(Some(v)) => Ok(v),
@@ -440,7 +442,12 @@ fn check_vocab(vocab: Option<usize>, tokens: &[i64], pos: usize) -> Result<()> {
 /// Opens `<dir>/<component's .onnx file>` in ONNX Runtime; errors name the file.
 fn open_component(env: &ort::environment::Environment, dir: &Path, comp: &Component) -> Result<(Session, PathBuf)> {
     let file = comp.files.iter().find(|f| f.ends_with(".onnx")).ok_or_else(|| {
-        err(format!("{}: component `{}` lists no .onnx file (files: {})", dir.display(), comp.name, comp.files.join(", ")))
+        err(format!(
+            "{}: component `{}` lists no .onnx file (files: {})",
+            dir.display(),
+            comp.name,
+            comp.files.join(", ")
+        ))
     })?;
     let path = dir.join(file);
     if !path.is_file() {
@@ -725,7 +732,9 @@ impl GrowingCache {
         let row = last_row(logits, graph.head.dtype).map_err(|e| err(format!("{here}: output `logits`: {e}")))?;
         let values = names
             .iter()
-            .map(|n| outputs.remove(format!("output.{n}")).ok_or_else(|| err(format!("{here}: no output `output.{n}`"))))
+            .map(|n| {
+                outputs.remove(format!("output.{n}")).ok_or_else(|| err(format!("{here}: no output `output.{n}`")))
+            })
             .collect::<Result<Vec<_>>>()?;
         Ok((row, values))
     }

@@ -138,11 +138,9 @@ impl AutoHfExporter {
         let mut components = match &req.generation {
             None => vec![("model".to_string(), build(&ckpt.config, &ckpt, req.task, &opts)?)],
             Some(gen) => {
-                if !self.config.common().dynamic || self.verify {
+                if !self.config.common().dynamic {
                     return Err(Error::Unsupported(
-                        "a generation export needs --dynamic (query and cache lengths stay symbolic), \
-                         and --verify does not cover generation exports yet"
-                            .into(),
+                        "a generation export needs --dynamic (query and cache lengths stay symbolic)".into(),
                     ));
                 }
                 if gen.static_cache == Some(0) {
@@ -166,11 +164,9 @@ impl AutoHfExporter {
             runtime_pins = pins;
         }
         copy_side_files(&req.model, staged.path())?;
-        let verification = match (self.verify, components.as_slice(), written.as_slice()) {
-            (true, [(_, graph)], [component]) => {
-                Some(self.verify_written(graph, &ckpt, staged.path(), component, req.dtype, progress)?)
-            }
-            _ => None,
+        let verification = match self.verify {
+            true => Some(self.verify_components(&components, &written, &ckpt, staged.path(), req.dtype, progress)?),
+            false => None,
         };
         let mut symbols = BTreeMap::new();
         for (_, graph) in &components {
@@ -331,6 +327,87 @@ pub fn sample_cases(graph: &Graph, vocab: usize) -> Result<Vec<SampleCase>> {
     Ok(cases)
 }
 
+/// The sample inputs of any graph the builders make: [`sample_cases`] for a forward graph, one
+/// [`generation_case`] for a generation component (its inputs include `position_ids`).
+pub fn cases_for(graph: &Graph, vocab: usize) -> Result<Vec<SampleCase>> {
+    match graph.input("position_ids") {
+        Some(_) => Ok(vec![generation_case(graph, vocab)?]),
+        None if graph.inputs().iter().any(|p| p.name.starts_with("input.")) => {
+            Err(Error::Unsupported("a graph with cache inputs but no position_ids cannot be verified".into()))
+        }
+        None if graph.outputs().iter().any(|p| p.name.starts_with("output.")) => {
+            Ok(vec![generation_case(graph, vocab)?])
+        }
+        None => sample_cases(graph, vocab),
+    }
+}
+
+/// Tokens already in the cache in a generation sample, and new tokens per call (when the graph
+/// does not fix it).
+const SAMPLE_PAST: usize = 4;
+const SAMPLE_QUERY: i64 = 3;
+
+/// One sample input of a generation component, by the contract of DESIGN.md: a cache holding
+/// [`SAMPLE_PAST`] tokens (deterministic nonzero values in every slot, so a wrong mask shows)
+/// and [`SAMPLE_QUERY`] new tokens at the positions after them (one, when the graph fixes the
+/// query length). A static cache (`attention_mask` [1, 1, q, slots], bool) gets 12 slots, or
+/// its fixed size; a growing cache gets an all-ones `attention_mask` [1, past + q]; a prefill
+/// with no cache input starts at position 0.
+pub fn generation_case(graph: &Graph, vocab: usize) -> Result<SampleCase> {
+    let unsupported = |msg: String| Error::Unsupported(format!("verification of a generation component: {msg}"));
+    let has_cache = graph.inputs().iter().any(|p| p.name.starts_with("input."));
+    let past = if has_cache { SAMPLE_PAST } else { 0 };
+    let mut bindings = hfexport_core::dim::Bindings::default();
+    for (s, r) in graph.symbols.iter() {
+        let want = match s.name() {
+            "sequence" => SAMPLE_QUERY,
+            "cache_len" => 12,
+            "past_len" => past as i64,
+            _ => 1,
+        };
+        bindings.unify(&hfexport_core::Dim::sym(s), want.clamp(r.min, r.max))?;
+    }
+    let shape_of = |name: &str| -> Result<Vec<usize>> {
+        let p = graph.input(name).ok_or_else(|| unsupported(format!("no input `{name}`")))?;
+        graph.info(p.value).shape.iter().map(|d| Ok(d.eval(&bindings)?.max(0) as usize)).collect()
+    };
+    let ids_shape = shape_of("input_ids")?;
+    let [1, q] = ids_shape[..] else {
+        return Err(unsupported(format!("input_ids has shape {ids_shape:?}, expected [1, q]")));
+    };
+    let vocab = vocab.max(1) as i64;
+    let mut inputs = BTreeMap::new();
+    for port in graph.inputs() {
+        let info = graph.info(port.value);
+        let shape = shape_of(&port.name)?;
+        let n: usize = shape.iter().product();
+        let t = match port.name.as_str() {
+            "input_ids" => Tensor::int(info.dtype, shape, (0..q as i64).map(|i| (i * 31 + 7) % vocab).collect())?,
+            "position_ids" => Tensor::int(info.dtype, shape, (past..past + q).map(|p| p as i64).collect())?,
+            "attention_mask" => match shape[..] {
+                // static cache: slot j visible to query i iff j <= past + i
+                [1, 1, rows, slots] if rows == q => {
+                    let keep = (0..q).flat_map(|i| (0..slots).map(move |j| j <= past + i)).collect();
+                    Tensor::bool(shape, keep)?
+                }
+                [1, len] if len == past + q => Tensor::int(info.dtype, shape, vec![1; n])?,
+                _ => return Err(unsupported(format!("attention_mask of shape {shape:?} fits no cache contract"))),
+            },
+            name if name.starts_with("input.") => {
+                Tensor::float(DType::F32, shape, (0..n).map(|i| ((i as f32) * 0.37).sin() * 0.5).collect())?
+                    .cast(info.dtype)
+            }
+            other => return Err(unsupported(format!("unknown input `{other}`"))),
+        };
+        inputs.insert(port.name.clone(), t);
+    }
+    let name = match past {
+        0 => format!("prefill of {q} tokens"),
+        p => format!("{q} new token{} after {p} cached", if q == 1 { "" } else { "s" }),
+    };
+    Ok(SampleCase { name, inputs })
+}
+
 /// The worst difference seen so far: (tensor, index, runtime value, reference value, |diff|).
 #[cfg_attr(not(feature = "onnx-runtime"), allow(dead_code))]
 type Worst = (String, Vec<usize>, f32, f32, f32);
@@ -397,7 +474,7 @@ fn verify_onnx(
     progress: Progress,
 ) -> Result<Verification> {
     use hfexport_onnx::runtime;
-    let cases = sample_cases(graph, ckpt.config.vocab_size)?;
+    let cases = cases_for(graph, ckpt.config.vocab_size)?;
     let runner = runtime::OnnxRunner::load(model)?;
     let runtime = format!("onnxruntime {}", runtime::loaded_version().unwrap_or_else(|| "(unknown version)".into()));
     progress(&format!("verifying in {runtime} against the reference evaluator ({} sample inputs)", cases.len()));
@@ -448,6 +525,35 @@ impl AutoHfExporter {
                 other.as_str()
             ))),
         }
+    }
+
+    /// Verifies every component written into `dir` and merges the results: the worst difference
+    /// of all, each sample named after its component when there are several.
+    fn verify_components(
+        &self,
+        components: &[(String, Graph)],
+        written: &[Component],
+        ckpt: &Checkpoint,
+        dir: &Path,
+        dtype: DType,
+        progress: Progress,
+    ) -> Result<Verification> {
+        let mut merged: Option<Verification> = None;
+        for ((name, graph), component) in components.iter().zip(written) {
+            let mut v = self.verify_written(graph, ckpt, dir, component, dtype, progress)?;
+            if components.len() > 1 {
+                v.inputs = v.inputs.iter().map(|i| format!("{name}: {i}")).collect();
+            }
+            merged = Some(match merged {
+                None => v,
+                Some(mut m) => {
+                    m.max_abs_diff = m.max_abs_diff.max(v.max_abs_diff);
+                    m.inputs.extend(v.inputs);
+                    m
+                }
+            });
+        }
+        merged.ok_or_else(|| Error::Unsupported("nothing to verify: the export has no components".into()))
     }
 
     /// Verifies the component written into `dir` from `graph`.
