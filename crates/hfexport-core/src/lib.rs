@@ -25,6 +25,7 @@ pub mod metadata;
 pub mod ops;
 pub mod passes;
 pub mod rope;
+pub mod shape_program;
 pub mod tensor;
 pub mod verify;
 pub mod weights;

@@ -63,6 +63,11 @@ pub struct Component {
     pub outputs: Vec<Port>,
     /// Outputs that update an input in place.
     pub aliases: Vec<AliasPair>,
+    /// Cache pairs folded into runtime state (OpenVINO `stateful=true`): one variable per former
+    /// `input.<name>`/`output.<name>` pair, named `<name>`; those ports are then absent from
+    /// `inputs`/`outputs`, and `beam_idx` (int32 [batch]) reorders the states.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub states: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -105,7 +110,24 @@ impl Component {
                 .iter()
                 .map(|Alias { output, input }| AliasPair { output: output.clone(), input: input.clone() })
                 .collect(),
+            states: vec![],
         }
+    }
+
+    /// The component of a stateful export: every aliased input/output pair becomes the state
+    /// `<name>` (the input's name without `input.`), and `beam_idx` int32 [batch] is an input.
+    pub fn fold_aliases_into_states(mut self) -> Component {
+        if self.aliases.is_empty() {
+            return self;
+        }
+        let pairs = std::mem::take(&mut self.aliases);
+        self.inputs.retain(|p| !pairs.iter().any(|a| a.input == p.name));
+        self.outputs.retain(|p| !pairs.iter().any(|a| a.output == p.name));
+        let batch = self.inputs.first().and_then(|p| p.shape.first().cloned()).unwrap_or_else(|| "batch".into());
+        self.inputs.push(Port { name: "beam_idx".into(), dtype: "i32".into(), shape: vec![batch] });
+        self.states =
+            pairs.into_iter().map(|a| a.input.strip_prefix("input.").unwrap_or(&a.input).to_string()).collect();
+        self
     }
 }
 

@@ -16,8 +16,8 @@ use crate::proto::{
 use crate::{OnnxError, Result};
 use hfexport_core::graph::{Node, Producer};
 use hfexport_core::ops::ReduceKind;
-use hfexport_core::{DType, Dim, Graph, Op, Symbol, Tensor, ValueId};
-use std::collections::HashMap;
+use hfexport_core::shape_program::{DimError, DimLowering, ShapeEmitter};
+use hfexport_core::{DType, Dim, Graph, Op, Tensor, ValueId};
 
 /// The first opset with `RMSNormalization`, `RotaryEmbedding` and `Attention`.
 pub const OPSET_NATIVE_LLM_OPS: u32 = 23;
@@ -81,10 +81,95 @@ struct Ctx<'g> {
     g: &'g Graph,
     opset: u32,
     names: Vec<String>,
+    em: Emit,
+    dims: DimLowering<String>,
+}
+
+/// The node list being built, and fresh helper names.
+#[derive(Default)]
+struct Emit {
     nodes: Vec<NodeProto>,
-    symbol_source: HashMap<Symbol, (String, usize)>,
-    dim_cache: HashMap<Dim, String>,
     fresh: usize,
+}
+
+impl Emit {
+    fn tmp(&mut self, hint: &str) -> String {
+        self.fresh += 1;
+        format!("hfx.{hint}.{}", self.fresh)
+    }
+
+    fn push(
+        &mut self,
+        op_type: &str,
+        name: &str,
+        inputs: Vec<String>,
+        outputs: Vec<String>,
+        attrs: Vec<AttributeProto>,
+    ) {
+        self.nodes.push(NodeProto {
+            name: Some(name.to_string()),
+            op_type: Some(op_type.into()),
+            input: inputs,
+            output: outputs,
+            attribute: attrs,
+            ..Default::default()
+        });
+    }
+
+    /// Emits a helper node with a fresh output name.
+    fn helper(&mut self, op_type: &str, inputs: Vec<String>, attrs: Vec<AttributeProto>) -> String {
+        let out = self.tmp(op_type);
+        self.push(op_type, &out.clone(), inputs, vec![out.clone()], attrs);
+        out
+    }
+
+    fn constant(&mut self, t: &Tensor) -> String {
+        let out = self.tmp("const");
+        self.push(
+            "Constant",
+            &out.clone(),
+            vec![],
+            vec![out.clone()],
+            vec![attr_tensor("value", tensor_proto(&out, t))],
+        );
+        out
+    }
+}
+
+impl ShapeEmitter for Emit {
+    type Value = String;
+    type Error = OnnxError;
+
+    fn input_axis(&mut self, input: &str, axis: usize) -> Result<String> {
+        Ok(self.helper(
+            "Shape",
+            vec![input.to_string()],
+            vec![attr_int("start", axis as i64), attr_int("end", axis as i64 + 1)],
+        ))
+    }
+
+    fn const_i64(&mut self, values: &[i64]) -> Result<String> {
+        Ok(self.constant(&Tensor::i64(vec![values.len()], values.to_vec())?))
+    }
+
+    fn mul(&mut self, a: String, b: String) -> Result<String> {
+        Ok(self.helper("Mul", vec![a, b], vec![]))
+    }
+
+    fn add(&mut self, a: String, b: String) -> Result<String> {
+        Ok(self.helper("Add", vec![a, b], vec![]))
+    }
+
+    fn concat(&mut self, parts: Vec<String>) -> Result<String> {
+        Ok(self.helper("Concat", parts, vec![attr_int("axis", 0)]))
+    }
+}
+
+fn dim_error(e: DimError<OnnxError>) -> OnnxError {
+    match e {
+        DimError::Unbound(msg) => OnnxError::Lowering { node: "(shape)".into(), op: "Dim".into(), msg },
+        DimError::Emit(e) => e,
+    }
 }
 
 fn attr_int(name: &str, v: i64) -> AttributeProto {
@@ -161,14 +246,8 @@ fn value_info(name: &str, dtype: DType, shape: &[Dim]) -> ValueInfoProto {
 impl<'g> Ctx<'g> {
     fn new(g: &'g Graph, opset: u32) -> Result<Ctx<'g>> {
         let mut names: Vec<String> = (0..g.num_values()).map(|i| format!("v{i}")).collect();
-        let mut symbol_source = HashMap::new();
         for p in g.inputs() {
             names[p.value.0] = p.name.clone();
-            for (axis, d) in g.info(p.value).shape.iter().enumerate() {
-                if let Some(s) = d.as_symbol() {
-                    symbol_source.entry(s.clone()).or_insert((p.name.clone(), axis));
-                }
-            }
         }
         for w in g.weights() {
             names[w.value.0] = w.name.clone();
@@ -181,7 +260,7 @@ impl<'g> Ctx<'g> {
                 names[p.value.0] = p.name.clone();
             }
         }
-        Ok(Ctx { g, opset, names, nodes: vec![], symbol_source, dim_cache: HashMap::new(), fresh: 0 })
+        Ok(Ctx { g, opset, names, em: Emit::default(), dims: DimLowering::new(g) })
     }
 
     fn name(&self, v: ValueId) -> String {
@@ -189,8 +268,7 @@ impl<'g> Ctx<'g> {
     }
 
     fn tmp(&mut self, hint: &str) -> String {
-        self.fresh += 1;
-        format!("hfx.{hint}.{}", self.fresh)
+        self.em.tmp(hint)
     }
 
     fn push(
@@ -201,33 +279,15 @@ impl<'g> Ctx<'g> {
         outputs: Vec<String>,
         attrs: Vec<AttributeProto>,
     ) {
-        self.nodes.push(NodeProto {
-            name: Some(name.to_string()),
-            op_type: Some(op_type.into()),
-            input: inputs,
-            output: outputs,
-            attribute: attrs,
-            ..Default::default()
-        });
+        self.em.push(op_type, name, inputs, outputs, attrs)
     }
 
-    /// Emits a helper node with a fresh output name.
     fn helper(&mut self, op_type: &str, inputs: Vec<String>, attrs: Vec<AttributeProto>) -> String {
-        let out = self.tmp(op_type);
-        self.push(op_type, &out.clone(), inputs, vec![out.clone()], attrs);
-        out
+        self.em.helper(op_type, inputs, attrs)
     }
 
     fn constant(&mut self, t: &Tensor) -> String {
-        let out = self.tmp("const");
-        self.push(
-            "Constant",
-            &out.clone(),
-            vec![],
-            vec![out.clone()],
-            vec![attr_tensor("value", tensor_proto(&out, t))],
-        );
-        out
+        self.em.constant(t)
     }
 
     fn const_i64(&mut self, v: &[i64]) -> String {
@@ -237,58 +297,12 @@ impl<'g> Ctx<'g> {
 
     /// A 1-element int64 tensor holding the run-time value of `d`.
     fn dim(&mut self, d: &Dim) -> Result<String> {
-        if let Some(n) = self.dim_cache.get(d) {
-            return Ok(n.clone());
-        }
-        let out = if let Some(c) = d.as_const() {
-            self.const_i64(&[c])
-        } else if let Some(s) = d.as_symbol() {
-            let (input, axis) = self.symbol_source.get(s).cloned().ok_or_else(|| OnnxError::Lowering {
-                node: "(shape)".into(),
-                op: "Dim".into(),
-                msg: format!("symbol `{}` is not the dim of any graph input", s.name()),
-            })?;
-            self.helper("Shape", vec![input], vec![attr_int("start", axis as i64), attr_int("end", axis as i64 + 1)])
-        } else {
-            self.polynomial(d)?
-        };
-        self.dim_cache.insert(d.clone(), out.clone());
-        Ok(out)
-    }
-
-    /// `c0 + Σ cᵢ·∏ symbols`, term by term.
-    fn polynomial(&mut self, d: &Dim) -> Result<String> {
-        let mut acc: Option<String> = None;
-        for (monomial, coeff) in d.terms() {
-            let mut term: Option<String> = None;
-            for s in monomial {
-                let v = self.dim(&Dim::sym(s))?;
-                term = Some(match term {
-                    None => v,
-                    Some(t) => self.helper("Mul", vec![t, v], vec![]),
-                });
-            }
-            let c = self.const_i64(&[coeff]);
-            let term = match term {
-                None => c,
-                Some(t) if coeff == 1 => t,
-                Some(t) => self.helper("Mul", vec![t, c], vec![]),
-            };
-            acc = Some(match acc {
-                None => term,
-                Some(a) => self.helper("Add", vec![a, term], vec![]),
-            });
-        }
-        Ok(acc.unwrap_or_else(|| self.const_i64(&[0])))
+        self.dims.dim(&mut self.em, d).map_err(dim_error)
     }
 
     /// A 1-D int64 tensor holding a whole shape.
     fn shape(&mut self, dims: &[Dim]) -> Result<String> {
-        if let Some(consts) = dims.iter().map(Dim::as_const).collect::<Option<Vec<i64>>>() {
-            return Ok(self.const_i64(&consts));
-        }
-        let parts = dims.iter().map(|d| self.dim(d)).collect::<Result<Vec<_>>>()?;
-        Ok(self.helper("Concat", parts, vec![attr_int("axis", 0)]))
+        self.dims.shape(&mut self.em, dims).map_err(dim_error)
     }
 
     fn lower_node(&mut self, n: &Node) -> Result<()> {
@@ -464,6 +478,6 @@ impl<'g> Ctx<'g> {
             outputs.push(value_info(&p.name, i.dtype, &i.shape));
         }
         let weight_names = g.weights().iter().map(|w| self.names[w.value.0].clone()).collect();
-        Ok(Lowered { nodes: self.nodes, inputs, outputs, weight_names })
+        Ok(Lowered { nodes: self.em.nodes, inputs, outputs, weight_names })
     }
 }

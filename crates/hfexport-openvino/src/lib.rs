@@ -1,1 +1,16 @@
-//! OpenVINO IR v11 writer (`openvino_<component>.xml` + `.bin`) and, behind the `runtime` feature, a runner on the OpenVINO C API. Not implemented yet: this crate only fixes its place in the workspace (issue: OpenVINOExporter).
+//! The OpenVINO exporter: IR v11 (`openvino_<component>.xml` + `.bin`) written directly from a
+//! core graph.
+//!
+//! - [`ir`]: the in-memory network and its XML form;
+//! - [`lower`]: the lowering table from core ops to OpenVINO opset layers (and the stateful
+//!   folding of cache pairs into `ReadValue`/`Assign` variables);
+//! - [`writer`]: the `.bin` (weights streamed, optionally compressed to f16) and the `.xml`;
+//! - [`export`]: passes + writer for one component.
+
+pub mod error;
+pub mod export;
+pub mod ir;
+pub mod lower;
+pub mod writer;
+
+pub use error::{OvError, Result};

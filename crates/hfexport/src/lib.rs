@@ -10,6 +10,8 @@ pub use hfexport_core as core;
 pub use hfexport_models as models;
 #[cfg(feature = "onnx")]
 pub use hfexport_onnx as onnx;
+#[cfg(feature = "openvino")]
+pub use hfexport_openvino as openvino;
 
 pub use hfexport_core::{AutoExportConfig, DType, Evaluator, ExportConfig, ExportFormat, Graph, Tensor};
 pub use hfexport_models::{build, BuildOptions, Checkpoint, ModelConfig, Task};
@@ -28,6 +30,9 @@ pub enum Error {
     #[cfg(feature = "onnx")]
     #[error(transparent)]
     Onnx(#[from] hfexport_onnx::OnnxError),
+    #[cfg(feature = "openvino")]
+    #[error(transparent)]
+    Openvino(#[from] hfexport_openvino::OvError),
     #[error("{0}")]
     Unsupported(String),
     #[error("{}: {source}", path.display())]
@@ -116,9 +121,15 @@ impl AutoHfExporter {
             ExportFormat::Onnx => {
                 return Err(Error::Unsupported("the onnx exporter needs the cargo feature `onnx` of hfexport".into()))
             }
+            ExportFormat::Openvino if cfg!(feature = "openvino") => {}
+            ExportFormat::Openvino => {
+                return Err(Error::Unsupported(
+                    "the openvino exporter needs the cargo feature `openvino` of hfexport".into(),
+                ))
+            }
             other => {
                 return Err(Error::Unsupported(format!(
-                    "the {} exporter is not implemented yet; available: onnx",
+                    "the {} exporter is not implemented yet; available: onnx, openvino",
                     other.as_str()
                 )))
             }
@@ -227,6 +238,18 @@ impl AutoHfExporter {
                     w.patches_applied,
                     hfexport_onnx::export::runtime_pins(),
                 ))
+            }
+            #[cfg(feature = "openvino")]
+            ExportConfig::Openvino(cfg) => {
+                let mut step = |i: usize, n: usize, name: &str| {
+                    if i.is_multiple_of(16) || i + 1 == n {
+                        progress(&format!("weights {}/{n}: {name}", i + 1));
+                    }
+                };
+                let w = hfexport_openvino::export::export_component(graph, ckpt, dir, name, cfg, &mut step)?;
+                let component = Component::from_graph(name, graph, w.files);
+                let component = if cfg.stateful { component.fold_aliases_into_states() } else { component };
+                Ok((component, w.patches_applied, hfexport_openvino::export::runtime_pins()))
             }
             other => {
                 Err(Error::Unsupported(format!("the {} exporter is not implemented yet", other.format().as_str())))

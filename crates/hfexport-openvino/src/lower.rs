@@ -1,0 +1,617 @@
+//! The lowering table: core ops to OpenVINO opset layers, one arm per op.
+//!
+//! Native: `Linear` (`MatMul` with `transpose_b`, the `[out, in]` weight as stored),
+//! `Attention` without softcap (opset13 `ScaledDotProductAttention` with an explicit additive
+//! mask and `causal=false`; grouped KV heads repeated with `Unsqueeze → Broadcast → Reshape` on
+//! constant shapes, the form the CPU plugin's stateful SDPA fusion recognises) and `CacheUpdate`
+//! (`ScatterUpdate` on axis 2). Everything else high-level is decomposed by core first; its
+//! RMS-norm decomposition (`x * 1/sqrt(mean(x²) + eps) * w`) is the sequence OpenVINO's
+//! `RMSFusion` matches, with `Reciprocal` written as `Divide(1, ·)`.
+//!
+//! Symbolic dims are computed at run time through core's [`DimLowering`]; graph inputs are
+//! `Parameter`s whose shapes carry each symbol's range (`1..512`).
+//!
+//! Stateful (`stateful=true`, a generation component): every cache pair `input.<n>` /
+//! `output.<n>` becomes a variable `<n>`: `ReadValue` (initialised with zeros of the cache
+//! shape: batch from `input_ids`, a growing cache's past length 0, a static cache's length from
+//! `attention_mask`) → `Gather` by the new input `beam_idx` (i32 `[batch]`, the beam order
+//! OpenVINO GenAI passes) on axis 0, and an `Assign` of the updated cache instead of a result.
+
+use crate::ir::{element_type, Layer, Network, Out, PortInfo};
+use crate::{OvError, Result};
+use hfexport_core::graph::Node;
+use hfexport_core::ops::ReduceKind;
+use hfexport_core::shape_program::{DimError, DimLowering, ShapeEmitter};
+use hfexport_core::{BinaryOp, DType, Dim, Graph, Op, Tensor, UnaryOp, ValueId};
+use std::collections::HashMap;
+
+/// Whether `op` is lowered natively (else core decomposes it first).
+pub fn native(op: &Op) -> bool {
+    match op {
+        Op::Linear | Op::CacheUpdate => true,
+        Op::Attention { softcap, .. } => softcap.is_none(),
+        other => !other.is_high_level(),
+    }
+}
+
+/// Where a `Const` layer's bytes come from (the writer streams them into the `.bin`).
+#[derive(Debug, Clone)]
+pub enum ConstSource {
+    Inline(Vec<u8>),
+    /// Graph weight number `index`, written as f16 when `compress` (then a decompressing
+    /// `Convert` follows the `Const`).
+    Weight {
+        index: usize,
+        compress: bool,
+    },
+}
+
+/// A lowered network and the `Const` layers whose bytes the writer must place.
+pub struct Lowered {
+    pub net: Network,
+    pub consts: Vec<(usize, ConstSource)>,
+}
+
+/// Options of the lowering.
+#[derive(Debug, Clone, Copy)]
+pub struct LowerOptions {
+    pub stateful: bool,
+    pub compress_to_fp16: bool,
+}
+
+/// The input name of a stateful export's beam reordering.
+pub const BEAM_IDX: &str = "beam_idx";
+
+fn dims_of(shape: &[Dim]) -> Vec<i64> {
+    shape.iter().map(|d| d.as_const().unwrap_or(-1)).collect()
+}
+
+fn port(dtype: DType, dims: Vec<i64>) -> PortInfo {
+    PortInfo { dtype, dims, names: vec![] }
+}
+
+/// The layer list being built, the constants to place, and how to read each graph input.
+struct Emit {
+    net: Network,
+    consts: Vec<(usize, ConstSource)>,
+    inputs: HashMap<String, Out>,
+    fresh: usize,
+}
+
+impl Emit {
+    fn layer(
+        &mut self,
+        name: String,
+        ty: &'static str,
+        version: &'static str,
+        data: Vec<(&'static str, String)>,
+        inputs: Vec<Out>,
+        outputs: Vec<PortInfo>,
+    ) -> usize {
+        self.net.add(Layer { name, ty, version, data, inputs, outputs, decompression: false, output_names: None })
+    }
+
+    fn helper_name(&mut self, ty: &str) -> String {
+        self.fresh += 1;
+        format!("hfx.{ty}.{}", self.fresh)
+    }
+
+    /// A one-output helper layer.
+    fn op(
+        &mut self,
+        ty: &'static str,
+        version: &'static str,
+        data: Vec<(&'static str, String)>,
+        inputs: Vec<Out>,
+        out: PortInfo,
+    ) -> Out {
+        let name = self.helper_name(ty);
+        let layer = self.layer(name, ty, version, data, inputs, vec![out]);
+        Out { layer, index: 0 }
+    }
+
+    fn binary(&mut self, ty: &'static str, a: Out, b: Out, out: PortInfo) -> Out {
+        self.op(ty, "opset1", vec![("auto_broadcast", "numpy".into())], vec![a, b], out)
+    }
+
+    fn constant(&mut self, t: &Tensor) -> Out {
+        let name = self.helper_name("Const");
+        self.const_layer(
+            name,
+            t.dtype(),
+            t.shape().iter().map(|&d| d as i64).collect(),
+            ConstSource::Inline(t.to_le_bytes()),
+        )
+    }
+
+    /// A `Const` layer; `offset` and `size` are filled in by the writer.
+    fn const_layer(&mut self, name: String, dtype: DType, dims: Vec<i64>, src: ConstSource) -> Out {
+        let shape = dims.iter().map(i64::to_string).collect::<Vec<_>>().join(", ");
+        let data = vec![("element_type", element_type(dtype).to_string()), ("shape", shape)];
+        let layer = self.layer(name, "Const", "opset1", data, vec![], vec![port(dtype, dims)]);
+        self.consts.push((layer, src));
+        Out { layer, index: 0 }
+    }
+
+    fn const_i64(&mut self, v: &[i64]) -> Out {
+        self.constant(&Tensor::i64(vec![v.len()], v.to_vec()).expect("length matches"))
+    }
+
+    fn scalar_i64(&mut self, v: i64) -> Out {
+        self.constant(&Tensor::i64(vec![], vec![v]).expect("scalar"))
+    }
+}
+
+impl ShapeEmitter for Emit {
+    type Value = Out;
+    type Error = OvError;
+
+    fn input_axis(&mut self, input: &str, axis: usize) -> Result<Out> {
+        let src = *self.inputs.get(input).ok_or_else(|| OvError::Lowering {
+            node: "(shape)".into(),
+            op: "Dim".into(),
+            msg: format!("graph input `{input}` is not lowered yet"),
+        })?;
+        let rank = self.net.port(src).dims.len() as i64;
+        let shape =
+            self.op("ShapeOf", "opset3", vec![("output_type", "i64".into())], vec![src], port(DType::I64, vec![rank]));
+        let idx = self.const_i64(&[axis as i64]);
+        let zero = self.scalar_i64(0);
+        Ok(self.op(
+            "Gather",
+            "opset8",
+            vec![("batch_dims", "0".into())],
+            vec![shape, idx, zero],
+            port(DType::I64, vec![1]),
+        ))
+    }
+
+    fn const_i64(&mut self, values: &[i64]) -> Result<Out> {
+        Ok(Emit::const_i64(self, values))
+    }
+
+    fn mul(&mut self, a: Out, b: Out) -> Result<Out> {
+        Ok(self.binary("Multiply", a, b, port(DType::I64, vec![1])))
+    }
+
+    fn add(&mut self, a: Out, b: Out) -> Result<Out> {
+        Ok(self.binary("Add", a, b, port(DType::I64, vec![1])))
+    }
+
+    fn concat(&mut self, parts: Vec<Out>) -> Result<Out> {
+        let n = parts.len() as i64;
+        Ok(self.op("Concat", "opset1", vec![("axis", "0".into())], parts, port(DType::I64, vec![n])))
+    }
+}
+
+struct Ctx<'g> {
+    g: &'g Graph,
+    opts: LowerOptions,
+    em: Emit,
+    dims: DimLowering<Out>,
+    vals: Vec<Option<Out>>,
+}
+
+fn dim_error(e: DimError<OvError>) -> OvError {
+    match e {
+        DimError::Unbound(msg) => OvError::Lowering { node: "(shape)".into(), op: "Dim".into(), msg },
+        DimError::Emit(e) => e,
+    }
+}
+
+/// `min..max` of a symbol, `?` of any other dynamic dim: the Parameter shape syntax.
+fn parameter_shape(g: &Graph, shape: &[Dim]) -> String {
+    let parts: Vec<String> = shape
+        .iter()
+        .map(|d| match (d.as_const(), d.as_symbol()) {
+            (Some(c), _) => c.to_string(),
+            (None, Some(s)) => {
+                let r = g.symbols.range(s);
+                format!("{}..{}", r.min, r.max)
+            }
+            _ => "?".into(),
+        })
+        .collect();
+    parts.join(",")
+}
+
+pub fn lower(g: &Graph, opts: LowerOptions) -> Result<Lowered> {
+    let em = Emit { net: Network::default(), consts: vec![], inputs: HashMap::new(), fresh: 0 };
+    let mut cx = Ctx { g, opts, em, dims: DimLowering::new(g), vals: vec![None; g.num_values()] };
+    cx.inputs()?;
+    cx.weights();
+    for n in g.nodes() {
+        cx.lower_node(n).map_err(|e| match e {
+            OvError::Lowering { .. } => e,
+            other => OvError::Lowering { node: n.name.clone(), op: n.op.name().into(), msg: other.to_string() },
+        })?;
+    }
+    cx.outputs()?;
+    Ok(Lowered { net: cx.em.net, consts: cx.em.consts })
+}
+
+impl<'g> Ctx<'g> {
+    fn val(&self, v: ValueId) -> Out {
+        self.vals[v.0].expect("values are lowered in topological order")
+    }
+
+    fn info_port(&self, v: ValueId) -> PortInfo {
+        let i = self.g.info(v);
+        port(i.dtype, dims_of(&i.shape))
+    }
+
+    fn dim(&mut self, d: &Dim) -> Result<Out> {
+        self.dims.dim(&mut self.em, d).map_err(dim_error)
+    }
+
+    fn shape(&mut self, dims: &[Dim]) -> Result<Out> {
+        self.dims.shape(&mut self.em, dims).map_err(dim_error)
+    }
+
+    /// Whether graph input `name` becomes a variable (stateful cache).
+    fn is_state(&self, name: &str) -> bool {
+        self.opts.stateful && self.g.aliases().iter().any(|a| a.input == name)
+    }
+
+    fn inputs(&mut self) -> Result<()> {
+        let g = self.g;
+        let mut has_state = false;
+        for p in g.inputs() {
+            if self.is_state(&p.name) {
+                has_state = true;
+                continue;
+            }
+            let i = g.info(p.value);
+            let data =
+                vec![("shape", parameter_shape(g, &i.shape)), ("element_type", element_type(i.dtype).to_string())];
+            let mut out = port(i.dtype, dims_of(&i.shape));
+            out.names = vec![p.name.clone()];
+            let layer = self.em.layer(p.name.clone(), "Parameter", "opset1", data, vec![], vec![out]);
+            let o = Out { layer, index: 0 };
+            self.vals[p.value.0] = Some(o);
+            self.em.inputs.insert(p.name.clone(), o);
+        }
+        if !has_state {
+            return Ok(());
+        }
+        let data = vec![("shape", "?".to_string()), ("element_type", "i32".to_string())];
+        let beam = PortInfo { dtype: DType::I32, dims: vec![-1], names: vec![BEAM_IDX.into()] };
+        let layer = self.em.layer(BEAM_IDX.into(), "Parameter", "opset1", data, vec![], vec![beam]);
+        let beam = Out { layer, index: 0 };
+        for p in g.inputs() {
+            if !self.is_state(&p.name) {
+                continue;
+            }
+            let o = self.state(&p.name, p.value, beam)?;
+            self.vals[p.value.0] = Some(o);
+            self.em.inputs.insert(p.name.clone(), o);
+        }
+        Ok(())
+    }
+
+    /// `ReadValue(zeros) → Gather(beam_idx)` for cache input `name`.
+    fn state(&mut self, name: &str, v: ValueId, beam: Out) -> Result<Out> {
+        let g = self.g;
+        let i = g.info(v);
+        let variable = name.strip_prefix("input.").unwrap_or(name).to_string();
+        // A growing cache starts empty; every other dim is read from the inputs.
+        let init_dims: Vec<Dim> = i
+            .shape
+            .iter()
+            .map(|d| match g.symbols.get("past_len") {
+                Some(past) => d.substitute(&past, &Dim::konst(0)),
+                None => d.clone(),
+            })
+            .collect();
+        let shape = self.shape(&init_dims)?;
+        let zero = self.em.constant(&Tensor::scalar_float(i.dtype, 0.0));
+        let init = self.em.op(
+            "Broadcast",
+            "opset3",
+            vec![("mode", "numpy".into())],
+            vec![zero, shape],
+            port(i.dtype, dims_of(&init_dims)),
+        );
+        let var_shape: Vec<String> =
+            i.shape.iter().map(|d| d.as_const().map_or("?".into(), |c| c.to_string())).collect();
+        let data = vec![
+            ("variable_id", variable.clone()),
+            ("variable_type", element_type(i.dtype).to_string()),
+            ("variable_shape", var_shape.join(",")),
+        ];
+        let layer =
+            self.em.layer(format!("{variable}/read"), "ReadValue", "opset6", data, vec![init], vec![self.info_port(v)]);
+        let axis = self.em.scalar_i64(0);
+        let read = Out { layer, index: 0 };
+        Ok(self.em.op("Gather", "opset8", vec![("batch_dims", "0".into())], vec![read, beam, axis], self.info_port(v)))
+    }
+
+    fn weights(&mut self) {
+        let g = self.g;
+        for (index, w) in g.weights().iter().enumerate() {
+            let i = g.info(w.value);
+            let dims = dims_of(&i.shape);
+            let compress = self.opts.compress_to_fp16 && i.dtype == DType::F32;
+            let stored = if compress { DType::F16 } else { i.dtype };
+            let c = self.em.const_layer(w.name.clone(), stored, dims.clone(), ConstSource::Weight { index, compress });
+            let o = if compress {
+                let data = vec![("destination_type", "f32".to_string())];
+                let layer = self.em.layer(
+                    format!("{}/decompress", w.name),
+                    "Convert",
+                    "opset1",
+                    data,
+                    vec![c],
+                    vec![port(DType::F32, dims)],
+                );
+                self.em.net.layers[layer].decompression = true;
+                Out { layer, index: 0 }
+            } else {
+                c
+            };
+            self.vals[w.value.0] = Some(o);
+        }
+    }
+
+    fn outputs(&mut self) -> Result<()> {
+        let g = self.g;
+        for p in g.outputs() {
+            let mut src = self.val(p.value);
+            let alias = g.aliases().iter().find(|a| a.output == p.name);
+            if let (true, Some(a)) = (self.opts.stateful, alias) {
+                let variable = a.input.strip_prefix("input.").unwrap_or(&a.input).to_string();
+                let data = vec![("variable_id", variable.clone())];
+                self.em.layer(format!("{variable}/assign"), "Assign", "opset6", data, vec![src], vec![]);
+                continue;
+            }
+            // A Parameter or Const keeps its own name: name a copy instead.
+            if matches!(self.em.net.layers[src.layer].ty, "Parameter" | "Const") {
+                let i = g.info(p.value);
+                let data = vec![("destination_type", element_type(i.dtype).to_string())];
+                src = self.em.op("Convert", "opset1", data, vec![src], self.info_port(p.value));
+            }
+            self.em.net.port_mut(src).names.push(p.name.clone());
+            let name = format!("{}/result", p.name);
+            let layer = self.em.layer(name, "Result", "opset1", vec![], vec![src], vec![]);
+            self.em.net.layers[layer].output_names = Some(p.name.clone());
+        }
+        Ok(())
+    }
+
+    fn lower_node(&mut self, n: &Node) -> Result<()> {
+        let ins: Vec<Out> = n.inputs.iter().map(|v| self.val(*v)).collect();
+        let out = self.info_port(n.outputs[0]);
+        let name = n.name.clone();
+        let one = |cx: &mut Self,
+                   ty: &'static str,
+                   version: &'static str,
+                   data: Vec<(&'static str, String)>,
+                   inputs: Vec<Out>| {
+            let layer = cx.em.layer(name.clone(), ty, version, data, inputs, vec![out.clone()]);
+            Out { layer, index: 0 }
+        };
+        let numpy = || vec![("auto_broadcast", "numpy".to_string())];
+        let o = match &n.op {
+            Op::Constant(t) => {
+                let c = self.em.constant(t);
+                self.em.net.layers[c.layer].name = name.clone();
+                c
+            }
+            Op::Unary(u) => match u {
+                UnaryOp::Reciprocal => {
+                    let dtype = self.g.info(n.inputs[0]).dtype;
+                    let one_c = self.em.constant(&Tensor::scalar_float(dtype, 1.0));
+                    one(
+                        self,
+                        "Divide",
+                        "opset1",
+                        vec![("auto_broadcast", "numpy".into()), ("m_pythondiv", "true".into())],
+                        vec![one_c, ins[0]],
+                    )
+                }
+                other => {
+                    let ty = match other {
+                        UnaryOp::Neg => "Negative",
+                        UnaryOp::Exp => "Exp",
+                        UnaryOp::Sqrt => "Sqrt",
+                        UnaryOp::Tanh => "Tanh",
+                        UnaryOp::Sigmoid => "Sigmoid",
+                        UnaryOp::Cos => "Cos",
+                        UnaryOp::Sin => "Sin",
+                        UnaryOp::Not => "LogicalNot",
+                        UnaryOp::Reciprocal => unreachable!("handled above"),
+                    };
+                    one(self, ty, "opset1", vec![], ins)
+                }
+            },
+            Op::Binary(b) => {
+                let ty = match b {
+                    BinaryOp::Add => "Add",
+                    BinaryOp::Sub => "Subtract",
+                    BinaryOp::Mul => "Multiply",
+                    BinaryOp::Div => "Divide",
+                    BinaryOp::Pow => "Power",
+                    BinaryOp::Max => "Maximum",
+                    BinaryOp::Min => "Minimum",
+                    BinaryOp::Equal => "Equal",
+                    BinaryOp::Less => "Less",
+                    BinaryOp::LessEqual => "LessEqual",
+                    BinaryOp::Greater => "Greater",
+                    BinaryOp::GreaterEqual => "GreaterEqual",
+                    BinaryOp::And => "LogicalAnd",
+                    BinaryOp::Or => "LogicalOr",
+                };
+                let mut data = numpy();
+                if *b == BinaryOp::Div {
+                    // integer division truncates in core (as in C and ONNX), not floors
+                    data.push(("m_pythondiv", "false".into()));
+                }
+                one(self, ty, "opset1", data, ins)
+            }
+            Op::Where => one(self, "Select", "opset1", numpy(), ins),
+            Op::Cast(d) => one(self, "Convert", "opset1", vec![("destination_type", element_type(*d).into())], ins),
+            Op::MatMul => one(
+                self,
+                "MatMul",
+                "opset1",
+                vec![("transpose_a", "false".into()), ("transpose_b", "false".into())],
+                ins,
+            ),
+            Op::Reduce { kind, axes, keep_dims } => {
+                let ty = match kind {
+                    ReduceKind::Sum => "ReduceSum",
+                    ReduceKind::Mean => "ReduceMean",
+                    ReduceKind::Max => "ReduceMax",
+                };
+                let axes: Vec<i64> = axes.iter().map(|&a| a as i64).collect();
+                let a = self.em.const_i64(&axes);
+                one(self, ty, "opset1", vec![("keep_dims", keep_dims.to_string())], vec![ins[0], a])
+            }
+            Op::Softmax { axis } => one(self, "SoftMax", "opset8", vec![("axis", axis.to_string())], ins),
+            Op::Reshape { shape } => {
+                let s = self.shape(shape)?;
+                one(self, "Reshape", "opset1", vec![("special_zero", "false".into())], vec![ins[0], s])
+            }
+            Op::Transpose { perm } => {
+                let p: Vec<i64> = perm.iter().map(|&p| p as i64).collect();
+                let p = self.em.const_i64(&p);
+                one(self, "Transpose", "opset1", vec![], vec![ins[0], p])
+            }
+            Op::Expand { shape } => {
+                let s = self.shape(shape)?;
+                one(self, "Broadcast", "opset3", vec![("mode", "numpy".into())], vec![ins[0], s])
+            }
+            Op::Concat { axis } => one(self, "Concat", "opset1", vec![("axis", axis.to_string())], ins),
+            Op::Slice { axis, start, end } => {
+                let (s, e) = (self.dim(start)?, self.dim(end)?);
+                let step = self.em.const_i64(&[1]);
+                let ax = self.em.const_i64(&[*axis as i64]);
+                one(self, "Slice", "opset8", vec![], vec![ins[0], s, e, step, ax])
+            }
+            Op::Gather { axis } => {
+                let ax = self.em.scalar_i64(*axis as i64);
+                one(self, "Gather", "opset8", vec![("batch_dims", "0".into())], vec![ins[0], ins[1], ax])
+            }
+            Op::Iota { len } => {
+                let l = self.dim(len)?;
+                let axes = self.em.const_i64(&[0]);
+                let limit = self.em.op("Squeeze", "opset1", vec![], vec![l, axes], port(DType::I64, vec![]));
+                let (zero, step) = (self.em.scalar_i64(0), self.em.scalar_i64(1));
+                one(self, "Range", "opset4", vec![("output_type", "i64".into())], vec![zero, limit, step])
+            }
+            Op::Linear => {
+                let data = vec![("transpose_a", "false".into()), ("transpose_b", "true".into())];
+                if ins.len() == 2 {
+                    one(self, "MatMul", "opset1", data, ins)
+                } else {
+                    let mm = self.em.op("MatMul", "opset1", data, vec![ins[0], ins[1]], out.clone());
+                    one(self, "Add", "opset1", numpy(), vec![mm, ins[2]])
+                }
+            }
+            Op::CacheUpdate => {
+                let flat = self.em.const_i64(&[-1]);
+                let q = self.g.info(n.inputs[2]).shape.iter().fold(Dim::konst(1), |a, d| a.mul(d));
+                let idx = self.em.op(
+                    "Reshape",
+                    "opset1",
+                    vec![("special_zero", "false".into())],
+                    vec![ins[2], flat],
+                    port(DType::I64, dims_of(&[q])),
+                );
+                let axis = self.em.scalar_i64(2);
+                one(self, "ScatterUpdate", "opset3", vec![], vec![ins[0], idx, ins[1], axis])
+            }
+            Op::Attention { scale, softcap: None, sliding_window } => {
+                let (q, k) = (self.g.info(n.inputs[0]).clone(), self.g.info(n.inputs[1]).clone());
+                let mask = self.attention_mask(n, *sliding_window)?;
+                let (hq, hkv) = (q.shape[1].as_const().unwrap_or(0), k.shape[1].as_const().unwrap_or(0));
+                let (kk, vv) = if hq != hkv && hkv > 0 {
+                    (self.repeat_kv(n.inputs[1], hq / hkv)?, self.repeat_kv(n.inputs[2], hq / hkv)?)
+                } else {
+                    (ins[1], ins[2])
+                };
+                let s = self.em.constant(&Tensor::scalar_float(q.dtype, *scale));
+                one(
+                    self,
+                    "ScaledDotProductAttention",
+                    "opset13",
+                    vec![("causal", "false".into())],
+                    vec![ins[0], kk, vv, mask, s],
+                )
+            }
+            hl => {
+                return Err(OvError::Lowering {
+                    node: n.name.clone(),
+                    op: hl.name().into(),
+                    msg: "has no native OpenVINO lowering; decompose it first".into(),
+                })
+            }
+        };
+        self.vals[n.outputs[0].0] = Some(o);
+        Ok(())
+    }
+
+    /// `[b, kvh, t, d]` → `[b, kvh·groups, t, d]`, each KV head repeated `groups` times.
+    fn repeat_kv(&mut self, v: ValueId, groups: i64) -> Result<Out> {
+        let i = self.g.info(v).clone();
+        let src = self.val(v);
+        let (kvh, d) = (i.shape[1].as_const().unwrap_or(-1), i.shape[3].as_const().unwrap_or(-1));
+        let dims = dims_of(&i.shape);
+        let axes = self.em.const_i64(&[2]);
+        let u = self.em.op(
+            "Unsqueeze",
+            "opset1",
+            vec![],
+            vec![src, axes],
+            port(i.dtype, vec![dims[0], kvh, 1, dims[2], d]),
+        );
+        let reps = self.em.const_i64(&[1, 1, groups, 1, 1]);
+        let b = self.em.op(
+            "Broadcast",
+            "opset3",
+            vec![("mode", "bidirectional".into())],
+            vec![u, reps],
+            port(i.dtype, vec![dims[0], kvh, groups, dims[2], d]),
+        );
+        let to = self.em.const_i64(&[0, kvh * groups, -1, d]);
+        Ok(self.em.op(
+            "Reshape",
+            "opset1",
+            vec![("special_zero", "true".into())],
+            vec![b, to],
+            port(i.dtype, vec![dims[0], kvh * groups, dims[2], d]),
+        ))
+    }
+
+    /// The additive mask of an `Attention`: 0 where a key may be attended, the dtype's lowest
+    /// value elsewhere, with the sliding window (`q_pos - k_pos < window`) folded in.
+    fn attention_mask(&mut self, n: &Node, window: Option<usize>) -> Result<Out> {
+        let mut mask = self.val(n.inputs[3]);
+        let mdims = self.em.net.port(mask).dims.clone();
+        if let Some(w) = window {
+            let (qs, ks) = (self.g.info(n.inputs[4]).shape.clone(), self.g.info(n.inputs[5]).shape.clone());
+            let one = Dim::konst(1);
+            let q4 = self.shape(&[qs[0].clone(), one.clone(), qs[1].clone(), one.clone()])?;
+            let k4 = self.shape(&[ks[0].clone(), one.clone(), one, ks[1].clone()])?;
+            let (qp, kp) = (self.val(n.inputs[4]), self.val(n.inputs[5]));
+            let rs = vec![("special_zero", "false".to_string())];
+            let q = self.em.op("Reshape", "opset1", rs.clone(), vec![qp, q4], port(DType::I64, vec![-1, 1, -1, 1]));
+            let k = self.em.op("Reshape", "opset1", rs, vec![kp, k4], port(DType::I64, vec![-1, 1, 1, -1]));
+            let dist = self.em.binary("Subtract", q, k, port(DType::I64, vec![-1, 1, -1, -1]));
+            let wv = self.em.scalar_i64(w as i64);
+            let inside = self.em.binary("Less", dist, wv, port(DType::Bool, vec![-1, 1, -1, -1]));
+            mask = self.em.binary("LogicalAnd", mask, inside, port(DType::Bool, vec![-1, 1, -1, -1]));
+        }
+        let dtype = self.g.info(n.inputs[0]).dtype;
+        let zero = self.em.constant(&Tensor::scalar_float(dtype, 0.0));
+        let low = self.em.constant(&Tensor::scalar_float(dtype, dtype.min_finite()));
+        let dims = if window.is_some() { vec![-1, 1, -1, -1] } else { mdims };
+        Ok(self.em.op(
+            "Select",
+            "opset1",
+            vec![("auto_broadcast", "numpy".into())],
+            vec![mask, zero, low],
+            port(dtype, dims),
+        ))
+    }
+}
