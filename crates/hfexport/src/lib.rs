@@ -157,7 +157,19 @@ impl AutoHfExporter {
                 if gen.static_cache == Some(0) {
                     return Err(Error::Unsupported("--static-cache must be at least 1".into()));
                 }
-                hfexport_models::build_generation(&ckpt.config, &ckpt, &opts, gen.static_cache, gen.multi_token_decode)?
+                let mut components = hfexport_models::build_generation(
+                    &ckpt.config,
+                    &ckpt,
+                    &opts,
+                    gen.static_cache,
+                    gen.multi_token_decode,
+                )?;
+                // A stateful model keeps its cache inside the infer request, which a separate
+                // prefill model cannot hand over: `decode` serves the prompt too.
+                if matches!(&self.config, ExportConfig::Openvino(c) if c.stateful) {
+                    components.retain(|(name, _)| name != "prefill");
+                }
+                components
             }
         };
         let mut runtime_checks = vec![];
