@@ -1,14 +1,16 @@
 """Greedy generation over an hfexport OpenVINO generation export, the way a Python user would
 write the loop, for the Rust test suite.
 
-usage: generate_openvino.py EXPORT_DIR GOLDEN.safetensors OUT.json
+usage: generate_openvino.py JOBS.json OUT.json
+
+JOBS is a list of [EXPORT_DIR, GOLDEN.safetensors]; OUT maps each EXPORT_DIR to its tokens.
 
 Stateful exports (components with `states`): one `decode` model whose caches live in the infer
 request (a fresh request starts from zeros); the prompt goes through one call when the query
 length is symbolic, else token by token, with `beam_idx` = [0]. Stateless exports: the ONNX-style
 `input.<name>`/`output.<name>` pairs, each output fed back as the next input; static caches are
 sized from the model's own input metadata (one dynamic axis, set to `cache_len`'s maximum).
-Compiled with INFERENCE_PRECISION_HINT=f32 and KV_CACHE_PRECISION=f32. Writes {"tokens": [...]}.
+Compiled with INFERENCE_PRECISION_HINT=f32 and KV_CACHE_PRECISION=f32.
 """
 import json
 import os
@@ -23,13 +25,18 @@ DTYPES = {ov.Type.f32: np.float32, ov.Type.f16: np.float16}
 
 
 def main():
-    export, golden, out = sys.argv[1:4]
+    jobs, out = sys.argv[1:3]
+    core = ov.Core()
+    result = {export: generate(core, export, golden) for export, golden in json.load(open(jobs))}
+    json.dump(result, open(out, "w"))
+
+
+def generate(core, export, golden):
     meta = json.load(open(os.path.join(export, "export.json")))
     comps = {c["name"]: c for c in meta["components"]}
     gold = load_file(golden)
     prompt = gold["greedy.prompt_ids"][0].tolist()
     n_new = gold["greedy.tokens"].shape[1]
-    core = ov.Core()
 
     def compiled(name):
         return core.compile_model(os.path.join(export, f"openvino_{name}.xml"), "CPU", CONFIG)
@@ -89,7 +96,7 @@ def main():
             tokens.append(int(got["logits"][0, -1].argmax()))
             pos += len(step_in)
             step_in, model = [tokens[-1]], decode
-    json.dump({"tokens": tokens}, open(out, "w"))
+    return tokens
 
 
 if __name__ == "__main__":

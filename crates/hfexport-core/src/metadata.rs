@@ -114,19 +114,27 @@ impl Component {
         }
     }
 
-    /// The component of a stateful export: every aliased input/output pair becomes the state
-    /// `<name>` (the input's name without `input.`), and `beam_idx` int32 [batch] is an input.
-    pub fn fold_aliases_into_states(mut self) -> Component {
-        if self.aliases.is_empty() {
+    /// The component of a stateful export: every cache pair `input.<n>` / `output.<n>` (a
+    /// static cache's in-place pair or a growing cache's past and present) becomes the state
+    /// `<n>`, those ports leave `inputs`/`outputs` (and the aliases go), and `beam_idx` int32
+    /// [batch] is an input.
+    pub fn fold_cache_pairs_into_states(mut self) -> Component {
+        let states: Vec<String> = self
+            .inputs
+            .iter()
+            .filter_map(|p| p.name.strip_prefix("input."))
+            .filter(|n| self.outputs.iter().any(|o| o.name == format!("output.{n}")))
+            .map(str::to_string)
+            .collect();
+        if states.is_empty() {
             return self;
         }
-        let pairs = std::mem::take(&mut self.aliases);
-        self.inputs.retain(|p| !pairs.iter().any(|a| a.input == p.name));
-        self.outputs.retain(|p| !pairs.iter().any(|a| a.output == p.name));
+        self.inputs.retain(|p| !states.iter().any(|n| p.name == format!("input.{n}")));
+        self.outputs.retain(|p| !states.iter().any(|n| p.name == format!("output.{n}")));
+        self.aliases.clear();
         let batch = self.inputs.first().and_then(|p| p.shape.first().cloned()).unwrap_or_else(|| "batch".into());
         self.inputs.push(Port { name: "beam_idx".into(), dtype: "i32".into(), shape: vec![batch] });
-        self.states =
-            pairs.into_iter().map(|a| a.input.strip_prefix("input.").unwrap_or(&a.input).to_string()).collect();
+        self.states = states;
         self
     }
 }

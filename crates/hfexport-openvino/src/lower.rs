@@ -62,6 +62,20 @@ pub struct LowerOptions {
 /// The input name of a stateful export's beam reordering.
 pub const BEAM_IDX: &str = "beam_idx";
 
+/// The cache pairs a stateful export folds into variables: graph input `input.<n>` and output
+/// `output.<n>` (a static cache's in-place pair, or a growing cache's past and present), as
+/// (input, output, variable `<n>`).
+pub fn state_pairs(g: &Graph) -> Vec<(String, String, String)> {
+    g.inputs()
+        .iter()
+        .filter_map(|p| {
+            let n = p.name.strip_prefix("input.")?;
+            let out = format!("output.{n}");
+            g.outputs().iter().any(|o| o.name == out).then(|| (p.name.clone(), out, n.to_string()))
+        })
+        .collect()
+}
+
 fn dims_of(shape: &[Dim]) -> Vec<i64> {
     shape.iter().map(|d| d.as_const().unwrap_or(-1)).collect()
 }
@@ -250,7 +264,7 @@ impl<'g> Ctx<'g> {
 
     /// Whether graph input `name` becomes a variable (stateful cache).
     fn is_state(&self, name: &str) -> bool {
-        self.opts.stateful && self.g.aliases().iter().any(|a| a.input == name)
+        self.opts.stateful && state_pairs(self.g).iter().any(|(i, _, _)| i == name)
     }
 
     fn inputs(&mut self) -> Result<()> {
@@ -357,9 +371,8 @@ impl<'g> Ctx<'g> {
         let g = self.g;
         for p in g.outputs() {
             let mut src = self.val(p.value);
-            let alias = g.aliases().iter().find(|a| a.output == p.name);
-            if let (true, Some(a)) = (self.opts.stateful, alias) {
-                let variable = a.input.strip_prefix("input.").unwrap_or(&a.input).to_string();
+            let pair = state_pairs(g).into_iter().find(|(_, o, _)| *o == p.name);
+            if let (true, Some((_, _, variable))) = (self.opts.stateful, pair) {
                 let data = vec![("variable_id", variable.clone())];
                 self.em.layer(format!("{variable}/assign"), "Assign", "opset6", data, vec![src], vec![]);
                 continue;

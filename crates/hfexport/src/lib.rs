@@ -260,7 +260,7 @@ impl AutoHfExporter {
                 };
                 let w = hfexport_openvino::export::export_component(graph, ckpt, dir, name, cfg, &mut step)?;
                 let component = Component::from_graph(name, graph, w.files);
-                let component = if cfg.stateful { component.fold_aliases_into_states() } else { component };
+                let component = if cfg.stateful { component.fold_cache_pairs_into_states() } else { component };
                 Ok((component, w.patches_applied, hfexport_openvino::export::runtime_pins()))
             }
             other => {
