@@ -120,13 +120,9 @@ fn every_fixture_matches_transformers_in_openvino() {
         let r: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
         assert_eq!(r["printed"], "", "{name}: the IR reader printed something");
         let ops: Vec<&str> = r["ops"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
-        for want in [
-            "ScaledDotProductAttention:opset13",
-            "MatMul:opset1",
-            "Gather:opset8",
-            "Slice:opset8",
-            "ShapeOf:opset3",
-        ] {
+        for want in
+            ["ScaledDotProductAttention:opset13", "MatMul:opset1", "Gather:opset8", "Slice:opset8", "ShapeOf:opset3"]
+        {
             assert!(ops.contains(&want), "{name}: no {want} in {ops:?}");
         }
         // the symbols' ranges of export.json, as the reader sees them

@@ -166,9 +166,9 @@ pub struct Generator {
 #[derive(Debug)]
 enum Engine {
     /// Buffers bound once as input and output of every graph, updated in place.
-    Static(StaticCache),
+    Static(Box<StaticCache>),
     /// Each call's `output.<name>` values become the next call's `input.<name>`.
-    Growing(GrowingCache),
+    Growing(Box<GrowingCache>),
 }
 
 impl Generator {
@@ -200,7 +200,7 @@ impl Generator {
         let env = environment(&[dir])?;
         let engine = match meta.symbols.get(CACHE_SYMBOL) {
             Some(r) if r.max >= 1 => {
-                Engine::Static(StaticCache::load(&env, dir, decode, component("prefill"), r.max as usize)?)
+                Engine::Static(Box::new(StaticCache::load(&env, dir, decode, component("prefill"), r.max as usize)?))
             }
             Some(r) => {
                 return Err(err(format!(
@@ -219,7 +219,7 @@ impl Generator {
                         names.join(", ")
                     )));
                 };
-                Engine::Growing(GrowingCache::load(&env, dir, prefill, decode)?)
+                Engine::Growing(Box::new(GrowingCache::load(&env, dir, prefill, decode)?))
             }
         };
         Ok(Generator { engine, last_stop: None })
