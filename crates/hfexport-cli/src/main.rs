@@ -383,6 +383,7 @@ fn run_export(dir: &Path, inputs: &Path, outputs: &Path, component: &str, runtim
     let runtime = runtime.unwrap_or(natural_runtime(&meta.format));
     match runtime {
         "onnxruntime" if meta.format == "onnx" => {}
+        "openvino" if meta.format == "openvino" => {}
         "reference" => bail!(
             "{} is an export folder; the reference evaluator runs checkpoints: run `hfexport run {}` (the checkpoint \
              it was exported from) instead, or drop --runtime to use {}",
@@ -397,24 +398,32 @@ fn run_export(dir: &Path, inputs: &Path, outputs: &Path, component: &str, runtim
         ),
         other => bail!("runtime `{other}` is not valid; valid: reference, onnxruntime, openvino, executorch, libtorch"),
     }
+    let ext = if runtime == "openvino" { ".xml" } else { ".onnx" };
     let file = comp
         .files
         .iter()
-        .find(|f| f.ends_with(".onnx"))
-        .with_context(|| format!("{}: component `{component}` lists no .onnx file", dir.display()))?;
+        .find(|f| f.ends_with(ext))
+        .with_context(|| format!("{}: component `{component}` lists no {ext} file", dir.display()))?;
     let model = dir.join(file);
     let feed = read_all(inputs).with_context(|| format!("cannot read inputs {}", inputs.display()))?;
     let t0 = Instant::now();
-    let runner = hfexport::onnx::runtime::OnnxRunner::load(&model)?;
-    let version = hfexport::onnx::runtime::loaded_version().unwrap_or_else(|| "?".into());
-    let t1 = Instant::now();
-    let out = runner.run(&feed).with_context(|| format!("running on {}", inputs.display()))?;
+    let (out, version, t1) = if runtime == "openvino" {
+        let runner = hfexport::openvino::runtime::OvRunner::load(&model)?;
+        let version =
+            format!("openvino {}", hfexport::openvino::runtime::loaded_version().unwrap_or_else(|| "?".into()));
+        let t1 = Instant::now();
+        (runner.run(&feed).with_context(|| format!("running on {}", inputs.display()))?, version, t1)
+    } else {
+        let runner = hfexport::onnx::runtime::OnnxRunner::load(&model)?;
+        let version =
+            format!("onnxruntime {}", hfexport::onnx::runtime::loaded_version().unwrap_or_else(|| "?".into()));
+        let t1 = Instant::now();
+        (runner.run(&feed).with_context(|| format!("running on {}", inputs.display()))?, version, t1)
+    };
     let t2 = Instant::now();
     let refs: Vec<(&str, &Tensor)> = out.iter().map(|(k, v)| (k.as_str(), v)).collect();
-    let meta = BTreeMap::from([(
-        "producer".to_string(),
-        format!("hfexport {} (onnxruntime {version})", env!("CARGO_PKG_VERSION")),
-    )]);
+    let meta =
+        BTreeMap::from([("producer".to_string(), format!("hfexport {} ({version})", env!("CARGO_PKG_VERSION")))]);
     write_safetensors(outputs, &refs, &meta).with_context(|| format!("cannot write outputs {}", outputs.display()))?;
     for (name, t) in &out {
         println!("{name}: {}{:?}", t.dtype(), t.shape());
@@ -423,7 +432,7 @@ fn run_export(dir: &Path, inputs: &Path, outputs: &Path, component: &str, runtim
         println!("next tokens (argmax at the last position): {:?}", last_argmax(&l.cast(hfexport::DType::F32))?);
     }
     eprintln!(
-        "onnxruntime {version}: load {:.2} s, run {:.2} s; wrote {}",
+        "{version}: load {:.2} s, run {:.2} s; wrote {}",
         (t1 - t0).as_secs_f64(),
         (t2 - t1).as_secs_f64(),
         outputs.display()
@@ -512,11 +521,24 @@ fn generate(a: &GenerateArgs) -> Result<()> {
         (None, None) => bail!("give --prompt-ids 1,2,3 or --prompt \"text\""),
     };
     let eos = eos_ids(dir)?;
+    let format = hfexport::core::metadata::ExportMetadata::read(dir)?.format;
     let t0 = Instant::now();
-    let mut gen = hfexport::onnx::generate::Generator::load(dir)?;
-    let version = hfexport::onnx::runtime::loaded_version().unwrap_or_else(|| "?".into());
-    let t1 = Instant::now();
-    let tokens = gen.generate(&prompt, a.max_new_tokens, &eos)?;
+    let (tokens, stop, version, slots, t1) = if format == "openvino" {
+        let mut gen = hfexport::openvino::generate::OvGenerator::load(dir)?;
+        let version =
+            format!("openvino {}", hfexport::openvino::runtime::loaded_version().unwrap_or_else(|| "?".into()));
+        let t1 = Instant::now();
+        let tokens = gen.generate(&prompt, a.max_new_tokens, &eos)?;
+        let kind = if gen.is_stateful() { "stateful, " } else { "" };
+        (tokens, gen.last_stop(), version, (kind, gen.cache_slots()), t1)
+    } else {
+        let mut gen = hfexport::onnx::generate::Generator::load(dir)?;
+        let version =
+            format!("onnxruntime {}", hfexport::onnx::runtime::loaded_version().unwrap_or_else(|| "?".into()));
+        let t1 = Instant::now();
+        let tokens = gen.generate(&prompt, a.max_new_tokens, &eos)?;
+        (tokens, gen.last_stop(), version, ("", gen.cache_slots()), t1)
+    };
     let t2 = Instant::now();
     let join = |ids: &[i64]| ids.iter().map(i64::to_string).collect::<Vec<_>>().join(",");
     println!("prompt: {}", join(&prompt));
@@ -526,19 +548,20 @@ fn generate(a: &GenerateArgs) -> Result<()> {
         let text = tok.decode(&ids, true).map_err(|e| anyhow::anyhow!("cannot decode the generated ids: {e}"))?;
         println!("text: {text}");
     }
-    let stop = match gen.last_stop() {
-        Some(hfexport::onnx::generate::StopReason::Eos(t)) => format!("stopped at EOS token {t}"),
+    let stop = match stop {
+        Some(hfexport::core::generation::StopReason::Eos(t)) => format!("stopped at EOS token {t}"),
         _ => format!("stopped after --max-new-tokens {}", a.max_new_tokens),
     };
     let secs = (t2 - t1).as_secs_f64();
     eprintln!(
-        "onnxruntime {version}: load {:.2} s; {} prompt + {} new tokens in {:.2} s ({:.1} tokens/s), {}; {stop}",
+        "{version}: load {:.2} s; {} prompt + {} new tokens in {:.2} s ({:.1} tokens/s), {}{}; {stop}",
         (t1 - t0).as_secs_f64(),
         prompt.len(),
         tokens.len(),
         secs,
         tokens.len() as f64 / secs.max(1e-9),
-        match gen.cache_slots() {
+        slots.0,
+        match slots.1 {
             Some(n) => format!("static cache of {n} slots"),
             None => "growing cache".into(),
         }

@@ -19,6 +19,7 @@ pub mod dump;
 pub mod dynamic;
 pub mod error;
 pub mod eval;
+pub mod generation;
 pub mod graph;
 mod kernels;
 pub mod metadata;
@@ -27,6 +28,7 @@ pub mod passes;
 pub mod rope;
 pub mod shape_program;
 pub mod tensor;
+pub mod venv;
 pub mod verify;
 pub mod weights;
 

@@ -31,6 +31,8 @@
 
 use crate::runtime::environment;
 use crate::{OnnxError, Result};
+pub use hfexport_core::generation::{argmax, StopReason};
+use hfexport_core::generation::{greedy, static_mask, Steps};
 use hfexport_core::metadata::{Component, ExportMetadata};
 use hfexport_core::{DType, Tensor};
 use ort::memory::{Allocator, MemoryInfo};
@@ -58,15 +60,6 @@ struct CacheBuffer {
     input: String,
     output: String,
     value: DynTensor,
-}
-
-/// Why [`Generator::generate`] stopped.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StopReason {
-    /// The last token is one of the EOS ids.
-    Eos(i64),
-    /// `max_new_tokens` were generated.
-    MaxNewTokens,
 }
 
 /// One loaded graph with its IoBinding (the caches bound once, for good).
@@ -341,39 +334,8 @@ impl Generator {
     /// before that is an error that carries the tokens generated so far.
     pub fn generate(&mut self, prompt: &[i64], max_new_tokens: usize, eos: &[i64]) -> Result<Vec<i64>> {
         self.last_stop = None;
-        if prompt.is_empty() {
-            return Err(err("the prompt is empty: generation needs at least one token"));
-        }
-        if max_new_tokens == 0 {
-            self.last_stop = Some(StopReason::MaxNewTokens);
-            return Ok(vec![]);
-        }
-        let mut logits = self.prefill(prompt)?;
-        let mut tokens = Vec::with_capacity(max_new_tokens);
-        loop {
-            let next = argmax(&logits) as i64;
-            tokens.push(next);
-            if eos.contains(&next) {
-                self.last_stop = Some(StopReason::Eos(next));
-                break;
-            }
-            if tokens.len() == max_new_tokens {
-                self.last_stop = Some(StopReason::MaxNewTokens);
-                break;
-            }
-            if let Some(slots) = self.cache_slots().filter(|&s| self.position() >= s) {
-                return Err(err(format!(
-                    "generation reached the end of the static cache of {slots} slots after {} new tokens (prompt of {} \
-                     tokens, {} asked for); generated so far: {:?}; re-export with a larger --static-cache or ask for \
-                     fewer new tokens",
-                    tokens.len(),
-                    prompt.len(),
-                    max_new_tokens,
-                    tokens
-                )));
-            }
-            logits = self.step(next)?;
-        }
+        let (tokens, stop) = greedy(self, prompt, max_new_tokens, eos)?;
+        self.last_stop = Some(stop);
         Ok(tokens)
     }
 
@@ -565,7 +527,7 @@ impl StaticCache {
         let here = g.path.display().to_string();
         let fail = |what: &str, e: ort::Error| err(format!("{here}: {what}: {e}"));
         let input_ids = OrtTensor::from_array(([1usize, q], tokens.to_vec())).map_err(|e| fail("input_ids", e))?;
-        let mask: Vec<bool> = (0..q).flat_map(|i| (0..slots).map(move |j| j <= pos + i)).collect();
+        let mask = static_mask(q, pos, slots);
         let mask = OrtTensor::from_array(([1usize, 1, q, slots], mask)).map_err(|e| fail("attention_mask", e))?;
         let positions: Vec<i64> = (pos..pos + q).map(|p| p as i64).collect();
         let positions = OrtTensor::from_array(([1usize, q], positions)).map_err(|e| fail("position_ids", e))?;
@@ -761,28 +723,33 @@ fn last_row(v: &DynValue, ty: TensorElementType) -> std::result::Result<Vec<f32>
     }
 }
 
-/// Index of the largest logit (the first on ties, as `torch.argmax`); NaN counts as smallest.
-pub fn argmax(logits: &[f32]) -> usize {
-    let mut best = 0;
-    for (i, &x) in logits.iter().enumerate() {
-        let b = logits[best];
-        if x > b || (b.is_nan() && !x.is_nan()) {
-            best = i;
-        }
+impl Steps for Generator {
+    type Error = OnnxError;
+
+    fn prefill(&mut self, prompt: &[i64]) -> Result<Vec<f32>> {
+        Generator::prefill(self, prompt)
     }
-    best
+
+    fn step(&mut self, token: i64) -> Result<Vec<f32>> {
+        Generator::step(self, token)
+    }
+
+    fn position(&self) -> usize {
+        Generator::position(self)
+    }
+
+    fn capacity(&self) -> Option<usize> {
+        self.cache_slots()
+    }
+
+    fn error(msg: String) -> OnnxError {
+        err(msg)
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn argmax_takes_the_first_maximum_and_skips_nan() {
-        assert_eq!(argmax(&[0.0, 3.0, 3.0, 1.0]), 1);
-        assert_eq!(argmax(&[f32::NAN, -1.0, 2.0]), 2);
-        assert_eq!(argmax(&[5.0]), 0);
-    }
 
     #[test]
     fn a_folder_without_export_json_is_named() {

@@ -16,6 +16,7 @@
 //! allows a single environment per process); the first successful load fixes both.
 
 use crate::{OnnxError, Result};
+use hfexport_core::venv::find_in_venvs;
 use hfexport_core::{DType, Tensor, TensorData};
 use ort::environment::Environment;
 use ort::session::{Session, SessionInputValue};
@@ -44,22 +45,6 @@ fn install_hint() -> String {
     )
 }
 
-/// The wheel's library under `<dir>/.venv`, if there.
-fn venv_library(dir: &Path) -> Option<PathBuf> {
-    let lib = dir.join(".venv").join("lib");
-    let mut pythons: Vec<PathBuf> = std::fs::read_dir(&lib)
-        .ok()?
-        .filter_map(|e| e.ok())
-        .filter(|e| e.file_name().to_string_lossy().starts_with("python3"))
-        .map(|e| e.path())
-        .collect();
-    pythons.sort();
-    pythons
-        .into_iter()
-        .map(|p| p.join("site-packages").join("onnxruntime").join("capi").join(LIBRARY_FILE))
-        .find(|p| p.is_file())
-}
-
 /// Finds the ONNX Runtime library: `ORT_DYLIB_PATH`, else a `.venv/` above the current
 /// folder, above each of `near`, or above the running executable. The error says where it
 /// looked and how to install the runtime.
@@ -75,26 +60,10 @@ pub fn locate_library(near: &[&Path]) -> Result<PathBuf> {
             install_hint()
         )));
     }
-    let mut starts: Vec<PathBuf> = vec![];
-    if let Ok(cwd) = std::env::current_dir() {
-        starts.push(cwd);
-    }
-    for n in near {
-        let n = if n.as_os_str().is_empty() { Path::new(".") } else { n };
-        starts.push(n.canonicalize().unwrap_or_else(|_| n.to_path_buf()));
-    }
-    if let Some(dir) = std::env::current_exe().ok().and_then(|e| e.parent().map(Path::to_path_buf)) {
-        starts.push(dir);
-    }
-    let mut searched: Vec<String> = vec![];
-    for s in &starts {
-        for dir in s.ancestors() {
-            if let Some(lib) = venv_library(dir) {
-                return Ok(lib);
-            }
-        }
-        searched.push(s.display().to_string());
-    }
+    let searched = match find_in_venvs(near, "onnxruntime/capi", &|f| f == LIBRARY_FILE) {
+        Ok(lib) => return Ok(lib),
+        Err(searched) => searched,
+    };
     Err(runtime_err(format!(
         "the ONNX Runtime runner is compiled in, but the ONNX Runtime library is not available: {DYLIB_ENV} is not \
          set and no .venv/lib/python3*/site-packages/onnxruntime/capi/{LIBRARY_FILE} is above {}; {}",

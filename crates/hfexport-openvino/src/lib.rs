@@ -9,8 +9,12 @@
 
 pub mod error;
 pub mod export;
+#[cfg(feature = "runtime")]
+pub mod generate;
 pub mod ir;
 pub mod lower;
+#[cfg(feature = "runtime")]
+pub mod runtime;
 pub mod writer;
 
 pub use error::{OvError, Result};

@@ -366,12 +366,12 @@ pub fn sample_cases(graph: &Graph, vocab: usize) -> Result<Vec<SampleCase>> {
 /// [`generation_case`] for a generation component (its inputs include `position_ids`).
 pub fn cases_for(graph: &Graph, vocab: usize) -> Result<Vec<SampleCase>> {
     match graph.input("position_ids") {
-        Some(_) => Ok(vec![generation_case(graph, vocab)?]),
+        Some(_) => Ok(vec![generation_case(graph, vocab, SAMPLE_PAST)?]),
         None if graph.inputs().iter().any(|p| p.name.starts_with("input.")) => {
             Err(Error::Unsupported("a graph with cache inputs but no position_ids cannot be verified".into()))
         }
         None if graph.outputs().iter().any(|p| p.name.starts_with("output.")) => {
-            Ok(vec![generation_case(graph, vocab)?])
+            Ok(vec![generation_case(graph, vocab, SAMPLE_PAST)?])
         }
         None => sample_cases(graph, vocab),
     }
@@ -383,15 +383,15 @@ const SAMPLE_PAST: usize = 4;
 const SAMPLE_QUERY: i64 = 3;
 
 /// One sample input of a generation component, by the contract of DESIGN.md: a cache holding
-/// [`SAMPLE_PAST`] tokens (deterministic nonzero values in every slot, so a wrong mask shows)
-/// and [`SAMPLE_QUERY`] new tokens at the positions after them (one, when the graph fixes the
-/// query length). A static cache (`attention_mask` [1, 1, q, slots], bool) gets 12 slots, or
+/// `past` tokens (deterministic nonzero values in every slot, so a wrong mask shows; all zeros
+/// when `past` is 0, the state a stateful model starts from) and [`SAMPLE_QUERY`] new tokens at
+/// the positions after them (one, when the graph fixes the query length). A static cache (`attention_mask` [1, 1, q, slots], bool) gets 12 slots, or
 /// its fixed size; a growing cache gets an all-ones `attention_mask` [1, past + q]; a prefill
 /// with no cache input starts at position 0.
-pub fn generation_case(graph: &Graph, vocab: usize) -> Result<SampleCase> {
+pub fn generation_case(graph: &Graph, vocab: usize, past: usize) -> Result<SampleCase> {
     let unsupported = |msg: String| Error::Unsupported(format!("verification of a generation component: {msg}"));
     let has_cache = graph.inputs().iter().any(|p| p.name.starts_with("input."));
-    let past = if has_cache { SAMPLE_PAST } else { 0 };
+    let past = if has_cache { past } else { 0 };
     let mut bindings = hfexport_core::dim::Bindings::default();
     for (s, r) in graph.symbols.iter() {
         let want = match s.name() {
@@ -429,7 +429,8 @@ pub fn generation_case(graph: &Graph, vocab: usize) -> Result<SampleCase> {
                 _ => return Err(unsupported(format!("attention_mask of shape {shape:?} fits no cache contract"))),
             },
             name if name.starts_with("input.") => {
-                Tensor::float(DType::F32, shape, (0..n).map(|i| ((i as f32) * 0.37).sin() * 0.5).collect())?
+                let scale = if past == 0 { 0.0 } else { 0.5 };
+                Tensor::float(DType::F32, shape, (0..n).map(|i| ((i as f32) * 0.37).sin() * scale).collect())?
                     .cast(info.dtype)
             }
             other => return Err(unsupported(format!("unknown input `{other}`"))),
@@ -437,6 +438,7 @@ pub fn generation_case(graph: &Graph, vocab: usize) -> Result<SampleCase> {
         inputs.insert(port.name.clone(), t);
     }
     let name = match past {
+        0 if has_cache => format!("{q} token{} into an empty cache", if q == 1 { "" } else { "s" }),
         0 => format!("prefill of {q} tokens"),
         p => format!("{q} new token{} after {p} cached", if q == 1 { "" } else { "s" }),
     };
@@ -444,12 +446,12 @@ pub fn generation_case(graph: &Graph, vocab: usize) -> Result<SampleCase> {
 }
 
 /// The worst difference seen so far: (tensor, index, runtime value, reference value, |diff|).
-#[cfg_attr(not(feature = "onnx-runtime"), allow(dead_code))]
+#[cfg_attr(not(any(feature = "onnx-runtime", feature = "openvino-runtime")), allow(dead_code))]
 type Worst = (String, Vec<usize>, f32, f32, f32);
 
 /// Compares every reference output with the runtime's at the positions the mask keeps (an
 /// output whose leading dims are the mask's `[batch, seq]`; any other output everywhere).
-#[cfg_attr(not(feature = "onnx-runtime"), allow(dead_code))]
+#[cfg_attr(not(any(feature = "onnx-runtime", feature = "openvino-runtime")), allow(dead_code))]
 fn compare_outputs(
     runtime: &str,
     case: &SampleCase,
@@ -499,7 +501,7 @@ fn compare_outputs(
     Ok(())
 }
 
-/// Runs `model` in ONNX Runtime and `graph` in the reference evaluator on [`sample_cases`].
+/// Runs `model` in ONNX Runtime and compares with the reference evaluator ([`verify_in`]).
 #[cfg(feature = "onnx-runtime")]
 fn verify_onnx(
     graph: &Graph,
@@ -509,25 +511,86 @@ fn verify_onnx(
     progress: Progress,
 ) -> Result<Verification> {
     use hfexport_onnx::runtime;
-    let cases = cases_for(graph, ckpt.config.vocab_size)?;
     let runner = runtime::OnnxRunner::load(model)?;
     let runtime = format!("onnxruntime {}", runtime::loaded_version().unwrap_or_else(|| "(unknown version)".into()));
+    let cases = cases_for(graph, ckpt.config.vocab_size)?;
+    verify_in(&runtime, &|inputs| Ok(runner.run(inputs)?), cases, &|_| true, graph, ckpt, dtype, progress)
+}
+
+/// Runs `model` in OpenVINO (CPU, f32 precision) and compares with the reference evaluator.
+///
+/// A stateful model's caches are variables that start at zeros: its sample runs the new tokens
+/// into an empty cache (the evaluator gets zero caches), `beam_idx` is [0], and only the
+/// model's own outputs (`logits`) are compared.
+#[cfg(feature = "openvino-runtime")]
+fn verify_openvino(
+    graph: &Graph,
+    ckpt: &Checkpoint,
+    model: &Path,
+    stateful: bool,
+    dtype: DType,
+    progress: Progress,
+) -> Result<Verification> {
+    use hfexport_openvino::runtime;
+    let runner = runtime::OvRunner::load(model)?;
+    let runtime = format!("openvino {}", runtime::loaded_version().unwrap_or_else(|| "(unknown version)".into()));
+    let vocab = ckpt.config.vocab_size;
+    if !stateful {
+        let cases = cases_for(graph, vocab)?;
+        return verify_in(&runtime, &|i| Ok(runner.run(i)?), cases, &|_| true, graph, ckpt, dtype, progress);
+    }
+    let cases = vec![generation_case(graph, vocab, 0)?];
+    let run = |inputs: &BTreeMap<String, Tensor>| -> Result<BTreeMap<String, Tensor>> {
+        let mut feed: BTreeMap<String, Tensor> =
+            inputs.iter().filter(|(k, _)| !k.starts_with("input.")).map(|(k, v)| (k.clone(), v.clone())).collect();
+        feed.insert(hfexport_openvino::lower::BEAM_IDX.into(), Tensor::int(DType::I32, vec![1], vec![0])?);
+        Ok(runner.run(&feed)?)
+    };
+    verify_in(&runtime, &run, cases, &|name| !name.starts_with("output."), graph, ckpt, dtype, progress)
+}
+
+/// The artifact's `run` against `graph` in the reference evaluator on [`cases_for`] the graph;
+/// a difference beyond [`verification_atol`] is an error naming the worst tensor and index.
+#[cfg(any(feature = "onnx-runtime", feature = "openvino-runtime"))]
+type RunArtifact<'a> = &'a dyn Fn(&BTreeMap<String, Tensor>) -> Result<BTreeMap<String, Tensor>>;
+
+#[cfg(any(feature = "onnx-runtime", feature = "openvino-runtime"))]
+#[allow(clippy::too_many_arguments)]
+fn verify_in(
+    runtime: &str,
+    run: RunArtifact,
+    cases: Vec<SampleCase>,
+    compared: &dyn Fn(&str) -> bool,
+    graph: &Graph,
+    ckpt: &Checkpoint,
+    dtype: DType,
+    progress: Progress,
+) -> Result<Verification> {
     progress(&format!("verifying in {runtime} against the reference evaluator ({} sample inputs)", cases.len()));
     let ev = Evaluator::new(graph, ckpt)?;
     let atol = verification_atol(dtype);
     let mut worst = None;
     for case in &cases {
-        let got = runner.run(&case.inputs)?;
-        let want = ev.run(&case.inputs)?;
-        compare_outputs(&runtime, case, &got, &want, &mut worst)?;
+        let got = run(&case.inputs)?;
+        let mut want = ev.run(&case.inputs)?;
+        want.retain(|name, _| compared(name));
+        compare_outputs(runtime, case, &got, &want, &mut worst)?;
     }
     let max_abs_diff = worst.as_ref().map_or(0.0, |w| w.4);
     if let Some((tensor, index, got, expected, diff)) = worst.filter(|w| w.4 > atol) {
-        return Err(Error::VerificationMismatch { runtime, tensor, index, got, expected, diff, atol });
+        return Err(Error::VerificationMismatch {
+            runtime: runtime.to_string(),
+            tensor,
+            index,
+            got,
+            expected,
+            diff,
+            atol,
+        });
     }
     progress(&format!("verified: max |diff| {max_abs_diff:e} (atol {atol:e})"));
     Ok(Verification {
-        runtime,
+        runtime: runtime.to_string(),
         reference: format!("hfexport {} reference evaluator", env!("CARGO_PKG_VERSION")),
         max_abs_diff,
         atol,
@@ -555,8 +618,14 @@ impl AutoHfExporter {
                  the cargo feature `onnx-runtime`"
                     .into(),
             )),
+            ExportFormat::Openvino if cfg!(feature = "openvino-runtime") => Ok(()),
+            ExportFormat::Openvino => Err(Error::Unsupported(
+                "verify needs the OpenVINO runner, which is not compiled into this build: build hfexport with the \
+                 cargo feature `openvino-runtime`"
+                    .into(),
+            )),
             other => Err(Error::Unsupported(format!(
-                "verification of {} exports is not implemented yet; available: onnx",
+                "verification of {} exports is not implemented yet; available: onnx, openvino",
                 other.as_str()
             ))),
         }
@@ -611,6 +680,14 @@ impl AutoHfExporter {
                         Error::Unsupported(format!("component `{}` has no .onnx file", component.name))
                     })?;
                 verify_onnx(graph, ckpt, &dir.join(file), dtype, progress)
+            }
+            #[cfg(feature = "openvino-runtime")]
+            ExportConfig::Openvino(_) => {
+                let file =
+                    component.files.iter().find(|f| f.ends_with(".xml")).ok_or_else(|| {
+                        Error::Unsupported(format!("component `{}` has no .xml file", component.name))
+                    })?;
+                verify_openvino(graph, ckpt, &dir.join(file), !component.states.is_empty(), dtype, progress)
             }
             _ => Err(Error::Unsupported(format!(
                 "cannot verify {} exports in this build",

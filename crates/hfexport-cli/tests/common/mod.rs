@@ -1,4 +1,4 @@
-//! Helpers shared by the binary's integration tests that need ONNX Runtime.
+//! Helpers shared by the binary's integration tests that need ONNX Runtime or OpenVINO.
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
@@ -31,9 +31,35 @@ pub fn require_onnxruntime() {
     );
 }
 
-/// Runs the binary; an ORT_DYLIB_PATH of the caller's would override the .venv search it does.
+/// OpenVINO's C library from the wheel in the repository's `.venv/`, or a failure that says
+/// how to get it.
+pub fn require_openvino() {
+    let lib = repo().join(".venv/lib");
+    let found = std::fs::read_dir(&lib).ok().into_iter().flatten().flatten().any(|e| {
+        std::fs::read_dir(e.path().join("site-packages/openvino/libs"))
+            .ok()
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|f| f.file_name().to_string_lossy().starts_with("libopenvino_c.so."))
+    });
+    assert!(
+        found,
+        "OpenVINO 2026.4.1 is not installed in {}/python3*/site-packages/openvino: run the suite with `cargo xtask \
+         test` (or `cargo xtask setup`, which installs openvino==2026.4.1 into .venv/)",
+        lib.display()
+    );
+}
+
+/// Runs the binary; an ORT_DYLIB_PATH or OPENVINO_C_LIB of the caller's would override the
+/// .venv search it does.
 pub fn hfexport(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_hfexport")).args(args).env_remove("ORT_DYLIB_PATH").output().expect("run hfexport")
+    Command::new(env!("CARGO_BIN_EXE_hfexport"))
+        .args(args)
+        .env_remove("ORT_DYLIB_PATH")
+        .env_remove("OPENVINO_C_LIB")
+        .output()
+        .expect("run hfexport")
 }
 
 pub fn stdout(o: &Output) -> String {

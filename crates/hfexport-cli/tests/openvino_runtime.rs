@@ -1,0 +1,158 @@
+//! The OpenVINO runner end to end, through the binary: `export --format openvino --verify`
+//! checks every fixture in OpenVINO before the folder appears, `run` on the export folder
+//! reproduces transformers' logits, `generate` gives transformers' 16 greedy tokens for every
+//! fixture in every cache variant, stateful and stateless (each export verified too), and
+//! broken artifacts are clear errors.
+//!
+//! OpenVINO is the `openvino==2026.4.1` wheel in the repository's `.venv/` (what `cargo xtask
+//! test` installs); the binary finds its C library by searching upward. No Python is run.
+
+mod common;
+
+use common::*;
+use hfexport_core::metadata::ExportMetadata;
+use hfexport_core::Tensor;
+use hfexport_models::safetensors::{read_all, write_safetensors};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Output;
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+fn export(name: &str, out: &Path, config: &Path, extra: &[&str]) -> Output {
+    let model = fixture(name);
+    let mut args = vec!["export", "--model", s(&model), "--config", s(config), "--output", s(out)];
+    args.extend_from_slice(extra);
+    hfexport(&args)
+}
+
+fn config(dir: &Path, stateful: bool) -> std::path::PathBuf {
+    let p = dir.join(format!("openvino-stateful-{stateful}.json"));
+    std::fs::write(&p, format!("{{\"export_format\": \"openvino\", \"stateful\": {stateful}}}")).unwrap();
+    p
+}
+
+fn worst_unpadded(ours: &Tensor, theirs: &Tensor, mask: &Tensor) -> f32 {
+    assert_eq!(ours.shape(), theirs.shape(), "logits shapes differ");
+    let vocab = *ours.shape().last().unwrap();
+    let (o, t, m) = (ours.as_f32().unwrap(), theirs.as_f32().unwrap(), mask.as_i64().unwrap());
+    (0..o.len()).filter(|i| m[i / vocab] != 0).map(|i| (o[i] - t[i]).abs()).fold(0f32, |w, d| {
+        assert!(d.is_finite(), "non-finite logit difference");
+        w.max(d)
+    })
+}
+
+#[test]
+fn verified_exports_run_in_openvino_like_transformers() {
+    require_openvino();
+    let tmp = tempfile::tempdir().unwrap();
+    let cfg = config(tmp.path(), true);
+    let mut failures = vec![];
+    for name in FIXTURES {
+        let out = tmp.path().join(name);
+        let o = export(name, &out, &cfg, &["--dynamic", "--verify"]);
+        assert!(o.status.success(), "{name}: export --verify failed: {}", stderr(&o));
+        assert!(stdout(&o).contains("verified in openvino 2026.4.1"), "{name}: {}", stdout(&o));
+        let v = ExportMetadata::read(&out).unwrap().verification.unwrap();
+        assert!(v.max_abs_diff <= 1e-4 && v.inputs.len() == 2, "{name}: {v:?}");
+
+        let gold = read_all(fixture(name).join("golden.safetensors")).unwrap();
+        for case in ["single", "batch"] {
+            let inp = tmp.path().join(format!("{name}-{case}-in.safetensors"));
+            let mask = &gold[&format!("{case}.attention_mask")];
+            let feeds = [("input_ids", &gold[&format!("{case}.input_ids")]), ("attention_mask", mask)];
+            write_safetensors(&inp, &feeds, &BTreeMap::new()).unwrap();
+            let res = tmp.path().join(format!("{name}-{case}-out.safetensors"));
+            let o = hfexport(&["run", s(&out), "--inputs", s(&inp), "--outputs", s(&res)]);
+            assert!(o.status.success(), "{name} {case}: run failed: {}", stderr(&o));
+            assert!(stderr(&o).contains("openvino 2026.4.1"), "{name}: {}", stderr(&o));
+            let d = worst_unpadded(&read_all(&res).unwrap()["logits"], &gold[&format!("{case}.logits")], mask);
+            if d > 1e-4 {
+                failures.push(format!("{name} {case}: worst |diff| {d:e} against transformers"));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn generate_gives_transformers_tokens_for_every_variant_stateful_and_stateless() {
+    require_openvino();
+    let tmp = tempfile::tempdir().unwrap();
+    let variants: [(&str, &[&str]); 3] = [
+        ("static-multi", &["--static-cache", "32", "--multi-token-decode"]),
+        ("static-prefill", &["--static-cache", "32"]),
+        ("growing", &[]),
+    ];
+    let mut failures = vec![];
+    for stateful in [true, false] {
+        let cfg = config(tmp.path(), stateful);
+        for name in FIXTURES {
+            let g = read_all(fixture(name).join("golden.safetensors")).unwrap();
+            let join = |t: &Tensor| t.as_i64().unwrap().iter().map(i64::to_string).collect::<Vec<_>>().join(",");
+            let (prompt, want) = (join(&g["greedy.prompt_ids"]), join(&g["greedy.tokens"]));
+            for (variant, flags) in variants {
+                let out = tmp.path().join(format!("{name}-{variant}-{stateful}"));
+                let mut args = vec!["--dynamic", "--for-generation", "--verify"];
+                args.extend_from_slice(flags);
+                let o = export(name, &out, &cfg, &args);
+                assert!(o.status.success(), "{name} {variant} stateful={stateful}: {}", stderr(&o));
+                let o = hfexport(&["generate", s(&out), "--prompt-ids", &prompt, "--max-new-tokens", "16"]);
+                assert!(o.status.success(), "{name} {variant} stateful={stateful}: {}", stderr(&o));
+                assert_eq!(stderr(&o).contains("stateful"), stateful, "{}", stderr(&o));
+                let got = stdout(&o).lines().find_map(|l| l.strip_prefix("ids: ")).unwrap_or_default().to_string();
+                if got != want {
+                    failures.push(format!("{name} {variant} stateful={stateful}: {got} != transformers' {want}"));
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn broken_openvino_exports_are_clear_errors() {
+    require_openvino();
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("llama");
+    let o = export("llama", &out, &config(tmp.path(), true), &["--dynamic"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let inp = tmp.path().join("in.safetensors");
+    let ids = Tensor::i64(vec![1, 3], vec![1, 2, 3]).unwrap();
+    let mask = Tensor::i64(vec![1, 3], vec![1, 1, 1]).unwrap();
+    write_safetensors(&inp, &[("input_ids", &ids), ("attention_mask", &mask)], &BTreeMap::new()).unwrap();
+    let res = tmp.path().join("out.safetensors");
+    let run = || hfexport(&["run", s(&out), "--inputs", s(&inp), "--outputs", s(&res)]);
+
+    // An input the model does not have is named.
+    let bad = tmp.path().join("bad.safetensors");
+    write_safetensors(&bad, &[("input_ids", &ids), ("attention_mask", &mask), ("extra", &mask)], &BTreeMap::new())
+        .unwrap();
+    let o = hfexport(&["run", s(&out), "--inputs", s(&bad), "--outputs", s(&res)]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("no input `extra`"), "{}", stderr(&o));
+    // A truncated .bin: OpenVINO refuses the weights, the message names the file.
+    let bin = out.join("openvino_model.bin");
+    let len = std::fs::metadata(&bin).unwrap().len();
+    std::fs::OpenOptions::new().write(true).open(&bin).unwrap().set_len(len / 2).unwrap();
+    let o = run();
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("openvino_model.xml") && stderr(&o).contains("cannot"), "{}", stderr(&o));
+    // Corrupt XML.
+    std::fs::write(out.join("openvino_model.xml"), "<net><broken").unwrap();
+    let o = run();
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("OpenVINO cannot read this model"), "{}", stderr(&o));
+    // A missing .bin.
+    std::fs::remove_file(&bin).unwrap();
+    let o = run();
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("openvino_model.bin is missing"), "{}", stderr(&o));
+    // generate on a forward export: no decode component.
+    let o = hfexport(&["generate", s(&out), "--prompt-ids", "1,2"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("no `decode` component"), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("panicked"), "{}", stderr(&o));
+}
