@@ -2,7 +2,7 @@
 //! logits equal transformers' at every non-padded position (single and left-padded batch), the
 //! same file runs at a batch and length no sample used (compared with the reference evaluator),
 //! and the IR reader accepts the file silently with the opset versions and dynamic dims we
-//! wrote. Generation exports (three cache variants, stateful and stateless) give transformers'
+//! wrote, and the CPU plugin fuses our RMS norm and rotary sequences. Generation exports (three cache variants, stateful and stateless) give transformers'
 //! 16 greedy tokens through a plain Python openvino loop (`tests/python/generate_openvino.py`).
 
 mod common;
@@ -124,6 +124,11 @@ fn every_fixture_matches_transformers_in_openvino() {
             ["ScaledDotProductAttention:opset13", "MatMul:opset1", "Gather:opset8", "Slice:opset8", "ShapeOf:opset3"]
         {
             assert!(ops.contains(&want), "{name}: no {want} in {ops:?}");
+        }
+        // The CPU plugin recognises our RMS norm and rotary sequences as its fused kernels.
+        let compiled: Vec<&str> = r["compiled"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+        for fused in ["RMS", "RoPE", "FullyConnected"] {
+            assert!(compiled.contains(&fused), "{name}: no fused {fused} layer in {compiled:?}");
         }
         // the symbols' ranges of export.json, as the reader sees them
         let (b, s) = (meta.symbols["batch"].max, meta.symbols["sequence"].max);

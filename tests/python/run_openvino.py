@@ -5,7 +5,8 @@ usage: run_openvino.py MODEL.xml OUT.safetensors REPORT.json CASE.safetensors [C
 Reads the IR with `openvino.Core().read_model` (stdout/stderr of the read are captured and must
 be empty: no warnings), compiles it on CPU with INFERENCE_PRECISION_HINT=f32, and writes the
 logits of case i (`input_ids` / `attention_mask`) to OUT as `<i>`. REPORT gets what the reader
-made of the file: every op as `type:opsetN` and the partial shape of every input and output.
+made of the file: every op as `type:opsetN` and the partial shape of every input and output,
+and the layer types of the CPU plugin's compiled model (`RMS`, `RoPE`: fusions that matched).
 """
 import json
 import os
@@ -47,8 +48,9 @@ def main():
         "inputs": {i.get_any_name(): str(i.get_partial_shape()) for i in model.inputs},
         "outputs": {o.get_any_name(): str(o.get_partial_shape()) for o in model.outputs},
     }
-    json.dump(report, open(report_path, "w"), indent=1)
     compiled = core.compile_model(model, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+    report["compiled"] = sorted({op.get_rt_info()["layerType"].astype(str) for op in compiled.get_runtime_model().get_ops()})
+    json.dump(report, open(report_path, "w"), indent=1)
     outputs = {}
     for i, case in enumerate(cases):
         result = compiled(load_file(case))

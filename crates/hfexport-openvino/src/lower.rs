@@ -88,6 +88,8 @@ fn port(dtype: DType, dims: Vec<i64>) -> PortInfo {
 struct Emit {
     net: Network,
     consts: Vec<(usize, ConstSource)>,
+    /// Where a graph input's dims are read: its Parameter, or a state's `ReadValue` (the CPU
+    /// plugin's stateful SDPA fusion allows a `ShapeOf` there, not after the beam `Gather`).
     inputs: HashMap<String, Out>,
     fresh: usize,
 }
@@ -296,15 +298,15 @@ impl<'g> Ctx<'g> {
             if !self.is_state(&p.name) {
                 continue;
             }
-            let o = self.state(&p.name, p.value, beam)?;
+            let (read, o) = self.state(&p.name, p.value, beam)?;
             self.vals[p.value.0] = Some(o);
-            self.em.inputs.insert(p.name.clone(), o);
+            self.em.inputs.insert(p.name.clone(), read);
         }
         Ok(())
     }
 
-    /// `ReadValue(zeros) → Gather(beam_idx)` for cache input `name`.
-    fn state(&mut self, name: &str, v: ValueId, beam: Out) -> Result<Out> {
+    /// `ReadValue(zeros) → Gather(beam_idx)` for cache input `name`: (the read, the gathered).
+    fn state(&mut self, name: &str, v: ValueId, beam: Out) -> Result<(Out, Out)> {
         let g = self.g;
         let i = g.info(v);
         let variable = name.strip_prefix("input.").unwrap_or(name).to_string();
@@ -337,7 +339,9 @@ impl<'g> Ctx<'g> {
             self.em.layer(format!("{variable}/read"), "ReadValue", "opset6", data, vec![init], vec![self.info_port(v)]);
         let axis = self.em.scalar_i64(0);
         let read = Out { layer, index: 0 };
-        Ok(self.em.op("Gather", "opset8", vec![("batch_dims", "0".into())], vec![read, beam, axis], self.info_port(v)))
+        let gathered =
+            self.em.op("Gather", "opset8", vec![("batch_dims", "0".into())], vec![read, beam, axis], self.info_port(v));
+        Ok((read, gathered))
     }
 
     fn weights(&mut self) {
@@ -494,7 +498,12 @@ impl<'g> Ctx<'g> {
                 let s = self.shape(shape)?;
                 one(self, "Broadcast", "opset3", vec![("mode", "numpy".into())], vec![ins[0], s])
             }
-            Op::Concat { axis } => one(self, "Concat", "opset1", vec![("axis", axis.to_string())], ins),
+            Op::Concat { axis } => {
+                // The last axis is written -1: RoPEFusion matches rotate_half's Concat only so.
+                let rank = self.g.info(n.outputs[0]).shape.len();
+                let axis = if *axis + 1 == rank { -1 } else { *axis as i64 };
+                one(self, "Concat", "opset1", vec![("axis", axis.to_string())], ins)
+            }
             Op::Slice { axis, start, end } => {
                 let (s, e) = (self.dim(start)?, self.dim(end)?);
                 let step = self.em.const_i64(&[1]);
