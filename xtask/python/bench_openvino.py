@@ -112,22 +112,20 @@ def run(label, export, prompt_len=128, steps=64):
     # Cache slots: hfexport's export.json, else a static sequence axis of the state variables (batch, heads, seq,
     # dim), else a static last mask axis; none of them -> a growing cache.
     slots = None
+    masks = [n for n in names if n.startswith("attention_mask")]  # transformers: `attention_mask.<layer type>`
     if layout == "hfexport":
         slots = meta.get("symbols", {}).get("cache_len", {}).get("max")
-        if not meta.get("config", {}).get("dynamic", True) or slots is None:
-            slots = slots
     if slots is None:
         seq_dims = {v.data_shape[2].get_length() for v in variables if v.data_shape.rank.get_length() == 4 and v.data_shape[2].is_static}
         if len(seq_dims) == 1:
             slots = seq_dims.pop()
-    if slots is None and "attention_mask" in ins:
-        last = ins["attention_mask"].get_partial_shape()[-1]
-        if last.is_static and ins["attention_mask"].get_partial_shape().rank.get_length() == 4:
-            slots = last.get_length()
-    # An hfexport export is static only if it says so (a static cache carries cache_len); a dynamic-cache one
-    # (growing) also has a `cache_len` symbol, so check the mask rank too: a growing cache takes a 2-D mask.
-    if layout == "hfexport" and "attention_mask" in ins and ins["attention_mask"].get_partial_shape().rank.get_length() == 2:
-        slots = None
+    for name in masks:
+        shape = ins[name].get_partial_shape()
+        if slots is None and shape.rank.get_length() == 4 and shape[-1].is_static:
+            slots = shape[-1].get_length()
+        # a growing cache takes a 2-D padding mask (hfexport's export.json may still carry a `cache_len` symbol)
+        if layout == "hfexport" and shape.rank.get_length() == 2:
+            slots = None
     cache = f"static {slots} slots" if slots else "growing"
     print(f"OV {label} cache {cache}", flush=True)
     if slots and prompt_len + steps + 2 > slots:
@@ -170,7 +168,7 @@ def run(label, export, prompt_len=128, steps=64):
             port = ins[name]
             if name == "input_ids":
                 f[name] = np.array([tokens], dtype=np_type(port))
-            elif name == "attention_mask":
+            elif name in masks:
                 f[name] = mask_of(port, pos, q)
             elif name == "position_ids":
                 p = np.arange(pos, pos + q, dtype=np_type(port))[None]

@@ -27,8 +27,8 @@ use anyhow::{bail, Context, Result};
 use crate::python::Venv;
 use crate::{cargo_bin, describe, run};
 
-pub const USAGE: &str =
-    "usage: cargo xtask bench export-onnx [--python] [--keep]\n       cargo xtask bench generate-onnx [--python] [--keep]";
+pub const USAGE: &str = "usage: cargo xtask bench export-onnx [--python] [--keep]\n       cargo xtask bench \
+                         generate-onnx [--python] [--keep]\n       cargo xtask bench openvino [--python] [--keep]";
 
 /// Goals of the ONNX export of a 0.6B model on a developer machine.
 const GOAL_WALL_S: f64 = 10.0;
@@ -103,7 +103,7 @@ struct Opts {
 
 pub fn bench(root: &Path, args: &[String]) -> Result<ExitCode> {
     let Some((what, flags)) = args.split_first() else { bail!("{USAGE}") };
-    if what != "export-onnx" && what != "generate-onnx" {
+    if !["export-onnx", "generate-onnx", "openvino"].contains(&what.as_str()) {
         bail!("unknown benchmark `{what}`\n{USAGE}");
     }
     let mut opts = Opts { python: false, keep: false };
@@ -114,10 +114,10 @@ pub fn bench(root: &Path, args: &[String]) -> Result<ExitCode> {
             other => bail!("unknown flag `{other}`\n{USAGE}"),
         }
     }
-    if what == "generate-onnx" {
-        generate_onnx(root, &opts)?;
-    } else {
-        export_onnx(root, &opts)?;
+    match what.as_str() {
+        "generate-onnx" => generate_onnx(root, &opts)?,
+        "openvino" => bench_openvino(root, &opts)?,
+        _ => export_onnx(root, &opts)?,
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -270,7 +270,7 @@ fn generate_onnx(root: &Path, opts: &Opts) -> Result<()> {
     );
 
     println!("==> [4/{steps}] greedy loop (onnxruntime CPU, caches bound in place) over {}", ours_out.display());
-    let ours = run_generate(&venv, &script, "hfexport", &ours_out)?;
+    let ours = run_generate(&venv, &script, "GEN", "hfexport", &ours_out)?;
 
     let mut theirs: Option<Vec<(String, String)>> = None;
     let theirs_out = bench_dir.join("gen-transformers");
@@ -290,7 +290,7 @@ fn generate_onnx(root: &Path, opts: &Opts) -> Result<()> {
                     log_lines(&log)?.iter().filter_map(|l| l.strip_prefix("BENCH ")).map(|p| p.to_string()).collect();
                 println!("  exported in {wall:.1} s: {}", phases.join(", "));
                 println!("==> [6/{steps}] the same loop over {}", theirs_out.display());
-                match run_generate(&venv, &script, "transformers", &theirs_out) {
+                match run_generate(&venv, &script, "GEN", "transformers", &theirs_out) {
                     Ok(r) => theirs = Some(r),
                     Err(err) => println!("  the loop failed on the transformers export: {err:#}"),
                 }
@@ -347,14 +347,142 @@ fn generate_onnx(root: &Path, opts: &Opts) -> Result<()> {
     Ok(())
 }
 
-/// Runs the greedy loop of `bench_generate.py` over an export; returns its `GEN <label>` pairs.
-fn run_generate(venv: &Venv, script: &Path, label: &str, export: &Path) -> Result<Vec<(String, String)>> {
+// ---------------------------------------------------------------------------------------------
+// openvino
+
+/// `cargo xtask bench openvino`: exports the bench checkpoint to OpenVINO IR for generation
+/// (stateful, static cache of 512, multi-token decode), timed with its peak RSS, and times a
+/// greedy OpenVINO CPU loop over it (`xtask/python/bench_openvino.py run`, f32 precision):
+/// prefill tokens/s of a 128-token prompt, decode ms/token over 64 steps after 2 warm-up steps,
+/// and which CPU-plugin fusions the compiled model got. With `--python`, the same for
+/// `transformers.exporters`' OpenVINO export of the checkpoint.
+fn bench_openvino(root: &Path, opts: &Opts) -> Result<()> {
+    let steps = if opts.python { 6 } else { 4 };
+    let bench_dir = target_dir(root).join("bench");
+    let ckpt = bench_dir.join("qwen3-0.6b-bf16");
+    let venv = Venv::new(root);
+    if !venv.exists() {
+        bail!("{} does not exist: run `cargo xtask setup` first", venv.dir.display());
+    }
+    let script = root.join("xtask").join("python").join("bench_openvino.py");
+
+    println!("==> [1/{steps}] checkpoint {}", ckpt.display());
+    ensure_checkpoint(&ckpt)?;
+    println!("==> [2/{steps}] cargo build --release -p hfexport-cli");
+    run(Command::new(cargo_bin()).args(["build", "--release", "-p", "hfexport-cli"]).current_dir(root))?;
+    let exe = target_dir(root).join("release").join(format!("hfexport{}", std::env::consts::EXE_SUFFIX));
+
+    let ours_out = bench_dir.join("ov-hfexport");
+    let cache = GEN_CACHE_LEN.to_string();
+    println!(
+        "==> [3/{steps}] hfexport export --format openvino (stateful) --dynamic --for-generation --static-cache {cache} \
+         --multi-token-decode -> {}",
+        ours_out.display()
+    );
+    prepare_run(&ckpt)?;
+    let mut cmd = Command::new(&exe);
+    cmd.arg("export").arg("--model").arg(&ckpt).args(["--format", "openvino", "--dynamic", "--for-generation"]);
+    cmd.args(["--static-cache", &cache, "--multi-token-decode", "--force", "--output"]).arg(&ours_out);
+    let ours_m = measure(&mut cmd, &bench_dir.join("ov-hfexport.log"))?;
+    if !ours_m.status.success() {
+        print_tail(&ours_m.log, 30);
+        bail!("`{}` failed ({})", describe(&cmd), ours_m.status);
+    }
+    println!("  exported in {:.2} s, peak RSS {}", ours_m.wall_s, rss(&ours_m));
+    println!("==> [4/{steps}] greedy loop (OpenVINO CPU, f32) over {}", ours_out.display());
+    let ours = run_generate(&venv, &script, "OV", "hfexport", &ours_out)?;
+
+    let mut theirs: Option<(Measured, Vec<(String, String)>)> = None;
+    let theirs_out = bench_dir.join("ov-transformers");
+    if opts.python {
+        println!(
+            "==> [5/{steps}] bench_openvino.py export-transformers (static cache {cache}) -> {}",
+            theirs_out.display()
+        );
+        remove_dir(&theirs_out)?;
+        prepare_run(&ckpt)?;
+        let mut cmd = venv.command();
+        cmd.arg(&script).arg("export-transformers").arg(&ckpt).arg(&theirs_out).arg(&cache);
+        let m = measure(&mut cmd, &bench_dir.join("ov-transformers.log"))?;
+        for line in log_lines(&m.log)?.iter().filter(|l| l.starts_with("OV ")) {
+            println!("  {line}");
+        }
+        if m.status.success() {
+            println!("  exported in {:.1} s, peak RSS {}", m.wall_s, rss(&m));
+            println!("==> [6/{steps}] the same loop over {}", theirs_out.display());
+            match run_generate(&venv, &script, "OV", "transformers", &theirs_out) {
+                Ok(r) => theirs = Some((m, r)),
+                Err(err) => println!("  the loop failed on the transformers export: {err:#}"),
+            }
+        } else {
+            println!("  the transformers export failed ({}); the end of {}:", m.status, m.log.display());
+            print_tail(&m.log, 25);
+        }
+    }
+
+    let get = |r: &[(String, String)], k: &str| {
+        r.iter().find(|(key, _)| key == k).map_or("n/a".to_string(), |(_, v)| v.clone())
+    };
+    println!(
+        "\nopenvino: Qwen3-0.6B shape, float32, stateful, static cache {GEN_CACHE_LEN}, batch 1, greedy, OpenVINO CPU"
+    );
+    let mut header = format!("  {:<34}{:>16}", "", "hfexport");
+    if theirs.is_some() {
+        header += &format!("{:>16}", "transformers");
+    }
+    println!("{header}");
+    let row = |label: &str, ours: String, theirs: Option<String>| {
+        let mut line = format!("  {label:<34}{ours:>16}");
+        if let Some(t) = theirs {
+            line += &format!("{t:>16}");
+        }
+        println!("{line}");
+    };
+    row(
+        "export wall time",
+        format!("{:.1} s", ours_m.wall_s),
+        theirs.as_ref().map(|(m, _)| format!("{:.1} s", m.wall_s)),
+    );
+    row("export peak RSS", rss(&ours_m), theirs.as_ref().map(|(m, _)| rss(m)));
+    for (label, key, unit) in [
+        ("model load + compile", "load_s", " s"),
+        (&*format!("prefill, {GEN_PROMPT} tokens"), "prefill_ms", " ms"),
+        ("prefill tokens/s", "prefill_tok_s", ""),
+        (&*format!("decode ms/token ({GEN_STEPS} steps)"), "decode_ms_tok", " ms"),
+        ("fused layers", "fused", ""),
+    ] {
+        row(
+            label,
+            format!("{}{unit}", get(&ours, key)),
+            theirs.as_ref().map(|(_, t)| format!("{}{unit}", get(t, key))),
+        );
+    }
+    println!("  first tokens: hfexport {}", get(&ours, "tokens"));
+    if let Some((_, t)) = &theirs {
+        println!("                transformers {}", get(t, "tokens"));
+    }
+    if opts.keep {
+        println!("\nkept {}", ours_out.display());
+    } else {
+        remove_dir(&ours_out)?;
+        remove_dir(&theirs_out)?;
+    }
+    Ok(())
+}
+
+fn rss(m: &Measured) -> String {
+    m.peak_rss.map_or("n/a".into(), |r| format!("{:.0} MB", r as f64 / 1e6))
+}
+
+/// Runs the greedy loop of a bench script (`<script> run <label> <export> <prompt> <steps>`)
+/// over an export; returns its `<tag> <label> <key> <value>` pairs.
+fn run_generate(venv: &Venv, script: &Path, tag: &str, label: &str, export: &Path) -> Result<Vec<(String, String)>> {
     let mut cmd = venv.command();
     cmd.arg(script).arg("run").arg(label).arg(export).arg(GEN_PROMPT.to_string()).arg(GEN_STEPS.to_string());
     cmd.env("BENCH_CACHE_LEN", GEN_CACHE_LEN.to_string());
     let out = cmd.output().with_context(|| format!("could not start `{}`", describe(&cmd)))?;
     let stdout = String::from_utf8_lossy(&out.stdout);
-    let prefix = format!("GEN {label} ");
+    let prefix = format!("{tag} {label} ");
     let mut pairs = Vec::new();
     for line in stdout.lines() {
         println!("  {line}");

@@ -41,7 +41,13 @@ commands:
                                 multi-token decode) and time a greedy onnxruntime loop with the
                                 caches bound in place (xtask/python/bench_generate.py): prefill
                                 tokens/s (128-token prompt), decode ms/token (64 steps);
-                                --python: transformers' export_for_generation side by side";
+                                --python: transformers' export_for_generation side by side
+  bench openvino [--python] [--keep]
+                                export that checkpoint to OpenVINO IR for generation (stateful,
+                                static cache 512, multi-token decode; wall time, peak RSS) and
+                                time a greedy OpenVINO CPU loop (xtask/python/bench_openvino.py):
+                                prefill tokens/s, decode ms/token, fused layers;
+                                --python: transformers' OpenVINO export side by side";
 
 fn main() -> ExitCode {
     match dispatch(std::env::args().skip(1).collect()) {
