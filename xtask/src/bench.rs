@@ -449,7 +449,9 @@ fn bench_openvino(root: &Path, opts: &Opts) -> Result<()> {
         (&*format!("prefill, {GEN_PROMPT} tokens"), "prefill_ms", " ms"),
         ("prefill tokens/s", "prefill_tok_s", ""),
         (&*format!("decode ms/token ({GEN_STEPS} steps)"), "decode_ms_tok", " ms"),
-        ("fused layers", "fused", ""),
+        ("fused RMS layers", "layer_RMS", ""),
+        ("fused RoPE layers", "layer_RoPE", ""),
+        ("fused SDPA layers", "layer_ScaledDotProductAttention", ""),
     ] {
         row(
             label,
@@ -458,7 +460,9 @@ fn bench_openvino(root: &Path, opts: &Opts) -> Result<()> {
         );
     }
     println!("  first tokens: hfexport {}", get(&ours, "tokens"));
-    if let Some((_, t)) = &theirs {
+    if let Some((m, t)) = &theirs {
+        let mode = log_lines(&m.log)?.iter().find_map(|l| l.strip_prefix("OV mode ").map(str::to_string));
+        println!("  transformers cache: {}", mode.unwrap_or_else(|| "?".into()));
         println!("                transformers {}", get(t, "tokens"));
     }
     if opts.keep {

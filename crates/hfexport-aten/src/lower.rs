@@ -1,0 +1,438 @@
+//! The lowering table from core ops to ATen calls, one arm per op.
+//!
+//! Native: `Linear` (`aten.linear`), `Attention` without softcap
+//! (`aten.scaled_dot_product_attention` with an additive mask, the window folded in, and
+//! `enable_gqa`) and `CacheUpdate` (`aten.index_copy` on axis 2, whose result becomes a
+//! mutation of the cache input). The other high-level ops are decomposed by core first.
+//! Symbolic sizes are `aten.sym_size.int` reads combined with `_operator.mul`/`add`, through
+//! core's [`DimLowering`].
+
+use crate::graph::{Arg, AtenGraph, Call, Output, SymIntArg, TensorMeta};
+use hfexport_core::graph::Node;
+use hfexport_core::ops::ReduceKind;
+use hfexport_core::shape_program::{DimError, DimLowering, ShapeEmitter};
+use hfexport_core::{BinaryOp, DType, Dim, Graph, Op, Tensor, UnaryOp, ValueId};
+
+#[derive(Debug, thiserror::Error)]
+#[error("cannot lower node `{node}` ({op}) to ATen: {msg}")]
+pub struct LowerError {
+    pub node: String,
+    pub op: String,
+    pub msg: String,
+}
+
+type Result<T> = std::result::Result<T, LowerError>;
+
+/// Whether `op` is lowered natively (else core decomposes it first).
+pub fn native(op: &Op) -> bool {
+    match op {
+        Op::Linear | Op::CacheUpdate => true,
+        Op::Attention { softcap, .. } => softcap.is_none(),
+        other => !other.is_high_level(),
+    }
+}
+
+fn err(node: &str, op: &str, msg: impl Into<String>) -> LowerError {
+    LowerError { node: node.into(), op: op.into(), msg: msg.into() }
+}
+
+/// A run-time integer: a constant, a SymInt value (with its expression), or a list of them.
+#[derive(Debug, Clone)]
+pub enum SymVal {
+    Int(i64),
+    Sym(String, Dim),
+    List(Vec<SymVal>),
+}
+
+impl SymVal {
+    fn arg(&self) -> SymIntArg {
+        match self {
+            SymVal::Int(i) => SymIntArg::Int(*i),
+            SymVal::Sym(n, _) => SymIntArg::Sym(n.clone()),
+            SymVal::List(_) => unreachable!("a list is not one SymInt"),
+        }
+    }
+
+    fn dim(&self) -> Dim {
+        match self {
+            SymVal::Int(i) => Dim::konst(*i),
+            SymVal::Sym(_, d) => d.clone(),
+            SymVal::List(_) => unreachable!("a list is not one SymInt"),
+        }
+    }
+
+    fn list(self) -> Vec<SymIntArg> {
+        match self {
+            SymVal::List(v) => v.iter().map(SymVal::arg).collect(),
+            one => vec![one.arg()],
+        }
+    }
+}
+
+/// Calls being emitted, with fresh names.
+struct Emit<'g> {
+    g: &'g Graph,
+    out: AtenGraph,
+    names: Vec<String>,
+    fresh: usize,
+}
+
+impl Emit<'_> {
+    fn fresh(&mut self, hint: &str) -> String {
+        self.fresh += 1;
+        format!("{hint}_{}", self.fresh)
+    }
+
+    /// A call with one tensor output of `meta`; returns its value name.
+    fn call(&mut self, target: &'static str, args: Vec<(&'static str, Arg)>, meta: TensorMeta) -> String {
+        let name = self.fresh(target.rsplit('.').nth(1).unwrap_or("v"));
+        self.call_named(target, args, meta, name)
+    }
+
+    fn call_named(
+        &mut self,
+        target: &'static str,
+        args: Vec<(&'static str, Arg)>,
+        meta: TensorMeta,
+        name: String,
+    ) -> String {
+        self.out.tensors.insert(name.clone(), meta);
+        self.out.calls.push(Call { target, args, outputs: vec![Output::Tensor(name.clone())] });
+        name
+    }
+
+    fn sym_call(&mut self, target: &'static str, args: Vec<(&'static str, Arg)>, expr: Dim) -> SymVal {
+        let name = self.fresh("sym");
+        self.out.sym_ints.insert(name.clone(), expr.clone());
+        self.out.calls.push(Call { target, args, outputs: vec![Output::SymInt(name.clone())] });
+        SymVal::Sym(name, expr)
+    }
+
+    /// A lifted tensor constant.
+    fn constant(&mut self, t: &Tensor) -> String {
+        let value = self.fresh("c_lifted_tensor");
+        let name = format!("lifted_tensor_{}", self.out.constants.len());
+        self.out.tensors.insert(
+            value.clone(),
+            TensorMeta { dtype: t.dtype(), sizes: t.shape().iter().map(|&d| Dim::konst(d as i64)).collect() },
+        );
+        self.out.constants.push((name, value.clone(), t.clone()));
+        value
+    }
+}
+
+impl ShapeEmitter for Emit<'_> {
+    type Value = SymVal;
+    type Error = LowerError;
+
+    fn input_axis(&mut self, input: &str, axis: usize) -> Result<SymVal> {
+        let port = self.g.input(input).ok_or_else(|| err("(shape)", "Dim", format!("no graph input `{input}`")))?;
+        let expr = self.g.info(port.value).shape[axis].clone();
+        let value = self.names[port.value.0].clone();
+        Ok(self.sym_call("aten.sym_size.int", vec![("self", Arg::Tensor(value)), ("dim", Arg::Int(axis as i64))], expr))
+    }
+
+    fn const_i64(&mut self, values: &[i64]) -> Result<SymVal> {
+        Ok(match values {
+            [one] => SymVal::Int(*one),
+            many => SymVal::List(many.iter().map(|&v| SymVal::Int(v)).collect()),
+        })
+    }
+
+    fn mul(&mut self, a: SymVal, b: SymVal) -> Result<SymVal> {
+        Ok(match (&a, &b) {
+            (SymVal::Int(x), SymVal::Int(y)) => SymVal::Int(x * y),
+            _ => {
+                let expr = a.dim().mul(&b.dim());
+                self.sym_call("_operator.mul", vec![("a", Arg::SymInt(a.arg())), ("b", Arg::SymInt(b.arg()))], expr)
+            }
+        })
+    }
+
+    fn add(&mut self, a: SymVal, b: SymVal) -> Result<SymVal> {
+        Ok(match (&a, &b) {
+            (SymVal::Int(x), SymVal::Int(y)) => SymVal::Int(x + y),
+            _ => {
+                let expr = a.dim().add(&b.dim());
+                self.sym_call("_operator.add", vec![("a", Arg::SymInt(a.arg())), ("b", Arg::SymInt(b.arg()))], expr)
+            }
+        })
+    }
+
+    fn concat(&mut self, parts: Vec<SymVal>) -> Result<SymVal> {
+        Ok(SymVal::List(parts))
+    }
+}
+
+fn dim_error(e: DimError<LowerError>) -> LowerError {
+    match e {
+        DimError::Unbound(msg) => err("(shape)", "Dim", msg),
+        DimError::Emit(e) => e,
+    }
+}
+
+/// Lowers a graph whose high-level ops are [`native`] or decomposed.
+pub fn lower(g: &Graph) -> Result<AtenGraph> {
+    let mut names: Vec<String> = (0..g.num_values()).map(|i| format!("v{i}")).collect();
+    let mut out = AtenGraph::default();
+    for p in g.inputs() {
+        let name = python_name(&p.name);
+        names[p.value.0] = name.clone();
+        out.user_inputs.push((p.name.clone(), name.clone()));
+        out.tensors.insert(name, meta(g, p.value));
+    }
+    for (i, w) in g.weights().iter().enumerate() {
+        let name = format!("p_{}", python_name(&w.name));
+        names[w.value.0] = name.clone();
+        out.parameters.push((w.name.clone(), name.clone(), i));
+        out.tensors.insert(name, meta(g, w.value));
+    }
+    let mut em = Emit { g, out, names, fresh: 0 };
+    let mut dims = DimLowering::new(g);
+    for n in g.nodes() {
+        lower_node(&mut em, &mut dims, n).map_err(|e| {
+            if e.node == "(shape)" {
+                err(&n.name, n.op.name(), e.msg)
+            } else {
+                e
+            }
+        })?;
+    }
+    for p in g.outputs() {
+        let value = em.names[p.value.0].clone();
+        match g.aliases().iter().find(|a| a.output == p.name) {
+            Some(a) => em.out.mutations.push((a.input.clone(), value)),
+            None => em.out.user_outputs.push((p.name.clone(), value)),
+        }
+    }
+    Ok(em.out)
+}
+
+/// A value name torch accepts as a Python identifier (`input.cache.layers.0.keys` →
+/// `input_cache_layers_0_keys`).
+pub fn python_name(s: &str) -> String {
+    let mut n: String = s.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect();
+    if n.starts_with(|c: char| c.is_ascii_digit()) {
+        n.insert(0, '_');
+    }
+    n
+}
+
+fn meta(g: &Graph, v: ValueId) -> TensorMeta {
+    let i = g.info(v);
+    TensorMeta { dtype: i.dtype, sizes: i.shape.clone() }
+}
+
+fn lower_node(em: &mut Emit, dims: &mut DimLowering<SymVal>, n: &Node) -> Result<()> {
+    let g = em.g;
+    let ins: Vec<String> = n.inputs.iter().map(|v| em.names[v.0].clone()).collect();
+    let t = |i: usize| Arg::Tensor(ins[i].clone());
+    let m = meta(g, n.outputs[0]);
+    let name = python_name(&n.name);
+    let (target, args): (&'static str, Vec<(&'static str, Arg)>) = match &n.op {
+        Op::Constant(c) => {
+            let v = em.constant(c);
+            em.names[n.outputs[0].0] = v;
+            return Ok(());
+        }
+        Op::Unary(u) => (
+            match u {
+                UnaryOp::Neg => "aten.neg.default",
+                UnaryOp::Exp => "aten.exp.default",
+                UnaryOp::Sqrt => "aten.sqrt.default",
+                UnaryOp::Reciprocal => "aten.reciprocal.default",
+                UnaryOp::Tanh => "aten.tanh.default",
+                UnaryOp::Sigmoid => "aten.sigmoid.default",
+                UnaryOp::Cos => "aten.cos.default",
+                UnaryOp::Sin => "aten.sin.default",
+                UnaryOp::Not => "aten.logical_not.default",
+            },
+            vec![("self", t(0))],
+        ),
+        Op::Binary(b) => {
+            let int_div = *b == BinaryOp::Div && !g.info(n.inputs[0]).dtype.is_float();
+            let target = match b {
+                BinaryOp::Add => "aten.add.Tensor",
+                BinaryOp::Sub => "aten.sub.Tensor",
+                BinaryOp::Mul => "aten.mul.Tensor",
+                BinaryOp::Div if int_div => return Err(err(&n.name, "Div", "integer division is not lowered to ATen")),
+                BinaryOp::Div => "aten.div.Tensor",
+                BinaryOp::Pow => "aten.pow.Tensor_Tensor",
+                BinaryOp::Max => "aten.maximum.default",
+                BinaryOp::Min => "aten.minimum.default",
+                BinaryOp::Equal => "aten.eq.Tensor",
+                BinaryOp::Less => "aten.lt.Tensor",
+                BinaryOp::LessEqual => "aten.le.Tensor",
+                BinaryOp::Greater => "aten.gt.Tensor",
+                BinaryOp::GreaterEqual => "aten.ge.Tensor",
+                BinaryOp::And => "aten.logical_and.default",
+                BinaryOp::Or => "aten.logical_or.default",
+            };
+            let second = if target == "aten.pow.Tensor_Tensor" { "exponent" } else { "other" };
+            (target, vec![("self", t(0)), (second, t(1))])
+        }
+        Op::Where => ("aten.where.self", vec![("condition", t(0)), ("self", t(1)), ("other", t(2))]),
+        Op::Cast(d) => ("aten._to_copy.default", vec![("self", t(0)), ("dtype", Arg::ScalarType(*d))]),
+        Op::MatMul => ("aten.matmul.default", vec![("self", t(0)), ("other", t(1))]),
+        Op::Reduce { kind, axes, keep_dims } => {
+            let dims_arg = Arg::Ints(axes.iter().map(|&a| a as i64).collect());
+            match kind {
+                ReduceKind::Sum => (
+                    "aten.sum.dim_IntList",
+                    vec![("self", t(0)), ("dim", dims_arg), ("keepdim", Arg::Bool(*keep_dims))],
+                ),
+                ReduceKind::Mean => {
+                    ("aten.mean.dim", vec![("self", t(0)), ("dim", dims_arg), ("keepdim", Arg::Bool(*keep_dims))])
+                }
+                ReduceKind::Max => {
+                    ("aten.amax.default", vec![("self", t(0)), ("dim", dims_arg), ("keepdim", Arg::Bool(*keep_dims))])
+                }
+            }
+        }
+        Op::Softmax { axis } => (
+            "aten._softmax.default",
+            vec![("self", t(0)), ("dim", Arg::Int(*axis as i64)), ("half_to_float", Arg::Bool(false))],
+        ),
+        Op::Reshape { shape } => {
+            let s = dims.shape(em, shape).map_err(dim_error)?;
+            ("aten.reshape.default", vec![("self", t(0)), ("shape", Arg::SymInts(s.list()))])
+        }
+        Op::Transpose { perm } => (
+            "aten.permute.default",
+            vec![("self", t(0)), ("dims", Arg::Ints(perm.iter().map(|&p| p as i64).collect()))],
+        ),
+        Op::Expand { shape } => {
+            let s = dims.shape(em, shape).map_err(dim_error)?;
+            ("aten.expand.default", vec![("self", t(0)), ("size", Arg::SymInts(s.list()))])
+        }
+        Op::Concat { axis } => {
+            ("aten.cat.default", vec![("tensors", Arg::Tensors(ins.clone())), ("dim", Arg::Int(*axis as i64))])
+        }
+        Op::Slice { axis, start, end } => {
+            let (s, e) = (dims.dim(em, start).map_err(dim_error)?, dims.dim(em, end).map_err(dim_error)?);
+            (
+                "aten.slice.Tensor",
+                vec![
+                    ("self", t(0)),
+                    ("dim", Arg::Int(*axis as i64)),
+                    ("start", Arg::SymInt(s.arg())),
+                    ("end", Arg::SymInt(e.arg())),
+                    ("step", Arg::SymInt(SymIntArg::Int(1))),
+                ],
+            )
+        }
+        Op::Gather { axis } => {
+            let mut idx: Vec<Option<String>> = vec![None; *axis];
+            idx.push(Some(ins[1].clone()));
+            ("aten.index.Tensor", vec![("self", t(0)), ("indices", Arg::OptTensors(idx))])
+        }
+        Op::Iota { len } => {
+            let l = dims.dim(em, len).map_err(dim_error)?;
+            (
+                "aten.arange.start_step",
+                vec![
+                    ("start", Arg::Int(0)),
+                    ("end", Arg::SymInt(l.arg())),
+                    ("step", Arg::Int(1)),
+                    ("dtype", Arg::ScalarType(DType::I64)),
+                ],
+            )
+        }
+        Op::Linear => {
+            let mut a = vec![("input", t(0)), ("weight", t(1))];
+            if ins.len() > 2 {
+                a.push(("bias", t(2)));
+            }
+            ("aten.linear.default", a)
+        }
+        Op::CacheUpdate => {
+            let slots = em.call(
+                "aten.reshape.default",
+                vec![("self", t(2)), ("shape", Arg::SymInts(vec![SymIntArg::Int(-1)]))],
+                TensorMeta {
+                    dtype: DType::I64,
+                    sizes: vec![g.info(n.inputs[2]).shape.iter().fold(Dim::konst(1), |a, d| a.mul(d))],
+                },
+            );
+            (
+                "aten.index_copy.default",
+                vec![("self", t(0)), ("dim", Arg::Int(2)), ("index", Arg::Tensor(slots)), ("source", t(1))],
+            )
+        }
+        Op::Attention { scale, softcap: None, sliding_window } => {
+            let mask = attention_mask(em, dims, n, *sliding_window)?;
+            (
+                "aten.scaled_dot_product_attention.default",
+                vec![
+                    ("query", t(0)),
+                    ("key", t(1)),
+                    ("value", t(2)),
+                    ("attn_mask", Arg::Tensor(mask)),
+                    ("dropout_p", Arg::Float(0.0)),
+                    ("is_causal", Arg::Bool(false)),
+                    ("scale", Arg::Float(*scale as f64)),
+                    ("enable_gqa", Arg::Bool(true)),
+                ],
+            )
+        }
+        hl => return Err(err(&n.name, hl.name(), "has no native ATen lowering; decompose it first")),
+    };
+    let v = em.call_named(target, args, m, name);
+    em.names[n.outputs[0].0] = v;
+    Ok(())
+}
+
+/// The additive mask: 0 where a key may be attended, the dtype's lowest value elsewhere, with
+/// the sliding window (`q_pos - k_pos < window`) folded in.
+fn attention_mask(em: &mut Emit, dims: &mut DimLowering<SymVal>, n: &Node, window: Option<usize>) -> Result<String> {
+    let g = em.g;
+    let dtype = g.info(n.inputs[0]).dtype;
+    let mut mask = em.names[n.inputs[3].0].clone();
+    let ms = g.info(n.inputs[3]).shape.clone();
+    let mut msizes = ms.clone();
+    if let Some(w) = window {
+        let (qs, ks) = (g.info(n.inputs[4]).shape.clone(), g.info(n.inputs[5]).shape.clone());
+        let one = Dim::konst(1);
+        let q4 = dims.shape(em, &[qs[0].clone(), one.clone(), qs[1].clone(), one.clone()]).map_err(dim_error)?;
+        let k4 = dims.shape(em, &[ks[0].clone(), one.clone(), one.clone(), ks[1].clone()]).map_err(dim_error)?;
+        let (qn, kn) = (em.names[n.inputs[4].0].clone(), em.names[n.inputs[5].0].clone());
+        let i64m = |s: Vec<Dim>| TensorMeta { dtype: DType::I64, sizes: s };
+        let q = em.call(
+            "aten.reshape.default",
+            vec![("self", Arg::Tensor(qn)), ("shape", Arg::SymInts(q4.list()))],
+            i64m(vec![qs[0].clone(), one.clone(), qs[1].clone(), one.clone()]),
+        );
+        let k = em.call(
+            "aten.reshape.default",
+            vec![("self", Arg::Tensor(kn)), ("shape", Arg::SymInts(k4.list()))],
+            i64m(vec![ks[0].clone(), one.clone(), one.clone(), ks[1].clone()]),
+        );
+        let bsz = hfexport_core::dim::broadcast_dim(&qs[0], &ks[0]).unwrap_or_else(|| qs[0].clone());
+        let dist_sizes = vec![bsz, one.clone(), qs[1].clone(), ks[1].clone()];
+        let dist = em.call(
+            "aten.sub.Tensor",
+            vec![("self", Arg::Tensor(q)), ("other", Arg::Tensor(k))],
+            i64m(dist_sizes.clone()),
+        );
+        let wv = em.constant(&Tensor::i64(vec![], vec![w as i64]).expect("scalar"));
+        let bm = |s: Vec<Dim>| TensorMeta { dtype: DType::Bool, sizes: s };
+        let inside = em.call(
+            "aten.lt.Tensor",
+            vec![("self", Arg::Tensor(dist)), ("other", Arg::Tensor(wv))],
+            bm(dist_sizes.clone()),
+        );
+        msizes = hfexport_core::dim::broadcast_shapes(&ms, &dist_sizes).unwrap_or(dist_sizes);
+        mask = em.call(
+            "aten.logical_and.default",
+            vec![("self", Arg::Tensor(mask)), ("other", Arg::Tensor(inside))],
+            bm(msizes.clone()),
+        );
+    }
+    let zero = em.constant(&Tensor::scalar_float(dtype, 0.0));
+    let low = em.constant(&Tensor::scalar_float(dtype, dtype.min_finite()));
+    Ok(em.call(
+        "aten.where.self",
+        vec![("condition", Arg::Tensor(mask)), ("self", Arg::Tensor(zero)), ("other", Arg::Tensor(low))],
+        TensorMeta { dtype, sizes: msizes },
+    ))
+}
