@@ -7,6 +7,8 @@
 //! `export.json` and the config/tokenizer files, and moves the folder into place only then.
 
 pub use hfexport_core as core;
+#[cfg(feature = "dynamo")]
+pub use hfexport_dynamo as dynamo;
 pub use hfexport_models as models;
 #[cfg(feature = "onnx")]
 pub use hfexport_onnx as onnx;
@@ -33,6 +35,9 @@ pub enum Error {
     #[cfg(feature = "openvino")]
     #[error(transparent)]
     Openvino(#[from] hfexport_openvino::OvError),
+    #[cfg(feature = "dynamo")]
+    #[error(transparent)]
+    Dynamo(#[from] hfexport_dynamo::DynamoError),
     #[error("{0}")]
     Unsupported(String),
     #[error("{}: {source}", path.display())]
@@ -122,6 +127,12 @@ impl AutoHfExporter {
                 return Err(Error::Unsupported("the onnx exporter needs the cargo feature `onnx` of hfexport".into()))
             }
             ExportFormat::Openvino if cfg!(feature = "openvino") => {}
+            ExportFormat::Dynamo if cfg!(feature = "dynamo") => {}
+            ExportFormat::Dynamo => {
+                return Err(Error::Unsupported(
+                    "the dynamo exporter needs the cargo feature `dynamo` of hfexport".into(),
+                ))
+            }
             ExportFormat::Openvino => {
                 return Err(Error::Unsupported(
                     "the openvino exporter needs the cargo feature `openvino` of hfexport".into(),
@@ -129,7 +140,7 @@ impl AutoHfExporter {
             }
             other => {
                 return Err(Error::Unsupported(format!(
-                    "the {} exporter is not implemented yet; available: onnx, openvino",
+                    "the {} exporter is not implemented yet; available: onnx, openvino, dynamo",
                     other.as_str()
                 )))
             }
@@ -249,6 +260,20 @@ impl AutoHfExporter {
                     Component::from_graph(name, graph, w.files),
                     w.patches_applied,
                     hfexport_onnx::export::runtime_pins(),
+                ))
+            }
+            #[cfg(feature = "dynamo")]
+            ExportConfig::Dynamo(cfg) => {
+                let mut step = |i: usize, n: usize, name: &str| {
+                    if i.is_multiple_of(16) || i + 1 == n {
+                        progress(&format!("weights {}/{n}: {name}", i + 1));
+                    }
+                };
+                let w = hfexport_dynamo::export::export_component(graph, ckpt, dir, name, cfg, &mut step)?;
+                Ok((
+                    Component::from_graph(name, graph, w.files),
+                    w.patches_applied,
+                    hfexport_dynamo::export::runtime_pins(),
                 ))
             }
             #[cfg(feature = "openvino")]

@@ -1,0 +1,216 @@
+//! A minimal zip writer for `.pt2` archives, laid out as torch's `PyTorchStreamWriter` writes
+//! them: every entry STORED (uncompressed) under one root folder, its data 64-byte aligned
+//! (padding in a local extra field with id `FB`), CRC-32 checked, zip64 records when an entry
+//! or an offset passes 4 GiB. Entries are streamed: the local header is written first and its
+//! CRC and sizes patched once the data is in.
+
+use std::fs::File;
+use std::io::{BufWriter, Seek, SeekFrom, Write};
+use std::path::Path;
+
+/// Alignment of every entry's data (what torch uses).
+pub const ALIGN: u64 = 64;
+const U32_MAX: u64 = 0xFFFF_FFFF;
+
+struct Entry {
+    name: String,
+    crc: u32,
+    size: u64,
+    offset: u64,
+}
+
+pub struct ZipWriter {
+    out: BufWriter<File>,
+    pos: u64,
+    entries: Vec<Entry>,
+    root: String,
+    /// Writes zip64 records for every entry (tests use it to exercise the zip64 layout on
+    /// small files).
+    pub force_zip64: bool,
+}
+
+fn crc_table() -> [u32; 256] {
+    let mut t = [0u32; 256];
+    for (i, e) in t.iter_mut().enumerate() {
+        let mut c = i as u32;
+        for _ in 0..8 {
+            c = if c & 1 != 0 { 0xEDB8_8320 ^ (c >> 1) } else { c >> 1 };
+        }
+        *e = c;
+    }
+    t
+}
+
+/// CRC-32 (IEEE), continued from `crc`.
+fn crc32(table: &[u32; 256], crc: u32, bytes: &[u8]) -> u32 {
+    let mut c = !crc;
+    for &b in bytes {
+        c = table[((c ^ b as u32) & 0xFF) as usize] ^ (c >> 8);
+    }
+    !c
+}
+
+impl ZipWriter {
+    pub fn create(path: &Path, root: &str) -> std::io::Result<ZipWriter> {
+        let out = BufWriter::with_capacity(8 << 20, File::create(path)?);
+        Ok(ZipWriter { out, pos: 0, entries: vec![], root: root.to_string(), force_zip64: false })
+    }
+
+    fn put(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        self.out.write_all(bytes)?;
+        self.pos += bytes.len() as u64;
+        Ok(())
+    }
+
+    /// Writes `<root>/<name>` from bytes.
+    pub fn add(&mut self, name: &str, data: &[u8]) -> std::io::Result<()> {
+        self.add_streamed(name, data.len() as u64, &mut |sink| sink(data))
+    }
+
+    /// Writes `<root>/<name>` of exactly `size` bytes, produced by `fill` through the sink it
+    /// is given (called any number of times).
+    pub fn add_streamed(
+        &mut self,
+        name: &str,
+        size: u64,
+        fill: &mut dyn FnMut(&mut dyn FnMut(&[u8]) -> std::io::Result<()>) -> std::io::Result<()>,
+    ) -> std::io::Result<()> {
+        let full = format!("{}/{name}", self.root);
+        let offset = self.pos;
+        let zip64 = self.force_zip64 || size >= U32_MAX;
+        let zip64_extra = if zip64 { 4 + 16 } else { 0 };
+        // local header: 30 bytes + name + extras; the FB extra pads the data to ALIGN
+        let before_pad = offset + 30 + full.len() as u64 + zip64_extra + 4;
+        let pad = (ALIGN - before_pad % ALIGN) % ALIGN;
+        let mut h = Vec::with_capacity(64 + full.len() + pad as usize);
+        h.extend_from_slice(&0x0403_4b50u32.to_le_bytes());
+        h.extend_from_slice(&(if zip64 { 45u16 } else { 20u16 }).to_le_bytes()); // version needed
+        h.extend_from_slice(&0x0800u16.to_le_bytes()); // flags: utf-8 names
+        h.extend_from_slice(&0u16.to_le_bytes()); // stored
+        h.extend_from_slice(&0u16.to_le_bytes()); // time
+        h.extend_from_slice(&0x0021u16.to_le_bytes()); // date 1980-01-01
+        let crc_at = offset + h.len() as u64;
+        h.extend_from_slice(&0u32.to_le_bytes()); // crc, patched below
+        let small = if zip64 { U32_MAX as u32 } else { size as u32 };
+        h.extend_from_slice(&small.to_le_bytes());
+        h.extend_from_slice(&small.to_le_bytes());
+        h.extend_from_slice(&(full.len() as u16).to_le_bytes());
+        h.extend_from_slice(&((zip64_extra + 4 + pad) as u16).to_le_bytes());
+        h.extend_from_slice(full.as_bytes());
+        if zip64 {
+            h.extend_from_slice(&1u16.to_le_bytes());
+            h.extend_from_slice(&16u16.to_le_bytes());
+            h.extend_from_slice(&size.to_le_bytes());
+            h.extend_from_slice(&size.to_le_bytes());
+        }
+        h.extend_from_slice(b"FB");
+        h.extend_from_slice(&(pad as u16).to_le_bytes());
+        h.extend(std::iter::repeat_n(b'Z', pad as usize));
+        self.put(&h)?;
+        debug_assert_eq!(self.pos % ALIGN, 0);
+
+        let table = crc_table();
+        let (mut crc, mut written) = (0u32, 0u64);
+        {
+            let out = &mut self.out;
+            let mut sink = |b: &[u8]| -> std::io::Result<()> {
+                crc = crc32(&table, crc, b);
+                written += b.len() as u64;
+                out.write_all(b)
+            };
+            fill(&mut sink)?;
+        }
+        self.pos += written;
+        if written != size {
+            return Err(std::io::Error::other(format!("{full}: {written} bytes written, {size} announced")));
+        }
+        self.out.seek(SeekFrom::Start(crc_at))?;
+        self.out.write_all(&crc.to_le_bytes())?;
+        self.out.seek(SeekFrom::Start(self.pos))?;
+        self.entries.push(Entry { name: full, crc, size, offset });
+        Ok(())
+    }
+
+    /// Writes the central directory and the end records.
+    pub fn finish(mut self) -> std::io::Result<()> {
+        let cd_start = self.pos;
+        let entries = std::mem::take(&mut self.entries);
+        for e in &entries {
+            let zip64 = self.force_zip64 || e.size >= U32_MAX || e.offset >= U32_MAX;
+            let mut c = Vec::with_capacity(46 + e.name.len() + 28);
+            c.extend_from_slice(&0x0201_4b50u32.to_le_bytes());
+            c.extend_from_slice(&(if zip64 { 45u16 } else { 20u16 }).to_le_bytes()); // made by
+            c.extend_from_slice(&(if zip64 { 45u16 } else { 20u16 }).to_le_bytes()); // needed
+            c.extend_from_slice(&0x0800u16.to_le_bytes());
+            c.extend_from_slice(&0u16.to_le_bytes());
+            c.extend_from_slice(&0u16.to_le_bytes());
+            c.extend_from_slice(&0x0021u16.to_le_bytes());
+            c.extend_from_slice(&e.crc.to_le_bytes());
+            let small = |v: u64| if zip64 { U32_MAX as u32 } else { v as u32 };
+            c.extend_from_slice(&small(e.size).to_le_bytes());
+            c.extend_from_slice(&small(e.size).to_le_bytes());
+            c.extend_from_slice(&(e.name.len() as u16).to_le_bytes());
+            c.extend_from_slice(&(if zip64 { 28u16 } else { 0 }).to_le_bytes());
+            c.extend_from_slice(&0u16.to_le_bytes()); // comment
+            c.extend_from_slice(&0u16.to_le_bytes()); // disk
+            c.extend_from_slice(&0u16.to_le_bytes()); // internal attrs
+            c.extend_from_slice(&0u32.to_le_bytes()); // external attrs
+            c.extend_from_slice(&small(e.offset).to_le_bytes());
+            c.extend_from_slice(e.name.as_bytes());
+            if zip64 {
+                c.extend_from_slice(&1u16.to_le_bytes());
+                c.extend_from_slice(&24u16.to_le_bytes());
+                c.extend_from_slice(&e.size.to_le_bytes());
+                c.extend_from_slice(&e.size.to_le_bytes());
+                c.extend_from_slice(&e.offset.to_le_bytes());
+            }
+            self.put(&c)?;
+        }
+        let cd_size = self.pos - cd_start;
+        let n = entries.len() as u64;
+        let zip64 = self.force_zip64 || cd_start >= U32_MAX || n >= 0xFFFF;
+        if zip64 {
+            let eocd64 = self.pos;
+            let mut r = Vec::with_capacity(56 + 20);
+            r.extend_from_slice(&0x0606_4b50u32.to_le_bytes());
+            r.extend_from_slice(&44u64.to_le_bytes());
+            r.extend_from_slice(&45u16.to_le_bytes());
+            r.extend_from_slice(&45u16.to_le_bytes());
+            r.extend_from_slice(&0u32.to_le_bytes());
+            r.extend_from_slice(&0u32.to_le_bytes());
+            r.extend_from_slice(&n.to_le_bytes());
+            r.extend_from_slice(&n.to_le_bytes());
+            r.extend_from_slice(&cd_size.to_le_bytes());
+            r.extend_from_slice(&cd_start.to_le_bytes());
+            r.extend_from_slice(&0x0706_4b50u32.to_le_bytes());
+            r.extend_from_slice(&0u32.to_le_bytes());
+            r.extend_from_slice(&eocd64.to_le_bytes());
+            r.extend_from_slice(&1u32.to_le_bytes());
+            self.put(&r)?;
+        }
+        let mut r = Vec::with_capacity(22);
+        r.extend_from_slice(&0x0605_4b50u32.to_le_bytes());
+        r.extend_from_slice(&0u16.to_le_bytes());
+        r.extend_from_slice(&0u16.to_le_bytes());
+        let n16 = if zip64 { 0xFFFF } else { n as u16 };
+        r.extend_from_slice(&n16.to_le_bytes());
+        r.extend_from_slice(&n16.to_le_bytes());
+        r.extend_from_slice(&(if zip64 { U32_MAX as u32 } else { cd_size as u32 }).to_le_bytes());
+        r.extend_from_slice(&(if zip64 { U32_MAX as u32 } else { cd_start as u32 }).to_le_bytes());
+        r.extend_from_slice(&0u16.to_le_bytes());
+        self.put(&r)?;
+        self.out.flush()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn crc32_matches_the_reference_value() {
+        assert_eq!(crc32(&crc_table(), 0, b"123456789"), 0xCBF4_3926);
+        let t = crc_table();
+        assert_eq!(crc32(&t, crc32(&t, 0, b"12345"), b"6789"), 0xCBF4_3926);
+    }
+}
