@@ -447,8 +447,7 @@ fn bench_openvino(root: &Path, opts: &Opts) -> Result<()> {
         }
         println!("{line}");
     };
-    let both =
-        |f: &dyn Fn(&Measured, &[(String, String)]) -> String| [f(&ours[0].0, &ours[0].1), f(&ours[1].0, &ours[1].1)];
+    let both = |f: &Cell<'_>| [f(&ours[0].0, &ours[0].1), f(&ours[1].0, &ours[1].1)];
     row(
         "export wall time",
         both(&|m, _| format!("{:.1} s", m.wall_s)),
@@ -487,6 +486,9 @@ fn bench_openvino(root: &Path, opts: &Opts) -> Result<()> {
     }
     Ok(())
 }
+
+/// One cell of the openvino table from an export's measurement and its loop's pairs.
+type Cell<'a> = dyn Fn(&Measured, &[(String, String)]) -> String + 'a;
 
 fn rss(m: &Measured) -> String {
     m.peak_rss.map_or("n/a".into(), |r| format!("{:.0} MB", r as f64 / 1e6))

@@ -12,6 +12,9 @@ use std::path::Path;
 pub const ALIGN: u64 = 64;
 const U32_MAX: u64 = 0xFFFF_FFFF;
 
+/// Where an entry's bytes go: called any number of times with consecutive pieces.
+pub type Sink<'a> = &'a mut dyn FnMut(&[u8]) -> std::io::Result<()>;
+
 struct Entry {
     name: String,
     crc: u32,
@@ -73,7 +76,7 @@ impl ZipWriter {
         &mut self,
         name: &str,
         size: u64,
-        fill: &mut dyn FnMut(&mut dyn FnMut(&[u8]) -> std::io::Result<()>) -> std::io::Result<()>,
+        fill: &mut dyn FnMut(Sink) -> std::io::Result<()>,
     ) -> std::io::Result<()> {
         let full = format!("{}/{name}", self.root);
         let offset = self.pos;

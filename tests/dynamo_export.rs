@@ -1,0 +1,183 @@
+//! `.pt2` exports of every fixture, loaded by torch 2.13 (`tests/python/run_pt2.py`):
+//! `torch.export.load(path).module()(input_ids=…, attention_mask=…)` gives transformers' logits
+//! at every non-padded position (single and left-padded batch) and the reference evaluator's at
+//! a batch and length no sample used; `run_decompositions()` + save + load give the same
+//! logits. Generation exports (three cache variants) give transformers' 16 greedy tokens through
+//! `ep.module()` with static caches mutated in place (`tests/python/generate_pt2.py`). The zip64
+//! layout is read back by Python's zipfile with every CRC checked.
+
+mod common;
+
+use common::worst_unpadded;
+use hfexport::core::metadata::ExportMetadata;
+use hfexport::{
+    AutoExportConfig, AutoHfExporter, Checkpoint, DType, Evaluator, ExportRequest, Generation, Task, Tensor,
+};
+use hfexport_models::safetensors::{read_all, write_safetensors};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const FIXTURES: [&str; 5] = ["llama", "mistral", "qwen2", "qwen3", "llama_linear_tied"];
+
+fn fixture(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name)
+}
+
+fn python() -> String {
+    std::env::var("HFEXPORT_PYTHON").unwrap_or_else(|_| {
+        panic!("HFEXPORT_PYTHON is not set: run `cargo xtask test` (it installs torch into .venv/)")
+    })
+}
+
+fn script(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python").join(name)
+}
+
+fn export(name: &str, out: &Path, generation: Option<Generation>) -> ExportMetadata {
+    let config = AutoExportConfig::from_dict(&serde_json::json!({"export_format": "dynamo", "dynamic": true})).unwrap();
+    let req = ExportRequest {
+        model: fixture(name),
+        output: out.to_path_buf(),
+        task: Task::CausalLm,
+        dtype: DType::F32,
+        force: false,
+        generation,
+    };
+    AutoHfExporter::from_config(config).unwrap().export(&req, &mut |_| {}).unwrap()
+}
+
+#[test]
+fn every_fixture_matches_transformers_in_torch() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut failures = vec![];
+    for name in FIXTURES {
+        let dir = tmp.path().join(name);
+        let meta = export(name, &dir, None);
+        assert_eq!(meta.components[0].files, ["model.pt2"], "{name}");
+        assert_eq!(meta.runtime_pins.get("torch").map(String::as_str), Some("2.13.0"), "{name}");
+        let gold = read_all(fixture(name).join("golden.safetensors")).unwrap();
+        let ckpt = Checkpoint::open(&fixture(name)).unwrap();
+        let (b, s) = (3, 11);
+        let ids: Vec<i64> = (0..b * s).map(|i| (i as i64 * 17 + 3) % ckpt.config.vocab_size as i64).collect();
+        let (ids, mask) = (Tensor::i64(vec![b, s], ids).unwrap(), Tensor::i64(vec![b, s], vec![1; b * s]).unwrap());
+        let mut cases = vec![];
+        for (k, (i, m)) in [
+            (&gold["single.input_ids"], &gold["single.attention_mask"]),
+            (&gold["batch.input_ids"], &gold["batch.attention_mask"]),
+            (&ids, &mask),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let p = tmp.path().join(format!("{name}-case{k}.safetensors"));
+            write_safetensors(&p, &[("input_ids", i), ("attention_mask", m)], &BTreeMap::new()).unwrap();
+            cases.push(p);
+        }
+        let out = tmp.path().join(format!("{name}-out.safetensors"));
+        let o = Command::new(python())
+            .arg(script("run_pt2.py"))
+            .arg(dir.join("model.pt2"))
+            .arg(&out)
+            .args(&cases)
+            .output()
+            .expect("start python");
+        assert!(o.status.success(), "{name}: {}", String::from_utf8_lossy(&o.stderr));
+        let got = read_all(&out).unwrap();
+        for (k, case) in ["single", "batch"].iter().enumerate() {
+            let mask = &gold[&format!("{case}.attention_mask")];
+            for key in [k.to_string(), format!("{k}.resaved")] {
+                let (d, at) = worst_unpadded(&got[&key], &gold[&format!("{case}.logits")], mask).unwrap();
+                if d > 1e-4 {
+                    failures.push(format!("{name} {case} ({key}): worst |diff| {d:e} at {at:?} against transformers"));
+                }
+            }
+        }
+        let graph = hfexport_models::build(&ckpt.config, &ckpt, Task::CausalLm, &Default::default()).unwrap();
+        let want = Evaluator::new(&graph, &ckpt)
+            .unwrap()
+            .run(&BTreeMap::from([("input_ids".to_string(), ids), ("attention_mask".to_string(), mask.clone())]))
+            .unwrap();
+        for key in ["2", "2.resaved"] {
+            let (d, at) = worst_unpadded(&got[key], &want["logits"], &mask).unwrap();
+            if d > 1e-4 {
+                failures.push(format!("{name} [3, 11] ({key}): worst |diff| {d:e} at {at:?} against the evaluator"));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn generation_exports_give_transformers_tokens_with_caches_mutated_in_place() {
+    let tmp = tempfile::tempdir().unwrap();
+    let variants = [
+        ("static-multi", Generation { static_cache: Some(32), multi_token_decode: true }),
+        ("static-prefill", Generation { static_cache: Some(32), multi_token_decode: false }),
+        ("growing", Generation { static_cache: None, multi_token_decode: false }),
+    ];
+    let (mut jobs, mut want) = (vec![], BTreeMap::new());
+    for name in FIXTURES {
+        let gold = read_all(fixture(name).join("golden.safetensors")).unwrap();
+        for (variant, generation) in variants {
+            let dir = tmp.path().join(format!("{name}-{variant}"));
+            let meta = export(name, &dir, Some(generation));
+            let decode = meta.component("decode").unwrap();
+            if generation.static_cache.is_some() {
+                // in place: every cache input is updated by the program (user_input_mutation)
+                assert_eq!(
+                    decode.aliases.len(),
+                    2 * Checkpoint::open(&fixture(name)).unwrap().config.num_hidden_layers
+                );
+            }
+            let d = dir.to_str().unwrap().to_string();
+            want.insert(d.clone(), gold["greedy.tokens"].as_i64().unwrap().to_vec());
+            jobs.push(serde_json::json!([d, fixture(name).join("golden.safetensors")]));
+        }
+    }
+    let (jobs_path, out) = (tmp.path().join("jobs.json"), tmp.path().join("tokens.json"));
+    std::fs::write(&jobs_path, serde_json::to_string(&jobs).unwrap()).unwrap();
+    let o = Command::new(python()).arg(script("generate_pt2.py")).args([&jobs_path, &out]).output().expect("python");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let got: BTreeMap<String, Vec<i64>> = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    let failures: Vec<String> = want
+        .iter()
+        .filter(|(d, w)| got.get(*d) != Some(w))
+        .map(|(d, w)| format!("{d}: {:?} != transformers' {w:?}", got.get(d)))
+        .collect();
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn zip64_archives_read_back_with_every_crc_checked() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("z.zip");
+    let mut z = hfexport::dynamo::zip::ZipWriter::create(&path, "root").unwrap();
+    z.force_zip64 = true;
+    z.add("a/first", b"hello").unwrap();
+    let big: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
+    z.add_streamed("b/second", big.len() as u64, &mut |sink| {
+        for c in big.chunks(7_000) {
+            sink(c)?;
+        }
+        Ok(())
+    })
+    .unwrap();
+    z.finish().unwrap();
+    // Python's zipfile reads the zip64 records and checks every CRC; each entry's data starts at
+    // a 64-byte boundary, as torch writes them.
+    let check = r#"
+import struct, sys, zipfile
+z = zipfile.ZipFile(sys.argv[1])
+assert z.testzip() is None
+assert z.read("root/a/first") == b"hello" and len(z.read("root/b/second")) == 100000
+raw = open(sys.argv[1], "rb").read()
+for i in z.infolist():
+    n, m = struct.unpack("<HH", raw[i.header_offset + 26 : i.header_offset + 30])
+    assert (i.header_offset + 30 + n + m) % 64 == 0, i.filename
+print(sorted(x.filename for x in z.infolist()))
+"#;
+    let o = Command::new(python()).arg("-c").arg(check).arg(&path).output().expect("python");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("root/b/second"));
+}
