@@ -1,8 +1,8 @@
 //! The lowering table from core ops to ATen calls, one arm per op.
 //!
 //! Native: `Linear` (`aten.linear`), `Attention` without softcap
-//! (`aten.scaled_dot_product_attention` with an additive mask, the window folded in, and
-//! `enable_gqa`) and `CacheUpdate` (`aten.index_copy` on axis 2, whose result becomes a
+//! (`aten.scaled_dot_product_attention` with an additive mask, a sliding window already folded
+//! into it by core, and `enable_gqa`) and `CacheUpdate` (`aten.index_copy` on axis 2, whose result becomes a
 //! mutation of the cache input). The other high-level ops are decomposed by core first.
 //! Symbolic sizes are `aten.sym_size.int` reads combined with `_operator.mul`/`add`, through
 //! core's [`DimLowering`].
@@ -27,7 +27,8 @@ type Result<T> = std::result::Result<T, LowerError>;
 pub fn native(op: &Op) -> bool {
     match op {
         Op::Linear | Op::CacheUpdate => true,
-        Op::Attention { softcap, .. } => softcap.is_none(),
+        // a sliding window is folded into the mask first (`Pass::FoldSlidingWindows`)
+        Op::Attention { softcap, sliding_window, .. } => softcap.is_none() && sliding_window.is_none(),
         other => !other.is_high_level(),
     }
 }
@@ -359,8 +360,8 @@ fn lower_node(em: &mut Emit, dims: &mut DimLowering<SymVal>, n: &Node) -> Result
                 vec![("self", t(0)), ("dim", Arg::Int(2)), ("index", Arg::Tensor(slots)), ("source", t(1))],
             )
         }
-        Op::Attention { scale, softcap: None, sliding_window } => {
-            let mask = attention_mask(em, dims, n, *sliding_window)?;
+        Op::Attention { scale, softcap: None, sliding_window: None } => {
+            let mask = attention_mask(em, n);
             (
                 "aten.scaled_dot_product_attention.default",
                 vec![
@@ -382,57 +383,17 @@ fn lower_node(em: &mut Emit, dims: &mut DimLowering<SymVal>, n: &Node) -> Result
     Ok(())
 }
 
-/// The additive mask: 0 where a key may be attended, the dtype's lowest value elsewhere, with
-/// the sliding window (`q_pos - k_pos < window`) folded in.
-fn attention_mask(em: &mut Emit, dims: &mut DimLowering<SymVal>, n: &Node, window: Option<usize>) -> Result<String> {
+/// The additive mask: 0 where a key may be attended, the dtype's lowest value elsewhere.
+fn attention_mask(em: &mut Emit, n: &Node) -> String {
     let g = em.g;
     let dtype = g.info(n.inputs[0]).dtype;
-    let mut mask = em.names[n.inputs[3].0].clone();
-    let ms = g.info(n.inputs[3]).shape.clone();
-    let mut msizes = ms.clone();
-    if let Some(w) = window {
-        let (qs, ks) = (g.info(n.inputs[4]).shape.clone(), g.info(n.inputs[5]).shape.clone());
-        let one = Dim::konst(1);
-        let q4 = dims.shape(em, &[qs[0].clone(), one.clone(), qs[1].clone(), one.clone()]).map_err(dim_error)?;
-        let k4 = dims.shape(em, &[ks[0].clone(), one.clone(), one.clone(), ks[1].clone()]).map_err(dim_error)?;
-        let (qn, kn) = (em.names[n.inputs[4].0].clone(), em.names[n.inputs[5].0].clone());
-        let i64m = |s: Vec<Dim>| TensorMeta { dtype: DType::I64, sizes: s };
-        let q = em.call(
-            "aten.reshape.default",
-            vec![("self", Arg::Tensor(qn)), ("shape", Arg::SymInts(q4.list()))],
-            i64m(vec![qs[0].clone(), one.clone(), qs[1].clone(), one.clone()]),
-        );
-        let k = em.call(
-            "aten.reshape.default",
-            vec![("self", Arg::Tensor(kn)), ("shape", Arg::SymInts(k4.list()))],
-            i64m(vec![ks[0].clone(), one.clone(), one.clone(), ks[1].clone()]),
-        );
-        let bsz = hfexport_core::dim::broadcast_dim(&qs[0], &ks[0]).unwrap_or_else(|| qs[0].clone());
-        let dist_sizes = vec![bsz, one.clone(), qs[1].clone(), ks[1].clone()];
-        let dist = em.call(
-            "aten.sub.Tensor",
-            vec![("self", Arg::Tensor(q)), ("other", Arg::Tensor(k))],
-            i64m(dist_sizes.clone()),
-        );
-        let wv = em.constant(&Tensor::i64(vec![], vec![w as i64]).expect("scalar"));
-        let bm = |s: Vec<Dim>| TensorMeta { dtype: DType::Bool, sizes: s };
-        let inside = em.call(
-            "aten.lt.Tensor",
-            vec![("self", Arg::Tensor(dist)), ("other", Arg::Tensor(wv))],
-            bm(dist_sizes.clone()),
-        );
-        msizes = hfexport_core::dim::broadcast_shapes(&ms, &dist_sizes).unwrap_or(dist_sizes);
-        mask = em.call(
-            "aten.logical_and.default",
-            vec![("self", Arg::Tensor(mask)), ("other", Arg::Tensor(inside))],
-            bm(msizes.clone()),
-        );
-    }
+    let mask = em.names[n.inputs[3].0].clone();
+    let sizes = g.info(n.inputs[3]).shape.clone();
     let zero = em.constant(&Tensor::scalar_float(dtype, 0.0));
     let low = em.constant(&Tensor::scalar_float(dtype, dtype.min_finite()));
-    Ok(em.call(
+    em.call(
         "aten.where.self",
         vec![("condition", Arg::Tensor(mask)), ("self", Arg::Tensor(zero)), ("other", Arg::Tensor(low))],
-        TensorMeta { dtype, sizes: msizes },
-    ))
+        TensorMeta { dtype, sizes },
+    )
 }

@@ -45,6 +45,36 @@ fn decompose_once(src: &Graph, select: &dyn Fn(&Op) -> bool) -> Result<Graph> {
     Ok(g)
 }
 
+/// Folds every attention's sliding window into its mask: `Attention { sliding_window: Some(w) }`
+/// over `(q, k, v, mask, q_pos, k_pos)` becomes the primitives of
+/// `mask AND (q_pos - k_pos < w)` and an `Attention` without a window over `(q, k, v, mask')`.
+/// Backends whose runtime has a native attention run this first, so the window logic lives
+/// here once instead of in every lowering.
+pub fn fold_sliding_windows(src: &Graph) -> Result<Graph> {
+    let (mut g, mut map) = src.empty_like();
+    for node in src.nodes() {
+        let ins = node
+            .inputs
+            .iter()
+            .map(|v| map[v.0].ok_or_else(|| src.invalid(format!("node `{}` reads a value defined later", node.name))))
+            .collect::<Result<Vec<_>>>()?;
+        let outs = match &node.op {
+            Op::Attention { scale, softcap, sliding_window: Some(w) } => {
+                let mut e = Emitter { g: &mut g, prefix: node.name.clone() };
+                let mask = e.window_mask(ins[3], *w, ins[4], ins[5])?;
+                let op = Op::Attention { scale: *scale, softcap: *softcap, sliding_window: None };
+                g.add_node(&node.name, op, &[ins[0], ins[1], ins[2], mask])?
+            }
+            _ => g.add_node(&node.name, node.op.clone(), &ins)?,
+        };
+        for (o, n) in node.outputs.iter().zip(outs) {
+            map[o.0] = Some(n);
+        }
+    }
+    g.finish_rewrite(src, &map)?;
+    Ok(g)
+}
+
 /// Appends the primitive expansion of one high-level node to `g`; returns its outputs.
 pub fn expand(g: &mut Graph, node: &Node, ins: &[ValueId]) -> Result<Vec<ValueId>> {
     let mut e = Emitter { g, prefix: node.name.clone() };
@@ -205,6 +235,26 @@ impl Emitter<'_> {
         )
     }
 
+    /// `mask [b|1, 1, s|1, t] AND (q_pos - k_pos < window)`: a sliding window on top of the
+    /// caller's causal mask, from the query and key positions.
+    fn window_mask(&mut self, mask: ValueId, w: usize, qp: ValueId, kp: ValueId) -> Result<ValueId> {
+        let (qs, ks) = (self.shape(qp), self.shape(kp));
+        let q4 = self.op(
+            "q_pos",
+            Op::Reshape { shape: vec![qs[0].clone(), Dim::konst(1), qs[1].clone(), Dim::konst(1)] },
+            &[qp],
+        )?;
+        let k4 = self.op(
+            "k_pos",
+            Op::Reshape { shape: vec![ks[0].clone(), Dim::konst(1), Dim::konst(1), ks[1].clone()] },
+            &[kp],
+        )?;
+        let diff = self.bin("distance", BinaryOp::Sub, q4, k4)?;
+        let wv = self.scalar("window", DType::I64, w as f64)?;
+        let inside = self.bin("in_window", BinaryOp::Less, diff, wv)?;
+        self.bin("window_mask", BinaryOp::And, mask, inside)
+    }
+
     #[allow(clippy::too_many_arguments)]
     fn attention(
         &mut self,
@@ -231,24 +281,10 @@ impl Emitter<'_> {
             let t = self.un("capped_tanh", UnaryOp::Tanh, d)?;
             sc = self.bin("capped", BinaryOp::Mul, t, c)?;
         }
-        let mut mask = mask;
-        if let Some((w, qp, kp)) = window {
-            let (qs, ks) = (self.shape(qp), self.shape(kp));
-            let q4 = self.op(
-                "q_pos",
-                Op::Reshape { shape: vec![qs[0].clone(), Dim::konst(1), qs[1].clone(), Dim::konst(1)] },
-                &[qp],
-            )?;
-            let k4 = self.op(
-                "k_pos",
-                Op::Reshape { shape: vec![ks[0].clone(), Dim::konst(1), Dim::konst(1), ks[1].clone()] },
-                &[kp],
-            )?;
-            let diff = self.bin("distance", BinaryOp::Sub, q4, k4)?;
-            let wv = self.scalar("window", DType::I64, w as f64)?;
-            let inside = self.bin("in_window", BinaryOp::Less, diff, wv)?;
-            mask = self.bin("window_mask", BinaryOp::And, mask, inside)?;
-        }
+        let mask = match window {
+            Some((w, qp, kp)) => self.window_mask(mask, w, qp, kp)?,
+            None => mask,
+        };
         let low = self.scalar("masked_value", dtype, dtype.min_finite() as f64)?;
         let sc = self.op("masked", Op::Where, &[mask, sc, low])?;
         let sc = self.cast("scores_f32", sc, DType::F32)?;

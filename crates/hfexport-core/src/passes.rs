@@ -8,7 +8,7 @@
 //! is installed.
 
 use crate::config::ExportFormat;
-use crate::decompose::decompose;
+use crate::decompose::{decompose, fold_sliding_windows};
 use crate::error::{Error, Result};
 use crate::graph::Graph;
 use crate::ops::Op;
@@ -117,6 +117,8 @@ pub enum Pass {
         name: &'static str,
         select: fn(&Op) -> bool,
     },
+    /// Fold attention sliding windows into the masks (`decompose::fold_sliding_windows`).
+    FoldSlidingWindows,
     /// Apply the registry's patches for a stage and format.
     Patches {
         stage: Stage,
@@ -129,6 +131,7 @@ impl Pass {
         match self {
             Pass::Verify => "verify".into(),
             Pass::Decompose { name, .. } => format!("decompose:{name}"),
+            Pass::FoldSlidingWindows => "fold-sliding-windows".into(),
             Pass::Patches { stage, format } => {
                 format!("patches:{stage:?}:{}", format.map_or("any", |f| f.as_str())).to_lowercase()
             }
@@ -170,6 +173,7 @@ impl PassManager {
             match p {
                 Pass::Verify => {}
                 Pass::Decompose { select, .. } => g = decompose(&g, select).map_err(wrap)?,
+                Pass::FoldSlidingWindows => g = fold_sliding_windows(&g).map_err(wrap)?,
                 Pass::Patches { stage, format } => {
                     for patch in self.registry.patches().iter().filter(|x| x.wanted(*stage, *format, &self.versions)) {
                         let pass = format!("patch:{}", patch.name);

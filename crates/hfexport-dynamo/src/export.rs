@@ -54,6 +54,7 @@ pub fn export_component(
 ) -> Result<Written> {
     let mut pm = PassManager::new(PatchRegistry::builtin(), runtime_pins());
     pm.add(Pass::Patches { stage: Stage::Build, format: None })
+        .add(Pass::FoldSlidingWindows)
         .add(Pass::Decompose { name: "aten", select: decompose_for_aten })
         .add(Pass::Patches { stage: Stage::Backend, format: Some(ExportFormat::Dynamo) });
     let (g, report) = pm.run(graph.clone())?;

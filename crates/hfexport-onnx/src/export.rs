@@ -49,6 +49,7 @@ pub fn export_component(
     let opset = cfg.opset_version.unwrap_or(DEFAULT_OPSET);
     let mut pm = PassManager::new(PatchRegistry::builtin(), runtime_pins());
     pm.add(Pass::Patches { stage: Stage::Build, format: None })
+        .add(Pass::FoldSlidingWindows)
         .add(if opset >= OPSET_NATIVE_LLM_OPS {
             Pass::Decompose { name: "onnx-opset23", select: decompose_with_native_ops }
         } else {

@@ -39,7 +39,10 @@ pub fn native(op: &Op, opset: u32) -> bool {
         // cache input and its output to the same memory an in-place update
         Op::CacheUpdate => true,
         Op::RmsNorm { .. } | Op::ApplyRotary => opset >= OPSET_NATIVE_LLM_OPS,
-        Op::Attention { softcap, .. } => opset >= OPSET_NATIVE_LLM_OPS && softcap.is_none(),
+        // a sliding window is folded into the mask first (`Pass::FoldSlidingWindows`)
+        Op::Attention { softcap, sliding_window, .. } => {
+            opset >= OPSET_NATIVE_LLM_OPS && softcap.is_none() && sliding_window.is_none()
+        }
         other => !other.is_high_level(),
     }
 }
@@ -383,8 +386,8 @@ impl<'g> Ctx<'g> {
                     (self.rotary_half(n.inputs[1], n.inputs[0])?, self.rotary_half(n.inputs[2], n.inputs[0])?);
                 ("RotaryEmbedding".into(), vec![ins[0].clone(), cos, sin], vec![])
             }
-            Op::Attention { scale, sliding_window, .. } if native(&n.op, self.opset) => {
-                let mask = self.attention_mask(n, *sliding_window)?;
+            Op::Attention { scale, .. } if native(&n.op, self.opset) => {
+                let mask = self.attention_mask(n)?;
                 let (q, k) = (self.g.info(n.inputs[0]), self.g.info(n.inputs[1]));
                 let heads = |d: &Dim| d.as_const().unwrap_or(0);
                 let attrs = vec![
@@ -441,22 +444,9 @@ impl<'g> Ctx<'g> {
     }
 
     /// The additive float mask of a native `Attention`: 0 where a key may be attended, the
-    /// dtype's lowest value elsewhere, with the sliding window folded in.
-    fn attention_mask(&mut self, n: &Node, window: Option<usize>) -> Result<String> {
-        let mut mask = self.name(n.inputs[3]);
-        if let Some(w) = window {
-            let (qs, ks) = (self.g.info(n.inputs[4]).shape.clone(), self.g.info(n.inputs[5]).shape.clone());
-            let one = Dim::konst(1);
-            let q4 = self.shape(&[qs[0].clone(), one.clone(), qs[1].clone(), one.clone()])?;
-            let k4 = self.shape(&[ks[0].clone(), one.clone(), one, ks[1].clone()])?;
-            let (qn, kn) = (self.name(n.inputs[4]), self.name(n.inputs[5]));
-            let q = self.helper("Reshape", vec![qn, q4], vec![]);
-            let k = self.helper("Reshape", vec![kn, k4], vec![]);
-            let dist = self.helper("Sub", vec![q, k], vec![]);
-            let wv = self.constant(&Tensor::i64(vec![], vec![w as i64]).expect("scalar"));
-            let inside = self.helper("Less", vec![dist, wv], vec![]);
-            mask = self.helper("And", vec![mask, inside], vec![]);
-        }
+    /// dtype's lowest value elsewhere.
+    fn attention_mask(&mut self, n: &Node) -> Result<String> {
+        let mask = self.name(n.inputs[3]);
         let dtype = self.g.info(n.inputs[0]).dtype;
         let zero = self.constant(&Tensor::scalar_float(dtype, 0.0));
         let low = self.constant(&Tensor::scalar_float(dtype, dtype.min_finite()));

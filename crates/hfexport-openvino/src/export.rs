@@ -38,6 +38,7 @@ pub fn export_component(
 ) -> Result<Written> {
     let mut pm = PassManager::new(PatchRegistry::builtin(), runtime_pins());
     pm.add(Pass::Patches { stage: Stage::Build, format: None })
+        .add(Pass::FoldSlidingWindows)
         .add(Pass::Decompose { name: "openvino", select: decompose_for_openvino })
         .add(Pass::Patches { stage: Stage::Backend, format: Some(ExportFormat::Openvino) });
     let (g, report) = pm.run(graph.clone())?;

@@ -2,7 +2,7 @@
 //!
 //! Native: `Linear` (`MatMul` with `transpose_b`, the `[out, in]` weight as stored),
 //! `Attention` without softcap (opset13 `ScaledDotProductAttention` with an explicit additive
-//! mask and `causal=false`; grouped KV heads repeated with `Unsqueeze → Broadcast → Reshape` on
+//! mask and `causal=false`, a sliding window already folded into the mask by core; grouped KV heads repeated with `Unsqueeze → Broadcast → Reshape` on
 //! constant shapes, the form the CPU plugin's stateful SDPA fusion recognises) and `CacheUpdate`
 //! (`ScatterUpdate` on axis 2). Everything else high-level is decomposed by core first; its
 //! RMS-norm decomposition (`x * 1/sqrt(mean(x²) + eps) * w`) is the sequence OpenVINO's
@@ -29,7 +29,8 @@ use std::collections::HashMap;
 pub fn native(op: &Op) -> bool {
     match op {
         Op::Linear | Op::CacheUpdate => true,
-        Op::Attention { softcap, .. } => softcap.is_none(),
+        // a sliding window is folded into the mask first (`Pass::FoldSlidingWindows`)
+        Op::Attention { softcap, sliding_window, .. } => softcap.is_none() && sliding_window.is_none(),
         other => !other.is_high_level(),
     }
 }
@@ -543,9 +544,9 @@ impl<'g> Ctx<'g> {
                 let axis = self.em.scalar_i64(2);
                 one(self, "ScatterUpdate", "opset3", vec![], vec![ins[0], idx, ins[1], axis])
             }
-            Op::Attention { scale, softcap: None, sliding_window } => {
+            Op::Attention { scale, softcap: None, sliding_window: None } => {
                 let (q, k) = (self.g.info(n.inputs[0]).clone(), self.g.info(n.inputs[1]).clone());
-                let mask = self.attention_mask(n, *sliding_window)?;
+                let mask = self.attention_mask(n);
                 let (hq, hkv) = (q.shape[1].as_const().unwrap_or(0), k.shape[1].as_const().unwrap_or(0));
                 let (kk, vv) = if hq != hkv && hkv > 0 {
                     (self.repeat_kv(n.inputs[1], hq / hkv)?, self.repeat_kv(n.inputs[2], hq / hkv)?)
@@ -606,34 +607,19 @@ impl<'g> Ctx<'g> {
     }
 
     /// The additive mask of an `Attention`: 0 where a key may be attended, the dtype's lowest
-    /// value elsewhere, with the sliding window (`q_pos - k_pos < window`) folded in.
-    fn attention_mask(&mut self, n: &Node, window: Option<usize>) -> Result<Out> {
-        let mut mask = self.val(n.inputs[3]);
-        let mdims = self.em.net.port(mask).dims.clone();
-        if let Some(w) = window {
-            let (qs, ks) = (self.g.info(n.inputs[4]).shape.clone(), self.g.info(n.inputs[5]).shape.clone());
-            let one = Dim::konst(1);
-            let q4 = self.shape(&[qs[0].clone(), one.clone(), qs[1].clone(), one.clone()])?;
-            let k4 = self.shape(&[ks[0].clone(), one.clone(), one, ks[1].clone()])?;
-            let (qp, kp) = (self.val(n.inputs[4]), self.val(n.inputs[5]));
-            let rs = vec![("special_zero", "false".to_string())];
-            let q = self.em.op("Reshape", "opset1", rs.clone(), vec![qp, q4], port(DType::I64, vec![-1, 1, -1, 1]));
-            let k = self.em.op("Reshape", "opset1", rs, vec![kp, k4], port(DType::I64, vec![-1, 1, 1, -1]));
-            let dist = self.em.binary("Subtract", q, k, port(DType::I64, vec![-1, 1, -1, -1]));
-            let wv = self.em.scalar_i64(w as i64);
-            let inside = self.em.binary("Less", dist, wv, port(DType::Bool, vec![-1, 1, -1, -1]));
-            mask = self.em.binary("LogicalAnd", mask, inside, port(DType::Bool, vec![-1, 1, -1, -1]));
-        }
+    /// value elsewhere.
+    fn attention_mask(&mut self, n: &Node) -> Out {
+        let mask = self.val(n.inputs[3]);
+        let dims = self.em.net.port(mask).dims.clone();
         let dtype = self.g.info(n.inputs[0]).dtype;
         let zero = self.em.constant(&Tensor::scalar_float(dtype, 0.0));
         let low = self.em.constant(&Tensor::scalar_float(dtype, dtype.min_finite()));
-        let dims = if window.is_some() { vec![-1, 1, -1, -1] } else { mdims };
-        Ok(self.em.op(
+        self.em.op(
             "Select",
             "opset1",
             vec![("auto_broadcast", "numpy".into())],
             vec![mask, zero, low],
             port(dtype, dims),
-        ))
+        )
     }
 }
