@@ -5,6 +5,10 @@
 //! their goldens by transformers itself (`xtask/python/random_checkpoints.py`), must give the
 //! same logits at every non-padded position, for one sequence and a left-padded batch of two.
 //!
+//! A second test exports other random checkpoints to every format (ONNX at the default opset and
+//! at opset 23 with native attention, OpenVINO IR, `.pt2`) and runs each in its own runtime from
+//! Python (`tests/python/run_exports.py`): the same logits within 1e-4.
+//!
 //! Needs the Python oracle: `HFEXPORT_PYTHON` (set by `cargo xtask test`) must be a python with
 //! torch and transformers. Environment knobs:
 //!   HFEXPORT_UNSEEN_SEED   another seed (default below); the failure report names the seed
@@ -202,6 +206,79 @@ fn random_checkpoints_match_transformers() {
          (reproduce: {} xtask/python/random_checkpoints.py OUT --seed {seed} --count {count}):\n  {}",
         failures.len(),
         python.display(),
+        failures.join("\n  ")
+    );
+}
+
+/// Seed of the export cross-check (another draw than the evaluator test's).
+const EXPORT_SEED: u64 = 77_023;
+const EXPORT_COUNT: usize = 8;
+
+#[test]
+fn random_checkpoints_export_to_every_format_and_match_transformers() {
+    use hfexport::{AutoExportConfig, AutoHfExporter, DType, ExportRequest};
+    let python = oracle_python();
+    let seed: u64 = env_number("HFEXPORT_UNSEEN_SEED", EXPORT_SEED);
+    let tmp = tempfile::tempdir().unwrap();
+    let cases = generate(&python, &tmp.path().join("ckpt"), seed, EXPORT_COUNT);
+    let formats: [(&str, serde_json::Value, &str); 4] = [
+        ("onnx", serde_json::json!({"export_format": "onnx", "dynamic": true}), "model.onnx"),
+        (
+            "onnx-opset23",
+            serde_json::json!({"export_format": "onnx", "dynamic": true, "opset_version": 23}),
+            "model.onnx",
+        ),
+        ("openvino", serde_json::json!({"export_format": "openvino", "dynamic": true}), "openvino_model.xml"),
+        ("dynamo", serde_json::json!({"export_format": "dynamo", "dynamic": true}), "model.pt2"),
+    ];
+    let mut jobs = vec![];
+    let mut failures = vec![];
+    for case in &cases {
+        let mut exports = serde_json::Map::new();
+        for (label, config, file) in &formats {
+            let out = tmp.path().join("exports").join(&case.name).join(label);
+            let req = ExportRequest {
+                model: case.dir.clone(),
+                output: out.clone(),
+                task: Task::CausalLm,
+                dtype: DType::F32,
+                force: false,
+                generation: None,
+            };
+            let exporter = AutoHfExporter::from_config(AutoExportConfig::from_dict(config).unwrap()).unwrap();
+            match exporter.export(&req, &mut |_| {}) {
+                Ok(_) => {
+                    exports.insert(label.to_string(), out.join(file).to_string_lossy().into_owned().into());
+                }
+                Err(e) => failures
+                    .push(format!("{} {label}: export failed: {e}\n    config: {}", case.name, case.description)),
+            }
+        }
+        jobs.push(serde_json::json!({"golden": case.dir.join("golden.safetensors"), "exports": exports}));
+    }
+    let (jobs_path, out) = (tmp.path().join("jobs.json"), tmp.path().join("worst.json"));
+    std::fs::write(&jobs_path, serde_json::to_string(&jobs).unwrap()).unwrap();
+    let o = Command::new(&python)
+        .arg(root().join("tests/python/run_exports.py"))
+        .args([&jobs_path, &out])
+        .output()
+        .expect("start python");
+    assert!(o.status.success(), "run_exports.py failed:\n{}", String::from_utf8_lossy(&o.stderr));
+    let worst: BTreeMap<String, f64> = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    assert_eq!(worst.len(), EXPORT_COUNT * formats.len() - failures.len(), "{worst:?}");
+    for (key, d) in &worst {
+        let name =
+            cases.iter().find(|c| key.starts_with(&c.dir.join("golden.safetensors").to_string_lossy().into_owned()));
+        let label = key.rsplit(' ').next().unwrap_or("");
+        println!("{} {label}: worst |diff| {d:.1e}", name.map_or("?", |c| c.name.as_str()));
+        if !(*d <= ATOL as f64) {
+            let config = name.map_or(String::new(), |c| c.description.clone());
+            failures.push(format!("{key}: worst |diff| {d:e} > {ATOL:e}\n    config: {config}"));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "exports of random checkpoints (HFEXPORT_UNSEEN_SEED={seed}) disagree with transformers:\n  {}",
         failures.join("\n  ")
     );
 }
