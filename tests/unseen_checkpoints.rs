@@ -271,7 +271,7 @@ fn random_checkpoints_export_to_every_format_and_match_transformers() {
             cases.iter().find(|c| key.starts_with(&c.dir.join("golden.safetensors").to_string_lossy().into_owned()));
         let label = key.rsplit(' ').next().unwrap_or("");
         println!("{} {label}: worst |diff| {d:.1e}", name.map_or("?", |c| c.name.as_str()));
-        if !(*d <= ATOL as f64) {
+        if d.is_nan() || *d > ATOL as f64 {
             let config = name.map_or(String::new(), |c| c.description.clone());
             failures.push(format!("{key}: worst |diff| {d:e} > {ATOL:e}\n    config: {config}"));
         }
