@@ -156,3 +156,34 @@ fn broken_openvino_exports_are_clear_errors() {
     assert!(stderr(&o).contains("no `decode` component"), "{}", stderr(&o));
     assert!(!stderr(&o).contains("panicked"), "{}", stderr(&o));
 }
+
+#[test]
+fn compressed_weights_halve_the_bin_and_stay_within_float16_tolerance() {
+    require_openvino();
+    let tmp = tempfile::tempdir().unwrap();
+    let cfg = tmp.path().join("fp16.json");
+    std::fs::write(&cfg, r#"{"export_format": "openvino", "compress_to_fp16": true}"#).unwrap();
+    let (full, half) = (tmp.path().join("full"), tmp.path().join("half"));
+    let o = export("qwen3", &full, &config(tmp.path(), true), &["--dynamic"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = export("qwen3", &half, &cfg, &["--dynamic", "--verify"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v = ExportMetadata::read(&half).unwrap().verification.unwrap();
+    assert_eq!(v.atol, 5e-2, "{v:?}");
+    let size = |d: &Path| std::fs::metadata(d.join("openvino_model.bin")).unwrap().len() as f64;
+    let ratio = size(&half) / size(&full);
+    assert!((0.45..0.6).contains(&ratio), "the f16 .bin is {ratio:.2} of the f32 one");
+    // and the decompression Converts are marked so the CPU plugin keeps the weights in f16
+    let xml = std::fs::read_to_string(half.join("openvino_model.xml")).unwrap();
+    assert!(xml.contains("<attribute name=\"decompression\""), "no decompression rt_info");
+    let gold = read_all(fixture("qwen3").join("golden.safetensors")).unwrap();
+    let inp = tmp.path().join("in.safetensors");
+    let mask = &gold["batch.attention_mask"];
+    write_safetensors(&inp, &[("input_ids", &gold["batch.input_ids"]), ("attention_mask", mask)], &BTreeMap::new())
+        .unwrap();
+    let res = tmp.path().join("out.safetensors");
+    let o = hfexport(&["run", s(&half), "--inputs", s(&inp), "--outputs", s(&res)]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let d = worst_unpadded(&read_all(&res).unwrap()["logits"], &gold["batch.logits"], mask);
+    assert!(d > 0.0 && d < 5e-2, "f16 weights: worst |diff| {d:e} against transformers");
+}

@@ -707,12 +707,14 @@ impl AutoHfExporter {
                 verify_onnx(graph, ckpt, &dir.join(file), dtype, progress)
             }
             #[cfg(feature = "openvino-runtime")]
-            ExportConfig::Openvino(_) => {
+            ExportConfig::Openvino(cfg) => {
                 let file =
                     component.files.iter().find(|f| f.ends_with(".xml")).ok_or_else(|| {
                         Error::Unsupported(format!("component `{}` has no .xml file", component.name))
                     })?;
-                verify_openvino(graph, ckpt, &dir.join(file), !component.states.is_empty(), dtype, progress)
+                // f16-compressed weights are held to the tolerance of a float16 export
+                let tolerance_of = if cfg.compress_to_fp16 && dtype == DType::F32 { DType::F16 } else { dtype };
+                verify_openvino(graph, ckpt, &dir.join(file), !component.states.is_empty(), tolerance_of, progress)
             }
             _ => Err(Error::Unsupported(format!(
                 "cannot verify {} exports in this build",
