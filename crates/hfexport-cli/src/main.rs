@@ -391,6 +391,18 @@ fn run_export(dir: &Path, inputs: &Path, outputs: &Path, component: &str, runtim
             meta.source.checkpoint,
             natural_runtime(&meta.format)
         ),
+        "libtorch" if meta.format == "dynamo" => {
+            // the archive is checked (zip-slip, sizes, CRC of the program) before anything else
+            for f in comp.files.iter().filter(|f| f.ends_with(".pt2")) {
+                hfexport::dynamo::archive::Pt2Archive::open(dir.join(f))?;
+            }
+            bail!(
+                "{}: running a .pt2 from Rust needs the libtorch runner, which is not built yet; run it in Python: \
+                 torch.export.load(\"{}\").module()(input_ids=..., attention_mask=...)",
+                dir.display(),
+                dir.join(comp.files.first().map(String::as_str).unwrap_or("model.pt2")).display()
+            )
+        }
         "onnxruntime" | "openvino" | "executorch" | "libtorch" => bail!(
             "runtime `{runtime}` cannot run this {} export in this build; it runs in {}",
             meta.format,

@@ -32,7 +32,7 @@ pub struct ZipWriter {
     pub force_zip64: bool,
 }
 
-fn crc_table() -> [u32; 256] {
+pub(crate) fn crc_table() -> [u32; 256] {
     let mut t = [0u32; 256];
     for (i, e) in t.iter_mut().enumerate() {
         let mut c = i as u32;
@@ -45,7 +45,7 @@ fn crc_table() -> [u32; 256] {
 }
 
 /// CRC-32 (IEEE), continued from `crc`.
-fn crc32(table: &[u32; 256], crc: u32, bytes: &[u8]) -> u32 {
+pub(crate) fn crc32(table: &[u32; 256], crc: u32, bytes: &[u8]) -> u32 {
     let mut c = !crc;
     for &b in bytes {
         c = table[((c ^ b as u32) & 0xFF) as usize] ^ (c >> 8);
