@@ -7,7 +7,10 @@
 //!
 //! A second test exports other random checkpoints to every format (ONNX at the default opset and
 //! at opset 23 with native attention, OpenVINO IR, `.pt2`) and runs each in its own runtime from
-//! Python (`tests/python/run_exports.py`): the same logits within 1e-4.
+//! Python (`tests/python/run_exports.py`): the same logits within 1e-4. It also exports them for
+//! generation (static cache, multi-token decode; OpenVINO stateful) and runs each format's plain
+//! Python loop (`tests/python/unseen_generation.py`): the same greedy tokens as transformers'
+//! `generate(use_cache=False)` (see that script for why not the cached one).
 //!
 //! Needs the Python oracle: `HFEXPORT_PYTHON` (set by `cargo xtask test`) must be a python with
 //! torch and transformers. Environment knobs:
@@ -274,6 +277,66 @@ fn random_checkpoints_export_to_every_format_and_match_transformers() {
         if d.is_nan() || *d > ATOL as f64 {
             let config = name.map_or(String::new(), |c| c.description.clone());
             failures.push(format!("{key}: worst |diff| {d:e} > {ATOL:e}\n    config: {config}"));
+        }
+    }
+
+    // Generation exports of the same checkpoints against transformers' `generate`.
+    let mut gen_jobs = vec![];
+    for case in &cases {
+        let mut exports = serde_json::Map::new();
+        for format in ["onnx", "openvino", "dynamo"] {
+            let out = tmp.path().join("generation").join(&case.name).join(format);
+            let config = serde_json::json!({"export_format": format, "dynamic": true});
+            let req = ExportRequest {
+                model: case.dir.clone(),
+                output: out.clone(),
+                task: Task::CausalLm,
+                dtype: DType::F32,
+                force: false,
+                generation: Some(hfexport::Generation { static_cache: Some(32), multi_token_decode: true }),
+            };
+            let exporter = AutoHfExporter::from_config(AutoExportConfig::from_dict(&config).unwrap()).unwrap();
+            match exporter.export(&req, &mut |_| {}) {
+                Ok(_) => {
+                    exports.insert(format.to_string(), out.to_string_lossy().into_owned().into());
+                }
+                Err(e) => failures.push(format!("{} {format} generation: export failed: {e}", case.name)),
+            }
+        }
+        gen_jobs.push(serde_json::json!({"checkpoint": case.dir, "exports": exports}));
+    }
+    let (jobs_path, out) = (tmp.path().join("gen_jobs.json"), tmp.path().join("tokens.json"));
+    std::fs::write(&jobs_path, serde_json::to_string(&gen_jobs).unwrap()).unwrap();
+    let o = Command::new(&python)
+        .arg(root().join("tests/python/unseen_generation.py"))
+        .args([&jobs_path, &out])
+        .output()
+        .expect("start python");
+    assert!(o.status.success(), "unseen_generation.py failed:\n{}", String::from_utf8_lossy(&o.stderr));
+    let tokens: BTreeMap<String, serde_json::Value> =
+        serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    assert_eq!(tokens.len(), EXPORT_COUNT * 3 - failures.iter().filter(|f| f.contains("generation")).count());
+    for (key, v) in &tokens {
+        let case = cases.iter().find(|c| key.starts_with(&*c.dir.to_string_lossy()));
+        let label = key.rsplit(' ').next().unwrap_or("");
+        let ok = v["got"] == v["want"];
+        if v["cached"] != v["want"] {
+            println!(
+                "note {}: transformers' cached generate gives {} (transformers' cached and uncached generate disagree on this config)",
+                case.map_or("?", |c| c.name.as_str()),
+                v["cached"]
+            );
+        }
+        println!(
+            "{} {} {label} generation: {} vs transformers {}",
+            if ok { "ok  " } else { "FAIL" },
+            case.map_or("?", |c| c.name.as_str()),
+            v["got"],
+            v["want"]
+        );
+        if !ok {
+            let config = case.map_or(String::new(), |c| c.description.clone());
+            failures.push(format!("{key}: tokens {} != transformers' {}\n    config: {config}", v["got"], v["want"]));
         }
     }
     assert!(
