@@ -12,10 +12,14 @@
 //! `Parameter`s whose shapes carry each symbol's range (`1..512`).
 //!
 //! Stateful (`stateful=true`, a generation component): every cache pair `input.<n>` /
-//! `output.<n>` becomes a variable `<n>`: `ReadValue` (initialised with zeros of the cache
-//! shape: batch from `input_ids`, a growing cache's past length 0, a static cache's length from
-//! `attention_mask`) → `Gather` by the new input `beam_idx` (i32 `[batch]`, the beam order
+//! `output.<n>` becomes a variable `<n>`: `ReadValue` (initialised empty: batch from
+//! `input_ids`, length 0) → `Gather` by the new input `beam_idx` (i32 `[batch]`, the beam order
 //! OpenVINO GenAI passes) on axis 0, and an `Assign` of the updated cache instead of a result.
+//! The state grows by each call's tokens (`Concat`), also for a multi-token static cache, whose
+//! `CacheUpdate` would otherwise copy every slot each step: its mask's first columns (as many as
+//! keys) are used, so calls must come in position order, and the caller keeps within
+//! `max_cache_len` (the generator does). This is the pattern the CPU plugin fuses into its
+//! stateful attention kernel.
 
 use crate::ir::{element_type, Layer, Network, Out, PortInfo};
 use crate::{OvError, Result};
@@ -207,6 +211,10 @@ struct Ctx<'g> {
     em: Emit,
     dims: DimLowering<Out>,
     vals: Vec<Option<Out>>,
+    /// Graph inputs folded into state variables.
+    states: std::collections::HashSet<ValueId>,
+    /// `CacheUpdate` outputs realised as a state grown by `Concat` (stateful static caches).
+    grown: std::collections::HashSet<ValueId>,
 }
 
 fn dim_error(e: DimError<OvError>) -> OvError {
@@ -234,7 +242,15 @@ fn parameter_shape(g: &Graph, shape: &[Dim]) -> String {
 
 pub fn lower(g: &Graph, opts: LowerOptions) -> Result<Lowered> {
     let em = Emit { net: Network::default(), consts: vec![], inputs: HashMap::new(), fresh: 0 };
-    let mut cx = Ctx { g, opts, em, dims: DimLowering::new(g), vals: vec![None; g.num_values()] };
+    let mut cx = Ctx {
+        g,
+        opts,
+        em,
+        dims: DimLowering::new(g),
+        vals: vec![None; g.num_values()],
+        states: Default::default(),
+        grown: Default::default(),
+    };
     cx.inputs()?;
     cx.weights();
     for n in g.nodes() {
@@ -300,6 +316,7 @@ impl<'g> Ctx<'g> {
                 continue;
             }
             let (read, o) = self.state(&p.name, p.value, beam)?;
+            self.states.insert(p.value);
             self.vals[p.value.0] = Some(o);
             self.em.inputs.insert(p.name.clone(), read);
         }
@@ -311,13 +328,14 @@ impl<'g> Ctx<'g> {
         let g = self.g;
         let i = g.info(v);
         let variable = name.strip_prefix("input.").unwrap_or(name).to_string();
-        // A growing cache starts empty; every other dim is read from the inputs.
+        // A state that grows by each call's tokens starts empty (length 0); a static one that is
+        // written in place starts with its slots; the other dims are read from the inputs.
+        let empty: &[&str] = if self.query_is_symbolic() { &["past_len", "cache_len"] } else { &["past_len"] };
         let init_dims: Vec<Dim> = i
             .shape
             .iter()
-            .map(|d| match g.symbols.get("past_len") {
-                Some(past) => d.substitute(&past, &Dim::konst(0)),
-                None => d.clone(),
+            .map(|d| {
+                empty.iter().filter_map(|n| g.symbols.get(n)).fold(d.clone(), |d, s| d.substitute(&s, &Dim::konst(0)))
             })
             .collect();
         let shape = self.shape(&init_dims)?;
@@ -531,6 +549,13 @@ impl<'g> Ctx<'g> {
                     one(self, "Add", "opset1", numpy(), vec![mm, ins[2]])
                 }
             }
+            // A state grows instead: the CPU plugin then fuses ReadValue → Gather → Concat → Assign
+            // with the attention, and no step copies the whole static cache. Calls must come in
+            // position order, as a stateful model's caller makes them.
+            Op::CacheUpdate if self.states.contains(&n.inputs[0]) && self.query_is_symbolic() => {
+                self.grown.insert(n.outputs[0]);
+                one(self, "Concat", "opset1", vec![("axis", "2".into())], vec![ins[0], ins[1]])
+            }
             Op::CacheUpdate => {
                 let flat = self.em.const_i64(&[-1]);
                 let q = self.g.info(n.inputs[2]).shape.iter().fold(Dim::konst(1), |a, d| a.mul(d));
@@ -546,7 +571,10 @@ impl<'g> Ctx<'g> {
             }
             Op::Attention { scale, softcap: None, sliding_window: None } => {
                 let (q, k) = (self.g.info(n.inputs[0]).clone(), self.g.info(n.inputs[1]).clone());
-                let mask = self.attention_mask(n);
+                let mut mask = self.attention_mask(n);
+                if self.grown.contains(&n.inputs[1]) {
+                    mask = self.mask_to_key_length(mask, ins[1]);
+                }
                 let (hq, hkv) = (q.shape[1].as_const().unwrap_or(0), k.shape[1].as_const().unwrap_or(0));
                 let (kk, vv) = if hq != hkv && hkv > 0 {
                     (self.repeat_kv(n.inputs[1], hq / hkv)?, self.repeat_kv(n.inputs[2], hq / hkv)?)
@@ -572,6 +600,42 @@ impl<'g> Ctx<'g> {
         };
         self.vals[n.outputs[0].0] = Some(o);
         Ok(())
+    }
+
+    /// Whether `input_ids` takes any number of tokens per call. A one-token static `decode`
+    /// keeps its `ScatterUpdate`: grown as a state, the CPU plugin of OpenVINO 2026.4.1 fails to
+    /// compile it ("Loop detected during topological sort").
+    fn query_is_symbolic(&self) -> bool {
+        self.g
+            .input("input_ids")
+            .is_some_and(|p| self.g.info(p.value).shape.get(1).is_some_and(|d| d.as_const().is_none()))
+    }
+
+    /// The first `keys.shape[2]` columns of a static-cache mask, for keys of a grown state.
+    fn mask_to_key_length(&mut self, mask: Out, keys: Out) -> Out {
+        let m = self.em.net.port(mask).clone();
+        let rank = self.em.net.port(keys).dims.len() as i64;
+        let shape = self.em.op(
+            "ShapeOf",
+            "opset3",
+            vec![("output_type", "i64".into())],
+            vec![keys],
+            port(DType::I64, vec![rank]),
+        );
+        let (idx, zero) = (self.em.const_i64(&[2]), self.em.scalar_i64(0));
+        let len = self.em.op(
+            "Gather",
+            "opset8",
+            vec![("batch_dims", "0".into())],
+            vec![shape, idx, zero],
+            port(DType::I64, vec![1]),
+        );
+        let (start, step, axis) = (self.em.const_i64(&[0]), self.em.const_i64(&[1]), self.em.const_i64(&[3]));
+        let mut dims = m.dims.clone();
+        if let Some(last) = dims.last_mut() {
+            *last = -1;
+        }
+        self.em.op("Slice", "opset8", vec![], vec![mask, start, len, step, axis], port(m.dtype, dims))
     }
 
     /// `[b, kvh, t, d]` → `[b, kvh·groups, t, d]`, each KV head repeated `groups` times.
