@@ -238,6 +238,10 @@ fn inspect_export(path: &Path) -> Result<()> {
         for a in &c.aliases {
             println!("  alias      {} updates {} in place", a.output, a.input);
         }
+        if !c.states.is_empty() {
+            let (first, n) = (&c.states[0], c.states.len());
+            println!("  states     {n} cache variables kept by the runtime ({first}, …), reordered by beam_idx");
+        }
     }
     let pins: Vec<String> = m.runtime_pins.iter().map(|(k, v)| format!("{k} {v}")).collect();
     println!("runtimes     {}", pins.join(", "));

@@ -99,6 +99,8 @@ fn generate_gives_transformers_tokens_for_every_variant_stateful_and_stateless()
                 args.extend_from_slice(flags);
                 let o = export(name, &out, &cfg, &args);
                 assert!(o.status.success(), "{name} {variant} stateful={stateful}: {}", stderr(&o));
+                let i = hfexport(&["inspect", s(&out)]);
+                assert_eq!(stdout(&i).contains("cache variables kept by the runtime"), stateful, "{}", stdout(&i));
                 let o = hfexport(&["generate", s(&out), "--prompt-ids", &prompt, "--max-new-tokens", "16"]);
                 assert!(o.status.success(), "{name} {variant} stateful={stateful}: {}", stderr(&o));
                 assert_eq!(stderr(&o).contains("stateful"), stateful, "{}", stderr(&o));
