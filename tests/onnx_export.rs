@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::worst_unpadded;
+use common::{fixture, python, worst_unpadded, FIXTURES};
 use hfexport::core::artifact::StagedDir;
 use hfexport::core::metadata::ExportMetadata;
 use hfexport::core::{TensorInfo, TensorSource};
@@ -16,18 +16,6 @@ use hfexport_models::safetensors::{read_all, write_safetensors};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-
-const FIXTURES: [&str; 5] = ["llama", "mistral", "qwen2", "qwen3", "llama_linear_tied"];
-
-fn fixture(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name)
-}
-
-fn python() -> String {
-    std::env::var("HFEXPORT_PYTHON").unwrap_or_else(|_| {
-        panic!("HFEXPORT_PYTHON is not set: run `cargo xtask test` (it installs onnx, onnxruntime and openvino into .venv/)")
-    })
-}
 
 fn try_export(name: &str, out: &Path, config: serde_json::Value, force: bool) -> hfexport::Result<ExportMetadata> {
     try_export_as(name, out, config, force, DType::F32)

@@ -5,23 +5,14 @@
 //! for static caches also binding each pair to one OrtValue so the cache is updated in place
 //! (the script checks the bound buffer after each step). All give transformers' 16 greedy tokens.
 
+mod common;
+use common::{fixture, python, FIXTURES};
+
 use hfexport::core::metadata::ExportMetadata;
 use hfexport::{AutoExportConfig, AutoHfExporter, DType, ExportRequest, Generation, Task};
 use hfexport_models::safetensors::read_all;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-
-const FIXTURES: [&str; 5] = ["llama", "mistral", "qwen2", "qwen3", "llama_linear_tied"];
-
-fn fixture(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name)
-}
-
-fn python() -> String {
-    std::env::var("HFEXPORT_PYTHON").unwrap_or_else(|_| {
-        panic!("HFEXPORT_PYTHON is not set: run `cargo xtask test` (it installs onnxruntime into .venv/)")
-    })
-}
 
 fn export_decode(name: &str, out: &Path, generation: Generation, dynamic: bool) -> hfexport::Result<ExportMetadata> {
     let config =

@@ -7,31 +7,15 @@
 
 mod common;
 
-use common::worst_unpadded;
+use common::{fixture, python, script, worst_unpadded, FIXTURES};
 use hfexport::core::metadata::ExportMetadata;
 use hfexport::{
     AutoExportConfig, AutoHfExporter, Checkpoint, DType, Evaluator, ExportRequest, Generation, Task, Tensor,
 };
 use hfexport_models::safetensors::{read_all, write_safetensors};
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
-
-const FIXTURES: [&str; 5] = ["llama", "mistral", "qwen2", "qwen3", "llama_linear_tied"];
-
-fn fixture(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name)
-}
-
-fn python() -> String {
-    std::env::var("HFEXPORT_PYTHON").unwrap_or_else(|_| {
-        panic!("HFEXPORT_PYTHON is not set: run `cargo xtask test` (it installs openvino into .venv/)")
-    })
-}
-
-fn script(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python").join(name)
-}
 
 fn export(
     name: &str,

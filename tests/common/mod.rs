@@ -2,6 +2,29 @@
 #![allow(dead_code)]
 
 use hfexport_core::Tensor;
+use std::path::PathBuf;
+
+/// The committed tiny checkpoints with transformers' goldens (tests/fixtures/).
+pub const FIXTURES: [&str; 5] = ["llama", "mistral", "qwen2", "qwen3", "llama_linear_tied"];
+
+pub fn fixture(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name)
+}
+
+/// A test script of tests/python/.
+pub fn script(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python").join(name)
+}
+
+/// The python of `HFEXPORT_PYTHON` (the repository's .venv/ with the [python.test] packages).
+pub fn python() -> String {
+    std::env::var("HFEXPORT_PYTHON").unwrap_or_else(|_| {
+        panic!(
+            "HFEXPORT_PYTHON is not set: run `cargo xtask test` (it installs torch, transformers, onnx, onnxruntime \
+             and openvino into .venv/ and sets it)"
+        )
+    })
+}
 
 /// Worst |a - b| over positions whose mask is 1, with its (batch, position, vocab) index.
 pub fn worst_unpadded(ours: &Tensor, theirs: &Tensor, mask: &Tensor) -> Result<(f32, [usize; 3]), String> {

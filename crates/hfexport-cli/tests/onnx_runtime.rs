@@ -11,7 +11,6 @@ mod common;
 
 use common::*;
 use hfexport_core::metadata::ExportMetadata;
-use hfexport_core::Tensor;
 use hfexport_models::safetensors::{read_all, write_safetensors};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -27,17 +26,6 @@ fn export(name: &str, out: &Path, extra: &[&str]) -> Output {
     let mut args = vec!["export", "--model", s(&model), "--format", "onnx", "--output", s(out)];
     args.extend_from_slice(extra);
     hfexport(&args)
-}
-
-/// Worst |a - b| at positions the mask keeps, over logits [batch, seq, vocab].
-fn worst_unpadded(ours: &Tensor, theirs: &Tensor, mask: &Tensor) -> f32 {
-    assert_eq!(ours.shape(), theirs.shape(), "logits shapes differ");
-    let vocab = *ours.shape().last().unwrap();
-    let (o, t, m) = (ours.as_f32().unwrap(), theirs.as_f32().unwrap(), mask.as_i64().unwrap());
-    (0..o.len()).filter(|i| m[i / vocab] != 0).map(|i| (o[i] - t[i]).abs()).fold(0f32, |w, d| {
-        assert!(d.is_finite(), "non-finite logit difference");
-        w.max(d)
-    })
 }
 
 #[test]

@@ -34,16 +34,6 @@ fn config(dir: &Path, stateful: bool) -> std::path::PathBuf {
     p
 }
 
-fn worst_unpadded(ours: &Tensor, theirs: &Tensor, mask: &Tensor) -> f32 {
-    assert_eq!(ours.shape(), theirs.shape(), "logits shapes differ");
-    let vocab = *ours.shape().last().unwrap();
-    let (o, t, m) = (ours.as_f32().unwrap(), theirs.as_f32().unwrap(), mask.as_i64().unwrap());
-    (0..o.len()).filter(|i| m[i / vocab] != 0).map(|i| (o[i] - t[i]).abs()).fold(0f32, |w, d| {
-        assert!(d.is_finite(), "non-finite logit difference");
-        w.max(d)
-    })
-}
-
 #[test]
 fn verified_exports_run_in_openvino_like_transformers() {
     require_openvino();

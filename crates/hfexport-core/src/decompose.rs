@@ -25,6 +25,21 @@ pub fn decompose(src: &Graph, select: &dyn Fn(&Op) -> bool) -> Result<Graph> {
 }
 
 fn decompose_once(src: &Graph, select: &dyn Fn(&Op) -> bool) -> Result<Graph> {
+    rebuild(src, &mut |g, node, ins| {
+        if node.op.is_high_level() && select(&node.op) {
+            expand(g, node, ins)
+        } else {
+            g.add_node(&node.name, node.op.clone(), ins)
+        }
+    })
+}
+
+/// Re-emits one node of a rewrite into the new graph; returns its outputs there.
+type EmitNode<'a> = dyn FnMut(&mut Graph, &Node, &[ValueId]) -> Result<Vec<ValueId>> + 'a;
+
+/// A copy of `src` whose nodes are re-emitted by `emit` (given the node and its inputs in the
+/// new graph; it returns the node's outputs there), in order.
+fn rebuild(src: &Graph, emit: &mut EmitNode) -> Result<Graph> {
     let (mut g, mut map) = src.empty_like();
     for node in src.nodes() {
         let ins = node
@@ -32,12 +47,7 @@ fn decompose_once(src: &Graph, select: &dyn Fn(&Op) -> bool) -> Result<Graph> {
             .iter()
             .map(|v| map[v.0].ok_or_else(|| src.invalid(format!("node `{}` reads a value defined later", node.name))))
             .collect::<Result<Vec<_>>>()?;
-        let outs = if node.op.is_high_level() && select(&node.op) {
-            expand(&mut g, node, &ins)?
-        } else {
-            g.add_node(&node.name, node.op.clone(), &ins)?
-        };
-        for (o, n) in node.outputs.iter().zip(outs) {
+        for (o, n) in node.outputs.iter().zip(emit(&mut g, node, &ins)?) {
             map[o.0] = Some(n);
         }
     }
@@ -51,28 +61,15 @@ fn decompose_once(src: &Graph, select: &dyn Fn(&Op) -> bool) -> Result<Graph> {
 /// Backends whose runtime has a native attention run this first, so the window logic lives
 /// here once instead of in every lowering.
 pub fn fold_sliding_windows(src: &Graph) -> Result<Graph> {
-    let (mut g, mut map) = src.empty_like();
-    for node in src.nodes() {
-        let ins = node
-            .inputs
-            .iter()
-            .map(|v| map[v.0].ok_or_else(|| src.invalid(format!("node `{}` reads a value defined later", node.name))))
-            .collect::<Result<Vec<_>>>()?;
-        let outs = match &node.op {
-            Op::Attention { scale, softcap, sliding_window: Some(w) } => {
-                let mut e = Emitter { g: &mut g, prefix: node.name.clone() };
-                let mask = e.window_mask(ins[3], *w, ins[4], ins[5])?;
-                let op = Op::Attention { scale: *scale, softcap: *softcap, sliding_window: None };
-                g.add_node(&node.name, op, &[ins[0], ins[1], ins[2], mask])?
-            }
-            _ => g.add_node(&node.name, node.op.clone(), &ins)?,
-        };
-        for (o, n) in node.outputs.iter().zip(outs) {
-            map[o.0] = Some(n);
+    rebuild(src, &mut |g, node, ins| match &node.op {
+        Op::Attention { scale, softcap, sliding_window: Some(w) } => {
+            let mut e = Emitter { g, prefix: node.name.clone() };
+            let mask = e.window_mask(ins[3], *w, ins[4], ins[5])?;
+            let op = Op::Attention { scale: *scale, softcap: *softcap, sliding_window: None };
+            g.add_node(&node.name, op, &[ins[0], ins[1], ins[2], mask])
         }
-    }
-    g.finish_rewrite(src, &map)?;
-    Ok(g)
+        _ => g.add_node(&node.name, node.op.clone(), ins),
+    })
 }
 
 /// Appends the primitive expansion of one high-level node to `g`; returns its outputs.

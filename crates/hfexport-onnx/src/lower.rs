@@ -270,32 +270,9 @@ impl<'g> Ctx<'g> {
         self.names[v.0].clone()
     }
 
-    fn tmp(&mut self, hint: &str) -> String {
-        self.em.tmp(hint)
-    }
-
-    fn push(
-        &mut self,
-        op_type: &str,
-        name: &str,
-        inputs: Vec<String>,
-        outputs: Vec<String>,
-        attrs: Vec<AttributeProto>,
-    ) {
-        self.em.push(op_type, name, inputs, outputs, attrs)
-    }
-
-    fn helper(&mut self, op_type: &str, inputs: Vec<String>, attrs: Vec<AttributeProto>) -> String {
-        self.em.helper(op_type, inputs, attrs)
-    }
-
-    fn constant(&mut self, t: &Tensor) -> String {
-        self.em.constant(t)
-    }
-
     fn const_i64(&mut self, v: &[i64]) -> String {
         let t = Tensor::i64(vec![v.len()], v.to_vec()).expect("length matches");
-        self.constant(&t)
+        self.em.constant(&t)
     }
 
     /// A 1-element int64 tensor holding the run-time value of `d`.
@@ -362,9 +339,9 @@ impl<'g> Ctx<'g> {
             Op::Iota { len } => {
                 let l = self.dim(len)?;
                 let axes = self.const_i64(&[0]);
-                let limit = self.helper("Squeeze", vec![l, axes], vec![]);
-                let zero = self.constant(&Tensor::i64(vec![], vec![0]).expect("scalar"));
-                let one = self.constant(&Tensor::i64(vec![], vec![1]).expect("scalar"));
+                let limit = self.em.helper("Squeeze", vec![l, axes], vec![]);
+                let zero = self.em.constant(&Tensor::i64(vec![], vec![0]).expect("scalar"));
+                let one = self.em.constant(&Tensor::i64(vec![], vec![1]).expect("scalar"));
                 ("Range".into(), vec![zero, limit, one], vec![])
             }
             Op::Linear => return self.linear(n, &ins, &outs),
@@ -372,9 +349,9 @@ impl<'g> Ctx<'g> {
                 let ns = self.g.info(n.inputs[1]).shape.clone();
                 let one = Dim::konst(1);
                 let col = self.shape(&[one.clone(), one.clone(), ns[2].clone(), one])?;
-                let idx = self.helper("Reshape", vec![ins[2].clone(), col], vec![]);
+                let idx = self.em.helper("Reshape", vec![ins[2].clone(), col], vec![]);
                 let full = self.shape(&ns)?;
-                let idx = self.helper("Expand", vec![idx, full], vec![]);
+                let idx = self.em.helper("Expand", vec![idx, full], vec![]);
                 ("ScatterElements".into(), vec![ins[0].clone(), idx, ins[1].clone()], vec![attr_int("axis", 2)])
             }
             Op::RmsNorm { eps } if native(&n.op, self.opset) => {
@@ -405,7 +382,7 @@ impl<'g> Ctx<'g> {
                 })
             }
         };
-        self.push(&op_type, &n.name, inputs, outs, attrs);
+        self.em.push(&op_type, &n.name, inputs, outs, attrs);
         Ok(())
     }
 
@@ -415,7 +392,7 @@ impl<'g> Ctx<'g> {
         let gemm = |cx: &mut Self, a: String, out: String| {
             let mut inputs = vec![a, ins[1].clone()];
             inputs.extend(ins.get(2).cloned());
-            cx.push("Gemm", &n.name, inputs, vec![out], vec![attr_int("transB", 1)]);
+            cx.em.push("Gemm", &n.name, inputs, vec![out], vec![attr_int("transB", 1)]);
         };
         if xs.len() == 2 {
             gemm(self, ins[0].clone(), outs[0].clone());
@@ -423,11 +400,11 @@ impl<'g> Ctx<'g> {
         }
         let rows = hfexport_core::dim::product(&xs[..xs.len() - 1]);
         let flat = self.shape(&[rows, xs[xs.len() - 1].clone()])?;
-        let x2 = self.helper("Reshape", vec![ins[0].clone(), flat], vec![]);
-        let y2 = self.tmp("gemm");
+        let x2 = self.em.helper("Reshape", vec![ins[0].clone(), flat], vec![]);
+        let y2 = self.em.tmp("gemm");
         gemm(self, x2, y2.clone());
         let back = self.shape(&ys)?;
-        self.push("Reshape", &format!("{}/unflatten", n.name), vec![y2, back], outs.to_vec(), vec![]);
+        self.em.push("Reshape", &format!("{}/unflatten", n.name), vec![y2, back], outs.to_vec(), vec![]);
         Ok(())
     }
 
@@ -438,9 +415,9 @@ impl<'g> Ctx<'g> {
         let half = ts[2].div_exact(2)?;
         let (zero, end, axis) = (self.dim(&Dim::konst(0))?, self.dim(&half)?, self.const_i64(&[2]));
         let name = self.name(table);
-        let sliced = self.helper("Slice", vec![name, zero, end, axis], vec![]);
+        let sliced = self.em.helper("Slice", vec![name, zero, end, axis], vec![]);
         let shape = self.shape(&[xs[0].clone(), ts[1].clone(), half])?;
-        Ok(self.helper("Expand", vec![sliced, shape], vec![]))
+        Ok(self.em.helper("Expand", vec![sliced, shape], vec![]))
     }
 
     /// The additive float mask of a native `Attention`: 0 where a key may be attended, the
@@ -448,9 +425,9 @@ impl<'g> Ctx<'g> {
     fn attention_mask(&mut self, n: &Node) -> Result<String> {
         let mask = self.name(n.inputs[3]);
         let dtype = self.g.info(n.inputs[0]).dtype;
-        let zero = self.constant(&Tensor::scalar_float(dtype, 0.0));
-        let low = self.constant(&Tensor::scalar_float(dtype, dtype.min_finite()));
-        Ok(self.helper("Where", vec![mask, zero, low], vec![]))
+        let zero = self.em.constant(&Tensor::scalar_float(dtype, 0.0));
+        let low = self.em.constant(&Tensor::scalar_float(dtype, dtype.min_finite()));
+        Ok(self.em.helper("Where", vec![mask, zero, low], vec![]))
     }
 
     fn finish(mut self) -> Result<Lowered> {
@@ -463,7 +440,7 @@ impl<'g> Ctx<'g> {
             if self.names[p.value.0] != p.name {
                 // exported under another name too, or an input/weight passed through
                 let src = self.names[p.value.0].clone();
-                self.push("Identity", &format!("output.{}", p.name), vec![src], vec![p.name.clone()], vec![]);
+                self.em.push("Identity", &format!("output.{}", p.name), vec![src], vec![p.name.clone()], vec![]);
             }
             outputs.push(value_info(&p.name, i.dtype, &i.shape));
         }

@@ -1,6 +1,7 @@
 //! Helpers shared by the binary's integration tests that need ONNX Runtime or OpenVINO.
 #![allow(dead_code)]
 
+use hfexport_core::Tensor;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -68,4 +69,15 @@ pub fn stdout(o: &Output) -> String {
 
 pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Worst |a - b| at positions the mask keeps, over logits [batch, seq, vocab].
+pub fn worst_unpadded(ours: &Tensor, theirs: &Tensor, mask: &Tensor) -> f32 {
+    assert_eq!(ours.shape(), theirs.shape(), "logits shapes differ");
+    let vocab = *ours.shape().last().unwrap();
+    let (o, t, m) = (ours.as_f32().unwrap(), theirs.as_f32().unwrap(), mask.as_i64().unwrap());
+    (0..o.len()).filter(|i| m[i / vocab] != 0).map(|i| (o[i] - t[i]).abs()).fold(0f32, |w, d| {
+        assert!(d.is_finite(), "non-finite logit difference");
+        w.max(d)
+    })
 }
