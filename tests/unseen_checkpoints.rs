@@ -248,7 +248,10 @@ fn random_checkpoints_export_to_every_format_and_match_transformers() {
                 force: false,
                 generation: None,
             };
-            let exporter = AutoHfExporter::from_config(AutoExportConfig::from_dict(config).unwrap()).unwrap();
+            // the .pt2 also runs in the Rust libtorch runner (`--verify`, against the evaluator)
+            let exporter = AutoHfExporter::from_config(AutoExportConfig::from_dict(config).unwrap())
+                .unwrap()
+                .with_verify(*label == "dynamo");
             match exporter.export(&req, &mut |_| {}) {
                 Ok(_) => {
                     exports.insert(label.to_string(), out.join(file).to_string_lossy().into_owned().into());
@@ -295,7 +298,9 @@ fn random_checkpoints_export_to_every_format_and_match_transformers() {
                 force: false,
                 generation: Some(hfexport::Generation { static_cache: Some(32), multi_token_decode: true }),
             };
-            let exporter = AutoHfExporter::from_config(AutoExportConfig::from_dict(&config).unwrap()).unwrap();
+            let exporter = AutoHfExporter::from_config(AutoExportConfig::from_dict(&config).unwrap())
+                .unwrap()
+                .with_verify(format == "dynamo");
             match exporter.export(&req, &mut |_| {}) {
                 Ok(_) => {
                     exports.insert(format.to_string(), out.to_string_lossy().into_owned().into());

@@ -24,8 +24,9 @@ commands:
   check-versions [--strict]     compare installed versions with versions.toml; drift (an
                                 installed version other than the pin) is a warning, an
                                 error with --strict; a package not installed is not drift
-  test [ARGS...]                setup --group test, then `cargo test --workspace [ARGS...]`
-                                with HFEXPORT_PYTHON=<repo>/.venv/bin/python
+  test [ARGS...]                setup --group test, then `cargo test --workspace --features
+                                hfexport-cli/tch [ARGS...]` with HFEXPORT_PYTHON=<repo>/.venv/bin/python
+                                and LIBTORCH=<the venv's torch> (the libtorch runner links it)
   codegen [--check]             regenerate crates/hfexport-onnx/src/generated/onnx.rs from the
                                 vendored crates/hfexport-onnx/proto/onnx.proto (needs protoc:
                                 `apt-get install protobuf-compiler`); --check fails if the
@@ -149,17 +150,43 @@ fn fixtures(root: &Path) -> Result<()> {
 fn test(root: &Path, cargo_args: &[String]) -> Result<ExitCode> {
     println!("==> [1/2] setup --group test");
     setup(root, "test")?;
-    let python = Venv::new(root).python();
+    let venv = Venv::new(root);
+    let python = venv.python();
+    let torch = venv.torch_dir().with_context(|| {
+        format!("no torch package with libtorch in {} after setup; the libtorch runner needs it", venv.dir.display())
+    })?;
     println!(
-        "==> [2/2] cargo test --workspace {}(HFEXPORT_PYTHON={})",
+        "==> [2/2] cargo test --workspace --features {TEST_FEATURES} {}(HFEXPORT_PYTHON={}, LIBTORCH={})",
         cargo_args.iter().map(|a| format!("{a} ")).collect::<String>(),
-        python.display()
+        python.display(),
+        torch.display()
     );
     let mut cargo = Command::new(cargo_bin());
-    cargo.args(["test", "--workspace"]).args(cargo_args).env("HFEXPORT_PYTHON", &python).current_dir(root);
+    cargo
+        .args(["test", "--workspace", "--features", TEST_FEATURES])
+        .args(cargo_args)
+        .env("HFEXPORT_PYTHON", &python)
+        .env("LIBTORCH", &torch)
+        .env("LIBTORCH_CXX11_ABI", "1")
+        // the test binaries of crates without an rpath to libtorch (the facade, the workspace tests)
+        .env("LD_LIBRARY_PATH", ld_library_path(&torch.join("lib")))
+        .current_dir(root);
     let status = cargo.status().with_context(|| format!("could not start `{}`", describe(&cargo)))?;
     Ok(exit_code(status))
 }
+
+/// `dir` ahead of the caller's LD_LIBRARY_PATH.
+fn ld_library_path(dir: &Path) -> std::ffi::OsString {
+    let mut paths = vec![dir.to_path_buf()];
+    if let Some(old) = std::env::var_os("LD_LIBRARY_PATH") {
+        paths.extend(std::env::split_paths(&old));
+    }
+    std::env::join_paths(paths).unwrap_or_else(|_| dir.as_os_str().to_owned())
+}
+
+/// The features the test suite builds: every runner, including libtorch's (not default, as it
+/// links the torch wheel).
+const TEST_FEATURES: &str = "hfexport-workspace-tests/tch,hfexport-cli/tch,hfexport-dynamo/tch";
 
 fn check_versions(root: &Path, strict: bool) -> Result<()> {
     let versions = versions(root)?;

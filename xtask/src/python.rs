@@ -34,6 +34,15 @@ impl Venv {
         self.python().is_file()
     }
 
+    /// The torch package folder of the venv (`.venv/lib/python3.X/site-packages/torch`): what
+    /// torch-sys links as `LIBTORCH`.
+    pub fn torch_dir(&self) -> Option<PathBuf> {
+        let lib = std::fs::read_dir(self.dir.join("lib")).ok()?;
+        lib.flatten()
+            .map(|e| e.path().join("site-packages").join("torch"))
+            .find(|p| p.join("lib").join("libtorch_cpu.so").is_file())
+    }
+
     /// A command running the venv's interpreter, with no stdin and pip never prompting.
     pub fn command(&self) -> Command {
         let mut cmd = Command::new(self.python());

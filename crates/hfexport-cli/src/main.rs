@@ -400,12 +400,6 @@ fn run_export(dir: &Path, inputs: &Path, outputs: &Path, component: &str, runtim
             for f in comp.files.iter().filter(|f| f.ends_with(".pt2")) {
                 hfexport::dynamo::archive::Pt2Archive::open(dir.join(f))?;
             }
-            bail!(
-                "{}: running a .pt2 from Rust needs the libtorch runner, which is not built yet; run it in Python: \
-                 torch.export.load(\"{}\").module()(input_ids=..., attention_mask=...)",
-                dir.display(),
-                dir.join(comp.files.first().map(String::as_str).unwrap_or("model.pt2")).display()
-            )
         }
         "onnxruntime" | "openvino" | "executorch" | "libtorch" => bail!(
             "runtime `{runtime}` cannot run this {} export in this build; it runs in {}",
@@ -414,7 +408,11 @@ fn run_export(dir: &Path, inputs: &Path, outputs: &Path, component: &str, runtim
         ),
         other => bail!("runtime `{other}` is not valid; valid: reference, onnxruntime, openvino, executorch, libtorch"),
     }
-    let ext = if runtime == "openvino" { ".xml" } else { ".onnx" };
+    let ext = match runtime {
+        "openvino" => ".xml",
+        "libtorch" => ".pt2",
+        _ => ".onnx",
+    };
     let file = comp
         .files
         .iter()
@@ -423,7 +421,9 @@ fn run_export(dir: &Path, inputs: &Path, outputs: &Path, component: &str, runtim
     let model = dir.join(file);
     let feed = read_all(inputs).with_context(|| format!("cannot read inputs {}", inputs.display()))?;
     let t0 = Instant::now();
-    let (out, version, t1) = if runtime == "openvino" {
+    let (out, version, t1) = if runtime == "libtorch" {
+        run_libtorch(&model, comp, &feed).with_context(|| format!("running on {}", inputs.display()))?
+    } else if runtime == "openvino" {
         let runner = hfexport::openvino::runtime::OvRunner::load(&model)?;
         let version =
             format!("openvino {}", hfexport::openvino::runtime::loaded_version().unwrap_or_else(|| "?".into()));
@@ -454,6 +454,61 @@ fn run_export(dir: &Path, inputs: &Path, outputs: &Path, component: &str, runtim
         outputs.display()
     );
     Ok(())
+}
+
+/// Runs a `.pt2` with libtorch; outputs named after export.json (a static cache's output is
+/// its input updated in place).
+#[cfg(feature = "tch")]
+fn run_libtorch(
+    model: &Path,
+    comp: &hfexport::core::metadata::Component,
+    feed: &BTreeMap<String, Tensor>,
+) -> Result<(BTreeMap<String, Tensor>, String, Instant)> {
+    use hfexport::dynamo::runner::{linked_version, Pt2Runner};
+    let runner = Pt2Runner::load(model)?;
+    let t1 = Instant::now();
+    let outputs: Vec<String> = comp.outputs.iter().map(|p| p.name.clone()).collect();
+    let aliases = comp.aliases.iter().map(|a| (a.output.clone(), a.input.clone())).collect();
+    let out = runner.run(feed, &outputs, &aliases)?;
+    Ok((out, format!("libtorch {}", linked_version()), t1))
+}
+
+#[cfg(not(feature = "tch"))]
+fn run_libtorch(
+    model: &Path,
+    _: &hfexport::core::metadata::Component,
+    _: &BTreeMap<String, Tensor>,
+) -> Result<(BTreeMap<String, Tensor>, String, Instant)> {
+    bail!(
+        "{}: running a .pt2 needs the libtorch runner, which is not in this build: build hfexport-cli with \
+         `--features tch` and LIBTORCH=<site-packages>/torch (the torch==2.13.0 wheel; `cargo xtask setup --group \
+         test` installs it into .venv/), or run it in Python: \
+         torch.export.load(\"{}\").module()(input_ids=..., attention_mask=...)",
+        model.display(),
+        model.display()
+    )
+}
+
+type Generated =
+    (Vec<i64>, Option<hfexport::core::generation::StopReason>, String, (&'static str, Option<usize>), Instant);
+
+/// Greedy generation over a `.pt2` export with libtorch (static caches updated in place).
+#[cfg(feature = "tch")]
+fn generate_libtorch(dir: &Path, prompt: &[i64], max_new_tokens: usize, eos: &[i64]) -> Result<Generated> {
+    use hfexport::dynamo::runner::linked_version;
+    let mut gen = hfexport::dynamo::generate::Pt2Generator::load(dir)?;
+    let t1 = Instant::now();
+    let tokens = gen.generate(prompt, max_new_tokens, eos)?;
+    Ok((tokens, gen.last_stop(), format!("libtorch {}", linked_version()), ("", gen.cache_slots()), t1))
+}
+
+#[cfg(not(feature = "tch"))]
+fn generate_libtorch(dir: &Path, _: &[i64], _: usize, _: &[i64]) -> Result<Generated> {
+    bail!(
+        "{}: generation over a .pt2 needs the libtorch runner, which is not in this build: build hfexport-cli with \
+         `--features tch` and LIBTORCH=<site-packages>/torch (the torch==2.13.0 wheel)",
+        dir.display()
+    )
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -539,7 +594,9 @@ fn generate(a: &GenerateArgs) -> Result<()> {
     let eos = eos_ids(dir)?;
     let format = hfexport::core::metadata::ExportMetadata::read(dir)?.format;
     let t0 = Instant::now();
-    let (tokens, stop, version, slots, t1) = if format == "openvino" {
+    let (tokens, stop, version, slots, t1) = if format == "dynamo" {
+        generate_libtorch(dir, &prompt, a.max_new_tokens, &eos)?
+    } else if format == "openvino" {
         let mut gen = hfexport::openvino::generate::OvGenerator::load(dir)?;
         let version =
             format!("openvino {}", hfexport::openvino::runtime::loaded_version().unwrap_or_else(|| "?".into()));

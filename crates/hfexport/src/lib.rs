@@ -38,6 +38,9 @@ pub enum Error {
     #[cfg(feature = "dynamo")]
     #[error(transparent)]
     Dynamo(#[from] hfexport_dynamo::DynamoError),
+    #[cfg(feature = "dynamo-runtime")]
+    #[error(transparent)]
+    Libtorch(#[from] hfexport_dynamo::runner::RunError),
     #[error("{0}")]
     Unsupported(String),
     #[error("{}: {source}", path.display())]
@@ -471,12 +474,18 @@ pub fn generation_case(graph: &Graph, vocab: usize, past: usize) -> Result<Sampl
 }
 
 /// The worst difference seen so far: (tensor, index, runtime value, reference value, |diff|).
-#[cfg_attr(not(any(feature = "onnx-runtime", feature = "openvino-runtime")), allow(dead_code))]
+#[cfg_attr(
+    not(any(feature = "onnx-runtime", feature = "openvino-runtime", feature = "dynamo-runtime")),
+    allow(dead_code)
+)]
 type Worst = (String, Vec<usize>, f32, f32, f32);
 
 /// Compares every reference output with the runtime's at the positions the mask keeps (an
 /// output whose leading dims are the mask's `[batch, seq]`; any other output everywhere).
-#[cfg_attr(not(any(feature = "onnx-runtime", feature = "openvino-runtime")), allow(dead_code))]
+#[cfg_attr(
+    not(any(feature = "onnx-runtime", feature = "openvino-runtime", feature = "dynamo-runtime")),
+    allow(dead_code)
+)]
 fn compare_outputs(
     runtime: &str,
     case: &SampleCase,
@@ -574,12 +583,33 @@ fn verify_openvino(
     verify_in(&runtime, &run, cases, &|name| !name.starts_with("output."), graph, ckpt, dtype, progress)
 }
 
+/// Runs the `.pt2` `model` with libtorch and compares with the reference evaluator: outputs
+/// are named after the graph's, a static cache's output is its input updated in place.
+#[cfg(feature = "dynamo-runtime")]
+fn verify_dynamo(
+    graph: &Graph,
+    ckpt: &Checkpoint,
+    model: &Path,
+    dtype: DType,
+    progress: Progress,
+) -> Result<Verification> {
+    use hfexport_dynamo::runner::{linked_version, Pt2Runner};
+    let runner = Pt2Runner::load(model)?;
+    let runtime = format!("libtorch {}", linked_version());
+    let outputs: Vec<String> = graph.outputs().iter().map(|p| p.name.clone()).collect();
+    let aliases: BTreeMap<String, String> =
+        graph.aliases().iter().map(|a| (a.output.clone(), a.input.clone())).collect();
+    let cases = cases_for(graph, ckpt.config.vocab_size)?;
+    let run = |inputs: &BTreeMap<String, Tensor>| Ok(runner.run(inputs, &outputs, &aliases)?);
+    verify_in(&runtime, &run, cases, &|_| true, graph, ckpt, dtype, progress)
+}
+
 /// The artifact's `run` against `graph` in the reference evaluator on [`cases_for`] the graph;
 /// a difference beyond [`verification_atol`] is an error naming the worst tensor and index.
-#[cfg(any(feature = "onnx-runtime", feature = "openvino-runtime"))]
+#[cfg(any(feature = "onnx-runtime", feature = "openvino-runtime", feature = "dynamo-runtime"))]
 type RunArtifact<'a> = &'a dyn Fn(&BTreeMap<String, Tensor>) -> Result<BTreeMap<String, Tensor>>;
 
-#[cfg(any(feature = "onnx-runtime", feature = "openvino-runtime"))]
+#[cfg(any(feature = "onnx-runtime", feature = "openvino-runtime", feature = "dynamo-runtime"))]
 #[allow(clippy::too_many_arguments)]
 fn verify_in(
     runtime: &str,
@@ -649,8 +679,14 @@ impl AutoHfExporter {
                  cargo feature `openvino-runtime`"
                     .into(),
             )),
+            ExportFormat::Dynamo if cfg!(feature = "dynamo-runtime") => Ok(()),
+            ExportFormat::Dynamo => Err(Error::Unsupported(
+                "verify needs the libtorch runner, which is not compiled into this build: build hfexport with the \
+                 cargo feature `dynamo-runtime` (hfexport-cli: `tch`) and LIBTORCH=<site-packages>/torch"
+                    .into(),
+            )),
             other => Err(Error::Unsupported(format!(
-                "verification of {} exports is not implemented yet; available: onnx, openvino",
+                "verification of {} exports is not implemented yet; available: onnx, openvino, dynamo",
                 other.as_str()
             ))),
         }
@@ -715,6 +751,14 @@ impl AutoHfExporter {
                 // f16-compressed weights are held to the tolerance of a float16 export
                 let tolerance_of = if cfg.compress_to_fp16 && dtype == DType::F32 { DType::F16 } else { dtype };
                 verify_openvino(graph, ckpt, &dir.join(file), !component.states.is_empty(), tolerance_of, progress)
+            }
+            #[cfg(feature = "dynamo-runtime")]
+            ExportConfig::Dynamo(_) => {
+                let file =
+                    component.files.iter().find(|f| f.ends_with(".pt2")).ok_or_else(|| {
+                        Error::Unsupported(format!("component `{}` has no .pt2 file", component.name))
+                    })?;
+                verify_dynamo(graph, ckpt, &dir.join(file), dtype, progress)
             }
             _ => Err(Error::Unsupported(format!(
                 "cannot verify {} exports in this build",

@@ -52,6 +52,18 @@ pub fn require_openvino() {
     );
 }
 
+/// The libtorch runner is compiled into the binary (the feature `tch`), or a failure that says
+/// how to build it.
+#[allow(dead_code)]
+pub fn require_libtorch() {
+    let built = cfg!(feature = "tch");
+    assert!(
+        built,
+        "the libtorch runner is not in this build: run the suite with `cargo xtask test` (it installs torch==2.13.0 \
+         into .venv/ and builds with --features hfexport-cli/tch and LIBTORCH=.venv/lib/python3*/site-packages/torch)"
+    );
+}
+
 /// Runs the binary; an ORT_DYLIB_PATH or OPENVINO_C_LIB of the caller's would override the
 /// .venv search it does.
 pub fn hfexport(args: &[&str]) -> Output {
