@@ -27,9 +27,12 @@ commands:
   test [ARGS...]                setup --group test, then `cargo test --workspace --features
                                 hfexport-cli/tch [ARGS...]` with HFEXPORT_PYTHON=<repo>/.venv/bin/python
                                 and LIBTORCH=<the venv's torch> (the libtorch runner links it)
-  codegen [--check]             regenerate crates/hfexport-onnx/src/generated/onnx.rs from the
+  codegen [onnx|executorch] [--check]
+                                regenerate crates/hfexport-onnx/src/generated/onnx.rs from the
                                 vendored crates/hfexport-onnx/proto/onnx.proto (needs protoc:
-                                `apt-get install protobuf-compiler`); --check fails if the
+                                `apt-get install protobuf-compiler`) and the flatbuffer code of
+                                crates/hfexport-executorch/src/generated/ from its schema/ (the
+                                flatc of the executorch wheel in .venv/); --check fails if a
                                 committed file differs from a fresh generation
   bench export-onnx [--python] [--keep]
                                 time `hfexport export --format onnx` (release build) on a
@@ -96,12 +99,16 @@ fn dispatch(args: Vec<String>) -> Result<ExitCode> {
         }
         "test" => test(&root, rest),
         "codegen" => {
-            let check = match rest {
-                [] => false,
-                [flag] if flag == "--check" => true,
-                _ => bail!("usage: cargo xtask codegen [--check]"),
-            };
-            codegen::codegen(&root, check)?;
+            let (mut which, mut check) = (codegen::Which::All, false);
+            for arg in rest {
+                match arg.as_str() {
+                    "--check" => check = true,
+                    "onnx" => which = codegen::Which::Onnx,
+                    "executorch" => which = codegen::Which::Executorch,
+                    _ => bail!("usage: cargo xtask codegen [onnx|executorch] [--check]"),
+                }
+            }
+            codegen::codegen(&root, which, check)?;
             Ok(ExitCode::SUCCESS)
         }
         "bench" => bench::bench(&root, rest),

@@ -113,11 +113,21 @@ impl Venv {
             println!("  nothing to install");
             return Ok(());
         }
-        let mut pip = self.command();
-        pip.args(["-m", "pip", "install", "--disable-pip-version-check", "--no-input"])
-            .args(wanted.iter().map(|p| format!("{}=={}", p.name, p.version)));
         println!("  installing {} package(s)", wanted.len());
-        run(&mut pip)?;
+        // pins with their dependencies first, then the --no-deps ones beside them
+        for no_deps in [false, true] {
+            let batch: Vec<String> =
+                wanted.iter().filter(|p| p.no_deps == no_deps).map(|p| format!("{}=={}", p.name, p.version)).collect();
+            if batch.is_empty() {
+                continue;
+            }
+            let mut pip = self.command();
+            pip.args(["-m", "pip", "install", "--disable-pip-version-check", "--no-input"]);
+            if no_deps {
+                pip.arg("--no-deps");
+            }
+            run(pip.args(&batch))?;
+        }
 
         let installed = self.installed()?;
         for pin in pins {

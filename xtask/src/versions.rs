@@ -5,11 +5,14 @@ use std::path::Path;
 use anyhow::{anyhow, bail, Context, Result};
 use toml_edit::{DocumentMut, Item, TableLike};
 
-/// An exact Python package pin (`name==version`).
+/// An exact Python package pin (`name==version`), or `name = { version, no_deps = true }`
+/// for a wheel whose declared dependencies are far wider than what we use (installed with
+/// `pip install --no-deps`; what it really needs is pinned beside it).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PythonPin {
     pub name: String,
     pub version: String,
+    pub no_deps: bool,
 }
 
 /// A Rust crate that binds a runtime, and the PyPI wheel that provides the runtime.
@@ -44,7 +47,23 @@ impl Versions {
                 .ok_or_else(|| anyhow!("[python.{group}] must be a table"))?
                 .iter()
                 .map(|(name, v)| {
-                    Ok(PythonPin { name: name.to_string(), version: string(v, &format!("python.{group}.{name}"))? })
+                    let key = format!("python.{group}.{name}");
+                    match v.as_table_like() {
+                        None => Ok(PythonPin { name: name.to_string(), version: string(v, &key)?, no_deps: false }),
+                        Some(t) => {
+                            let version = string(
+                                t.get("version").ok_or_else(|| anyhow!("`{key}` has no `version`"))?,
+                                &format!("{key}.version"),
+                            )?;
+                            let no_deps = match t.get("no_deps") {
+                                None => false,
+                                Some(b) => {
+                                    b.as_bool().ok_or_else(|| anyhow!("`{key}.no_deps` must be true or false"))?
+                                }
+                            };
+                            Ok(PythonPin { name: name.to_string(), version, no_deps })
+                        }
+                    }
                 })
                 .collect::<Result<Vec<_>>>()?;
             python.push((group.to_string(), pins));

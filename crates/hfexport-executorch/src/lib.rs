@@ -1,1 +1,23 @@
-//! ExecuTorch `.pte` writer (portable kernels, XNNPACK delegate) and, behind the `runtime` feature, a runner on the ExecuTorch shared libraries. Not implemented yet: this crate only fixes its place in the workspace (issue: ExecutorchExporter).
+//! The ExecuTorch exporter: `.pte` programs for the ExecuTorch 1.5.1 runtime, written directly
+//! from a core graph through the shared ATen lowering (`hfexport-aten`).
+//!
+//! - [`program`]: the method — EValues, `.out` kernel calls, in-place cache updates;
+//! - [`plan`]: the memory plan (lifetimes packed into one arena at upper-bound sizes);
+//! - [`pte`]: the flatbuffer of `program.fbs`, the extended header and the constant segment;
+//! - [`dump`]: a `.pte` read back (checked) and printed as readable instructions;
+//! - [`export`]: one component, weights streamed after the program.
+//!
+//! The flatbuffer code in `generated/` comes from the schemas vendored in `schema/` (from the
+//! executorch wheel) by `cargo xtask codegen`, so a build needs no flatc.
+
+pub mod dump;
+pub mod error;
+pub mod export;
+#[rustfmt::skip]
+#[allow(clippy::all, unused_imports, unused_variables, dead_code, non_camel_case_types, non_snake_case, mismatched_lifetime_syntaxes, unsafe_op_in_unsafe_fn)]
+pub mod generated;
+pub mod plan;
+pub mod program;
+pub mod pte;
+
+pub use error::{EtError, Result};

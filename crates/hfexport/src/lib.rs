@@ -9,6 +9,8 @@
 pub use hfexport_core as core;
 #[cfg(feature = "dynamo")]
 pub use hfexport_dynamo as dynamo;
+#[cfg(feature = "executorch")]
+pub use hfexport_executorch as executorch;
 pub use hfexport_models as models;
 #[cfg(feature = "onnx")]
 pub use hfexport_onnx as onnx;
@@ -38,6 +40,9 @@ pub enum Error {
     #[cfg(feature = "dynamo")]
     #[error(transparent)]
     Dynamo(#[from] hfexport_dynamo::DynamoError),
+    #[cfg(feature = "executorch")]
+    #[error(transparent)]
+    Executorch(#[from] hfexport_executorch::EtError),
     #[cfg(feature = "dynamo-runtime")]
     #[error(transparent)]
     Libtorch(#[from] hfexport_dynamo::runner::RunError),
@@ -141,11 +146,11 @@ impl AutoHfExporter {
                     "the openvino exporter needs the cargo feature `openvino` of hfexport".into(),
                 ))
             }
-            other => {
-                return Err(Error::Unsupported(format!(
-                    "the {} exporter is not implemented yet; available: onnx, openvino, dynamo",
-                    other.as_str()
-                )))
+            ExportFormat::Executorch if cfg!(feature = "executorch") => {}
+            ExportFormat::Executorch => {
+                return Err(Error::Unsupported(
+                    "the executorch exporter needs the cargo feature `executorch` of hfexport".into(),
+                ))
             }
         }
         Ok(AutoHfExporter { config, verify: false })
@@ -291,6 +296,22 @@ impl AutoHfExporter {
                 let component = if cfg.stateful { component.fold_cache_pairs_into_states() } else { component };
                 Ok((component, w.patches_applied, hfexport_openvino::export::runtime_pins()))
             }
+            #[cfg(feature = "executorch")]
+            ExportConfig::Executorch(cfg) => {
+                let mut step = |i: usize, n: usize, name: &str| {
+                    if i.is_multiple_of(16) || i + 1 == n {
+                        progress(&format!("weights {}/{n}: {name}", i + 1));
+                    }
+                };
+                let w = hfexport_executorch::export::export_component(graph, ckpt, dir, name, cfg, &mut step)?;
+                progress(&format!("{name}.pte: memory plan of {:.1} MiB", w.arena as f64 / (1u64 << 20) as f64));
+                Ok((
+                    Component::from_graph(name, graph, w.files),
+                    w.patches_applied,
+                    hfexport_executorch::export::runtime_pins(),
+                ))
+            }
+            #[allow(unreachable_patterns)]
             other => {
                 Err(Error::Unsupported(format!("the {} exporter is not implemented yet", other.format().as_str())))
             }

@@ -1,0 +1,515 @@
+//! The ExecuTorch method of an [`AtenGraph`]: EValues, operators and kernel calls, in the
+//! shape `program.fbs` serializes (see [`crate::pte`]).
+//!
+//! ExecuTorch runs `.out` kernels only, each call listing every schema argument in order, then
+//! its `out` tensor, then one return slot (the `out` again). This module maps each functional
+//! ATen call of the shared lowering (`hfexport-aten`) to the kernel the wheel's libraries
+//! register ([`KERNELS`]), with two rewrites where they register nothing: `matmul` becomes
+//! views around `bmm` and a cache's `index_copy` becomes an in-place `index_put_` into the cache
+//! input itself, so the cache is updated where the caller bound it. SymInt arithmetic becomes
+//! `aten::sym_size.int` and `executorch_prim::*.Scalar` writing Int EValues that IntLists name.
+//!
+//! Every non-constant tensor gets its upper-bound sizes from the symbols' ranges
+//! (`DYNAMIC_BOUND` when any dim is symbolic); [`crate::plan`] then places them.
+
+use hfexport_aten::{Arg, AtenGraph, Output, SymIntArg, TensorMeta};
+use hfexport_core::{DType, Dim, SymbolScope, Tensor};
+use std::collections::HashMap;
+
+/// Where a tensor's data comes from.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Data {
+    /// Set by the caller (`set_input` shares the caller's memory) or by `set_output_data_ptr`.
+    Unplanned,
+    /// In the planned arena, at the offset [`crate::plan`] assigns.
+    Planned(Option<u64>),
+    /// Constant-segment buffer `i` (1-based in the file; 0 is the empty placeholder).
+    Constant(usize),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct TensorValue {
+    pub dtype: DType,
+    pub sizes: Vec<Dim>,
+    /// Upper-bound sizes (what the plan reserves and the file records).
+    pub bound: Vec<i64>,
+    pub data: Data,
+    /// The value name in the ATen graph (dumps and errors only; not serialized).
+    pub name: String,
+}
+
+impl TensorValue {
+    pub fn dynamic(&self) -> bool {
+        self.sizes.iter().any(|d| d.as_const().is_none())
+    }
+
+    pub fn nbytes(&self) -> u64 {
+        self.bound.iter().map(|&d| d.max(0) as u64).product::<u64>() * self.dtype.size() as u64
+    }
+}
+
+/// One EValue.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    Null,
+    Int(i64),
+    Bool(bool),
+    Double(f64),
+    Tensor(TensorValue),
+    /// EValue indices of Int values (constants or SymInts written at run time).
+    IntList(Vec<usize>),
+    TensorList(Vec<usize>),
+    OptTensorList(Vec<Option<usize>>),
+}
+
+/// Where a constant's bytes come from.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ConstSource {
+    /// Graph weight `i`, streamed from the checkpoint.
+    Weight(usize),
+    /// A lifted constant.
+    Tensor(Tensor),
+}
+
+/// A kernel call: operator index and EValue arguments (return slot included).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Instr {
+    pub op: usize,
+    pub args: Vec<usize>,
+}
+
+/// One method (`forward`) before serialization.
+#[derive(Debug, Clone, Default)]
+pub struct Method {
+    pub name: String,
+    pub values: Vec<Value>,
+    pub inputs: Vec<usize>,
+    pub outputs: Vec<usize>,
+    /// (name, overload): `("aten::add", "out")`.
+    pub operators: Vec<(String, String)>,
+    pub instrs: Vec<Instr>,
+    /// Constant buffers in segment order (buffer `i + 1`), with their byte sizes.
+    pub constants: Vec<(ConstSource, u64)>,
+    /// Bytes of the planned arena (memory id 1).
+    pub arena: u64,
+}
+
+impl Method {
+    pub fn tensor(&self, i: usize) -> Option<&TensorValue> {
+        match &self.values[i] {
+            Value::Tensor(t) => Some(t),
+            _ => None,
+        }
+    }
+}
+
+/// What the memory plan allocates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Alloc {
+    /// Inputs other than caches.
+    pub graph_input: bool,
+    pub graph_output: bool,
+    /// Cache inputs (updated in place).
+    pub mutable_buffers: bool,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("cannot lower `{value}` ({target}) to an ExecuTorch kernel: {msg}")]
+pub struct ProgramError {
+    pub value: String,
+    pub target: String,
+    pub msg: String,
+}
+
+type Result<T> = std::result::Result<T, ProgramError>;
+
+/// A kernel: ExecuTorch operator, overload, and the ATen call's arguments in schema order
+/// (`Some(name)`) or a fixed literal for an argument the lowering never sets.
+struct Kernel {
+    name: &'static str,
+    overload: &'static str,
+    args: &'static [(&'static str, Lit)],
+}
+
+#[derive(Clone, Copy)]
+enum Lit {
+    /// From the call's argument of that name (absent: Null).
+    Arg,
+    Int(i64),
+    Bool(bool),
+    Null,
+}
+
+use Lit::Arg as A;
+
+macro_rules! k {
+    ($name:literal, $overload:literal, [$(($a:literal, $l:expr)),* $(,)?]) => {
+        Kernel { name: $name, overload: $overload, args: &[$(($a, $l)),*] }
+    };
+}
+
+/// The `.out` kernel of each functional ATen target (the 1.5.1 wheel registers all of them).
+fn kernel(target: &str) -> Option<Kernel> {
+    let unary = |name: &'static str| Kernel { name, overload: "out", args: &[("self", A)] };
+    let binary =
+        |name: &'static str, overload: &'static str| Kernel { name, overload, args: &[("self", A), ("other", A)] };
+    Some(match target {
+        "aten.add.Tensor" => k!("aten::add", "out", [("self", A), ("other", A), ("alpha", Lit::Int(1))]),
+        "aten.sub.Tensor" => k!("aten::sub", "out", [("self", A), ("other", A), ("alpha", Lit::Int(1))]),
+        "aten.mul.Tensor" => binary("aten::mul", "out"),
+        "aten.div.Tensor" => binary("aten::div", "out"),
+        "aten.pow.Tensor_Tensor" => k!("aten::pow", "Tensor_Tensor_out", [("self", A), ("exponent", A)]),
+        "aten.maximum.default" => binary("aten::maximum", "out"),
+        "aten.minimum.default" => binary("aten::minimum", "out"),
+        "aten.eq.Tensor" => binary("aten::eq", "Tensor_out"),
+        "aten.lt.Tensor" => binary("aten::lt", "Tensor_out"),
+        "aten.le.Tensor" => binary("aten::le", "Tensor_out"),
+        "aten.gt.Tensor" => binary("aten::gt", "Tensor_out"),
+        "aten.ge.Tensor" => binary("aten::ge", "Tensor_out"),
+        "aten.logical_and.default" => binary("aten::logical_and", "out"),
+        "aten.logical_or.default" => binary("aten::logical_or", "out"),
+        "aten.logical_not.default" => unary("aten::logical_not"),
+        "aten.neg.default" => unary("aten::neg"),
+        "aten.exp.default" => unary("aten::exp"),
+        "aten.sqrt.default" => unary("aten::sqrt"),
+        "aten.reciprocal.default" => unary("aten::reciprocal"),
+        "aten.tanh.default" => unary("aten::tanh"),
+        "aten.sigmoid.default" => unary("aten::sigmoid"),
+        "aten.cos.default" => unary("aten::cos"),
+        "aten.sin.default" => unary("aten::sin"),
+        "aten.where.self" => k!("aten::where", "self_out", [("condition", A), ("self", A), ("other", A)]),
+        "aten._to_copy.default" => {
+            k!("aten::_to_copy", "out", [("self", A), ("non_blocking", Lit::Bool(false)), ("memory_format", Lit::Null)])
+        }
+        "aten.sum.dim_IntList" => {
+            k!("aten::sum", "IntList_out", [("self", A), ("dim", A), ("keepdim", A), ("dtype", Lit::Null)])
+        }
+        "aten.mean.dim" => k!("aten::mean", "out", [("self", A), ("dim", A), ("keepdim", A), ("dtype", Lit::Null)]),
+        "aten.amax.default" => k!("aten::amax", "out", [("self", A), ("dim", A), ("keepdim", A)]),
+        "aten._softmax.default" => k!("aten::_softmax", "out", [("self", A), ("dim", A), ("half_to_float", A)]),
+        "aten.reshape.default" => k!("aten::view_copy", "out", [("self", A), ("shape", A)]),
+        "aten.permute.default" => k!("aten::permute_copy", "out", [("self", A), ("dims", A)]),
+        "aten.expand.default" => {
+            k!("aten::expand_copy", "out", [("self", A), ("size", A), ("implicit", Lit::Bool(false))])
+        }
+        "aten.cat.default" => k!("aten::cat", "out", [("tensors", A), ("dim", A)]),
+        "aten.slice.Tensor" => {
+            k!("aten::slice_copy", "Tensor_out", [("self", A), ("dim", A), ("start", A), ("end", A), ("step", A)])
+        }
+        "aten.index.Tensor" => k!("aten::index", "Tensor_out", [("self", A), ("indices", A)]),
+        // the dtype comes from `out`
+        "aten.arange.start_step" => k!("aten::arange", "start_out", [("start", A), ("end", A), ("step", A)]),
+        "aten.linear.default" => k!("aten::linear", "out", [("input", A), ("weight", A), ("bias", A)]),
+        _ => return None,
+    })
+}
+
+/// The ScalarType numbers of `scalar_type.fbs`.
+pub fn scalar_type(d: DType) -> i8 {
+    match d {
+        DType::U8 => 0,
+        DType::I8 => 1,
+        DType::I32 => 3,
+        DType::I64 => 4,
+        DType::F16 => 5,
+        DType::F32 => 6,
+        DType::Bool => 11,
+        DType::BF16 => 15,
+    }
+}
+
+pub fn dtype_of(st: i8) -> Option<DType> {
+    DType::ALL.into_iter().find(|d| scalar_type(*d) == st)
+}
+
+struct Builder<'a> {
+    a: &'a AtenGraph,
+    scope: &'a SymbolScope,
+    m: Method,
+    /// ATen value name → EValue.
+    names: HashMap<String, usize>,
+    ints: HashMap<i64, usize>,
+    ops: HashMap<(&'static str, &'static str), usize>,
+}
+
+impl Builder<'_> {
+    fn push(&mut self, v: Value) -> usize {
+        self.m.values.push(v);
+        self.m.values.len() - 1
+    }
+
+    /// A constant Int EValue (shared: constants are never written).
+    fn int(&mut self, v: i64) -> usize {
+        if let Some(&i) = self.ints.get(&v) {
+            return i;
+        }
+        let i = self.push(Value::Int(v));
+        self.ints.insert(v, i);
+        i
+    }
+
+    fn tensor(&mut self, name: &str, meta: &TensorMeta, data: Data) -> usize {
+        let bound = meta.sizes.iter().map(|d| d.bounds(self.scope).1).collect();
+        self.push(Value::Tensor(TensorValue {
+            dtype: meta.dtype,
+            sizes: meta.sizes.clone(),
+            bound,
+            data,
+            name: name.to_string(),
+        }))
+    }
+
+    fn op(&mut self, name: &'static str, overload: &'static str) -> usize {
+        let n = self.m.operators.len();
+        *self.ops.entry((name, overload)).or_insert_with(|| {
+            self.m.operators.push((name.to_string(), overload.to_string()));
+            n
+        })
+    }
+
+    fn value(&self, name: &str, target: &str) -> Result<usize> {
+        self.names.get(name).copied().ok_or_else(|| ProgramError {
+            value: name.into(),
+            target: target.into(),
+            msg: "used before it is defined".into(),
+        })
+    }
+
+    fn sym(&mut self, s: &SymIntArg, target: &str) -> Result<usize> {
+        match s {
+            SymIntArg::Int(i) => Ok(self.int(*i)),
+            SymIntArg::Sym(n) => self.value(n, target),
+        }
+    }
+
+    fn arg(&mut self, a: &Arg, target: &str) -> Result<usize> {
+        Ok(match a {
+            Arg::Tensor(n) => self.value(n, target)?,
+            Arg::Tensors(ns) => {
+                let v = ns.iter().map(|n| self.value(n, target)).collect::<Result<_>>()?;
+                self.push(Value::TensorList(v))
+            }
+            Arg::OptTensors(ns) => {
+                let v =
+                    ns.iter().map(|n| n.as_ref().map(|n| self.value(n, target)).transpose()).collect::<Result<_>>()?;
+                self.push(Value::OptTensorList(v))
+            }
+            Arg::Int(i) => self.int(*i),
+            Arg::Ints(v) => {
+                let items = v.iter().map(|&i| self.int(i)).collect();
+                self.push(Value::IntList(items))
+            }
+            Arg::SymInt(s) => self.sym(s, target)?,
+            Arg::SymInts(v) => {
+                let items = v.iter().map(|s| self.sym(s, target)).collect::<Result<_>>()?;
+                self.push(Value::IntList(items))
+            }
+            Arg::Float(f) => self.push(Value::Double(*f)),
+            Arg::Bool(b) => self.push(Value::Bool(*b)),
+            Arg::ScalarType(d) => self.int(scalar_type(*d) as i64),
+            Arg::None => self.push(Value::Null),
+        })
+    }
+
+    /// An `.out` kernel call writing a new planned tensor of `meta`.
+    fn out_call(
+        &mut self,
+        name: &'static str,
+        overload: &'static str,
+        mut args: Vec<usize>,
+        out: &str,
+        meta: &TensorMeta,
+    ) -> usize {
+        let o = self.tensor(out, meta, Data::Planned(None));
+        let op = self.op(name, overload);
+        args.extend([o, o]);
+        self.m.instrs.push(Instr { op, args });
+        o
+    }
+
+    /// A SymInt of a tensor's axis: a constant when the axis is static.
+    fn size_of(&mut self, t: usize, axis: usize) -> usize {
+        let tv = self.m.tensor(t).expect("a tensor");
+        if let Some(c) = tv.sizes[axis].as_const() {
+            return self.int(c);
+        }
+        let dim = self.int(axis as i64);
+        let out = self.push(Value::Int(0));
+        let op = self.op("aten::sym_size", "int");
+        self.m.instrs.push(Instr { op, args: vec![t, dim, out] });
+        out
+    }
+
+    /// `matmul` of two tensors of equal batch dims: `mm` (rank 2), `bmm` (rank 3), or views
+    /// to rank 3 around `bmm`.
+    fn matmul(&mut self, a: usize, b: usize, out: &str, meta: &TensorMeta) -> Result<usize> {
+        let rank = meta.sizes.len();
+        match rank {
+            2 => return Ok(self.out_call("aten::mm", "out", vec![a, b], out, meta)),
+            3 => return Ok(self.out_call("aten::bmm", "out", vec![a, b], out, meta)),
+            r if r < 2 => {
+                return Err(ProgramError {
+                    value: out.into(),
+                    target: "aten.matmul.default".into(),
+                    msg: format!("rank {r}"),
+                })
+            }
+            _ => {}
+        }
+        let ta = self.m.tensor(a).expect("tensor").clone();
+        let tb = self.m.tensor(b).expect("tensor").clone();
+        let batch = meta.sizes[..rank - 2].iter().fold(Dim::konst(1), |x, d| x.mul(d));
+        let (m, k, n) = (ta.sizes[rank - 2].clone(), ta.sizes[rank - 1].clone(), tb.sizes[rank - 1].clone());
+        let (sm, sk, sn) = (self.size_of(a, rank - 2), self.size_of(a, rank - 1), self.size_of(b, rank - 1));
+        let minus1 = self.int(-1);
+        let view = |b: &mut Self, x: usize, dims: Vec<usize>, sizes: Vec<Dim>, dtype: DType, name: &str| {
+            let shape = b.push(Value::IntList(dims));
+            b.out_call("aten::view_copy", "out", vec![x, shape], name, &TensorMeta { dtype, sizes })
+        };
+        let a3 = view(
+            self,
+            a,
+            vec![minus1, sm, sk],
+            vec![batch.clone(), m.clone(), k.clone()],
+            ta.dtype,
+            &format!("{out}_a3"),
+        );
+        let b3 = view(self, b, vec![minus1, sk, sn], vec![batch.clone(), k, n.clone()], tb.dtype, &format!("{out}_b3"));
+        let c3 = self.out_call(
+            "aten::bmm",
+            "out",
+            vec![a3, b3],
+            &format!("{out}_bmm"),
+            &TensorMeta { dtype: meta.dtype, sizes: vec![batch, m, n] },
+        );
+        let mut dims = (0..rank - 1).map(|i| self.size_of(a, i)).collect::<Vec<_>>();
+        dims.push(sn);
+        let shape = self.push(Value::IntList(dims));
+        Ok(self.out_call("aten::view_copy", "out", vec![c3, shape], out, meta))
+    }
+}
+
+/// Builds the method of `a`. `caches` are the user inputs updated in place (from `a.mutations`);
+/// `alloc` says which inputs and outputs the plan owns.
+pub fn build(a: &AtenGraph, scope: &SymbolScope, alloc: Alloc) -> Result<Method> {
+    let mut b = Builder {
+        a,
+        scope,
+        m: Method { name: "forward".into(), ..Default::default() },
+        names: HashMap::new(),
+        ints: HashMap::new(),
+        ops: HashMap::new(),
+    };
+    let mutated: Vec<&str> = a.mutations.iter().map(|(port, _)| port.as_str()).collect();
+    for (port, value) in &b.a.user_inputs {
+        let planned = if mutated.contains(&port.as_str()) { alloc.mutable_buffers } else { alloc.graph_input };
+        let data = if planned { Data::Planned(None) } else { Data::Unplanned };
+        let i = b.tensor(value, &a.tensors[value], data);
+        b.m.inputs.push(i);
+        b.names.insert(value.clone(), i);
+    }
+    for (fqn, value, index) in &a.parameters {
+        let meta = &a.tensors[value];
+        let c = b.tensor(fqn, meta, Data::Constant(b.m.constants.len() + 1));
+        let bytes = b.m.tensor(c).expect("tensor").nbytes();
+        b.m.constants.push((ConstSource::Weight(*index), bytes));
+        b.names.insert(value.clone(), c);
+    }
+    for (name, value, t) in &a.constants {
+        let c = b.tensor(name, &a.tensors[value], Data::Constant(b.m.constants.len() + 1));
+        b.m.constants.push((ConstSource::Tensor(t.clone()), t.to_le_bytes().len() as u64));
+        b.names.insert(value.clone(), c);
+    }
+    for call in &a.calls {
+        let target = call.target;
+        let out_name = match &call.outputs[..] {
+            [Output::Tensor(n)] | [Output::SymInt(n)] => n.clone(),
+            _ => return Err(ProgramError { value: "?".into(), target: target.into(), msg: "not one output".into() }),
+        };
+        let arg = |name: &str| call.args.iter().find(|(n, _)| *n == name).map(|(_, a)| a);
+        let need = |name: &str| {
+            arg(name).ok_or_else(|| ProgramError {
+                value: out_name.clone(),
+                target: target.into(),
+                msg: format!("argument `{name}` is missing"),
+            })
+        };
+        let v = match target {
+            "aten.sym_size.int" | "_operator.mul" | "_operator.add" => {
+                let (op, ins) = match target {
+                    "aten.sym_size.int" => (b.op("aten::sym_size", "int"), [need("self")?, need("dim")?]),
+                    "_operator.mul" => (b.op("executorch_prim::mul", "Scalar"), [need("a")?, need("b")?]),
+                    _ => (b.op("executorch_prim::add", "Scalar"), [need("a")?, need("b")?]),
+                };
+                let mut args = vec![b.arg(ins[0], target)?, b.arg(ins[1], target)?];
+                let out = b.push(Value::Int(0));
+                args.push(out);
+                b.m.instrs.push(Instr { op, args });
+                out
+            }
+            "aten.matmul.default" => {
+                let (x, y) = (b.arg(need("self")?, target)?, b.arg(need("other")?, target)?);
+                b.matmul(x, y, &out_name, &a.tensors[&out_name])?
+            }
+            "aten.index_copy.default" => {
+                // in place into the cache: index_put_(cache, [None, None, index], source, false)
+                let dim = match need("dim")? {
+                    Arg::Int(d) => *d as usize,
+                    other => {
+                        return Err(ProgramError {
+                            value: out_name,
+                            target: target.into(),
+                            msg: format!("dim {other:?} is not a constant"),
+                        })
+                    }
+                };
+                let cache = b.arg(need("self")?, target)?;
+                let index = b.arg(need("index")?, target)?;
+                let source = b.arg(need("source")?, target)?;
+                let mut idx = vec![None; dim];
+                idx.push(Some(index));
+                let indices = b.push(Value::OptTensorList(idx));
+                let accumulate = b.push(Value::Bool(false));
+                let op = b.op("aten::index_put_", "");
+                b.m.instrs.push(Instr { op, args: vec![cache, indices, source, accumulate, cache] });
+                cache
+            }
+            _ => {
+                let k = kernel(target).ok_or_else(|| ProgramError {
+                    value: out_name.clone(),
+                    target: target.into(),
+                    msg: "no ExecuTorch kernel is mapped for it".into(),
+                })?;
+                let mut args = vec![];
+                for (name, lit) in k.args {
+                    args.push(match lit {
+                        Lit::Arg => match arg(name) {
+                            Some(x) => b.arg(x, target)?,
+                            None => b.push(Value::Null),
+                        },
+                        Lit::Int(i) => b.int(*i),
+                        Lit::Bool(x) => b.push(Value::Bool(*x)),
+                        Lit::Null => b.push(Value::Null),
+                    });
+                }
+                let meta = &a.tensors[&out_name];
+                b.out_call(k.name, k.overload, args, &out_name, meta)
+            }
+        };
+        b.names.insert(out_name, v);
+    }
+    // [updated caches, user outputs, updated caches] (DESIGN.md)
+    let mutations: Vec<usize> = a.mutations.iter().map(|(_, v)| b.value(v, "output")).collect::<Result<_>>()?;
+    b.m.outputs.extend(&mutations);
+    for (_, v) in &a.user_outputs {
+        let i = b.value(v, "output")?;
+        if let (false, Value::Tensor(t)) = (alloc.graph_output, &mut b.m.values[i]) {
+            t.data = Data::Unplanned;
+        }
+        b.m.outputs.push(i);
+    }
+    if !mutations.is_empty() {
+        b.m.outputs.extend(&mutations);
+    }
+    Ok(b.m)
+}

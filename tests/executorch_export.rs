@@ -1,0 +1,162 @@
+//! `.pte` exports of every fixture in the upstream ExecuTorch 1.5.1 Python runtime
+//! (`tests/python/run_pte.py`): `load_method("forward").execute([input_ids, attention_mask])`
+//! gives transformers' logits at every non-padded position (single and left-padded batch) and
+//! the reference evaluator's at a batch and length no sample used. Generation exports (static
+//! cache, prefill + decode and multi-token decode) give transformers' 16 greedy tokens when the
+//! last N outputs are fed back as the caches (`tests/python/generate_pte.py`). A small program's
+//! decoded dump is a snapshot; a corrupt file is a clear error.
+
+mod common;
+
+use common::{fixture, python, script, worst_unpadded, FIXTURES};
+use hfexport::core::metadata::ExportMetadata;
+use hfexport::executorch::dump::PteFile;
+use hfexport::{
+    AutoExportConfig, AutoHfExporter, Checkpoint, DType, Evaluator, ExportRequest, Generation, Task, Tensor,
+};
+use hfexport_models::safetensors::{read_all, write_safetensors};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+
+/// Batch and sequence bounds of the forward exports: ExecuTorch plans every tensor at its
+/// bound, so the tests keep them small.
+fn forward_config(backend: &str) -> serde_json::Value {
+    serde_json::json!({
+        "export_format": "executorch",
+        "backend": backend,
+        "dynamic_shapes": {
+            "input_ids": {"0": {"name": "batch", "max": 4}, "1": {"name": "sequence", "max": 16}},
+            "attention_mask": {"0": {"name": "batch"}, "1": {"name": "sequence"}},
+        },
+    })
+}
+
+fn export(name: &str, out: &Path, config: serde_json::Value, generation: Option<Generation>) -> ExportMetadata {
+    let config = AutoExportConfig::from_dict(&config).unwrap();
+    let req = ExportRequest {
+        model: fixture(name),
+        output: out.to_path_buf(),
+        task: Task::CausalLm,
+        dtype: DType::F32,
+        force: false,
+        generation,
+    };
+    AutoHfExporter::from_config(config).unwrap().export(&req, &mut |_| {}).unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
+#[test]
+fn every_fixture_matches_transformers_in_the_executorch_runtime() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut failures = vec![];
+    for name in FIXTURES {
+        let dir = tmp.path().join(name);
+        let meta = export(name, &dir, forward_config("portable"), None);
+        assert_eq!(meta.components[0].files, ["model.pte"], "{name}");
+        assert_eq!(meta.runtime_pins.get("executorch").map(String::as_str), Some("1.5.1"), "{name}");
+        let gold = read_all(fixture(name).join("golden.safetensors")).unwrap();
+        let ckpt = Checkpoint::open(&fixture(name)).unwrap();
+        let (b, s) = (3, 11);
+        let ids: Vec<i64> = (0..b * s).map(|i| (i as i64 * 17 + 3) % ckpt.config.vocab_size as i64).collect();
+        let mask: Vec<i64> = (0..b * s).map(|i| i64::from(i >= s || i % s >= 2)).collect();
+        let (ids, mask) = (Tensor::i64(vec![b, s], ids).unwrap(), Tensor::i64(vec![b, s], mask).unwrap());
+        let mut cases = vec![];
+        for (k, (i, m)) in [
+            (&gold["single.input_ids"], &gold["single.attention_mask"]),
+            (&gold["batch.input_ids"], &gold["batch.attention_mask"]),
+            (&ids, &mask),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let p = tmp.path().join(format!("{name}-case{k}.safetensors"));
+            write_safetensors(&p, &[("input_ids", i), ("attention_mask", m)], &BTreeMap::new()).unwrap();
+            cases.push(p);
+        }
+        let out = tmp.path().join(format!("{name}-out.safetensors"));
+        let o = Command::new(python())
+            .arg(script("run_pte.py"))
+            .arg(dir.join("model.pte"))
+            .arg(&out)
+            .args(&cases)
+            .output()
+            .expect("start python");
+        assert!(o.status.success(), "{name}: {}", String::from_utf8_lossy(&o.stderr));
+        let got = read_all(&out).unwrap();
+        for (k, case) in ["single", "batch"].iter().enumerate() {
+            let mask = &gold[&format!("{case}.attention_mask")];
+            let (d, at) = worst_unpadded(&got[&k.to_string()], &gold[&format!("{case}.logits")], mask).unwrap();
+            if d > 1e-4 {
+                failures.push(format!("{name} {case}: worst |diff| {d:e} at {at:?} against transformers"));
+            }
+        }
+        let graph = hfexport_models::build(&ckpt.config, &ckpt, Task::CausalLm, &Default::default()).unwrap();
+        let want = Evaluator::new(&graph, &ckpt)
+            .unwrap()
+            .run(&BTreeMap::from([("input_ids".to_string(), ids), ("attention_mask".to_string(), mask.clone())]))
+            .unwrap();
+        let (d, at) = worst_unpadded(&got["2"], &want["logits"], &mask).unwrap();
+        if d > 1e-4 {
+            failures.push(format!("{name} [3, 11]: worst |diff| {d:e} at {at:?} against the evaluator"));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn generation_exports_give_transformers_tokens_in_the_executorch_runtime() {
+    let tmp = tempfile::tempdir().unwrap();
+    let variants = [
+        ("static-multi", Generation { static_cache: Some(32), multi_token_decode: true }),
+        ("static-prefill", Generation { static_cache: Some(32), multi_token_decode: false }),
+    ];
+    let config = serde_json::json!({"export_format": "executorch", "backend": "portable", "dynamic": true});
+    let (mut jobs, mut want) = (vec![], BTreeMap::new());
+    for name in FIXTURES {
+        let gold = read_all(fixture(name).join("golden.safetensors")).unwrap();
+        for (variant, generation) in variants {
+            let dir = tmp.path().join(format!("{name}-{variant}"));
+            let meta = export(name, &dir, config.clone(), Some(generation));
+            let decode = meta.component("decode").unwrap();
+            assert_eq!(decode.files, ["decode.pte"]);
+            let d = dir.to_str().unwrap().to_string();
+            want.insert(d.clone(), gold["greedy.tokens"].as_i64().unwrap().to_vec());
+            jobs.push(serde_json::json!([d, fixture(name).join("golden.safetensors")]));
+        }
+    }
+    let (jobs_path, out) = (tmp.path().join("jobs.json"), tmp.path().join("tokens.json"));
+    std::fs::write(&jobs_path, serde_json::to_string(&jobs).unwrap()).unwrap();
+    let o = Command::new(python()).arg(script("generate_pte.py")).args([&jobs_path, &out]).output().expect("python");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let got: BTreeMap<String, Vec<i64>> = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    let failures: Vec<String> = want
+        .iter()
+        .filter(|(d, w)| got.get(*d) != Some(w))
+        .map(|(d, w)| format!("{d}: {:?} != transformers' {w:?}", got.get(d)))
+        .collect();
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn a_small_program_dumps_readably_and_corrupt_files_are_clear_errors() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("llama");
+    let config = serde_json::json!({"export_format": "executorch", "backend": "portable"});
+    export("llama", &dir, config, None);
+    let pte = dir.join("model.pte");
+    let dump = PteFile::open(&pte).unwrap().dump().unwrap();
+    insta::assert_snapshot!("llama_static_pte", dump);
+
+    let good = std::fs::read(&pte).unwrap();
+    let expect = |bytes: &[u8], want: &str| {
+        std::fs::write(&pte, bytes).unwrap();
+        let e = PteFile::open(&pte).and_then(|f| f.dump()).err().unwrap_or_else(|| panic!("{want}: accepted"));
+        let e = e.to_string();
+        assert!(e.contains("model.pte") && e.contains("not a valid .pte program") && e.contains(want), "{want}: {e}");
+    };
+    expect(&good[..good.len() / 2], "truncated");
+    expect(b"not a program at all", "ET12");
+    let mut bad = good.clone();
+    bad[40..48].copy_from_slice(&[0xff; 8]);
+    expect(&bad, "does not verify");
+}
