@@ -1,7 +1,8 @@
 //! `.pte` exports of every fixture in the upstream ExecuTorch 1.5.1 Python runtime
-//! (`tests/python/run_pte.py`): `load_method("forward").execute([input_ids, attention_mask])`
-//! gives transformers' logits at every non-padded position (single and left-padded batch) and
-//! the reference evaluator's at a batch and length no sample used. Generation exports (static
+//! (`tests/python/run_pte.py`), with both backends (XNNPACK: a delegate per linear, 1e-3;
+//! portable: 1e-4): `load_method("forward").execute([input_ids, attention_mask])` gives
+//! transformers' logits at every non-padded position (single and left-padded batch) and the
+//! reference evaluator's at a batch and length no sample used. Generation exports (static
 //! cache, prefill + decode and multi-token decode) give transformers' 16 greedy tokens when the
 //! last N outputs are fed back as the caches (`tests/python/generate_pte.py`). A small program's
 //! decoded dump is a snapshot; a corrupt file is a clear error.
@@ -46,12 +47,18 @@ fn export(name: &str, out: &Path, config: serde_json::Value, generation: Option<
 }
 
 #[test]
-fn every_fixture_matches_transformers_in_the_executorch_runtime() {
+fn every_fixture_matches_transformers_in_the_executorch_runtime_with_both_backends() {
+    for (backend, atol) in [("xnnpack", 1e-3), ("portable", 1e-4)] {
+        fixtures_match_transformers(backend, atol);
+    }
+}
+
+fn fixtures_match_transformers(backend: &str, atol: f32) {
     let tmp = tempfile::tempdir().unwrap();
     let mut failures = vec![];
     for name in FIXTURES {
         let dir = tmp.path().join(name);
-        let meta = export(name, &dir, forward_config("portable"), None);
+        let meta = export(name, &dir, forward_config(backend), None);
         assert_eq!(meta.components[0].files, ["model.pte"], "{name}");
         assert_eq!(meta.runtime_pins.get("executorch").map(String::as_str), Some("1.5.1"), "{name}");
         let gold = read_all(fixture(name).join("golden.safetensors")).unwrap();
@@ -73,6 +80,12 @@ fn every_fixture_matches_transformers_in_the_executorch_runtime() {
             write_safetensors(&p, &[("input_ids", i), ("attention_mask", m)], &BTreeMap::new()).unwrap();
             cases.push(p);
         }
+        if backend == "xnnpack" {
+            let dump = PteFile::open(dir.join("model.pte")).unwrap().dump().unwrap();
+            let layers = ckpt.config.num_hidden_layers;
+            assert_eq!(dump.matches("delegate#").count(), 7 * layers + 1, "{name}: a delegate per linear\n{dump}");
+            assert!(!dump.contains("aten::linear"), "{name}");
+        }
         let out = tmp.path().join(format!("{name}-out.safetensors"));
         let o = Command::new(python())
             .arg(script("run_pte.py"))
@@ -86,8 +99,8 @@ fn every_fixture_matches_transformers_in_the_executorch_runtime() {
         for (k, case) in ["single", "batch"].iter().enumerate() {
             let mask = &gold[&format!("{case}.attention_mask")];
             let (d, at) = worst_unpadded(&got[&k.to_string()], &gold[&format!("{case}.logits")], mask).unwrap();
-            if d > 1e-4 {
-                failures.push(format!("{name} {case}: worst |diff| {d:e} at {at:?} against transformers"));
+            if d > atol {
+                failures.push(format!("{backend} {name} {case}: worst |diff| {d:e} at {at:?} against transformers"));
             }
         }
         let graph = hfexport_models::build(&ckpt.config, &ckpt, Task::CausalLm, &Default::default()).unwrap();
@@ -96,8 +109,8 @@ fn every_fixture_matches_transformers_in_the_executorch_runtime() {
             .run(&BTreeMap::from([("input_ids".to_string(), ids), ("attention_mask".to_string(), mask.clone())]))
             .unwrap();
         let (d, at) = worst_unpadded(&got["2"], &want["logits"], &mask).unwrap();
-        if d > 1e-4 {
-            failures.push(format!("{name} [3, 11]: worst |diff| {d:e} at {at:?} against the evaluator"));
+        if d > atol {
+            failures.push(format!("{backend} {name} [3, 11]: worst |diff| {d:e} at {at:?} against the evaluator"));
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
@@ -107,16 +120,17 @@ fn every_fixture_matches_transformers_in_the_executorch_runtime() {
 fn generation_exports_give_transformers_tokens_in_the_executorch_runtime() {
     let tmp = tempfile::tempdir().unwrap();
     let variants = [
-        ("static-multi", Generation { static_cache: Some(32), multi_token_decode: true }),
-        ("static-prefill", Generation { static_cache: Some(32), multi_token_decode: false }),
+        ("static-multi", "xnnpack", Generation { static_cache: Some(32), multi_token_decode: true }),
+        ("static-prefill", "xnnpack", Generation { static_cache: Some(32), multi_token_decode: false }),
+        ("static-multi", "portable", Generation { static_cache: Some(32), multi_token_decode: true }),
     ];
-    let config = serde_json::json!({"export_format": "executorch", "backend": "portable", "dynamic": true});
     let (mut jobs, mut want) = (vec![], BTreeMap::new());
     for name in FIXTURES {
         let gold = read_all(fixture(name).join("golden.safetensors")).unwrap();
-        for (variant, generation) in variants {
-            let dir = tmp.path().join(format!("{name}-{variant}"));
-            let meta = export(name, &dir, config.clone(), Some(generation));
+        for (variant, backend, generation) in variants {
+            let dir = tmp.path().join(format!("{name}-{variant}-{backend}"));
+            let config = serde_json::json!({"export_format": "executorch", "backend": backend, "dynamic": true});
+            let meta = export(name, &dir, config, Some(generation));
             let decode = meta.component("decode").unwrap();
             assert_eq!(decode.files, ["decode.pte"]);
             let d = dir.to_str().unwrap().to_string();
@@ -141,8 +155,8 @@ fn generation_exports_give_transformers_tokens_in_the_executorch_runtime() {
 fn a_small_program_dumps_readably_and_corrupt_files_are_clear_errors() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("llama");
-    let config = serde_json::json!({"export_format": "executorch", "backend": "portable"});
-    export("llama", &dir, config, None);
+    // the default backend: kernels and XNNPACK delegates
+    export("llama", &dir, serde_json::json!({"export_format": "executorch"}), None);
     let pte = dir.join("model.pte");
     let dump = PteFile::open(&pte).unwrap().dump().unwrap();
     insta::assert_snapshot!("llama_static_pte", dump);

@@ -108,6 +108,15 @@ impl PteFile {
                     ov => format!("{}.{ov}", o.name().unwrap_or("?")),
                 })
                 .collect();
+            let delegates: Vec<String> = plan
+                .delegates()
+                .iter()
+                .flatten()
+                .map(|d| {
+                    let seg = d.processed().map_or(0, |p| p.index());
+                    format!("{} (segment {seg})", d.id().unwrap_or("?"))
+                })
+                .collect();
             let values: Vec<fb::EValue> = plan.values().iter().flatten().collect();
             writeln!(s, "  values:").unwrap();
             for (i, v) in values.iter().enumerate() {
@@ -121,12 +130,15 @@ impl PteFile {
             for chain in plan.chains().iter().flatten() {
                 writeln!(s, "  instructions:").unwrap();
                 for ins in chain.instructions().iter().flatten() {
-                    match ins.instr_args_as_kernel_call() {
-                        Some(k) => {
-                            let op = ops.get(k.op_index() as usize).map_or("?", String::as_str);
-                            writeln!(s, "    {op}({})", list(k.args())).unwrap();
-                        }
-                        None => writeln!(s, "    (instruction kind {})", ins.instr_args_type().0).unwrap(),
+                    if let Some(k) = ins.instr_args_as_kernel_call() {
+                        let op = ops.get(k.op_index() as usize).map_or("?", String::as_str);
+                        writeln!(s, "    {op}({})", list(k.args())).unwrap();
+                    } else if let Some(d) = ins.instr_args_as_delegate_call() {
+                        let i = d.delegate_index() as usize;
+                        let id = delegates.get(i).map_or("?", String::as_str);
+                        writeln!(s, "    delegate#{i} {id}({})", list(d.args())).unwrap();
+                    } else {
+                        writeln!(s, "    (instruction kind {})", ins.instr_args_type().0).unwrap();
                     }
                 }
             }

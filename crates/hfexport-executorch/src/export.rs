@@ -3,7 +3,7 @@
 //! index_copy), the shared ATen lowering, the ExecuTorch method ([`crate::program`]), its memory
 //! plan ([`crate::plan`]) and the file ([`crate::pte`]), weights streamed after the program.
 
-use crate::program::{build, Alloc, ConstSource, Data, Method, Value};
+use crate::program::{build, Alloc, Backend, ConstSource, Data, Method, Value};
 use crate::{plan, pte, EtError, Result};
 use hfexport_aten::lower;
 use hfexport_core::config::{ExecutorchBackend, ExecutorchConfig, ExportFormat};
@@ -39,15 +39,9 @@ fn decompose_for_executorch(op: &Op) -> bool {
 /// The method of a graph: passes, ATen lowering, kernels and memory plan; with the graph the
 /// passes made (whose weights the constants name) and the patches applied.
 pub fn method(graph: &Graph, cfg: &ExecutorchConfig) -> Result<(Method, Graph, Vec<String>)> {
-    match cfg.backend {
-        ExecutorchBackend::Portable => {}
-        ExecutorchBackend::Xnnpack => {
-            return Err(EtError::Backend(
-                "the XNNPACK delegate is not implemented yet; export with backend `portable` (portable and \
-                 optimized CPU kernels, no delegate)"
-                    .into(),
-            ))
-        }
+    let backend = match cfg.backend {
+        ExecutorchBackend::Portable => Backend::Portable,
+        ExecutorchBackend::Xnnpack => Backend::Xnnpack,
         ExecutorchBackend::Cuda | ExecutorchBackend::Mlx => {
             return Err(EtError::Backend(format!(
                 "backend `{}` needs an ExecuTorch runtime built with that backend (the executorch 1.5.1 wheel has \
@@ -55,7 +49,7 @@ pub fn method(graph: &Graph, cfg: &ExecutorchConfig) -> Result<(Method, Graph, V
                 if cfg.backend == ExecutorchBackend::Cuda { "cuda" } else { "mlx" }
             )))
         }
-    }
+    };
     let mut pm = PassManager::new(PatchRegistry::builtin(), runtime_pins());
     pm.add(Pass::Patches { stage: Stage::Build, format: None })
         .add(Pass::FoldSlidingWindows)
@@ -68,7 +62,7 @@ pub fn method(graph: &Graph, cfg: &ExecutorchConfig) -> Result<(Method, Graph, V
         graph_output: cfg.alloc_graph_output,
         mutable_buffers: cfg.alloc_mutable_buffers,
     };
-    let mut m = build(&aten, &g.symbols, alloc)?;
+    let mut m = build(&aten, &g.symbols, alloc, backend)?;
     plan::plan(&mut m);
     if m.arena > MAX_ARENA {
         return Err(EtError::Plan(arena_message(&m, &g)));
@@ -117,19 +111,22 @@ pub fn export_component(
     let path = dir.join(&file);
     let io = |source: std::io::Error| EtError::Io { path: path.clone(), source };
     let mut out = std::io::BufWriter::new(std::fs::File::create(&path).map_err(io)?);
-    let (head, _) = pte::program_bytes(&m);
+    let (head, seg) = pte::program_bytes(&m);
     out.write_all(&head).map_err(io)?;
-    let (offsets, _) = pte::constant_layout(&m);
+    // bytes written since the segment base
     let mut at = 0u64;
-    let n = m.constants.len();
-    for (i, (c, size)) in m.constants.iter().enumerate() {
-        let pad = offsets[i + 1] - at;
-        out.write_all(&vec![0u8; pad as usize]).map_err(io)?;
-        at += pad;
+    let pad_to = |out: &mut dyn Write, at: &mut u64, to: u64| -> std::io::Result<()> {
+        out.write_all(&vec![0u8; (to - *at) as usize])?;
+        *at = to;
+        Ok(())
+    };
+    let n = m.constants.len() + m.delegates.iter().map(|d| d.weights.len()).sum::<usize>();
+    let mut done = 0;
+    let mut stream = |out: &mut dyn Write, c: &ConstSource, expected: u64, buffer: usize| -> Result<u64> {
         let written = match c {
             ConstSource::Weight(w) => {
                 let w = &g.weights()[*w];
-                progress(i, n, &w.name);
+                progress(done, n, &w.name);
                 w.expr.stream_le_bytes(src, &mut |b| out.write_all(b))?
             }
             ConstSource::Tensor(t) => {
@@ -138,10 +135,24 @@ pub fn export_component(
                 b.len() as u64
             }
         };
-        if written != *size {
-            return Err(EtError::WeightSize { buffer: i + 1, expected: *size, actual: written });
+        done += 1;
+        if written != expected {
+            return Err(EtError::WeightSize { buffer, expected, actual: written });
         }
-        at += written;
+        Ok(written)
+    };
+    for (i, (c, size)) in m.constants.iter().enumerate() {
+        pad_to(&mut out, &mut at, seg.constants[i + 1]).map_err(io)?;
+        at += stream(&mut out, c, *size, i + 1)?;
+    }
+    for (d, &(offset, _)) in m.delegates.iter().zip(&seg.delegates) {
+        pad_to(&mut out, &mut at, offset).map_err(io)?;
+        out.write_all(&d.head).map_err(io)?;
+        at += d.head.len() as u64;
+        for (c, within, size) in &d.weights {
+            pad_to(&mut out, &mut at, offset + within).map_err(io)?;
+            at += stream(&mut out, c, *size, 0)?;
+        }
     }
     out.flush().map_err(io)?;
     Ok(Written { files: vec![file], patches_applied, arena: m.arena })

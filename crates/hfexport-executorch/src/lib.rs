@@ -5,6 +5,7 @@
 //! - [`plan`]: the memory plan (lifetimes packed into one arena at upper-bound sizes);
 //! - [`pte`]: the flatbuffer of `program.fbs`, the extended header and the constant segment;
 //! - [`dump`]: a `.pte` read back (checked) and printed as readable instructions;
+//! - [`xnnpack`]: XNNPACK delegate payloads (one FullyConnected graph per `Linear`);
 //! - [`export`]: one component, weights streamed after the program.
 //!
 //! The flatbuffer code in `generated/` comes from the schemas vendored in `schema/` (from the
@@ -19,5 +20,6 @@ pub mod generated;
 pub mod plan;
 pub mod program;
 pub mod pte;
+pub mod xnnpack;
 
 pub use error::{EtError, Result};

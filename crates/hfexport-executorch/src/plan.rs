@@ -87,7 +87,7 @@ pub fn plan(m: &mut Method) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::program::{Instr, TensorValue};
+    use crate::program::{Call, Instr, TensorValue};
     use hfexport_core::{DType, Dim};
 
     fn t(bytes: i64) -> Value {
@@ -119,9 +119,9 @@ mod tests {
         };
         m.operators.push(("aten::neg".into(), "out".into()));
         m.instrs = vec![
-            Instr { op: 0, args: vec![0, 1, 1] },
-            Instr { op: 0, args: vec![1, 2, 2] },
-            Instr { op: 0, args: vec![2, 3, 3] },
+            Instr { call: Call::Kernel(0), args: vec![0, 1, 1] },
+            Instr { call: Call::Kernel(0), args: vec![1, 2, 2] },
+            Instr { call: Call::Kernel(0), args: vec![2, 3, 3] },
         ];
         plan(&mut m);
         let span = |v: usize| (offset(&m, v), offset(&m, v) + align(m.tensor(v).unwrap().nbytes(), ALIGN));

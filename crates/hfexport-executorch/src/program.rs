@@ -12,6 +12,7 @@
 //! Every non-constant tensor gets its upper-bound sizes from the symbols' ranges
 //! (`DYNAMIC_BOUND` when any dim is symbolic); [`crate::plan`] then places them.
 
+use crate::xnnpack::{self, Delegate};
 use hfexport_aten::{Arg, AtenGraph, Output, SymIntArg, TensorMeta};
 use hfexport_core::{DType, Dim, SymbolScope, Tensor};
 use std::collections::HashMap;
@@ -71,10 +72,20 @@ pub enum ConstSource {
     Tensor(Tensor),
 }
 
-/// A kernel call: operator index and EValue arguments (return slot included).
+/// What an instruction runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Call {
+    /// Operator `i` of [`Method::operators`].
+    Kernel(usize),
+    /// Delegate `i` of [`Method::delegates`].
+    Delegate(usize),
+}
+
+/// One instruction: a kernel call (EValue arguments, return slot included) or a delegate call
+/// (its inputs, then its outputs).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Instr {
-    pub op: usize,
+    pub call: Call,
     pub args: Vec<usize>,
 }
 
@@ -90,6 +101,8 @@ pub struct Method {
     pub instrs: Vec<Instr>,
     /// Constant buffers in segment order (buffer `i + 1`), with their byte sizes.
     pub constants: Vec<(ConstSource, u64)>,
+    /// Delegate payloads (XNNPACK), in segment order after the constant segment.
+    pub delegates: Vec<Delegate>,
     /// Bytes of the planned arena (memory id 1).
     pub arena: u64,
 }
@@ -101,6 +114,15 @@ impl Method {
             _ => None,
         }
     }
+}
+
+/// Which kernels run the linear algebra.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// Every `Linear` is an XNNPACK delegate call; the rest runs on the CPU kernels.
+    Xnnpack,
+    /// The wheel's portable and optimized CPU kernels only.
+    Portable,
 }
 
 /// What the memory plan allocates.
@@ -230,6 +252,9 @@ struct Builder<'a> {
     names: HashMap<String, usize>,
     ints: HashMap<i64, usize>,
     ops: HashMap<(&'static str, &'static str), usize>,
+    /// Parameters and lifted constants, made constant-segment EValues on first use (a weight
+    /// only an XNNPACK delegate reads never enters the constant segment).
+    pending: HashMap<String, (String, ConstSource)>,
 }
 
 impl Builder<'_> {
@@ -267,12 +292,70 @@ impl Builder<'_> {
         })
     }
 
-    fn value(&self, name: &str, target: &str) -> Result<usize> {
-        self.names.get(name).copied().ok_or_else(|| ProgramError {
-            value: name.into(),
-            target: target.into(),
-            msg: "used before it is defined".into(),
-        })
+    fn value(&mut self, name: &str, target: &str) -> Result<usize> {
+        if let Some(&v) = self.names.get(name) {
+            return Ok(v);
+        }
+        let Some((label, source)) = self.pending.remove(name) else {
+            return Err(ProgramError {
+                value: name.into(),
+                target: target.into(),
+                msg: "used before it is defined".into(),
+            });
+        };
+        let c = self.tensor(&label, &self.a.tensors[name], Data::Constant(self.m.constants.len() + 1));
+        let bytes = self.m.tensor(c).expect("tensor").nbytes();
+        self.m.constants.push((source, bytes));
+        self.names.insert(name.to_string(), c);
+        Ok(c)
+    }
+
+    /// `linear` as an XNNPACK delegate call, when its weight (and bias) are checkpoint
+    /// constants of a dtype XNNPACK takes; `None` otherwise.
+    fn linear_delegate(&mut self, call: &hfexport_aten::Call, out: &str) -> Result<Option<usize>> {
+        let arg = |n: &str| call.args.iter().find(|(k, _)| *k == n).map(|(_, a)| a);
+        let (Some(Arg::Tensor(x)), Some(Arg::Tensor(w))) = (arg("input"), arg("weight")) else { return Ok(None) };
+        let bias = match arg("bias") {
+            Some(Arg::Tensor(b)) => Some(b),
+            None | Some(Arg::None) => None,
+            Some(_) => return Ok(None),
+        };
+        let is_const = |n: &String| self.pending.contains_key(n) || self.const_source(n).is_some();
+        let dtype = self.a.tensors[w].dtype;
+        if xnnpack::datatype(dtype).is_none() || !is_const(w) || !bias.is_none_or(is_const) {
+            return Ok(None);
+        }
+        let input = self.value(x, call.target)?;
+        let meta = &self.a.tensors[out];
+        let output = self.tensor(out, meta, Data::Planned(None));
+        let dims = |b: &Self, n: &String| -> Vec<i64> {
+            b.a.tensors[n].sizes.iter().map(|d| d.as_const().unwrap_or(0)).collect()
+        };
+        let (wd, bd) = (dims(self, w), bias.map(|b| dims(self, b)));
+        let w_src = self.const_source(w).expect("checked");
+        let b_src = bias.map(|b| self.const_source(b).expect("checked"));
+        let d = xnnpack::fully_connected(
+            self.m.tensor(input).expect("tensor"),
+            (w_src, &wd),
+            b_src.zip(bd.as_deref()),
+            self.m.tensor(output).expect("tensor"),
+        );
+        self.m.delegates.push(d);
+        let index = self.m.delegates.len() - 1;
+        self.m.instrs.push(Instr { call: Call::Delegate(index), args: vec![input, output] });
+        Ok(Some(output))
+    }
+
+    /// Where a parameter or lifted constant's bytes come from (whether or not it is an EValue yet).
+    fn const_source(&self, name: &str) -> Option<ConstSource> {
+        if let Some((_, s)) = self.pending.get(name) {
+            return Some(s.clone());
+        }
+        let index = self.a.parameters.iter().find(|(_, v, _)| v == name).map(|(_, _, i)| *i);
+        match index {
+            Some(i) => Some(ConstSource::Weight(i)),
+            None => self.a.constants.iter().find(|(_, v, _)| v == name).map(|(_, _, t)| ConstSource::Tensor(t.clone())),
+        }
     }
 
     fn sym(&mut self, s: &SymIntArg, target: &str) -> Result<usize> {
@@ -323,8 +406,32 @@ impl Builder<'_> {
         let o = self.tensor(out, meta, Data::Planned(None));
         let op = self.op(name, overload);
         args.extend([o, o]);
-        self.m.instrs.push(Instr { op, args });
+        self.m.instrs.push(Instr { call: Call::Kernel(op), args });
         o
+    }
+
+    /// The call as its `.out` kernel ([`kernel`]) writing a new planned tensor.
+    fn kernel_call(&mut self, call: &hfexport_aten::Call, out: &str) -> Result<usize> {
+        let target = call.target;
+        let k = kernel(target).ok_or_else(|| ProgramError {
+            value: out.into(),
+            target: target.into(),
+            msg: "no ExecuTorch kernel is mapped for it".into(),
+        })?;
+        let mut args = vec![];
+        for (name, lit) in k.args {
+            args.push(match lit {
+                Lit::Arg => match call.args.iter().find(|(n, _)| n == name) {
+                    Some((_, x)) => self.arg(x, target)?,
+                    None => self.push(Value::Null),
+                },
+                Lit::Int(i) => self.int(*i),
+                Lit::Bool(x) => self.push(Value::Bool(*x)),
+                Lit::Null => self.push(Value::Null),
+            });
+        }
+        let meta = &self.a.tensors[out];
+        Ok(self.out_call(k.name, k.overload, args, out, meta))
     }
 
     /// A SymInt of a tensor's axis: a constant when the axis is static.
@@ -336,7 +443,7 @@ impl Builder<'_> {
         let dim = self.int(axis as i64);
         let out = self.push(Value::Int(0));
         let op = self.op("aten::sym_size", "int");
-        self.m.instrs.push(Instr { op, args: vec![t, dim, out] });
+        self.m.instrs.push(Instr { call: Call::Kernel(op), args: vec![t, dim, out] });
         out
     }
 
@@ -391,7 +498,7 @@ impl Builder<'_> {
 
 /// Builds the method of `a`. `caches` are the user inputs updated in place (from `a.mutations`);
 /// `alloc` says which inputs and outputs the plan owns.
-pub fn build(a: &AtenGraph, scope: &SymbolScope, alloc: Alloc) -> Result<Method> {
+pub fn build(a: &AtenGraph, scope: &SymbolScope, alloc: Alloc, backend: Backend) -> Result<Method> {
     let mut b = Builder {
         a,
         scope,
@@ -399,6 +506,7 @@ pub fn build(a: &AtenGraph, scope: &SymbolScope, alloc: Alloc) -> Result<Method>
         names: HashMap::new(),
         ints: HashMap::new(),
         ops: HashMap::new(),
+        pending: HashMap::new(),
     };
     let mutated: Vec<&str> = a.mutations.iter().map(|(port, _)| port.as_str()).collect();
     for (port, value) in &b.a.user_inputs {
@@ -409,16 +517,10 @@ pub fn build(a: &AtenGraph, scope: &SymbolScope, alloc: Alloc) -> Result<Method>
         b.names.insert(value.clone(), i);
     }
     for (fqn, value, index) in &a.parameters {
-        let meta = &a.tensors[value];
-        let c = b.tensor(fqn, meta, Data::Constant(b.m.constants.len() + 1));
-        let bytes = b.m.tensor(c).expect("tensor").nbytes();
-        b.m.constants.push((ConstSource::Weight(*index), bytes));
-        b.names.insert(value.clone(), c);
+        b.pending.insert(value.clone(), (fqn.clone(), ConstSource::Weight(*index)));
     }
     for (name, value, t) in &a.constants {
-        let c = b.tensor(name, &a.tensors[value], Data::Constant(b.m.constants.len() + 1));
-        b.m.constants.push((ConstSource::Tensor(t.clone()), t.to_le_bytes().len() as u64));
-        b.names.insert(value.clone(), c);
+        b.pending.insert(value.clone(), (name.clone(), ConstSource::Tensor(t.clone())));
     }
     for call in &a.calls {
         let target = call.target;
@@ -444,7 +546,7 @@ pub fn build(a: &AtenGraph, scope: &SymbolScope, alloc: Alloc) -> Result<Method>
                 let mut args = vec![b.arg(ins[0], target)?, b.arg(ins[1], target)?];
                 let out = b.push(Value::Int(0));
                 args.push(out);
-                b.m.instrs.push(Instr { op, args });
+                b.m.instrs.push(Instr { call: Call::Kernel(op), args });
                 out
             }
             "aten.matmul.default" => {
@@ -471,30 +573,15 @@ pub fn build(a: &AtenGraph, scope: &SymbolScope, alloc: Alloc) -> Result<Method>
                 let indices = b.push(Value::OptTensorList(idx));
                 let accumulate = b.push(Value::Bool(false));
                 let op = b.op("aten::index_put_", "");
-                b.m.instrs.push(Instr { op, args: vec![cache, indices, source, accumulate, cache] });
+                b.m.instrs
+                    .push(Instr { call: Call::Kernel(op), args: vec![cache, indices, source, accumulate, cache] });
                 cache
             }
-            _ => {
-                let k = kernel(target).ok_or_else(|| ProgramError {
-                    value: out_name.clone(),
-                    target: target.into(),
-                    msg: "no ExecuTorch kernel is mapped for it".into(),
-                })?;
-                let mut args = vec![];
-                for (name, lit) in k.args {
-                    args.push(match lit {
-                        Lit::Arg => match arg(name) {
-                            Some(x) => b.arg(x, target)?,
-                            None => b.push(Value::Null),
-                        },
-                        Lit::Int(i) => b.int(*i),
-                        Lit::Bool(x) => b.push(Value::Bool(*x)),
-                        Lit::Null => b.push(Value::Null),
-                    });
-                }
-                let meta = &a.tensors[&out_name];
-                b.out_call(k.name, k.overload, args, &out_name, meta)
-            }
+            "aten.linear.default" if backend == Backend::Xnnpack => match b.linear_delegate(call, &out_name)? {
+                Some(o) => o,
+                None => b.kernel_call(call, &out_name)?,
+            },
+            _ => b.kernel_call(call, &out_name)?,
         };
         b.names.insert(out_name, v);
     }

@@ -1,14 +1,14 @@
 //! The `.pte` file of a [`Method`]: the `program.fbs` flatbuffer (identifier `ET12`), the
-//! 32-byte `eh00` extended header at offset 8 when there are segments, then the constant
-//! segment at a 128-aligned base, each buffer 16-byte aligned (`_program.py:
-//! serialize_pte_binary` of executorch 1.5.1).
+//! 32-byte `eh00` extended header at offset 8 when there are segments, then the segments from a
+//! 128-aligned base, each 128-aligned: the constant segment (each buffer 16-byte aligned), then
+//! one per XNNPACK delegate payload (`_program.py: serialize_pte_binary` of executorch 1.5.1).
 //!
-//! The constants' offsets are known from their sizes alone, so the flatbuffer is written
-//! first and the weights are streamed after it, one tensor at a time.
+//! Every offset is known from the sizes alone, so the flatbuffer is written first and the
+//! weights are streamed after it, one tensor at a time.
 
 use crate::generated::program::executorch_flatbuffer as fb;
 use crate::plan::align;
-use crate::program::{scalar_type, Data, Method, Value};
+use crate::program::{scalar_type, Call, Data, Method, Value};
 use flatbuffers::{FlatBufferBuilder, WIPOffset};
 
 /// Segment base alignment.
@@ -18,9 +18,42 @@ pub const CONSTANT_ALIGN: u64 = 16;
 /// Bytes of the extended header.
 pub const HEADER_LEN: usize = 32;
 
+/// The backend id of XNNPACK delegates.
+pub const XNNPACK_ID: &str = "XnnpackBackend";
+
+/// Where each segment goes, relative to the segment base.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Segments {
+    /// Constant buffer offsets in segment 0 (`[0]` is the empty placeholder).
+    pub constants: Vec<u64>,
+    pub constants_size: u64,
+    /// (offset, size) of each delegate payload (segments 1..).
+    pub delegates: Vec<(u64, u64)>,
+    /// Bytes from the base to the end of the last segment.
+    pub total: u64,
+}
+
+impl Segments {
+    pub fn of(m: &Method) -> Segments {
+        let (constants, constants_size) = constant_layout(m);
+        let mut end = constants_size;
+        let mut delegates = vec![];
+        for d in &m.delegates {
+            let at = align(end, SEGMENT_ALIGN);
+            delegates.push((at, d.len));
+            end = at + d.len;
+        }
+        Segments { constants, constants_size, delegates, total: end }
+    }
+
+    pub fn any(&self) -> bool {
+        self.total > 0 || !self.delegates.is_empty()
+    }
+}
+
 /// Offsets of the constant buffers in the segment (`offsets[0]` is the empty placeholder) and
 /// the segment's length.
-pub fn constant_layout(m: &Method) -> (Vec<u64>, u64) {
+fn constant_layout(m: &Method) -> (Vec<u64>, u64) {
     let mut offsets = vec![0u64];
     let mut at = 0u64;
     for (i, (_, size)) in m.constants.iter().enumerate() {
@@ -100,7 +133,7 @@ fn evalue<'a>(b: &mut FlatBufferBuilder<'a>, v: &Value) -> WIPOffset<fb::EValue<
 }
 
 /// The flatbuffer of the program (no extended header yet).
-fn flatbuffer(m: &Method, offsets: &[u64], segment_size: u64) -> Vec<u8> {
+fn flatbuffer(m: &Method, seg: &Segments) -> Vec<u8> {
     let mut b = FlatBufferBuilder::with_capacity(1 << 16);
     let values: Vec<_> = m.values.iter().map(|v| evalue(&mut b, v)).collect();
     let values = b.create_vector(&values);
@@ -113,16 +146,19 @@ fn flatbuffer(m: &Method, offsets: &[u64], segment_size: u64) -> Vec<u8> {
         .iter()
         .map(|ins| {
             let args: Vec<i32> = ins.args.iter().map(|&a| a as i32).collect();
-            let args = b.create_vector(&args);
-            let call =
-                fb::KernelCall::create(&mut b, &fb::KernelCallArgs { op_index: ins.op as i32, args: Some(args) });
-            fb::Instruction::create(
-                &mut b,
-                &fb::InstructionArgs {
-                    instr_args_type: fb::InstructionArguments::KernelCall,
-                    instr_args: Some(call.as_union_value()),
-                },
-            )
+            let args = Some(b.create_vector(&args));
+            let (kind, call) = match ins.call {
+                Call::Kernel(op) => (
+                    fb::InstructionArguments::KernelCall,
+                    fb::KernelCall::create(&mut b, &fb::KernelCallArgs { op_index: op as i32, args }).as_union_value(),
+                ),
+                Call::Delegate(d) => (
+                    fb::InstructionArguments::DelegateCall,
+                    fb::DelegateCall::create(&mut b, &fb::DelegateCallArgs { delegate_index: d as i32, args })
+                        .as_union_value(),
+                ),
+            };
+            fb::Instruction::create(&mut b, &fb::InstructionArgs { instr_args_type: kind, instr_args: Some(call) })
         })
         .collect();
     let instructions = b.create_vector(&instrs);
@@ -140,7 +176,25 @@ fn flatbuffer(m: &Method, offsets: &[u64], segment_size: u64) -> Vec<u8> {
     let operators = b.create_vector(&ops);
     let buffers = b.create_vector(&[0i64, m.arena as i64]);
     // the runtime requires the field, even empty
-    let delegates = b.create_vector::<flatbuffers::WIPOffset<fb::BackendDelegate>>(&[]);
+    let delegates: Vec<_> = (0..m.delegates.len())
+        .map(|i| {
+            let id = b.create_string(XNNPACK_ID);
+            let processed = fb::BackendDelegateDataReference::create(
+                &mut b,
+                &fb::BackendDelegateDataReferenceArgs { location: fb::DataLocation::SEGMENT, index: i as u32 + 1 },
+            );
+            let compile_specs = b.create_vector::<flatbuffers::WIPOffset<fb::CompileSpec>>(&[]);
+            fb::BackendDelegate::create(
+                &mut b,
+                &fb::BackendDelegateArgs {
+                    id: Some(id),
+                    processed: Some(processed),
+                    compile_specs: Some(compile_specs),
+                },
+            )
+        })
+        .collect();
+    let delegates = b.create_vector(&delegates);
     let name = b.create_string(&m.name);
     let plan = fb::ExecutionPlan::create(
         &mut b,
@@ -157,15 +211,17 @@ fn flatbuffer(m: &Method, offsets: &[u64], segment_size: u64) -> Vec<u8> {
         },
     );
     let plans = b.create_vector(&[plan]);
-    let offsets = b.create_vector(offsets);
+    let offsets = b.create_vector(&seg.constants);
     let constant_segment =
         fb::SubsegmentOffsets::create(&mut b, &fb::SubsegmentOffsetsArgs { segment_index: 0, offsets: Some(offsets) });
-    let segments = if m.constants.is_empty() {
-        None
-    } else {
-        let s = fb::DataSegment::create(&mut b, &fb::DataSegmentArgs { offset: 0, size_: segment_size });
-        Some(b.create_vector(&[s]))
-    };
+    let segments = seg.any().then(|| {
+        let mut all =
+            vec![fb::DataSegment::create(&mut b, &fb::DataSegmentArgs { offset: 0, size_: seg.constants_size })];
+        for &(offset, size_) in &seg.delegates {
+            all.push(fb::DataSegment::create(&mut b, &fb::DataSegmentArgs { offset, size_ }));
+        }
+        b.create_vector(&all)
+    });
     let program = fb::Program::create(
         &mut b,
         &fb::ProgramArgs {
@@ -181,13 +237,14 @@ fn flatbuffer(m: &Method, offsets: &[u64], segment_size: u64) -> Vec<u8> {
 }
 
 /// The bytes before the segment area: the flatbuffer with its extended header, padded to the
-/// segment base (everything when there are no constants), and the segment's length.
-pub fn program_bytes(m: &Method) -> (Vec<u8>, u64) {
-    let (offsets, segment_size) = constant_layout(m);
-    let fbuf = flatbuffer(m, &offsets, segment_size);
-    if m.constants.is_empty() {
-        return (fbuf, 0);
+/// segment base (everything when there are no segments), and the segments' layout.
+pub fn program_bytes(m: &Method) -> (Vec<u8>, Segments) {
+    let seg = Segments::of(m);
+    let fbuf = flatbuffer(m, &seg);
+    if !seg.any() {
+        return (fbuf, seg);
     }
+    let segment_size = seg.total;
     let program_size = (fbuf.len() + HEADER_LEN) as u64;
     let base = align(program_size, SEGMENT_ALIGN);
     let mut out = Vec::with_capacity(base as usize);
@@ -201,5 +258,5 @@ pub fn program_bytes(m: &Method) -> (Vec<u8>, u64) {
     out.extend_from_slice(&segment_size.to_le_bytes());
     out.extend_from_slice(&fbuf[8..]);
     out.resize(base as usize, 0);
-    (out, segment_size)
+    (out, seg)
 }
