@@ -224,7 +224,7 @@ fn random_checkpoints_export_to_every_format_and_match_transformers() {
     let seed: u64 = env_number("HFEXPORT_UNSEEN_SEED", EXPORT_SEED);
     let tmp = tempfile::tempdir().unwrap();
     let cases = generate(&python, &tmp.path().join("ckpt"), seed, EXPORT_COUNT);
-    let formats: [(&str, serde_json::Value, &str); 4] = [
+    let formats: [(&str, serde_json::Value, &str); 5] = [
         ("onnx", serde_json::json!({"export_format": "onnx", "dynamic": true}), "model.onnx"),
         (
             "onnx-opset23",
@@ -233,6 +233,15 @@ fn random_checkpoints_export_to_every_format_and_match_transformers() {
         ),
         ("openvino", serde_json::json!({"export_format": "openvino", "dynamic": true}), "openvino_model.xml"),
         ("dynamo", serde_json::json!({"export_format": "dynamo", "dynamic": true}), "model.pt2"),
+        // ExecuTorch plans every tensor at its bound: small ones
+        (
+            "executorch",
+            serde_json::json!({"export_format": "executorch", "dynamic_shapes": {
+                "input_ids": {"0": {"name": "batch", "max": 4}, "1": {"name": "sequence", "max": 16}},
+                "attention_mask": {"0": {"name": "batch"}, "1": {"name": "sequence"}},
+            }}),
+            "model.pte",
+        ),
     ];
     let mut jobs = vec![];
     let mut failures = vec![];
@@ -248,10 +257,10 @@ fn random_checkpoints_export_to_every_format_and_match_transformers() {
                 force: false,
                 generation: None,
             };
-            // the .pt2 also runs in the Rust libtorch runner (`--verify`, against the evaluator)
+            // the .pt2 and .pte also run in the Rust runners (`--verify`, against the evaluator)
             let exporter = AutoHfExporter::from_config(AutoExportConfig::from_dict(config).unwrap())
                 .unwrap()
-                .with_verify(*label == "dynamo");
+                .with_verify(matches!(*label, "dynamo" | "executorch"));
             match exporter.export(&req, &mut |_| {}) {
                 Ok(_) => {
                     exports.insert(label.to_string(), out.join(file).to_string_lossy().into_owned().into());
@@ -287,7 +296,7 @@ fn random_checkpoints_export_to_every_format_and_match_transformers() {
     let mut gen_jobs = vec![];
     for case in &cases {
         let mut exports = serde_json::Map::new();
-        for format in ["onnx", "openvino", "dynamo"] {
+        for format in ["onnx", "openvino", "dynamo", "executorch"] {
             let out = tmp.path().join("generation").join(&case.name).join(format);
             let config = serde_json::json!({"export_format": format, "dynamic": true});
             let req = ExportRequest {
@@ -300,7 +309,7 @@ fn random_checkpoints_export_to_every_format_and_match_transformers() {
             };
             let exporter = AutoHfExporter::from_config(AutoExportConfig::from_dict(&config).unwrap())
                 .unwrap()
-                .with_verify(format == "dynamo");
+                .with_verify(matches!(format, "dynamo" | "executorch"));
             match exporter.export(&req, &mut |_| {}) {
                 Ok(_) => {
                     exports.insert(format.to_string(), out.to_string_lossy().into_owned().into());
@@ -320,7 +329,7 @@ fn random_checkpoints_export_to_every_format_and_match_transformers() {
     assert!(o.status.success(), "unseen_generation.py failed:\n{}", String::from_utf8_lossy(&o.stderr));
     let tokens: BTreeMap<String, serde_json::Value> =
         serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
-    assert_eq!(tokens.len(), EXPORT_COUNT * 3 - failures.iter().filter(|f| f.contains("generation")).count());
+    assert_eq!(tokens.len(), EXPORT_COUNT * 4 - failures.iter().filter(|f| f.contains("generation")).count());
     for (key, v) in &tokens {
         let case = cases.iter().find(|c| key.starts_with(&*c.dir.to_string_lossy()));
         let label = key.rsplit(' ').next().unwrap_or("");

@@ -4,8 +4,9 @@ for the Rust test suite (unseen checkpoints).
 usage: run_exports.py JOBS.json OUT.json
 
 JOBS: a list of {"golden": GOLDEN.safetensors, "exports": {LABEL: PATH}} where PATH is a
-`.onnx` (onnxruntime, CPU), an OpenVINO `.xml` (CPU, f32 precision) or a `.pt2`
-(`torch.export.load(p).module()(input_ids=…, attention_mask=…)`). OUT maps "<golden> <label>"
+`.onnx` (onnxruntime, CPU), an OpenVINO `.xml` (CPU, f32 precision), a `.pt2`
+(`torch.export.load(p).module()(input_ids=…, attention_mask=…)`) or a `.pte` (the ExecuTorch
+runtime, `load_method("forward").execute([input_ids, attention_mask])`). OUT maps "<golden> <label>"
 to the worst |logits - golden| over the non-padded positions of the `single` and `batch` cases.
 """
 import json
@@ -27,6 +28,12 @@ def runner(path):
     if path.endswith(".xml"):
         c = ov.Core().compile_model(path, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
         return lambda f: c(f)[c.output("logits")]
+    if path.endswith(".pte"):
+        from executorch.runtime import Runtime
+
+        method = Runtime.get().load_program(path).load_method("forward")
+        feed = lambda f: [torch.from_numpy(f["input_ids"]), torch.from_numpy(f["attention_mask"])]
+        return lambda f: method.execute(feed(f))[0].numpy()
     m = torch.export.load(path).module()
     return lambda f: m(**{k: torch.from_numpy(v) for k, v in f.items()}).detach().numpy()
 

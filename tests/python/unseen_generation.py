@@ -11,8 +11,9 @@ builds sliding-window layers from a `sliding_window` key that Llama's attention 
 cached `generate` forgets keys the model attends to. The cached tokens are reported too, as
 `cached`, so the test can say when that happens.) The reference is it is written to `<DIR>/greedy.safetensors` as
 `greedy.prompt_ids` / `greedy.tokens`, the keys the format loops read. Each export then runs the
-plain Python loop of its format: `generate_onnx.static_loop` (fed back), `generate_openvino.generate`
-and `generate_pt2.generate` (caches mutated in place). OUT maps "<DIR> <LABEL>" to
+plain Python loop of its format: `generate_onnx.static_loop` (fed back), `generate_openvino.generate`,
+`generate_pt2.generate` (caches mutated in place) and `generate_pte.generate` (the ExecuTorch
+runtime, the updated caches fed back). OUT maps "<DIR> <LABEL>" to
 {"got": [...], "want": [...], "cached": [...]}.
 """
 import json
@@ -25,6 +26,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import generate_onnx  # noqa: E402
 import generate_openvino  # noqa: E402
 import generate_pt2  # noqa: E402
+import generate_pte  # noqa: E402
 import openvino as ov  # noqa: E402
 import torch  # noqa: E402
 from safetensors.torch import load_file, save_file  # noqa: E402
@@ -66,6 +68,8 @@ def run(export, golden, prompt):
         return generate_onnx.static_loop(prefill, decode, slots, prompt, NEW_TOKENS, "feed")
     if meta["format"] == "openvino":
         return generate_openvino.generate(ov.Core(), export, golden)
+    if meta["format"] == "executorch":
+        return generate_pte.generate(export, golden)
     return generate_pt2.generate(export, golden)
 
 

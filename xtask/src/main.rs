@@ -162,6 +162,9 @@ fn test(root: &Path, cargo_args: &[String]) -> Result<ExitCode> {
     let torch = venv.torch_dir().with_context(|| {
         format!("no torch package with libtorch in {} after setup; the libtorch runner needs it", venv.dir.display())
     })?;
+    let executorch = venv.package_dir("executorch", "lib/libexecutorch.so").with_context(|| {
+        format!("no executorch package in {} after setup; the ExecuTorch runner needs it", venv.dir.display())
+    })?;
     println!(
         "==> [2/2] cargo test --workspace --features {TEST_FEATURES} {}(HFEXPORT_PYTHON={}, LIBTORCH={})",
         cargo_args.iter().map(|a| format!("{a} ")).collect::<String>(),
@@ -175,25 +178,29 @@ fn test(root: &Path, cargo_args: &[String]) -> Result<ExitCode> {
         .env("HFEXPORT_PYTHON", &python)
         .env("LIBTORCH", &torch)
         .env("LIBTORCH_CXX11_ABI", "1")
-        // the test binaries of crates without an rpath to libtorch (the facade, the workspace tests)
-        .env("LD_LIBRARY_PATH", ld_library_path(&torch.join("lib")))
+        .env("HFEXPORT_EXECUTORCH", &executorch)
+        // the test binaries of crates without an rpath to libtorch and executorch (the facade, the
+        // workspace tests)
+        .env("LD_LIBRARY_PATH", ld_library_path(&[torch.join("lib"), executorch.join("lib")]))
         .current_dir(root);
     let status = cargo.status().with_context(|| format!("could not start `{}`", describe(&cargo)))?;
     Ok(exit_code(status))
 }
 
-/// `dir` ahead of the caller's LD_LIBRARY_PATH.
-fn ld_library_path(dir: &Path) -> std::ffi::OsString {
-    let mut paths = vec![dir.to_path_buf()];
+/// `dirs` ahead of the caller's LD_LIBRARY_PATH.
+fn ld_library_path(dirs: &[PathBuf]) -> std::ffi::OsString {
+    let mut paths = dirs.to_vec();
     if let Some(old) = std::env::var_os("LD_LIBRARY_PATH") {
         paths.extend(std::env::split_paths(&old));
     }
-    std::env::join_paths(paths).unwrap_or_else(|_| dir.as_os_str().to_owned())
+    std::env::join_paths(paths).unwrap_or_default()
 }
 
 /// The features the test suite builds: every runner, including libtorch's (not default, as it
 /// links the torch wheel).
-const TEST_FEATURES: &str = "hfexport-workspace-tests/tch,hfexport-cli/tch,hfexport-dynamo/tch";
+const TEST_FEATURES: &str =
+    "hfexport-workspace-tests/tch,hfexport-workspace-tests/executorch-runtime,hfexport-cli/tch,hfexport-dynamo/tch,\
+     hfexport-cli/executorch-runtime,hfexport-executorch/runtime";
 
 fn check_versions(root: &Path, strict: bool) -> Result<()> {
     let versions = versions(root)?;

@@ -37,10 +37,13 @@ impl Venv {
     /// The torch package folder of the venv (`.venv/lib/python3.X/site-packages/torch`): what
     /// torch-sys links as `LIBTORCH`.
     pub fn torch_dir(&self) -> Option<PathBuf> {
+        self.package_dir("torch", "lib/libtorch_cpu.so")
+    }
+
+    /// The folder of an installed package that holds `file`.
+    pub fn package_dir(&self, package: &str, file: &str) -> Option<PathBuf> {
         let lib = std::fs::read_dir(self.dir.join("lib")).ok()?;
-        lib.flatten()
-            .map(|e| e.path().join("site-packages").join("torch"))
-            .find(|p| p.join("lib").join("libtorch_cpu.so").is_file())
+        lib.flatten().map(|e| e.path().join("site-packages").join(package)).find(|p| p.join(file).is_file())
     }
 
     /// A command running the venv's interpreter, with no stdin and pip never prompting.

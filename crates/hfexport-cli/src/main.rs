@@ -401,6 +401,12 @@ fn run_export(dir: &Path, inputs: &Path, outputs: &Path, component: &str, runtim
                 hfexport::dynamo::archive::Pt2Archive::open(dir.join(f))?;
             }
         }
+        "executorch" if meta.format == "executorch" => {
+            // the program is checked (identifier, header, segment bounds, flatbuffer) first
+            for f in comp.files.iter().filter(|f| f.ends_with(".pte")) {
+                hfexport::executorch::dump::PteFile::open(dir.join(f))?.program()?;
+            }
+        }
         "onnxruntime" | "openvino" | "executorch" | "libtorch" => bail!(
             "runtime `{runtime}` cannot run this {} export in this build; it runs in {}",
             meta.format,
@@ -411,6 +417,7 @@ fn run_export(dir: &Path, inputs: &Path, outputs: &Path, component: &str, runtim
     let ext = match runtime {
         "openvino" => ".xml",
         "libtorch" => ".pt2",
+        "executorch" => ".pte",
         _ => ".onnx",
     };
     let file = comp
@@ -421,7 +428,9 @@ fn run_export(dir: &Path, inputs: &Path, outputs: &Path, component: &str, runtim
     let model = dir.join(file);
     let feed = read_all(inputs).with_context(|| format!("cannot read inputs {}", inputs.display()))?;
     let t0 = Instant::now();
-    let (out, version, t1) = if runtime == "libtorch" {
+    let (out, version, t1) = if runtime == "executorch" {
+        run_executorch(&model, comp, &feed).with_context(|| format!("running on {}", inputs.display()))?
+    } else if runtime == "libtorch" {
         run_libtorch(&model, comp, &feed).with_context(|| format!("running on {}", inputs.display()))?
     } else if runtime == "openvino" {
         let runner = hfexport::openvino::runtime::OvRunner::load(&model)?;
@@ -486,6 +495,58 @@ fn run_libtorch(
          torch.export.load(\"{}\").module()(input_ids=..., attention_mask=...)",
         model.display(),
         model.display()
+    )
+}
+
+/// Runs a `.pte` in the ExecuTorch runtime; outputs named after export.json.
+#[cfg(feature = "executorch-runtime")]
+fn run_executorch(
+    model: &Path,
+    comp: &hfexport::core::metadata::Component,
+    feed: &BTreeMap<String, Tensor>,
+) -> Result<(BTreeMap<String, Tensor>, String, Instant)> {
+    use hfexport::executorch::runtime::{linked_version, output_names, EtRunner};
+    let mut runner = EtRunner::load(model)?;
+    let t1 = Instant::now();
+    let inputs: Vec<String> = comp.inputs.iter().map(|p| p.name.clone()).collect();
+    let outputs: Vec<String> = comp.outputs.iter().map(|p| p.name.clone()).collect();
+    let aliased: Vec<String> = comp.aliases.iter().map(|a| a.output.clone()).collect();
+    let out = runner.run_named(feed, &inputs, &output_names(&outputs, &aliased))?;
+    Ok((out, format!("executorch {}", linked_version()), t1))
+}
+
+#[cfg(not(feature = "executorch-runtime"))]
+fn run_executorch(
+    model: &Path,
+    _: &hfexport::core::metadata::Component,
+    _: &BTreeMap<String, Tensor>,
+) -> Result<(BTreeMap<String, Tensor>, String, Instant)> {
+    bail!(
+        "{}: running a .pte needs the ExecuTorch runner, which is not in this build: build hfexport-cli with \
+         `--features executorch-runtime` (against the executorch==1.5.1 wheel that `cargo xtask setup` installs into \
+         .venv/), or run it in Python: executorch.runtime.Runtime.get().load_program(\"{}\").load_method(\"forward\")",
+        model.display(),
+        model.display()
+    )
+}
+
+/// Greedy generation over a `.pte` export with the ExecuTorch runner.
+#[cfg(feature = "executorch-runtime")]
+fn generate_executorch(dir: &Path, prompt: &[i64], max_new_tokens: usize, eos: &[i64]) -> Result<Generated> {
+    use hfexport::executorch::runtime::linked_version;
+    let mut gen = hfexport::executorch::generate::EtGenerator::load(dir)?;
+    let t1 = Instant::now();
+    let tokens = gen.generate(prompt, max_new_tokens, eos)?;
+    let kind = if gen.zero_copy() { "zero-copy, " } else { "" };
+    Ok((tokens, gen.last_stop(), format!("executorch {}", linked_version()), (kind, Some(gen.cache_slots())), t1))
+}
+
+#[cfg(not(feature = "executorch-runtime"))]
+fn generate_executorch(dir: &Path, _: &[i64], _: usize, _: &[i64]) -> Result<Generated> {
+    bail!(
+        "{}: generation over a .pte needs the ExecuTorch runner, which is not in this build: build hfexport-cli \
+         with `--features executorch-runtime`",
+        dir.display()
     )
 }
 
@@ -594,7 +655,9 @@ fn generate(a: &GenerateArgs) -> Result<()> {
     let eos = eos_ids(dir)?;
     let format = hfexport::core::metadata::ExportMetadata::read(dir)?.format;
     let t0 = Instant::now();
-    let (tokens, stop, version, slots, t1) = if format == "dynamo" {
+    let (tokens, stop, version, slots, t1) = if format == "executorch" {
+        generate_executorch(dir, &prompt, a.max_new_tokens, &eos)?
+    } else if format == "dynamo" {
         generate_libtorch(dir, &prompt, a.max_new_tokens, &eos)?
     } else if format == "openvino" {
         let mut gen = hfexport::openvino::generate::OvGenerator::load(dir)?;

@@ -6,7 +6,9 @@
 //! - [`pte`]: the flatbuffer of `program.fbs`, the extended header and the constant segment;
 //! - [`dump`]: a `.pte` read back (checked) and printed as readable instructions;
 //! - [`xnnpack`]: XNNPACK delegate payloads (one FullyConnected graph per `Linear`);
-//! - [`export`]: one component, weights streamed after the program.
+//! - [`export`]: one component, weights streamed after the program;
+//! - `runtime` and `generate` (feature `runtime`): the executorch wheel's C++ runtime through
+//!   `shim/et_shim.cpp`, and the zero-copy greedy loop.
 //!
 //! The flatbuffer code in `generated/` comes from the schemas vendored in `schema/` (from the
 //! executorch wheel) by `cargo xtask codegen`, so a build needs no flatc.
@@ -17,9 +19,13 @@ pub mod export;
 #[rustfmt::skip]
 #[allow(clippy::all, unused_imports, unused_variables, dead_code, non_camel_case_types, non_snake_case, mismatched_lifetime_syntaxes, unsafe_op_in_unsafe_fn)]
 pub mod generated;
+#[cfg(feature = "runtime")]
+pub mod generate;
 pub mod plan;
 pub mod program;
 pub mod pte;
+#[cfg(feature = "runtime")]
+pub mod runtime;
 pub mod xnnpack;
 
 pub use error::{EtError, Result};

@@ -43,6 +43,9 @@ pub enum Error {
     #[cfg(feature = "executorch")]
     #[error(transparent)]
     Executorch(#[from] hfexport_executorch::EtError),
+    #[cfg(feature = "executorch-runtime")]
+    #[error(transparent)]
+    ExecutorchRun(#[from] hfexport_executorch::runtime::RunError),
     #[cfg(feature = "dynamo-runtime")]
     #[error(transparent)]
     Libtorch(#[from] hfexport_dynamo::runner::RunError),
@@ -569,7 +572,16 @@ fn verify_onnx(
     let runner = runtime::OnnxRunner::load(model)?;
     let runtime = format!("onnxruntime {}", runtime::loaded_version().unwrap_or_else(|| "(unknown version)".into()));
     let cases = cases_for(graph, ckpt.config.vocab_size)?;
-    verify_in(&runtime, &|inputs| Ok(runner.run(inputs)?), cases, &|_| true, graph, ckpt, dtype, progress)
+    verify_in(
+        &runtime,
+        &|inputs| Ok(runner.run(inputs)?),
+        cases,
+        &|_| true,
+        graph,
+        ckpt,
+        verification_atol(dtype),
+        progress,
+    )
 }
 
 /// Runs `model` in OpenVINO (CPU, f32 precision) and compares with the reference evaluator.
@@ -592,7 +604,16 @@ fn verify_openvino(
     let vocab = ckpt.config.vocab_size;
     if !stateful {
         let cases = cases_for(graph, vocab)?;
-        return verify_in(&runtime, &|i| Ok(runner.run(i)?), cases, &|_| true, graph, ckpt, dtype, progress);
+        return verify_in(
+            &runtime,
+            &|i| Ok(runner.run(i)?),
+            cases,
+            &|_| true,
+            graph,
+            ckpt,
+            verification_atol(dtype),
+            progress,
+        );
     }
     let cases = vec![generation_case(graph, vocab, 0)?];
     let run = |inputs: &BTreeMap<String, Tensor>| -> Result<BTreeMap<String, Tensor>> {
@@ -601,7 +622,16 @@ fn verify_openvino(
         feed.insert(hfexport_openvino::lower::BEAM_IDX.into(), Tensor::int(DType::I32, vec![1], vec![0])?);
         Ok(runner.run(&feed)?)
     };
-    verify_in(&runtime, &run, cases, &|name| !name.starts_with("output."), graph, ckpt, dtype, progress)
+    verify_in(
+        &runtime,
+        &run,
+        cases,
+        &|name| !name.starts_with("output."),
+        graph,
+        ckpt,
+        verification_atol(dtype),
+        progress,
+    )
 }
 
 /// Runs the `.pt2` `model` with libtorch and compares with the reference evaluator: outputs
@@ -622,15 +652,50 @@ fn verify_dynamo(
         graph.aliases().iter().map(|a| (a.output.clone(), a.input.clone())).collect();
     let cases = cases_for(graph, ckpt.config.vocab_size)?;
     let run = |inputs: &BTreeMap<String, Tensor>| Ok(runner.run(inputs, &outputs, &aliases)?);
-    verify_in(&runtime, &run, cases, &|_| true, graph, ckpt, dtype, progress)
+    verify_in(&runtime, &run, cases, &|_| true, graph, ckpt, verification_atol(dtype), progress)
+}
+
+/// Runs the `.pte` `model` in the ExecuTorch runtime and compares with the reference evaluator:
+/// the method's outputs are `[updated caches, user outputs, updated caches]`, named after the
+/// graph's. XNNPACK's kernels reassociate sums, so its tolerance is at least 1e-3.
+#[cfg(feature = "executorch-runtime")]
+fn verify_executorch(
+    graph: &Graph,
+    ckpt: &Checkpoint,
+    model: &Path,
+    xnnpack: bool,
+    dtype: DType,
+    progress: Progress,
+) -> Result<Verification> {
+    use hfexport_executorch::runtime::{linked_version, output_names, EtRunner};
+    let runner = std::cell::RefCell::new(EtRunner::load(model)?);
+    let runtime = format!("executorch {}", linked_version());
+    let inputs: Vec<String> = graph.inputs().iter().map(|p| p.name.clone()).collect();
+    let outputs: Vec<String> = graph.outputs().iter().map(|p| p.name.clone()).collect();
+    let aliased: Vec<String> = graph.aliases().iter().map(|a| a.output.clone()).collect();
+    let names = output_names(&outputs, &aliased);
+    let cases = cases_for(graph, ckpt.config.vocab_size)?;
+    let run = |feeds: &BTreeMap<String, Tensor>| Ok(runner.borrow_mut().run_named(feeds, &inputs, &names)?);
+    let atol = if xnnpack { verification_atol(dtype).max(1e-3) } else { verification_atol(dtype) };
+    verify_in(&runtime, &run, cases, &|_| true, graph, ckpt, atol, progress)
 }
 
 /// The artifact's `run` against `graph` in the reference evaluator on [`cases_for`] the graph;
 /// a difference beyond [`verification_atol`] is an error naming the worst tensor and index.
-#[cfg(any(feature = "onnx-runtime", feature = "openvino-runtime", feature = "dynamo-runtime"))]
+#[cfg(any(
+    feature = "onnx-runtime",
+    feature = "openvino-runtime",
+    feature = "dynamo-runtime",
+    feature = "executorch-runtime"
+))]
 type RunArtifact<'a> = &'a dyn Fn(&BTreeMap<String, Tensor>) -> Result<BTreeMap<String, Tensor>>;
 
-#[cfg(any(feature = "onnx-runtime", feature = "openvino-runtime", feature = "dynamo-runtime"))]
+#[cfg(any(
+    feature = "onnx-runtime",
+    feature = "openvino-runtime",
+    feature = "dynamo-runtime",
+    feature = "executorch-runtime"
+))]
 #[allow(clippy::too_many_arguments)]
 fn verify_in(
     runtime: &str,
@@ -639,12 +704,11 @@ fn verify_in(
     compared: &dyn Fn(&str) -> bool,
     graph: &Graph,
     ckpt: &Checkpoint,
-    dtype: DType,
+    atol: f32,
     progress: Progress,
 ) -> Result<Verification> {
     progress(&format!("verifying in {runtime} against the reference evaluator ({} sample inputs)", cases.len()));
     let ev = Evaluator::new(graph, ckpt)?;
-    let atol = verification_atol(dtype);
     let mut worst = None;
     for case in &cases {
         let got = run(&case.inputs)?;
@@ -706,10 +770,13 @@ impl AutoHfExporter {
                  cargo feature `dynamo-runtime` (hfexport-cli: `tch`) and LIBTORCH=<site-packages>/torch"
                     .into(),
             )),
-            other => Err(Error::Unsupported(format!(
-                "verification of {} exports is not implemented yet; available: onnx, openvino, dynamo",
-                other.as_str()
-            ))),
+            ExportFormat::Executorch if cfg!(feature = "executorch-runtime") => Ok(()),
+            ExportFormat::Executorch => Err(Error::Unsupported(
+                "verify needs the ExecuTorch runner, which is not compiled into this build: build hfexport with the \
+                 cargo feature `executorch-runtime` (hfexport-cli: `executorch-runtime`; it builds against the \
+                 executorch==1.5.1 wheel in .venv/)"
+                    .into(),
+            )),
         }
     }
 
@@ -773,6 +840,15 @@ impl AutoHfExporter {
                 let tolerance_of = if cfg.compress_to_fp16 && dtype == DType::F32 { DType::F16 } else { dtype };
                 verify_openvino(graph, ckpt, &dir.join(file), !component.states.is_empty(), tolerance_of, progress)
             }
+            #[cfg(feature = "executorch-runtime")]
+            ExportConfig::Executorch(cfg) => {
+                let file =
+                    component.files.iter().find(|f| f.ends_with(".pte")).ok_or_else(|| {
+                        Error::Unsupported(format!("component `{}` has no .pte file", component.name))
+                    })?;
+                let xnnpack = cfg.backend == hfexport_core::config::ExecutorchBackend::Xnnpack;
+                verify_executorch(graph, ckpt, &dir.join(file), xnnpack, dtype, progress)
+            }
             #[cfg(feature = "dynamo-runtime")]
             ExportConfig::Dynamo(_) => {
                 let file =
@@ -781,6 +857,7 @@ impl AutoHfExporter {
                     })?;
                 verify_dynamo(graph, ckpt, &dir.join(file), dtype, progress)
             }
+            #[allow(unreachable_patterns)]
             _ => Err(Error::Unsupported(format!(
                 "cannot verify {} exports in this build",
                 self.config.format().as_str()

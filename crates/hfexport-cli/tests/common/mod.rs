@@ -64,6 +64,18 @@ pub fn require_libtorch() {
     );
 }
 
+/// The ExecuTorch runner is compiled into the binary (the feature `executorch-runtime`), or a
+/// failure that says how to build it.
+#[allow(dead_code)]
+pub fn require_executorch() {
+    let built = cfg!(feature = "executorch-runtime");
+    assert!(
+        built,
+        "the ExecuTorch runner is not in this build: run the suite with `cargo xtask test` (it installs \
+         executorch==1.5.1 into .venv/ and builds with --features hfexport-cli/executorch-runtime)"
+    );
+}
+
 /// Runs the binary; an ORT_DYLIB_PATH or OPENVINO_C_LIB of the caller's would override the
 /// .venv search it does.
 pub fn hfexport(args: &[&str]) -> Output {

@@ -1,0 +1,273 @@
+//! Greedy generation over a `.pte` generation export with the ExecuTorch runner (feature
+//! `runtime`), and its zero-copy decode loop.
+//!
+//! The generator owns one buffer per cache (zeros, `cache_len` at its maximum), the logits and
+//! the small inputs. When the program plans none of them (`alloc_graph_input`,
+//! `alloc_graph_output` and `alloc_mutable_buffers` false), every call binds the caller's
+//! buffers: the caches as inputs (the program's in-place `index_put_` writes the new slots into
+//! them) and as the updated-cache outputs (`Method::set_output_data_ptr`), the logits as an
+//! output — nothing is copied, and `prefill` and `decode` share the same cache buffers. When
+//! the program plans them, each call copies the caches in (`set_input`) and the updated caches
+//! back out. The loop itself is core's [`greedy`].
+
+use crate::runtime::{EtRunner, RunError};
+use hfexport_core::generation::{greedy, static_mask, Steps, StopReason};
+use hfexport_core::metadata::{Component, ExportMetadata};
+use hfexport_core::DType;
+use std::path::{Path, PathBuf};
+
+fn err(path: &Path, msg: impl Into<String>) -> RunError {
+    RunError::Runtime { path: path.to_path_buf(), msg: msg.into() }
+}
+
+/// One component: its runner, how many caches it takes, where its logits are.
+struct Part {
+    runner: EtRunner,
+    /// Method output index of `logits` (after the N updated caches).
+    logits: usize,
+    /// Whether every input and output is the caller's memory.
+    zero_copy: bool,
+}
+
+/// A buffer of `u64` words, so every dtype's elements are aligned.
+struct Buf(Vec<u64>);
+
+impl Buf {
+    fn zeros(bytes: usize) -> Buf {
+        Buf(vec![0u64; bytes.div_ceil(8)])
+    }
+
+    fn ptr(&mut self) -> *mut u8 {
+        self.0.as_mut_ptr().cast()
+    }
+
+    fn bytes(&self) -> &[u8] {
+        // SAFETY: plain old data viewed as bytes.
+        unsafe { std::slice::from_raw_parts(self.0.as_ptr().cast(), self.0.len() * 8) }
+    }
+
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        // SAFETY: plain old data viewed as bytes.
+        unsafe { std::slice::from_raw_parts_mut(self.0.as_mut_ptr().cast(), self.0.len() * 8) }
+    }
+}
+
+/// A greedy generation loop over a `.pte` export folder — see the module docs.
+pub struct EtGenerator {
+    dir: PathBuf,
+    decode: Part,
+    prefill: Option<Part>,
+    slots: usize,
+    one_token: bool,
+    /// (dtype, sizes, buffer) of each cache, in method input order.
+    caches: Vec<(DType, Vec<i64>, Buf)>,
+    logits: Buf,
+    vocab: usize,
+    pos: usize,
+    last_stop: Option<StopReason>,
+}
+
+impl Part {
+    fn load(dir: &Path, c: &Component, caches: usize) -> Result<Part, RunError> {
+        let file = c
+            .files
+            .iter()
+            .find(|f| f.ends_with(".pte"))
+            .ok_or_else(|| err(dir, format!("component `{}` lists no .pte file", c.name)))?;
+        let runner = EtRunner::load(dir.join(file))?;
+        let n_in = runner.inputs().len();
+        if n_in != 3 + caches || runner.outputs().len() != 2 * caches + 1 {
+            return Err(err(
+                runner.path(),
+                format!(
+                    "expected inputs [input_ids, attention_mask, position_ids, {caches} caches] and outputs [caches, \
+                     logits, caches]; the method has {n_in} inputs and {} outputs",
+                    runner.outputs().len()
+                ),
+            ));
+        }
+        let zero_copy = runner.inputs().iter().chain(runner.outputs()).all(|t| !t.planned);
+        Ok(Part { runner, logits: caches, zero_copy })
+    }
+}
+
+impl EtGenerator {
+    /// Loads the generation components of a `.pte` export folder (static cache).
+    pub fn load(dir: impl AsRef<Path>) -> Result<EtGenerator, RunError> {
+        let dir = dir.as_ref();
+        let meta = ExportMetadata::read(dir).map_err(|e| err(dir, e.to_string()))?;
+        if meta.format != "executorch" {
+            return Err(err(
+                dir,
+                format!("this is a {} export; the ExecuTorch runner needs --format executorch", meta.format),
+            ));
+        }
+        let comp = meta.components.iter().find(|c| c.name == "decode").ok_or_else(|| {
+            err(dir, "this export has no `decode` component; generation needs an export made with --for-generation")
+        })?;
+        let Some(slots) = meta.symbols.get("cache_len").map(|r| r.max.max(1) as usize) else {
+            return Err(err(
+                dir,
+                "a .pte generation export needs a static cache (--static-cache N): ExecuTorch plans every tensor at \
+                 a fixed bound",
+            ));
+        };
+        let cache_ports: Vec<_> = comp.inputs.iter().filter(|p| p.name.starts_with("input.")).collect();
+        let decode = Part::load(dir, comp, cache_ports.len())?;
+        let prefill = meta
+            .components
+            .iter()
+            .find(|c| c.name == "prefill")
+            .map(|c| Part::load(dir, c, cache_ports.len()))
+            .transpose()?;
+        let one_token =
+            comp.inputs.iter().any(|p| p.name == "input_ids" && p.shape.get(1).map(String::as_str) == Some("1"));
+        let caches =
+            decode.runner.inputs()[3..].iter().map(|t| (t.dtype, t.bound.clone(), Buf::zeros(t.max_bytes()))).collect();
+        let logits_info = decode.runner.outputs()[decode.logits].clone();
+        let vocab = *logits_info.bound.last().unwrap_or(&0) as usize;
+        let most = prefill.as_ref().map_or(logits_info.max_bytes(), |p| p.runner.outputs()[p.logits].max_bytes());
+        Ok(EtGenerator {
+            dir: dir.to_path_buf(),
+            decode,
+            prefill,
+            slots,
+            one_token,
+            caches,
+            logits: Buf::zeros(most.max(logits_info.max_bytes())),
+            vocab,
+            pos: 0,
+            last_stop: None,
+        })
+    }
+
+    pub fn cache_slots(&self) -> usize {
+        self.slots
+    }
+
+    pub fn last_stop(&self) -> Option<StopReason> {
+        self.last_stop
+    }
+
+    /// Whether every call runs on the generator's own buffers (no cache copies).
+    pub fn zero_copy(&self) -> bool {
+        self.decode.zero_copy && self.prefill.as_ref().is_none_or(|p| p.zero_copy)
+    }
+
+    /// The bytes of cache `i` (method input order) as the generator holds them.
+    pub fn cache(&self, i: usize) -> &[u8] {
+        self.caches[i].2.bytes()
+    }
+
+    /// Where the decode method's updated-cache output `i` points after the last call.
+    pub fn decode_cache_output(&self, i: usize) -> Result<*const u8, RunError> {
+        Ok(self.decode.runner.output_view(i)?.0)
+    }
+
+    pub fn generate(&mut self, prompt: &[i64], max_new_tokens: usize, eos: &[i64]) -> Result<Vec<i64>, RunError> {
+        self.last_stop = None;
+        let (tokens, stop) = greedy(self, prompt, max_new_tokens, eos)?;
+        self.last_stop = Some(stop);
+        Ok(tokens)
+    }
+
+    fn call(&mut self, tokens: &[i64], use_prefill: bool) -> Result<Vec<f32>, RunError> {
+        let (q, pos, slots) = (tokens.len(), self.pos, self.slots);
+        if pos + q > slots {
+            return Err(err(
+                &self.dir,
+                format!("position {} is beyond the static cache of {slots} slots", pos + q - 1),
+            ));
+        }
+        let part = match (&mut self.prefill, use_prefill) {
+            (Some(p), true) => p,
+            _ => &mut self.decode,
+        };
+        let mut ids = tokens.to_vec();
+        let mut mask: Vec<u8> = static_mask(q, pos, slots).into_iter().map(u8::from).collect();
+        let mut positions: Vec<i64> = (pos..pos + q).map(|p| p as i64).collect();
+        let r = &mut part.runner;
+        // SAFETY: every bound buffer (locals and the generator's) lives until `execute` returns
+        // and is not moved meanwhile; the caches and logits are the generator's own.
+        unsafe {
+            r.bind_input(0, ids.as_mut_ptr().cast(), DType::I64, &[1, q as i64])?;
+            r.bind_input(1, mask.as_mut_ptr(), DType::Bool, &[1, 1, q as i64, slots as i64])?;
+            r.bind_input(2, positions.as_mut_ptr().cast(), DType::I64, &[1, q as i64])?;
+            for (i, (dtype, sizes, buf)) in self.caches.iter_mut().enumerate() {
+                r.bind_input(3 + i, buf.ptr(), *dtype, sizes)?;
+                if part.zero_copy {
+                    let n = buf.bytes().len();
+                    r.bind_output(i, buf.ptr(), n)?;
+                    r.bind_output(part.logits + 1 + i, buf.ptr(), n)?;
+                }
+            }
+            if part.zero_copy {
+                let n = self.logits.bytes().len();
+                r.bind_output(part.logits, self.logits.ptr(), n)?;
+            }
+        }
+        r.execute()?;
+        if !part.zero_copy {
+            // the updated caches back into the generator's buffers
+            for (i, (_, _, buf)) in self.caches.iter_mut().enumerate() {
+                let (data, dtype, shape) = r.output_view(part.logits + 1 + i)?;
+                let n = shape.iter().product::<usize>() * dtype.size();
+                // SAFETY: the runtime's output holds `n` bytes until the next execute.
+                let src = unsafe { std::slice::from_raw_parts(data, n) };
+                buf.bytes_mut()[..n].copy_from_slice(src);
+            }
+        }
+        let (data, dtype, shape) = r.output_view(part.logits)?;
+        if dtype != DType::F32 || shape.last() != Some(&self.vocab) {
+            return Err(err(
+                r.path(),
+                format!("logits are {}{shape:?}; expected f32 [.., {}]", dtype.name(), self.vocab),
+            ));
+        }
+        let rows = shape.iter().product::<usize>() / self.vocab;
+        // SAFETY: `rows * vocab` f32 at `data` (the generator's buffer or the runtime's output).
+        let all = unsafe { std::slice::from_raw_parts(data.cast::<f32>(), rows * self.vocab) };
+        self.pos += q;
+        Ok(all[(rows - 1) * self.vocab..].to_vec())
+    }
+}
+
+impl Steps for EtGenerator {
+    type Error = RunError;
+
+    fn prefill(&mut self, prompt: &[i64]) -> Result<Vec<f32>, RunError> {
+        if prompt.len() > self.slots {
+            return Err(err(
+                &self.dir,
+                format!("prompt of {} tokens does not fit the static cache of {} slots", prompt.len(), self.slots),
+            ));
+        }
+        self.pos = 0;
+        for (_, _, b) in &mut self.caches {
+            b.bytes_mut().fill(0);
+        }
+        let use_prefill = self.prefill.is_some();
+        let chunk = if self.one_token && !use_prefill { 1 } else { prompt.len() };
+        let mut logits = vec![];
+        for c in prompt.chunks(chunk) {
+            logits = self.call(c, use_prefill)?;
+        }
+        Ok(logits)
+    }
+
+    fn step(&mut self, token: i64) -> Result<Vec<f32>, RunError> {
+        self.call(&[token], false)
+    }
+
+    fn position(&self) -> usize {
+        self.pos
+    }
+
+    fn capacity(&self) -> Option<usize> {
+        Some(self.slots)
+    }
+
+    fn error(msg: String) -> RunError {
+        RunError::Runtime { path: PathBuf::from("(generation)"), msg }
+    }
+}
