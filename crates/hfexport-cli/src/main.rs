@@ -530,15 +530,46 @@ fn run_executorch(
     )
 }
 
+/// What one generation run gives `hfexport generate` to print.
+struct Generated {
+    tokens: Vec<i64>,
+    stop: hfexport::core::generation::StopReason,
+    runtime: String,
+    /// `stateful, ` / `zero-copy, ` or empty.
+    kind: &'static str,
+    slots: Option<usize>,
+    /// When loading ended.
+    loaded: Instant,
+    prefill: std::time::Duration,
+    step_ms: Option<f64>,
+}
+
+/// Core's greedy loop over a runtime's generator, timed.
+fn timed_greedy<S: hfexport::core::generation::Steps>(
+    gen: &mut S,
+    prompt: &[i64],
+    max_new_tokens: usize,
+    eos: &[i64],
+    runtime: String,
+    kind: &'static str,
+) -> Result<Generated>
+where
+    S::Error: std::error::Error + Send + Sync + 'static,
+{
+    let loaded = Instant::now();
+    let slots = gen.capacity();
+    let mut timed = hfexport::core::generation::Timed::new(gen);
+    let (tokens, stop) = hfexport::core::generation::greedy(&mut timed, prompt, max_new_tokens, eos)?;
+    Ok(Generated { tokens, stop, runtime, kind, slots, loaded, prefill: timed.prefill, step_ms: timed.step_ms() })
+}
+
 /// Greedy generation over a `.pte` export with the ExecuTorch runner.
 #[cfg(feature = "executorch-runtime")]
 fn generate_executorch(dir: &Path, prompt: &[i64], max_new_tokens: usize, eos: &[i64]) -> Result<Generated> {
     use hfexport::executorch::runtime::linked_version;
     let mut gen = hfexport::executorch::generate::EtGenerator::load(dir)?;
-    let t1 = Instant::now();
-    let tokens = gen.generate(prompt, max_new_tokens, eos)?;
     let kind = if gen.zero_copy() { "zero-copy, " } else { "" };
-    Ok((tokens, gen.last_stop(), format!("executorch {}", linked_version()), (kind, Some(gen.cache_slots())), t1))
+    timed_greedy(&mut gen, prompt, max_new_tokens, eos, format!("executorch {}", linked_version()), kind)
 }
 
 #[cfg(not(feature = "executorch-runtime"))]
@@ -550,17 +581,12 @@ fn generate_executorch(dir: &Path, _: &[i64], _: usize, _: &[i64]) -> Result<Gen
     )
 }
 
-type Generated =
-    (Vec<i64>, Option<hfexport::core::generation::StopReason>, String, (&'static str, Option<usize>), Instant);
-
 /// Greedy generation over a `.pt2` export with libtorch (static caches updated in place).
 #[cfg(feature = "tch")]
 fn generate_libtorch(dir: &Path, prompt: &[i64], max_new_tokens: usize, eos: &[i64]) -> Result<Generated> {
     use hfexport::dynamo::runner::linked_version;
     let mut gen = hfexport::dynamo::generate::Pt2Generator::load(dir)?;
-    let t1 = Instant::now();
-    let tokens = gen.generate(prompt, max_new_tokens, eos)?;
-    Ok((tokens, gen.last_stop(), format!("libtorch {}", linked_version()), ("", gen.cache_slots()), t1))
+    timed_greedy(&mut gen, prompt, max_new_tokens, eos, format!("libtorch {}", linked_version()), "")
 }
 
 #[cfg(not(feature = "tch"))]
@@ -655,7 +681,7 @@ fn generate(a: &GenerateArgs) -> Result<()> {
     let eos = eos_ids(dir)?;
     let format = hfexport::core::metadata::ExportMetadata::read(dir)?.format;
     let t0 = Instant::now();
-    let (tokens, stop, version, slots, t1) = if format == "executorch" {
+    let g = if format == "executorch" {
         generate_executorch(dir, &prompt, a.max_new_tokens, &eos)?
     } else if format == "dynamo" {
         generate_libtorch(dir, &prompt, a.max_new_tokens, &eos)?
@@ -663,41 +689,40 @@ fn generate(a: &GenerateArgs) -> Result<()> {
         let mut gen = hfexport::openvino::generate::OvGenerator::load(dir)?;
         let version =
             format!("openvino {}", hfexport::openvino::runtime::loaded_version().unwrap_or_else(|| "?".into()));
-        let t1 = Instant::now();
-        let tokens = gen.generate(&prompt, a.max_new_tokens, &eos)?;
         let kind = if gen.is_stateful() { "stateful, " } else { "" };
-        (tokens, gen.last_stop(), version, (kind, gen.cache_slots()), t1)
+        timed_greedy(&mut gen, &prompt, a.max_new_tokens, &eos, version, kind)?
     } else {
         let mut gen = hfexport::onnx::generate::Generator::load(dir)?;
         let version =
             format!("onnxruntime {}", hfexport::onnx::runtime::loaded_version().unwrap_or_else(|| "?".into()));
-        let t1 = Instant::now();
-        let tokens = gen.generate(&prompt, a.max_new_tokens, &eos)?;
-        (tokens, gen.last_stop(), version, ("", gen.cache_slots()), t1)
+        timed_greedy(&mut gen, &prompt, a.max_new_tokens, &eos, version, "")?
     };
     let t2 = Instant::now();
     let join = |ids: &[i64]| ids.iter().map(i64::to_string).collect::<Vec<_>>().join(",");
     println!("prompt: {}", join(&prompt));
-    println!("ids: {}", join(&tokens));
+    println!("ids: {}", join(&g.tokens));
     if let Some(tok) = &tokenizer {
-        let ids: Vec<u32> = tokens.iter().map(|&t| t as u32).collect();
+        let ids: Vec<u32> = g.tokens.iter().map(|&t| t as u32).collect();
         let text = tok.decode(&ids, true).map_err(|e| anyhow::anyhow!("cannot decode the generated ids: {e}"))?;
         println!("text: {text}");
     }
-    let stop = match stop {
-        Some(hfexport::core::generation::StopReason::Eos(t)) => format!("stopped at EOS token {t}"),
+    let stop = match g.stop {
+        hfexport::core::generation::StopReason::Eos(t) => format!("stopped at EOS token {t}"),
         _ => format!("stopped after --max-new-tokens {}", a.max_new_tokens),
     };
-    let secs = (t2 - t1).as_secs_f64();
+    let secs = (t2 - g.loaded).as_secs_f64();
+    let decode = g.step_ms.map_or(String::new(), |ms| format!(", decode {ms:.2} ms/token"));
     eprintln!(
-        "{version}: load {:.2} s; {} prompt + {} new tokens in {:.2} s ({:.1} tokens/s), {}{}; {stop}",
-        (t1 - t0).as_secs_f64(),
+        "{}: load {:.2} s; {} prompt + {} new tokens in {:.2} s ({:.1} tokens/s; prefill {:.1} ms{decode}), {}{}; {stop}",
+        g.runtime,
+        (g.loaded - t0).as_secs_f64(),
         prompt.len(),
-        tokens.len(),
+        g.tokens.len(),
         secs,
-        tokens.len() as f64 / secs.max(1e-9),
-        slots.0,
-        match slots.1 {
+        g.tokens.len() as f64 / secs.max(1e-9),
+        g.prefill.as_secs_f64() * 1e3,
+        g.kind,
+        match g.slots {
             Some(n) => format!("static cache of {n} slots"),
             None => "growing cache".into(),
         }

@@ -87,6 +87,56 @@ pub fn static_mask(q: usize, pos: usize, slots: usize) -> Vec<bool> {
     (0..q).flat_map(|i| (0..slots).map(move |j| j <= pos + i)).collect()
 }
 
+/// Any runtime's [`Steps`] with the wall time of its prompt call and of each step recorded
+/// (`hfexport generate` prints them; the benches read them).
+pub struct Timed<'a, S> {
+    inner: &'a mut S,
+    pub prefill: std::time::Duration,
+    pub steps: Vec<std::time::Duration>,
+}
+
+impl<'a, S: Steps> Timed<'a, S> {
+    pub fn new(inner: &'a mut S) -> Self {
+        Timed { inner, prefill: Default::default(), steps: vec![] }
+    }
+
+    /// Mean milliseconds per step, if any step ran.
+    pub fn step_ms(&self) -> Option<f64> {
+        let n = self.steps.len();
+        (n > 0).then(|| self.steps.iter().map(|d| d.as_secs_f64()).sum::<f64>() * 1e3 / n as f64)
+    }
+}
+
+impl<S: Steps> Steps for Timed<'_, S> {
+    type Error = S::Error;
+
+    fn prefill(&mut self, prompt: &[i64]) -> Result<Vec<f32>, S::Error> {
+        let t = std::time::Instant::now();
+        let r = self.inner.prefill(prompt);
+        self.prefill = t.elapsed();
+        r
+    }
+
+    fn step(&mut self, token: i64) -> Result<Vec<f32>, S::Error> {
+        let t = std::time::Instant::now();
+        let r = self.inner.step(token);
+        self.steps.push(t.elapsed());
+        r
+    }
+
+    fn position(&self) -> usize {
+        self.inner.position()
+    }
+
+    fn capacity(&self) -> Option<usize> {
+        self.inner.capacity()
+    }
+
+    fn error(msg: String) -> S::Error {
+        S::error(msg)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -134,6 +184,16 @@ mod tests {
         fn logits(&self) -> Vec<f32> {
             (0..64).map(|i| if i == self.pos + 1 { 1.0 } else { 0.0 }).collect()
         }
+    }
+
+    #[test]
+    fn timed_records_the_prompt_call_and_every_step() {
+        let mut c = Counter { pos: 0, slots: None };
+        let mut t = Timed::new(&mut c);
+        let (tokens, _) = greedy(&mut t, &[1, 2], 4, &[]).unwrap();
+        assert_eq!(tokens, [3, 4, 5, 6]);
+        assert_eq!(t.steps.len(), 3);
+        assert!(t.step_ms().is_some());
     }
 
     #[test]
