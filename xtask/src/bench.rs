@@ -103,7 +103,7 @@ struct Opts {
 
 pub fn bench(root: &Path, args: &[String]) -> Result<ExitCode> {
     let Some((what, flags)) = args.split_first() else { bail!("{USAGE}") };
-    if !["export-onnx", "generate-onnx", "openvino"].contains(&what.as_str()) {
+    if !["export-onnx", "generate-onnx", "openvino", "executorch"].contains(&what.as_str()) {
         bail!("unknown benchmark `{what}`\n{USAGE}");
     }
     let mut opts = Opts { python: false, keep: false };
@@ -117,6 +117,7 @@ pub fn bench(root: &Path, args: &[String]) -> Result<ExitCode> {
     match what.as_str() {
         "generate-onnx" => generate_onnx(root, &opts)?,
         "openvino" => bench_openvino(root, &opts)?,
+        "executorch" => bench_executorch(root, &opts)?,
         _ => export_onnx(root, &opts)?,
     }
     Ok(ExitCode::SUCCESS)
@@ -485,6 +486,180 @@ fn bench_openvino(root: &Path, opts: &Opts) -> Result<()> {
         remove_dir(&theirs_out)?;
     }
     Ok(())
+}
+
+/// Prompt tokens of the ExecuTorch loops (fed token by token through `decode`, as transformers'
+/// one-token program needs).
+const ET_PROMPT: usize = 16;
+const ET_STEPS: usize = 32;
+
+/// `bench executorch`: our `.pte` exports of the Qwen3-0.6B-shaped checkpoint (XNNPACK, float32,
+/// static cache 512: planned, and zero-copy), the same Python ExecuTorch loop over our `decode`
+/// and (with `--python`) transformers' `ExecutorchExporter` export, and our Rust zero-copy loop.
+fn bench_executorch(root: &Path, opts: &Opts) -> Result<()> {
+    let steps = if opts.python { 7 } else { 5 };
+    let bench_dir = target_dir(root).join("bench");
+    let ckpt = bench_dir.join("qwen3-0.6b-bf16");
+    let venv = Venv::new(root);
+    if !venv.exists() {
+        bail!("{} does not exist: run `cargo xtask setup` first", venv.dir.display());
+    }
+    let script = root.join("xtask").join("python").join("bench_executorch.py");
+    println!("==> [1/{steps}] checkpoint {}", ckpt.display());
+    ensure_checkpoint(&ckpt)?;
+    println!("==> [2/{steps}] cargo build --release -p hfexport-cli --features executorch-runtime");
+    run(Command::new(cargo_bin())
+        .args(["build", "--release", "-p", "hfexport-cli", "--features", "executorch-runtime"])
+        .current_dir(root))?;
+    let exe = target_dir(root).join("release").join(format!("hfexport{}", std::env::consts::EXE_SUFFIX));
+    let cache = GEN_CACHE_LEN.to_string();
+    let mut ours = vec![];
+    for (label, config) in [
+        ("hfexport", r#"{"export_format": "executorch"}"#),
+        (
+            "hfexport-zero-copy",
+            r#"{"export_format": "executorch", "alloc_graph_input": false, "alloc_graph_output": false,
+                "alloc_mutable_buffers": false}"#,
+        ),
+    ] {
+        let out = bench_dir.join(format!("et-{label}"));
+        let cfg = bench_dir.join(format!("et-{label}.json"));
+        std::fs::write(&cfg, config).with_context(|| format!("writing {}", cfg.display()))?;
+        println!("==> [3/{steps}] hfexport export {config} --dynamic --for-generation --static-cache {cache}");
+        prepare_run(&ckpt)?;
+        let mut cmd = Command::new(&exe);
+        cmd.arg("export").arg("--model").arg(&ckpt).arg("--config").arg(&cfg);
+        cmd.args(["--dynamic", "--for-generation", "--static-cache", &cache, "--force", "--output"]).arg(&out);
+        let m = measure(&mut cmd, &bench_dir.join(format!("et-{label}.log")))?;
+        if !m.status.success() {
+            print_tail(&m.log, 30);
+            bail!("`{}` failed ({})", describe(&cmd), m.status);
+        }
+        println!("  exported in {:.2} s, peak RSS {}", m.wall_s, rss(&m));
+        ours.push((m, out));
+    }
+    println!("==> [4/{steps}] Python ExecuTorch loop over {}", ours[0].1.display());
+    let py = |label: &str, pte: &Path| -> Result<Vec<(String, String)>> {
+        let mut cmd = venv.command();
+        cmd.arg(&script).arg("run").arg(label).arg(pte).arg(ET_PROMPT.to_string()).arg(ET_STEPS.to_string());
+        pairs(&mut cmd, &format!("ET {label} "))
+    };
+    let ours_py = py("hfexport", &ours[0].1.join("decode.pte"))?;
+    println!("==> [5/{steps}] hfexport generate (Rust, zero-copy) over {}", ours[1].1.display());
+    let prompt: Vec<String> = (0..ET_PROMPT).map(|i| ((i * 37 + 11) % 200).to_string()).collect();
+    let mut cmd = Command::new(&exe);
+    cmd.arg("generate").arg(&ours[1].1).args(["--prompt-ids", &prompt.join(","), "--max-new-tokens"]);
+    cmd.arg((ET_STEPS + 1).to_string());
+    let out = cmd.output().with_context(|| format!("could not start `{}`", describe(&cmd)))?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let summary = stderr.lines().find(|l| l.starts_with("executorch ")).unwrap_or("").to_string();
+    println!("  {summary}");
+    if !out.status.success() {
+        bail!("`{}` failed: {stderr}", describe(&cmd));
+    }
+    let rust_decode = summary.split("decode ").nth(1).and_then(|r| r.split(' ').next()).unwrap_or("n/a").to_string();
+    let rust_prefill = summary.split("prefill ").nth(1).and_then(|r| r.split(' ').next()).unwrap_or("n/a").to_string();
+
+    let mut theirs: Option<(Measured, Vec<(String, String)>)> = None;
+    let theirs_out = bench_dir.join("et-transformers");
+    if opts.python {
+        println!("==> [6/{steps}] setup --group bench; bench_executorch.py export-transformers (static cache {cache})");
+        crate::setup(root, "bench")?;
+        remove_dir(&theirs_out)?;
+        prepare_run(&ckpt)?;
+        let mut cmd = venv.command();
+        cmd.arg(&script).arg("export-transformers").arg(&ckpt).arg(&theirs_out).arg(&cache);
+        let m = measure(&mut cmd, &bench_dir.join("et-transformers.log"))?;
+        for line in log_lines(&m.log)?.iter().filter(|l| l.starts_with("ET ")) {
+            println!("  {line}");
+        }
+        if m.status.success() {
+            println!("  exported in {:.1} s, peak RSS {}", m.wall_s, rss(&m));
+            println!("==> [7/{steps}] the same Python loop over {}", theirs_out.display());
+            match py("transformers", &theirs_out.join("decode.pte")) {
+                Ok(r) => theirs = Some((m, r)),
+                Err(err) => println!("  the loop failed on the transformers export: {err:#}"),
+            }
+        } else {
+            println!("  the transformers export failed ({}); the end of {}:", m.status, m.log.display());
+            print_tail(&m.log, 25);
+        }
+    }
+
+    let get = |r: &[(String, String)], k: &str| {
+        r.iter().find(|(key, _)| key == k).map_or("n/a".to_string(), |(_, v)| v.clone())
+    };
+    println!(
+        "\nexecutorch: Qwen3-0.6B shape, float32, XNNPACK, static cache {GEN_CACHE_LEN}, batch 1, greedy; prompt of \
+         {ET_PROMPT} fed token by token, {ET_STEPS} timed steps"
+    );
+    let mut header = format!("  {:<40}{:>16}{:>18}", "", "hfexport", "hfexport 0-copy");
+    if theirs.is_some() {
+        header += &format!("{:>16}", "transformers");
+    }
+    println!("{header}");
+    let row = |label: &str, a: String, b: String, t: Option<String>| {
+        let mut line = format!("  {label:<40}{a:>16}{b:>18}");
+        if let Some(t) = t {
+            line += &format!("{t:>16}");
+        }
+        println!("{line}");
+    };
+    row(
+        "export wall time",
+        format!("{:.1} s", ours[0].0.wall_s),
+        format!("{:.1} s", ours[1].0.wall_s),
+        theirs.as_ref().map(|(m, _)| format!("{:.1} s", m.wall_s)),
+    );
+    row("export peak RSS", rss(&ours[0].0), rss(&ours[1].0), theirs.as_ref().map(|(m, _)| rss(m)));
+    row(
+        "decode ms/token, Python loop",
+        format!("{} ms", get(&ours_py, "decode_ms_tok")),
+        "-".into(),
+        theirs.as_ref().map(|(_, t)| format!("{} ms", get(t, "decode_ms_tok"))),
+    );
+    row("decode ms/token, Rust loop (hfexport generate)", "-".into(), format!("{rust_decode} ms"), None);
+    row(
+        "prompt ms",
+        format!("{} ms (Python)", get(&ours_py, "prefill_ms")),
+        format!("{rust_prefill} ms (Rust)"),
+        theirs.as_ref().map(|(_, t)| format!("{} ms", get(t, "prefill_ms"))),
+    );
+    println!("  first tokens: hfexport {}", get(&ours_py, "tokens"));
+    if let Some((_, t)) = &theirs {
+        println!("           transformers {}", get(t, "tokens"));
+    }
+    if !opts.keep {
+        for (_, out) in &ours {
+            remove_dir(out)?;
+        }
+        remove_dir(&theirs_out)?;
+    }
+    Ok(())
+}
+
+/// Runs `cmd`, echoing its stdout; the `<prefix><key> <value>` pairs of it.
+fn pairs(cmd: &mut Command, prefix: &str) -> Result<Vec<(String, String)>> {
+    let out = cmd.output().with_context(|| format!("could not start `{}`", describe(cmd)))?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let mut pairs = Vec::new();
+    for line in stdout.lines() {
+        println!("  {line}");
+        if let Some((k, v)) = line.strip_prefix(prefix).and_then(|r| r.split_once(' ')) {
+            pairs.push((k.to_string(), v.to_string()));
+        }
+    }
+    if !out.status.success() {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let tail: Vec<&str> = stderr.lines().rev().take(15).collect();
+        bail!(
+            "`{}` failed ({}):\n{}",
+            describe(cmd),
+            out.status,
+            tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+        );
+    }
+    Ok(pairs)
 }
 
 /// One cell of the openvino table from an export's measurement and its loop's pairs.

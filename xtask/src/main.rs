@@ -51,7 +51,13 @@ commands:
                                 static cache 512, multi-token decode; wall time, peak RSS) and
                                 time a greedy OpenVINO CPU loop (xtask/python/bench_openvino.py):
                                 prefill tokens/s, decode ms/token, fused layers;
-                                --python: transformers' OpenVINO export side by side";
+                                --python: transformers' OpenVINO export side by side
+  bench executorch [--python] [--keep]
+                                export that checkpoint to .pte for generation (XNNPACK, static
+                                cache 512; planned and zero-copy; wall time, peak RSS), time the
+                                Python ExecuTorch loop (xtask/python/bench_executorch.py) and the
+                                Rust zero-copy loop (`hfexport generate`): decode ms/token;
+                                --python: transformers' ExecutorchExporter export, same loop";
 
 fn main() -> ExitCode {
     match dispatch(std::env::args().skip(1).collect()) {
