@@ -185,7 +185,7 @@ fn value(v: &fb::EValue, offsets: &[u64]) -> String {
                     let off = (a.memory_offset_high() as u64) << 32 | a.memory_offset_low() as u64;
                     format!(" @{}+{off}", a.memory_id())
                 }
-                (0, None) => " (caller's memory)".into(),
+                (0, None) => " (unplanned)".into(),
                 (i, _) => format!(" const#{i} @+{}", offsets.get(i as usize).copied().unwrap_or(u64::MAX)),
             };
             format!("{dtype}[{}]{place}", sizes.join(", "))

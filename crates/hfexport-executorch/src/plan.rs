@@ -52,6 +52,15 @@ pub fn plan(m: &mut Method) {
     for &o in &m.outputs {
         touch(&mut life, o, end);
     }
+    // a view's base lives as long as the view; a view comes after its base, so going backwards
+    // carries a view of a view down to the tensor that owns the memory
+    for v in (0..n).rev() {
+        if let Value::Tensor(t) = &m.values[v] {
+            if let (Data::Alias(base), Some((_, last))) = (&t.data, life[v]) {
+                touch(&mut life, *base, last);
+            }
+        }
+    }
     let mut order: Vec<(usize, u64, (usize, usize))> = (0..n)
         .filter_map(|v| match &m.values[v] {
             Value::Tensor(t) if matches!(t.data, Data::Planned(_)) => {

@@ -4,9 +4,10 @@
 //! ExecuTorch runs `.out` kernels only, each call listing every schema argument in order, then
 //! its `out` tensor, then one return slot (the `out` again). This module maps each functional
 //! ATen call of the shared lowering (`hfexport-aten`) to the kernel the wheel's libraries
-//! register ([`KERNELS`]), with two rewrites where they register nothing: `matmul` becomes
-//! views around `bmm` and a cache's `index_copy` becomes an in-place `index_put_` into the cache
-//! input itself, so the cache is updated where the caller bound it. SymInt arithmetic becomes
+//! register ([`kernel`]), with rewrites where they register nothing: `matmul` becomes views
+//! around `bmm`, a cache's `index_copy` becomes an in-place `index_put_` into the cache input
+//! itself, so the cache is updated where the caller bound it, and a reshape is an `et_view`
+//! that aliases its input's memory (as upstream's `remove_view_copy`), a copy only when returned. SymInt arithmetic becomes
 //! `aten::sym_size.int` and `executorch_prim::*.Scalar` writing Int EValues that IntLists name.
 //!
 //! Every non-constant tensor gets its upper-bound sizes from the symbols' ranges
@@ -26,6 +27,9 @@ pub enum Data {
     Planned(Option<u64>),
     /// Constant-segment buffer `i` (1-based in the file; 0 is the empty placeholder).
     Constant(usize),
+    /// A view of EValue `i` (`executorch_prim::et_view` points it at `i`'s data at run time):
+    /// no memory of its own, and `i` lives as long as the view.
+    Alias(usize),
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -209,7 +213,6 @@ fn kernel(target: &str) -> Option<Kernel> {
         "aten.mean.dim" => k!("aten::mean", "out", [("self", A), ("dim", A), ("keepdim", A), ("dtype", Lit::Null)]),
         "aten.amax.default" => k!("aten::amax", "out", [("self", A), ("dim", A), ("keepdim", A)]),
         "aten._softmax.default" => k!("aten::_softmax", "out", [("self", A), ("dim", A), ("half_to_float", A)]),
-        "aten.reshape.default" => k!("aten::view_copy", "out", [("self", A), ("shape", A)]),
         "aten.permute.default" => k!("aten::permute_copy", "out", [("self", A), ("dims", A)]),
         "aten.expand.default" => {
             k!("aten::expand_copy", "out", [("self", A), ("size", A), ("implicit", Lit::Bool(false))])
@@ -255,6 +258,8 @@ struct Builder<'a> {
     /// Parameters and lifted constants, made constant-segment EValues on first use (a weight
     /// only an XNNPACK delegate reads never enters the constant segment).
     pending: HashMap<String, (String, ConstSource)>,
+    /// Value names the method returns (a view of them must be a copy).
+    returned: std::collections::HashSet<String>,
 }
 
 impl Builder<'_> {
@@ -434,6 +439,38 @@ impl Builder<'_> {
         Ok(self.out_call(k.name, k.overload, args, out, meta))
     }
 
+    /// `x` viewed with the sizes of IntList `shape`: an `et_view` alias (no copy), or a
+    /// `view_copy` when the view is returned (an output needs its own memory).
+    fn view(&mut self, x: usize, shape: usize, out: &str, meta: &TensorMeta) -> usize {
+        if self.returned.contains(out) {
+            return self.out_call("aten::view_copy", "out", vec![x, shape], out, meta);
+        }
+        let o = self.tensor(out, meta, Data::Alias(x));
+        let op = self.op("executorch_prim::et_view", "default");
+        self.m.instrs.push(Instr { call: Call::Kernel(op), args: vec![x, shape, o] });
+        o
+    }
+
+    /// The product of SymInts (constants folded).
+    fn product(&mut self, parts: &[usize]) -> usize {
+        let mut constant = 1i64;
+        let mut syms = vec![];
+        for &p in parts {
+            match self.m.values[p] {
+                Value::Int(v) if self.ints.get(&v) == Some(&p) => constant *= v,
+                _ => syms.push(p),
+            }
+        }
+        let mut acc = self.int(constant);
+        for s in syms {
+            let out = self.push(Value::Int(0));
+            let op = self.op("executorch_prim::mul", "Scalar");
+            self.m.instrs.push(Instr { call: Call::Kernel(op), args: vec![acc, s, out] });
+            acc = out;
+        }
+        acc
+    }
+
     /// A SymInt of a tensor's axis: a constant when the axis is static.
     fn size_of(&mut self, t: usize, axis: usize) -> usize {
         let tv = self.m.tensor(t).expect("a tensor");
@@ -468,20 +505,15 @@ impl Builder<'_> {
         let batch = meta.sizes[..rank - 2].iter().fold(Dim::konst(1), |x, d| x.mul(d));
         let (m, k, n) = (ta.sizes[rank - 2].clone(), ta.sizes[rank - 1].clone(), tb.sizes[rank - 1].clone());
         let (sm, sk, sn) = (self.size_of(a, rank - 2), self.size_of(a, rank - 1), self.size_of(b, rank - 1));
-        let minus1 = self.int(-1);
+        let batch_sizes: Vec<usize> = (0..rank - 2).map(|i| self.size_of(a, i)).collect();
+        let sb = self.product(&batch_sizes);
         let view = |b: &mut Self, x: usize, dims: Vec<usize>, sizes: Vec<Dim>, dtype: DType, name: &str| {
             let shape = b.push(Value::IntList(dims));
-            b.out_call("aten::view_copy", "out", vec![x, shape], name, &TensorMeta { dtype, sizes })
+            b.view(x, shape, name, &TensorMeta { dtype, sizes })
         };
-        let a3 = view(
-            self,
-            a,
-            vec![minus1, sm, sk],
-            vec![batch.clone(), m.clone(), k.clone()],
-            ta.dtype,
-            &format!("{out}_a3"),
-        );
-        let b3 = view(self, b, vec![minus1, sk, sn], vec![batch.clone(), k, n.clone()], tb.dtype, &format!("{out}_b3"));
+        let a3 =
+            view(self, a, vec![sb, sm, sk], vec![batch.clone(), m.clone(), k.clone()], ta.dtype, &format!("{out}_a3"));
+        let b3 = view(self, b, vec![sb, sk, sn], vec![batch.clone(), k, n.clone()], tb.dtype, &format!("{out}_b3"));
         let c3 = self.out_call(
             "aten::bmm",
             "out",
@@ -489,10 +521,10 @@ impl Builder<'_> {
             &format!("{out}_bmm"),
             &TensorMeta { dtype: meta.dtype, sizes: vec![batch, m, n] },
         );
-        let mut dims = (0..rank - 1).map(|i| self.size_of(a, i)).collect::<Vec<_>>();
-        dims.push(sn);
+        let mut dims = batch_sizes;
+        dims.extend([sm, sn]);
         let shape = self.push(Value::IntList(dims));
-        Ok(self.out_call("aten::view_copy", "out", vec![c3, shape], out, meta))
+        Ok(self.view(c3, shape, out, meta))
     }
 }
 
@@ -507,6 +539,7 @@ pub fn build(a: &AtenGraph, scope: &SymbolScope, alloc: Alloc, backend: Backend)
         ints: HashMap::new(),
         ops: HashMap::new(),
         pending: HashMap::new(),
+        returned: a.user_outputs.iter().chain(&a.mutations).map(|(_, v)| v.clone()).collect(),
     };
     let mutated: Vec<&str> = a.mutations.iter().map(|(port, _)| port.as_str()).collect();
     for (port, value) in &b.a.user_inputs {
@@ -576,6 +609,10 @@ pub fn build(a: &AtenGraph, scope: &SymbolScope, alloc: Alloc, backend: Backend)
                 b.m.instrs
                     .push(Instr { call: Call::Kernel(op), args: vec![cache, indices, source, accumulate, cache] });
                 cache
+            }
+            "aten.reshape.default" => {
+                let (x, shape) = (b.arg(need("self")?, target)?, b.arg(need("shape")?, target)?);
+                b.view(x, shape, &out_name, &a.tensors[&out_name])
             }
             "aten.linear.default" if backend == Backend::Xnnpack => match b.linear_delegate(call, &out_name)? {
                 Some(o) => o,

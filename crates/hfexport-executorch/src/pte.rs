@@ -110,7 +110,7 @@ fn evalue<'a>(b: &mut FlatBufferBuilder<'a>, v: &Value) -> WIPOffset<fb::EValue<
                     );
                     (0, Some(a))
                 }
-                Data::Unplanned => (0, None),
+                Data::Unplanned | Data::Alias(_) => (0, None),
             };
             let shape_dynamism =
                 if t.dynamic() { fb::TensorShapeDynamism::DYNAMIC_BOUND } else { fb::TensorShapeDynamism::STATIC };
