@@ -15,10 +15,11 @@ pub struct PteError {
     pub msg: String,
 }
 
-/// The checked parts of a `.pte` file.
+/// The checked parts of a `.pte` file (mapped, not read: a program's weights can be gigabytes
+/// and only the flatbuffer at its start is parsed).
 pub struct PteFile {
     pub path: PathBuf,
-    pub bytes: Vec<u8>,
+    pub bytes: memmap2::Mmap,
     /// Where the flatbuffer ends (the header's `program_size`, or the file's length).
     pub program_size: usize,
     pub segment_base: usize,
@@ -36,7 +37,10 @@ impl PteFile {
     pub fn open(path: impl AsRef<Path>) -> Result<PteFile, PteError> {
         let path = path.as_ref().to_path_buf();
         let fail = |msg: String| PteError { path: path.clone(), msg };
-        let bytes = std::fs::read(&path).map_err(|e| fail(format!("cannot read it: {e}")))?;
+        let file = std::fs::File::open(&path).map_err(|e| fail(format!("cannot open it: {e}")))?;
+        // SAFETY: a read-only private map; a file truncated under us can fault, as for any
+        // mmap'd checkpoint.
+        let bytes = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| fail(format!("cannot map it: {e}")))?;
         if bytes.len() < 8 || &bytes[4..8] != b"ET12" {
             return Err(fail("no `ET12` file identifier at offset 4 (not an ExecuTorch program)".into()));
         }

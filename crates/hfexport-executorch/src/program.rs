@@ -123,7 +123,7 @@ impl Method {
 /// Which kernels run the linear algebra.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Backend {
-    /// Every `Linear` is an XNNPACK delegate call; the rest runs on the CPU kernels.
+    /// Every `Linear` and permute is an XNNPACK delegate call; the rest runs on the CPU kernels.
     Xnnpack,
     /// The wheel's portable and optimized CPU kernels only.
     Portable,
@@ -345,6 +345,24 @@ impl Builder<'_> {
             b_src.zip(bd.as_deref()),
             self.m.tensor(output).expect("tensor"),
         );
+        self.m.delegates.push(d);
+        let index = self.m.delegates.len() - 1;
+        self.m.instrs.push(Instr { call: Call::Delegate(index), args: vec![input, output] });
+        Ok(Some(output))
+    }
+
+    /// `permute` as an XNNPACK transpose delegate call (a dtype XNNPACK takes, a computed input).
+    fn permute_delegate(&mut self, call: &hfexport_aten::Call, out: &str) -> Result<Option<usize>> {
+        let arg = |n: &str| call.args.iter().find(|(k, _)| *k == n).map(|(_, a)| a);
+        let (Some(Arg::Tensor(x)), Some(Arg::Ints(dims))) = (arg("self"), arg("dims")) else { return Ok(None) };
+        if xnnpack::datatype(self.a.tensors[x].dtype).is_none() || self.const_source(x).is_some() {
+            return Ok(None);
+        }
+        let input = self.value(x, call.target)?;
+        let output = self.tensor(out, &self.a.tensors[out], Data::Planned(None));
+        let perm: Vec<usize> = dims.iter().map(|&d| d as usize).collect();
+        let d =
+            xnnpack::transpose(self.m.tensor(input).expect("tensor"), &perm, self.m.tensor(output).expect("tensor"));
         self.m.delegates.push(d);
         let index = self.m.delegates.len() - 1;
         self.m.instrs.push(Instr { call: Call::Delegate(index), args: vec![input, output] });
@@ -615,6 +633,10 @@ pub fn build(a: &AtenGraph, scope: &SymbolScope, alloc: Alloc, backend: Backend)
                 b.view(x, shape, &out_name, &a.tensors[&out_name])
             }
             "aten.linear.default" if backend == Backend::Xnnpack => match b.linear_delegate(call, &out_name)? {
+                Some(o) => o,
+                None => b.kernel_call(call, &out_name)?,
+            },
+            "aten.permute.default" if backend == Backend::Xnnpack => match b.permute_delegate(call, &out_name)? {
                 Some(o) => o,
                 None => b.kernel_call(call, &out_name)?,
             },

@@ -1,6 +1,6 @@
 //! XNNPACK delegate payloads (`backend: xnnpack`): each `Linear` of the method becomes one
 //! delegate call whose payload is an XNNPACK graph of one `FullyConnected` node, its weight (and
-//! bias) inside the payload.
+//! bias) inside the payload, and each `permute` one of a `StaticTranspose` node.
 //!
 //! Payload layout (`backends/xnnpack/serialization/xnnpack_graph_serialize.py` of executorch
 //! 1.5.1): a 30-byte `XH00` header padded to 32 (`u32 0`, `XH00`, `u16 30`, flatbuffer offset
@@ -82,15 +82,14 @@ pub fn fully_connected(
     let elt = input.dtype.size() as u64;
     let numel = |dims: &[i64]| dims.iter().product::<i64>() as u64 * elt;
     let mut b = flatbuffers::FlatBufferBuilder::with_capacity(1024);
-    let (w_bytes, b_bytes) = (numel(weight.1), bias.as_ref().map(|(_, d)| numel(d)));
     let mut values = vec![
         tensor_value(&mut b, dtype, &input.bound, 0, Some((0, EXTERNAL_INPUT)), 0),
         tensor_value(&mut b, dtype, weight.1, 1, None, 1),
     ];
-    let mut consts = vec![(0u64, w_bytes)];
-    if let (Some((_, dims)), Some(n)) = (&bias, b_bytes) {
+    let mut consts = vec![(weight.0, numel(weight.1))];
+    if let Some((src, dims)) = bias {
         values.push(tensor_value(&mut b, dtype, dims, 2, None, 2));
-        consts.push((align(w_bytes, CONSTANT_ALIGN), n));
+        consts.push((src, numel(dims)));
     }
     let out_id = values.len() as u32;
     values.push(tensor_value(&mut b, dtype, &output.bound, 0, Some((1, EXTERNAL_OUTPUT)), out_id));
@@ -99,30 +98,70 @@ pub fn fully_connected(
         &xf::XNNFullyConnectedArgs {
             input1_id: 0,
             filter_id: 1,
-            bias_id: if bias.is_some() { 2 } else { INVALID_ID },
+            bias_id: if consts.len() > 1 { 2 } else { INVALID_ID },
             output_id: out_id,
             flags: 0,
         },
     );
-    let node = xf::XNode::create(
+    let node = xnode(&mut b, xf::XNodeUnion::XNNFullyConnected, fc.as_union_value());
+    finish(b, vec![node], values, consts, out_id)
+}
+
+/// The payload of `output = permute(input, perm)` (XNNPACK's transpose is far faster than the
+/// portable `permute_copy`, which the attention's key transpose spends most of a decode step in).
+pub fn transpose(input: &TensorValue, perm: &[usize], output: &TensorValue) -> Delegate {
+    let dtype = datatype(input.dtype).expect("the caller checked the dtype");
+    let mut b = flatbuffers::FlatBufferBuilder::with_capacity(512);
+    let values = vec![
+        tensor_value(&mut b, dtype, &input.bound, 0, Some((0, EXTERNAL_INPUT)), 0),
+        tensor_value(&mut b, dtype, &output.bound, 0, Some((1, EXTERNAL_OUTPUT)), 1),
+    ];
+    let p: Vec<u32> = perm.iter().map(|&x| x as u32).collect();
+    let perm = b.create_vector(&p);
+    let t = xf::XNNStaticTranspose::create(
         &mut b,
-        &xf::XNodeArgs {
-            xnode_union_type: xf::XNodeUnion::XNNFullyConnected,
-            xnode_union: Some(fc.as_union_value()),
-            debug_handle: 0,
-            output_min_max: None,
-        },
+        &xf::XNNStaticTransposeArgs { num_dims: p.len() as u32, perm: Some(perm), input_id: 0, output_id: 1, flags: 0 },
     );
-    let xnodes = b.create_vector(&[node]);
+    let node = xnode(&mut b, xf::XNodeUnion::XNNStaticTranspose, t.as_union_value());
+    finish(b, vec![node], values, vec![], 1)
+}
+
+fn xnode<'a>(
+    b: &mut flatbuffers::FlatBufferBuilder<'a>,
+    kind: xf::XNodeUnion,
+    node: flatbuffers::WIPOffset<flatbuffers::UnionWIPOffset>,
+) -> flatbuffers::WIPOffset<xf::XNode<'a>> {
+    xf::XNode::create(
+        b,
+        &xf::XNodeArgs { xnode_union_type: kind, xnode_union: Some(node), debug_handle: 0, output_min_max: None },
+    )
+}
+
+/// The graph of one delegate (external input 0, external output `out_id`; `consts` are
+/// constant buffers 1.. in order) behind its header, with the constants' places after it.
+fn finish<'a>(
+    mut b: flatbuffers::FlatBufferBuilder<'a>,
+    xnodes: Vec<flatbuffers::WIPOffset<xf::XNode<'a>>>,
+    values: Vec<flatbuffers::WIPOffset<xf::XValue<'a>>>,
+    consts: Vec<(ConstSource, u64)>,
+    out_id: u32,
+) -> Delegate {
+    let xnodes = b.create_vector(&xnodes);
     let xvalues = b.create_vector(&values);
     // entry 0 is the placeholder of "no constant"
     let mut entries = vec![xf::ConstantDataOffset::create(&mut b, &xf::ConstantDataOffsetArgs::default())];
-    for (offset, size) in &consts {
+    let mut offsets = vec![];
+    let mut at = 0u64;
+    for (_, size) in &consts {
+        at = align(at, CONSTANT_ALIGN);
+        offsets.push(at);
         entries.push(xf::ConstantDataOffset::create(
             &mut b,
-            &xf::ConstantDataOffsetArgs { offset: *offset, size_: *size, named_key: None },
+            &xf::ConstantDataOffsetArgs { offset: at, size_: *size, named_key: None },
         ));
+        at += size;
     }
+    let data_size = at;
     let constant_data = b.create_vector(&entries);
     let (inputs, outputs) = (b.create_vector(&[0u32]), b.create_vector(&[out_id]));
     let version = b.create_string("0");
@@ -143,7 +182,6 @@ pub fn fully_connected(
     let header_len = align(HEADER_LEN as u64, CONSTANT_ALIGN);
     let fb_len = align(fbuf.len() as u64, CONSTANT_ALIGN);
     let data_offset = header_len + fb_len;
-    let data_size = consts.last().map_or(0, |(o, s)| o + s);
     let mut head = Vec::with_capacity(data_offset as usize);
     head.extend_from_slice(&[0, 0, 0, 0]);
     head.extend_from_slice(b"XH00");
@@ -155,9 +193,6 @@ pub fn fully_connected(
     head.resize(header_len as usize, 0);
     head.extend_from_slice(fbuf);
     head.resize(data_offset as usize, 0);
-    let mut weights = vec![(weight.0, data_offset, w_bytes)];
-    if let (Some((src, _)), Some(n)) = (bias, b_bytes) {
-        weights.push((src, data_offset + consts[1].0, n));
-    }
+    let weights = consts.into_iter().zip(offsets).map(|((src, size), o)| (src, data_offset + o, size)).collect();
     Delegate { head, weights, len: data_offset + data_size }
 }
