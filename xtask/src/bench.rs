@@ -220,6 +220,39 @@ fn export_onnx(root: &Path, opts: &Opts) -> Result<()> {
 // ---------------------------------------------------------------------------------------------
 // generate-onnx
 
+/// What the generation benches (`generate-onnx`, `openvino`, `executorch`) start from.
+struct Prepared {
+    bench_dir: PathBuf,
+    ckpt: PathBuf,
+    venv: Venv,
+    /// Their script in xtask/python/.
+    script: PathBuf,
+    /// The release `hfexport`.
+    exe: PathBuf,
+}
+
+/// Steps 1 and 2 of a generation bench: the checkpoint, and a release build of the CLI with
+/// `features`; `.venv/` must exist.
+fn prepare(root: &Path, script: &str, steps: usize, features: &[&str]) -> Result<Prepared> {
+    let bench_dir = target_dir(root).join("bench");
+    let ckpt = bench_dir.join("qwen3-0.6b-bf16");
+    let venv = Venv::new(root);
+    if !venv.exists() {
+        bail!("{} does not exist: run `cargo xtask setup` first", venv.dir.display());
+    }
+    println!("==> [1/{steps}] checkpoint {}", ckpt.display());
+    ensure_checkpoint(&ckpt)?;
+    let mut build = Command::new(cargo_bin());
+    build.args(["build", "--release", "-p", "hfexport-cli"]);
+    if !features.is_empty() {
+        build.args(["--features", &features.join(",")]);
+    }
+    println!("==> [2/{steps}] {}", describe(&build));
+    run(build.current_dir(root))?;
+    let exe = target_dir(root).join("release").join(format!("hfexport{}", std::env::consts::EXE_SUFFIX));
+    Ok(Prepared { script: root.join("xtask").join("python").join(script), bench_dir, ckpt, venv, exe })
+}
+
 /// Static cache length, prompt length and timed decode steps of `generate-onnx`.
 const GEN_CACHE_LEN: usize = 512;
 const GEN_PROMPT: usize = 128;
@@ -234,20 +267,7 @@ const GEN_PYTHON_TIMEOUT_S: u64 = 600;
 /// same for `transformers.exporters`' static-cache multi-token `decode` export of the checkpoint.
 fn generate_onnx(root: &Path, opts: &Opts) -> Result<()> {
     let steps = if opts.python { 6 } else { 4 };
-    let bench_dir = target_dir(root).join("bench");
-    let ckpt = bench_dir.join("qwen3-0.6b-bf16");
-    let venv = Venv::new(root);
-    if !venv.exists() {
-        bail!("{} does not exist: run `cargo xtask setup` first", venv.dir.display());
-    }
-    let script = root.join("xtask").join("python").join("bench_generate.py");
-
-    println!("==> [1/{steps}] checkpoint {}", ckpt.display());
-    ensure_checkpoint(&ckpt)?;
-
-    println!("==> [2/{steps}] cargo build --release -p hfexport-cli");
-    run(Command::new(cargo_bin()).args(["build", "--release", "-p", "hfexport-cli"]).current_dir(root))?;
-    let exe = target_dir(root).join("release").join(format!("hfexport{}", std::env::consts::EXE_SUFFIX));
+    let Prepared { bench_dir, ckpt, venv, script, exe } = prepare(root, "bench_generate.py", steps, &[])?;
 
     let ours_out = bench_dir.join("gen-hfexport");
     let cache = GEN_CACHE_LEN.to_string();
@@ -359,19 +379,7 @@ fn generate_onnx(root: &Path, opts: &Opts) -> Result<()> {
 /// `transformers.exporters`' OpenVINO export of the checkpoint.
 fn bench_openvino(root: &Path, opts: &Opts) -> Result<()> {
     let steps = if opts.python { 6 } else { 4 };
-    let bench_dir = target_dir(root).join("bench");
-    let ckpt = bench_dir.join("qwen3-0.6b-bf16");
-    let venv = Venv::new(root);
-    if !venv.exists() {
-        bail!("{} does not exist: run `cargo xtask setup` first", venv.dir.display());
-    }
-    let script = root.join("xtask").join("python").join("bench_openvino.py");
-
-    println!("==> [1/{steps}] checkpoint {}", ckpt.display());
-    ensure_checkpoint(&ckpt)?;
-    println!("==> [2/{steps}] cargo build --release -p hfexport-cli");
-    run(Command::new(cargo_bin()).args(["build", "--release", "-p", "hfexport-cli"]).current_dir(root))?;
-    let exe = target_dir(root).join("release").join(format!("hfexport{}", std::env::consts::EXE_SUFFIX));
+    let Prepared { bench_dir, ckpt, venv, script, exe } = prepare(root, "bench_openvino.py", steps, &[])?;
 
     // Ours twice: the static cache the issue asks for, and a growing cache (what transformers'
     // OpenVINO export falls back to when its static cache is wrong), so both compare like for like.
@@ -498,20 +506,7 @@ const ET_STEPS: usize = 32;
 /// and (with `--python`) transformers' `ExecutorchExporter` export, and our Rust zero-copy loop.
 fn bench_executorch(root: &Path, opts: &Opts) -> Result<()> {
     let steps = if opts.python { 7 } else { 5 };
-    let bench_dir = target_dir(root).join("bench");
-    let ckpt = bench_dir.join("qwen3-0.6b-bf16");
-    let venv = Venv::new(root);
-    if !venv.exists() {
-        bail!("{} does not exist: run `cargo xtask setup` first", venv.dir.display());
-    }
-    let script = root.join("xtask").join("python").join("bench_executorch.py");
-    println!("==> [1/{steps}] checkpoint {}", ckpt.display());
-    ensure_checkpoint(&ckpt)?;
-    println!("==> [2/{steps}] cargo build --release -p hfexport-cli --features executorch-runtime");
-    run(Command::new(cargo_bin())
-        .args(["build", "--release", "-p", "hfexport-cli", "--features", "executorch-runtime"])
-        .current_dir(root))?;
-    let exe = target_dir(root).join("release").join(format!("hfexport{}", std::env::consts::EXE_SUFFIX));
+    let Prepared { bench_dir, ckpt, venv, script, exe } = prepare(root, "bench_executorch.py", steps, &["executorch-runtime"])?;
     let cache = GEN_CACHE_LEN.to_string();
     let mut ours = vec![];
     for (label, config) in [
@@ -675,27 +670,7 @@ fn run_generate(venv: &Venv, script: &Path, tag: &str, label: &str, export: &Pat
     let mut cmd = venv.command();
     cmd.arg(script).arg("run").arg(label).arg(export).arg(GEN_PROMPT.to_string()).arg(GEN_STEPS.to_string());
     cmd.env("BENCH_CACHE_LEN", GEN_CACHE_LEN.to_string());
-    let out = cmd.output().with_context(|| format!("could not start `{}`", describe(&cmd)))?;
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let prefix = format!("{tag} {label} ");
-    let mut pairs = Vec::new();
-    for line in stdout.lines() {
-        println!("  {line}");
-        if let Some((k, v)) = line.strip_prefix(&prefix).and_then(|r| r.split_once(' ')) {
-            pairs.push((k.to_string(), v.to_string()));
-        }
-    }
-    if !out.status.success() {
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        let tail: Vec<&str> = stderr.lines().rev().take(15).collect();
-        bail!(
-            "`{}` failed ({}):\n{}",
-            describe(&cmd),
-            out.status,
-            tail.into_iter().rev().collect::<Vec<_>>().join("\n")
-        );
-    }
-    Ok(pairs)
+    pairs(&mut cmd, &format!("{tag} {label} "))
 }
 
 /// Runs `cmd` with its output in `log`; kills it after `cap_s` seconds (then `None`).
