@@ -506,7 +506,8 @@ const ET_STEPS: usize = 32;
 /// and (with `--python`) transformers' `ExecutorchExporter` export, and our Rust zero-copy loop.
 fn bench_executorch(root: &Path, opts: &Opts) -> Result<()> {
     let steps = if opts.python { 7 } else { 5 };
-    let Prepared { bench_dir, ckpt, venv, script, exe } = prepare(root, "bench_executorch.py", steps, &["executorch-runtime"])?;
+    let Prepared { bench_dir, ckpt, venv, script, exe } =
+        prepare(root, "bench_executorch.py", steps, &["executorch-runtime"])?;
     let cache = GEN_CACHE_LEN.to_string();
     let mut ours = vec![];
     for (label, config) in [

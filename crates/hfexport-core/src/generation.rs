@@ -81,6 +81,12 @@ pub fn argmax(logits: &[f32]) -> usize {
     best
 }
 
+/// The calls a prompt takes: one, or a token per call when the only program that can take it
+/// has a query length fixed at 1 (a one-token `decode` without a `prefill`). Never empty.
+pub fn prompt_calls(prompt: &[i64], one_token_only: bool) -> std::slice::Chunks<'_, i64> {
+    prompt.chunks(if one_token_only { 1 } else { prompt.len().max(1) })
+}
+
 /// The static-cache `attention_mask` [1, 1, q, slots] (row-major): slot `j` visible to query
 /// `i` iff `j <= pos + i`.
 pub fn static_mask(q: usize, pos: usize, slots: usize) -> Vec<bool> {

@@ -11,7 +11,7 @@
 
 use crate::runner::{kind_of_dtype, Pt2Runner, RunError};
 use hfexport_aten::lower::python_name;
-use hfexport_core::generation::{greedy, static_mask, Steps, StopReason};
+use hfexport_core::generation::{greedy, prompt_calls, static_mask, Steps, StopReason};
 use hfexport_core::metadata::{Component, ExportMetadata};
 use hfexport_core::DType;
 use std::collections::BTreeMap;
@@ -241,9 +241,8 @@ impl Steps for Pt2Generator {
             let _alias = c.f_zero_().map_err(|e| err(&self.dir, e.to_string()))?;
         }
         let use_prefill = self.prefill.is_some();
-        let chunk = if self.one_token && !use_prefill { 1 } else { prompt.len() };
         let mut logits = vec![];
-        for c in prompt.chunks(chunk) {
+        for c in prompt_calls(prompt, self.one_token && !use_prefill) {
             logits = self.call(c, use_prefill)?;
         }
         Ok(logits)

@@ -11,7 +11,7 @@
 //! back out. The loop itself is core's [`greedy`].
 
 use crate::runtime::{EtRunner, RunError};
-use hfexport_core::generation::{greedy, static_mask, Steps, StopReason};
+use hfexport_core::generation::{greedy, prompt_calls, static_mask, Steps, StopReason};
 use hfexport_core::metadata::{Component, ExportMetadata};
 use hfexport_core::DType;
 use std::path::{Path, PathBuf};
@@ -247,9 +247,8 @@ impl Steps for EtGenerator {
             b.bytes_mut().fill(0);
         }
         let use_prefill = self.prefill.is_some();
-        let chunk = if self.one_token && !use_prefill { 1 } else { prompt.len() };
         let mut logits = vec![];
-        for c in prompt.chunks(chunk) {
+        for c in prompt_calls(prompt, self.one_token && !use_prefill) {
             logits = self.call(c, use_prefill)?;
         }
         Ok(logits)

@@ -12,7 +12,7 @@
 
 use crate::runtime::OvRunner;
 use crate::{OvError, Result};
-use hfexport_core::generation::{greedy, static_mask, Steps, StopReason};
+use hfexport_core::generation::{greedy, prompt_calls, static_mask, Steps, StopReason};
 use hfexport_core::metadata::{Component, ExportMetadata};
 use hfexport_core::{DType, Tensor};
 use openvino::InferRequest;
@@ -213,9 +213,8 @@ impl Steps for OvGenerator {
             self.request = Some(self.decode.request()?);
         }
         let use_prefill = self.prefill.is_some();
-        let chunk = if self.one_token && !use_prefill { 1 } else { prompt.len() };
         let mut logits = vec![];
-        for c in prompt.chunks(chunk) {
+        for c in prompt_calls(prompt, self.one_token && !use_prefill) {
             logits = self.call(c, use_prefill)?;
         }
         Ok(logits)
