@@ -3,8 +3,11 @@
 //! at every non-padded position (single and left-padded batch) and the reference evaluator's at
 //! a batch and length no sample used; `run_decompositions()` + save + load give the same
 //! logits. Generation exports (three cache variants) give transformers' 16 greedy tokens through
-//! `ep.module()` with static caches mutated in place (`tests/python/generate_pt2.py`). The zip64
-//! layout is read back by Python's zipfile with every CRC checked.
+//! `ep.module()` with static caches mutated in place (`tests/python/generate_pt2.py`), each
+//! component a program of the export's one `model.pt2` (`load_pt2(path).exported_programs[name]`)
+//! whose weights `prefill` and `decode` share: the same weight bytes as the forward export, and
+//! at most 1.15x its size where weights dominate.
+//! The zip64 layout is read back by Python's zipfile with every CRC checked.
 
 mod common;
 
@@ -14,14 +17,19 @@ use hfexport::{
     AutoExportConfig, AutoHfExporter, Checkpoint, DType, Evaluator, ExportRequest, Generation, Task, Tensor,
 };
 use hfexport_models::safetensors::{read_all, write_safetensors};
-use std::collections::BTreeMap;
-use std::path::Path;
+use hfexport::dynamo::archive::Pt2Archive;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn export(name: &str, out: &Path, generation: Option<Generation>) -> ExportMetadata {
+    export_model(&fixture(name), out, generation)
+}
+
+fn export_model(model: &Path, out: &Path, generation: Option<Generation>) -> ExportMetadata {
     let config = AutoExportConfig::from_dict(&serde_json::json!({"export_format": "dynamo", "dynamic": true})).unwrap();
     let req = ExportRequest {
-        model: fixture(name),
+        model: model.to_path_buf(),
         output: out.to_path_buf(),
         task: Task::CausalLm,
         dtype: DType::F32,
@@ -130,6 +138,119 @@ fn generation_exports_give_transformers_tokens_with_caches_mutated_in_place() {
         .map(|(d, w)| format!("{d}: {:?} != transformers' {w:?}", got.get(d)))
         .collect();
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// Bytes of the files an export's components list (each file once).
+fn component_bytes(dir: &Path, meta: &ExportMetadata) -> u64 {
+    let files: std::collections::BTreeSet<&String> = meta.components.iter().flat_map(|c| &c.files).collect();
+    files.iter().map(|f| std::fs::metadata(dir.join(f)).unwrap().len()).sum()
+}
+
+/// The weight files a program's config names.
+fn weight_files(a: &Pt2Archive, program: &str) -> BTreeSet<String> {
+    let config: serde_json::Value =
+        serde_json::from_slice(a.entry(&format!("data/weights/{program}_weights_config.json")).unwrap()).unwrap();
+    config["config"].as_object().unwrap().values().map(|e| e["path_name"].as_str().unwrap().to_string()).collect()
+}
+
+/// Bytes of the weight files stored in an archive.
+fn weight_bytes(a: &Pt2Archive) -> u64 {
+    a.entries.iter().filter(|(k, _)| k.starts_with("data/weights/weight_")).map(|(_, e)| e.size).sum()
+}
+
+/// A copy of fixture `name` with its vocabulary widened to `vocab` (embedding and head rows
+/// repeated): a checkpoint whose weights are most of its bytes, as in any real model. (In the
+/// fixtures, ~0.5 MB of weights, each program's JSON is ~20% of the archive.)
+fn widened(name: &str, vocab: usize, dir: &Path) -> PathBuf {
+    std::fs::create_dir_all(dir).unwrap();
+    let src = fixture(name);
+    let mut config: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(src.join("config.json")).unwrap()).unwrap();
+    config["vocab_size"] = vocab.into();
+    std::fs::write(dir.join("config.json"), serde_json::to_string(&config).unwrap()).unwrap();
+    let mut tensors = read_all(src.join("model.safetensors")).unwrap();
+    for (k, t) in tensors.iter_mut() {
+        if k.ends_with("embed_tokens.weight") || k.ends_with("lm_head.weight") {
+            let mut shape = t.shape().to_vec();
+            let row = t.to_le_bytes().len() / shape[0];
+            let bytes: Vec<u8> = t.to_le_bytes().iter().copied().cycle().take(vocab * row).collect();
+            shape[0] = vocab;
+            *t = Tensor::from_le_bytes(t.dtype(), shape, &bytes).unwrap();
+        }
+    }
+    let refs: Vec<(&str, &Tensor)> = tensors.iter().map(|(k, t)| (k.as_str(), t)).collect();
+    write_safetensors(dir.join("model.safetensors"), &refs, &BTreeMap::new()).unwrap();
+    dir.to_path_buf()
+}
+
+/// A generation export is one `model.pt2` whose programs `prefill` and `decode` share every
+/// weight file: it stores exactly the forward export's weight bytes, is at most 1.15x the
+/// forward export where weights dominate (as in real models), and torch 2.13 loads both
+/// programs from it (`load_pt2(path).exported_programs[name]`).
+#[test]
+fn generation_exports_hold_every_component_in_one_archive_with_weights_stored_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let variants = [
+        ("static-prefill", Generation { static_cache: Some(32), multi_token_decode: false }),
+        ("growing", Generation { static_cache: None, multi_token_decode: false }),
+    ];
+    let wide = ["llama", "llama_linear_tied"].map(|n| (format!("{n}-wide"), widened(n, 8192, &tmp.path().join(n))));
+    let models = FIXTURES.iter().map(|n| (n.to_string(), fixture(n))).chain(wide);
+    let (mut failures, mut archives) = (vec![], vec![]);
+    for (name, model) in models {
+        let forward_dir = tmp.path().join(format!("{name}-forward"));
+        let forward = component_bytes(&forward_dir, &export_model(&model, &forward_dir, None));
+        let forward_archive = Pt2Archive::open(forward_dir.join("model.pt2")).unwrap();
+        let weights = weight_files(&forward_archive, "model");
+        for (variant, generation) in variants {
+            let dir = tmp.path().join(format!("{name}-{variant}"));
+            let meta = export_model(&model, &dir, Some(generation));
+            for c in &meta.components {
+                assert_eq!(c.files, ["model.pt2"], "{name} {variant}: component `{}`", c.name());
+            }
+            let a = Pt2Archive::open(dir.join("model.pt2")).unwrap();
+            assert_eq!(a.programs.keys().collect::<Vec<_>>(), ["decode", "prefill"], "{name} {variant}");
+            // both programs read the same files, as many as the forward export stores
+            let (prefill, decode) = (weight_files(&a, "prefill"), weight_files(&a, "decode"));
+            assert_eq!(prefill, decode, "{name} {variant}");
+            assert_eq!(decode.len(), weights.len(), "{name} {variant}");
+            let stored = a.entries.keys().filter(|k| k.starts_with("data/weights/weight_")).count();
+            assert_eq!(stored, weights.len(), "{name} {variant}: weight files stored");
+            assert_eq!(weight_bytes(&a), weight_bytes(&forward_archive), "{name} {variant}: weight bytes");
+            let bytes = component_bytes(&dir, &meta);
+            let ratio = bytes as f64 / forward as f64;
+            eprintln!("{name} {variant}: {bytes} bytes, forward {forward} bytes ({ratio:.3}x)");
+            if name.ends_with("-wide") && ratio > 1.15 {
+                failures.push(format!("{name} {variant}: {bytes} bytes, {ratio:.3}x the forward export's {forward}"));
+            }
+            archives.push(dir.join("model.pt2"));
+        }
+        archives.push(forward_dir.join("model.pt2"));
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    // torch 2.13 loads every program of each archive; `torch.export.load` the forward one
+    let check = r#"
+import sys, warnings
+warnings.filterwarnings("ignore")
+import torch
+from torch.export.pt2_archive._package import load_pt2
+for path in sys.argv[1:]:
+    programs = load_pt2(path).exported_programs
+    names = sorted(programs)
+    if names == ["model"]:
+        ep = torch.export.load(path)
+        assert isinstance(ep, torch.export.ExportedProgram), path
+    else:
+        assert names == ["decode", "prefill"], (path, names)
+        for n in names:
+            programs[n].module()
+        p, d = programs["prefill"].state_dict, programs["decode"].state_dict
+        assert sorted(p) == sorted(d) and all(torch.equal(p[k], d[k]) for k in p), path
+print("loaded", len(sys.argv) - 1)
+"#;
+    let o = Command::new(python()).arg("-c").arg(check).args(&archives).output().expect("python");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stdout).contains(&format!("loaded {}", archives.len())));
 }
 
 #[test]

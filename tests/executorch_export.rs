@@ -4,8 +4,11 @@
 //! transformers' logits at every non-padded position (single and left-padded batch) and the
 //! reference evaluator's at a batch and length no sample used. Generation exports (static
 //! cache, prefill + decode and multi-token decode) give transformers' 16 greedy tokens when the
-//! last N outputs are fed back as the caches (`tests/python/generate_pte.py`). A small program's
-//! decoded dump is a snapshot; a corrupt file is a clear error.
+//! last N outputs are fed back as the caches (`tests/python/generate_pte.py`), each component a
+//! method of the one `model.pte`. That program stores each weight once: prefill + decode weigh
+//! at most 1.15x the forward export, and the Python runtime lists and loads both methods
+//! (`tests/python/methods_pte.py`). A small program's decoded dump is a snapshot; a corrupt
+//! file is a clear error.
 
 mod common;
 
@@ -132,8 +135,8 @@ fn generation_exports_give_transformers_tokens_in_the_executorch_runtime() {
             let dir = tmp.path().join(format!("{name}-{variant}-{backend}"));
             let config = serde_json::json!({"export_format": "executorch", "backend": backend, "dynamic": true});
             let meta = export(name, &dir, config, Some(generation));
-            let decode = meta.component("decode").unwrap();
-            assert_eq!(decode.files, ["decode.pte"]);
+            // one program, a method per component
+            assert!(meta.components.iter().all(|c| c.files == ["model.pte"]), "{:?}", meta.components);
             let d = dir.to_str().unwrap().to_string();
             want.insert(d.clone(), gold["greedy.tokens"].as_i64().unwrap().to_vec());
             jobs.push(serde_json::json!([d, fixture(name).join("golden.safetensors")]));
@@ -150,6 +153,37 @@ fn generation_exports_give_transformers_tokens_in_the_executorch_runtime() {
         .map(|(d, w)| format!("{d}: {:?} != transformers' {w:?}", got.get(d)))
         .collect();
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// A generation export (prefill + decode, static cache) is one `model.pte` whose methods share
+/// every weight: at most 1.15x the bytes of the forward export (one method), with both backends
+/// (XNNPACK weights as named data, portable constants in the shared constant segment), and the
+/// upstream runtime lists and loads both methods.
+#[test]
+fn a_generation_program_stores_each_weight_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut programs = vec![];
+    for backend in ["xnnpack", "portable"] {
+        let forward = tmp.path().join(format!("forward-{backend}"));
+        export("qwen2", &forward, forward_config(backend), None);
+        let generation = tmp.path().join(format!("generation-{backend}"));
+        let config = serde_json::json!({"export_format": "executorch", "backend": backend, "dynamic": true});
+        let meta =
+            export("qwen2", &generation, config, Some(Generation { static_cache: Some(32), multi_token_decode: false }));
+        let names: Vec<&str> = meta.components.iter().map(|c| c.name()).collect();
+        assert_eq!(names, ["prefill", "decode"]);
+        assert!(meta.components.iter().all(|c| c.files == ["model.pte"]), "{:?}", meta.components);
+        let size = |dir: &Path| std::fs::metadata(dir.join("model.pte")).unwrap().len();
+        let (f, g) = (size(&forward), size(&generation));
+        assert!(g as f64 <= 1.15 * f as f64, "{backend}: generation {g} bytes > 1.15 x forward {f} bytes");
+        let file = PteFile::open(generation.join("model.pte")).unwrap();
+        assert_eq!(file.method_names().unwrap(), ["prefill", "decode"]);
+        programs.push(generation.join("model.pte"));
+    }
+    let o = Command::new(python()).arg(script("methods_pte.py")).args(&programs).output().expect("python");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let listed = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(listed.lines().collect::<Vec<_>>(), ["decode,prefill", "decode,prefill"], "{listed}");
 }
 
 #[test]

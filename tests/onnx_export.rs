@@ -270,13 +270,11 @@ fn an_export_failing_midway_leaves_nothing() {
     let src = FailingSource { inner: &ckpt, left: 3.into() };
     let dest = tmp.path().join("out");
     let staged = StagedDir::create(&dest, false).unwrap();
-    let cfg = match AutoExportConfig::from_dict(&serde_json::json!({"export_format": "onnx"})).unwrap() {
-        hfexport::ExportConfig::Onnx(c) => c,
-        other => panic!("{other:?}"),
-    };
-    let e = hfexport::onnx::export::export_component(&g, &src, staged.path(), "model", &cfg, &mut |_, _, _| {})
-        .unwrap_err()
-        .to_string();
+    let planned = [hfexport::core::plan::Planned { spec: hfexport::core::plan::ComponentSpec::forward(), graph: g }];
+    let cfg = AutoExportConfig::from_dict(&serde_json::json!({"export_format": "onnx"})).unwrap();
+    let backend = hfexport::backend(cfg.format()).unwrap();
+    let (prepared, _) = hfexport::core::backend::prepare(backend, &cfg, &planned).unwrap();
+    let e = backend.write(&prepared, &src, staged.path(), &cfg, &mut |_, _, _| {}).unwrap_err().to_string();
     assert!(e.contains("simulated I/O failure"), "{e}");
     assert!(staged.path().join("model.onnx.data").exists(), "the failure happened midway");
     drop(staged);

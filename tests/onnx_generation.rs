@@ -38,7 +38,7 @@ fn python_loops(generation: Generation, modes: &[&str], components: &[&str]) -> 
     for name in FIXTURES {
         let dir = tmp.path().join(name);
         let meta = export_decode(name, &dir, generation, true).unwrap();
-        let names: Vec<&str> = meta.components.iter().map(|c| c.name.as_str()).collect();
+        let names: Vec<&str> = meta.components.iter().map(|c| c.name()).collect();
         assert_eq!(names, components, "{name}");
         let want: Vec<i64> =
             read_all(fixture(name).join("golden.safetensors")).unwrap()["greedy.tokens"].as_i64().unwrap().to_vec();

@@ -39,7 +39,11 @@ def generate(core, export, golden):
     n_new = gold["greedy.tokens"].shape[1]
 
     def compiled(name):
-        return core.compile_model(os.path.join(export, f"openvino_{name}.xml"), "CPU", CONFIG)
+        # the components share one weights file: read_model(xml, bin) with the .bin export.json lists
+        files = comps[name]["files"]
+        xml, bin_ = (next(f for f in files if f.endswith(ext)) for ext in (".xml", ".bin"))
+        model = core.read_model(os.path.join(export, xml), os.path.join(export, bin_))
+        return core.compile_model(model, "CPU", CONFIG)
 
     decode = compiled("decode")
     slots = meta["symbols"].get("cache_len", {}).get("max")

@@ -1,10 +1,12 @@
-"""Greedy generation over hfexport `.pt2` generation exports with torch.export.load, the way a
-Python user would write the loop, for the Rust test suite.
+"""Greedy generation over hfexport `.pt2` generation exports in torch, the way a Python user
+would write the loop, for the Rust test suite.
 
 usage: generate_pt2.py JOBS.json OUT.json
 
 JOBS is a list of [EXPORT_DIR, GOLDEN.safetensors]; OUT maps each EXPORT_DIR to its tokens.
-Programs are called positionally, `module()(input_ids, attention_mask, position_ids, *cache)`
+Every component is a program of the export's one archive (the `.pt2` its export.json entry
+lists), loaded by name: `load_pt2(path).exported_programs["decode"]` (`torch.export.load`
+returns only a program named `model`). Programs are called positionally, `module()(input_ids, attention_mask, position_ids, *cache)`
 (DESIGN.md), in the input order of export.json. A static cache is a list of zero tensors sized
 from export.json (the one symbolic axis, `cache_len`, at its maximum) that the program updates
 in place: the loop never reads a cache back, and checks after every call that the caller's
@@ -21,6 +23,7 @@ import warnings
 warnings.filterwarnings("ignore")
 import torch  # noqa: E402
 from safetensors.numpy import load_file  # noqa: E402
+from torch.export.pt2_archive._package import load_pt2  # noqa: E402
 
 DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
 
@@ -31,9 +34,12 @@ def main():
     json.dump(result, open(out, "w"))
 
 
-def load(export, comp):
-    path = os.path.join(export, f"{comp['name']}.pt2")
-    ep = torch.export.load(path)
+def load(export, comp, archives):
+    (file,) = [f for f in comp["files"] if f.endswith(".pt2")]
+    path = os.path.join(export, file)
+    if path not in archives:
+        archives[path] = load_pt2(path).exported_programs
+    ep = archives[path][comp["name"]]
     with tempfile.TemporaryDirectory() as tmp:
         again = os.path.join(tmp, "resaved.pt2")
         torch.export.save(ep.run_decompositions(), again)
@@ -48,9 +54,10 @@ def generate(export, golden):
     prompt = gold["greedy.prompt_ids"][0].tolist()
     n_new = gold["greedy.tokens"].shape[1]
     decode_c = comps["decode"]
-    decode = load(export, decode_c)
+    archives = {}
+    decode = load(export, decode_c, archives)
     prefill_c = comps.get("prefill", decode_c)
-    prefill = load(export, prefill_c) if "prefill" in comps else decode
+    prefill = load(export, prefill_c, archives) if "prefill" in comps else decode
     slots = meta["symbols"].get("cache_len", {}).get("max")
     cache_ports = [p for p in decode_c["inputs"] if p["name"].startswith("input.")]
 

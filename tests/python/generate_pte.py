@@ -4,10 +4,12 @@ runtime, the way a Python user writes the loop, for the Rust test suite.
 usage: generate_pte.py JOBS.json OUT.json
 
 JOBS is a list of [EXPORT_DIR, GOLDEN.safetensors]; OUT maps each EXPORT_DIR to its tokens.
-Each component's method `forward` takes `[input_ids, attention_mask, position_ids, *cache]`
-and returns `[cache×N, logits, cache×N]` (DESIGN.md): the caches start as zeros sized from
-export.json (`cache_len` at its maximum) and the last N outputs are fed back as the next call's
-caches. The first N outputs must equal the last N (both are the caches updated in place).
+The export is one program (the `.pte` export.json lists for every component) with a method per
+component, named after it (`prefill`, `decode`). Each method takes `[input_ids, attention_mask,
+position_ids, *cache]` and returns `[cache×N, logits, cache×N]` (DESIGN.md): the caches start as
+zeros sized from export.json (`cache_len` at its maximum) and the last N outputs are fed back as
+the next call's caches. The first N outputs must equal the last N (both are the caches updated
+in place).
 """
 import json
 import os
@@ -34,8 +36,10 @@ def generate(export, golden):
     gold = load_file(golden)
     prompt = gold["greedy.prompt_ids"][0].tolist()
     n_new = gold["greedy.tokens"].shape[1]
-    rt = Runtime.get()
-    methods = {n: rt.load_program(os.path.join(export, f"{n}.pte")).load_method("forward") for n in comps}
+    (file,) = {f for c in comps.values() for f in c["files"] if f.endswith(".pte")}
+    program = Runtime.get().load_program(os.path.join(export, file))
+    assert program.method_names == set(comps), f"methods {program.method_names}, components {set(comps)}"
+    methods = {n: program.load_method(n) for n in comps}
     decode_c = comps["decode"]
     slots = meta["symbols"]["cache_len"]["max"]
     cache_ports = [p for p in decode_c["inputs"] if p["name"].startswith("input.")]

@@ -2,8 +2,9 @@
 //!
 //! Native: `Linear` (`aten.linear`), `Attention` without softcap
 //! (`aten.scaled_dot_product_attention` with an additive mask, a sliding window already folded
-//! into it by core, and `enable_gqa`) and `CacheUpdate` (`aten.index_copy` on axis 2, whose result becomes a
-//! mutation of the cache input). The other high-level ops are decomposed by core first.
+//! into it by core, and `enable_gqa`) and `CacheUpdate` / `ScatterSlots` (`aten.index_copy` on
+//! axis 2, whose result becomes a mutation of the cache input). The other high-level ops are
+//! decomposed by core first.
 //! Symbolic sizes are `aten.sym_size.int` reads combined with `_operator.mul`/`add`, through
 //! core's [`DimLowering`].
 
@@ -23,13 +24,31 @@ pub struct LowerError {
 
 type Result<T> = std::result::Result<T, LowerError>;
 
-/// Whether `op` is lowered natively (else core decomposes it first).
+/// Whether `op` is lowered natively (else core decomposes it first), for the `.pt2` writer
+/// (the `.pte` writer decides in `hfexport_executorch::export::native`). Every variant is
+/// listed, so a new op does not compile until it is decided here.
 pub fn native(op: &Op) -> bool {
     match op {
-        Op::Linear | Op::CacheUpdate => true,
+        Op::Constant(_)
+        | Op::Unary(_)
+        | Op::Binary(_)
+        | Op::Where
+        | Op::Cast(_)
+        | Op::MatMul
+        | Op::Reduce { .. }
+        | Op::Softmax { .. }
+        | Op::Reshape { .. }
+        | Op::Transpose { .. }
+        | Op::Expand { .. }
+        | Op::Concat { .. }
+        | Op::Slice { .. }
+        | Op::Gather { .. }
+        | Op::Iota { .. } => true,
+        Op::Linear | Op::CacheUpdate | Op::ScatterSlots => true,
         // a sliding window is folded into the mask first (`Pass::FoldSlidingWindows`)
         Op::Attention { softcap, sliding_window, .. } => softcap.is_none() && sliding_window.is_none(),
-        other => !other.is_high_level(),
+        // torch.export's core ATen set has no RMS norm, rotary or gated MLP op
+        Op::RmsNorm { .. } | Op::RotaryCosSin { .. } | Op::ApplyRotary | Op::GatedMlp { .. } => false,
     }
 }
 
@@ -346,7 +365,7 @@ fn lower_node(em: &mut Emit, dims: &mut DimLowering<SymVal>, n: &Node) -> Result
             }
             ("aten.linear.default", a)
         }
-        Op::CacheUpdate => {
+        Op::CacheUpdate | Op::ScatterSlots => {
             let slots = em.call(
                 "aten.reshape.default",
                 vec![("self", t(2)), ("shape", Arg::SymInts(vec![SymIntArg::Int(-1)]))],
@@ -376,18 +395,25 @@ fn lower_node(em: &mut Emit, dims: &mut DimLowering<SymVal>, n: &Node) -> Result
                 ],
             )
         }
-        hl => return Err(err(&n.name, hl.name(), "has no native ATen lowering; decompose it first")),
+        Op::Attention { .. } | Op::RmsNorm { .. } | Op::RotaryCosSin { .. } | Op::ApplyRotary | Op::GatedMlp { .. } => {
+            return Err(err(&n.name, n.op.name(), "has no native ATen lowering; it should have been decomposed"))
+        }
     };
     let v = em.call_named(target, args, m, name);
     em.names[n.outputs[0].0] = v;
     Ok(())
 }
 
-/// The additive mask: 0 where a key may be attended, the dtype's lowest value elsewhere.
+/// The additive mask: as given when it is one, else 0 where the bool mask lets a key be
+/// attended and the dtype's lowest value elsewhere (never -inf, so a fully masked row stays
+/// finite).
 fn attention_mask(em: &mut Emit, n: &Node) -> String {
     let g = em.g;
     let dtype = g.info(n.inputs[0]).dtype;
     let mask = em.names[n.inputs[3].0].clone();
+    if g.info(n.inputs[3]).dtype != DType::Bool {
+        return mask;
+    }
     let sizes = g.info(n.inputs[3]).shape.clone();
     let zero = em.constant(&Tensor::scalar_float(dtype, 0.0));
     let low = em.constant(&Tensor::scalar_float(dtype, dtype.min_finite()));

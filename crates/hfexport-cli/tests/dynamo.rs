@@ -32,7 +32,10 @@ fn pt2_archives_read_back_and_bad_ones_are_clear_errors() {
     for name in a.entries.keys() {
         a.entry(name).unwrap_or_else(|e| panic!("{e}"));
     }
-    assert!(a.entries.contains_key("data/weights/weight_0") && a.program["graph_module"]["graph"]["nodes"].is_array());
+    assert_eq!(a.programs.keys().collect::<Vec<_>>(), ["model"], "a forward export holds the one program `model`");
+    assert!(
+        a.entries.contains_key("data/weights/weight_0") && a.programs["model"]["graph_module"]["graph"]["nodes"].is_array()
+    );
     let weights = a.entries.keys().filter(|k| k.starts_with("data/weights/weight_")).count();
     assert_eq!(weights, 35, "one file per parameter");
 

@@ -39,7 +39,7 @@ type EmitNode<'a> = dyn FnMut(&mut Graph, &Node, &[ValueId]) -> Result<Vec<Value
 
 /// A copy of `src` whose nodes are re-emitted by `emit` (given the node and its inputs in the
 /// new graph; it returns the node's outputs there), in order.
-fn rebuild(src: &Graph, emit: &mut EmitNode) -> Result<Graph> {
+pub(crate) fn rebuild(src: &Graph, emit: &mut EmitNode) -> Result<Graph> {
     let (mut g, mut map) = src.empty_like();
     for node in src.nodes() {
         let ins = node
@@ -88,8 +88,26 @@ pub fn expand(g: &mut Graph, node: &Node, ins: &[ValueId]) -> Result<Vec<ValueId
         }
         Op::Linear => Ok(vec![e.linear(ins[0], ins[1], ins.get(2).copied())?]),
         Op::GatedMlp { act } => Ok(vec![e.gated_mlp(ins, *act)?]),
-        Op::CacheUpdate => Ok(vec![e.cache_update(ins[0], ins[1], ins[2])?]),
-        other => Err(Error::Verify { graph: e.g.name.clone(), msg: format!("{} has no decomposition", other.name()) }),
+        Op::CacheUpdate | Op::ScatterSlots => Ok(vec![e.cache_update(ins[0], ins[1], ins[2])?]),
+        // primitives: nothing to expand (listed, so a new op says which kind it is)
+        Op::Constant(_)
+        | Op::Unary(_)
+        | Op::Binary(_)
+        | Op::Where
+        | Op::Cast(_)
+        | Op::MatMul
+        | Op::Reduce { .. }
+        | Op::Softmax { .. }
+        | Op::Reshape { .. }
+        | Op::Transpose { .. }
+        | Op::Expand { .. }
+        | Op::Concat { .. }
+        | Op::Slice { .. }
+        | Op::Gather { .. }
+        | Op::Iota { .. } => Err(Error::Verify {
+            graph: e.g.name.clone(),
+            msg: format!("node `{}`: {} is a primitive, it has no decomposition", node.name, node.op.name()),
+        }),
     }
 }
 
@@ -278,13 +296,21 @@ impl Emitter<'_> {
             let t = self.un("capped_tanh", UnaryOp::Tanh, d)?;
             sc = self.bin("capped", BinaryOp::Mul, t, c)?;
         }
-        let mask = match window {
-            Some((w, qp, kp)) => self.window_mask(mask, w, qp, kp)?,
-            None => mask,
+        let sc = if self.dtype(mask) == DType::Bool {
+            let mask = match window {
+                Some((w, qp, kp)) => self.window_mask(mask, w, qp, kp)?,
+                None => mask,
+            };
+            let low = self.scalar("masked_value", dtype, dtype.min_finite() as f64)?;
+            let sc = self.op("masked", Op::Where, &[mask, sc, low])?;
+            self.cast("scores_f32", sc, DType::F32)?
+        } else {
+            // an additive mask (inference refuses it with a window), added in f32 so that the
+            // dtype's lowest value plus a score cannot overflow to -inf
+            let sc = self.cast("scores_f32", sc, DType::F32)?;
+            let m = self.cast("mask_f32", mask, DType::F32)?;
+            self.bin("masked", BinaryOp::Add, sc, m)?
         };
-        let low = self.scalar("masked_value", dtype, dtype.min_finite() as f64)?;
-        let sc = self.op("masked", Op::Where, &[mask, sc, low])?;
-        let sc = self.cast("scores_f32", sc, DType::F32)?;
         let p = self.op("softmax", Op::Softmax { axis: 3 }, &[sc])?;
         let p = self.cast("probs", p, dtype)?;
         self.op("out", Op::MatMul, &[p, v])

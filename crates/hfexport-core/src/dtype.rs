@@ -84,6 +84,16 @@ impl DType {
         }
     }
 
+    /// The name [`DType::from_user_name`] reads back, for a float export dtype (`float32` for
+    /// anything but float16 and bfloat16).
+    pub fn user_name(self) -> &'static str {
+        match self {
+            DType::F16 => "float16",
+            DType::BF16 => "bfloat16",
+            _ => "float32",
+        }
+    }
+
     /// The smallest finite value, used as "minus infinity" in masks so that fully masked rows
     /// never produce NaN (as transformers' eager attention does).
     pub fn min_finite(self) -> f32 {

@@ -228,7 +228,7 @@ fn eval_node(node: &Node, ins: &[&Tensor], b: &Bindings) -> Result<Vec<Tensor>> 
         }
         Op::Linear => one(k::linear(ins[0], ins[1], ins.get(2).copied())?),
         Op::GatedMlp { act } => one(gated_mlp(ins, *act)?),
-        Op::CacheUpdate => one(cache_update(ins[0], ins[1], ins[2])?),
+        Op::CacheUpdate | Op::ScatterSlots => one(cache_update(ins[0], ins[1], ins[2])?),
     }
 }
 
@@ -317,7 +317,10 @@ fn attention(
     let (kvh, t, dv) = (kk.shape()[1], kk.shape()[2], v.shape()[3]);
     let rep = h / kvh;
     let mask = k::expand(mask, &[b, 1, s, t])?;
-    let mv = mask.as_bool()?;
+    // bool: true = may attend; float: added to the scores (in f32, as the decomposition does)
+    let additive = mask.dtype() != crate::dtype::DType::Bool;
+    let mask = if additive { k::to_f32(&mask) } else { mask };
+    let (mv, mf) = if additive { (&[][..], mask.as_f32()?) } else { (mask.as_bool()?, &[][..]) };
     let window = match window {
         Some((w, qp, kp)) => Some((w as i64, k::expand(qp, &[b, s])?, k::expand(kp, &[b, t])?)),
         None => None,
@@ -342,7 +345,13 @@ fn attention(
                     if let Some(cap) = softcap {
                         y = round((y / cap).tanh() * cap)?;
                     }
-                    let mut allowed = mv[(bi * s + i) * t + j];
+                    let m = (bi * s + i) * t + j;
+                    if additive {
+                        // inference refuses a window with an additive mask
+                        *x = y + mf[m];
+                        continue;
+                    }
+                    let mut allowed = mv[m];
                     if let Some((w, qp, kp)) = &window {
                         allowed &= qp.as_i64()?[bi * s + i] - kp.as_i64()?[bi * t + j] < *w;
                     }

@@ -143,6 +143,48 @@ impl<S: Steps> Steps for Timed<'_, S> {
     }
 }
 
+/// What one greedy run gives a caller to print.
+#[derive(Debug, Clone)]
+pub struct Generated {
+    pub tokens: Vec<i64>,
+    pub stop: StopReason,
+    /// Slots of a static cache; `None` when the cache grows.
+    pub slots: Option<usize>,
+    /// Time in the prompt call.
+    pub prefill: std::time::Duration,
+    /// Mean time of a one-token step, when there was one.
+    pub step_ms: Option<f64>,
+}
+
+/// A runtime's generator behind one interface: the CLI and products drive every format the
+/// same way ([`crate::backend::Backend::open_generator`]).
+pub trait Generator {
+    /// The runtime and its version, e.g. `onnxruntime 1.32.0`.
+    fn runtime(&self) -> String;
+    /// How the cache is held, for a log line: `stateful`, `zero-copy`, or empty.
+    fn kind(&self) -> &'static str {
+        ""
+    }
+    /// [`greedy`] over this runtime, timed.
+    fn generate(&mut self, prompt: &[i64], max_new_tokens: usize, eos: &[i64]) -> crate::Result<Generated>;
+}
+
+/// [`greedy`] over `s` with [`Timed`] around it: what every [`Generator::generate`] does.
+pub fn timed_greedy<S: Steps>(
+    s: &mut S,
+    prompt: &[i64],
+    max_new_tokens: usize,
+    eos: &[i64],
+) -> crate::Result<Generated>
+where
+    S::Error: Into<crate::Error>,
+{
+    let slots = s.capacity();
+    let mut timed = Timed::new(s);
+    let (tokens, stop) = greedy(&mut timed, prompt, max_new_tokens, eos).map_err(Into::into)?;
+    Ok(Generated { tokens, stop, slots, prefill: timed.prefill, step_ms: timed.step_ms() })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

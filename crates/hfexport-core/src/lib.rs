@@ -6,11 +6,14 @@
 //! - [`decompose`]: high-level ops expanded into primitives; [`passes`]: the pass manager and
 //!   the patch registry; [`verify`]: graph invariants; [`dump`]: the stable text form;
 //! - [`eval`]: the reference evaluator, the oracle every exported artifact is checked against;
+//! - [`plan`]: the typed components of an export; [`backend`]: the one `Backend` trait and the
+//!   pipeline every format shares;
 //! - [`config`]: export configs and `AutoExportConfig`, mirroring the Python names.
 //!
 //! Nothing here names ONNX, OpenVINO or ATen: backends lower from this crate.
 
 pub mod artifact;
+pub mod backend;
 pub mod config;
 pub mod decompose;
 pub mod dim;
@@ -25,6 +28,7 @@ mod kernels;
 pub mod metadata;
 pub mod ops;
 pub mod passes;
+pub mod plan;
 pub mod rope;
 pub mod shape_program;
 pub mod tensor;

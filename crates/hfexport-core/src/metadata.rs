@@ -4,11 +4,12 @@
 
 use crate::dim::shape_to_string;
 use crate::graph::{Alias, Graph};
+use crate::plan::{CacheMode, ComponentSpec, Planned, Role};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::Path;
 
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
 pub const FILE_NAME: &str = "export.json";
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -57,8 +58,12 @@ pub struct Port {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Component {
-    pub name: String,
+    /// Name, role, entry, exit, positions and cache mode (the typed plan).
+    #[serde(flatten)]
+    pub spec: ComponentSpec,
     pub files: Vec<String>,
+    /// This component's symbolic dims and their ranges.
+    pub symbols: BTreeMap<String, Range>,
     pub inputs: Vec<Port>,
     pub outputs: Vec<Port>,
     /// Outputs that update an input in place.
@@ -98,11 +103,13 @@ fn ports(g: &Graph, ps: &[crate::graph::Port]) -> Vec<Port> {
 }
 
 impl Component {
-    /// I/O and aliases of `g`, stored as the files `files` of component `name`.
-    pub fn from_graph(name: &str, g: &Graph, files: Vec<String>) -> Component {
+    /// I/O, aliases and symbols of a planned component, stored as the files `files`.
+    pub fn from_planned(p: &Planned, files: Vec<String>) -> Component {
+        let g = &p.graph;
         Component {
-            name: name.to_string(),
+            spec: p.spec.clone(),
             files,
+            symbols: symbols_of(g),
             inputs: ports(g, g.inputs()),
             outputs: ports(g, g.outputs()),
             aliases: g
@@ -112,6 +119,25 @@ impl Component {
                 .collect(),
             states: vec![],
         }
+    }
+
+    pub fn name(&self) -> &str {
+        &self.spec.name
+    }
+
+    /// Slots of a static cache (`cache_len`'s maximum); `None` for any other cache mode.
+    pub fn static_slots(&self) -> Option<usize> {
+        match self.spec.cache {
+            CacheMode::StaticInPlace => self.symbols.get("cache_len").map(|r| r.max.max(1) as usize),
+            _ => None,
+        }
+    }
+
+    /// The first file of the component whose name ends with `ext`.
+    pub fn file(&self, ext: &str) -> crate::Result<&str> {
+        self.files.iter().map(String::as_str).find(|f| f.ends_with(ext)).ok_or_else(|| {
+            crate::Error::Artifact(format!("component `{}` lists no {ext} file", self.spec.name))
+        })
     }
 
     /// The component of a stateful export: every cache pair `input.<n>` / `output.<n>` (a
@@ -167,9 +193,14 @@ impl ExportMetadata {
         Ok(m)
     }
 
+    /// The first component of `role`, if any.
+    pub fn by_role(&self, role: Role) -> Option<&Component> {
+        self.components.iter().find(|c| c.spec.role == role)
+    }
+
     pub fn component(&self, name: &str) -> crate::Result<&Component> {
-        self.components.iter().find(|c| c.name == name).ok_or_else(|| {
-            let names: Vec<&str> = self.components.iter().map(|c| c.name.as_str()).collect();
+        self.components.iter().find(|c| c.spec.name == name).ok_or_else(|| {
+            let names: Vec<&str> = self.components.iter().map(|c| c.spec.name.as_str()).collect();
             crate::Error::Artifact(format!("no component `{name}` in this export (components: {})", names.join(", ")))
         })
     }

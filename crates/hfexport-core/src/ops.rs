@@ -143,9 +143,14 @@ pub enum Op {
     },
     /// `x [b, h, s, d], cos [b, s, d], sin [b, s, d]` -> `x*cos + rotate_half(x)*sin`.
     ApplyRotary,
-    /// `q [b, h, s, d], k [b, kvh, t, d], v [b, kvh, t, dv], mask bool [b|1, 1, s|1, t]`
+    /// `q [b, h, s, d], k [b, kvh, t, d], v [b, kvh, t, dv], mask [b|1, 1, s|1, t]`
     /// (+ `q_pos [b|1, s], k_pos [b|1, t]` when `sliding_window` is set) -> `[b, h, s, dv]`.
-    /// GQA when `kvh < h`; masked scores take the dtype's lowest value, never -inf.
+    /// GQA when `kvh < h`. A bool mask (true = may attend, what builders emit): masked scores
+    /// take the dtype's lowest value, never -inf. A float mask of `q`'s dtype is additive: it
+    /// is added to the scaled (and capped) scores in f32 before the softmax (what a patch turns
+    /// a bool mask into for a runtime that mishandles bool masks); with 0 and the dtype's lowest
+    /// value it gives the bool mask's result on every row with a key to attend, and in float32
+    /// on fully masked rows too. A sliding window needs a bool mask.
     Attention {
         scale: f32,
         softcap: Option<f32>,
@@ -153,12 +158,17 @@ pub enum Op {
     },
     /// `x [..., in] · w[out, in]ᵀ (+ b[out])`.
     Linear,
-    /// `down(act(gate(x)) * up(x))` with weights `[inter, hidden], [inter, hidden], [hidden, inter]`
-    /// and optionally their biases `[inter], [inter], [hidden]` (inputs 4..7).
     /// `cache [b, h, L, d], new [b, h, q, d], slots i64 [b|1, q]` -> the cache with row
     /// `slots[j]` of axis 2 replaced by `new[.., j, ..]` (a static KV cache written at the
-    /// positions of the new tokens). Backends realise it in place.
+    /// positions of the new tokens). Backends realise it in place, each its own way (OpenVINO's
+    /// stateful export grows a state by the new rows, relying on calls in position order).
     CacheUpdate,
+    /// `CacheUpdate`'s computation with no licence to realise it another way than writing the
+    /// rows at their slots (never by growing a state); what a patch turns a `CacheUpdate` into
+    /// for a runtime that fails on the other realisation.
+    ScatterSlots,
+    /// `down(act(gate(x)) * up(x))` with weights `[inter, hidden], [inter, hidden], [hidden, inter]`
+    /// and optionally their biases `[inter], [inter], [hidden]` (inputs 4..7).
     GatedMlp {
         act: Activation,
     },
@@ -218,6 +228,7 @@ impl Op {
             Op::Linear => "Linear",
             Op::GatedMlp { .. } => "GatedMlp",
             Op::CacheUpdate => "CacheUpdate",
+            Op::ScatterSlots => "ScatterSlots",
         }
     }
 
@@ -230,22 +241,56 @@ impl Op {
                 *end = f(end);
             }
             Op::Iota { len } => *len = f(len),
-            _ => {}
+            // no dims in their attributes (listed, so a new op says whether it has any)
+            Op::Constant(_)
+            | Op::Unary(_)
+            | Op::Binary(_)
+            | Op::Where
+            | Op::Cast(_)
+            | Op::MatMul
+            | Op::Reduce { .. }
+            | Op::Softmax { .. }
+            | Op::Transpose { .. }
+            | Op::Concat { .. }
+            | Op::Gather { .. }
+            | Op::RmsNorm { .. }
+            | Op::RotaryCosSin { .. }
+            | Op::ApplyRotary
+            | Op::Attention { .. }
+            | Op::Linear
+            | Op::CacheUpdate
+            | Op::ScatterSlots
+            | Op::GatedMlp { .. } => {}
         }
     }
 
-    /// True for ops that carry a decomposition into primitives.
+    /// True for ops that carry a decomposition into primitives (`decompose::expand`).
     pub fn is_high_level(&self) -> bool {
-        matches!(
-            self,
+        match self {
+            Op::Constant(_)
+            | Op::Unary(_)
+            | Op::Binary(_)
+            | Op::Where
+            | Op::Cast(_)
+            | Op::MatMul
+            | Op::Reduce { .. }
+            | Op::Softmax { .. }
+            | Op::Reshape { .. }
+            | Op::Transpose { .. }
+            | Op::Expand { .. }
+            | Op::Concat { .. }
+            | Op::Slice { .. }
+            | Op::Gather { .. }
+            | Op::Iota { .. } => false,
             Op::RmsNorm { .. }
-                | Op::RotaryCosSin { .. }
-                | Op::ApplyRotary
-                | Op::Attention { .. }
-                | Op::Linear
-                | Op::GatedMlp { .. }
-                | Op::CacheUpdate
-        )
+            | Op::RotaryCosSin { .. }
+            | Op::ApplyRotary
+            | Op::Attention { .. }
+            | Op::Linear
+            | Op::CacheUpdate
+            | Op::ScatterSlots
+            | Op::GatedMlp { .. } => true,
+        }
     }
 
     /// Attributes as stable text for the dump (`{axis=2}`), empty when there are none.
@@ -283,7 +328,15 @@ impl Op {
                 s
             }
             Op::GatedMlp { act } => format!("act={act:?}"),
-            _ => String::new(),
+            // attributes in the name (`Add`, `ReduceMax`) or none
+            Op::Unary(_)
+            | Op::Binary(_)
+            | Op::Where
+            | Op::MatMul
+            | Op::ApplyRotary
+            | Op::Linear
+            | Op::CacheUpdate
+            | Op::ScatterSlots => String::new(),
         };
         if s.is_empty() {
             s
@@ -550,8 +603,11 @@ impl Op {
                         return Err(format!("query heads {} are not a multiple of kv heads {}", q.shape[1], k.shape[1]))
                     }
                 }
-                if m.dtype != DType::Bool {
-                    return Err(format!("mask must be bool, got {}", m.dtype));
+                if m.dtype != DType::Bool && m.dtype != q.dtype {
+                    return Err(format!("mask must be bool or additive {}, got {}", q.dtype, m.dtype));
+                }
+                if m.dtype != DType::Bool && sliding_window.is_some() {
+                    return Err("a sliding window needs a bool mask (fold it before making the mask additive)".into());
                 }
                 let scores = [q.shape[0].clone(), q.shape[1].clone(), q.shape[2].clone(), k.shape[2].clone()];
                 if bcast(&scores, &m.shape)? != scores {
@@ -599,7 +655,7 @@ impl Op {
                 *shape.last_mut().expect("rank >= 1") = w.shape[0].clone();
                 one(x.dtype, shape)
             }
-            Op::CacheUpdate => {
+            Op::CacheUpdate | Op::ScatterSlots => {
                 arity(ins, 3)?;
                 let (c, n, p) = (ins[0], ins[1], ins[2]);
                 let fits = c.rank() == 4

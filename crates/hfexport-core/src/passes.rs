@@ -8,10 +8,12 @@
 //! is installed.
 
 use crate::config::ExportFormat;
-use crate::decompose::{decompose, fold_sliding_windows};
+use crate::decompose::{decompose, fold_sliding_windows, rebuild};
+use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::graph::Graph;
+use crate::graph::{Graph, Producer};
 use crate::ops::Op;
+use crate::tensor::Tensor;
 use crate::verify::verify;
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
@@ -56,6 +58,18 @@ impl VersionRange {
     }
 }
 
+/// `onnxruntime >=1.32.0`, `openvino >=2026.4.1,<2027`, `torch (any version)`.
+impl std::fmt::Display for VersionRange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (self.min, self.below) {
+            (None, None) => write!(f, "{} (any version)", self.package),
+            (Some(m), None) => write!(f, "{} >={m}", self.package),
+            (None, Some(b)) => write!(f, "{} <{b}", self.package),
+            (Some(m), Some(b)) => write!(f, "{} >={m},<{b}", self.package),
+        }
+    }
+}
+
 /// A named graph rewrite working around an upstream behaviour.
 #[derive(Debug, Clone)]
 pub struct Patch {
@@ -64,6 +78,8 @@ pub struct Patch {
     /// Formats it applies to; empty means every format.
     pub formats: &'static [ExportFormat],
     pub upstream: Option<VersionRange>,
+    /// The upstream issue it works around: a URL, or a precise description when none is known.
+    pub issue: &'static str,
     pub reason: &'static str,
     /// Returns the rewritten graph, or `None` when the graph has nothing to patch.
     pub rewrite: fn(&Graph) -> Result<Option<Graph>>,
@@ -89,10 +105,15 @@ pub struct PatchRegistry {
 }
 
 impl PatchRegistry {
-    /// The patches shipped with hfexport. None is needed yet: the writers that need
-    /// workarounds (ONNX Runtime, OpenVINO, ExecuTorch, torch) register theirs here.
+    /// The patches shipped with hfexport: every workaround of an upstream runtime behaviour
+    /// lives here (not in a lowering), so `export.json` lists the ones an export needed and
+    /// `cargo xtask check-versions` flags those whose upstream range the pins have left.
     pub fn builtin() -> PatchRegistry {
-        PatchRegistry::default()
+        let mut r = PatchRegistry::default();
+        for p in [ORT_ATTENTION_ADDITIVE_MASK, OPENVINO_STATIC_QUERY_CACHE_SCATTER] {
+            r.register(p).expect("builtin patch names are unique");
+        }
+        r
     }
 
     pub fn register(&mut self, p: Patch) -> Result<()> {
@@ -108,6 +129,82 @@ impl PatchRegistry {
     }
 }
 
+/// ONNX Runtime's `Attention` turns a fully masked row of a bool mask into NaN.
+pub const ORT_ATTENTION_ADDITIVE_MASK: Patch = Patch {
+    name: "onnxruntime-attention-additive-mask",
+    stage: Stage::Backend,
+    formats: &[ExportFormat::Onnx],
+    upstream: Some(VersionRange { package: "onnxruntime", min: Some("1.32.0"), below: None }),
+    issue: "ONNX Runtime's CPU Attention (opset 23) returns NaN for a query row whose bool attn_mask is all \
+            false (a left-padded position); observed with 1.32.0. Upstream: the ONNX errata making such a \
+            row zeros, https://github.com/onnx/onnx/pull/8068, tracked for ONNX Runtime's kernels in \
+            https://github.com/microsoft/onnxruntime/issues/28904 (no release verified fixed yet)",
+    reason: "a native Attention gets an additive float mask (0 where a key may be attended, the dtype's lowest \
+             value elsewhere) instead of the bool one: with the bool mask the NaN of a padded row reaches \
+             every row through the values of the next layer",
+    rewrite: additive_attention_masks,
+};
+
+/// OpenVINO's CPU plugin fails to compile a one-token decode whose KV state grows.
+pub const OPENVINO_STATIC_QUERY_CACHE_SCATTER: Patch = Patch {
+    name: "openvino-static-query-cache-scatter",
+    stage: Stage::Backend,
+    formats: &[ExportFormat::Openvino],
+    upstream: Some(VersionRange { package: "openvino", min: Some("2026.4.1"), below: None }),
+    issue: "OpenVINO's CPU plugin fails compile_model with \"Loop detected during topological sort\" on a \
+            stateful model whose decode takes a fixed number of tokens (one) and grows each KV state by \
+            Concat (ReadValue -> Gather(beam_idx) -> Concat -> Assign, the mask sliced to the keys); observed \
+            with 2026.4.1. No upstream issue found (searched openvinotoolkit/openvino for the message)",
+    reason: "a CacheUpdate writing a fixed number of rows into a graph input becomes a ScatterSlots, which the \
+             stateful lowering writes in place with ScatterUpdate instead of growing the state (a stateless \
+             export lowers both to the same ScatterUpdate)",
+    rewrite: scatter_static_cache_updates,
+};
+
+/// Every `Attention` whose mask is bool gets the additive mask `where(mask, 0, lowest)` in its
+/// query dtype instead (the same scores: see `Op::Attention`). `None` when no attention has a
+/// bool mask.
+pub fn additive_attention_masks(src: &Graph) -> Result<Option<Graph>> {
+    let bool_mask = |n: &crate::graph::Node| {
+        matches!(n.op, Op::Attention { sliding_window: None, .. }) && src.info(n.inputs[3]).dtype == DType::Bool
+    };
+    if !src.nodes().iter().any(bool_mask) {
+        return Ok(None);
+    }
+    let g = rebuild(src, &mut |g, node, ins| {
+        if !bool_mask(node) {
+            return g.add_node(&node.name, node.op.clone(), ins);
+        }
+        let dtype = g.info(ins[0]).dtype;
+        let zero = g.op(&format!("{}/mask_keep", node.name), Op::Constant(Tensor::scalar_float(dtype, 0.0)), &[])?;
+        let low = Tensor::scalar_float(dtype, dtype.min_finite());
+        let low = g.op(&format!("{}/mask_lowest", node.name), Op::Constant(low), &[])?;
+        let mask = g.op(&format!("{}/additive_mask", node.name), Op::Where, &[ins[3], zero, low])?;
+        let mut ins = ins.to_vec();
+        ins[3] = mask;
+        g.add_node(&node.name, node.op.clone(), &ins)
+    })?;
+    Ok(Some(g))
+}
+
+/// Every `CacheUpdate` of a graph input by a fixed number of new rows (a one-token decode)
+/// becomes a `ScatterSlots`. `None` when there is none.
+pub fn scatter_static_cache_updates(src: &Graph) -> Result<Option<Graph>> {
+    let fixed = |n: &crate::graph::Node| {
+        n.op == Op::CacheUpdate
+            && matches!(src.producer(n.inputs[0]), Producer::Input(_))
+            && src.info(n.inputs[1]).shape.get(2).is_some_and(|q| q.as_const().is_some())
+    };
+    if !src.nodes().iter().any(fixed) {
+        return Ok(None);
+    }
+    let g = rebuild(src, &mut |g, node, ins| {
+        let op = if fixed(node) { Op::ScatterSlots } else { node.op.clone() };
+        g.add_node(&node.name, op, ins)
+    })?;
+    Ok(Some(g))
+}
+
 /// One step of a pipeline.
 #[derive(Clone)]
 pub enum Pass {
@@ -115,7 +212,7 @@ pub enum Pass {
     /// Expand the high-level ops `select` picks (a backend's "decompose what I can't lower").
     Decompose {
         name: &'static str,
-        select: fn(&Op) -> bool,
+        select: std::sync::Arc<dyn Fn(&Op) -> bool + Send + Sync>,
     },
     /// Fold attention sliding windows into the masks (`decompose::fold_sliding_windows`).
     FoldSlidingWindows,
@@ -172,7 +269,7 @@ impl PassManager {
             let wrap = |e: Error| Error::Pass { pass: p.name(), source: Box::new(e) };
             match p {
                 Pass::Verify => {}
-                Pass::Decompose { select, .. } => g = decompose(&g, select).map_err(wrap)?,
+                Pass::Decompose { select, .. } => g = decompose(&g, &**select).map_err(wrap)?,
                 Pass::FoldSlidingWindows => g = fold_sliding_windows(&g).map_err(wrap)?,
                 Pass::Patches { stage, format } => {
                     for patch in self.registry.patches().iter().filter(|x| x.wanted(*stage, *format, &self.versions)) {

@@ -36,7 +36,7 @@ pub trait TensorSource: Send + Sync {
 const STREAM_CHUNK: usize = 1 << 20;
 
 /// How to produce a weight's value from stored tensors.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum WeightExpr {
     /// A stored tensor, by its checkpoint name.
     Stored(String),

@@ -115,6 +115,46 @@ fn attention_equals_decomposition() {
     }
 }
 
+/// An additive float mask (what the ONNX Runtime patch makes of a bool one): the direct
+/// evaluation equals the decomposition, and both equal the bool form; in float32 also on fully
+/// masked rows (the lowest value absorbs the score: uniform over the keys), in float16 on rows
+/// with a key to attend (a fully masked row keeps its scores' differences there, finite either way).
+#[test]
+fn additive_mask_attention_equals_decomposition_and_bool_form() {
+    let mut r = Rng::new(13);
+    // batch row 0 padded on 3 positions: its first query sees no key
+    for (dtype, tol, pad) in [(DType::F32, 1e-5, 3), (DType::F16, 2e-3, 1)] {
+        let q = r.tensor(&[2, 4, 3, 8], 1.0).cast(dtype);
+        let k = r.tensor(&[2, 2, 5, 8], 1.0).cast(dtype);
+        let v = r.tensor(&[2, 2, 5, 8], 1.0).cast(dtype);
+        let m = causal_padded_mask(2, 3, 5, &[pad, 0]);
+        let low = dtype.min_finite();
+        let add: Vec<f32> = m.as_bool().unwrap().iter().map(|&k| if k { 0.0 } else { low }).collect();
+        let add = Tensor::float(dtype, m.shape().to_vec(), add).unwrap();
+        let op = Op::Attention { scale: 0.35, softcap: None, sliding_window: None };
+        let additive = [("q", &q), ("k", &k), ("v", &v), ("m", &add)];
+        assert!(compare(op.clone(), &additive) < tol, "{dtype}");
+        let with_bool = run(&one_node_graph(op.clone(), &[("q", &q), ("k", &k), ("v", &v), ("m", &m)]), &additive[..3]
+            .iter()
+            .copied()
+            .chain([("m", &m)])
+            .collect::<Vec<_>>());
+        let with_add = run(&one_node_graph(op, &additive), &additive);
+        assert!(max_abs_diff(&with_bool[0], &with_add[0]) < tol, "{dtype}");
+    }
+    // a window needs the bool mask
+    let q = r.tensor(&[1, 2, 3, 8], 1.0);
+    let add = r.tensor(&[1, 1, 3, 3], 1.0);
+    let pos = Tensor::i64(vec![1, 3], vec![0, 1, 2]).unwrap();
+    let mut g = hfexport_core::Graph::new("g");
+    let ins: Vec<_> = [("q", &q), ("k", &q), ("v", &q), ("m", &add), ("qp", &pos), ("kp", &pos)]
+        .iter()
+        .map(|(n, t)| g.add_input(n, t.dtype(), t.shape().iter().map(|&d| hfexport_core::Dim::from(d)).collect()).unwrap())
+        .collect();
+    let windowed = Op::Attention { scale: 0.35, softcap: None, sliding_window: Some(2) };
+    assert!(g.add_node("attn", windowed, &ins).unwrap_err().to_string().contains("bool mask"));
+}
+
 #[test]
 fn sliding_window_attention_equals_decomposition() {
     let mut r = Rng::new(4);
@@ -171,6 +211,9 @@ fn cache_update_equals_decomposition() {
     {
         let inputs = [("cache", &cache), ("new", &new), ("slots", &slots)];
         assert_eq!(compare(Op::CacheUpdate, &inputs), 0.0);
+        assert_eq!(compare(Op::ScatterSlots, &inputs), 0.0);
+        let direct = |op| run(&one_node_graph(op, &inputs), &inputs);
+        assert_eq!(direct(Op::CacheUpdate), direct(Op::ScatterSlots));
         // the written rows hold the new values, the others the old ones
         let out = &run(&one_node_graph(Op::CacheUpdate, &inputs), &inputs)[0];
         let (o, c, n) = (out.as_f32().unwrap(), cache.as_f32().unwrap(), new.as_f32().unwrap());

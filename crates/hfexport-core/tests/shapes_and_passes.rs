@@ -106,6 +106,7 @@ fn patch(range: Option<VersionRange>) -> Patch {
         stage: Stage::Backend,
         formats: &[ExportFormat::Onnx],
         upstream: range,
+        issue: "none: a test patch",
         reason: "test: stands in for a runtime workaround",
         rewrite: double_output,
     }
@@ -114,7 +115,7 @@ fn patch(range: Option<VersionRange>) -> Patch {
 #[test]
 fn patches_apply_by_stage_format_and_version() {
     let range = VersionRange { package: "onnxruntime", min: Some("1.30"), below: Some("1.33") };
-    let mut reg = PatchRegistry::builtin();
+    let mut reg = PatchRegistry::default();
     reg.register(patch(Some(range))).unwrap();
     assert!(reg.register(patch(None)).is_err(), "duplicate names are refused");
     let versions = |v: &str| BTreeMap::from([("onnxruntime".to_string(), v.to_string())]);
@@ -138,7 +139,7 @@ fn pass_manager_decomposes_and_verifies() {
     let n = g.op("norm", Op::RmsNorm { eps: 1e-6 }, &[x, w]).unwrap();
     g.add_output("y", n).unwrap();
     let mut pm = PassManager::new(PatchRegistry::builtin(), BTreeMap::new());
-    pm.add(Pass::Decompose { name: "all", select: |_| true }).add(Pass::Verify);
+    pm.add(Pass::Decompose { name: "all", select: std::sync::Arc::new(|_: &Op| true) }).add(Pass::Verify);
     let (out, report) = pm.run(g).unwrap();
     assert_eq!(report.passes, vec!["decompose:all", "verify"]);
     assert!(out.nodes().iter().all(|n| !n.op.is_high_level()));
@@ -152,4 +153,96 @@ fn versions_compare_numerically() {
     assert_eq!(compare_versions("1.32", "1.32.0"), Ordering::Equal);
     let r = VersionRange { package: "p", min: None, below: Some("2.0") };
     assert!(r.contains("1.99.9") && !r.contains("2.0.0"));
+}
+
+/// The workarounds of upstream runtime behaviour are registered patches: each names its
+/// package, a range holding the version the backends pin, and the upstream issue.
+#[test]
+fn builtin_patches_cover_the_pinned_runtimes() {
+    let reg = PatchRegistry::builtin();
+    let names: Vec<&str> = reg.patches().iter().map(|p| p.name).collect();
+    assert_eq!(names, ["onnxruntime-attention-additive-mask", "openvino-static-query-cache-scatter"]);
+    let pins = [("onnxruntime", "1.32.0", ExportFormat::Onnx), ("openvino", "2026.4.1", ExportFormat::Openvino)];
+    for (p, (package, pin, format)) in reg.patches().iter().zip(pins) {
+        let range = p.upstream.as_ref().expect("an upstream range");
+        assert_eq!(range.package, package);
+        assert!(range.contains(pin), "{}: {range} does not hold the pin {pin}", p.name);
+        assert!(p.issue.contains("https://") || p.issue.contains("No upstream issue"), "{}", p.name);
+        assert_eq!(p.formats, [format]);
+        assert_eq!(p.stage, Stage::Backend);
+        let versions = BTreeMap::from([(package.to_string(), pin.to_string())]);
+        assert!(p.wanted(Stage::Backend, Some(format), &versions));
+        assert!(!p.wanted(Stage::Build, None, &versions));
+    }
+    assert_eq!(reg.patches()[0].upstream.as_ref().unwrap().to_string(), "onnxruntime >=1.32.0");
+    let r = VersionRange { package: "p", min: Some("1"), below: Some("2") };
+    assert_eq!(r.to_string(), "p >=1,<2");
+}
+
+/// `q, k, v, mask` of a GQA attention, causal, batch row 0 left-padded by `pad` (its first
+/// `pad` queries see no key at all).
+fn attention_graph(dtype: DType, pad: usize) -> (Graph, Vec<(&'static str, Tensor)>) {
+    let mut r = common::Rng::new(11);
+    let (b, s) = (2, 4);
+    let q = r.tensor(&[b, 4, s, 8], 1.0).cast(dtype);
+    let k = r.tensor(&[b, 2, s, 8], 1.0).cast(dtype);
+    let v = r.tensor(&[b, 2, s, 8], 1.0).cast(dtype);
+    let m: Vec<bool> = (0..b * s * s).map(|i| (i / (s * s) == 1 || i % s >= pad) && i % s <= (i / s) % s).collect();
+    let m = Tensor::bool(vec![b, 1, s, s], m).unwrap();
+    let inputs = vec![("q", q), ("k", k), ("v", v), ("m", m)];
+    let refs: Vec<(&str, &Tensor)> = inputs.iter().map(|(n, t)| (*n, t)).collect();
+    let op = Op::Attention { scale: 0.35, softcap: None, sliding_window: None };
+    (common::one_node_graph(op, &refs), inputs)
+}
+
+/// The additive mask gives the bool mask's result: exactly in float32, fully masked rows
+/// included (uniform over the keys in both forms); in float16 on rows with a key to attend.
+#[test]
+fn additive_mask_patch_keeps_the_scores() {
+    use hfexport_core::passes::additive_attention_masks;
+    for (dtype, pad) in [(DType::F32, 2), (DType::F16, 0)] {
+        let (g, inputs) = attention_graph(dtype, pad);
+        let refs: Vec<(&str, &Tensor)> = inputs.iter().map(|(n, t)| (*n, t)).collect();
+        let patched = additive_attention_masks(&g).unwrap().expect("a bool mask to rewrite");
+        hfexport_core::verify::verify(&patched).unwrap();
+        let attn = patched.nodes().iter().find(|n| n.op.name() == "Attention").unwrap();
+        assert_eq!(patched.info(attn.inputs[3]).dtype, dtype, "the mask is additive in the query dtype");
+        assert!(additive_attention_masks(&patched).unwrap().is_none(), "nothing left to patch");
+        let (a, b) = (common::run(&g, &refs), common::run(&patched, &refs));
+        let diff = common::max_abs_diff(&a[0], &b[0]);
+        assert!(b[0].cast(DType::F32).as_f32().unwrap().iter().all(|x| x.is_finite()));
+        assert!(diff <= if dtype == DType::F32 { 0.0 } else { 1e-3 }, "{dtype}: {diff}");
+    }
+}
+
+#[test]
+fn scatter_patch_rewrites_fixed_length_cache_updates_only() {
+    use hfexport_core::passes::scatter_static_cache_updates;
+    let build = |multi_token: bool| {
+        let mut g = Graph::new("g");
+        let len = Dim::sym(&g.symbols.declare("cache_len", 1, 8).unwrap());
+        let q = if multi_token { Dim::sym(&g.symbols.declare("sequence", 1, 8).unwrap()) } else { Dim::konst(1) };
+        let cache = g.add_input("input.keys", DType::F32, vec![Dim::konst(1), Dim::konst(2), len, Dim::konst(4)]);
+        let new = g.add_input("new", DType::F32, vec![Dim::konst(1), Dim::konst(2), q.clone(), Dim::konst(4)]);
+        let slots = g.add_input("slots", DType::I64, vec![Dim::konst(1), q]).unwrap();
+        let out = g.op("update", Op::CacheUpdate, &[cache.unwrap(), new.unwrap(), slots]).unwrap();
+        g.add_output("output.keys", out).unwrap();
+        g.add_alias("output.keys", "input.keys");
+        g
+    };
+    let one = build(false);
+    let patched = scatter_static_cache_updates(&one).unwrap().expect("a one-token update to rewrite");
+    assert_eq!(patched.nodes()[0].op, Op::ScatterSlots);
+    assert_eq!(patched.aliases(), one.aliases());
+    let mut r = common::Rng::new(3);
+    let (cache, new) = (r.tensor(&[1, 2, 6, 4], 1.0), r.tensor(&[1, 2, 1, 4], 1.0));
+    let slots = Tensor::i64(vec![1, 1], vec![4]).unwrap();
+    let feed: BTreeMap<String, Tensor> =
+        [("input.keys", &cache), ("new", &new), ("slots", &slots)].map(|(n, t)| (n.to_string(), t.clone())).into();
+    let eval = |g: &Graph| {
+        hfexport_core::Evaluator::new(g, &hfexport_core::MemorySource::default()).unwrap().run(&feed).unwrap()
+    };
+    assert_eq!(eval(&one), eval(&patched));
+    // a multi-token update keeps its licence to grow a state
+    assert!(scatter_static_cache_updates(&build(true)).unwrap().is_none());
 }

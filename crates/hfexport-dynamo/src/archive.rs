@@ -7,14 +7,19 @@
 //!   backslash and no NUL (zip-slip), and unique;
 //! - only STORED entries are accepted (what torch and hfexport write), so a declared size is
 //!   the real size;
-//! - the entries `torch.export.load` requires must be present, and `models/model.json` must be
-//!   a JSON ExportedProgram of schema major 8 (below a size cap), its CRC checked.
+//! - the archive holds one or more programs: `models/<name>.json` each (nothing else may be
+//!   under `models/`), a JSON ExportedProgram of schema major 8 (below a size cap), its CRC
+//!   checked, with the companion entries torch 2.13 reads for it
+//!   (`data/sample_inputs/<name>.pt`, `data/weights/<name>_weights_config.json`,
+//!   `data/constants/<name>_constants_config.json`, JSON, CRC checked) and every payload file
+//!   those configs name present; programs may share payload files (hfexport stores a weight
+//!   used by several programs once).
 
 use crate::zip::{crc32, crc_table};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-/// The largest `models/model.json` accepted.
+/// The largest `models/<name>.json` (or payload config) accepted.
 pub const MAX_PROGRAM_JSON: u64 = 1 << 30;
 
 #[derive(Debug, thiserror::Error)]
@@ -32,13 +37,14 @@ pub struct EntryInfo {
     pub crc: u32,
 }
 
-/// A checked archive: its entries (names without the root folder) and the parsed program.
+/// A checked archive: its entries (names without the root folder) and the parsed programs.
 #[derive(Debug)]
 pub struct Pt2Archive {
     pub path: PathBuf,
     pub root: String,
     pub entries: BTreeMap<String, EntryInfo>,
-    pub program: serde_json::Value,
+    /// Every program by name (`models/<name>.json`); a forward export holds `model`.
+    pub programs: BTreeMap<String, serde_json::Value>,
     bytes: memmap2::Mmap,
 }
 
@@ -172,33 +178,118 @@ impl Pt2Archive {
             }
         }
         let root = root.ok_or_else(|| fail("the archive is empty".into()))?;
-        for required in
-            ["archive_format", "archive_version", ".data/version", "models/model.json", "data/sample_inputs/model.pt"]
-        {
+        for required in ["archive_format", "archive_version", ".data/version"] {
             if !entries.contains_key(required) {
                 return Err(fail(format!("the entry `{root}/{required}` that torch.export.load requires is missing")));
             }
         }
-        let mut archive = Pt2Archive { path, root, entries, program: serde_json::Value::Null, bytes };
+        // every entry under models/ is read by torch as a program: only `models/<name>.json`
+        let mut names = vec![];
+        for name in entries.keys().filter_map(|k| k.strip_prefix("models/")) {
+            match name.strip_suffix(".json") {
+                Some(n) if !n.is_empty() && !n.contains('/') => names.push(n.to_string()),
+                _ => {
+                    return Err(fail(format!(
+                        "entry `{root}/models/{name}` is not a program: only `models/<name>.json` may be under models/"
+                    )))
+                }
+            }
+        }
+        if names.is_empty() {
+            return Err(fail(format!(
+                "the entry `{root}/models/<name>.json` (a program) that torch.export.load requires is missing"
+            )));
+        }
+        for n in &names {
+            for required in [
+                format!("data/sample_inputs/{n}.pt"),
+                format!("data/weights/{n}_weights_config.json"),
+                format!("data/constants/{n}_constants_config.json"),
+            ] {
+                if !entries.contains_key(&required) {
+                    return Err(fail(format!(
+                        "the entry `{root}/{required}` that torch.export.load requires for program `{n}` is missing"
+                    )));
+                }
+            }
+        }
+        let mut archive = Pt2Archive { path, root, entries, programs: BTreeMap::new(), bytes };
         let format = archive.entry("archive_format")?;
         if format != b"pt2" {
             return Err(archive.fail(format!("archive_format is {:?}, not \"pt2\"", String::from_utf8_lossy(format))));
         }
-        let info = archive.entries["models/model.json"].clone();
-        if info.size > MAX_PROGRAM_JSON {
-            return Err(archive.fail(format!("models/model.json is {} bytes (limit {MAX_PROGRAM_JSON})", info.size)));
+        for n in names {
+            let program = archive.json(&format!("models/{n}.json"))?;
+            let major = program["schema_version"]["major"].as_i64();
+            if major != Some(8) {
+                return Err(archive
+                    .fail(format!("models/{n}.json has schema major version {major:?}; torch 2.13 reads 8")));
+            }
+            for (config, dir) in [
+                (format!("data/weights/{n}_weights_config.json"), "data/weights"),
+                (format!("data/constants/{n}_constants_config.json"), "data/constants"),
+            ] {
+                archive.check_payload_config(&config, dir)?;
+            }
+            archive.programs.insert(n, program);
         }
-        let json = archive.entry("models/model.json")?;
-        let program: serde_json::Value =
-            serde_json::from_slice(json).map_err(|e| archive.fail(format!("models/model.json is not JSON: {e}")))?;
-        let major = program["schema_version"]["major"].as_i64();
-        if major != Some(8) {
-            return Err(
-                archive.fail(format!("models/model.json has schema major version {major:?}; torch 2.13 reads 8"))
-            );
-        }
-        archive.program = program;
         Ok(archive)
+    }
+
+    /// An entry parsed as JSON (size capped, CRC checked).
+    fn json(&self, name: &str) -> Result<serde_json::Value, ArchiveError> {
+        let size = self.entries.get(name).map_or(0, |e| e.size);
+        if size > MAX_PROGRAM_JSON {
+            return Err(self.fail(format!("{name} is {size} bytes (limit {MAX_PROGRAM_JSON})")));
+        }
+        serde_json::from_slice(self.entry(name)?).map_err(|e| self.fail(format!("{name} is not JSON: {e}")))
+    }
+
+    /// A payload config: `{"config": {name: {"path_name": …}}}`, every file it names present
+    /// under `dir` (several names, and several programs, may share one file).
+    fn check_payload_config(&self, config: &str, dir: &str) -> Result<(), ArchiveError> {
+        let v = self.json(config)?;
+        let map = v["config"].as_object().ok_or_else(|| self.fail(format!("{config} has no `config` object")))?;
+        for (name, payload) in map {
+            let file = payload["path_name"]
+                .as_str()
+                .ok_or_else(|| self.fail(format!("{config}: `{name}` has no path_name")))?;
+            if file.is_empty() || file.contains('/') || unsafe_name(file).is_some() {
+                return Err(self.fail(format!("{config}: `{name}` names the unsafe file `{file}`")));
+            }
+            if !self.entries.contains_key(&format!("{dir}/{file}")) {
+                return Err(self.fail(format!(
+                    "{config}: `{name}` is stored in `{}/{dir}/{file}`, which is missing",
+                    self.root
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// The program `name`; the error lists the programs the archive holds.
+    pub fn program(&self, name: &str) -> Result<&serde_json::Value, ArchiveError> {
+        self.programs.get(name).ok_or_else(|| {
+            self.fail(format!(
+                "it holds no program `{name}` (programs: {})",
+                self.programs.keys().map(String::as_str).collect::<Vec<_>>().join(", ")
+            ))
+        })
+    }
+
+    /// The program a caller that names none gets: the only one, else `model` (what
+    /// `torch.export.load` returns).
+    pub fn default_program(&self) -> Result<&str, ArchiveError> {
+        if self.programs.contains_key("model") {
+            return Ok("model");
+        }
+        match self.programs.keys().collect::<Vec<_>>()[..] {
+            [only] => Ok(only),
+            _ => Err(self.fail(format!(
+                "it holds several programs ({}); name the one to load",
+                self.programs.keys().map(String::as_str).collect::<Vec<_>>().join(", ")
+            ))),
+        }
     }
 
     fn fail(&self, msg: String) -> ArchiveError {

@@ -1,18 +1,34 @@
-//! The `.pt2` exporter of one component: core passes (decomposition of the high-level ops
-//! without a native ATen lowering), the ATen lowering, then the archive: weights streamed one
-//! tensor at a time as raw little-endian files (no pickle anywhere), lifted constants, the
-//! program JSON and the files `torch.export.load` requires.
+//! The `.pt2` backend: after core's passes (decomposition of the high-level ops without a
+//! native ATen lowering), each component is lowered to ATen and written as one program of a
+//! single archive, `model.pt2`: weights streamed one tensor at a time as raw little-endian
+//! files (no pickle anywhere), each distinct weight stored once however many programs use it
+//! (their weight configs point at the same `data/weights/weight_N`), lifted constants, the
+//! program JSON and the files torch 2.13 requires for each program.
+//!
+//! A forward export holds the one program `model` (`torch.export.load(path)` returns it); a
+//! generation export holds `prefill` and `decode`, each loaded with
+//! `torch.export.pt2_archive._package.load_pt2(path).exported_programs[name]`.
 
 use crate::program::{exported_program, payload_entry, CallStyle, Symbols};
 use crate::zip::ZipWriter;
 use crate::{DynamoError, Result};
-use hfexport_aten::{lower, native, TensorMeta};
-use hfexport_core::config::{CommonConfig, ExportFormat};
-use hfexport_core::passes::{Pass, PassManager, PatchRegistry, Stage};
-use hfexport_core::{Dim, Graph, Op, TensorSource};
+use hfexport_aten::{lower, native, AtenGraph, TensorMeta};
+use hfexport_core::backend::{Backend, Lowering, Runner, WeightProgress, WeightTable, Written as Written_};
+#[cfg(feature = "tch")]
+use hfexport_core::generation::{timed_greedy, Generated};
+use hfexport_core::generation::Generator;
+use hfexport_core::config::ExportFormat;
+use hfexport_core::metadata::Component;
+use hfexport_core::plan::Planned;
+use hfexport_core::{Dim, ExportConfig, Graph, Op, TensorSource};
 use serde_json::{json, Value};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
+
+/// The archive every `.pt2` export writes, one program per component.
+pub const FILE: &str = "model.pt2";
+/// Its root folder.
+pub const ROOT: &str = "model";
 
 /// The runtime the exports are built and checked for.
 pub fn runtime_pins() -> BTreeMap<String, String> {
@@ -21,15 +37,128 @@ pub fn runtime_pins() -> BTreeMap<String, String> {
 
 pub type Progress<'a> = &'a mut dyn FnMut(usize, usize, &str);
 
-/// What one component export produced.
+/// What an export wrote.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Written {
+    /// The archive, relative to the export folder (every component lists it).
     pub files: Vec<String>,
-    pub patches_applied: Vec<String>,
+    /// Distinct weight files stored.
+    pub weights: usize,
 }
 
-fn decompose_for_aten(op: &Op) -> bool {
-    !native(op)
+/// The `.pt2` backend (`export_format: "dynamo"`).
+pub struct Dynamo;
+
+/// The one instance the facade lists.
+pub static BACKEND: Dynamo = Dynamo;
+
+impl Backend for Dynamo {
+    fn format(&self) -> ExportFormat {
+        ExportFormat::Dynamo
+    }
+
+    fn lowering(&self, op: &Op, _cfg: &ExportConfig) -> Lowering {
+        if native(op) {
+            Lowering::Native
+        } else {
+            Lowering::Decompose
+        }
+    }
+
+    fn runtime_pins(&self) -> BTreeMap<String, String> {
+        runtime_pins()
+    }
+
+    fn write(
+        &self,
+        components: &[Planned],
+        src: &dyn TensorSource,
+        dir: &Path,
+        _cfg: &ExportConfig,
+        progress: WeightProgress,
+    ) -> hfexport_core::Result<Vec<Written_>> {
+        let w = write_archive(components, src, dir, progress)?;
+        Ok(components.iter().map(|_| Written_ { files: w.files.clone(), note: None }).collect())
+    }
+
+    #[allow(unused_variables)]
+    fn open_runner(&self, dir: &Path, component: &Component, cfg: &ExportConfig) -> hfexport_core::Result<Box<dyn Runner>> {
+        self.runner_available()?;
+        #[cfg(feature = "tch")]
+        {
+            let file = dir.join(component.file(".pt2")?);
+            let runner = crate::runner::Pt2Runner::load_program(file, component.name())?;
+            let outputs = component.outputs.iter().map(|p| p.name.clone()).collect();
+            let aliases = component.aliases.iter().map(|a| (a.output.clone(), a.input.clone())).collect();
+            Ok(Box::new(LibtorchComponent { runner, outputs, aliases }))
+        }
+        #[cfg(not(feature = "tch"))]
+        unreachable!("runner_available failed above")
+    }
+
+    fn runner_available(&self) -> hfexport_core::Result<()> {
+        if cfg!(feature = "tch") {
+            return Ok(());
+        }
+        Err(hfexport_core::Error::Config(
+            "running .pt2 exports needs the libtorch runner, which is not compiled into this build: build hfexport with the cargo feature `dynamo-runtime` (hfexport-cli: `tch`) and LIBTORCH=<site-packages>/torch"
+                .into(),
+        ))
+    }
+
+    fn runtime_name(&self) -> &'static str {
+        "libtorch"
+    }
+
+    #[allow(unused_variables)]
+    fn open_generator(&self, dir: &Path) -> hfexport_core::Result<Box<dyn Generator>> {
+        self.runner_available()?;
+        #[cfg(feature = "tch")]
+        {
+            Ok(Box::new(LibtorchGeneration(crate::generate::Pt2Generator::load(dir)?)))
+        }
+        #[cfg(not(feature = "tch"))]
+        unreachable!("runner_available failed above")
+    }
+}
+
+/// libtorch behind the [`Runner`] interface: outputs named after the graph's, a static cache's
+/// output is its input updated in place.
+#[cfg(feature = "tch")]
+struct LibtorchComponent {
+    runner: crate::runner::Pt2Runner,
+    outputs: Vec<String>,
+    aliases: BTreeMap<String, String>,
+}
+
+#[cfg(feature = "tch")]
+impl Runner for LibtorchComponent {
+    fn runtime(&self) -> String {
+        format!("libtorch {}", crate::runner::linked_version())
+    }
+
+    fn run(
+        &mut self,
+        inputs: &BTreeMap<String, hfexport_core::Tensor>,
+    ) -> hfexport_core::Result<BTreeMap<String, hfexport_core::Tensor>> {
+        Ok(self.runner.run(inputs, &self.outputs, &self.aliases)?)
+    }
+}
+
+impl From<DynamoError> for hfexport_core::Error {
+    fn from(e: DynamoError) -> hfexport_core::Error {
+        match e {
+            DynamoError::Core(c) => c,
+            other => hfexport_core::Error::Source(Box::new(other)),
+        }
+    }
+}
+
+#[cfg(feature = "tch")]
+impl From<crate::runner::RunError> for hfexport_core::Error {
+    fn from(e: crate::runner::RunError) -> hfexport_core::Error {
+        hfexport_core::Error::Source(Box::new(e))
+    }
 }
 
 /// The call style of a component: generation components (they take `position_ids`, or caches)
@@ -44,77 +173,99 @@ pub fn call_style(g: &Graph) -> CallStyle {
     }
 }
 
-pub fn export_component(
-    graph: &Graph,
-    src: &dyn TensorSource,
-    dir: &Path,
-    component: &str,
-    _cfg: &CommonConfig,
-    progress: Progress,
-) -> Result<Written> {
-    let mut pm = PassManager::new(PatchRegistry::builtin(), runtime_pins());
-    pm.add(Pass::Patches { stage: Stage::Build, format: None })
-        .add(Pass::FoldSlidingWindows)
-        .add(Pass::Decompose { name: "aten", select: decompose_for_aten })
-        .add(Pass::Patches { stage: Stage::Backend, format: Some(ExportFormat::Dynamo) });
-    let (g, report) = pm.run(graph.clone())?;
-    let aten = lower(&g)?;
-    let file = format!("{component}.pt2");
-    let path = dir.join(&file);
+/// Writes [`FILE`] from prepared components: one program per component, named after it.
+pub fn write_archive(components: &[Planned], src: &dyn TensorSource, dir: &Path, progress: Progress) -> Result<Written> {
+    let mut names = HashSet::new();
+    for c in components {
+        let n = c.spec.name.as_str();
+        let ok = !n.is_empty() && n.chars().all(|ch| ch.is_ascii_alphanumeric() || ch == '_' || ch == '-');
+        if !ok || !names.insert(n) {
+            return Err(DynamoError::Core(hfexport_core::Error::Config(format!(
+                "component name `{n}` cannot name a .pt2 program (letters, digits, `_`, `-`; unique)"
+            ))));
+        }
+    }
+    let lowered: Vec<AtenGraph> = components.iter().map(|c| lower(&c.graph)).collect::<std::result::Result<_, _>>()?;
+    let total = {
+        let mut seen = HashSet::new();
+        components
+            .iter()
+            .zip(&lowered)
+            .flat_map(|(c, a)| a.parameters.iter().map(|(_, _, i)| &c.graph.weights()[*i].expr))
+            .filter(|e| seen.insert(*e))
+            .count()
+    };
+    let path = dir.join(FILE);
     let io = |source: std::io::Error| DynamoError::Io { path: path.clone(), source };
-    let mut zip = ZipWriter::create(&path, component).map_err(io)?;
-    let syms = Symbols::of(&g);
-
-    let mut config = serde_json::Map::new();
-    let n = aten.parameters.len();
-    for (i, (fqn, value, index)) in aten.parameters.iter().enumerate() {
-        progress(i, n, fqn);
-        let w = &g.weights()[*index];
-        let meta = &aten.tensors[value];
-        let expected = byte_size(meta);
-        let name = format!("weight_{i}");
-        let mut streamed = 0u64;
-        let mut err = None;
-        zip.add_streamed(&format!("data/weights/{name}"), expected, &mut |sink| match w
-            .expr
-            .stream_le_bytes(src, &mut |b| sink(b))
-        {
-            Ok(k) => {
-                streamed = k;
-                Ok(())
+    let mut zip = ZipWriter::create(&path, ROOT).map_err(io)?;
+    // each distinct weight: its file and byte size
+    let mut table: WeightTable<(String, u64)> = WeightTable::default();
+    let mut constants = 0usize;
+    for (c, aten) in components.iter().zip(&lowered) {
+        let (g, program) = (&c.graph, c.spec.name.as_str());
+        let syms = Symbols::of(g);
+        let mut config = serde_json::Map::new();
+        for (fqn, value, index) in &aten.parameters {
+            let w = &g.weights()[*index];
+            let meta = &aten.tensors[value];
+            let expected = byte_size(meta);
+            let done = table.len();
+            let (file, size) = table.place(&w.expr, || -> Result<(String, u64)> {
+                progress(done, total, fqn);
+                let file = format!("weight_{done}");
+                let mut streamed = 0u64;
+                let mut err = None;
+                zip.add_streamed(&format!("data/weights/{file}"), expected, &mut |sink| match w
+                    .expr
+                    .stream_le_bytes(src, &mut |b| sink(b))
+                {
+                    Ok(k) => {
+                        streamed = k;
+                        Ok(())
+                    }
+                    Err(e) => {
+                        err = Some(e);
+                        Err(std::io::Error::other("reading the checkpoint failed"))
+                    }
+                })
+                .map_err(|e| match err.take() {
+                    Some(core) => DynamoError::Core(core),
+                    None if streamed != expected => {
+                        DynamoError::WeightSize { tensor: fqn.clone(), expected, actual: streamed }
+                    }
+                    None => io(e),
+                })?;
+                Ok((file, expected))
+            })?;
+            if size != expected {
+                // the same weight expression gives the same bytes; a program that types it
+                // otherwise is a lowering bug
+                return Err(DynamoError::WeightSize { tensor: fqn.clone(), expected, actual: size });
             }
-            Err(e) => {
-                err = Some(e);
-                Err(std::io::Error::other("reading the checkpoint failed"))
-            }
-        })
-        .map_err(|e| match err.take() {
-            Some(core) => DynamoError::Core(core),
-            None if streamed != expected => DynamoError::WeightSize { tensor: fqn.clone(), expected, actual: streamed },
-            None => io(e),
-        })?;
-        config.insert(fqn.clone(), payload_entry(&syms, &name, meta, true));
-    }
-    zip.add("data/weights/model_weights_config.json", &config_json(config)).map_err(io)?;
+            config.insert(fqn.clone(), payload_entry(&syms, &file, meta, true));
+        }
+        zip.add(&format!("data/weights/{program}_weights_config.json"), &config_json(config)).map_err(io)?;
 
-    let mut config = serde_json::Map::new();
-    for (i, (name, value, t)) in aten.constants.iter().enumerate() {
-        let file = format!("tensor_{i}");
-        zip.add(&format!("data/constants/{file}"), &t.to_le_bytes()).map_err(io)?;
-        config.insert(name.clone(), payload_entry(&syms, &file, &aten.tensors[value], false));
-    }
-    zip.add("data/constants/model_constants_config.json", &config_json(config)).map_err(io)?;
+        let mut config = serde_json::Map::new();
+        for (name, value, t) in &aten.constants {
+            let file = format!("tensor_{constants}");
+            constants += 1;
+            zip.add(&format!("data/constants/{file}"), &t.to_le_bytes()).map_err(io)?;
+            config.insert(name.clone(), payload_entry(&syms, &file, &aten.tensors[value], false));
+        }
+        zip.add(&format!("data/constants/{program}_constants_config.json"), &config_json(config)).map_err(io)?;
 
-    let program = exported_program(&g, &aten, call_style(&g));
-    zip.add("models/model.json", &serde_json::to_vec(&program).expect("json")).map_err(io)?;
-    // must exist; empty means "no example inputs" (no pickle needed)
-    zip.add("data/sample_inputs/model.pt", b"").map_err(io)?;
+        let json = exported_program(g, aten, call_style(g));
+        zip.add(&format!("models/{program}.json"), &serde_json::to_vec(&json).expect("json")).map_err(io)?;
+        // must exist; empty means "no example inputs" (no pickle needed)
+        zip.add(&format!("data/sample_inputs/{program}.pt"), b"").map_err(io)?;
+    }
     zip.add("archive_format", b"pt2").map_err(io)?;
     zip.add("archive_version", b"0").map_err(io)?;
     zip.add(".data/version", b"6\n").map_err(io)?;
     zip.add("byteorder", b"little").map_err(io)?;
     zip.finish().map_err(io)?;
-    Ok(Written { files: vec![file], patches_applied: report.patches_applied })
+    Ok(Written { files: vec![FILE.to_string()], weights: table.len() })
 }
 
 fn config_json(entries: serde_json::Map<String, Value>) -> Vec<u8> {
@@ -123,4 +274,19 @@ fn config_json(entries: serde_json::Map<String, Value>) -> Vec<u8> {
 
 fn byte_size(m: &TensorMeta) -> u64 {
     m.sizes.iter().map(|d: &Dim| d.as_const().unwrap_or(0) as u64).product::<u64>() * m.dtype.size() as u64
+}
+
+/// [`crate::generate::Pt2Generator`] behind the core [`Generator`] interface.
+#[cfg(feature = "tch")]
+struct LibtorchGeneration(crate::generate::Pt2Generator);
+
+#[cfg(feature = "tch")]
+impl Generator for LibtorchGeneration {
+    fn runtime(&self) -> String {
+        format!("libtorch {}", crate::runner::linked_version())
+    }
+
+    fn generate(&mut self, prompt: &[i64], max_new_tokens: usize, eos: &[i64]) -> hfexport_core::Result<Generated> {
+        timed_greedy(&mut self.0, prompt, max_new_tokens, eos)
+    }
 }

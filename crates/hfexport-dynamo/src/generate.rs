@@ -1,4 +1,6 @@
-//! Greedy generation over a `.pt2` generation export with libtorch (cargo feature `tch`).
+//! Greedy generation over a `.pt2` generation export with libtorch (cargo feature `tch`): the
+//! `decode` and `prefill` programs of its `model.pt2`, loaded together so the weights they
+//! share are in memory once.
 //!
 //! A static cache is one libtorch tensor per `input.<name>`, zeros sized from export.json
 //! (`cache_len` at its maximum), passed to every call: the program's `user_input_mutation`
@@ -12,6 +14,7 @@
 use crate::runner::{kind_of_dtype, Pt2Runner, RunError};
 use hfexport_aten::lower::python_name;
 use hfexport_core::generation::{greedy, prompt_calls, static_mask, Steps, StopReason};
+use hfexport_core::plan::Role;
 use hfexport_core::metadata::{Component, ExportMetadata};
 use hfexport_core::DType;
 use std::collections::BTreeMap;
@@ -30,13 +33,33 @@ struct Part {
 }
 
 impl Part {
-    fn load(dir: &Path, c: &Component) -> Result<Part, RunError> {
-        let file = c
-            .files
-            .iter()
-            .find(|f| f.ends_with(".pt2"))
-            .ok_or_else(|| err(dir, format!("component `{}` lists no .pt2 file", c.name)))?;
-        let runner = Pt2Runner::load(dir.join(file))?;
+    /// The programs of `comps`, in order: each component is the program of its name in the
+    /// `.pt2` it lists; programs of one archive are loaded together and share their weights.
+    fn load_all(dir: &Path, comps: &[&Component]) -> Result<Vec<Part>, RunError> {
+        let mut by_file: Vec<(&str, Vec<usize>)> = vec![];
+        for (i, c) in comps.iter().enumerate() {
+            let file = c
+                .files
+                .iter()
+                .find(|f| f.ends_with(".pt2"))
+                .ok_or_else(|| err(dir, format!("component `{}` lists no .pt2 file", c.name())))?;
+            match by_file.iter_mut().find(|(f, _)| f == file) {
+                Some((_, v)) => v.push(i),
+                None => by_file.push((file, vec![i])),
+            }
+        }
+        let mut parts: Vec<Option<Part>> = comps.iter().map(|_| None).collect();
+        for (file, idx) in by_file {
+            let names: Vec<&str> = idx.iter().map(|&i| comps[i].name()).collect();
+            let runners = Pt2Runner::load_programs(dir.join(file), &names)?;
+            for (i, runner) in idx.into_iter().zip(runners) {
+                parts[i] = Some(Part::new(runner, comps[i])?);
+            }
+        }
+        Ok(parts.into_iter().map(|p| p.expect("every component is in one file")).collect())
+    }
+
+    fn new(runner: Pt2Runner, c: &Component) -> Result<Part, RunError> {
         let aliased: Vec<&str> = c.aliases.iter().map(|a| a.output.as_str()).collect();
         let user_outputs: Vec<String> =
             c.outputs.iter().map(|p| p.name.clone()).filter(|n| !aliased.contains(&n.as_str())).collect();
@@ -46,7 +69,7 @@ impl Part {
                 format!(
                     "export.json names {} outputs for component `{}`, the program returns {}",
                     user_outputs.len(),
-                    c.name,
+                    c.name(),
                     runner.num_user_outputs()
                 ),
             ));
@@ -87,8 +110,8 @@ impl Pt2Generator {
                 ),
             ));
         }
-        let names: Vec<&str> = meta.components.iter().map(|c| c.name.as_str()).collect();
-        let comp = meta.components.iter().find(|c| c.name == "decode").ok_or_else(|| {
+        let names: Vec<&str> = meta.components.iter().map(|c| c.name()).collect();
+        let comp = meta.by_role(Role::Decode).ok_or_else(|| {
             err(
                 dir,
                 format!(
@@ -98,9 +121,12 @@ impl Pt2Generator {
                 ),
             )
         })?;
-        let decode = Part::load(dir, comp)?;
-        let prefill = meta.components.iter().find(|c| c.name == "prefill").map(|c| Part::load(dir, c)).transpose()?;
-        let slots = meta.symbols.get("cache_len").map(|r| r.max.max(1) as usize);
+        let mut wanted = vec![comp];
+        wanted.extend(meta.by_role(Role::Prefill));
+        let mut parts = Part::load_all(dir, &wanted)?.into_iter();
+        let decode = parts.next().expect("decode was asked for");
+        let prefill = parts.next();
+        let slots = comp.static_slots();
         let one_token =
             comp.inputs.iter().any(|p| p.name == "input_ids" && p.shape.get(1).map(String::as_str) == Some("1"));
         if slots.is_none() && prefill.is_none() {

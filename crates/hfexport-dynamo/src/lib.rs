@@ -1,11 +1,14 @@
-//! The Dynamo exporter: a PyTorch ExportedProgram `.pt2` archive, the file `torch.export.save`
-//! writes and `torch.export.load` (torch 2.13) reads, written directly from a core graph.
+//! The Dynamo exporter: a PyTorch ExportedProgram `.pt2` archive in the layout torch 2.13's
+//! `torch.export.save` / `package_pt2` write, written directly from core graphs: one
+//! `model.pt2` per export, one program per component (a forward export: `model`, which
+//! `torch.export.load` returns; a generation export: `prefill` and `decode`, loaded with
+//! `load_pt2(path).exported_programs[name]`), each weight stored once.
 //!
 //! - [`archive`]: reading an archive back with zip-slip and size checks (`hfexport run`);
 //! - [`zip`]: the archive container (STORED entries, 64-byte aligned data, zip64);
 //! - [`program`]: the serialized ExportedProgram JSON of an ATen graph (schema 8.20);
-//! - [`export`]: passes, ATen lowering (`hfexport-aten`) and the archive of one component;
-//! - `runner` (feature `tch`): runs a `.pt2` from Rust with libtorch's kernels;
+//! - [`export`]: the backend: ATen lowering (`hfexport-aten`) of each component and the archive;
+//! - `runner` (feature `tch`): runs a program of a `.pt2` from Rust with libtorch's kernels;
 //! - `generate` (feature `tch`): the greedy loop over a generation export, caches in place.
 
 pub mod archive;

@@ -1,10 +1,13 @@
-//! The libtorch runner (cargo feature `tch`): runs a `.pt2` archive from Rust the way
-//! `torch.export.load(path).module()(*args)` runs it in Python — the program's ATen graph is
-//! interpreted node by node with libtorch's own kernels (tch 0.26 over the torch 2.13 wheel).
+//! The libtorch runner (cargo feature `tch`): runs a program of a `.pt2` archive from Rust the
+//! way `load_pt2(path).exported_programs[name].module()(*args)` runs it in Python (for a
+//! forward export, `torch.export.load(path)`: the program `model`) — the program's ATen graph
+//! is interpreted node by node with libtorch's own kernels (tch 0.26 over the torch 2.13 wheel).
 //!
-//! The archive is read with [`Pt2Archive`] (zip-slip, bounds, CRC), its program parsed once
+//! The archive is read with [`Pt2Archive`] (zip-slip, bounds, CRC), the program parsed once
 //! into slots and typed arguments (an operator the table does not know is an error at load,
-//! naming the node), and its parameters and lifted constants loaded from their raw files.
+//! naming the node), and its parameters and lifted constants loaded from their raw files;
+//! programs loaded together ([`Pt2Runner::load_programs`]) share the tensors of the files they
+//! share, so a weight stored once for several components is in memory once.
 //!
 //! [`Pt2Runner::call`] has `module()`'s semantics: positional inputs in `forward_arg_names`
 //! order, the user outputs returned, and every `user_input_mutation` written back into the
@@ -187,6 +190,8 @@ pub struct InputInfo {
 /// A `.pt2` program loaded for libtorch — see the module docs.
 pub struct Pt2Runner {
     path: PathBuf,
+    /// The program's name in the archive (`model`, or a component: `prefill`, `decode`).
+    program: String,
     inputs: Vec<InputInfo>,
     /// Parameters and lifted constants: (slot, tensor).
     state: Vec<(usize, tch::Tensor)>,
@@ -338,13 +343,42 @@ fn spec_slot(spec: &Value, slots: &mut Slots) -> std::result::Result<usize, Stri
 }
 
 impl Pt2Runner {
-    /// Loads a `.pt2` written by hfexport (or by `torch.export.save`, for the operators the
-    /// table knows); errors name the file and the node or entry at fault.
+    /// Loads the program of a `.pt2` written by hfexport (or by `torch.export.save`, for the
+    /// operators the table knows) that `torch.export.load` returns: `model`, or the archive's
+    /// only program. Errors name the file and the node or entry at fault.
     pub fn load(path: impl AsRef<Path>) -> Result<Pt2Runner> {
         let archive = Pt2Archive::open(path.as_ref())?;
+        let program = archive.default_program()?.to_string();
+        Self::from_archive(&archive, &program, &mut HashMap::new())
+    }
+
+    /// Loads the program `program` of an archive (an export's component: `model`, `prefill`,
+    /// `decode`…), like `load_pt2(path).exported_programs[program]`.
+    pub fn load_program(path: impl AsRef<Path>, program: &str) -> Result<Pt2Runner> {
+        Ok(Self::load_programs(path, &[program])?.pop().expect("one program asked for"))
+    }
+
+    /// Loads several programs of one archive, in the order asked; a payload file they share
+    /// (a weight stored once for several components) is loaded once and shared read-only.
+    pub fn load_programs(path: impl AsRef<Path>, programs: &[&str]) -> Result<Vec<Pt2Runner>> {
+        let archive = Pt2Archive::open(path.as_ref())?;
+        let mut shared = HashMap::new();
+        programs.iter().map(|p| Self::from_archive(&archive, p, &mut shared)).collect()
+    }
+
+    /// Parses program `program` of a checked archive and loads its payloads (`shared`: the
+    /// payloads loaded so far, by file, dtype and sizes).
+    fn from_archive(
+        archive: &Pt2Archive,
+        program: &str,
+        shared: &mut HashMap<String, tch::Tensor>,
+    ) -> Result<Pt2Runner> {
         let path = archive.path.clone();
-        let bad = |msg: String| RunError::Program { path: path.clone(), msg };
-        let gm = &archive.program["graph_module"];
+        let json = archive.program(program)?;
+        // an archive of several programs: messages name the one at fault
+        let label = if archive.programs.len() > 1 { format!("program `{program}`: ") } else { String::new() };
+        let bad = |msg: String| RunError::Program { path: path.clone(), msg: format!("{label}{msg}") };
+        let gm = &json["graph_module"];
         let graph = &gm["graph"];
         let mut slots = Slots::default();
 
@@ -448,32 +482,35 @@ impl Pt2Runner {
             if names.is_empty() {
                 return Ok(());
             }
-            let config: Value = serde_json::from_slice(archive.entry(config_entry)?).map_err(|e| {
-                RunError::Program { path: path.clone(), msg: format!("{config_entry} is not JSON: {e}") }
-            })?;
+            let config: Value = serde_json::from_slice(archive.entry(config_entry)?)
+                .map_err(|e| bad(format!("{config_entry} is not JSON: {e}")))?;
             for (name, slot) in names {
                 let entry = &config["config"][name];
-                let file = entry["path_name"].as_str().ok_or_else(|| RunError::Program {
-                    path: path.clone(),
-                    msg: format!("{config_entry} has no entry for `{name}`"),
-                })?;
-                let t = load_tensor(&archive, &format!("{dir}/{file}"), &entry["tensor_meta"])
-                    .map_err(|msg| RunError::Program { path: path.clone(), msg: format!("`{name}`: {msg}") })?;
+                let file = entry["path_name"]
+                    .as_str()
+                    .ok_or_else(|| bad(format!("{config_entry} has no entry for `{name}`")))?;
+                let t = load_tensor(archive, &format!("{dir}/{file}"), &entry["tensor_meta"], shared)
+                    .map_err(|msg| bad(format!("`{name}`: {msg}")))?;
                 state.push((*slot, t));
             }
             Ok(())
         };
-        load_payload("data/weights/model_weights_config.json", "data/weights", &param_slots)?;
-        load_payload("data/constants/model_constants_config.json", "data/constants", &const_slots)?;
+        load_payload(&format!("data/weights/{program}_weights_config.json"), "data/weights", &param_slots)?;
+        load_payload(&format!("data/constants/{program}_constants_config.json"), "data/constants", &const_slots)?;
 
         let num_slots = slots.ids.len();
         mark_in_place(&mut nodes, &inputs, &outputs);
         let frees = last_uses(&nodes, &outputs, num_slots);
-        Ok(Pt2Runner { path, inputs, state, nodes, outputs, frees, num_slots })
+        Ok(Pt2Runner { path, program: program.to_string(), inputs, state, nodes, outputs, frees, num_slots })
     }
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// The program's name in its archive.
+    pub fn program(&self) -> &str {
+        &self.program
     }
 
     /// The user inputs, in call order.
@@ -838,21 +875,33 @@ impl<'a> Args<'a> {
     }
 }
 
-/// A payload file as a tensor of its `tensor_meta` (constant sizes; size checked).
-fn load_tensor(archive: &Pt2Archive, entry: &str, meta: &Value) -> std::result::Result<tch::Tensor, String> {
+/// A payload file as a tensor of its `tensor_meta` (constant sizes; size checked); loaded once
+/// per file, dtype and sizes into `shared` (the runner never writes into a payload).
+fn load_tensor(
+    archive: &Pt2Archive,
+    entry: &str,
+    meta: &Value,
+    shared: &mut HashMap<String, tch::Tensor>,
+) -> std::result::Result<tch::Tensor, String> {
     let st = meta["dtype"].as_i64().ok_or("its tensor_meta has no dtype")?;
     let kind = kind_of(st).ok_or_else(|| format!("ScalarType {st} is not supported"))?;
     let sizes: Vec<i64> = meta["sizes"]
         .as_array()
         .and_then(|a| a.iter().map(|s| s["as_int"].as_i64()).collect::<Option<Vec<_>>>())
         .ok_or("its tensor_meta sizes are not constants")?;
+    let key = format!("{entry} {st} {sizes:?}");
+    if let Some(t) = shared.get(&key) {
+        return Ok(t.shallow_clone());
+    }
     let bytes = archive.entry(entry).map_err(|e| e.to_string())?;
     let numel = sizes.iter().try_fold(1i64, |a, &d| if d < 0 { None } else { a.checked_mul(d) }).ok_or("bad sizes")?;
     let want = numel as usize * kind.elt_size_in_bytes();
     if bytes.len() != want {
         return Err(format!("{entry} holds {} bytes; sizes {sizes:?} of {kind:?} need {want}", bytes.len()));
     }
-    tch::Tensor::f_from_data_size(bytes, &sizes, kind).map_err(|e| e.to_string())
+    let t = tch::Tensor::f_from_data_size(bytes, &sizes, kind).map_err(|e| e.to_string())?;
+    shared.insert(key, t.shallow_clone());
+    Ok(t)
 }
 
 /// Marks the `index_copy` nodes that may write into their `self`: it is a user input whose

@@ -1,7 +1,10 @@
 // A C interface to the ExecuTorch 1.5.1 runtime (the wheel's libexecutorch.so and kernel and
 // backend libraries), for hfexport-executorch's `runtime` feature. The wheel ships C++ headers
-// and shared libraries but no C API; this file is the whole bridge: load a program's `forward`,
-// read its metadata, bind inputs and outputs to the caller's memory, execute, read outputs.
+// and shared libraries but no C API; this file is the whole bridge: load a method of a program
+// (`forward`, or a component's: `prefill`, `decode`), read its metadata, bind inputs and outputs
+// to the caller's memory, execute, read outputs. Handles opened with `hfx_et_open_sibling` load
+// another method of the same program (one `Module`: the file and its named data loaded once),
+// each method with its own planned memory.
 //
 // Inputs are wrapped without a copy (`make_tensor_ptr` over the caller's pointer): an input the
 // program does not memory-plan shares the caller's buffer, a planned one is copied into the
@@ -16,6 +19,7 @@
 
 #include <cstdio>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -28,10 +32,20 @@ using executorch::runtime::Error;
 using executorch::runtime::EValue;
 using executorch::runtime::Method;
 
-struct HfxEt {
+// A program and the methods handles hold (a method is held by one handle at a time).
+struct HfxProgram {
   std::unique_ptr<Module> module;
+  std::set<std::string> held;
+};
+
+struct HfxEt {
+  std::shared_ptr<HfxProgram> program;
+  std::string name;
   Method* method = nullptr;
   std::vector<TensorPtr> inputs;
+  ~HfxEt() {
+    if (program) program->held.erase(name);
+  }
 };
 
 static int fail(char* err, size_t n, const char* what, Error e) {
@@ -62,29 +76,49 @@ static bool load_kernels(char* err, size_t n) {
   return true;
 }
 
-extern "C" {
-
-HfxEt* hfx_et_open(const char* path, char* err, size_t n) {
-  executorch::runtime::runtime_init();
-  if (!load_kernels(err, n)) return nullptr;
-  auto h = std::make_unique<HfxEt>();
-  h->module = std::make_unique<Module>(path, Module::LoadMode::Mmap);
-  Error e = h->module->load_method("forward");
+static HfxEt* open_method(std::shared_ptr<HfxProgram> program, const char* method, char* err, size_t n) {
+  std::string name(method);
+  if (program->held.count(name)) {
+    snprintf(err, n, "the method `%s` is already open on this program", method);
+    return nullptr;
+  }
+  Error e = program->module->load_method(name);
   if (e != Error::Ok) {
-    fail(err, n, "cannot load the method `forward`", e);
+    snprintf(err, n, "cannot load the method `%s` (ExecuTorch error 0x%x)", method, static_cast<unsigned>(e));
     return nullptr;
   }
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
-  auto m = h->module->method("forward");
+  auto m = program->module->method(name);
 #pragma GCC diagnostic pop
   if (!m.ok()) {
-    fail(err, n, "cannot get the method `forward`", m.error());
+    snprintf(err, n, "cannot get the method `%s` (ExecuTorch error 0x%x)", method, static_cast<unsigned>(m.error()));
     return nullptr;
   }
+  auto h = std::make_unique<HfxEt>();
   h->method = m.get();
   h->inputs.resize(h->method->inputs_size());
+  h->name = name;
+  program->held.insert(name);
+  h->program = std::move(program);
   return h.release();
+}
+
+extern "C" {
+
+// Loads method `method` of the program at `path`.
+HfxEt* hfx_et_open(const char* path, const char* method, char* err, size_t n) {
+  executorch::runtime::runtime_init();
+  if (!load_kernels(err, n)) return nullptr;
+  auto program = std::make_shared<HfxProgram>();
+  program->module = std::make_unique<Module>(path, Module::LoadMode::Mmap);
+  return open_method(std::move(program), method, err, n);
+}
+
+// Loads method `method` of the program `h` holds (the program stays loaded while any of its
+// handles is open).
+HfxEt* hfx_et_open_sibling(const HfxEt* h, const char* method, char* err, size_t n) {
+  return open_method(h->program, method, err, n);
 }
 
 void hfx_et_close(HfxEt* h) { delete h; }

@@ -1,7 +1,8 @@
 //! A `.pte` read back and checked, and printed as readable instructions (`hfexport inspect`,
 //! snapshot tests): the file identifier, the extended header and its segment bounds, the
 //! flatbuffer (through the flatbuffers verifier, so a corrupt file is an error, not a crash),
-//! and every constant's offset and size inside its segment.
+//! every segment inside the file, the named data and every constant's offset inside the
+//! constant segment, and each method.
 
 use crate::generated::program::executorch_flatbuffer as fb;
 use crate::program::dtype_of;
@@ -64,19 +65,31 @@ impl PteFile {
         };
         let file = PteFile { path, bytes, program_size, segment_base };
         let program = file.program()?;
-        // every constant inside the file
-        if let (Some(cs), Some(segments)) = (program.constant_segment(), program.segments()) {
-            let seg = segments
-                .iter()
-                .nth(cs.segment_index() as usize)
-                .ok_or_else(|| file.fail(format!("constant segment index {} has no segment", cs.segment_index())))?;
+        // every segment inside the file
+        let segments: Vec<fb::DataSegment> = program.segments().iter().flatten().collect();
+        for (i, seg) in segments.iter().enumerate() {
             let end = (file.segment_base as u64).checked_add(seg.offset()).and_then(|s| s.checked_add(seg.size_()));
             if end.is_none_or(|e| e > file.bytes.len() as u64) {
                 return Err(file.fail(format!(
-                    "the constant segment ({} bytes at {}) lies past the end of the file ({} bytes)",
+                    "segment {i} ({} bytes at {}) lies past the end of the file ({} bytes)",
                     seg.size_(),
                     seg.offset(),
                     file.bytes.len()
+                )));
+            }
+        }
+        let has = |i: u32| (i as usize) < segments.len();
+        if let Some(cs) = program.constant_segment().filter(|_| !segments.is_empty()) {
+            if !has(cs.segment_index()) {
+                return Err(file.fail(format!("constant segment index {} has no segment", cs.segment_index())));
+            }
+        }
+        for n in program.named_data().iter().flatten() {
+            if !has(n.segment_index()) {
+                return Err(file.fail(format!(
+                    "named data `{}` is in segment {}, which does not exist",
+                    n.key().unwrap_or("?"),
+                    n.segment_index()
                 )));
             }
         }
@@ -93,13 +106,34 @@ impl PteFile {
         fb::root_as_program(buf).map_err(|e| self.fail(format!("the flatbuffer does not verify: {e}")))
     }
 
-    /// The readable dump: operators, values (with the plan), inputs, outputs, instructions.
+    /// The names of the program's methods, in file order.
+    pub fn method_names(&self) -> Result<Vec<String>, PteError> {
+        let p = self.program()?;
+        Ok(p.execution_plan().iter().flatten().map(|m| m.name().unwrap_or("").to_string()).collect())
+    }
+
+    /// The readable dump: the named data (key, segment, bytes), then each method's operators,
+    /// values (with the plan), inputs, outputs, instructions.
     pub fn dump(&self) -> Result<String, PteError> {
         let p = self.program()?;
         let mut s = String::new();
         let offsets: Vec<u64> =
             p.constant_segment().and_then(|c| c.offsets()).map(|o| o.iter().collect()).unwrap_or_default();
-        writeln!(s, "program v{}: {} constant buffers", p.version(), offsets.len().saturating_sub(1)).unwrap();
+        let named: Vec<fb::NamedData> = p.named_data().iter().flatten().collect();
+        writeln!(
+            s,
+            "program v{}: {} constant buffers, {} named data",
+            p.version(),
+            offsets.len().saturating_sub(1),
+            named.len()
+        )
+        .unwrap();
+        let segments: Vec<fb::DataSegment> = p.segments().iter().flatten().collect();
+        for n in &named {
+            let i = n.segment_index() as usize;
+            let size = segments.get(i).map_or(0, |g| g.size_());
+            writeln!(s, "  named {}: segment {i}, {size} bytes", n.key().unwrap_or("?")).unwrap();
+        }
         for plan in p.execution_plan().iter().flatten() {
             let sizes: Vec<i64> = plan.non_const_buffer_sizes().map(|v| v.iter().collect()).unwrap_or_default();
             writeln!(s, "method {}: arenas {sizes:?}", plan.name().unwrap_or("?")).unwrap();

@@ -14,8 +14,8 @@ pub enum EtError {
     Plan(String),
     #[error("{}: {source}", path.display())]
     Io { path: PathBuf, source: std::io::Error },
-    #[error("constant buffer {buffer}: expected {expected} bytes, the checkpoint gave {actual}")]
-    WeightSize { buffer: usize, expected: u64, actual: u64 },
+    #[error("constant `{name}`: expected {expected} bytes, the checkpoint gave {actual}")]
+    WeightSize { name: String, expected: u64, actual: u64 },
 }
 
 pub type Result<T> = std::result::Result<T, EtError>;

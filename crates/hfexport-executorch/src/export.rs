@@ -1,14 +1,20 @@
-//! The `.pte` exporter of one component: core passes (every high-level op but `Linear` and
-//! `CacheUpdate` decomposed: ExecuTorch's kernel libraries register no attention, silu or
-//! index_copy), the shared ATen lowering, the ExecuTorch method ([`crate::program`]), its memory
-//! plan ([`crate::plan`]) and the file ([`crate::pte`]), weights streamed after the program.
+//! The `.pte` exporter: core passes (every high-level op but `Linear` and `CacheUpdate`
+//! decomposed: ExecuTorch's kernel libraries register no attention, silu or index_copy), the
+//! shared ATen lowering, an ExecuTorch method per component ([`crate::program`]) with its own
+//! memory plan ([`crate::plan`]), and one file for all of them ([`crate::pte`]: `model.pte`,
+//! each distinct weight stored once), weights streamed after the program.
 
 use crate::program::{build, Alloc, Backend, ConstSource, Data, Method, Value};
 use crate::{plan, pte, EtError, Result};
 use hfexport_aten::lower;
+use hfexport_core::backend::{Backend as HfBackend, Lowering, Runner, WeightProgress};
+#[cfg(feature = "runtime")]
+use hfexport_core::generation::{timed_greedy, Generated};
+use hfexport_core::generation::Generator;
 use hfexport_core::config::{ExecutorchBackend, ExecutorchConfig, ExportFormat};
-use hfexport_core::passes::{Pass, PassManager, PatchRegistry, Stage};
-use hfexport_core::{Graph, Op, TensorSource};
+use hfexport_core::metadata::Component;
+use hfexport_core::plan::{ComponentSpec, Planned, Role};
+use hfexport_core::{ExportConfig, Graph, Op, TensorSource};
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::Path;
@@ -23,22 +29,196 @@ pub const MAX_ARENA: u64 = 8 << 30;
 
 pub type Progress<'a> = &'a mut dyn FnMut(usize, usize, &str);
 
-/// What one component export produced.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Written {
-    pub files: Vec<String>,
-    pub patches_applied: Vec<String>,
-    /// Bytes of the planned arena.
-    pub arena: u64,
+/// Whether ExecuTorch lowers `op` natively (else core decomposes it first). Every variant is
+/// listed, so a new op does not compile until it is decided here.
+pub fn native(op: &Op) -> bool {
+    match op {
+        Op::Constant(_)
+        | Op::Unary(_)
+        | Op::Binary(_)
+        | Op::Where
+        | Op::Cast(_)
+        | Op::MatMul
+        | Op::Reduce { .. }
+        | Op::Softmax { .. }
+        | Op::Reshape { .. }
+        | Op::Transpose { .. }
+        | Op::Expand { .. }
+        | Op::Concat { .. }
+        | Op::Slice { .. }
+        | Op::Gather { .. }
+        | Op::Iota { .. } => true,
+        // `Linear`: an XNNPACK FullyConnected delegate (or `linear.out`); `CacheUpdate`: an
+        // in-place `index_put_` into the cache input
+        Op::Linear | Op::CacheUpdate => true,
+        // the wheel's kernel libraries register no attention, RMS norm, rotary or silu; a
+        // `ScatterSlots` (an OpenVINO patch's, never in a .pte graph) is not tied to a cache
+        // input, so the in-place `index_put_` that `CacheUpdate` becomes would not be safe for it
+        Op::Attention { .. }
+        | Op::RmsNorm { .. }
+        | Op::RotaryCosSin { .. }
+        | Op::ApplyRotary
+        | Op::GatedMlp { .. }
+        | Op::ScatterSlots => false,
+    }
 }
 
-fn decompose_for_executorch(op: &Op) -> bool {
-    op.is_high_level() && !matches!(op, Op::Linear | Op::CacheUpdate)
+/// The `.pte` backend (`export_format: "executorch"`).
+pub struct Executorch;
+
+/// The one instance the facade lists.
+pub static BACKEND: Executorch = Executorch;
+
+fn executorch_config(cfg: &ExportConfig) -> hfexport_core::Result<&ExecutorchConfig> {
+    match cfg {
+        ExportConfig::Executorch(c) => Ok(c),
+        other => Err(hfexport_core::Error::Config(format!(
+            "the executorch backend got a {} config",
+            other.format().as_str()
+        ))),
+    }
 }
 
-/// The method of a graph: passes, ATen lowering, kernels and memory plan; with the graph the
-/// passes made (whose weights the constants name) and the patches applied.
-pub fn method(graph: &Graph, cfg: &ExecutorchConfig) -> Result<(Method, Graph, Vec<String>)> {
+impl HfBackend for Executorch {
+    fn format(&self) -> ExportFormat {
+        ExportFormat::Executorch
+    }
+
+    fn lowering(&self, op: &Op, _cfg: &ExportConfig) -> Lowering {
+        if native(op) {
+            Lowering::Native
+        } else {
+            Lowering::Decompose
+        }
+    }
+
+    fn runtime_pins(&self) -> BTreeMap<String, String> {
+        runtime_pins()
+    }
+
+    fn write(
+        &self,
+        components: &[Planned],
+        src: &dyn TensorSource,
+        dir: &Path,
+        cfg: &ExportConfig,
+        progress: WeightProgress,
+    ) -> hfexport_core::Result<Vec<hfexport_core::backend::Written>> {
+        let cfg = executorch_config(cfg)?;
+        let graphs: Vec<(&str, &Graph)> = components.iter().map(|c| (method_name(&c.spec), &c.graph)).collect();
+        let arenas = export_program(&graphs, src, dir, cfg, progress)?;
+        Ok(graphs
+            .iter()
+            .zip(arenas)
+            .map(|((method, _), arena)| {
+                let mib = arena as f64 / (1u64 << 20) as f64;
+                let note = format!("{FILE}, method `{method}`: memory plan of {mib:.1} MiB");
+                hfexport_core::backend::Written { files: vec![FILE.to_string()], note: Some(note) }
+            })
+            .collect())
+    }
+
+    #[allow(unused_variables)]
+    fn open_runner(
+        &self,
+        dir: &Path,
+        component: &Component,
+        cfg: &ExportConfig,
+    ) -> hfexport_core::Result<Box<dyn Runner>> {
+        self.runner_available()?;
+        #[cfg(feature = "runtime")]
+        {
+            use crate::runtime::{output_names, EtRunner};
+            let runner = EtRunner::for_component(dir, component)?;
+            let inputs = component.inputs.iter().map(|p| p.name.clone()).collect();
+            let outputs: Vec<String> = component.outputs.iter().map(|p| p.name.clone()).collect();
+            let aliased: Vec<String> = component.aliases.iter().map(|a| a.output.clone()).collect();
+            let names = output_names(&outputs, &aliased);
+            let xnnpack = executorch_config(cfg)?.backend == ExecutorchBackend::Xnnpack;
+            Ok(Box::new(EtComponent { runner, inputs, names, xnnpack }))
+        }
+        #[cfg(not(feature = "runtime"))]
+        unreachable!("runner_available failed above")
+    }
+
+    fn runner_available(&self) -> hfexport_core::Result<()> {
+        if cfg!(feature = "runtime") {
+            return Ok(());
+        }
+        Err(hfexport_core::Error::Config(
+            "running .pte exports needs the ExecuTorch runner, which is not compiled into this build: build              hfexport with the cargo feature `executorch-runtime` (hfexport-cli: `executorch-runtime`; it builds              against the executorch==1.5.1 wheel in .venv/)"
+                .into(),
+        ))
+    }
+
+    fn runtime_name(&self) -> &'static str {
+        "executorch"
+    }
+
+    #[allow(unused_variables)]
+    fn open_generator(&self, dir: &Path) -> hfexport_core::Result<Box<dyn Generator>> {
+        self.runner_available()?;
+        #[cfg(feature = "runtime")]
+        {
+            Ok(Box::new(EtGeneration(crate::generate::EtGenerator::load(dir)?)))
+        }
+        #[cfg(not(feature = "runtime"))]
+        unreachable!("runner_available failed above")
+    }
+}
+
+/// The ExecuTorch runtime behind the [`Runner`] interface: the method's outputs are `[updated
+/// caches, user outputs, updated caches]`, named after the graph's. XNNPACK's kernels
+/// reassociate sums, so its tolerance is at least 1e-3.
+#[cfg(feature = "runtime")]
+struct EtComponent {
+    runner: crate::runtime::EtRunner,
+    inputs: Vec<String>,
+    names: Vec<String>,
+    xnnpack: bool,
+}
+
+#[cfg(feature = "runtime")]
+impl Runner for EtComponent {
+    fn runtime(&self) -> String {
+        format!("executorch {}", crate::runtime::linked_version())
+    }
+
+    fn run(
+        &mut self,
+        feeds: &BTreeMap<String, hfexport_core::Tensor>,
+    ) -> hfexport_core::Result<BTreeMap<String, hfexport_core::Tensor>> {
+        Ok(self.runner.run_named(feeds, &self.inputs, &self.names)?)
+    }
+
+    fn atol(&self, dtype: hfexport_core::DType) -> f32 {
+        let atol = hfexport_core::backend::verification_atol(dtype);
+        if self.xnnpack {
+            atol.max(1e-3)
+        } else {
+            atol
+        }
+    }
+}
+
+impl From<EtError> for hfexport_core::Error {
+    fn from(e: EtError) -> hfexport_core::Error {
+        match e {
+            EtError::Core(c) => c,
+            other => hfexport_core::Error::Source(Box::new(other)),
+        }
+    }
+}
+
+#[cfg(feature = "runtime")]
+impl From<crate::runtime::RunError> for hfexport_core::Error {
+    fn from(e: crate::runtime::RunError) -> hfexport_core::Error {
+        hfexport_core::Error::Source(Box::new(e))
+    }
+}
+
+/// The method of a prepared graph: ATen lowering, kernels and memory plan.
+pub fn method(g: &Graph, cfg: &ExecutorchConfig) -> Result<Method> {
     let backend = match cfg.backend {
         ExecutorchBackend::Portable => Backend::Portable,
         ExecutorchBackend::Xnnpack => Backend::Xnnpack,
@@ -50,13 +230,7 @@ pub fn method(graph: &Graph, cfg: &ExecutorchConfig) -> Result<(Method, Graph, V
             )))
         }
     };
-    let mut pm = PassManager::new(PatchRegistry::builtin(), runtime_pins());
-    pm.add(Pass::Patches { stage: Stage::Build, format: None })
-        .add(Pass::FoldSlidingWindows)
-        .add(Pass::Decompose { name: "executorch", select: decompose_for_executorch })
-        .add(Pass::Patches { stage: Stage::Backend, format: Some(ExportFormat::Executorch) });
-    let (g, report) = pm.run(graph.clone())?;
-    let aten = lower(&g)?;
+    let aten = lower(g)?;
     let alloc = Alloc {
         graph_input: cfg.alloc_graph_input,
         graph_output: cfg.alloc_graph_output,
@@ -65,9 +239,9 @@ pub fn method(graph: &Graph, cfg: &ExecutorchConfig) -> Result<(Method, Graph, V
     let mut m = build(&aten, &g.symbols, alloc, backend)?;
     plan::plan(&mut m);
     if m.arena > MAX_ARENA {
-        return Err(EtError::Plan(arena_message(&m, &g)));
+        return Err(EtError::Plan(arena_message(&m, g)));
     }
-    Ok((m, g, report.patches_applied))
+    Ok(m)
 }
 
 /// Why the arena is too large: its size, the largest tensors and the symbols' maxima.
@@ -98,21 +272,47 @@ fn arena_message(m: &Method, g: &Graph) -> String {
     )
 }
 
-pub fn export_component(
-    graph: &Graph,
+/// The file of every export: one program, a method per component.
+pub const FILE: &str = "model.pte";
+
+/// The method of a component in the program: `forward` for the forward graph (what upstream
+/// loaders call by default), else the component's name (`prefill`, `decode`).
+pub fn method_name(spec: &ComponentSpec) -> &str {
+    match spec.role {
+        Role::Forward => "forward",
+        _ => &spec.name,
+    }
+}
+
+/// Writes [`FILE`]: a method per component (`(method name, prepared graph)`), each distinct
+/// weight once for all of them, streamed one tensor at a time. Returns each method's arena.
+pub fn export_program(
+    components: &[(&str, &Graph)],
     src: &dyn TensorSource,
     dir: &Path,
-    component: &str,
     cfg: &ExecutorchConfig,
     progress: Progress,
-) -> Result<Written> {
-    let (m, g, patches_applied) = method(graph, cfg)?;
-    let file = format!("{component}.pte");
-    let path = dir.join(&file);
+) -> Result<Vec<u64>> {
+    let mut methods = vec![];
+    for (name, g) in components {
+        if methods.iter().any(|m: &Method| m.name == *name) {
+            return Err(EtError::Plan(format!("two components are both method `{name}`")));
+        }
+        let mut m = method(g, cfg)?;
+        m.name = name.to_string();
+        methods.push(m);
+    }
+    let layout = pte::Layout::of(&methods, |m, c| match c {
+        ConstSource::Weight(w) => {
+            let w = &components[m].1.weights()[*w];
+            pte::Blob::Weight { name: w.name.clone(), expr: w.expr.clone() }
+        }
+        ConstSource::Tensor(t) => pte::Blob::Tensor(t.clone()),
+    })?;
+    let path = dir.join(FILE);
     let io = |source: std::io::Error| EtError::Io { path: path.clone(), source };
     let mut out = std::io::BufWriter::new(std::fs::File::create(&path).map_err(io)?);
-    let (head, seg) = pte::program_bytes(&m);
-    out.write_all(&head).map_err(io)?;
+    out.write_all(&pte::program_bytes(&methods, &layout)).map_err(io)?;
     // bytes written since the segment base
     let mut at = 0u64;
     let pad_to = |out: &mut dyn Write, at: &mut u64, to: u64| -> std::io::Result<()> {
@@ -120,16 +320,13 @@ pub fn export_component(
         *at = to;
         Ok(())
     };
-    let n = m.constants.len() + m.delegates.iter().map(|d| d.weights.len()).sum::<usize>();
+    let n = layout.blobs();
     let mut done = 0;
-    let mut stream = |out: &mut dyn Write, c: &ConstSource, expected: u64, buffer: usize| -> Result<u64> {
-        let written = match c {
-            ConstSource::Weight(w) => {
-                let w = &g.weights()[*w];
-                progress(done, n, &w.name);
-                w.expr.stream_le_bytes(src, &mut |b| out.write_all(b))?
-            }
-            ConstSource::Tensor(t) => {
+    let mut stream = |out: &mut dyn Write, blob: &pte::Blob, expected: u64| -> Result<u64> {
+        progress(done, n, &blob.name());
+        let written = match blob {
+            pte::Blob::Weight { expr, .. } => expr.stream_le_bytes(src, &mut |b| out.write_all(b))?,
+            pte::Blob::Tensor(t) => {
                 let b = t.to_le_bytes();
                 out.write_all(&b).map_err(io)?;
                 b.len() as u64
@@ -137,23 +334,46 @@ pub fn export_component(
         };
         done += 1;
         if written != expected {
-            return Err(EtError::WeightSize { buffer, expected, actual: written });
+            return Err(EtError::WeightSize { name: blob.name(), expected, actual: written });
         }
         Ok(written)
     };
-    for (i, (c, size)) in m.constants.iter().enumerate() {
-        pad_to(&mut out, &mut at, seg.constants[i + 1]).map_err(io)?;
-        at += stream(&mut out, c, *size, i + 1)?;
-    }
-    for (d, &(offset, _)) in m.delegates.iter().zip(&seg.delegates) {
+    for ((blob, size), &offset) in layout.constants.iter().zip(&layout.constant_offsets[1..]) {
         pad_to(&mut out, &mut at, offset).map_err(io)?;
-        out.write_all(&d.head).map_err(io)?;
-        at += d.head.len() as u64;
-        for (c, within, size) in &d.weights {
-            pad_to(&mut out, &mut at, offset + within).map_err(io)?;
-            at += stream(&mut out, c, *size, 0)?;
-        }
+        at += stream(&mut out, blob, *size)?;
+    }
+    for (payload, offset, _) in layout.delegates.iter().flatten() {
+        pad_to(&mut out, &mut at, *offset).map_err(io)?;
+        out.write_all(payload).map_err(io)?;
+        at += payload.len() as u64;
+    }
+    for (named, offset) in &layout.named {
+        pad_to(&mut out, &mut at, *offset).map_err(io)?;
+        at += stream(&mut out, &named.blob, named.size)?;
     }
     out.flush().map_err(io)?;
-    Ok(Written { files: vec![file], patches_applied, arena: m.arena })
+    Ok(methods.iter().map(|m| m.arena).collect())
+}
+
+/// [`crate::generate::EtGenerator`] behind the core [`Generator`] interface.
+#[cfg(feature = "runtime")]
+struct EtGeneration(crate::generate::EtGenerator);
+
+#[cfg(feature = "runtime")]
+impl Generator for EtGeneration {
+    fn runtime(&self) -> String {
+        format!("executorch {}", crate::runtime::linked_version())
+    }
+
+    fn kind(&self) -> &'static str {
+        if self.0.zero_copy() {
+            "zero-copy"
+        } else {
+            ""
+        }
+    }
+
+    fn generate(&mut self, prompt: &[i64], max_new_tokens: usize, eos: &[i64]) -> hfexport_core::Result<Generated> {
+        timed_greedy(&mut self.0, prompt, max_new_tokens, eos)
+    }
 }

@@ -1,6 +1,9 @@
 //! Greedy generation over a `.pte` generation export with the ExecuTorch runner (feature
 //! `runtime`), and its zero-copy decode loop.
 //!
+//! The export's `model.pte` holds a method per component (`prefill`, `decode`): the generator
+//! loads the program once and each method from it, found by the component's role.
+//!
 //! The generator owns one buffer per cache (zeros, `cache_len` at its maximum), the logits and
 //! the small inputs. When the program plans none of them (`alloc_graph_input`,
 //! `alloc_graph_output` and `alloc_mutable_buffers` false), every call binds the caller's
@@ -10,8 +13,10 @@
 //! the program plans them, each call copies the caches in (`set_input`) and the updated caches
 //! back out. The loop itself is core's [`greedy`].
 
+use crate::export::method_name;
 use crate::runtime::{EtRunner, RunError};
 use hfexport_core::generation::{greedy, prompt_calls, static_mask, Steps, StopReason};
+use hfexport_core::plan::Role;
 use hfexport_core::metadata::{Component, ExportMetadata};
 use hfexport_core::DType;
 use std::path::{Path, PathBuf};
@@ -68,13 +73,17 @@ pub struct EtGenerator {
 }
 
 impl Part {
-    fn load(dir: &Path, c: &Component, caches: usize) -> Result<Part, RunError> {
-        let file = c
-            .files
-            .iter()
-            .find(|f| f.ends_with(".pte"))
-            .ok_or_else(|| err(dir, format!("component `{}` lists no .pte file", c.name)))?;
-        let runner = EtRunner::load(dir.join(file))?;
+    /// The method of component `c`: another method of `sibling`'s program when `c` is in the
+    /// same file (one loaded program, its weights loaded once), else from its own file.
+    fn load(dir: &Path, c: &Component, caches: usize, sibling: Option<(&Component, &EtRunner)>) -> Result<Part, RunError> {
+        let runner = match sibling {
+            Some((other, r)) if c.file(".pte").ok() == other.file(".pte").ok() => r.sibling(method_name(&c.spec))?,
+            _ => EtRunner::for_component(dir, c)?,
+        };
+        Self::check(runner, caches)
+    }
+
+    fn check(runner: EtRunner, caches: usize) -> Result<Part, RunError> {
         let n_in = runner.inputs().len();
         if n_in != 3 + caches || runner.outputs().len() != 2 * caches + 1 {
             return Err(err(
@@ -102,10 +111,10 @@ impl EtGenerator {
                 format!("this is a {} export; the ExecuTorch runner needs --format executorch", meta.format),
             ));
         }
-        let comp = meta.components.iter().find(|c| c.name == "decode").ok_or_else(|| {
+        let comp = meta.by_role(Role::Decode).ok_or_else(|| {
             err(dir, "this export has no `decode` component; generation needs an export made with --for-generation")
         })?;
-        let Some(slots) = meta.symbols.get("cache_len").map(|r| r.max.max(1) as usize) else {
+        let Some(slots) = comp.static_slots() else {
             return Err(err(
                 dir,
                 "a .pte generation export needs a static cache (--static-cache N): ExecuTorch plans every tensor at \
@@ -113,12 +122,10 @@ impl EtGenerator {
             ));
         };
         let cache_ports: Vec<_> = comp.inputs.iter().filter(|p| p.name.starts_with("input.")).collect();
-        let decode = Part::load(dir, comp, cache_ports.len())?;
+        let decode = Part::load(dir, comp, cache_ports.len(), None)?;
         let prefill = meta
-            .components
-            .iter()
-            .find(|c| c.name == "prefill")
-            .map(|c| Part::load(dir, c, cache_ports.len()))
+            .by_role(Role::Prefill)
+            .map(|c| Part::load(dir, c, cache_ports.len(), Some((comp, &decode.runner))))
             .transpose()?;
         let one_token =
             comp.inputs.iter().any(|p| p.name == "input_ids" && p.shape.get(1).map(String::as_str) == Some("1"));

@@ -3,10 +3,13 @@
 //!
 //! - [`program`]: the method — EValues, `.out` kernel calls, in-place cache updates;
 //! - [`plan`]: the memory plan (lifetimes packed into one arena at upper-bound sizes);
-//! - [`pte`]: the flatbuffer of `program.fbs`, the extended header and the constant segment;
+//! - [`pte`]: the flatbuffer of `program.fbs`, the extended header and the segments (shared
+//!   constants, delegate payloads, named weights);
 //! - [`dump`]: a `.pte` read back (checked) and printed as readable instructions;
-//! - [`xnnpack`]: XNNPACK delegate payloads (one FullyConnected graph per `Linear`);
-//! - [`export`]: one component, weights streamed after the program;
+//! - [`xnnpack`]: XNNPACK delegate payloads (one FullyConnected graph per `Linear`, weights
+//!   named, not embedded);
+//! - [`export`]: every component of an export as a method of one `model.pte`, each distinct
+//!   weight stored once and streamed after the program;
 //! - `runtime` and `generate` (feature `runtime`): the executorch wheel's C++ runtime through
 //!   `shim/et_shim.cpp`, and the zero-copy greedy loop.
 //!

@@ -25,7 +25,8 @@ pub enum Data {
     Unplanned,
     /// In the planned arena, at the offset [`crate::plan`] assigns.
     Planned(Option<u64>),
-    /// Constant-segment buffer `i` (1-based in the file; 0 is the empty placeholder).
+    /// The method's constant `i` (1-based: `Method::constants[i - 1]`; the program maps it to
+    /// its buffer in the shared constant segment, [`crate::pte::Layout`]).
     Constant(usize),
     /// A view of EValue `i` (`executorch_prim::et_view` points it at `i`'s data at run time):
     /// no memory of its own, and `i` lives as long as the view.
@@ -93,7 +94,7 @@ pub struct Instr {
     pub args: Vec<usize>,
 }
 
-/// One method (`forward`) before serialization.
+/// One method (`forward`, or a component's name) before serialization.
 #[derive(Debug, Clone, Default)]
 pub struct Method {
     pub name: String,
@@ -103,9 +104,9 @@ pub struct Method {
     /// (name, overload): `("aten::add", "out")`.
     pub operators: Vec<(String, String)>,
     pub instrs: Vec<Instr>,
-    /// Constant buffers in segment order (buffer `i + 1`), with their byte sizes.
+    /// The constants the kernels read (`Data::Constant(i + 1)`), with their byte sizes.
     pub constants: Vec<(ConstSource, u64)>,
-    /// Delegate payloads (XNNPACK), in segment order after the constant segment.
+    /// XNNPACK delegates, in call order.
     pub delegates: Vec<Delegate>,
     /// Bytes of the planned arena (memory id 1).
     pub arena: u64,

@@ -1,17 +1,32 @@
-//! The `.pte` file of a [`Method`]: the `program.fbs` flatbuffer (identifier `ET12`), the
-//! 32-byte `eh00` extended header at offset 8 when there are segments, then the segments from a
-//! 128-aligned base, each 128-aligned: the constant segment (each buffer 16-byte aligned), then
-//! one per XNNPACK delegate payload (`_program.py: serialize_pte_binary` of executorch 1.5.1).
+//! The `.pte` file of an export: one program whose methods are the export's components
+//! (`forward` for a forward export, `prefill` and `decode` for a generation export), each weight
+//! stored once for all of them.
 //!
-//! Every offset is known from the sizes alone, so the flatbuffer is written first and the
+//! The layout (`_program.py: serialize_pte_binary` of executorch 1.5.1): the `program.fbs`
+//! flatbuffer (identifier `ET12`), the 32-byte `eh00` extended header at offset 8 when there are
+//! segments, then the segments from a 128-aligned base, each 128-aligned:
+//!
+//! - segment 0, the program-wide constant segment: each distinct constant the kernels read, 16-byte
+//!   aligned (`offsets[0]` is the empty placeholder); every method's tensors point at the same
+//!   `data_buffer_idx` for the same weight, so the runtime loads it once;
+//! - one segment per XNNPACK delegate payload of every method, in method order (graphs only);
+//! - one segment per distinct weight the delegates read, listed in `Program.named_data` under the
+//!   key the payloads name it by ([`crate::xnnpack`]).
+//!
+//! Weights are identified by their [`WeightExpr`] ([`WeightTable`]), lifted constants by their
+//! bytes. Every offset is known from the sizes alone, so the flatbuffer is written first and the
 //! weights are streamed after it, one tensor at a time.
 
 use crate::generated::program::executorch_flatbuffer as fb;
 use crate::plan::align;
-use crate::program::{scalar_type, Call, Data, Method, Value};
+use crate::program::{scalar_type, Call, ConstSource, Data, Method, Value};
+use crate::{EtError, Result};
 use flatbuffers::{FlatBufferBuilder, WIPOffset};
+use hfexport_core::backend::WeightTable;
+use hfexport_core::{DType, Tensor, WeightExpr};
+use std::collections::HashMap;
 
-/// Segment base alignment.
+/// Segment base alignment, and the alignment of every segment.
 pub const SEGMENT_ALIGN: u64 = 128;
 /// Alignment of each constant in the constant segment.
 pub const CONSTANT_ALIGN: u64 = 16;
@@ -21,52 +36,176 @@ pub const HEADER_LEN: usize = 32;
 /// The backend id of XNNPACK delegates.
 pub const XNNPACK_ID: &str = "XnnpackBackend";
 
-/// Where each segment goes, relative to the segment base.
+/// The bytes of a constant, resolved to what identifies them across methods.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Segments {
-    /// Constant buffer offsets in segment 0 (`[0]` is the empty placeholder).
-    pub constants: Vec<u64>,
+pub enum Blob {
+    /// A checkpoint weight: its graph name (progress) and its expression (identity).
+    Weight { name: String, expr: WeightExpr },
+    /// A lifted constant.
+    Tensor(Tensor),
+}
+
+impl Blob {
+    pub fn name(&self) -> String {
+        match self {
+            Blob::Weight { name, .. } => name.clone(),
+            Blob::Tensor(t) => format!("{}{:?} constant", t.dtype().name(), t.shape()),
+        }
+    }
+}
+
+/// Distinct blobs, each placed once: weights by expression, lifted constants by bytes.
+#[derive(Debug, Default)]
+struct Store {
+    weights: WeightTable<usize>,
+    tensors: HashMap<(DType, Vec<usize>, Vec<u8>), usize>,
+    blobs: Vec<(Blob, u64)>,
+}
+
+impl Store {
+    /// The index of `blob` in the store, added the first time.
+    fn place(&mut self, blob: Blob, size: u64) -> Result<usize> {
+        let Store { weights, tensors, blobs } = self;
+        let mut add = |blob: Blob| {
+            blobs.push((blob, size));
+            blobs.len() - 1
+        };
+        let i = match &blob {
+            Blob::Weight { expr, .. } => weights.place(expr, || Ok::<_, EtError>(add(blob.clone())))?,
+            Blob::Tensor(t) => {
+                let key = (t.dtype(), t.shape().to_vec(), t.to_le_bytes());
+                *tensors.entry(key).or_insert_with(|| add(blob.clone()))
+            }
+        };
+        if self.blobs[i].1 != size {
+            return Err(EtError::Plan(format!(
+                "constant `{}` is read as {} bytes and as {size}",
+                blob.name(),
+                self.blobs[i].1
+            )));
+        }
+        Ok(i)
+    }
+}
+
+/// One named data blob: the key the delegates name it by, what it is, its bytes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Named {
+    pub key: String,
+    pub blob: Blob,
+    pub size: u64,
+}
+
+/// Where everything of a program goes, relative to the segment base.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Layout {
+    /// The distinct constants of segment 0, buffer `i + 1` each, with their sizes.
+    pub constants: Vec<(Blob, u64)>,
+    /// Their offsets in segment 0 (`[0]` is the empty placeholder).
+    pub constant_offsets: Vec<u64>,
     pub constants_size: u64,
-    /// (offset, size) of each delegate payload (segments 1..).
-    pub delegates: Vec<(u64, u64)>,
+    /// Per method: the program buffer of each of its constants (`[local] = global`, `[0] = 0`).
+    pub buffers: Vec<Vec<u32>>,
+    /// Per method, per delegate: the payload and its (offset, size) (segments 1.. in order).
+    pub delegates: Vec<Vec<(Vec<u8>, u64, u64)>>,
+    /// The distinct weights of the delegates and their (offset, size), after the payloads.
+    pub named: Vec<(Named, u64)>,
     /// Bytes from the base to the end of the last segment.
     pub total: u64,
 }
 
-impl Segments {
-    pub fn of(m: &Method) -> Segments {
-        let (constants, constants_size) = constant_layout(m);
-        let mut end = constants_size;
-        let mut delegates = vec![];
-        for d in &m.delegates {
-            let at = align(end, SEGMENT_ALIGN);
-            delegates.push((at, d.len));
-            end = at + d.len;
+impl Layout {
+    /// The layout of `methods`; `blob` resolves a constant of method `m`.
+    pub fn of(methods: &[Method], blob: impl Fn(usize, &ConstSource) -> Blob) -> Result<Layout> {
+        let (mut constants, mut named) = (Store::default(), Store::default());
+        let mut buffers = vec![];
+        let mut keys: Vec<Vec<Vec<usize>>> = vec![];
+        for (m, method) in methods.iter().enumerate() {
+            let mut map = vec![0u32];
+            for (c, size) in &method.constants {
+                map.push(constants.place(blob(m, c), *size)? as u32 + 1);
+            }
+            buffers.push(map);
+            let mut per = vec![];
+            for d in &method.delegates {
+                per.push(d.weights.iter().map(|(c, size)| named.place(blob(m, c), *size)).collect::<Result<_>>()?);
+            }
+            keys.push(per);
         }
-        Segments { constants, constants_size, delegates, total: end }
+        // keys: a weight's expression (unique among weights), a constant's place
+        let mut taken = std::collections::HashSet::new();
+        let named: Vec<Named> = named
+            .blobs
+            .into_iter()
+            .enumerate()
+            .map(|(i, (blob, size))| {
+                let mut key = match &blob {
+                    Blob::Weight { expr, .. } => expr.to_string(),
+                    Blob::Tensor(_) => format!("constant.{i}"),
+                };
+                if !taken.insert(key.clone()) {
+                    key = format!("{key}#{i}");
+                    taken.insert(key.clone());
+                }
+                Named { key, blob, size }
+            })
+            .collect();
+        let mut constant_offsets = vec![0u64];
+        let mut at = 0u64;
+        for (i, (_, size)) in constants.blobs.iter().enumerate() {
+            if i > 0 {
+                at = align(at, CONSTANT_ALIGN);
+            }
+            constant_offsets.push(at);
+            at += size;
+        }
+        let constants_size = at;
+        let mut end = constants_size;
+        let mut place = |size: u64| {
+            let at = align(end, SEGMENT_ALIGN);
+            end = at + size;
+            at
+        };
+        let delegates = methods
+            .iter()
+            .zip(&keys)
+            .map(|(method, keys)| {
+                method
+                    .delegates
+                    .iter()
+                    .zip(keys)
+                    .map(|(d, k)| {
+                        let names: Vec<String> = k.iter().map(|&i| named[i].key.clone()).collect();
+                        let payload = d.payload(&names);
+                        let len = payload.len() as u64;
+                        (payload, place(len), len)
+                    })
+                    .collect()
+            })
+            .collect();
+        let named = named.into_iter().map(|n| (place(n.size), n)).map(|(at, n)| (n, at)).collect();
+        Ok(Layout {
+            constants: constants.blobs,
+            constant_offsets,
+            constants_size,
+            buffers,
+            delegates,
+            named,
+            total: end,
+        })
     }
 
     pub fn any(&self) -> bool {
-        self.total > 0 || !self.delegates.is_empty()
+        self.total > 0 || self.delegates.iter().any(|d| !d.is_empty()) || !self.named.is_empty()
+    }
+
+    /// Number of stored blobs (constants and named data).
+    pub fn blobs(&self) -> usize {
+        self.constants.len() + self.named.len()
     }
 }
 
-/// Offsets of the constant buffers in the segment (`offsets[0]` is the empty placeholder) and
-/// the segment's length.
-fn constant_layout(m: &Method) -> (Vec<u64>, u64) {
-    let mut offsets = vec![0u64];
-    let mut at = 0u64;
-    for (i, (_, size)) in m.constants.iter().enumerate() {
-        if i > 0 {
-            at = align(at, CONSTANT_ALIGN);
-        }
-        offsets.push(at);
-        at += size;
-    }
-    (offsets, at)
-}
-
-fn evalue<'a>(b: &mut FlatBufferBuilder<'a>, v: &Value) -> WIPOffset<fb::EValue<'a>> {
+fn evalue<'a>(b: &mut FlatBufferBuilder<'a>, v: &Value, constants: &[u32]) -> WIPOffset<fb::EValue<'a>> {
     let (val_type, val) = match v {
         Value::Null => (fb::KernelTypes::Null, fb::Null::create(b, &fb::NullArgs {}).as_union_value()),
         Value::Int(i) => (fb::KernelTypes::Int, fb::Int::create(b, &fb::IntArgs { int_val: *i }).as_union_value()),
@@ -97,7 +236,7 @@ fn evalue<'a>(b: &mut FlatBufferBuilder<'a>, v: &Value) -> WIPOffset<fb::EValue<
             let order: Vec<u8> = (0..t.bound.len() as u8).collect();
             let dim_order = b.create_vector(&order);
             let (data_buffer_idx, allocation_info) = match t.data {
-                Data::Constant(i) => (i as u32, None),
+                Data::Constant(i) => (constants[i], None),
                 Data::Planned(offset) => {
                     let o = offset.expect("the plan placed every planned tensor");
                     let a = fb::AllocationDetails::create(
@@ -132,10 +271,14 @@ fn evalue<'a>(b: &mut FlatBufferBuilder<'a>, v: &Value) -> WIPOffset<fb::EValue<
     fb::EValue::create(b, &fb::EValueArgs { val_type, val: Some(val) })
 }
 
-/// The flatbuffer of the program (no extended header yet).
-fn flatbuffer(m: &Method, seg: &Segments) -> Vec<u8> {
-    let mut b = FlatBufferBuilder::with_capacity(1 << 16);
-    let values: Vec<_> = m.values.iter().map(|v| evalue(&mut b, v)).collect();
+/// The execution plan of one method; its delegates are segments from `first_segment`.
+fn plan<'a>(
+    b: &mut FlatBufferBuilder<'a>,
+    m: &Method,
+    constants: &[u32],
+    first_segment: u32,
+) -> WIPOffset<fb::ExecutionPlan<'a>> {
+    let values: Vec<_> = m.values.iter().map(|v| evalue(b, v, constants)).collect();
     let values = b.create_vector(&values);
     let ins: Vec<i32> = m.inputs.iter().map(|&i| i as i32).collect();
     let inputs = b.create_vector(&ins);
@@ -150,19 +293,19 @@ fn flatbuffer(m: &Method, seg: &Segments) -> Vec<u8> {
             let (kind, call) = match ins.call {
                 Call::Kernel(op) => (
                     fb::InstructionArguments::KernelCall,
-                    fb::KernelCall::create(&mut b, &fb::KernelCallArgs { op_index: op as i32, args }).as_union_value(),
+                    fb::KernelCall::create(b, &fb::KernelCallArgs { op_index: op as i32, args }).as_union_value(),
                 ),
                 Call::Delegate(d) => (
                     fb::InstructionArguments::DelegateCall,
-                    fb::DelegateCall::create(&mut b, &fb::DelegateCallArgs { delegate_index: d as i32, args })
+                    fb::DelegateCall::create(b, &fb::DelegateCallArgs { delegate_index: d as i32, args })
                         .as_union_value(),
                 ),
             };
-            fb::Instruction::create(&mut b, &fb::InstructionArgs { instr_args_type: kind, instr_args: Some(call) })
+            fb::Instruction::create(b, &fb::InstructionArgs { instr_args_type: kind, instr_args: Some(call) })
         })
         .collect();
     let instructions = b.create_vector(&instrs);
-    let chain = fb::Chain::create(&mut b, &fb::ChainArgs { instructions: Some(instructions), ..Default::default() });
+    let chain = fb::Chain::create(b, &fb::ChainArgs { instructions: Some(instructions), ..Default::default() });
     let chains = b.create_vector(&[chain]);
     let ops: Vec<_> = m
         .operators
@@ -170,7 +313,7 @@ fn flatbuffer(m: &Method, seg: &Segments) -> Vec<u8> {
         .map(|(name, overload)| {
             let name = b.create_string(name);
             let overload = b.create_string(overload);
-            fb::Operator::create(&mut b, &fb::OperatorArgs { name: Some(name), overload: Some(overload) })
+            fb::Operator::create(b, &fb::OperatorArgs { name: Some(name), overload: Some(overload) })
         })
         .collect();
     let operators = b.create_vector(&ops);
@@ -180,24 +323,23 @@ fn flatbuffer(m: &Method, seg: &Segments) -> Vec<u8> {
         .map(|i| {
             let id = b.create_string(XNNPACK_ID);
             let processed = fb::BackendDelegateDataReference::create(
-                &mut b,
-                &fb::BackendDelegateDataReferenceArgs { location: fb::DataLocation::SEGMENT, index: i as u32 + 1 },
+                b,
+                &fb::BackendDelegateDataReferenceArgs {
+                    location: fb::DataLocation::SEGMENT,
+                    index: first_segment + i as u32,
+                },
             );
             let compile_specs = b.create_vector::<flatbuffers::WIPOffset<fb::CompileSpec>>(&[]);
             fb::BackendDelegate::create(
-                &mut b,
-                &fb::BackendDelegateArgs {
-                    id: Some(id),
-                    processed: Some(processed),
-                    compile_specs: Some(compile_specs),
-                },
+                b,
+                &fb::BackendDelegateArgs { id: Some(id), processed: Some(processed), compile_specs: Some(compile_specs) },
             )
         })
         .collect();
     let delegates = b.create_vector(&delegates);
     let name = b.create_string(&m.name);
-    let plan = fb::ExecutionPlan::create(
-        &mut b,
+    fb::ExecutionPlan::create(
+        b,
         &fb::ExecutionPlanArgs {
             name: Some(name),
             values: Some(values),
@@ -209,17 +351,47 @@ fn flatbuffer(m: &Method, seg: &Segments) -> Vec<u8> {
             delegates: Some(delegates),
             ..Default::default()
         },
-    );
-    let plans = b.create_vector(&[plan]);
-    let offsets = b.create_vector(&seg.constants);
+    )
+}
+
+/// The flatbuffer of the program (no extended header yet).
+fn flatbuffer(methods: &[Method], layout: &Layout) -> Vec<u8> {
+    let mut b = FlatBufferBuilder::with_capacity(1 << 16);
+    let mut next_segment = 1u32;
+    let plans: Vec<_> = methods
+        .iter()
+        .zip(&layout.buffers)
+        .map(|(m, buffers)| {
+            let p = plan(&mut b, m, buffers, next_segment);
+            next_segment += m.delegates.len() as u32;
+            p
+        })
+        .collect();
+    let plans = b.create_vector(&plans);
+    let offsets = b.create_vector(&layout.constant_offsets);
     let constant_segment =
         fb::SubsegmentOffsets::create(&mut b, &fb::SubsegmentOffsetsArgs { segment_index: 0, offsets: Some(offsets) });
-    let segments = seg.any().then(|| {
+    let segments = layout.any().then(|| {
         let mut all =
-            vec![fb::DataSegment::create(&mut b, &fb::DataSegmentArgs { offset: 0, size_: seg.constants_size })];
-        for &(offset, size_) in &seg.delegates {
+            vec![fb::DataSegment::create(&mut b, &fb::DataSegmentArgs { offset: 0, size_: layout.constants_size })];
+        let delegates = layout.delegates.iter().flatten().map(|(_, offset, size)| (*offset, *size));
+        let named = layout.named.iter().map(|(n, offset)| (*offset, n.size));
+        for (offset, size_) in delegates.chain(named) {
             all.push(fb::DataSegment::create(&mut b, &fb::DataSegmentArgs { offset, size_ }));
         }
+        b.create_vector(&all)
+    });
+    let named_data = (!layout.named.is_empty()).then(|| {
+        let first = next_segment;
+        let all: Vec<_> = layout
+            .named
+            .iter()
+            .enumerate()
+            .map(|(i, (n, _))| {
+                let key = b.create_string(&n.key);
+                fb::NamedData::create(&mut b, &fb::NamedDataArgs { key: Some(key), segment_index: first + i as u32 })
+            })
+            .collect();
         b.create_vector(&all)
     });
     let program = fb::Program::create(
@@ -229,6 +401,7 @@ fn flatbuffer(m: &Method, seg: &Segments) -> Vec<u8> {
             execution_plan: Some(plans),
             segments,
             constant_segment: Some(constant_segment),
+            named_data,
             ..Default::default()
         },
     );
@@ -236,15 +409,15 @@ fn flatbuffer(m: &Method, seg: &Segments) -> Vec<u8> {
     b.finished_data().to_vec()
 }
 
-/// The bytes before the segment area: the flatbuffer with its extended header, padded to the
-/// segment base (everything when there are no segments), and the segments' layout.
-pub fn program_bytes(m: &Method) -> (Vec<u8>, Segments) {
-    let seg = Segments::of(m);
-    let fbuf = flatbuffer(m, &seg);
-    if !seg.any() {
-        return (fbuf, seg);
+/// The bytes before the segment area: the flatbuffer of `methods` (distinct names) with its
+/// extended header, padded to the segment base (everything when there are no segments), and
+/// the segments' layout.
+pub fn program_bytes(methods: &[Method], layout: &Layout) -> Vec<u8> {
+    let fbuf = flatbuffer(methods, layout);
+    if !layout.any() {
+        return fbuf;
     }
-    let segment_size = seg.total;
+    let segment_size = layout.total;
     let program_size = (fbuf.len() + HEADER_LEN) as u64;
     let base = align(program_size, SEGMENT_ALIGN);
     let mut out = Vec::with_capacity(base as usize);
@@ -258,5 +431,5 @@ pub fn program_bytes(m: &Method) -> (Vec<u8>, Segments) {
     out.extend_from_slice(&segment_size.to_le_bytes());
     out.extend_from_slice(&fbuf[8..]);
     out.resize(base as usize, 0);
-    (out, seg)
+    out
 }

@@ -1,5 +1,7 @@
-//! The ExecuTorch runner (cargo feature `runtime`): a `.pte` loaded by the executorch 1.5.1
-//! wheel's C++ runtime through `shim/et_shim.cpp`, its kernels and XNNPACK backend linked in.
+//! The ExecuTorch runner (cargo feature `runtime`): a method of a `.pte` program (`forward`, or
+//! a component's: `prefill`, `decode`) loaded by the executorch 1.5.1 wheel's C++ runtime
+//! through `shim/et_shim.cpp`, its kernels and XNNPACK backend linked in; [`EtRunner::sibling`]
+//! loads another method of the same loaded program.
 //!
 //! A file is checked by [`PteFile`] first (identifier, header, segment bounds, flatbuffer
 //! verification), so a corrupt `.pte` is a clear error before the runtime sees it.
@@ -9,6 +11,7 @@
 
 use crate::dump::PteFile;
 use crate::program::{dtype_of, scalar_type};
+use hfexport_core::metadata::Component;
 use hfexport_core::{DType, Tensor};
 use std::collections::BTreeMap;
 use std::ffi::{c_char, c_int, c_void, CString};
@@ -21,7 +24,8 @@ struct HfxEt {
 }
 
 extern "C" {
-    fn hfx_et_open(path: *const c_char, err: *mut c_char, n: usize) -> *mut HfxEt;
+    fn hfx_et_open(path: *const c_char, method: *const c_char, err: *mut c_char, n: usize) -> *mut HfxEt;
+    fn hfx_et_open_sibling(h: *const HfxEt, method: *const c_char, err: *mut c_char, n: usize) -> *mut HfxEt;
     fn hfx_et_close(h: *mut HfxEt);
     fn hfx_et_num_inputs(h: *const HfxEt) -> usize;
     fn hfx_et_num_outputs(h: *const HfxEt) -> usize;
@@ -98,10 +102,11 @@ impl TensorInfo {
     }
 }
 
-/// A loaded `.pte` method `forward` — see the module docs.
+/// A loaded method of a `.pte` program — see the module docs.
 pub struct EtRunner {
     h: NonNull<HfxEt>,
     path: PathBuf,
+    method: String,
     inputs: Vec<TensorInfo>,
     outputs: Vec<TensorInfo>,
 }
@@ -127,16 +132,60 @@ impl ErrBuf {
 }
 
 impl EtRunner {
-    /// Checks and loads `path`; errors name the file.
+    /// Checks `path` and loads its method `forward`, or its only method; errors name the file.
     pub fn load(path: impl AsRef<Path>) -> Result<EtRunner> {
+        let path = path.as_ref();
+        let names = PteFile::open(path)?.method_names()?;
+        let method = match &names[..] {
+            [only] => only.as_str(),
+            _ if names.iter().any(|n| n == "forward") => "forward",
+            _ => {
+                return Err(RunError::Runtime {
+                    path: path.to_path_buf(),
+                    msg: format!("the program has no method `forward`; name one of: {}", names.join(", ")),
+                })
+            }
+        };
+        EtRunner::load_method(path, method)
+    }
+
+    /// Checks `path` and loads its method `method`; errors name the file and the method.
+    pub fn load_method(path: impl AsRef<Path>, method: &str) -> Result<EtRunner> {
         let path = path.as_ref().to_path_buf();
-        PteFile::open(&path)?.program()?;
+        let names = PteFile::open(&path)?.method_names()?;
         let fail = |msg: String| RunError::Runtime { path: path.clone(), msg };
+        if !names.iter().any(|n| n == method) {
+            return Err(fail(format!("the program has no method `{method}` (methods: {})", names.join(", "))));
+        }
         let c = CString::new(path.to_string_lossy().as_bytes()).map_err(|_| fail("a NUL in the path".into()))?;
+        let m = CString::new(method).map_err(|_| fail("a NUL in the method name".into()))?;
         let mut err = ErrBuf::new();
-        // SAFETY: `c` and `err` outlive the call; the shim returns null on failure.
-        let h = NonNull::new(unsafe { hfx_et_open(c.as_ptr(), err.ptr(), 512) }).ok_or_else(|| fail(err.msg()))?;
-        let mut r = EtRunner { h, path, inputs: vec![], outputs: vec![] };
+        // SAFETY: `c`, `m` and `err` outlive the call; the shim returns null on failure.
+        let h = NonNull::new(unsafe { hfx_et_open(c.as_ptr(), m.as_ptr(), err.ptr(), 512) })
+            .ok_or_else(|| fail(err.msg()))?;
+        EtRunner::with_handle(h, path, method)
+    }
+
+    /// The method of export component `c` in the export folder `dir` (its `.pte` file, the
+    /// method named after the component: [`crate::export::method_name`]).
+    pub fn for_component(dir: &Path, c: &Component) -> Result<EtRunner> {
+        let file = c.file(".pte").map_err(|e| RunError::Runtime { path: dir.to_path_buf(), msg: e.to_string() })?;
+        EtRunner::load_method(dir.join(file), crate::export::method_name(&c.spec))
+    }
+
+    /// Another method of the same program, sharing its loaded file and named data (the
+    /// program stays loaded while either runner lives); each method has its own planned memory.
+    pub fn sibling(&self, method: &str) -> Result<EtRunner> {
+        let m = CString::new(method).map_err(|_| self.fail("a NUL in the method name".into()))?;
+        let mut err = ErrBuf::new();
+        // SAFETY: `self.h` is a live handle; `m` and `err` outlive the call.
+        let h = NonNull::new(unsafe { hfx_et_open_sibling(self.h.as_ptr(), m.as_ptr(), err.ptr(), 512) })
+            .ok_or_else(|| RunError::Runtime { path: self.path.clone(), msg: err.msg() })?;
+        EtRunner::with_handle(h, self.path.clone(), method)
+    }
+
+    fn with_handle(h: NonNull<HfxEt>, path: PathBuf, method: &str) -> Result<EtRunner> {
+        let mut r = EtRunner { h, path, method: method.to_string(), inputs: vec![], outputs: vec![] };
         // SAFETY: `h` is a live handle.
         let (ni, no) = unsafe { (hfx_et_num_inputs(h.as_ptr()), hfx_et_num_outputs(h.as_ptr())) };
         r.inputs = (0..ni).map(|i| r.meta(false, i)).collect::<Result<_>>()?;
@@ -144,8 +193,13 @@ impl EtRunner {
         Ok(r)
     }
 
+    /// The method's name.
+    pub fn method(&self) -> &str {
+        &self.method
+    }
+
     fn fail(&self, msg: String) -> RunError {
-        RunError::Runtime { path: self.path.clone(), msg }
+        RunError::Runtime { path: self.path.clone(), msg: format!("method `{}`: {msg}", self.method) }
     }
 
     fn meta(&self, output: bool, i: usize) -> Result<TensorInfo> {

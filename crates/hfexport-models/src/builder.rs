@@ -9,6 +9,7 @@ use crate::config::{LayerType, ModelConfig};
 use crate::error::{ModelError, Result};
 use crate::registry::{lookup, ArchSpec};
 use hfexport_core::ops::{Activation, BinaryOp};
+use hfexport_core::plan::{CacheMode, ComponentSpec, Planned, Role};
 use hfexport_core::{DType, Dim, Graph, Op, TensorInfo, ValueId, WeightExpr};
 
 /// What a builder can ask of a weight store: a float tensor of a given shape, or an error
@@ -31,6 +32,13 @@ pub enum Task {
 
 impl Task {
     pub const NAMES: [&'static str; 1] = ["causal-lm"];
+
+    /// The name recorded in `export.json`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Task::CausalLm => "causal-lm",
+        }
+    }
 
     pub fn parse(s: &str) -> Result<Task, String> {
         match s {
@@ -75,6 +83,11 @@ pub fn build(cfg: &ModelConfig, weights: &dyn Weights, task: Task, opts: &BuildO
     }
 }
 
+/// The forward component of `task` ([`build`] with its spec).
+pub fn build_forward(cfg: &ModelConfig, weights: &dyn Weights, task: Task, opts: &BuildOptions) -> Result<Planned> {
+    Ok(Planned { spec: ComponentSpec::forward(), graph: build(cfg, weights, task, opts)? })
+}
+
 /// Name of the cache tensor of `layer` (`keys` or `values`), as in DESIGN.md.
 pub fn cache_name(layer: usize, kind: &str) -> String {
     format!("cache.layers.{layer}.{kind}")
@@ -96,20 +109,22 @@ pub fn build_generation(
     opts: &BuildOptions,
     static_cache: Option<usize>,
     multi_token_decode: bool,
-) -> Result<Vec<(String, Graph)>> {
+) -> Result<Vec<Planned>> {
     let spec = lookup(&cfg.architecture)?;
     let decoder = |name: &str| Decoder { cfg, spec, weights, opts, g: Graph::new(name), kv: Kv::Tokens };
+    let planned = |role: Role, cache: CacheMode, graph: Graph| Planned { spec: ComponentSpec::generation(role, cache), graph };
+    let (stat, grow) = (CacheMode::StaticInPlace, CacheMode::Growing);
     Ok(match static_cache {
-        Some(n) if multi_token_decode => vec![("decode".into(), decoder("decode").static_decode(n)?)],
+        Some(n) if multi_token_decode => vec![planned(Role::Decode, stat, decoder("decode").static_decode(n)?)],
         Some(n) => {
             // the prompt goes through the multi-token graph, later steps through one fixed at 1
             let mut decode = decoder("decode").static_decode(n)?;
             decode.substitute_symbol("sequence", &Dim::konst(1))?;
-            vec![("prefill".into(), decoder("prefill").static_decode(n)?), ("decode".into(), decode)]
+            vec![planned(Role::Prefill, stat, decoder("prefill").static_decode(n)?), planned(Role::Decode, stat, decode)]
         }
         None => vec![
-            ("prefill".into(), decoder("prefill").growing_prefill()?),
-            ("decode".into(), decoder("decode").growing_decode()?),
+            Planned { spec: ComponentSpec::growing_prefill(), graph: decoder("prefill").growing_prefill()? },
+            planned(Role::Decode, grow, decoder("decode").growing_decode()?),
         ],
     })
 }

@@ -13,7 +13,7 @@ pub mod error;
 pub mod registry;
 pub mod safetensors;
 
-pub use builder::{build, build_generation, cache_name, BuildOptions, Task, Weights};
+pub use builder::{build, build_forward, build_generation, cache_name, BuildOptions, Task, Weights};
 pub use checkpoint::Checkpoint;
 pub use config::ModelConfig;
 pub use error::{ModelError, Result};

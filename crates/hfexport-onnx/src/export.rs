@@ -1,12 +1,16 @@
-//! The ONNX exporter of one component: core passes (patches, decomposition of the high-level
-//! ops this opset cannot express), then the streaming writer.
+//! The ONNX [`Backend`]: which ops each opset lowers natively, the writer of all components
+//! (one shared external data file), and the ONNX Runtime runner behind the feature `runtime`.
 
 use crate::lower::{native, OPSET_NATIVE_LLM_OPS};
-use crate::writer::{write_component, Progress};
-use crate::Result;
+use crate::writer::write_components;
+use hfexport_core::backend::{Backend, Lowering, Runner, WeightProgress, Written};
+#[cfg(feature = "runtime")]
+use hfexport_core::generation::{timed_greedy, Generated};
+use hfexport_core::generation::Generator;
 use hfexport_core::config::{ExportFormat, OnnxConfig};
-use hfexport_core::passes::{Pass, PassManager, PatchRegistry, Stage};
-use hfexport_core::{Graph, Op, TensorSource};
+use hfexport_core::metadata::Component;
+use hfexport_core::plan::Planned;
+use hfexport_core::{Error, ExportConfig, Op, Result, TensorSource};
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -18,45 +22,137 @@ pub fn runtime_pins() -> BTreeMap<String, String> {
     BTreeMap::from([("onnxruntime".to_string(), "1.32.0".to_string())])
 }
 
-/// What one component export produced.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Written {
-    pub files: Vec<String>,
-    pub opset: u32,
-    pub patches_applied: Vec<String>,
-    /// The graph as written (after decomposition), for verification and metadata.
-    pub graph: Graph,
+/// The ONNX backend (`export_format: "onnx"`).
+pub struct Onnx;
+
+/// The one instance the facade lists.
+pub static BACKEND: Onnx = Onnx;
+
+fn onnx_config(cfg: &ExportConfig) -> Result<&OnnxConfig> {
+    match cfg {
+        ExportConfig::Onnx(c) => Ok(c),
+        other => Err(Error::Config(format!("the onnx backend got a {} config", other.format().as_str()))),
+    }
 }
 
-/// Decomposition selectors (a pass takes a plain fn): below opset 23 every high-level op is
-/// expanded, from 23 on only those without a native lowering.
-fn decompose_before_native_ops(op: &Op) -> bool {
-    !native(op, OPSET_NATIVE_LLM_OPS - 1)
+/// The opset an export writes.
+pub fn opset(cfg: &OnnxConfig) -> u32 {
+    cfg.opset_version.unwrap_or(DEFAULT_OPSET)
 }
 
-fn decompose_with_native_ops(op: &Op) -> bool {
-    !native(op, OPSET_NATIVE_LLM_OPS)
-}
+impl Backend for Onnx {
+    fn format(&self) -> ExportFormat {
+        ExportFormat::Onnx
+    }
 
-pub fn export_component(
-    graph: &Graph,
-    src: &dyn TensorSource,
-    dir: &Path,
-    component: &str,
-    cfg: &OnnxConfig,
-    progress: Progress,
-) -> Result<Written> {
-    let opset = cfg.opset_version.unwrap_or(DEFAULT_OPSET);
-    let mut pm = PassManager::new(PatchRegistry::builtin(), runtime_pins());
-    pm.add(Pass::Patches { stage: Stage::Build, format: None })
-        .add(Pass::FoldSlidingWindows)
-        .add(if opset >= OPSET_NATIVE_LLM_OPS {
-            Pass::Decompose { name: "onnx-opset23", select: decompose_with_native_ops }
+    fn lowering(&self, op: &Op, cfg: &ExportConfig) -> Lowering {
+        let opset = onnx_config(cfg).map_or(OPSET_NATIVE_LLM_OPS - 1, opset);
+        if native(op, opset) {
+            Lowering::Native
         } else {
-            Pass::Decompose { name: "onnx", select: decompose_before_native_ops }
-        })
-        .add(Pass::Patches { stage: Stage::Backend, format: Some(ExportFormat::Onnx) });
-    let (g, report) = pm.run(graph.clone())?;
-    let files = write_component(&g, src, dir, component, opset, progress)?;
-    Ok(Written { files, opset, patches_applied: report.patches_applied, graph: g })
+            Lowering::Decompose
+        }
+    }
+
+    fn runtime_pins(&self) -> BTreeMap<String, String> {
+        runtime_pins()
+    }
+
+    fn write(
+        &self,
+        components: &[Planned],
+        src: &dyn TensorSource,
+        dir: &Path,
+        cfg: &ExportConfig,
+        progress: WeightProgress,
+    ) -> Result<Vec<Written>> {
+        let cfg = onnx_config(cfg)?;
+        if cfg.ort_fusions.is_some() {
+            return Err(Error::Config("ort_fusions is not implemented yet".into()));
+        }
+        let files = write_components(components, src, dir, opset(cfg), progress)?;
+        Ok(files.into_iter().map(|files| Written { files, note: None }).collect())
+    }
+
+    #[allow(unused_variables)]
+    fn open_runner(&self, dir: &Path, component: &Component, cfg: &ExportConfig) -> Result<Box<dyn Runner>> {
+        self.runner_available()?;
+        #[cfg(feature = "runtime")]
+        {
+            let runner = crate::runtime::OnnxRunner::load(dir.join(component.file(".onnx")?))?;
+            Ok(Box::new(OrtRunner(runner)))
+        }
+        #[cfg(not(feature = "runtime"))]
+        unreachable!("runner_available failed above")
+    }
+
+    fn runner_available(&self) -> Result<()> {
+        if cfg!(feature = "runtime") {
+            return Ok(());
+        }
+        Err(Error::Config(
+            "running ONNX exports needs the ONNX Runtime runner, which is not compiled into this build: build \
+             hfexport with the cargo feature `onnx-runtime`"
+                .into(),
+        ))
+    }
+
+    fn runtime_name(&self) -> &'static str {
+        "onnxruntime"
+    }
+
+    #[allow(unused_variables)]
+    fn open_generator(&self, dir: &Path) -> Result<Box<dyn Generator>> {
+        self.runner_available()?;
+        #[cfg(feature = "runtime")]
+        {
+            Ok(Box::new(OrtGenerator(crate::generate::Generator::load(dir)?)))
+        }
+        #[cfg(not(feature = "runtime"))]
+        unreachable!("runner_available failed above")
+    }
+}
+
+/// ONNX Runtime behind the [`Runner`] interface: in-place cache outputs (`output.*`) are the
+/// caller's bound buffers, not compared.
+#[cfg(feature = "runtime")]
+struct OrtRunner(crate::runtime::OnnxRunner);
+
+#[cfg(feature = "runtime")]
+impl Runner for OrtRunner {
+    fn runtime(&self) -> String {
+        format!("onnxruntime {}", crate::runtime::loaded_version().unwrap_or_else(|| "(unknown version)".into()))
+    }
+
+    fn run(&mut self, inputs: &BTreeMap<String, hfexport_core::Tensor>) -> Result<BTreeMap<String, hfexport_core::Tensor>> {
+        Ok(self.0.run(inputs)?)
+    }
+
+    fn compares(&self, output: &str) -> bool {
+        !output.starts_with("output.")
+    }
+}
+
+impl From<crate::OnnxError> for Error {
+    fn from(e: crate::OnnxError) -> Error {
+        match e {
+            crate::OnnxError::Core(c) => c,
+            other => Error::Source(Box::new(other)),
+        }
+    }
+}
+
+/// [`crate::generate::Generator`] behind the core [`Generator`] interface.
+#[cfg(feature = "runtime")]
+struct OrtGenerator(crate::generate::Generator);
+
+#[cfg(feature = "runtime")]
+impl Generator for OrtGenerator {
+    fn runtime(&self) -> String {
+        format!("onnxruntime {}", crate::runtime::loaded_version().unwrap_or_else(|| "(unknown version)".into()))
+    }
+
+    fn generate(&mut self, prompt: &[i64], max_new_tokens: usize, eos: &[i64]) -> Result<Generated> {
+        timed_greedy(&mut self.0, prompt, max_new_tokens, eos)
+    }
 }

@@ -34,6 +34,7 @@ use crate::{OnnxError, Result};
 pub use hfexport_core::generation::{argmax, StopReason};
 use hfexport_core::generation::{greedy, static_mask, Steps};
 use hfexport_core::metadata::{Component, ExportMetadata};
+use hfexport_core::plan::{CacheMode, Role};
 use hfexport_core::{DType, Tensor};
 use ort::memory::{Allocator, MemoryInfo};
 use ort::session::{IoBinding, Session, SessionInputValue};
@@ -179,9 +180,8 @@ impl Generator {
                 meta.format
             )));
         }
-        let names: Vec<&str> = meta.components.iter().map(|c| c.name.as_str()).collect();
-        let component = |name: &str| meta.components.iter().find(|c| c.name == name);
-        let Some(decode) = component(COMPONENT) else {
+        let names: Vec<&str> = meta.components.iter().map(|c| c.name()).collect();
+        let Some(decode) = meta.by_role(Role::Decode) else {
             return Err(err(format!(
                 "{}: this export has no `{COMPONENT}` component (components: {}); generation needs an export made \
                  with --for-generation, e.g. hfexport export --format onnx --dynamic --for-generation --static-cache N \
@@ -191,28 +191,29 @@ impl Generator {
             )));
         };
         let env = environment(&[dir])?;
-        let engine = match meta.symbols.get(CACHE_SYMBOL) {
-            Some(r) if r.max >= 1 => {
-                Engine::Static(Box::new(StaticCache::load(&env, dir, decode, component("prefill"), r.max as usize)?))
+        let prefill = meta.by_role(Role::Prefill);
+        let engine = match (decode.spec.cache, decode.static_slots()) {
+            (CacheMode::StaticInPlace, Some(slots)) => {
+                Engine::Static(Box::new(StaticCache::load(&env, dir, decode, prefill, slots)?))
             }
-            Some(r) => {
-                return Err(err(format!(
-                    "{}: symbol `{CACHE_SYMBOL}` has maximum {} in export.json; a static cache needs at least 1 slot",
-                    dir.display(),
-                    r.max
-                )))
-            }
-            None => {
-                let Some(prefill) = component("prefill") else {
+            (CacheMode::Growing, _) => {
+                let Some(prefill) = prefill else {
                     return Err(err(format!(
-                        "{}: export.json has no symbol `{CACHE_SYMBOL}` (not a static cache) and no `prefill` \
-                         component (components: {}), so this is not a growing-cache export either; re-export with \
+                        "{}: a growing-cache export needs its `prefill` component (components: {}); re-export with \
                          --for-generation",
                         dir.display(),
                         names.join(", ")
                     )));
                 };
                 Engine::Growing(Box::new(GrowingCache::load(&env, dir, prefill, decode)?))
+            }
+            (cache, _) => {
+                return Err(err(format!(
+                    "{}: `{}` has cache {cache:?} with no `{CACHE_SYMBOL}` range; generation needs a static or growing \
+                     cache",
+                    dir.display(),
+                    decode.name()
+                )))
             }
         };
         Ok(Generator { engine, last_stop: None })
@@ -407,7 +408,7 @@ fn open_component(env: &ort::environment::Environment, dir: &Path, comp: &Compon
         err(format!(
             "{}: component `{}` lists no .onnx file (files: {})",
             dir.display(),
-            comp.name,
+            comp.name(),
             comp.files.join(", ")
         ))
     })?;

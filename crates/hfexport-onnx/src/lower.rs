@@ -22,28 +22,44 @@ use hfexport_core::{DType, Dim, Graph, Op, Tensor, ValueId};
 /// The first opset with `RMSNormalization`, `RotaryEmbedding` and `Attention`.
 pub const OPSET_NATIVE_LLM_OPS: u32 = 23;
 
-/// Whether `op` has a native ONNX lowering at `opset` (else core decomposes it first).
+/// Whether `op` has a native ONNX lowering at `opset` (else core decomposes it first). Every
+/// variant is listed, so a new op does not compile until it is decided here.
 ///
-/// `Attention` is native from opset 23 but is lowered with an additive float mask (the dtype's
-/// lowest value), never a bool one: ONNX Runtime 1.32 turns a fully masked row (a left-padded
-/// position) into NaN with a bool mask, and the NaN then reaches every row through the values
-/// of the next layer. With a softcap it stays decomposed: ONNX applies the softcap after the
-/// mask, which would unmask.
+/// `Attention` is native from opset 23 with the mask it is given; ONNX Runtime's NaN on fully
+/// masked rows of a bool mask is worked around by a core patch
+/// (`passes::ORT_ATTENTION_ADDITIVE_MASK`) that hands it an additive float mask. With a softcap
+/// it stays decomposed: ONNX applies the softcap after the mask, which would unmask.
 pub fn native(op: &Op, opset: u32) -> bool {
     match op {
+        Op::Constant(_)
+        | Op::Unary(_)
+        | Op::Binary(_)
+        | Op::Where
+        | Op::Cast(_)
+        | Op::MatMul
+        | Op::Reduce { .. }
+        | Op::Softmax { .. }
+        | Op::Reshape { .. }
+        | Op::Transpose { .. }
+        | Op::Expand { .. }
+        | Op::Concat { .. }
+        | Op::Slice { .. }
+        | Op::Gather { .. }
+        | Op::Iota { .. } => true,
         // `Gemm(transB=1)` reads the `[out, in]` weight as stored: no Transpose for the runtime
         // to fold at load time
         Op::Linear => true,
         // `ScatterElements` copies its input to its output and then writes the new rows; ONNX
         // Runtime skips the copy when both are one buffer, which is what makes io-binding a
         // cache input and its output to the same memory an in-place update
-        Op::CacheUpdate => true,
+        Op::CacheUpdate | Op::ScatterSlots => true,
         Op::RmsNorm { .. } | Op::ApplyRotary => opset >= OPSET_NATIVE_LLM_OPS,
         // a sliding window is folded into the mask first (`Pass::FoldSlidingWindows`)
         Op::Attention { softcap, sliding_window, .. } => {
             opset >= OPSET_NATIVE_LLM_OPS && softcap.is_none() && sliding_window.is_none()
         }
-        other => !other.is_high_level(),
+        // no ONNX op computes rotary tables; the gated MLP is `Linear`s and elementwise ops
+        Op::RotaryCosSin { .. } | Op::GatedMlp { .. } => false,
     }
 }
 
@@ -345,7 +361,7 @@ impl<'g> Ctx<'g> {
                 ("Range".into(), vec![zero, limit, one], vec![])
             }
             Op::Linear => return self.linear(n, &ins, &outs),
-            Op::CacheUpdate => {
+            Op::CacheUpdate | Op::ScatterSlots => {
                 let ns = self.g.info(n.inputs[1]).shape.clone();
                 let one = Dim::konst(1);
                 let col = self.shape(&[one.clone(), one.clone(), ns[2].clone(), one])?;
@@ -363,8 +379,8 @@ impl<'g> Ctx<'g> {
                     (self.rotary_half(n.inputs[1], n.inputs[0])?, self.rotary_half(n.inputs[2], n.inputs[0])?);
                 ("RotaryEmbedding".into(), vec![ins[0].clone(), cos, sin], vec![])
             }
+            // the mask as given: bool (true = may attend) or additive, both ONNX `attn_mask`s
             Op::Attention { scale, .. } if native(&n.op, self.opset) => {
-                let mask = self.attention_mask(n)?;
                 let (q, k) = (self.g.info(n.inputs[0]), self.g.info(n.inputs[1]));
                 let heads = |d: &Dim| d.as_const().unwrap_or(0);
                 let attrs = vec![
@@ -372,13 +388,14 @@ impl<'g> Ctx<'g> {
                     attr_int("kv_num_heads", heads(&k.shape[1])),
                     attr_float("scale", *scale),
                 ];
-                ("Attention".into(), vec![ins[0].clone(), ins[1].clone(), ins[2].clone(), mask], attrs)
+                ("Attention".into(), ins[..4].to_vec(), attrs)
             }
-            hl => {
+            // not native at this opset (or with these attributes): core decomposes them first
+            Op::RmsNorm { .. } | Op::ApplyRotary | Op::Attention { .. } | Op::RotaryCosSin { .. } | Op::GatedMlp { .. } => {
                 return Err(OnnxError::Lowering {
                     node: n.name.clone(),
-                    op: hl.name().into(),
-                    msg: format!("has no native lowering at opset {}; decompose it first", self.opset),
+                    op: n.op.name().into(),
+                    msg: format!("has no native lowering at opset {}; it should have been decomposed", self.opset),
                 })
             }
         };
@@ -418,16 +435,6 @@ impl<'g> Ctx<'g> {
         let sliced = self.em.helper("Slice", vec![name, zero, end, axis], vec![]);
         let shape = self.shape(&[xs[0].clone(), ts[1].clone(), half])?;
         Ok(self.em.helper("Expand", vec![sliced, shape], vec![]))
-    }
-
-    /// The additive float mask of a native `Attention`: 0 where a key may be attended, the
-    /// dtype's lowest value elsewhere.
-    fn attention_mask(&mut self, n: &Node) -> Result<String> {
-        let mask = self.name(n.inputs[3]);
-        let dtype = self.g.info(n.inputs[0]).dtype;
-        let zero = self.em.constant(&Tensor::scalar_float(dtype, 0.0));
-        let low = self.em.constant(&Tensor::scalar_float(dtype, dtype.min_finite()));
-        Ok(self.em.helper("Where", vec![mask, zero, low], vec![]))
     }
 
     fn finish(mut self) -> Result<Lowered> {

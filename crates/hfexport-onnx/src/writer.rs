@@ -1,5 +1,5 @@
-//! Writes one component: `<c>.onnx` (the graph) and `<c>.onnx.data` (every weight, external,
-//! each at an offset aligned to [`ALIGN`]).
+//! Writes the components of an export: `<c>.onnx` (the graph) each, and one `model.onnx.data`
+//! they share (every distinct weight once, external, each at an offset aligned to [`ALIGN`]).
 //!
 //! Weights are streamed: each one is produced by its lazy expression (straight from the
 //! checkpoint's mmap, converted in chunks when the dtype changes), written, and its source
@@ -10,7 +10,9 @@ use crate::proto::{
     tensor_proto::DataLocation, GraphProto, ModelProto, OperatorSetIdProto, StringStringEntryProto, TensorProto,
 };
 use crate::{OnnxError, Result};
-use hfexport_core::{Graph, TensorSource};
+use hfexport_core::backend::{distinct_weights, WeightTable};
+use hfexport_core::plan::Planned;
+use hfexport_core::TensorSource;
 use prost::Message;
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
@@ -28,69 +30,83 @@ fn io_err(path: &Path) -> impl Fn(std::io::Error) -> OnnxError + '_ {
     move |source| OnnxError::Io { path: path.to_path_buf(), source }
 }
 
-/// Writes `<component>.onnx` and `<component>.onnx.data` into `dir`; returns the file names.
-pub fn write_component(
-    g: &Graph,
+/// The external data file every component of an export shares.
+pub const DATA_FILE: &str = "model.onnx.data";
+
+/// Writes each component as `<name>.onnx` into `dir`, all of them reading their weights from
+/// one [`DATA_FILE`] in which a weight used by several components is stored once. Returns the
+/// file names of each component (its `.onnx`, then the data file).
+pub fn write_components(
+    components: &[Planned],
     src: &dyn TensorSource,
     dir: &Path,
-    component: &str,
     opset: u32,
     progress: Progress,
-) -> Result<Vec<String>> {
-    let lowered = lower(g, opset)?;
-    let data_name = format!("{component}.onnx.data");
-    let data_path = dir.join(&data_name);
+) -> Result<Vec<Vec<String>>> {
+    let data_path = dir.join(DATA_FILE);
     let mut out = DataFile::create(&data_path).map_err(io_err(&data_path))?;
-    let mut offset = 0u64;
-    let mut initializers = Vec::with_capacity(g.weights().len());
-    for (i, (w, name)) in g.weights().iter().zip(&lowered.weight_names).enumerate() {
-        progress(i, g.weights().len(), name);
-        let info = g.info(w.value);
-        let dims: Vec<i64> = info.shape.iter().map(|d| d.as_const().unwrap_or(0)).collect();
-        let expected = dims.iter().product::<i64>() as u64 * info.dtype.size() as u64;
-        let pad = (ALIGN - offset % ALIGN) % ALIGN;
-        out.write_all(&vec![0u8; pad as usize]).map_err(io_err(&data_path))?;
-        offset += pad;
-        let written = w.expr.stream_le_bytes(src, &mut |b| out.write_all(b))?;
-        if written != expected {
-            return Err(OnnxError::WeightSize { tensor: w.name.clone(), expected, actual: written });
+    let mut table = WeightTable::<(u64, u64)>::default();
+    let total = distinct_weights(components);
+    let (mut offset, mut done) = (0u64, 0usize);
+    let mut files = vec![];
+    for c in components {
+        let g = &c.graph;
+        let lowered = lower(g, opset)?;
+        let mut initializers = Vec::with_capacity(g.weights().len());
+        for (w, name) in g.weights().iter().zip(&lowered.weight_names) {
+            let info = g.info(w.value);
+            let dims: Vec<i64> = info.shape.iter().map(|d| d.as_const().unwrap_or(0)).collect();
+            let (at, len) = table.place(&w.expr, || -> Result<(u64, u64)> {
+                progress(done, total, name);
+                done += 1;
+                let expected = dims.iter().product::<i64>() as u64 * info.dtype.size() as u64;
+                let pad = (ALIGN - offset % ALIGN) % ALIGN;
+                out.write_all(&vec![0u8; pad as usize]).map_err(io_err(&data_path))?;
+                offset += pad;
+                let written = w.expr.stream_le_bytes(src, &mut |b| out.write_all(b))?;
+                if written != expected {
+                    return Err(OnnxError::WeightSize { tensor: w.name.clone(), expected, actual: written });
+                }
+                let at = offset;
+                offset += written;
+                Ok((at, written))
+            })?;
+            let entry = |k: &str, v: String| StringStringEntryProto { key: Some(k.into()), value: Some(v) };
+            initializers.push(TensorProto {
+                name: Some(name.clone()),
+                dims,
+                data_type: Some(onnx_dtype(info.dtype) as i32),
+                data_location: Some(DataLocation::External as i32),
+                external_data: vec![
+                    entry("location", DATA_FILE.into()),
+                    entry("offset", at.to_string()),
+                    entry("length", len.to_string()),
+                ],
+                ..Default::default()
+            });
         }
-        let entry = |k: &str, v: String| StringStringEntryProto { key: Some(k.into()), value: Some(v) };
-        initializers.push(TensorProto {
-            name: Some(name.clone()),
-            dims,
-            data_type: Some(onnx_dtype(info.dtype) as i32),
-            data_location: Some(DataLocation::External as i32),
-            external_data: vec![
-                entry("location", data_name.clone()),
-                entry("offset", offset.to_string()),
-                entry("length", written.to_string()),
-            ],
+        let model = ModelProto {
+            ir_version: Some(IR_VERSION),
+            opset_import: vec![OperatorSetIdProto { domain: Some(String::new()), version: Some(opset as i64) }],
+            producer_name: Some("hfexport".into()),
+            producer_version: Some(env!("CARGO_PKG_VERSION").into()),
+            graph: Some(GraphProto {
+                name: Some(g.name.clone()),
+                node: lowered.nodes,
+                initializer: initializers,
+                input: lowered.inputs,
+                output: lowered.outputs,
+                ..Default::default()
+            }),
             ..Default::default()
-        });
-        offset += written;
+        };
+        let model_name = format!("{}.onnx", c.spec.name);
+        let model_path = dir.join(&model_name);
+        std::fs::write(&model_path, model.encode_to_vec()).map_err(io_err(&model_path))?;
+        files.push(vec![model_name, DATA_FILE.to_string()]);
     }
     out.finish().map_err(io_err(&data_path))?;
-
-    let model = ModelProto {
-        ir_version: Some(IR_VERSION),
-        opset_import: vec![OperatorSetIdProto { domain: Some(String::new()), version: Some(opset as i64) }],
-        producer_name: Some("hfexport".into()),
-        producer_version: Some(env!("CARGO_PKG_VERSION").into()),
-        graph: Some(GraphProto {
-            name: Some(g.name.clone()),
-            node: lowered.nodes,
-            initializer: initializers,
-            input: lowered.inputs,
-            output: lowered.outputs,
-            ..Default::default()
-        }),
-        ..Default::default()
-    };
-    let model_name = format!("{component}.onnx");
-    let model_path = dir.join(&model_name);
-    std::fs::write(&model_path, model.encode_to_vec()).map_err(io_err(&model_path))?;
-    Ok(vec![model_name, data_name])
+    Ok(files)
 }
 
 /// One aligned block of the write buffer (direct I/O needs aligned memory, offsets and sizes).

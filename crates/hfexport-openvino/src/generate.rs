@@ -13,11 +13,12 @@
 use crate::runtime::OvRunner;
 use crate::{OvError, Result};
 use hfexport_core::generation::{greedy, prompt_calls, static_mask, Steps, StopReason};
-use hfexport_core::metadata::{Component, ExportMetadata};
+use hfexport_core::metadata::ExportMetadata;
+use hfexport_core::plan::Role;
 use hfexport_core::{DType, Tensor};
 use openvino::InferRequest;
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 fn err(msg: impl Into<String>) -> OvError {
     OvError::Runtime(msg.into())
@@ -39,13 +40,6 @@ pub struct OvGenerator {
     last_stop: Option<StopReason>,
 }
 
-fn model_file(dir: &Path, c: &Component) -> Result<PathBuf> {
-    let f = c.files.iter().find(|f| f.ends_with(".xml")).ok_or_else(|| {
-        err(format!("{}: component `{}` lists no .xml file (files: {})", dir.display(), c.name, c.files.join(", ")))
-    })?;
-    Ok(dir.join(f))
-}
-
 impl OvGenerator {
     /// Loads the generation components of an OpenVINO export folder; errors name the folder
     /// and what is missing.
@@ -59,8 +53,8 @@ impl OvGenerator {
                 meta.format
             )));
         }
-        let names: Vec<&str> = meta.components.iter().map(|c| c.name.as_str()).collect();
-        let Some(comp) = meta.components.iter().find(|c| c.name == "decode") else {
+        let names: Vec<&str> = meta.components.iter().map(|c| c.name()).collect();
+        let Some(comp) = meta.by_role(Role::Decode) else {
             return Err(err(format!(
                 "{}: this export has no `decode` component (components: {}); generation needs an export made with \
                  --for-generation",
@@ -69,12 +63,12 @@ impl OvGenerator {
             )));
         };
         let stateful = !comp.states.is_empty();
-        let decode = OvRunner::load(model_file(dir, comp)?)?;
-        let prefill = match meta.components.iter().find(|c| c.name == "prefill") {
-            Some(c) if !stateful => Some(OvRunner::load(model_file(dir, c)?)?),
+        let decode = OvRunner::load_component(dir, comp)?;
+        let prefill = match meta.by_role(Role::Prefill) {
+            Some(c) if !stateful => Some(OvRunner::load_component(dir, c)?),
             _ => None,
         };
-        let slots = meta.symbols.get("cache_len").map(|r| r.max.max(1) as usize);
+        let slots = comp.static_slots();
         let ids = decode
             .inputs()
             .iter()

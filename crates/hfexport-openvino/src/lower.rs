@@ -3,8 +3,8 @@
 //! Native: `Linear` (`MatMul` with `transpose_b`, the `[out, in]` weight as stored),
 //! `Attention` without softcap (opset13 `ScaledDotProductAttention` with an explicit additive
 //! mask and `causal=false`, a sliding window already folded into the mask by core; grouped KV heads repeated with `Unsqueeze → Broadcast → Reshape` on
-//! constant shapes, the form the CPU plugin's stateful SDPA fusion recognises) and `CacheUpdate`
-//! (`ScatterUpdate` on axis 2). Everything else high-level is decomposed by core first; its
+//! constant shapes, the form the CPU plugin's stateful SDPA fusion recognises), `CacheUpdate`
+//! and `ScatterSlots` (`ScatterUpdate` on axis 2). Everything else high-level is decomposed by core first; its
 //! RMS-norm decomposition (`x * 1/sqrt(mean(x²) + eps) * w`) is the sequence OpenVINO's
 //! `RMSFusion` matches, with `Reciprocal` written as `Divide(1, ·)`.
 //!
@@ -15,11 +15,13 @@
 //! `output.<n>` becomes a variable `<n>`: `ReadValue` (initialised empty: batch from
 //! `input_ids`, length 0) → `Gather` by the new input `beam_idx` (i32 `[batch]`, the beam order
 //! OpenVINO GenAI passes) on axis 0, and an `Assign` of the updated cache instead of a result.
-//! The state grows by each call's tokens (`Concat`), also for a multi-token static cache, whose
+//! The state grows by each call's tokens (`Concat`), also for a static cache, whose
 //! `CacheUpdate` would otherwise copy every slot each step: its mask's first columns (as many as
 //! keys) are used, so calls must come in position order, and the caller keeps within
 //! `max_cache_len` (the generator does). This is the pattern the CPU plugin fuses into its
-//! stateful attention kernel.
+//! stateful attention kernel. A `ScatterSlots` (what the core patch
+//! `openvino-static-query-cache-scatter` makes of a one-token decode's `CacheUpdate`s, which the
+//! CPU plugin fails to compile grown) writes its state in place with `ScatterUpdate` instead.
 
 use crate::ir::{element_type, Layer, Network, Out, PortInfo};
 use crate::{OvError, Result};
@@ -29,13 +31,31 @@ use hfexport_core::shape_program::{DimError, DimLowering, ShapeEmitter};
 use hfexport_core::{BinaryOp, DType, Dim, Graph, Op, Tensor, UnaryOp, ValueId};
 use std::collections::HashMap;
 
-/// Whether `op` is lowered natively (else core decomposes it first).
+/// Whether `op` is lowered natively (else core decomposes it first). Every variant is listed,
+/// so a new op does not compile until it is decided here.
 pub fn native(op: &Op) -> bool {
     match op {
-        Op::Linear | Op::CacheUpdate => true,
+        Op::Constant(_)
+        | Op::Unary(_)
+        | Op::Binary(_)
+        | Op::Where
+        | Op::Cast(_)
+        | Op::MatMul
+        | Op::Reduce { .. }
+        | Op::Softmax { .. }
+        | Op::Reshape { .. }
+        | Op::Transpose { .. }
+        | Op::Expand { .. }
+        | Op::Concat { .. }
+        | Op::Slice { .. }
+        | Op::Gather { .. }
+        | Op::Iota { .. } => true,
+        Op::Linear | Op::CacheUpdate | Op::ScatterSlots => true,
         // a sliding window is folded into the mask first (`Pass::FoldSlidingWindows`)
         Op::Attention { softcap, sliding_window, .. } => softcap.is_none() && sliding_window.is_none(),
-        other => !other.is_high_level(),
+        // the RMS-norm decomposition is the pattern OpenVINO's `RMSFusion` matches, the rotary
+        // one what `RoPEFusion` matches
+        Op::RmsNorm { .. } | Op::RotaryCosSin { .. } | Op::ApplyRotary | Op::GatedMlp { .. } => false,
     }
 }
 
@@ -330,7 +350,7 @@ impl<'g> Ctx<'g> {
         let variable = name.strip_prefix("input.").unwrap_or(name).to_string();
         // A state that grows by each call's tokens starts empty (length 0); a static one that is
         // written in place starts with its slots; the other dims are read from the inputs.
-        let empty: &[&str] = if self.query_is_symbolic() { &["past_len", "cache_len"] } else { &["past_len"] };
+        let empty: &[&str] = if self.grows(v) { &["past_len", "cache_len"] } else { &["past_len"] };
         let init_dims: Vec<Dim> = i
             .shape
             .iter()
@@ -552,11 +572,11 @@ impl<'g> Ctx<'g> {
             // A state grows instead: the CPU plugin then fuses ReadValue → Gather → Concat → Assign
             // with the attention, and no step copies the whole static cache. Calls must come in
             // position order, as a stateful model's caller makes them.
-            Op::CacheUpdate if self.states.contains(&n.inputs[0]) && self.query_is_symbolic() => {
+            Op::CacheUpdate if self.states.contains(&n.inputs[0]) => {
                 self.grown.insert(n.outputs[0]);
                 one(self, "Concat", "opset1", vec![("axis", "2".into())], vec![ins[0], ins[1]])
             }
-            Op::CacheUpdate => {
+            Op::CacheUpdate | Op::ScatterSlots => {
                 let flat = self.em.const_i64(&[-1]);
                 let q = self.g.info(n.inputs[2]).shape.iter().fold(Dim::konst(1), |a, d| a.mul(d));
                 let idx = self.em.op(
@@ -590,11 +610,11 @@ impl<'g> Ctx<'g> {
                     vec![ins[0], kk, vv, mask, s],
                 )
             }
-            hl => {
+            Op::Attention { .. } | Op::RmsNorm { .. } | Op::RotaryCosSin { .. } | Op::ApplyRotary | Op::GatedMlp { .. } => {
                 return Err(OvError::Lowering {
                     node: n.name.clone(),
-                    op: hl.name().into(),
-                    msg: "has no native OpenVINO lowering; decompose it first".into(),
+                    op: n.op.name().into(),
+                    msg: "has no native OpenVINO lowering; it should have been decomposed".into(),
                 })
             }
         };
@@ -602,13 +622,10 @@ impl<'g> Ctx<'g> {
         Ok(())
     }
 
-    /// Whether `input_ids` takes any number of tokens per call. A one-token static `decode`
-    /// keeps its `ScatterUpdate`: grown as a state, the CPU plugin of OpenVINO 2026.4.1 fails to
-    /// compile it ("Loop detected during topological sort").
-    fn query_is_symbolic(&self) -> bool {
-        self.g
-            .input("input_ids")
-            .is_some_and(|p| self.g.info(p.value).shape.get(1).is_some_and(|d| d.as_const().is_none()))
+    /// Whether graph input `v` becomes a state grown by each call's rows: it is one (stateful) and
+    /// a `CacheUpdate` writes it (a `ScatterSlots` writes its slots in place).
+    fn grows(&self, v: ValueId) -> bool {
+        self.opts.stateful && self.g.nodes().iter().any(|n| n.op == Op::CacheUpdate && n.inputs[0] == v)
     }
 
     /// The first `keys.shape[2]` columns of a static-cache mask, for keys of a grown state.
@@ -670,10 +687,14 @@ impl<'g> Ctx<'g> {
         ))
     }
 
-    /// The additive mask of an `Attention`: 0 where a key may be attended, the dtype's lowest
-    /// value elsewhere.
+    /// The additive mask of an `Attention`: as given when it is one, else 0 where the bool mask
+    /// lets a key be attended and the dtype's lowest value elsewhere (never -inf, so a fully
+    /// masked row stays finite).
     fn attention_mask(&mut self, n: &Node) -> Out {
         let mask = self.val(n.inputs[3]);
+        if self.g.info(n.inputs[3]).dtype != DType::Bool {
+            return mask;
+        }
         let dims = self.em.net.port(mask).dims.clone();
         let dtype = self.g.info(n.inputs[0]).dtype;
         let zero = self.em.constant(&Tensor::scalar_float(dtype, 0.0));

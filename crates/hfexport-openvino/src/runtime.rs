@@ -205,14 +205,26 @@ fn ports(
 }
 
 impl OvRunner {
-    /// Reads and compiles `xml` (its `.bin` beside it). Errors name the file, and say whether
-    /// the runtime is missing or the file is bad.
+    /// Reads and compiles `xml` with the `.bin` beside it. Errors name the file, and say
+    /// whether the runtime is missing or the file is bad.
     pub fn load(xml: impl AsRef<Path>) -> Result<OvRunner> {
-        let path = xml.as_ref().to_path_buf();
+        let xml = xml.as_ref();
+        OvRunner::load_with_weights(xml, &xml.with_extension("bin"))
+    }
+
+    /// Reads and compiles component `c` of the export in `dir` (its XML and the `.bin` it
+    /// shares with the other components).
+    pub fn load_component(dir: &Path, c: &hfexport_core::metadata::Component) -> Result<OvRunner> {
+        let (xml, bin) = (c.file(".xml")?, c.file(".bin")?);
+        OvRunner::load_with_weights(&dir.join(xml), &dir.join(bin))
+    }
+
+    /// Reads and compiles `xml` whose constants are in `bin`.
+    pub fn load_with_weights(xml: &Path, bin: &Path) -> Result<OvRunner> {
+        let path = xml.to_path_buf();
         if !path.is_file() {
             return Err(runtime_err(format!("{}: no such OpenVINO IR file", path.display())));
         }
-        let bin = path.with_extension("bin");
         if !bin.is_file() {
             return Err(runtime_err(format!("{}: the weights file {} is missing", path.display(), bin.display())));
         }

@@ -1,11 +1,13 @@
-//! Writes a lowered network: `openvino_<component>.bin` (every `Const`'s bytes, weights streamed
-//! one tensor at a time, 64-byte aligned) and then `openvino_<component>.xml` with each
-//! `Const`'s `offset` and `size`.
+//! Writes lowered networks: one `.bin` (every `Const`'s bytes, weights streamed one tensor at a
+//! time, 64-byte aligned, each distinct weight once across components) and each component's
+//! `openvino_<component>.xml` with its `Const`s' `offset` and `size` in that `.bin`.
 
 use crate::ir::Network;
 use crate::lower::{lower, ConstSource, LowerOptions};
 use crate::{OvError, Result};
-use hfexport_core::{Graph, TensorSource};
+use hfexport_core::backend::{distinct_weights, WeightTable};
+use hfexport_core::plan::Planned;
+use hfexport_core::{DType, Graph, TensorSource, WeightExpr};
 use std::io::Write;
 use std::path::Path;
 
@@ -18,65 +20,97 @@ fn io_err(path: &Path) -> impl Fn(std::io::Error) -> OvError + '_ {
     move |source| OvError::Io { path: path.to_path_buf(), source }
 }
 
-/// The file names of a component: (`openvino_<c>.xml`, `openvino_<c>.bin`).
-pub fn file_names(component: &str) -> (String, String) {
-    (format!("openvino_{component}.xml"), format!("openvino_{component}.bin"))
+/// The XML of a component: `openvino_<c>.xml`.
+pub fn xml_name(component: &str) -> String {
+    format!("openvino_{component}.xml")
 }
 
-pub fn write_component(
-    g: &Graph,
+/// The weights file of an export: `openvino_<c>.bin` beside a lone component's XML (where
+/// `read_model` looks by default), `openvino_model.bin` shared by all when there are several.
+pub fn bin_name(components: &[Planned]) -> String {
+    match components {
+        [one] => format!("openvino_{}.bin", one.spec.name),
+        _ => "openvino_model.bin".into(),
+    }
+}
+
+/// Writes every component's XML and one `.bin` holding their constants, each distinct weight
+/// once; returns the file names of each component (its XML, then the `.bin`).
+pub fn write_components(
+    components: &[Planned],
     src: &dyn TensorSource,
     dir: &Path,
-    component: &str,
     opts: LowerOptions,
     progress: Progress,
-) -> Result<Vec<String>> {
-    let lowered = lower(g, opts)?;
-    let mut net: Network = lowered.net;
-    let (xml_name, bin_name) = file_names(component);
+) -> Result<Vec<Vec<String>>> {
+    let bin_name = bin_name(components);
     let bin_path = dir.join(&bin_name);
     let file = std::fs::File::create(&bin_path).map_err(io_err(&bin_path))?;
     let mut out = std::io::BufWriter::with_capacity(8 << 20, file);
-    let mut offset = 0u64;
-    let n_weights = g.weights().len();
-    for (layer, source) in &lowered.consts {
-        let pad = (ALIGN - offset % ALIGN) % ALIGN;
-        out.write_all(&vec![0u8; pad as usize]).map_err(io_err(&bin_path))?;
-        offset += pad;
-        let size = match source {
-            ConstSource::Inline(bytes) => {
-                out.write_all(bytes).map_err(io_err(&bin_path))?;
-                bytes.len() as u64
-            }
-            ConstSource::Weight { index, compress } => {
-                let w = &g.weights()[*index];
-                progress(*index, n_weights, &w.name);
-                let info = g.info(w.value);
-                let numel: u64 = info.shape.iter().map(|d| d.as_const().unwrap_or(0) as u64).product();
-                let (expected, written) = if *compress {
-                    let mut f16 = F16Sink::default();
-                    let read = w.expr.stream_le_bytes(src, &mut |b| f16.push(b, &mut out))?;
-                    (numel * 4, (read, f16.written))
-                } else {
-                    let read = w.expr.stream_le_bytes(src, &mut |b| out.write_all(b))?;
-                    (numel * info.dtype.size() as u64, (read, read))
-                };
-                if written.0 != expected {
-                    return Err(OvError::WeightSize { tensor: w.name.clone(), expected, actual: written.0 });
+    let mut table = WeightTable::<(u64, u64)>::default();
+    let total = distinct_weights(components);
+    let (mut offset, mut done) = (0u64, 0usize);
+    let mut files = vec![];
+    for c in components {
+        let g = &c.graph;
+        let lowered = lower(g, opts)?;
+        let mut net: Network = lowered.net;
+        for (layer, source) in &lowered.consts {
+            let mut append = |offset: &mut u64, write: &mut dyn FnMut(&mut dyn Write) -> Result<u64>| -> Result<(u64, u64)> {
+                let pad = (ALIGN - *offset % ALIGN) % ALIGN;
+                out.write_all(&vec![0u8; pad as usize]).map_err(io_err(&bin_path))?;
+                *offset += pad;
+                let size = write(&mut out)?;
+                let at = *offset;
+                *offset += size;
+                Ok((at, size))
+            };
+            let (at, size) = match source {
+                ConstSource::Inline(bytes) => append(&mut offset, &mut |out| {
+                    out.write_all(bytes).map_err(io_err(&bin_path))?;
+                    Ok(bytes.len() as u64)
+                })?,
+                ConstSource::Weight { index, compress } => {
+                    let w = &g.weights()[*index];
+                    // a compressed copy is another tensor than the plain one
+                    let key = if *compress { WeightExpr::Cast(Box::new(w.expr.clone()), DType::F16) } else { w.expr.clone() };
+                    table.place(&key, || {
+                        progress(done, total, &w.name);
+                        done += 1;
+                        append(&mut offset, &mut |out| write_weight(g, *index, *compress, src, out))
+                    })?
                 }
-                written.1
-            }
-        };
-        let data = &mut net.layers[*layer].data;
-        data.push(("offset", offset.to_string()));
-        data.push(("size", size.to_string()));
-        offset += size;
+            };
+            let data = &mut net.layers[*layer].data;
+            data.push(("offset", at.to_string()));
+            data.push(("size", size.to_string()));
+        }
+        let xml_name = xml_name(&c.spec.name);
+        let xml_path = dir.join(&xml_name);
+        std::fs::write(&xml_path, net.to_xml(&g.name)).map_err(io_err(&xml_path))?;
+        files.push(vec![xml_name, bin_name.clone()]);
     }
     out.flush().map_err(io_err(&bin_path))?;
-    drop(out);
-    let xml_path = dir.join(&xml_name);
-    std::fs::write(&xml_path, net.to_xml(&g.name)).map_err(io_err(&xml_path))?;
-    Ok(vec![xml_name, bin_name])
+    Ok(files)
+}
+
+/// Streams weight `index` of `g` into `out` (narrowed to f16 when `compress`); its byte size.
+fn write_weight(g: &Graph, index: usize, compress: bool, src: &dyn TensorSource, out: &mut dyn Write) -> Result<u64> {
+    let w = &g.weights()[index];
+    let info = g.info(w.value);
+    let numel: u64 = info.shape.iter().map(|d| d.as_const().unwrap_or(0) as u64).product();
+    let (expected, read, written) = if compress {
+        let mut f16 = F16Sink::default();
+        let read = w.expr.stream_le_bytes(src, &mut |b| f16.push(b, out))?;
+        (numel * 4, read, f16.written)
+    } else {
+        let read = w.expr.stream_le_bytes(src, &mut |b| out.write_all(b))?;
+        (numel * info.dtype.size() as u64, read, read)
+    };
+    if read != expected {
+        return Err(OvError::WeightSize { tensor: w.name.clone(), expected, actual: read });
+    }
+    Ok(written)
 }
 
 /// Narrows streamed little-endian f32 bytes to f16 (`compress_to_fp16`), carrying a float split
@@ -88,7 +122,7 @@ struct F16Sink {
 }
 
 impl F16Sink {
-    fn push(&mut self, bytes: &[u8], out: &mut impl Write) -> std::io::Result<()> {
+    fn push(&mut self, bytes: &[u8], out: &mut dyn Write) -> std::io::Result<()> {
         let mut buf = std::mem::take(&mut self.carry);
         buf.extend_from_slice(bytes);
         let whole = buf.len() / 4 * 4;

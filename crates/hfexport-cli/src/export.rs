@@ -1,0 +1,81 @@
+//! `hfexport export`: the export config from `--config` and flags, then the facade's one
+//! pipeline.
+
+use crate::ExportArgs;
+use anyhow::{bail, Context, Result};
+use hfexport::Task;
+use std::path::Path;
+use std::time::Instant;
+
+/// The export config: `--config` file, then flags on top.
+fn export_config(a: &ExportArgs) -> Result<hfexport::ExportConfig> {
+    let mut dict = match &a.config {
+        Some(p) => {
+            let text = std::fs::read_to_string(p).with_context(|| format!("cannot read {}", p.display()))?;
+            serde_json::from_str::<serde_json::Value>(&text)
+                .with_context(|| format!("{} is not valid JSON", p.display()))?
+        }
+        None => serde_json::json!({}),
+    };
+    let obj = dict.as_object_mut().context("the --config file must hold a JSON object")?;
+    if let Some(f) = &a.format {
+        obj.insert("export_format".into(), f.clone().into());
+    }
+    if a.dynamic {
+        obj.insert("dynamic".into(), true.into());
+    }
+    if let Some(ds) = &a.dynamic_shapes {
+        let text = if Path::new(ds).is_file() { std::fs::read_to_string(ds)? } else { ds.clone() };
+        let v: serde_json::Value =
+            serde_json::from_str(&text).context("--dynamic-shapes is neither a JSON object nor a JSON file")?;
+        obj.insert("dynamic_shapes".into(), v);
+    }
+    if !obj.contains_key("export_format") {
+        bail!("give --format or an `export_format` in --config (valid: dynamo, onnx, executorch, openvino)");
+    }
+    Ok(hfexport::AutoExportConfig::from_dict(&dict)?)
+}
+
+pub(crate) fn export(a: &ExportArgs) -> Result<()> {
+    let config = export_config(a)?;
+    let dtype = hfexport::DType::from_user_name(&a.dtype)
+        .with_context(|| format!("--dtype `{}` is not valid; valid: float32, float16, bfloat16", a.dtype))?;
+    let task = Task::parse(&a.task).map_err(anyhow::Error::msg)?;
+    let exporter = hfexport::AutoHfExporter::from_config(config)?.with_verify(a.verify);
+    let generation = (a.for_generation || a.static_cache.is_some() || a.multi_token_decode)
+        .then_some(hfexport::Generation { static_cache: a.static_cache, multi_token_decode: a.multi_token_decode });
+    let req = hfexport::ExportRequest {
+        model: a.model.clone(),
+        output: a.output.clone(),
+        task,
+        dtype,
+        force: a.force,
+        generation,
+    };
+    let t0 = Instant::now();
+    let meta = exporter.export(&req, &mut |msg| eprintln!("{msg}"))?;
+    let mut files: Vec<&str> = vec![];
+    for f in meta.components.iter().flat_map(|c| c.files.iter().map(String::as_str)) {
+        if !files.contains(&f) {
+            files.push(f);
+        }
+    }
+    println!(
+        "exported {} to {} ({}) in {:.2} s",
+        meta.source.architecture,
+        a.output.display(),
+        files.join(", "),
+        t0.elapsed().as_secs_f64()
+    );
+    if let Some(v) = &meta.verification {
+        println!(
+            "verified in {}: max |diff| {:e} (atol {:e}) on {}",
+            v.runtime,
+            v.max_abs_diff,
+            v.atol,
+            v.inputs.join("; ")
+        );
+    }
+    Ok(())
+}
+

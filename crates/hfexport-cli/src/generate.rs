@@ -1,0 +1,130 @@
+//! `hfexport generate`: greedy generation over a generation export in its format's runtime, the
+//! prompt given as ids or as text for the export's tokenizer.
+
+use crate::GenerateArgs;
+use anyhow::{bail, Context, Result};
+use hfexport::core::generation::StopReason;
+use hfexport::core::metadata::ExportMetadata;
+use hfexport::ExportFormat;
+use std::path::Path;
+use std::time::Instant;
+
+
+/// `--prompt-ids 1,2,3` (spaces around the commas are allowed).
+fn parse_prompt_ids(text: &str) -> Result<Vec<i64>> {
+    let ids = text
+        .split(',')
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .map(|t| {
+            t.parse::<i64>().with_context(|| format!("--prompt-ids: `{t}` is not a token id (expected e.g. 1,2,3)"))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    if ids.is_empty() {
+        bail!("--prompt-ids is empty: give at least one token id, e.g. --prompt-ids 1,2,3");
+    }
+    Ok(ids)
+}
+
+/// EOS ids of `generation_config.json` in the export folder (`eos_token_id`: an int or a
+/// list); none when the file or the key is absent.
+fn eos_ids(dir: &Path) -> Result<Vec<i64>> {
+    let path = dir.join("generation_config.json");
+    if !path.is_file() {
+        return Ok(vec![]);
+    }
+    let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
+    let v: serde_json::Value =
+        serde_json::from_str(&text).with_context(|| format!("{} is not valid JSON", path.display()))?;
+    let bad = || anyhow::anyhow!("{}: `eos_token_id` must be a token id or a list of them", path.display());
+    match v.get("eos_token_id") {
+        None | Some(serde_json::Value::Null) => Ok(vec![]),
+        Some(serde_json::Value::Array(a)) => a.iter().map(|x| x.as_i64().ok_or_else(bad)).collect(),
+        Some(x) => Ok(vec![x.as_i64().ok_or_else(bad)?]),
+    }
+}
+
+/// The export folder's tokenizer.json, when there is one.
+fn load_tokenizer(dir: &Path) -> Result<Option<tokenizers::Tokenizer>> {
+    let path = dir.join("tokenizer.json");
+    if !path.is_file() {
+        return Ok(None);
+    }
+    let tok = tokenizers::Tokenizer::from_file(&path)
+        .map_err(|e| anyhow::anyhow!("{}: cannot load the tokenizer: {e}", path.display()))?;
+    Ok(Some(tok))
+}
+
+pub(crate) fn generate(a: &GenerateArgs) -> Result<()> {
+    let dir = &a.path;
+    if !dir.join(hfexport::core::metadata::FILE_NAME).is_file() {
+        bail!(
+            "{} is not an export folder (no {}); export one with `hfexport export --model <CHECKPOINT> --format onnx \
+             --dynamic --for-generation --static-cache N --multi-token-decode --output <DIR>`",
+            dir.display(),
+            hfexport::core::metadata::FILE_NAME
+        );
+    }
+    let tokenizer = load_tokenizer(dir)?;
+    let prompt = match (&a.prompt_ids, &a.prompt) {
+        (Some(ids), _) => parse_prompt_ids(ids)?,
+        (None, Some(text)) => {
+            let Some(tok) = &tokenizer else {
+                bail!(
+                    "{}: this export has no tokenizer files (no tokenizer.json), so --prompt cannot be encoded; give \
+                     the prompt as token ids with --prompt-ids 1,2,3 (or export from a checkpoint folder that has a \
+                     tokenizer.json)",
+                    dir.display()
+                );
+            };
+            let enc = tok.encode(text.as_str(), true).map_err(|e| anyhow::anyhow!("cannot encode --prompt: {e}"))?;
+            let ids: Vec<i64> = enc.get_ids().iter().map(|&i| i as i64).collect();
+            if ids.is_empty() {
+                bail!("--prompt encodes to no tokens: give a longer prompt or --prompt-ids");
+            }
+            ids
+        }
+        (None, None) => bail!("give --prompt-ids 1,2,3 or --prompt \"text\""),
+    };
+    let eos = eos_ids(dir)?;
+    let format = ExportFormat::parse(&ExportMetadata::read(dir)?.format)?;
+    let t0 = Instant::now();
+    let mut generator = hfexport::backend(format)?.open_generator(dir)?;
+    let loaded = Instant::now();
+    let g = generator.generate(&prompt, a.max_new_tokens, &eos)?;
+    let t2 = Instant::now();
+    let join = |ids: &[i64]| ids.iter().map(i64::to_string).collect::<Vec<_>>().join(",");
+    println!("prompt: {}", join(&prompt));
+    println!("ids: {}", join(&g.tokens));
+    if let Some(tok) = &tokenizer {
+        let ids: Vec<u32> = g.tokens.iter().map(|&t| t as u32).collect();
+        let text = tok.decode(&ids, true).map_err(|e| anyhow::anyhow!("cannot decode the generated ids: {e}"))?;
+        println!("text: {text}");
+    }
+    let stop = match g.stop {
+        StopReason::Eos(t) => format!("stopped at EOS token {t}"),
+        _ => format!("stopped after --max-new-tokens {}", a.max_new_tokens),
+    };
+    let secs = (t2 - loaded).as_secs_f64();
+    let kind = match generator.kind() {
+        "" => String::new(),
+        k => format!("{k}, "),
+    };
+    let decode = g.step_ms.map_or(String::new(), |ms| format!(", decode {ms:.2} ms/token"));
+    eprintln!(
+        "{}: load {:.2} s; {} prompt + {} new tokens in {:.2} s ({:.1} tokens/s; prefill {:.1} ms{decode}), {}{}; {stop}",
+        generator.runtime(),
+        (loaded - t0).as_secs_f64(),
+        prompt.len(),
+        g.tokens.len(),
+        secs,
+        g.tokens.len() as f64 / secs.max(1e-9),
+        g.prefill.as_secs_f64() * 1e3,
+        kind,
+        match g.slots {
+            Some(n) => format!("static cache of {n} slots"),
+            None => "growing cache".into(),
+        }
+    );
+    Ok(())
+}

@@ -1,0 +1,112 @@
+//! `hfexport inspect`: a checkpoint (sizes, stored dtypes, the graph) or an export folder
+//! (what export.json says: components with their roles, I/O, patches, verification).
+
+use crate::{forward_graph, open_checkpoint};
+use anyhow::Result;
+use hfexport::core::dim::shape_to_string;
+use hfexport::core::dump::{dump, op_histogram};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// What `export.json` says about an export folder.
+fn inspect_export(path: &Path) -> Result<()> {
+    let m = hfexport::core::metadata::ExportMetadata::read(path)?;
+    println!("export       {} ({} format, {}, task {})", path.display(), m.format, m.dtype, m.task);
+    println!(
+        "source       {} ({}) from {}",
+        m.source.architecture,
+        m.source.model_type.as_deref().unwrap_or("?"),
+        m.source.checkpoint
+    );
+    for (s, r) in &m.symbols {
+        println!("  symbol     {s} in {}..={}", r.min, r.max);
+    }
+    for c in &m.components {
+        println!("component    {} ({:?}, {})", c.name(), c.spec.role, c.files.join(", "));
+        for p in c.inputs.iter().map(|p| ("input ", p)).chain(c.outputs.iter().map(|p| ("output", p))) {
+            println!("  {}     {}: {}[{}]", p.0, p.1.name, p.1.dtype, p.1.shape.join(", "));
+        }
+        for a in &c.aliases {
+            println!("  alias      {} updates {} in place", a.output, a.input);
+        }
+        if !c.states.is_empty() {
+            let (first, n) = (&c.states[0], c.states.len());
+            println!("  states     {n} cache variables kept by the runtime ({first}, …), reordered by beam_idx");
+        }
+    }
+    let pins: Vec<String> = m.runtime_pins.iter().map(|(k, v)| format!("{k} {v}")).collect();
+    println!("runtimes     {}", pins.join(", "));
+    println!(
+        "patches      {}",
+        if m.patches_applied.is_empty() { "none".to_string() } else { m.patches_applied.join(", ") }
+    );
+    match &m.verification {
+        Some(v) => println!(
+            "verified     {} vs {}: max |diff| {:e} (atol {:e})",
+            v.runtime, v.reference, v.max_abs_diff, v.atol
+        ),
+        None => println!("verified     no (export with --verify)"),
+    }
+    Ok(())
+}
+
+pub(crate) fn inspect(path: &Path, task: &str, full: bool) -> Result<()> {
+    if path.join(hfexport::core::metadata::FILE_NAME).is_file() {
+        return inspect_export(path);
+    }
+    let ckpt = open_checkpoint(path)?;
+    let c = &ckpt.config;
+    let g = forward_graph(&ckpt, task)?;
+    println!("checkpoint   {}", path.display());
+    println!("architecture {} ({})", c.architecture, c.model_type.as_deref().unwrap_or("?"));
+    println!(
+        "sizes        layers {}, hidden {}, intermediate {}, heads {} (kv {}), head_dim {}, vocab {}",
+        c.num_hidden_layers,
+        c.hidden_size,
+        c.intermediate_size,
+        c.num_attention_heads,
+        c.num_key_value_heads,
+        c.head_dim,
+        c.vocab_size
+    );
+    println!(
+        "rope         {} (theta {}), max positions {}",
+        c.rope.rope_type(),
+        c.rope.theta,
+        c.max_position_embeddings
+    );
+    if let Some(w) = c.sliding_window {
+        let n =
+            c.layer_types.iter().filter(|t| matches!(t, hfexport::models::config::LayerType::SlidingAttention)).count();
+        println!("sliding      window {w} on {n} of {} layers", c.num_hidden_layers);
+    }
+    println!("embeddings   {}", if c.tie_word_embeddings { "tied" } else { "untied" });
+    println!("parameters   {} ({:.2} M)", g.parameter_count(), g.parameter_count() as f64 / 1e6);
+    let mut dtypes: BTreeMap<String, usize> = BTreeMap::new();
+    for name in ckpt.tensor_names() {
+        if let Some(info) = ckpt.tensor_info(name) {
+            *dtypes.entry(info.dtype.to_string()).or_default() += 1;
+        }
+    }
+    let dt: Vec<String> = dtypes.iter().map(|(d, n)| format!("{d} x{n}")).collect();
+    println!("stored       {} tensors: {}", ckpt.tensor_names().count(), dt.join(", "));
+    println!("graph        {} nodes, {} weights", g.nodes().len(), g.weights().len());
+    for (s, r) in g.symbols.iter() {
+        println!("  symbol     {} in {}..={}", s.name(), r.min, r.max);
+    }
+    for p in g.inputs() {
+        let i = g.info(p.value);
+        println!("  input      {}: {}{}", p.name, i.dtype, shape_to_string(&i.shape));
+    }
+    for p in g.outputs() {
+        let i = g.info(p.value);
+        println!("  output     {}: {}{}", p.name, i.dtype, shape_to_string(&i.shape));
+    }
+    let ops: Vec<String> = op_histogram(&g).iter().map(|(o, n)| format!("{o} x{n}")).collect();
+    println!("  ops        {}", ops.join(", "));
+    if full {
+        print!("{}", dump(&g));
+    }
+    Ok(())
+}
+

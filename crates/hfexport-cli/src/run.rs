@@ -1,0 +1,114 @@
+//! `hfexport run`: a checkpoint's forward graph in the reference evaluator, or a component of an
+//! export folder in its format's runtime.
+
+use crate::{forward_graph, open_checkpoint};
+use anyhow::{bail, Context, Result};
+use hfexport::core::metadata::ExportMetadata;
+use hfexport::models::safetensors::{read_all, write_safetensors};
+use hfexport::{AutoExportConfig, Evaluator, ExportFormat, Tensor};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Instant;
+
+pub(crate) fn run(path: &Path, inputs: &Path, outputs: &Path, component: &str, runtime: &str, task: &str) -> Result<()> {
+    if runtime != "reference" {
+        bail!("runtime `{runtime}` is not available in this build; valid: reference");
+    }
+    if component != "model" {
+        bail!("a checkpoint folder has one component, `model`; got `{component}`");
+    }
+    let ckpt = open_checkpoint(path)?;
+    let g = forward_graph(&ckpt, task)?;
+    let feed = read_all(inputs).with_context(|| format!("cannot read inputs {}", inputs.display()))?;
+    let t0 = Instant::now();
+    eprintln!("loading {} weights ({:.1} M parameters)…", g.weights().len(), g.parameter_count() as f64 / 1e6);
+    let ev = Evaluator::new(&g, &ckpt)?;
+    let t1 = Instant::now();
+    let out = ev.run(&feed).with_context(|| format!("running {} on {}", path.display(), inputs.display()))?;
+    let t2 = Instant::now();
+    let refs: Vec<(&str, &Tensor)> = out.iter().map(|(k, v)| (k.as_str(), v)).collect();
+    let meta =
+        BTreeMap::from([("producer".to_string(), format!("hfexport {} (reference)", env!("CARGO_PKG_VERSION")))]);
+    write_safetensors(outputs, &refs, &meta).with_context(|| format!("cannot write outputs {}", outputs.display()))?;
+    for (name, t) in &out {
+        println!("{name}: {}{:?}", t.dtype(), t.shape());
+    }
+    if let Some(l) = out.get("logits") {
+        println!("next tokens (argmax at the last position): {:?}", last_argmax(l)?);
+    }
+    eprintln!(
+        "weights {:.2} s, forward {:.2} s; wrote {}",
+        (t1 - t0).as_secs_f64(),
+        (t2 - t1).as_secs_f64(),
+        outputs.display()
+    );
+    Ok(())
+}
+
+/// Argmax over the vocabulary at the last position of each row of `[batch, seq, vocab]`.
+fn last_argmax(logits: &Tensor) -> Result<Vec<usize>> {
+    let [b, s, v] = *logits.shape() else { bail!("logits are not rank 3: {:?}", logits.shape()) };
+    let x = logits.as_f32()?;
+    Ok((0..b)
+        .map(|bi| {
+            let row = &x[(bi * s + s - 1) * v..(bi * s + s) * v];
+            (0..v).max_by(|&i, &j| row[i].total_cmp(&row[j])).unwrap_or(0)
+        })
+        .collect())
+}
+
+/// The runtime names `--runtime` accepts.
+const RUNTIMES: [&str; 5] = ["reference", "onnxruntime", "openvino", "executorch", "libtorch"];
+
+/// `run` on an export folder: the component in its format's runtime (the backend's runner).
+pub(crate) fn run_export(
+    dir: &Path,
+    inputs: &Path,
+    outputs: &Path,
+    component: &str,
+    runtime: Option<&str>,
+) -> Result<()> {
+    let meta = ExportMetadata::read(dir)?;
+    let comp = meta.component(component)?;
+    let format = ExportFormat::parse(&meta.format)?;
+    let backend = hfexport::backend(format)?;
+    let natural = backend.runtime_name();
+    match runtime.unwrap_or(natural) {
+        r if r == natural => {}
+        "reference" => bail!(
+            "{} is an export folder; the reference evaluator runs checkpoints: run `hfexport run {}` (the checkpoint \
+             it was exported from) instead, or drop --runtime to use {natural}",
+            dir.display(),
+            meta.source.checkpoint,
+        ),
+        r if RUNTIMES.contains(&r) => {
+            bail!("runtime `{r}` cannot run this {} export in this build; it runs in {natural}", meta.format)
+        }
+        other => bail!("runtime `{other}` is not valid; valid: {}", RUNTIMES.join(", ")),
+    }
+    let config = AutoExportConfig::from_dict(&meta.config)?;
+    let feed = read_all(inputs).with_context(|| format!("cannot read inputs {}", inputs.display()))?;
+    let t0 = Instant::now();
+    let mut runner = backend.open_runner(dir, comp, &config)?;
+    let version = runner.runtime();
+    let t1 = Instant::now();
+    let out = runner.run(&feed).with_context(|| format!("running on {}", inputs.display()))?;
+    let t2 = Instant::now();
+    let refs: Vec<(&str, &Tensor)> = out.iter().map(|(k, v)| (k.as_str(), v)).collect();
+    let meta =
+        BTreeMap::from([("producer".to_string(), format!("hfexport {} ({version})", env!("CARGO_PKG_VERSION")))]);
+    write_safetensors(outputs, &refs, &meta).with_context(|| format!("cannot write outputs {}", outputs.display()))?;
+    for (name, t) in &out {
+        println!("{name}: {}{:?}", t.dtype(), t.shape());
+    }
+    if let Some(l) = out.get("logits") {
+        println!("next tokens (argmax at the last position): {:?}", last_argmax(&l.cast(hfexport::DType::F32))?);
+    }
+    eprintln!(
+        "{version}: load {:.2} s, run {:.2} s; wrote {}",
+        (t1 - t0).as_secs_f64(),
+        (t2 - t1).as_secs_f64(),
+        outputs.display()
+    );
+    Ok(())
+}

@@ -1,0 +1,137 @@
+//! The typed export plan: what each component of an export is, so that writers, generators,
+//! `--verify` and `inspect` read it instead of guessing from component names.
+//!
+//! A builder returns [`Planned`] components (a [`ComponentSpec`] and its graph); `export.json`
+//! records the spec of every component (`role`, `entry`, `exit`, `positions`, `cache`) next to
+//! its I/O. The contracts behind each variant are in `docs/io-contracts.md`.
+
+use crate::graph::Graph;
+use serde::{Deserialize, Serialize};
+
+/// What a component does in the model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// The whole model in one call, no cache (`model`).
+    Forward,
+    /// The prompt of a generation loop (fills or returns the cache).
+    Prefill,
+    /// The steps of a generation loop (reads and updates the cache); may serve the prompt too.
+    Decode,
+    /// A text or speech encoder whose states a decoder attends to.
+    Encoder,
+    /// A vision tower: pixel values in, image features out.
+    ImageEncoder,
+    /// Maps encoder features into the language model's hidden size.
+    Projector,
+    /// Token ids to input embeddings.
+    Embedding,
+    /// The decoder stack of a multimodal model: embeddings in, hidden states out.
+    LanguageModel,
+    /// Hidden states to logits.
+    LmHead,
+}
+
+/// What a component's main input is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Entry {
+    /// `input_ids` int64.
+    TokenIds,
+    /// `inputs_embeds` float.
+    Embeddings,
+    /// `pixel_values` float.
+    PixelValues,
+    /// `encoder_hidden_states` float.
+    EncoderStates,
+}
+
+/// What a component's main output is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Exit {
+    Logits,
+    HiddenStates,
+    Embeddings,
+}
+
+/// How token positions reach the component.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Positions {
+    /// `0..sequence`, made inside the graph (the forward graph, a growing cache's prefill).
+    Implicit,
+    /// `position_ids` int64 `[batch, sequence]`.
+    Ids,
+    /// `position_ids` int64 `[3, batch, sequence]` (temporal, height, width; M-RoPE).
+    MultiRow,
+    /// The component has no positions (an image encoder's patches carry their own).
+    None,
+}
+
+/// How a component holds its attention cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CacheMode {
+    None,
+    /// `cache_len` slots allocated once and updated in place (`input.<c>` aliased by `output.<c>`).
+    StaticInPlace,
+    /// The past comes in as `input.<c>` and the cache grown by this call goes out as `output.<c>`
+    /// (a prefill returns its cache without taking one).
+    Growing,
+    /// Keys and values of the encoder states, computed once.
+    CrossAttention,
+}
+
+/// One component of an export plan.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ComponentSpec {
+    pub name: String,
+    pub role: Role,
+    pub entry: Entry,
+    pub exit: Exit,
+    pub positions: Positions,
+    pub cache: CacheMode,
+}
+
+impl ComponentSpec {
+    /// The forward graph of a causal LM: token ids in, logits out, positions from the mask.
+    pub fn forward() -> ComponentSpec {
+        ComponentSpec {
+            name: "model".into(),
+            role: Role::Forward,
+            entry: Entry::TokenIds,
+            exit: Exit::Logits,
+            positions: Positions::Implicit,
+            cache: CacheMode::None,
+        }
+    }
+
+    /// A generation component of a causal LM (`prefill` or `decode`) taking `position_ids`.
+    pub fn generation(role: Role, cache: CacheMode) -> ComponentSpec {
+        let name = match role {
+            Role::Prefill => "prefill",
+            _ => "decode",
+        };
+        ComponentSpec {
+            name: name.into(),
+            role,
+            entry: Entry::TokenIds,
+            exit: Exit::Logits,
+            positions: Positions::Ids,
+            cache,
+        }
+    }
+
+    /// The prefill of a growing cache: no cache in, its cache out, positions `0..sequence`.
+    pub fn growing_prefill() -> ComponentSpec {
+        ComponentSpec { positions: Positions::Implicit, ..ComponentSpec::generation(Role::Prefill, CacheMode::Growing) }
+    }
+}
+
+/// A component ready for a backend: its spec and graph.
+#[derive(Debug, Clone)]
+pub struct Planned {
+    pub spec: ComponentSpec,
+    pub graph: Graph,
+}

@@ -1,0 +1,242 @@
+//! [`AutoHfExporter`]: checkpoint -> typed plan -> shapes -> staged folder -> the backend's
+//! passes and writer -> `export.json` -> commit. One pipeline for every format.
+
+use crate::backends::backend;
+use crate::samples::sample_sizes;
+use crate::verification::{merge, verify_component};
+use crate::{Error, Result};
+use hfexport_core::artifact::StagedDir;
+use hfexport_core::backend::{prepare, Backend};
+use hfexport_core::metadata::{self, ExportMetadata, Source, Verification};
+use hfexport_core::plan::{Planned, Role};
+use hfexport_core::{AutoExportConfig, DType, ExportConfig};
+use hfexport_models::{build_forward, build_generation, BuildOptions, Checkpoint, Task};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// Files copied from the checkpoint into every export, when present.
+pub const COPIED_FILES: [&str; 10] = [
+    "config.json",
+    "generation_config.json",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "tokenizer.model",
+    "vocab.json",
+    "merges.txt",
+    "added_tokens.json",
+    "chat_template.jinja",
+];
+
+/// One export job.
+#[derive(Debug, Clone)]
+pub struct ExportRequest {
+    pub model: PathBuf,
+    pub output: PathBuf,
+    pub task: Task,
+    /// Float dtype of the exported weights and activations.
+    pub dtype: DType,
+    /// Replace a non-empty output folder.
+    pub force: bool,
+    /// Export the components of a generation loop instead of the forward graph.
+    pub generation: Option<Generation>,
+}
+
+/// `export_for_generation` options (the Python `cache_implementation="static"`,
+/// `max_cache_len`, `multi_token_decode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Generation {
+    pub static_cache: Option<usize>,
+    pub multi_token_decode: bool,
+}
+
+/// Progress of a long export, for a command line or a log.
+pub type Progress<'a> = &'a mut dyn FnMut(&str);
+
+/// Picks the exporter for a config.
+#[derive(Debug, Clone)]
+pub struct AutoHfExporter {
+    config: ExportConfig,
+    /// Run the artifact in its runtime against the reference evaluator before commit.
+    verify: bool,
+}
+
+impl AutoHfExporter {
+    pub fn from_config(config: ExportConfig) -> Result<AutoHfExporter> {
+        backend(config.format())?;
+        Ok(AutoHfExporter { config, verify: false })
+    }
+
+    pub fn config(&self) -> &ExportConfig {
+        &self.config
+    }
+
+    /// Verify the artifact in its runtime before the folder is committed (`--verify`); the
+    /// result is recorded in export.json and a mismatch fails the export.
+    pub fn with_verify(mut self, verify: bool) -> AutoHfExporter {
+        self.verify = verify;
+        self
+    }
+
+    fn backend(&self) -> &'static dyn Backend {
+        backend(self.config.format()).expect("checked in from_config")
+    }
+
+    /// Whether verification is compiled in for this format (checked before any work).
+    pub(crate) fn check_verify_available(&self) -> Result<()> {
+        match self.verify {
+            true => Ok(self.backend().runner_available()?),
+            false => Ok(()),
+        }
+    }
+
+    /// The typed components of a request, with the config's shapes applied; and the runtime
+    /// checks those shapes need.
+    pub fn plan(&self, req: &ExportRequest, ckpt: &Checkpoint) -> Result<(Vec<Planned>, Vec<String>)> {
+        let opts = BuildOptions { dtype: req.dtype, ..Default::default() };
+        let mut components = match &req.generation {
+            None => vec![build_forward(&ckpt.config, ckpt, req.task, &opts)?],
+            Some(gen) => {
+                if !self.config.common().dynamic {
+                    return Err(Error::Unsupported(
+                        "a generation export needs --dynamic (query and cache lengths stay symbolic)".into(),
+                    ));
+                }
+                if gen.static_cache == Some(0) {
+                    return Err(Error::Unsupported("--static-cache must be at least 1".into()));
+                }
+                let mut components =
+                    build_generation(&ckpt.config, ckpt, &opts, gen.static_cache, gen.multi_token_decode)?;
+                // A stateful model keeps its cache inside the infer request, which a separate
+                // prefill model cannot hand over: `decode` serves the prompt too.
+                if matches!(&self.config, ExportConfig::Openvino(c) if c.stateful) {
+                    components.retain(|c| c.spec.role != Role::Prefill);
+                }
+                components
+            }
+        };
+        let mut runtime_checks = vec![];
+        for c in &mut components {
+            runtime_checks.extend(hfexport_core::dynamic::apply(&mut c.graph, self.config.common(), &sample_sizes())?);
+        }
+        Ok((components, runtime_checks))
+    }
+
+    /// Runs the export; the output folder appears only if everything succeeded.
+    pub fn export(&self, req: &ExportRequest, progress: Progress) -> Result<ExportMetadata> {
+        self.check_verify_available()?;
+        let backend = self.backend();
+        let ckpt = Checkpoint::open(&req.model)?;
+        let (components, runtime_checks) = self.plan(req, &ckpt)?;
+        let staged = StagedDir::create(&req.output, req.force)?;
+        progress(&format!("building {} for {}", self.config.format().as_str(), ckpt.config.architecture));
+        let (prepared, patches_applied) = prepare(backend, &self.config, &components)?;
+        let mut step = |i: usize, n: usize, name: &str| {
+            if i.is_multiple_of(16) || i + 1 == n {
+                progress(&format!("weights {}/{n}: {name}", i + 1));
+            }
+        };
+        let written = backend.write(&prepared, &ckpt, staged.path(), &self.config, &mut step)?;
+        let mut described = vec![];
+        for (planned, w) in components.iter().zip(written) {
+            if let Some(note) = &w.note {
+                progress(note);
+            }
+            described.push(backend.describe(planned, w.files, &self.config));
+        }
+        copy_side_files(&req.model, staged.path())?;
+        let verification = match self.verify {
+            true => Some(self.verify_all(&components, &described, &ckpt, staged.path(), req.dtype, progress)?),
+            false => None,
+        };
+        let mut symbols = BTreeMap::new();
+        for c in &components {
+            symbols.extend(metadata::symbols_of(&c.graph));
+        }
+        let meta = ExportMetadata {
+            schema_version: metadata::SCHEMA_VERSION,
+            hfexport_version: env!("CARGO_PKG_VERSION").to_string(),
+            source: Source {
+                architecture: ckpt.config.architecture.clone(),
+                model_type: ckpt.config.model_type.clone(),
+                checkpoint: req.model.display().to_string(),
+            },
+            format: self.config.format().as_str().to_string(),
+            task: req.task.name().to_string(),
+            dtype: req.dtype.user_name().to_string(),
+            config: self.config.to_dict(),
+            symbols,
+            components: described,
+            patches_applied,
+            runtime_checks,
+            runtime_pins: backend.runtime_pins(),
+            verification,
+        };
+        meta.write(staged.path())?;
+        staged.commit()?;
+        Ok(meta)
+    }
+
+    /// Verifies every component written into `dir` against its planned graph (the graph before
+    /// the backend's passes: the reference is the model, not the lowering).
+    fn verify_all(
+        &self,
+        components: &[Planned],
+        described: &[metadata::Component],
+        ckpt: &Checkpoint,
+        dir: &Path,
+        dtype: DType,
+        progress: Progress,
+    ) -> Result<Verification> {
+        let backend = self.backend();
+        let mut results = vec![];
+        for (planned, component) in components.iter().zip(described) {
+            let mut runner = backend.open_runner(dir, component, &self.config)?;
+            let v = verify_component(&mut *runner, planned, ckpt, ckpt.config.vocab_size, dtype, progress)?;
+            results.push((component, v));
+        }
+        merge(results)
+    }
+}
+
+fn copy_side_files(model: &Path, dir: &Path) -> Result<()> {
+    for name in COPIED_FILES {
+        let src = model.join(name);
+        if src.is_file() {
+            std::fs::copy(&src, dir.join(name)).map_err(|source| Error::Io { path: src.clone(), source })?;
+        }
+    }
+    Ok(())
+}
+
+/// Verifies an existing export folder against the checkpoint it was made from: rebuilds the
+/// plan with the export's config, dtype and generation options (read back from the components'
+/// roles and caches), runs every component in its runtime and its graph in the reference
+/// evaluator (as `--verify` does before commit). export.json is not changed.
+pub fn verify_export(dir: &Path, checkpoint: &Path) -> Result<Verification> {
+    let meta = ExportMetadata::read(dir)?;
+    let exporter = AutoHfExporter::from_config(AutoExportConfig::from_dict(&meta.config)?)?.with_verify(true);
+    exporter.check_verify_available()?;
+    let dtype = DType::from_user_name(&meta.dtype)
+        .ok_or_else(|| Error::Unsupported(format!("export.json: dtype `{}` is not valid", meta.dtype)))?;
+    let task = Task::parse(&meta.task).map_err(|e| Error::Unsupported(format!("export.json: {e}")))?;
+    let generation = meta.by_role(Role::Decode).map(|decode| {
+        let static_cache = decode.static_slots();
+        Generation { static_cache, multi_token_decode: static_cache.is_some() && meta.by_role(Role::Prefill).is_none() }
+    });
+    let req = ExportRequest {
+        model: checkpoint.to_path_buf(),
+        output: dir.to_path_buf(),
+        task,
+        dtype,
+        force: false,
+        generation,
+    };
+    let ckpt = Checkpoint::open(checkpoint)?;
+    let (components, _) = exporter.plan(&req, &ckpt)?;
+    let mut described = vec![];
+    for c in &components {
+        described.push(meta.component(&c.spec.name)?.clone());
+    }
+    exporter.verify_all(&components, &described, &ckpt, dir, dtype, &mut |_| {})
+}

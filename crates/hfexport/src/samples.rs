@@ -1,0 +1,156 @@
+//! Sample inputs fitted to a component's I/O contract (`docs/io-contracts.md`), for `--verify`
+//! and benches: they live beside the builders' contracts, not in any backend.
+
+use crate::{Error, Result};
+use hfexport_core::plan::{CacheMode, Entry, Planned};
+use hfexport_core::{DType, Graph, Tensor};
+use std::collections::BTreeMap;
+
+/// Sizes of symbolic dims in a static (non-dynamic) export: the sample shape.
+pub fn sample_sizes() -> BTreeMap<String, i64> {
+    BTreeMap::from([("batch".to_string(), 1), ("sequence".to_string(), 16)])
+}
+
+/// One sample input of a verification.
+#[derive(Debug, Clone)]
+pub struct SampleCase {
+    /// What it is, e.g. `[2, 7], row 0 left-padded by 3` (recorded in export.json).
+    pub name: String,
+    pub inputs: BTreeMap<String, Tensor>,
+}
+
+/// The sample inputs of a forward graph (`input_ids`, `attention_mask`): batch 2 x 7 tokens with
+/// row 0 left-padded by 3, and batch 1 x 5. A static axis keeps its size and a symbolic one is
+/// clamped into its range, so the cases fit any export of the graph.
+pub fn sample_cases(graph: &Graph, vocab: usize) -> Result<Vec<SampleCase>> {
+    let names: Vec<&str> = graph.inputs().iter().map(|p| p.name.as_str()).collect();
+    let (Some(ids), Some(mask), 2) = (graph.input("input_ids"), graph.input("attention_mask"), names.len()) else {
+        return Err(Error::Unsupported(format!(
+            "verification covers forward graphs with inputs input_ids and attention_mask; this one has {}",
+            names.join(", ")
+        )));
+    };
+    let (ids, mask) = (graph.info(ids.value), graph.info(mask.value));
+    if ids.rank() != 2 || mask.shape != ids.shape {
+        return Err(Error::Unsupported(
+            "verification needs input_ids and attention_mask of one [batch, seq] shape".into(),
+        ));
+    }
+    let fit = |d: &hfexport_core::Dim, want: i64| match d.as_const() {
+        Some(c) => c.max(0) as usize,
+        None => {
+            let (lo, hi) = d.bounds(&graph.symbols);
+            want.clamp(lo.max(1), hi.max(1)) as usize
+        }
+    };
+    let vocab = vocab.max(1) as i64;
+    let mut cases = vec![];
+    for (k, (b, s, pad)) in [(2i64, 7i64, 3usize), (1, 5, 0)].into_iter().enumerate() {
+        let (b, s) = (fit(&ids.shape[0], b), fit(&ids.shape[1], s));
+        let pad = pad.min(s.saturating_sub(1));
+        let n = b * s;
+        let keep: Vec<bool> = (0..n).map(|i| !(i / s == 0 && i % s < pad)).collect();
+        let tokens: Vec<i64> =
+            (0..n).map(|i| if keep[i] { (i as i64 * 31 + 7 + k as i64 * 13) % vocab } else { 0 }).collect();
+        let ids_t = Tensor::int(ids.dtype, vec![b, s], tokens)?;
+        let mask_t = match mask.dtype {
+            DType::Bool => Tensor::bool(vec![b, s], keep)?,
+            d if d.is_int() => Tensor::int(d, vec![b, s], keep.iter().map(|&m| i64::from(m)).collect())?,
+            d => Tensor::float(d, vec![b, s], keep.iter().map(|&m| f32::from(u8::from(m))).collect())?,
+        };
+        let name = match pad {
+            0 => format!("[{b}, {s}]"),
+            p => format!("[{b}, {s}], row 0 left-padded by {p}"),
+        };
+        cases.push(SampleCase {
+            name,
+            inputs: BTreeMap::from([("input_ids".to_string(), ids_t), ("attention_mask".to_string(), mask_t)]),
+        });
+    }
+    Ok(cases)
+}
+
+/// The sample inputs of a planned component, by its spec: [`sample_cases`] for a forward
+/// graph, one [`generation_case`] for a generation component (`past` tokens already in its
+/// cache; 0 for a runtime that keeps the cache as state and starts empty).
+pub fn cases_for(c: &Planned, vocab: usize, past: usize) -> Result<Vec<SampleCase>> {
+    match (c.spec.entry, c.spec.cache) {
+        (Entry::TokenIds, CacheMode::None) => sample_cases(&c.graph, vocab),
+        (Entry::TokenIds, CacheMode::StaticInPlace | CacheMode::Growing) => {
+            Ok(vec![generation_case(&c.graph, vocab, past)?])
+        }
+        (entry, cache) => Err(Error::Unsupported(format!(
+            "component `{}`: no sample inputs for entry {entry:?} with cache {cache:?} yet",
+            c.spec.name
+        ))),
+    }
+}
+
+/// Tokens already in the cache in a generation sample, and new tokens per call (when the graph
+/// does not fix it).
+pub const SAMPLE_PAST: usize = 4;
+const SAMPLE_QUERY: i64 = 3;
+
+/// One sample input of a generation component, by the contract of DESIGN.md: a cache holding
+/// `past` tokens (deterministic nonzero values in every slot, so a wrong mask shows; all zeros
+/// when `past` is 0, the state a stateful model starts from) and [`SAMPLE_QUERY`] new tokens at
+/// the positions after them (one, when the graph fixes the query length). A static cache (`attention_mask` [1, 1, q, slots], bool) gets 12 slots, or
+/// its fixed size; a growing cache gets an all-ones `attention_mask` [1, past + q]; a prefill
+/// with no cache input starts at position 0.
+pub fn generation_case(graph: &Graph, vocab: usize, past: usize) -> Result<SampleCase> {
+    let unsupported = |msg: String| Error::Unsupported(format!("verification of a generation component: {msg}"));
+    let has_cache = graph.inputs().iter().any(|p| p.name.starts_with("input."));
+    let past = if has_cache { past } else { 0 };
+    let mut bindings = hfexport_core::dim::Bindings::default();
+    for (s, r) in graph.symbols.iter() {
+        let want = match s.name() {
+            "sequence" => SAMPLE_QUERY,
+            "cache_len" => 12,
+            "past_len" => past as i64,
+            _ => 1,
+        };
+        bindings.unify(&hfexport_core::Dim::sym(s), want.clamp(r.min, r.max))?;
+    }
+    let shape_of = |name: &str| -> Result<Vec<usize>> {
+        let p = graph.input(name).ok_or_else(|| unsupported(format!("no input `{name}`")))?;
+        graph.info(p.value).shape.iter().map(|d| Ok(d.eval(&bindings)?.max(0) as usize)).collect()
+    };
+    let ids_shape = shape_of("input_ids")?;
+    let [1, q] = ids_shape[..] else {
+        return Err(unsupported(format!("input_ids has shape {ids_shape:?}, expected [1, q]")));
+    };
+    let vocab = vocab.max(1) as i64;
+    let mut inputs = BTreeMap::new();
+    for port in graph.inputs() {
+        let info = graph.info(port.value);
+        let shape = shape_of(&port.name)?;
+        let n: usize = shape.iter().product();
+        let t = match port.name.as_str() {
+            "input_ids" => Tensor::int(info.dtype, shape, (0..q as i64).map(|i| (i * 31 + 7) % vocab).collect())?,
+            "position_ids" => Tensor::int(info.dtype, shape, (past..past + q).map(|p| p as i64).collect())?,
+            "attention_mask" => match shape[..] {
+                // static cache: slot j visible to query i iff j <= past + i
+                [1, 1, rows, slots] if rows == q => {
+                    let keep = (0..q).flat_map(|i| (0..slots).map(move |j| j <= past + i)).collect();
+                    Tensor::bool(shape, keep)?
+                }
+                [1, len] if len == past + q => Tensor::int(info.dtype, shape, vec![1; n])?,
+                _ => return Err(unsupported(format!("attention_mask of shape {shape:?} fits no cache contract"))),
+            },
+            name if name.starts_with("input.") => {
+                let scale = if past == 0 { 0.0 } else { 0.5 };
+                Tensor::float(DType::F32, shape, (0..n).map(|i| ((i as f32) * 0.37).sin() * scale).collect())?
+                    .cast(info.dtype)
+            }
+            other => return Err(unsupported(format!("unknown input `{other}`"))),
+        };
+        inputs.insert(port.name.clone(), t);
+    }
+    let name = match past {
+        0 if has_cache => format!("{q} token{} into an empty cache", if q == 1 { "" } else { "s" }),
+        0 => format!("prefill of {q} tokens"),
+        p => format!("{q} new token{} after {p} cached", if q == 1 { "" } else { "s" }),
+    };
+    Ok(SampleCase { name, inputs })
+}
+
