@@ -117,3 +117,27 @@ fn generation_exports_need_dynamic_shapes() {
     assert!(e.to_string().contains("--dynamic"), "{e}");
     assert!(!out.exists());
 }
+
+/// `verify_export` on a folder made earlier: the plan is rebuilt from export.json (roles and
+/// cache modes say which generation export it was) and every component runs in ONNX Runtime
+/// against the reference evaluator.
+#[test]
+fn an_existing_generation_export_verifies_every_component() {
+    let tmp = tempfile::tempdir().unwrap();
+    let variants = [
+        Generation { static_cache: Some(32), multi_token_decode: false },
+        STATIC_MULTI,
+        Generation { static_cache: None, multi_token_decode: false },
+    ];
+    for (i, generation) in variants.into_iter().enumerate() {
+        let dir = tmp.path().join(format!("v{i}"));
+        let meta = export_decode("qwen3", &dir, generation, true).unwrap();
+        let v = hfexport::verify_export(&dir, &fixture("qwen3")).unwrap();
+        assert!(v.runtime.starts_with("onnxruntime"), "{v:?}");
+        assert!(v.max_abs_diff <= v.atol, "{v:?}");
+        for c in &meta.components {
+            let named = |i: &String| meta.components.len() == 1 || i.starts_with(&format!("{}: ", c.name()));
+            assert!(v.inputs.iter().any(named), "component `{}` was not verified: {:?}", c.name(), v.inputs);
+        }
+    }
+}

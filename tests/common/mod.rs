@@ -59,3 +59,29 @@ pub fn worst_unpadded(ours: &Tensor, theirs: &Tensor, mask: &Tensor) -> Result<(
     }
     Ok(worst)
 }
+
+/// A copy of fixture `name` in `dir` with its vocabulary widened to `vocab` rows (embedding and
+/// head rows repeated): weights then dominate the export as in real models, where the graph
+/// itself is a rounding error.
+pub fn widened(name: &str, vocab: usize, dir: &std::path::Path) -> PathBuf {
+    use hfexport_models::safetensors::{read_all, write_safetensors};
+    std::fs::create_dir_all(dir).unwrap();
+    let src = fixture(name);
+    let mut config: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(src.join("config.json")).unwrap()).unwrap();
+    config["vocab_size"] = vocab.into();
+    std::fs::write(dir.join("config.json"), serde_json::to_string(&config).unwrap()).unwrap();
+    let mut tensors = read_all(src.join("model.safetensors")).unwrap();
+    for (k, t) in tensors.iter_mut() {
+        if k.ends_with("embed_tokens.weight") || k.ends_with("lm_head.weight") {
+            let mut shape = t.shape().to_vec();
+            let row = t.to_le_bytes().len() / shape[0];
+            let bytes: Vec<u8> = t.to_le_bytes().iter().copied().cycle().take(vocab * row).collect();
+            shape[0] = vocab;
+            *t = Tensor::from_le_bytes(t.dtype(), shape, &bytes).unwrap();
+        }
+    }
+    let refs: Vec<(&str, &Tensor)> = tensors.iter().map(|(k, t)| (k.as_str(), t)).collect();
+    write_safetensors(dir.join("model.safetensors"), &refs, &Default::default()).unwrap();
+    dir.to_path_buf()
+}

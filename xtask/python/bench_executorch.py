@@ -13,7 +13,8 @@ Dynamic NTK rope (`rope_type: dynamic`) is not traceable by torch.export (it bra
 in Python): unless BENCH_ET_DYNAMIC_ROPE=off the rotary forward is swapped, during the export only, for a
 traceable one with the same result for a growing generation.
 
-`run`: the same greedy loop over any static-cache one-token `decode.pte` in the ExecuTorch Python runtime,
+`run`: the same greedy loop over any static-cache one-token decode program (hfexport's `model.pte` method `decode`, or
+transformers' `decode.pte` method `forward`) in the ExecuTorch Python runtime,
 hfexport's (`[input_ids, attention_mask, position_ids, *caches]` -> `[caches, logits, caches]`) or
 transformers': zero caches, the prompt (PROMPT_LEN random ids) token by token, then STEPS timed steps, the
 first outputs fed back as the caches each step. Prints `ET <LABEL> <key> <value>` lines.
@@ -158,7 +159,9 @@ def _nothing():
 class Decoder:
     def __init__(self, pte_path):
         t = time.perf_counter()
-        self.method = Runtime.get().load_program(pte_path).load_method("forward")
+        program = Runtime.get().load_program(pte_path)
+        # hfexport's model.pte has a method per component; transformers' decode.pte has `forward`
+        self.method = program.load_method("decode" if "decode" in program.method_names else "forward")
         self.load_s = time.perf_counter() - t
         meta = self.method.metadata
         shapes = [tuple(meta.input_tensor_meta(i).sizes()) for i in range(meta.num_inputs())]

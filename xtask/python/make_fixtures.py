@@ -373,8 +373,26 @@ def main():
         f"transformers {transformers.__version__}, torch {torch.__version__}, "
         f"safetensors {safetensors.__version__}, numpy {np.__version__}"
     )
-    for spec in fixture_specs():
+    specs = fixture_specs()
+    for spec in specs:
         make_fixture(outdir, *spec)
+    write_manifest(outdir, specs)
+
+
+def write_manifest(outdir, specs):
+    """tests/fixtures/manifest.json: the one fixture list every test reads (the `covers` notes are
+    kept from the previous manifest)."""
+    path = outdir / "manifest.json"
+    old = json.load(open(path)) if path.exists() else {"fixtures": []}
+    covers = {f["name"]: f.get("covers", "") for f in old["fixtures"]}
+    fixtures = [
+        {"name": name, "architecture": model_cls.__name__, "covers": covers.get(name, "")}
+        for name, _seed, model_cls, _config, _edit in specs
+    ]
+    about = old.get("about", "The committed tiny checkpoints; every test reads its fixture list from here.")
+    with open(path, "w") as f:
+        json.dump({"about": about, "fixtures": fixtures}, f, indent=2)
+        f.write("\n")
 
 
 if __name__ == "__main__":

@@ -540,7 +540,7 @@ fn bench_executorch(root: &Path, opts: &Opts) -> Result<()> {
         cmd.arg(&script).arg("run").arg(label).arg(pte).arg(ET_PROMPT.to_string()).arg(ET_STEPS.to_string());
         pairs(&mut cmd, &format!("ET {label} "))
     };
-    let ours_py = py("hfexport", &ours[0].1.join("decode.pte"))?;
+    let ours_py = py("hfexport", &ours[0].1.join("model.pte"))?;
     println!("==> [5/{steps}] hfexport generate (Rust, zero-copy) over {}", ours[1].1.display());
     let prompt: Vec<String> = (0..ET_PROMPT).map(|i| ((i * 37 + 11) % 200).to_string()).collect();
     let mut cmd = Command::new(&exe);

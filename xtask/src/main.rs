@@ -23,7 +23,10 @@ commands:
                                 xtask/python/make_fixtures.py
   check-versions [--strict]     compare installed versions with versions.toml; drift (an
                                 installed version other than the pin) is a warning, an
-                                error with --strict; a package not installed is not drift
+                                error with --strict; a package not installed is not drift;
+                                then each registered patch with its upstream range, whether
+                                the pinned and installed versions fall in it, and a warning
+                                when a pin has left a patch's range
   test [ARGS...]                setup --group test, then `cargo test --workspace --features
                                 hfexport-cli/tch [ARGS...]` with HFEXPORT_PYTHON=<repo>/.venv/bin/python
                                 and LIBTORCH=<the venv's torch> (the libtorch runner links it)
@@ -288,9 +291,12 @@ fn check_versions(root: &Path, strict: bool) -> Result<()> {
         println!("  {:<14} {:<14} {:<24} {:<8} {} ({})", rt.krate, rt.version, lock_text, state, rt.wheel, wheel_pin);
     }
 
-    list_patches(&installed);
+    let patch_warnings = list_patches(&versions, &installed)?;
 
     println!();
+    if patch_warnings > 0 {
+        println!("warning: {patch_warnings} patch(es) whose range the pins have left (see above)");
+    }
     if missing > 0 {
         println!(
             "{missing} pinned Python package(s) not installed (`cargo xtask setup --group all` installs every group)"
@@ -382,21 +388,29 @@ fn exit_code(status: ExitStatus) -> ExitCode {
     }
 }
 
-/// The patch registry against what is installed: a patch whose upstream version range no
-/// longer contains the installed version is a workaround that may be dropped.
-fn list_patches(installed: &std::collections::BTreeMap<String, String>) {
+/// The patch registry against the pins and what is installed: each patch's upstream range,
+/// whether the pinned and the installed versions fall in it, and a warning when the pin has
+/// left it (exports no longer get the workaround: drop it, or fix its range). Returns the
+/// number of warnings.
+fn list_patches(versions: &Versions, installed: &std::collections::BTreeMap<String, String>) -> Result<usize> {
     let registry = hfexport_core::passes::PatchRegistry::builtin();
-    println!();
-    println!("patches ({} registered)", registry.patches().len());
-    for p in registry.patches() {
-        let state = match &p.upstream {
-            None => "always applied".to_string(),
-            Some(r) => match installed.iter().find(|(k, _)| versions::same_package(k, r.package)) {
-                None => format!("{} not installed", r.package),
-                Some((_, v)) if r.contains(v) => format!("needed for {} {v}", r.package),
-                Some((_, v)) => format!("NO LONGER NEEDED? {} {v} is outside its range", r.package),
-            },
-        };
-        println!("  {:<32} {:<8} {state}: {}", p.name, format!("{:?}", p.stage).to_lowercase(), p.reason);
+    let pinned = versions.pins("all")?.into_iter().map(|p| (versions::normalize_name(&p.name), p.version)).collect();
+    let statuses = versions::patch_statuses(&registry, &pinned, installed);
+    let at = |v: &Option<(String, bool)>| match v {
+        None => "-".to_string(),
+        Some((v, true)) => format!("{v} (in range)"),
+        Some((v, false)) => format!("{v} (OUTSIDE)"),
+    };
+    println!("\nPatches (crates/hfexport-core/src/passes.rs: upstream versions each workaround is needed for)");
+    println!("  {:<38} {:<18} {:<26} {:<22} installed", "patch", "applies to", "range", "pinned");
+    let mut warnings = 0;
+    for s in &statuses {
+        println!("  {:<38} {:<18} {:<26} {:<22} {}", s.name, s.scope, s.range, at(&s.pinned), at(&s.installed));
+        println!("      issue: {}", s.issue);
+        if let Some(w) = &s.warning {
+            warnings += 1;
+            println!("      warning: {w}");
+        }
     }
+    Ok(warnings)
 }

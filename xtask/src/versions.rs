@@ -165,9 +165,126 @@ pub fn satisfies(installed: &str, pin: &str) -> bool {
     installed.split('+').next() == Some(pin)
 }
 
+/// A registered patch against the pinned and installed versions of its upstream package.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PatchStatus {
+    pub name: &'static str,
+    /// `backend onnx`, `build any`.
+    pub scope: String,
+    /// `onnxruntime >=1.32.0`, or `always` for a patch with no upstream range.
+    pub range: String,
+    /// (version, inside the range) of the pin in versions.toml, of the installed package.
+    pub pinned: Option<(String, bool)>,
+    pub installed: Option<(String, bool)>,
+    pub issue: &'static str,
+    /// Set when the pin leaves the range (the workaround is no longer applied to exports) or
+    /// the package has no pin.
+    pub warning: Option<String>,
+}
+
+/// Where each registered patch stands: `pinned` and `installed` map normalised package names
+/// to versions.
+pub fn patch_statuses(
+    registry: &hfexport_core::passes::PatchRegistry,
+    pinned: &std::collections::BTreeMap<String, String>,
+    installed: &std::collections::BTreeMap<String, String>,
+) -> Vec<PatchStatus> {
+    registry
+        .patches()
+        .iter()
+        .map(|p| {
+            let formats: Vec<&str> = p.formats.iter().map(|f| f.as_str()).collect();
+            let scope = format!(
+                "{} {}",
+                format!("{:?}", p.stage).to_lowercase(),
+                if formats.is_empty() { "any format".to_string() } else { formats.join(",") }
+            );
+            let Some(r) = &p.upstream else {
+                return PatchStatus {
+                    name: p.name,
+                    scope,
+                    range: "always".into(),
+                    pinned: None,
+                    installed: None,
+                    issue: p.issue,
+                    warning: None,
+                };
+            };
+            let at = |versions: &std::collections::BTreeMap<String, String>| {
+                versions.get(&normalize_name(r.package)).map(|v| (v.clone(), r.contains(v)))
+            };
+            let (pin, have) = (at(pinned), at(installed));
+            let warning = match &pin {
+                None => Some(format!("{} has no pin in versions.toml: the patch is applied to every export", r.package)),
+                Some((v, false)) => Some(format!(
+                    "the pinned {} {v} is outside {r}: exports no longer get this patch; drop it, or fix its range",
+                    r.package
+                )),
+                Some((_, true)) => None,
+            };
+            PatchStatus { name: p.name, scope, range: r.to_string(), pinned: pin, installed: have, issue: p.issue, warning }
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use hfexport_core::passes::{Patch, PatchRegistry, Stage, VersionRange};
+    use std::collections::BTreeMap;
+
+    fn keep(_: &hfexport_core::Graph) -> hfexport_core::Result<Option<hfexport_core::Graph>> {
+        Ok(None)
+    }
+
+    #[test]
+    fn patch_statuses_flag_a_pin_outside_the_range() {
+        let mut reg = PatchRegistry::default();
+        let patch = |name, range| Patch {
+            name,
+            stage: Stage::Backend,
+            formats: &[hfexport_core::ExportFormat::Onnx],
+            upstream: range,
+            issue: "https://example.invalid/issue/1",
+            reason: "test",
+            rewrite: keep,
+        };
+        reg.register(patch("needed", Some(VersionRange { package: "onnxruntime", min: Some("1.30"), below: None })))
+            .unwrap();
+        reg.register(patch("fixed", Some(VersionRange { package: "onnxruntime", min: None, below: Some("1.32") })))
+            .unwrap();
+        reg.register(patch("unpinned", Some(VersionRange { package: "Open_VINO", min: None, below: None }))).unwrap();
+        reg.register(patch("always", None)).unwrap();
+        let pinned = BTreeMap::from([("onnxruntime".to_string(), "1.32.0".to_string())]);
+        let installed = BTreeMap::from([("onnxruntime".to_string(), "1.31.1".to_string())]);
+        let s = patch_statuses(&reg, &pinned, &installed);
+        assert_eq!(s[0].range, "onnxruntime >=1.30");
+        assert_eq!(s[0].scope, "backend onnx");
+        assert_eq!((s[0].pinned.clone(), s[0].installed.clone()), (Some(("1.32.0".into(), true)), Some(("1.31.1".into(), true))));
+        assert_eq!(s[0].warning, None);
+        assert_eq!(s[1].pinned, Some(("1.32.0".into(), false)));
+        assert_eq!(s[1].installed, Some(("1.31.1".into(), true)));
+        let w = s[1].warning.as_deref().unwrap();
+        assert!(w.contains("1.32.0") && w.contains("onnxruntime <1.32"), "{w}");
+        assert!(s[2].warning.as_deref().unwrap().contains("no pin"));
+        assert_eq!((s[3].range.as_str(), &s[3].warning), ("always", &None));
+    }
+
+    /// The shipped registry against versions.toml: the OpenVINO workaround holds the pin, the
+    /// ONNX Runtime one (not reproduced with any release) is flagged.
+    #[test]
+    fn builtin_patches_against_the_repo_pins() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join("versions.toml");
+        let v = Versions::load(&path).unwrap();
+        let pinned = v.pins("all").unwrap().into_iter().map(|p| (normalize_name(&p.name), p.version)).collect();
+        let s = patch_statuses(&PatchRegistry::builtin(), &pinned, &BTreeMap::new());
+        let by = |n: &str| s.iter().find(|p| p.name == n).unwrap().clone();
+        let ov = by("openvino-static-query-cache-scatter");
+        assert_eq!((ov.pinned, ov.warning), (Some(("2026.4.1".into(), true)), None));
+        let ort = by("onnxruntime-attention-additive-mask");
+        assert_eq!(ort.pinned, Some(("1.32.0".into(), false)));
+        assert!(ort.warning.is_some());
+    }
 
     #[test]
     fn repo_versions_toml_parses() {

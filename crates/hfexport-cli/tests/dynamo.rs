@@ -59,14 +59,15 @@ fn pt2_archives_read_back_and_bad_ones_are_clear_errors() {
     };
     expect(&good[..good.len() / 2], "end-of-central-directory");
     expect(b"not a zip at all", "end-of-central-directory");
-    // one byte of the program JSON flipped
-    let json_at = good
-        .windows(20)
-        .position(|w| w == b"{\"graph_module\": {\"g")
-        .or_else(|| good.windows(16).position(|w| w == b"{\"graph_module\":"));
+    // one byte of the program JSON (DEFLATE-compressed; the payloads are stored) flipped
+    let json = &a.entries["models/model.json"];
+    assert_eq!(json.method, hfexport::dynamo::zip::DEFLATE);
+    assert!(json.stored_size * 4 < json.size, "{json:?}");
+    let w = &a.entries["data/weights/weight_0"];
+    assert!(w.method == hfexport::dynamo::zip::STORED && w.data_offset % 64 == 0, "{w:?}");
     let mut flipped = good.clone();
-    flipped[json_at.expect("the program JSON is stored uncompressed") + 3] ^= 0x20;
-    expect(&flipped, "CRC");
+    flipped[(json.data_offset + json.stored_size / 2) as usize] ^= 0x20;
+    expect(&flipped, "corrupt");
     // one byte of a weight flipped: its CRC fails when the runner loads it
     let w = &a.entries["data/weights/weight_3"];
     let mut flipped = good.clone();

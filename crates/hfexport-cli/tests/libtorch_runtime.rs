@@ -150,7 +150,7 @@ mod in_place {
         assert!(slots[filled..].iter().all(|&x| x == 0.0), "a slot past {filled} was written: {slots:?}");
 
         // one decode call on caller-owned tensors
-        let runner = Pt2Runner::load_program(out.join("model.pt2"), "decode").unwrap();
+        let runner = Pt2Runner::load(out.join("model.pt2"), "decode").unwrap();
         let mut args: Vec<TchTensor> = vec![];
         let mut caches = vec![];
         for info in runner.inputs() {

@@ -4,7 +4,7 @@
 //! the cache stands and how many slots it has); [`greedy`] does the rest the same way for all
 //! of them: argmax as `torch.argmax` (first maximum, NaN lowest), stop at an EOS id (kept) or
 //! after `max_new_tokens`, and a clear error carrying the tokens so far when a static cache
-//! fills up first. [`static_mask`] is the `attention_mask` of DESIGN.md's static-cache
+//! fills up first. [`static_mask`] is the `attention_mask` of docs/io-contracts.md's static-cache
 //! contract.
 
 /// Why [`greedy`] stopped.

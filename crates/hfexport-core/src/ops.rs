@@ -141,7 +141,9 @@ pub enum Op {
     RotaryCosSin {
         rope: RopeConfig,
     },
-    /// `x [b, h, s, d], cos [b, s, d], sin [b, s, d]` -> `x*cos + rotate_half(x)*sin`.
+    /// `x [b, h, s, d], cos [b, s, d], sin [b, s, d]` -> `x*cos + rotate_half(x)*sin`. The
+    /// tables repeat their first half in the second, as `RotaryCosSin` makes them: a lowering
+    /// may read only the first half (ONNX `RotaryEmbedding` does).
     ApplyRotary,
     /// `q [b, h, s, d], k [b, kvh, t, d], v [b, kvh, t, dv], mask [b|1, 1, s|1, t]`
     /// (+ `q_pos [b|1, s], k_pos [b|1, t]` when `sliding_window` is set) -> `[b, h, s, dv]`.

@@ -5,8 +5,9 @@
 //!   parse completely, and every entry's data must lie inside the file;
 //! - names must be relative paths under one root folder with no `..`, no absolute path, no
 //!   backslash and no NUL (zip-slip), and unique;
-//! - only STORED entries are accepted (what torch and hfexport write), so a declared size is
-//!   the real size;
+//! - entries are STORED (payloads: a declared size is the real size) or DEFLATE-compressed
+//!   (hfexport compresses its JSON entries; torch's reader inflates any record), a compressed
+//!   entry inflating to exactly its declared size, at most [`MAX_PROGRAM_JSON`];
 //! - the archive holds one or more programs: `models/<name>.json` each (nothing else may be
 //!   under `models/`), a JSON ExportedProgram of schema major 8 (below a size cap), its CRC
 //!   checked, with the companion entries torch 2.13 reads for it
@@ -15,7 +16,8 @@
 //!   those configs name present; programs may share payload files (hfexport stores a weight
 //!   used by several programs once).
 
-use crate::zip::{crc32, crc_table};
+use crate::zip::{crc32, crc_table, DEFLATE, STORED};
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -33,7 +35,12 @@ pub struct ArchiveError {
 #[derive(Debug, Clone)]
 pub struct EntryInfo {
     pub data_offset: u64,
+    /// Size of the data (inflated).
     pub size: u64,
+    /// Bytes in the file at `data_offset` (`size` unless compressed).
+    pub stored_size: u64,
+    /// [`STORED`] or [`DEFLATE`].
+    pub method: u16,
     pub crc: u32,
 }
 
@@ -155,8 +162,24 @@ impl Pt2Archive {
                 }
                 _ => {}
             }
-            if method != 0 || csize != usize_ {
-                return Err(fail(format!("entry `{name}` is compressed (method {method}); .pt2 entries are stored")));
+            match method {
+                STORED if csize == usize_ => {}
+                STORED => {
+                    return Err(fail(format!(
+                        "entry `{name}` is stored with {csize} bytes in the file but declares {usize_}"
+                    )))
+                }
+                DEFLATE if usize_ <= MAX_PROGRAM_JSON => {}
+                DEFLATE => {
+                    return Err(fail(format!(
+                        "entry `{name}` is compressed and inflates to {usize_} bytes (limit {MAX_PROGRAM_JSON})"
+                    )))
+                }
+                _ => {
+                    return Err(fail(format!(
+                        "entry `{name}` uses compression method {method}; .pt2 entries are stored or deflated"
+                    )))
+                }
             }
             // the data follows the local header
             let lh = offset as usize;
@@ -168,12 +191,13 @@ impl Pt2Archive {
             let lm =
                 u16_at(&bytes, lh + 28).ok_or_else(|| fail(format!("entry `{name}`: truncated local header")))? as u64;
             let data_offset = offset + 30 + ln + lm;
-            if data_offset.checked_add(usize_).is_none_or(|end| end > len as u64) {
+            if data_offset.checked_add(csize).is_none_or(|end| end > len as u64) {
                 return Err(fail(format!(
-                    "entry `{name}` declares {usize_} bytes at offset {data_offset}, past the end of the file ({len} bytes)"
+                    "entry `{name}` declares {csize} bytes at offset {data_offset}, past the end of the file ({len} bytes)"
                 )));
             }
-            if entries.insert(rest.to_string(), EntryInfo { data_offset, size: usize_, crc }).is_some() {
+            let info = EntryInfo { data_offset, size: usize_, stored_size: csize, method, crc };
+            if entries.insert(rest.to_string(), info).is_some() {
                 return Err(fail(format!("entry `{name}` appears twice")));
             }
         }
@@ -215,8 +239,8 @@ impl Pt2Archive {
         }
         let mut archive = Pt2Archive { path, root, entries, programs: BTreeMap::new(), bytes };
         let format = archive.entry("archive_format")?;
-        if format != b"pt2" {
-            return Err(archive.fail(format!("archive_format is {:?}, not \"pt2\"", String::from_utf8_lossy(format))));
+        if &*format != b"pt2" {
+            return Err(archive.fail(format!("archive_format is {:?}, not \"pt2\"", String::from_utf8_lossy(&format))));
         }
         for n in names {
             let program = archive.json(&format!("models/{n}.json"))?;
@@ -242,7 +266,7 @@ impl Pt2Archive {
         if size > MAX_PROGRAM_JSON {
             return Err(self.fail(format!("{name} is {size} bytes (limit {MAX_PROGRAM_JSON})")));
         }
-        serde_json::from_slice(self.entry(name)?).map_err(|e| self.fail(format!("{name} is not JSON: {e}")))
+        serde_json::from_slice(&self.entry(name)?).map_err(|e| self.fail(format!("{name} is not JSON: {e}")))
     }
 
     /// A payload config: `{"config": {name: {"path_name": …}}}`, every file it names present
@@ -296,11 +320,23 @@ impl Pt2Archive {
         ArchiveError { path: self.path.clone(), msg }
     }
 
-    /// The bytes of an entry (name without the root folder), its CRC checked.
-    pub fn entry(&self, name: &str) -> Result<&[u8], ArchiveError> {
+    /// The bytes of an entry (name without the root folder; inflated if compressed, else
+    /// borrowed from the file), its CRC checked.
+    pub fn entry(&self, name: &str) -> Result<Cow<'_, [u8]>, ArchiveError> {
         let e = self.entries.get(name).ok_or_else(|| self.fail(format!("no entry `{}/{name}`", self.root)))?;
-        let data = &self.bytes[e.data_offset as usize..(e.data_offset + e.size) as usize];
-        if crc32(&crc_table(), 0, data) != e.crc {
+        let raw = &self.bytes[e.data_offset as usize..(e.data_offset + e.stored_size) as usize];
+        let data = match e.method {
+            DEFLATE => Cow::Owned(
+                miniz_oxide::inflate::decompress_to_vec_with_limit(raw, e.size as usize)
+                    .ok()
+                    .filter(|d| d.len() as u64 == e.size)
+                    .ok_or_else(|| {
+                        self.fail(format!("entry `{}/{name}` does not inflate to its {} bytes (corrupt)", self.root, e.size))
+                    })?,
+            ),
+            _ => Cow::Borrowed(raw),
+        };
+        if crc32(&crc_table(), 0, &data) != e.crc {
             return Err(self.fail(format!("entry `{}/{name}` fails its CRC check (corrupt)", self.root)));
         }
         Ok(data)

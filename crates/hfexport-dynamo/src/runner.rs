@@ -343,18 +343,12 @@ fn spec_slot(spec: &Value, slots: &mut Slots) -> std::result::Result<usize, Stri
 }
 
 impl Pt2Runner {
-    /// Loads the program of a `.pt2` written by hfexport (or by `torch.export.save`, for the
-    /// operators the table knows) that `torch.export.load` returns: `model`, or the archive's
-    /// only program. Errors name the file and the node or entry at fault.
-    pub fn load(path: impl AsRef<Path>) -> Result<Pt2Runner> {
-        let archive = Pt2Archive::open(path.as_ref())?;
-        let program = archive.default_program()?.to_string();
-        Self::from_archive(&archive, &program, &mut HashMap::new())
-    }
-
-    /// Loads the program `program` of an archive (an export's component: `model`, `prefill`,
-    /// `decode`…), like `load_pt2(path).exported_programs[program]`.
-    pub fn load_program(path: impl AsRef<Path>, program: &str) -> Result<Pt2Runner> {
+    /// Loads the program `program` of a `.pt2` written by hfexport (or by `torch.export.save`,
+    /// for the operators the table knows), like `load_pt2(path).exported_programs[program]`: an
+    /// export's component (`model` for a forward export, `prefill`, `decode`…; for an archive of
+    /// unknown programs, [`Pt2Archive::default_program`] names the one `torch.export.load`
+    /// returns). Errors name the file and the node or entry at fault.
+    pub fn load(path: impl AsRef<Path>, program: &str) -> Result<Pt2Runner> {
         Ok(Self::load_programs(path, &[program])?.pop().expect("one program asked for"))
     }
 
@@ -482,7 +476,7 @@ impl Pt2Runner {
             if names.is_empty() {
                 return Ok(());
             }
-            let config: Value = serde_json::from_slice(archive.entry(config_entry)?)
+            let config: Value = serde_json::from_slice(&archive.entry(config_entry)?)
                 .map_err(|e| bad(format!("{config_entry} is not JSON: {e}")))?;
             for (name, slot) in names {
                 let entry = &config["config"][name];
@@ -531,7 +525,8 @@ impl Pt2Runner {
             return Err(RunError::Input {
                 path: self.path.clone(),
                 msg: format!(
-                    "the program takes {} inputs ({}), {} were given",
+                    "program `{}` takes {} inputs ({}), {} were given",
+                    self.program,
                     self.inputs.len(),
                     self.inputs.iter().map(|i| i.name.as_str()).collect::<Vec<_>>().join(", "),
                     args.len()
@@ -547,7 +542,10 @@ impl Pt2Runner {
             if let Some(want) = info.dtype.map(kind_of_dtype) {
                 let got = t.f_kind().map_err(|e| self.input_err(format!("`{}`: {e}", info.name)))?;
                 if got != want {
-                    return Err(self.input_err(format!("`{}` is {got:?}; the program takes {want:?}", info.name)));
+                    return Err(self.input_err(format!(
+                        "`{}` is {got:?}; program `{}` takes {want:?}",
+                        info.name, self.program
+                    )));
                 }
             }
             env[info.slot] = Some(V::T(t.shallow_clone()));
@@ -899,7 +897,7 @@ fn load_tensor(
     if bytes.len() != want {
         return Err(format!("{entry} holds {} bytes; sizes {sizes:?} of {kind:?} need {want}", bytes.len()));
     }
-    let t = tch::Tensor::f_from_data_size(bytes, &sizes, kind).map_err(|e| e.to_string())?;
+    let t = tch::Tensor::f_from_data_size(&bytes, &sizes, kind).map_err(|e| e.to_string())?;
     shared.insert(key, t.shallow_clone());
     Ok(t)
 }

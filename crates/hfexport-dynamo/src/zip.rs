@@ -1,8 +1,10 @@
 //! A minimal zip writer for `.pt2` archives, laid out as torch's `PyTorchStreamWriter` writes
-//! them: every entry STORED (uncompressed) under one root folder, its data 64-byte aligned
-//! (padding in a local extra field with id `FB`), CRC-32 checked, zip64 records when an entry
-//! or an offset passes 4 GiB. Entries are streamed: the local header is written first and its
-//! CRC and sizes patched once the data is in.
+//! them: entries under one root folder, their data 64-byte aligned (padding in a local extra
+//! field with id `FB`), CRC-32 checked, zip64 records when an entry or an offset passes 4 GiB.
+//! Payload entries are STORED (uncompressed, so torch maps tensors straight from the file) and
+//! streamed: the local header is written first and its CRC patched once the data is in. JSON
+//! entries may be DEFLATE-compressed ([`ZipWriter::add_deflated`]; `PyTorchStreamWriter` can
+//! compress a record too, and its reader inflates them): a program's JSON shrinks ~20x.
 
 use std::fs::File;
 use std::io::{BufWriter, Seek, SeekFrom, Write};
@@ -11,14 +13,20 @@ use std::path::Path;
 /// Alignment of every entry's data (what torch uses).
 pub const ALIGN: u64 = 64;
 const U32_MAX: u64 = 0xFFFF_FFFF;
+/// Zip compression methods.
+pub const STORED: u16 = 0;
+pub const DEFLATE: u16 = 8;
 
 /// Where an entry's bytes go: called any number of times with consecutive pieces.
 pub type Sink<'a> = &'a mut dyn FnMut(&[u8]) -> std::io::Result<()>;
 
 struct Entry {
     name: String,
+    method: u16,
     crc: u32,
+    /// Uncompressed and stored sizes.
     size: u64,
+    csize: u64,
     offset: u64,
 }
 
@@ -70,6 +78,13 @@ impl ZipWriter {
         self.add_streamed(name, data.len() as u64, &mut |sink| sink(data))
     }
 
+    /// Writes `<root>/<name>` DEFLATE-compressed.
+    pub fn add_deflated(&mut self, name: &str, data: &[u8]) -> std::io::Result<()> {
+        let packed = miniz_oxide::deflate::compress_to_vec(data, 6);
+        let crc = crc32(&crc_table(), 0, data);
+        self.add_entry(name, DEFLATE, Some(crc), data.len() as u64, packed.len() as u64, &mut |sink| sink(&packed))
+    }
+
     /// Writes `<root>/<name>` of exactly `size` bytes, produced by `fill` through the sink it
     /// is given (called any number of times).
     pub fn add_streamed(
@@ -78,9 +93,23 @@ impl ZipWriter {
         size: u64,
         fill: &mut dyn FnMut(Sink) -> std::io::Result<()>,
     ) -> std::io::Result<()> {
+        self.add_entry(name, STORED, None, size, size, fill)
+    }
+
+    /// One entry: `csize` bytes from `fill` (the data as stored); `crc` of the uncompressed
+    /// data if known, else computed over what `fill` writes (STORED).
+    fn add_entry(
+        &mut self,
+        name: &str,
+        method: u16,
+        crc: Option<u32>,
+        size: u64,
+        csize: u64,
+        fill: &mut dyn FnMut(Sink) -> std::io::Result<()>,
+    ) -> std::io::Result<()> {
         let full = format!("{}/{name}", self.root);
         let offset = self.pos;
-        let zip64 = self.force_zip64 || size >= U32_MAX;
+        let zip64 = self.force_zip64 || size.max(csize) >= U32_MAX;
         let zip64_extra = if zip64 { 4 + 16 } else { 0 };
         // local header: 30 bytes + name + extras; the FB extra pads the data to ALIGN
         let before_pad = offset + 30 + full.len() as u64 + zip64_extra + 4;
@@ -89,14 +118,14 @@ impl ZipWriter {
         h.extend_from_slice(&0x0403_4b50u32.to_le_bytes());
         h.extend_from_slice(&(if zip64 { 45u16 } else { 20u16 }).to_le_bytes()); // version needed
         h.extend_from_slice(&0x0800u16.to_le_bytes()); // flags: utf-8 names
-        h.extend_from_slice(&0u16.to_le_bytes()); // stored
+        h.extend_from_slice(&method.to_le_bytes());
         h.extend_from_slice(&0u16.to_le_bytes()); // time
         h.extend_from_slice(&0x0021u16.to_le_bytes()); // date 1980-01-01
         let crc_at = offset + h.len() as u64;
         h.extend_from_slice(&0u32.to_le_bytes()); // crc, patched below
-        let small = if zip64 { U32_MAX as u32 } else { size as u32 };
-        h.extend_from_slice(&small.to_le_bytes());
-        h.extend_from_slice(&small.to_le_bytes());
+        let small = |v: u64| if zip64 { U32_MAX as u32 } else { v as u32 };
+        h.extend_from_slice(&small(csize).to_le_bytes());
+        h.extend_from_slice(&small(size).to_le_bytes());
         h.extend_from_slice(&(full.len() as u16).to_le_bytes());
         h.extend_from_slice(&((zip64_extra + 4 + pad) as u16).to_le_bytes());
         h.extend_from_slice(full.as_bytes());
@@ -104,7 +133,7 @@ impl ZipWriter {
             h.extend_from_slice(&1u16.to_le_bytes());
             h.extend_from_slice(&16u16.to_le_bytes());
             h.extend_from_slice(&size.to_le_bytes());
-            h.extend_from_slice(&size.to_le_bytes());
+            h.extend_from_slice(&csize.to_le_bytes());
         }
         h.extend_from_slice(b"FB");
         h.extend_from_slice(&(pad as u16).to_le_bytes());
@@ -113,24 +142,27 @@ impl ZipWriter {
         debug_assert_eq!(self.pos % ALIGN, 0);
 
         let table = crc_table();
-        let (mut crc, mut written) = (0u32, 0u64);
+        let (mut streamed_crc, mut written) = (0u32, 0u64);
         {
             let out = &mut self.out;
             let mut sink = |b: &[u8]| -> std::io::Result<()> {
-                crc = crc32(&table, crc, b);
+                if crc.is_none() {
+                    streamed_crc = crc32(&table, streamed_crc, b);
+                }
                 written += b.len() as u64;
                 out.write_all(b)
             };
             fill(&mut sink)?;
         }
         self.pos += written;
-        if written != size {
-            return Err(std::io::Error::other(format!("{full}: {written} bytes written, {size} announced")));
+        if written != csize {
+            return Err(std::io::Error::other(format!("{full}: {written} bytes written, {csize} announced")));
         }
+        let crc = crc.unwrap_or(streamed_crc);
         self.out.seek(SeekFrom::Start(crc_at))?;
         self.out.write_all(&crc.to_le_bytes())?;
         self.out.seek(SeekFrom::Start(self.pos))?;
-        self.entries.push(Entry { name: full, crc, size, offset });
+        self.entries.push(Entry { name: full, method, crc, size, csize, offset });
         Ok(())
     }
 
@@ -139,18 +171,18 @@ impl ZipWriter {
         let cd_start = self.pos;
         let entries = std::mem::take(&mut self.entries);
         for e in &entries {
-            let zip64 = self.force_zip64 || e.size >= U32_MAX || e.offset >= U32_MAX;
+            let zip64 = self.force_zip64 || e.size.max(e.csize) >= U32_MAX || e.offset >= U32_MAX;
             let mut c = Vec::with_capacity(46 + e.name.len() + 28);
             c.extend_from_slice(&0x0201_4b50u32.to_le_bytes());
             c.extend_from_slice(&(if zip64 { 45u16 } else { 20u16 }).to_le_bytes()); // made by
             c.extend_from_slice(&(if zip64 { 45u16 } else { 20u16 }).to_le_bytes()); // needed
             c.extend_from_slice(&0x0800u16.to_le_bytes());
-            c.extend_from_slice(&0u16.to_le_bytes());
+            c.extend_from_slice(&e.method.to_le_bytes());
             c.extend_from_slice(&0u16.to_le_bytes());
             c.extend_from_slice(&0x0021u16.to_le_bytes());
             c.extend_from_slice(&e.crc.to_le_bytes());
             let small = |v: u64| if zip64 { U32_MAX as u32 } else { v as u32 };
-            c.extend_from_slice(&small(e.size).to_le_bytes());
+            c.extend_from_slice(&small(e.csize).to_le_bytes());
             c.extend_from_slice(&small(e.size).to_le_bytes());
             c.extend_from_slice(&(e.name.len() as u16).to_le_bytes());
             c.extend_from_slice(&(if zip64 { 28u16 } else { 0 }).to_le_bytes());
@@ -164,7 +196,7 @@ impl ZipWriter {
                 c.extend_from_slice(&1u16.to_le_bytes());
                 c.extend_from_slice(&24u16.to_le_bytes());
                 c.extend_from_slice(&e.size.to_le_bytes());
-                c.extend_from_slice(&e.size.to_le_bytes());
+                c.extend_from_slice(&e.csize.to_le_bytes());
                 c.extend_from_slice(&e.offset.to_le_bytes());
             }
             self.put(&c)?;

@@ -88,7 +88,7 @@ pub fn build_forward(cfg: &ModelConfig, weights: &dyn Weights, task: Task, opts:
     Ok(Planned { spec: ComponentSpec::forward(), graph: build(cfg, weights, task, opts)? })
 }
 
-/// Name of the cache tensor of `layer` (`keys` or `values`), as in DESIGN.md.
+/// Name of the cache tensor of `layer` (`keys` or `values`), as in docs/io-contracts.md.
 pub fn cache_name(layer: usize, kind: &str) -> String {
     format!("cache.layers.{layer}.{kind}")
 }

@@ -2,7 +2,7 @@
 //! `runtime`): with a static cache updated in place, or with a growing cache.
 //!
 //! A static-cache export (`hfexport export --for-generation --static-cache N
-//! --multi-token-decode --dynamic`, DESIGN.md "Generation with a static cache") has the
+//! --multi-token-decode --dynamic`, docs/io-contracts.md, "Static cache") has the
 //! component `decode`: inputs `input_ids` int64 [1, q], `attention_mask` bool [1, 1, q, slots],
 //! `position_ids` int64 [1, q] and `input.<name>` per cache tensor; outputs `logits`
 //! [1, q, vocab] and `output.<name>` per cache tensor. Without `--multi-token-decode` it also

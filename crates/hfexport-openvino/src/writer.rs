@@ -48,6 +48,7 @@ pub fn write_components(
     let file = std::fs::File::create(&bin_path).map_err(io_err(&bin_path))?;
     let mut out = std::io::BufWriter::with_capacity(8 << 20, file);
     let mut table = WeightTable::<(u64, u64)>::default();
+    let mut inline = std::collections::HashMap::<Vec<u8>, (u64, u64)>::new();
     let total = distinct_weights(components);
     let (mut offset, mut done) = (0u64, 0usize);
     let mut files = vec![];
@@ -66,10 +67,18 @@ pub fn write_components(
                 Ok((at, size))
             };
             let (at, size) = match source {
-                ConstSource::Inline(bytes) => append(&mut offset, &mut |out| {
-                    out.write_all(bytes).map_err(io_err(&bin_path))?;
-                    Ok(bytes.len() as u64)
-                })?,
+                // small constants (rotary tables, shapes) repeat across components too
+                ConstSource::Inline(bytes) => match inline.get(bytes) {
+                    Some(&placed) => placed,
+                    None => {
+                        let placed = append(&mut offset, &mut |out| {
+                            out.write_all(bytes).map_err(io_err(&bin_path))?;
+                            Ok(bytes.len() as u64)
+                        })?;
+                        inline.insert(bytes.clone(), placed);
+                        placed
+                    }
+                },
                 ConstSource::Weight { index, compress } => {
                     let w = &g.weights()[*index];
                     // a compressed copy is another tensor than the plain one

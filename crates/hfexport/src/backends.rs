@@ -7,17 +7,16 @@ use hfexport_core::ExportFormat;
 
 /// Every backend compiled in.
 pub fn backends() -> Vec<&'static dyn Backend> {
-    #[allow(unused_mut)]
-    let mut all: Vec<&'static dyn Backend> = vec![];
-    #[cfg(feature = "onnx")]
-    all.push(&hfexport_onnx::export::BACKEND);
-    #[cfg(feature = "openvino")]
-    all.push(&hfexport_openvino::export::BACKEND);
-    #[cfg(feature = "dynamo")]
-    all.push(&hfexport_dynamo::export::BACKEND);
-    #[cfg(feature = "executorch")]
-    all.push(&hfexport_executorch::export::BACKEND);
-    all
+    vec![
+        #[cfg(feature = "onnx")]
+        &hfexport_onnx::export::BACKEND,
+        #[cfg(feature = "openvino")]
+        &hfexport_openvino::export::BACKEND,
+        #[cfg(feature = "dynamo")]
+        &hfexport_dynamo::export::BACKEND,
+        #[cfg(feature = "executorch")]
+        &hfexport_executorch::export::BACKEND,
+    ]
 }
 
 /// The backend of `format`, or an error naming the cargo feature that builds it in.

@@ -91,7 +91,7 @@ pub fn cases_for(c: &Planned, vocab: usize, past: usize) -> Result<Vec<SampleCas
 pub const SAMPLE_PAST: usize = 4;
 const SAMPLE_QUERY: i64 = 3;
 
-/// One sample input of a generation component, by the contract of DESIGN.md: a cache holding
+/// One sample input of a generation component, by the contract of docs/io-contracts.md: a cache holding
 /// `past` tokens (deterministic nonzero values in every slot, so a wrong mask shows; all zeros
 /// when `past` is 0, the state a stateful model starts from) and [`SAMPLE_QUERY`] new tokens at
 /// the positions after them (one, when the graph fixes the query length). A static cache (`attention_mask` [1, 1, q, slots], bool) gets 12 slots, or
