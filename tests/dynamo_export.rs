@@ -11,15 +11,15 @@
 
 mod common;
 
-use common::{fixture, python, script, worst_unpadded, FIXTURES};
+use common::{fixture, fixtures, python, script, widened, worst_unpadded};
 use hfexport::core::metadata::ExportMetadata;
+use hfexport::dynamo::archive::Pt2Archive;
 use hfexport::{
     AutoExportConfig, AutoHfExporter, Checkpoint, DType, Evaluator, ExportRequest, Generation, Task, Tensor,
 };
 use hfexport_models::safetensors::{read_all, write_safetensors};
-use hfexport::dynamo::archive::Pt2Archive;
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 fn export(name: &str, out: &Path, generation: Option<Generation>) -> ExportMetadata {
@@ -43,7 +43,7 @@ fn export_model(model: &Path, out: &Path, generation: Option<Generation>) -> Exp
 fn every_fixture_matches_transformers_in_torch() {
     let tmp = tempfile::tempdir().unwrap();
     let mut failures = vec![];
-    for name in FIXTURES {
+    for name in fixtures() {
         let dir = tmp.path().join(name);
         let meta = export(name, &dir, None);
         assert_eq!(meta.components[0].files, ["model.pt2"], "{name}");
@@ -109,7 +109,7 @@ fn generation_exports_give_transformers_tokens_with_caches_mutated_in_place() {
         ("growing", Generation { static_cache: None, multi_token_decode: false }),
     ];
     let (mut jobs, mut want) = (vec![], BTreeMap::new());
-    for name in FIXTURES {
+    for name in fixtures() {
         let gold = read_all(fixture(name).join("golden.safetensors")).unwrap();
         for (variant, generation) in variants {
             let dir = tmp.path().join(format!("{name}-{variant}"));
@@ -158,30 +158,6 @@ fn weight_bytes(a: &Pt2Archive) -> u64 {
     a.entries.iter().filter(|(k, _)| k.starts_with("data/weights/weight_")).map(|(_, e)| e.size).sum()
 }
 
-/// A copy of fixture `name` with its vocabulary widened to `vocab` (embedding and head rows
-/// repeated): a checkpoint whose weights are nearly all of its bytes, as in any real model.
-fn widened(name: &str, vocab: usize, dir: &Path) -> PathBuf {
-    std::fs::create_dir_all(dir).unwrap();
-    let src = fixture(name);
-    let mut config: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(src.join("config.json")).unwrap()).unwrap();
-    config["vocab_size"] = vocab.into();
-    std::fs::write(dir.join("config.json"), serde_json::to_string(&config).unwrap()).unwrap();
-    let mut tensors = read_all(src.join("model.safetensors")).unwrap();
-    for (k, t) in tensors.iter_mut() {
-        if k.ends_with("embed_tokens.weight") || k.ends_with("lm_head.weight") {
-            let mut shape = t.shape().to_vec();
-            let row = t.to_le_bytes().len() / shape[0];
-            let bytes: Vec<u8> = t.to_le_bytes().iter().copied().cycle().take(vocab * row).collect();
-            shape[0] = vocab;
-            *t = Tensor::from_le_bytes(t.dtype(), shape, &bytes).unwrap();
-        }
-    }
-    let refs: Vec<(&str, &Tensor)> = tensors.iter().map(|(k, t)| (k.as_str(), t)).collect();
-    write_safetensors(dir.join("model.safetensors"), &refs, &BTreeMap::new()).unwrap();
-    dir.to_path_buf()
-}
-
 /// A generation export is one `model.pt2` whose programs `prefill` and `decode` share every
 /// weight file: it stores exactly the forward export's weight bytes and is at most 1.15x the
 /// forward export (every fixture, and one whose weights dominate as in real models), and torch
@@ -194,7 +170,7 @@ fn generation_exports_hold_every_component_in_one_archive_with_weights_stored_on
         ("growing", Generation { static_cache: None, multi_token_decode: false }),
     ];
     let wide = ("llama-wide".to_string(), widened("llama", 8192, &tmp.path().join("llama-wide")));
-    let models = FIXTURES.iter().map(|n| (n.to_string(), fixture(n))).chain([wide]);
+    let models = fixtures().into_iter().map(|n| (n.to_string(), fixture(n))).chain([wide]);
     let (mut failures, mut archives) = (vec![], vec![]);
     for (name, model) in models {
         let forward_dir = tmp.path().join(format!("{name}-forward"));

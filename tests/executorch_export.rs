@@ -12,7 +12,7 @@
 
 mod common;
 
-use common::{fixture, python, script, worst_unpadded, FIXTURES};
+use common::{fixture, python, script, worst_unpadded, fixtures};
 use hfexport::core::metadata::ExportMetadata;
 use hfexport::executorch::dump::PteFile;
 use hfexport::{
@@ -59,7 +59,7 @@ fn every_fixture_matches_transformers_in_the_executorch_runtime_with_both_backen
 fn fixtures_match_transformers(backend: &str, atol: f32) {
     let tmp = tempfile::tempdir().unwrap();
     let mut failures = vec![];
-    for name in FIXTURES {
+    for name in fixtures() {
         let dir = tmp.path().join(name);
         let meta = export(name, &dir, forward_config(backend), None);
         assert_eq!(meta.components[0].files, ["model.pte"], "{name}");
@@ -129,7 +129,7 @@ fn generation_exports_give_transformers_tokens_in_the_executorch_runtime() {
         ("static-multi", "portable", Generation { static_cache: Some(32), multi_token_decode: true }),
     ];
     let (mut jobs, mut want) = (vec![], BTreeMap::new());
-    for name in FIXTURES {
+    for name in fixtures() {
         let gold = read_all(fixture(name).join("golden.safetensors")).unwrap();
         for (variant, backend, generation) in variants {
             let dir = tmp.path().join(format!("{name}-{variant}-{backend}"));
@@ -168,8 +168,12 @@ fn a_generation_program_stores_each_weight_once() {
         export("qwen2", &forward, forward_config(backend), None);
         let generation = tmp.path().join(format!("generation-{backend}"));
         let config = serde_json::json!({"export_format": "executorch", "backend": backend, "dynamic": true});
-        let meta =
-            export("qwen2", &generation, config, Some(Generation { static_cache: Some(32), multi_token_decode: false }));
+        let meta = export(
+            "qwen2",
+            &generation,
+            config,
+            Some(Generation { static_cache: Some(32), multi_token_decode: false }),
+        );
         let names: Vec<&str> = meta.components.iter().map(|c| c.name()).collect();
         assert_eq!(names, ["prefill", "decode"]);
         assert!(meta.components.iter().all(|c| c.files == ["model.pte"]), "{:?}", meta.components);

@@ -3,18 +3,14 @@
 //! then one token a step, reproduces transformers' 16 greedy tokens for every fixture; and
 //! three tokens in one call equal three single-token calls.
 
+mod common;
+use common::{fixture, fixtures};
 use hfexport_core::{Evaluator, Tensor};
 use hfexport_models::safetensors::read_all;
 use hfexport_models::{build_generation, cache_name, BuildOptions, Checkpoint};
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 
-const FIXTURES: [&str; 5] = ["llama", "mistral", "qwen2", "qwen3", "llama_linear_tied"];
 const CACHE: usize = 32;
-
-fn fixture(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name)
-}
 
 /// One decode session over a graph: caches held between calls as the graph's outputs.
 struct Session<'g> {
@@ -71,7 +67,7 @@ fn argmax_last(logits: &Tensor) -> i64 {
 
 #[test]
 fn greedy_generation_matches_transformers() {
-    for name in FIXTURES {
+    for name in fixtures() {
         let ckpt = Checkpoint::open(&fixture(name)).unwrap();
         let g = build_generation(&ckpt.config, &ckpt, &BuildOptions::default(), Some(CACHE), true).unwrap().remove(0).graph;
         assert_eq!(g.aliases().len(), 2 * ckpt.config.num_hidden_layers);
@@ -93,7 +89,7 @@ fn greedy_generation_matches_transformers() {
 /// frequencies of the third position, and one at a time each with its own.
 #[test]
 fn three_tokens_at_once_equal_three_steps() {
-    for name in FIXTURES {
+    for name in fixtures() {
         let ckpt = Checkpoint::open(&fixture(name)).unwrap();
         if ckpt.config.rope.dynamic_base_exponent().is_some() {
             assert_eq!(name, "qwen3", "only the qwen3 fixture uses dynamic rope");

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::worst_unpadded;
+use common::{fixtures, worst_unpadded};
 use hfexport_core::decompose::decompose;
 use hfexport_core::{Evaluator, Tensor};
 use hfexport_models::safetensors::read_all;
@@ -13,7 +13,6 @@ use hfexport_models::{build, BuildOptions, Checkpoint, Task};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-const FIXTURES: [&str; 5] = ["llama", "mistral", "qwen2", "qwen3", "llama_linear_tied"];
 const ATOL: f32 = 1e-4;
 
 fn fixture(name: &str) -> PathBuf {
@@ -49,14 +48,14 @@ fn run_case_on(name: &str, case: &str, decomposed: bool) {
 
 #[test]
 fn single_sequence_matches_transformers() {
-    for name in FIXTURES {
+    for name in fixtures() {
         run_case(name, "single");
     }
 }
 
 #[test]
 fn left_padded_batch_matches_transformers() {
-    for name in FIXTURES {
+    for name in fixtures() {
         run_case(name, "batch");
     }
 }
@@ -65,7 +64,7 @@ fn left_padded_batch_matches_transformers() {
 /// finite, and each row equals that row run alone (the batch dim is truly independent).
 #[test]
 fn unseen_batch_and_length_run() {
-    for name in FIXTURES {
+    for name in fixtures() {
         let ckpt = Checkpoint::open(&fixture(name)).unwrap();
         let g = build(&ckpt.config, &ckpt, Task::CausalLm, &BuildOptions::default()).unwrap();
         let ev = Evaluator::new(&g, &ckpt).unwrap();

@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{fixture, python, worst_unpadded, FIXTURES};
+use common::{fixture, python, worst_unpadded, fixtures};
 use hfexport::core::artifact::StagedDir;
 use hfexport::core::metadata::ExportMetadata;
 use hfexport::core::{TensorInfo, TensorSource};
@@ -114,7 +114,7 @@ fn compare_within(
 fn dynamic_exports_match_transformers_in_onnxruntime_and_openvino() {
     let tmp = tempfile::tempdir().unwrap();
     let mut failures = vec![];
-    for name in FIXTURES {
+    for name in fixtures() {
         let dir = tmp.path().join(name);
         let meta = export(name, &dir.join("export"), serde_json::json!({"export_format": "onnx", "dynamic": true}));
         let m = meta.component("model").unwrap();
@@ -143,7 +143,7 @@ fn opsets_17_and_23_match_transformers_in_onnxruntime() {
     let tmp = tempfile::tempdir().unwrap();
     let mut failures = vec![];
     for opset in [17, 23, 24] {
-        for name in FIXTURES {
+        for name in fixtures() {
             let dir = tmp.path().join(format!("{name}-{opset}"));
             let config = serde_json::json!({"export_format": "onnx", "dynamic": true, "opset_version": opset});
             export(name, &dir.join("export"), config);
@@ -165,7 +165,7 @@ fn half_precision_exports() {
     let tmp = tempfile::tempdir().unwrap();
     let cfg = || serde_json::json!({"export_format": "onnx", "dynamic": true});
     let mut failures = vec![];
-    for name in FIXTURES {
+    for name in fixtures() {
         let dir = tmp.path().join(name);
         let meta = try_export_as(name, &dir.join("f16"), cfg(), false, DType::F16).unwrap();
         assert_eq!(

@@ -6,7 +6,7 @@
 //! (the script checks the bound buffer after each step). All give transformers' 16 greedy tokens.
 
 mod common;
-use common::{fixture, python, FIXTURES};
+use common::{fixture, python, fixtures};
 
 use hfexport::core::metadata::ExportMetadata;
 use hfexport::{AutoExportConfig, AutoHfExporter, DType, ExportRequest, Generation, Task};
@@ -35,7 +35,7 @@ fn python_loops(generation: Generation, modes: &[&str], components: &[&str]) -> 
     let tmp = tempfile::tempdir().unwrap();
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python/generate_onnx.py");
     let mut failures = vec![];
-    for name in FIXTURES {
+    for name in fixtures() {
         let dir = tmp.path().join(name);
         let meta = export_decode(name, &dir, generation, true).unwrap();
         let names: Vec<&str> = meta.components.iter().map(|c| c.name()).collect();
@@ -80,7 +80,7 @@ fn static_cache_multi_token_decode() {
 fn three_tokens_at_once_equal_three_single_steps() {
     let tmp = tempfile::tempdir().unwrap();
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python/generate_onnx.py");
-    for name in FIXTURES.into_iter().filter(|n| *n != "qwen3") {
+    for name in fixtures().into_iter().filter(|n| *n != "qwen3") {
         let dir = tmp.path().join(name);
         export_decode(name, &dir, STATIC_MULTI, true).unwrap();
         let o = Command::new(python())

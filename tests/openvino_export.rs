@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{fixture, python, script, worst_unpadded, FIXTURES};
+use common::{fixture, python, script, worst_unpadded, fixtures};
 use hfexport::core::metadata::ExportMetadata;
 use hfexport::{
     AutoExportConfig, AutoHfExporter, Checkpoint, DType, Evaluator, ExportRequest, Generation, Task, Tensor,
@@ -47,7 +47,7 @@ fn unseen_case(vocab: usize) -> (Tensor, Tensor) {
 fn every_fixture_matches_transformers_in_openvino() {
     let tmp = tempfile::tempdir().unwrap();
     let mut failures = vec![];
-    for name in FIXTURES {
+    for name in fixtures() {
         let dir = tmp.path().join(name);
         let meta = export(name, &dir, serde_json::json!({"dynamic": true}), None).unwrap();
         assert_eq!(meta.components[0].files, ["openvino_model.xml", "openvino_model.bin"], "{name}");
@@ -133,7 +133,7 @@ fn generation_exports_give_transformers_tokens_stateful_and_stateless() {
     ];
     let mut jobs = vec![];
     let mut want = BTreeMap::new();
-    for name in FIXTURES {
+    for name in fixtures() {
         let gold = read_all(fixture(name).join("golden.safetensors")).unwrap();
         for (variant, generation) in variants {
             for stateful in [true, false] {

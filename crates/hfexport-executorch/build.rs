@@ -1,6 +1,8 @@
-//! With the feature `runtime`: compiles `shim/et_shim.cpp` (the C bridge to the ExecuTorch C++
-//! runtime) against the executorch 1.5.1 wheel's headers and links `libexecutorch.so` (the shim
-//! loads the kernel and XNNPACK libraries beside it, which register themselves when loaded).
+//! With the feature `runtime`: generates the C++ half of the `#[cxx::bridge]` in
+//! `src/runtime.rs` (`cxx_build`) and compiles it with `shim/et_bridge.cpp` (the bridge to the
+//! ExecuTorch C++ runtime) against the executorch 1.5.1 wheel's headers, and links
+//! `libexecutorch.so` (the bridge loads the kernel and XNNPACK libraries beside it, which
+//! register themselves when loaded).
 //! The wheel is `HFEXPORT_EXECUTORCH=<site-packages>/executorch`, else the one in the nearest
 //! `.venv/` above this crate (what `cargo xtask setup` installs).
 
@@ -37,7 +39,9 @@ fn version(et: &Path) -> String {
 
 fn main() {
     println!("cargo:rerun-if-env-changed=HFEXPORT_EXECUTORCH");
-    println!("cargo:rerun-if-changed=shim/et_shim.cpp");
+    println!("cargo:rerun-if-changed=shim/et_bridge.cpp");
+    println!("cargo:rerun-if-changed=shim/et_bridge.h");
+    println!("cargo:rerun-if-changed=src/runtime.rs");
     #[cfg(feature = "runtime")]
     runtime();
 }
@@ -52,19 +56,18 @@ fn runtime() {
         )
     });
     let include = et.join("include");
-    cc::Build::new()
-        .cpp(true)
+    cxx_build::bridge("src/runtime.rs")
         .std("c++17")
-        .file("shim/et_shim.cpp")
+        .file("shim/et_bridge.cpp")
         .include(&include)
         .include(include.join("executorch/runtime/core/portable_type/c10"))
         .define("C10_USING_CUSTOM_GENERATED_MACROS", None)
         .flag_if_supported("-Wno-unused-parameter")
         .flag_if_supported("-Wno-deprecated-declarations")
-        .compile("hfx_et_shim");
+        .compile("hfx_et_bridge");
     let lib = et.join("lib");
     println!("cargo:rustc-link-search=native={}", lib.display());
-    // the kernel and XNNPACK libraries are dlopen'ed by the shim (they register themselves when
+    // the kernel and XNNPACK libraries are dlopen'ed by the bridge (they register themselves when
     // loaded, and `--as-needed` would drop them from a link that references none of their symbols)
     println!("cargo:rustc-link-lib=dylib=executorch");
     println!("cargo:rustc-link-lib=dylib=dl");

@@ -4,8 +4,14 @@
 use hfexport_core::Tensor;
 use std::path::PathBuf;
 
-/// The committed tiny checkpoints with transformers' goldens (tests/fixtures/).
-pub const FIXTURES: [&str; 5] = ["llama", "mistral", "qwen2", "qwen3", "llama_linear_tied"];
+#[path = "manifest.rs"]
+mod manifest;
+/// The committed tiny checkpoints with transformers' goldens (tests/fixtures/manifest.json).
+#[allow(unused_imports)]
+pub use manifest::fixtures;
+
+/// The manifest, relative to this package.
+const MANIFEST: &str = "tests/fixtures/manifest.json";
 
 pub fn fixture(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name)

@@ -7,11 +7,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-const FIXTURES: [&str; 5] = ["llama", "mistral", "qwen2", "qwen3", "llama_linear_tied"];
-
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures").join(name)
-}
+mod common;
+use common::{fixture, fixtures};
 
 fn hfexport(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_hfexport")).args(args).output().expect("run hfexport")
@@ -34,7 +31,7 @@ fn golden_inputs(name: &str, case: &str, dir: &Path) -> (PathBuf, BTreeMap<Strin
 #[test]
 fn run_reproduces_transformers_logits() {
     let tmp = tempfile::tempdir().unwrap();
-    for name in FIXTURES {
+    for name in fixtures() {
         for case in ["single", "batch"] {
             let (inp, gold) = golden_inputs(name, case, tmp.path());
             let out = tmp.path().join(format!("{name}-{case}-out.safetensors"));

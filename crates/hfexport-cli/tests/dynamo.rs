@@ -34,7 +34,8 @@ fn pt2_archives_read_back_and_bad_ones_are_clear_errors() {
     }
     assert_eq!(a.programs.keys().collect::<Vec<_>>(), ["model"], "a forward export holds the one program `model`");
     assert!(
-        a.entries.contains_key("data/weights/weight_0") && a.programs["model"]["graph_module"]["graph"]["nodes"].is_array()
+        a.entries.contains_key("data/weights/weight_0")
+            && a.programs["model"]["graph_module"]["graph"]["nodes"].is_array()
     );
     let weights = a.entries.keys().filter(|k| k.starts_with("data/weights/weight_")).count();
     assert_eq!(weights, 35, "one file per parameter");

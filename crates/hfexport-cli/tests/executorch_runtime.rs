@@ -1,5 +1,5 @@
 //! The ExecuTorch runner end to end (the executorch 1.5.1 wheel's C++ runtime, linked through
-//! `shim/et_shim.cpp`): `export --format executorch --verify` checks every fixture with both
+//! the `cxx` bridge, `shim/et_bridge.cpp`): `export --format executorch --verify` checks every fixture with both
 //! backends before the folder appears, `run` on the `.pte` reproduces transformers' logits (and
 //! the evaluator's at a shape no sample used), `generate` gives transformers' 16 greedy tokens
 //! for every fixture, copying and zero-copy, and the zero-copy loop writes into the generator's
@@ -54,7 +54,7 @@ fn verified_pte_exports_run_in_executorch_like_transformers() {
     let mask =
         Tensor::i64(vec![batch, len], (0..batch * len).map(|i| i64::from(i >= len || i % len >= 4)).collect()).unwrap();
     for (backend, atol) in [("xnnpack", 1e-3f32), ("portable", 1e-4)] {
-        for name in FIXTURES {
+        for name in fixtures() {
             let out = tmp.path().join(format!("{name}-{backend}"));
             export(name, &out, &format!("\"backend\": \"{backend}\""), &[BOUNDS, SHAPES, "--verify"]);
             let v = ExportMetadata::read(&out).unwrap().verification.unwrap();
@@ -94,7 +94,7 @@ fn executorch_generate_gives_transformers_tokens_copying_and_zero_copy() {
         ("portable-zero-copy-prefill", &zero_copy_portable, &["--static-cache", "32"]),
     ];
     let mut failures = vec![];
-    for name in FIXTURES {
+    for name in fixtures() {
         let g = read_all(fixture(name).join("golden.safetensors")).unwrap();
         let join = |t: &Tensor| t.as_i64().unwrap().iter().map(i64::to_string).collect::<Vec<_>>().join(",");
         let (prompt, want) = (join(&g["greedy.prompt_ids"]), join(&g["greedy.tokens"]));

@@ -72,7 +72,7 @@ fn generate_prints_transformers_greedy_tokens_for_every_fixture_and_cache_varian
     require_onnxruntime();
     let tmp = tempfile::tempdir().unwrap();
     let mut failures = vec![];
-    for (name, (variant, flags)) in FIXTURES.iter().flat_map(|&n| VARIANTS.iter().map(move |&v| (n, v))) {
+    for (name, (variant, flags)) in fixtures().iter().flat_map(|&n| VARIANTS.iter().map(move |&v| (n, v))) {
         let dir = tmp.path().join(format!("{name}-{variant}"));
         export(name, &dir, flags);
         let (prompt, want) = golden(name);

@@ -52,7 +52,7 @@ fn verified_pt2_exports_run_in_libtorch_like_transformers() {
     .unwrap();
     let mask =
         Tensor::i64(vec![batch, len], (0..batch * len).map(|i| i64::from(i >= len || i % len >= 4)).collect()).unwrap();
-    for name in FIXTURES {
+    for name in fixtures() {
         let out = tmp.path().join(name);
         export(name, &out, &["--dynamic", "--verify"]);
         let v = ExportMetadata::read(&out).unwrap().verification.unwrap();
@@ -91,7 +91,7 @@ fn libtorch_generate_gives_transformers_tokens_for_every_variant() {
         ("growing", &[]),
     ];
     let mut failures = vec![];
-    for name in FIXTURES {
+    for name in fixtures() {
         let g = read_all(fixture(name).join("golden.safetensors")).unwrap();
         let join = |t: &Tensor| t.as_i64().unwrap().iter().map(i64::to_string).collect::<Vec<_>>().join(",");
         let (prompt, want) = (join(&g["greedy.prompt_ids"]), join(&g["greedy.tokens"]));

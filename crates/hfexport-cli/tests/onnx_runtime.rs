@@ -33,7 +33,7 @@ fn verified_exports_run_in_onnxruntime_like_transformers() {
     require_onnxruntime();
     let tmp = tempfile::tempdir().unwrap();
     let mut failures = vec![];
-    for name in FIXTURES {
+    for name in fixtures() {
         let out = tmp.path().join(name);
         let o = export(name, &out, &["--dynamic", "--verify"]);
         assert!(o.status.success(), "{name}: export --verify failed: {}", stderr(&o));

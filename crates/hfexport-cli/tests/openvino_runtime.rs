@@ -40,7 +40,7 @@ fn verified_exports_run_in_openvino_like_transformers() {
     let tmp = tempfile::tempdir().unwrap();
     let cfg = config(tmp.path(), true);
     let mut failures = vec![];
-    for name in FIXTURES {
+    for name in fixtures() {
         let out = tmp.path().join(name);
         let o = export(name, &out, &cfg, &["--dynamic", "--verify"]);
         assert!(o.status.success(), "{name}: export --verify failed: {}", stderr(&o));
@@ -79,7 +79,7 @@ fn generate_gives_transformers_tokens_for_every_variant_stateful_and_stateless()
     let mut failures = vec![];
     for stateful in [true, false] {
         let cfg = config(tmp.path(), stateful);
-        for name in FIXTURES {
+        for name in fixtures() {
             let g = read_all(fixture(name).join("golden.safetensors")).unwrap();
             let join = |t: &Tensor| t.as_i64().unwrap().iter().map(i64::to_string).collect::<Vec<_>>().join(",");
             let (prompt, want) = (join(&g["greedy.prompt_ids"]), join(&g["greedy.tokens"]));

@@ -246,8 +246,9 @@ impl Pt2Archive {
             let program = archive.json(&format!("models/{n}.json"))?;
             let major = program["schema_version"]["major"].as_i64();
             if major != Some(8) {
-                return Err(archive
-                    .fail(format!("models/{n}.json has schema major version {major:?}; torch 2.13 reads 8")));
+                return Err(
+                    archive.fail(format!("models/{n}.json has schema major version {major:?}; torch 2.13 reads 8"))
+                );
             }
             for (config, dir) in [
                 (format!("data/weights/{n}_weights_config.json"), "data/weights"),
@@ -282,10 +283,8 @@ impl Pt2Archive {
                 return Err(self.fail(format!("{config}: `{name}` names the unsafe file `{file}`")));
             }
             if !self.entries.contains_key(&format!("{dir}/{file}")) {
-                return Err(self.fail(format!(
-                    "{config}: `{name}` is stored in `{}/{dir}/{file}`, which is missing",
-                    self.root
-                )));
+                return Err(self
+                    .fail(format!("{config}: `{name}` is stored in `{}/{dir}/{file}`, which is missing", self.root)));
             }
         }
         Ok(())
@@ -331,7 +330,10 @@ impl Pt2Archive {
                     .ok()
                     .filter(|d| d.len() as u64 == e.size)
                     .ok_or_else(|| {
-                        self.fail(format!("entry `{}/{name}` does not inflate to its {} bytes (corrupt)", self.root, e.size))
+                        self.fail(format!(
+                            "entry `{}/{name}` does not inflate to its {} bytes (corrupt)",
+                            self.root, e.size
+                        ))
                     })?,
             ),
             _ => Cow::Borrowed(raw),

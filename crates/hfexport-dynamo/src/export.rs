@@ -17,10 +17,10 @@ use crate::zip::ZipWriter;
 use crate::{DynamoError, Result};
 use hfexport_aten::{lower, native, AtenGraph, TensorMeta};
 use hfexport_core::backend::{Backend, Lowering, Runner, WeightProgress, WeightTable, Written as Written_};
+use hfexport_core::config::ExportFormat;
+use hfexport_core::generation::Generator;
 #[cfg(feature = "tch")]
 use hfexport_core::generation::{timed_greedy, Generated};
-use hfexport_core::generation::Generator;
-use hfexport_core::config::ExportFormat;
 use hfexport_core::metadata::Component;
 use hfexport_core::plan::Planned;
 use hfexport_core::{Dim, ExportConfig, Graph, Op, TensorSource};
@@ -85,7 +85,12 @@ impl Backend for Dynamo {
     }
 
     #[allow(unused_variables)]
-    fn open_runner(&self, dir: &Path, component: &Component, cfg: &ExportConfig) -> hfexport_core::Result<Box<dyn Runner>> {
+    fn open_runner(
+        &self,
+        dir: &Path,
+        component: &Component,
+        cfg: &ExportConfig,
+    ) -> hfexport_core::Result<Box<dyn Runner>> {
         self.runner_available()?;
         #[cfg(feature = "tch")]
         {
@@ -177,7 +182,12 @@ pub fn call_style(g: &Graph) -> CallStyle {
 }
 
 /// Writes [`FILE`] from prepared components: one program per component, named after it.
-pub fn write_archive(components: &[Planned], src: &dyn TensorSource, dir: &Path, progress: Progress) -> Result<Written> {
+pub fn write_archive(
+    components: &[Planned],
+    src: &dyn TensorSource,
+    dir: &Path,
+    progress: Progress,
+) -> Result<Written> {
     let mut names = HashSet::new();
     for c in components {
         let n = c.spec.name.as_str();
@@ -256,7 +266,8 @@ pub fn write_archive(components: &[Planned], src: &dyn TensorSource, dir: &Path,
             zip.add(&format!("data/constants/{file}"), &t.to_le_bytes()).map_err(io)?;
             config.insert(name.clone(), payload_entry(&syms, &file, &aten.tensors[value], false));
         }
-        zip.add_deflated(&format!("data/constants/{program}_constants_config.json"), &config_json(config)).map_err(io)?;
+        zip.add_deflated(&format!("data/constants/{program}_constants_config.json"), &config_json(config))
+            .map_err(io)?;
 
         let json = exported_program(g, aten, call_style(g));
         zip.add_deflated(&format!("models/{program}.json"), &serde_json::to_vec(&json).expect("json")).map_err(io)?;

@@ -14,8 +14,8 @@
 use crate::runner::{kind_of_dtype, Pt2Runner, RunError};
 use hfexport_aten::lower::python_name;
 use hfexport_core::generation::{greedy, prompt_calls, static_mask, Steps, StopReason};
-use hfexport_core::plan::Role;
 use hfexport_core::metadata::{Component, ExportMetadata};
+use hfexport_core::plan::Role;
 use hfexport_core::DType;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -542,10 +542,8 @@ impl Pt2Runner {
             if let Some(want) = info.dtype.map(kind_of_dtype) {
                 let got = t.f_kind().map_err(|e| self.input_err(format!("`{}`: {e}", info.name)))?;
                 if got != want {
-                    return Err(self.input_err(format!(
-                        "`{}` is {got:?}; program `{}` takes {want:?}",
-                        info.name, self.program
-                    )));
+                    return Err(self
+                        .input_err(format!("`{}` is {got:?}; program `{}` takes {want:?}", info.name, self.program)));
                 }
             }
             env[info.slot] = Some(V::T(t.shallow_clone()));

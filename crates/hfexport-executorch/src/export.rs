@@ -8,10 +8,10 @@ use crate::program::{build, Alloc, Backend, ConstSource, Data, Method, Value};
 use crate::{plan, pte, EtError, Result};
 use hfexport_aten::lower;
 use hfexport_core::backend::{Backend as HfBackend, Lowering, Runner, WeightProgress};
+use hfexport_core::config::{ExecutorchBackend, ExecutorchConfig, ExportFormat};
+use hfexport_core::generation::Generator;
 #[cfg(feature = "runtime")]
 use hfexport_core::generation::{timed_greedy, Generated};
-use hfexport_core::generation::Generator;
-use hfexport_core::config::{ExecutorchBackend, ExecutorchConfig, ExportFormat};
 use hfexport_core::metadata::Component;
 use hfexport_core::plan::{ComponentSpec, Planned, Role};
 use hfexport_core::{ExportConfig, Graph, Op, TensorSource};

@@ -16,8 +16,8 @@
 use crate::export::method_name;
 use crate::runtime::{EtRunner, RunError};
 use hfexport_core::generation::{greedy, prompt_calls, static_mask, Steps, StopReason};
-use hfexport_core::plan::Role;
 use hfexport_core::metadata::{Component, ExportMetadata};
+use hfexport_core::plan::Role;
 use hfexport_core::DType;
 use std::path::{Path, PathBuf};
 
@@ -75,7 +75,12 @@ pub struct EtGenerator {
 impl Part {
     /// The method of component `c`: another method of `sibling`'s program when `c` is in the
     /// same file (one loaded program, its weights loaded once), else from its own file.
-    fn load(dir: &Path, c: &Component, caches: usize, sibling: Option<(&Component, &EtRunner)>) -> Result<Part, RunError> {
+    fn load(
+        dir: &Path,
+        c: &Component,
+        caches: usize,
+        sibling: Option<(&Component, &EtRunner)>,
+    ) -> Result<Part, RunError> {
         let runner = match sibling {
             Some((other, r)) if c.file(".pte").ok() == other.file(".pte").ok() => r.sibling(method_name(&c.spec))?,
             _ => EtRunner::for_component(dir, c)?,

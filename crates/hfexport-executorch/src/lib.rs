@@ -10,8 +10,8 @@
 //!   named, not embedded);
 //! - [`export`]: every component of an export as a method of one `model.pte`, each distinct
 //!   weight stored once and streamed after the program;
-//! - `runtime` and `generate` (feature `runtime`): the executorch wheel's C++ runtime through
-//!   `shim/et_shim.cpp`, and the zero-copy greedy loop.
+//! - `runtime` and `generate` (feature `runtime`): the executorch wheel's C++ runtime through a
+//!   `cxx` bridge (`shim/et_bridge.{h,cpp}`), and the zero-copy greedy loop.
 //!
 //! The flatbuffer code in `generated/` comes from the schemas vendored in `schema/` (from the
 //! executorch wheel) by `cargo xtask codegen`, so a build needs no flatc.

@@ -332,7 +332,11 @@ fn plan<'a>(
             let compile_specs = b.create_vector::<flatbuffers::WIPOffset<fb::CompileSpec>>(&[]);
             fb::BackendDelegate::create(
                 b,
-                &fb::BackendDelegateArgs { id: Some(id), processed: Some(processed), compile_specs: Some(compile_specs) },
+                &fb::BackendDelegateArgs {
+                    id: Some(id),
+                    processed: Some(processed),
+                    compile_specs: Some(compile_specs),
+                },
             )
         })
         .collect();
@@ -432,4 +436,119 @@ pub fn program_bytes(methods: &[Method], layout: &Layout) -> Vec<u8> {
     out.extend_from_slice(&fbuf[8..]);
     out.resize(base as usize, 0);
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::generated::xnnpack::fb_xnnpack as xf;
+    use crate::program::TensorValue;
+    use crate::xnnpack;
+    use hfexport_core::Dim;
+
+    fn tensor(dims: &[i64]) -> TensorValue {
+        TensorValue {
+            dtype: DType::F32,
+            sizes: dims.iter().map(|&d| Dim::konst(d)).collect(),
+            bound: dims.to_vec(),
+            data: Data::Planned(Some(0)),
+            name: String::new(),
+        }
+    }
+
+    /// A method reading weight 0 in a kernel, weight `linear` in an XNNPACK linear (with bias
+    /// weight 2), and a lifted scalar.
+    fn method(name: &str, linear: usize) -> Method {
+        let scalar = Tensor::f32(vec![], vec![0.5]).unwrap();
+        let fc = xnnpack::fully_connected(
+            &tensor(&[1, 4]),
+            (ConstSource::Weight(linear), &[3, 4]),
+            Some((ConstSource::Weight(2), &[3])),
+            &tensor(&[1, 3]),
+        );
+        Method {
+            name: name.into(),
+            constants: vec![(ConstSource::Weight(0), 32), (ConstSource::Tensor(scalar), 4)],
+            delegates: vec![fc],
+            ..Default::default()
+        }
+    }
+
+    /// Weight `i` of every method is the stored tensor `w<i>`.
+    fn blob(_: usize, c: &ConstSource) -> Blob {
+        match c {
+            ConstSource::Weight(i) => Blob::Weight { name: format!("w{i}"), expr: WeightExpr::Stored(format!("w{i}")) },
+            ConstSource::Tensor(t) => Blob::Tensor(t.clone()),
+        }
+    }
+
+    fn keys(payload: &[u8]) -> Vec<(u64, u64, Option<String>)> {
+        let size = u32::from_le_bytes(payload[14..18].try_into().unwrap()) as usize;
+        let g = xf::root_as_xnngraph(&payload[32..32 + size]).unwrap();
+        g.constant_data().unwrap().iter().map(|c| (c.offset(), c.size_(), c.named_key().map(str::to_string))).collect()
+    }
+
+    /// Two methods share every constant and every delegate weight they have in common: one
+    /// constant buffer each for the weight and the lifted scalar, one named blob per distinct
+    /// delegate weight; the payloads name their weights and embed none.
+    #[test]
+    fn methods_share_each_distinct_weight() {
+        let layout = Layout::of(&[method("prefill", 1), method("decode", 1)], blob).unwrap();
+        assert_eq!(layout.constants.len(), 2);
+        assert_eq!(layout.constant_offsets, [0, 0, 32]);
+        assert_eq!(layout.buffers, [vec![0, 1, 2], vec![0, 1, 2]]);
+        let named: Vec<(&str, u64)> = layout.named.iter().map(|(n, _)| (n.key.as_str(), n.size)).collect();
+        assert_eq!(named, [("w1", 48), ("w2", 12)]);
+        let payloads: Vec<&Vec<u8>> = layout.delegates.iter().flatten().map(|(p, _, _)| p).collect();
+        assert_eq!(payloads[0], payloads[1]);
+        let want = vec![(0, 0, None), (u64::MAX, 48, Some("w1".into())), (u64::MAX, 12, Some("w2".into()))];
+        assert_eq!(keys(payloads[0]), want);
+        // XH00: constant data size 0, the payload ends at the (16-aligned) flatbuffer
+        assert_eq!(u64::from_le_bytes(payloads[0][22..30].try_into().unwrap()), 0);
+        // segments: constants, 2 payloads, 2 named blobs, each 128-aligned and in order
+        let mut ends = vec![layout.constants_size];
+        for (p, offset, size) in layout.delegates.iter().flatten() {
+            assert_eq!((*offset % SEGMENT_ALIGN, *size), (0, p.len() as u64));
+            assert!(*offset >= *ends.last().unwrap());
+            ends.push(offset + size);
+        }
+        for (n, offset) in &layout.named {
+            assert!(*offset % SEGMENT_ALIGN == 0 && *offset >= *ends.last().unwrap());
+            ends.push(offset + n.size);
+        }
+        assert_eq!(layout.total, *ends.last().unwrap());
+
+        // a weight only one method reads is stored for it alone
+        let layout = Layout::of(&[method("prefill", 1), method("decode", 3)], blob).unwrap();
+        let named: Vec<&str> = layout.named.iter().map(|(n, _)| n.key.as_str()).collect();
+        assert_eq!(named, ["w1", "w2", "w3"]);
+        assert_eq!(layout.blobs(), 5);
+        assert_ne!(layout.delegates[0][0].0, layout.delegates[1][0].0);
+    }
+
+    /// The program lists each method by name, one constant segment, the payload segments of
+    /// every method in order, then the named data.
+    #[test]
+    fn the_program_lists_methods_segments_and_named_data() {
+        let methods = [method("prefill", 1), method("decode", 1)];
+        let layout = Layout::of(&methods, blob).unwrap();
+        let bytes = program_bytes(&methods, &layout);
+        assert_eq!(&bytes[4..12], b"ET12eh00");
+        let size = u64::from_le_bytes(bytes[16..24].try_into().unwrap()) as usize;
+        let p = fb::root_as_program(&bytes[..size]).unwrap();
+        let names: Vec<&str> = p.execution_plan().unwrap().iter().map(|m| m.name().unwrap()).collect();
+        assert_eq!(names, ["prefill", "decode"]);
+        let delegate_segments: Vec<u32> = p
+            .execution_plan()
+            .unwrap()
+            .iter()
+            .flat_map(|m| m.delegates().unwrap().iter().map(|d| d.processed().unwrap().index()).collect::<Vec<_>>())
+            .collect();
+        assert_eq!(delegate_segments, [1, 2]);
+        let named: Vec<(&str, u32)> =
+            p.named_data().unwrap().iter().map(|n| (n.key().unwrap(), n.segment_index())).collect();
+        assert_eq!(named, [("w1", 3), ("w2", 4)]);
+        assert_eq!(p.segments().unwrap().len(), 5);
+        assert_eq!(p.constant_segment().unwrap().offsets().unwrap().iter().collect::<Vec<_>>(), [0, 0, 32]);
+    }
 }

@@ -1,7 +1,8 @@
 //! The ExecuTorch runner (cargo feature `runtime`): a method of a `.pte` program (`forward`, or
 //! a component's: `prefill`, `decode`) loaded by the executorch 1.5.1 wheel's C++ runtime
-//! through `shim/et_shim.cpp`, its kernels and XNNPACK backend linked in; [`EtRunner::sibling`]
-//! loads another method of the same loaded program.
+//! through a `cxx` bridge (the `ffi` module below, `shim/et_bridge.{h,cpp}`), its kernels and
+//! XNNPACK backend linked in; [`EtRunner::sibling`] loads another method of the same loaded
+//! program.
 //!
 //! A file is checked by [`PteFile`] first (identifier, header, segment bounds, flatbuffer
 //! verification), so a corrupt `.pte` is a clear error before the runtime sees it.
@@ -11,66 +12,48 @@
 
 use crate::dump::PteFile;
 use crate::program::{dtype_of, scalar_type};
+use cxx::UniquePtr;
 use hfexport_core::metadata::Component;
 use hfexport_core::{DType, Tensor};
 use std::collections::BTreeMap;
-use std::ffi::{c_char, c_int, c_void, CString};
 use std::path::{Path, PathBuf};
-use std::ptr::NonNull;
 
-#[repr(C)]
-struct HfxEt {
-    _private: [u8; 0],
-}
-
-extern "C" {
-    fn hfx_et_open(path: *const c_char, method: *const c_char, err: *mut c_char, n: usize) -> *mut HfxEt;
-    fn hfx_et_open_sibling(h: *const HfxEt, method: *const c_char, err: *mut c_char, n: usize) -> *mut HfxEt;
-    fn hfx_et_close(h: *mut HfxEt);
-    fn hfx_et_num_inputs(h: *const HfxEt) -> usize;
-    fn hfx_et_num_outputs(h: *const HfxEt) -> usize;
-    fn hfx_et_meta(
-        h: *const HfxEt,
-        output: c_int,
-        i: usize,
-        dtype: *mut i8,
-        sizes: *mut i64,
-        cap: usize,
-        rank: *mut usize,
-        planned: *mut c_int,
-        err: *mut c_char,
-        n: usize,
-    ) -> c_int;
-    fn hfx_et_set_input(
-        h: *mut HfxEt,
-        i: usize,
-        data: *mut c_void,
+/// The bridge to `shim/et_bridge.{h,cpp}` (compiled by `cxx_build` in build.rs). Every
+/// fallible call returns `Result`: the C++ side throws the ExecuTorch `Error` as a message.
+#[cxx::bridge(namespace = "hfx")]
+mod ffi {
+    /// A tensor's dtype (`ScalarType`), sizes, and whether the program plans its memory.
+    struct TensorMeta {
         dtype: i8,
-        sizes: *const i64,
-        rank: usize,
-        err: *mut c_char,
-        n: usize,
-    ) -> c_int;
-    fn hfx_et_set_output(
-        h: *mut HfxEt,
-        i: usize,
-        data: *mut c_void,
-        nbytes: usize,
-        err: *mut c_char,
-        n: usize,
-    ) -> c_int;
-    fn hfx_et_execute(h: *mut HfxEt, err: *mut c_char, n: usize) -> c_int;
-    fn hfx_et_output(
-        h: *const HfxEt,
-        i: usize,
-        data: *mut *const c_void,
-        dtype: *mut i8,
-        sizes: *mut i64,
-        cap: usize,
-        rank: *mut usize,
-        err: *mut c_char,
-        n: usize,
-    ) -> c_int;
+        sizes: Vec<i64>,
+        planned: bool,
+    }
+
+    unsafe extern "C++" {
+        include!("hfexport-executorch/shim/et_bridge.h");
+
+        /// A loaded method of a program.
+        type HfxMethod;
+
+        /// Loads method `method` of the program at `path` (its bytes, without a NUL).
+        fn open_method(path: &[u8], method: &str) -> Result<UniquePtr<HfxMethod>>;
+        fn sibling(self: &HfxMethod, method: &str) -> Result<UniquePtr<HfxMethod>>;
+        fn num_inputs(self: &HfxMethod) -> usize;
+        fn num_outputs(self: &HfxMethod) -> usize;
+        fn meta(self: &HfxMethod, output: bool, i: usize) -> Result<TensorMeta>;
+        /// # Safety
+        /// `data` holds `sizes`' elements of `dtype` and outlives the executes that use it.
+        unsafe fn set_input(self: Pin<&mut HfxMethod>, i: usize, data: *mut u8, dtype: i8, sizes: &[i64])
+            -> Result<()>;
+        /// `Method::set_output_data_ptr`.
+        ///
+        /// # Safety
+        /// `data` is writable for `nbytes` and outlives the executes that use it.
+        unsafe fn set_output(self: Pin<&mut HfxMethod>, i: usize, data: *mut u8, nbytes: usize) -> Result<()>;
+        fn execute(self: Pin<&mut HfxMethod>) -> Result<()>;
+        fn output_meta(self: &HfxMethod, i: usize) -> Result<TensorMeta>;
+        fn output_data(self: &HfxMethod, i: usize) -> Result<*const u8>;
+    }
 }
 
 /// The executorch wheel this runner was built against (`1.5.1+cpu`).
@@ -104,31 +87,11 @@ impl TensorInfo {
 
 /// A loaded method of a `.pte` program — see the module docs.
 pub struct EtRunner {
-    h: NonNull<HfxEt>,
+    h: UniquePtr<ffi::HfxMethod>,
     path: PathBuf,
     method: String,
     inputs: Vec<TensorInfo>,
     outputs: Vec<TensorInfo>,
-}
-
-const MAX_RANK: usize = 16;
-
-/// A C error buffer and its message.
-struct ErrBuf([u8; 512]);
-
-impl ErrBuf {
-    fn new() -> ErrBuf {
-        ErrBuf([0; 512])
-    }
-
-    fn ptr(&mut self) -> *mut c_char {
-        self.0.as_mut_ptr().cast()
-    }
-
-    fn msg(&self) -> String {
-        let end = self.0.iter().position(|&b| b == 0).unwrap_or(self.0.len());
-        String::from_utf8_lossy(&self.0[..end]).into_owned()
-    }
 }
 
 impl EtRunner {
@@ -157,12 +120,11 @@ impl EtRunner {
         if !names.iter().any(|n| n == method) {
             return Err(fail(format!("the program has no method `{method}` (methods: {})", names.join(", "))));
         }
-        let c = CString::new(path.to_string_lossy().as_bytes()).map_err(|_| fail("a NUL in the path".into()))?;
-        let m = CString::new(method).map_err(|_| fail("a NUL in the method name".into()))?;
-        let mut err = ErrBuf::new();
-        // SAFETY: `c`, `m` and `err` outlive the call; the shim returns null on failure.
-        let h = NonNull::new(unsafe { hfx_et_open(c.as_ptr(), m.as_ptr(), err.ptr(), 512) })
-            .ok_or_else(|| fail(err.msg()))?;
+        let bytes = path.as_os_str().as_encoded_bytes();
+        if bytes.contains(&0) {
+            return Err(fail("a NUL in the path".into()));
+        }
+        let h = ffi::open_method(bytes, method).map_err(|e| fail(e.what().to_string()))?;
         EtRunner::with_handle(h, path, method)
     }
 
@@ -176,18 +138,17 @@ impl EtRunner {
     /// Another method of the same program, sharing its loaded file and named data (the
     /// program stays loaded while either runner lives); each method has its own planned memory.
     pub fn sibling(&self, method: &str) -> Result<EtRunner> {
-        let m = CString::new(method).map_err(|_| self.fail("a NUL in the method name".into()))?;
-        let mut err = ErrBuf::new();
-        // SAFETY: `self.h` is a live handle; `m` and `err` outlive the call.
-        let h = NonNull::new(unsafe { hfx_et_open_sibling(self.h.as_ptr(), m.as_ptr(), err.ptr(), 512) })
-            .ok_or_else(|| RunError::Runtime { path: self.path.clone(), msg: err.msg() })?;
+        if method.contains('\0') {
+            return Err(self.fail("a NUL in the method name".into()));
+        }
+        let h =
+            self.h.sibling(method).map_err(|e| RunError::Runtime { path: self.path.clone(), msg: e.what().into() })?;
         EtRunner::with_handle(h, self.path.clone(), method)
     }
 
-    fn with_handle(h: NonNull<HfxEt>, path: PathBuf, method: &str) -> Result<EtRunner> {
+    fn with_handle(h: UniquePtr<ffi::HfxMethod>, path: PathBuf, method: &str) -> Result<EtRunner> {
+        let (ni, no) = (h.num_inputs(), h.num_outputs());
         let mut r = EtRunner { h, path, method: method.to_string(), inputs: vec![], outputs: vec![] };
-        // SAFETY: `h` is a live handle.
-        let (ni, no) = unsafe { (hfx_et_num_inputs(h.as_ptr()), hfx_et_num_outputs(h.as_ptr())) };
         r.inputs = (0..ni).map(|i| r.meta(false, i)).collect::<Result<_>>()?;
         r.outputs = (0..no).map(|i| r.meta(true, i)).collect::<Result<_>>()?;
         Ok(r)
@@ -203,29 +164,11 @@ impl EtRunner {
     }
 
     fn meta(&self, output: bool, i: usize) -> Result<TensorInfo> {
-        let (mut dtype, mut sizes, mut rank, mut planned, mut err) = (0i8, [0i64; MAX_RANK], 0usize, 0, ErrBuf::new());
-        // SAFETY: the out-pointers are valid for the call; `sizes` holds MAX_RANK entries.
-        let rc = unsafe {
-            hfx_et_meta(
-                self.h.as_ptr(),
-                output as c_int,
-                i,
-                &mut dtype,
-                sizes.as_mut_ptr(),
-                MAX_RANK,
-                &mut rank,
-                &mut planned,
-                err.ptr(),
-                512,
-            )
-        };
         let what = if output { "output" } else { "input" };
-        if rc != 0 {
-            return Err(self.fail(format!("{what} {i}: {}", err.msg())));
-        }
-        let dtype =
-            dtype_of(dtype).ok_or_else(|| self.fail(format!("{what} {i}: ScalarType {dtype} is not supported")))?;
-        Ok(TensorInfo { dtype, bound: sizes[..rank.min(MAX_RANK)].to_vec(), planned: planned != 0 })
+        let m = self.h.meta(output, i).map_err(|e| self.fail(format!("{what} {i}: {}", e.what())))?;
+        let dtype = dtype_of(m.dtype)
+            .ok_or_else(|| self.fail(format!("{what} {i}: ScalarType {} is not supported", m.dtype)))?;
+        Ok(TensorInfo { dtype, bound: m.sizes, planned: m.planned })
     }
 
     pub fn path(&self) -> &Path {
@@ -263,24 +206,9 @@ impl EtRunner {
                 sizes[d], info.bound[d], info.bound
             )));
         }
-        let mut err = ErrBuf::new();
         // SAFETY: see the contract above; `sizes` is valid for the call.
-        let rc = unsafe {
-            hfx_et_set_input(
-                self.h.as_ptr(),
-                i,
-                data.cast(),
-                scalar_type(dtype),
-                sizes.as_ptr(),
-                sizes.len(),
-                err.ptr(),
-                512,
-            )
-        };
-        if rc != 0 {
-            return Err(self.fail(format!("input {i}: {}", err.msg())));
-        }
-        Ok(())
+        unsafe { self.h.pin_mut().set_input(i, data, scalar_type(dtype), sizes) }
+            .map_err(|e| self.fail(format!("input {i}: {}", e.what())))
     }
 
     /// Binds output `i` to `len` bytes at `data` (`Method::set_output_data_ptr`; the output
@@ -289,47 +217,22 @@ impl EtRunner {
     /// # Safety
     /// `data` must stay valid and writable for `len` bytes until the last execute using it.
     pub unsafe fn bind_output(&mut self, i: usize, data: *mut u8, len: usize) -> Result<()> {
-        let mut err = ErrBuf::new();
         // SAFETY: see the contract above.
-        let rc = unsafe { hfx_et_set_output(self.h.as_ptr(), i, data.cast(), len, err.ptr(), 512) };
-        if rc != 0 {
-            return Err(self.fail(format!("output {i}: {}", err.msg())));
-        }
-        Ok(())
+        unsafe { self.h.pin_mut().set_output(i, data, len) }.map_err(|e| self.fail(format!("output {i}: {}", e.what())))
     }
 
     pub fn execute(&mut self) -> Result<()> {
-        let mut err = ErrBuf::new();
-        // SAFETY: a live handle; bound buffers are the binders' responsibility.
-        if unsafe { hfx_et_execute(self.h.as_ptr(), err.ptr(), 512) } != 0 {
-            return Err(self.fail(err.msg()));
-        }
-        Ok(())
+        // bound buffers are the binders' responsibility (`bind_input`/`bind_output` are unsafe)
+        self.h.pin_mut().execute().map_err(|e| self.fail(e.what().into()))
     }
 
     /// Output `i` after an execute: where its data is, its dtype and sizes.
     pub fn output_view(&self, i: usize) -> Result<(*const u8, DType, Vec<usize>)> {
-        let (mut data, mut dtype, mut sizes, mut rank, mut err) =
-            (std::ptr::null(), 0i8, [0i64; MAX_RANK], 0usize, ErrBuf::new());
-        // SAFETY: the out-pointers are valid for the call.
-        let rc = unsafe {
-            hfx_et_output(
-                self.h.as_ptr(),
-                i,
-                &mut data,
-                &mut dtype,
-                sizes.as_mut_ptr(),
-                MAX_RANK,
-                &mut rank,
-                err.ptr(),
-                512,
-            )
-        };
-        if rc != 0 {
-            return Err(self.fail(format!("output {i}: {}", err.msg())));
-        }
-        let dtype = dtype_of(dtype).ok_or_else(|| self.fail(format!("output {i}: ScalarType {dtype}")))?;
-        Ok((data.cast(), dtype, sizes[..rank.min(MAX_RANK)].iter().map(|&d| d as usize).collect()))
+        let fail = |e: cxx::Exception| self.fail(format!("output {i}: {}", e.what()));
+        let m = self.h.output_meta(i).map_err(fail)?;
+        let data = self.h.output_data(i).map_err(fail)?;
+        let dtype = dtype_of(m.dtype).ok_or_else(|| self.fail(format!("output {i}: ScalarType {}", m.dtype)))?;
+        Ok((data, dtype, m.sizes.iter().map(|&d| d as usize).collect()))
     }
 
     /// Output `i` after an execute, copied.
@@ -397,13 +300,6 @@ impl EtRunner {
             return Err(self.fail(format!("{} outputs, {} names", outs.len(), output_names.len())));
         }
         Ok(output_names.iter().cloned().zip(outs).collect())
-    }
-}
-
-impl Drop for EtRunner {
-    fn drop(&mut self) {
-        // SAFETY: the handle came from hfx_et_open and is closed once.
-        unsafe { hfx_et_close(self.h.as_ptr()) }
     }
 }
 

@@ -29,8 +29,19 @@ const EXTERNAL_OUTPUT: u32 = 2;
 #[derive(Debug, Clone, PartialEq)]
 enum Node {
     /// `output = input @ weight.T + bias`, weight `[out, in]`.
-    FullyConnected { dtype: DType, input: Vec<i64>, weight: Vec<i64>, bias: Option<Vec<i64>>, output: Vec<i64> },
-    Transpose { dtype: DType, input: Vec<i64>, perm: Vec<u32>, output: Vec<i64> },
+    FullyConnected {
+        dtype: DType,
+        input: Vec<i64>,
+        weight: Vec<i64>,
+        bias: Option<Vec<i64>>,
+        output: Vec<i64>,
+    },
+    Transpose {
+        dtype: DType,
+        input: Vec<i64>,
+        perm: Vec<u32>,
+        output: Vec<i64>,
+    },
 }
 
 /// One delegate: its graph and the weights it reads (constant buffers 1.. in order, with

@@ -5,7 +5,14 @@ use hfexport_core::Tensor;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-pub const FIXTURES: [&str; 5] = ["llama", "mistral", "qwen2", "qwen3", "llama_linear_tied"];
+#[path = "../../../../tests/common/manifest.rs"]
+mod manifest;
+/// The committed tiny checkpoints with transformers' goldens (tests/fixtures/manifest.json).
+#[allow(unused_imports)]
+pub use manifest::fixtures;
+
+/// The manifest, relative to this package.
+const MANIFEST: &str = "../../tests/fixtures/manifest.json";
 
 pub fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
