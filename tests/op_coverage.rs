@@ -77,7 +77,8 @@ enum D {
 }
 use D::{B, K, L, S};
 
-/// One op's graph and inputs; the op under test is the node named `op`.
+/// One op's graph and inputs; the op under test is the node named `op` (for `Constant` and
+/// `Iota`, a node feeding it).
 struct Case {
     name: String,
     graph: Graph,
@@ -110,7 +111,12 @@ impl Build {
         let b = Dim::sym(&g.symbols.declare("batch", 1, 4).unwrap());
         let s = Dim::sym(&g.symbols.declare("sequence", 1, 8).unwrap());
         let l = Dim::sym(&g.symbols.declare("cache_len", 1, 8).unwrap());
-        Build { g, inputs: BTreeMap::new(), rng: common_rng::Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1), dims: [b, s, l] }
+        Build {
+            g,
+            inputs: BTreeMap::new(),
+            rng: common_rng::Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1),
+            dims: [b, s, l],
+        }
     }
 
     fn shape(&self, dims: &[D]) -> (Vec<Dim>, Vec<usize>) {
@@ -140,7 +146,9 @@ impl Build {
     }
 
     fn bools(&mut self, name: &str, dims: &[D]) -> ValueId {
-        self.input(name, dims, |shape, n| Tensor::bool(shape, (0..n).map(|i| (i * 7 + i / 3) % 3 != 0).collect()).unwrap())
+        self.input(name, dims, |shape, n| {
+            Tensor::bool(shape, (0..n).map(|i| (i * 7 + i / 3) % 3 != 0).collect()).unwrap()
+        })
     }
 
     fn ints(&mut self, name: &str, dims: &[D], values: impl Fn(usize) -> i64) -> ValueId {
@@ -151,7 +159,7 @@ impl Build {
         self.g.op(name, op, ins).unwrap()
     }
 
-    /// Adds the op under test and makes its outputs (and `extra` ones) the graph's.
+    /// Adds the op under test and makes its outputs the graph's (`y0`, `y1`, …).
     fn finish(mut self, name: &str, op: Op, ins: &[ValueId]) -> Case {
         let outs = self.g.add_node("op", op, ins).unwrap();
         for (i, v) in outs.iter().enumerate() {
@@ -265,7 +273,8 @@ fn cases() -> Vec<Case> {
             (b.float("a", &[B, K(3)], 0.5, 2.0), b.float("b", &[K(3)], -2.0, 2.0))
         } else if op.is_comparison() {
             // equal elements too, so Equal / LessEqual / GreaterEqual see both answers
-            let a = b.input("a", &[B, K(3)], |s, n| Tensor::f32(s, (0..n).map(|i| (i % 3) as f32 - 1.0).collect()).unwrap());
+            let a = b
+                .input("a", &[B, K(3)], |s, n| Tensor::f32(s, (0..n).map(|i| (i % 3) as f32 - 1.0).collect()).unwrap());
             (a, b.input("b", &[K(3)], |s, _| Tensor::f32(s, vec![0.0, 0.0, 2.0]).unwrap()))
         } else {
             (b.float("a", &[B, K(3)], -1.0, 1.0), b.float("b", &[K(3)], 0.5, 1.5))
@@ -345,7 +354,11 @@ fn cases() -> Vec<Case> {
     for (name, axis) in [("Gather(embedding)", 0), ("Gather(axis 1)", 1)] {
         let mut b = Build::new(14);
         let data = b.float("data", &[K(6), K(3)], -1.0, 1.0);
-        let idx = if axis == 0 { b.ints("idx", &[B, S], |i| (i * 5 % 6) as i64) } else { b.ints("idx", &[K(2)], |i| 2 - i as i64) };
+        let idx = if axis == 0 {
+            b.ints("idx", &[B, S], |i| (i * 5 % 6) as i64)
+        } else {
+            b.ints("idx", &[K(2)], |i| 2 - i as i64)
+        };
         all.push(b.finish(name, Op::Gather { axis }, &[data, idx]));
     }
     {
@@ -376,8 +389,10 @@ fn cases() -> Vec<Case> {
         // tables whose halves repeat, as RotaryCosSin makes them (ApplyRotary's contract)
         let mut b = Build::new(18);
         let x = b.float("x", &[B, K(2), S, K(8)], -1.0, 1.0);
-        let table = |f: fn(f32) -> f32| move |shape: Vec<usize>, n: usize| {
-            Tensor::f32(shape, (0..n).map(|i| f(0.3 * (i / 8) as f32 + 0.7 * (i % 4) as f32)).collect()).unwrap()
+        let table = |f: fn(f32) -> f32| {
+            move |shape: Vec<usize>, n: usize| {
+                Tensor::f32(shape, (0..n).map(|i| f(0.3 * (i / 8) as f32 + 0.7 * (i % 4) as f32)).collect()).unwrap()
+            }
         };
         let c = b.input("cos", &[B, S, K(8)], table(f32::cos));
         let s = b.input("sin", &[B, S, K(8)], table(f32::sin));
@@ -417,12 +432,29 @@ fn cases() -> Vec<Case> {
 }
 
 /// Cases a backend fails today, with why: each must still fail (so the list shrinks when one
-/// is fixed). Both are ExecuTorch's `aten.bmm`-based matmul, which needs equal batch dims.
+/// is fixed). Both are ExecuTorch's matmul (`program.rs`: views around `bmm`), which takes no
+/// batch dims that broadcast.
 const KNOWN_GAPS: [(&str, &str, &str); 4] = [
-    ("MatMul", "executorch:\"xnnpack\"", "a MatMul whose batch dims broadcast ([b, 3, 4] x [1, 4, 5]) fails in bmm.out"),
-    ("MatMul", "executorch:\"portable\"", "a MatMul whose batch dims broadcast ([b, 3, 4] x [1, 4, 5]) fails in bmm.out"),
-    ("ScatterSlots", "executorch:\"xnnpack\"", "decomposed (one-hot [1, 1, L, q] x new [1, h, q, d]): a broadcast MatMul"),
-    ("ScatterSlots", "executorch:\"portable\"", "decomposed (one-hot [1, 1, L, q] x new [1, h, q, d]): a broadcast MatMul"),
+    (
+        "MatMul",
+        "executorch:\"xnnpack\"",
+        "batch dims that broadcast ([b, 3, 4] x [1, 4, 5]): bmm.out checks self.size(0) == mat2.size(0)",
+    ),
+    (
+        "MatMul",
+        "executorch:\"portable\"",
+        "batch dims that broadcast ([b, 3, 4] x [1, 4, 5]): bmm.out checks self.size(0) == mat2.size(0)",
+    ),
+    (
+        "ScatterSlots",
+        "executorch:\"xnnpack\"",
+        "decomposed, its one-hot [1, 1, L, q] x new [1, h, q, d] MatMul broadcasts: et_view cannot resize (2, 1, 4) to (1, 1, 4)",
+    ),
+    (
+        "ScatterSlots",
+        "executorch:\"portable\"",
+        "decomposed, its one-hot [1, 1, L, q] x new [1, h, q, d] MatMul broadcasts: et_view cannot resize (2, 1, 4) to (1, 1, 4)",
+    ),
 ];
 
 /// The configs each backend is checked under.
@@ -444,7 +476,8 @@ fn configs(format: ExportFormat) -> Vec<ExportConfig> {
 
 fn label(cfg: &ExportConfig) -> String {
     let d = cfg.to_dict();
-    let extra = ["opset_version", "backend"].iter().filter_map(|k| d.get(*k).filter(|v| !v.is_null())).map(|v| v.to_string());
+    let extra =
+        ["opset_version", "backend"].iter().filter_map(|k| d.get(*k).filter(|v| !v.is_null())).map(|v| v.to_string());
     std::iter::once(cfg.format().as_str().to_string()).chain(extra).collect::<Vec<_>>().join(":")
 }
 
@@ -511,6 +544,7 @@ for job in json.load(open(sys.argv[1])):
 
 /// Writes `planned` with `backend` into `dir`; for ONNX and OpenVINO queues a Python run, for
 /// the others runs it here when the runner is compiled in. Returns a failure message.
+#[allow(clippy::too_many_arguments)]
 fn write_and_run(
     backend: &'static dyn Backend,
     cfg: &ExportConfig,
@@ -604,9 +638,13 @@ fn every_op_through_every_backend() {
                     }
                     ExportConfig::Openvino(_) => [false, true].into_iter().try_for_each(|stateful| {
                         let opts = hfexport::openvino::lower::LowerOptions { stateful, compress_to_fp16: false };
-                        hfexport::openvino::lower::lower(g, opts).map(|_| ()).map_err(|e| format!("stateful={stateful}: {e}"))
+                        hfexport::openvino::lower::lower(g, opts)
+                            .map(|_| ())
+                            .map_err(|e| format!("stateful={stateful}: {e}"))
                     }),
-                    ExportConfig::Executorch(c) => hfexport::executorch::export::method(g, c).map(|_| ()).map_err(|e| e.to_string()),
+                    ExportConfig::Executorch(c) => {
+                        hfexport::executorch::export::method(g, c).map(|_| ()).map_err(|e| e.to_string())
+                    }
                     // the .pt2 writer below runs the ATen lowering
                     ExportConfig::Dynamo(_) => Ok(()),
                 };
@@ -648,7 +686,10 @@ fn every_op_through_every_backend() {
     assert!(new.is_empty(), "{} failures:\n{}", new.len(), new.join("\n"));
     for (case, cfg, why) in KNOWN_GAPS {
         let prefix = format!("{case} / {cfg}:");
-        assert!(known.iter().any(|f| f.starts_with(&prefix)), "{case} / {cfg} passes now ({why}): drop it from KNOWN_GAPS");
+        assert!(
+            known.iter().any(|f| f.starts_with(&prefix)),
+            "{case} / {cfg} passes now ({why}): drop it from KNOWN_GAPS"
+        );
     }
     assert!(ran.get("onnxruntime").is_some_and(|&n| n == 2 * cases.len()), "{ran:?}");
     assert!(ran.get("openvino").is_some_and(|&n| n == cases.len()), "{ran:?}");

@@ -215,14 +215,24 @@ pub fn patch_statuses(
             };
             let (pin, have) = (at(pinned), at(installed));
             let warning = match &pin {
-                None => Some(format!("{} has no pin in versions.toml: the patch is applied to every export", r.package)),
+                None => {
+                    Some(format!("{} has no pin in versions.toml: the patch is applied to every export", r.package))
+                }
                 Some((v, false)) => Some(format!(
                     "the pinned {} {v} is outside {r}: exports no longer get this patch; drop it, or fix its range",
                     r.package
                 )),
                 Some((_, true)) => None,
             };
-            PatchStatus { name: p.name, scope, range: r.to_string(), pinned: pin, installed: have, issue: p.issue, warning }
+            PatchStatus {
+                name: p.name,
+                scope,
+                range: r.to_string(),
+                pinned: pin,
+                installed: have,
+                issue: p.issue,
+                warning,
+            }
         })
         .collect()
 }
@@ -260,7 +270,10 @@ mod tests {
         let s = patch_statuses(&reg, &pinned, &installed);
         assert_eq!(s[0].range, "onnxruntime >=1.30");
         assert_eq!(s[0].scope, "backend onnx");
-        assert_eq!((s[0].pinned.clone(), s[0].installed.clone()), (Some(("1.32.0".into(), true)), Some(("1.31.1".into(), true))));
+        assert_eq!(
+            (s[0].pinned.clone(), s[0].installed.clone()),
+            (Some(("1.32.0".into(), true)), Some(("1.31.1".into(), true)))
+        );
         assert_eq!(s[0].warning, None);
         assert_eq!(s[1].pinned, Some(("1.32.0".into(), false)));
         assert_eq!(s[1].installed, Some(("1.31.1".into(), true)));

@@ -3,9 +3,10 @@
 //! A pass turns a graph into a graph; the manager verifies after each one and reports what
 //! ran. A patch is a named rewrite that works around an upstream runtime or exporter
 //! behaviour: it says at which stage it runs, for which formats, for which upstream versions
-//! it is needed, and why. Patches applied to an export are listed in its `export.json`, and
-//! `cargo xtask check-versions` lists the patches whose version range no longer matches what
-//! is installed.
+//! it is needed, the upstream issue, and why. Workarounds live here, not in the lowerings: a
+//! lowering takes what the patch produces. Patches applied to an export are listed in its
+//! `export.json`, and `cargo xtask check-versions` prints each patch's range with whether the
+//! pinned and installed versions fall in it, and warns when a pin has left it.
 
 use crate::config::ExportFormat;
 use crate::decompose::{decompose, fold_sliding_windows, rebuild};

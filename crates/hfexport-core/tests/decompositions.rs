@@ -134,11 +134,10 @@ fn additive_mask_attention_equals_decomposition_and_bool_form() {
         let op = Op::Attention { scale: 0.35, softcap: None, sliding_window: None };
         let additive = [("q", &q), ("k", &k), ("v", &v), ("m", &add)];
         assert!(compare(op.clone(), &additive) < tol, "{dtype}");
-        let with_bool = run(&one_node_graph(op.clone(), &[("q", &q), ("k", &k), ("v", &v), ("m", &m)]), &additive[..3]
-            .iter()
-            .copied()
-            .chain([("m", &m)])
-            .collect::<Vec<_>>());
+        let with_bool = run(
+            &one_node_graph(op.clone(), &[("q", &q), ("k", &k), ("v", &v), ("m", &m)]),
+            &additive[..3].iter().copied().chain([("m", &m)]).collect::<Vec<_>>(),
+        );
         let with_add = run(&one_node_graph(op, &additive), &additive);
         assert!(max_abs_diff(&with_bool[0], &with_add[0]) < tol, "{dtype}");
     }
@@ -149,7 +148,9 @@ fn additive_mask_attention_equals_decomposition_and_bool_form() {
     let mut g = hfexport_core::Graph::new("g");
     let ins: Vec<_> = [("q", &q), ("k", &q), ("v", &q), ("m", &add), ("qp", &pos), ("kp", &pos)]
         .iter()
-        .map(|(n, t)| g.add_input(n, t.dtype(), t.shape().iter().map(|&d| hfexport_core::Dim::from(d)).collect()).unwrap())
+        .map(|(n, t)| {
+            g.add_input(n, t.dtype(), t.shape().iter().map(|&d| hfexport_core::Dim::from(d)).collect()).unwrap()
+        })
         .collect();
     let windowed = Op::Attention { scale: 0.35, softcap: None, sliding_window: Some(2) };
     assert!(g.add_node("attn", windowed, &ins).unwrap_err().to_string().contains("bool mask"));

@@ -163,7 +163,8 @@ fn builtin_patches_name_their_upstream_ranges() {
     let reg = PatchRegistry::builtin();
     let names: Vec<&str> = reg.patches().iter().map(|p| p.name).collect();
     assert_eq!(names, ["onnxruntime-attention-additive-mask", "openvino-static-query-cache-scatter"]);
-    let pins = [("onnxruntime", "1.32.0", ExportFormat::Onnx, false), ("openvino", "2026.4.1", ExportFormat::Openvino, true)];
+    let pins =
+        [("onnxruntime", "1.32.0", ExportFormat::Onnx, false), ("openvino", "2026.4.1", ExportFormat::Openvino, true)];
     for (p, (package, pin, format, needed)) in reg.patches().iter().zip(pins) {
         let range = p.upstream.as_ref().expect("an upstream range");
         assert_eq!(range.package, package);

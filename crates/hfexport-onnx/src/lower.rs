@@ -391,7 +391,11 @@ impl<'g> Ctx<'g> {
                 ("Attention".into(), ins[..4].to_vec(), attrs)
             }
             // not native at this opset (or with these attributes): core decomposes them first
-            Op::RmsNorm { .. } | Op::ApplyRotary | Op::Attention { .. } | Op::RotaryCosSin { .. } | Op::GatedMlp { .. } => {
+            Op::RmsNorm { .. }
+            | Op::ApplyRotary
+            | Op::Attention { .. }
+            | Op::RotaryCosSin { .. }
+            | Op::GatedMlp { .. } => {
                 return Err(OnnxError::Lowering {
                     node: n.name.clone(),
                     op: n.op.name().into(),

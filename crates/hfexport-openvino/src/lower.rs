@@ -610,7 +610,11 @@ impl<'g> Ctx<'g> {
                     vec![ins[0], kk, vv, mask, s],
                 )
             }
-            Op::Attention { .. } | Op::RmsNorm { .. } | Op::RotaryCosSin { .. } | Op::ApplyRotary | Op::GatedMlp { .. } => {
+            Op::Attention { .. }
+            | Op::RmsNorm { .. }
+            | Op::RotaryCosSin { .. }
+            | Op::ApplyRotary
+            | Op::GatedMlp { .. } => {
                 return Err(OvError::Lowering {
                     node: n.name.clone(),
                     op: n.op.name().into(),
