@@ -12,7 +12,7 @@
 
 mod common;
 
-use common::{fixture, python, script, worst_unpadded, fixtures};
+use common::{fixture, fixtures, python, script, worst_unpadded};
 use hfexport::core::metadata::ExportMetadata;
 use hfexport::executorch::dump::PteFile;
 use hfexport::{

@@ -69,7 +69,8 @@ fn argmax_last(logits: &Tensor) -> i64 {
 fn greedy_generation_matches_transformers() {
     for name in fixtures() {
         let ckpt = Checkpoint::open(&fixture(name)).unwrap();
-        let g = build_generation(&ckpt.config, &ckpt, &BuildOptions::default(), Some(CACHE), true).unwrap().remove(0).graph;
+        let g =
+            build_generation(&ckpt.config, &ckpt, &BuildOptions::default(), Some(CACHE), true).unwrap().remove(0).graph;
         assert_eq!(g.aliases().len(), 2 * ckpt.config.num_hidden_layers);
         let gold = read_all(fixture(name).join("golden.safetensors")).unwrap();
         let prompt = gold["greedy.prompt_ids"].as_i64().unwrap().to_vec();
@@ -95,7 +96,8 @@ fn three_tokens_at_once_equal_three_steps() {
             assert_eq!(name, "qwen3", "only the qwen3 fixture uses dynamic rope");
             continue;
         }
-        let g = build_generation(&ckpt.config, &ckpt, &BuildOptions::default(), Some(CACHE), true).unwrap().remove(0).graph;
+        let g =
+            build_generation(&ckpt.config, &ckpt, &BuildOptions::default(), Some(CACHE), true).unwrap().remove(0).graph;
         let prompt = [3i64, 17, 42, 9, 100];
         let more = [7i64, 64, 21];
         let mut one = Session::new(Evaluator::new(&g, &ckpt).unwrap(), &ckpt);

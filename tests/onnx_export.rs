@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{fixture, python, worst_unpadded, fixtures};
+use common::{fixture, fixtures, python, worst_unpadded};
 use hfexport::core::artifact::StagedDir;
 use hfexport::core::metadata::ExportMetadata;
 use hfexport::core::{TensorInfo, TensorSource};

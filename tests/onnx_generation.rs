@@ -6,7 +6,7 @@
 //! (the script checks the bound buffer after each step). All give transformers' 16 greedy tokens.
 
 mod common;
-use common::{fixture, python, fixtures};
+use common::{fixture, fixtures, python};
 
 use hfexport::core::metadata::ExportMetadata;
 use hfexport::{AutoExportConfig, AutoHfExporter, DType, ExportRequest, Generation, Task};

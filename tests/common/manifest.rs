@@ -18,7 +18,8 @@ pub fn fixtures() -> Vec<&'static str> {
             let list = v["fixtures"].as_array().unwrap_or_else(|| panic!("{}: no `fixtures` list", path.display()));
             list.iter()
                 .map(|f| {
-                    let name = f["name"].as_str().unwrap_or_else(|| panic!("{}: a fixture without name", path.display()));
+                    let name =
+                        f["name"].as_str().unwrap_or_else(|| panic!("{}: a fixture without name", path.display()));
                     &*Box::leak(name.to_string().into_boxed_str())
                 })
                 .collect()

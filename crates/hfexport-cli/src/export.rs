@@ -78,4 +78,3 @@ pub(crate) fn export(a: &ExportArgs) -> Result<()> {
     }
     Ok(())
 }
-

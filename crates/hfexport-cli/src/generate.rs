@@ -9,7 +9,6 @@ use hfexport::ExportFormat;
 use std::path::Path;
 use std::time::Instant;
 
-
 /// `--prompt-ids 1,2,3` (spaces around the commas are allowed).
 fn parse_prompt_ids(text: &str) -> Result<Vec<i64>> {
     let ids = text

@@ -109,4 +109,3 @@ pub(crate) fn inspect(path: &Path, task: &str, full: bool) -> Result<()> {
     }
     Ok(())
 }
-

@@ -152,4 +152,3 @@ pub(crate) fn forward_graph(ckpt: &Checkpoint, task: &str) -> Result<Graph> {
     let task = Task::parse(task).map_err(anyhow::Error::msg)?;
     Ok(build(&ckpt.config, ckpt, task, &BuildOptions::default())?)
 }
-

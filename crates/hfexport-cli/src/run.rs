@@ -10,7 +10,14 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Instant;
 
-pub(crate) fn run(path: &Path, inputs: &Path, outputs: &Path, component: &str, runtime: &str, task: &str) -> Result<()> {
+pub(crate) fn run(
+    path: &Path,
+    inputs: &Path,
+    outputs: &Path,
+    component: &str,
+    runtime: &str,
+    task: &str,
+) -> Result<()> {
     if runtime != "reference" {
         bail!("runtime `{runtime}` is not available in this build; valid: reference");
     }

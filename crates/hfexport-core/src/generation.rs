@@ -170,12 +170,7 @@ pub trait Generator {
 }
 
 /// [`greedy`] over `s` with [`Timed`] around it: what every [`Generator::generate`] does.
-pub fn timed_greedy<S: Steps>(
-    s: &mut S,
-    prompt: &[i64],
-    max_new_tokens: usize,
-    eos: &[i64],
-) -> crate::Result<Generated>
+pub fn timed_greedy<S: Steps>(s: &mut S, prompt: &[i64], max_new_tokens: usize, eos: &[i64]) -> crate::Result<Generated>
 where
     S::Error: Into<crate::Error>,
 {

@@ -135,9 +135,11 @@ impl Component {
 
     /// The first file of the component whose name ends with `ext`.
     pub fn file(&self, ext: &str) -> crate::Result<&str> {
-        self.files.iter().map(String::as_str).find(|f| f.ends_with(ext)).ok_or_else(|| {
-            crate::Error::Artifact(format!("component `{}` lists no {ext} file", self.spec.name))
-        })
+        self.files
+            .iter()
+            .map(String::as_str)
+            .find(|f| f.ends_with(ext))
+            .ok_or_else(|| crate::Error::Artifact(format!("component `{}` lists no {ext} file", self.spec.name)))
     }
 
     /// The component of a stateful export: every cache pair `input.<n>` / `output.<n>` (a

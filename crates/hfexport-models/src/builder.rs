@@ -112,7 +112,8 @@ pub fn build_generation(
 ) -> Result<Vec<Planned>> {
     let spec = lookup(&cfg.architecture)?;
     let decoder = |name: &str| Decoder { cfg, spec, weights, opts, g: Graph::new(name), kv: Kv::Tokens };
-    let planned = |role: Role, cache: CacheMode, graph: Graph| Planned { spec: ComponentSpec::generation(role, cache), graph };
+    let planned =
+        |role: Role, cache: CacheMode, graph: Graph| Planned { spec: ComponentSpec::generation(role, cache), graph };
     let (stat, grow) = (CacheMode::StaticInPlace, CacheMode::Growing);
     Ok(match static_cache {
         Some(n) if multi_token_decode => vec![planned(Role::Decode, stat, decoder("decode").static_decode(n)?)],
@@ -120,7 +121,10 @@ pub fn build_generation(
             // the prompt goes through the multi-token graph, later steps through one fixed at 1
             let mut decode = decoder("decode").static_decode(n)?;
             decode.substitute_symbol("sequence", &Dim::konst(1))?;
-            vec![planned(Role::Prefill, stat, decoder("prefill").static_decode(n)?), planned(Role::Decode, stat, decode)]
+            vec![
+                planned(Role::Prefill, stat, decoder("prefill").static_decode(n)?),
+                planned(Role::Decode, stat, decode),
+            ]
         }
         None => vec![
             Planned { spec: ComponentSpec::growing_prefill(), graph: decoder("prefill").growing_prefill()? },

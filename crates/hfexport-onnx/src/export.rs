@@ -4,10 +4,10 @@
 use crate::lower::{native, OPSET_NATIVE_LLM_OPS};
 use crate::writer::write_components;
 use hfexport_core::backend::{Backend, Lowering, Runner, WeightProgress, Written};
+use hfexport_core::config::{ExportFormat, OnnxConfig};
+use hfexport_core::generation::Generator;
 #[cfg(feature = "runtime")]
 use hfexport_core::generation::{timed_greedy, Generated};
-use hfexport_core::generation::Generator;
-use hfexport_core::config::{ExportFormat, OnnxConfig};
 use hfexport_core::metadata::Component;
 use hfexport_core::plan::Planned;
 use hfexport_core::{Error, ExportConfig, Op, Result, TensorSource};
@@ -124,7 +124,10 @@ impl Runner for OrtRunner {
         format!("onnxruntime {}", crate::runtime::loaded_version().unwrap_or_else(|| "(unknown version)".into()))
     }
 
-    fn run(&mut self, inputs: &BTreeMap<String, hfexport_core::Tensor>) -> Result<BTreeMap<String, hfexport_core::Tensor>> {
+    fn run(
+        &mut self,
+        inputs: &BTreeMap<String, hfexport_core::Tensor>,
+    ) -> Result<BTreeMap<String, hfexport_core::Tensor>> {
         Ok(self.0.run(inputs)?)
     }
 

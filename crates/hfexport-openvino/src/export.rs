@@ -5,10 +5,10 @@
 use crate::lower::{native, LowerOptions};
 use crate::writer::write_components;
 use hfexport_core::backend::{Backend, Lowering, Runner, WeightProgress, Written};
+use hfexport_core::config::{ExportFormat, OpenvinoConfig};
+use hfexport_core::generation::Generator;
 #[cfg(feature = "runtime")]
 use hfexport_core::generation::{timed_greedy, Generated};
-use hfexport_core::generation::Generator;
-use hfexport_core::config::{ExportFormat, OpenvinoConfig};
 use hfexport_core::metadata::Component;
 use hfexport_core::plan::Planned;
 use hfexport_core::{Error, ExportConfig, Op, Result, TensorSource};

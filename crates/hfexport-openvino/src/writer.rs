@@ -57,15 +57,16 @@ pub fn write_components(
         let lowered = lower(g, opts)?;
         let mut net: Network = lowered.net;
         for (layer, source) in &lowered.consts {
-            let mut append = |offset: &mut u64, write: &mut dyn FnMut(&mut dyn Write) -> Result<u64>| -> Result<(u64, u64)> {
-                let pad = (ALIGN - *offset % ALIGN) % ALIGN;
-                out.write_all(&vec![0u8; pad as usize]).map_err(io_err(&bin_path))?;
-                *offset += pad;
-                let size = write(&mut out)?;
-                let at = *offset;
-                *offset += size;
-                Ok((at, size))
-            };
+            let mut append =
+                |offset: &mut u64, write: &mut dyn FnMut(&mut dyn Write) -> Result<u64>| -> Result<(u64, u64)> {
+                    let pad = (ALIGN - *offset % ALIGN) % ALIGN;
+                    out.write_all(&vec![0u8; pad as usize]).map_err(io_err(&bin_path))?;
+                    *offset += pad;
+                    let size = write(&mut out)?;
+                    let at = *offset;
+                    *offset += size;
+                    Ok((at, size))
+                };
             let (at, size) = match source {
                 // small constants (rotary tables, shapes) repeat across components too
                 ConstSource::Inline(bytes) => match inline.get(bytes) {
@@ -82,7 +83,8 @@ pub fn write_components(
                 ConstSource::Weight { index, compress } => {
                     let w = &g.weights()[*index];
                     // a compressed copy is another tensor than the plain one
-                    let key = if *compress { WeightExpr::Cast(Box::new(w.expr.clone()), DType::F16) } else { w.expr.clone() };
+                    let key =
+                        if *compress { WeightExpr::Cast(Box::new(w.expr.clone()), DType::F16) } else { w.expr.clone() };
                     table.place(&key, || {
                         progress(done, total, &w.name);
                         done += 1;

@@ -22,9 +22,6 @@ pub fn backends() -> Vec<&'static dyn Backend> {
 /// The backend of `format`, or an error naming the cargo feature that builds it in.
 pub fn backend(format: ExportFormat) -> Result<&'static dyn Backend> {
     backends().into_iter().find(|b| b.format() == format).ok_or_else(|| {
-        Error::Unsupported(format!(
-            "the {0} exporter needs the cargo feature `{0}` of hfexport",
-            format.as_str()
-        ))
+        Error::Unsupported(format!("the {0} exporter needs the cargo feature `{0}` of hfexport", format.as_str()))
     })
 }

@@ -153,4 +153,3 @@ pub fn generation_case(graph: &Graph, vocab: usize, past: usize) -> Result<Sampl
     };
     Ok(SampleCase { name, inputs })
 }
-

@@ -137,7 +137,6 @@ pub(crate) fn compare_outputs(
     Ok(())
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
