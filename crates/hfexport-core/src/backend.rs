@@ -177,11 +177,6 @@ impl<L: Clone> WeightTable<L> {
         Ok(l)
     }
 
-    /// The location of `expr` if it was written.
-    pub fn get(&self, expr: &WeightExpr) -> Option<&L> {
-        self.placed.get(expr)
-    }
-
     /// Number of distinct weights written.
     pub fn len(&self) -> usize {
         self.placed.len()
