@@ -101,6 +101,15 @@ pub trait Runner {
     }
 }
 
+/// What [`Backend::runner_available`] returns: `Ok` when the runner is `built` in, else a
+/// config error saying what is `missing` and which cargo feature builds it in.
+pub fn runner_built(built: bool, missing: &str) -> Result<()> {
+    match built {
+        true => Ok(()),
+        false => Err(Error::Config(missing.to_string())),
+    }
+}
+
 /// Absolute tolerance on logits of an export in `dtype`: 1e-4 for float32, 5e-2 for float16,
 /// 2e-1 for bfloat16.
 ///

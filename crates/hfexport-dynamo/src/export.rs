@@ -105,13 +105,11 @@ impl Backend for Dynamo {
     }
 
     fn runner_available(&self) -> hfexport_core::Result<()> {
-        if cfg!(feature = "tch") {
-            return Ok(());
-        }
-        Err(hfexport_core::Error::Config(
-            "running .pt2 exports needs the libtorch runner, which is not compiled into this build: build hfexport with the cargo feature `dynamo-runtime` (hfexport-cli: `tch`) and LIBTORCH=<site-packages>/torch"
-                .into(),
-        ))
+        hfexport_core::backend::runner_built(
+            cfg!(feature = "tch"),
+            "running .pt2 exports needs the libtorch runner, which is not compiled into this build: build \
+             hfexport with the cargo feature `dynamo-runtime` (hfexport-cli: `tch`) and LIBTORCH=<site-packages>/torch",
+        )
     }
 
     fn runtime_name(&self) -> &'static str {

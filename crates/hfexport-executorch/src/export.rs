@@ -142,13 +142,12 @@ impl HfBackend for Executorch {
     }
 
     fn runner_available(&self) -> hfexport_core::Result<()> {
-        if cfg!(feature = "runtime") {
-            return Ok(());
-        }
-        Err(hfexport_core::Error::Config(
-            "running .pte exports needs the ExecuTorch runner, which is not compiled into this build: build              hfexport with the cargo feature `executorch-runtime` (hfexport-cli: `executorch-runtime`; it builds              against the executorch==1.5.1 wheel in .venv/)"
-                .into(),
-        ))
+        hfexport_core::backend::runner_built(
+            cfg!(feature = "runtime"),
+            "running .pte exports needs the ExecuTorch runner, which is not compiled into this build: build \
+             hfexport with the cargo feature `executorch-runtime` (hfexport-cli: `executorch-runtime`; it builds \
+             against the executorch==1.5.1 wheel in .venv/)",
+        )
     }
 
     fn runtime_name(&self) -> &'static str {

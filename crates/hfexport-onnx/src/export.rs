@@ -87,14 +87,11 @@ impl Backend for Onnx {
     }
 
     fn runner_available(&self) -> Result<()> {
-        if cfg!(feature = "runtime") {
-            return Ok(());
-        }
-        Err(Error::Config(
+        hfexport_core::backend::runner_built(
+            cfg!(feature = "runtime"),
             "running ONNX exports needs the ONNX Runtime runner, which is not compiled into this build: build \
-             hfexport with the cargo feature `onnx-runtime`"
-                .into(),
-        ))
+             hfexport with the cargo feature `onnx-runtime`",
+        )
     }
 
     fn runtime_name(&self) -> &'static str {

@@ -88,14 +88,11 @@ impl Backend for Openvino {
     }
 
     fn runner_available(&self) -> Result<()> {
-        if cfg!(feature = "runtime") {
-            return Ok(());
-        }
-        Err(Error::Config(
+        hfexport_core::backend::runner_built(
+            cfg!(feature = "runtime"),
             "running OpenVINO exports needs the OpenVINO runner, which is not compiled into this build: build \
-             hfexport with the cargo feature `openvino-runtime`"
-                .into(),
-        ))
+             hfexport with the cargo feature `openvino-runtime`",
+        )
     }
 
     fn runtime_name(&self) -> &'static str {
