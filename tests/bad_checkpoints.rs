@@ -87,11 +87,18 @@ fn vocabulary_that_does_not_match_the_embedding() {
 
 #[test]
 fn unknown_architecture_lists_the_supported_ones() {
-    let dir = broken("llama", |c, _| c["architectures"] = serde_json::json!(["GPT2LMHeadModel"]));
+    let dir = broken("llama", |c, _| c["architectures"] = serde_json::json!(["BloomForCausalLM"]));
     let e = build_err(dir.path()).to_string();
-    for name in ["GPT2LMHeadModel", "LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM"] {
+    for name in ["BloomForCausalLM", "LlamaForCausalLM", "Phi3ForCausalLM", "Gemma3ForCausalLM", "GPT2LMHeadModel"] {
         assert!(e.contains(name), "{name} missing from: {e}");
     }
+}
+
+#[test]
+fn a_class_of_another_family_than_the_model_type_is_refused() {
+    let dir = broken("llama", |c, _| c["architectures"] = serde_json::json!(["GPT2LMHeadModel"]));
+    let e = build_err(dir.path()).to_string();
+    assert!(e.contains("architectures") && e.contains("GPT2LMHeadModel") && e.contains("llama"), "{e}");
 }
 
 #[test]

@@ -8,15 +8,21 @@
 //! method of the one `model.pte`. That program stores each weight once: prefill + decode weigh
 //! at most 1.15x the forward export, and the Python runtime lists and loads both methods
 //! (`tests/python/methods_pte.py`). A small program's decoded dump is a snapshot; a corrupt
-//! file is a clear error.
+//! file is a clear error. `--dynamic` without bounds gets ExecuTorch's default bounds (batch <= 1,
+//! the sequence shrunk until the memory plan fits 1 GiB): a Qwen3-0.6B-shaped model (planned
+//! from its config and weight shapes, no bytes) fits with a sequence bound of at least 512,
+//! given bounds win, and a fixture with 40960 positions runs in the runtime within its bounds.
 
 mod common;
 
 use common::{fixture, fixtures, python, script, worst_unpadded};
-use hfexport::core::metadata::ExportMetadata;
+use hfexport::core::metadata::{ExportMetadata, Range};
+use hfexport::core::weights::TensorInfo;
+use hfexport::executorch::bounds::{DEFAULT_MAX_BATCH, PLAN_BUDGET, ROUND};
 use hfexport::executorch::dump::PteFile;
 use hfexport::{
-    AutoExportConfig, AutoHfExporter, Checkpoint, DType, Evaluator, ExportRequest, Generation, Task, Tensor,
+    AutoExportConfig, AutoHfExporter, Checkpoint, DType, Evaluator, ExportConfig, ExportRequest, Generation,
+    ModelConfig, Task, Tensor,
 };
 use hfexport_models::safetensors::{read_all, write_safetensors};
 use std::collections::BTreeMap;
@@ -212,4 +218,239 @@ fn a_small_program_dumps_readably_and_corrupt_files_are_clear_errors() {
     let mut bad = good.clone();
     bad[40..48].copy_from_slice(&[0xff; 8]);
     expect(&bad, "does not verify");
+}
+
+/// Qwen/Qwen3-0.6B's config.json.
+const QWEN3_0_6B: &str = r#"{
+  "architectures": ["Qwen3ForCausalLM"], "attention_bias": false, "attention_dropout": 0.0,
+  "bos_token_id": 151643, "eos_token_id": 151645, "head_dim": 128, "hidden_act": "silu",
+  "hidden_size": 1024, "initializer_range": 0.02, "intermediate_size": 3072,
+  "max_position_embeddings": 40960, "max_window_layers": 28, "model_type": "qwen3",
+  "num_attention_heads": 16, "num_hidden_layers": 28, "num_key_value_heads": 8,
+  "rms_norm_eps": 1e-06, "rope_scaling": null, "rope_theta": 1000000, "sliding_window": null,
+  "tie_word_embeddings": true, "torch_dtype": "bfloat16", "transformers_version": "4.51.0",
+  "use_cache": true, "use_sliding_window": false, "vocab_size": 151936
+}"#;
+
+/// Qwen3-0.6B's tensors without their bytes: the names its model.safetensors holds (tied
+/// embeddings: no `lm_head.weight`), each bf16 of the shape the builder asks (a plan never
+/// reads weights).
+struct Shapes(std::collections::BTreeSet<String>);
+
+impl Shapes {
+    fn qwen3_0_6b() -> Shapes {
+        let mut names: std::collections::BTreeSet<String> =
+            ["model.embed_tokens.weight", "model.norm.weight"].map(String::from).into();
+        for l in 0..28 {
+            for t in [
+                "input_layernorm",
+                "post_attention_layernorm",
+                "self_attn.q_proj",
+                "self_attn.k_proj",
+                "self_attn.v_proj",
+                "self_attn.o_proj",
+                "self_attn.q_norm",
+                "self_attn.k_norm",
+                "mlp.gate_proj",
+                "mlp.up_proj",
+                "mlp.down_proj",
+            ] {
+                names.insert(format!("model.layers.{l}.{t}.weight"));
+            }
+        }
+        Shapes(names)
+    }
+}
+
+impl hfexport_models::Weights for Shapes {
+    fn expect(&self, name: &str, shape: &[usize]) -> hfexport_models::Result<TensorInfo> {
+        match self.0.contains(name) {
+            true => Ok(TensorInfo { dtype: DType::BF16, shape: shape.to_vec() }),
+            false => panic!("Qwen3-0.6B has no tensor `{name}`"),
+        }
+    }
+    fn has(&self, name: &str) -> bool {
+        self.0.contains(name)
+    }
+}
+
+/// The components of a Qwen3-0.6B-shaped export planned under `config`, prepared, and the
+/// arena of each method.
+fn qwen3_plan(
+    config: serde_json::Value,
+    generation: Option<Generation>,
+) -> hfexport::Result<(hfexport::ExportPlan, Vec<hfexport::core::metadata::Component>, Vec<u64>)> {
+    let model = ModelConfig::from_json_str(QWEN3_0_6B, Path::new("Qwen3-0.6B/config.json")).unwrap();
+    let config = AutoExportConfig::from_dict(&config).unwrap();
+    let req = ExportRequest {
+        model: "Qwen3-0.6B".into(),
+        output: "unused".into(),
+        task: Task::CausalLm,
+        dtype: DType::F32,
+        force: false,
+        generation,
+    };
+    let plan = AutoHfExporter::from_config(config.clone())?.plan_model(&req, &model, &Shapes::qwen3_0_6b())?;
+    let backend = hfexport::backend(config.format())?;
+    let described = plan.components.iter().map(|c| backend.describe(c, vec!["model.pte".into()], &config)).collect();
+    let (prepared, _) = hfexport::core::backend::prepare(backend, &config, &plan.components)?;
+    let ExportConfig::Executorch(ecfg) = &config else { unreachable!() };
+    let mut arenas = vec![];
+    for p in &prepared {
+        arenas.push(hfexport::executorch::export::method(&p.graph, ecfg).map_err(hfexport::core::Error::from)?.arena);
+    }
+    Ok((plan, described, arenas))
+}
+
+fn gib(b: u64) -> f64 {
+    b as f64 / (1u64 << 30) as f64
+}
+
+/// `--dynamic` on a Qwen3-0.6B-shaped model (151936 tokens, 40960 positions, 28 layers):
+/// batch <= 1 and the longest sequence (a multiple of 64) whose plan fits 1 GiB, recorded as
+/// the component's symbols and named in the note; one step more would not fit. A growing-cache
+/// generation export fits too (prefill + decode together). Bounds given in dynamic_shapes win,
+/// past the budget too; an impossible one is still the plan's clear error.
+#[test]
+fn a_qwen3_0_6b_shaped_model_gets_default_bounds_that_fit_the_budget() {
+    let dynamic = serde_json::json!({"export_format": "executorch", "dynamic": true});
+    let (plan, described, arenas) = qwen3_plan(dynamic.clone(), None).unwrap();
+    let symbols = &described[0].symbols;
+    let seq = symbols["sequence"].max;
+    assert_eq!(symbols["batch"], Range { min: 1, max: DEFAULT_MAX_BATCH });
+    assert!(seq >= 512 && seq < 40960 && seq % ROUND == 0, "{symbols:?}");
+    assert!(arenas[0] <= PLAN_BUDGET, "{:.2} GiB", gib(arenas[0]));
+    let note = plan.notes.join("\n");
+    assert!(note.contains(&format!("sequence <= {seq} (model: 40960)")) && note.contains("batch <= 1"), "{note}");
+    eprintln!("Qwen3-0.6B forward: {symbols:?}, memory plan {:.3} GiB\n{note}", gib(arenas[0]));
+    // the largest such bound: one more step does not fit
+    let step = format!(r#"{{"input_ids": {{"1": {{"name": "sequence", "max": {}}}}}}}"#, seq + ROUND);
+    let mut wider = dynamic.clone();
+    wider["dynamic_shapes"] = serde_json::from_str(&step).unwrap();
+    let (plan, described, arenas) = qwen3_plan(wider, None).unwrap();
+    assert_eq!(described[0].symbols["sequence"].max, seq + ROUND, "a given bound wins");
+    assert_eq!(described[0].symbols["batch"].max, 1, "the open batch still gets its default");
+    assert!(arenas[0] > PLAN_BUDGET, "{:.3} GiB at sequence <= {}", gib(arenas[0]), seq + ROUND);
+    assert!(plan.notes.join("").contains("batch <= 1") && !plan.notes.join("").contains("sequence <="));
+
+    // growing cache: prefill and decode (sequence, past_len) bounded together
+    let (_, described, arenas) =
+        qwen3_plan(dynamic.clone(), Some(Generation { static_cache: None, multi_token_decode: false })).unwrap();
+    let total: u64 = arenas.iter().sum();
+    assert!(total <= PLAN_BUDGET, "{:.3} GiB", gib(total));
+    let decode = &described[1].symbols;
+    assert!(decode["past_len"].max < 40959 && decode["sequence"].max < 40960, "{decode:?}");
+    eprintln!(
+        "Qwen3-0.6B growing cache: {:?}, memory plans {:.3} GiB",
+        described.iter().map(|c| &c.symbols).collect::<Vec<_>>(),
+        gib(total)
+    );
+
+    // a static cache is bounded by --static-cache: no defaults
+    let (plan, described, _) =
+        qwen3_plan(dynamic.clone(), Some(Generation { static_cache: Some(1024), multi_token_decode: false })).unwrap();
+    assert!(plan.notes.is_empty() && described.iter().all(|c| c.symbols["cache_len"].max == 1024), "{:?}", plan.notes);
+
+    // given bounds past the budget are kept (under the hard limit); past it, the clear error
+    let given = |max: i64| {
+        serde_json::json!({"export_format": "executorch", "dynamic": true, "dynamic_shapes": {
+            "input_ids": {"0": {"name": "batch", "max": 1}, "1": {"name": "sequence", "max": max}},
+            "attention_mask": {"0": {"name": "batch"}, "1": {"name": "sequence"}}}})
+    };
+    let (plan, described, arenas) = qwen3_plan(given(4096), None).unwrap();
+    assert!(plan.notes.is_empty() && described[0].symbols["sequence"].max == 4096);
+    assert!(arenas[0] > PLAN_BUDGET, "{}", gib(arenas[0]));
+    let e = qwen3_plan(given(40960), None).unwrap_err().to_string();
+    assert!(e.contains("memory plan needs") && e.contains("sequence <= 40960") && e.contains("dynamic_shapes"), "{e}");
+}
+
+/// A fixture given 40960 positions (a tiny model with the context of a real one): `--dynamic`
+/// alone exports (before the default bounds, its plan at batch 4096 was refused), export.json
+/// records the default bounds, the progress names them and the plan size, and the ExecuTorch
+/// runtime runs the program past the fixture's 64 positions as the evaluator does and at the
+/// bound itself, and refuses one token more.
+#[test]
+fn a_dynamic_export_without_bounds_runs_within_the_default_bounds() {
+    let tmp = tempfile::tempdir().unwrap();
+    let model = tmp.path().join("llama-40960");
+    std::fs::create_dir_all(&model).unwrap();
+    let mut cfg: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture("llama").join("config.json")).unwrap()).unwrap();
+    cfg["max_position_embeddings"] = 40960.into();
+    std::fs::write(model.join("config.json"), cfg.to_string()).unwrap();
+    std::fs::copy(fixture("llama").join("model.safetensors"), model.join("model.safetensors")).unwrap();
+    let dir = tmp.path().join("out");
+    let req = ExportRequest {
+        model: model.clone(),
+        output: dir.clone(),
+        task: Task::CausalLm,
+        dtype: DType::F32,
+        force: false,
+        generation: None,
+    };
+    let config =
+        AutoExportConfig::from_dict(&serde_json::json!({"export_format": "executorch", "dynamic": true})).unwrap();
+    let mut notes = vec![];
+    let meta = AutoHfExporter::from_config(config)
+        .unwrap()
+        .with_verify(cfg!(feature = "executorch-runtime"))
+        .export(&req, &mut |n| notes.push(n.to_string()))
+        .unwrap();
+    let seq = meta.symbols["sequence"].max;
+    assert_eq!(meta.symbols["batch"], Range { min: 1, max: 1 });
+    assert!(seq >= 1024 && seq < 40960 && seq % ROUND == 0, "{:?}", meta.symbols);
+    assert_eq!(meta.components[0].symbols, meta.symbols);
+    let notes = notes.join("\n");
+    assert!(notes.contains(&format!("sequence <= {seq} (model: 40960)")), "{notes}");
+    let planned = notes.lines().find(|l| l.contains("memory plan of")).unwrap_or_else(|| panic!("{notes}"));
+    assert!(planned.contains(&format!("at batch <= 1, sequence <= {seq}")), "{planned}");
+    eprintln!("{notes}");
+
+    // a length past the fixture's own 64 positions, and the bound itself (the same first 200
+    // tokens: causal attention gives them the same logits)
+    let (len, n) = (200usize, seq as usize);
+    let ckpt = Checkpoint::open(&model).unwrap();
+    let tokens: Vec<i64> = (0..n as i64).map(|i| (i * 17 + 3) % 256).collect();
+    let keep: Vec<i64> = (0..n).map(|i| i64::from(i >= 5)).collect();
+    let ids = Tensor::i64(vec![1, len], tokens[..len].to_vec()).unwrap();
+    let mask = Tensor::i64(vec![1, len], keep[..len].to_vec()).unwrap();
+    let (long_ids, long_mask) = (Tensor::i64(vec![1, n], tokens).unwrap(), Tensor::i64(vec![1, n], keep).unwrap());
+    let cases = [tmp.path().join("short.safetensors"), tmp.path().join("long.safetensors")];
+    write_safetensors(&cases[0], &[("input_ids", &ids), ("attention_mask", &mask)], &BTreeMap::new()).unwrap();
+    write_safetensors(&cases[1], &[("input_ids", &long_ids), ("attention_mask", &long_mask)], &BTreeMap::new())
+        .unwrap();
+    let out = tmp.path().join("logits.safetensors");
+    let o = Command::new(python())
+        .arg(script("run_pte.py"))
+        .arg(dir.join("model.pte"))
+        .arg(&out)
+        .args(&cases)
+        .output()
+        .expect("start python");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let got = read_all(&out).unwrap();
+    // one token past the bound: the runtime refuses it
+    let past = tmp.path().join("past.safetensors");
+    let (ids_past, mask_past) =
+        (Tensor::i64(vec![1, n + 1], vec![3; n + 1]).unwrap(), Tensor::i64(vec![1, n + 1], vec![1; n + 1]).unwrap());
+    write_safetensors(&past, &[("input_ids", &ids_past), ("attention_mask", &mask_past)], &BTreeMap::new()).unwrap();
+    let o = Command::new(python())
+        .arg(script("run_pte.py"))
+        .arg(dir.join("model.pte"))
+        .arg(tmp.path().join("past-out.safetensors"))
+        .arg(&past)
+        .output()
+        .expect("start python");
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && e.contains(&format!("maximum capacity of {n} elements")), "{e}");
+    let long = &got["1"];
+    assert_eq!(long.shape(), [1, n, 256]);
+    let head = Tensor::f32(vec![1, len, 256], long.as_f32().unwrap()[..len * 256].to_vec()).unwrap();
+    let (d, at) = worst_unpadded(&head, &got["0"], &mask).unwrap();
+    assert!(d <= 1e-4, "[1, {n}] vs [1, {len}]: worst |diff| {d:e} at {at:?} over the first {len} positions");
+    let graph = hfexport_models::build(&ckpt.config, &ckpt, Task::CausalLm, &Default::default()).unwrap();
+    let feeds = BTreeMap::from([("input_ids".to_string(), ids), ("attention_mask".to_string(), mask.clone())]);
+    let want = Evaluator::new(&graph, &ckpt).unwrap().run(&feeds).unwrap();
+    let (d, at) = worst_unpadded(&got["0"], &want["logits"], &mask).unwrap();
+    assert!(d <= 1e-3, "[1, {len}]: worst |diff| {d:e} at {at:?} against the evaluator");
 }

@@ -34,7 +34,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// Number of `Op` variants: [`ordinal`] numbers them `0..VARIANTS`.
-const VARIANTS: usize = 23;
+const VARIANTS: usize = 25;
 
 /// The position of `op`'s variant. No catch-all arm: a new variant does not compile until it
 /// is numbered here (then raise [`VARIANTS`] and add a case to [`cases`]).
@@ -63,6 +63,8 @@ fn ordinal(op: &Op) -> usize {
         Op::CacheUpdate => 20,
         Op::ScatterSlots => 21,
         Op::GatedMlp { .. } => 22,
+        Op::LayerNorm { .. } => 23,
+        Op::Activate(_) => 24,
     }
 }
 
@@ -169,7 +171,7 @@ impl Build {
     }
 }
 
-const UNARY: [UnaryOp; 9] = [
+const UNARY: [UnaryOp; 10] = [
     UnaryOp::Neg,
     UnaryOp::Exp,
     UnaryOp::Sqrt,
@@ -178,8 +180,12 @@ const UNARY: [UnaryOp; 9] = [
     UnaryOp::Sigmoid,
     UnaryOp::Cos,
     UnaryOp::Sin,
+    UnaryOp::Erf,
     UnaryOp::Not,
 ];
+
+const ACTIVATIONS: [Activation; 5] =
+    [Activation::Silu, Activation::Gelu, Activation::GeluTanh, Activation::Relu, Activation::QuickGelu];
 
 const BINARY: [BinaryOp; 14] = [
     BinaryOp::Add,
@@ -247,7 +253,8 @@ fn cache_case(name: &str, op: Op, q: D) -> Case {
 }
 
 /// Every case: each op variant at least once, each unary/binary/reduce kind and each
-/// activation, attention plain / capped / windowed, rope default and dynamic NTK.
+/// activation (alone and in a gated MLP), layer norm with and without bias, attention plain /
+/// capped / windowed, rope default, dynamic NTK and longrope (short and long factors).
 fn cases() -> Vec<Case> {
     let mut all = vec![];
     {
@@ -261,6 +268,7 @@ fn cases() -> Vec<Case> {
         let x = match u {
             UnaryOp::Not => b.bools("x", &[B, K(3)]),
             UnaryOp::Sqrt | UnaryOp::Reciprocal => b.float("x", &[B, K(3)], 0.5, 2.0),
+            UnaryOp::Erf => b.float("x", &[B, K(3)], -2.5, 2.5),
             _ => b.float("x", &[B, K(3)], -1.0, 1.0),
         };
         all.push(b.finish(Op::Unary(u).name(), Op::Unary(u), &[x]));
@@ -376,9 +384,27 @@ fn cases() -> Vec<Case> {
         let w = b.float("w", &[K(8)], 0.5, 1.5);
         all.push(b.finish("RmsNorm", Op::RmsNorm { eps: 1e-6 }, &[x, w]));
     }
+    for bias in [false, true] {
+        let mut b = Build::new(25);
+        let x = b.float("x", &[B, S, K(8)], -2.0, 3.0);
+        let mut ins = vec![x, b.float("w", &[K(8)], 0.5, 1.5)];
+        if bias {
+            ins.push(b.float("bias", &[K(8)], -1.0, 1.0));
+        }
+        let name = if bias { "LayerNorm(bias)" } else { "LayerNorm" };
+        all.push(b.finish(name, Op::LayerNorm { eps: 1e-5 }, &ins));
+    }
+    for act in ACTIVATIONS {
+        let mut b = Build::new(26);
+        let x = b.float("x", &[B, S, K(4)], -4.0, 4.0);
+        all.push(b.finish(&format!("Activate({act:?})"), Op::Activate(act), &[x]));
+    }
     let ropes = [
         ("RotaryCosSin(default)", RopeScaling::Default),
         ("RotaryCosSin(dynamic)", RopeScaling::Dynamic { factor: 2.0, max_position_embeddings: 3 }),
+        // positions up to 5: the long factors past 3, the short ones within 8
+        ("RotaryCosSin(longrope, long)", longrope(3)),
+        ("RotaryCosSin(longrope, short)", longrope(8)),
     ];
     for (name, scaling) in ropes {
         let mut b = Build::new(17);
@@ -414,7 +440,7 @@ fn cases() -> Vec<Case> {
     all.push(cache_case("CacheUpdate", Op::CacheUpdate, S));
     all.push(cache_case("CacheUpdate(one token)", Op::CacheUpdate, K(1)));
     all.push(cache_case("ScatterSlots", Op::ScatterSlots, K(1)));
-    for (act, bias) in [(Activation::Silu, false), (Activation::GeluTanh, true)] {
+    for (act, bias) in [(Activation::Silu, false), (Activation::GeluTanh, true), (Activation::Gelu, false)] {
         let mut b = Build::new(23);
         let x = b.float("x", &[B, S, K(4)], -1.0, 1.0);
         let mut ins = vec![x];
@@ -429,6 +455,10 @@ fn cases() -> Vec<Case> {
         all.push(b.finish(&format!("GatedMlp({act:?})"), Op::GatedMlp { act }, &ins));
     }
     all
+}
+
+fn longrope(original_max: usize) -> RopeScaling {
+    RopeScaling::longrope(vec![1.0, 1.2, 1.5, 2.0], vec![1.5, 3.0, 6.0, 12.0], original_max, 4.0, None)
 }
 
 /// Cases a backend fails today, with why: each must still fail (so the list shrinks when one

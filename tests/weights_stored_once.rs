@@ -14,8 +14,8 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 fn export(model: &Path, config: serde_json::Value, out: &Path, generation: Option<Generation>) -> ExportMetadata {
-    // generation needs symbolic lengths; the forward export is static (ExecuTorch plans a
-    // dynamic one at batch 4096, 8 GiB for this vocabulary)
+    // generation needs symbolic lengths; the forward export is static (the reference: every
+    // weight in the smallest program)
     let mut config = config;
     config["dynamic"] = generation.is_some().into();
     let req = ExportRequest {

@@ -27,6 +27,7 @@ import shutil
 import struct
 import sys
 from pathlib import Path
+from typing import Callable, NamedTuple
 
 import numpy as np
 import safetensors
@@ -35,14 +36,30 @@ import transformers
 from safetensors.torch import save_file
 from transformers import (
     AutoModelForCausalLM,
+    Gemma2Config,
+    Gemma2ForCausalLM,
+    Gemma3ForCausalLM,
+    Gemma3TextConfig,
+    GemmaConfig,
+    GemmaForCausalLM,
+    GPT2Config,
+    GPT2LMHeadModel,
+    GraniteConfig,
+    GraniteForCausalLM,
     LlamaConfig,
     LlamaForCausalLM,
     MistralConfig,
     MistralForCausalLM,
+    Olmo2Config,
+    Olmo2ForCausalLM,
+    Phi3Config,
+    Phi3ForCausalLM,
     Qwen2Config,
     Qwen2ForCausalLM,
     Qwen3Config,
     Qwen3ForCausalLM,
+    SmolLM3Config,
+    SmolLM3ForCausalLM,
 )
 
 SEQ = 7
@@ -56,10 +73,31 @@ STD = 0.15
 # the greedy run keeps this margin.
 MIN_GREEDY_MARGIN = 0.01
 PROMPT_TRIES = 50
+# strict_greedy fixtures: distinct tokens among the 16 greedy ones, and among the last 8.
+MIN_DISTINCT = 6
+MIN_DISTINCT_LATE = 3
+
+
+class Spec(NamedTuple):
+    name: str
+    seed: int
+    model_cls: type
+    config: object
+    post_edit: Callable | None  # config.json -> config.json (the same config in another form)
+    covers: str = ""  # the manifest note (a note already in the manifest wins)
+    # Stricter greedy golden (the first five fixtures predate it): the prompt is also redrawn
+    # until greedy decoding without a KV cache (the whole sequence recomputed each step) gives
+    # the same tokens with the same margin, so the golden holds for either reading, and until
+    # the 16 tokens are not stuck on one token (a repeated token hides cache and window bugs).
+    strict_greedy: bool = False
+    # Spread of the input embedding when not STD: smaller where the embedding is scaled up
+    # (Gemma's sqrt(hidden)) and tied to the head, which otherwise makes every greedy run
+    # repeat one token.
+    embed_std: float | None = None
 
 
 def fixture_specs():
-    """(name, seed, model class, config, config.json post-edit or None)."""
+    """The fixtures, in manifest order."""
     specs = []
 
     llama_rope_scaling = {
@@ -99,7 +137,7 @@ def fixture_specs():
         assert out["rope_scaling"] == llama_rope_scaling, out["rope_scaling"]
         return out
 
-    specs.append(("llama", 1, LlamaForCausalLM, llama, llama_old_form))
+    specs.append(Spec("llama", 1, LlamaForCausalLM, llama, llama_old_form))
 
     mistral = MistralConfig(
         vocab_size=256,
@@ -114,7 +152,7 @@ def fixture_specs():
         tie_word_embeddings=True,
         max_position_embeddings=64,
     )
-    specs.append(("mistral", 2, MistralForCausalLM, mistral, None))
+    specs.append(Spec("mistral", 2, MistralForCausalLM, mistral, None))
 
     qwen2 = Qwen2Config(
         vocab_size=256,
@@ -135,7 +173,7 @@ def fixture_specs():
         tie_word_embeddings=True,
         max_position_embeddings=64,
     )
-    specs.append(("qwen2", 3, Qwen2ForCausalLM, qwen2, None))
+    specs.append(Spec("qwen2", 3, Qwen2ForCausalLM, qwen2, None))
 
     qwen3 = Qwen3Config(
         vocab_size=256,
@@ -150,7 +188,7 @@ def fixture_specs():
         hidden_act="gelu_pytorch_tanh",
         tie_word_embeddings=False,
     )
-    specs.append(("qwen3", 4, Qwen3ForCausalLM, qwen3, None))
+    specs.append(Spec("qwen3", 4, Qwen3ForCausalLM, qwen3, None))
 
     llama_linear_tied = LlamaConfig(
         vocab_size=200,
@@ -163,17 +201,354 @@ def fixture_specs():
         tie_word_embeddings=True,
         rms_norm_eps=1e-5,
     )
-    specs.append(("llama_linear_tied", 5, LlamaForCausalLM, llama_linear_tied, None))
+    specs.append(Spec("llama_linear_tied", 5, LlamaForCausalLM, llama_linear_tied, None))
+    specs.extend(new_family_specs())
     return specs
 
 
-def widen_weights(model):
+def new_family_specs():
+    """Phi-3, Gemma 1/2/3, Granite, OLMo 2, SmolLM3 and GPT-2 (issue 13), each variant set so
+    that it changes the logits: soft-caps that bite, windows shorter than the 7-token sequence,
+    multipliers away from 1, rotary factors well apart."""
+    specs = []
+
+    # Phi-4-mini style: partial rotary, longrope. original_max_position_embeddings 4 is below the
+    # 7-token forward goldens and the 5-token greedy prompt: long factors throughout (phi3_short
+    # covers the short ones). A run that crosses over mid-generation is what transformers'
+    # generate handles by recomputing its cache, which a cached export does not do (see
+    # docs/io-contracts.md).
+    phi3 = Phi3Config(
+        vocab_size=256,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=64,
+        original_max_position_embeddings=4,
+        rope_parameters={
+            "rope_type": "longrope",
+            "rope_theta": 10000.0,
+            "partial_rotary_factor": 0.5,  # head_dim 16 -> 8 rotary dims -> 4 factors
+            "short_factor": [1.0, 1.3, 1.7, 2.2],
+            "long_factor": [1.5, 2.0, 2.5, 3.0],
+        },
+        tie_word_embeddings=False,
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=0,  # the class default 32000 is outside the vocab
+    )
+
+    def phi4_mini_form(cfg):
+        # The form of Phi-3.5 / Phi-4-mini config.json files: rope_theta, partial_rotary_factor
+        # and original_max_position_embeddings at the top level, the factors in `rope_scaling`
+        # keyed "type".
+        out = {}
+        for key, value in cfg.items():
+            if key == "rope_parameters":
+                rope = dict(value)
+                out["rope_theta"] = rope.pop("rope_theta")
+                out["partial_rotary_factor"] = rope.pop("partial_rotary_factor")
+                assert rope.pop("original_max_position_embeddings") == cfg["original_max_position_embeddings"]
+                out["rope_scaling"] = {"type": rope.pop("rope_type"), **rope}
+            else:
+                out[key] = value
+        return out
+
+    specs.append(
+        Spec(
+            "phi3",
+            6,
+            Phi3ForCausalLM,
+            phi3,
+            phi4_mini_form,
+            "fused qkv_proj/gate_up_proj, partial rotary 0.5, longrope with original_max_position_embeddings 4 "
+            "(forward goldens and greedy run on the long factors), "
+            "Phi-4-mini config.json form (top-level rope_theta/partial_rotary_factor, rope_scaling keyed type), "
+            "untied head, kv heads 2 of 4",
+            strict_greedy=True,
+        )
+    )
+
+    phi3_short = Phi3Config(
+        vocab_size=256,
+        hidden_size=48,
+        intermediate_size=96,
+        num_hidden_layers=2,
+        num_attention_heads=6,
+        num_key_value_heads=2,
+        max_position_embeddings=128,
+        original_max_position_embeddings=32,
+        rope_parameters={
+            "rope_type": "longrope",
+            "rope_theta": 10000.0,
+            "short_factor": [1.0, 1.5, 2.0, 3.0],  # head_dim 8 -> 4 factors
+            "long_factor": [4.0, 6.0, 8.0, 12.0],
+        },
+        tie_word_embeddings=True,
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=0,
+    )
+    specs.append(
+        Spec(
+            "phi3_short",
+            7,
+            Phi3ForCausalLM,
+            phi3_short,
+            None,
+            "longrope on the short factors throughout (original_max_position_embeddings 32, attention factor "
+            "from max_position_embeddings 128), full rotary, rope_parameters form, tied head, kv heads 2 of 6, "
+            "head_dim 8",
+            strict_greedy=True,
+        )
+    )
+
+    gemma = GemmaConfig(
+        vocab_size=256,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=1,
+        head_dim=24,  # not hidden / heads
+        hidden_act="gelu_pytorch_tanh",
+        max_position_embeddings=64,
+        rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
+        tie_word_embeddings=True,
+    )
+
+    def gemma_legacy_act(cfg):
+        # gemma-1.1 config.json files say hidden_act "gelu" (which GemmaConfig reads as the tanh
+        # approximation) next to hidden_activation "gelu_pytorch_tanh".
+        assert cfg["hidden_act"] == "gelu_pytorch_tanh"
+        out = {}
+        for key, value in cfg.items():
+            if key == "hidden_act":
+                out["hidden_act"] = "gelu"
+                out["hidden_activation"] = "gelu_pytorch_tanh"
+            else:
+                out[key] = value
+        return out
+
+    specs.append(
+        Spec(
+            "gemma",
+            8,
+            GemmaForCausalLM,
+            gemma,
+            gemma_legacy_act,
+            "(1 + w) RMSNorm, embedding scaled by sqrt(hidden), head_dim 24 (not hidden/heads), MQA, "
+            "hidden_act gelu meaning tanh GELU (gemma-1.1 form, with hidden_activation), tied head",
+            strict_greedy=True,
+        )
+    )
+
+    gemma2 = Gemma2Config(
+        vocab_size=256,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,  # layer_types default: sliding, full
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=16,
+        query_pre_attn_scalar=24,  # attention scale 24**-0.5, not head_dim**-0.5
+        sliding_window=3,
+        attn_logit_softcapping=5.0,
+        final_logit_softcapping=3.0,
+        max_position_embeddings=64,
+        rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
+    )
+    specs.append(
+        Spec(
+            "gemma2",
+            9,
+            Gemma2ForCausalLM,
+            gemma2,
+            None,
+            "sandwich norms, attention soft-cap 5 and final logit soft-cap 3, query_pre_attn_scalar 24 with "
+            "head_dim 16, sliding window 3 on layer 0 (layer_types sliding, full), tied head",
+            strict_greedy=True,
+            embed_std=0.08,
+        )
+    )
+
+    gemma3 = Gemma3TextConfig(
+        vocab_size=256,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=3,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=16,
+        query_pre_attn_scalar=32,
+        sliding_window=3,
+        layer_types=["sliding_attention", "sliding_attention", "full_attention"],
+        rope_parameters={
+            "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+            "full_attention": {"rope_type": "linear", "factor": 2.0, "rope_theta": 1000000.0},
+        },
+        max_position_embeddings=64,
+    )
+    specs.append(
+        Spec(
+            "gemma3",
+            10,
+            Gemma3ForCausalLM,
+            gemma3,
+            None,
+            "gemma3_text, per-head q/k norm, layer_types sliding, sliding, full with window 3, per-layer-type rope "
+            "(sliding: default 1e4; full: linear x2, 1e6), query_pre_attn_scalar 32 with head_dim 16, tied head",
+            strict_greedy=True,
+            embed_std=0.08,
+        )
+    )
+
+    granite = GraniteConfig(
+        vocab_size=256,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        embedding_multiplier=6.0,
+        attention_multiplier=0.125,  # head_dim 16: the usual scale would be 0.25
+        residual_multiplier=0.4,
+        logits_scaling=2.5,
+        max_position_embeddings=64,
+        rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
+        # Untied: tied to an embedding multiplied by 6, every greedy run repeats one token.
+        tie_word_embeddings=False,
+    )
+    specs.append(
+        Spec(
+            "granite",
+            11,
+            GraniteForCausalLM,
+            granite,
+            None,
+            "embedding_multiplier 6, attention_multiplier 0.125 as the attention scale (head_dim 16), "
+            "residual_multiplier 0.4, logits_scaling 2.5, untied head",
+            strict_greedy=True,
+        )
+    )
+
+    olmo2 = Olmo2Config(
+        vocab_size=256,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=64,
+        rope_parameters={"rope_type": "default", "rope_theta": 500000.0},
+        eos_token_id=2,  # the class default 50279 is outside the vocab
+        tie_word_embeddings=False,
+    )
+    specs.append(
+        Spec(
+            "olmo2",
+            12,
+            Olmo2ForCausalLM,
+            olmo2,
+            None,
+            "post-norms (after attention and MLP, no pre-norm), q/k RMSNorm over the whole projection "
+            "(k_norm over kv heads 2 x 16), untied head",
+            strict_greedy=True,
+        )
+    )
+
+    smollm3 = SmolLM3Config(
+        vocab_size=256,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=3,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        # Explicit, and not what the saved no_rope_layer_interval (4) would derive ([1, 1, 1]).
+        no_rope_layers=[1, 0, 1],
+        max_position_embeddings=64,
+        rope_parameters={"rope_type": "default", "rope_theta": 2000000.0},
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=0,  # the class defaults (128000-128004) are outside the vocab
+        tie_word_embeddings=True,
+    )
+    specs.append(
+        Spec(
+            "smollm3",
+            13,
+            SmolLM3ForCausalLM,
+            smollm3,
+            None,
+            "no rope on layer 1 (explicit no_rope_layers [1, 0, 1], which the saved no_rope_layer_interval 4 "
+            "would not derive), tied head, 3 layers",
+            strict_greedy=True,
+        )
+    )
+
+    gpt2 = GPT2Config(
+        vocab_size=256,
+        n_embd=64,
+        n_layer=2,
+        n_head=4,
+        n_positions=64,
+        n_inner=None,  # 4 * n_embd
+        activation_function="gelu_new",
+        tie_word_embeddings=True,
+        bos_token_id=255,  # GPT-2's <|endoftext|> is its last id
+        eos_token_id=255,
+    )
+    specs.append(
+        Spec(
+            "gpt2",
+            14,
+            GPT2LMHeadModel,
+            gpt2,
+            None,
+            "n_embd/n_layer/n_head/n_positions keys, learned absolute positions, LayerNorm with bias, "
+            "Conv1D c_attn/c_proj/c_fc (transposed layout, fused qkv), n_inner null (4 x n_embd), gelu_new, tied head",
+            strict_greedy=True,
+        )
+    )
+    return specs
+
+
+def is_norm_weight(name):
+    """RMSNorm / LayerNorm scales (GPT-2 names its LayerNorms ln_1, ln_2, ln_f)."""
+    return name.endswith(".weight") and ("norm" in name or ".ln_" in name)
+
+
+# Family-specific config.json keys the summary prints when present.
+FAMILY_KEYS = [
+    "partial_rotary_factor",
+    "original_max_position_embeddings",
+    "hidden_act",
+    "hidden_activation",
+    "activation_function",
+    "query_pre_attn_scalar",
+    "attn_logit_softcapping",
+    "final_logit_softcapping",
+    "embedding_multiplier",
+    "attention_multiplier",
+    "residual_multiplier",
+    "logits_scaling",
+    "no_rope_layers",
+    "no_rope_layer_interval",
+    "n_inner",
+]
+
+
+def widen_weights(model, embed_std=None):
     """std ~0.15 everywhere (norm weights around 1), so greedy tokens are not decided by noise."""
+    embedding = model.get_input_embeddings().weight
     with torch.no_grad():
         for name, p in model.named_parameters():  # tied parameters are listed once
             noise = torch.randn_like(p) * STD
-            if "norm" in name and name.endswith(".weight"):
+            if is_norm_weight(name):
                 p.copy_(1.0 + noise)
+            elif embed_std is not None and p is embedding:
+                p.copy_(noise * (embed_std / STD))
             else:
                 p.copy_(noise)
 
@@ -224,8 +599,13 @@ def greedy(folder, prompt):
 def greedy_by_hand(folder, prompt):
     """Plain argmax loop with transformers' own cache: must equal generate() (no logits processor).
 
-    Returns the new tokens and the smallest top-1/top-2 logit gap over the steps."""
+    Returns the new tokens and the smallest top-1/top-2 logit gap over the steps.
+
+    Phi-3's generate drops its KV cache once, when the sequence first grows past
+    original_max_position_embeddings (longrope switches to the long factors, and the cached keys
+    were rotated with the short ones), and runs the whole sequence again: so does this loop."""
     model = load(folder)
+    recompute_at = model.config.original_max_position_embeddings + 1 if isinstance(model, Phi3ForCausalLM) else None
     ids = prompt
     past = None
     new = []
@@ -233,6 +613,8 @@ def greedy_by_hand(folder, prompt):
     with torch.no_grad():
         step_ids = prompt
         for _ in range(NEW_TOKENS):
+            if past is not None and ids.shape[1] == recompute_at:
+                past, step_ids = None, ids
             out = model(
                 input_ids=step_ids,
                 attention_mask=torch.ones_like(ids),
@@ -252,17 +634,38 @@ def greedy_by_hand(folder, prompt):
 
 
 def greedy_no_cache(folder, prompt):
-    """Argmax loop that recomputes the whole sequence every step (no KV cache)."""
+    """Argmax loop that recomputes the whole sequence every step (no KV cache).
+
+    Returns the new tokens and the smallest top-1/top-2 logit gap over the steps."""
     model = load(folder)
     ids = prompt
+    margin = float("inf")
     with torch.no_grad():
         for _ in range(NEW_TOKENS):
-            logits = model(input_ids=ids, attention_mask=torch.ones_like(ids)).logits
-            ids = torch.cat([ids, logits[:, -1].argmax(-1, keepdim=True)], dim=1)
-    return ids[:, PROMPT_LEN:]
+            last = model(input_ids=ids, attention_mask=torch.ones_like(ids)).logits[:, -1]
+            top2 = last.topk(2, dim=-1).values
+            margin = min(margin, (top2[:, 0] - top2[:, 1]).min().item())
+            ids = torch.cat([ids, last.argmax(-1, keepdim=True)], dim=1)
+    return ids[:, PROMPT_LEN:], margin
 
 
-def make_fixture(outdir, name, seed, model_cls, config, post_edit):
+def config_semantics(config):
+    """The config as a dict, without the keys that only say where and how it was saved."""
+    d = config.to_dict()
+    for key in ("transformers_version", "_name_or_path", "architectures", "dtype", "torch_dtype", "output_attentions"):
+        d.pop(key, None)
+    # An old-form file keyed "type" keeps that key next to the "rope_type" read from it.
+    rope = d.get("rope_parameters")
+    if isinstance(rope, dict):
+        rope = {k: v for k, v in rope.items() if k != "type"}
+        d["rope_parameters"] = {
+            k: ({kk: vv for kk, vv in v.items() if kk != "type"} if isinstance(v, dict) else v) for k, v in rope.items()
+        }
+    return d
+
+
+def make_fixture(outdir, spec):
+    name, seed, model_cls, config, post_edit = spec.name, spec.seed, spec.model_cls, spec.config, spec.post_edit
     folder = outdir / name
     if folder.exists():
         shutil.rmtree(folder)
@@ -271,8 +674,9 @@ def make_fixture(outdir, name, seed, model_cls, config, post_edit):
     torch.manual_seed(seed)
     config._attn_implementation = "eager"
     model = model_cls(config).to(torch.float32).eval()
-    widen_weights(model)
+    widen_weights(model, spec.embed_std)
     model.save_pretrained(folder, safe_serialization=True)
+    built = config_semantics(model.config)
 
     cfg_path = folder / "config.json"
     cfg = json.loads(cfg_path.read_text())
@@ -280,6 +684,11 @@ def make_fixture(outdir, name, seed, model_cls, config, post_edit):
         cfg = post_edit(cfg)
         cfg_path.write_text(json.dumps(cfg, indent=2) + "\n")
     del model
+    if post_edit is not None:
+        # A post-edit changes the form only: what transformers reads back is what was built.
+        loaded = config_semantics(load(folder).config)
+        diff = {k: (v, loaded.get(k, "<absent>")) for k, v in built.items() if loaded.get(k, "<absent>") != v}
+        assert not diff, f"{name}: the config.json post-edit changed the config transformers reads: {diff}"
 
     gen = torch.Generator().manual_seed(1000 + seed)
     vocab = config.vocab_size
@@ -295,16 +704,30 @@ def make_fixture(outdir, name, seed, model_cls, config, post_edit):
     for attempt in range(PROMPT_TRIES):
         prompt = random_ids(gen, (1, PROMPT_LEN), vocab)
         by_hand, margin = greedy_by_hand(folder, prompt)
-        if margin >= MIN_GREEDY_MARGIN:
-            break
+        if margin < MIN_GREEDY_MARGIN:
+            continue
+        if spec.strict_greedy:
+            tokens = by_hand[0].tolist()
+            if len(set(tokens)) < MIN_DISTINCT or len(set(tokens[NEW_TOKENS // 2 :])) < MIN_DISTINCT_LATE:
+                continue
+            no_cache_tokens, no_cache_margin = greedy_no_cache(folder, prompt)
+            if not torch.equal(no_cache_tokens, by_hand) or no_cache_margin < MIN_GREEDY_MARGIN:
+                continue
+            margin = min(margin, no_cache_margin)
+        break
     else:
-        raise SystemExit(f"{name}: no prompt with greedy margin >= {MIN_GREEDY_MARGIN} in {PROMPT_TRIES} tries")
+        extra = (
+            f" (the same without KV cache, {MIN_DISTINCT} distinct tokens, {MIN_DISTINCT_LATE} in the second half)"
+            if spec.strict_greedy
+            else ""
+        )
+        raise SystemExit(f"{name}: no prompt with greedy margin >= {MIN_GREEDY_MARGIN}{extra} in {PROMPT_TRIES} tries")
 
     single_logits = forward_logits(folder, single_ids, single_mask)
     batch_logits = forward_logits(folder, batch_ids, batch_mask)
     tokens = greedy(folder, prompt)
     assert torch.equal(by_hand, tokens), f"{name}: generate {tokens.tolist()} != argmax loop {by_hand.tolist()}"
-    no_cache = greedy_no_cache(folder, prompt)
+    no_cache, _ = greedy_no_cache(folder, prompt)
 
     # The batch row without padding must match an unpadded forward of the same tokens.
     row1 = forward_logits(folder, batch_ids[1:], batch_mask[1:])
@@ -345,16 +768,20 @@ def make_fixture(outdir, name, seed, model_cls, config, post_edit):
     print(f"== {name}  ({model_cls.__name__}, seed {seed}, {size / 1024:.0f} KiB)")
     print(f"   files:           {sorted(f.name for f in folder.iterdir())}")
     print(f"   saved rope keys: { {k: cfg[k] for k in ('rope_parameters', 'rope_scaling', 'rope_theta') if k in cfg} }")
-    print(f"   rope_parameters: {loaded.rope_parameters}")
+    print(f"   rope_parameters: {getattr(loaded, 'rope_parameters', None)}")
     print(f"   layer_types:     {getattr(loaded, 'layer_types', None)}")
     print(f"   sliding_window:  {getattr(loaded, 'sliding_window', None)}")
     print(f"   head_dim:        {getattr(loaded, 'head_dim', None)}  tie_word_embeddings: {loaded.tie_word_embeddings}")
+    family = {k: cfg[k] for k in FAMILY_KEYS if k in cfg}
+    if family:
+        print(f"   family keys:     {family}")
     print(f"   bos/eos/pad:     {loaded.bos_token_id}/{loaded.eos_token_id}/{loaded.pad_token_id}")
     print(f"   logits std:      single {single_logits.std().item():.3f}")
     top2 = single_logits[0].topk(2, dim=-1).values
     print(f"   top1-top2 gap:   min {(top2[:, 0] - top2[:, 1]).min().item():.4f} over single positions")
     print(f"   unpadded row vs alone: max |diff| {row1_diff:.2e}")
-    print(f"   prompt:          {prompt.tolist()[0]}  (draw {attempt + 1}, min greedy margin {margin:.4f})")
+    both = ", with and without KV cache" if spec.strict_greedy else ""
+    print(f"   prompt:          {prompt.tolist()[0]}  (draw {attempt + 1}, min greedy margin {margin:.4f}{both})")
     print(f"   greedy tokens:   {tokens.tolist()[0]}")
     if not torch.equal(no_cache, tokens):
         print(f"   NOTE: without KV cache greedy differs: {no_cache.tolist()[0]}")
@@ -375,19 +802,18 @@ def main():
     )
     specs = fixture_specs()
     for spec in specs:
-        make_fixture(outdir, *spec)
+        make_fixture(outdir, spec)
     write_manifest(outdir, specs)
 
 
 def write_manifest(outdir, specs):
-    """tests/fixtures/manifest.json: the one fixture list every test reads (the `covers` notes are
-    kept from the previous manifest)."""
+    """tests/fixtures/manifest.json: the one fixture list every test reads (a `covers` note in the
+    previous manifest wins over the spec's)."""
     path = outdir / "manifest.json"
     old = json.load(open(path)) if path.exists() else {"fixtures": []}
     covers = {f["name"]: f.get("covers", "") for f in old["fixtures"]}
     fixtures = [
-        {"name": name, "architecture": model_cls.__name__, "covers": covers.get(name, "")}
-        for name, _seed, model_cls, _config, _edit in specs
+        {"name": s.name, "architecture": s.model_cls.__name__, "covers": covers.get(s.name) or s.covers} for s in specs
     ]
     about = old.get("about", "The committed tiny checkpoints; every test reads its fixture list from here.")
     with open(path, "w") as f:

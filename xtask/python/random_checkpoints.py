@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Random tiny checkpoints nobody has seen, with transformers' logits for each.
 
-Usage: random_checkpoints.py OUTDIR [--seed S] [--count N]
+Usage: random_checkpoints.py OUTDIR [--seed S] [--count N] [--archs LIST]
 
 Run by `tests/unseen_checkpoints.rs` (with the venv python of `cargo xtask test`). Writes N
 folders OUTDIR/caseNN_<arch>/, each holding what `save_pretrained(..., safe_serialization=True)`
@@ -15,8 +15,12 @@ reads the same way) plus golden.safetensors:
     batch.attention_mask  int64  [2, L]        0 at the pads; row 1 all ones
     batch.logits          f32    [2, L, vocab]
 
-and OUTDIR/index.json: {"seed", "count", "transformers", "torch", "cases": [{"name", "dir",
-"architecture", "seq_len", "pad", "description"}]}.
+and OUTDIR/index.json: {"seed", "count", "archs", "transformers", "torch", "cases": [{"name",
+"dir", "architecture", "seq_len", "pad", "description"}]}.
+
+--archs (comma list of class or short names, or `all`; default $HFEXPORT_UNSEEN_ARCHS, else
+llama,mistral,qwen2,qwen3) are dealt round-robin; with the default four, every case is what it
+was before the other families were added.
 
 The configs sample the space transformers 5.23 accepts for LlamaForCausalLM,
 MistralForCausalLM, Qwen2ForCausalLM and Qwen3ForCausalLM (loaded the way users load them,
@@ -43,6 +47,37 @@ through AutoModelForCausalLM):
   - hidden_act silu / swish / gelu_pytorch_tanh / gelu_new, rms_norm_eps 1e-8 to 0.1;
   - config.json as save_pretrained writes it or sparse (keys holding the class default or a
     derivable value left out).
+The families of issue 13, selected with --archs (sample_new_family), in the space transformers
+5.23 accepts for each (loaded through AutoModelForCausalLM too):
+  - Phi3ForCausalLM: fused qkv_proj / gate_up_proj, partial_rotary_factor 1 / 0.75 / 0.5 / 0.25,
+    rope default or longrope with short/long factor lists, original_max_position_embeddings
+    below the test length (long factors) or not (short) but never crossed by the greedy run of
+    tests/python/unseen_generation.py (GEN_PROMPT), explicit factor / attention_factor or
+    derived from max_position_embeddings; the Phi-3.5/Phi-4-mini file form (top-level
+    rope_theta, partial_rotary_factor, original_max_position_embeddings; rope_scaling keyed
+    "type", sometimes "su"), a rope dict's original_max_position_embeddings the top-level one
+    overrides; sliding_window on every layer; hidden not a multiple of heads;
+  - GemmaForCausalLM: explicit head_dim or the class default 256 left out of config.json,
+    hidden_act "gelu" (read as tanh GELU, with or without the gemma-1.1 hidden_activation key);
+  - Gemma2ForCausalLM / Gemma3ForCausalLM (gemma3_text): hidden_activation tanh or exact GELU,
+    query_pre_attn_scalar = head_dim / other / class default 256, attention and final logit
+    soft-caps on (small enough to bite) / class default / null, sliding_window 2-6 or 4096,
+    layer_types derived (alternating; Gemma 3 from a sliding_window_pattern) or explicit;
+    Gemma 3 rope per layer type (sliding: default or linear with its own theta; full: default /
+    linear / llama3 / yarn), also in the Hub form (rope_theta, rope_local_base_freq,
+    rope_scaling, sliding_window_pattern);
+  - GraniteForCausalLM: embedding / attention / residual multipliers and logits_scaling, 1 or not;
+  - Olmo2ForCausalLM: q/k norm over the whole projection, attention_bias;
+  - SmolLM3ForCausalLM: NoPE layers from no_rope_layer_interval (the derived list left out of
+    config.json) or an explicit no_rope_layers, use_sliding_window (the NoPE layers slide), or
+    explicit layer_types;
+  - GPT2LMHeadModel: n_inner null or set, activation_function gelu_new / gelu /
+    gelu_pytorch_tanh / relu, scale_attn_weights, scale_attn_by_inverse_layer_idx,
+    reorder_and_upcast_attn, tied or not, weights named as openai-community/gpt2 names them (no
+    `transformer.` prefix) and its old attn.bias / attn.masked_bias buffers;
+  - the Llama-like families (Gemma 1/2, Granite, OLMo 2, SmolLM3) on default rope every other
+    case, else linear / dynamic / llama3 / yarn as above; old/new rope form, sparse config.json
+    (class defaults left out), keys a class ignores, as above.
 Architectures and rope types are dealt round-robin, so every arch meets every rope type once
 count >= 20, and the rarer layouts are dealt too (see sample_case); everything else is drawn
 from a per-case RNG, so case i depends only on (seed, i). Weights have a wide spread (std 0.15,
@@ -53,6 +88,7 @@ changes the form.
 """
 
 import argparse
+import copy
 import dataclasses
 import json
 import math
@@ -63,7 +99,20 @@ import time
 import warnings
 from pathlib import Path
 
+# The default --archs (the ones the builder has always supported); NEW_ARCHS are selected with
+# --archs (e.g. `--archs all`).
 ARCHS = ["LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM"]
+NEW_ARCHS = [
+    "Phi3ForCausalLM",
+    "GemmaForCausalLM",
+    "Gemma2ForCausalLM",
+    "Gemma3ForCausalLM",
+    "GraniteForCausalLM",
+    "Olmo2ForCausalLM",
+    "SmolLM3ForCausalLM",
+    "GPT2LMHeadModel",
+]
+ALL_ARCHS = ARCHS + NEW_ARCHS
 ROPE_TYPES = ["default", "linear", "dynamic", "llama3", "yarn"]
 PAD_ID = 0
 STD = 0.15
@@ -88,66 +137,8 @@ def pretrain_length(rng, L):
     return rng.choice([16, 32, 64, 256, 1024, 4096, 8192])
 
 
-def sample_case(seed, index):
-    """The kwargs of the config class, the config.json edit, and the input shape of one case."""
-    rng = random.Random(f"hfexport-unseen:{seed}:{index}")
-    offset = random.Random(f"hfexport-unseen:{seed}").randrange(len(ARCHS) * len(ROPE_TYPES))
-    arch = ARCHS[(index + offset) % len(ARCHS)]
-    # Round-robin on the rope type per architecture: with 5 rope types and 4 archs, each arch
-    # meets every rope type within 20 cases.
-    turn = (index + offset) // len(ARCHS)  # how many cases of this arch came before
-    rope_type = ROPE_TYPES[(turn + offset) % len(ROPE_TYPES)]
-    # Rarer layouts are dealt too, so that 24 cases always hold them: Qwen3's default head dim
-    # (every 4th Qwen3), Mistral per-layer types (every 3rd Mistral), Qwen2/Qwen3 explicit
-    # layer_types (every 3rd). Otherwise they are drawn with a lower probability.
-    dealt_layout = turn % 3 == 1 if arch == "MistralForCausalLM" else turn % 3 == 2
-    L = rng.randint(MIN_LEN, MAX_LEN)
-    pad = rng.randint(1, L - 2)
-
-    # Heads: kv heads 1, heads, or a divisor in between.
-    heads = rng.choice([1, 2, 3, 4, 4, 6, 8])
-    kv_choices = divisors(heads)
-    kv = rng.choice([1, heads, rng.choice(kv_choices)])
-    even_dims = [4, 6, 8, 10, 12, 16, 20, 24, 32]
-    if rope_type != "dynamic":
-        even_dims.append(2)  # dynamic NTK divides by head_dim - 2
-
-    kw = {}
-    if arch == "Qwen3ForCausalLM" and (turn % 4 == 3 or rng.random() < 0.1):
-        head_dim = 128  # left to Qwen3's class default (not hidden/heads)
-        hidden = rng.choice([16, 24, 32, 48])
-        explicit_hd = "default"
-    elif rng.random() < 0.5:
-        # Explicit head_dim unlike hidden / heads.
-        head_dim = rng.choice(even_dims)
-        if arch == "LlamaForCausalLM":  # LlamaConfig.validate_architecture
-            hidden = heads * rng.randint(max(1, 8 // heads), max(2, 96 // heads))
-        else:
-            hidden = rng.randint(8, 96)
-        while hidden // heads == head_dim:
-            head_dim = rng.choice([d for d in even_dims if d != head_dim])
-        kw["head_dim"] = head_dim
-        explicit_hd = "explicit"
-    else:
-        head_dim = rng.choice([d for d in even_dims if d * heads <= 128] or [2])
-        hidden = head_dim * heads
-        if arch == "Qwen3ForCausalLM":
-            kw["head_dim"] = head_dim  # otherwise Qwen3 takes 128
-        explicit_hd = "derived"
-
-    layers = rng.randint(2 if dealt_layout else 1, 3)
-    kw.update(
-        vocab_size=rng.randint(50, 300),
-        hidden_size=hidden,
-        intermediate_size=rng.randint(8, 160),
-        num_hidden_layers=layers,
-        num_attention_heads=heads,
-        num_key_value_heads=kv,
-        hidden_act=rng.choice(["silu", "silu", "gelu_pytorch_tanh", "gelu_pytorch_tanh", "swish", "gelu_new"]),
-        rms_norm_eps=rng.choice([1e-6, 1e-5, 1e-8, 0.1]),
-        tie_word_embeddings=rng.random() < 0.5,
-    )
-
+def sample_rope(rng, rope_type, L):
+    """A rope dict of `rope_type` and max_position_embeddings, for a test length L."""
     # Rope: max_position_embeddings >= L except for dynamic, which scales past it.
     theta = rng.choice([10000.0, 500000.0, 1000000.0, 100.0, 1000.0])
     rope = {"rope_type": rope_type, "rope_theta": theta}
@@ -207,6 +198,100 @@ def sample_case(seed, index):
         if rng.random() < 0.3:
             rope["beta_fast"] = rng.choice([8.0, 16.0, 64.0])
             rope["beta_slow"] = rng.choice([0.5, 2.0])
+    return rope, max_pos
+
+
+def parse_archs(text):
+    """--archs: class or short names, comma separated, or `all`."""
+    if text.strip() == "all":
+        return list(ALL_ARCHS)
+    by_name = {short_name(a): a for a in ALL_ARCHS} | {a.lower(): a for a in ALL_ARCHS}
+    archs = []
+    for word in text.split(","):
+        word = word.strip().lower()
+        if not word:
+            continue
+        if word not in by_name:
+            sys.exit(f"--archs: unknown architecture {word!r} (known: {', '.join(short_name(a) for a in ALL_ARCHS)})")
+        if by_name[word] not in archs:
+            archs.append(by_name[word])
+    if not archs:
+        sys.exit("--archs: no architecture given")
+    return archs
+
+
+def short_name(arch):
+    """LlamaForCausalLM -> llama, GPT2LMHeadModel -> gpt2 (case folder names, --archs)."""
+    return arch.replace("ForCausalLM", "").replace("LMHeadModel", "").lower()
+
+
+def sample_case(seed, index, archs=ARCHS):
+    """The kwargs of the config class, the config.json edit, and the input shape of one case.
+
+    `archs` are dealt round-robin; with the default four, case i is what it has always been."""
+    rng = random.Random(f"hfexport-unseen:{seed}:{index}")
+    offset = random.Random(f"hfexport-unseen:{seed}").randrange(len(archs) * len(ROPE_TYPES))
+    arch = archs[(index + offset) % len(archs)]
+    # Round-robin on the rope type per architecture: with 5 rope types and 4 archs, each arch
+    # meets every rope type within 20 cases.
+    turn = (index + offset) // len(archs)  # how many cases of this arch came before
+    rope_type = ROPE_TYPES[(turn + offset) % len(ROPE_TYPES)]
+    # Rarer layouts are dealt too, so that 24 cases always hold them: Qwen3's default head dim
+    # (every 4th Qwen3), Mistral per-layer types (every 3rd Mistral), Qwen2/Qwen3 explicit
+    # layer_types (every 3rd). Otherwise they are drawn with a lower probability.
+    dealt_layout = turn % 3 == 1 if arch == "MistralForCausalLM" else turn % 3 == 2
+    L = rng.randint(MIN_LEN, MAX_LEN)
+    pad = rng.randint(1, L - 2)
+    if arch in NEW_ARCHS:
+        case = sample_new_family(rng, arch, turn, offset, L)
+        case.update(seq_len=L, pad=pad, weight_seed=random.Random(f"hfexport-unseen-w:{seed}:{index}").randrange(2**31))
+        return case
+
+    # Heads: kv heads 1, heads, or a divisor in between.
+    heads = rng.choice([1, 2, 3, 4, 4, 6, 8])
+    kv_choices = divisors(heads)
+    kv = rng.choice([1, heads, rng.choice(kv_choices)])
+    even_dims = [4, 6, 8, 10, 12, 16, 20, 24, 32]
+    if rope_type != "dynamic":
+        even_dims.append(2)  # dynamic NTK divides by head_dim - 2
+
+    kw = {}
+    if arch == "Qwen3ForCausalLM" and (turn % 4 == 3 or rng.random() < 0.1):
+        head_dim = 128  # left to Qwen3's class default (not hidden/heads)
+        hidden = rng.choice([16, 24, 32, 48])
+        explicit_hd = "default"
+    elif rng.random() < 0.5:
+        # Explicit head_dim unlike hidden / heads.
+        head_dim = rng.choice(even_dims)
+        if arch == "LlamaForCausalLM":  # LlamaConfig.validate_architecture
+            hidden = heads * rng.randint(max(1, 8 // heads), max(2, 96 // heads))
+        else:
+            hidden = rng.randint(8, 96)
+        while hidden // heads == head_dim:
+            head_dim = rng.choice([d for d in even_dims if d != head_dim])
+        kw["head_dim"] = head_dim
+        explicit_hd = "explicit"
+    else:
+        head_dim = rng.choice([d for d in even_dims if d * heads <= 128] or [2])
+        hidden = head_dim * heads
+        if arch == "Qwen3ForCausalLM":
+            kw["head_dim"] = head_dim  # otherwise Qwen3 takes 128
+        explicit_hd = "derived"
+
+    layers = rng.randint(2 if dealt_layout else 1, 3)
+    kw.update(
+        vocab_size=rng.randint(50, 300),
+        hidden_size=hidden,
+        intermediate_size=rng.randint(8, 160),
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=kv,
+        hidden_act=rng.choice(["silu", "silu", "gelu_pytorch_tanh", "gelu_pytorch_tanh", "swish", "gelu_new"]),
+        rms_norm_eps=rng.choice([1e-6, 1e-5, 1e-8, 0.1]),
+        tie_word_embeddings=rng.random() < 0.5,
+    )
+
+    rope, max_pos = sample_rope(rng, rope_type, L)
     kw["rope_parameters"] = rope
     kw["max_position_embeddings"] = max_pos
     old_form = rng.random() < 0.45
@@ -266,6 +351,299 @@ def sample_case(seed, index):
         "seq_len": L,
         "pad": pad,
         "weight_seed": random.Random(f"hfexport-unseen-w:{seed}:{index}").randrange(2**31),
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# The families of issue 13 (selected with --archs): Phi-3, Gemma 1/2/3, Granite, OLMo 2,
+# SmolLM3, GPT-2.
+
+GEMMA_ARCHS = ("GemmaForCausalLM", "Gemma2ForCausalLM", "Gemma3ForCausalLM")
+SCALED_ROPE_TYPES = ["linear", "dynamic", "llama3", "yarn"]
+PHI3_VARIANTS = ["longrope-long", "longrope-short", "default"]
+# tests/python/unseen_generation.py generates 8 tokens greedily from the first 5 ids, so the
+# model sees 5 to 12 tokens. Longrope switching to the long factors inside that range is what
+# transformers' generate handles by dropping and recomputing its KV cache, which a cached export
+# does not do: Phi-3's original_max_position_embeddings stays out of it (below 5: long factors
+# throughout; 12 or more: short throughout).
+GEN_PROMPT, GEN_NEW = 5, 8
+
+
+def dealt_rope_type(turn, offset, scaled=SCALED_ROPE_TYPES):
+    """Every other case of a family on default rope, the others cycling through `scaled`."""
+    if turn % 2 == 0:
+        return "default"
+    return scaled[(turn // 2 + offset) % len(scaled)]
+
+
+def floor_hidden(rng, heads, head_dim):
+    """hidden = heads * head_dim, or (1 in 5, classes that derive head_dim = hidden // heads
+    without checking) a few more, so hidden is not a multiple of heads."""
+    if heads > 1 and rng.random() < 0.2:
+        return heads * head_dim + rng.randint(1, heads - 1), "derived(floor)"
+    return heads * head_dim, "derived"
+
+
+def sample_new_family(rng, arch, turn, offset, L):
+    """sample_case for NEW_ARCHS: the same keys, plus `edits` (family-specific config.json and
+    weight-file edits) and `variant` (a label for the rope set-up)."""
+    kw = {}
+    ignored = {}
+    edits = []
+    heads = rng.choice([1, 2, 3, 4, 4, 6, 8])
+    kv = heads if arch == "GPT2LMHeadModel" else rng.choice([1, heads, rng.choice(divisors(heads))])
+    layers = rng.randint(2, 4) if arch in ("Gemma3ForCausalLM", "SmolLM3ForCausalLM") else rng.randint(1, 3)
+    vocab = rng.randint(50, 300)
+    tied = rng.random() < (0.7 if arch in GEMMA_ARCHS or arch in ("GPT2LMHeadModel", "SmolLM3ForCausalLM") else 0.5)
+
+    if arch == "Phi3ForCausalLM":
+        variant = PHI3_VARIANTS[(turn + offset) % len(PHI3_VARIANTS)]
+        rope_type = "default" if variant == "default" else "longrope"
+    elif arch == "GPT2LMHeadModel":
+        variant, rope_type = "learned positions", None
+    elif arch == "Gemma3ForCausalLM":
+        rope_type = dealt_rope_type(turn, offset, ["linear", "llama3", "yarn"])  # the full-attention layers
+        variant = f"full:{rope_type}"
+    else:
+        rope_type = dealt_rope_type(turn, offset)
+        variant = rope_type
+    dims = [4, 6, 8, 10, 12, 16, 20, 24, 32]
+    if rope_type != "dynamic":
+        dims.append(2)  # dynamic NTK divides by head_dim - 2
+
+    # Sizes. Phi-3, Granite, OLMo 2, SmolLM3 and GPT-2 derive head_dim = hidden // heads;
+    # the Gemmas take an explicit head_dim (class default 256).
+    partial = None
+    if arch == "Phi3ForCausalLM":
+        partial = rng.choice([1.0, 1.0, 0.5, 0.75, 0.25])
+        fits = [
+            d for d in dims if d * heads <= 128 and int(d * partial) >= 2 and int(d * partial) % 2 == 0
+        ]  # an even number of rotary dims
+        head_dim = rng.choice(fits or [8])
+        hidden, hd_source = floor_hidden(rng, heads, head_dim)
+    elif arch == "GPT2LMHeadModel":
+        head_dim = rng.choice([d for d in dims if d * heads <= 128] or [2])
+        hidden, hd_source = heads * head_dim, "derived"
+    elif arch in GEMMA_ARCHS:
+        if arch == "GemmaForCausalLM":
+            hidden = rng.randint(8, 96)
+        else:  # Gemma2Config / Gemma3TextConfig check hidden % heads == 0
+            hidden = heads * rng.randint(max(1, 8 // heads), max(2, 96 // heads))
+        if turn % 3 == 2 or rng.random() < 0.1:
+            head_dim, hd_source = 256, "default(256)"  # absent from config.json (sparse, below)
+        else:
+            head_dim, hd_source = rng.choice(dims), "explicit"
+            kw["head_dim"] = head_dim
+    else:
+        head_dim = rng.choice([d for d in dims if d * heads <= 128] or [2])
+        hidden, hd_source = floor_hidden(rng, heads, head_dim)
+
+    if arch == "GPT2LMHeadModel":
+        kw.update(
+            vocab_size=vocab,
+            n_embd=hidden,
+            n_layer=layers,
+            n_head=heads,
+            n_positions=rng.randint(L, 64),
+            n_inner=rng.choice([None, None, rng.randint(8, 160)]),
+            activation_function=rng.choice(["gelu_new", "gelu_new", "gelu", "gelu_pytorch_tanh", "relu"]),
+            layer_norm_epsilon=rng.choice([1e-5, 1e-6, 0.1]),
+            scale_attn_weights=rng.random() < 0.8,
+            scale_attn_by_inverse_layer_idx=rng.random() < 0.2,
+            reorder_and_upcast_attn=rng.random() < 0.15,  # the same result in float32
+            tie_word_embeddings=tied,
+            bos_token_id=vocab - 1,  # <|endoftext|> is GPT-2's last id
+            eos_token_id=vocab - 1,
+        )
+        if tied and rng.random() < 0.35:
+            edits.append("hub-names")  # weights named as openai-community/gpt2 names them
+        if rng.random() < 0.35:
+            edits.append("attn-bias-buffers")  # the old causal-mask buffers, which loaders skip
+        return {
+            "arch": arch,
+            "kwargs": kw,
+            "old_form": False,
+            "old_type_key": False,
+            "sparse": rng.random() < 0.35,
+            "hoist": None,
+            "ignored": [],
+            "stray_theta": False,
+            "head_dim_source": hd_source,
+            "edits": edits,
+            "variant": variant,
+        }
+
+    kw.update(
+        vocab_size=vocab,
+        hidden_size=hidden,
+        intermediate_size=rng.randint(8, 160),
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=kv,
+        rms_norm_eps=rng.choice([1e-6, 1e-5, 1e-8, 0.1]),
+        tie_word_embeddings=tied,
+    )
+    if arch in ("Phi3ForCausalLM", "SmolLM3ForCausalLM"):
+        kw.update(bos_token_id=1, eos_token_id=2, pad_token_id=0)  # class defaults are past the vocab
+    elif arch == "Olmo2ForCausalLM":
+        kw.update(eos_token_id=2)
+
+    # Rope.
+    if arch == "Phi3ForCausalLM":
+        theta = rng.choice([10000.0, 250000.0, 1000000.0, 100.0])
+        rope = {"rope_type": rope_type, "rope_theta": theta, "partial_rotary_factor": partial}
+        if rope_type == "longrope":
+            n = int(head_dim * partial) // 2
+            short = [round(rng.uniform(1.0, 3.0), 3) for _ in range(n)]
+            long = [round(rng.uniform(1.0, 24.0), 3) for _ in range(n)]
+            # Past it (forward goldens on the long factors) or not (short factors throughout), and
+            # never crossed in the greedy run of tests/python/unseen_generation.py (see GEN_PROMPT).
+            if variant == "longrope-long":
+                original = rng.randint(2, min(L - 1, GEN_PROMPT - 1))
+            else:
+                original = rng.randint(max(L, GEN_PROMPT + GEN_NEW - 1), 64)
+            max_pos = max(L, original * rng.choice([1, 2, 4, 8, 32]))
+            rope.update(short_factor=short, long_factor=long, original_max_position_embeddings=original)
+            kw["original_max_position_embeddings"] = original  # Phi3Config's own key wins over the dict's
+            f = rng.random()
+            if f < 0.15:
+                rope["factor"] = rng.choice([1.0, 2.0, 4.0, 16.0])  # instead of max_pos / original
+            elif f < 0.3:
+                rope["attention_factor"] = rng.choice([1.0, 1.19, 0.8])
+        else:
+            max_pos = rng.randint(L, 64)
+        if rng.random() < 0.3:
+            kw["sliding_window"] = rng.randint(2, 6)  # every layer
+    elif arch == "Gemma3ForCausalLM":
+        local_theta = rng.choice([10000.0, 10000.0, 1000.0, 100000.0])
+        sliding = {"rope_type": "default", "rope_theta": local_theta}
+        if rng.random() < 0.15:
+            sliding = {"rope_type": "linear", "rope_theta": local_theta, "factor": rng.choice([2.0, 4.0])}
+        if rope_type == "default":
+            full = {"rope_type": "default", "rope_theta": rng.choice([1000000.0, 10000.0, 500000.0])}
+            max_pos = rng.randint(L, 64)
+        else:
+            full, max_pos = sample_rope(rng, rope_type, L)
+        rope = {"sliding_attention": sliding, "full_attention": full}
+        variant = f"sliding:{sliding['rope_type']} full:{full['rope_type']}"
+    else:
+        rope, max_pos = sample_rope(rng, rope_type, L)
+        if arch == "SmolLM3ForCausalLM" and rope_type == "default" and rng.random() < 0.3:
+            rope["rope_theta"] = 2000000.0  # SmolLM3's default_theta
+    kw["rope_parameters"] = rope
+    kw["max_position_embeddings"] = max_pos
+
+    nested = arch == "Gemma3ForCausalLM"
+    old_form = not nested and rng.random() < 0.4
+    old_type_key = rng.random() < 0.5
+    sparse = rng.random() < 0.35 or hd_source == "default(256)"
+    hoist = None
+    if not nested and rope_type in ("llama3", "yarn", "longrope") and rng.random() < 0.3:
+        hoist = rng.choice(["drop", "shadow"])
+    stray_theta = not old_form and not nested and rng.random() < 0.2
+
+    # Per-family features.
+    if arch == "Phi3ForCausalLM":
+        kw["hidden_act"] = rng.choice(["silu", "silu", "gelu_pytorch_tanh"])
+        if old_form and rope_type == "longrope" and hoist is None and rng.random() < 0.3:
+            edits.append("type-su")  # Phi-3's first long-context files: "su" for longrope
+        if rng.random() < 0.1:
+            ignored["attention_bias"] = True  # Phi3Attention has no biases
+    elif arch in GEMMA_ARCHS:
+        if arch == "GemmaForCausalLM":
+            kw["hidden_act"] = "gelu_pytorch_tanh"
+            if rng.random() < 0.5:
+                # config.json says "gelu", which GemmaConfig reads as the tanh approximation (with
+                # or without the hidden_activation key of the gemma-1.1 files, which it ignores)
+                edits.append(rng.choice(["legacy-gelu", "legacy-gelu+hidden_activation"]))
+            if rng.random() < 0.1:
+                ignored["sliding_window"] = rng.randint(2, 6)  # GemmaModel has no sliding attention
+        else:
+            act = rng.choice(["gelu_pytorch_tanh", "gelu_pytorch_tanh", "gelu_pytorch_tanh", "gelu"])
+            kw["hidden_activation"] = act  # exact "gelu" here: only Gemma 1 maps it to tanh
+            if rng.random() < 0.4:
+                ignored["hidden_act"] = act  # real Gemma 2/3 files carry both keys
+            r = rng.random()
+            if r < 0.35:
+                kw["query_pre_attn_scalar"] = head_dim
+            elif r < 0.75:
+                kw["query_pre_attn_scalar"] = rng.choice([8, 24, 48, 64, 144])
+            # else the class default 256
+            kw["sliding_window"] = rng.choice([2, 3, 4, 5, 6, 2, 3, 4096])  # 4096: the class default
+            if arch == "Gemma2ForCausalLM":
+                kw["attn_logit_softcapping"] = rng.choice([50.0, None, 2.0, 5.0, 10.0])
+                kw["final_logit_softcapping"] = rng.choice([30.0, None, 1.5, 3.0, 5.0])
+                if rng.random() < 0.3:
+                    kw["layer_types"] = [rng.choice(["full_attention", "sliding_attention"]) for _ in range(layers)]
+            else:
+                kw["attn_logit_softcapping"] = rng.choice([None, None, None, 5.0, 50.0])
+                kw["final_logit_softcapping"] = rng.choice([None, None, None, 3.0, 30.0])
+                if rng.random() < 0.6:
+                    pattern = rng.choice([2, 3, 6])
+                    kw["layer_types"] = [
+                        "sliding_attention" if (i + 1) % pattern else "full_attention" for i in range(layers)
+                    ]
+                    # Hub form: rope_theta / rope_local_base_freq / rope_scaling and the pattern
+                    # instead of rope_parameters / layer_types (needs a default local rope).
+                    if sliding["rope_type"] == "default" and rng.random() < 0.5:
+                        edits.append(f"gemma3-hub-form:{pattern}")
+                else:
+                    kw["layer_types"] = [rng.choice(["full_attention", "sliding_attention"]) for _ in range(layers)]
+        kw["attention_bias"] = rng.random() < 0.2
+    elif arch == "GraniteForCausalLM":
+        kw.update(
+            hidden_act=rng.choice(["silu", "silu", "gelu_pytorch_tanh"]),
+            embedding_multiplier=rng.choice([1.0, 12.0, 6.0, 0.5, 2.0]),
+            attention_multiplier=rng.choice(
+                [round(head_dim**-0.5, 6), round(1.0 / head_dim, 6), 0.0078125, round(rng.uniform(0.05, 0.5), 3)]
+            ),
+            residual_multiplier=rng.choice([1.0, 0.22, 0.5, 0.7]),
+            logits_scaling=rng.choice([1.0, 8.0, 16.0, 2.5, 0.5]),
+            attention_bias=rng.random() < 0.3,
+            mlp_bias=rng.random() < 0.3,
+        )
+        if rng.random() < 0.1:
+            ignored["sliding_window"] = rng.randint(2, 6)  # GraniteModel has no sliding attention
+    elif arch == "Olmo2ForCausalLM":
+        kw["hidden_act"] = rng.choice(["silu", "silu", "gelu_pytorch_tanh"])
+        kw["attention_bias"] = rng.random() < 0.3
+        if rng.random() < 0.1:
+            ignored["mlp_bias"] = True  # Olmo2MLP has no biases
+    elif arch == "SmolLM3ForCausalLM":
+        kw["hidden_act"] = rng.choice(["silu", "silu", "gelu_pytorch_tanh"])
+        if turn % 2 == 0:
+            interval = rng.choice([2, 3, 4])
+            kw["no_rope_layer_interval"] = interval
+            if rng.random() < 0.6:
+                edits.append("no-rope-interval-only")  # config.json without the derived list
+        else:
+            kw["no_rope_layers"] = [rng.choice([0, 1, 1]) for _ in range(layers)]
+            kw["no_rope_layer_interval"] = rng.choice([4, 2, 3])  # not what the list says
+        r = rng.random()
+        if r < 0.4:
+            kw["use_sliding_window"] = True  # the NoPE layers slide
+            kw["sliding_window"] = rng.randint(2, 6)
+            if rng.random() < 0.2:
+                kw["layer_types"] = [rng.choice(["full_attention", "sliding_attention"]) for _ in range(layers)]
+        elif r < 0.55:
+            kw["use_sliding_window"] = False
+            kw["sliding_window"] = rng.randint(2, 6)  # ignored
+        kw["attention_bias"] = rng.random() < 0.3
+        kw["mlp_bias"] = rng.random() < 0.3
+    kw.update(ignored)
+
+    return {
+        "arch": arch,
+        "kwargs": kw,
+        "old_form": old_form,
+        "old_type_key": old_type_key,
+        "sparse": sparse,
+        "hoist": hoist,
+        "ignored": sorted(ignored),
+        "stray_theta": stray_theta,
+        "head_dim_source": hd_source,
+        "edits": edits,
+        "variant": variant,
     }
 
 
@@ -360,6 +738,172 @@ def to_sparse(cfg, config_cls):
     return out
 
 
+# config.json and weight-file edits of the NEW_ARCHS cases
+
+
+def phi3_old_form(cfg, type_key, hoisted, su):
+    """The Phi-3.5 / Phi-4-mini files: rope_theta and partial_rotary_factor at the top level, the
+    factors in `rope_scaling` (keyed `type_key`), original_max_position_embeddings only at the
+    top level (unless a later hoist edit handles it, or the type is "su", which transformers
+    renames to longrope only after it would have copied the top-level value in)."""
+    out = to_old_form(cfg, type_key)
+    rope = out.get("rope_scaling")
+    if rope is None:
+        return out
+    rope = dict(rope)
+    partial = rope.pop("partial_rotary_factor", None)
+    if partial is not None:
+        out["partial_rotary_factor"] = partial
+    if not hoisted and not su:
+        rope.pop("original_max_position_embeddings", None)
+    if su:
+        rope[type_key] = "su"
+    out["rope_scaling"] = None if list(rope) == [type_key] and rope[type_key] == "default" else rope
+    return out
+
+
+def gemma3_hub_form(cfg, pattern):
+    """Gemma 3 files as on the Hub: rope_theta (global), rope_local_base_freq, rope_scaling (the
+    global layers' scaling or null) and sliding_window_pattern (absent: 6) for layer_types."""
+    out = {}
+    for key, value in cfg.items():
+        if key == "rope_parameters":
+            full = dict(value["full_attention"])
+            sliding = value["sliding_attention"]
+            assert sliding["rope_type"] == "default", sliding
+            out["rope_theta"] = full.pop("rope_theta")
+            out["rope_local_base_freq"] = sliding["rope_theta"]
+            rope_type = full.pop("rope_type")
+            out["rope_scaling"] = None if rope_type == "default" and not full else {"rope_type": rope_type, **full}
+        elif key == "layer_types":
+            if pattern != 6:
+                out["sliding_window_pattern"] = pattern
+        else:
+            out[key] = value
+    return out
+
+
+def gemma_legacy_gelu(cfg, with_hidden_activation):
+    out = {}
+    for key, value in cfg.items():
+        if key == "hidden_act":
+            assert value == "gelu_pytorch_tanh", value
+            out["hidden_act"] = "gelu"
+            if with_hidden_activation:
+                out["hidden_activation"] = "gelu_pytorch_tanh"
+        else:
+            out[key] = value
+    return out
+
+
+# Keys a sparse NEW_ARCHS config.json leaves out when they hold the class default.
+NEW_DROPPABLE = DROPPABLE + [
+    "head_dim",
+    "hidden_activation",
+    "query_pre_attn_scalar",
+    "attn_logit_softcapping",
+    "final_logit_softcapping",
+    "embedding_multiplier",
+    "attention_multiplier",
+    "residual_multiplier",
+    "logits_scaling",
+    "no_rope_layer_interval",
+    "n_inner",
+    "activation_function",
+    "scale_attn_weights",
+    "scale_attn_by_inverse_layer_idx",
+    "reorder_and_upcast_attn",
+    "layer_norm_epsilon",
+    "resid_pdrop",
+    "embd_pdrop",
+    "attn_pdrop",
+    "summary_type",
+    "summary_use_proj",
+    "summary_activation",
+    "summary_proj_to_labels",
+    "summary_first_dropout",
+    "add_cross_attention",
+    "use_bidirectional_attention",
+]
+
+
+def to_sparse_new(cfg, config_cls):
+    defaults = {f.name: f.default for f in dataclasses.fields(config_cls) if f.default is not dataclasses.MISSING}
+    out = dict(cfg)
+    for key in NEW_DROPPABLE:
+        if key in out and key in defaults and out[key] == defaults[key]:
+            del out[key]
+    kv_default = defaults.get("num_key_value_heads", 0)
+    if kv_default is None and out.get("num_key_value_heads") == out.get("num_attention_heads"):
+        del out["num_key_value_heads"]  # None: as many as attention heads
+    model_type = cfg["model_type"]
+    n = cfg.get("num_hidden_layers")
+    derived_types = None
+    if model_type == "gemma2":
+        derived_types = ["sliding_attention" if (i + 1) % 2 else "full_attention" for i in range(n)]
+    elif model_type == "gemma3_text" and "sliding_window_pattern" not in cfg:
+        derived_types = ["sliding_attention" if (i + 1) % 6 else "full_attention" for i in range(n)]
+    elif model_type == "smollm3":
+        interval = cfg.get("no_rope_layer_interval", 4)
+        derived_rope = [int((i + 1) % interval != 0) for i in range(n)]
+        no_rope = cfg.get("no_rope_layers", derived_rope)
+        window = cfg.get("sliding_window") if cfg.get("use_sliding_window") else None
+        derived_types = ["sliding_attention" if window is not None and not r else "full_attention" for r in no_rope]
+        if out.get("no_rope_layers") == derived_rope:
+            del out["no_rope_layers"]
+    if derived_types is not None and out.get("layer_types") == derived_types:
+        del out["layer_types"]
+    return out
+
+
+def edit_gpt2_weights(path, edits, n_layer, n_positions):
+    """hub-names: the names of openai-community/gpt2 (no `transformer.` prefix, as saved from
+    GPT2Model); attn-bias-buffers: its old causal-mask buffers `h.N.attn.bias` (and
+    `attn.masked_bias`), which transformers skips when loading."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    tensors = load_file(str(path))
+    prefix = "transformer."
+    if "hub-names" in edits:
+        tensors = {k[len(prefix) :] if k.startswith(prefix) else k: v for k, v in tensors.items()}
+        prefix = ""
+    if "attn-bias-buffers" in edits:
+        mask = torch.tril(torch.ones(n_positions, n_positions)).view(1, 1, n_positions, n_positions)
+        for i in range(n_layer):
+            tensors[f"{prefix}h.{i}.attn.bias"] = mask.clone()
+            tensors[f"{prefix}h.{i}.attn.masked_bias"] = torch.tensor(-1e4)
+    save_file(tensors, str(path), metadata={"format": "pt"})
+
+
+def edit_new_family(cfg, case, config_cls):
+    """The config.json of a NEW_ARCHS case, in the form the case says (same semantics)."""
+    kw = case["kwargs"]
+    out = cfg
+    for edit in case["edits"]:
+        if edit.startswith("legacy-gelu"):
+            out = gemma_legacy_gelu(out, edit.endswith("+hidden_activation"))
+        elif edit.startswith("gemma3-hub-form:"):
+            out = gemma3_hub_form(out, int(edit.split(":")[1]))
+        elif edit == "no-rope-interval-only":
+            out = {k: v for k, v in out.items() if k != "no_rope_layers"}
+    type_key = "type" if case["old_type_key"] else "rope_type"
+    if case["old_form"]:
+        if case["arch"] == "Phi3ForCausalLM":
+            out = phi3_old_form(out, type_key, case["hoist"] is not None, "type-su" in case["edits"])
+        else:
+            out = to_old_form(out, type_key)
+    if case["hoist"]:
+        out = hoist_original(out, case["hoist"])
+        if case["arch"] == "Phi3ForCausalLM":
+            assert out["original_max_position_embeddings"] == kw["original_max_position_embeddings"]
+    if case["stray_theta"]:
+        out = add_stray_theta(out)
+    if case["sparse"]:
+        out = to_sparse_new(out, config_cls)
+    return out
+
+
 # ---------------------------------------------------------------------------------------------
 # Description
 
@@ -412,6 +956,144 @@ def describe(case, loaded):
     return " ".join(parts)
 
 
+# What transformers must read back from a NEW_ARCHS config.json (None where a class has no such
+# attribute).
+NEW_SEMANTIC_KEYS = [
+    "vocab_size",
+    "hidden_size",
+    "intermediate_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "hidden_act",
+    "hidden_activation",
+    "rms_norm_eps",
+    "tie_word_embeddings",
+    "attention_bias",
+    "mlp_bias",
+    "sliding_window",
+    "use_sliding_window",
+    "layer_types",
+    "max_position_embeddings",
+    "query_pre_attn_scalar",
+    "attn_logit_softcapping",
+    "final_logit_softcapping",
+    "embedding_multiplier",
+    "attention_multiplier",
+    "residual_multiplier",
+    "logits_scaling",
+    "no_rope_layers",
+    "n_inner",
+    "activation_function",
+    "scale_attn_weights",
+    "scale_attn_by_inverse_layer_idx",
+    "reorder_and_upcast_attn",
+    "layer_norm_epsilon",
+]
+
+
+def semantics_new(c, arch):
+    out = {k: getattr(c, k, None) for k in NEW_SEMANTIC_KEYS}
+    if arch == "GemmaForCausalLM":
+        out.pop("hidden_activation")  # a key of some files that GemmaConfig does not read
+    out["head_dim"] = getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads
+
+    def strip(rope):  # an old-form file keyed "type" keeps that key next to "rope_type"
+        return {k: v for k, v in rope.items() if k != "type"} if isinstance(rope, dict) else rope
+
+    rope = getattr(c, "rope_parameters", None)
+    if isinstance(rope, dict) and arch == "Gemma3ForCausalLM":
+        rope = {k: strip(v) for k, v in rope.items()}
+    out["rope_parameters"] = strip(rope)
+    return out
+
+
+def describe_new(case, loaded):
+    """describe() for NEW_ARCHS."""
+    kw = case["kwargs"]
+    arch = case["arch"]
+    parts = [short_name(arch)]
+    if arch == "GPT2LMHeadModel":
+        parts += [
+            f"n_embd={kw['n_embd']} n_head={kw['n_head']} head_dim={loaded['head_dim']}",
+            f"n_layer={kw['n_layer']} n_inner={kw['n_inner']} vocab={kw['vocab_size']} n_positions={kw['n_positions']}",
+            f"act={kw['activation_function']} eps={kw['layer_norm_epsilon']:g}",
+            "tied" if kw["tie_word_embeddings"] else "untied",
+        ]
+        if not kw["scale_attn_weights"]:
+            parts.append("scale_attn_weights=false")
+        if kw["scale_attn_by_inverse_layer_idx"]:
+            parts.append("scale_attn_by_inverse_layer_idx")
+        if kw["reorder_and_upcast_attn"]:
+            parts.append("reorder_and_upcast_attn")
+    else:
+        parts += [
+            f"h={kw['hidden_size']} heads={kw['num_attention_heads']}/kv={kw['num_key_value_heads']}"
+            f" head_dim={loaded['head_dim']}({case['head_dim_source']})",
+            f"layers={kw['num_hidden_layers']} inter={kw['intermediate_size']} vocab={kw['vocab_size']}",
+        ]
+        rope = loaded["rope_parameters"]
+
+        def rope_text(r):
+            args = ",".join(
+                f"{k}={v}" for k, v in r.items() if k not in ("rope_type", "rope_theta", "short_factor", "long_factor")
+            )
+            factors = f",short={r['short_factor']},long={r['long_factor']}" if "short_factor" in r else ""
+            return f"{r['rope_type']}({args}{factors}) theta={r['rope_theta']:g}"
+
+        if arch == "Gemma3ForCausalLM":
+            parts.append(
+                f"rope sliding={rope_text(rope['sliding_attention'])} full={rope_text(rope['full_attention'])}"
+            )
+        elif arch == "Phi3ForCausalLM" and rope["rope_type"] == "longrope":
+            which = "long" if case["seq_len"] > rope["original_max_position_embeddings"] else "short"
+            parts.append(f"rope={rope_text(rope)} ({which} factors at L)")
+        else:
+            parts.append(f"rope={rope_text(rope)}")
+        form = "old" + ("/type" if case["old_type_key"] else "") if case["old_form"] else "new"
+        parts[-1] += f" max_pos={kw['max_position_embeddings']} [{form}]"
+        parts.append("tied" if kw["tie_word_embeddings"] else "untied")
+        gemma23 = arch in ("Gemma2ForCausalLM", "Gemma3ForCausalLM")
+        act = loaded["hidden_activation"] if gemma23 else loaded["hidden_act"]
+        parts.append(f"act={act} eps={kw['rms_norm_eps']:g}")
+        for key in ("attention_bias", "mlp_bias"):
+            if kw.get(key) and key not in case["ignored"]:
+                parts.append(key)
+        if arch in ("Gemma2ForCausalLM", "Gemma3ForCausalLM"):
+            parts.append(
+                f"query_pre_attn_scalar={loaded['query_pre_attn_scalar']} "
+                f"softcap(attn={loaded['attn_logit_softcapping']},final={loaded['final_logit_softcapping']})"
+            )
+        if loaded["layer_types"] is not None and arch != "SmolLM3ForCausalLM":
+            short = "".join("S" if t == "sliding_attention" else "F" for t in loaded["layer_types"])
+            parts.append(f"sliding_window={loaded['sliding_window']} layers={short}")
+        elif arch == "Phi3ForCausalLM" and loaded["sliding_window"] is not None:
+            parts.append(f"sliding_window={loaded['sliding_window']} (every layer)")
+        if arch == "GraniteForCausalLM":
+            parts.append(
+                f"multipliers(embedding={kw['embedding_multiplier']},attention={kw['attention_multiplier']},"
+                f"residual={kw['residual_multiplier']},logits_scaling={kw['logits_scaling']})"
+            )
+        if arch == "SmolLM3ForCausalLM":
+            rope_layers = "".join("R" if r else "N" for r in loaded["no_rope_layers"])
+            parts.append(f"rope-layers={rope_layers}")
+            if loaded["use_sliding_window"]:
+                short = "".join("S" if t == "sliding_attention" else "F" for t in loaded["layer_types"])
+                parts.append(f"sliding_window={loaded['sliding_window']} layers={short}")
+    if case["edits"]:
+        parts.append(f"edits({','.join(case['edits'])})")
+    if case["ignored"]:
+        parts.append(f"ignored-keys({','.join(case['ignored'])})")
+    if case["hoist"]:
+        parts.append(f"top-level-original_max_pos({case['hoist']})")
+    if case["stray_theta"]:
+        parts.append("stray-top-level-rope_theta")
+    if case["sparse"]:
+        parts.append("sparse-config")
+    parts.append(f"L={case['seq_len']} pad={case['pad']}")
+    return " ".join(parts)
+
+
 # ---------------------------------------------------------------------------------------------
 # Checkpoints and goldens
 
@@ -421,9 +1103,17 @@ def main():
     ap.add_argument("outdir")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--count", type=int, default=24)
+    ap.add_argument(
+        "--archs",
+        default=os.environ.get("HFEXPORT_UNSEEN_ARCHS") or ",".join(short_name(a) for a in ARCHS),
+        help="comma list of architectures to deal round-robin, by class or short name "
+        f"({', '.join(short_name(a) for a in ALL_ARCHS)}), or `all` "
+        "(default: $HFEXPORT_UNSEEN_ARCHS, else the first four)",
+    )
     args = ap.parse_args()
     if args.count < 1:
         sys.exit("--count must be >= 1")
+    archs = parse_archs(args.archs)
     started = time.monotonic()
 
     warnings.filterwarnings("ignore")
@@ -444,6 +1134,14 @@ def main():
         "MistralForCausalLM": (transformers.MistralConfig, transformers.MistralForCausalLM),
         "Qwen2ForCausalLM": (transformers.Qwen2Config, transformers.Qwen2ForCausalLM),
         "Qwen3ForCausalLM": (transformers.Qwen3Config, transformers.Qwen3ForCausalLM),
+        "Phi3ForCausalLM": (transformers.Phi3Config, transformers.Phi3ForCausalLM),
+        "GemmaForCausalLM": (transformers.GemmaConfig, transformers.GemmaForCausalLM),
+        "Gemma2ForCausalLM": (transformers.Gemma2Config, transformers.Gemma2ForCausalLM),
+        "Gemma3ForCausalLM": (transformers.Gemma3TextConfig, transformers.Gemma3ForCausalLM),
+        "GraniteForCausalLM": (transformers.GraniteConfig, transformers.GraniteForCausalLM),
+        "Olmo2ForCausalLM": (transformers.Olmo2Config, transformers.Olmo2ForCausalLM),
+        "SmolLM3ForCausalLM": (transformers.SmolLM3Config, transformers.SmolLM3ForCausalLM),
+        "GPT2LMHeadModel": (transformers.GPT2Config, transformers.GPT2LMHeadModel),
     }
 
     def load(folder):
@@ -481,38 +1179,47 @@ def main():
     outdir.mkdir(parents=True, exist_ok=True)
     index = []
     for i in range(args.count):
-        case = sample_case(args.seed, i)
+        case = sample_case(args.seed, i, archs)
         arch = case["arch"]
+        new_family = arch in NEW_ARCHS
         config_cls, model_cls = classes[arch]
-        name = f"case{i:02d}_{arch.replace('ForCausalLM', '').lower()}"
+        name = f"case{i:02d}_{short_name(arch)}"
         folder = outdir / name
         folder.mkdir(parents=True, exist_ok=True)
 
         kwargs = case["kwargs"]
         # The config class standardises (and may mutate) the rope dict: give it a copy.
-        config = config_cls(**{**kwargs, "rope_parameters": dict(kwargs["rope_parameters"])})
+        if new_family:
+            config = config_cls(**copy.deepcopy(kwargs))
+        else:
+            config = config_cls(**{**kwargs, "rope_parameters": dict(kwargs["rope_parameters"])})
         config._attn_implementation = "eager"
         torch.manual_seed(case["weight_seed"])
         model = model_cls(config).to(torch.float32).eval()
         with torch.no_grad():
             for pname, p in model.named_parameters():  # tied parameters are listed once
                 noise = torch.randn_like(p) * STD
-                p.copy_(1.0 + noise if "norm" in pname and pname.endswith(".weight") else noise)
+                # norm weights around 1 (GPT-2 names its LayerNorms ln_1, ln_2, ln_f)
+                is_norm = pname.endswith(".weight") and ("norm" in pname or ".ln_" in pname)
+                p.copy_(1.0 + noise if is_norm else noise)
         model.save_pretrained(folder, safe_serialization=True)
-        built = semantics(model.config)
+        built = semantics_new(model.config, arch) if new_family else semantics(model.config)
         del model
 
         cfg_path = folder / "config.json"
         cfg = json.loads(cfg_path.read_text())
         edited = cfg
-        if case["old_form"]:
-            edited = to_old_form(edited, "type" if case["old_type_key"] else "rope_type")
-        if case["hoist"]:
-            edited = hoist_original(edited, case["hoist"])
-        if case["stray_theta"]:
-            edited = add_stray_theta(edited)
-        if case["sparse"]:
-            edited = to_sparse(edited, config_cls)
+        if new_family:
+            edited = edit_new_family(cfg, case, config_cls)
+        else:
+            if case["old_form"]:
+                edited = to_old_form(edited, "type" if case["old_type_key"] else "rope_type")
+            if case["hoist"]:
+                edited = hoist_original(edited, case["hoist"])
+            if case["stray_theta"]:
+                edited = add_stray_theta(edited)
+            if case["sparse"]:
+                edited = to_sparse(edited, config_cls)
         if edited is not cfg:
             cfg_path.write_text(json.dumps(edited, indent=2) + "\n")
 
@@ -525,8 +1232,17 @@ def main():
         batch_mask = torch.ones_like(batch_ids)
         batch_mask[0, :pad] = 0
 
+        weight_edits = [e for e in case.get("edits", []) if e in ("hub-names", "attn-bias-buffers")]
+        if weight_edits:
+            # The weights renamed (and extra buffers) must load as the same model.
+            before = forward_logits(folder, single_ids, single_mask)
+            edit_gpt2_weights(folder / "model.safetensors", weight_edits, kwargs["n_layer"], kwargs["n_positions"])
+            after = forward_logits(folder, single_ids, single_mask)
+            if not torch.equal(before, after):
+                sys.exit(f"{name}: the weight edits {weight_edits} changed the model transformers loads")
+
         # What transformers reads back must be what the model was built from.
-        loaded = semantics(load(folder).config)
+        loaded = semantics_new(load(folder).config, arch) if new_family else semantics(load(folder).config)
         if loaded != built:
             diff = {k: (built[k], loaded[k]) for k in built if built[k] != loaded[k]}
             sys.exit(f"{name}: config.json post-edit changed the config transformers reads: {diff}")
@@ -562,7 +1278,7 @@ def main():
                 "architecture": arch,
                 "seq_len": L,
                 "pad": pad,
-                "description": describe(case, loaded),
+                "description": describe_new(case, loaded) if new_family else describe(case, loaded),
             }
         )
 
@@ -571,6 +1287,7 @@ def main():
             {
                 "seed": args.seed,
                 "count": args.count,
+                "archs": archs,
                 "transformers": transformers.__version__,
                 "torch": torch.__version__,
                 "cases": index,
@@ -580,7 +1297,10 @@ def main():
         + "\n"
     )
     done = time.monotonic()
-    per_arch = {a.replace("ForCausalLM", ""): sum(c["architecture"] == a for c in index) for a in ARCHS}
+    per_arch = {
+        a.replace("ForCausalLM", "").replace("LMHeadModel", ""): sum(c["architecture"] == a for c in index)
+        for a in archs
+    }
     print(
         f"{args.count} checkpoints (seed {args.seed}) in {outdir} in {done - started:.1f}s "
         f"(import {imported - started:.1f}s): "

@@ -1,6 +1,8 @@
 //! The lowering table from core ops to ATen calls, one arm per op.
 //!
-//! Native: `Linear` (`aten.linear`), `Attention` without softcap
+//! Native: `Linear` (`aten.linear`), `LayerNorm` (`aten.layer_norm`, what torch.export emits
+//! for `nn.LayerNorm`), `Activate` for the activations ATen has without a string argument
+//! (`aten.gelu`, `aten.silu`, `aten.relu`), `Attention` without softcap
 //! (`aten.scaled_dot_product_attention` with an additive mask, a sliding window already folded
 //! into it by core, and `enable_gqa`) and `CacheUpdate` / `ScatterSlots` (`aten.index_copy` on
 //! axis 2, whose result becomes a mutation of the cache input). The other high-level ops are
@@ -10,7 +12,7 @@
 
 use crate::graph::{Arg, AtenGraph, Call, Output, SymIntArg, TensorMeta};
 use hfexport_core::graph::Node;
-use hfexport_core::ops::ReduceKind;
+use hfexport_core::ops::{Activation, ReduceKind};
 use hfexport_core::shape_program::{DimError, DimLowering, ShapeEmitter};
 use hfexport_core::{BinaryOp, DType, Dim, Graph, Op, Tensor, UnaryOp, ValueId};
 
@@ -44,11 +46,24 @@ pub fn native(op: &Op) -> bool {
         | Op::Slice { .. }
         | Op::Gather { .. }
         | Op::Iota { .. } => true,
-        Op::Linear | Op::CacheUpdate | Op::ScatterSlots => true,
+        Op::Linear | Op::CacheUpdate | Op::ScatterSlots | Op::LayerNorm { .. } => true,
+        Op::Activate(act) => activation_target(*act).is_some(),
         // a sliding window is folded into the mask first (`Pass::FoldSlidingWindows`)
         Op::Attention { softcap, sliding_window, .. } => softcap.is_none() && sliding_window.is_none(),
         // torch.export's core ATen set has no RMS norm, rotary or gated MLP op
         Op::RmsNorm { .. } | Op::RotaryCosSin { .. } | Op::ApplyRotary | Op::GatedMlp { .. } => false,
+    }
+}
+
+/// The ATen operator computing `act` from `self` alone; `None`: core decomposes it.
+fn activation_target(act: Activation) -> Option<&'static str> {
+    match act {
+        Activation::Gelu => Some("aten.gelu.default"),
+        Activation::Silu => Some("aten.silu.default"),
+        Activation::Relu => Some("aten.relu.default"),
+        // tanh GELU is `aten.gelu` with the string argument `approximate`, which the ATen graph
+        // does not carry; quick_gelu has no operator
+        Activation::GeluTanh | Activation::QuickGelu => None,
     }
 }
 
@@ -265,6 +280,7 @@ fn lower_node(em: &mut Emit, dims: &mut DimLowering<SymVal>, n: &Node) -> Result
                 UnaryOp::Sigmoid => "aten.sigmoid.default",
                 UnaryOp::Cos => "aten.cos.default",
                 UnaryOp::Sin => "aten.sin.default",
+                UnaryOp::Erf => "aten.erf.default",
                 UnaryOp::Not => "aten.logical_not.default",
             },
             vec![("self", t(0))],
@@ -365,6 +381,32 @@ fn lower_node(em: &mut Emit, dims: &mut DimLowering<SymVal>, n: &Node) -> Result
             }
             ("aten.linear.default", a)
         }
+        Op::LayerNorm { eps } => {
+            let last = g.info(n.inputs[0]).shape.last().cloned().expect("rank >= 1");
+            let normalized = dims.shape(em, &[last]).map_err(dim_error)?;
+            let bias = if ins.len() > 2 { t(2) } else { Arg::None };
+            (
+                "aten.layer_norm.default",
+                vec![
+                    ("input", t(0)),
+                    ("normalized_shape", Arg::SymInts(normalized.list())),
+                    ("weight", t(1)),
+                    ("bias", bias),
+                    ("eps", Arg::Float(*eps as f64)),
+                    ("cudnn_enable", Arg::Bool(false)),
+                ],
+            )
+        }
+        Op::Activate(act) => match activation_target(*act) {
+            Some(target) => (target, vec![("self", t(0))]),
+            None => {
+                return Err(err(
+                    &n.name,
+                    n.op.name(),
+                    format!("{act:?} has no ATen operator; it should have been decomposed"),
+                ))
+            }
+        },
         Op::CacheUpdate | Op::ScatterSlots => {
             let slots = em.call(
                 "aten.reshape.default",

@@ -17,7 +17,7 @@ use crate::passes::{Pass, PassManager, PatchRegistry, Stage};
 use crate::plan::Planned;
 use crate::tensor::Tensor;
 use crate::weights::{TensorSource, WeightExpr};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -37,6 +37,16 @@ pub struct Written {
     /// Files of the component, relative to the export folder (shared files included).
     pub files: Vec<String>,
     /// A note for the progress output (e.g. the size of a memory plan).
+    pub note: Option<String>,
+}
+
+/// Upper bounds a backend picks for the symbols a request left open
+/// ([`Backend::default_bounds`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DefaultBounds {
+    /// Per component, in order: symbol -> its new maximum (symbols not listed keep theirs).
+    pub maxima: Vec<BTreeMap<String, i64>>,
+    /// What was chosen and why, for the export's progress output.
     pub note: Option<String>,
 }
 
@@ -61,6 +71,21 @@ pub trait Backend: Send + Sync {
         cfg: &ExportConfig,
         progress: WeightProgress,
     ) -> Result<Vec<Written>>;
+
+    /// Default upper bounds for the symbols of each component that the request left open
+    /// (`open[i]`, names of component `i`'s symbols with no maximum from the user:
+    /// [`crate::dynamic::open_symbols`]), called once the config's shapes are applied. They
+    /// are applied before [`prepare`] and recorded in `export.json` as the symbols' ranges.
+    /// The default keeps the model's ranges; a format that reserves memory at the bounds
+    /// narrows them (ExecuTorch: until its memory plan fits a budget).
+    fn default_bounds(
+        &self,
+        _components: &[Planned],
+        _open: &[BTreeSet<String>],
+        _cfg: &ExportConfig,
+    ) -> Result<DefaultBounds> {
+        Ok(DefaultBounds::default())
+    }
 
     /// The component as `export.json` records it (a backend may fold ports, e.g. into states).
     fn describe(&self, planned: &Planned, files: Vec<String>, _cfg: &ExportConfig) -> Component {

@@ -77,6 +77,8 @@ pub fn expand(g: &mut Graph, node: &Node, ins: &[ValueId]) -> Result<Vec<ValueId
     let mut e = Emitter { g, prefix: node.name.clone() };
     match &node.op {
         Op::RmsNorm { eps } => Ok(vec![e.rms_norm(ins[0], ins[1], *eps)?]),
+        Op::LayerNorm { eps } => Ok(vec![e.layer_norm(ins[0], ins[1], ins.get(2).copied(), *eps)?]),
+        Op::Activate(act) => Ok(vec![e.activation(ins[0], *act)?]),
         Op::RotaryCosSin { rope } => {
             let (c, s) = e.rotary_cos_sin(rope, ins[0])?;
             Ok(vec![c, s])
@@ -166,16 +168,62 @@ impl Emitter<'_> {
         self.bin("scale", BinaryOp::Mul, w, n)
     }
 
+    /// All in f32 (the weight and bias too), rounded once to `x`'s dtype, as torch's kernel.
+    fn layer_norm(&mut self, x: ValueId, w: ValueId, b: Option<ValueId>, eps: f32) -> Result<ValueId> {
+        let in_dtype = self.dtype(x);
+        let last = self.shape(x).len() - 1;
+        let mean_op = Op::Reduce { kind: ReduceKind::Mean, axes: vec![last], keep_dims: true };
+        let xf = self.cast("to_f32", x, DType::F32)?;
+        let mean = self.op("mean", mean_op.clone(), &[xf])?;
+        let d = self.bin("centered", BinaryOp::Sub, xf, mean)?;
+        let sq = self.bin("square", BinaryOp::Mul, d, d)?;
+        let var = self.op("var", mean_op, &[sq])?;
+        let e = self.scalar("eps", DType::F32, eps as f64)?;
+        let var = self.bin("add_eps", BinaryOp::Add, var, e)?;
+        let sd = self.un("sqrt", UnaryOp::Sqrt, var)?;
+        let r = self.un("rsqrt", UnaryOp::Reciprocal, sd)?;
+        let n = self.bin("normalize", BinaryOp::Mul, d, r)?;
+        let wf = self.cast("weight_f32", w, DType::F32)?;
+        let mut y = self.bin("scale", BinaryOp::Mul, n, wf)?;
+        if let Some(b) = b {
+            let bf = self.cast("bias_f32", b, DType::F32)?;
+            y = self.bin("shift", BinaryOp::Add, y, bf)?;
+        }
+        self.cast("to_input_dtype", y, in_dtype)
+    }
+
+    /// A constant `[dim / 2]` f32 table of inverse frequencies.
+    fn freq_table(&mut self, part: &str, inv: Vec<f32>) -> Result<ValueId> {
+        self.op(part, Op::Constant(Tensor::f32(vec![inv.len()], inv)?), &[])
+    }
+
+    /// `max(position_ids) + 1`, the longest position seen (i64 scalar).
+    fn longest_position(&mut self, pos: ValueId) -> Result<ValueId> {
+        let m = self.op("max_pos", Op::Reduce { kind: ReduceKind::Max, axes: vec![0, 1], keep_dims: false }, &[pos])?;
+        let one = self.scalar("one", DType::I64, 1.0)?;
+        self.bin("len", BinaryOp::Add, m, one)
+    }
+
+    /// longrope: the long table once the longest position passes the original context, else
+    /// the short one (`torch.where(seq_len > original_max, long, short)`).
+    fn longrope_inv_freq(&mut self, pos: ValueId, short: Vec<f32>, long: Vec<f32>, orig: usize) -> Result<ValueId> {
+        let len = self.longest_position(pos)?;
+        let mp = self.scalar("orig_len", DType::I64, orig as f64)?;
+        let is_long = self.bin("is_long", BinaryOp::Greater, len, mp)?;
+        let (short, long) = (self.freq_table("short_inv_freq", short)?, self.freq_table("long_inv_freq", long)?);
+        self.op("inv_freq", Op::Where, &[is_long, long, short])
+    }
+
     fn inv_freq(&mut self, rope: &RopeConfig, pos: ValueId) -> Result<ValueId> {
+        if let Some((short, long, orig)) = rope.longrope_inv_freqs() {
+            return self.longrope_inv_freq(pos, short, long, orig);
+        }
         let Some((factor, max_pos, exponent)) = rope.dynamic_base_exponent() else {
-            let inv = rope.inv_freq();
-            return self.op("inv_freq", Op::Constant(Tensor::f32(vec![inv.len()], inv)?), &[]);
+            return self.freq_table("inv_freq", rope.inv_freq());
         };
         // base' = theta * ((factor * L / max_pos) - (factor - 1)) ** (dim / (dim - 2)),
         // L = max(max(position_ids) + 1, max_pos)
-        let m = self.op("max_pos", Op::Reduce { kind: ReduceKind::Max, axes: vec![0, 1], keep_dims: false }, &[pos])?;
-        let one = self.scalar("one", DType::I64, 1.0)?;
-        let len = self.bin("len", BinaryOp::Add, m, one)?;
+        let len = self.longest_position(pos)?;
         let mp = self.scalar("orig_len", DType::I64, max_pos as f64)?;
         let len = self.bin("len_clamped", BinaryOp::Max, len, mp)?;
         let lf = self.cast("len_f32", len, DType::F32)?;
@@ -361,16 +409,44 @@ impl Emitter<'_> {
         };
         let gate = self.op("gate", Op::Linear, &with_bias(ins[1], 4))?;
         let up = self.op("up", Op::Linear, &with_bias(ins[2], 5))?;
-        let a = match act {
-            Activation::Silu => {
-                let s = self.un("sigmoid", UnaryOp::Sigmoid, gate)?;
-                self.bin("silu", BinaryOp::Mul, gate, s)?
-            }
-            Activation::GeluTanh => self.gelu_tanh(gate)?,
-        };
+        let a = self.activation(gate, act)?;
         let h = self.bin("gated", BinaryOp::Mul, a, up)?;
         let down: Vec<ValueId> = [h, ins[3]].into_iter().chain(ins.get(6).copied()).collect();
         self.op("down", Op::Linear, &down)
+    }
+
+    /// Each activation's formula as primitives in `x`'s dtype (`eval.rs: activation` computes
+    /// the same); shared by `Activate` and `GatedMlp`.
+    fn activation(&mut self, x: ValueId, act: Activation) -> Result<ValueId> {
+        let dtype = self.dtype(x);
+        match act {
+            Activation::Silu => {
+                let s = self.un("sigmoid", UnaryOp::Sigmoid, x)?;
+                self.bin("silu", BinaryOp::Mul, x, s)
+            }
+            Activation::Gelu => {
+                // x * 0.5 * (1 + erf(x * (1 / √2))), torch's order
+                let c = self.scalar("gelu_inv_sqrt2", dtype, std::f64::consts::FRAC_1_SQRT_2)?;
+                let t = self.bin("gelu_scaled", BinaryOp::Mul, x, c)?;
+                let e = self.un("gelu_erf", UnaryOp::Erf, t)?;
+                let one = self.scalar("gelu_one", dtype, 1.0)?;
+                let e1 = self.bin("gelu_plus_one", BinaryOp::Add, e, one)?;
+                let half = self.scalar("gelu_half", dtype, 0.5)?;
+                let hx = self.bin("gelu_half_x", BinaryOp::Mul, x, half)?;
+                self.bin("gelu", BinaryOp::Mul, hx, e1)
+            }
+            Activation::GeluTanh => self.gelu_tanh(x),
+            Activation::Relu => {
+                let zero = self.scalar("relu_zero", dtype, 0.0)?;
+                self.bin("relu", BinaryOp::Max, x, zero)
+            }
+            Activation::QuickGelu => {
+                let c = self.scalar("quick_gelu_alpha", dtype, 1.702)?;
+                let t = self.bin("quick_gelu_scaled", BinaryOp::Mul, x, c)?;
+                let s = self.un("quick_gelu_sigmoid", UnaryOp::Sigmoid, t)?;
+                self.bin("quick_gelu", BinaryOp::Mul, x, s)
+            }
+        }
     }
 
     fn gelu_tanh(&mut self, x: ValueId) -> Result<ValueId> {

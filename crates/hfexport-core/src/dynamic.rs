@@ -5,12 +5,17 @@
 //! an error, or is kept with a recorded runtime check under
 //! `prefer_deferred_runtime_asserts_over_guards`), and without `dynamic` every axis the user
 //! did not make dynamic becomes static at its sample size.
+//!
+//! What is left open after that ([`open_symbols`]: no `max` from the user) a backend may
+//! narrow to its own defaults ([`crate::backend::Backend::default_bounds`], applied with
+//! [`narrow`]): ExecuTorch plans every tensor at its upper bound.
 
 use crate::config::{AxisSpec, CommonConfig};
 use crate::dim::Dim;
 use crate::error::{Error, Result};
 use crate::graph::Graph;
-use std::collections::BTreeMap;
+use crate::plan::{CacheMode, Planned};
+use std::collections::{BTreeMap, BTreeSet};
 
 /// Returns the runtime checks the export must record (user ranges kept past the model's).
 pub fn apply(g: &mut Graph, c: &CommonConfig, sample_sizes: &BTreeMap<String, i64>) -> Result<Vec<String>> {
@@ -69,6 +74,40 @@ pub fn apply(g: &mut Graph, c: &CommonConfig, sample_sizes: &BTreeMap<String, i6
         }
     }
     Ok(checks)
+}
+
+/// The symbols of a component whose upper bound nobody chose: not given a `max` in
+/// `dynamic_shapes`, and not bounded by `--static-cache` (every symbol of a static-cache
+/// component is: its query and cache lengths are at most the slots asked for). A backend may
+/// narrow these to its defaults.
+pub fn open_symbols(c: &Planned, config: &CommonConfig) -> BTreeSet<String> {
+    if c.spec.cache == CacheMode::StaticInPlace {
+        return BTreeSet::new();
+    }
+    let bounded: BTreeSet<&str> = config
+        .dynamic_shapes
+        .iter()
+        .flat_map(|ds| ds.values())
+        .flat_map(|axes| axes.values())
+        .filter_map(|spec| match spec {
+            AxisSpec::Dim { name, max: Some(_), .. } => Some(name.as_str()),
+            _ => None,
+        })
+        .collect();
+    c.graph.symbols.iter().map(|(s, _)| s.name()).filter(|s| !bounded.contains(s)).map(str::to_string).collect()
+}
+
+/// Lowers the maxima of `g`'s symbols to `maxima` (a backend's defaults): never below a
+/// symbol's minimum, never above its range, and only for symbols the graph has.
+pub fn narrow(g: &mut Graph, maxima: &BTreeMap<String, i64>) -> Result<()> {
+    for (name, &max) in maxima {
+        let s = g.symbols.get(name).ok_or_else(|| {
+            Error::Config(format!("a default bound names `{name}`, which is not a symbol of `{}`", g.name))
+        })?;
+        let r = g.symbols.range(&s);
+        g.symbols.set_range(&s, r.min, max.clamp(r.min, r.max));
+    }
+    Ok(())
 }
 
 /// The model symbol at `input`'s `axis`, or an error saying why that axis cannot be dynamic.
@@ -150,6 +189,34 @@ mod tests {
         assert_eq!(checks.len(), 1, "{checks:?}");
         let s = g.symbols.get("sequence").unwrap();
         assert_eq!(g.symbols.range(&s).max, 4096);
+    }
+
+    /// What the user bounded is not open; a static cache bounds all; `narrow` lowers a maximum
+    /// but never below the minimum or above the range.
+    #[test]
+    fn open_symbols_are_the_ones_without_a_given_max() {
+        use crate::plan::{ComponentSpec, Planned};
+        let planned = |g: Graph| Planned { spec: ComponentSpec::forward(), graph: g };
+        let open =
+            |c: &Planned, v: serde_json::Value| -> Vec<String> { open_symbols(c, &common(v)).into_iter().collect() };
+        let c = planned(graph());
+        assert_eq!(open(&c, json!({"export_format": "executorch", "dynamic": true})), ["batch", "sequence"]);
+        let ds = json!({"input_ids": {"0": "auto", "1": {"name": "sequence", "max": 64}}});
+        assert_eq!(open(&c, json!({"export_format": "executorch", "dynamic_shapes": ds})), ["batch"]);
+        let mut stat = planned(graph());
+        stat.spec.cache = CacheMode::StaticInPlace;
+        assert!(open(&stat, json!({"export_format": "executorch", "dynamic": true})).is_empty());
+
+        let mut g = graph();
+        narrow(&mut g, &BTreeMap::from([("batch".into(), 1), ("sequence".into(), 1000)])).unwrap();
+        let range = |g: &Graph, s: &str| g.symbols.range(&g.symbols.get(s).unwrap());
+        assert_eq!((range(&g, "batch").min, range(&g, "batch").max), (1, 1));
+        assert_eq!(range(&g, "sequence").max, 128, "never above the model's range");
+        narrow(&mut g, &BTreeMap::from([("sequence".into(), 0)])).unwrap();
+        assert_eq!(range(&g, "sequence").max, 1, "never below the minimum");
+        let e = narrow(&mut g, &BTreeMap::from([("tokens".into(), 4)])).unwrap_err().to_string();
+        assert!(e.contains("`tokens`"), "{e}");
+        crate::verify::verify(&g).unwrap();
     }
 
     #[test]

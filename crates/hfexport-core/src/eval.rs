@@ -217,6 +217,8 @@ fn eval_node(node: &Node, ins: &[&Tensor], b: &Bindings) -> Result<Vec<Tensor>> 
         Op::Gather { axis } => one(k::gather(ins[0], ins[1], *axis)?),
         Op::Iota { len } => one(k::iota(eval_usize(len, b)?)?),
         Op::RmsNorm { eps } => one(rms_norm(ins[0], ins[1], *eps)?),
+        Op::LayerNorm { eps } => one(layer_norm(ins[0], ins[1], ins.get(2).copied(), *eps)?),
+        Op::Activate(act) => one(activate(ins[0], *act)?),
         Op::RotaryCosSin { rope } => {
             let (c, s) = rotary_cos_sin(rope, ins[0])?;
             Ok(vec![c, s])
@@ -246,13 +248,35 @@ fn rms_norm(x: &Tensor, w: &Tensor, eps: f32) -> Result<Tensor> {
     k::binary(crate::ops::BinaryOp::Mul, w, &normed)
 }
 
-/// Inverse frequencies for these positions: constant, except for dynamic NTK rope.
+/// Mean and biased variance per row in f64, the affine part in f32, rounded once to `x`'s dtype.
+fn layer_norm(x: &Tensor, w: &Tensor, b: Option<&Tensor>, eps: f32) -> Result<Tensor> {
+    let n = *x.shape().last().expect("rank >= 1");
+    let (xs, w) = (x.as_f32()?, w.as_f32()?);
+    let b = b.map(Tensor::as_f32).transpose()?;
+    let mut out = Vec::with_capacity(xs.len());
+    for row in xs.chunks(n.max(1)) {
+        let mean = row.iter().map(|&a| a as f64).sum::<f64>() / n as f64;
+        let var = row.iter().map(|&a| (a as f64 - mean).powi(2)).sum::<f64>() / n as f64;
+        let (mean, rstd) = (mean as f32, 1.0 / (var as f32 + eps).sqrt());
+        for (j, &a) in row.iter().enumerate() {
+            let y = (a - mean) * rstd * w[j];
+            out.push(b.map_or(y, |b| y + b[j]));
+        }
+    }
+    Tensor::float(x.dtype(), x.shape().to_vec(), out)
+}
+
+/// Inverse frequencies for these positions: constant, except for dynamic NTK and longrope,
+/// which depend on the longest position seen (`max(position_ids) + 1`).
 pub fn rope_inv_freq(rope: &RopeConfig, pos: &Tensor) -> Result<Vec<f32>> {
+    let longest = || -> Result<i64> { Ok(pos.as_i64()?.iter().copied().max().unwrap_or(0) + 1) };
+    if let Some((short, long, original_max)) = rope.longrope_inv_freqs() {
+        return Ok(if longest()? > original_max as i64 { long } else { short });
+    }
     let Some((factor, max_pos, exponent)) = rope.dynamic_base_exponent() else {
         return Ok(rope.inv_freq());
     };
-    let longest = pos.as_i64()?.iter().copied().max().unwrap_or(0) + 1;
-    let len = (longest as f32).max(max_pos);
+    let len = (longest()? as f32).max(max_pos);
     let base = rope.theta as f32 * ((factor * len / max_pos) - (factor - 1.0)).powf(exponent);
     let dim = rope.dim as f32;
     Ok((0..rope.dim).step_by(2).map(|i| 1.0 / base.powf(i as f32 / dim)).collect())
@@ -403,18 +427,27 @@ fn gated_mlp(ins: &[&Tensor], act: Activation) -> Result<Tensor> {
     let bias = |i: usize| ins.get(i).copied();
     let gate = k::linear(x, wg, bias(4))?;
     let up = k::linear(x, wu, bias(5))?;
-    let g = gate.as_f32()?;
-    let activated: Vec<f32> = match act {
-        Activation::Silu => g.iter().map(|&a| a * (1.0 / (1.0 + (-a).exp()))).collect(),
-        Activation::GeluTanh => g.iter().map(|&a| gelu_tanh(a)).collect(),
-    };
-    let activated = Tensor::float(x.dtype(), gate.shape().to_vec(), activated)?;
-    let h = k::binary(crate::ops::BinaryOp::Mul, &activated, &up)?;
+    let h = k::binary(crate::ops::BinaryOp::Mul, &activate(&gate, act)?, &up)?;
     k::linear(&h, wd, bias(6))
 }
 
-/// `0.5 x (1 + tanh(√(2/π) (x + 0.044715 x³)))`, the `gelu_pytorch_tanh` of transformers.
-pub fn gelu_tanh(a: f32) -> f32 {
-    let c = (2.0f32 / std::f32::consts::PI).sqrt();
-    0.5 * a * (1.0 + (c * (a + 0.044715 * a * a * a)).tanh())
+/// `act` elementwise, in f32 and rounded once to `x`'s dtype (as torch's activation kernels).
+fn activate(x: &Tensor, act: Activation) -> Result<Tensor> {
+    let v: Vec<f32> = x.as_f32()?.iter().map(|&a| activation(act, a)).collect();
+    Tensor::float(x.dtype(), x.shape().to_vec(), v)
+}
+
+/// Each activation's formula, as torch computes it (`decompose.rs` emits the same as ops).
+fn activation(act: Activation, a: f32) -> f32 {
+    let sigmoid = |a: f32| 1.0 / (1.0 + (-a).exp());
+    match act {
+        Activation::Silu => a * sigmoid(a),
+        Activation::Gelu => a * 0.5 * (1.0 + k::erf(a * std::f32::consts::FRAC_1_SQRT_2)),
+        Activation::GeluTanh => {
+            let c = (2.0f32 / std::f32::consts::PI).sqrt();
+            0.5 * a * (1.0 + (c * (a + 0.044715 * a * a * a)).tanh())
+        }
+        Activation::Relu => a.max(0.0),
+        Activation::QuickGelu => a * sigmoid(1.702 * a),
+    }
 }

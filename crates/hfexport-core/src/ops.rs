@@ -23,6 +23,8 @@ pub enum UnaryOp {
     Sigmoid,
     Cos,
     Sin,
+    /// The Gauss error function (exact GELU is built on it).
+    Erf,
     Not,
 }
 
@@ -61,23 +63,34 @@ pub enum ReduceKind {
     Max,
 }
 
-/// Activation of a gated MLP, by its transformers name.
+/// An MLP's activation (`hidden_act`), by what it computes; the transformers names that compute
+/// exactly it (`activations.py: ACT2CLS`) map to it in [`Activation::from_hf`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Activation {
     /// `silu` / `swish`: `x * sigmoid(x)`.
     Silu,
+    /// `gelu`: exact GELU, `0.5 x (1 + erf(x / √2))`.
+    Gelu,
     /// `gelu_pytorch_tanh` / `gelu_new`: the tanh approximation of GELU.
     GeluTanh,
+    /// `relu`: `max(x, 0)`.
+    Relu,
+    /// `quick_gelu`: `x * sigmoid(1.702 x)`.
+    QuickGelu,
 }
 
 impl Activation {
-    pub const NAMES: [&'static str; 4] = ["silu", "swish", "gelu_pytorch_tanh", "gelu_new"];
+    pub const NAMES: [&'static str; 7] =
+        ["silu", "swish", "gelu", "gelu_pytorch_tanh", "gelu_new", "relu", "quick_gelu"];
 
     pub fn from_hf(name: &str) -> Option<Activation> {
         match name {
             "silu" | "swish" => Some(Activation::Silu),
+            "gelu" => Some(Activation::Gelu),
             "gelu_pytorch_tanh" | "gelu_new" => Some(Activation::GeluTanh),
+            "relu" => Some(Activation::Relu),
+            "quick_gelu" => Some(Activation::QuickGelu),
             _ => None,
         }
     }
@@ -137,6 +150,14 @@ pub enum Op {
     RmsNorm {
         eps: f32,
     },
+    /// `x [..., n], weight [n] (, bias [n])` -> `(x - mean) / sqrt(var + eps) * weight (+ bias)`
+    /// over the last axis with the biased variance, computed in f32 and rounded once to `x`'s
+    /// dtype, like torch's `layer_norm`.
+    LayerNorm {
+        eps: f32,
+    },
+    /// An activation applied elementwise (a plain MLP's `fc -> act -> proj`).
+    Activate(Activation),
     /// `position_ids [b, s]` -> `cos, sin [b, s, rope.dim]` (f32, times the attention scaling).
     RotaryCosSin {
         rope: RopeConfig,
@@ -189,6 +210,7 @@ impl Op {
                 UnaryOp::Sigmoid => "Sigmoid",
                 UnaryOp::Cos => "Cos",
                 UnaryOp::Sin => "Sin",
+                UnaryOp::Erf => "Erf",
                 UnaryOp::Not => "Not",
             },
             Op::Binary(b) => match b {
@@ -224,6 +246,8 @@ impl Op {
             Op::Gather { .. } => "Gather",
             Op::Iota { .. } => "Iota",
             Op::RmsNorm { .. } => "RmsNorm",
+            Op::LayerNorm { .. } => "LayerNorm",
+            Op::Activate(_) => "Activate",
             Op::RotaryCosSin { .. } => "RotaryCosSin",
             Op::ApplyRotary => "ApplyRotary",
             Op::Attention { .. } => "Attention",
@@ -256,6 +280,8 @@ impl Op {
             | Op::Concat { .. }
             | Op::Gather { .. }
             | Op::RmsNorm { .. }
+            | Op::LayerNorm { .. }
+            | Op::Activate(_)
             | Op::RotaryCosSin { .. }
             | Op::ApplyRotary
             | Op::Attention { .. }
@@ -285,6 +311,8 @@ impl Op {
             | Op::Gather { .. }
             | Op::Iota { .. } => false,
             Op::RmsNorm { .. }
+            | Op::LayerNorm { .. }
+            | Op::Activate(_)
             | Op::RotaryCosSin { .. }
             | Op::ApplyRotary
             | Op::Attention { .. }
@@ -309,7 +337,8 @@ impl Op {
             Op::Transpose { perm } => format!("perm={perm:?}"),
             Op::Slice { axis, start, end } => format!("axis={axis}, start={start}, end={end}"),
             Op::Iota { len } => format!("len={len}"),
-            Op::RmsNorm { eps } => format!("eps={eps:e}"),
+            Op::RmsNorm { eps } | Op::LayerNorm { eps } => format!("eps={eps:e}"),
+            Op::Activate(act) => format!("act={act:?}"),
             Op::RotaryCosSin { rope } => {
                 format!(
                     "type={}, theta={}, dim={}, scaling={}",
@@ -543,8 +572,34 @@ impl Op {
                 }
                 one(w.dtype, x.shape.clone())
             }
+            Op::LayerNorm { .. } => {
+                if ins.len() != 2 && ins.len() != 3 {
+                    return Err(format!("LayerNorm takes x, weight and an optional bias; got {} inputs", ins.len()));
+                }
+                let x = ins[0];
+                float_input(x, 0)?;
+                let last = x.shape.last().ok_or("LayerNorm needs rank >= 1")?;
+                for (p, name) in ins[1..].iter().zip(["weight", "bias"]) {
+                    if p.shape != [last.clone()] || p.dtype != x.dtype {
+                        return Err(format!(
+                            "{name} {}{} does not fit x {}{} (last axis {last})",
+                            p.dtype,
+                            shape_to_string(&p.shape),
+                            x.dtype,
+                            shape_to_string(&x.shape)
+                        ));
+                    }
+                }
+                one(x.dtype, x.shape.clone())
+            }
+            Op::Activate(_) => {
+                arity(ins, 1)?;
+                float_input(ins[0], 0)?;
+                one(ins[0].dtype, ins[0].shape.clone())
+            }
             Op::RotaryCosSin { rope } => {
                 arity(ins, 1)?;
+                rope.check()?;
                 let p = ins[0];
                 if p.dtype != DType::I64 || p.rank() != 2 {
                     return Err(format!(

@@ -1,10 +1,11 @@
 //! Rotary position embedding parameters and inverse frequencies, as transformers defines them
-//! (`modeling_rope_utils.py`: default, linear, dynamic, llama3 and yarn rope types).
+//! (`modeling_rope_utils.py`: default, linear, dynamic, llama3, yarn and longrope rope types).
 //!
 //! Frequencies are computed in f32 with the same operation order as transformers, so the
-//! exported constants equal the buffers of the PyTorch module. Only `dynamic` depends on the
-//! input (the longest position seen): its frequencies are built in the graph by the
-//! decomposition of the rotary op, from [`RopeConfig::dynamic_base_exponent`].
+//! exported constants equal the buffers of the PyTorch module. Two types depend on the input
+//! (the longest position seen, `max(position_ids) + 1`), so the decomposition of the rotary op
+//! builds their frequencies in the graph: `dynamic` from [`RopeConfig::dynamic_base_exponent`],
+//! `longrope` by choosing between the two tables of [`RopeConfig::longrope_inv_freqs`].
 
 use serde::Serialize;
 
@@ -38,6 +39,39 @@ pub enum RopeScaling {
         attention_factor: Option<f64>,
         truncate: bool,
     },
+    /// LongRoPE (Phi-3): the inverse frequencies are divided per channel by `short_factor`, or by
+    /// `long_factor` once the longest position seen passes `original_max_position_embeddings`
+    /// (`dynamic_rope_update`'s `longrope_frequency_update`); cos and sin are multiplied by
+    /// `attention_factor` (resolved: see [`RopeScaling::longrope`]).
+    LongRope {
+        short_factor: Vec<f64>,
+        long_factor: Vec<f64>,
+        original_max_position_embeddings: usize,
+        attention_factor: f64,
+    },
+}
+
+impl RopeScaling {
+    /// `longrope` as `_compute_longrope_parameters` resolves it: `factor` is the config's
+    /// `factor`, else `max_position_embeddings / original_max_position_embeddings` (the caller
+    /// picks); without an explicit `attention_factor` it is `sqrt(1 + ln(factor) / ln(original))`,
+    /// or 1 when `factor <= 1`.
+    pub fn longrope(
+        short_factor: Vec<f64>,
+        long_factor: Vec<f64>,
+        original_max_position_embeddings: usize,
+        factor: f64,
+        attention_factor: Option<f64>,
+    ) -> RopeScaling {
+        let attention_factor = attention_factor.unwrap_or_else(|| {
+            if factor <= 1.0 {
+                1.0
+            } else {
+                (1.0 + factor.ln() / (original_max_position_embeddings as f64).ln()).sqrt()
+            }
+        });
+        RopeScaling::LongRope { short_factor, long_factor, original_max_position_embeddings, attention_factor }
+    }
 }
 
 /// Everything needed to compute cos/sin for a rotary embedding.
@@ -57,7 +91,25 @@ impl RopeConfig {
             RopeScaling::Dynamic { .. } => "dynamic",
             RopeScaling::Llama3 { .. } => "llama3",
             RopeScaling::Yarn { .. } => "yarn",
+            RopeScaling::LongRope { .. } => "longrope",
         }
+    }
+
+    /// What shape inference checks: a longrope factor list per rotated channel pair.
+    pub fn check(&self) -> Result<(), String> {
+        if let RopeScaling::LongRope { short_factor, long_factor, .. } = &self.scaling {
+            for (name, f) in [("short_factor", short_factor), ("long_factor", long_factor)] {
+                if f.len() != self.dim / 2 {
+                    return Err(format!(
+                        "longrope {name} has {} values, rotary dim {} needs {}",
+                        f.len(),
+                        self.dim,
+                        self.dim / 2
+                    ));
+                }
+            }
+        }
+        Ok(())
     }
 
     /// `base ** (arange(0, dim, 2) / dim)` in f32, as transformers computes it.
@@ -67,7 +119,8 @@ impl RopeConfig {
     }
 
     /// The inverse frequencies (`dim / 2` values) at init time, i.e. for positions within
-    /// `max_position_embeddings` (for `dynamic` this is the unscaled set).
+    /// `max_position_embeddings` (for `dynamic` this is the unscaled set, for `longrope` the
+    /// short one).
     pub fn inv_freq(&self) -> Vec<f32> {
         let base = self.theta as f32;
         let plain: Vec<f32> = self.pos_freqs(base).iter().map(|p| 1.0 / p).collect();
@@ -80,6 +133,27 @@ impl RopeConfig {
             RopeScaling::Yarn { factor, original_max_position_embeddings, beta_fast, beta_slow, truncate, .. } => {
                 self.yarn_inv_freq(*factor, *original_max_position_embeddings, *beta_fast, *beta_slow, *truncate)
             }
+            RopeScaling::LongRope { short_factor, .. } => self.scaled_inv_freq(short_factor),
+        }
+    }
+
+    /// `1 / (ext_factors * base ** (arange(0, dim, 2) / dim))` in f32, longrope's frequencies.
+    fn scaled_inv_freq(&self, ext_factors: &[f64]) -> Vec<f32> {
+        let pos = self.pos_freqs(self.theta as f32);
+        pos.iter().zip(ext_factors).map(|(p, e)| 1.0 / (*e as f32 * p)).collect()
+    }
+
+    /// For `longrope`: `(short, long, original_max_position_embeddings)`, the inverse frequencies
+    /// used while `max(position_ids) + 1 <= original_max_position_embeddings`, those used past
+    /// it, and that bound.
+    pub fn longrope_inv_freqs(&self) -> Option<(Vec<f32>, Vec<f32>, usize)> {
+        match &self.scaling {
+            RopeScaling::LongRope { short_factor, long_factor, original_max_position_embeddings, .. } => Some((
+                self.scaled_inv_freq(short_factor),
+                self.scaled_inv_freq(long_factor),
+                *original_max_position_embeddings,
+            )),
+            _ => None,
         }
     }
 
@@ -102,6 +176,7 @@ impl RopeConfig {
                     _ => get(*factor, 1.0) as f32,
                 }
             }
+            RopeScaling::LongRope { attention_factor, .. } => *attention_factor as f32,
             _ => 1.0,
         }
     }

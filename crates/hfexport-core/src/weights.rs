@@ -42,8 +42,13 @@ pub enum WeightExpr {
     Stored(String),
     /// Converted to another dtype (e.g. bf16 checkpoint weights exported as f32).
     Cast(Box<WeightExpr>, DType),
-    /// A 2-D transpose (e.g. `[out, in]` linear weights for a backend that wants `[in, out]`).
+    /// A 2-D transpose (e.g. `[out, in]` linear weights for a backend that wants `[in, out]`,
+    /// or GPT-2's `Conv1D` weights, stored `[in, out]`).
     Transpose(Box<WeightExpr>),
+    /// `x[start..end]` along `axis` (one projection of a fused `qkv_proj` or `gate_up_proj`).
+    Slice { expr: Box<WeightExpr>, axis: usize, start: usize, end: usize },
+    /// `1 + x` (Gemma's RMSNorm scales by `1 + weight`).
+    OnePlus(Box<WeightExpr>),
 }
 
 impl WeightExpr {
@@ -55,8 +60,14 @@ impl WeightExpr {
     pub fn sources(&self) -> Vec<&str> {
         match self {
             WeightExpr::Stored(n) => vec![n.as_str()],
-            WeightExpr::Cast(e, _) | WeightExpr::Transpose(e) => e.sources(),
+            WeightExpr::Cast(e, _) | WeightExpr::Transpose(e) | WeightExpr::OnePlus(e) => e.sources(),
+            WeightExpr::Slice { expr, .. } => expr.sources(),
         }
+    }
+
+    /// `self[start..end]` along `axis`.
+    pub fn slice(self, axis: usize, start: usize, end: usize) -> WeightExpr {
+        WeightExpr::Slice { expr: Box::new(self), axis, start, end }
     }
 
     /// Dtype and shape of the result, from the stored tensors' metadata only.
@@ -73,6 +84,13 @@ impl WeightExpr {
                         msg: format!("transpose needs a 2-D tensor, got shape {s:?}"),
                     }),
                 }
+            }
+            WeightExpr::OnePlus(e) => e.info(src),
+            WeightExpr::Slice { expr, axis, start, end } => {
+                let mut i = expr.info(src)?;
+                check_slice(expr, &i.shape, *axis, *start, *end)?;
+                i.shape[*axis] = end - start;
+                Ok(i)
             }
         }
     }
@@ -101,7 +119,54 @@ impl WeightExpr {
                 }
                 Ok(Tensor::f32(vec![c, r], out)?.cast(t.dtype()))
             }
+            WeightExpr::OnePlus(e) => {
+                let t = e.materialize(src)?;
+                let v: Vec<f32> = t.cast(DType::F32).as_f32()?.iter().map(|x| 1.0 + x).collect();
+                Ok(Tensor::f32(t.shape().to_vec(), v)?.cast(t.dtype()))
+            }
+            WeightExpr::Slice { expr, axis, start, end } => {
+                let t = expr.materialize(src)?;
+                check_slice(expr, t.shape(), *axis, *start, *end)?;
+                let (outer, inner) =
+                    (t.shape()[..*axis].iter().product::<usize>(), t.shape()[axis + 1..].iter().product::<usize>());
+                let (len, size) = (t.shape()[*axis], t.dtype().size());
+                let bytes = t.to_le_bytes();
+                let mut out = Vec::with_capacity(outer * (end - start) * inner * size);
+                for o in 0..outer {
+                    let row = (o * len) * inner * size;
+                    out.extend_from_slice(&bytes[row + start * inner * size..row + end * inner * size]);
+                }
+                let mut shape = t.shape().to_vec();
+                shape[*axis] = end - start;
+                Tensor::from_le_bytes(t.dtype(), shape, &out)
+            }
         }
+    }
+
+    /// The stored bytes this expression reads unchanged, when it is a stored tensor or a
+    /// leading-axis slice of one and the source has raw bytes: (bytes, their dtype).
+    fn raw_view<'s>(&self, src: &'s dyn TensorSource) -> Option<(&'s [u8], DType)> {
+        match self {
+            WeightExpr::Stored(n) => Some((src.raw(n)?, src.info(n).ok()?.dtype)),
+            WeightExpr::Slice { expr, axis: 0, start, end } => {
+                let (bytes, dtype) = expr.raw_view(src)?;
+                let len = *expr.info(src).ok()?.shape.first()?;
+                let row = bytes.len() / len.max(1);
+                (end <= &len).then(|| (&bytes[start * row..end * row], dtype))
+            }
+            _ => None,
+        }
+    }
+}
+
+/// A slice must stay inside the tensor it reads.
+fn check_slice(expr: &WeightExpr, shape: &[usize], axis: usize, start: usize, end: usize) -> Result<()> {
+    match shape.get(axis) {
+        Some(&len) if start < end && end <= len => Ok(()),
+        _ => Err(Error::Weight {
+            tensor: expr.sources().join(","),
+            msg: format!("slice {start}..{end} along axis {axis} is outside shape {shape:?}"),
+        }),
     }
 }
 
@@ -118,28 +183,27 @@ impl WeightExpr {
             tensor: name.to_string(),
             msg: format!("write failed: {e}"),
         };
+        let name = self.to_string();
         let out = match self {
-            WeightExpr::Stored(n) if src.raw(n).is_some() => {
-                let bytes = src.raw(n).expect("checked");
-                sink(bytes).map_err(|e| io(n, e))?;
-                bytes.len() as u64
-            }
-            WeightExpr::Cast(inner, to) if matches!(**inner, WeightExpr::Stored(ref n) if src.raw(n).is_some()) => {
-                let WeightExpr::Stored(n) = &**inner else { unreachable!("matched above") };
-                let from = src.info(n)?.dtype;
-                let bytes = src.raw(n).expect("checked");
+            WeightExpr::Cast(inner, to) if inner.raw_view(src).is_some() => {
+                let (bytes, from) = inner.raw_view(src).expect("checked");
                 let mut total = 0u64;
                 let mut buf = Vec::with_capacity(STREAM_CHUNK * to.size());
                 for chunk in bytes.chunks(STREAM_CHUNK * from.size()) {
                     convert_le_bytes(from, *to, chunk, &mut buf)?;
-                    sink(&buf).map_err(|e| io(n, e))?;
+                    sink(&buf).map_err(|e| io(&name, e))?;
                     total += buf.len() as u64;
                 }
                 total
             }
+            _ if self.raw_view(src).is_some() => {
+                let (bytes, _) = self.raw_view(src).expect("checked");
+                sink(bytes).map_err(|e| io(&name, e))?;
+                bytes.len() as u64
+            }
             _ => {
                 let b = self.materialize(src)?.to_le_bytes();
-                sink(&b).map_err(|e| io(&self.to_string(), e))?;
+                sink(&b).map_err(|e| io(&name, e))?;
                 b.len() as u64
             }
         };
@@ -176,6 +240,8 @@ impl std::fmt::Display for WeightExpr {
             WeightExpr::Stored(n) => write!(f, "{n}"),
             WeightExpr::Cast(e, d) => write!(f, "cast<{d}>({e})"),
             WeightExpr::Transpose(e) => write!(f, "transpose({e})"),
+            WeightExpr::Slice { expr, axis, start, end } => write!(f, "slice<{axis}:{start}..{end}>({expr})"),
+            WeightExpr::OnePlus(e) => write!(f, "1+({e})"),
         }
     }
 }

@@ -30,6 +30,31 @@ fn rms_norm_equals_decomposition() {
     assert!(compare(Op::RmsNorm { eps: 1e-5 }, &[("x", &xb), ("w", &wb)]) < 2e-2);
 }
 
+#[test]
+fn layer_norm_equals_decomposition() {
+    let mut r = Rng::new(7);
+    let x = r.tensor(&[2, 3, 16], 2.0);
+    let (w, b) = (r.tensor(&[16], 1.0), r.tensor(&[16], 1.0));
+    let op = Op::LayerNorm { eps: 1e-5 };
+    assert!(compare(op.clone(), &[("x", &x), ("w", &w)]) < 1e-5);
+    assert!(compare(op.clone(), &[("x", &x), ("w", &w), ("b", &b)]) < 1e-5);
+    let [xb, wb, bb] = [&x, &w, &b].map(|t| t.cast(DType::BF16));
+    assert!(compare(op, &[("x", &xb), ("w", &wb), ("b", &bb)]) < 2e-2);
+}
+
+const ACTIVATIONS: [Activation; 5] =
+    [Activation::Silu, Activation::Gelu, Activation::GeluTanh, Activation::Relu, Activation::QuickGelu];
+
+#[test]
+fn every_activation_equals_decomposition() {
+    let mut r = Rng::new(8);
+    let x = r.tensor(&[2, 3, 16], 4.0);
+    for act in ACTIVATIONS {
+        let diff = compare(Op::Activate(act), &[("x", &x)]);
+        assert!(diff < 1e-6, "{act:?}: {diff}");
+    }
+}
+
 fn ropes(dim: usize) -> Vec<RopeConfig> {
     let r = |scaling| RopeConfig { theta: 10000.0, dim, scaling };
     vec![
@@ -62,7 +87,16 @@ fn ropes(dim: usize) -> Vec<RopeConfig> {
             attention_factor: None,
             truncate: false,
         }),
+        // the long factors past 6 positions, the short ones within 64
+        r(longrope(dim, 6)),
+        r(longrope(dim, 64)),
     ]
+}
+
+fn longrope(dim: usize, original_max: usize) -> RopeScaling {
+    let short = (0..dim / 2).map(|i| 1.0 + 0.1 * i as f64).collect();
+    let long = (0..dim / 2).map(|i| 1.0 + 1.5 * i as f64).collect();
+    RopeScaling::longrope(short, long, original_max, 4.0, None)
 }
 
 #[test]
@@ -193,7 +227,7 @@ fn linear_and_gated_mlp_equal_decomposition() {
     let wg = r.tensor(&[32, 16], 0.3);
     let wu = r.tensor(&[32, 16], 0.3);
     let wd = r.tensor(&[16, 32], 0.3);
-    for act in [Activation::Silu, Activation::GeluTanh] {
+    for act in ACTIVATIONS {
         let diff = compare(Op::GatedMlp { act }, &[("x", &x), ("g", &wg), ("u", &wu), ("d", &wd)]);
         assert!(diff < 1e-5, "{act:?}: {diff}");
     }

@@ -96,6 +96,7 @@ enum Target {
     Index,
     Arange,
     Linear,
+    LayerNorm,
     IndexCopy,
     Sdpa,
 }
@@ -119,6 +120,10 @@ fn target_of(name: &str) -> Option<Target> {
         "aten.silu.default" => Unary(tch::Tensor::f_silu),
         "aten.cos.default" => Unary(tch::Tensor::f_cos),
         "aten.sin.default" => Unary(tch::Tensor::f_sin),
+        "aten.erf.default" => Unary(tch::Tensor::f_erf),
+        "aten.relu.default" => Unary(tch::Tensor::f_relu),
+        // exact GELU; a program passing `approximate` (a string) is refused at load
+        "aten.gelu.default" => Unary(|x| x.f_gelu("none")),
         "aten.logical_not.default" => Unary(tch::Tensor::f_logical_not),
         "aten.add.Tensor" => AddTensor,
         "aten.sub.Tensor" => SubTensor,
@@ -149,6 +154,7 @@ fn target_of(name: &str) -> Option<Target> {
         "aten.index.Tensor" => Index,
         "aten.arange.start_step" => Arange,
         "aten.linear.default" => Linear,
+        "aten.layer_norm.default" => LayerNorm,
         "aten.index_copy.default" => IndexCopy,
         "aten.scaled_dot_product_attention.default" => Sdpa,
         _ => return None,
@@ -679,6 +685,16 @@ impl Pt2Runner {
                 .map_err(te)?
             }
             Linear => r.tensor("input")?.f_linear(r.tensor("weight")?, r.opt_tensor("bias")?).map_err(te)?,
+            LayerNorm => r
+                .tensor("input")?
+                .f_layer_norm(
+                    r.syms("normalized_shape")?.as_slice(),
+                    r.opt_tensor("weight")?,
+                    r.opt_tensor("bias")?,
+                    r.opt_float("eps")?.unwrap_or(1e-5),
+                    r.bool_or("cudnn_enable", true)?,
+                )
+                .map_err(te)?,
             IndexCopy => {
                 let (x, dim, index, source) =
                     (r.tensor("self")?, r.int("dim")?, r.tensor("index")?, r.tensor("source")?);

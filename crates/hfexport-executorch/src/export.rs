@@ -1,4 +1,4 @@
-//! The `.pte` exporter: core passes (every high-level op but `Linear` and `CacheUpdate`
+//! The `.pte` exporter: core passes (every high-level op but `Linear`, `CacheUpdate` and relu
 //! decomposed: ExecuTorch's kernel libraries register no attention, silu or index_copy), the
 //! shared ATen lowering, an ExecuTorch method per component ([`crate::program`]) with its own
 //! memory plan ([`crate::plan`]), and one file for all of them ([`crate::pte`]: `model.pte`,
@@ -7,15 +7,15 @@
 use crate::program::{build, Alloc, Backend, ConstSource, Data, Method, Value};
 use crate::{plan, pte, EtError, Result};
 use hfexport_aten::lower;
-use hfexport_core::backend::{Backend as HfBackend, Lowering, Runner, WeightProgress};
+use hfexport_core::backend::{Backend as HfBackend, DefaultBounds, Lowering, Runner, WeightProgress};
 use hfexport_core::config::{ExecutorchBackend, ExecutorchConfig, ExportFormat};
 use hfexport_core::generation::Generator;
 #[cfg(feature = "runtime")]
 use hfexport_core::generation::{timed_greedy, Generated};
 use hfexport_core::metadata::Component;
 use hfexport_core::plan::{ComponentSpec, Planned, Role};
-use hfexport_core::{ExportConfig, Graph, Op, TensorSource};
-use std::collections::BTreeMap;
+use hfexport_core::{Activation, ExportConfig, Graph, Op, TensorSource};
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::path::Path;
 
@@ -51,11 +51,19 @@ pub fn native(op: &Op) -> bool {
         // `Linear`: an XNNPACK FullyConnected delegate (or `linear.out`); `CacheUpdate`: an
         // in-place `index_put_` into the cache input
         Op::Linear | Op::CacheUpdate => true,
-        // the wheel's kernel libraries register no attention, RMS norm, rotary or silu; a
+        // `relu.out`; the wheel's `gelu.out` takes a string argument (no EValue here carries one)
+        // and nothing registers silu or quick_gelu
+        Op::Activate(act) => match act {
+            Activation::Relu => true,
+            Activation::Gelu | Activation::GeluTanh | Activation::Silu | Activation::QuickGelu => false,
+        },
+        // the wheel's kernel libraries register no attention, RMS norm, rotary or silu, and layer
+        // norm only as `native_layer_norm.out`, whose three outputs a call here cannot have; a
         // `ScatterSlots` (an OpenVINO patch's, never in a .pte graph) is not tied to a cache
         // input, so the in-place `index_put_` that `CacheUpdate` becomes would not be safe for it
         Op::Attention { .. }
         | Op::RmsNorm { .. }
+        | Op::LayerNorm { .. }
         | Op::RotaryCosSin { .. }
         | Op::ApplyRotary
         | Op::GatedMlp { .. }
@@ -110,12 +118,29 @@ impl HfBackend for Executorch {
         Ok(graphs
             .iter()
             .zip(arenas)
-            .map(|((method, _), arena)| {
-                let mib = arena as f64 / (1u64 << 20) as f64;
-                let note = format!("{FILE}, method `{method}`: memory plan of {mib:.1} MiB");
+            .map(|((method, g), arena)| {
+                let bounds: Vec<String> = g.symbols.iter().map(|(s, r)| format!("{} <= {}", s.name(), r.max)).collect();
+                let at = match bounds.is_empty() {
+                    true => String::new(),
+                    false => format!(" at {}", bounds.join(", ")),
+                };
+                let note = format!("{FILE}, method `{method}`: memory plan of {}{at}", crate::bounds::mib(arena));
                 hfexport_core::backend::Written { files: vec![FILE.to_string()], note: Some(note) }
             })
             .collect())
+    }
+
+    fn default_bounds(
+        &self,
+        components: &[Planned],
+        open: &[BTreeSet<String>],
+        cfg: &ExportConfig,
+    ) -> hfexport_core::Result<DefaultBounds> {
+        if open.iter().all(BTreeSet::is_empty) {
+            return Ok(DefaultBounds::default());
+        }
+        let (prepared, _) = hfexport_core::backend::prepare(&BACKEND, cfg, components)?;
+        Ok(crate::bounds::default_bounds(&prepared, open, executorch_config(cfg)?)?)
     }
 
     #[allow(unused_variables)]
@@ -218,6 +243,16 @@ impl From<crate::runtime::RunError> for hfexport_core::Error {
 
 /// The method of a prepared graph: ATen lowering, kernels and memory plan.
 pub fn method(g: &Graph, cfg: &ExecutorchConfig) -> Result<Method> {
+    let mut m = unplanned_method(g, cfg)?;
+    plan::plan(&mut m);
+    if m.arena > MAX_ARENA {
+        return Err(EtError::Plan(arena_message(&m, g)));
+    }
+    Ok(m)
+}
+
+/// The method of a prepared graph before its memory plan: ATen lowering and kernels.
+pub fn unplanned_method(g: &Graph, cfg: &ExecutorchConfig) -> Result<Method> {
     let backend = match cfg.backend {
         ExecutorchBackend::Portable => Backend::Portable,
         ExecutorchBackend::Xnnpack => Backend::Xnnpack,
@@ -235,12 +270,7 @@ pub fn method(g: &Graph, cfg: &ExecutorchConfig) -> Result<Method> {
         graph_output: cfg.alloc_graph_output,
         mutable_buffers: cfg.alloc_mutable_buffers,
     };
-    let mut m = build(&aten, &g.symbols, alloc, backend)?;
-    plan::plan(&mut m);
-    if m.arena > MAX_ARENA {
-        return Err(EtError::Plan(arena_message(&m, g)));
-    }
-    Ok(m)
+    Ok(build(&aten, &g.symbols, alloc, backend)?)
 }
 
 /// Why the arena is too large: its size, the largest tensors and the symbols' maxima.

@@ -3,6 +3,8 @@
 //!
 //! - [`program`]: the method — EValues, `.out` kernel calls, in-place cache updates;
 //! - [`plan`]: the memory plan (lifetimes packed into one arena at upper-bound sizes);
+//! - [`bounds`]: the default upper bounds of symbols the user left open (batch <= 1, the
+//!   sequence shrunk until the memory plan fits 1 GiB);
 //! - [`pte`]: the flatbuffer of `program.fbs`, the extended header and the segments (shared
 //!   constants, delegate payloads, named weights);
 //! - [`dump`]: a `.pte` read back (checked) and printed as readable instructions;
@@ -16,6 +18,7 @@
 //! The flatbuffer code in `generated/` comes from the schemas vendored in `schema/` (from the
 //! executorch wheel) by `cargo xtask codegen`, so a build needs no flatc.
 
+pub mod bounds;
 pub mod dump;
 pub mod error;
 pub mod export;

@@ -8,6 +8,7 @@
 //! scratch reuses the bytes of the previous layer's.
 
 use crate::program::{Data, Method, Value};
+use hfexport_core::SymbolScope;
 
 /// Alignment of every planned tensor (ExecuTorch's default).
 pub const ALIGN: u64 = 16;
@@ -23,6 +24,16 @@ fn refs(m: &Method, v: usize, out: &mut Vec<usize>) {
         Value::TensorList(items) => out.extend(items),
         Value::OptTensorList(items) => out.extend(items.iter().flatten()),
         _ => {}
+    }
+}
+
+/// Sets every tensor's upper-bound sizes from the ranges of `scope` (to plan the same method
+/// at other bounds, as [`crate::bounds`] does).
+pub fn rebound(m: &mut Method, scope: &SymbolScope) {
+    for v in &mut m.values {
+        if let Value::Tensor(t) = v {
+            t.bound = t.sizes.iter().map(|d| d.bounds(scope).1).collect();
+        }
     }
 }
 
@@ -114,6 +125,28 @@ mod tests {
             Data::Planned(Some(o)) => *o,
             other => panic!("{other:?}"),
         }
+    }
+
+    /// The same method planned at a smaller range of its symbol reserves less.
+    #[test]
+    fn rebound_plans_the_method_at_other_ranges() {
+        let mut scope = SymbolScope::default();
+        let s = scope.declare("sequence", 1, 1024).unwrap();
+        let planned = Value::Tensor(TensorValue {
+            dtype: DType::F32,
+            sizes: vec![Dim::sym(&s), Dim::konst(8)],
+            bound: vec![],
+            data: Data::Planned(None),
+            name: String::new(),
+        });
+        let mut m = Method { values: vec![planned], inputs: vec![0], outputs: vec![0], ..Default::default() };
+        rebound(&mut m, &scope);
+        plan(&mut m);
+        assert_eq!(m.arena, 1024 * 8 * 4);
+        scope.set_range(&s, 1, 10);
+        rebound(&mut m, &scope);
+        plan(&mut m);
+        assert_eq!((m.tensor(0).unwrap().bound.clone(), m.arena), (vec![10, 8], 320));
     }
 
     /// x -> a -> b -> c: `a` and `c` never live together, so `c` reuses `a`'s bytes; `b`

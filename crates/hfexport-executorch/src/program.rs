@@ -204,6 +204,8 @@ fn kernel(target: &str) -> Option<Kernel> {
         "aten.sigmoid.default" => unary("aten::sigmoid"),
         "aten.cos.default" => unary("aten::cos"),
         "aten.sin.default" => unary("aten::sin"),
+        "aten.erf.default" => unary("aten::erf"),
+        "aten.relu.default" => unary("aten::relu"),
         "aten.where.self" => k!("aten::where", "self_out", [("condition", A), ("self", A), ("other", A)]),
         "aten._to_copy.default" => {
             k!("aten::_to_copy", "out", [("self", A), ("non_blocking", Lit::Bool(false)), ("memory_format", Lit::Null)])

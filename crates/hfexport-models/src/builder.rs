@@ -1,26 +1,34 @@
 //! Builds core graphs straight from a checkpoint: no tracing, every dim that the I/O contract
 //! makes symbolic stays symbolic, and weights stay lazy (names and transforms, no bytes).
 //!
-//! One decoder builder serves the whole Llama family; the differences between architectures
-//! are flags in [`ArchSpec`]. Every weight is checked for presence, dtype and shape before the
-//! graph is returned, so a malformed checkpoint fails here with the tensor's name.
+//! This module holds the graph plans (forward, static-cache decode, growing-cache prefill and
+//! decode: inputs, masks, positions, rotary tables and caches); what happens between the
+//! embedding and the logits is the family's blocks ([`crate::blocks`]) as its definition
+//! ([`crate::arch`]) composes them. Every weight is checked for presence, dtype and shape
+//! before the graph is returned, so a malformed checkpoint fails here with the tensor's name.
 
-use crate::config::{LayerType, ModelConfig};
+use crate::arch::{lookup, Architecture};
+use crate::blocks::Vb;
+use crate::config::ModelConfig;
 use crate::error::{ModelError, Result};
-use crate::registry::{lookup, ArchSpec};
 use hfexport_core::ops::{Activation, BinaryOp};
 use hfexport_core::plan::{CacheMode, ComponentSpec, Planned, Role};
-use hfexport_core::{DType, Dim, Graph, Op, TensorInfo, ValueId, WeightExpr};
+use hfexport_core::{DType, Dim, Graph, Op, RopeConfig, TensorInfo, ValueId};
 
 /// What a builder can ask of a weight store: a float tensor of a given shape, or an error
-/// naming the tensor and the file.
+/// naming the tensor and the file; and whether a tensor exists (to pick between the layouts a
+/// family is stored in).
 pub trait Weights {
     fn expect(&self, name: &str, shape: &[usize]) -> Result<TensorInfo>;
+    fn has(&self, name: &str) -> bool;
 }
 
 impl Weights for crate::Checkpoint {
     fn expect(&self, name: &str, shape: &[usize]) -> Result<TensorInfo> {
         self.expect_tensor(name, shape)
+    }
+    fn has(&self, name: &str) -> bool {
+        self.tensor_info(name).is_some()
     }
 }
 
@@ -77,9 +85,9 @@ pub fn max_context(cfg: &ModelConfig) -> i64 {
 /// Builds the forward graph of `task`: inputs `input_ids`, `attention_mask` (int64
 /// `[batch, seq]`), output `logits` `[batch, seq, vocab]`.
 pub fn build(cfg: &ModelConfig, weights: &dyn Weights, task: Task, opts: &BuildOptions) -> Result<Graph> {
-    let spec = lookup(&cfg.architecture)?;
+    let arch = lookup(&cfg.architecture)?;
     match task {
-        Task::CausalLm => Decoder { cfg, spec, weights, opts, g: Graph::new("model"), kv: Kv::Tokens }.causal_lm(),
+        Task::CausalLm => Decoder::new(cfg, arch, weights, opts, "model").causal_lm(),
     }
 }
 
@@ -110,8 +118,8 @@ pub fn build_generation(
     static_cache: Option<usize>,
     multi_token_decode: bool,
 ) -> Result<Vec<Planned>> {
-    let spec = lookup(&cfg.architecture)?;
-    let decoder = |name: &str| Decoder { cfg, spec, weights, opts, g: Graph::new(name), kv: Kv::Tokens };
+    let arch = lookup(&cfg.architecture)?;
+    let decoder = |name: &str| Decoder::new(cfg, arch, weights, opts, name);
     let planned =
         |role: Role, cache: CacheMode, graph: Graph| Planned { spec: ComponentSpec::generation(role, cache), graph };
     let (stat, grow) = (CacheMode::StaticInPlace, CacheMode::Growing);
@@ -134,14 +142,23 @@ pub fn build_generation(
 }
 
 /// Per-layer activations shared by every layer: rotary tables, mask and positions.
-struct LayerInputs {
-    cos: ValueId,
-    sin: ValueId,
-    mask: ValueId,
+pub(crate) struct LayerInputs {
+    /// `(rope, cos, sin)` for each distinct rope the layers use.
+    ropes: Vec<(RopeConfig, ValueId, ValueId)>,
+    pub(crate) mask: ValueId,
     /// Positions of the queries and of the keys (the same in a forward pass; cache slots when
     /// the keys come from a static cache), for sliding windows.
-    positions: ValueId,
-    key_positions: ValueId,
+    pub(crate) positions: ValueId,
+    pub(crate) key_positions: ValueId,
+}
+
+impl LayerInputs {
+    /// The cos/sin tables of `rope` (made for every rope a layer uses).
+    pub(crate) fn tables(&self, rope: &RopeConfig) -> (ValueId, ValueId) {
+        let (_, cos, sin) =
+            self.ropes.iter().find(|(r, ..)| r == rope).expect("tables are made for every layer's rope");
+        (*cos, *sin)
+    }
 }
 
 /// Where the keys and values of each layer come from.
@@ -158,49 +175,44 @@ enum Kv {
     StaticCache { inputs: Vec<(ValueId, ValueId)>, outputs: Vec<(ValueId, ValueId)> },
 }
 
-struct Decoder<'a> {
-    cfg: &'a ModelConfig,
-    spec: &'a ArchSpec,
-    weights: &'a dyn Weights,
-    opts: &'a BuildOptions,
-    g: Graph,
+/// The builder of one graph: the plan methods here, the blocks in [`crate::blocks`].
+pub(crate) struct Decoder<'a> {
+    pub(crate) cfg: &'a ModelConfig,
+    pub(crate) arch: &'a Architecture,
+    pub(crate) weights: &'a dyn Weights,
+    pub(crate) opts: &'a BuildOptions,
+    pub(crate) g: Graph,
     kv: Kv,
 }
 
-impl Decoder<'_> {
-    fn weight(&mut self, name: &str, shape: &[usize]) -> Result<ValueId> {
-        let info = self.weights.expect(name, shape)?;
-        let mut expr = WeightExpr::stored(name);
-        if info.dtype != self.opts.dtype {
-            expr = WeightExpr::Cast(Box::new(expr), self.opts.dtype);
-        }
-        Ok(self.g.add_weight(name, expr, self.opts.dtype, shape))
+impl<'a> Decoder<'a> {
+    fn new(
+        cfg: &'a ModelConfig,
+        arch: &'a Architecture,
+        weights: &'a dyn Weights,
+        opts: &'a BuildOptions,
+        name: &str,
+    ) -> Decoder<'a> {
+        Decoder { cfg, arch, weights, opts, g: Graph::new(name), kv: Kv::Tokens }
     }
 
-    fn op(&mut self, name: &str, op: Op, ins: &[ValueId]) -> Result<ValueId> {
-        Ok(self.g.op(name, op, ins)?)
-    }
-
-    fn linear(&mut self, prefix: &str, out: usize, inp: usize, bias: bool, x: ValueId) -> Result<ValueId> {
-        let w = self.weight(&format!("{prefix}.weight"), &[out, inp])?;
-        let mut ins = vec![x, w];
-        if bias {
-            ins.push(self.weight(&format!("{prefix}.bias"), &[out])?);
-        }
-        self.op(prefix, Op::Linear, &ins)
-    }
-
-    fn rms_norm(&mut self, prefix: &str, size: usize, x: ValueId) -> Result<ValueId> {
-        let w = self.weight(&format!("{prefix}.weight"), &[size])?;
-        let eps = self.cfg.rms_norm_eps as f32;
-        self.op(prefix, Op::RmsNorm { eps }, &[x, w])
+    /// The prefix the text model is stored under: the first of the layout's roots whose
+    /// embedding table exists (the first root when none does, so the error names it).
+    fn root(&self) -> Vb {
+        let layout = &self.arch.layout;
+        let root = layout
+            .roots
+            .iter()
+            .find(|r| self.weights.has(&Vb::root(r).pp(layout.embed).name("weight")))
+            .unwrap_or(&layout.roots[0]);
+        Vb::root(root)
     }
 
     fn activation(&self) -> Result<Activation> {
         let name = &self.cfg.hidden_act;
         Activation::from_hf(name).ok_or_else(|| ModelError::Config {
             path: "config.json".into(),
-            key: "hidden_act".into(),
+            key: self.arch.config.keys.activation[0].into(),
             msg: format!("`{name}` is not supported; valid: {}", Activation::NAMES.join(", ")),
         })
     }
@@ -241,10 +253,10 @@ impl Decoder<'_> {
             inputs.push((k, v));
         }
         self.kv = Kv::StaticCache { inputs, outputs: vec![] };
-        let (cos, sin) = self.rotary(positions)?;
+        let ropes = self.rotary(positions)?;
         let slots = self.op("cache.slots", Op::Iota { len: len.clone() }, &[])?;
         let key_positions = self.op("cache.slot_ids", Op::Reshape { shape: vec![one, len] }, &[slots])?;
-        let shared = LayerInputs { cos, sin, mask, positions, key_positions };
+        let shared = LayerInputs { ropes, mask, positions, key_positions };
         self.logits(ids, &shared, act)?;
         self.cache_outputs(true)?;
         Ok(self.g)
@@ -281,7 +293,7 @@ impl Decoder<'_> {
         let cache_shape = vec![one.clone(), Dim::from(cfg.num_key_value_heads), past, Dim::from(cfg.head_dim)];
         let inputs = self.cache_inputs(&cache_shape)?;
         self.kv = Kv::Growing { inputs, outputs: vec![] };
-        let (cos, sin) = self.rotary(positions)?;
+        let ropes = self.rotary(positions)?;
         let keys = self.op("cache.positions", Op::Iota { len: total.clone() }, &[])?;
         let key_positions =
             self.op("cache.key_ids", Op::Reshape { shape: vec![one.clone(), total.clone()] }, &[keys])?;
@@ -300,7 +312,7 @@ impl Decoder<'_> {
         let pad =
             self.op("mask.padding_keys", Op::Reshape { shape: vec![one.clone(), one.clone(), one, total] }, &[pad])?;
         let mask = self.op("mask", Op::Binary(BinaryOp::And), &[causal, pad])?;
-        let shared = LayerInputs { cos, sin, mask, positions, key_positions };
+        let shared = LayerInputs { ropes, mask, positions, key_positions };
         self.logits(ids, &shared, act)?;
         self.cache_outputs(false)?;
         Ok(self.g)
@@ -308,34 +320,39 @@ impl Decoder<'_> {
 
     /// Embedding, decoder layers, final norm and head: the `logits` output.
     fn logits(&mut self, ids: ValueId, shared: &LayerInputs, act: Activation) -> Result<()> {
-        let cfg = self.cfg;
-        let embed = self.weight("model.embed_tokens.weight", &[cfg.vocab_size, cfg.hidden_size])?;
-        let mut h = self.op("model.embed_tokens", Op::Gather { axis: 0 }, &[embed, ids])?;
-        for i in 0..cfg.num_hidden_layers {
-            h = self.decoder_layer(i, h, shared, act)?;
+        let root = self.root();
+        let (mut h, table) = self.embed(&root, ids, shared.positions)?;
+        let layers = root.pp(self.arch.layout.layers);
+        for i in 0..self.cfg.num_hidden_layers {
+            h = self.decoder_layer(&layers.pp(i), i, h, shared, act)?;
         }
-        let h = self.rms_norm("model.norm", cfg.hidden_size, h)?;
-        let lm_head = if cfg.tie_word_embeddings {
-            embed
-        } else {
-            self.weight("lm_head.weight", &[cfg.vocab_size, cfg.hidden_size])?
-        };
-        let logits = self.op("lm_head", Op::Linear, &[h, lm_head])?;
+        let logits = self.head(&root, h, table)?;
         self.g.add_output("logits", logits)?;
         Ok(())
     }
 
-    /// Rotary tables for `positions` `[b|1, s]`, in the graph's dtype.
-    fn rotary(&mut self, positions: ValueId) -> Result<(ValueId, ValueId)> {
-        let rope = self.cfg.rope.clone();
-        let cs = self.g.add_node("model.rotary_emb", Op::RotaryCosSin { rope }, &[positions])?;
-        let dtype = self.opts.dtype;
-        let (mut cos, mut sin) = (cs[0], cs[1]);
-        if dtype != DType::F32 {
-            cos = self.op("model.rotary_emb.cos", Op::Cast(dtype), &[cos])?;
-            sin = self.op("model.rotary_emb.sin", Op::Cast(dtype), &[sin])?;
+    /// Rotary tables for `positions` `[b|1, s]`, in the graph's dtype, for each distinct rope
+    /// the layers use (the sliding layers' own is `model.rotary_emb_local`).
+    fn rotary(&mut self, positions: ValueId) -> Result<Vec<(RopeConfig, ValueId, ValueId)>> {
+        let mut ropes: Vec<RopeConfig> = vec![];
+        for rope in (0..self.cfg.num_hidden_layers).filter_map(|i| self.cfg.layer_rope(i)) {
+            if !ropes.contains(rope) {
+                ropes.push(rope.clone());
+            }
         }
-        Ok((cos, sin))
+        let dtype = self.opts.dtype;
+        let mut tables = vec![];
+        for rope in ropes {
+            let name = if rope == self.cfg.rope { "model.rotary_emb" } else { "model.rotary_emb_local" };
+            let cs = self.g.add_node(name, Op::RotaryCosSin { rope: rope.clone() }, &[positions])?;
+            let (mut cos, mut sin) = (cs[0], cs[1]);
+            if dtype != DType::F32 {
+                cos = self.op(&format!("{name}.cos"), Op::Cast(dtype), &[cos])?;
+                sin = self.op(&format!("{name}.sin"), Op::Cast(dtype), &[sin])?;
+            }
+            tables.push((rope, cos, sin));
+        }
+        Ok(tables)
     }
 
     /// Positions `0..seq` (as transformers uses without `position_ids`), rotary tables, and the
@@ -344,7 +361,7 @@ impl Decoder<'_> {
         let one = Dim::konst(1);
         let pos = self.op("positions", Op::Iota { len: seq.clone() }, &[])?;
         let positions = self.op("position_ids", Op::Reshape { shape: vec![one.clone(), seq.clone()] }, &[pos])?;
-        let (cos, sin) = self.rotary(positions)?;
+        let ropes = self.rotary(positions)?;
         let q = self.op(
             "mask.query_pos",
             Op::Reshape { shape: vec![one.clone(), one.clone(), seq.clone(), one.clone()] },
@@ -363,70 +380,14 @@ impl Decoder<'_> {
             &[pad],
         )?;
         let mask = self.op("mask", Op::Binary(BinaryOp::And), &[causal, pad])?;
-        Ok(LayerInputs { cos, sin, mask, positions, key_positions: positions })
-    }
-
-    fn decoder_layer(&mut self, i: usize, h: ValueId, s: &LayerInputs, act: Activation) -> Result<ValueId> {
-        let cfg = self.cfg;
-        let p = format!("model.layers.{i}");
-        let x = self.rms_norm(&format!("{p}.input_layernorm"), cfg.hidden_size, h)?;
-        let a = self.attention(&format!("{p}.self_attn"), i, x, s)?;
-        let h = self.op(&format!("{p}.attn_residual"), Op::Binary(BinaryOp::Add), &[h, a])?;
-        let x = self.rms_norm(&format!("{p}.post_attention_layernorm"), cfg.hidden_size, h)?;
-        let m = self.mlp(&format!("{p}.mlp"), x, act)?;
-        self.op(&format!("{p}.mlp_residual"), Op::Binary(BinaryOp::Add), &[h, m])
-    }
-
-    /// `[b, s, heads*d]` -> `[b, heads, s, d]`, with the optional per-head norm in between.
-    fn split_heads(&mut self, name: &str, x: ValueId, heads: usize, norm: Option<String>) -> Result<ValueId> {
-        let s = self.g.info(x).shape.clone();
-        let d = self.cfg.head_dim;
-        let shape = vec![s[0].clone(), s[1].clone(), Dim::from(heads), Dim::from(d)];
-        let mut x = self.op(&format!("{name}.split_heads"), Op::Reshape { shape }, &[x])?;
-        if let Some(norm) = norm {
-            x = self.rms_norm(&norm, d, x)?;
-        }
-        self.op(&format!("{name}.heads_first"), Op::Transpose { perm: vec![0, 2, 1, 3] }, &[x])
-    }
-
-    fn attention(&mut self, p: &str, layer: usize, x: ValueId, s: &LayerInputs) -> Result<ValueId> {
-        let (cfg, spec) = (self.cfg, self.spec);
-        let (hd, nh, nkv) = (cfg.head_dim, cfg.num_attention_heads, cfg.num_key_value_heads);
-        let qkv_bias = spec.qkv_bias.resolve(cfg.attention_bias);
-        let q = self.linear(&format!("{p}.q_proj"), nh * hd, cfg.hidden_size, qkv_bias, x)?;
-        let k = self.linear(&format!("{p}.k_proj"), nkv * hd, cfg.hidden_size, qkv_bias, x)?;
-        let v = self.linear(&format!("{p}.v_proj"), nkv * hd, cfg.hidden_size, qkv_bias, x)?;
-        let norm = |n: &str| spec.qk_norm.then(|| format!("{p}.{n}_norm"));
-        let q = self.split_heads(&format!("{p}.q"), q, nh, norm("q"))?;
-        let k = self.split_heads(&format!("{p}.k"), k, nkv, norm("k"))?;
-        let v = self.split_heads(&format!("{p}.v"), v, nkv, None)?;
-        let q = self.op(&format!("{p}.q_rotary"), Op::ApplyRotary, &[q, s.cos, s.sin])?;
-        let k = self.op(&format!("{p}.k_rotary"), Op::ApplyRotary, &[k, s.cos, s.sin])?;
-        let (k, v) = self.cached_kv(p, layer, k, v, s.positions)?;
-        let window = match (spec.sliding_window, cfg.layer_types.get(layer), cfg.sliding_window) {
-            (true, Some(LayerType::SlidingAttention), Some(w)) => Some(w),
-            _ => None,
-        };
-        let scale = (hd as f64).powf(-0.5) as f32;
-        let op = Op::Attention { scale, softcap: None, sliding_window: window };
-        let mut ins = vec![q, k, v, s.mask];
-        if window.is_some() {
-            ins.extend([s.positions, s.key_positions]);
-        }
-        let o = self.op(&format!("{p}.attention"), op, &ins)?;
-        let o = self.op(&format!("{p}.heads_last"), Op::Transpose { perm: vec![0, 2, 1, 3] }, &[o])?;
-        let sh = self.g.info(o).shape.clone();
-        let merged = vec![sh[0].clone(), sh[1].clone(), Dim::from(nh * hd)];
-        let o = self.op(&format!("{p}.merge_heads"), Op::Reshape { shape: merged }, &[o])?;
-        let o_bias = spec.o_bias.resolve(cfg.attention_bias);
-        self.linear(&format!("{p}.o_proj"), cfg.hidden_size, nh * hd, o_bias, o)
+        Ok(LayerInputs { ropes, mask, positions, key_positions: positions })
     }
 
     /// With a static cache, writes this call's keys and values into the layer's cache at the
     /// tokens' positions and attends over the whole updated cache. The cache input is read by
     /// `CacheUpdate` only and everything after reads the update, so a backend may bind the
     /// input and output to one buffer.
-    fn cached_kv(
+    pub(crate) fn cached_kv(
         &mut self,
         p: &str,
         layer: usize,
@@ -485,21 +446,5 @@ impl Decoder<'_> {
             }
         }
         Ok(())
-    }
-
-    fn mlp(&mut self, p: &str, x: ValueId, act: Activation) -> Result<ValueId> {
-        let (hs, is) = (self.cfg.hidden_size, self.cfg.intermediate_size);
-        let mut ins = vec![
-            x,
-            self.weight(&format!("{p}.gate_proj.weight"), &[is, hs])?,
-            self.weight(&format!("{p}.up_proj.weight"), &[is, hs])?,
-            self.weight(&format!("{p}.down_proj.weight"), &[hs, is])?,
-        ];
-        if self.spec.mlp_bias.resolve(self.cfg.mlp_bias) {
-            ins.push(self.weight(&format!("{p}.gate_proj.bias"), &[is])?);
-            ins.push(self.weight(&format!("{p}.up_proj.bias"), &[is])?);
-            ins.push(self.weight(&format!("{p}.down_proj.bias"), &[hs])?);
-        }
-        self.op(p, Op::GatedMlp { act }, &ins)
     }
 }

@@ -17,6 +17,9 @@ use std::path::{Path, PathBuf};
 use hfexport_core::{DType, RopeConfig, RopeScaling};
 use serde_json::{Map, Value};
 
+use crate::arch::{
+    self, Architecture, Bias, ConfigSchema, Defaults, EmbeddingScale, LayerRule, RopeRule, ScaleRule, NO_DEFAULTS,
+};
 use crate::error::{ModelError, Result};
 
 /// Upper bounds on sizes: far above any real model, low enough that a typo or a hostile file
@@ -56,19 +59,39 @@ pub struct ModelConfig {
     pub head_dim: usize,
     pub hidden_act: String,
     pub max_position_embeddings: usize,
-    pub rms_norm_eps: f64,
+    /// The epsilon of every norm (`rms_norm_eps`, GPT-2's `layer_norm_epsilon`).
+    pub norm_eps: f64,
+    /// The rotary embedding (of the full-attention layers when [`Self::sliding_rope`] is set).
     pub rope: RopeConfig,
+    /// The sliding layers' own rotary embedding (Gemma 3's local base frequency).
+    pub sliding_rope: Option<RopeConfig>,
+    /// Per layer: whether it applies a rotary embedding (false: SmolLM3's NoPE layers, GPT-2).
+    pub rotary_layers: Vec<bool>,
     pub tie_word_embeddings: bool,
-    /// The `attention_bias` key as the architecture's transformers class reads it. Classes
-    /// without that key report `false`: Mistral has no attention biases, and Qwen2's q/k/v
-    /// biases are hard-wired in its modeling code (not expressed by this flag).
+    /// Biases of the q/k/v projections, resolved as the architecture's class reads them (the
+    /// `attention_bias` key, hard-wired on in Qwen2, absent in Mistral).
     pub attention_bias: bool,
-    /// The `mlp_bias` key (only Llama reads it; `false` for the others).
+    /// Bias of the attention output projection.
+    pub o_bias: bool,
+    /// Biases of the MLP projections (the `mlp_bias` key where the class reads it).
     pub mlp_bias: bool,
     /// The window used by the sliding layers; `None` when no layer slides.
     pub sliding_window: Option<usize>,
     /// One entry per layer (`len() == num_hidden_layers`).
     pub layer_types: Vec<LayerType>,
+    /// Per layer: the factor of the attention scores (`head_dim ** -0.5` in most families).
+    pub attention_scales: Vec<f64>,
+    /// Token embeddings are multiplied by this (Gemma's `sqrt(hidden_size)`, Granite's
+    /// `embedding_multiplier`).
+    pub embedding_scale: Option<f64>,
+    /// Sub-block outputs are multiplied by this before the residual add (Granite).
+    pub residual_multiplier: Option<f64>,
+    /// Logits are divided by this (Granite's `logits_scaling`).
+    pub logits_scaling: Option<f64>,
+    /// `tanh(scores / c) * c` before the mask (Gemma 2's `attn_logit_softcapping`).
+    pub attn_softcap: Option<f64>,
+    /// `tanh(logits / c) * c` (Gemma 2/3's `final_logit_softcapping`).
+    pub final_softcap: Option<f64>,
     /// `dtype` (transformers 5) or `torch_dtype` (older files).
     pub dtype: Option<DType>,
     pub bos_token_id: Option<i64>,
@@ -92,6 +115,17 @@ impl ModelConfig {
         };
         normalise(&Fields::new(obj, path, ""))
     }
+
+    /// The rotary embedding of `layer`, `None` for a layer without one.
+    pub fn layer_rope(&self, layer: usize) -> Option<&RopeConfig> {
+        if !self.rotary_layers.get(layer).copied().unwrap_or(false) {
+            return None;
+        }
+        match (self.layer_types.get(layer), &self.sliding_rope) {
+            (Some(LayerType::SlidingAttention), Some(rope)) => Some(rope),
+            _ => Some(&self.rope),
+        }
+    }
 }
 
 /// Reads a text file that must stay small (JSON metadata), naming the file in every error.
@@ -107,16 +141,59 @@ pub(crate) fn read_small_text(path: &Path, max_bytes: u64) -> Result<String> {
     String::from_utf8(bytes).map_err(|e| ModelError::Json { path: path.to_path_buf(), msg: format!("not UTF-8: {e}") })
 }
 
-fn normalise(f: &Fields) -> Result<ModelConfig> {
-    let architecture = architecture(f)?;
-    let model_type = f.string("model_type")?.map(str::to_string);
-    let family = Family::detect(model_type.as_deref(), &architecture);
-    let dims = Dims::parse(f, &family.defaults())?;
-    family.check_dims(f, &dims)?;
-    let rope = parse_rope(f, &dims)?;
-    let (layer_types, sliding_window) = parse_layers(f, family, dims.num_hidden_layers)?;
-    let (attention_bias, mlp_bias) = parse_biases(f, family)?;
-    let (bos_token_id, eos_token_ids, pad_token_id) = parse_token_ids(f, &family.defaults())?;
+/// The schema of a `model_type` no definition claims: common semantics, sizes spelled out.
+const GENERIC: ConfigSchema = ConfigSchema {
+    keys: arch::ARCHITECTURES[0].config.keys,
+    defaults: NO_DEFAULTS,
+    text_config: false,
+    layers: LayerRule::Explicit,
+    biases: arch::ARCHITECTURES[0].config.biases,
+    scale: ScaleRule::HeadDim,
+    embedding_scale: EmbeddingScale::None,
+    rope: RopeRule::Uniform,
+    partial_rotary: false,
+    granite_multipliers: false,
+    softcapping: arch::NO_SOFTCAPPING,
+    heads_divide_hidden: false,
+};
+
+fn normalise(top: &Fields) -> Result<ModelConfig> {
+    let architecture = architecture(top)?;
+    let model_type = top.string("model_type")?.map(str::to_string);
+    let family = arch::detect(model_type.as_deref(), &architecture);
+    check_class_matches(top, family, &architecture, model_type.as_deref())?;
+    let schema = family.map_or(&GENERIC, |a| &a.config);
+    let nested;
+    let f = match (schema.text_config, top.raw("text_config")) {
+        (true, Some(Value::Object(obj))) => {
+            nested = Fields::new(obj, top.path, "text_config.");
+            &nested
+        }
+        (true, Some(v)) if !v.is_null() => {
+            return Err(top.err("text_config", format!("must be an object, got {}", describe(v))))
+        }
+        _ => top,
+    };
+    let d = &schema.defaults;
+    let dims = Dims::parse(f, schema)?;
+    if schema.heads_divide_hidden && !dims.hidden_size.is_multiple_of(dims.num_attention_heads) {
+        return Err(f.err(
+            schema.keys.hidden_size,
+            format!("{} is not a multiple of num_attention_heads ({})", dims.hidden_size, dims.num_attention_heads),
+        ));
+    }
+    let (layer_types, sliding_window) = parse_layers(f, schema, dims.num_hidden_layers)?;
+    let (rope, sliding_rope) = parse_ropes(f, schema, &dims)?;
+    let rotary_layers = rotary_layers(f, schema, dims.num_hidden_layers)?;
+    let (attention_bias, o_bias, mlp_bias) = parse_biases(f, schema)?;
+    let (bos_token_id, eos_token_ids, pad_token_id) = parse_token_ids(f, d)?;
+    let (residual_multiplier, logits_scaling) = granite_multipliers(f, schema)?;
+    let (attn_softcap, final_softcap) = softcaps(f, schema)?;
+    if f.raw("use_bidirectional_attention").is_some_and(|v| !v.is_null())
+        && f.bool("use_bidirectional_attention")? == Some(true)
+    {
+        return Err(f.err("use_bidirectional_attention", "bidirectional attention (an encoder use) is not supported"));
+    }
     Ok(ModelConfig {
         architecture,
         model_type,
@@ -127,20 +204,46 @@ fn normalise(f: &Fields) -> Result<ModelConfig> {
         num_attention_heads: dims.num_attention_heads,
         num_key_value_heads: dims.num_key_value_heads,
         head_dim: dims.head_dim,
-        hidden_act: f.string("hidden_act")?.unwrap_or("silu").to_string(),
+        hidden_act: activation(f, schema)?,
         max_position_embeddings: dims.max_position_embeddings,
-        rms_norm_eps: parse_eps(f)?,
+        norm_eps: parse_eps(f, schema)?,
         rope,
-        tie_word_embeddings: f.bool("tie_word_embeddings")?.unwrap_or(false),
+        sliding_rope,
+        rotary_layers,
+        tie_word_embeddings: tie_word_embeddings(top, d)?,
         attention_bias,
+        o_bias,
         mlp_bias,
         sliding_window,
         layer_types,
-        dtype: parse_dtype(f)?,
+        attention_scales: attention_scales(f, schema, &dims)?,
+        embedding_scale: embedding_scale(f, schema, &dims)?,
+        residual_multiplier,
+        logits_scaling,
+        attn_softcap,
+        final_softcap,
+        dtype: parse_dtype(top)?,
         bos_token_id,
         eos_token_ids,
         pad_token_id,
     })
+}
+
+/// A class of another family than the config's `model_type` (a GPT-2 class over a Llama
+/// config) would read keys its config class does not have.
+fn check_class_matches(f: &Fields, family: Option<&Architecture>, class: &str, model_type: Option<&str>) -> Result<()> {
+    let (Some(family), Ok(owner)) = (family, arch::lookup(class)) else { return Ok(()) };
+    if std::ptr::eq(family, owner) {
+        return Ok(());
+    }
+    Err(f.err(
+        "architectures",
+        format!(
+            "`{class}` is a {} model but model_type is `{}`; they must name the same family",
+            owner.model_types[0],
+            model_type.unwrap_or(family.model_types[0])
+        ),
+    ))
 }
 
 fn architecture(f: &Fields) -> Result<String> {
@@ -156,99 +259,24 @@ fn architecture(f: &Fields) -> Result<String> {
     }
 }
 
-// ---------------------------------------------------------------------------------------------
-// Per-architecture defaults (the dataclass fields of `configuration_<model>.py`)
-
-/// The transformers config class a file is read with.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Family {
-    Llama,
-    Mistral,
-    Qwen2,
-    Qwen3,
-    /// Any other `model_type`: common semantics, no size defaults.
-    Other,
+/// The activation, from the first of the schema's keys present, as the config class rewrites
+/// it.
+fn activation(f: &Fields, schema: &ConfigSchema) -> Result<String> {
+    let mut name = schema.defaults.activation;
+    for key in schema.keys.activation {
+        if let Some(value) = f.string(key)? {
+            name = value;
+            break;
+        }
+    }
+    let rewritten = schema.keys.activation_rewrites.iter().find(|(from, _)| *from == name);
+    Ok(rewritten.map_or(name, |(_, to)| to).to_string())
 }
 
-/// Defaults of one config class; `None` means "required" for sizes.
-struct Defaults {
-    vocab_size: Option<usize>,
-    hidden_size: Option<usize>,
-    intermediate_size: Option<usize>,
-    num_hidden_layers: Option<usize>,
-    num_attention_heads: Option<usize>,
-    max_position_embeddings: Option<usize>,
-    /// `None`: as many as attention heads.
-    num_key_value_heads: Option<usize>,
-    /// `None`: `hidden_size / num_attention_heads`.
-    head_dim: Option<usize>,
-    bos_token_id: Option<i64>,
-    eos_token_id: Option<i64>,
-}
-
-impl Family {
-    /// AutoConfig picks the class from `model_type`; without one, from the class name.
-    fn detect(model_type: Option<&str>, architecture: &str) -> Family {
-        let by_type = |t: &str| match t {
-            "llama" => Some(Family::Llama),
-            // Ministral is Mistral with per-layer `layer_types` (same weights, same defaults)
-            "mistral" | "ministral" => Some(Family::Mistral),
-            "qwen2" => Some(Family::Qwen2),
-            "qwen3" => Some(Family::Qwen3),
-            _ => None,
-        };
-        match model_type {
-            Some(t) => by_type(t).unwrap_or(Family::Other),
-            None => {
-                let stem = architecture.split("For").next().unwrap_or_default();
-                by_type(&stem.to_ascii_lowercase()).unwrap_or(Family::Other)
-            }
-        }
-    }
-
-    fn defaults(self) -> Defaults {
-        let sized = |vocab, intermediate, max_pos, kv, head_dim, bos, eos| Defaults {
-            vocab_size: Some(vocab),
-            hidden_size: Some(4096),
-            intermediate_size: Some(intermediate),
-            num_hidden_layers: Some(32),
-            num_attention_heads: Some(32),
-            max_position_embeddings: Some(max_pos),
-            num_key_value_heads: kv,
-            head_dim,
-            bos_token_id: bos,
-            eos_token_id: eos,
-        };
-        match self {
-            Family::Llama => sized(32000, 11008, 2048, None, None, Some(1), Some(2)),
-            Family::Mistral => sized(32000, 14336, 4096 * 32, Some(8), None, Some(1), Some(2)),
-            Family::Qwen2 => sized(151936, 22016, 32768, Some(32), None, None, None),
-            Family::Qwen3 => sized(151936, 22016, 32768, Some(32), Some(128), None, None),
-            Family::Other => Defaults {
-                vocab_size: None,
-                hidden_size: None,
-                intermediate_size: None,
-                num_hidden_layers: None,
-                num_attention_heads: None,
-                max_position_embeddings: None,
-                num_key_value_heads: None,
-                head_dim: None,
-                bos_token_id: None,
-                eos_token_id: None,
-            },
-        }
-    }
-
-    /// Class-specific checks (`LlamaConfig.validate_architecture`).
-    fn check_dims(self, f: &Fields, d: &Dims) -> Result<()> {
-        if self == Family::Llama && !d.hidden_size.is_multiple_of(d.num_attention_heads) {
-            return Err(f.err(
-                "hidden_size",
-                format!("{} is not a multiple of num_attention_heads ({})", d.hidden_size, d.num_attention_heads),
-            ));
-        }
-        Ok(())
-    }
+/// `tie_word_embeddings` of the top-level config (the model class that owns the head reads
+/// it there, also in a multimodal checkpoint), else the class default.
+fn tie_word_embeddings(top: &Fields, d: &Defaults) -> Result<bool> {
+    Ok(top.bool("tie_word_embeddings")?.unwrap_or(d.tie_word_embeddings))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -266,18 +294,23 @@ struct Dims {
 }
 
 impl Dims {
-    fn parse(f: &Fields, d: &Defaults) -> Result<Dims> {
-        let hidden_size = f.size("hidden_size", d.hidden_size, MAX_HIDDEN)?;
-        let num_attention_heads = f.size("num_attention_heads", d.num_attention_heads, MAX_HEADS)?;
+    fn parse(f: &Fields, schema: &ConfigSchema) -> Result<Dims> {
+        let (k, d) = (&schema.keys, &schema.defaults);
+        let hidden_size = f.size(k.hidden_size, d.hidden_size, MAX_HIDDEN)?;
+        let num_attention_heads = f.size(k.num_attention_heads, d.num_attention_heads, MAX_HEADS)?;
+        let intermediate_size = match (f.raw(k.intermediate_size), d.intermediate_times_hidden) {
+            (None | Some(Value::Null), Some(times)) => times * hidden_size,
+            _ => f.size(k.intermediate_size, d.intermediate_size, MAX_INTERMEDIATE)?,
+        };
         let dims = Dims {
             vocab_size: f.size("vocab_size", d.vocab_size, MAX_VOCAB)?,
             hidden_size,
-            intermediate_size: f.size("intermediate_size", d.intermediate_size, MAX_INTERMEDIATE)?,
-            num_hidden_layers: f.size("num_hidden_layers", d.num_hidden_layers, MAX_LAYERS)?,
+            intermediate_size,
+            num_hidden_layers: f.size(k.num_hidden_layers, d.num_hidden_layers, MAX_LAYERS)?,
             num_attention_heads,
             num_key_value_heads: kv_heads(f, d, num_attention_heads)?,
-            head_dim: head_dim(f, d, hidden_size, num_attention_heads)?,
-            max_position_embeddings: f.size("max_position_embeddings", d.max_position_embeddings, MAX_POSITIONS)?,
+            head_dim: head_dim(f, d, hidden_size, num_attention_heads, schema.rope != RopeRule::None)?,
+            max_position_embeddings: f.size(k.max_position_embeddings, d.max_position_embeddings, MAX_POSITIONS)?,
         };
         Ok(dims)
     }
@@ -301,7 +334,7 @@ fn kv_heads(f: &Fields, d: &Defaults, heads: usize) -> Result<usize> {
 
 /// `head_dim`: the key if set, else `hidden_size // num_attention_heads`; rope needs it even
 /// (transformers' `validate_rope` lets tiny odd test dims <= 4 through, and so do we).
-fn head_dim(f: &Fields, d: &Defaults, hidden: usize, heads: usize) -> Result<usize> {
+fn head_dim(f: &Fields, d: &Defaults, hidden: usize, heads: usize, rotary: bool) -> Result<usize> {
     let derived = || (hidden / heads, format!("hidden_size / num_attention_heads = {hidden} / {heads}"));
     let (dim, origin) = match f.raw("head_dim") {
         Some(Value::Null) => derived(),
@@ -314,43 +347,147 @@ fn head_dim(f: &Fields, d: &Defaults, hidden: usize, heads: usize) -> Result<usi
     if dim == 0 || dim > MAX_HEAD_DIM {
         return Err(f.err("head_dim", format!("{dim} (from {origin}) is outside 1..={MAX_HEAD_DIM}")));
     }
-    if dim > 4 && dim % 2 == 1 {
+    if rotary && dim > 4 && dim % 2 == 1 {
         return Err(f.err("head_dim", format!("{dim} is odd; rotary embeddings need an even head dim")));
     }
     Ok(dim)
 }
 
-fn parse_eps(f: &Fields) -> Result<f64> {
-    let eps = f.number("rms_norm_eps")?.unwrap_or(1e-6);
+fn parse_eps(f: &Fields, schema: &ConfigSchema) -> Result<f64> {
+    let key = schema.keys.norm_eps;
+    let eps = f.number(key)?.unwrap_or(schema.defaults.norm_eps);
     if eps < 0.0 {
-        return Err(f.err("rms_norm_eps", format!("must not be negative, got {eps}")));
+        return Err(f.err(key, format!("must not be negative, got {eps}")));
     }
     Ok(eps)
+}
+
+/// The attention score factor of each layer.
+fn attention_scales(f: &Fields, schema: &ConfigSchema, dims: &Dims) -> Result<Vec<f64>> {
+    let n = dims.num_hidden_layers;
+    let inv_sqrt = |x: f64| x.powf(-0.5);
+    Ok(match schema.scale {
+        ScaleRule::HeadDim => vec![inv_sqrt(dims.head_dim as f64); n],
+        ScaleRule::QueryPreAttnScalar => {
+            let key = "query_pre_attn_scalar";
+            let s = match f.raw(key) {
+                None | Some(Value::Null) => dims.head_dim as f64,
+                Some(_) => f.required_positive(key, "any")?,
+            };
+            vec![inv_sqrt(s); n]
+        }
+        ScaleRule::AttentionMultiplier => vec![f.number("attention_multiplier")?.unwrap_or(1.0); n],
+        ScaleRule::Gpt2 => {
+            let base = if f.bool("scale_attn_weights")?.unwrap_or(true) { inv_sqrt(dims.head_dim as f64) } else { 1.0 };
+            let by_layer = f.bool("scale_attn_by_inverse_layer_idx")?.unwrap_or(false);
+            (0..n).map(|i| if by_layer { base / (i + 1) as f64 } else { base }).collect()
+        }
+    })
+}
+
+/// The factor of the token embeddings.
+fn embedding_scale(f: &Fields, schema: &ConfigSchema, dims: &Dims) -> Result<Option<f64>> {
+    Ok(match schema.embedding_scale {
+        EmbeddingScale::None => None,
+        EmbeddingScale::SqrtHidden => Some((dims.hidden_size as f64).sqrt()),
+        EmbeddingScale::Multiplier => f.number("embedding_multiplier")?.or(Some(1.0)),
+    })
+}
+
+/// Granite's `residual_multiplier` and `logits_scaling` (1.0 by default).
+fn granite_multipliers(f: &Fields, schema: &ConfigSchema) -> Result<(Option<f64>, Option<f64>)> {
+    if !schema.granite_multipliers {
+        return Ok((None, None));
+    }
+    let residual = f.number("residual_multiplier")?.unwrap_or(1.0);
+    let logits = match f.raw("logits_scaling") {
+        None | Some(Value::Null) => 1.0,
+        Some(_) => f.required_positive("logits_scaling", "any")?,
+    };
+    Ok((Some(residual), Some(logits)))
+}
+
+/// Gemma 2/3's soft-capping of attention scores and final logits (null: none).
+fn softcaps(f: &Fields, schema: &ConfigSchema) -> Result<(Option<f64>, Option<f64>)> {
+    let cap = |key: &str, honoured: bool| -> Result<Option<f64>> {
+        match f.raw(key) {
+            _ if !honoured => Ok(None),
+            None | Some(Value::Null) => Ok(None),
+            Some(_) => f.required_positive(key, "any").map(Some),
+        }
+    };
+    let s = schema.softcapping;
+    Ok((cap("attn_logit_softcapping", s.attention)?, cap("final_logit_softcapping", s.logits)?))
 }
 
 // ---------------------------------------------------------------------------------------------
 // Rope (modeling_rope_utils.py: convert_rope_params_to_dict, standardize_rope_params,
 // _validate_*_rope_parameters, _compute_*_parameters)
 
-const SUPPORTED_ROPE_TYPES: &str = "default, linear, dynamic, llama3, yarn";
+const SUPPORTED_ROPE_TYPES: &str = "default, linear, dynamic, llama3, yarn, longrope";
 const DEFAULT_THETA: f64 = 10_000.0;
+const LAYER_TYPE_KEYS: [&str; 2] = ["full_attention", "sliding_attention"];
 
-fn parse_rope(f: &Fields, dims: &Dims) -> Result<RopeConfig> {
+/// The rope of full-attention layers, and the sliding layers' own where the family has one.
+fn parse_ropes(f: &Fields, schema: &ConfigSchema, dims: &Dims) -> Result<(RopeConfig, Option<RopeConfig>)> {
     let empty = Map::new();
     let (key, dict) = rope_dict(f)?.unwrap_or(("rope_parameters", &empty));
-    let prefix = format!("{key}.");
-    let d = Fields::new(dict, f.path, &prefix);
-    reject_nested_rope(&d)?;
-    check_partial_rotary(f, &d)?;
-    let theta = rope_theta(f, &d)?;
-    let rope_type = rope_type(&d)?;
+    let theta = schema.defaults.rope_theta;
+    if schema.rope != RopeRule::PerLayerType {
+        let prefix = format!("{key}.");
+        let d = Fields::new(dict, f.path, &prefix);
+        reject_nested_rope(&d)?;
+        return Ok((parse_rope(f, &d, schema, dims, theta)?, None));
+    }
+    // Gemma 3: `rope_parameters` keyed by layer type, or the flat legacy form (the global rope,
+    // plus `rope_local_base_freq` for the sliding layers).
+    let nested = LAYER_TYPE_KEYS.iter().any(|k| dict.contains_key(*k));
+    let prefixes = [format!("{key}."), format!("{key}.full_attention."), format!("{key}.sliding_attention.")];
+    let none = Fields::new(&empty, f.path, "");
+    let full = match nested {
+        true => layer_type_rope(f, dict, "full_attention", &prefixes[1])?,
+        false => Some(Fields::new(dict, f.path, &prefixes[0])),
+    };
+    let full = parse_rope(f, full.as_ref().unwrap_or(&none), schema, dims, theta)?;
+    let local_theta = match f.raw("rope_local_base_freq") {
+        None | Some(Value::Null) => DEFAULT_THETA,
+        Some(_) => f.required_positive("rope_local_base_freq", "any")?,
+    };
+    let sliding = match if nested { layer_type_rope(f, dict, "sliding_attention", &prefixes[2])? } else { None } {
+        Some(d) => parse_rope(&none, &d, schema, dims, local_theta)?,
+        None => RopeConfig { theta: local_theta, dim: full.dim, scaling: RopeScaling::Default },
+    };
+    Ok((full, Some(sliding)))
+}
+
+/// The rope dict of one layer type inside `dict` (`prefix` names it in errors).
+fn layer_type_rope<'b>(
+    f: &Fields<'b>,
+    dict: &'b Map<String, Value>,
+    layer_type: &str,
+    prefix: &'b str,
+) -> Result<Option<Fields<'b>>> {
+    match dict.get(layer_type) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Object(m)) => Ok(Some(Fields::new(m, f.path, prefix))),
+        Some(v) => Err(f.err(prefix.trim_end_matches('.'), format!("must be an object, got {}", describe(v)))),
+    }
+}
+
+/// One rope from its dict `d` (keys prefixed as in the file), with `f` the config top level
+/// for the keys transformers also reads there; `default_theta` when neither sets `rope_theta`.
+fn parse_rope(f: &Fields, d: &Fields, schema: &ConfigSchema, dims: &Dims, default_theta: f64) -> Result<RopeConfig> {
+    let dim = rotary_dim(f, d, schema, dims.head_dim)?;
+    let theta = rope_theta(f, d, default_theta)?;
+    let rope_type = rope_type(d)?;
     let max_pos = dims.max_position_embeddings;
     let scaling = match rope_type.as_str() {
         "default" => RopeScaling::Default,
         "linear" => RopeScaling::Linear { factor: d.required_positive("factor", &rope_type)? },
-        "dynamic" => dynamic_scaling(&d, dims)?,
-        "llama3" => llama3_scaling(f, &d, max_pos)?,
-        "yarn" => yarn_scaling(f, &d, theta, max_pos)?,
+        "dynamic" => dynamic_scaling(d, dims)?,
+        "llama3" => llama3_scaling(f, d, max_pos)?,
+        "yarn" => yarn_scaling(f, d, theta, max_pos)?,
+        "longrope" => longrope_scaling(f, d, dim, max_pos)?,
         other => {
             return Err(d.err(
                 if d.raw("rope_type").is_some() { "rope_type" } else { "type" },
@@ -358,7 +495,7 @@ fn parse_rope(f: &Fields, dims: &Dims) -> Result<RopeConfig> {
             ))
         }
     };
-    Ok(RopeConfig { theta, dim: dims.head_dim, scaling })
+    Ok(RopeConfig { theta, dim, scaling })
 }
 
 /// `self.rope_parameters = rope_scaling or self.rope_parameters`: a non-empty `rope_scaling`
@@ -385,28 +522,40 @@ fn reject_nested_rope(d: &Fields) -> Result<()> {
 }
 
 /// The rope dict's `rope_theta`, else the top-level `rope_theta`, else `default_theta`.
-fn rope_theta(f: &Fields, d: &Fields) -> Result<f64> {
+fn rope_theta(f: &Fields, d: &Fields, default_theta: f64) -> Result<f64> {
     let (src, key) = if d.raw("rope_theta").is_some() { (d, "rope_theta") } else { (f, "rope_theta") };
     let theta = match src.raw(key) {
-        None => DEFAULT_THETA,
+        None => default_theta,
         Some(_) => src.required_positive(key, "any")?,
     };
     Ok(theta)
 }
 
-/// Only full rotary embeddings are supported.
-fn check_partial_rotary(f: &Fields, d: &Fields) -> Result<()> {
-    for src in [d, f] {
-        if let Some(p) = src.number("partial_rotary_factor")? {
-            if p != 1.0 {
-                return Err(src.err(
-                    "partial_rotary_factor",
-                    format!("{p} is not supported (only 1.0, rotary embeddings over the whole head)"),
-                ));
-            }
-        }
+/// The rotated channels: `int(head_dim * partial_rotary_factor)` (the rope dict's factor, else
+/// the top-level one) for a family whose modeling code honours it; others need 1.0.
+fn rotary_dim(f: &Fields, d: &Fields, schema: &ConfigSchema, head_dim: usize) -> Result<usize> {
+    let key = "partial_rotary_factor";
+    let src = if d.raw(key).is_some() { d } else { f };
+    let Some(p) = src.number(key)? else { return Ok(head_dim) };
+    if p == 1.0 {
+        return Ok(head_dim);
     }
-    Ok(())
+    if !schema.partial_rotary {
+        return Err(src.err(
+            key,
+            format!("{p} is not supported by this architecture (only 1.0, rotary embeddings over the whole head)"),
+        ));
+    }
+    let dim = (head_dim as f64 * p) as usize;
+    if !(p > 0.0 && p < 1.0) || dim < 2 || dim % 2 == 1 {
+        return Err(src.err(
+            key,
+            format!(
+                "{p} gives {dim} rotated channels of head_dim {head_dim}; need an even number >= 2 (0 < factor <= 1)"
+            ),
+        ));
+    }
+    Ok(dim)
 }
 
 /// `rope_type`, falling back to the old `type` key, then to `default`.
@@ -477,16 +626,62 @@ fn yarn_truncate(d: &Fields) -> Result<bool> {
     }
 }
 
+/// Longrope (Phi-3.5, Phi-4-mini): short factors up to `original_max_position_embeddings`,
+/// long ones past it, each list `dim / 2` long; the attention factor defaults to
+/// `sqrt(1 + ln(factor) / ln(original))` with `factor = max_position_embeddings / original`.
+fn longrope_scaling(f: &Fields, d: &Fields, dim: usize, max_pos: usize) -> Result<RopeScaling> {
+    let original = match original_max_positions_opt(f, d)? {
+        Some(v) => v,
+        None => return Err(d.err("original_max_position_embeddings", "is missing (required by rope_type `longrope`)")),
+    };
+    let factors = |key: &str| -> Result<Vec<f64>> {
+        let list = match d.raw(key) {
+            Some(Value::Array(list)) => list,
+            None | Some(Value::Null) => return Err(d.err(key, "is missing (required by rope_type `longrope`)")),
+            Some(v) => return Err(d.err(key, format!("must be a list of numbers, got {}", describe(v)))),
+        };
+        if list.len() != dim / 2 {
+            return Err(d.err(key, format!("has {} entries; the {dim} rotated channels need {}", list.len(), dim / 2)));
+        }
+        list.iter()
+            .enumerate()
+            .map(|(i, v)| match v.as_f64() {
+                Some(x) if x.is_finite() && x > 0.0 => Ok(x),
+                _ => Err(d.err(key, format!("entry {i} must be a positive number, got {}", describe(v)))),
+            })
+            .collect()
+    };
+    let factor = match d.number("factor")? {
+        Some(x) => x,
+        None => max_pos as f64 / original as f64,
+    };
+    let attention_factor = match d.number("attention_factor")? {
+        Some(a) => a,
+        None if factor <= 1.0 => 1.0,
+        None => (1.0 + factor.ln() / (original as f64).ln()).sqrt(),
+    };
+    Ok(RopeScaling::LongRope {
+        short_factor: factors("short_factor")?,
+        long_factor: factors("long_factor")?,
+        original_max_position_embeddings: original,
+        attention_factor,
+    })
+}
+
 /// For llama3 and yarn: a top-level `original_max_position_embeddings` wins (the Phi3 case in
 /// `standardize_rope_params`), then the rope dict's, then `max_position_embeddings`.
 fn original_max_positions(f: &Fields, d: &Fields, max_pos: usize) -> Result<usize> {
+    Ok(original_max_positions_opt(f, d)?.unwrap_or(max_pos))
+}
+
+fn original_max_positions_opt(f: &Fields, d: &Fields) -> Result<Option<usize>> {
     let key = "original_max_position_embeddings";
     for src in [f, d] {
         if let Some(v) = src.count_lenient(key, MAX_POSITIONS)? {
-            return Ok(v);
+            return Ok(Some(v));
         }
     }
-    Ok(max_pos)
+    Ok(None)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -522,33 +717,40 @@ const LEGACY_LAYER_TYPES: &[(&str, &str)] = &[
 const DEFAULT_SLIDING_WINDOW: usize = 4096;
 const DEFAULT_MAX_WINDOW_LAYERS: i64 = 28;
 
-fn parse_layers(f: &Fields, family: Family, n: usize) -> Result<(Vec<LayerType>, Option<usize>)> {
+fn parse_layers(f: &Fields, schema: &ConfigSchema, n: usize) -> Result<(Vec<LayerType>, Option<usize>)> {
     // transformers validates an explicit list even for classes that then ignore it.
     let explicit = explicit_layer_types(f, n)?;
-    let (types, window) = match family {
-        // LlamaModel has no sliding attention at all.
-        Family::Llama => (vec![LayerType::FullAttention; n], None),
-        // MistralModel applies `config.sliding_window` to every layer. But AutoConfig reads a
-        // `mistral` config that has a `layer_types` key as `ministral`, whose layers slide only
-        // where `layer_types` says so (transformers 5.23 `configuration_auto.py`).
-        Family::Mistral => {
-            let window = sliding_window(f, Some(DEFAULT_SLIDING_WINDOW))?;
-            let ministral = f.raw("layer_types").is_some() || f.string("model_type")? == Some("ministral");
-            if ministral && matches!(f.raw("head_dim"), None | Some(Value::Null)) {
-                // MinistralAttention computes `head_dim ** -0.5` without a fallback
-                return Err(
-                    f.err("head_dim", "is required when a Mistral config has `layer_types` (read as Ministral)")
-                );
-            }
-            let kind = if window.is_some() { LayerType::SlidingAttention } else { LayerType::FullAttention };
+    let (types, window) = match schema.layers {
+        // LlamaModel, GemmaModel, GPT2Model, …: no sliding attention at all.
+        LayerRule::Full => (vec![LayerType::FullAttention; n], None),
+        LayerRule::Mistral { default_window } => mistral_layers(f, explicit, n, default_window)?,
+        LayerRule::Qwen => qwen_layers(f, explicit, n)?,
+        LayerRule::Pattern { period, pattern_keys, default_window } => {
+            let window = sliding_window(f, Some(default_window))?;
             let types = match explicit {
-                Some(names) if ministral => supported_layer_types(f, &names)?,
-                _ => vec![kind; n],
+                Some(names) => supported_layer_types(f, &names)?,
+                None => {
+                    let period = pattern_period(f, pattern_keys, period)?;
+                    (0..n)
+                        .map(|i| match (i + 1) % period {
+                            0 => LayerType::FullAttention,
+                            _ => LayerType::SlidingAttention,
+                        })
+                        .collect()
+                }
             };
             (types, window)
         }
-        Family::Qwen2 | Family::Qwen3 => qwen_layers(f, explicit, n)?,
-        Family::Other => {
+        LayerRule::UseSlidingWindow => {
+            let use_sliding = f.bool("use_sliding_window")?.unwrap_or(false);
+            let window = sliding_window(f, None)?.filter(|_| use_sliding);
+            let types = match explicit {
+                Some(names) => supported_layer_types(f, &names)?,
+                None => vec![LayerType::FullAttention; n],
+            };
+            (types, window)
+        }
+        LayerRule::Explicit => {
             let types = match explicit {
                 Some(names) => supported_layer_types(f, &names)?,
                 None => vec![LayerType::FullAttention; n],
@@ -558,8 +760,8 @@ fn parse_layers(f: &Fields, family: Family, n: usize) -> Result<(Vec<LayerType>,
     };
     let sliding = types.contains(&LayerType::SlidingAttention);
     if sliding && window.is_none() {
-        let why = match family {
-            Family::Qwen2 | Family::Qwen3 => {
+        let why = match schema.layers {
+            LayerRule::Qwen | LayerRule::UseSlidingWindow => {
                 "layer_types has sliding_attention layers but use_sliding_window is false or sliding_window is null"
             }
             _ => "layer_types has sliding_attention layers but sliding_window is not set",
@@ -567,6 +769,71 @@ fn parse_layers(f: &Fields, family: Family, n: usize) -> Result<(Vec<LayerType>,
         return Err(f.err("sliding_window", why));
     }
     Ok((types, window.filter(|_| sliding)))
+}
+
+/// MistralModel (and Phi-3) apply `config.sliding_window` to every layer. But AutoConfig reads
+/// a `mistral` config that has a `layer_types` key as `ministral`, whose layers slide only where
+/// `layer_types` says so (transformers 5.23 `configuration_auto.py`).
+fn mistral_layers(
+    f: &Fields,
+    explicit: Option<Vec<String>>,
+    n: usize,
+    default_window: Option<usize>,
+) -> Result<(Vec<LayerType>, Option<usize>)> {
+    let window = sliding_window(f, default_window)?;
+    let model_type = f.string("model_type")?;
+    let ministral = model_type == Some("ministral") || (model_type != Some("phi3") && f.raw("layer_types").is_some());
+    if ministral && matches!(f.raw("head_dim"), None | Some(Value::Null)) {
+        // MinistralAttention computes `head_dim ** -0.5` without a fallback
+        return Err(f.err("head_dim", "is required when a Mistral config has `layer_types` (read as Ministral)"));
+    }
+    let kind = if window.is_some() { LayerType::SlidingAttention } else { LayerType::FullAttention };
+    let types = match explicit {
+        Some(names) if ministral => supported_layer_types(f, &names)?,
+        _ => vec![kind; n],
+    };
+    Ok((types, window))
+}
+
+/// The sliding-window pattern of Gemma 3 (`sliding_window_pattern`, a legacy key still on the
+/// Hub): every `period`-th layer is full.
+fn pattern_period(f: &Fields, keys: &[&str], default: usize) -> Result<usize> {
+    for key in keys {
+        if let Some(p) = f.count_lenient(key, MAX_LAYERS)? {
+            return Ok(p);
+        }
+    }
+    Ok(default)
+}
+
+/// Per layer: whether it has a rotary embedding.
+fn rotary_layers(f: &Fields, schema: &ConfigSchema, n: usize) -> Result<Vec<bool>> {
+    match schema.rope {
+        RopeRule::None => Ok(vec![false; n]),
+        RopeRule::Uniform | RopeRule::PerLayerType => Ok(vec![true; n]),
+        RopeRule::NoRopeLayers => {
+            let key = "no_rope_layers";
+            match f.raw(key) {
+                None | Some(Value::Null) => {
+                    let interval = f.count_lenient("no_rope_layer_interval", MAX_LAYERS)?.unwrap_or(4);
+                    Ok((0..n).map(|i| (i + 1) % interval != 0).collect())
+                }
+                Some(Value::Array(list)) if list.len() == n => list
+                    .iter()
+                    .enumerate()
+                    .map(|(i, v)| match v.as_i64() {
+                        Some(0) => Ok(false),
+                        Some(1) => Ok(true),
+                        _ => Err(f.err(key, format!("entry {i} must be 0 (no rope) or 1, got {}", describe(v)))),
+                    })
+                    .collect(),
+                Some(Value::Array(list)) => {
+                    Err(f.err(key, format!("has {} entries but there are {n} layers", list.len())))
+                }
+                Some(v) => Err(f.err(key, format!("must be a list, got {}", describe(v)))),
+            }
+        }
+    }
 }
 
 /// Qwen2/Qwen3: `sliding_window` only counts with `use_sliding_window`; without an explicit
@@ -645,14 +912,17 @@ fn supported_layer_types(f: &Fields, names: &[String]) -> Result<Vec<LayerType>>
 // ---------------------------------------------------------------------------------------------
 // Flags, dtype, token ids
 
-fn parse_biases(f: &Fields, family: Family) -> Result<(bool, bool)> {
-    let attention = f.bool("attention_bias")?.unwrap_or(false);
-    let mlp = f.bool("mlp_bias")?.unwrap_or(false);
-    Ok(match family {
-        Family::Llama | Family::Other => (attention, mlp),
-        Family::Qwen3 => (attention, false),
-        Family::Mistral | Family::Qwen2 => (false, false),
-    })
+/// The q/k/v, output and MLP biases as the family's class reads them.
+fn parse_biases(f: &Fields, schema: &ConfigSchema) -> Result<(bool, bool, bool)> {
+    let resolve = |b: Bias| -> Result<bool> {
+        Ok(match b {
+            Bias::Key(key) => f.bool(key)?.unwrap_or(false),
+            Bias::Always => true,
+            Bias::Never => false,
+        })
+    };
+    let b = &schema.biases;
+    Ok((resolve(b.qkv)?, resolve(b.o)?, resolve(b.mlp)?))
 }
 
 /// `dtype` wins over the older `torch_dtype` unless it is null.
@@ -686,7 +956,7 @@ fn parse_token_ids(f: &Fields, d: &Defaults) -> Result<TokenIds> {
         Some(Value::Array(list)) => eos_list(f, list)?,
         Some(_) => f.int("eos_token_id")?.into_iter().collect(),
     };
-    Ok((one("bos_token_id", d.bos_token_id)?, eos, one("pad_token_id", None)?))
+    Ok((one("bos_token_id", d.bos_token_id)?, eos, one("pad_token_id", d.pad_token_id)?))
 }
 
 fn eos_list(f: &Fields, list: &[Value]) -> Result<Vec<i64>> {
@@ -879,7 +1149,7 @@ mod tests {
         assert_eq!(c.architecture, "LlamaForCausalLM");
         assert_eq!((c.num_attention_heads, c.num_key_value_heads, c.head_dim), (4, 2, 16));
         assert_eq!(c.hidden_act, "silu");
-        assert_eq!(c.rms_norm_eps, 1e-5);
+        assert_eq!(c.norm_eps, 1e-5);
         assert_eq!(c.rope, RopeConfig { theta: 500000.0, dim: 16, scaling: RopeScaling::Default });
         assert_eq!(c.layer_types, vec![LayerType::FullAttention; 4]);
         assert_eq!(c.sliding_window, None);
@@ -981,11 +1251,22 @@ mod tests {
 
     #[test]
     fn unsupported_rope_types_name_key_and_supported_values() {
+        let msg =
+            config_err(llama(r#"{"rope_parameters": {"rope_type": "proportional"}}"#), "rope_parameters.rope_type");
+        assert!(msg.contains("proportional") && msg.contains("longrope") && msg.contains("yarn"), "{msg}");
         let msg = config_err(
             llama(r#"{"rope_parameters": {"rope_type": "longrope", "short_factor": [1], "long_factor": [1]}}"#),
-            "rope_parameters.rope_type",
+            "rope_parameters.original_max_position_embeddings",
         );
-        assert!(msg.contains("longrope") && msg.contains("llama3") && msg.contains("yarn"), "{msg}");
+        assert!(msg.contains("missing"), "{msg}");
+        let msg = config_err(
+            llama(
+                r#"{"rope_parameters": {"rope_type": "longrope", "original_max_position_embeddings": 16,
+                    "short_factor": [1], "long_factor": [1]}}"#,
+            ),
+            "rope_parameters.short_factor",
+        );
+        assert!(msg.contains("need 8"), "{msg}");
         let msg = config_err(llama(r#"{"rope_scaling": {"type": "su", "factor": 2.0}}"#), "rope_scaling.type");
         assert!(msg.contains("`su`"), "{msg}");
         config_err(llama(r#"{"partial_rotary_factor": 0.5}"#), "partial_rotary_factor");
@@ -1097,7 +1378,8 @@ mod tests {
         let c = parse(QWEN2).unwrap();
         assert_eq!(c.layer_types, [F, F, S, S]);
         assert_eq!(c.sliding_window, Some(32));
-        assert!(!c.attention_bias && !c.mlp_bias);
+        // Qwen2's q/k/v biases are hard-wired on, whatever `attention_bias` says
+        assert!(c.attention_bias && !c.o_bias && !c.mlp_bias);
 
         // use_sliding_window false: no sliding layers, whatever sliding_window says.
         let c = parse(&json_with(QWEN2, r#"{"use_sliding_window": false}"#)).unwrap();

@@ -3,14 +3,15 @@
 //! `config` normalises `config.json` (old `rope_scaling` and new `rope_parameters` forms) and
 //! rejects absurd values before anything is allocated; `safetensors` and `checkpoint` read
 //! weights through mmap, single file or sharded, as a lazy [`hfexport_core::TensorSource`];
-//! `registry` maps `architectures[0]` to the flags of its family, and `builder` emits the core
-//! graph of a task.
+//! `arch` defines each family as data (config schema and block layout), `blocks` is the block
+//! library those definitions compose, and `builder` emits the core graphs of a task.
 
+pub mod arch;
+mod blocks;
 pub mod builder;
 pub mod checkpoint;
 pub mod config;
 pub mod error;
-pub mod registry;
 pub mod safetensors;
 
 pub use builder::{build, build_forward, build_generation, cache_name, BuildOptions, Task, Weights};

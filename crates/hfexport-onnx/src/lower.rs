@@ -15,12 +15,18 @@ use crate::proto::{
 };
 use crate::{OnnxError, Result};
 use hfexport_core::graph::{Node, Producer};
-use hfexport_core::ops::ReduceKind;
+use hfexport_core::ops::{Activation, ReduceKind};
 use hfexport_core::shape_program::{DimError, DimLowering, ShapeEmitter};
 use hfexport_core::{DType, Dim, Graph, Op, Tensor, ValueId};
 
 /// The first opset with `RMSNormalization`, `RotaryEmbedding` and `Attention`.
 pub const OPSET_NATIVE_LLM_OPS: u32 = 23;
+
+/// The first opset with `LayerNormalization`.
+pub const OPSET_LAYER_NORM: u32 = 17;
+
+/// The first opset with `Gelu` (exact and tanh-approximated).
+pub const OPSET_GELU: u32 = 20;
 
 /// Whether `op` has a native ONNX lowering at `opset` (else core decomposes it first). Every
 /// variant is listed, so a new op does not compile until it is decided here.
@@ -54,12 +60,27 @@ pub fn native(op: &Op, opset: u32) -> bool {
         // cache input and its output to the same memory an in-place update
         Op::CacheUpdate | Op::ScatterSlots => true,
         Op::RmsNorm { .. } | Op::ApplyRotary => opset >= OPSET_NATIVE_LLM_OPS,
+        // with `stash_type = 1`: mean and variance in f32, as torch computes them
+        Op::LayerNorm { .. } => opset >= OPSET_LAYER_NORM,
+        Op::Activate(act) => activation_op(*act, opset).is_some(),
         // a sliding window is folded into the mask first (`Pass::FoldSlidingWindows`)
         Op::Attention { softcap, sliding_window, .. } => {
             opset >= OPSET_NATIVE_LLM_OPS && softcap.is_none() && sliding_window.is_none()
         }
         // no ONNX op computes rotary tables; the gated MLP is `Linear`s and elementwise ops
         Op::RotaryCosSin { .. } | Op::GatedMlp { .. } => false,
+    }
+}
+
+/// The ONNX op computing `act` at `opset`, with its attributes; `None`: core decomposes it.
+fn activation_op(act: Activation, opset: u32) -> Option<(&'static str, Vec<AttributeProto>)> {
+    match act {
+        Activation::Relu => Some(("Relu", vec![])),
+        Activation::Gelu if opset >= OPSET_GELU => Some(("Gelu", vec![attr_string("approximate", "none")])),
+        Activation::GeluTanh if opset >= OPSET_GELU => Some(("Gelu", vec![attr_string("approximate", "tanh")])),
+        // `Gelu` came in opset 20; no ONNX op computes silu or quick_gelu (`HardSwish` is another
+        // function)
+        Activation::Gelu | Activation::GeluTanh | Activation::Silu | Activation::QuickGelu => None,
     }
 }
 
@@ -205,6 +226,15 @@ fn attr_float(name: &str, v: f32) -> AttributeProto {
         name: Some(name.into()),
         f: Some(v),
         r#type: Some(AttributeType::Float as i32),
+        ..Default::default()
+    }
+}
+
+fn attr_string(name: &str, v: &str) -> AttributeProto {
+    AttributeProto {
+        name: Some(name.into()),
+        s: Some(v.as_bytes().to_vec()),
+        r#type: Some(AttributeType::String as i32),
         ..Default::default()
     }
 }
@@ -374,6 +404,14 @@ impl<'g> Ctx<'g> {
                 let attrs = vec![attr_int("axis", -1), attr_float("epsilon", *eps), attr_int("stash_type", 1)];
                 ("RMSNormalization".into(), ins.clone(), attrs)
             }
+            Op::LayerNorm { eps } if native(&n.op, self.opset) => {
+                let attrs = vec![attr_int("axis", -1), attr_float("epsilon", *eps), attr_int("stash_type", 1)];
+                ("LayerNormalization".into(), ins.clone(), attrs)
+            }
+            Op::Activate(act) if native(&n.op, self.opset) => {
+                let (op_type, attrs) = activation_op(*act, self.opset).expect("native");
+                (op_type.into(), ins.clone(), attrs)
+            }
             Op::ApplyRotary if native(&n.op, self.opset) => {
                 let (cos, sin) =
                     (self.rotary_half(n.inputs[1], n.inputs[0])?, self.rotary_half(n.inputs[2], n.inputs[0])?);
@@ -392,6 +430,8 @@ impl<'g> Ctx<'g> {
             }
             // not native at this opset (or with these attributes): core decomposes them first
             Op::RmsNorm { .. }
+            | Op::LayerNorm { .. }
+            | Op::Activate(_)
             | Op::ApplyRotary
             | Op::Attention { .. }
             | Op::RotaryCosSin { .. }

@@ -1,6 +1,9 @@
 //! The lowering table: core ops to OpenVINO opset layers, one arm per op.
 //!
 //! Native: `Linear` (`MatMul` with `transpose_b`, the `[out, in]` weight as stored),
+//! `LayerNorm` (`MVN` with the eps inside the square root, then `Multiply`/`Add`: what
+//! OpenVINO's own PyTorch frontend makes of `layer_norm`), `Activate` (`Gelu` exact or tanh,
+//! `Relu`, `Swish` with beta 1 for silu and 1.702 for quick_gelu),
 //! `Attention` without softcap (opset13 `ScaledDotProductAttention` with an explicit additive
 //! mask and `causal=false`, a sliding window already folded into the mask by core; grouped KV heads repeated with `Unsqueeze → Broadcast → Reshape` on
 //! constant shapes, the form the CPU plugin's stateful SDPA fusion recognises), `CacheUpdate`
@@ -26,7 +29,7 @@
 use crate::ir::{element_type, Layer, Network, Out, PortInfo};
 use crate::{OvError, Result};
 use hfexport_core::graph::Node;
-use hfexport_core::ops::ReduceKind;
+use hfexport_core::ops::{Activation, ReduceKind};
 use hfexport_core::shape_program::{DimError, DimLowering, ShapeEmitter};
 use hfexport_core::{BinaryOp, DType, Dim, Graph, Op, Tensor, UnaryOp, ValueId};
 use std::collections::HashMap;
@@ -51,6 +54,8 @@ pub fn native(op: &Op) -> bool {
         | Op::Gather { .. }
         | Op::Iota { .. } => true,
         Op::Linear | Op::CacheUpdate | Op::ScatterSlots => true,
+        // every activation is one opset layer
+        Op::LayerNorm { .. } | Op::Activate(_) => true,
         // a sliding window is folded into the mask first (`Pass::FoldSlidingWindows`)
         Op::Attention { softcap, sliding_window, .. } => softcap.is_none() && sliding_window.is_none(),
         // the RMS-norm decomposition is the pattern OpenVINO's `RMSFusion` matches, the rotary
@@ -474,6 +479,7 @@ impl<'g> Ctx<'g> {
                         UnaryOp::Sigmoid => "Sigmoid",
                         UnaryOp::Cos => "Cos",
                         UnaryOp::Sin => "Sin",
+                        UnaryOp::Erf => "Erf",
                         UnaryOp::Not => "LogicalNot",
                         UnaryOp::Reciprocal => unreachable!("handled above"),
                     };
@@ -567,6 +573,38 @@ impl<'g> Ctx<'g> {
                 } else {
                     let mm = self.em.op("MatMul", "opset1", data, vec![ins[0], ins[1]], out.clone());
                     one(self, "Add", "opset1", numpy(), vec![mm, ins[2]])
+                }
+            }
+            Op::LayerNorm { eps } => {
+                let axes = self.em.const_i64(&[-1]);
+                let data = vec![
+                    ("eps", eps.to_string()),
+                    ("normalize_variance", "true".into()),
+                    ("eps_mode", "inside_sqrt".into()),
+                ];
+                let mvn = self.em.op("MVN", "opset6", data, vec![ins[0], axes], out.clone());
+                match ins.get(2) {
+                    None => one(self, "Multiply", "opset1", numpy(), vec![mvn, ins[1]]),
+                    Some(&b) => {
+                        let scaled = self.em.binary("Multiply", mvn, ins[1], out.clone());
+                        one(self, "Add", "opset1", numpy(), vec![scaled, b])
+                    }
+                }
+            }
+            Op::Activate(act) => {
+                let dtype = self.g.info(n.inputs[0]).dtype;
+                match act {
+                    Activation::Gelu => one(self, "Gelu", "opset7", vec![("approximation_mode", "ERF".into())], ins),
+                    Activation::GeluTanh => {
+                        one(self, "Gelu", "opset7", vec![("approximation_mode", "TANH".into())], ins)
+                    }
+                    Activation::Relu => one(self, "Relu", "opset1", vec![], ins),
+                    // Swish: x * sigmoid(beta * x), beta 1 when not given
+                    Activation::Silu => one(self, "Swish", "opset4", vec![], ins),
+                    Activation::QuickGelu => {
+                        let beta = self.em.constant(&Tensor::scalar_float(dtype, 1.702));
+                        one(self, "Swish", "opset4", vec![], vec![ins[0], beta])
+                    }
                 }
             }
             // A state grows instead: the CPU plugin then fuses ReadValue → Gather → Concat → Assign

@@ -9,8 +9,8 @@ use hfexport_core::artifact::StagedDir;
 use hfexport_core::backend::{prepare, Backend};
 use hfexport_core::metadata::{self, ExportMetadata, Source, Verification};
 use hfexport_core::plan::{Planned, Role};
-use hfexport_core::{AutoExportConfig, DType, ExportConfig};
-use hfexport_models::{build_forward, build_generation, BuildOptions, Checkpoint, Task};
+use hfexport_core::{dynamic, AutoExportConfig, DType, ExportConfig};
+use hfexport_models::{build_forward, build_generation, BuildOptions, Checkpoint, ModelConfig, Task, Weights};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -48,6 +48,17 @@ pub struct ExportRequest {
 pub struct Generation {
     pub static_cache: Option<usize>,
     pub multi_token_decode: bool,
+}
+
+/// The components of an export before the backend's passes ([`AutoHfExporter::plan`]).
+#[derive(Debug, Clone)]
+pub struct ExportPlan {
+    /// Built, with the config's shapes and the backend's default bounds applied.
+    pub components: Vec<Planned>,
+    /// Runtime checks the config's shapes need (recorded in `export.json`).
+    pub runtime_checks: Vec<String>,
+    /// What the backend chose for the request (e.g. default bounds), for the progress output.
+    pub notes: Vec<String>,
 }
 
 /// Progress of a long export, for a command line or a log.
@@ -90,12 +101,18 @@ impl AutoHfExporter {
         }
     }
 
-    /// The typed components of a request, with the config's shapes applied; and the runtime
-    /// checks those shapes need.
-    pub fn plan(&self, req: &ExportRequest, ckpt: &Checkpoint) -> Result<(Vec<Planned>, Vec<String>)> {
+    /// The typed components of a request, with the config's shapes and the backend's default
+    /// bounds applied; the runtime checks those shapes need.
+    pub fn plan(&self, req: &ExportRequest, ckpt: &Checkpoint) -> Result<ExportPlan> {
+        self.plan_model(req, &ckpt.config, ckpt)
+    }
+
+    /// [`AutoHfExporter::plan`] for a model config and any source of weight shapes (no bytes
+    /// are read: a test can plan a full-size model without its weights).
+    pub fn plan_model(&self, req: &ExportRequest, model: &ModelConfig, weights: &dyn Weights) -> Result<ExportPlan> {
         let opts = BuildOptions { dtype: req.dtype, ..Default::default() };
         let mut components = match &req.generation {
-            None => vec![build_forward(&ckpt.config, ckpt, req.task, &opts)?],
+            None => vec![build_forward(model, weights, req.task, &opts)?],
             Some(gen) => {
                 if !self.config.common().dynamic {
                     return Err(Error::Unsupported(
@@ -105,8 +122,7 @@ impl AutoHfExporter {
                 if gen.static_cache == Some(0) {
                     return Err(Error::Unsupported("--static-cache must be at least 1".into()));
                 }
-                let mut components =
-                    build_generation(&ckpt.config, ckpt, &opts, gen.static_cache, gen.multi_token_decode)?;
+                let mut components = build_generation(model, weights, &opts, gen.static_cache, gen.multi_token_decode)?;
                 // A stateful model keeps its cache inside the infer request, which a separate
                 // prefill model cannot hand over: `decode` serves the prompt too.
                 if matches!(&self.config, ExportConfig::Openvino(c) if c.stateful) {
@@ -115,11 +131,18 @@ impl AutoHfExporter {
                 components
             }
         };
+        let common = self.config.common();
         let mut runtime_checks = vec![];
         for c in &mut components {
-            runtime_checks.extend(hfexport_core::dynamic::apply(&mut c.graph, self.config.common(), &sample_sizes())?);
+            runtime_checks.extend(dynamic::apply(&mut c.graph, common, &sample_sizes())?);
         }
-        Ok((components, runtime_checks))
+        // what the user left open, the backend may bound (ExecuTorch: to fit its memory plan)
+        let open: Vec<_> = components.iter().map(|c| dynamic::open_symbols(c, common)).collect();
+        let defaults = self.backend().default_bounds(&components, &open, &self.config)?;
+        for (c, maxima) in components.iter_mut().zip(&defaults.maxima) {
+            dynamic::narrow(&mut c.graph, maxima)?;
+        }
+        Ok(ExportPlan { components, runtime_checks, notes: defaults.note.into_iter().collect() })
     }
 
     /// Runs the export; the output folder appears only if everything succeeded.
@@ -127,9 +150,12 @@ impl AutoHfExporter {
         self.check_verify_available()?;
         let backend = self.backend();
         let ckpt = Checkpoint::open(&req.model)?;
-        let (components, runtime_checks) = self.plan(req, &ckpt)?;
+        let ExportPlan { components, runtime_checks, notes } = self.plan(req, &ckpt)?;
         let staged = StagedDir::create(&req.output, req.force)?;
         progress(&format!("building {} for {}", self.config.format().as_str(), ckpt.config.architecture));
+        for note in &notes {
+            progress(note);
+        }
         let (prepared, patches_applied) = prepare(backend, &self.config, &components)?;
         let mut step = |i: usize, n: usize, name: &str| {
             if i.is_multiple_of(16) || i + 1 == n {
@@ -233,7 +259,7 @@ pub fn verify_export(dir: &Path, checkpoint: &Path) -> Result<Verification> {
         generation,
     };
     let ckpt = Checkpoint::open(checkpoint)?;
-    let (components, _) = exporter.plan(&req, &ckpt)?;
+    let components = exporter.plan(&req, &ckpt)?.components;
     let mut described = vec![];
     for c in &components {
         described.push(meta.component(&c.spec.name)?.clone());

@@ -1,0 +1,728 @@
+//! Architectures as data: everything that makes a family what it is, in one [`Architecture`]
+//! value per family ([`ARCHITECTURES`]).
+//!
+//! A definition says which `architectures[0]` classes and `model_type`s it answers to, how its
+//! `config.json` is read ([`ConfigSchema`]: key names, class defaults, how layer kinds, biases,
+//! attention scale and multipliers are derived) and what its blocks are ([`Layout`]: tensor
+//! names, norm kind and placement, projections fused or separate, q/k norms, MLP kind). The
+//! config reader (`config.rs`) and the block library (`blocks.rs`) interpret these values; a new
+//! family whose blocks already exist is one more entry here, with no builder change.
+
+use crate::error::{ModelError, Result};
+
+/// One model family.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Architecture {
+    /// The Hugging Face classes (`architectures[0]`) built with this definition.
+    pub classes: &'static [&'static str],
+    /// The `model_type`s whose config class this schema reads (AutoConfig's key).
+    pub model_types: &'static [&'static str],
+    pub config: ConfigSchema,
+    pub layout: Layout,
+}
+
+/// How a family's `config.json` is read: the config class of its `model_type`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ConfigSchema {
+    pub keys: Keys,
+    pub defaults: Defaults,
+    /// A multimodal checkpoint whose text model is read from `text_config` (Gemma 3).
+    pub text_config: bool,
+    pub layers: LayerRule,
+    pub biases: Biases,
+    pub scale: ScaleRule,
+    pub embedding_scale: EmbeddingScale,
+    pub rope: RopeRule,
+    /// Whether `partial_rotary_factor` < 1 is honoured by the modeling code (Phi-3).
+    pub partial_rotary: bool,
+    /// Granite's `residual_multiplier` and `logits_scaling`.
+    pub granite_multipliers: bool,
+    /// Which of `attn_logit_softcapping` / `final_logit_softcapping` the modeling code applies.
+    pub softcapping: Softcapping,
+    /// `LlamaConfig.validate_architecture`: hidden size a multiple of the heads.
+    pub heads_divide_hidden: bool,
+}
+
+/// The soft-capping keys a class honours (Gemma 2 both; Gemma 3's causal LM the final one,
+/// its conditional-generation model neither).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Softcapping {
+    pub attention: bool,
+    pub logits: bool,
+}
+
+pub const NO_SOFTCAPPING: Softcapping = Softcapping { attention: false, logits: false };
+
+/// Config key names of the common quantities (GPT-2 spells them `n_embd`, `n_layer`, …).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Keys {
+    pub hidden_size: &'static str,
+    pub intermediate_size: &'static str,
+    pub num_hidden_layers: &'static str,
+    pub num_attention_heads: &'static str,
+    pub max_position_embeddings: &'static str,
+    pub norm_eps: &'static str,
+    /// Activation keys, first present wins (Gemma 2/3 read `hidden_activation` only).
+    pub activation: &'static [&'static str],
+    /// Activation values the config class rewrites (Gemma's legacy `gelu` means the tanh form).
+    pub activation_rewrites: &'static [(&'static str, &'static str)],
+}
+
+const KEYS: Keys = Keys {
+    hidden_size: "hidden_size",
+    intermediate_size: "intermediate_size",
+    num_hidden_layers: "num_hidden_layers",
+    num_attention_heads: "num_attention_heads",
+    max_position_embeddings: "max_position_embeddings",
+    norm_eps: "rms_norm_eps",
+    activation: &["hidden_act"],
+    activation_rewrites: &[],
+};
+
+/// Class defaults; `None` sizes are required keys.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Defaults {
+    pub vocab_size: Option<usize>,
+    pub hidden_size: Option<usize>,
+    pub intermediate_size: Option<usize>,
+    /// `intermediate_size` absent or null: this many times the hidden size (GPT-2's `n_inner`).
+    pub intermediate_times_hidden: Option<usize>,
+    pub num_hidden_layers: Option<usize>,
+    pub num_attention_heads: Option<usize>,
+    pub max_position_embeddings: Option<usize>,
+    /// `None`: as many as attention heads.
+    pub num_key_value_heads: Option<usize>,
+    /// `None`: `hidden_size / num_attention_heads`.
+    pub head_dim: Option<usize>,
+    pub norm_eps: f64,
+    pub activation: &'static str,
+    pub tie_word_embeddings: bool,
+    pub rope_theta: f64,
+    pub bos_token_id: Option<i64>,
+    pub eos_token_id: Option<i64>,
+    pub pad_token_id: Option<i64>,
+}
+
+/// The defaults of a config class that must spell out its sizes (an unknown `model_type`).
+pub const NO_DEFAULTS: Defaults = Defaults {
+    vocab_size: None,
+    hidden_size: None,
+    intermediate_size: None,
+    intermediate_times_hidden: None,
+    num_hidden_layers: None,
+    num_attention_heads: None,
+    max_position_embeddings: None,
+    num_key_value_heads: None,
+    head_dim: None,
+    norm_eps: 1e-6,
+    activation: "silu",
+    tie_word_embeddings: false,
+    rope_theta: 10_000.0,
+    bos_token_id: None,
+    eos_token_id: None,
+    pad_token_id: None,
+};
+
+/// The sizes of a 7B-class decoder most config classes default to.
+const SEVEN_B: Defaults = Defaults {
+    vocab_size: Some(32000),
+    hidden_size: Some(4096),
+    intermediate_size: Some(11008),
+    num_hidden_layers: Some(32),
+    num_attention_heads: Some(32),
+    max_position_embeddings: Some(2048),
+    ..NO_DEFAULTS
+};
+
+/// How the attention kind of each layer (full or sliding window) is derived.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LayerRule {
+    /// Every layer attends to everything; window keys are ignored (Llama, Gemma, GPT-2, …).
+    Full,
+    /// `sliding_window` (default given) applies to every layer; a `layer_types` key makes the
+    /// config Ministral's, where it says which layers slide (Mistral).
+    Mistral { default_window: Option<usize> },
+    /// `use_sliding_window` + `sliding_window` + `max_window_layers`, or `layer_types` (Qwen2/3).
+    Qwen,
+    /// `layer_types`, else every `period`-th layer (1-based) full and the others sliding;
+    /// `pattern_keys` may override the period (Gemma 2: 2, Gemma 3: 6).
+    Pattern { period: usize, pattern_keys: &'static [&'static str], default_window: usize },
+    /// `layer_types` when given, else full; `sliding_window` only with `use_sliding_window`
+    /// (SmolLM3).
+    UseSlidingWindow,
+    /// `layer_types` when given, else full; `sliding_window` as given (unknown families).
+    Explicit,
+}
+
+/// Where a projection's bias comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Bias {
+    /// The named boolean config key (default false).
+    Key(&'static str),
+    Always,
+    Never,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Biases {
+    pub qkv: Bias,
+    pub o: Bias,
+    pub mlp: Bias,
+    /// LayerNorm bias (GPT-2's LayerNorms always have one).
+    pub norm: bool,
+}
+
+const LLAMA_BIASES: Biases = Biases {
+    qkv: Bias::Key("attention_bias"),
+    o: Bias::Key("attention_bias"),
+    mlp: Bias::Key("mlp_bias"),
+    norm: false,
+};
+const NO_BIASES: Biases = Biases { qkv: Bias::Never, o: Bias::Never, mlp: Bias::Never, norm: false };
+const ATTENTION_BIASES: Biases =
+    Biases { qkv: Bias::Key("attention_bias"), o: Bias::Key("attention_bias"), mlp: Bias::Never, norm: false };
+
+/// The attention's score scale.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ScaleRule {
+    /// `head_dim ** -0.5`.
+    HeadDim,
+    /// `query_pre_attn_scalar ** -0.5` (Gemma 2/3; the key defaults to `head_dim`).
+    QueryPreAttnScalar,
+    /// `attention_multiplier` (Granite).
+    AttentionMultiplier,
+    /// `head_dim ** -0.5` when `scale_attn_weights`, divided by `layer + 1` when
+    /// `scale_attn_by_inverse_layer_idx` (GPT-2).
+    Gpt2,
+}
+
+/// What the token embeddings are multiplied by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EmbeddingScale {
+    None,
+    /// `sqrt(hidden_size)`, rounded to the graph's dtype (Gemma).
+    SqrtHidden,
+    /// `embedding_multiplier` (Granite).
+    Multiplier,
+}
+
+/// How rotary embeddings are configured per layer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RopeRule {
+    /// One rope for every layer.
+    Uniform,
+    /// Sliding layers have their own rope: `rope_parameters` keyed by layer type, or the
+    /// legacy `rope_local_base_freq` (Gemma 3).
+    PerLayerType,
+    /// Layers listed 0 in `no_rope_layers` (default: every `no_rope_layer_interval`-th) have
+    /// no rotary embedding (SmolLM3).
+    NoRopeLayers,
+    /// No rotary embedding; learned absolute positions instead (GPT-2).
+    None,
+}
+
+/// Tensor names and block kinds.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Layout {
+    /// Prefixes of the text model, tried in order (the first under which the embedding exists
+    /// wins): a multimodal checkpoint nests it (`model.language_model.`), GPT-2 files exist
+    /// with and without `transformer.`.
+    pub roots: &'static [&'static str],
+    /// Names of an untied output head, tried in order.
+    pub heads: &'static [&'static str],
+    pub embed: &'static str,
+    /// Learned absolute position embeddings (GPT-2 `wpe`).
+    pub position_embed: Option<&'static str>,
+    pub layers: &'static str,
+    pub final_norm: &'static str,
+    pub norm: NormKind,
+    pub norms: LayerNorms,
+    pub attention: AttentionLayout,
+    pub mlp: MlpLayout,
+}
+
+/// The normalisation every norm of a family uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NormKind {
+    /// `w * x / rms(x)`.
+    Rms,
+    /// `(1 + w) * x / rms(x)` (Gemma).
+    RmsOnePlus,
+    /// LayerNorm with weight and (per [`Biases::norm`]) bias (GPT-2).
+    Layer,
+}
+
+/// Norm placement in a decoder layer, by tensor name: pre-norm (Llama), post-norm (OLMo 2),
+/// or both around each sub-block (Gemma 2/3's sandwich).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LayerNorms {
+    pub pre_attention: Option<&'static str>,
+    pub post_attention: Option<&'static str>,
+    pub pre_mlp: Option<&'static str>,
+    pub post_mlp: Option<&'static str>,
+}
+
+const PRE_NORMS: LayerNorms = LayerNorms {
+    pre_attention: Some("input_layernorm"),
+    post_attention: None,
+    pre_mlp: Some("post_attention_layernorm"),
+    post_mlp: None,
+};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AttentionLayout {
+    pub prefix: &'static str,
+    pub qkv: Projections,
+    pub out: &'static str,
+    pub qk_norm: QkNorm,
+}
+
+/// The q, k and v projections.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Projections {
+    Separate {
+        q: &'static str,
+        k: &'static str,
+        v: &'static str,
+    },
+    /// One `[q; k; v]` linear (Phi-3 `qkv_proj`).
+    Fused(&'static str),
+    /// One `[q, k, v]` Conv1D, weights stored `[in, out]` (GPT-2 `c_attn`); the output
+    /// projection is a Conv1D too.
+    FusedConv1d(&'static str),
+}
+
+/// Normalisation of queries and keys before the rotary embedding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QkNorm {
+    None,
+    /// Per head over `head_dim` (Qwen3, Gemma 3).
+    PerHead,
+    /// Over the whole projection (OLMo 2).
+    Whole,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MlpLayout {
+    pub prefix: &'static str,
+    pub kind: MlpKind,
+    pub down: &'static str,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MlpKind {
+    /// `down(act(gate(x)) * up(x))`.
+    Gated { gate: &'static str, up: &'static str },
+    /// The same with one `[gate; up]` linear (Phi-3 `gate_up_proj`).
+    GatedFused(&'static str),
+    /// `down(act(fc(x)))` with Conv1D weights (GPT-2 `c_fc`, `c_proj`).
+    PlainConv1d(&'static str),
+}
+
+const LLAMA_LAYOUT: Layout = Layout {
+    roots: &["model."],
+    heads: &["lm_head"],
+    embed: "embed_tokens",
+    position_embed: None,
+    layers: "layers",
+    final_norm: "norm",
+    norm: NormKind::Rms,
+    norms: PRE_NORMS,
+    attention: AttentionLayout {
+        prefix: "self_attn",
+        qkv: Projections::Separate { q: "q_proj", k: "k_proj", v: "v_proj" },
+        out: "o_proj",
+        qk_norm: QkNorm::None,
+    },
+    mlp: MlpLayout { prefix: "mlp", kind: MlpKind::Gated { gate: "gate_proj", up: "up_proj" }, down: "down_proj" },
+};
+
+const LLAMA_SCHEMA: ConfigSchema = ConfigSchema {
+    keys: KEYS,
+    defaults: Defaults { bos_token_id: Some(1), eos_token_id: Some(2), ..SEVEN_B },
+    text_config: false,
+    layers: LayerRule::Full,
+    biases: LLAMA_BIASES,
+    scale: ScaleRule::HeadDim,
+    embedding_scale: EmbeddingScale::None,
+    rope: RopeRule::Uniform,
+    partial_rotary: false,
+    granite_multipliers: false,
+    softcapping: NO_SOFTCAPPING,
+    heads_divide_hidden: false,
+};
+
+const QWEN_DEFAULTS: Defaults = Defaults {
+    vocab_size: Some(151936),
+    intermediate_size: Some(22016),
+    max_position_embeddings: Some(32768),
+    num_key_value_heads: Some(32),
+    bos_token_id: None,
+    eos_token_id: None,
+    ..SEVEN_B
+};
+
+const GEMMA_DEFAULTS: Defaults = Defaults {
+    vocab_size: Some(256000),
+    hidden_size: Some(3072),
+    intermediate_size: Some(24576),
+    num_hidden_layers: Some(28),
+    num_attention_heads: Some(16),
+    max_position_embeddings: Some(8192),
+    num_key_value_heads: Some(16),
+    head_dim: Some(256),
+    activation: "gelu_pytorch_tanh",
+    tie_word_embeddings: true,
+    bos_token_id: Some(2),
+    eos_token_id: Some(1),
+    pad_token_id: Some(0),
+    ..NO_DEFAULTS
+};
+
+const GEMMA_LAYOUT: Layout = Layout { norm: NormKind::RmsOnePlus, ..LLAMA_LAYOUT };
+
+const SANDWICH_NORMS: LayerNorms = LayerNorms {
+    pre_attention: Some("input_layernorm"),
+    post_attention: Some("post_attention_layernorm"),
+    pre_mlp: Some("pre_feedforward_layernorm"),
+    post_mlp: Some("post_feedforward_layernorm"),
+};
+
+const GEMMA3_SCHEMA: ConfigSchema = ConfigSchema {
+    keys: Keys { activation: &["hidden_activation"], ..KEYS },
+    defaults: Defaults {
+        vocab_size: Some(262208),
+        hidden_size: Some(2304),
+        intermediate_size: Some(9216),
+        num_hidden_layers: Some(26),
+        num_attention_heads: Some(8),
+        num_key_value_heads: Some(4),
+        max_position_embeddings: Some(131072),
+        rope_theta: 1_000_000.0,
+        ..GEMMA_DEFAULTS
+    },
+    layers: LayerRule::Pattern {
+        period: 6,
+        pattern_keys: &["sliding_window_pattern", "_sliding_window_pattern"],
+        default_window: 4096,
+    },
+    biases: ATTENTION_BIASES,
+    scale: ScaleRule::QueryPreAttnScalar,
+    embedding_scale: EmbeddingScale::SqrtHidden,
+    rope: RopeRule::PerLayerType,
+    softcapping: Softcapping { attention: false, logits: true },
+    heads_divide_hidden: true,
+    ..LLAMA_SCHEMA
+};
+
+const GEMMA3_LAYOUT: Layout = Layout {
+    norms: SANDWICH_NORMS,
+    attention: AttentionLayout { qk_norm: QkNorm::PerHead, ..LLAMA_LAYOUT.attention },
+    ..GEMMA_LAYOUT
+};
+
+/// Every family this build exports.
+pub const ARCHITECTURES: &[Architecture] = &[
+    Architecture {
+        classes: &["LlamaForCausalLM"],
+        model_types: &["llama"],
+        config: ConfigSchema { heads_divide_hidden: true, ..LLAMA_SCHEMA },
+        layout: LLAMA_LAYOUT,
+    },
+    // Ministral is Mistral with per-layer `layer_types` (same weights, same defaults).
+    Architecture {
+        classes: &["MistralForCausalLM", "MinistralForCausalLM"],
+        model_types: &["mistral", "ministral"],
+        config: ConfigSchema {
+            defaults: Defaults {
+                intermediate_size: Some(14336),
+                max_position_embeddings: Some(4096 * 32),
+                num_key_value_heads: Some(8),
+                ..LLAMA_SCHEMA.defaults
+            },
+            layers: LayerRule::Mistral { default_window: Some(4096) },
+            biases: NO_BIASES,
+            ..LLAMA_SCHEMA
+        },
+        layout: LLAMA_LAYOUT,
+    },
+    Architecture {
+        classes: &["Qwen2ForCausalLM"],
+        model_types: &["qwen2"],
+        config: ConfigSchema {
+            defaults: QWEN_DEFAULTS,
+            layers: LayerRule::Qwen,
+            biases: Biases { qkv: Bias::Always, ..NO_BIASES },
+            ..LLAMA_SCHEMA
+        },
+        layout: LLAMA_LAYOUT,
+    },
+    Architecture {
+        classes: &["Qwen3ForCausalLM"],
+        model_types: &["qwen3"],
+        config: ConfigSchema {
+            defaults: Defaults { head_dim: Some(128), ..QWEN_DEFAULTS },
+            layers: LayerRule::Qwen,
+            biases: ATTENTION_BIASES,
+            ..LLAMA_SCHEMA
+        },
+        layout: Layout {
+            attention: AttentionLayout { qk_norm: QkNorm::PerHead, ..LLAMA_LAYOUT.attention },
+            ..LLAMA_LAYOUT
+        },
+    },
+    Architecture {
+        classes: &["Phi3ForCausalLM"],
+        model_types: &["phi3"],
+        config: ConfigSchema {
+            defaults: Defaults {
+                vocab_size: Some(32064),
+                hidden_size: Some(3072),
+                intermediate_size: Some(8192),
+                max_position_embeddings: Some(4096),
+                norm_eps: 1e-5,
+                bos_token_id: Some(1),
+                eos_token_id: Some(32000),
+                pad_token_id: Some(32000),
+                ..SEVEN_B
+            },
+            layers: LayerRule::Mistral { default_window: None },
+            biases: NO_BIASES,
+            partial_rotary: true,
+            ..LLAMA_SCHEMA
+        },
+        layout: Layout {
+            attention: AttentionLayout { qkv: Projections::Fused("qkv_proj"), ..LLAMA_LAYOUT.attention },
+            mlp: MlpLayout { kind: MlpKind::GatedFused("gate_up_proj"), ..LLAMA_LAYOUT.mlp },
+            ..LLAMA_LAYOUT
+        },
+    },
+    Architecture {
+        classes: &["GemmaForCausalLM"],
+        model_types: &["gemma"],
+        config: ConfigSchema {
+            keys: Keys { activation_rewrites: &[("gelu", "gelu_pytorch_tanh")], ..KEYS },
+            defaults: GEMMA_DEFAULTS,
+            biases: ATTENTION_BIASES,
+            embedding_scale: EmbeddingScale::SqrtHidden,
+            ..LLAMA_SCHEMA
+        },
+        layout: GEMMA_LAYOUT,
+    },
+    Architecture {
+        classes: &["Gemma2ForCausalLM"],
+        model_types: &["gemma2"],
+        config: ConfigSchema {
+            keys: Keys { activation: &["hidden_activation"], ..KEYS },
+            defaults: Defaults {
+                hidden_size: Some(2304),
+                intermediate_size: Some(9216),
+                num_hidden_layers: Some(26),
+                num_attention_heads: Some(8),
+                num_key_value_heads: Some(4),
+                ..GEMMA_DEFAULTS
+            },
+            layers: LayerRule::Pattern { period: 2, pattern_keys: &[], default_window: 4096 },
+            biases: ATTENTION_BIASES,
+            scale: ScaleRule::QueryPreAttnScalar,
+            embedding_scale: EmbeddingScale::SqrtHidden,
+            softcapping: Softcapping { attention: true, logits: true },
+            ..LLAMA_SCHEMA
+        },
+        layout: Layout { norms: SANDWICH_NORMS, ..GEMMA_LAYOUT },
+    },
+    Architecture {
+        classes: &["Gemma3ForCausalLM"],
+        model_types: &["gemma3_text"],
+        config: GEMMA3_SCHEMA,
+        layout: GEMMA3_LAYOUT,
+    },
+    // The text model of a multimodal Gemma 3 checkpoint: read from `text_config`, stored under
+    // `language_model.model.` (what 5.23 still saves) or `model.language_model.` (its in-memory
+    // names), with no logit soft-capping (only the causal LM class applies it).
+    Architecture {
+        classes: &["Gemma3ForConditionalGeneration"],
+        model_types: &["gemma3"],
+        config: ConfigSchema { text_config: true, softcapping: NO_SOFTCAPPING, ..GEMMA3_SCHEMA },
+        layout: Layout {
+            roots: &[
+                "language_model.model.",
+                "model.language_model.model.",
+                "language_model.model.model.",
+                "model.language_model.",
+            ],
+            heads: &["lm_head", "language_model.lm_head"],
+            ..GEMMA3_LAYOUT
+        },
+    },
+    Architecture {
+        classes: &["GraniteForCausalLM"],
+        model_types: &["granite"],
+        config: ConfigSchema {
+            defaults: Defaults { bos_token_id: Some(1), eos_token_id: Some(2), ..SEVEN_B },
+            scale: ScaleRule::AttentionMultiplier,
+            embedding_scale: EmbeddingScale::Multiplier,
+            granite_multipliers: true,
+            ..LLAMA_SCHEMA
+        },
+        layout: LLAMA_LAYOUT,
+    },
+    Architecture {
+        classes: &["Olmo2ForCausalLM"],
+        model_types: &["olmo2"],
+        config: ConfigSchema {
+            defaults: Defaults {
+                vocab_size: Some(50304),
+                norm_eps: 1e-5,
+                bos_token_id: None,
+                eos_token_id: Some(50279),
+                pad_token_id: Some(1),
+                ..SEVEN_B
+            },
+            biases: ATTENTION_BIASES,
+            ..LLAMA_SCHEMA
+        },
+        layout: Layout {
+            norms: LayerNorms {
+                pre_attention: None,
+                post_attention: Some("post_attention_layernorm"),
+                pre_mlp: None,
+                post_mlp: Some("post_feedforward_layernorm"),
+            },
+            attention: AttentionLayout { qk_norm: QkNorm::Whole, ..LLAMA_LAYOUT.attention },
+            ..LLAMA_LAYOUT
+        },
+    },
+    Architecture {
+        classes: &["SmolLM3ForCausalLM"],
+        model_types: &["smollm3"],
+        config: ConfigSchema {
+            defaults: Defaults {
+                vocab_size: Some(128256),
+                hidden_size: Some(2048),
+                num_hidden_layers: Some(36),
+                num_attention_heads: Some(16),
+                num_key_value_heads: Some(4),
+                max_position_embeddings: Some(32768),
+                tie_word_embeddings: true,
+                rope_theta: 2_000_000.0,
+                bos_token_id: Some(128000),
+                eos_token_id: Some(128001),
+                pad_token_id: Some(128004),
+                ..SEVEN_B
+            },
+            layers: LayerRule::UseSlidingWindow,
+            rope: RopeRule::NoRopeLayers,
+            ..LLAMA_SCHEMA
+        },
+        layout: LLAMA_LAYOUT,
+    },
+    Architecture {
+        classes: &["GPT2LMHeadModel"],
+        model_types: &["gpt2"],
+        config: ConfigSchema {
+            keys: Keys {
+                hidden_size: "n_embd",
+                intermediate_size: "n_inner",
+                num_hidden_layers: "n_layer",
+                num_attention_heads: "n_head",
+                max_position_embeddings: "n_positions",
+                norm_eps: "layer_norm_epsilon",
+                activation: &["activation_function"],
+                activation_rewrites: &[],
+            },
+            defaults: Defaults {
+                vocab_size: Some(50257),
+                hidden_size: Some(768),
+                intermediate_size: None,
+                intermediate_times_hidden: Some(4),
+                num_hidden_layers: Some(12),
+                num_attention_heads: Some(12),
+                max_position_embeddings: Some(1024),
+                norm_eps: 1e-5,
+                activation: "gelu_new",
+                tie_word_embeddings: true,
+                bos_token_id: Some(50256),
+                eos_token_id: Some(50256),
+                ..NO_DEFAULTS
+            },
+            biases: Biases { qkv: Bias::Always, o: Bias::Always, mlp: Bias::Always, norm: true },
+            scale: ScaleRule::Gpt2,
+            rope: RopeRule::None,
+            ..LLAMA_SCHEMA
+        },
+        layout: Layout {
+            roots: &["transformer.", ""],
+            heads: &["lm_head"],
+            embed: "wte",
+            position_embed: Some("wpe"),
+            layers: "h",
+            final_norm: "ln_f",
+            norm: NormKind::Layer,
+            norms: LayerNorms {
+                pre_attention: Some("ln_1"),
+                post_attention: None,
+                pre_mlp: Some("ln_2"),
+                post_mlp: None,
+            },
+            attention: AttentionLayout {
+                prefix: "attn",
+                qkv: Projections::FusedConv1d("c_attn"),
+                out: "c_proj",
+                qk_norm: QkNorm::None,
+            },
+            mlp: MlpLayout { prefix: "mlp", kind: MlpKind::PlainConv1d("c_fc"), down: "c_proj" },
+        },
+    },
+];
+
+/// The class names this build exports.
+pub fn supported() -> Vec<String> {
+    ARCHITECTURES.iter().flat_map(|a| a.classes.iter().map(|c| c.to_string())).collect()
+}
+
+/// The definition of class `name`.
+pub fn lookup(name: &str) -> Result<&'static Architecture> {
+    ARCHITECTURES
+        .iter()
+        .find(|a| a.classes.contains(&name))
+        .ok_or_else(|| ModelError::UnknownArchitecture { name: name.to_string(), supported: supported() })
+}
+
+/// The config schema AutoConfig would pick: by `model_type`, else by the class name's stem
+/// (`LlamaForCausalLM` -> `llama`) or the class itself; `None` for an unknown family.
+pub fn detect(model_type: Option<&str>, class: &str) -> Option<&'static Architecture> {
+    let by_type = |t: &str| ARCHITECTURES.iter().find(|a| a.model_types.contains(&t));
+    match model_type {
+        Some(t) => by_type(t),
+        None => {
+            let stem = class.split("For").next().unwrap_or_default().to_ascii_lowercase();
+            by_type(&stem).or_else(|| ARCHITECTURES.iter().find(|a| a.classes.contains(&class)))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_class_and_model_type_is_claimed_once() {
+        let mut classes: Vec<_> = ARCHITECTURES.iter().flat_map(|a| a.classes.iter()).collect();
+        let mut types: Vec<_> = ARCHITECTURES.iter().flat_map(|a| a.model_types.iter()).collect();
+        let (nc, nt) = (classes.len(), types.len());
+        classes.sort();
+        classes.dedup();
+        types.sort();
+        types.dedup();
+        assert_eq!((classes.len(), types.len()), (nc, nt));
+    }
+
+    #[test]
+    fn detection_follows_model_type_then_class() {
+        assert_eq!(detect(Some("ministral"), "X").unwrap().classes[0], "MistralForCausalLM");
+        assert_eq!(detect(None, "Qwen3ForCausalLM").unwrap().classes[0], "Qwen3ForCausalLM");
+        assert_eq!(detect(None, "GPT2LMHeadModel").unwrap().classes[0], "GPT2LMHeadModel");
+        assert!(detect(Some("foo"), "LlamaForCausalLM").is_none());
+    }
+}

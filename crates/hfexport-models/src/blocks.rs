@@ -1,0 +1,405 @@
+//! The block library architecture definitions compose: embedding, norms, attention, MLP,
+//! decoder layer and head, each reading the [`Layout`](crate::arch::Layout) of its family.
+//!
+//! Tensor names are never spelled out here: a [`Vb`] carries the prefix of the block being
+//! built (in the manner of candle's `VarBuilder`), and each block appends the leaf names its
+//! layout gives. Weights stay lazy [`WeightExpr`]s over the checkpoint's tensors; fused
+//! projections become slices of one stored tensor, GPT-2's Conv1D weights a transpose, and
+//! Gemma's `1 + w` norm weights an expression too, so nothing is computed or copied until a
+//! writer streams it. Every weight is checked for presence, dtype and shape as it is declared.
+
+use hfexport_core::ops::{Activation, BinaryOp};
+use hfexport_core::{DType, Dim, Op, Tensor, ValueId, WeightExpr};
+
+use crate::arch::{MlpKind, NormKind, Projections, QkNorm};
+use crate::builder::{Decoder, LayerInputs};
+use crate::config::LayerType;
+use crate::error::Result;
+
+/// The name prefix of the block being built (`model.layers.3.self_attn`).
+#[derive(Debug, Clone)]
+pub(crate) struct Vb {
+    prefix: String,
+}
+
+impl Vb {
+    /// A root such as `model.` or `` (the trailing dot is dropped).
+    pub(crate) fn root(prefix: &str) -> Vb {
+        Vb { prefix: prefix.trim_end_matches('.').to_string() }
+    }
+
+    /// The child block `name`.
+    pub(crate) fn pp(&self, name: impl std::fmt::Display) -> Vb {
+        Vb { prefix: self.name(name) }
+    }
+
+    /// The prefix itself (the name of the block's node).
+    pub(crate) fn path(&self) -> &str {
+        &self.prefix
+    }
+
+    /// The full name of `leaf` under this prefix.
+    pub(crate) fn name(&self, leaf: impl std::fmt::Display) -> String {
+        if self.prefix.is_empty() {
+            leaf.to_string()
+        } else {
+            format!("{}.{leaf}", self.prefix)
+        }
+    }
+}
+
+/// One projection of a fused weight: its graph name and its rows.
+struct Part<'a> {
+    name: &'a str,
+    rows: usize,
+}
+
+impl Decoder<'_> {
+    // ---- weights ------------------------------------------------------------------------------
+
+    /// The stored tensor `name`, checked against `shape`, as an expression in the graph dtype
+    /// once `transform` is applied (the cast goes last, so slices stream raw bytes).
+    fn stored(&self, name: &str, shape: &[usize]) -> Result<(WeightExpr, DType)> {
+        let info = self.weights.expect(name, shape)?;
+        Ok((WeightExpr::stored(name), info.dtype))
+    }
+
+    /// Declares a graph weight `name` computed by `expr` (read in `stored` dtype).
+    fn declare(&mut self, name: &str, expr: WeightExpr, stored: DType, shape: &[usize]) -> ValueId {
+        let dtype = self.opts.dtype;
+        let expr = if stored != dtype { WeightExpr::Cast(Box::new(expr), dtype) } else { expr };
+        self.g.add_weight(name, expr, dtype, shape)
+    }
+
+    /// The stored tensor `vb.leaf` as a graph weight.
+    pub(crate) fn weight(&mut self, vb: &Vb, leaf: &str, shape: &[usize]) -> Result<ValueId> {
+        let name = vb.name(leaf);
+        let (expr, dtype) = self.stored(&name, shape)?;
+        Ok(self.declare(&name, expr, dtype, shape))
+    }
+
+    pub(crate) fn op(&mut self, name: &str, op: Op, ins: &[ValueId]) -> Result<ValueId> {
+        Ok(self.g.op(name, op, ins)?)
+    }
+
+    /// A scalar of the graph's dtype (rounded to it, as transformers' tensors of that dtype are).
+    fn scalar(&mut self, name: &str, v: f64) -> Result<ValueId> {
+        let t = Tensor::scalar_float(self.opts.dtype, v as f32);
+        self.op(name, Op::Constant(t), &[])
+    }
+
+    /// `x * factor`.
+    fn scale(&mut self, name: &str, x: ValueId, factor: f64) -> Result<ValueId> {
+        let c = self.scalar(&format!("{name}.factor"), factor)?;
+        self.op(name, Op::Binary(BinaryOp::Mul), &[x, c])
+    }
+
+    /// `tanh(x / cap) * cap` (Gemma's soft-capping).
+    pub(crate) fn softcap(&mut self, name: &str, x: ValueId, cap: f64) -> Result<ValueId> {
+        let c = self.scalar(&format!("{name}.cap"), cap)?;
+        let x = self.op(&format!("{name}.divide"), Op::Binary(BinaryOp::Div), &[x, c])?;
+        let x = self.op(&format!("{name}.tanh"), Op::Unary(hfexport_core::ops::UnaryOp::Tanh), &[x])?;
+        self.op(name, Op::Binary(BinaryOp::Mul), &[x, c])
+    }
+
+    // ---- projections --------------------------------------------------------------------------
+
+    /// `x · wᵀ (+ b)` with `w` stored `[out, in]` at `vb.weight`.
+    pub(crate) fn linear(&mut self, vb: &Vb, out: usize, inp: usize, bias: bool, x: ValueId) -> Result<ValueId> {
+        let w = self.weight(vb, "weight", &[out, inp])?;
+        let mut ins = vec![x, w];
+        if bias {
+            ins.push(self.weight(vb, "bias", &[out])?);
+        }
+        self.op(&vb.path(), Op::Linear, &ins)
+    }
+
+    /// One linear per part of a fused weight stored at `vb` (`[sum of rows, in]`, or `[in, sum]`
+    /// for a Conv1D), each reading its rows; the parts are named `parent.<part.name>` as if the
+    /// checkpoint stored them apart.
+    fn fused_linear(
+        &mut self,
+        vb: &Vb,
+        parent: &Vb,
+        parts: &[Part],
+        inp: usize,
+        bias: bool,
+        conv1d: bool,
+        x: ValueId,
+    ) -> Result<Vec<ValueId>> {
+        let total: usize = parts.iter().map(|p| p.rows).sum();
+        let shape = if conv1d { [inp, total] } else { [total, inp] };
+        let (w, w_dtype) = self.stored(&vb.name("weight"), &shape)?;
+        let w = if conv1d { WeightExpr::Transpose(Box::new(w)) } else { w };
+        let b = match bias {
+            true => Some(self.stored(&vb.name("bias"), &[total])?),
+            false => None,
+        };
+        let mut start = 0;
+        let mut outs = vec![];
+        for part in parts {
+            let (end, p) = (start + part.rows, parent.pp(part.name));
+            let wv = self.declare(&p.name("weight"), w.clone().slice(0, start, end), w_dtype, &[part.rows, inp]);
+            let mut ins = vec![x, wv];
+            if let Some((b, b_dtype)) = &b {
+                ins.push(self.declare(&p.name("bias"), b.clone().slice(0, start, end), *b_dtype, &[part.rows]));
+            }
+            outs.push(self.op(p.path(), Op::Linear, &ins)?);
+            start = end;
+        }
+        Ok(outs)
+    }
+
+    /// A GPT-2 `Conv1D` (`x · w + b`, `w` stored `[in, out]`).
+    fn conv1d(&mut self, vb: &Vb, out: usize, inp: usize, x: ValueId) -> Result<ValueId> {
+        let name = vb.name("weight");
+        let (w, dtype) = self.stored(&name, &[inp, out])?;
+        let w = self.declare(&name, WeightExpr::Transpose(Box::new(w)), dtype, &[out, inp]);
+        let b = self.weight(vb, "bias", &[out])?;
+        self.op(vb.path(), Op::Linear, &[x, w, b])
+    }
+
+    // ---- norms --------------------------------------------------------------------------------
+
+    /// The family's norm over the last axis (`size` wide) with weights at `vb`.
+    pub(crate) fn norm(&mut self, vb: &Vb, size: usize, x: ValueId) -> Result<ValueId> {
+        let eps = self.cfg.norm_eps as f32;
+        let name = vb.name("weight");
+        match self.arch.layout.norm {
+            NormKind::Rms => {
+                let w = self.weight(vb, "weight", &[size])?;
+                self.op(vb.path(), Op::RmsNorm { eps }, &[x, w])
+            }
+            NormKind::RmsOnePlus => {
+                let (w, dtype) = self.stored(&name, &[size])?;
+                let w = self.declare(&name, WeightExpr::OnePlus(Box::new(w)), dtype, &[size]);
+                self.op(vb.path(), Op::RmsNorm { eps }, &[x, w])
+            }
+            NormKind::Layer => {
+                let mut ins = vec![x, self.weight(vb, "weight", &[size])?];
+                if self.arch.config.biases.norm {
+                    ins.push(self.weight(vb, "bias", &[size])?);
+                }
+                self.op(vb.path(), Op::LayerNorm { eps }, &ins)
+            }
+        }
+    }
+
+    /// The norm named `leaf` of a layer, when the layout has one there.
+    fn optional_norm(&mut self, vb: &Vb, leaf: Option<&str>, x: ValueId) -> Result<ValueId> {
+        match leaf {
+            Some(leaf) => self.norm(&vb.pp(leaf), self.cfg.hidden_size, x),
+            None => Ok(x),
+        }
+    }
+
+    // ---- embedding and head -------------------------------------------------------------------
+
+    /// Token embeddings (scaled as the family scales them), plus learned absolute positions
+    /// where the family has them. Returns the hidden states and the embedding table (for a
+    /// tied head).
+    pub(crate) fn embed(&mut self, root: &Vb, ids: ValueId, positions: ValueId) -> Result<(ValueId, ValueId)> {
+        let (cfg, layout) = (self.cfg, &self.arch.layout);
+        let vb = root.pp(layout.embed);
+        let table = self.weight(&vb, "weight", &[cfg.vocab_size, cfg.hidden_size])?;
+        let mut h = self.op(&vb.path(), Op::Gather { axis: 0 }, &[table, ids])?;
+        if let Some(s) = cfg.embedding_scale {
+            h = self.scale(&vb.name("scaled"), h, s)?;
+        }
+        if let Some(wpe) = layout.position_embed {
+            let vb = root.pp(wpe);
+            let w = self.weight(&vb, "weight", &[cfg.max_position_embeddings, cfg.hidden_size])?;
+            let p = self.op(&vb.name("gather"), Op::Gather { axis: 0 }, &[w, positions])?;
+            h = self.op(&vb.name("add"), Op::Binary(BinaryOp::Add), &[h, p])?;
+        }
+        Ok((h, table))
+    }
+
+    /// Final norm, head, logit scaling and soft-capping. The head is the checkpoint's own where
+    /// it stores one (transformers 5 keeps a stored head even when the config says tied), else
+    /// the embedding `table` when tied.
+    pub(crate) fn head(&mut self, root: &Vb, h: ValueId, table: ValueId) -> Result<ValueId> {
+        let (cfg, layout) = (self.cfg, &self.arch.layout);
+        let h = self.norm(&root.pp(layout.final_norm), cfg.hidden_size, h)?;
+        let stored = layout.heads.iter().find(|n| self.weights.has(&Vb::root(n).name("weight")));
+        let w = match (stored, cfg.tie_word_embeddings) {
+            (None, true) => table,
+            (stored, _) => {
+                let name = stored.unwrap_or(&layout.heads[0]);
+                self.weight(&Vb::root(name), "weight", &[cfg.vocab_size, cfg.hidden_size])?
+            }
+        };
+        let mut logits = self.op("lm_head", Op::Linear, &[h, w])?;
+        if let Some(s) = cfg.logits_scaling {
+            logits = self.scale("lm_head.scaled", logits, 1.0 / s)?;
+        }
+        if let Some(cap) = cfg.final_softcap {
+            logits = self.softcap("lm_head.softcap", logits, cap)?;
+        }
+        Ok(logits)
+    }
+
+    // ---- decoder layer ------------------------------------------------------------------------
+
+    /// One decoder layer: attention and MLP, each with the norms the layout places around it,
+    /// scaled by the residual multiplier, added to the residual stream.
+    pub(crate) fn decoder_layer(
+        &mut self,
+        vb: &Vb,
+        i: usize,
+        h: ValueId,
+        s: &LayerInputs,
+        act: Activation,
+    ) -> Result<ValueId> {
+        let norms = self.arch.layout.norms;
+        let x = self.optional_norm(vb, norms.pre_attention, h)?;
+        let a = self.attention(&vb.pp(self.arch.layout.attention.prefix), i, x, s)?;
+        let a = self.optional_norm(vb, norms.post_attention, a)?;
+        let h = self.residual(&vb.name("attn_residual"), h, a)?;
+        let x = self.optional_norm(vb, norms.pre_mlp, h)?;
+        let m = self.mlp(&vb.pp(self.arch.layout.mlp.prefix), x, act)?;
+        let m = self.optional_norm(vb, norms.post_mlp, m)?;
+        self.residual(&vb.name("mlp_residual"), h, m)
+    }
+
+    fn residual(&mut self, name: &str, h: ValueId, x: ValueId) -> Result<ValueId> {
+        let x = match self.cfg.residual_multiplier {
+            Some(m) => self.scale(&format!("{name}.scaled"), x, m)?,
+            None => x,
+        };
+        self.op(name, Op::Binary(BinaryOp::Add), &[h, x])
+    }
+
+    // ---- attention ----------------------------------------------------------------------------
+
+    /// The q, k and v projections `[b, s, heads * head_dim]`.
+    fn qkv(&mut self, vb: &Vb, x: ValueId) -> Result<(ValueId, ValueId, ValueId)> {
+        let cfg = self.cfg;
+        let (hd, hs, bias) = (cfg.head_dim, cfg.hidden_size, cfg.attention_bias);
+        let (q_rows, kv_rows) = (cfg.num_attention_heads * hd, cfg.num_key_value_heads * hd);
+        let parts = [
+            Part { name: "q_proj", rows: q_rows },
+            Part { name: "k_proj", rows: kv_rows },
+            Part { name: "v_proj", rows: kv_rows },
+        ];
+        let outs = match self.arch.layout.attention.qkv {
+            Projections::Separate { q, k, v } => vec![
+                self.linear(&vb.pp(q), q_rows, hs, bias, x)?,
+                self.linear(&vb.pp(k), kv_rows, hs, bias, x)?,
+                self.linear(&vb.pp(v), kv_rows, hs, bias, x)?,
+            ],
+            Projections::Fused(name) => self.fused_linear(&vb.pp(name), vb, &parts, hs, bias, false, x)?,
+            Projections::FusedConv1d(name) => self.fused_linear(&vb.pp(name), vb, &parts, hs, true, true, x)?,
+        };
+        Ok((outs[0], outs[1], outs[2]))
+    }
+
+    /// `[b, s, heads*d]` -> `[b, heads, s, d]`, with the per-head norm in between where the
+    /// family has one.
+    fn split_heads(&mut self, vb: &Vb, x: ValueId, heads: usize, norm: Option<Vb>) -> Result<ValueId> {
+        let s = self.g.info(x).shape.clone();
+        let d = self.cfg.head_dim;
+        let shape = vec![s[0].clone(), s[1].clone(), Dim::from(heads), Dim::from(d)];
+        let mut x = self.op(&vb.name("split_heads"), Op::Reshape { shape }, &[x])?;
+        if let Some(norm) = norm {
+            x = self.norm(&norm, d, x)?;
+        }
+        self.op(&vb.name("heads_first"), Op::Transpose { perm: vec![0, 2, 1, 3] }, &[x])
+    }
+
+    /// The rotary embedding over the first `rope.dim` channels of `x` `[b, h, s, d]` (all of
+    /// them unless the rotary is partial).
+    fn rotate(&mut self, name: &str, x: ValueId, cos: ValueId, sin: ValueId, dim: usize) -> Result<ValueId> {
+        let d = self.cfg.head_dim;
+        if dim == d {
+            return self.op(name, Op::ApplyRotary, &[x, cos, sin]);
+        }
+        let (zero, rot, full) = (Dim::konst(0), Dim::from(dim), Dim::from(d));
+        let r = self.op(&format!("{name}.rotated"), Op::Slice { axis: 3, start: zero, end: rot.clone() }, &[x])?;
+        let pass = self.op(&format!("{name}.passed"), Op::Slice { axis: 3, start: rot, end: full }, &[x])?;
+        let r = self.op(&format!("{name}.apply"), Op::ApplyRotary, &[r, cos, sin])?;
+        self.op(name, Op::Concat { axis: 3 }, &[r, pass])
+    }
+
+    fn attention(&mut self, vb: &Vb, layer: usize, x: ValueId, s: &LayerInputs) -> Result<ValueId> {
+        let (cfg, layout) = (self.cfg, self.arch.layout.attention);
+        let (hd, nh, nkv) = (cfg.head_dim, cfg.num_attention_heads, cfg.num_key_value_heads);
+        let (mut q, mut k, v) = self.qkv(vb, x)?;
+        if layout.qk_norm == QkNorm::Whole {
+            q = self.norm(&vb.pp("q_norm"), nh * hd, q)?;
+            k = self.norm(&vb.pp("k_norm"), nkv * hd, k)?;
+        }
+        let head_norm = |n: &str| (layout.qk_norm == QkNorm::PerHead).then(|| vb.pp(format!("{n}_norm")));
+        let mut q = self.split_heads(&vb.pp("q"), q, nh, head_norm("q"))?;
+        let mut k = self.split_heads(&vb.pp("k"), k, nkv, head_norm("k"))?;
+        let v = self.split_heads(&vb.pp("v"), v, nkv, None)?;
+        if let Some(rope) = cfg.layer_rope(layer) {
+            let (cos, sin) = s.tables(rope);
+            q = self.rotate(&vb.name("q_rotary"), q, cos, sin, rope.dim)?;
+            k = self.rotate(&vb.name("k_rotary"), k, cos, sin, rope.dim)?;
+        }
+        let (k, v) = self.cached_kv(&vb.path(), layer, k, v, s.positions)?;
+        let window = match (cfg.layer_types.get(layer), cfg.sliding_window) {
+            (Some(LayerType::SlidingAttention), Some(w)) => Some(w),
+            _ => None,
+        };
+        let scale = cfg.attention_scales[layer] as f32;
+        let op = Op::Attention { scale, softcap: cfg.attn_softcap.map(|c| c as f32), sliding_window: window };
+        let mut ins = vec![q, k, v, s.mask];
+        if window.is_some() {
+            ins.extend([s.positions, s.key_positions]);
+        }
+        let o = self.op(&vb.name("attention"), op, &ins)?;
+        let o = self.op(&vb.name("heads_last"), Op::Transpose { perm: vec![0, 2, 1, 3] }, &[o])?;
+        let sh = self.g.info(o).shape.clone();
+        let merged = vec![sh[0].clone(), sh[1].clone(), Dim::from(nh * hd)];
+        let o = self.op(&vb.name("merge_heads"), Op::Reshape { shape: merged }, &[o])?;
+        let out = vb.pp(layout.out);
+        match layout.qkv {
+            Projections::FusedConv1d(_) => self.conv1d(&out, cfg.hidden_size, nh * hd, o),
+            Projections::Separate { .. } | Projections::Fused(_) => {
+                self.linear(&out, cfg.hidden_size, nh * hd, cfg.o_bias, o)
+            }
+        }
+    }
+
+    // ---- MLP ----------------------------------------------------------------------------------
+
+    fn mlp(&mut self, vb: &Vb, x: ValueId, act: Activation) -> Result<ValueId> {
+        let (hs, is, bias) = (self.cfg.hidden_size, self.cfg.intermediate_size, self.cfg.mlp_bias);
+        let layout = self.arch.layout.mlp;
+        let down = vb.pp(layout.down);
+        match layout.kind {
+            MlpKind::Gated { gate, up } => {
+                let (gate, up) = (vb.pp(gate), vb.pp(up));
+                let mut ins = vec![
+                    x,
+                    self.weight(&gate, "weight", &[is, hs])?,
+                    self.weight(&up, "weight", &[is, hs])?,
+                    self.weight(&down, "weight", &[hs, is])?,
+                ];
+                if bias {
+                    ins.push(self.weight(&gate, "bias", &[is])?);
+                    ins.push(self.weight(&up, "bias", &[is])?);
+                    ins.push(self.weight(&down, "bias", &[hs])?);
+                }
+                self.op(vb.path(), Op::GatedMlp { act }, &ins)
+            }
+            // the halves of one `[gate; up]` weight feed the gated MLP op
+            MlpKind::GatedFused(fused) => {
+                let name = vb.pp(fused).name("weight");
+                let (w, dtype) = self.stored(&name, &[2 * is, hs])?;
+                let gate =
+                    self.declare(&vb.pp("gate_proj").name("weight"), w.clone().slice(0, 0, is), dtype, &[is, hs]);
+                let up = self.declare(&vb.pp("up_proj").name("weight"), w.slice(0, is, 2 * is), dtype, &[is, hs]);
+                let down = self.weight(&down, "weight", &[hs, is])?;
+                self.op(vb.path(), Op::GatedMlp { act }, &[x, gate, up, down])
+            }
+            MlpKind::PlainConv1d(fc) => {
+                let h = self.conv1d(&vb.pp(fc), is, hs, x)?;
+                let h = self.op(&vb.name("act"), Op::Activate(act), &[h])?;
+                self.conv1d(&down, hs, is, h)
+            }
+        }
+    }
+}
