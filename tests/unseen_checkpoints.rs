@@ -1,7 +1,9 @@
-//! The builder and the reference evaluator on checkpoints nobody has seen: random tiny
-//! Llama / Mistral / Qwen2 / Qwen3 configs across the space transformers accepts (sizes, head
-//! dims unlike hidden/heads, kv-head counts, rope types and forms, scaling lengths, sliding
-//! windows and mixed layer types, tied/untied heads, biases, activations, eps), generated with
+//! The builder and the reference evaluator on checkpoints nobody has seen: random tiny configs of
+//! every supported family (Llama, Mistral, Qwen2, Qwen3, Phi-3, Gemma 1/2/3, Granite, OLMo 2,
+//! SmolLM3, GPT-2) across the space transformers accepts (sizes, head dims unlike hidden/heads,
+//! kv-head counts, rope types and forms, partial rotary, longrope, scaling lengths, sliding
+//! windows and mixed layer types, per-layer-type rope, NoPE layers, soft-caps, multipliers,
+//! tied/untied heads, biases, activations, eps), generated with
 //! their goldens by transformers itself (`xtask/python/random_checkpoints.py`), must give the
 //! same logits at every non-padded position, for one sequence and a left-padded batch of two.
 //!
@@ -15,7 +17,7 @@
 //! Needs the Python oracle: `HFEXPORT_PYTHON` (set by `cargo xtask test`) must be a python with
 //! torch and transformers. Environment knobs:
 //!   HFEXPORT_UNSEEN_SEED   another seed (default below); the failure report names the seed
-//!   HFEXPORT_UNSEEN_COUNT  how many checkpoints (default 24)
+//!   HFEXPORT_UNSEEN_COUNT  how many checkpoints (default 48)
 //!   HFEXPORT_UNSEEN_KEEP   set to 1 to keep the generated checkpoints (their folder is printed)
 
 mod common;
@@ -32,7 +34,8 @@ use std::time::Instant;
 
 const ATOL: f32 = 1e-4;
 const DEFAULT_SEED: u64 = 5_230;
-const DEFAULT_COUNT: usize = 24;
+/// Families are dealt round-robin: 48 gives each of the 12 four checkpoints.
+const DEFAULT_COUNT: usize = 48;
 const CASES: [&str; 2] = ["single", "batch"];
 
 fn root() -> PathBuf {
@@ -83,7 +86,7 @@ fn generate(python: &Path, out: &Path, seed: u64, count: usize) -> Vec<Case> {
     let res = Command::new(python)
         .arg(&script)
         .arg(out)
-        .args(["--seed", &seed.to_string(), "--count", &count.to_string()])
+        .args(["--seed", &seed.to_string(), "--count", &count.to_string(), "--archs", "all"])
         .output()
         .unwrap_or_else(|e| panic!("could not run {}: {e}", script.display()));
     if !res.status.success() {
@@ -206,7 +209,7 @@ fn random_checkpoints_match_transformers() {
     assert!(
         failures.is_empty(),
         "{} of {count} random checkpoints (HFEXPORT_UNSEEN_SEED={seed}) disagree with transformers \
-         (reproduce: {} xtask/python/random_checkpoints.py OUT --seed {seed} --count {count}):\n  {}",
+         (reproduce: {} xtask/python/random_checkpoints.py OUT --seed {seed} --count {count} --archs all):\n  {}",
         failures.len(),
         python.display(),
         failures.join("\n  ")
@@ -215,7 +218,8 @@ fn random_checkpoints_match_transformers() {
 
 /// Seed of the export cross-check (another draw than the evaluator test's).
 const EXPORT_SEED: u64 = 77_023;
-const EXPORT_COUNT: usize = 8;
+/// One checkpoint per family.
+const EXPORT_COUNT: usize = 12;
 
 #[test]
 fn random_checkpoints_export_to_every_format_and_match_transformers() {

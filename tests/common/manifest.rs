@@ -6,8 +6,20 @@ use std::sync::OnceLock;
 
 use super::MANIFEST;
 
-/// Names of the committed tiny checkpoints, in manifest order.
+/// Names of the committed tiny checkpoints, in manifest order; `HFEXPORT_FIXTURES=a,b` narrows
+/// the list for a local run (an unknown name panics, so a typo cannot pass vacuously).
 pub fn fixtures() -> Vec<&'static str> {
+    let all = manifest_fixtures();
+    match std::env::var("HFEXPORT_FIXTURES") {
+        Ok(only) if !only.is_empty() => only
+            .split(',')
+            .map(|n| *all.iter().find(|a| **a == n).unwrap_or_else(|| panic!("HFEXPORT_FIXTURES: no fixture `{n}`")))
+            .collect(),
+        _ => all,
+    }
+}
+
+fn manifest_fixtures() -> Vec<&'static str> {
     static NAMES: OnceLock<Vec<&'static str>> = OnceLock::new();
     NAMES
         .get_or_init(|| {

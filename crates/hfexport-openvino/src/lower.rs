@@ -610,7 +610,7 @@ impl<'g> Ctx<'g> {
             // A state grows instead: the CPU plugin then fuses ReadValue → Gather → Concat → Assign
             // with the attention, and no step copies the whole static cache. Calls must come in
             // position order, as a stateful model's caller makes them.
-            Op::CacheUpdate if self.states.contains(&n.inputs[0]) => {
+            Op::CacheUpdate if self.grows(n.inputs[0]) => {
                 self.grown.insert(n.outputs[0]);
                 one(self, "Concat", "opset1", vec![("axis", "2".into())], vec![ins[0], ins[1]])
             }
@@ -664,10 +664,17 @@ impl<'g> Ctx<'g> {
         Ok(())
     }
 
-    /// Whether graph input `v` becomes a state grown by each call's rows: it is one (stateful) and
-    /// a `CacheUpdate` writes it (a `ScatterSlots` writes its slots in place).
+    /// Whether graph input `v` becomes a state grown by each call's rows: it is one (stateful), a
+    /// `CacheUpdate` writes it (a `ScatterSlots` writes its slots in place), and only native
+    /// attentions read the update (they take the mask's first columns, as many as keys; a
+    /// decomposed attention, e.g. with soft-capping, sizes its tensors by the whole cache, so
+    /// its state keeps every slot and is written in place).
     fn grows(&self, v: ValueId) -> bool {
-        self.opts.stateful && self.g.nodes().iter().any(|n| n.op == Op::CacheUpdate && n.inputs[0] == v)
+        let native_attention = |m: &Node| matches!(m.op, Op::Attention { softcap: None, sliding_window: None, .. });
+        let read_natively =
+            |update: ValueId| self.g.nodes().iter().filter(|m| m.inputs.contains(&update)).all(native_attention);
+        self.opts.stateful
+            && self.g.nodes().iter().any(|n| n.op == Op::CacheUpdate && n.inputs[0] == v && read_natively(n.outputs[0]))
     }
 
     /// The first `keys.shape[2]` columns of a static-cache mask, for keys of a grown state.

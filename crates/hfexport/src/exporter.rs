@@ -122,10 +122,15 @@ impl AutoHfExporter {
                 if gen.static_cache == Some(0) {
                     return Err(Error::Unsupported("--static-cache must be at least 1".into()));
                 }
-                let mut components = build_generation(model, weights, &opts, gen.static_cache, gen.multi_token_decode)?;
                 // A stateful model keeps its cache inside the infer request, which a separate
-                // prefill model cannot hand over: `decode` serves the prompt too.
-                if matches!(&self.config, ExportConfig::Openvino(c) if c.stateful) {
+                // prefill model cannot hand over: `decode` serves the prompt too. Longrope picks
+                // its factors by the longest position of a call, so a prompt fed one token per
+                // call would be rotated unlike transformers' one call: such a model keeps the
+                // multi-token decode.
+                let stateful = matches!(&self.config, ExportConfig::Openvino(c) if c.stateful);
+                let multi = gen.multi_token_decode || (stateful && rope_depends_on_call_length(model));
+                let mut components = build_generation(model, weights, &opts, gen.static_cache, multi)?;
+                if stateful {
                     components.retain(|c| c.spec.role != Role::Prefill);
                 }
                 components
@@ -265,4 +270,11 @@ pub fn verify_export(dir: &Path, checkpoint: &Path) -> Result<Verification> {
         described.push(meta.component(&c.spec.name)?.clone());
     }
     exporter.verify_all(&components, &described, &ckpt, dir, dtype, &mut |_| {})
+}
+
+/// Whether a rope's tables depend on the longest position of the call (longrope's short and
+/// long factors), not only on each token's position.
+fn rope_depends_on_call_length(model: &ModelConfig) -> bool {
+    let longrope = |r: &hfexport_core::RopeConfig| matches!(r.scaling, hfexport_core::RopeScaling::LongRope { .. });
+    longrope(&model.rope) || model.sliding_rope.as_ref().is_some_and(longrope)
 }
