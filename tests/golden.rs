@@ -90,3 +90,44 @@ fn unseen_batch_and_length_run() {
         assert!(d < 1e-5, "{name}: row 2 of the batch differs from running it alone by {d}");
     }
 }
+
+/// The text model inside a multimodal Gemma 3 checkpoint (`Gemma3ForConditionalGeneration`:
+/// config in `text_config`, tensors under `language_model.model.` or `model.language_model.`,
+/// a vision tower beside them) is the `gemma3` fixture's model: the same logits.
+#[test]
+fn the_text_model_of_a_multimodal_gemma3_checkpoint_matches_transformers() {
+    let src = fixture("gemma3");
+    let mut text: serde_json::Value = serde_json::from_slice(&std::fs::read(src.join("config.json")).unwrap()).unwrap();
+    text.as_object_mut().unwrap().remove("architectures");
+    text["model_type"] = "gemma3_text".into();
+    let config = serde_json::json!({
+        "architectures": ["Gemma3ForConditionalGeneration"], "model_type": "gemma3",
+        "tie_word_embeddings": true, "text_config": text, "vision_config": {"model_type": "siglip_vision_model"},
+    });
+    let tensors = read_all(src.join("model.safetensors")).unwrap();
+    for prefix in ["language_model.model.", "model.language_model."] {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("config.json"), config.to_string()).unwrap();
+        let renamed: Vec<(String, &Tensor)> =
+            tensors.iter().map(|(k, t)| (k.replacen("model.", prefix, 1), t)).collect();
+        let vision = Tensor::f32(vec![2, 2], vec![1.0; 4]).unwrap();
+        let mut list: Vec<(&str, &Tensor)> = renamed.iter().map(|(k, t)| (k.as_str(), *t)).collect();
+        list.push(("vision_tower.vision_model.embeddings.patch_embedding.weight", &vision));
+        hfexport_models::safetensors::write_safetensors(dir.path().join("model.safetensors"), &list, &BTreeMap::new())
+            .unwrap();
+        let ckpt = Checkpoint::open(dir.path()).unwrap();
+        let g = build(&ckpt.config, &ckpt, Task::CausalLm, &BuildOptions::default()).unwrap();
+        let ev = Evaluator::new(&g, &ckpt).unwrap();
+        let gold = goldens("gemma3");
+        for case in ["single", "batch"] {
+            let inputs: BTreeMap<String, Tensor> = ["input_ids", "attention_mask"]
+                .iter()
+                .map(|k| (k.to_string(), gold[&format!("{case}.{k}")].clone()))
+                .collect();
+            let out = ev.run(&inputs).unwrap();
+            let (d, at) =
+                worst_unpadded(&out["logits"], &gold[&format!("{case}.logits")], &inputs["attention_mask"]).unwrap();
+            assert!(d <= ATOL, "{prefix} {case}: worst |diff| {d:e} at {at:?}");
+        }
+    }
+}

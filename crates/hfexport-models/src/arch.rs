@@ -35,6 +35,10 @@ pub struct ConfigSchema {
     pub rope: RopeRule,
     /// Whether `partial_rotary_factor` < 1 is honoured by the modeling code (Phi-3).
     pub partial_rotary: bool,
+    /// The rope types the config class accepts (`None`: every type transformers knows), after
+    /// its legacy renames (Phi-3 reads `su` and `yarn` as `longrope`).
+    pub rope_types: Option<&'static [&'static str]>,
+    pub rope_type_rewrites: &'static [(&'static str, &'static str)],
     /// Granite's `residual_multiplier` and `logits_scaling`.
     pub granite_multipliers: bool,
     /// Which of `attn_logit_softcapping` / `final_logit_softcapping` the modeling code applies.
@@ -98,6 +102,11 @@ pub struct Defaults {
     pub activation: &'static str,
     pub tie_word_embeddings: bool,
     pub rope_theta: f64,
+    /// `query_pre_attn_scalar` (Gemma 2/3: 256, whatever the head dim).
+    pub query_pre_attn_scalar: Option<f64>,
+    /// `attn_logit_softcapping` / `final_logit_softcapping` when the keys are absent.
+    pub attn_softcap: Option<f64>,
+    pub final_softcap: Option<f64>,
     pub bos_token_id: Option<i64>,
     pub eos_token_id: Option<i64>,
     pub pad_token_id: Option<i64>,
@@ -118,6 +127,9 @@ pub const NO_DEFAULTS: Defaults = Defaults {
     activation: "silu",
     tie_word_embeddings: false,
     rope_theta: 10_000.0,
+    query_pre_attn_scalar: None,
+    attn_softcap: None,
+    final_softcap: None,
     bos_token_id: None,
     eos_token_id: None,
     pad_token_id: None,
@@ -347,6 +359,8 @@ const LLAMA_SCHEMA: ConfigSchema = ConfigSchema {
     embedding_scale: EmbeddingScale::None,
     rope: RopeRule::Uniform,
     partial_rotary: false,
+    rope_types: None,
+    rope_type_rewrites: &[],
     granite_multipliers: false,
     softcapping: NO_SOFTCAPPING,
     heads_divide_hidden: false,
@@ -373,6 +387,7 @@ const GEMMA_DEFAULTS: Defaults = Defaults {
     head_dim: Some(256),
     activation: "gelu_pytorch_tanh",
     tie_word_embeddings: true,
+    query_pre_attn_scalar: Some(256.0),
     bos_token_id: Some(2),
     eos_token_id: Some(1),
     pad_token_id: Some(0),
@@ -489,6 +504,8 @@ pub const ARCHITECTURES: &[Architecture] = &[
             layers: LayerRule::Mistral { default_window: None },
             biases: NO_BIASES,
             partial_rotary: true,
+            rope_types: Some(&["default", "longrope"]),
+            rope_type_rewrites: &[("su", "longrope"), ("yarn", "longrope")],
             ..LLAMA_SCHEMA
         },
         layout: Layout {
@@ -520,6 +537,8 @@ pub const ARCHITECTURES: &[Architecture] = &[
                 num_hidden_layers: Some(26),
                 num_attention_heads: Some(8),
                 num_key_value_heads: Some(4),
+                attn_softcap: Some(50.0),
+                final_softcap: Some(30.0),
                 ..GEMMA_DEFAULTS
             },
             layers: LayerRule::Pattern { period: 2, pattern_keys: &[], default_window: 4096 },

@@ -152,6 +152,8 @@ const GENERIC: ConfigSchema = ConfigSchema {
     embedding_scale: EmbeddingScale::None,
     rope: RopeRule::Uniform,
     partial_rotary: false,
+    rope_types: None,
+    rope_type_rewrites: &[],
     granite_multipliers: false,
     softcapping: arch::NO_SOFTCAPPING,
     heads_divide_hidden: false,
@@ -371,7 +373,7 @@ fn attention_scales(f: &Fields, schema: &ConfigSchema, dims: &Dims) -> Result<Ve
         ScaleRule::QueryPreAttnScalar => {
             let key = "query_pre_attn_scalar";
             let s = match f.raw(key) {
-                None | Some(Value::Null) => dims.head_dim as f64,
+                None => schema.defaults.query_pre_attn_scalar.unwrap_or(dims.head_dim as f64),
                 Some(_) => f.required_positive(key, "any")?,
             };
             vec![inv_sqrt(s); n]
@@ -409,15 +411,19 @@ fn granite_multipliers(f: &Fields, schema: &ConfigSchema) -> Result<(Option<f64>
 
 /// Gemma 2/3's soft-capping of attention scores and final logits (null: none).
 fn softcaps(f: &Fields, schema: &ConfigSchema) -> Result<(Option<f64>, Option<f64>)> {
-    let cap = |key: &str, honoured: bool| -> Result<Option<f64>> {
+    let cap = |key: &str, honoured: bool, default: Option<f64>| -> Result<Option<f64>> {
         match f.raw(key) {
             _ if !honoured => Ok(None),
-            None | Some(Value::Null) => Ok(None),
+            None => Ok(default),
+            Some(Value::Null) => Ok(None),
             Some(_) => f.required_positive(key, "any").map(Some),
         }
     };
-    let s = schema.softcapping;
-    Ok((cap("attn_logit_softcapping", s.attention)?, cap("final_logit_softcapping", s.logits)?))
+    let (s, d) = (schema.softcapping, &schema.defaults);
+    Ok((
+        cap("attn_logit_softcapping", s.attention, d.attn_softcap)?,
+        cap("final_logit_softcapping", s.logits, d.final_softcap)?,
+    ))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -480,6 +486,17 @@ fn parse_rope(f: &Fields, d: &Fields, schema: &ConfigSchema, dims: &Dims, defaul
     let dim = rotary_dim(f, d, schema, dims.head_dim)?;
     let theta = rope_theta(f, d, default_theta)?;
     let rope_type = rope_type(d)?;
+    let rope_type = match schema.rope_type_rewrites.iter().find(|(from, _)| *from == rope_type) {
+        Some((_, to)) => to.to_string(),
+        None => rope_type,
+    };
+    let type_key = if d.raw("rope_type").is_some() { "rope_type" } else { "type" };
+    if let Some(allowed) = schema.rope_types.filter(|a| !a.contains(&rope_type.as_str())) {
+        return Err(d.err(
+            type_key,
+            format!("rope type `{rope_type}` is not accepted by this architecture (accepted: {})", allowed.join(", ")),
+        ));
+    }
     let max_pos = dims.max_position_embeddings;
     let scaling = match rope_type.as_str() {
         "default" => RopeScaling::Default,
@@ -489,10 +506,9 @@ fn parse_rope(f: &Fields, d: &Fields, schema: &ConfigSchema, dims: &Dims, defaul
         "yarn" => yarn_scaling(f, d, theta, max_pos)?,
         "longrope" => longrope_scaling(f, d, dim, max_pos)?,
         other => {
-            return Err(d.err(
-                if d.raw("rope_type").is_some() { "rope_type" } else { "type" },
-                format!("rope type `{other}` is not supported (supported: {SUPPORTED_ROPE_TYPES})"),
-            ))
+            return Err(
+                d.err(type_key, format!("rope type `{other}` is not supported (supported: {SUPPORTED_ROPE_TYPES})"))
+            )
         }
     };
     Ok(RopeConfig { theta, dim, scaling })
@@ -1449,5 +1465,123 @@ mod tests {
     fn llama_ignores_sliding_window() {
         let c = llama(r#"{"sliding_window": 16}"#).unwrap();
         assert_eq!((c.sliding_window, c.layer_types.len()), (None, 4));
+    }
+
+    /// A small config of `class` / `model_type` with `extra` merged in.
+    fn family(class: &str, model_type: &str, extra: &str) -> Result<ModelConfig> {
+        let base = format!(
+            r#"{{"architectures": ["{class}"], "model_type": "{model_type}", "vocab_size": 128, "hidden_size": 64,
+                "intermediate_size": 96, "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 2,
+                "head_dim": 16, "max_position_embeddings": 256}}"#
+        );
+        parse(&json_with(&base, extra))
+    }
+
+    #[test]
+    fn family_defaults_and_derived_values() {
+        use LayerType::{FullAttention as F, SlidingAttention as S};
+        // Gemma 2: alternating windows, soft-caps and query_pre_attn_scalar from the class
+        let c = family("Gemma2ForCausalLM", "gemma2", "{}").unwrap();
+        assert_eq!(c.layer_types, [S, F, S, F]);
+        assert_eq!((c.sliding_window, c.attn_softcap, c.final_softcap), (Some(4096), Some(50.0), Some(30.0)));
+        assert_eq!(c.attention_scales[0], 256f64.powf(-0.5));
+        assert!(c.tie_word_embeddings && c.embedding_scale == Some(8.0));
+        // Gemma 3: a period of 6 (legacy key honoured), local rope at 1e4, global at 1e6
+        let c = family("Gemma3ForCausalLM", "gemma3_text", r#"{"sliding_window_pattern": 2}"#).unwrap();
+        assert_eq!(c.layer_types, [S, F, S, F]);
+        assert_eq!((c.rope.theta, c.sliding_rope.as_ref().unwrap().theta), (1e6, 1e4));
+        assert_eq!(c.final_softcap, None);
+        // the text model of a multimodal Gemma 3, with the top level's tie flag
+        let text = r#"{"architectures": ["Gemma3ForConditionalGeneration"], "model_type": "gemma3",
+            "tie_word_embeddings": false, "text_config": {"model_type": "gemma3_text", "hidden_size": 64,
+            "num_hidden_layers": 2, "num_attention_heads": 4, "head_dim": 16, "vocab_size": 128}}"#;
+        let c = parse(text).unwrap();
+        assert_eq!((c.hidden_size, c.num_hidden_layers, c.vocab_size, c.tie_word_embeddings), (64, 2, 128, false));
+        // SmolLM3: every 4th layer without rope
+        let c = family("SmolLM3ForCausalLM", "smollm3", "{}").unwrap();
+        assert_eq!(c.rotary_layers, [true, true, true, false]);
+        // GPT-2 key names, n_inner null = 4 x n_embd, no rope, biased LayerNorms
+        let gpt2 = r#"{"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "n_embd": 48, "n_layer": 2,
+            "n_head": 4, "n_positions": 32, "n_inner": null, "vocab_size": 100, "scale_attn_by_inverse_layer_idx": true}"#;
+        let c = parse(gpt2).unwrap();
+        assert_eq!((c.hidden_size, c.intermediate_size, c.max_position_embeddings), (48, 192, 32));
+        assert_eq!(c.rotary_layers, [false, false]);
+        assert_eq!(c.attention_scales, [12f64.powf(-0.5), 12f64.powf(-0.5) / 2.0]);
+        // Phi-3: partial rotary, legacy `su` read as longrope with its attention factor
+        let c = family(
+            "Phi3ForCausalLM",
+            "phi3",
+            r#"{"partial_rotary_factor": 0.5, "original_max_position_embeddings": 64,
+                "rope_scaling": {"type": "su", "short_factor": [1, 1, 1, 1], "long_factor": [2, 2, 2, 2]}}"#,
+        )
+        .unwrap();
+        assert_eq!(c.rope.dim, 8);
+        let RopeScaling::LongRope { attention_factor, original_max_position_embeddings, .. } = c.rope.scaling else {
+            panic!("{:?}", c.rope.scaling)
+        };
+        assert_eq!(original_max_position_embeddings, 64);
+        assert!((attention_factor - (1.0 + 4f64.ln() / 64f64.ln()).sqrt()).abs() < 1e-12);
+        // Granite multipliers
+        let c = family(
+            "GraniteForCausalLM",
+            "granite",
+            r#"{"embedding_multiplier": 12.0, "attention_multiplier": 0.5, "residual_multiplier": 0.2, "logits_scaling": 4.0}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            (c.embedding_scale, c.attention_scales[0], c.residual_multiplier, c.logits_scaling),
+            (Some(12.0), 0.5, Some(0.2), Some(4.0))
+        );
+    }
+
+    #[test]
+    fn family_config_errors_name_the_key() {
+        config_err(
+            family("Phi3ForCausalLM", "phi3", r#"{"rope_parameters": {"rope_type": "linear", "factor": 2.0}}"#),
+            "rope_parameters.rope_type",
+        );
+        config_err(
+            family(
+                "Phi3ForCausalLM",
+                "phi3",
+                r#"{"rope_parameters": {"rope_type": "longrope", "original_max_position_embeddings": 16}}"#,
+            ),
+            "rope_parameters.short_factor",
+        );
+        config_err(family("Phi3ForCausalLM", "phi3", r#"{"partial_rotary_factor": 0.1}"#), "partial_rotary_factor");
+        config_err(
+            family("Gemma2ForCausalLM", "gemma2", r#"{"use_bidirectional_attention": true}"#),
+            "use_bidirectional_attention",
+        );
+        config_err(family("Gemma2ForCausalLM", "gemma2", r#"{"query_pre_attn_scalar": 0}"#), "query_pre_attn_scalar");
+        config_err(
+            family("Gemma2ForCausalLM", "gemma2", r#"{"attn_logit_softcapping": -1}"#),
+            "attn_logit_softcapping",
+        );
+        config_err(
+            family("Gemma3ForCausalLM", "gemma3_text", r#"{"rope_parameters": {"sliding_attention": 3}}"#),
+            "rope_parameters.sliding_attention",
+        );
+        config_err(family("SmolLM3ForCausalLM", "smollm3", r#"{"no_rope_layers": [1, 0]}"#), "no_rope_layers");
+        config_err(family("SmolLM3ForCausalLM", "smollm3", r#"{"no_rope_layers": [1, 2, 1, 1]}"#), "no_rope_layers");
+        config_err(family("GraniteForCausalLM", "granite", r#"{"logits_scaling": 0}"#), "logits_scaling");
+        config_err(
+            family("LlamaForCausalLM", "llama", r#"{"rope_parameters": {"full_attention": {}}}"#),
+            "rope_parameters.full_attention",
+        );
+        config_err(
+            parse(r#"{"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "n_embd": "wide"}"#),
+            "n_embd",
+        );
+        config_err(
+            parse(r#"{"architectures": ["Gemma3ForConditionalGeneration"], "model_type": "gemma3", "text_config": 1}"#),
+            "text_config",
+        );
+        config_err(
+            parse(
+                r#"{"architectures": ["Gemma3ForConditionalGeneration"], "model_type": "gemma3", "text_config": {"hidden_size": -1}}"#,
+            ),
+            "text_config.hidden_size",
+        );
     }
 }
