@@ -48,6 +48,8 @@ def reference(checkpoint):
                 min_new_tokens=NEW_TOKENS,
                 do_sample=False,
                 pad_token_id=0,
+                # no EOS: `min_new_tokens` would otherwise mask it, which a plain argmax loop does not
+                eos_token_id=None,
                 use_cache=use_cache,
             )
         return out[:, prompt.shape[1]:]
