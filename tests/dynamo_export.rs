@@ -1,4 +1,4 @@
-//! `.pt2` exports of every fixture, loaded by torch 2.13 (`tests/python/run_pt2.py`):
+//! `.pt2` exports of every fixture, loaded by torch 2.13 in one Python process (`tests/python/run_pt2.py`):
 //! `torch.export.load(path).module()(input_ids=…, attention_mask=…)` gives transformers' logits
 //! at every non-padded position (single and left-padded batch) and the reference evaluator's at
 //! a batch and length no sample used; `run_decompositions()` + save + load give the same
@@ -43,15 +43,17 @@ fn export_model(model: &Path, out: &Path, generation: Option<Generation>) -> Exp
 fn every_fixture_matches_transformers_in_torch() {
     let tmp = tempfile::tempdir().unwrap();
     let mut failures = vec![];
+    // every fixture exported, then run by one Python process (one torch import for all)
+    let (b, s) = (3, 11);
+    let (mut jobs, mut unseen) = (vec![], vec![]);
     for name in fixtures() {
         let dir = tmp.path().join(name);
         let meta = export(name, &dir, None);
         assert_eq!(meta.components[0].files, ["model.pt2"], "{name}");
         assert_eq!(meta.runtime_pins.get("torch").map(String::as_str), Some("2.13.0"), "{name}");
         let gold = read_all(fixture(name).join("golden.safetensors")).unwrap();
-        let ckpt = Checkpoint::open(&fixture(name)).unwrap();
-        let (b, s) = (3, 11);
-        let ids: Vec<i64> = (0..b * s).map(|i| (i as i64 * 17 + 3) % ckpt.config.vocab_size as i64).collect();
+        let vocab = Checkpoint::open(&fixture(name)).unwrap().config.vocab_size as i64;
+        let ids: Vec<i64> = (0..b * s).map(|i| (i as i64 * 17 + 3) % vocab).collect();
         let (ids, mask) = (Tensor::i64(vec![b, s], ids).unwrap(), Tensor::i64(vec![b, s], vec![1; b * s]).unwrap());
         let mut cases = vec![];
         for (k, (i, m)) in [
@@ -67,15 +69,16 @@ fn every_fixture_matches_transformers_in_torch() {
             cases.push(p);
         }
         let out = tmp.path().join(format!("{name}-out.safetensors"));
-        let o = Command::new(python())
-            .arg(script("run_pt2.py"))
-            .arg(dir.join("model.pt2"))
-            .arg(&out)
-            .args(&cases)
-            .output()
-            .expect("start python");
-        assert!(o.status.success(), "{name}: {}", String::from_utf8_lossy(&o.stderr));
-        let got = read_all(&out).unwrap();
+        jobs.push(serde_json::json!({"model": dir.join("model.pt2"), "out": out, "cases": cases}));
+        unseen.push((name, ids, mask));
+    }
+    let jobs_path = tmp.path().join("jobs.json");
+    std::fs::write(&jobs_path, serde_json::to_string(&jobs).unwrap()).unwrap();
+    let o = Command::new(python()).arg(script("run_pt2.py")).arg(&jobs_path).output().expect("start python");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    for (name, ids, mask) in unseen {
+        let gold = read_all(fixture(name).join("golden.safetensors")).unwrap();
+        let got = read_all(tmp.path().join(format!("{name}-out.safetensors"))).unwrap();
         for (k, case) in ["single", "batch"].iter().enumerate() {
             let mask = &gold[&format!("{case}.attention_mask")];
             for key in [k.to_string(), format!("{k}.resaved")] {
@@ -85,6 +88,7 @@ fn every_fixture_matches_transformers_in_torch() {
                 }
             }
         }
+        let ckpt = Checkpoint::open(&fixture(name)).unwrap();
         let graph = hfexport_models::build(&ckpt.config, &ckpt, Task::CausalLm, &Default::default()).unwrap();
         let want = Evaluator::new(&graph, &ckpt)
             .unwrap()

@@ -1,5 +1,5 @@
-//! `.pte` exports of every fixture in the upstream ExecuTorch 1.5.1 Python runtime
-//! (`tests/python/run_pte.py`), with both backends (XNNPACK: a delegate per linear and per permute, 1e-3;
+//! `.pte` exports of every fixture in the upstream ExecuTorch 1.5.1 Python runtime (one process for
+//! all, `tests/python/run_pte.py`), with both backends (XNNPACK: a delegate per linear and per permute, 1e-3;
 //! portable: 1e-4): `load_method("forward").execute([input_ids, attention_mask])` gives
 //! transformers' logits at every non-padded position (single and left-padded batch) and the
 //! reference evaluator's at a batch and length no sample used. Generation exports (static
@@ -55,56 +55,61 @@ fn export(name: &str, out: &Path, config: serde_json::Value, generation: Option<
     AutoHfExporter::from_config(config).unwrap().export(&req, &mut |_| {}).unwrap_or_else(|e| panic!("{name}: {e}"))
 }
 
-#[test]
-fn every_fixture_matches_transformers_in_the_executorch_runtime_with_both_backends() {
-    for (backend, atol) in [("xnnpack", 1e-3), ("portable", 1e-4)] {
-        fixtures_match_transformers(backend, atol);
-    }
+/// `tests/python/run_pte.py` on `jobs` (written to `<dir>/<tag>-jobs.json`), in one process.
+fn run_pte(dir: &Path, tag: &str, jobs: &[serde_json::Value]) -> std::process::Output {
+    let path = dir.join(format!("{tag}-jobs.json"));
+    std::fs::write(&path, serde_json::to_string(jobs).unwrap()).unwrap();
+    Command::new(python()).arg(script("run_pte.py")).arg(&path).output().expect("start python")
 }
 
-fn fixtures_match_transformers(backend: &str, atol: f32) {
+#[test]
+fn every_fixture_matches_transformers_in_the_executorch_runtime_with_both_backends() {
     let tmp = tempfile::tempdir().unwrap();
     let mut failures = vec![];
-    for name in fixtures() {
-        let dir = tmp.path().join(name);
-        let meta = export(name, &dir, forward_config(backend), None);
-        assert_eq!(meta.components[0].files, ["model.pte"], "{name}");
-        assert_eq!(meta.runtime_pins.get("executorch").map(String::as_str), Some("1.5.1"), "{name}");
+    // every fixture exported with both backends, then run by one Python process (the runtime
+    // imported once for all)
+    let (b, s) = (3, 11);
+    let (mut jobs, mut runs) = (vec![], vec![]);
+    for (backend, atol) in [("xnnpack", 1e-3f32), ("portable", 1e-4)] {
+        for name in fixtures() {
+            let dir = tmp.path().join(format!("{name}-{backend}"));
+            let meta = export(name, &dir, forward_config(backend), None);
+            assert_eq!(meta.components[0].files, ["model.pte"], "{name}");
+            assert_eq!(meta.runtime_pins.get("executorch").map(String::as_str), Some("1.5.1"), "{name}");
+            let gold = read_all(fixture(name).join("golden.safetensors")).unwrap();
+            let ckpt = Checkpoint::open(&fixture(name)).unwrap();
+            let ids: Vec<i64> = (0..b * s).map(|i| (i as i64 * 17 + 3) % ckpt.config.vocab_size as i64).collect();
+            let mask: Vec<i64> = (0..b * s).map(|i| i64::from(i >= s || i % s >= 2)).collect();
+            let (ids, mask) = (Tensor::i64(vec![b, s], ids).unwrap(), Tensor::i64(vec![b, s], mask).unwrap());
+            let mut cases = vec![];
+            for (k, (i, m)) in [
+                (&gold["single.input_ids"], &gold["single.attention_mask"]),
+                (&gold["batch.input_ids"], &gold["batch.attention_mask"]),
+                (&ids, &mask),
+            ]
+            .into_iter()
+            .enumerate()
+            {
+                let p = tmp.path().join(format!("{name}-{backend}-case{k}.safetensors"));
+                write_safetensors(&p, &[("input_ids", i), ("attention_mask", m)], &BTreeMap::new()).unwrap();
+                cases.push(p);
+            }
+            if backend == "xnnpack" {
+                let dump = PteFile::open(dir.join("model.pte")).unwrap().dump().unwrap();
+                let layers = ckpt.config.num_hidden_layers;
+                // a FullyConnected per linear, a StaticTranspose per permute
+                assert!(dump.matches("delegate#").count() > 7 * layers, "{name}: a delegate per linear\n{dump}");
+                assert!(!dump.contains("aten::linear") && !dump.contains("aten::permute_copy"), "{name}");
+            }
+            let out = tmp.path().join(format!("{name}-{backend}-out.safetensors"));
+            jobs.push(serde_json::json!({"program": dir.join("model.pte"), "out": out, "cases": cases}));
+            runs.push((backend, atol, name, out, ids, mask));
+        }
+    }
+    let o = run_pte(tmp.path(), "forward", &jobs);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    for (backend, atol, name, out, ids, mask) in runs {
         let gold = read_all(fixture(name).join("golden.safetensors")).unwrap();
-        let ckpt = Checkpoint::open(&fixture(name)).unwrap();
-        let (b, s) = (3, 11);
-        let ids: Vec<i64> = (0..b * s).map(|i| (i as i64 * 17 + 3) % ckpt.config.vocab_size as i64).collect();
-        let mask: Vec<i64> = (0..b * s).map(|i| i64::from(i >= s || i % s >= 2)).collect();
-        let (ids, mask) = (Tensor::i64(vec![b, s], ids).unwrap(), Tensor::i64(vec![b, s], mask).unwrap());
-        let mut cases = vec![];
-        for (k, (i, m)) in [
-            (&gold["single.input_ids"], &gold["single.attention_mask"]),
-            (&gold["batch.input_ids"], &gold["batch.attention_mask"]),
-            (&ids, &mask),
-        ]
-        .into_iter()
-        .enumerate()
-        {
-            let p = tmp.path().join(format!("{name}-case{k}.safetensors"));
-            write_safetensors(&p, &[("input_ids", i), ("attention_mask", m)], &BTreeMap::new()).unwrap();
-            cases.push(p);
-        }
-        if backend == "xnnpack" {
-            let dump = PteFile::open(dir.join("model.pte")).unwrap().dump().unwrap();
-            let layers = ckpt.config.num_hidden_layers;
-            // a FullyConnected per linear, a StaticTranspose per permute
-            assert!(dump.matches("delegate#").count() > 7 * layers, "{name}: a delegate per linear\n{dump}");
-            assert!(!dump.contains("aten::linear") && !dump.contains("aten::permute_copy"), "{name}");
-        }
-        let out = tmp.path().join(format!("{name}-out.safetensors"));
-        let o = Command::new(python())
-            .arg(script("run_pte.py"))
-            .arg(dir.join("model.pte"))
-            .arg(&out)
-            .args(&cases)
-            .output()
-            .expect("start python");
-        assert!(o.status.success(), "{name}: {}", String::from_utf8_lossy(&o.stderr));
         let got = read_all(&out).unwrap();
         for (k, case) in ["single", "batch"].iter().enumerate() {
             let mask = &gold[&format!("{case}.attention_mask")];
@@ -113,6 +118,7 @@ fn fixtures_match_transformers(backend: &str, atol: f32) {
                 failures.push(format!("{backend} {name} {case}: worst |diff| {d:e} at {at:?} against transformers"));
             }
         }
+        let ckpt = Checkpoint::open(&fixture(name)).unwrap();
         let graph = hfexport_models::build(&ckpt.config, &ckpt, Task::CausalLm, &Default::default()).unwrap();
         let want = Evaluator::new(&graph, &ckpt)
             .unwrap()
@@ -420,13 +426,11 @@ fn a_dynamic_export_without_bounds_runs_within_the_default_bounds() {
     write_safetensors(&cases[1], &[("input_ids", &long_ids), ("attention_mask", &long_mask)], &BTreeMap::new())
         .unwrap();
     let out = tmp.path().join("logits.safetensors");
-    let o = Command::new(python())
-        .arg(script("run_pte.py"))
-        .arg(dir.join("model.pte"))
-        .arg(&out)
-        .args(&cases)
-        .output()
-        .expect("start python");
+    let o = run_pte(
+        tmp.path(),
+        "run",
+        &[serde_json::json!({"program": dir.join("model.pte"), "out": out, "cases": cases})],
+    );
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let got = read_all(&out).unwrap();
     // one token past the bound: the runtime refuses it
@@ -434,13 +438,9 @@ fn a_dynamic_export_without_bounds_runs_within_the_default_bounds() {
     let (ids_past, mask_past) =
         (Tensor::i64(vec![1, n + 1], vec![3; n + 1]).unwrap(), Tensor::i64(vec![1, n + 1], vec![1; n + 1]).unwrap());
     write_safetensors(&past, &[("input_ids", &ids_past), ("attention_mask", &mask_past)], &BTreeMap::new()).unwrap();
-    let o = Command::new(python())
-        .arg(script("run_pte.py"))
-        .arg(dir.join("model.pte"))
-        .arg(tmp.path().join("past-out.safetensors"))
-        .arg(&past)
-        .output()
-        .expect("start python");
+    let job = serde_json::json!({"program": dir.join("model.pte"), "out": tmp.path().join("past-out.safetensors"),
+        "cases": [past]});
+    let o = run_pte(tmp.path(), "past", &[job]);
     let e = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success() && e.contains(&format!("maximum capacity of {n} elements")), "{e}");
     let long = &got["1"];

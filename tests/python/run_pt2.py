@@ -1,12 +1,16 @@
-"""Runs an hfexport `.pt2` export the way a Python user would, for the Rust test suite.
+"""Runs hfexport `.pt2` exports the way a Python user would, for the Rust test suite.
 
-usage: run_pt2.py MODEL.pt2 OUT.safetensors CASE.safetensors [CASE.safetensors ...]
+usage: run_pt2.py JOBS.json
 
+JOBS: a list of {"model": MODEL.pt2, "out": OUT.safetensors, "cases": [CASE.safetensors, ...]},
+all run in this one process (one torch import for every export). For each job,
 `torch.export.load(path).module()(input_ids=…, attention_mask=…)` on each case; the logits of
 case i are written to OUT as `<i>`. Then the program must be a well-formed ExportedProgram:
 `run_decompositions()`, `torch.export.save` and `torch.export.load` again, and the reloaded
-program must give the same logits (written as `<i>.resaved`).
+program must give the same logits (written as `<i>.resaved`). A job that fails stops the run
+with an error naming its program.
 """
+import json
 import os
 import sys
 import tempfile
@@ -17,8 +21,7 @@ import torch  # noqa: E402
 from safetensors.torch import load_file, save_file  # noqa: E402
 
 
-def main():
-    path, out_path, cases = sys.argv[1], sys.argv[2], sys.argv[3:]
+def run(path, out_path, cases):
     try:
         ep = torch.export.load(path)
     except RuntimeError:
@@ -30,8 +33,9 @@ def main():
     feeds = [load_file(c) for c in cases]
     outputs = {}
     with torch.no_grad():
+        module = ep.module()
         for i, f in enumerate(feeds):
-            outputs[str(i)] = ep.module()(**f).contiguous()
+            outputs[str(i)] = module(**f).contiguous()
         with tempfile.TemporaryDirectory() as tmp:
             again = os.path.join(tmp, "resaved.pt2")
             torch.export.save(ep.run_decompositions(), again)
@@ -39,6 +43,15 @@ def main():
             for i, f in enumerate(feeds):
                 outputs[f"{i}.resaved"] = reloaded(**f).contiguous()
     save_file(outputs, out_path)
+
+
+def main():
+    (jobs,) = sys.argv[1:]
+    for job in json.load(open(jobs)):
+        try:
+            run(job["model"], job["out"], job["cases"])
+        except Exception as e:
+            raise RuntimeError(f"{job['model']}: {e}") from e
 
 
 if __name__ == "__main__":
