@@ -69,12 +69,7 @@ pub(crate) fn inspect(path: &Path, task: &str, full: bool) -> Result<()> {
         c.head_dim,
         c.vocab_size
     );
-    println!(
-        "rope         {} (theta {}), max positions {}",
-        c.rope.rope_type(),
-        c.rope.theta,
-        c.max_position_embeddings
-    );
+    println!("rope         {}, max positions {}", rope_summary(c), c.max_position_embeddings);
     if let Some(w) = c.sliding_window {
         let n =
             c.layer_types.iter().filter(|t| matches!(t, hfexport::models::config::LayerType::SlidingAttention)).count();
@@ -108,4 +103,26 @@ pub(crate) fn inspect(path: &Path, task: &str, full: bool) -> Result<()> {
         print!("{}", dump(&g));
     }
     Ok(())
+}
+
+/// The rotary embedding(s) of a config: type, base and rotated channels, the sliding layers'
+/// own, and the layers without any.
+fn rope_summary(c: &hfexport::models::ModelConfig) -> String {
+    let rotary = c.rotary_layers.iter().filter(|r| **r).count();
+    if rotary == 0 {
+        return "none".to_string();
+    }
+    let one = |r: &hfexport::core::RopeConfig| {
+        let partial =
+            if r.dim < c.head_dim { format!(", {} of {} channels", r.dim, c.head_dim) } else { String::new() };
+        format!("{} (theta {}{partial})", r.rope_type(), r.theta)
+    };
+    let mut s = one(&c.rope);
+    if let Some(local) = &c.sliding_rope {
+        s += &format!("; sliding layers {}", one(local));
+    }
+    if rotary < c.num_hidden_layers {
+        s += &format!("; {} of {} layers without", c.num_hidden_layers - rotary, c.num_hidden_layers);
+    }
+    s
 }
