@@ -75,7 +75,7 @@ fn every_fixture_matches_transformers_in_torch() {
     let jobs_path = tmp.path().join("jobs.json");
     std::fs::write(&jobs_path, serde_json::to_string(&jobs).unwrap()).unwrap();
     let o = Command::new(python()).arg(script("run_pt2.py")).arg(&jobs_path).output().expect("start python");
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.success(), "python {}: {}", o.status, String::from_utf8_lossy(&o.stderr));
     for (name, ids, mask) in unseen {
         let gold = read_all(fixture(name).join("golden.safetensors")).unwrap();
         let got = read_all(tmp.path().join(format!("{name}-out.safetensors"))).unwrap();
@@ -106,16 +106,30 @@ fn every_fixture_matches_transformers_in_torch() {
 
 #[test]
 fn generation_exports_give_transformers_tokens_with_caches_mutated_in_place() {
-    let tmp = tempfile::tempdir().unwrap();
-    let variants = [
+    generation_exports_give_transformers_tokens(&[
         ("static-multi", Generation { static_cache: Some(32), multi_token_decode: true }),
         ("static-prefill", Generation { static_cache: Some(32), multi_token_decode: false }),
-        ("growing", Generation { static_cache: None, multi_token_decode: false }),
-    ];
+    ]);
+}
+
+/// The growing cache in a test of its own, so that libtest runs the two halves of the Python work
+/// in parallel (the static variants stay together: a multi-token `decode` is the other's `prefill`,
+/// which generate_pt2.py then checks once).
+#[test]
+fn generation_exports_give_transformers_tokens_with_a_growing_cache() {
+    generation_exports_give_transformers_tokens(&[(
+        "growing",
+        Generation { static_cache: None, multi_token_decode: false },
+    )]);
+}
+
+/// Every fixture exported for generation in each variant, all run by one Python process.
+fn generation_exports_give_transformers_tokens(variants: &[(&str, Generation)]) {
+    let tmp = tempfile::tempdir().unwrap();
     let (mut jobs, mut want) = (vec![], BTreeMap::new());
     for name in fixtures() {
         let gold = read_all(fixture(name).join("golden.safetensors")).unwrap();
-        for (variant, generation) in variants {
+        for &(variant, generation) in variants {
             let dir = tmp.path().join(format!("{name}-{variant}"));
             let meta = export(name, &dir, Some(generation));
             let decode = meta.component("decode").unwrap();
@@ -134,7 +148,7 @@ fn generation_exports_give_transformers_tokens_with_caches_mutated_in_place() {
     let (jobs_path, out) = (tmp.path().join("jobs.json"), tmp.path().join("tokens.json"));
     std::fs::write(&jobs_path, serde_json::to_string(&jobs).unwrap()).unwrap();
     let o = Command::new(python()).arg(script("generate_pt2.py")).args([&jobs_path, &out]).output().expect("python");
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.success(), "python {}: {}", o.status, String::from_utf8_lossy(&o.stderr));
     let got: BTreeMap<String, Vec<i64>> = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
     let failures: Vec<String> = want
         .iter()
@@ -228,7 +242,7 @@ for path in sys.argv[1:]:
 print("loaded", len(sys.argv) - 1)
 "#;
     let o = Command::new(python()).arg("-c").arg(check).args(&archives).output().expect("python");
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.success(), "python {}: {}", o.status, String::from_utf8_lossy(&o.stderr));
     assert!(String::from_utf8_lossy(&o.stdout).contains(&format!("loaded {}", archives.len())));
 }
 
@@ -262,6 +276,6 @@ for i in z.infolist():
 print(sorted(x.filename for x in z.infolist()))
 "#;
     let o = Command::new(python()).arg("-c").arg(check).arg(&path).output().expect("python");
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.success(), "python {}: {}", o.status, String::from_utf8_lossy(&o.stderr));
     assert!(String::from_utf8_lossy(&o.stdout).contains("root/b/second"));
 }
