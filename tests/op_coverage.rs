@@ -34,7 +34,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// Number of `Op` variants: [`ordinal`] numbers them `0..VARIANTS`.
-const VARIANTS: usize = 25;
+const VARIANTS: usize = 27;
 
 /// The position of `op`'s variant. No catch-all arm: a new variant does not compile until it
 /// is numbered here (then raise [`VARIANTS`] and add a case to [`cases`]).
@@ -65,6 +65,8 @@ fn ordinal(op: &Op) -> usize {
         Op::GatedMlp { .. } => 22,
         Op::LayerNorm { .. } => 23,
         Op::Activate(_) => 24,
+        Op::TopK { .. } => 25,
+        Op::Moe { .. } => 26,
     }
 }
 
@@ -453,6 +455,25 @@ fn cases() -> Vec<Case> {
             }
         }
         all.push(b.finish(&format!("GatedMlp({act:?})"), Op::GatedMlp { act }, &ins));
+    }
+    let mut b = Build::new(25);
+    let x = b.float("x", &[B, S, K(6)], -1.0, 1.0);
+    all.push(b.finish("TopK", Op::TopK { k: 3 }, &[x]));
+    // equal values come out in index order, as torch.topk and ONNX TopK give them
+    let mut b = Build::new(26);
+    let x = b.input("x", &[B, K(6)], |shape, n| {
+        Tensor::f32(shape, (0..n).map(|i| [0.5, 1.0, 0.5, 0.0, 1.0, 0.5][i % 6] + (i / 6) as f32).collect()).unwrap()
+    });
+    all.push(b.finish("TopK(ties)", Op::TopK { k: 4 }, &[x]));
+    // a symbolic sequence takes the dense strategy, one token per row the gathered one
+    for (seq, normalize, name) in [(S, true, "Moe(dense)"), (K(1), false, "Moe(gathered)")] {
+        let mut b = Build::new(27);
+        let x = b.float("x", &[B, seq, K(4)], -1.0, 1.0);
+        let mut ins = vec![x, b.float("router", &[K(5), K(4)], -1.0, 1.0)];
+        for (n, d) in [("gate", [K(5), K(6), K(4)]), ("up", [K(5), K(6), K(4)]), ("down", [K(5), K(4), K(6)])] {
+            ins.push(b.float(n, &d, -0.5, 0.5));
+        }
+        all.push(b.finish(name, Op::Moe { top_k: 2, normalize, act: Activation::Silu }, &ins));
     }
     all
 }

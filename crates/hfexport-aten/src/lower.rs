@@ -52,6 +52,9 @@ pub fn native(op: &Op) -> bool {
         Op::Attention { softcap, sliding_window, .. } => softcap.is_none() && sliding_window.is_none(),
         // torch.export's core ATen set has no RMS norm, rotary or gated MLP op
         Op::RmsNorm { .. } | Op::RotaryCosSin { .. } | Op::ApplyRotary | Op::GatedMlp { .. } => false,
+        // `aten.topk` returns a pair, which the ATen graph's one-output calls do not model;
+        // core's rank-counting decomposition is exact. No core ATen op is a MoE block.
+        Op::TopK { .. } | Op::Moe { .. } => false,
     }
 }
 
@@ -437,7 +440,13 @@ fn lower_node(em: &mut Emit, dims: &mut DimLowering<SymVal>, n: &Node) -> Result
                 ],
             )
         }
-        Op::Attention { .. } | Op::RmsNorm { .. } | Op::RotaryCosSin { .. } | Op::ApplyRotary | Op::GatedMlp { .. } => {
+        Op::Attention { .. }
+        | Op::RmsNorm { .. }
+        | Op::RotaryCosSin { .. }
+        | Op::ApplyRotary
+        | Op::GatedMlp { .. }
+        | Op::TopK { .. }
+        | Op::Moe { .. } => {
             return Err(err(&n.name, n.op.name(), "has no native ATen lowering; it should have been decomposed"))
         }
     };

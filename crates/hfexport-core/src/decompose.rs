@@ -90,6 +90,11 @@ pub fn expand(g: &mut Graph, node: &Node, ins: &[ValueId]) -> Result<Vec<ValueId
         }
         Op::Linear => Ok(vec![e.linear(ins[0], ins[1], ins.get(2).copied())?]),
         Op::GatedMlp { act } => Ok(vec![e.gated_mlp(ins, *act)?]),
+        Op::TopK { k } => {
+            let (v, i) = e.top_k(ins[0], *k)?;
+            Ok(vec![v, i])
+        }
+        Op::Moe { top_k, normalize, act } => Ok(vec![e.moe(ins, *top_k, *normalize, *act)?]),
         Op::CacheUpdate | Op::ScatterSlots => Ok(vec![e.cache_update(ins[0], ins[1], ins[2])?]),
         // primitives: nothing to expand (listed, so a new op says which kind it is)
         Op::Constant(_)
@@ -413,6 +418,161 @@ impl Emitter<'_> {
         let h = self.bin("gated", BinaryOp::Mul, a, up)?;
         let down: Vec<ValueId> = [h, ins[3]].into_iter().chain(ins.get(6).copied()).collect();
         self.op("down", Op::Linear, &down)
+    }
+
+    /// Top-k by rank counting (for runtimes without a top-k op): the rank of `x_e` is the
+    /// number of `x_j > x_e` plus the number of equal `x_j` before it (torch's order); the
+    /// `r`-th output is the element of rank `r`, picked by a one-hot product, so values are
+    /// exact for finite inputs. Costs `n²` comparisons per row (`n` is the expert count).
+    fn top_k(&mut self, x: ValueId, k: usize) -> Result<(ValueId, ValueId)> {
+        let (shape, dtype) = (self.shape(x), self.dtype(x));
+        let rank = shape.len();
+        let n = shape[rank - 1].as_const().unwrap_or(0) as usize;
+        let lead = &shape[..rank - 1];
+        let with =
+            |tail: &[usize]| -> Vec<Dim> { lead.iter().cloned().chain(tail.iter().map(|&d| Dim::from(d))).collect() };
+        let col = self.op("topk_col", Op::Reshape { shape: with(&[n, 1]) }, &[x])?;
+        let row = self.op("topk_row", Op::Reshape { shape: with(&[1, n]) }, &[x])?;
+        let greater = self.bin("topk_greater", BinaryOp::Greater, row, col)?;
+        let equal = self.bin("topk_equal", BinaryOp::Equal, row, col)?;
+        let earlier = Tensor::bool(vec![n, n], (0..n * n).map(|i| i % n < i / n).collect())?;
+        let earlier = self.op("topk_earlier", Op::Constant(earlier), &[])?;
+        let tie = self.bin("topk_tie", BinaryOp::And, equal, earlier)?;
+        let before = self.bin("topk_before", BinaryOp::Or, greater, tie)?;
+        let before = self.cast("topk_before_f", before, DType::F32)?;
+        let ranks =
+            self.op("topk_rank", Op::Reduce { kind: ReduceKind::Sum, axes: vec![rank], keep_dims: false }, &[before])?;
+        let ranks = self.op("topk_rank_row", Op::Reshape { shape: with(&[1, n]) }, &[ranks])?;
+        let slots = Tensor::f32(vec![k, 1], (0..k).map(|r| r as f32).collect())?;
+        let slots = self.op("topk_slots", Op::Constant(slots), &[])?;
+        let pick = self.bin("topk_pick", BinaryOp::Equal, ranks, slots)?;
+        let pick_f = self.cast("topk_pick_f", pick, DType::F32)?;
+        let ids = Tensor::f32(vec![n], (0..n).map(|i| i as f32).collect())?;
+        let ids = self.op("topk_ids", Op::Constant(ids), &[])?;
+        let picked_ids = self.bin("topk_picked_ids", BinaryOp::Mul, pick_f, ids)?;
+        let sum = |e: &mut Self, part: &str, v: ValueId| {
+            e.op(part, Op::Reduce { kind: ReduceKind::Sum, axes: vec![rank], keep_dims: false }, &[v])
+        };
+        let indices = sum(self, "topk_index_f", picked_ids)?;
+        let indices = self.cast("topk_indices", indices, DType::I64)?;
+        let pick_x = self.cast("topk_pick_x", pick, dtype)?;
+        let picked = self.bin("topk_picked", BinaryOp::Mul, pick_x, row)?;
+        let values = sum(self, "topk_values", picked)?;
+        Ok((values, indices))
+    }
+
+    /// The router, then one of two strategies. When every batch row brings a fixed number of
+    /// tokens `c` with `c * top_k <= experts` (a decode step), each token gathers its `top_k`
+    /// experts' weights and runs them as one batched matrix-vector product: cost grows with
+    /// `top_k`, not the expert count. Otherwise (prefill, forward) every expert runs on every
+    /// token as two wide matmuls and the outputs are weighted by the dense routing matrix
+    /// (zero for the experts not selected), which keeps shapes static and matmuls large.
+    fn moe(&mut self, ins: &[ValueId], top_k: usize, normalize: bool, act: Activation) -> Result<ValueId> {
+        let (x, router, wg, wu, wd) = (ins[0], ins[1], ins[2], ins[3], ins[4]);
+        let (xs, dtype, ws) = (self.shape(x), self.dtype(x), self.shape(wg));
+        let (experts, hidden) = (ws[0].clone(), xs[2].clone());
+        let n_experts = experts.as_const().unwrap_or(0) as usize;
+        let tokens = xs[0].mul(&xs[1]);
+        let x2 = self.op("tokens", Op::Reshape { shape: vec![tokens.clone(), hidden.clone()] }, &[x])?;
+        let logits = self.op("router", Op::Linear, &[x2, router])?;
+        let logits = self.cast("router_f32", logits, DType::F32)?;
+        let probs = self.op("router_probs", Op::Softmax { axis: 1 }, &[logits])?;
+        let name = format!("{}/router_top_k", self.prefix);
+        let top = self.g.add_node(&name, Op::TopK { k: top_k }, &[probs])?;
+        let (mut weights, picked) = (top[0], top[1]);
+        if normalize {
+            let sum = self.op(
+                "router_top_sum",
+                Op::Reduce { kind: ReduceKind::Sum, axes: vec![1], keep_dims: true },
+                &[weights],
+            )?;
+            weights = self.bin("router_normalized", BinaryOp::Div, weights, sum)?;
+        }
+        let weights = self.cast("routing_weights", weights, dtype)?;
+        let per_row = xs[1].as_const().map(|c| c as usize);
+        let y = match per_row {
+            Some(c) if c * top_k <= n_experts => self.moe_gathered(x2, weights, picked, [wg, wu, wd], top_k, act)?,
+            _ => self.moe_dense(x2, weights, picked, [wg, wu, wd], top_k, act)?,
+        };
+        self.op("out", Op::Reshape { shape: xs }, &[y])
+    }
+
+    /// `x [t, h]`: each token's `k` experts' weights gathered into `[t*k, inter, h]` and
+    /// applied as matrix-vector products; the `k` results weighted and summed -> `[t, h]`.
+    fn moe_gathered(
+        &mut self,
+        x: ValueId,
+        weights: ValueId,
+        picked: ValueId,
+        [wg, wu, wd]: [ValueId; 3],
+        k: usize,
+        act: Activation,
+    ) -> Result<ValueId> {
+        let xs = self.shape(x);
+        let (t, h) = (xs[0].clone(), xs[1].clone());
+        let tk = t.mul(&Dim::from(k));
+        let one = Dim::konst(1);
+        let flat = self.op("expert_ids", Op::Reshape { shape: vec![tk.clone()] }, &[picked])?;
+        let col =
+            self.op("token_col", Op::Reshape { shape: vec![t.clone(), one.clone(), h.clone(), one.clone()] }, &[x])?;
+        let col =
+            self.op("token_cols", Op::Expand { shape: vec![t.clone(), Dim::from(k), h.clone(), one.clone()] }, &[col])?;
+        let col = self.op("token_per_pick", Op::Reshape { shape: vec![tk.clone(), h.clone(), one.clone()] }, &[col])?;
+        let g_w = self.op("gate_picked", Op::Gather { axis: 0 }, &[wg, flat])?;
+        let u_w = self.op("up_picked", Op::Gather { axis: 0 }, &[wu, flat])?;
+        let d_w = self.op("down_picked", Op::Gather { axis: 0 }, &[wd, flat])?;
+        let g = self.op("gate", Op::MatMul, &[g_w, col])?;
+        let u = self.op("up", Op::MatMul, &[u_w, col])?;
+        let a = self.activation(g, act)?;
+        let a = self.bin("gated", BinaryOp::Mul, a, u)?;
+        let d = self.op("down", Op::MatMul, &[d_w, a])?;
+        let d = self.op("per_pick", Op::Reshape { shape: vec![t.clone(), Dim::from(k), h.clone()] }, &[d])?;
+        let w = self.op("pick_weights", Op::Reshape { shape: vec![t, Dim::from(k), one] }, &[weights])?;
+        let d = self.bin("weighted", BinaryOp::Mul, d, w)?;
+        self.op("combined", Op::Reduce { kind: ReduceKind::Sum, axes: vec![1], keep_dims: false }, &[d])
+    }
+
+    /// `x [t, h]`: every expert on every token (`[e*inter, h] · [h, t]`, then a batched down
+    /// projection), weighted by the dense `[t, e]` routing matrix -> `[t, h]`.
+    fn moe_dense(
+        &mut self,
+        x: ValueId,
+        weights: ValueId,
+        picked: ValueId,
+        [wg, wu, wd]: [ValueId; 3],
+        k: usize,
+        act: Activation,
+    ) -> Result<ValueId> {
+        let (xs, ws, dtype) = (self.shape(x), self.shape(wg), self.dtype(x));
+        let (t, h, e, inter) = (xs[0].clone(), xs[1].clone(), ws[0].clone(), ws[1].clone());
+        let one = Dim::konst(1);
+        let ids = self.op("expert_range", Op::Iota { len: e.clone() }, &[])?;
+        let picked =
+            self.op("picked_col", Op::Reshape { shape: vec![t.clone(), Dim::from(k), one.clone()] }, &[picked])?;
+        let hit = self.bin("picked_one_hot", BinaryOp::Equal, picked, ids)?;
+        let hit = self.cast("picked_one_hot_f", hit, dtype)?;
+        let w =
+            self.op("pick_weights", Op::Reshape { shape: vec![t.clone(), Dim::from(k), one.clone()] }, &[weights])?;
+        let dense = self.bin("routing_spread", BinaryOp::Mul, hit, w)?;
+        let dense =
+            self.op("routing_dense", Op::Reduce { kind: ReduceKind::Sum, axes: vec![1], keep_dims: false }, &[dense])?;
+        let xt = self.op("tokens_last", Op::Transpose { perm: vec![1, 0] }, &[x])?;
+        let rows = e.mul(&inter);
+        let project = |s: &mut Self, part: &str, w: ValueId| -> Result<ValueId> {
+            let w2 = s.op(&format!("{part}_rows"), Op::Reshape { shape: vec![rows.clone(), h.clone()] }, &[w])?;
+            let y = s.op(part, Op::MatMul, &[w2, xt])?;
+            s.op(&format!("{part}_per_expert"), Op::Reshape { shape: vec![e.clone(), inter.clone(), t.clone()] }, &[y])
+        };
+        let g = project(self, "gate", wg)?;
+        let u = project(self, "up", wu)?;
+        let a = self.activation(g, act)?;
+        let a = self.bin("gated", BinaryOp::Mul, a, u)?;
+        let d = self.op("down", Op::MatMul, &[wd, a])?;
+        let dt = self.op("routing_per_expert", Op::Transpose { perm: vec![1, 0] }, &[dense])?;
+        let dt = self.op("routing_col", Op::Reshape { shape: vec![e, one, t] }, &[dt])?;
+        let d = self.bin("weighted", BinaryOp::Mul, d, dt)?;
+        let y = self.op("combined", Op::Reduce { kind: ReduceKind::Sum, axes: vec![0], keep_dims: false }, &[d])?;
+        self.op("tokens_first", Op::Transpose { perm: vec![1, 0] }, &[y])
     }
 
     /// Each activation's formula as primitives in `x`'s dtype (`eval.rs: activation` computes

@@ -7,6 +7,7 @@
 //! at build time, so a wrong inference rule cannot hide behind a permissive kernel.
 
 use crate::dim::{Bindings, Dim};
+use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::graph::{Graph, Node, Producer, ValueId};
 use crate::kernels as k;
@@ -230,6 +231,11 @@ fn eval_node(node: &Node, ins: &[&Tensor], b: &Bindings) -> Result<Vec<Tensor>> 
         }
         Op::Linear => one(k::linear(ins[0], ins[1], ins.get(2).copied())?),
         Op::GatedMlp { act } => one(gated_mlp(ins, *act)?),
+        Op::TopK { k } => {
+            let (v, i) = top_k(ins[0], *k)?;
+            Ok(vec![v, i])
+        }
+        Op::Moe { top_k, normalize, act } => one(moe(ins, *top_k, *normalize, *act)?),
         Op::CacheUpdate | Op::ScatterSlots => one(cache_update(ins[0], ins[1], ins[2])?),
     }
 }
@@ -450,4 +456,65 @@ fn activation(act: Activation, a: f32) -> f32 {
         Activation::Relu => a.max(0.0),
         Activation::QuickGelu => a * sigmoid(1.702 * a),
     }
+}
+
+/// The `k` largest of each last-axis row, largest first, equal values in index order.
+fn top_k(x: &Tensor, k: usize) -> Result<(Tensor, Tensor)> {
+    let n = *x.shape().last().expect("rank >= 1");
+    let (mut values, mut indices) = (vec![], vec![]);
+    for row in x.as_f32()?.chunks(n.max(1)) {
+        let mut order: Vec<usize> = (0..n).collect();
+        // stable: ties keep index order
+        order.sort_by(|&a, &b| row[b].total_cmp(&row[a]));
+        values.extend(order[..k].iter().map(|&i| row[i]));
+        indices.extend(order[..k].iter().map(|&i| i as i64));
+    }
+    let mut shape = x.shape().to_vec();
+    *shape.last_mut().expect("rank >= 1") = k;
+    Ok((Tensor::float(x.dtype(), shape.clone(), values)?, Tensor::i64(shape, indices)?))
+}
+
+/// transformers' sparse MoE block: the router in x's dtype, its softmax, top-k and
+/// renormalisation in f32, the weights rounded to x's dtype; then each expert, in ascending
+/// order, on the tokens that selected it (as `Qwen3MoeExperts.forward` loops).
+fn moe(ins: &[&Tensor], top: usize, normalize: bool, act: Activation) -> Result<Tensor> {
+    use crate::ops::BinaryOp;
+    let (x, router, wg, wu, wd) = (ins[0], ins[1], ins[2], ins[3], ins[4]);
+    let hidden = x.shape()[2];
+    let tokens = x.numel() / hidden.max(1);
+    let x2 = x.clone().reshaped(vec![tokens, hidden])?;
+    let probs = k::softmax(&k::linear(&x2, router, None)?.cast(DType::F32), 1)?;
+    let (weights, experts) = top_k(&probs, top)?;
+    let mut w = weights.as_f32()?.to_vec();
+    if normalize {
+        for row in w.chunks_mut(top) {
+            let sum: f32 = row.iter().sum();
+            row.iter_mut().for_each(|v| *v /= sum);
+        }
+    }
+    let w = Tensor::f32(vec![tokens, top], w)?.cast(x.dtype());
+    let (w, experts) = (w.as_f32()?, experts.as_i64()?);
+    let mut out = vec![0f32; tokens * hidden];
+    for e in 0..router.shape()[0] {
+        let picks: Vec<(usize, f32)> =
+            (0..tokens * top).filter(|&j| experts[j] == e as i64).map(|j| (j / top, w[j])).collect();
+        if picks.is_empty() {
+            continue;
+        }
+        let rows = Tensor::i64(vec![picks.len()], picks.iter().map(|p| p.0 as i64).collect())?;
+        let xe = k::gather(&x2, &rows, 0)?;
+        let expert = |t: &Tensor| -> Result<Tensor> {
+            let s = t.shape()[1..].to_vec();
+            k::gather(t, &Tensor::i64(vec![1], vec![e as i64])?, 0)?.reshaped(s)
+        };
+        let (g, u) = (k::linear(&xe, &expert(wg)?, None)?, k::linear(&xe, &expert(wu)?, None)?);
+        let y = k::linear(&k::binary(BinaryOp::Mul, &activate(&g, act)?, &u)?, &expert(wd)?, None)?;
+        let pw = Tensor::float(x.dtype(), vec![picks.len(), 1], picks.iter().map(|p| p.1).collect())?;
+        let y = k::binary(BinaryOp::Mul, &y, &pw)?;
+        for ((t, _), row) in picks.iter().zip(y.as_f32()?.chunks(hidden)) {
+            let dst = &mut out[t * hidden..(t + 1) * hidden];
+            dst.iter_mut().zip(row).for_each(|(d, v)| *d += v);
+        }
+    }
+    Tensor::float(x.dtype(), x.shape().to_vec(), out)
 }

@@ -195,6 +195,23 @@ pub enum Op {
     GatedMlp {
         act: Activation,
     },
+    /// `x [..., n]` -> `values [..., k]` (x's dtype), `indices [..., k]` (i64): the `k` largest
+    /// along the last axis, largest first; equal values in index order (as `torch.topk` and
+    /// ONNX `TopK` order them).
+    TopK {
+        k: usize,
+    },
+    /// A sparse mixture-of-experts MLP: `x [b, s, hidden], router [experts, hidden],
+    /// gate [experts, inter, hidden], up [experts, inter, hidden], down [experts, hidden, inter]`
+    /// -> `[b, s, hidden]`. Per token: `p = softmax(x · routerᵀ)` in f32, the `top_k` largest
+    /// `p` and their experts, divided by their sum when `normalize`, rounded to x's dtype; the
+    /// output is `Σ p_e · down_e(act(gate_e(x)) * up_e(x))` over the selected experts (the
+    /// expert weights are stacked `[out, in]` linears, as the checkpoint stores each expert).
+    Moe {
+        top_k: usize,
+        normalize: bool,
+        act: Activation,
+    },
 }
 
 impl Op {
@@ -253,6 +270,8 @@ impl Op {
             Op::Attention { .. } => "Attention",
             Op::Linear => "Linear",
             Op::GatedMlp { .. } => "GatedMlp",
+            Op::TopK { .. } => "TopK",
+            Op::Moe { .. } => "Moe",
             Op::CacheUpdate => "CacheUpdate",
             Op::ScatterSlots => "ScatterSlots",
         }
@@ -288,7 +307,9 @@ impl Op {
             | Op::Linear
             | Op::CacheUpdate
             | Op::ScatterSlots
-            | Op::GatedMlp { .. } => {}
+            | Op::GatedMlp { .. }
+            | Op::TopK { .. }
+            | Op::Moe { .. } => {}
         }
     }
 
@@ -319,7 +340,9 @@ impl Op {
             | Op::Linear
             | Op::CacheUpdate
             | Op::ScatterSlots
-            | Op::GatedMlp { .. } => true,
+            | Op::GatedMlp { .. }
+            | Op::TopK { .. }
+            | Op::Moe { .. } => true,
         }
     }
 
@@ -359,6 +382,8 @@ impl Op {
                 s
             }
             Op::GatedMlp { act } => format!("act={act:?}"),
+            Op::TopK { k } => format!("k={k}"),
+            Op::Moe { top_k, normalize, act } => format!("top_k={top_k}, normalize={normalize}, act={act:?}"),
             // attributes in the name (`Add`, `ReduceMax`) or none
             Op::Unary(_)
             | Op::Binary(_)
@@ -764,6 +789,50 @@ impl Op {
                     }
                 }
                 one(x.dtype, x.shape.clone())
+            }
+            Op::TopK { k } => {
+                arity(ins, 1)?;
+                let x = ins[0];
+                float_input(x, 0)?;
+                let n = x.shape.last().ok_or("TopK needs rank >= 1")?;
+                if *k == 0 || n.as_const().is_none_or(|n| *k as i64 > n) {
+                    return Err(format!("k = {k} must be in 1..={n} (a static last axis)"));
+                }
+                let mut shape = x.shape.clone();
+                *shape.last_mut().expect("rank >= 1") = Dim::from(*k);
+                Ok(vec![ValueInfo::new(x.dtype, shape.clone()), ValueInfo::new(DType::I64, shape)])
+            }
+            Op::Moe { top_k, .. } => {
+                arity(ins, 5)?;
+                let (x, r, g, u, d) = (ins[0], ins[1], ins[2], ins[3], ins[4]);
+                float_input(x, 0)?;
+                if x.rank() != 3 {
+                    return Err(format!("x must be [batch, seq, hidden], got {}", shape_to_string(&x.shape)));
+                }
+                if [r, g, u, d].iter().any(|w| w.dtype != x.dtype) {
+                    return Err(format!("expert weights must be {} like x", x.dtype));
+                }
+                let hidden = &x.shape[2];
+                let fits = r.rank() == 2
+                    && &r.shape[1] == hidden
+                    && g.rank() == 3
+                    && g.shape == u.shape
+                    && g.shape[0] == r.shape[0]
+                    && &g.shape[2] == hidden
+                    && d.shape == [g.shape[0].clone(), hidden.clone(), g.shape[1].clone()];
+                if !fits {
+                    return Err(format!(
+                        "router {}, gate {}, up {}, down {} do not fit hidden {hidden}",
+                        shape_to_string(&r.shape),
+                        shape_to_string(&g.shape),
+                        shape_to_string(&u.shape),
+                        shape_to_string(&d.shape)
+                    ));
+                }
+                match r.shape[0].as_const() {
+                    Some(e) if *top_k >= 1 && *top_k as i64 <= e => one(x.dtype, x.shape.clone()),
+                    _ => Err(format!("top_k = {top_k} must be in 1..={} (the expert count)", r.shape[0])),
+                }
             }
         }
     }

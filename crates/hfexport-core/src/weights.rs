@@ -49,6 +49,9 @@ pub enum WeightExpr {
     Slice { expr: Box<WeightExpr>, axis: usize, start: usize, end: usize },
     /// `1 + x` (Gemma's RMSNorm scales by `1 + weight`).
     OnePlus(Box<WeightExpr>),
+    /// Equal-shaped parts stacked along a new leading axis (a mixture-of-experts layer's
+    /// per-expert weights as one `[experts, out, in]` tensor); streamed part by part.
+    Stack(Vec<WeightExpr>),
 }
 
 impl WeightExpr {
@@ -62,6 +65,7 @@ impl WeightExpr {
             WeightExpr::Stored(n) => vec![n.as_str()],
             WeightExpr::Cast(e, _) | WeightExpr::Transpose(e) | WeightExpr::OnePlus(e) => e.sources(),
             WeightExpr::Slice { expr, .. } => expr.sources(),
+            WeightExpr::Stack(parts) => parts.iter().flat_map(WeightExpr::sources).collect(),
         }
     }
 
@@ -91,6 +95,31 @@ impl WeightExpr {
                 check_slice(expr, &i.shape, *axis, *start, *end)?;
                 i.shape[*axis] = end - start;
                 Ok(i)
+            }
+            WeightExpr::Stack(parts) => {
+                let first = parts.first().ok_or_else(|| Error::Weight {
+                    tensor: "stack".into(),
+                    msg: "a stack needs at least one part".into(),
+                })?;
+                let info = first.info(src)?;
+                for p in &parts[1..] {
+                    let other = p.info(src)?;
+                    if other != info {
+                        return Err(Error::Weight {
+                            tensor: p.sources().join(","),
+                            msg: format!(
+                                "is {}{:?}, but {} is {}{:?}: stacked parts must be alike",
+                                other.dtype,
+                                other.shape,
+                                first.sources().join(","),
+                                info.dtype,
+                                info.shape
+                            ),
+                        });
+                    }
+                }
+                let shape = std::iter::once(parts.len()).chain(info.shape).collect();
+                Ok(TensorInfo { dtype: info.dtype, shape })
             }
         }
     }
@@ -140,6 +169,14 @@ impl WeightExpr {
                 shape[*axis] = end - start;
                 Tensor::from_le_bytes(t.dtype(), shape, &out)
             }
+            WeightExpr::Stack(parts) => {
+                let info = self.info(src)?;
+                let mut bytes = vec![];
+                for p in parts {
+                    bytes.extend(p.materialize(src)?.to_le_bytes());
+                }
+                Tensor::from_le_bytes(info.dtype, info.shape, &bytes)
+            }
         }
     }
 
@@ -185,6 +222,13 @@ impl WeightExpr {
         };
         let name = self.to_string();
         let out = match self {
+            // part by part (a cast applies to each part), releasing each part's pages after it
+            WeightExpr::Stack(parts) => return stream_parts(parts.iter().cloned(), src, sink),
+            WeightExpr::Cast(inner, to) if matches!(**inner, WeightExpr::Stack(_)) => {
+                let WeightExpr::Stack(parts) = &**inner else { unreachable!("matched above") };
+                let cast = parts.iter().map(|p| WeightExpr::Cast(Box::new(p.clone()), *to));
+                return stream_parts(cast, src, sink);
+            }
             WeightExpr::Cast(inner, to) if inner.raw_view(src).is_some() => {
                 let (bytes, from) = inner.raw_view(src).expect("checked");
                 let mut total = 0u64;
@@ -212,6 +256,18 @@ impl WeightExpr {
         }
         Ok(out)
     }
+}
+
+fn stream_parts(
+    parts: impl Iterator<Item = WeightExpr>,
+    src: &dyn TensorSource,
+    sink: &mut dyn FnMut(&[u8]) -> std::io::Result<()>,
+) -> Result<u64> {
+    let mut total = 0;
+    for p in parts {
+        total += p.stream_le_bytes(src, sink)?;
+    }
+    Ok(total)
 }
 
 /// Converts little-endian elements of `from` into `to`, replacing `out`'s contents. The
@@ -242,6 +298,13 @@ impl std::fmt::Display for WeightExpr {
             WeightExpr::Transpose(e) => write!(f, "transpose({e})"),
             WeightExpr::Slice { expr, axis, start, end } => write!(f, "slice<{axis}:{start}..{end}>({expr})"),
             WeightExpr::OnePlus(e) => write!(f, "1+({e})"),
+            WeightExpr::Stack(parts) => match parts.as_slice() {
+                [first, .., last] if parts.len() > 2 => write!(f, "stack[{}]({first}, …, {last})", parts.len()),
+                _ => {
+                    let parts: Vec<String> = parts.iter().map(ToString::to_string).collect();
+                    write!(f, "stack[{}]({})", parts.len(), parts.join(", "))
+                }
+            },
         }
     }
 }

@@ -68,6 +68,9 @@ pub fn native(op: &Op) -> bool {
         | Op::ApplyRotary
         | Op::GatedMlp { .. }
         | Op::ScatterSlots => false,
+        // decomposed like `.pt2` (the shared ATen lowering has no top-k or MoE call); the
+        // gathered experts run as portable `index_select` + `bmm`
+        Op::TopK { .. } | Op::Moe { .. } => false,
     }
 }
 

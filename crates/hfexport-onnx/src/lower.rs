@@ -69,6 +69,11 @@ pub fn native(op: &Op, opset: u32) -> bool {
         }
         // no ONNX op computes rotary tables; the gated MLP is `Linear`s and elementwise ops
         Op::RotaryCosSin { .. } | Op::GatedMlp { .. } => false,
+        Op::TopK { .. } => true,
+        // ONNX Runtime's `com.microsoft.MoE` is a contrib op outside the ONNX standard and
+        // other ONNX runtimes; core's decomposition gathers the selected experts (see
+        // ARCHITECTURE.md, "Mixture of experts")
+        Op::Moe { .. } => false,
     }
 }
 
@@ -382,6 +387,12 @@ impl<'g> Ctx<'g> {
                 ("Slice".into(), vec![ins[0].clone(), s, e, a], vec![])
             }
             Op::Gather { axis } => ("Gather".into(), ins.clone(), vec![attr_int("axis", *axis as i64)]),
+            // sorted, largest first; ONNX orders equal values by index, as torch.topk does
+            Op::TopK { k } => {
+                let k = self.const_i64(&[*k as i64]);
+                let attrs = vec![attr_int("axis", -1), attr_int("largest", 1), attr_int("sorted", 1)];
+                ("TopK".into(), vec![ins[0].clone(), k], attrs)
+            }
             Op::Iota { len } => {
                 let l = self.dim(len)?;
                 let axes = self.const_i64(&[0]);
@@ -435,7 +446,8 @@ impl<'g> Ctx<'g> {
             | Op::ApplyRotary
             | Op::Attention { .. }
             | Op::RotaryCosSin { .. }
-            | Op::GatedMlp { .. } => {
+            | Op::GatedMlp { .. }
+            | Op::Moe { .. } => {
                 return Err(OnnxError::Lowering {
                     node: n.name.clone(),
                     op: n.op.name().into(),

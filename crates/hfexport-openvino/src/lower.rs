@@ -61,6 +61,10 @@ pub fn native(op: &Op) -> bool {
         // the RMS-norm decomposition is the pattern OpenVINO's `RMSFusion` matches, the rotary
         // one what `RoPEFusion` matches
         Op::RmsNorm { .. } | Op::RotaryCosSin { .. } | Op::ApplyRotary | Op::GatedMlp { .. } => false,
+        Op::TopK { .. } => true,
+        // no MoE operation in the opsets; the CPU plugin runs core's gathered-experts
+        // decomposition (ARCHITECTURE.md, "Mixture of experts")
+        Op::Moe { .. } => false,
     }
 }
 
@@ -441,6 +445,9 @@ impl<'g> Ctx<'g> {
 
     fn lower_node(&mut self, n: &Node) -> Result<()> {
         let ins: Vec<Out> = n.inputs.iter().map(|v| self.val(*v)).collect();
+        if let Op::TopK { k } = n.op {
+            return self.top_k(n, ins[0], k);
+        }
         let out = self.info_port(n.outputs[0]);
         let name = n.name.clone();
         let one = |cx: &mut Self,
@@ -652,7 +659,9 @@ impl<'g> Ctx<'g> {
             | Op::RmsNorm { .. }
             | Op::RotaryCosSin { .. }
             | Op::ApplyRotary
-            | Op::GatedMlp { .. } => {
+            | Op::GatedMlp { .. }
+            | Op::TopK { .. }
+            | Op::Moe { .. } => {
                 return Err(OvError::Lowering {
                     node: n.name.clone(),
                     op: n.op.name().into(),
@@ -661,6 +670,24 @@ impl<'g> Ctx<'g> {
             }
         };
         self.vals[n.outputs[0].0] = Some(o);
+        Ok(())
+    }
+
+    /// `TopK-11` (values and i64 indices, largest first; `stable` keeps equal values in index
+    /// order, as torch.topk).
+    fn top_k(&mut self, n: &Node, x: Out, k: usize) -> Result<()> {
+        let kc = self.em.scalar_i64(k as i64);
+        let data = vec![
+            ("axis", "-1".to_string()),
+            ("mode", "max".into()),
+            ("sort", "value".into()),
+            ("index_element_type", "i64".into()),
+            ("stable", "true".into()),
+        ];
+        let ports = vec![self.info_port(n.outputs[0]), self.info_port(n.outputs[1])];
+        let layer = self.em.layer(n.name.clone(), "TopK", "opset11", data, vec![x, kc], ports);
+        self.vals[n.outputs[0].0] = Some(Out { layer, index: 0 });
+        self.vals[n.outputs[1].0] = Some(Out { layer, index: 1 });
         Ok(())
     }
 
