@@ -50,14 +50,20 @@ from transformers import (
     LlamaForCausalLM,
     MistralConfig,
     MistralForCausalLM,
+    MixtralConfig,
+    MixtralForCausalLM,
     Olmo2Config,
     Olmo2ForCausalLM,
     Phi3Config,
     Phi3ForCausalLM,
     Qwen2Config,
     Qwen2ForCausalLM,
+    Qwen2MoeConfig,
+    Qwen2MoeForCausalLM,
     Qwen3Config,
     Qwen3ForCausalLM,
+    Qwen3MoeConfig,
+    Qwen3MoeForCausalLM,
     SmolLM3Config,
     SmolLM3ForCausalLM,
 )
@@ -72,6 +78,7 @@ STD = 0.15
 # in another implementation cannot flip a token. Prompts are redrawn (deterministically) until
 # the greedy run keeps this margin.
 MIN_GREEDY_MARGIN = 0.01
+MIN_ROUTER_GAP = 1e-4
 PROMPT_TRIES = 50
 # strict_greedy fixtures: distinct tokens among the 16 greedy ones, and among the last 8.
 MIN_DISTINCT = 6
@@ -203,6 +210,7 @@ def fixture_specs():
     )
     specs.append(Spec("llama_linear_tied", 5, LlamaForCausalLM, llama_linear_tied, None))
     specs.extend(new_family_specs())
+    specs.extend(moe_specs())
     return specs
 
 
@@ -514,6 +522,106 @@ def new_family_specs():
     return specs
 
 
+def moe_specs():
+    """Qwen3-MoE, Mixtral and Qwen2-MoE (issue 14): top-1 and top-2, with and without
+    renormalisation, a shared expert, sparse layers mixed with dense MLP layers."""
+    qwen3_moe = Qwen3MoeConfig(
+        vocab_size=256,
+        hidden_size=64,
+        intermediate_size=96,
+        moe_intermediate_size=32,
+        num_hidden_layers=3,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=16,
+        num_experts=8,
+        num_experts_per_tok=2,
+        norm_topk_prob=True,
+        decoder_sparse_step=1,
+        mlp_only_layers=[1],
+        tie_word_embeddings=False,
+    )
+    mixtral = MixtralConfig(
+        vocab_size=256,
+        hidden_size=64,
+        intermediate_size=48,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        num_local_experts=4,
+        num_experts_per_tok=1,
+        sliding_window=4,
+        tie_word_embeddings=False,
+    )
+    qwen2_moe = Qwen2MoeConfig(
+        vocab_size=256,
+        hidden_size=64,
+        intermediate_size=96,
+        moe_intermediate_size=24,
+        shared_expert_intermediate_size=40,
+        num_hidden_layers=3,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        num_experts=6,
+        num_experts_per_tok=2,
+        norm_topk_prob=False,
+        decoder_sparse_step=2,
+        tie_word_embeddings=False,
+    )
+    return [
+        Spec(
+            "qwen3_moe",
+            15,
+            Qwen3MoeForCausalLM,
+            qwen3_moe,
+            None,
+            "8 experts top-2 renormalised, layer 1 dense (mlp_only_layers), q/k norm, 3 layers",
+            strict_greedy=True,
+        ),
+        Spec(
+            "mixtral",
+            16,
+            MixtralForCausalLM,
+            mixtral,
+            None,
+            "4 experts top-1 (w1/w3/w2 under block_sparse_moe), sliding window 4",
+            strict_greedy=True,
+        ),
+        Spec(
+            "qwen2_moe",
+            17,
+            Qwen2MoeForCausalLM,
+            qwen2_moe,
+            None,
+            "6 experts top-2 not renormalised, shared expert with sigmoid gate, decoder_sparse_step 2 "
+            "(layers 0 and 2 dense), qkv bias",
+            strict_greedy=True,
+        ),
+    ]
+
+
+def router_gap(folder, inputs):
+    """The smallest gap between the k-th and (k+1)-th routing probability over every token of
+    every sparse layer (a near tie could route differently in another runtime's arithmetic)."""
+    model = load(folder)
+    gaps = []
+
+    def hook(module, args, out):
+        probs = torch.softmax(out[0].float(), dim=-1)
+        if module.top_k < probs.shape[-1]:
+            top = probs.topk(module.top_k + 1, dim=-1).values
+            gaps.append((top[:, -2] - top[:, -1]).min().item())
+
+    routers = [m for n, m in model.named_modules() if n.endswith(".gate") and hasattr(m, "top_k")]
+    handles = [r.register_forward_hook(hook) for r in routers]
+    with torch.no_grad():
+        for ids, mask in inputs:
+            model(input_ids=ids, attention_mask=mask)
+    for h in handles:
+        h.remove()
+    return min(gaps) if gaps else None
+
+
 def is_norm_weight(name):
     """RMSNorm / LayerNorm scales (GPT-2 names its LayerNorms ln_1, ln_2, ln_f)."""
     return name.endswith(".weight") and ("norm" in name or ".ln_" in name)
@@ -733,6 +841,11 @@ def make_fixture(outdir, spec):
     row1 = forward_logits(folder, batch_ids[1:], batch_mask[1:])
     row1_diff = (row1 - batch_logits[1:]).abs().max().item()
 
+    gap = router_gap(folder, [(single_ids, single_mask), (batch_ids, batch_mask)])
+    if gap is not None:
+        assert gap > MIN_ROUTER_GAP, f"{name}: routing near a tie (gap {gap:.2e}); change the seed"
+        print(f"   router gap:      {gap:.2e} (k-th vs next probability, every token of every sparse layer)")
+
     for key, t in (("single.logits", single_logits), ("batch.logits[real]", batch_logits[batch_mask.bool()])):
         assert torch.isfinite(t).all(), f"{name}: non-finite values in {key}"
 
@@ -788,8 +901,8 @@ def make_fixture(outdir, spec):
 
 
 def main():
-    if len(sys.argv) != 2:
-        sys.exit("usage: make_fixtures.py OUTDIR")
+    if len(sys.argv) < 2:
+        sys.exit("usage: make_fixtures.py OUTDIR [NAME...]")
     outdir = Path(sys.argv[1])
     outdir.mkdir(parents=True, exist_ok=True)
     torch.use_deterministic_algorithms(True)
@@ -801,8 +914,10 @@ def main():
         f"safetensors {safetensors.__version__}, numpy {np.__version__}"
     )
     specs = fixture_specs()
+    only = sys.argv[2:]  # regenerate only these (the manifest still lists every spec)
     for spec in specs:
-        make_fixture(outdir, spec)
+        if not only or spec.name in only:
+            make_fixture(outdir, spec)
     write_manifest(outdir, specs)
 
 

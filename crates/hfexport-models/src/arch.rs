@@ -45,6 +45,37 @@ pub struct ConfigSchema {
     pub softcapping: Softcapping,
     /// `LlamaConfig.validate_architecture`: hidden size a multiple of the heads.
     pub heads_divide_hidden: bool,
+    /// A sparse mixture-of-experts MLP in the layers it selects (Qwen3-MoE, Mixtral, Qwen2-MoE).
+    pub moe: Option<MoeSchema>,
+}
+
+/// How a mixture-of-experts config is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MoeSchema {
+    /// Expert-count keys, first present wins (an `attribute_map` makes `num_experts` and
+    /// `num_local_experts` the same key in Qwen3-MoE and Mixtral).
+    pub experts_keys: &'static [&'static str],
+    pub default_experts: usize,
+    pub default_top_k: usize,
+    /// Each expert's intermediate size: its key and class default (`moe_intermediate_size`);
+    /// `None`: the dense `intermediate_size` (Mixtral).
+    pub intermediate: Option<(&'static str, usize)>,
+    pub normalize: NormTopK,
+    /// Qwen's `decoder_sparse_step` and `mlp_only_layers` choose the sparse layers (the others
+    /// keep a dense MLP of `intermediate_size`); false: every layer is sparse (Mixtral).
+    pub sparse_step: bool,
+    /// The default of `shared_expert_intermediate_size` when the family has a shared expert
+    /// (Qwen2-MoE).
+    pub shared_expert: Option<usize>,
+}
+
+/// Whether the top-k routing weights are divided by their sum.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NormTopK {
+    /// `norm_topk_prob`, with the class default.
+    Key(bool),
+    /// Always (Mixtral's router).
+    Always,
 }
 
 /// The soft-capping keys a class honours (Gemma 2 both; Gemma 3's causal LM the final one,
@@ -164,6 +195,12 @@ pub enum LayerRule {
     UseSlidingWindow,
     /// `layer_types` when given, else full; `sliding_window` as given (unknown families).
     Explicit,
+    /// Every layer slides when `use_sliding_window` and `sliding_window` (default given) are
+    /// set; `layer_types` is not read (Qwen3-MoE).
+    UniformWhenUsed { default_window: usize },
+    /// `layer_types`, else the even layers (0-based) below `max_window_layers` slide when
+    /// `use_sliding_window` (Qwen2-MoE).
+    EvenBelowMaxWindow,
 }
 
 /// Where a projection's bias comes from.
@@ -171,6 +208,8 @@ pub enum LayerRule {
 pub enum Bias {
     /// The named boolean config key (default false).
     Key(&'static str),
+    /// The named boolean config key with its class default (Qwen2-MoE's `qkv_bias`, true).
+    KeyDefault(&'static str, bool),
     Always,
     Never,
 }
@@ -251,7 +290,46 @@ pub struct Layout {
     pub norms: LayerNorms,
     pub attention: AttentionLayout,
     pub mlp: MlpLayout,
+    /// The sparse MLP of the layers [`MoeSchema`] selects.
+    pub moe: Option<MoeLayout>,
 }
+
+/// Tensor names of a mixture-of-experts block.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MoeLayout {
+    /// The block under the layer (`mlp`, Mixtral's `block_sparse_moe`).
+    pub prefix: &'static str,
+    /// The router linear `[experts, hidden]`.
+    pub router: &'static str,
+    pub experts: &'static str,
+    /// Each expert's linears, as checkpoints store them (`experts.<e>.<gate>.weight`).
+    pub gate: &'static str,
+    pub up: &'static str,
+    pub down: &'static str,
+    /// Where transformers 5's in-memory form keeps the stacked experts
+    /// (`<fused_prefix>.experts.gate_up_proj [E, 2 * inter, hidden]`, `.down_proj
+    /// [E, hidden, inter]`), read when the per-expert tensors are absent.
+    pub fused_prefix: &'static str,
+    pub shared: Option<SharedExpert>,
+}
+
+/// A dense gated MLP every token takes, scaled by `sigmoid(gate(x))` (Qwen2-MoE).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SharedExpert {
+    pub mlp: &'static str,
+    pub gate: &'static str,
+}
+
+const QWEN_MOE_LAYOUT: MoeLayout = MoeLayout {
+    prefix: "mlp",
+    router: "gate",
+    experts: "experts",
+    gate: "gate_proj",
+    up: "up_proj",
+    down: "down_proj",
+    fused_prefix: "mlp",
+    shared: None,
+};
 
 /// The normalisation every norm of a family uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -347,6 +425,7 @@ const LLAMA_LAYOUT: Layout = Layout {
         qk_norm: QkNorm::None,
     },
     mlp: MlpLayout { prefix: "mlp", kind: MlpKind::Gated { gate: "gate_proj", up: "up_proj" }, down: "down_proj" },
+    moe: None,
 };
 
 const LLAMA_SCHEMA: ConfigSchema = ConfigSchema {
@@ -364,6 +443,7 @@ const LLAMA_SCHEMA: ConfigSchema = ConfigSchema {
     granite_multipliers: false,
     softcapping: NO_SOFTCAPPING,
     heads_divide_hidden: false,
+    moe: None,
 };
 
 const QWEN_DEFAULTS: Defaults = Defaults {
@@ -575,6 +655,99 @@ pub const ARCHITECTURES: &[Architecture] = &[
         },
     },
     Architecture {
+        classes: &["Qwen3MoeForCausalLM"],
+        model_types: &["qwen3_moe"],
+        config: ConfigSchema {
+            defaults: Defaults {
+                hidden_size: Some(2048),
+                intermediate_size: Some(6144),
+                num_hidden_layers: Some(24),
+                num_key_value_heads: Some(4),
+                head_dim: Some(128),
+                ..QWEN_DEFAULTS
+            },
+            layers: LayerRule::UniformWhenUsed { default_window: 4096 },
+            biases: ATTENTION_BIASES,
+            moe: Some(MoeSchema {
+                experts_keys: &["num_local_experts", "num_experts"],
+                default_experts: 128,
+                default_top_k: 8,
+                intermediate: Some(("moe_intermediate_size", 768)),
+                normalize: NormTopK::Key(false),
+                sparse_step: true,
+                shared_expert: None,
+            }),
+            ..LLAMA_SCHEMA
+        },
+        layout: Layout {
+            attention: AttentionLayout { qk_norm: QkNorm::PerHead, ..LLAMA_LAYOUT.attention },
+            moe: Some(QWEN_MOE_LAYOUT),
+            ..LLAMA_LAYOUT
+        },
+    },
+    Architecture {
+        classes: &["MixtralForCausalLM"],
+        model_types: &["mixtral"],
+        config: ConfigSchema {
+            defaults: Defaults {
+                intermediate_size: Some(14336),
+                max_position_embeddings: Some(4096 * 32),
+                num_key_value_heads: Some(8),
+                rope_theta: 1_000_000.0,
+                ..LLAMA_SCHEMA.defaults
+            },
+            layers: LayerRule::Mistral { default_window: None },
+            biases: NO_BIASES,
+            moe: Some(MoeSchema {
+                experts_keys: &["num_local_experts", "num_experts"],
+                default_experts: 8,
+                default_top_k: 2,
+                intermediate: None,
+                normalize: NormTopK::Always,
+                sparse_step: false,
+                shared_expert: None,
+            }),
+            ..LLAMA_SCHEMA
+        },
+        layout: Layout {
+            moe: Some(MoeLayout { prefix: "block_sparse_moe", gate: "w1", up: "w3", down: "w2", ..QWEN_MOE_LAYOUT }),
+            ..LLAMA_LAYOUT
+        },
+    },
+    Architecture {
+        classes: &["Qwen2MoeForCausalLM"],
+        model_types: &["qwen2_moe"],
+        config: ConfigSchema {
+            defaults: Defaults {
+                hidden_size: Some(2048),
+                intermediate_size: Some(5632),
+                num_hidden_layers: Some(24),
+                num_attention_heads: Some(16),
+                num_key_value_heads: Some(16),
+                ..QWEN_DEFAULTS
+            },
+            layers: LayerRule::EvenBelowMaxWindow,
+            biases: Biases { qkv: Bias::KeyDefault("qkv_bias", true), ..NO_BIASES },
+            moe: Some(MoeSchema {
+                experts_keys: &["num_experts"],
+                default_experts: 60,
+                default_top_k: 4,
+                intermediate: Some(("moe_intermediate_size", 1408)),
+                normalize: NormTopK::Key(false),
+                sparse_step: true,
+                shared_expert: Some(5632),
+            }),
+            ..LLAMA_SCHEMA
+        },
+        layout: Layout {
+            moe: Some(MoeLayout {
+                shared: Some(SharedExpert { mlp: "shared_expert", gate: "shared_expert_gate" }),
+                ..QWEN_MOE_LAYOUT
+            }),
+            ..LLAMA_LAYOUT
+        },
+    },
+    Architecture {
         classes: &["GraniteForCausalLM"],
         model_types: &["granite"],
         config: ConfigSchema {
@@ -691,6 +864,7 @@ pub const ARCHITECTURES: &[Architecture] = &[
                 qk_norm: QkNorm::None,
             },
             mlp: MlpLayout { prefix: "mlp", kind: MlpKind::PlainConv1d("c_fc"), down: "c_proj" },
+            moe: None,
         },
     },
 ];

@@ -8,10 +8,10 @@
 //! Gemma's `1 + w` norm weights an expression too, so nothing is computed or copied until a
 //! writer streams it. Every weight is checked for presence, dtype and shape as it is declared.
 
-use hfexport_core::ops::{Activation, BinaryOp};
+use hfexport_core::ops::{Activation, BinaryOp, UnaryOp};
 use hfexport_core::{DType, Dim, Op, Tensor, ValueId, WeightExpr};
 
-use crate::arch::{MlpKind, NormKind, Projections, QkNorm};
+use crate::arch::{MlpKind, MoeLayout, NormKind, Projections, QkNorm};
 use crate::builder::{Decoder, LayerInputs};
 use crate::config::LayerType;
 use crate::error::Result;
@@ -257,7 +257,10 @@ impl Decoder<'_> {
         let a = self.optional_norm(vb, norms.post_attention, a)?;
         let h = self.residual(&vb.name("attn_residual"), h, a)?;
         let x = self.optional_norm(vb, norms.pre_mlp, h)?;
-        let m = self.mlp(&vb.pp(self.arch.layout.mlp.prefix), x, act)?;
+        let m = match self.arch.layout.moe {
+            Some(moe) if self.cfg.sparse_layer(i) => self.moe(vb, &moe, x, act)?,
+            _ => self.mlp(&vb.pp(self.arch.layout.mlp.prefix), x, act)?,
+        };
         let m = self.optional_norm(vb, norms.post_mlp, m)?;
         self.residual(&vb.name("mlp_residual"), h, m)
     }
@@ -370,21 +373,7 @@ impl Decoder<'_> {
         let layout = self.arch.layout.mlp;
         let down = vb.pp(layout.down);
         match layout.kind {
-            MlpKind::Gated { gate, up } => {
-                let (gate, up) = (vb.pp(gate), vb.pp(up));
-                let mut ins = vec![
-                    x,
-                    self.weight(&gate, "weight", &[is, hs])?,
-                    self.weight(&up, "weight", &[is, hs])?,
-                    self.weight(&down, "weight", &[hs, is])?,
-                ];
-                if bias {
-                    ins.push(self.weight(&gate, "bias", &[is])?);
-                    ins.push(self.weight(&up, "bias", &[is])?);
-                    ins.push(self.weight(&down, "bias", &[hs])?);
-                }
-                self.op(vb.path(), Op::GatedMlp { act }, &ins)
-            }
+            MlpKind::Gated { gate, up } => self.gated_mlp(vb, [gate, up, layout.down], is, bias, x, act),
             // the halves of one `[gate; up]` weight feed the gated MLP op
             MlpKind::GatedFused(fused) => {
                 let name = vb.pp(fused).name("weight");
@@ -401,5 +390,86 @@ impl Decoder<'_> {
                 self.conv1d(&down, hs, is, h)
             }
         }
+    }
+
+    /// `down(act(gate(x)) * up(x))` with separate linears named `[gate, up, down]` under `vb`.
+    fn gated_mlp(
+        &mut self,
+        vb: &Vb,
+        [gate, up, down]: [&str; 3],
+        is: usize,
+        bias: bool,
+        x: ValueId,
+        act: Activation,
+    ) -> Result<ValueId> {
+        let hs = self.cfg.hidden_size;
+        let (gate, up, down) = (vb.pp(gate), vb.pp(up), vb.pp(down));
+        let mut ins = vec![
+            x,
+            self.weight(&gate, "weight", &[is, hs])?,
+            self.weight(&up, "weight", &[is, hs])?,
+            self.weight(&down, "weight", &[hs, is])?,
+        ];
+        if bias {
+            ins.push(self.weight(&gate, "bias", &[is])?);
+            ins.push(self.weight(&up, "bias", &[is])?);
+            ins.push(self.weight(&down, "bias", &[hs])?);
+        }
+        self.op(vb.path(), Op::GatedMlp { act }, &ins)
+    }
+
+    // ---- mixture of experts -------------------------------------------------------------------
+
+    /// The sparse MLP of layer `layer` (its `Vb`): router, stacked experts and, where the family
+    /// has one, the shared expert scaled by its sigmoid gate.
+    fn moe(&mut self, layer: &Vb, layout: &MoeLayout, x: ValueId, act: Activation) -> Result<ValueId> {
+        let (cfg, hs) = (self.cfg, self.cfg.hidden_size);
+        let m = cfg.moe.as_ref().expect("sparse layers come from a MoE config");
+        let (e, is) = (m.num_experts, m.intermediate_size);
+        let vb = layer.pp(layout.prefix);
+        let router = self.weight(&vb.pp(layout.router), "weight", &[e, hs])?;
+        let experts = vb.pp(layout.experts);
+        let [gate, up, down] = if self.weights.has(&experts.pp(0).pp(layout.gate).name("weight")) {
+            let mut stack = |leaf: &str, shape: [usize; 2]| self.stacked(&experts, leaf, e, shape);
+            [stack(layout.gate, [is, hs])?, stack(layout.up, [is, hs])?, stack(layout.down, [hs, is])?]
+        } else {
+            self.fused_experts(&layer.pp(layout.fused_prefix).pp(layout.experts), e, is)?
+        };
+        let op = Op::Moe { top_k: m.top_k, normalize: m.normalize, act };
+        let y = self.op(&vb.name("experts"), op, &[x, router, gate, up, down])?;
+        let (Some(shared), Some(shared_is)) = (layout.shared, m.shared_expert_intermediate_size) else {
+            return Ok(y);
+        };
+        let s = self.gated_mlp(&vb.pp(shared.mlp), ["gate_proj", "up_proj", "down_proj"], shared_is, false, x, act)?;
+        let g = self.linear(&vb.pp(shared.gate), 1, hs, false, x)?;
+        let g = self.op(&vb.name("shared_gate"), Op::Unary(UnaryOp::Sigmoid), &[g])?;
+        let s = self.op(&vb.name("shared_scaled"), Op::Binary(BinaryOp::Mul), &[g, s])?;
+        self.op(vb.path(), Op::Binary(BinaryOp::Add), &[y, s])
+    }
+
+    /// `experts.<e>.<leaf>.weight` for every expert, stacked `[experts, out, in]`, each expert
+    /// checked (present, shape) so a missing or odd one is an error naming its tensor, and
+    /// cast on its own (the stack streams expert by expert).
+    fn stacked(&mut self, experts: &Vb, leaf: &str, n: usize, shape: [usize; 2]) -> Result<ValueId> {
+        let dtype = self.opts.dtype;
+        let mut parts = Vec::with_capacity(n);
+        for i in 0..n {
+            let (expr, stored) = self.stored(&experts.pp(i).pp(leaf).name("weight"), &shape)?;
+            parts.push(if stored != dtype { WeightExpr::Cast(Box::new(expr), dtype) } else { expr });
+        }
+        let name = experts.pp(leaf).name("weight");
+        Ok(self.declare(&name, WeightExpr::Stack(parts), dtype, &[n, shape[0], shape[1]]))
+    }
+
+    /// transformers 5's stacked form: `gate_up_proj [E, 2 * inter, hidden]` split into its
+    /// halves, `down_proj [E, hidden, inter]` as stored.
+    fn fused_experts(&mut self, experts: &Vb, e: usize, is: usize) -> Result<[ValueId; 3]> {
+        let hs = self.cfg.hidden_size;
+        let (gate_up, dtype) = self.stored(&experts.name("gate_up_proj"), &[e, 2 * is, hs])?;
+        let gate = self.declare(&experts.name("gate_proj"), gate_up.clone().slice(1, 0, is), dtype, &[e, is, hs]);
+        let up = self.declare(&experts.name("up_proj"), gate_up.slice(1, is, 2 * is), dtype, &[e, is, hs]);
+        let (down, dtype) = self.stored(&experts.name("down_proj"), &[e, hs, is])?;
+        let down = self.declare(&experts.name("down_proj"), down, dtype, &[e, hs, is]);
+        Ok([gate, up, down])
     }
 }

@@ -18,7 +18,8 @@ use hfexport_core::{DType, RopeConfig, RopeScaling};
 use serde_json::{Map, Value};
 
 use crate::arch::{
-    self, Architecture, Bias, ConfigSchema, Defaults, EmbeddingScale, LayerRule, RopeRule, ScaleRule, NO_DEFAULTS,
+    self, Architecture, Bias, ConfigSchema, Defaults, EmbeddingScale, LayerRule, NormTopK, RopeRule, ScaleRule,
+    NO_DEFAULTS,
 };
 use crate::error::{ModelError, Result};
 
@@ -32,6 +33,7 @@ pub const MAX_HEAD_DIM: usize = 4096;
 pub const MAX_POSITIONS: usize = 1 << 24;
 pub const MAX_INTERMEDIATE: usize = 1 << 22;
 pub const MAX_SLIDING_WINDOW: usize = 1 << 30;
+pub const MAX_EXPERTS: usize = 1 << 16;
 
 /// A `config.json` larger than this is not a model config.
 const MAX_CONFIG_BYTES: u64 = 16 << 20;
@@ -92,6 +94,8 @@ pub struct ModelConfig {
     pub attn_softcap: Option<f64>,
     /// `tanh(logits / c) * c` (Gemma 2/3's `final_logit_softcapping`).
     pub final_softcap: Option<f64>,
+    /// The sparse mixture-of-experts MLP, for families that have one.
+    pub moe: Option<MoeConfig>,
     /// `dtype` (transformers 5) or `torch_dtype` (older files).
     pub dtype: Option<DType>,
     pub bos_token_id: Option<i64>,
@@ -99,7 +103,28 @@ pub struct ModelConfig {
     pub pad_token_id: Option<i64>,
 }
 
+/// A mixture-of-experts config, resolved.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MoeConfig {
+    pub num_experts: usize,
+    /// `num_experts_per_tok`.
+    pub top_k: usize,
+    /// Each expert's intermediate size.
+    pub intermediate_size: usize,
+    /// Whether the top-k routing weights are divided by their sum.
+    pub normalize: bool,
+    /// Per layer: a sparse MLP (false: the dense MLP of `intermediate_size`).
+    pub sparse_layers: Vec<bool>,
+    /// The shared expert's intermediate size (Qwen2-MoE).
+    pub shared_expert_intermediate_size: Option<usize>,
+}
+
 impl ModelConfig {
+    /// Whether layer `i` has the sparse MoE MLP.
+    pub fn sparse_layer(&self, i: usize) -> bool {
+        self.moe.as_ref().is_some_and(|m| m.sparse_layers.get(i).copied().unwrap_or(false))
+    }
+
     /// Reads and validates `<dir>/config.json`.
     pub fn from_dir(dir: &Path) -> Result<ModelConfig> {
         let path = dir.join("config.json");
@@ -157,6 +182,7 @@ const GENERIC: ConfigSchema = ConfigSchema {
     granite_multipliers: false,
     softcapping: arch::NO_SOFTCAPPING,
     heads_divide_hidden: false,
+    moe: None,
 };
 
 fn normalise(top: &Fields) -> Result<ModelConfig> {
@@ -224,6 +250,7 @@ fn normalise(top: &Fields) -> Result<ModelConfig> {
         logits_scaling,
         attn_softcap,
         final_softcap,
+        moe: parse_moe(f, schema, &dims)?,
         dtype: parse_dtype(top)?,
         bos_token_id,
         eos_token_ids,
@@ -773,11 +800,39 @@ fn parse_layers(f: &Fields, schema: &ConfigSchema, n: usize) -> Result<(Vec<Laye
             };
             (types, sliding_window(f, None)?)
         }
+        LayerRule::UniformWhenUsed { default_window } => {
+            let use_sliding = f.bool("use_sliding_window")?.unwrap_or(false);
+            match sliding_window(f, Some(default_window))?.filter(|_| use_sliding) {
+                Some(w) => (vec![LayerType::SlidingAttention; n], Some(w)),
+                None => (vec![LayerType::FullAttention; n], None),
+            }
+        }
+        LayerRule::EvenBelowMaxWindow => {
+            // the config class stores 0 when `use_sliding_window` is false
+            let use_sliding = f.bool("use_sliding_window")?.unwrap_or(false);
+            let window = match use_sliding {
+                true => sliding_window(f, Some(DEFAULT_SLIDING_WINDOW))?,
+                false => None,
+            };
+            let types = match explicit {
+                Some(names) => supported_layer_types(f, &names)?,
+                None => {
+                    let below = f.int("max_window_layers")?.unwrap_or(DEFAULT_MAX_WINDOW_LAYERS);
+                    (0..n)
+                        .map(|i| match i % 2 == 0 && (i as i64) < below && use_sliding {
+                            true => LayerType::SlidingAttention,
+                            false => LayerType::FullAttention,
+                        })
+                        .collect()
+                }
+            };
+            (types, window)
+        }
     };
     let sliding = types.contains(&LayerType::SlidingAttention);
     if sliding && window.is_none() {
         let why = match schema.layers {
-            LayerRule::Qwen | LayerRule::UseSlidingWindow => {
+            LayerRule::Qwen | LayerRule::UseSlidingWindow | LayerRule::EvenBelowMaxWindow => {
                 "layer_types has sliding_attention layers but use_sliding_window is false or sliding_window is null"
             }
             _ => "layer_types has sliding_attention layers but sliding_window is not set",
@@ -933,12 +988,81 @@ fn parse_biases(f: &Fields, schema: &ConfigSchema) -> Result<(bool, bool, bool)>
     let resolve = |b: Bias| -> Result<bool> {
         Ok(match b {
             Bias::Key(key) => f.bool(key)?.unwrap_or(false),
+            Bias::KeyDefault(key, default) => f.bool(key)?.unwrap_or(default),
             Bias::Always => true,
             Bias::Never => false,
         })
     };
     let b = &schema.biases;
     Ok((resolve(b.qkv)?, resolve(b.o)?, resolve(b.mlp)?))
+}
+
+/// The MoE keys as the family's config class reads them. Qwen's `num_experts` of 0 (or every
+/// layer listed in `mlp_only_layers`) leaves a dense model.
+fn parse_moe(f: &Fields, schema: &ConfigSchema, dims: &Dims) -> Result<Option<MoeConfig>> {
+    let Some(m) = schema.moe else { return Ok(None) };
+    let key = m.experts_keys.iter().copied().find(|k| f.raw(k).is_some_and(|v| !v.is_null()));
+    let num_experts = match key {
+        Some(k) if f.int(k)? == Some(0) && m.sparse_step => 0,
+        Some(k) => f.size(k, None, MAX_EXPERTS)?,
+        None => m.default_experts,
+    };
+    let n = dims.num_hidden_layers;
+    let sparse_layers: Vec<bool> = match m.sparse_step {
+        false => vec![true; n],
+        true => {
+            let step = f.size("decoder_sparse_step", Some(1), MAX_LAYERS)?;
+            let dense = mlp_only_layers(f)?;
+            (0..n).map(|i| num_experts > 0 && !dense.contains(&(i as i64)) && (i + 1) % step == 0).collect()
+        }
+    };
+    if !sparse_layers.contains(&true) {
+        return Ok(None);
+    }
+    let experts_key = key.unwrap_or(m.experts_keys[0]);
+    let top_k = f.size("num_experts_per_tok", Some(m.default_top_k), MAX_EXPERTS)?;
+    if top_k > num_experts {
+        return Err(
+            f.err("num_experts_per_tok", format!("{top_k} is more than the {num_experts} experts ({experts_key})"))
+        );
+    }
+    let intermediate_size = match m.intermediate {
+        Some((key, default)) => f.size(key, Some(default), MAX_INTERMEDIATE)?,
+        None => dims.intermediate_size,
+    };
+    let normalize = match m.normalize {
+        NormTopK::Key(default) => f.bool("norm_topk_prob")?.unwrap_or(default),
+        NormTopK::Always => true,
+    };
+    let shared_expert_intermediate_size = match m.shared_expert {
+        Some(default) => Some(f.size("shared_expert_intermediate_size", Some(default), MAX_INTERMEDIATE)?),
+        None => None,
+    };
+    Ok(Some(MoeConfig {
+        num_experts,
+        top_k,
+        intermediate_size,
+        normalize,
+        sparse_layers,
+        shared_expert_intermediate_size,
+    }))
+}
+
+/// `mlp_only_layers`: null or absent is none; entries are layer indices.
+fn mlp_only_layers(f: &Fields) -> Result<Vec<i64>> {
+    match f.raw("mlp_only_layers") {
+        None | Some(Value::Null) => Ok(vec![]),
+        Some(Value::Array(list)) => list
+            .iter()
+            .enumerate()
+            .map(|(i, v)| {
+                v.as_i64().ok_or_else(|| {
+                    f.err("mlp_only_layers", format!("entry {i} must be an integer, got {}", describe(v)))
+                })
+            })
+            .collect(),
+        Some(v) => Err(f.err("mlp_only_layers", format!("must be a list, got {}", describe(v)))),
+    }
 }
 
 /// `dtype` wins over the older `torch_dtype` unless it is null.
