@@ -78,6 +78,28 @@ The families of issue 13, selected with --archs (sample_new_family), in the spac
   - the Llama-like families (Gemma 1/2, Granite, OLMo 2, SmolLM3) on default rope every other
     case, else linear / dynamic / llama3 / yarn as above; old/new rope form, sparse config.json
     (class defaults left out), keys a class ignores, as above.
+The mixture-of-experts families, selected with --archs too (sample_moe_family; MOE_ARCHS):
+Qwen3MoeForCausalLM, MixtralForCausalLM, Qwen2MoeForCausalLM, in the space transformers 5.23
+accepts for each, loaded the same way:
+  - 2-10 experts (Qwen `num_experts`; Mixtral `num_local_experts`, also Qwen3-MoE's key as
+    transformers 5 saves it, else the Hub files' `num_experts`), num_experts_per_tok 1 to all of
+    them, norm_topk_prob on/off (Mixtral always renormalises); expert intermediate size 4-48
+    (Qwen moe_intermediate_size, Mixtral intermediate_size); hidden and expert sizes multiples of
+    4, as transformers' default grouped_mm experts need (else "strides should be multiple of 16
+    bytes"); explicit head_dim or hidden // heads (Qwen3-MoE too: no 128 default);
+  - Qwen dense layers: decoder_sparse_step 1-3 and mlp_only_layers some layers / [] / null /
+    absent, at least one sparse layer (every 3rd case of a Qwen family has a dense one), the
+    dense MLP's intermediate_size 8-160; Qwen2-MoE shared expert (4-64, sigmoid gate) and
+    qkv_bias; Qwen3-MoE attention_bias and its built-in q/k norm;
+  - Qwen3-MoE use_sliding_window (every layer slides; the window is null without it), Mixtral
+    sliding_window null or 2-6, Qwen2-MoE use_sliding_window with max_window_layers (the even
+    layers below it slide; the window is 0 without it) or explicit layer_types (every 3rd case);
+  - rope types dealt as for the Llama-like families above, old/new rope form, sparse config.json,
+    keys a class ignores;
+  - no routing near a tie, which another runtime's rounding could break: with the case's single
+    and batch inputs (padded positions included), the k-th and (k+1)-th routing probability of
+    every token in every sparse layer differ by MIN_ROUTER_GAP at least, else the weights are
+    redrawn from a seed derived from the case's (at most MAX_REDRAWS times, then an error).
 Architectures and rope types are dealt round-robin, so every arch meets every rope type once
 count >= 20, and the rarer layouts are dealt too (see sample_case); everything else is drawn
 from a per-case RNG, so case i depends only on (seed, i). Weights have a wide spread (std 0.15,
@@ -99,8 +121,8 @@ import time
 import warnings
 from pathlib import Path
 
-# The default --archs (the ones the builder has always supported); NEW_ARCHS are selected with
-# --archs (e.g. `--archs all`).
+# The default --archs (the ones the builder has always supported); NEW_ARCHS and MOE_ARCHS are
+# selected with --archs (e.g. `--archs all`).
 ARCHS = ["LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM"]
 NEW_ARCHS = [
     "Phi3ForCausalLM",
@@ -112,7 +134,11 @@ NEW_ARCHS = [
     "SmolLM3ForCausalLM",
     "GPT2LMHeadModel",
 ]
-ALL_ARCHS = ARCHS + NEW_ARCHS
+# The mixture-of-experts families (sample_moe_family).
+MOE_ARCHS = ["Qwen3MoeForCausalLM", "MixtralForCausalLM", "Qwen2MoeForCausalLM"]
+# The families sampled by sample_new_family / sample_moe_family and written by edit_new_family.
+EXTRA_ARCHS = NEW_ARCHS + MOE_ARCHS
+ALL_ARCHS = ARCHS + EXTRA_ARCHS
 ROPE_TYPES = ["default", "linear", "dynamic", "llama3", "yarn"]
 PAD_ID = 0
 STD = 0.15
@@ -242,8 +268,9 @@ def sample_case(seed, index, archs=ARCHS):
     dealt_layout = turn % 3 == 1 if arch == "MistralForCausalLM" else turn % 3 == 2
     L = rng.randint(MIN_LEN, MAX_LEN)
     pad = rng.randint(1, L - 2)
-    if arch in NEW_ARCHS:
-        case = sample_new_family(rng, arch, turn, offset, L)
+    if arch in EXTRA_ARCHS:
+        sample = sample_moe_family if arch in MOE_ARCHS else sample_new_family
+        case = sample(rng, arch, turn, offset, L)
         case.update(seq_len=L, pad=pad, weight_seed=random.Random(f"hfexport-unseen-w:{seed}:{index}").randrange(2**31))
         return case
 
@@ -648,6 +675,164 @@ def sample_new_family(rng, arch, turn, offset, L):
 
 
 # ---------------------------------------------------------------------------------------------
+# The mixture-of-experts families (selected with --archs): Qwen3-MoE, Mixtral, Qwen2-MoE.
+
+# Routing must not sit near a tie: a runtime's other float rounding could pick other experts.
+# The smallest accepted gap between the k-th and (k+1)-th routing probability of any token
+# (padded positions included) in any sparse layer, and how often the weights are redrawn to get it.
+MIN_ROUTER_GAP = 1e-4
+MAX_REDRAWS = 20
+
+
+def multiple_of_4(rng, lo, hi):
+    """transformers 5.23 runs the experts with torch's grouped_mm by default (what a plain
+    from_pretrained gives), which needs 16-byte strides: hidden and expert intermediate sizes
+    that are multiples of 4 floats (other sizes raise "strides should be multiple of 16 bytes")."""
+    return 4 * rng.randint(math.ceil(lo / 4), hi // 4)
+
+
+def sparse_layer_flags(arch, layers, step, mlp_only):
+    """Which layers get the sparse MoE block (the others keep a dense MLP), as the modeling code
+    decides: Mixtral every layer; Qwen unless listed in mlp_only_layers, every `step`-th."""
+    if arch == "MixtralForCausalLM":
+        return [True] * layers
+    return [i not in (mlp_only or []) and (i + 1) % step == 0 for i in range(layers)]
+
+
+def sample_moe_family(rng, arch, turn, offset, L):
+    """sample_case for MOE_ARCHS: the keys of sample_new_family. Rarer layouts are dealt:
+    every 3rd case of a Qwen family has dense layers, every 3rd Qwen2-MoE explicit layer_types."""
+    kw = {}
+    ignored = {}
+    edits = []
+    qwen = arch != "MixtralForCausalLM"
+    rope_type = dealt_rope_type(turn, offset)
+    dims = [4, 6, 8, 10, 12, 16, 20, 24, 32]
+    if rope_type != "dynamic":
+        dims.append(2)  # dynamic NTK divides by head_dim - 2
+    dense_dealt = qwen and turn % 3 == 2
+    types_dealt = arch == "Qwen2MoeForCausalLM" and turn % 3 == 1
+    layers = rng.randint(2 if dense_dealt or types_dealt else 1, 3)
+    heads = rng.choice([1, 2, 3, 4, 4, 6, 8])
+    kv = rng.choice([1, heads, rng.choice(divisors(heads))])
+
+    # Sizes: hidden a multiple of 4 (see multiple_of_4), not always of the heads. None of the
+    # three classes checks hidden % heads; all derive head_dim = hidden // heads when it is
+    # absent (Qwen3-MoE too: Qwen3MoeConfig has no head_dim field, so not Qwen3's 128).
+    if rng.random() < 0.5:
+        head_dim = rng.choice(dims)
+        hidden = multiple_of_4(rng, 8, 96)
+        while hidden // heads == head_dim:
+            head_dim = rng.choice([d for d in dims if d != head_dim])
+        kw["head_dim"] = head_dim
+        hd_source = "explicit"
+    else:
+        head_dim = rng.choice([d for d in dims if d * heads <= 128 and d * heads % 4 == 0] or [4])
+        hidden, hd_source = heads * head_dim, "derived"
+        extra = [e for e in range(1, heads) if (hidden + e) % 4 == 0]
+        if extra and rng.random() < 0.25:
+            hidden, hd_source = hidden + rng.choice(extra), "derived(floor)"
+
+    experts = rng.randint(2, 10)
+    top_k = rng.randint(1, experts - 1) if rng.random() < 0.85 else experts  # all experts: no choice
+    kw.update(
+        vocab_size=rng.randint(50, 300),
+        hidden_size=hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=kv,
+        hidden_act=rng.choice(["silu", "silu", "gelu_pytorch_tanh", "gelu_pytorch_tanh", "swish", "gelu_new"]),
+        rms_norm_eps=rng.choice([1e-6, 1e-5, 1e-8, 0.1]),
+        tie_word_embeddings=rng.random() < 0.5,
+        num_experts_per_tok=top_k,
+    )
+    if qwen:
+        kw.update(
+            num_experts=experts,
+            intermediate_size=rng.randint(8, 160),  # the dense layers' MLP
+            moe_intermediate_size=multiple_of_4(rng, 4, 48),
+            norm_topk_prob=rng.random() < 0.5,
+        )
+        # Dense layers: decoder_sparse_step (every step-th layer sparse) and mlp_only_layers,
+        # absent / null / [] / some layers, always leaving at least one sparse layer.
+        while True:
+            step = rng.choice([1, 1, 2, 3]) if layers > 1 else 1
+            step = min(step, layers)
+            form = rng.choice(["absent", "null", "empty", "list", "list"] if layers > 1 else ["absent", "null", "empty"])
+            mlp_only = None
+            if form == "list":
+                mlp_only = sorted(rng.sample(range(layers), rng.randint(1, layers - 1)))
+            elif form == "empty":
+                mlp_only = []
+            flags = sparse_layer_flags(arch, layers, step, mlp_only)
+            if any(flags) and (not dense_dealt or not all(flags)):
+                break
+        if step != 1 or rng.random() < 0.5:
+            kw["decoder_sparse_step"] = step
+        if mlp_only is not None:
+            kw["mlp_only_layers"] = mlp_only
+        elif form == "null":
+            edits.append("mlp_only_layers-null")  # config.json says null (the class reads [])
+        else:
+            edits.append("mlp_only_layers-absent")
+    else:
+        kw.update(num_local_experts=experts, intermediate_size=multiple_of_4(rng, 4, 48))  # the experts' MLP
+
+    rope, max_pos = sample_rope(rng, rope_type, L)
+    kw["rope_parameters"] = rope
+    kw["max_position_embeddings"] = max_pos
+    old_form = rng.random() < 0.4
+    old_type_key = rng.random() < 0.5
+    sparse = rng.random() < 0.35
+    hoist = None
+    if rope_type in ("llama3", "yarn") and rng.random() < 0.3:
+        hoist = rng.choice(["drop", "shadow"])
+    stray_theta = not old_form and rng.random() < 0.2
+
+    # Per-family features; the sliding window (all layers slide, except Qwen2-MoE's layer_types).
+    if arch == "Qwen3MoeForCausalLM":
+        kw["attention_bias"] = rng.random() < 0.4
+        kw["use_sliding_window"] = rng.random() < 0.5
+        kw["sliding_window"] = rng.randint(2, 6)  # Qwen3MoeConfig: None without use_sliding_window
+        if rng.random() < 0.5:
+            edits.append("num_experts-key")  # the Hub files' key (transformers 5 saves num_local_experts)
+        if rng.random() < 0.1:
+            ignored["mlp_bias"] = True  # Qwen3MoeMLP has no biases
+    elif arch == "MixtralForCausalLM":
+        kw["sliding_window"] = rng.choice([None, None, 2, 3, 4, 5, 6])
+        if rng.random() < 0.1:
+            ignored["attention_bias"] = True  # MixtralAttention has no biases
+    else:
+        kw["qkv_bias"] = rng.random() < 0.6
+        kw["shared_expert_intermediate_size"] = rng.randint(4, 64)
+        use_sw = types_dealt or rng.random() < 0.6
+        kw["use_sliding_window"] = use_sw
+        kw["sliding_window"] = rng.randint(2, 6)  # Qwen2MoeConfig: 0 without use_sliding_window
+        # the even layers below it slide (0: none)
+        kw["max_window_layers"] = rng.randint(1, layers) if rng.random() < 0.8 else 0
+        if types_dealt:
+            # (Only with use_sliding_window: sliding layers with the window of 0 mask everything.)
+            kw["layer_types"] = [rng.choice(["full_attention", "sliding_attention"]) for _ in range(layers)]
+        if rng.random() < 0.1:
+            ignored["attention_bias"] = True  # qkv_bias is Qwen2-MoE's key
+    kw.update(ignored)
+
+    return {
+        "arch": arch,
+        "kwargs": kw,
+        "old_form": old_form,
+        "old_type_key": old_type_key,
+        "sparse": sparse,
+        "hoist": hoist,
+        "ignored": sorted(ignored),
+        "stray_theta": stray_theta,
+        "head_dim_source": hd_source,
+        "edits": edits,
+        "variant": rope_type,
+    }
+
+
+# ---------------------------------------------------------------------------------------------
 # config.json post-edits
 
 
@@ -827,17 +1012,38 @@ NEW_DROPPABLE = DROPPABLE + [
 ]
 
 
+# ... and those of a sparse MOE_ARCHS config.json.
+MOE_DROPPABLE = [
+    "num_experts_per_tok",
+    "norm_topk_prob",
+    "decoder_sparse_step",
+    "qkv_bias",
+    "output_router_logits",
+    "router_aux_loss_coef",
+    "router_jitter_noise",
+]
+MOE_MODEL_TYPES = ("qwen3_moe", "mixtral", "qwen2_moe")
+
+
 def to_sparse_new(cfg, config_cls):
     defaults = {f.name: f.default for f in dataclasses.fields(config_cls) if f.default is not dataclasses.MISSING}
     out = dict(cfg)
-    for key in NEW_DROPPABLE:
+    model_type = cfg["model_type"]
+    moe = model_type in MOE_MODEL_TYPES
+    for key in NEW_DROPPABLE + (MOE_DROPPABLE if moe else []):
         if key in out and key in defaults and out[key] == defaults[key]:
             del out[key]
     kv_default = defaults.get("num_key_value_heads", 0)
     if kv_default is None and out.get("num_key_value_heads") == out.get("num_attention_heads"):
         del out["num_key_value_heads"]  # None: as many as attention heads
-    model_type = cfg["model_type"]
     n = cfg.get("num_hidden_layers")
+    if moe:
+        if out.get("mlp_only_layers") == []:
+            del out["mlp_only_layers"]  # absent: []
+        # head_dim when it is what the modeling code derives (Qwen3MoeConfig and Qwen2MoeConfig
+        # have no such field: never the class default of a dataclass field)
+        if out.get("head_dim") == cfg["hidden_size"] // cfg["num_attention_heads"]:
+            del out["head_dim"]
     derived_types = None
     if model_type == "gemma2":
         derived_types = ["sliding_attention" if (i + 1) % 2 else "full_attention" for i in range(n)]
@@ -851,6 +1057,11 @@ def to_sparse_new(cfg, config_cls):
         derived_types = ["sliding_attention" if window is not None and not r else "full_attention" for r in no_rope]
         if out.get("no_rope_layers") == derived_rope:
             del out["no_rope_layers"]
+    elif model_type == "qwen2_moe":
+        use_sw, mwl = cfg.get("use_sliding_window", False), cfg.get("max_window_layers", 28)
+        derived_types = [
+            "sliding_attention" if (i + 1) % 2 and i < mwl and use_sw else "full_attention" for i in range(n)
+        ]
     if derived_types is not None and out.get("layer_types") == derived_types:
         del out["layer_types"]
     return out
@@ -877,7 +1088,8 @@ def edit_gpt2_weights(path, edits, n_layer, n_positions):
 
 
 def edit_new_family(cfg, case, config_cls):
-    """The config.json of a NEW_ARCHS case, in the form the case says (same semantics)."""
+    """The config.json of a NEW_ARCHS / MOE_ARCHS case, in the form the case says (same
+    semantics)."""
     kw = case["kwargs"]
     out = cfg
     for edit in case["edits"]:
@@ -887,6 +1099,14 @@ def edit_new_family(cfg, case, config_cls):
             out = gemma3_hub_form(out, int(edit.split(":")[1]))
         elif edit == "no-rope-interval-only":
             out = {k: v for k, v in out.items() if k != "no_rope_layers"}
+        elif edit == "mlp_only_layers-absent":
+            assert out["mlp_only_layers"] == [], out["mlp_only_layers"]
+            out = {k: v for k, v in out.items() if k != "mlp_only_layers"}
+        elif edit == "mlp_only_layers-null":
+            assert out["mlp_only_layers"] == [], out["mlp_only_layers"]
+            out = {k: (None if k == "mlp_only_layers" else v) for k, v in out.items()}
+        elif edit == "num_experts-key":
+            out = {("num_experts" if k == "num_local_experts" else k): v for k, v in out.items()}
     type_key = "type" if case["old_type_key"] else "rope_type"
     if case["old_form"]:
         if case["arch"] == "Phi3ForCausalLM":
@@ -992,8 +1212,23 @@ NEW_SEMANTIC_KEYS = [
 ]
 
 
+# ... and from a MOE_ARCHS one (num_experts: Qwen3-MoE's and Mixtral's attribute_map reads it as
+# num_local_experts).
+MOE_SEMANTIC_KEYS = [
+    "num_experts",
+    "num_experts_per_tok",
+    "norm_topk_prob",
+    "moe_intermediate_size",
+    "decoder_sparse_step",
+    "mlp_only_layers",
+    "shared_expert_intermediate_size",
+    "qkv_bias",
+]
+
+
 def semantics_new(c, arch):
-    out = {k: getattr(c, k, None) for k in NEW_SEMANTIC_KEYS}
+    keys = NEW_SEMANTIC_KEYS + (MOE_SEMANTIC_KEYS if arch in MOE_ARCHS else [])
+    out = {k: getattr(c, k, None) for k in keys}
     if arch == "GemmaForCausalLM":
         out.pop("hidden_activation")  # a key of some files that GemmaConfig does not read
     out["head_dim"] = getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads
@@ -1009,7 +1244,7 @@ def semantics_new(c, arch):
 
 
 def describe_new(case, loaded):
-    """describe() for NEW_ARCHS."""
+    """describe() for NEW_ARCHS and MOE_ARCHS."""
     kw = case["kwargs"]
     arch = case["arch"]
     parts = [short_name(arch)]
@@ -1067,8 +1302,11 @@ def describe_new(case, loaded):
         if loaded["layer_types"] is not None and arch != "SmolLM3ForCausalLM":
             short = "".join("S" if t == "sliding_attention" else "F" for t in loaded["layer_types"])
             parts.append(f"sliding_window={loaded['sliding_window']} layers={short}")
-        elif arch == "Phi3ForCausalLM" and loaded["sliding_window"] is not None:
-            parts.append(f"sliding_window={loaded['sliding_window']} (every layer)")
+        elif arch in ("Phi3ForCausalLM", "Qwen3MoeForCausalLM", "MixtralForCausalLM"):
+            if loaded["sliding_window"] is not None:
+                parts.append(f"sliding_window={loaded['sliding_window']} (every layer)")
+        if arch in MOE_ARCHS:
+            parts.append(describe_moe(case, loaded))
         if arch == "GraniteForCausalLM":
             parts.append(
                 f"multipliers(embedding={kw['embedding_multiplier']},attention={kw['attention_multiplier']},"
@@ -1092,6 +1330,37 @@ def describe_new(case, loaded):
         parts.append("sparse-config")
     parts.append(f"L={case['seq_len']} pad={case['pad']}")
     return " ".join(parts)
+
+
+def describe_moe(case, loaded):
+    """The MoE part of describe_new: experts, top-k, renormalisation, expert size, which layers
+    are sparse (M) or dense (D), the shared expert, and the routing margin the weights gave."""
+    arch = case["arch"]
+    flags = sparse_layer_flags(
+        arch, case["kwargs"]["num_hidden_layers"], loaded["decoder_sparse_step"], loaded["mlp_only_layers"]
+    )
+    norm = "always" if arch == "MixtralForCausalLM" else loaded["norm_topk_prob"]
+    text = f"experts={loaded['num_experts']} top_k={loaded['num_experts_per_tok']} norm_topk={norm}"
+    if arch == "MixtralForCausalLM":
+        text += f" expert_inter={loaded['intermediate_size']}"
+    else:
+        text += f" moe_inter={loaded['moe_intermediate_size']}"
+    layout = "".join("M" if f else "D" for f in flags)
+    text += f" layers={layout}"
+    if arch != "MixtralForCausalLM":
+        text += f" (step={loaded['decoder_sparse_step']},mlp_only={loaded['mlp_only_layers']})"
+    if arch == "Qwen2MoeForCausalLM":
+        kw = case["kwargs"]
+        how = "explicit" if "layer_types" in kw else f"max_window_layers={kw['max_window_layers']}"
+        text += f" types({how},use_sliding_window={kw['use_sliding_window']})"
+        text += f" shared_expert={loaded['shared_expert_intermediate_size']}"
+        if loaded["qkv_bias"]:
+            text += " qkv_bias"
+    gap = case.get("router_gap")
+    text += " router-gap=" + ("n/a(top_k=experts)" if gap is None else f"{gap:.1e}")
+    if case.get("redraws"):
+        text += f" (weights redrawn {case['redraws']}x)"
+    return text
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1142,6 +1411,9 @@ def main():
         "Olmo2ForCausalLM": (transformers.Olmo2Config, transformers.Olmo2ForCausalLM),
         "SmolLM3ForCausalLM": (transformers.SmolLM3Config, transformers.SmolLM3ForCausalLM),
         "GPT2LMHeadModel": (transformers.GPT2Config, transformers.GPT2LMHeadModel),
+        "Qwen3MoeForCausalLM": (transformers.Qwen3MoeConfig, transformers.Qwen3MoeForCausalLM),
+        "MixtralForCausalLM": (transformers.MixtralConfig, transformers.MixtralForCausalLM),
+        "Qwen2MoeForCausalLM": (transformers.Qwen2MoeConfig, transformers.Qwen2MoeForCausalLM),
     }
 
     def load(folder):
@@ -1152,6 +1424,36 @@ def main():
         with torch.no_grad():
             out = load(folder)(input_ids=ids, attention_mask=mask).logits
         return out.to(torch.float32).contiguous()
+
+    def router_gap(model, inputs, expected_routers):
+        """The smallest gap between the k-th and (k+1)-th routing probability over every position
+        (padded ones too) of `inputs` in every sparse layer; None when every router picks all its
+        experts. The routers are the `...mlp.gate` / `...block_sparse_moe.gate` modules with a
+        `top_k`, whose forward returns (router_logits, scores, indices)."""
+        gaps = []
+
+        def hook(module, args, out):
+            probs = torch.softmax(out[0].float(), dim=-1)
+            if module.top_k < probs.shape[-1]:
+                top = probs.topk(module.top_k + 1, dim=-1).values
+                gaps.append((top[:, -2] - top[:, -1]).min().item())
+
+        routers = [
+            m
+            for n, m in model.named_modules()
+            if n.endswith((".mlp.gate", ".block_sparse_moe.gate")) and hasattr(m, "top_k")
+        ]
+        if len(routers) != expected_routers:
+            sys.exit(f"found {len(routers)} routers, expected {expected_routers} (transformers renamed them?)")
+        handles = [r.register_forward_hook(hook) for r in routers]
+        try:
+            with torch.no_grad():
+                for ids, mask in inputs:
+                    model(input_ids=ids, attention_mask=mask)
+        finally:
+            for h in handles:
+                h.remove()
+        return min(gaps) if gaps else None
 
     def semantics(c):
         rope = dict(c.rope_parameters)
@@ -1181,7 +1483,7 @@ def main():
     for i in range(args.count):
         case = sample_case(args.seed, i, archs)
         arch = case["arch"]
-        new_family = arch in NEW_ARCHS
+        new_family = arch in EXTRA_ARCHS
         config_cls, model_cls = classes[arch]
         name = f"case{i:02d}_{short_name(arch)}"
         folder = outdir / name
@@ -1194,14 +1496,41 @@ def main():
         else:
             config = config_cls(**{**kwargs, "rope_parameters": dict(kwargs["rope_parameters"])})
         config._attn_implementation = "eager"
-        torch.manual_seed(case["weight_seed"])
-        model = model_cls(config).to(torch.float32).eval()
-        with torch.no_grad():
-            for pname, p in model.named_parameters():  # tied parameters are listed once
-                noise = torch.randn_like(p) * STD
-                # norm weights around 1 (GPT-2 names its LayerNorms ln_1, ln_2, ln_f)
-                is_norm = pname.endswith(".weight") and ("norm" in pname or ".ln_" in pname)
-                p.copy_(1.0 + noise if is_norm else noise)
+
+        gen = torch.Generator().manual_seed(case["weight_seed"] + 1)
+        L, pad, vocab = case["seq_len"], case["pad"], kwargs["vocab_size"]
+        single_ids = torch.randint(1, vocab, (1, L), generator=gen, dtype=torch.int64)
+        single_mask = torch.ones_like(single_ids)
+        batch_ids = torch.randint(1, vocab, (2, L), generator=gen, dtype=torch.int64)
+        batch_ids[0, :pad] = PAD_ID
+        batch_mask = torch.ones_like(batch_ids)
+        batch_mask[0, :pad] = 0
+
+        moe = arch in MOE_ARCHS
+        if moe:
+            step, mlp_only = getattr(config, "decoder_sparse_step", 1), getattr(config, "mlp_only_layers", [])
+            expected_routers = sum(sparse_layer_flags(arch, config.num_hidden_layers, step, mlp_only))
+        for attempt in range(MAX_REDRAWS + 1 if moe else 1):
+            # MoE: weights that route a near tie are redrawn, from a seed derived from the case's.
+            weight_seed = case["weight_seed"]
+            if attempt:
+                weight_seed = random.Random(f"hfexport-unseen-redraw:{weight_seed}:{attempt}").randrange(2**31)
+            torch.manual_seed(weight_seed)
+            model = model_cls(config).to(torch.float32).eval()
+            with torch.no_grad():
+                for pname, p in model.named_parameters():  # tied parameters are listed once
+                    noise = torch.randn_like(p) * STD
+                    # norm weights around 1 (GPT-2 names its LayerNorms ln_1, ln_2, ln_f)
+                    is_norm = pname.endswith(".weight") and ("norm" in pname or ".ln_" in pname)
+                    p.copy_(1.0 + noise if is_norm else noise)
+            if not moe:
+                break
+            gap = router_gap(model, [(single_ids, single_mask), (batch_ids, batch_mask)], expected_routers)
+            if gap is None or gap >= MIN_ROUTER_GAP:
+                case.update(router_gap=gap, redraws=attempt)
+                break
+        else:
+            sys.exit(f"{name}: routing near a tie (gap {gap:.1e} < {MIN_ROUTER_GAP:g}) with {MAX_REDRAWS + 1} weight draws")
         model.save_pretrained(folder, safe_serialization=True)
         built = semantics_new(model.config, arch) if new_family else semantics(model.config)
         del model
@@ -1222,15 +1551,6 @@ def main():
                 edited = to_sparse(edited, config_cls)
         if edited is not cfg:
             cfg_path.write_text(json.dumps(edited, indent=2) + "\n")
-
-        gen = torch.Generator().manual_seed(case["weight_seed"] + 1)
-        L, pad, vocab = case["seq_len"], case["pad"], kwargs["vocab_size"]
-        single_ids = torch.randint(1, vocab, (1, L), generator=gen, dtype=torch.int64)
-        single_mask = torch.ones_like(single_ids)
-        batch_ids = torch.randint(1, vocab, (2, L), generator=gen, dtype=torch.int64)
-        batch_ids[0, :pad] = PAD_ID
-        batch_mask = torch.ones_like(batch_ids)
-        batch_mask[0, :pad] = 0
 
         weight_edits = [e for e in case.get("edits", []) if e in ("hub-names", "attn-bias-buffers")]
         if weight_edits:

@@ -28,7 +28,8 @@ use crate::python::Venv;
 use crate::{cargo_bin, describe, run};
 
 pub const USAGE: &str = "usage: cargo xtask bench export-onnx [--python] [--keep]\n       cargo xtask bench \
-                         generate-onnx [--python] [--keep]\n       cargo xtask bench openvino [--python] [--keep]";
+                         generate-onnx [--python] [--keep]\n       cargo xtask bench openvino [--python] [--keep]\n       \
+                         cargo xtask bench executorch [--python] [--keep]\n       cargo xtask bench moe [--keep]";
 
 /// Goals of the ONNX export of a 0.6B model on a developer machine.
 const GOAL_WALL_S: f64 = 10.0;
@@ -103,7 +104,7 @@ struct Opts {
 
 pub fn bench(root: &Path, args: &[String]) -> Result<ExitCode> {
     let Some((what, flags)) = args.split_first() else { bail!("{USAGE}") };
-    if !["export-onnx", "generate-onnx", "openvino", "executorch"].contains(&what.as_str()) {
+    if !["export-onnx", "generate-onnx", "openvino", "executorch", "moe"].contains(&what.as_str()) {
         bail!("unknown benchmark `{what}`\n{USAGE}");
     }
     let mut opts = Opts { python: false, keep: false };
@@ -118,6 +119,7 @@ pub fn bench(root: &Path, args: &[String]) -> Result<ExitCode> {
         "generate-onnx" => generate_onnx(root, &opts)?,
         "openvino" => bench_openvino(root, &opts)?,
         "executorch" => bench_executorch(root, &opts)?,
+        "moe" => bench_moe(root, &opts)?,
         _ => export_onnx(root, &opts)?,
     }
     Ok(ExitCode::SUCCESS)
@@ -234,14 +236,21 @@ struct Prepared {
 /// Steps 1 and 2 of a generation bench: the checkpoint, and a release build of the CLI with
 /// `features`; `.venv/` must exist.
 fn prepare(root: &Path, script: &str, steps: usize, features: &[&str]) -> Result<Prepared> {
+    let ckpt = target_dir(root).join("bench").join("qwen3-0.6b-bf16");
+    println!("==> [1/{steps}] checkpoint {}", ckpt.display());
+    ensure_checkpoint(&ckpt)?;
+    let p = prepare_build(root, steps, features)?;
+    Ok(Prepared { script: root.join("xtask").join("python").join(script), ckpt, ..p })
+}
+
+/// Step 2 of a bench: `.venv/` checked and the release CLI built with `features` (`ckpt` and
+/// `script` left empty).
+fn prepare_build(root: &Path, steps: usize, features: &[&str]) -> Result<Prepared> {
     let bench_dir = target_dir(root).join("bench");
-    let ckpt = bench_dir.join("qwen3-0.6b-bf16");
     let venv = Venv::new(root);
     if !venv.exists() {
         bail!("{} does not exist: run `cargo xtask setup` first", venv.dir.display());
     }
-    println!("==> [1/{steps}] checkpoint {}", ckpt.display());
-    ensure_checkpoint(&ckpt)?;
     let mut build = Command::new(cargo_bin());
     build.args(["build", "--release", "-p", "hfexport-cli"]);
     if !features.is_empty() {
@@ -250,7 +259,7 @@ fn prepare(root: &Path, script: &str, steps: usize, features: &[&str]) -> Result
     println!("==> [2/{steps}] {}", describe(&build));
     run(build.current_dir(root))?;
     let exe = target_dir(root).join("release").join(format!("hfexport{}", std::env::consts::EXE_SUFFIX));
-    Ok(Prepared { script: root.join("xtask").join("python").join(script), bench_dir, ckpt, venv, exe })
+    Ok(Prepared { script: PathBuf::new(), bench_dir, ckpt: PathBuf::new(), venv, exe })
 }
 
 /// Static cache length, prompt length and timed decode steps of `generate-onnx`.
@@ -668,8 +677,21 @@ fn rss(m: &Measured) -> String {
 /// Runs the greedy loop of a bench script (`<script> run <label> <export> <prompt> <steps>`)
 /// over an export; returns its `<tag> <label> <key> <value>` pairs.
 fn run_generate(venv: &Venv, script: &Path, tag: &str, label: &str, export: &Path) -> Result<Vec<(String, String)>> {
+    run_generate_from(venv, script, tag, label, export, GEN_PROMPT)
+}
+
+/// [`run_generate`] with a prompt of `prompt` tokens (1: an export whose decode step takes one
+/// token, fed the prompt by itself).
+fn run_generate_from(
+    venv: &Venv,
+    script: &Path,
+    tag: &str,
+    label: &str,
+    export: &Path,
+    prompt: usize,
+) -> Result<Vec<(String, String)>> {
     let mut cmd = venv.command();
-    cmd.arg(script).arg("run").arg(label).arg(export).arg(GEN_PROMPT.to_string()).arg(GEN_STEPS.to_string());
+    cmd.arg(script).arg("run").arg(label).arg(export).arg(prompt.to_string()).arg(GEN_STEPS.to_string());
     cmd.env("BENCH_CACHE_LEN", GEN_CACHE_LEN.to_string());
     pairs(&mut cmd, &format!("{tag} {label} "))
 }
@@ -691,6 +713,149 @@ fn run_capped(cmd: &mut Command, log: &Path, cap_s: u64) -> Result<Option<(ExitS
         }
         std::thread::sleep(std::time::Duration::from_millis(500));
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// moe
+
+/// The MoE bench's Qwen3-MoE shape: Qwen3-0.6B's attention and embeddings, experts of
+/// `MOE_INTER` with `MOE_TOP_K` active; `MOE_LAYERS` layers (0.34B active parameters, 2.0B in
+/// all with 64 experts: a 4 GB bfloat16 checkpoint, 8 GB exported in float32).
+const MOE_LAYERS: usize = 12;
+const MOE_INTER: usize = 768;
+const MOE_TOP_K: usize = 4;
+/// Expert counts compared: the sparse model and its twin that runs every expert it has.
+const MOE_EXPERTS: [usize; 2] = [64, 4];
+/// Goal: the sparse model decodes within this factor of its twin.
+const MOE_GOAL_RATIO: f64 = 1.5;
+
+fn moe_tensors(experts: usize) -> Vec<(String, Vec<usize>)> {
+    let mut t = vec![
+        ("model.embed_tokens.weight".to_string(), vec![VOCAB, HIDDEN]),
+        ("model.norm.weight".to_string(), vec![HIDDEN]),
+    ];
+    for i in 0..MOE_LAYERS {
+        let p = format!("model.layers.{i}.");
+        t.extend([
+            (format!("{p}input_layernorm.weight"), vec![HIDDEN]),
+            (format!("{p}post_attention_layernorm.weight"), vec![HIDDEN]),
+            (format!("{p}self_attn.q_proj.weight"), vec![HEADS * HEAD_DIM, HIDDEN]),
+            (format!("{p}self_attn.k_proj.weight"), vec![KV_HEADS * HEAD_DIM, HIDDEN]),
+            (format!("{p}self_attn.v_proj.weight"), vec![KV_HEADS * HEAD_DIM, HIDDEN]),
+            (format!("{p}self_attn.o_proj.weight"), vec![HIDDEN, HEADS * HEAD_DIM]),
+            (format!("{p}self_attn.q_norm.weight"), vec![HEAD_DIM]),
+            (format!("{p}self_attn.k_norm.weight"), vec![HEAD_DIM]),
+            (format!("{p}mlp.gate.weight"), vec![experts, HIDDEN]),
+        ]);
+        for e in 0..experts {
+            t.extend([
+                (format!("{p}mlp.experts.{e}.gate_proj.weight"), vec![MOE_INTER, HIDDEN]),
+                (format!("{p}mlp.experts.{e}.up_proj.weight"), vec![MOE_INTER, HIDDEN]),
+                (format!("{p}mlp.experts.{e}.down_proj.weight"), vec![HIDDEN, MOE_INTER]),
+            ]);
+        }
+    }
+    t.sort();
+    t
+}
+
+fn moe_config(experts: usize) -> String {
+    format!(
+        r#"{{
+  "architectures": ["Qwen3MoeForCausalLM"],
+  "model_type": "qwen3_moe",
+  "hidden_size": {HIDDEN},
+  "intermediate_size": 3072,
+  "moe_intermediate_size": {MOE_INTER},
+  "num_experts": {experts},
+  "num_experts_per_tok": {MOE_TOP_K},
+  "norm_topk_prob": true,
+  "num_hidden_layers": {MOE_LAYERS},
+  "num_attention_heads": {HEADS},
+  "num_key_value_heads": {KV_HEADS},
+  "head_dim": {HEAD_DIM},
+  "vocab_size": {VOCAB},
+  "max_position_embeddings": 40960,
+  "rms_norm_eps": 1e-6,
+  "rope_theta": 1000000,
+  "tie_word_embeddings": true,
+  "hidden_act": "silu",
+  "dtype": "bfloat16"
+}}
+"#
+    )
+}
+
+/// `cargo xtask bench moe`: a 64-expert top-4 Qwen3-MoE checkpoint of random weights and its
+/// 4-expert twin (same shapes otherwise), each exported for generation (static cache, one-token
+/// decode) to ONNX and to OpenVINO IR (stateful), and timed by the greedy loops of
+/// `bench_generate.py` / `bench_openvino.py`: decode ms/token of each, and the ratio the issue
+/// sets a goal for (the 64-expert model within 1.5x of its twin: a decode step computes only
+/// the selected experts).
+fn bench_moe(root: &Path, opts: &Opts) -> Result<()> {
+    let steps = 2 + 3 * MOE_EXPERTS.len();
+    let Prepared { bench_dir, venv, exe, .. } = prepare_build(root, steps, &[])?;
+    let mut rows = vec![];
+    let mut step = 2;
+    for experts in MOE_EXPERTS {
+        step += 1;
+        let ckpt = bench_dir.join(format!("qwen3-moe-{experts}x-bf16"));
+        println!("==> [{step}/{steps}] checkpoint {} ({experts} experts, top-{MOE_TOP_K})", ckpt.display());
+        ensure_random_checkpoint(&ckpt, &moe_tensors(experts), &moe_config(experts))?;
+        let mut cells = vec![];
+        for (format, script, tag) in [("onnx", "bench_generate.py", "GEN"), ("openvino", "bench_openvino.py", "OV")] {
+            step += 1;
+            let out = bench_dir.join(format!("moe-{experts}x-{format}"));
+            println!(
+                "==> [{step}/{steps}] hfexport export --format {format} --dynamic --for-generation -> {}",
+                out.display()
+            );
+            prepare_run(&ckpt)?;
+            let mut cmd = Command::new(&exe);
+            cmd.arg("export").arg("--model").arg(&ckpt).args(["--format", format, "--dynamic", "--for-generation"]);
+            cmd.args(["--static-cache", &GEN_CACHE_LEN.to_string(), "--force", "--output"]).arg(&out);
+            let m = measure(&mut cmd, &bench_dir.join(format!("moe-{experts}x-{format}.log")))?;
+            if !m.status.success() {
+                print_tail(&m.log, 30);
+                bail!("`{}` failed ({})", describe(&cmd), m.status);
+            }
+            println!("  exported in {:.1} s, peak RSS {}", m.wall_s, rss(&m));
+            let script = root.join("xtask").join("python").join(script);
+            // one-token decode steps (the gathered-experts strategy); the 1-token prompt goes
+            // through the decode component too
+            let r = run_generate_from(&venv, &script, tag, &format!("moe{experts}"), &out, 1)?;
+            let decode = r.iter().find(|(k, _)| k == "decode_ms_tok").and_then(|(_, v)| v.parse::<f64>().ok());
+            cells.push((format, decode, m.wall_s));
+            if !opts.keep {
+                remove_dir(&out)?;
+            }
+        }
+        rows.push((experts, cells));
+    }
+    println!(
+        "
+moe: Qwen3-MoE shape ({MOE_LAYERS} layers, hidden {HIDDEN}, experts of {MOE_INTER}, top-{MOE_TOP_K}), float32, \
+         static cache {GEN_CACHE_LEN}, batch 1, greedy decode ms/token ({GEN_STEPS} steps)"
+    );
+    println!("  {:<28}{:>16}{:>16}", "", "ONNX Runtime", "OpenVINO");
+    for (experts, cells) in &rows {
+        let c = |i: usize| cells[i].1.map_or("n/a".into(), |v| format!("{v:.1} ms"));
+        println!("  {:<28}{:>16}{:>16}", format!("{experts} experts"), c(0), c(1));
+    }
+    let ratio = |i: usize| match (rows[0].1[i].1, rows[1].1[i].1) {
+        (Some(a), Some(b)) if b > 0.0 => Some(a / b),
+        _ => None,
+    };
+    let cell = |r: Option<f64>| r.map_or("n/a".into(), |r| format!("{r:.2}x"));
+    println!(
+        "  {:<28}{:>16}{:>16}",
+        format!("{} vs {} experts", MOE_EXPERTS[0], MOE_EXPERTS[1]),
+        cell(ratio(0)),
+        cell(ratio(1))
+    );
+    let met = [ratio(0), ratio(1)].iter().all(|r| r.is_some_and(|r| r <= MOE_GOAL_RATIO));
+    println!("  goal: within {MOE_GOAL_RATIO}x -> {}", if met { "met" } else { "MISSED" });
+    Ok(())
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -748,13 +913,18 @@ fn safetensors_header(tensors: &[(String, Vec<usize>)]) -> (Vec<u8>, u64) {
 
 /// Makes the checkpoint unless it is there with the expected size; returns its weight file's size.
 fn ensure_checkpoint(dir: &Path) -> Result<u64> {
-    let tensors = qwen3_tensors();
+    ensure_random_checkpoint(dir, &qwen3_tensors(), CONFIG_JSON)
+}
+
+/// Makes a checkpoint of random bfloat16 `tensors` with `config_json` unless it is there with
+/// the expected size and config; returns its weight file's size.
+fn ensure_random_checkpoint(dir: &Path, tensors: &[(String, Vec<usize>)], config_json: &str) -> Result<u64> {
     let (header, data_len) = safetensors_header(&tensors);
     let total = header.len() as u64 + data_len;
     let weights = dir.join("model.safetensors");
     let config = dir.join("config.json");
     let present = std::fs::metadata(&weights).map(|m| m.len() == total).unwrap_or(false);
-    if present && std::fs::read_to_string(&config).map(|c| c == CONFIG_JSON).unwrap_or(false) {
+    if present && std::fs::read_to_string(&config).map(|c| c == config_json).unwrap_or(false) {
         println!("  cached: {} ({})", weights.display(), gb(total));
         return Ok(total);
     }
@@ -769,7 +939,7 @@ fn ensure_checkpoint(dir: &Path) -> Result<u64> {
     let norm = value_table(1.0, 0.05);
     let mut rng = SplitMix64(0x5eed_0006_0000_0000);
     let mut chunk = Vec::with_capacity(1 << 20);
-    for (name, shape) in &tensors {
+    for (name, shape) in tensors {
         let table = if shape.len() == 1 { &norm } else { &normal };
         let mut left = shape.iter().product::<usize>();
         while left > 0 {
@@ -790,7 +960,7 @@ fn ensure_checkpoint(dir: &Path) -> Result<u64> {
         .and_then(|f| f.sync_all())
         .with_context(|| format!("writing {}", partial.display()))?;
     std::fs::rename(&partial, &weights).with_context(|| format!("renaming {}", partial.display()))?;
-    std::fs::write(&config, CONFIG_JSON).with_context(|| format!("writing {}", config.display()))?;
+    std::fs::write(&config, config_json).with_context(|| format!("writing {}", config.display()))?;
     println!("  wrote {} in {:.1} s", weights.display(), t0.elapsed().as_secs_f64());
     Ok(total)
 }

@@ -60,7 +60,11 @@ commands:
                                 cache 512; planned and zero-copy; wall time, peak RSS), time the
                                 Python ExecuTorch loop (xtask/python/bench_executorch.py) and the
                                 Rust zero-copy loop (`hfexport generate`): decode ms/token;
-                                --python: transformers' ExecutorchExporter export, same loop";
+                                --python: transformers' ExecutorchExporter export, same loop
+  bench moe [--keep]            a 64-expert top-4 Qwen3-MoE checkpoint of random weights and its
+                                4-expert twin, exported for generation (static cache 512) to ONNX
+                                and OpenVINO; greedy decode ms/token of each in its runtime and
+                                the 64-vs-4 ratio (goal: within 1.5x)";
 
 fn main() -> ExitCode {
     match dispatch(std::env::args().skip(1).collect()) {

@@ -116,6 +116,20 @@ struct Emit<'g> {
 }
 
 impl Emit<'_> {
+    /// The Python name of node `node`, made unique: two core names can map to one identifier
+    /// (`mlp.shared_expert/gate` and `mlp.shared_expert_gate`).
+    fn node_name(&self, node: &str) -> String {
+        let base = python_name(node);
+        let taken = |n: &String| self.out.tensors.contains_key(n) || self.out.sym_ints.contains_key(n);
+        let mut name = base.clone();
+        let mut i = 0;
+        while taken(&name) {
+            i += 1;
+            name = format!("{base}_{i}");
+        }
+        name
+    }
+
     fn fresh(&mut self, hint: &str) -> String {
         self.fresh += 1;
         format!("{hint}_{}", self.fresh)
@@ -266,7 +280,7 @@ fn lower_node(em: &mut Emit, dims: &mut DimLowering<SymVal>, n: &Node) -> Result
     let ins: Vec<String> = n.inputs.iter().map(|v| em.names[v.0].clone()).collect();
     let t = |i: usize| Arg::Tensor(ins[i].clone());
     let m = meta(g, n.outputs[0]);
-    let name = python_name(&n.name);
+    let name = em.node_name(&n.name);
     let (target, args): (&'static str, Vec<(&'static str, Arg)>) = match &n.op {
         Op::Constant(c) => {
             let v = em.constant(c);
