@@ -732,6 +732,11 @@ def sample_moe_family(rng, arch, turn, offset, L):
         extra = [e for e in range(1, heads) if (hidden + e) % 4 == 0]
         if extra and rng.random() < 0.25:
             hidden, hd_source = hidden + rng.choice(extra), "derived(floor)"
+        if arch == "MixtralForCausalLM" and rope_type in ("dynamic", "yarn"):
+            # MixtralConfig's head_dim defaults to None, which transformers' dynamic and yarn rope
+            # read as such (getattr without `or`) and crash on: such files must say it.
+            kw["head_dim"] = hidden // heads
+            hd_source += ",written"
 
     experts = rng.randint(2, 10)
     top_k = rng.randint(1, experts - 1) if rng.random() < 0.85 else experts  # all experts: no choice
@@ -1041,8 +1046,9 @@ def to_sparse_new(cfg, config_cls):
         if out.get("mlp_only_layers") == []:
             del out["mlp_only_layers"]  # absent: []
         # head_dim when it is what the modeling code derives (Qwen3MoeConfig and Qwen2MoeConfig
-        # have no such field: never the class default of a dataclass field)
-        if out.get("head_dim") == cfg["hidden_size"] // cfg["num_attention_heads"]:
+        # have no such field; Mixtral's null default is dropped above, a value is kept)
+        derived = cfg["hidden_size"] // cfg["num_attention_heads"]
+        if model_type != "mixtral" and out.get("head_dim") == derived:
             del out["head_dim"]
     derived_types = None
     if model_type == "gemma2":

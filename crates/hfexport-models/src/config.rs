@@ -1708,4 +1708,38 @@ mod tests {
             "text_config.hidden_size",
         );
     }
+
+    /// The MoE keys as each class reads them: defaults, sparse layers, renormalisation, the
+    /// shared expert, and errors naming the key.
+    #[test]
+    fn moe_configs() {
+        let c = family("Qwen3MoeForCausalLM", "qwen3_moe", r#"{"decoder_sparse_step": 2, "mlp_only_layers": [3]}"#)
+            .unwrap();
+        let m = c.moe.as_ref().unwrap();
+        assert_eq!((m.num_experts, m.top_k, m.intermediate_size, m.normalize), (128, 8, 768, false));
+        assert_eq!(m.sparse_layers, [false, true, false, false]);
+        assert_eq!(m.shared_expert_intermediate_size, None);
+        // Qwen3-MoE slides every layer only with use_sliding_window
+        let c = family("Qwen3MoeForCausalLM", "qwen3_moe", r#"{"use_sliding_window": true}"#).unwrap();
+        assert_eq!((c.sliding_window, c.layer_types[3]), (Some(4096), LayerType::SlidingAttention));
+        // Mixtral: every layer sparse, always renormalised, experts of intermediate_size
+        let c =
+            family("MixtralForCausalLM", "mixtral", r#"{"num_local_experts": 4, "norm_topk_prob": false}"#).unwrap();
+        let m = c.moe.as_ref().unwrap();
+        assert_eq!((m.num_experts, m.top_k, m.intermediate_size, m.normalize), (4, 2, c.intermediate_size, true));
+        assert!(m.sparse_layers.iter().all(|&s| s));
+        // Qwen2-MoE: shared expert, qkv bias on by default, sliding_window 0 when unused
+        let c = family("Qwen2MoeForCausalLM", "qwen2_moe", r#"{"sliding_window": 0, "num_experts": 6}"#).unwrap();
+        let m = c.moe.as_ref().unwrap();
+        assert_eq!((m.num_experts, m.shared_expert_intermediate_size), (6, Some(5632)));
+        assert!(c.attention_bias && !c.o_bias && c.sliding_window.is_none());
+        // no expert at all: a dense model
+        let c = family("Qwen2MoeForCausalLM", "qwen2_moe", r#"{"num_experts": 0}"#).unwrap();
+        assert!(c.moe.is_none());
+        let e =
+            config_err(family("MixtralForCausalLM", "mixtral", r#"{"num_experts_per_tok": 9}"#), "num_experts_per_tok");
+        assert!(e.contains("more than the 8 experts"), "{e}");
+        config_err(family("Qwen3MoeForCausalLM", "qwen3_moe", r#"{"mlp_only_layers": ["1"]}"#), "mlp_only_layers");
+        config_err(family("Qwen3MoeForCausalLM", "qwen3_moe", r#"{"decoder_sparse_step": 0}"#), "decoder_sparse_step");
+    }
 }
