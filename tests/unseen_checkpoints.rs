@@ -34,8 +34,8 @@ use std::time::Instant;
 
 const ATOL: f32 = 1e-4;
 const DEFAULT_SEED: u64 = 5_230;
-/// Families are dealt round-robin: 48 gives each of the 12 four checkpoints.
-const DEFAULT_COUNT: usize = 48;
+/// Families are dealt round-robin: 60 gives each of the 15 four checkpoints.
+const DEFAULT_COUNT: usize = 60;
 const CASES: [&str; 2] = ["single", "batch"];
 
 fn root() -> PathBuf {
@@ -219,7 +219,7 @@ fn random_checkpoints_match_transformers() {
 /// Seed of the export cross-check (another draw than the evaluator test's).
 const EXPORT_SEED: u64 = 77_023;
 /// One checkpoint per family.
-const EXPORT_COUNT: usize = 12;
+const EXPORT_COUNT: usize = 15;
 
 #[test]
 fn random_checkpoints_export_to_every_format_and_match_transformers() {

@@ -663,7 +663,6 @@ pub const ARCHITECTURES: &[Architecture] = &[
                 intermediate_size: Some(6144),
                 num_hidden_layers: Some(24),
                 num_key_value_heads: Some(4),
-                head_dim: Some(128),
                 ..QWEN_DEFAULTS
             },
             layers: LayerRule::UniformWhenUsed { default_window: 4096 },
