@@ -693,6 +693,7 @@ pub const ARCHITECTURES: &[Architecture] = &[
                 max_position_embeddings: Some(4096 * 32),
                 num_key_value_heads: Some(8),
                 rope_theta: 1_000_000.0,
+                norm_eps: 1e-5,
                 ..LLAMA_SCHEMA.defaults
             },
             layers: LayerRule::Mistral { default_window: None },

@@ -1727,6 +1727,7 @@ mod tests {
             family("MixtralForCausalLM", "mixtral", r#"{"num_local_experts": 4, "norm_topk_prob": false}"#).unwrap();
         let m = c.moe.as_ref().unwrap();
         assert_eq!((m.num_experts, m.top_k, m.intermediate_size, m.normalize), (4, 2, c.intermediate_size, true));
+        assert_eq!((c.norm_eps, c.rope.theta), (1e-5, 1e6));
         assert!(m.sparse_layers.iter().all(|&s| s));
         // Qwen2-MoE: shared expert, qkv bias on by default, sliding_window 0 when unused
         let c = family("Qwen2MoeForCausalLM", "qwen2_moe", r#"{"sliding_window": 0, "num_experts": 6}"#).unwrap();
