@@ -483,9 +483,13 @@ fn longrope(original_max: usize) -> RopeScaling {
 }
 
 /// Cases a backend fails today, with why: each must still fail (so the list shrinks when one
-/// is fixed). Both are ExecuTorch's matmul (`program.rs`: views around `bmm`), which takes no
-/// batch dims that broadcast.
-const KNOWN_GAPS: [(&str, &str, &str); 4] = [
+/// is fixed). Four are ExecuTorch's matmul (`program.rs`: views around `bmm`), which takes no
+/// batch dims that broadcast; two are OpenVINO's `GatherMatmul`, which its CPU plugin fuses from
+/// the tiled MoE block but runs only with constant expert weights (here they are graph inputs;
+/// an export's experts are always checkpoint weights, which the fixtures run).
+const KNOWN_GAPS: [(&str, &str, &str); 6] = [
+    ("Moe(dense)", "openvino", "GatherMatmul: Only constant weights are supported"),
+    ("Moe(gathered)", "openvino", "GatherMatmul: Only constant weights are supported"),
     (
         "MatMul",
         "executorch:\"xnnpack\"",
@@ -583,13 +587,17 @@ from safetensors.numpy import load_file, save_file
 core = ov.Core()
 for job in json.load(open(sys.argv[1])):
     feed = load_file(job["feed"])
-    if job["runtime"] == "onnxruntime":
-        s = ort.InferenceSession(job["model"], providers=["CPUExecutionProvider"])
-        outs = dict(zip(job["outputs"], s.run(job["outputs"], feed)))
-    else:
-        c = core.compile_model(core.read_model(job["model"]), "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
-        r = c(feed)
-        outs = {n: r[c.output(n)] for n in job["outputs"]}
+    try:
+        if job["runtime"] == "onnxruntime":
+            s = ort.InferenceSession(job["model"], providers=["CPUExecutionProvider"])
+            outs = dict(zip(job["outputs"], s.run(job["outputs"], feed)))
+        else:
+            c = core.compile_model(core.read_model(job["model"]), "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+            r = c(feed)
+            outs = {n: r[c.output(n)] for n in job["outputs"]}
+    except Exception as e:  # the runtime's error is the case's failure (the test reads it)
+        open(job["out"] + ".error", "w").write(" ".join(str(e).split()))
+        continue
     save_file({n: np.ascontiguousarray(v) for n, v in outs.items()}, job["out"])
 "#;
 
@@ -723,6 +731,10 @@ fn every_op_through_every_backend() {
     let o = Command::new(common::python()).arg(&script).arg(&manifest).output().unwrap();
     assert!(o.status.success(), "run.py failed:\n{}", String::from_utf8_lossy(&o.stderr));
     for r in &py {
+        if let Ok(e) = std::fs::read_to_string(format!("{}.error", r.out.display())) {
+            failures.push(format!("{}: {}: {e}", r.what, r.runtime));
+            continue;
+        }
         let file = hfexport::models::safetensors::SafetensorsFile::open(&r.out).unwrap();
         let got: BTreeMap<String, Tensor> = r.outputs.iter().map(|n| (n.clone(), file.load(n).unwrap())).collect();
         match worst(&got, &r.want, &r.outputs) {
@@ -743,7 +755,8 @@ fn every_op_through_every_backend() {
         );
     }
     assert!(ran.get("onnxruntime").is_some_and(|&n| n == 2 * cases.len()), "{ran:?}");
-    assert!(ran.get("openvino").is_some_and(|&n| n == cases.len()), "{ran:?}");
+    let ov_gaps = KNOWN_GAPS.iter().filter(|g| g.1 == "openvino").count();
+    assert!(ran.get("openvino").is_some_and(|&n| n == cases.len() - ov_gaps), "{ran:?}");
     // the ONNX Runtime patch is out of range at the pin (1.32.0): bool masks go to Attention
     let expected: BTreeSet<String> = ["openvino-static-query-cache-scatter"].map(String::from).into();
     assert_eq!(patches, expected);

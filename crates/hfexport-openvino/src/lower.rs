@@ -62,9 +62,10 @@ pub fn native(op: &Op) -> bool {
         // one what `RoPEFusion` matches
         Op::RmsNorm { .. } | Op::RotaryCosSin { .. } | Op::ApplyRotary | Op::GatedMlp { .. } => false,
         Op::TopK { .. } => true,
-        // no MoE operation in the opsets; the CPU plugin runs core's gathered-experts
-        // decomposition (ARCHITECTURE.md, "Mixture of experts")
-        Op::Moe { .. } => false,
+        // a SwiGLU MoE becomes the "tiled" expert block the 2026.4 CPU plugin turns into its
+        // `GatherMatmul` (only the selected experts run, for any token count); the other
+        // activations do not match that pass, and core's gathered/dense decomposition runs
+        Op::Moe { act, .. } => *act == Activation::Silu,
     }
 }
 
@@ -448,6 +449,11 @@ impl<'g> Ctx<'g> {
         if let Op::TopK { k } = n.op {
             return self.top_k(n, ins[0], k);
         }
+        if let Op::Moe { top_k, normalize, act: Activation::Silu } = n.op {
+            let o = self.tiled_moe(n, &ins, top_k, normalize);
+            self.vals[n.outputs[0].0] = Some(o);
+            return Ok(());
+        }
         let out = self.info_port(n.outputs[0]);
         let name = n.name.clone();
         let one = |cx: &mut Self,
@@ -689,6 +695,118 @@ impl<'g> Ctx<'g> {
         self.vals[n.outputs[0].0] = Some(Out { layer, index: 0 });
         self.vals[n.outputs[1].0] = Some(Out { layer, index: 1 });
         Ok(())
+    }
+
+    /// A SwiGLU `Moe` as the expert block `ConvertTiledMoeBlockTo3GatherMatmuls` (OpenVINO
+    /// 2026.4 CPU plugin) matches: the tokens tiled once per expert, each projection one batched
+    /// `MatMul` over the `[E, out, in]` weights (`transpose_b`), silu as `Sigmoid` x `Multiply`
+    /// (a `Swish` is not matched), and the routing weights scattered into a dense `[t, E]` mask
+    /// that weights the per-expert outputs before a sum over experts. The plugin turns the three
+    /// matmuls into `GatherMatmul`s that run only the selected experts; unfused, the block
+    /// computes every expert and gives the same values. 2026.4.1's `GatherMatmul` runs only with
+    /// constant expert weights (an export's always are; `tests/op_coverage.rs` lists the gap).
+    fn tiled_moe(&mut self, n: &Node, ins: &[Out], top_k: usize, normalize: bool) -> Out {
+        let (x, wg) = (self.g.info(n.inputs[0]).clone(), self.g.info(n.inputs[2]).clone());
+        let dtype = x.dtype;
+        let h = x.shape[2].as_const().unwrap_or(-1);
+        let (e, i) = (wg.shape[0].as_const().unwrap_or(-1), wg.shape[1].as_const().unwrap_or(-1));
+        let numpy = || vec![("auto_broadcast", "numpy".to_string())];
+        let tb = || vec![("transpose_a", "false".to_string()), ("transpose_b", "true".to_string())];
+        let em = &mut self.em;
+        let rows = em.const_i64(&[-1, h]);
+        let x2 = em.op(
+            "Reshape",
+            "opset1",
+            vec![("special_zero", "false".into())],
+            vec![ins[0], rows],
+            port(dtype, vec![-1, h]),
+        );
+        let logits = em.op("MatMul", "opset1", tb(), vec![x2, ins[1]], port(dtype, vec![-1, e]));
+        let to_f32 = |em: &mut Emit, v: Out, dims: Vec<i64>| match dtype {
+            DType::F32 => v,
+            _ => em.op("Convert", "opset1", vec![("destination_type", "f32".into())], vec![v], port(DType::F32, dims)),
+        };
+        let logits = to_f32(em, logits, vec![-1, e]);
+        let probs =
+            em.op("Softmax", "opset8", vec![("axis", "-1".into())], vec![logits], port(DType::F32, vec![-1, e]));
+        let kc = em.scalar_i64(top_k as i64);
+        let data = vec![
+            ("axis", "-1".to_string()),
+            ("mode", "max".into()),
+            ("sort", "value".into()),
+            ("index_element_type", "i64".into()),
+            ("stable", "true".into()),
+        ];
+        let k = top_k as i64;
+        let ports = vec![port(DType::F32, vec![-1, k]), port(DType::I64, vec![-1, k])];
+        let name = em.helper_name("TopK");
+        let topk = em.layer(name, "TopK", "opset11", data, vec![probs, kc], ports);
+        let (mut w, idx) = (Out { layer: topk, index: 0 }, Out { layer: topk, index: 1 });
+        if normalize {
+            let last = em.const_i64(&[-1]);
+            let sum = em.op(
+                "ReduceSum",
+                "opset1",
+                vec![("keep_dims", "true".into())],
+                vec![w, last],
+                port(DType::F32, vec![-1, 1]),
+            );
+            w = em.op("Divide", "opset1", numpy(), vec![w, sum], port(DType::F32, vec![-1, k]));
+        }
+        let zero = em.constant(&Tensor::scalar_float(DType::F32, 0.0));
+        let zeros = em.binary("Multiply", probs, zero, port(DType::F32, vec![-1, e]));
+        let axis = em.scalar_i64(1);
+        let data = vec![("reduction", "none".to_string()), ("use_init_val", "true".into())];
+        let mask =
+            em.op("ScatterElementsUpdate", "opset12", data, vec![zeros, idx, w, axis], port(DType::F32, vec![-1, e]));
+        let mask = match dtype {
+            DType::F32 => mask,
+            d => em.op(
+                "Convert",
+                "opset1",
+                vec![("destination_type", element_type(d).into())],
+                vec![mask],
+                port(d, vec![-1, e]),
+            ),
+        };
+        let perm = em.const_i64(&[1, 0]);
+        let mask = em.op("Transpose", "opset1", vec![], vec![mask, perm], port(dtype, vec![e, -1]));
+        let last = em.const_i64(&[-1]);
+        let mask = em.op("Unsqueeze", "opset1", vec![], vec![mask, last], port(dtype, vec![e, -1, 1]));
+        let reps = em.const_i64(&[e, 1]);
+        let xt = em.op("Tile", "opset1", vec![], vec![x2, reps], port(dtype, vec![-1, h]));
+        let per_expert = em.const_i64(&[e, -1, h]);
+        let xr = em.op(
+            "Reshape",
+            "opset1",
+            vec![("special_zero", "true".into())],
+            vec![xt, per_expert],
+            port(dtype, vec![e, -1, h]),
+        );
+        let g = em.op("MatMul", "opset1", tb(), vec![xr, ins[2]], port(dtype, vec![e, -1, i]));
+        let u = em.op("MatMul", "opset1", tb(), vec![xr, ins[3]], port(dtype, vec![e, -1, i]));
+        let sg = em.op("Sigmoid", "opset1", vec![], vec![g], port(dtype, vec![e, -1, i]));
+        let silu = em.binary("Multiply", g, sg, port(dtype, vec![e, -1, i]));
+        let a = em.binary("Multiply", silu, u, port(dtype, vec![e, -1, i]));
+        let d = em.op("MatMul", "opset1", tb(), vec![a, ins[4]], port(dtype, vec![e, -1, h]));
+        let per_expert = em.const_i64(&[e, -1, h]);
+        let d = em.op(
+            "Reshape",
+            "opset1",
+            vec![("special_zero", "true".into())],
+            vec![d, per_expert],
+            port(dtype, vec![e, -1, h]),
+        );
+        let d = em.binary("Multiply", d, mask, port(dtype, vec![e, -1, h]));
+        let first = em.const_i64(&[0]);
+        let y =
+            em.op("ReduceSum", "opset1", vec![("keep_dims", "false".into())], vec![d, first], port(dtype, vec![-1, h]));
+        let shape =
+            em.op("ShapeOf", "opset3", vec![("output_type", "i64".into())], vec![ins[0]], port(DType::I64, vec![3]));
+        let out = self.info_port(n.outputs[0]);
+        let data = vec![("special_zero", "false".into())];
+        let layer = self.em.layer(n.name.clone(), "Reshape", "opset1", data, vec![y, shape], vec![out]);
+        Out { layer, index: 0 }
     }
 
     /// Whether graph input `v` becomes a state grown by each call's rows: it is one (stateful), a
