@@ -136,6 +136,33 @@ fn dynamic_exports_match_transformers_in_onnxruntime_and_openvino() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
+/// `optimize` with `ort_fusions: "cpu"`: each SwiGLU mixture-of-experts block becomes ONNX
+/// Runtime's `com.microsoft.MoE` (selected experts only), which gives transformers' logits in
+/// ONNX Runtime; a model without experts exports as it would without the option.
+#[test]
+fn ort_cpu_fusions_lower_moe_blocks_to_the_contrib_op() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut failures = vec![];
+    for name in fixtures() {
+        let ckpt = Checkpoint::open(&fixture(name)).unwrap();
+        let dir = tmp.path().join(name);
+        let config =
+            serde_json::json!({"export_format": "onnx", "dynamic": true, "optimize": true, "ort_fusions": "cpu"});
+        export(name, &dir.join("export"), config);
+        let model = std::fs::read(dir.join("export/model.onnx")).unwrap();
+        let has = |op: &str| model.windows(op.len()).any(|w| w == op.as_bytes());
+        let moe = ckpt.config.moe.is_some() && ckpt.config.hidden_act == "silu";
+        assert_eq!(has("com.microsoft"), moe, "{name}: the contrib domain only for MoE blocks");
+        if !moe {
+            continue;
+        }
+        let (cases, expected) = golden_cases(name, &dir);
+        let got = run_python(&dir.join("export/model.onnx"), &cases, &dir, Some("--ort-only"));
+        failures.extend(compare(&format!("{name} ort_fusions cpu"), &got, &expected, &["ort"]));
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
 /// Opset 17 (reductions with attribute axes), 23 (native RMSNormalization, RotaryEmbedding
 /// and Attention) and 24 (the newest accepted) give the same logits.
 #[test]

@@ -466,14 +466,14 @@ fn cases() -> Vec<Case> {
     });
     all.push(b.finish("TopK(ties)", Op::TopK { k: 4 }, &[x]));
     // a symbolic sequence takes the dense strategy, one token per row the gathered one
-    for (seq, normalize, name) in [(S, true, "Moe(dense)"), (K(1), false, "Moe(gathered)")] {
+    for (seq, normalize, few_tokens, name) in [(S, true, false, "Moe(dense)"), (K(1), false, true, "Moe(gathered)")] {
         let mut b = Build::new(27);
         let x = b.float("x", &[B, seq, K(4)], -1.0, 1.0);
         let mut ins = vec![x, b.float("router", &[K(5), K(4)], -1.0, 1.0)];
         for (n, d) in [("gate", [K(5), K(6), K(4)]), ("up", [K(5), K(6), K(4)]), ("down", [K(5), K(4), K(6)])] {
             ins.push(b.float(n, &d, -0.5, 0.5));
         }
-        all.push(b.finish(name, Op::Moe { top_k: 2, normalize, act: Activation::Silu }, &ins));
+        all.push(b.finish(name, Op::Moe { top_k: 2, normalize, act: Activation::Silu, few_tokens }, &ins));
     }
     all
 }
@@ -484,12 +484,11 @@ fn longrope(original_max: usize) -> RopeScaling {
 
 /// Cases a backend fails today, with why: each must still fail (so the list shrinks when one
 /// is fixed). Four are ExecuTorch's matmul (`program.rs`: views around `bmm`), which takes no
-/// batch dims that broadcast; two are OpenVINO's `GatherMatmul`, which its CPU plugin fuses from
+/// batch dims that broadcast; one is OpenVINO's `GatherMatmul`, which its CPU plugin fuses from
 /// the tiled MoE block but runs only with constant expert weights (here they are graph inputs;
 /// an export's experts are always checkpoint weights, which the fixtures run).
-const KNOWN_GAPS: [(&str, &str, &str); 6] = [
+const KNOWN_GAPS: [(&str, &str, &str); 5] = [
     ("Moe(dense)", "openvino", "GatherMatmul: Only constant weights are supported"),
-    ("Moe(gathered)", "openvino", "GatherMatmul: Only constant weights are supported"),
     (
         "MatMul",
         "executorch:\"xnnpack\"",

@@ -94,7 +94,7 @@ pub fn expand(g: &mut Graph, node: &Node, ins: &[ValueId]) -> Result<Vec<ValueId
             let (v, i) = e.top_k(ins[0], *k)?;
             Ok(vec![v, i])
         }
-        Op::Moe { top_k, normalize, act } => Ok(vec![e.moe(ins, *top_k, *normalize, *act)?]),
+        Op::Moe { top_k, normalize, act, few_tokens } => Ok(vec![e.moe(ins, *top_k, *normalize, *act, *few_tokens)?]),
         Op::CacheUpdate | Op::ScatterSlots => Ok(vec![e.cache_update(ins[0], ins[1], ins[2])?]),
         // primitives: nothing to expand (listed, so a new op says which kind it is)
         Op::Constant(_)
@@ -461,17 +461,22 @@ impl Emitter<'_> {
         Ok((values, indices))
     }
 
-    /// The router, then one of two strategies. When every batch row brings a fixed number of
-    /// tokens `c` with `c * top_k <= experts` (a decode step), each token gathers its `top_k`
-    /// experts' weights and runs them as one batched matrix-vector product: cost grows with
-    /// `top_k`, not the expert count. Otherwise (prefill, forward) every expert runs on every
-    /// token as two wide matmuls and the outputs are weighted by the dense routing matrix
-    /// (zero for the experts not selected), which keeps shapes static and matmuls large.
-    fn moe(&mut self, ins: &[ValueId], top_k: usize, normalize: bool, act: Activation) -> Result<ValueId> {
+    /// The router, then one of two strategies. With `few_tokens` (a decode step), each token
+    /// gathers its `top_k` experts' weights and runs them as one batched matrix-vector product:
+    /// cost grows with `top_k`, not the expert count. Otherwise (prefill, forward) every expert
+    /// runs on every token as two wide matmuls and the outputs are weighted by the dense routing
+    /// matrix (zero for the experts not selected), which keeps shapes static and matmuls large.
+    fn moe(
+        &mut self,
+        ins: &[ValueId],
+        top_k: usize,
+        normalize: bool,
+        act: Activation,
+        few_tokens: bool,
+    ) -> Result<ValueId> {
         let (x, router, wg, wu, wd) = (ins[0], ins[1], ins[2], ins[3], ins[4]);
-        let (xs, dtype, ws) = (self.shape(x), self.dtype(x), self.shape(wg));
-        let (experts, hidden) = (ws[0].clone(), xs[2].clone());
-        let n_experts = experts.as_const().unwrap_or(0) as usize;
+        let (xs, dtype) = (self.shape(x), self.dtype(x));
+        let hidden = xs[2].clone();
         let tokens = xs[0].mul(&xs[1]);
         let x2 = self.op("tokens", Op::Reshape { shape: vec![tokens.clone(), hidden.clone()] }, &[x])?;
         let logits = self.op("router", Op::Linear, &[x2, router])?;
@@ -489,10 +494,9 @@ impl Emitter<'_> {
             weights = self.bin("router_normalized", BinaryOp::Div, weights, sum)?;
         }
         let weights = self.cast("routing_weights", weights, dtype)?;
-        let per_row = xs[1].as_const().map(|c| c as usize);
-        let y = match per_row {
-            Some(c) if c * top_k <= n_experts => self.moe_gathered(x2, weights, picked, [wg, wu, wd], top_k, act)?,
-            _ => self.moe_dense(x2, weights, picked, [wg, wu, wd], top_k, act)?,
+        let y = match few_tokens {
+            true => self.moe_gathered(x2, weights, picked, [wg, wu, wd], top_k, act)?,
+            false => self.moe_dense(x2, weights, picked, [wg, wu, wd], top_k, act)?,
         };
         self.op("out", Op::Reshape { shape: xs }, &[y])
     }

@@ -235,7 +235,7 @@ fn eval_node(node: &Node, ins: &[&Tensor], b: &Bindings) -> Result<Vec<Tensor>> 
             let (v, i) = top_k(ins[0], *k)?;
             Ok(vec![v, i])
         }
-        Op::Moe { top_k, normalize, act } => one(moe(ins, *top_k, *normalize, *act)?),
+        Op::Moe { top_k, normalize, act, .. } => one(moe(ins, *top_k, *normalize, *act)?),
         Op::CacheUpdate | Op::ScatterSlots => one(cache_update(ins[0], ins[1], ins[2])?),
     }
 }

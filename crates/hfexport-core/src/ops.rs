@@ -207,10 +207,14 @@ pub enum Op {
     /// `p` and their experts, divided by their sum when `normalize`, rounded to x's dtype; the
     /// output is `Σ p_e · down_e(act(gate_e(x)) * up_e(x))` over the selected experts (the
     /// expert weights are stacked `[out, in]` linears, as the checkpoint stores each expert).
+    /// `few_tokens`: each batch row brings a static number of tokens `c` with
+    /// `c * top_k <= experts` (a decode step), which the plan knows and a backend may lower
+    /// differently (only the selected experts' weights per token).
     Moe {
         top_k: usize,
         normalize: bool,
         act: Activation,
+        few_tokens: bool,
     },
 }
 
@@ -383,7 +387,9 @@ impl Op {
             }
             Op::GatedMlp { act } => format!("act={act:?}"),
             Op::TopK { k } => format!("k={k}"),
-            Op::Moe { top_k, normalize, act } => format!("top_k={top_k}, normalize={normalize}, act={act:?}"),
+            Op::Moe { top_k, normalize, act, few_tokens } => {
+                format!("top_k={top_k}, normalize={normalize}, act={act:?}, few_tokens={few_tokens}")
+            }
             // attributes in the name (`Add`, `ReduceMax`) or none
             Op::Unary(_)
             | Op::Binary(_)

@@ -435,7 +435,11 @@ impl Decoder<'_> {
         } else {
             self.fused_experts(&layer.pp(layout.fused_prefix).pp(layout.experts), e, is)?
         };
-        let op = Op::Moe { top_k: m.top_k, normalize: m.normalize, act };
+        // a decode step: each row brings a static number of tokens, few enough that running
+        // each token's own experts costs less than running every expert
+        let per_row = self.g.info(x).shape[1].as_const();
+        let few_tokens = per_row.is_some_and(|c| c as usize * m.top_k <= e);
+        let op = Op::Moe { top_k: m.top_k, normalize: m.normalize, act, few_tokens };
         let y = self.op(&vb.name("experts"), op, &[x, router, gate, up, down])?;
         let (Some(shared), Some(shared_is)) = (layout.shared, m.shared_expert_intermediate_size) else {
             return Ok(y);

@@ -1,10 +1,10 @@
 //! The ONNX [`Backend`]: which ops each opset lowers natively, the writer of all components
 //! (one shared external data file), and the ONNX Runtime runner behind the feature `runtime`.
 
-use crate::lower::{native, OPSET_NATIVE_LLM_OPS};
+use crate::lower::{native, ort_cpu_contrib, OPSET_NATIVE_LLM_OPS};
 use crate::writer::write_components;
 use hfexport_core::backend::{Backend, Lowering, Runner, WeightProgress, Written};
-use hfexport_core::config::{ExportFormat, OnnxConfig};
+use hfexport_core::config::{ExportFormat, OnnxConfig, OrtFusions};
 use hfexport_core::generation::Generator;
 #[cfg(feature = "runtime")]
 use hfexport_core::generation::{timed_greedy, Generated};
@@ -47,7 +47,8 @@ impl Backend for Onnx {
 
     fn lowering(&self, op: &Op, cfg: &ExportConfig) -> Lowering {
         let opset = onnx_config(cfg).map_or(OPSET_NATIVE_LLM_OPS - 1, opset);
-        if native(op, opset) {
+        let ort_cpu = onnx_config(cfg).is_ok_and(|c| c.ort_fusions == Some(OrtFusions::Cpu));
+        if native(op, opset) || (ort_cpu && ort_cpu_contrib(op)) {
             Lowering::Native
         } else {
             Lowering::Decompose
@@ -67,8 +68,10 @@ impl Backend for Onnx {
         progress: WeightProgress,
     ) -> Result<Vec<Written>> {
         let cfg = onnx_config(cfg)?;
-        if cfg.ort_fusions.is_some() {
-            return Err(Error::Config("ort_fusions is not implemented yet".into()));
+        if let Some(f) = cfg.ort_fusions.filter(|f| *f != OrtFusions::Cpu) {
+            return Err(Error::Config(format!(
+                "ort_fusions {f:?} is not implemented (\"cpu\" is: ONNX Runtime's CPU contrib ops)"
+            )));
         }
         let files = write_components(components, src, dir, opset(cfg), progress)?;
         Ok(files.into_iter().map(|files| Written { files, note: None }).collect())

@@ -70,12 +70,21 @@ pub fn native(op: &Op, opset: u32) -> bool {
         // no ONNX op computes rotary tables; the gated MLP is `Linear`s and elementwise ops
         Op::RotaryCosSin { .. } | Op::GatedMlp { .. } => false,
         Op::TopK { .. } => true,
-        // ONNX Runtime's `com.microsoft.MoE` is a contrib op outside the ONNX standard and
-        // other ONNX runtimes; core's decomposition gathers the selected experts (see
-        // ARCHITECTURE.md, "Mixture of experts")
+        // no standard ONNX op; with `ort_fusions: "cpu"` a SwiGLU one is ONNX Runtime's
+        // `com.microsoft.MoE` ([`ort_cpu_contrib`]), else core's decomposition runs
         Op::Moe { .. } => false,
     }
 }
+
+/// The ops lowered to ONNX Runtime CPU contrib ops under `ort_fusions: "cpu"` (files other
+/// ONNX runtimes, OpenVINO's reader among them, cannot read): a SwiGLU `Moe` as
+/// `com.microsoft.MoE`, which runs only the selected experts (float32 only on CPU).
+pub fn ort_cpu_contrib(op: &Op) -> bool {
+    matches!(op, Op::Moe { act: Activation::Silu, .. })
+}
+
+/// The domain of ONNX Runtime's contrib ops.
+pub const MS_DOMAIN: &str = "com.microsoft";
 
 /// The ONNX op computing `act` at `opset`, with its attributes; `None`: core decomposes it.
 fn activation_op(act: Activation, opset: u32) -> Option<(&'static str, Vec<AttributeProto>)> {
@@ -402,6 +411,7 @@ impl<'g> Ctx<'g> {
                 ("Range".into(), vec![zero, limit, one], vec![])
             }
             Op::Linear => return self.linear(n, &ins, &outs),
+            Op::Moe { top_k, normalize, .. } => return self.ort_moe(n, &ins, &outs, *top_k, *normalize),
             Op::CacheUpdate | Op::ScatterSlots => {
                 let ns = self.g.info(n.inputs[1]).shape.clone();
                 let one = Dim::konst(1);
@@ -446,8 +456,7 @@ impl<'g> Ctx<'g> {
             | Op::ApplyRotary
             | Op::Attention { .. }
             | Op::RotaryCosSin { .. }
-            | Op::GatedMlp { .. }
-            | Op::Moe { .. } => {
+            | Op::GatedMlp { .. } => {
                 return Err(OnnxError::Lowering {
                     node: n.name.clone(),
                     op: n.op.name().into(),
@@ -478,6 +487,55 @@ impl<'g> Ctx<'g> {
         gemm(self, x2, y2.clone());
         let back = self.shape(&ys)?;
         self.em.push("Reshape", &format!("{}/unflatten", n.name), vec![y2, back], outs.to_vec(), vec![]);
+        Ok(())
+    }
+
+    /// `com.microsoft.MoE` (ONNX Runtime's CPU kernel, float32): the router logits as a `Gemm`
+    /// (the op applies the softmax, top-k and renormalisation itself), gate and up interleaved
+    /// row by row into `fc1 [E, 2I, H]` as its `swiglu_fusion = 1` wants (built from the two
+    /// stacked weights by nodes ONNX Runtime folds at load time, so the file stores each weight
+    /// once), `down` as `fc2`.
+    fn ort_moe(&mut self, n: &Node, ins: &[String], outs: &[String], k: usize, normalize: bool) -> Result<()> {
+        let x = self.g.info(n.inputs[0]).clone();
+        if x.dtype != DType::F32 {
+            return Err(OnnxError::Lowering {
+                node: n.name.clone(),
+                op: "Moe".into(),
+                msg: format!("ONNX Runtime's CPU com.microsoft.MoE runs float32 only, not {}: export float32 or without ort_fusions", x.dtype),
+            });
+        }
+        let ws = self.g.info(n.inputs[2]).shape.clone();
+        let (h, e, i) = (x.shape[2].clone(), ws[0].clone(), ws[1].clone());
+        let rows = hfexport_core::dim::product(&x.shape[..2]);
+        let flat = self.shape(&[rows, h.clone()])?;
+        let x2 = self.em.helper("Reshape", vec![ins[0].clone(), flat], vec![]);
+        let logits = self.em.helper("Gemm", vec![x2.clone(), ins[1].clone()], vec![attr_int("transB", 1)]);
+        let axis = self.const_i64(&[2]);
+        let g = self.em.helper("Unsqueeze", vec![ins[2].clone(), axis.clone()], vec![]);
+        let u = self.em.helper("Unsqueeze", vec![ins[3].clone(), axis], vec![]);
+        let gu = self.em.helper("Concat", vec![g, u], vec![attr_int("axis", 2)]);
+        let fused = self.shape(&[e, i.mul(&Dim::konst(2)), h])?;
+        let fc1 = self.em.helper("Reshape", vec![gu, fused], vec![]);
+        let y = self.em.tmp("moe");
+        let attrs = vec![
+            attr_int("k", k as i64),
+            attr_string("activation_type", "swiglu"),
+            attr_int("swiglu_fusion", 1),
+            attr_float("activation_alpha", 1.0),
+            attr_float("activation_beta", 0.0),
+            attr_int("normalize_routing_weights", normalize as i64),
+        ];
+        self.em.nodes.push(NodeProto {
+            name: Some(n.name.clone()),
+            op_type: Some("MoE".into()),
+            domain: Some(MS_DOMAIN.into()),
+            input: vec![x2, logits, fc1, String::new(), ins[4].clone()],
+            output: vec![y.clone()],
+            attribute: attrs,
+            ..Default::default()
+        });
+        let back = self.shape(&x.shape)?;
+        self.em.push("Reshape", &format!("{}/unflatten", n.name), vec![y, back], outs.to_vec(), vec![]);
         Ok(())
     }
 

@@ -5,7 +5,7 @@
 //! checkpoint's mmap, converted in chunks when the dtype changes), written, and its source
 //! pages released before the next, so peak memory does not grow with the model.
 
-use crate::lower::{lower, onnx_dtype};
+use crate::lower::{lower, onnx_dtype, MS_DOMAIN};
 use crate::proto::{
     tensor_proto::DataLocation, GraphProto, ModelProto, OperatorSetIdProto, StringStringEntryProto, TensorProto,
 };
@@ -87,7 +87,7 @@ pub fn write_components(
         }
         let model = ModelProto {
             ir_version: Some(IR_VERSION),
-            opset_import: vec![OperatorSetIdProto { domain: Some(String::new()), version: Some(opset as i64) }],
+            opset_import: opset_imports(&lowered.nodes, opset),
             producer_name: Some("hfexport".into()),
             producer_version: Some(env!("CARGO_PKG_VERSION").into()),
             graph: Some(GraphProto {
@@ -184,4 +184,13 @@ impl Write for DataFile {
     fn flush(&mut self) -> std::io::Result<()> {
         Ok(())
     }
+}
+
+/// The default domain at `opset`, and ONNX Runtime's contrib domain when a node uses it.
+fn opset_imports(nodes: &[crate::proto::NodeProto], opset: u32) -> Vec<OperatorSetIdProto> {
+    let mut imports = vec![OperatorSetIdProto { domain: Some(String::new()), version: Some(opset as i64) }];
+    if nodes.iter().any(|n| n.domain.as_deref() == Some(MS_DOMAIN)) {
+        imports.push(OperatorSetIdProto { domain: Some(MS_DOMAIN.into()), version: Some(1) });
+    }
+    imports
 }

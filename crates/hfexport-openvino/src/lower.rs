@@ -62,10 +62,11 @@ pub fn native(op: &Op) -> bool {
         // one what `RoPEFusion` matches
         Op::RmsNorm { .. } | Op::RotaryCosSin { .. } | Op::ApplyRotary | Op::GatedMlp { .. } => false,
         Op::TopK { .. } => true,
-        // a SwiGLU MoE becomes the "tiled" expert block the 2026.4 CPU plugin turns into its
-        // `GatherMatmul` (only the selected experts run, for any token count); the other
-        // activations do not match that pass, and core's gathered/dense decomposition runs
-        Op::Moe { act, .. } => *act == Activation::Silu,
+        // a SwiGLU MoE over a run-time number of tokens becomes the "tiled" expert block the
+        // 2026.4 CPU plugin turns into its `GatherMatmul` (only the selected experts run); the
+        // pass leaves a static token count (a stateful decode step is [1, 1]) unfused, so a
+        // decode step takes core's gathered experts, as do the other activations
+        Op::Moe { act, few_tokens, .. } => *act == Activation::Silu && !few_tokens,
     }
 }
 
@@ -449,7 +450,7 @@ impl<'g> Ctx<'g> {
         if let Op::TopK { k } = n.op {
             return self.top_k(n, ins[0], k);
         }
-        if let Op::Moe { top_k, normalize, act: Activation::Silu } = n.op {
+        if let Op::Moe { top_k, normalize, act: Activation::Silu, few_tokens: false } = n.op {
             let o = self.tiled_moe(n, &ins, top_k, normalize);
             self.vals[n.outputs[0].0] = Some(o);
             return Ok(());
