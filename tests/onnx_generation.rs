@@ -15,8 +15,16 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn export_decode(name: &str, out: &Path, generation: Generation, dynamic: bool) -> hfexport::Result<ExportMetadata> {
-    let config =
-        AutoExportConfig::from_dict(&serde_json::json!({"export_format": "onnx", "dynamic": dynamic})).unwrap();
+    export_decode_with(name, out, generation, serde_json::json!({"export_format": "onnx", "dynamic": dynamic}))
+}
+
+fn export_decode_with(
+    name: &str,
+    out: &Path,
+    generation: Generation,
+    config: serde_json::Value,
+) -> hfexport::Result<ExportMetadata> {
+    let config = AutoExportConfig::from_dict(&config).unwrap();
     let req = ExportRequest {
         model: fixture(name),
         output: out.to_path_buf(),
@@ -32,12 +40,23 @@ const STATIC_MULTI: Generation = Generation { static_cache: Some(32), multi_toke
 
 /// Runs the Python loop on every fixture's export of `generation`; returns the mismatches.
 fn python_loops(generation: Generation, modes: &[&str], components: &[&str]) -> Vec<String> {
+    let config = serde_json::json!({"export_format": "onnx", "dynamic": true});
+    python_loops_on(&fixtures(), &config, generation, modes, components)
+}
+
+fn python_loops_on(
+    names: &[&str],
+    config: &serde_json::Value,
+    generation: Generation,
+    modes: &[&str],
+    components: &[&str],
+) -> Vec<String> {
     let tmp = tempfile::tempdir().unwrap();
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python/generate_onnx.py");
     let mut failures = vec![];
-    for name in fixtures() {
+    for &name in names {
         let dir = tmp.path().join(name);
-        let meta = export_decode(name, &dir, generation, true).unwrap();
+        let meta = export_decode_with(name, &dir, generation, config.clone()).unwrap();
         let names: Vec<&str> = meta.components.iter().map(|c| c.name()).collect();
         assert_eq!(names, components, "{name}");
         let want: Vec<i64> =
@@ -100,6 +119,35 @@ fn static_cache_prefill_and_single_token_decode() {
     let generation = Generation { static_cache: Some(32), multi_token_decode: false };
     let failures = python_loops(generation, &["feed", "iobinding"], &["prefill", "decode"]);
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// With `ort_fusions: "cpu"` the mixture-of-experts fixtures' blocks are ONNX Runtime's
+/// `com.microsoft.MoE` in both components, and still give transformers' tokens.
+#[test]
+fn ort_contrib_moe_prefill_and_decode() {
+    let moe: Vec<&str> = fixtures()
+        .into_iter()
+        .filter(|n| hfexport_models::ModelConfig::from_dir(&fixture(n)).unwrap().moe.is_some())
+        .collect();
+    let config = serde_json::json!({"export_format": "onnx", "dynamic": true, "optimize": true, "ort_fusions": "cpu"});
+    let generation = Generation { static_cache: Some(32), multi_token_decode: false };
+    let failures = python_loops_on(&moe, &config, generation, &["iobinding"], &["prefill", "decode"]);
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// A one-token decode step gathers each token's own experts (`…/gate_picked`); the prefill
+/// runs every expert as wide matmuls weighted by the dense routing matrix.
+#[test]
+fn moe_decode_steps_gather_only_the_selected_experts() {
+    let tmp = tempfile::tempdir().unwrap();
+    let generation = Generation { static_cache: Some(32), multi_token_decode: false };
+    export_decode("qwen3_moe", tmp.path(), generation, true).unwrap();
+    let has = |file: &str, s: &str| {
+        let b = std::fs::read(tmp.path().join(file)).unwrap();
+        b.windows(s.len()).any(|w| w == s.as_bytes())
+    };
+    assert!(has("decode.onnx", "gate_picked") && !has("decode.onnx", "routing_dense"));
+    assert!(has("prefill.onnx", "routing_dense") && !has("prefill.onnx", "gate_picked"));
 }
 
 #[test]

@@ -171,6 +171,7 @@ pub fn prepare(
     let mut pm = PassManager::new(PatchRegistry::builtin(), backend.runtime_pins());
     pm.add(Pass::Patches { stage: Stage::Build, format: None })
         .add(Pass::FoldSlidingWindows)
+        .add(Pass::ChooseMoeStrategies)
         .add(Pass::Decompose { name: format.as_str(), select })
         .add(Pass::Patches { stage: Stage::Backend, format: Some(format) });
     let mut patches: Vec<String> = vec![];

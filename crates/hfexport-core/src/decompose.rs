@@ -9,7 +9,7 @@ use crate::dim::Dim;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::graph::{Graph, Node, ValueId};
-use crate::ops::{Activation, BinaryOp, Op, ReduceKind, UnaryOp};
+use crate::ops::{moe_few_tokens, Activation, BinaryOp, Op, ReduceKind, UnaryOp};
 use crate::rope::RopeConfig;
 use crate::tensor::Tensor;
 
@@ -67,6 +67,20 @@ pub fn fold_sliding_windows(src: &Graph) -> Result<Graph> {
             let mask = e.window_mask(ins[3], *w, ins[4], ins[5])?;
             let op = Op::Attention { scale: *scale, softcap: *softcap, sliding_window: None };
             g.add_node(&node.name, op, &[ins[0], ins[1], ins[2], mask])
+        }
+        _ => g.add_node(&node.name, node.op.clone(), ins),
+    })
+}
+
+/// Sets each `Moe`'s `few_tokens` from its input's shape as the export will run it (a decode
+/// component is the prefill graph with `sequence` fixed to 1, after the block was built): each
+/// batch row brings a static number of tokens `c` with `c * top_k <= experts`.
+pub fn choose_moe_strategies(src: &Graph) -> Result<Graph> {
+    rebuild(src, &mut |g, node, ins| match &node.op {
+        Op::Moe { top_k, normalize, act, .. } => {
+            let few_tokens = moe_few_tokens(&g.info(ins[0]).shape, *top_k, &g.info(ins[1]).shape[0]);
+            let op = Op::Moe { top_k: *top_k, normalize: *normalize, act: *act, few_tokens };
+            g.add_node(&node.name, op, ins)
         }
         _ => g.add_node(&node.name, node.op.clone(), ins),
     })

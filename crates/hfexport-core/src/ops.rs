@@ -844,6 +844,14 @@ impl Op {
     }
 }
 
+/// `Moe`'s `few_tokens` for an input `x [b, s, h]`: each row brings a static number of tokens
+/// `s` with `s * top_k <= experts` (running each token's own experts costs less than running
+/// every expert).
+pub fn moe_few_tokens(x: &[Dim], top_k: usize, experts: &Dim) -> bool {
+    let experts = experts.as_const().unwrap_or(0);
+    x.get(1).and_then(Dim::as_const).is_some_and(|c| c * top_k as i64 <= experts)
+}
+
 fn arity(ins: &[&ValueInfo], n: usize) -> Result<(), String> {
     if ins.len() != n {
         return Err(format!("expected {n} inputs, got {}", ins.len()));

@@ -9,7 +9,7 @@
 //! pinned and installed versions fall in it, and warns when a pin has left it.
 
 use crate::config::ExportFormat;
-use crate::decompose::{decompose, fold_sliding_windows, rebuild};
+use crate::decompose::{choose_moe_strategies, decompose, fold_sliding_windows, rebuild};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::graph::{Graph, Producer};
@@ -223,6 +223,8 @@ pub enum Pass {
     },
     /// Fold attention sliding windows into the masks (`decompose::fold_sliding_windows`).
     FoldSlidingWindows,
+    /// Set each `Moe`'s `few_tokens` from its shapes (`decompose::choose_moe_strategies`).
+    ChooseMoeStrategies,
     /// Apply the registry's patches for a stage and format.
     Patches {
         stage: Stage,
@@ -236,6 +238,7 @@ impl Pass {
             Pass::Verify => "verify".into(),
             Pass::Decompose { name, .. } => format!("decompose:{name}"),
             Pass::FoldSlidingWindows => "fold-sliding-windows".into(),
+            Pass::ChooseMoeStrategies => "choose-moe-strategies".into(),
             Pass::Patches { stage, format } => {
                 format!("patches:{stage:?}:{}", format.map_or("any", |f| f.as_str())).to_lowercase()
             }
@@ -278,6 +281,7 @@ impl PassManager {
                 Pass::Verify => {}
                 Pass::Decompose { select, .. } => g = decompose(&g, &**select).map_err(wrap)?,
                 Pass::FoldSlidingWindows => g = fold_sliding_windows(&g).map_err(wrap)?,
+                Pass::ChooseMoeStrategies => g = choose_moe_strategies(&g).map_err(wrap)?,
                 Pass::Patches { stage, format } => {
                     for patch in self.registry.patches().iter().filter(|x| x.wanted(*stage, *format, &self.versions)) {
                         let pass = format!("patch:{}", patch.name);

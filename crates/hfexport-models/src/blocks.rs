@@ -8,7 +8,7 @@
 //! Gemma's `1 + w` norm weights an expression too, so nothing is computed or copied until a
 //! writer streams it. Every weight is checked for presence, dtype and shape as it is declared.
 
-use hfexport_core::ops::{Activation, BinaryOp, UnaryOp};
+use hfexport_core::ops::{moe_few_tokens, Activation, BinaryOp, UnaryOp};
 use hfexport_core::{DType, Dim, Op, Tensor, ValueId, WeightExpr};
 
 use crate::arch::{MlpKind, MoeLayout, NormKind, Projections, QkNorm};
@@ -435,10 +435,9 @@ impl Decoder<'_> {
         } else {
             self.fused_experts(&layer.pp(layout.fused_prefix).pp(layout.experts), e, is)?
         };
-        // a decode step: each row brings a static number of tokens, few enough that running
-        // each token's own experts costs less than running every expert
-        let per_row = self.g.info(x).shape[1].as_const();
-        let few_tokens = per_row.is_some_and(|c| c as usize * m.top_k <= e);
+        // as the shapes are now; `Pass::ChooseMoeStrategies` sets it again for the shapes an
+        // export runs (a decode component fixes `sequence` after building)
+        let few_tokens = moe_few_tokens(&self.g.info(x).shape, m.top_k, &Dim::from(e));
         let op = Op::Moe { top_k: m.top_k, normalize: m.normalize, act, few_tokens };
         let y = self.op(&vb.name("experts"), op, &[x, router, gate, up, down])?;
         let (Some(shared), Some(shared_is)) = (layout.shared, m.shared_expert_intermediate_size) else {
