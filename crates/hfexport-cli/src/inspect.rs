@@ -75,8 +75,22 @@ pub(crate) fn inspect(path: &Path, task: &str, full: bool) -> Result<()> {
             c.layer_types.iter().filter(|t| matches!(t, hfexport::models::config::LayerType::SlidingAttention)).count();
         println!("sliding      window {w} on {n} of {} layers", c.num_hidden_layers);
     }
+    if let Some(m) = &c.moe {
+        println!("experts      {}", experts_summary(c, m));
+    }
     println!("embeddings   {}", if c.tie_word_embeddings { "tied" } else { "untied" });
-    println!("parameters   {} ({:.2} M)", g.parameter_count(), g.parameter_count() as f64 / 1e6);
+    let total = g.parameter_count();
+    match &c.moe {
+        Some(m) => {
+            let active = total - idle_expert_parameters(c, m);
+            println!(
+                "parameters   {total} ({:.2} M), {active} ({:.2} M) active per token",
+                total as f64 / 1e6,
+                active as f64 / 1e6
+            )
+        }
+        None => println!("parameters   {total} ({:.2} M)", total as f64 / 1e6),
+    }
     let mut dtypes: BTreeMap<String, usize> = BTreeMap::new();
     for name in ckpt.tensor_names() {
         if let Some(info) = ckpt.tensor_info(name) {
@@ -107,6 +121,29 @@ pub(crate) fn inspect(path: &Path, task: &str, full: bool) -> Result<()> {
 
 /// The rotary embedding(s) of a config: type, base and rotated channels, the sliding layers'
 /// own, and the layers without any.
+/// `8 (top-2, renormalised), experts of 32, in layers 0, 2 of 3, shared expert of 40`.
+fn experts_summary(c: &hfexport::models::ModelConfig, m: &hfexport::models::config::MoeConfig) -> String {
+    let sparse: Vec<String> =
+        m.sparse_layers.iter().enumerate().filter(|(_, s)| **s).map(|(i, _)| i.to_string()).collect();
+    let norm = if m.normalize { "renormalised" } else { "not renormalised" };
+    let layers = match sparse.len() == c.num_hidden_layers {
+        true => format!("in every layer ({})", c.num_hidden_layers),
+        false => format!("in layers {} of {}", sparse.join(", "), c.num_hidden_layers),
+    };
+    let mut s = format!("{} (top-{}, {norm}), experts of {}, {layers}", m.num_experts, m.top_k, m.intermediate_size);
+    if let Some(shared) = m.shared_expert_intermediate_size {
+        s += &format!(", shared expert of {shared}");
+    }
+    s
+}
+
+/// Weights of the experts a token does not run: `experts - top_k` of them in each sparse layer.
+fn idle_expert_parameters(c: &hfexport::models::ModelConfig, m: &hfexport::models::config::MoeConfig) -> u64 {
+    let per_expert = 3 * m.intermediate_size * c.hidden_size;
+    let sparse = m.sparse_layers.iter().filter(|s| **s).count();
+    (sparse * (m.num_experts - m.top_k) * per_expert) as u64
+}
+
 fn rope_summary(c: &hfexport::models::ModelConfig) -> String {
     let rotary = c.rotary_layers.iter().filter(|r| **r).count();
     if rotary == 0 {

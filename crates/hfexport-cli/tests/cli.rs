@@ -104,6 +104,18 @@ fn inspect_describes_the_checkpoint() {
     ] {
         assert!(s.contains(needle), "missing `{needle}` in:\n{s}");
     }
+    // a mixture of experts: routing, sparse layers, and the parameters a token runs (all but
+    // 4 idle experts of 3 x 24 x 64 weights in the one sparse layer)
+    let o = hfexport(&["inspect", fixture("qwen2_moe").to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let s = String::from_utf8_lossy(&o.stdout);
+    for needle in [
+        "experts      6 (top-2, not renormalised), experts of 24, in layers 1 of 3, shared expert of 40",
+        "parameters   143104 (0.14 M), 124672 (0.12 M) active per token",
+        "Moe x1",
+    ] {
+        assert!(s.contains(needle), "missing `{needle}` in:\n{s}");
+    }
 }
 
 #[test]
