@@ -87,35 +87,41 @@ fn run_output_is_read_by_python_safetensors() {
     assert!((theirs - row_max).abs() < 1e-6, "python read {theirs}, we wrote {row_max}");
 }
 
+/// `hfexport inspect <fixture>` succeeds and prints every needle.
+fn assert_inspect_prints(name: &str, needles: &[&str]) {
+    let o = hfexport(&["inspect", fixture(name).to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let s = String::from_utf8_lossy(&o.stdout);
+    for needle in needles {
+        assert!(s.contains(needle), "missing `{needle}` in:\n{s}");
+    }
+}
+
 #[test]
 fn inspect_describes_the_checkpoint() {
-    let o = hfexport(&["inspect", fixture("qwen2").to_str().unwrap()]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let s = String::from_utf8_lossy(&o.stdout);
-    for needle in [
-        "Qwen2ForCausalLM",
-        "head_dim 16",
-        "rope         yarn",
-        "window 3 on 2 of 3 layers",
-        "tied",
-        "input      input_ids: i64[batch, sequence]",
-        "output     logits: f32[batch, sequence, 256]",
-        "Attention x3",
-    ] {
-        assert!(s.contains(needle), "missing `{needle}` in:\n{s}");
-    }
+    assert_inspect_prints(
+        "qwen2",
+        &[
+            "Qwen2ForCausalLM",
+            "head_dim 16",
+            "rope         yarn",
+            "window 3 on 2 of 3 layers",
+            "tied",
+            "input      input_ids: i64[batch, sequence]",
+            "output     logits: f32[batch, sequence, 256]",
+            "Attention x3",
+        ],
+    );
     // a mixture of experts: routing, sparse layers, and the parameters a token runs (all but
     // 4 idle experts of 3 x 24 x 64 weights in the one sparse layer)
-    let o = hfexport(&["inspect", fixture("qwen2_moe").to_str().unwrap()]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let s = String::from_utf8_lossy(&o.stdout);
-    for needle in [
-        "experts      6 (top-2, not renormalised), experts of 24, in layers 1 of 3, shared expert of 40",
-        "parameters   143104 (0.14 M), 124672 (0.12 M) active per token",
-        "Moe x1",
-    ] {
-        assert!(s.contains(needle), "missing `{needle}` in:\n{s}");
-    }
+    assert_inspect_prints(
+        "qwen2_moe",
+        &[
+            "experts      6 (top-2, not renormalised), experts of 24, in layers 1 of 3, shared expert of 40",
+            "parameters   143104 (0.14 M), 124672 (0.12 M) active per token",
+            "Moe x1",
+        ],
+    );
 }
 
 #[test]
