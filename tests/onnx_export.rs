@@ -156,6 +156,10 @@ fn ort_cpu_fusions_lower_moe_blocks_to_the_contrib_op() {
         if !moe {
             continue;
         }
+        // gate and up are stored once, interleaved: no bigger than the standard export
+        export(name, &dir.join("standard"), serde_json::json!({"export_format": "onnx", "dynamic": true}));
+        let size = |d: &str| std::fs::metadata(dir.join(d).join("model.onnx.data")).unwrap().len();
+        assert!(size("export") <= size("standard"), "{name}: {} > {}", size("export"), size("standard"));
         let (cases, expected) = golden_cases(name, &dir);
         let got = run_python(&dir.join("export/model.onnx"), &cases, &dir, Some("--ort-only"));
         failures.extend(compare(&format!("{name} ort_fusions cpu"), &got, &expected, &["ort"]));

@@ -52,6 +52,11 @@ pub enum WeightExpr {
     /// Equal-shaped parts stacked along a new leading axis (a mixture-of-experts layer's
     /// per-expert weights as one `[experts, out, in]` tensor); streamed part by part.
     Stack(Vec<WeightExpr>),
+    /// Equal-shaped parts `[..., rows, cols]` with their rows interleaved into
+    /// `[..., n * rows, cols]`: row `n * i + j` is part `j`'s row `i` (ONNX Runtime's fused
+    /// SwiGLU experts take gate and up rows alternately). Build it with
+    /// [`WeightExpr::interleave_rows`], which keeps a stack streaming part by part.
+    Interleave(Vec<WeightExpr>),
 }
 
 impl WeightExpr {
@@ -65,7 +70,37 @@ impl WeightExpr {
             WeightExpr::Stored(n) => vec![n.as_str()],
             WeightExpr::Cast(e, _) | WeightExpr::Transpose(e) | WeightExpr::OnePlus(e) => e.sources(),
             WeightExpr::Slice { expr, .. } => expr.sources(),
-            WeightExpr::Stack(parts) => parts.iter().flat_map(WeightExpr::sources).collect(),
+            WeightExpr::Stack(parts) | WeightExpr::Interleave(parts) => {
+                parts.iter().flat_map(WeightExpr::sources).collect()
+            }
+        }
+    }
+
+    /// `parts` with their rows interleaved; when every part is a stack of the same length (or
+    /// a cast of one), the interleave goes inside: a stack of per-item interleaves, which still
+    /// streams one item at a time.
+    pub fn interleave_rows(parts: Vec<WeightExpr>) -> WeightExpr {
+        let stacked = |e: &WeightExpr| -> Option<Vec<WeightExpr>> {
+            match e {
+                WeightExpr::Stack(items) => Some(items.clone()),
+                WeightExpr::Cast(inner, to) => match &**inner {
+                    WeightExpr::Stack(items) => {
+                        Some(items.iter().map(|i| WeightExpr::Cast(Box::new(i.clone()), *to)).collect())
+                    }
+                    _ => None,
+                },
+                _ => None,
+            }
+        };
+        let stacks: Option<Vec<Vec<WeightExpr>>> = parts.iter().map(stacked).collect();
+        match stacks {
+            Some(stacks) if stacks.windows(2).all(|w| w[0].len() == w[1].len()) && !stacks.is_empty() => {
+                let n = stacks[0].len();
+                WeightExpr::Stack(
+                    (0..n).map(|i| WeightExpr::Interleave(stacks.iter().map(|s| s[i].clone()).collect())).collect(),
+                )
+            }
+            _ => WeightExpr::Interleave(parts),
         }
     }
 
@@ -97,28 +132,22 @@ impl WeightExpr {
                 Ok(i)
             }
             WeightExpr::Stack(parts) => {
-                let first = parts.first().ok_or_else(|| Error::Weight {
-                    tensor: "stack".into(),
-                    msg: "a stack needs at least one part".into(),
-                })?;
-                let info = first.info(src)?;
-                for p in &parts[1..] {
-                    let other = p.info(src)?;
-                    if other != info {
+                let info = alike(parts, src)?;
+                let shape = std::iter::once(parts.len()).chain(info.shape).collect();
+                Ok(TensorInfo { dtype: info.dtype, shape })
+            }
+            WeightExpr::Interleave(parts) => {
+                let info = alike(parts, src)?;
+                let mut shape = info.shape.clone();
+                match shape.len() {
+                    r if r >= 2 => shape[r - 2] *= parts.len(),
+                    _ => {
                         return Err(Error::Weight {
-                            tensor: p.sources().join(","),
-                            msg: format!(
-                                "is {}{:?}, but {} is {}{:?}: stacked parts must be alike",
-                                other.dtype,
-                                other.shape,
-                                first.sources().join(","),
-                                info.dtype,
-                                info.shape
-                            ),
-                        });
+                            tensor: self.sources().join(","),
+                            msg: format!("interleaving rows needs rank >= 2, got shape {:?}", info.shape),
+                        })
                     }
                 }
-                let shape = std::iter::once(parts.len()).chain(info.shape).collect();
                 Ok(TensorInfo { dtype: info.dtype, shape })
             }
         }
@@ -177,6 +206,21 @@ impl WeightExpr {
                 }
                 Tensor::from_le_bytes(info.dtype, info.shape, &bytes)
             }
+            WeightExpr::Interleave(parts) => {
+                let info = self.info(src)?;
+                let part_bytes: Vec<Vec<u8>> =
+                    parts.iter().map(|p| Ok(p.materialize(src)?.to_le_bytes())).collect::<Result<_>>()?;
+                let cols = info.shape[info.shape.len() - 1];
+                let row = cols * info.dtype.size();
+                let rows = part_bytes[0].len() / row.max(1);
+                let mut bytes = Vec::with_capacity(rows * row * parts.len());
+                for i in 0..rows {
+                    for p in &part_bytes {
+                        bytes.extend_from_slice(&p[i * row..(i + 1) * row]);
+                    }
+                }
+                Tensor::from_le_bytes(info.dtype, info.shape, &bytes)
+            }
         }
     }
 
@@ -194,6 +238,32 @@ impl WeightExpr {
             _ => None,
         }
     }
+}
+
+/// The common info of equal-shaped parts (of a stack or an interleave), or an error naming
+/// the first part that differs.
+fn alike(parts: &[WeightExpr], src: &dyn TensorSource) -> Result<TensorInfo> {
+    let first = parts
+        .first()
+        .ok_or_else(|| Error::Weight { tensor: "stack".into(), msg: "a stack needs at least one part".into() })?;
+    let info = first.info(src)?;
+    for p in &parts[1..] {
+        let other = p.info(src)?;
+        if other != info {
+            return Err(Error::Weight {
+                tensor: p.sources().join(","),
+                msg: format!(
+                    "is {}{:?}, but {} is {}{:?}: stacked or interleaved parts must be alike",
+                    other.dtype,
+                    other.shape,
+                    first.sources().join(","),
+                    info.dtype,
+                    info.shape
+                ),
+            });
+        }
+    }
+    Ok(info)
 }
 
 /// A slice must stay inside the tensor it reads.
@@ -298,6 +368,10 @@ impl std::fmt::Display for WeightExpr {
             WeightExpr::Transpose(e) => write!(f, "transpose({e})"),
             WeightExpr::Slice { expr, axis, start, end } => write!(f, "slice<{axis}:{start}..{end}>({expr})"),
             WeightExpr::OnePlus(e) => write!(f, "1+({e})"),
+            WeightExpr::Interleave(parts) => {
+                let parts: Vec<String> = parts.iter().map(ToString::to_string).collect();
+                write!(f, "interleave({})", parts.join(", "))
+            }
             WeightExpr::Stack(parts) => match parts.as_slice() {
                 [first, .., last] if parts.len() > 2 => write!(f, "stack[{}]({first}, …, {last})", parts.len()),
                 _ => {
@@ -340,6 +414,32 @@ impl MemorySource {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Interleaved rows alternate between the parts; over two stacks the interleave goes
+    /// inside, item by item, with the same bytes.
+    #[test]
+    fn interleaved_rows_alternate() {
+        let mut src = MemorySource::default();
+        src.insert("a", Tensor::f32(vec![2, 2, 1], vec![1.0, 2.0, 3.0, 4.0]).unwrap());
+        src.insert("b", Tensor::f32(vec![2, 2, 1], vec![-1.0, -2.0, -3.0, -4.0]).unwrap());
+        let e = WeightExpr::Interleave(vec![WeightExpr::stored("a"), WeightExpr::stored("b")]);
+        assert_eq!(e.info(&src).unwrap().shape, [2, 4, 1]);
+        let t = e.materialize(&src).unwrap();
+        assert_eq!(t.as_f32().unwrap(), [1.0, -1.0, 2.0, -2.0, 3.0, -3.0, 4.0, -4.0]);
+        for name in ["a0", "a1", "b0", "b1"] {
+            let (part, sign) = (&name[1..], if name.starts_with('a') { 1.0 } else { -1.0 });
+            let i: f32 = part.parse().unwrap();
+            src.insert(name, Tensor::f32(vec![2, 1], vec![sign * (2.0 * i + 1.0), sign * (2.0 * i + 2.0)]).unwrap());
+        }
+        let stack = |p: &str| {
+            WeightExpr::Stack(vec![WeightExpr::stored(&format!("{p}0")), WeightExpr::stored(&format!("{p}1"))])
+        };
+        let inner = WeightExpr::interleave_rows(vec![stack("a"), stack("b")]);
+        assert!(matches!(&inner, WeightExpr::Stack(items) if items.len() == 2));
+        let mut streamed = vec![];
+        inner.stream_le_bytes(&src, &mut |b| Ok(streamed.extend_from_slice(b))).unwrap();
+        assert_eq!(streamed, t.to_le_bytes());
+    }
 
     /// The bit-level fast paths equal the general cast for every value class.
     #[test]

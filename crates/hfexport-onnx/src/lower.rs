@@ -17,7 +17,7 @@ use crate::{OnnxError, Result};
 use hfexport_core::graph::{Node, Producer};
 use hfexport_core::ops::{Activation, ReduceKind};
 use hfexport_core::shape_program::{DimError, DimLowering, ShapeEmitter};
-use hfexport_core::{DType, Dim, Graph, Op, Tensor, ValueId};
+use hfexport_core::{DType, Dim, Graph, Op, Tensor, ValueId, WeightExpr};
 
 /// The first opset with `RMSNormalization`, `RotaryEmbedding` and `Attention`.
 pub const OPSET_NATIVE_LLM_OPS: u32 = 23;
@@ -118,6 +118,16 @@ pub struct Lowered {
     pub outputs: Vec<ValueInfoProto>,
     /// ONNX name of each weight, in graph order.
     pub weight_names: Vec<String>,
+    /// Initializers the lowering computes from graph weights (a contrib op's own layout).
+    pub derived: Vec<Derived>,
+}
+
+/// An initializer computed from graph weights by a lazy expression, written like a weight.
+pub struct Derived {
+    pub name: String,
+    pub expr: WeightExpr,
+    pub dtype: DType,
+    pub dims: Vec<i64>,
 }
 
 pub fn lower(g: &Graph, opset: u32) -> Result<Lowered> {
@@ -137,6 +147,7 @@ struct Ctx<'g> {
     names: Vec<String>,
     em: Emit,
     dims: DimLowering<String>,
+    derived: Vec<Derived>,
 }
 
 /// The node list being built, and fresh helper names.
@@ -323,7 +334,7 @@ impl<'g> Ctx<'g> {
                 names[p.value.0] = p.name.clone();
             }
         }
-        Ok(Ctx { g, opset, names, em: Emit::default(), dims: DimLowering::new(g) })
+        Ok(Ctx { g, opset, names, em: Emit::default(), dims: DimLowering::new(g), derived: vec![] })
     }
 
     fn name(&self, v: ValueId) -> String {
@@ -492,9 +503,9 @@ impl<'g> Ctx<'g> {
 
     /// `com.microsoft.MoE` (ONNX Runtime's CPU kernel, float32): the router logits as a `Gemm`
     /// (the op applies the softmax, top-k and renormalisation itself), gate and up interleaved
-    /// row by row into `fc1 [E, 2I, H]` as its `swiglu_fusion = 1` wants (built from the two
-    /// stacked weights by nodes ONNX Runtime folds at load time, so the file stores each weight
-    /// once), `down` as `fc2`.
+    /// row by row into `fc1 [E, 2I, H]` as its `swiglu_fusion = 1` wants (an initializer of its
+    /// own, streamed expert by expert; gate and up computed at run time are interleaved by
+    /// nodes instead), `down` as `fc2`.
     fn ort_moe(&mut self, n: &Node, ins: &[String], outs: &[String], k: usize, normalize: bool) -> Result<()> {
         let x = self.g.info(n.inputs[0]).clone();
         if x.dtype != DType::F32 {
@@ -510,12 +521,7 @@ impl<'g> Ctx<'g> {
         let flat = self.shape(&[rows, h.clone()])?;
         let x2 = self.em.helper("Reshape", vec![ins[0].clone(), flat], vec![]);
         let logits = self.em.helper("Gemm", vec![x2.clone(), ins[1].clone()], vec![attr_int("transB", 1)]);
-        let axis = self.const_i64(&[2]);
-        let g = self.em.helper("Unsqueeze", vec![ins[2].clone(), axis.clone()], vec![]);
-        let u = self.em.helper("Unsqueeze", vec![ins[3].clone(), axis], vec![]);
-        let gu = self.em.helper("Concat", vec![g, u], vec![attr_int("axis", 2)]);
-        let fused = self.shape(&[e, i.mul(&Dim::konst(2)), h])?;
-        let fc1 = self.em.helper("Reshape", vec![gu, fused], vec![]);
+        let fc1 = self.interleaved_fc1(n, ins, [e, i.mul(&Dim::konst(2)), h])?;
         let y = self.em.tmp("moe");
         let attrs = vec![
             attr_int("k", k as i64),
@@ -537,6 +543,29 @@ impl<'g> Ctx<'g> {
         let back = self.shape(&x.shape)?;
         self.em.push("Reshape", &format!("{}/unflatten", n.name), vec![y, back], outs.to_vec(), vec![]);
         Ok(())
+    }
+
+    /// Gate and up rows interleaved into `[E, 2I, H]`: an initializer computed from the two
+    /// weights' expressions, or `Unsqueeze`/`Concat`/`Reshape` nodes when they are not weights.
+    fn interleaved_fc1(&mut self, n: &Node, ins: &[String], dims: [Dim; 3]) -> Result<String> {
+        let (g, u) = (self.g.producer(n.inputs[2]), self.g.producer(n.inputs[3]));
+        if let (Producer::Weight(a), Producer::Weight(b)) = (g, u) {
+            let parts = vec![self.g.weights()[a].expr.clone(), self.g.weights()[b].expr.clone()];
+            let name = format!("{}.fc1", n.name);
+            self.derived.push(Derived {
+                name: name.clone(),
+                expr: WeightExpr::interleave_rows(parts),
+                dtype: self.g.info(n.inputs[2]).dtype,
+                dims: dims.iter().map(|d| d.as_const().unwrap_or(0)).collect(),
+            });
+            return Ok(name);
+        }
+        let axis = self.const_i64(&[2]);
+        let g = self.em.helper("Unsqueeze", vec![ins[2].clone(), axis.clone()], vec![]);
+        let u = self.em.helper("Unsqueeze", vec![ins[3].clone(), axis], vec![]);
+        let gu = self.em.helper("Concat", vec![g, u], vec![attr_int("axis", 2)]);
+        let fused = self.shape(&dims)?;
+        Ok(self.em.helper("Reshape", vec![gu, fused], vec![]))
     }
 
     /// `RotaryEmbedding` takes cos/sin as `[batch, seq, d/2]`: core's tables repeat each half
@@ -566,6 +595,6 @@ impl<'g> Ctx<'g> {
             outputs.push(value_info(&p.name, i.dtype, &i.shape));
         }
         let weight_names = g.weights().iter().map(|w| self.names[w.value.0].clone()).collect();
-        Ok(Lowered { nodes: self.em.nodes, inputs, outputs, weight_names })
+        Ok(Lowered { nodes: self.em.nodes, inputs, outputs, weight_names, derived: self.derived })
     }
 }

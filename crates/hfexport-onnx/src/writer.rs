@@ -5,12 +5,12 @@
 //! checkpoint's mmap, converted in chunks when the dtype changes), written, and its source
 //! pages released before the next, so peak memory does not grow with the model.
 
-use crate::lower::{lower, onnx_dtype, MS_DOMAIN};
+use crate::lower::{lower, onnx_dtype, Lowered, MS_DOMAIN};
 use crate::proto::{
     tensor_proto::DataLocation, GraphProto, ModelProto, OperatorSetIdProto, StringStringEntryProto, TensorProto,
 };
 use crate::{OnnxError, Result};
-use hfexport_core::backend::{distinct_weights, WeightTable};
+use hfexport_core::backend::WeightTable;
 use hfexport_core::plan::Planned;
 use hfexport_core::TensorSource;
 use prost::Message;
@@ -46,26 +46,26 @@ pub fn write_components(
     let data_path = dir.join(DATA_FILE);
     let mut out = DataFile::create(&data_path).map_err(io_err(&data_path))?;
     let mut table = WeightTable::<(u64, u64)>::default();
-    let total = distinct_weights(components);
+    let lowered: Vec<Lowered> = components.iter().map(|c| lower(&c.graph, opset)).collect::<Result<_>>()?;
+    // every graph weight and derived initializer, as the table will place them
+    let inits: Vec<Vec<Init>> = components.iter().zip(&lowered).map(|(c, l)| initializers_of(&c.graph, l)).collect();
+    let total = inits.iter().flatten().map(|i| &i.expr).collect::<std::collections::HashSet<_>>().len();
     let (mut offset, mut done) = (0u64, 0usize);
     let mut files = vec![];
-    for c in components {
+    for ((c, lowered), inits) in components.iter().zip(lowered).zip(inits) {
         let g = &c.graph;
-        let lowered = lower(g, opset)?;
-        let mut initializers = Vec::with_capacity(g.weights().len());
-        for (w, name) in g.weights().iter().zip(&lowered.weight_names) {
-            let info = g.info(w.value);
-            let dims: Vec<i64> = info.shape.iter().map(|d| d.as_const().unwrap_or(0)).collect();
-            let (at, len) = table.place(&w.expr, || -> Result<(u64, u64)> {
-                progress(done, total, name);
+        let mut initializers = Vec::with_capacity(inits.len());
+        for init in inits {
+            let (at, len) = table.place(&init.expr, || -> Result<(u64, u64)> {
+                progress(done, total, &init.name);
                 done += 1;
-                let expected = dims.iter().product::<i64>() as u64 * info.dtype.size() as u64;
+                let expected = init.dims.iter().product::<i64>() as u64 * init.dtype.size() as u64;
                 let pad = (ALIGN - offset % ALIGN) % ALIGN;
                 out.write_all(&vec![0u8; pad as usize]).map_err(io_err(&data_path))?;
                 offset += pad;
-                let written = w.expr.stream_le_bytes(src, &mut |b| out.write_all(b))?;
+                let written = init.expr.stream_le_bytes(src, &mut |b| out.write_all(b))?;
                 if written != expected {
-                    return Err(OnnxError::WeightSize { tensor: w.name.clone(), expected, actual: written });
+                    return Err(OnnxError::WeightSize { tensor: init.source.clone(), expected, actual: written });
                 }
                 let at = offset;
                 offset += written;
@@ -73,9 +73,9 @@ pub fn write_components(
             })?;
             let entry = |k: &str, v: String| StringStringEntryProto { key: Some(k.into()), value: Some(v) };
             initializers.push(TensorProto {
-                name: Some(name.clone()),
-                dims,
-                data_type: Some(onnx_dtype(info.dtype) as i32),
+                name: Some(init.name),
+                dims: init.dims,
+                data_type: Some(onnx_dtype(init.dtype) as i32),
                 data_location: Some(DataLocation::External as i32),
                 external_data: vec![
                     entry("location", DATA_FILE.into()),
@@ -107,6 +107,44 @@ pub fn write_components(
     }
     out.finish().map_err(io_err(&data_path))?;
     Ok(files)
+}
+
+/// One initializer to write: a graph weight or a lowering's derived tensor.
+struct Init {
+    /// Its ONNX name.
+    name: String,
+    /// What errors name (the graph weight's name).
+    source: String,
+    expr: hfexport_core::WeightExpr,
+    dtype: hfexport_core::DType,
+    dims: Vec<i64>,
+}
+
+/// The graph's weights under their ONNX names, then the lowering's derived initializers; a
+/// weight no node reads is left out (gate and up weights a contrib op reads interleaved).
+fn initializers_of(g: &hfexport_core::Graph, lowered: &Lowered) -> Vec<Init> {
+    let read: std::collections::HashSet<&str> =
+        lowered.nodes.iter().flat_map(|n| n.input.iter().map(String::as_str)).collect();
+    let weights = g.weights().iter().zip(&lowered.weight_names).filter(|(_, name)| read.contains(name.as_str())).map(
+        |(w, name)| {
+            let info = g.info(w.value);
+            Init {
+                name: name.clone(),
+                source: w.name.clone(),
+                expr: w.expr.clone(),
+                dtype: info.dtype,
+                dims: info.shape.iter().map(|d| d.as_const().unwrap_or(0)).collect(),
+            }
+        },
+    );
+    let derived = lowered.derived.iter().map(|d| Init {
+        name: d.name.clone(),
+        source: d.name.clone(),
+        expr: d.expr.clone(),
+        dtype: d.dtype,
+        dims: d.dims.clone(),
+    });
+    weights.chain(derived).collect()
 }
 
 /// One aligned block of the write buffer (direct I/O needs aligned memory, offsets and sizes).
