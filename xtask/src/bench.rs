@@ -870,8 +870,11 @@ moe: Qwen3-MoE shape ({MOE_LAYERS} layers, hidden {HIDDEN}, experts of {MOE_INTE
         &format!("{} vs {} experts", MOE_EXPERTS[0], MOE_EXPERTS[1]),
         ratios.iter().map(|r| r.map_or("n/a".into(), |r| format!("{r:.2}x"))).collect(),
     );
-    let met = ratios.iter().all(|r| r.is_some_and(|r| r <= MOE_GOAL_RATIO));
-    println!("  goal: within {MOE_GOAL_RATIO}x -> {}", if met { "met" } else { "MISSED" });
+    // the goal is on the standard exports; the contrib column is ONNX Runtime's own kernel
+    let goal: Vec<Option<f64>> =
+        MOE_COLUMNS.iter().zip(&ratios).filter(|(c, _)| c.0 != "onnx-ort-cpu").map(|(_, r)| *r).collect();
+    let met = goal.iter().all(|r| r.is_some_and(|r| r <= MOE_GOAL_RATIO));
+    println!("  goal (onnx, openvino): within {MOE_GOAL_RATIO}x -> {}", if met { "met" } else { "MISSED" });
     Ok(())
 }
 
