@@ -33,6 +33,7 @@ import numpy as np
 import safetensors
 import torch
 import transformers
+from routing import router_gap
 from safetensors.torch import save_file
 from transformers import (
     AutoModelForCausalLM,
@@ -600,28 +601,6 @@ def moe_specs():
     ]
 
 
-def router_gap(folder, inputs):
-    """The smallest gap between the k-th and (k+1)-th routing probability over every token of
-    every sparse layer (a near tie could route differently in another runtime's arithmetic)."""
-    model = load(folder)
-    gaps = []
-
-    def hook(module, args, out):
-        probs = torch.softmax(out[0].float(), dim=-1)
-        if module.top_k < probs.shape[-1]:
-            top = probs.topk(module.top_k + 1, dim=-1).values
-            gaps.append((top[:, -2] - top[:, -1]).min().item())
-
-    routers = [m for n, m in model.named_modules() if n.endswith(".gate") and hasattr(m, "top_k")]
-    handles = [r.register_forward_hook(hook) for r in routers]
-    with torch.no_grad():
-        for ids, mask in inputs:
-            model(input_ids=ids, attention_mask=mask)
-    for h in handles:
-        h.remove()
-    return min(gaps) if gaps else None
-
-
 def is_norm_weight(name):
     """RMSNorm / LayerNorm scales (GPT-2 names its LayerNorms ln_1, ln_2, ln_f)."""
     return name.endswith(".weight") and ("norm" in name or ".ln_" in name)
@@ -841,7 +820,7 @@ def make_fixture(outdir, spec):
     row1 = forward_logits(folder, batch_ids[1:], batch_mask[1:])
     row1_diff = (row1 - batch_logits[1:]).abs().max().item()
 
-    gap = router_gap(folder, [(single_ids, single_mask), (batch_ids, batch_mask)])
+    gap = router_gap(load(folder), [(single_ids, single_mask), (batch_ids, batch_mask)])
     if gap is not None:
         assert gap > MIN_ROUTER_GAP, f"{name}: routing near a tie (gap {gap:.2e}); change the seed"
         print(f"   router gap:      {gap:.2e} (k-th vs next probability, every token of every sparse layer)")

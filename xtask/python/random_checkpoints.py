@@ -1395,6 +1395,7 @@ def main():
     os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
     import torch
     import transformers
+    import routing
     from safetensors.torch import save_file
     from transformers import AutoModelForCausalLM
 
@@ -1432,34 +1433,11 @@ def main():
         return out.to(torch.float32).contiguous()
 
     def router_gap(model, inputs, expected_routers):
-        """The smallest gap between the k-th and (k+1)-th routing probability over every position
-        (padded ones too) of `inputs` in every sparse layer; None when every router picks all its
-        experts. The routers are the `...mlp.gate` / `...block_sparse_moe.gate` modules with a
-        `top_k`, whose forward returns (router_logits, scores, indices)."""
-        gaps = []
-
-        def hook(module, args, out):
-            probs = torch.softmax(out[0].float(), dim=-1)
-            if module.top_k < probs.shape[-1]:
-                top = probs.topk(module.top_k + 1, dim=-1).values
-                gaps.append((top[:, -2] - top[:, -1]).min().item())
-
-        routers = [
-            m
-            for n, m in model.named_modules()
-            if n.endswith((".mlp.gate", ".block_sparse_moe.gate")) and hasattr(m, "top_k")
-        ]
-        if len(routers) != expected_routers:
-            sys.exit(f"found {len(routers)} routers, expected {expected_routers} (transformers renamed them?)")
-        handles = [r.register_forward_hook(hook) for r in routers]
-        try:
-            with torch.no_grad():
-                for ids, mask in inputs:
-                    model(input_ids=ids, attention_mask=mask)
-        finally:
-            for h in handles:
-                h.remove()
-        return min(gaps) if gaps else None
+        """`routing.router_gap`, after checking the routers are the sparse layers'."""
+        found = len(routing.routers(model))
+        if found != expected_routers:
+            sys.exit(f"found {found} routers, expected {expected_routers} (transformers renamed them?)")
+        return routing.router_gap(model, inputs)
 
     def semantics(c):
         rope = dict(c.rope_parameters)

@@ -743,17 +743,8 @@ fn moe_tensors(experts: usize) -> Vec<(String, Vec<usize>)> {
     ];
     for i in 0..MOE_LAYERS {
         let p = format!("model.layers.{i}.");
-        t.extend([
-            (format!("{p}input_layernorm.weight"), vec![HIDDEN]),
-            (format!("{p}post_attention_layernorm.weight"), vec![HIDDEN]),
-            (format!("{p}self_attn.q_proj.weight"), vec![HEADS * HEAD_DIM, HIDDEN]),
-            (format!("{p}self_attn.k_proj.weight"), vec![KV_HEADS * HEAD_DIM, HIDDEN]),
-            (format!("{p}self_attn.v_proj.weight"), vec![KV_HEADS * HEAD_DIM, HIDDEN]),
-            (format!("{p}self_attn.o_proj.weight"), vec![HIDDEN, HEADS * HEAD_DIM]),
-            (format!("{p}self_attn.q_norm.weight"), vec![HEAD_DIM]),
-            (format!("{p}self_attn.k_norm.weight"), vec![HEAD_DIM]),
-            (format!("{p}mlp.gate.weight"), vec![experts, HIDDEN]),
-        ]);
+        t.extend(qwen3_layer_norms_and_attention(&p));
+        t.push((format!("{p}mlp.gate.weight"), vec![experts, HIDDEN]));
         for e in 0..experts {
             t.extend([
                 (format!("{p}mlp.experts.{e}.gate_proj.weight"), vec![MOE_INTER, HIDDEN]),
@@ -881,6 +872,21 @@ moe: Qwen3-MoE shape ({MOE_LAYERS} layers, hidden {HIDDEN}, experts of {MOE_INTE
 // ---------------------------------------------------------------------------------------------
 // The checkpoint
 
+/// The norms and attention tensors of decoder layer `p` (`model.layers.<i>.`) in Qwen3's shape,
+/// shared by the dense and the MoE bench checkpoints.
+fn qwen3_layer_norms_and_attention(p: &str) -> [(String, Vec<usize>); 8] {
+    [
+        (format!("{p}input_layernorm.weight"), vec![HIDDEN]),
+        (format!("{p}post_attention_layernorm.weight"), vec![HIDDEN]),
+        (format!("{p}self_attn.q_proj.weight"), vec![HEADS * HEAD_DIM, HIDDEN]),
+        (format!("{p}self_attn.k_proj.weight"), vec![KV_HEADS * HEAD_DIM, HIDDEN]),
+        (format!("{p}self_attn.v_proj.weight"), vec![KV_HEADS * HEAD_DIM, HIDDEN]),
+        (format!("{p}self_attn.o_proj.weight"), vec![HIDDEN, HEADS * HEAD_DIM]),
+        (format!("{p}self_attn.q_norm.weight"), vec![HEAD_DIM]),
+        (format!("{p}self_attn.k_norm.weight"), vec![HEAD_DIM]),
+    ]
+}
+
 /// Every tensor of HF's Qwen3ForCausalLM with tied embeddings: (name, shape), in name order as
 /// the safetensors Python writer stores them.
 fn qwen3_tensors() -> Vec<(String, Vec<usize>)> {
@@ -890,15 +896,8 @@ fn qwen3_tensors() -> Vec<(String, Vec<usize>)> {
     ];
     for i in 0..LAYERS {
         let p = format!("model.layers.{i}.");
+        t.extend(qwen3_layer_norms_and_attention(&p));
         t.extend([
-            (format!("{p}input_layernorm.weight"), vec![HIDDEN]),
-            (format!("{p}post_attention_layernorm.weight"), vec![HIDDEN]),
-            (format!("{p}self_attn.q_proj.weight"), vec![HEADS * HEAD_DIM, HIDDEN]),
-            (format!("{p}self_attn.k_proj.weight"), vec![KV_HEADS * HEAD_DIM, HIDDEN]),
-            (format!("{p}self_attn.v_proj.weight"), vec![KV_HEADS * HEAD_DIM, HIDDEN]),
-            (format!("{p}self_attn.o_proj.weight"), vec![HIDDEN, HEADS * HEAD_DIM]),
-            (format!("{p}self_attn.q_norm.weight"), vec![HEAD_DIM]),
-            (format!("{p}self_attn.k_norm.weight"), vec![HEAD_DIM]),
             (format!("{p}mlp.gate_proj.weight"), vec![INTERMEDIATE, HIDDEN]),
             (format!("{p}mlp.up_proj.weight"), vec![INTERMEDIATE, HIDDEN]),
             (format!("{p}mlp.down_proj.weight"), vec![HIDDEN, INTERMEDIATE]),

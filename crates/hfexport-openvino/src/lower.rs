@@ -776,28 +776,25 @@ impl<'g> Ctx<'g> {
         let mask = em.op("Unsqueeze", "opset1", vec![], vec![mask, last], port(dtype, vec![e, -1, 1]));
         let reps = em.const_i64(&[e, 1]);
         let xt = em.op("Tile", "opset1", vec![], vec![x2, reps], port(dtype, vec![-1, h]));
-        let per_expert = em.const_i64(&[e, -1, h]);
-        let xr = em.op(
-            "Reshape",
-            "opset1",
-            vec![("special_zero", "true".into())],
-            vec![xt, per_expert],
-            port(dtype, vec![e, -1, h]),
-        );
+        // `[e * t, h]` or `[e, t, h]` as `[e, t, h]` (the pass matches both reshapes)
+        let per_expert = |em: &mut Emit, v: Out| {
+            let shape = em.const_i64(&[e, -1, h]);
+            em.op(
+                "Reshape",
+                "opset1",
+                vec![("special_zero", "true".into())],
+                vec![v, shape],
+                port(dtype, vec![e, -1, h]),
+            )
+        };
+        let xr = per_expert(em, xt);
         let g = em.op("MatMul", "opset1", tb(), vec![xr, ins[2]], port(dtype, vec![e, -1, i]));
         let u = em.op("MatMul", "opset1", tb(), vec![xr, ins[3]], port(dtype, vec![e, -1, i]));
         let sg = em.op("Sigmoid", "opset1", vec![], vec![g], port(dtype, vec![e, -1, i]));
         let silu = em.binary("Multiply", g, sg, port(dtype, vec![e, -1, i]));
         let a = em.binary("Multiply", silu, u, port(dtype, vec![e, -1, i]));
         let d = em.op("MatMul", "opset1", tb(), vec![a, ins[4]], port(dtype, vec![e, -1, h]));
-        let per_expert = em.const_i64(&[e, -1, h]);
-        let d = em.op(
-            "Reshape",
-            "opset1",
-            vec![("special_zero", "true".into())],
-            vec![d, per_expert],
-            port(dtype, vec![e, -1, h]),
-        );
+        let d = per_expert(em, d);
         let d = em.binary("Multiply", d, mask, port(dtype, vec![e, -1, h]));
         let first = em.const_i64(&[0]);
         let y =

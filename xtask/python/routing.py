@@ -1,0 +1,37 @@
+"""Routing checks shared by make_fixtures.py and random_checkpoints.py (both run from this folder,
+so a plain `import routing` finds it)."""
+
+import torch
+
+
+def routers(model):
+    """The MoE routers: `...mlp.gate` / `...block_sparse_moe.gate` modules with a `top_k`, whose
+    forward returns (router_logits, scores, indices)."""
+    return [
+        m
+        for n, m in model.named_modules()
+        if n.endswith((".mlp.gate", ".block_sparse_moe.gate")) and hasattr(m, "top_k")
+    ]
+
+
+def router_gap(model, inputs):
+    """The smallest gap between the k-th and (k+1)-th routing probability over every position
+    (padded ones too) of `inputs` in every sparse layer, or None when every router picks all its
+    experts (a near tie could route differently in another runtime's arithmetic)."""
+    gaps = []
+
+    def hook(module, args, out):
+        probs = torch.softmax(out[0].float(), dim=-1)
+        if module.top_k < probs.shape[-1]:
+            top = probs.topk(module.top_k + 1, dim=-1).values
+            gaps.append((top[:, -2] - top[:, -1]).min().item())
+
+    handles = [r.register_forward_hook(hook) for r in routers(model)]
+    try:
+        with torch.no_grad():
+            for ids, mask in inputs:
+                model(input_ids=ids, attention_mask=mask)
+    finally:
+        for h in handles:
+            h.remove()
+    return min(gaps) if gaps else None
