@@ -25,7 +25,8 @@ mod common;
 use hfexport::core::backend::{prepare, Backend, Lowering};
 use hfexport::core::plan::{ComponentSpec, Planned};
 use hfexport::core::{
-    Activation, BinaryOp, Dim, MemorySource, Op, ReduceKind, RopeConfig, RopeScaling, UnaryOp, ValueId,
+    Activation, BinaryOp, Dim, MemorySource, Op, QuantPart, QuantScheme, ReduceKind, RopeConfig, RopeScaling, UnaryOp,
+    ValueId, WeightExpr,
 };
 use hfexport::{AutoExportConfig, DType, Evaluator, ExportConfig, ExportFormat, Graph, Tensor};
 use serde_json::json;
@@ -34,7 +35,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// Number of `Op` variants: [`ordinal`] numbers them `0..VARIANTS`.
-const VARIANTS: usize = 27;
+const VARIANTS: usize = 29;
 
 /// The position of `op`'s variant. No catch-all arm: a new variant does not compile until it
 /// is numbered here (then raise [`VARIANTS`] and add a case to [`cases`]).
@@ -67,6 +68,8 @@ fn ordinal(op: &Op) -> usize {
         Op::Activate(_) => 24,
         Op::TopK { .. } => 25,
         Op::Moe { .. } => 26,
+        Op::QuantLinear { .. } => 27,
+        Op::QuantGather { .. } => 28,
     }
 }
 
@@ -87,11 +90,18 @@ struct Case {
     name: String,
     graph: Graph,
     inputs: BTreeMap<String, Tensor>,
+    /// The graph's weights (quantized ones are lazy expressions over these).
+    weights: MemorySource,
+    /// How far a runtime may be from the evaluator: 1e-5, more where the runtime quantizes
+    /// activations (ONNX Runtime's `MatMulNBits` at accuracy level 4).
+    tolerance: f32,
 }
 
 struct Build {
     g: Graph,
     inputs: BTreeMap<String, Tensor>,
+    weights: MemorySource,
+    tolerance: f32,
     rng: common_rng::Rng,
     dims: [Dim; 3],
 }
@@ -118,6 +128,8 @@ impl Build {
         Build {
             g,
             inputs: BTreeMap::new(),
+            weights: MemorySource::default(),
+            tolerance: 1e-5,
             rng: common_rng::Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1),
             dims: [b, s, l],
         }
@@ -149,6 +161,29 @@ impl Build {
         self.input(name, dims, |shape, _| Tensor::f32(shape, vals).unwrap())
     }
 
+    /// The parts of a uniform `[-1, 1)` weight quantized by `scheme` (values, scales, zero
+    /// points), as graph weights.
+    fn quantized(&mut self, name: &str, rows: usize, cols: usize, scheme: QuantScheme) -> Vec<ValueId> {
+        let vals: Vec<f32> = (0..rows * cols).map(|_| 2.0 * self.rng.uniform() - 1.0).collect();
+        self.weights.insert(name, Tensor::f32(vec![rows, cols], vals).unwrap());
+        let groups = cols / scheme.group.unwrap_or(cols);
+        let part = |part| WeightExpr::Quantize {
+            expr: Box::new(WeightExpr::stored(name)),
+            scheme,
+            scale_dtype: DType::F32,
+            part,
+        };
+        let mut out = vec![
+            self.g.add_weight(&format!("{name}.q"), part(QuantPart::Values), scheme.value_dtype(), &[rows, cols]),
+            self.g.add_weight(&format!("{name}.scales"), part(QuantPart::Scales), DType::F32, &[rows, groups]),
+        ];
+        if !scheme.symmetric {
+            let z = part(QuantPart::ZeroPoints);
+            out.push(self.g.add_weight(&format!("{name}.zero_points"), z, DType::U8, &[rows, groups]));
+        }
+        out
+    }
+
     fn bools(&mut self, name: &str, dims: &[D]) -> ValueId {
         self.input(name, dims, |shape, n| {
             Tensor::bool(shape, (0..n).map(|i| (i * 7 + i / 3) % 3 != 0).collect()).unwrap()
@@ -169,7 +204,13 @@ impl Build {
         for (i, v) in outs.iter().enumerate() {
             self.g.add_output(&format!("y{i}"), *v).unwrap();
         }
-        Case { name: name.to_string(), graph: self.g, inputs: self.inputs }
+        Case {
+            name: name.to_string(),
+            graph: self.g,
+            inputs: self.inputs,
+            weights: self.weights,
+            tolerance: self.tolerance,
+        }
     }
 }
 
@@ -251,7 +292,7 @@ fn cache_case(name: &str, op: Op, q: D) -> Case {
     b.g.add_output("mask", m).unwrap();
     b.g.add_output("output.keys", out).unwrap();
     b.g.add_alias("output.keys", "input.keys");
-    Case { name: name.into(), graph: b.g, inputs: b.inputs }
+    Case { name: name.into(), graph: b.g, inputs: b.inputs, weights: b.weights, tolerance: b.tolerance }
 }
 
 /// Every case: each op variant at least once, each unary/binary/reduce kind and each
@@ -475,6 +516,32 @@ fn cases() -> Vec<Case> {
         }
         all.push(b.finish(name, Op::Moe { top_k: 2, normalize, act: Activation::Silu, few_tokens }, &ins));
     }
+    // symmetric int4 in groups (ONNX Runtime quantizes x to int8 per block: its tolerance),
+    // asymmetric uint8 with zero points and a bias; quantized embedding rows alike
+    for (scheme, bias, name) in [
+        (QuantScheme { bits: 4, group: Some(16), symmetric: true }, false, "QuantLinear(int4)"),
+        (QuantScheme { bits: 8, group: Some(16), symmetric: false }, true, "QuantLinear(uint8, bias)"),
+    ] {
+        let mut b = Build::new(28);
+        b.tolerance = 2e-2;
+        let x = b.float("x", &[B, S, K(32)], -1.0, 1.0);
+        let mut ins = [vec![x], b.quantized("w", 6, 32, scheme)].concat();
+        if bias {
+            ins.push(b.float("bias", &[K(6)], -1.0, 1.0));
+        }
+        let op = Op::QuantLinear { bits: scheme.bits, group: 16, zero_point: !scheme.symmetric };
+        all.push(b.finish(name, op, &ins));
+    }
+    for (scheme, name) in [
+        (QuantScheme { bits: 8, group: Some(32), symmetric: true }, "QuantGather(int8)"),
+        (QuantScheme { bits: 4, group: Some(16), symmetric: false }, "QuantGather(uint4)"),
+    ] {
+        let mut b = Build::new(29);
+        let mut ins = b.quantized("table", 10, 32, scheme);
+        ins.push(b.ints("ids", &[B, S], |i| ((i * 7) % 10) as i64));
+        let op = Op::QuantGather { bits: scheme.bits, group: scheme.group.unwrap(), zero_point: !scheme.symmetric };
+        all.push(b.finish(name, op, &ins));
+    }
     all
 }
 
@@ -535,8 +602,8 @@ fn label(cfg: &ExportConfig) -> String {
     std::iter::once(cfg.format().as_str().to_string()).chain(extra).collect::<Vec<_>>().join(":")
 }
 
-fn evaluate(g: &Graph, inputs: &BTreeMap<String, Tensor>) -> Result<BTreeMap<String, Tensor>, String> {
-    let ev = Evaluator::new(g, &MemorySource::default()).map_err(|e| e.to_string())?;
+fn evaluate(g: &Graph, case: &Case) -> Result<BTreeMap<String, Tensor>, String> {
+    let (inputs, ev) = (&case.inputs, Evaluator::new(g, &case.weights).map_err(|e| e.to_string())?);
     ev.run(inputs).map_err(|e| e.to_string())
 }
 
@@ -574,6 +641,7 @@ struct PyRun {
     out: PathBuf,
     outputs: Vec<String>,
     want: BTreeMap<String, Tensor>,
+    tolerance: f32,
 }
 
 const RUN_PY: &str = r#"
@@ -614,9 +682,8 @@ fn write_and_run(
     ran: &mut BTreeMap<String, usize>,
 ) -> Result<(), String> {
     std::fs::create_dir_all(dir).unwrap();
-    let src = MemorySource::default();
     let written = backend
-        .write(std::slice::from_ref(planned), &src, dir, cfg, &mut |_, _, _| {})
+        .write(std::slice::from_ref(planned), &case.weights, dir, cfg, &mut |_, _, _| {})
         .map_err(|e| format!("write: {e}"))?;
     let files = written.into_iter().next().unwrap().files;
     let component = backend.describe(planned, files.clone(), cfg);
@@ -629,7 +696,16 @@ fn write_and_run(
         let tensors: Vec<(&str, &Tensor)> = case.inputs.iter().map(|(n, t)| (n.as_str(), t)).collect();
         hfexport::models::safetensors::write_safetensors(&feed, &tensors, &BTreeMap::new()).unwrap();
         let runtime = if cfg.format() == ExportFormat::Onnx { "onnxruntime" } else { "openvino" };
-        py.push(PyRun { what, runtime, model, feed, out: dir.join("out.safetensors"), outputs, want: want.clone() });
+        py.push(PyRun {
+            what,
+            runtime,
+            model,
+            feed,
+            out: dir.join("out.safetensors"),
+            outputs,
+            want: want.clone(),
+            tolerance: case.tolerance,
+        });
         return Ok(());
     }
     if backend.runner_available().is_err() {
@@ -639,7 +715,7 @@ fn write_and_run(
     let got = runner.run(&case.inputs).map_err(|e| format!("run: {e}"))?;
     let compared: Vec<String> = outputs.into_iter().filter(|o| runner.compares(o)).collect();
     let d = worst(&got, want, &compared)?;
-    let tol = runner.atol(DType::F32).max(1e-5);
+    let tol = runner.atol(DType::F32).max(case.tolerance);
     if d > tol {
         return Err(format!("{} differs from the evaluator by {d:e} (tolerance {tol:e})", runner.runtime()));
     }
@@ -661,7 +737,7 @@ fn every_op_through_every_backend() {
     let backends = hfexport::backends();
     assert_eq!(backends.len(), 4, "the workspace tests build every backend");
     for (ci, case) in cases.iter().enumerate() {
-        let want = evaluate(&case.graph, &case.inputs).unwrap_or_else(|e| panic!("{}: {e}", case.name));
+        let want = evaluate(&case.graph, case).unwrap_or_else(|e| panic!("{}: {e}", case.name));
         let outputs: Vec<String> = case.graph.outputs().iter().map(|p| p.name.clone()).collect();
         for &backend in &backends {
             for (k, cfg) in configs(backend.format()).iter().enumerate() {
@@ -685,7 +761,7 @@ fn every_op_through_every_backend() {
                 if !left.is_empty() {
                     failures.push(format!("{what}: prepared graph keeps ops it decomposes: {left:?}"));
                 }
-                match evaluate(g, &case.inputs).and_then(|got| worst(&got, &want, &outputs)) {
+                match evaluate(g, case).and_then(|got| worst(&got, &want, &outputs)) {
                     Ok(d) if d <= 1e-5 => {}
                     Ok(d) => failures.push(format!("{what}: prepared graph differs from the original by {d:e}")),
                     Err(e) => failures.push(format!("{what}: prepared graph: {e}")),
@@ -737,7 +813,7 @@ fn every_op_through_every_backend() {
         let file = hfexport::models::safetensors::SafetensorsFile::open(&r.out).unwrap();
         let got: BTreeMap<String, Tensor> = r.outputs.iter().map(|n| (n.clone(), file.load(n).unwrap())).collect();
         match worst(&got, &r.want, &r.outputs) {
-            Ok(d) if d <= 1e-5 => *ran.entry(r.runtime.to_string()).or_default() += 1,
+            Ok(d) if d <= r.tolerance => *ran.entry(r.runtime.to_string()).or_default() += 1,
             Ok(d) => failures.push(format!("{}: {} differs from the evaluator by {d:e}", r.what, r.runtime)),
             Err(e) => failures.push(format!("{}: {}: {e}", r.what, r.runtime)),
         }

@@ -55,6 +55,9 @@ pub fn native(op: &Op) -> bool {
         // `aten.topk` returns a pair, which the ATen graph's one-output calls do not model;
         // core's rank-counting decomposition is exact. No core ATen op is a MoE block.
         Op::TopK { .. } | Op::Moe { .. } => false,
+        // int8 constants and a plain dequantize chain (`_to_copy`, `sub`, `mul`, `view`)
+        // feeding `linear` / `index_select`: what `torch.export.load` runs without torchao
+        Op::QuantLinear { .. } | Op::QuantGather { .. } => false,
     }
 }
 
@@ -460,7 +463,9 @@ fn lower_node(em: &mut Emit, dims: &mut DimLowering<SymVal>, n: &Node) -> Result
         | Op::ApplyRotary
         | Op::GatedMlp { .. }
         | Op::TopK { .. }
-        | Op::Moe { .. } => {
+        | Op::Moe { .. }
+        | Op::QuantLinear { .. }
+        | Op::QuantGather { .. } => {
             return Err(err(&n.name, n.op.name(), "has no native ATen lowering; it should have been decomposed"))
         }
     };

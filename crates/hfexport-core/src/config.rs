@@ -60,6 +60,9 @@ pub struct CommonConfig {
     pub strict: bool,
     pub dynamic_shapes: Option<DynamicShapes>,
     pub prefer_deferred_runtime_asserts_over_guards: bool,
+    /// Weight quantization (`"quantizer"`: `"int4"`, `"int8"` or a recipe object; see
+    /// [`crate::quant::QuantRecipe::from_json`]); `None` exports float weights.
+    pub quantizer: Option<crate::quant::QuantRecipe>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -244,15 +247,12 @@ fn get_str<'a>(obj: &'a Map<String, Value>, key: &str) -> Result<Option<&'a str>
 }
 
 fn parse_common(obj: &Map<String, Value>) -> Result<CommonConfig> {
-    match obj.get("quantizer") {
-        None | Some(Value::Null) => {}
-        Some(v) => {
-            return Err(Error::Config(format!(
-                "quantizer {v} is not available: hfexport-quant has no quantizer yet (valid: null)"
-            )))
-        }
-    }
+    let quantizer = match obj.get("quantizer") {
+        None | Some(Value::Null) => None,
+        Some(v) => Some(crate::quant::QuantRecipe::from_json(v)?),
+    };
     Ok(CommonConfig {
+        quantizer,
         dynamic: get_bool(obj, "dynamic", false)?,
         strict: get_bool(obj, "strict", false)?,
         dynamic_shapes: match obj.get("dynamic_shapes") {
@@ -359,7 +359,7 @@ impl ExportConfig {
             "strict": c.strict,
             "dynamic_shapes": c.dynamic_shapes.as_ref().map(dynamic_shapes_to_json),
             "prefer_deferred_runtime_asserts_over_guards": c.prefer_deferred_runtime_asserts_over_guards,
-            "quantizer": null,
+            "quantizer": c.quantizer.as_ref().map(|r| r.to_json()),
         });
         let extra = match self {
             ExportConfig::Dynamo(_) => json!({}),
@@ -467,8 +467,28 @@ mod tests {
         assert!(e.contains("export_format is missing"), "{e}");
         let e = err(json!({"export_format": "onnx", "dynamic": "yes"}));
         assert!(e.contains("dynamic must be true or false"), "{e}");
-        let e = err(json!({"export_format": "onnx", "quantizer": {"method": "int8"}}));
-        assert!(e.contains("quantizer"), "{e}");
+        let e = err(json!({"export_format": "onnx", "quantizer": {"weights": "int3"}}));
+        assert!(e.contains("quantizer.weights") && e.contains("int3"), "{e}");
+        let e = err(json!({"export_format": "onnx", "quantizer": {"weights": "int4", "group_size": 48}}));
+        assert!(e.contains("group_size") && e.contains("48"), "{e}");
+        let e = err(json!({"export_format": "onnx", "quantizer": {"weights": "int4", "group_size": "channel"}}));
+        assert!(e.contains("int4 weights need a group_size"), "{e}");
+        let e = err(json!({"export_format": "onnx", "quantizer": {"weights": "int4", "bits": 4}}));
+        assert!(e.contains("quantizer.bits"), "{e}");
+    }
+
+    #[test]
+    fn quantizer_recipes() {
+        use crate::quant::{QuantRecipe, QuantScheme};
+        let q = |v| AutoExportConfig::from_dict(&v).unwrap().common().quantizer.clone().unwrap();
+        assert_eq!(q(json!({"export_format": "onnx", "quantizer": "int4"})), QuantRecipe::preset("int4").unwrap());
+        let r =
+            q(json!({"export_format": "onnx", "quantizer": {"weights": "int8", "group_size": 64, "symmetric": false,
+            "lm_head": null, "embeddings": "int8", "exclude": ["model.layers.0.mlp"]}}));
+        assert_eq!(r.weights, QuantScheme { bits: 8, group: Some(64), symmetric: false });
+        assert_eq!((r.lm_head, r.embeddings), (None, Some(QuantScheme::INT8)));
+        assert!(r.excludes("model.layers.0.mlp.down_proj") && !r.excludes("model.layers.0.mlpx"));
+        assert_eq!(QuantRecipe::from_json(&r.to_json()).unwrap(), r);
     }
 
     #[test]

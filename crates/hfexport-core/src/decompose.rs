@@ -35,11 +35,13 @@ fn decompose_once(src: &Graph, select: &dyn Fn(&Op) -> bool) -> Result<Graph> {
 }
 
 /// Re-emits one node of a rewrite into the new graph; returns its outputs there.
-type EmitNode<'a> = dyn FnMut(&mut Graph, &Node, &[ValueId]) -> Result<Vec<ValueId>> + 'a;
+pub type EmitNode<'a> = dyn FnMut(&mut Graph, &Node, &[ValueId]) -> Result<Vec<ValueId>> + 'a;
 
 /// A copy of `src` whose nodes are re-emitted by `emit` (given the node and its inputs in the
-/// new graph; it returns the node's outputs there), in order.
-pub(crate) fn rebuild(src: &Graph, emit: &mut EmitNode) -> Result<Graph> {
+/// new graph; it returns the node's outputs there), in order. Weights `src` no longer reads
+/// are dropped, so a rewrite that replaces a weight runs `rebuild` twice (see
+/// [`drop_unread_weights`]).
+pub fn rebuild(src: &Graph, emit: &mut EmitNode) -> Result<Graph> {
     let (mut g, mut map) = src.empty_like();
     for node in src.nodes() {
         let ins = node
@@ -53,6 +55,11 @@ pub(crate) fn rebuild(src: &Graph, emit: &mut EmitNode) -> Result<Graph> {
     }
     g.finish_rewrite(src, &map)?;
     Ok(g)
+}
+
+/// `src` without the weights no node reads (after a rewrite replaced them).
+pub fn drop_unread_weights(src: &Graph) -> Result<Graph> {
+    rebuild(src, &mut |g, node, ins| g.add_node(&node.name, node.op.clone(), ins))
 }
 
 /// Folds every attention's sliding window into its mask: `Attention { sliding_window: Some(w) }`
@@ -109,6 +116,15 @@ pub fn expand(g: &mut Graph, node: &Node, ins: &[ValueId]) -> Result<Vec<ValueId
             Ok(vec![v, i])
         }
         Op::Moe { top_k, normalize, act, few_tokens } => Ok(vec![e.moe(ins, *top_k, *normalize, *act, *few_tokens)?]),
+        Op::QuantLinear { group, zero_point, .. } => {
+            let n = 3 + usize::from(*zero_point);
+            let w = e.dequantize(&ins[1..n], *group, *zero_point)?;
+            Ok(vec![e.op("linear", Op::Linear, &[&[ins[0], w][..], &ins[n..]].concat())?])
+        }
+        Op::QuantGather { group, zero_point, .. } => {
+            let n = 2 + usize::from(*zero_point);
+            Ok(vec![e.quant_gather(&ins[..n], ins[n], *group, *zero_point)?])
+        }
         Op::CacheUpdate | Op::ScatterSlots => Ok(vec![e.cache_update(ins[0], ins[1], ins[2])?]),
         // primitives: nothing to expand (listed, so a new op says which kind it is)
         Op::Constant(_)
@@ -381,6 +397,41 @@ impl Emitter<'_> {
         let p = self.op("softmax", Op::Softmax { axis: 3 }, &[sc])?;
         let p = self.cast("probs", p, dtype)?;
         self.op("out", Op::MatMul, &[p, v])
+    }
+
+    /// `(q - z) * s` over groups, in f32, then the scales' dtype: `q, s (, z)` of shapes
+    /// `[rows, cols], [rows, groups] (, [rows, groups])` -> `[rows, cols]`. Also serves a gathered
+    /// `[ids..., cols]` / `[ids..., groups]` (any leading dims).
+    fn dequantize(&mut self, params: &[ValueId], group: usize, zero_point: bool) -> Result<ValueId> {
+        let (q, s) = (params[0], params[1]);
+        let (shape, dtype) = (self.shape(q), self.dtype(s));
+        let lead = &shape[..shape.len() - 1];
+        let cols = shape[shape.len() - 1].clone();
+        let grouped: Vec<Dim> =
+            lead.iter().cloned().chain([cols.div_exact(group as i64)?, Dim::konst(group as i64)]).collect();
+        let one: Vec<Dim> = lead.iter().cloned().chain([cols.div_exact(group as i64)?, Dim::konst(1)]).collect();
+        let qf = self.cast("q_f32", q, DType::F32)?;
+        let mut w = self.op("q_groups", Op::Reshape { shape: grouped }, &[qf])?;
+        if zero_point {
+            let z = self.cast("zp_f32", params[2], DType::F32)?;
+            let z = self.op("zp_groups", Op::Reshape { shape: one.clone() }, &[z])?;
+            w = self.bin("centered", BinaryOp::Sub, w, z)?;
+        }
+        let sf = self.cast("scales_f32", s, DType::F32)?;
+        let sf = self.op("scales_groups", Op::Reshape { shape: one }, &[sf])?;
+        let w = self.bin("scaled", BinaryOp::Mul, w, sf)?;
+        let w = self.op("weight", Op::Reshape { shape }, &[w])?;
+        self.cast("weight_dtype", w, dtype)
+    }
+
+    /// The rows of `q`, the scales (and zero points) at `ids`, dequantized.
+    fn quant_gather(&mut self, params: &[ValueId], ids: ValueId, group: usize, zero_point: bool) -> Result<ValueId> {
+        let rows = params
+            .iter()
+            .enumerate()
+            .map(|(i, &p)| self.op(&format!("rows{i}"), Op::Gather { axis: 0 }, &[p, ids]))
+            .collect::<Result<Vec<_>>>()?;
+        self.dequantize(&rows, group, zero_point)
     }
 
     fn linear(&mut self, x: ValueId, w: ValueId, b: Option<ValueId>) -> Result<ValueId> {

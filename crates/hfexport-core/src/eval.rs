@@ -12,6 +12,7 @@ use crate::error::{Error, Result};
 use crate::graph::{Graph, Node, Producer, ValueId};
 use crate::kernels as k;
 use crate::ops::{Activation, Op};
+use crate::quant::dequantize;
 use crate::rope::RopeConfig;
 use crate::tensor::Tensor;
 use crate::weights::TensorSource;
@@ -236,6 +237,15 @@ fn eval_node(node: &Node, ins: &[&Tensor], b: &Bindings) -> Result<Vec<Tensor>> 
             Ok(vec![v, i])
         }
         Op::Moe { top_k, normalize, act, .. } => one(moe(ins, *top_k, *normalize, *act)?),
+        Op::QuantLinear { zero_point, .. } => {
+            let n = 3 + usize::from(*zero_point);
+            let w = dequantize(ins[1], ins[2], zero_point.then(|| ins[3]))?;
+            one(k::linear(ins[0], &w, ins.get(n).copied())?)
+        }
+        Op::QuantGather { zero_point, .. } => {
+            let w = dequantize(ins[0], ins[1], zero_point.then(|| ins[2]))?;
+            one(k::gather(&w, ins[ins.len() - 1], 0)?)
+        }
         Op::CacheUpdate | Op::ScatterSlots => one(cache_update(ins[0], ins[1], ins[2])?),
     }
 }

@@ -220,7 +220,14 @@ impl Graph {
             let info = self.info(p.value).clone();
             map[p.value.0] = Some(g.add_input(&p.name, info.dtype, info.shape).expect("names are unique"));
         }
-        for w in &self.weights {
+        let mut read = vec![false; self.values.len()];
+        self.nodes
+            .iter()
+            .flat_map(|n| &n.inputs)
+            .chain(self.outputs.iter().map(|p| &p.value))
+            .for_each(|v| read[v.0] = true);
+        // a weight no node reads any more (one a rewrite replaced) is not carried over
+        for w in self.weights.iter().filter(|w| read[w.value.0]) {
             let info = self.info(w.value);
             let shape: Vec<usize> = info.shape.iter().map(|d| d.as_const().unwrap_or(0) as usize).collect();
             map[w.value.0] = Some(g.add_weight(&w.name, w.expr.clone(), info.dtype, &shape));

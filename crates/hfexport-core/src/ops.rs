@@ -216,6 +216,23 @@ pub enum Op {
         act: Activation,
         few_tokens: bool,
     },
+    /// `Linear` over a quantized weight: `x [..., in], q [out, in] (i8, or u8 with zero
+    /// points), scales [out, in / group] (x's dtype) (, zero_points u8 [out, in / group]
+    /// when `zero_point`) (, bias [out])` -> `x · ((q - z) * s)ᵀ (+ b)`. `bits` (4 or 8) is the
+    /// range of `q`, which the IR holds one value per byte (see `quant.rs`).
+    QuantLinear {
+        bits: u8,
+        group: usize,
+        zero_point: bool,
+    },
+    /// Rows of a quantized table: `q [rows, cols], scales [rows, cols / group] (, zero_points)
+    /// , ids (i64, any rank)` -> `(q[ids] - z[ids]) * s[ids]` of shape `[ids..., cols]` in the
+    /// scales' dtype (a quantized embedding).
+    QuantGather {
+        bits: u8,
+        group: usize,
+        zero_point: bool,
+    },
 }
 
 impl Op {
@@ -276,6 +293,8 @@ impl Op {
             Op::GatedMlp { .. } => "GatedMlp",
             Op::TopK { .. } => "TopK",
             Op::Moe { .. } => "Moe",
+            Op::QuantLinear { .. } => "QuantLinear",
+            Op::QuantGather { .. } => "QuantGather",
             Op::CacheUpdate => "CacheUpdate",
             Op::ScatterSlots => "ScatterSlots",
         }
@@ -313,7 +332,9 @@ impl Op {
             | Op::ScatterSlots
             | Op::GatedMlp { .. }
             | Op::TopK { .. }
-            | Op::Moe { .. } => {}
+            | Op::Moe { .. }
+            | Op::QuantLinear { .. }
+            | Op::QuantGather { .. } => {}
         }
     }
 
@@ -346,7 +367,9 @@ impl Op {
             | Op::ScatterSlots
             | Op::GatedMlp { .. }
             | Op::TopK { .. }
-            | Op::Moe { .. } => true,
+            | Op::Moe { .. }
+            | Op::QuantLinear { .. }
+            | Op::QuantGather { .. } => true,
         }
     }
 
@@ -387,6 +410,9 @@ impl Op {
             }
             Op::GatedMlp { act } => format!("act={act:?}"),
             Op::TopK { k } => format!("k={k}"),
+            Op::QuantLinear { bits, group, zero_point } | Op::QuantGather { bits, group, zero_point } => {
+                format!("bits={bits}, group={group}, zero_point={zero_point}")
+            }
             Op::Moe { top_k, normalize, act, few_tokens } => {
                 format!("top_k={top_k}, normalize={normalize}, act={act:?}, few_tokens={few_tokens}")
             }
@@ -743,6 +769,47 @@ impl Op {
                 *shape.last_mut().expect("rank >= 1") = w.shape[0].clone();
                 one(x.dtype, shape)
             }
+            Op::QuantLinear { bits, group, zero_point } => {
+                let n_params = 3 + usize::from(*zero_point);
+                if ins.len() != n_params && ins.len() != n_params + 1 {
+                    return Err(format!("QuantLinear takes {n_params} or {} inputs, got {}", n_params + 1, ins.len()));
+                }
+                let x = ins[0];
+                float_input(x, 0)?;
+                let w = quant_params(&ins[1..n_params], *bits, *group, *zero_point, x.dtype)?;
+                if x.shape.last() != Some(&w[1]) {
+                    return Err(format!(
+                        "x {} does not fit weight {} ([out, in])",
+                        shape_to_string(&x.shape),
+                        shape_to_string(&w)
+                    ));
+                }
+                if let Some(b) = ins.get(n_params) {
+                    if b.shape != [w[0].clone()] || b.dtype != x.dtype {
+                        return Err(format!(
+                            "bias {}{} does not fit weight {}",
+                            b.dtype,
+                            shape_to_string(&b.shape),
+                            shape_to_string(&w)
+                        ));
+                    }
+                }
+                let mut shape = x.shape.clone();
+                *shape.last_mut().expect("rank >= 1") = w[0].clone();
+                one(x.dtype, shape)
+            }
+            Op::QuantGather { bits, group, zero_point } => {
+                let n_params = 2 + usize::from(*zero_point);
+                arity(ins, n_params + 1)?;
+                let dtype = ins[1].dtype;
+                float_input(ins[1], 1)?;
+                let w = quant_params(&ins[..n_params], *bits, *group, *zero_point, dtype)?;
+                let ids = ins[n_params];
+                if !matches!(ids.dtype, DType::I64 | DType::I32) {
+                    return Err(format!("ids must be i64 or i32, got {}", ids.dtype));
+                }
+                one(dtype, ids.shape.iter().cloned().chain([w[1].clone()]).collect())
+            }
             Op::CacheUpdate | Op::ScatterSlots => {
                 arity(ins, 3)?;
                 let (c, n, p) = (ins[0], ins[1], ins[2]);
@@ -850,6 +917,48 @@ impl Op {
 pub fn moe_few_tokens(x: &[Dim], top_k: usize, experts: &Dim) -> bool {
     let experts = experts.as_const().unwrap_or(0);
     x.get(1).and_then(Dim::as_const).is_some_and(|c| c * top_k as i64 <= experts)
+}
+
+/// Checks a quantized weight's `q, scales (, zero_points)` against each other and the float
+/// `dtype` of the scales; returns the weight's `[out, in]`.
+fn quant_params(
+    ins: &[&ValueInfo],
+    bits: u8,
+    group: usize,
+    zero_point: bool,
+    dtype: DType,
+) -> Result<Vec<Dim>, String> {
+    let (q, s) = (ins[0], ins[1]);
+    let want = if zero_point { DType::U8 } else { DType::I8 };
+    if bits != 4 && bits != 8 {
+        return Err(format!("bits must be 4 or 8, got {bits}"));
+    }
+    if q.rank() != 2 || q.dtype != want {
+        return Err(format!("values must be {want} [out, in], got {}{}", q.dtype, shape_to_string(&q.shape)));
+    }
+    let groups = q.shape[1]
+        .div_exact(group as i64)
+        .map_err(|_| format!("group {group} does not divide the input dimension {}", q.shape[1]))?;
+    let grid = vec![q.shape[0].clone(), groups];
+    if s.shape != grid || s.dtype != dtype {
+        return Err(format!(
+            "scales {}{} do not fit: want {dtype}{}",
+            s.dtype,
+            shape_to_string(&s.shape),
+            shape_to_string(&grid)
+        ));
+    }
+    if let Some(z) = ins.get(2).filter(|_| zero_point) {
+        if z.shape != grid || z.dtype != DType::U8 {
+            return Err(format!(
+                "zero points {}{} do not fit: want u8{}",
+                z.dtype,
+                shape_to_string(&z.shape),
+                shape_to_string(&grid)
+            ));
+        }
+    }
+    Ok(q.shape.clone())
 }
 
 fn arity(ins: &[&ValueInfo], n: usize) -> Result<(), String> {

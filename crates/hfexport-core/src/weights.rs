@@ -7,6 +7,7 @@
 
 use crate::dtype::DType;
 use crate::error::{Error, Result};
+use crate::quant::{pack_nibbles, quantize, QuantScheme};
 use crate::tensor::Tensor;
 
 /// Shape and dtype of a stored tensor, known without reading its bytes.
@@ -57,6 +58,26 @@ pub enum WeightExpr {
     /// SwiGLU experts take gate and up rows alternately). Build it with
     /// [`WeightExpr::interleave_rows`], which keeps a stack streaming part by part.
     Interleave(Vec<WeightExpr>),
+    /// One part of a 2-D float weight quantized by `scheme` (see [`crate::quant`]): computed
+    /// from the float weight while streaming, one tensor at a time, never stored as float.
+    Quantize { expr: Box<WeightExpr>, scheme: QuantScheme, scale_dtype: DType, part: QuantPart },
+    /// 4-bit values (one per byte, i8 or u8) packed two per byte along each row into
+    /// `u8 [..., ceil(n / 2)]` (see [`crate::quant::pack_nibbles`] for the nibble order).
+    Pack { expr: Box<WeightExpr>, high_first: bool },
+}
+
+/// Which tensor of a quantized weight a [`WeightExpr::Quantize`] produces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+pub enum QuantPart {
+    /// `q` as the IR holds it: `i8` (symmetric) or `u8` (asymmetric) `[rows, cols]`.
+    Values,
+    /// `u8` values with the symmetric range shifted by `2^(bits-1)` (the implicit zero point
+    /// of ONNX Runtime's `MatMulNBits` and XNNPACK's 4-bit filters); asymmetric values as is.
+    Unsigned,
+    /// `[rows, groups]` in the scale dtype.
+    Scales,
+    /// `u8 [rows, groups]` (asymmetric schemes only).
+    ZeroPoints,
 }
 
 impl WeightExpr {
@@ -69,7 +90,9 @@ impl WeightExpr {
         match self {
             WeightExpr::Stored(n) => vec![n.as_str()],
             WeightExpr::Cast(e, _) | WeightExpr::Transpose(e) | WeightExpr::OnePlus(e) => e.sources(),
-            WeightExpr::Slice { expr, .. } => expr.sources(),
+            WeightExpr::Slice { expr, .. } | WeightExpr::Quantize { expr, .. } | WeightExpr::Pack { expr, .. } => {
+                expr.sources()
+            }
             WeightExpr::Stack(parts) | WeightExpr::Interleave(parts) => {
                 parts.iter().flat_map(WeightExpr::sources).collect()
             }
@@ -150,6 +173,35 @@ impl WeightExpr {
                 }
                 Ok(TensorInfo { dtype: info.dtype, shape })
             }
+            WeightExpr::Quantize { expr, scheme, scale_dtype, part } => {
+                let i = expr.info(src)?;
+                let [rows, cols] = i.shape[..] else {
+                    return Err(Error::Weight {
+                        tensor: expr.sources().join(","),
+                        msg: format!("only 2-D weights are quantized, got shape {:?}", i.shape),
+                    });
+                };
+                let groups = cols / scheme.group_len(&expr.sources().join(","), cols)?;
+                Ok(match part {
+                    QuantPart::Values => TensorInfo { dtype: scheme.value_dtype(), shape: vec![rows, cols] },
+                    QuantPart::Unsigned => TensorInfo { dtype: DType::U8, shape: vec![rows, cols] },
+                    QuantPart::Scales => TensorInfo { dtype: *scale_dtype, shape: vec![rows, groups] },
+                    QuantPart::ZeroPoints => TensorInfo { dtype: DType::U8, shape: vec![rows, groups] },
+                })
+            }
+            WeightExpr::Pack { expr, .. } => {
+                let mut i = expr.info(src)?;
+                match i.shape.last_mut() {
+                    Some(n) if matches!(i.dtype, DType::I8 | DType::U8) => *n = n.div_ceil(2),
+                    _ => {
+                        return Err(Error::Weight {
+                            tensor: expr.sources().join(","),
+                            msg: format!("packing 4-bit values needs i8/u8, got {}{:?}", i.dtype, i.shape),
+                        })
+                    }
+                }
+                Ok(TensorInfo { dtype: DType::U8, shape: i.shape })
+            }
         }
     }
 
@@ -220,6 +272,32 @@ impl WeightExpr {
                     }
                 }
                 Tensor::from_le_bytes(info.dtype, info.shape, &bytes)
+            }
+            WeightExpr::Quantize { expr, scheme, scale_dtype, part } => {
+                let q = quantize(&expr.sources().join(","), &expr.materialize(src)?, scheme, *scale_dtype)?;
+                match part {
+                    QuantPart::Values => Ok(q.values),
+                    QuantPart::Unsigned if !scheme.symmetric => Ok(q.values),
+                    QuantPart::Unsigned => {
+                        let shift = 1u8 << (scheme.bits - 1);
+                        let bytes: Vec<u8> = q.values.to_le_bytes().iter().map(|&v| v.wrapping_add(shift)).collect();
+                        Tensor::from_le_bytes(DType::U8, q.values.shape().to_vec(), &bytes)
+                    }
+                    QuantPart::Scales => Ok(q.scales),
+                    QuantPart::ZeroPoints => q.zero_points.ok_or_else(|| Error::Weight {
+                        tensor: expr.sources().join(","),
+                        msg: format!("a {} scheme has no zero points", scheme.label()),
+                    }),
+                }
+            }
+            WeightExpr::Pack { expr, high_first } => {
+                let info = self.info(src)?;
+                let t = expr.materialize(src)?;
+                let row = *t.shape().last().unwrap_or(&1);
+                // row by row: an odd row ends in a half-filled byte
+                let bytes: Vec<u8> =
+                    t.to_le_bytes().chunks(row.max(1)).flat_map(|r| pack_nibbles(r, *high_first)).collect();
+                Tensor::from_le_bytes(DType::U8, info.shape, &bytes)
             }
         }
     }
@@ -368,6 +446,10 @@ impl std::fmt::Display for WeightExpr {
             WeightExpr::Transpose(e) => write!(f, "transpose({e})"),
             WeightExpr::Slice { expr, axis, start, end } => write!(f, "slice<{axis}:{start}..{end}>({expr})"),
             WeightExpr::OnePlus(e) => write!(f, "1+({e})"),
+            WeightExpr::Quantize { expr, scheme, part, .. } => write!(f, "{part:?}<{}>({expr})", scheme.label()),
+            WeightExpr::Pack { expr, high_first } => {
+                write!(f, "pack4<{}>({expr})", if *high_first { "high" } else { "low" })
+            }
             WeightExpr::Interleave(parts) => {
                 let parts: Vec<String> = parts.iter().map(ToString::to_string).collect();
                 write!(f, "interleave({})", parts.join(", "))

@@ -71,6 +71,8 @@ pub fn native(op: &Op) -> bool {
         // decomposed like `.pt2` (the shared ATen lowering has no top-k or MoE call); the
         // gathered experts run as portable `index_select` + `bmm`
         Op::TopK { .. } | Op::Moe { .. } => false,
+        // int8 constants dequantized by portable kernels feeding `linear` / `index_select`
+        Op::QuantLinear { .. } | Op::QuantGather { .. } => false,
     }
 }
 

@@ -17,7 +17,7 @@ use crate::{OnnxError, Result};
 use hfexport_core::graph::{Node, Producer};
 use hfexport_core::ops::{Activation, ReduceKind};
 use hfexport_core::shape_program::{DimError, DimLowering, ShapeEmitter};
-use hfexport_core::{DType, Dim, Graph, Op, Tensor, ValueId, WeightExpr};
+use hfexport_core::{DType, Dim, Graph, Op, QuantPart, Tensor, ValueId, WeightExpr};
 
 /// The first opset with `RMSNormalization`, `RotaryEmbedding` and `Attention`.
 pub const OPSET_NATIVE_LLM_OPS: u32 = 23;
@@ -73,7 +73,16 @@ pub fn native(op: &Op, opset: u32) -> bool {
         // no standard ONNX op; with `ort_fusions: "cpu"` a SwiGLU one is ONNX Runtime's
         // `com.microsoft.MoE` ([`ort_cpu_contrib`]), else core's decomposition runs
         Op::Moe { .. } => false,
+        // ONNX Runtime's `com.microsoft.MatMulNBits` / `GatherBlockQuantized`: blocks of a power
+        // of two from 16 (a per-channel head over a hidden size that is not one is decomposed:
+        // standard `Cast`/`Mul` ops feeding `Gemm` / `Gather`)
+        Op::QuantLinear { group, .. } | Op::QuantGather { group, .. } => ort_block(*group),
     }
+}
+
+/// Whether ONNX Runtime's block-quantized kernels take blocks of `group` elements.
+fn ort_block(group: usize) -> bool {
+    group.is_power_of_two() && group >= 16
 }
 
 /// The ops lowered to ONNX Runtime CPU contrib ops under `ort_fusions: "cpu"` (files other
@@ -422,6 +431,12 @@ impl<'g> Ctx<'g> {
                 ("Range".into(), vec![zero, limit, one], vec![])
             }
             Op::Linear => return self.linear(n, &ins, &outs),
+            Op::QuantLinear { bits, group, zero_point } => {
+                return self.matmul_nbits(n, &ins, &outs, *bits, *group, *zero_point)
+            }
+            Op::QuantGather { bits, group, zero_point } => {
+                return self.gather_block_quantized(n, &ins, &outs, *bits, *group, *zero_point)
+            }
             Op::Moe { top_k, normalize, .. } => return self.ort_moe(n, &ins, &outs, *top_k, *normalize),
             Op::CacheUpdate | Op::ScatterSlots => {
                 let ns = self.g.info(n.inputs[1]).shape.clone();
@@ -499,6 +514,124 @@ impl<'g> Ctx<'g> {
         let back = self.shape(&ys)?;
         self.em.push("Reshape", &format!("{}/unflatten", n.name), vec![y2, back], outs.to_vec(), vec![]);
         Ok(())
+    }
+
+    /// `com.microsoft.MatMulNBits`: `B` is the values shifted to unsigned (`q + 2^(bits-1)`,
+    /// the op's default zero point, so a symmetric weight has no zero-point input) and, for 4
+    /// bits, packed two per byte low nibble first, `[N, blocks, block * bits / 8]`; scales
+    /// `[N, blocks]`; asymmetric zero points `u8 [N, ceil(blocks * bits / 8)]`. Accuracy level 4:
+    /// the CPU kernel quantizes `A` to int8 per block and uses integer dot products.
+    fn matmul_nbits(
+        &mut self,
+        n: &Node,
+        ins: &[String],
+        outs: &[String],
+        bits: u8,
+        group: usize,
+        zp: bool,
+    ) -> Result<()> {
+        let w = self.g.info(n.inputs[1]).shape.clone();
+        let (rows, cols) = (w[0].as_const().unwrap_or(0), w[1].as_const().unwrap_or(0));
+        let blocks = cols / group as i64;
+        let b = self.quant_initializer(n, 1, ".B", bits, vec![rows, blocks, group as i64 * bits as i64 / 8])?;
+        let mut inputs = vec![ins[0].clone(), b, ins[2].clone()];
+        let params = 3 + usize::from(zp);
+        if zp {
+            inputs.push(self.quant_initializer(
+                n,
+                3,
+                ".zero_points",
+                bits,
+                vec![rows, (blocks * bits as i64 + 7) / 8],
+            )?);
+        }
+        if let Some(bias) = ins.get(params) {
+            inputs.extend([String::new(), String::new()][usize::from(zp)..].iter().cloned());
+            inputs.push(bias.clone());
+        }
+        let attrs = vec![
+            attr_int("K", cols),
+            attr_int("N", rows),
+            attr_int("bits", bits as i64),
+            attr_int("block_size", group as i64),
+            attr_int("accuracy_level", 4),
+        ];
+        self.ms_node("MatMulNBits", n, inputs, outs, attrs);
+        Ok(())
+    }
+
+    /// `com.microsoft.GatherBlockQuantized` over the table's rows, with the layout of
+    /// [`Ctx::matmul_nbits`]'s `B` as `[rows, cols * bits / 8]` (a tied head quantized alike reads
+    /// the same bytes).
+    fn gather_block_quantized(
+        &mut self,
+        n: &Node,
+        ins: &[String],
+        outs: &[String],
+        bits: u8,
+        group: usize,
+        zp: bool,
+    ) -> Result<()> {
+        let w = self.g.info(n.inputs[0]).shape.clone();
+        let (rows, cols) = (w[0].as_const().unwrap_or(0), w[1].as_const().unwrap_or(0));
+        let data = self.quant_initializer(n, 0, ".data", bits, vec![rows, cols * bits as i64 / 8])?;
+        let ids = ins[ins.len() - 1].clone();
+        let mut inputs = vec![data, ids, ins[1].clone()];
+        if zp {
+            let blocks = cols / group as i64;
+            inputs.push(self.quant_initializer(
+                n,
+                2,
+                ".zero_points",
+                bits,
+                vec![rows, (blocks * bits as i64 + 7) / 8],
+            )?);
+        }
+        let attrs = vec![
+            attr_int("gather_axis", 0),
+            attr_int("quantize_axis", 1),
+            attr_int("block_size", group as i64),
+            attr_int("bits", bits as i64),
+        ];
+        self.ms_node("GatherBlockQuantized", n, inputs, outs, attrs);
+        Ok(())
+    }
+
+    /// An initializer derived from the quantized weight part at input `slot`: its unsigned
+    /// form (values) or itself (zero points), packed two per byte for 4 bits.
+    fn quant_initializer(&mut self, n: &Node, slot: usize, suffix: &str, bits: u8, dims: Vec<i64>) -> Result<String> {
+        let Producer::Weight(w) = self.g.producer(n.inputs[slot]) else {
+            return Err(OnnxError::Lowering {
+                node: n.name.clone(),
+                op: n.op.name().into(),
+                msg: "ONNX Runtime's block-quantized ops need constant weights".into(),
+            });
+        };
+        let expr = match self.g.weights()[w].expr.clone() {
+            WeightExpr::Quantize { expr, scheme, scale_dtype, part: QuantPart::Values } => {
+                WeightExpr::Quantize { expr, scheme, scale_dtype, part: QuantPart::Unsigned }
+            }
+            other => other,
+        };
+        let expr = match bits {
+            4 => WeightExpr::Pack { expr: Box::new(expr), high_first: false },
+            _ => expr,
+        };
+        let name = format!("{}{suffix}", n.name);
+        self.derived.push(Derived { name: name.clone(), expr, dtype: DType::U8, dims });
+        Ok(name)
+    }
+
+    fn ms_node(&mut self, op: &str, n: &Node, inputs: Vec<String>, outs: &[String], attribute: Vec<AttributeProto>) {
+        self.em.nodes.push(NodeProto {
+            name: Some(n.name.clone()),
+            op_type: Some(op.into()),
+            domain: Some(MS_DOMAIN.into()),
+            input: inputs,
+            output: outs.to_vec(),
+            attribute,
+            ..Default::default()
+        });
     }
 
     /// `com.microsoft.MoE` (ONNX Runtime's CPU kernel, float32): the router logits as a `Gemm`

@@ -67,6 +67,10 @@ pub fn native(op: &Op) -> bool {
         // pass leaves a static token count (a stateful decode step is [1, 1]) unfused, so a
         // decode step takes core's gathered experts, as do the other activations
         Op::Moe { act, few_tokens, .. } => *act == Activation::Silu && !few_tokens,
+        // core's dequantize chain is NNCF's decompression pattern (integer `Const` ->
+        // `Convert` -> `Multiply` by the scales -> `MatMul`), which the CPU plugin runs as a
+        // compressed FullyConnected / Gather
+        Op::QuantLinear { .. } | Op::QuantGather { .. } => false,
     }
 }
 
@@ -668,7 +672,9 @@ impl<'g> Ctx<'g> {
             | Op::ApplyRotary
             | Op::GatedMlp { .. }
             | Op::TopK { .. }
-            | Op::Moe { .. } => {
+            | Op::Moe { .. }
+            | Op::QuantLinear { .. }
+            | Op::QuantGather { .. } => {
                 return Err(OvError::Lowering {
                     node: n.name.clone(),
                     op: n.op.name().into(),

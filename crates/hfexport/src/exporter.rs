@@ -140,6 +140,9 @@ impl AutoHfExporter {
         let mut runtime_checks = vec![];
         for c in &mut components {
             runtime_checks.extend(dynamic::apply(&mut c.graph, common, &sample_sizes())?);
+            if let Some(recipe) = &common.quantizer {
+                c.graph = hfexport_quant::quantize_graph(&c.graph, recipe)?;
+            }
         }
         // what the user left open, the backend may bound (ExecuTorch: to fit its memory plan)
         let open: Vec<_> = components.iter().map(|c| dynamic::open_symbols(c, common)).collect();
