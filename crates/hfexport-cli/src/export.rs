@@ -30,6 +30,16 @@ fn export_config(a: &ExportArgs) -> Result<hfexport::ExportConfig> {
             serde_json::from_str(&text).context("--dynamic-shapes is neither a JSON object nor a JSON file")?;
         obj.insert("dynamic_shapes".into(), v);
     }
+    if let Some(q) = &a.quantize {
+        match obj.get_mut("quantizer") {
+            Some(serde_json::Value::Object(recipe)) => {
+                recipe.insert("weights".into(), q.clone().into());
+            }
+            _ => {
+                obj.insert("quantizer".into(), q.clone().into());
+            }
+        }
+    }
     if !obj.contains_key("export_format") {
         bail!("give --format or an `export_format` in --config (valid: dynamo, onnx, executorch, openvino)");
     }

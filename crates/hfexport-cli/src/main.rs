@@ -116,6 +116,11 @@ pub(crate) struct ExportArgs {
     /// With --static-cache: one `decode` component that takes any number of tokens per call.
     #[arg(long)]
     pub(crate) multi_token_decode: bool,
+    /// Quantize weights: int4 (decoder linears symmetric in groups of 32; head and embeddings
+    /// int8 per channel) or int8 (per channel throughout). Overrides `quantizer.weights` of
+    /// --config, whose other keys (group_size, symmetric, lm_head, embeddings, exclude) stay.
+    #[arg(long, value_parser = ["int4", "int8"])]
+    pub(crate) quantize: Option<String>,
     /// Run the export in its runtime against the reference evaluator before the folder is
     /// committed; recorded in export.json, and a mismatch fails the export.
     #[arg(long)]

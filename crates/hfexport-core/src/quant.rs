@@ -80,7 +80,9 @@ pub struct QuantRecipe {
     pub lm_head: Option<QuantScheme>,
     /// The token embeddings; `None` keeps them in the export dtype.
     pub embeddings: Option<QuantScheme>,
-    /// Node names (or prefixes of them, e.g. `model.layers.0.mlp`) left unquantized.
+    /// Modules left unquantized: a module name as transformers spells it (the weight's name
+    /// without `.weight`, e.g. `model.layers.0.mlp.down_proj`) or a prefix of one
+    /// (`model.layers.0`), or a node name.
     pub exclude: Vec<String>,
 }
 

@@ -253,7 +253,7 @@ pub fn write_archive(
                 // otherwise is a lowering bug
                 return Err(DynamoError::WeightSize { tensor: fqn.clone(), expected, actual: size });
             }
-            config.insert(fqn.clone(), payload_entry(&syms, &file, meta, true));
+            config.insert(fqn.clone(), payload_entry(&syms, &file, meta, meta.dtype.is_float()));
         }
         zip.add_deflated(&format!("data/weights/{program}_weights_config.json"), &config_json(config)).map_err(io)?;
 

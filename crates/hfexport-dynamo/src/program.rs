@@ -195,9 +195,17 @@ pub fn exported_program(g: &Graph, a: &AtenGraph, style: CallStyle) -> Value {
     let syms = Symbols::of(g);
     let mut inputs = vec![];
     let mut input_specs = vec![];
-    for (fqn, value, _) in &a.parameters {
+    // float weights are parameters; integer ones (quantized values) persistent buffers, which
+    // torch's loader does not ask to require gradients; parameters come first, as torch orders
+    // its placeholders
+    let is_param = |value: &String| a.tensors[value].dtype.is_float();
+    for (fqn, value, _) in a.parameters.iter().filter(|p| is_param(&p.1)) {
         inputs.push(tensor(value));
         input_specs.push(json!({"parameter": {"arg": {"name": value}, "parameter_name": fqn}}));
+    }
+    for (fqn, value, _) in a.parameters.iter().filter(|p| !is_param(&p.1)) {
+        inputs.push(tensor(value));
+        input_specs.push(json!({"buffer": {"arg": {"name": value}, "buffer_name": fqn, "persistent": true}}));
     }
     for (name, value, _) in &a.constants {
         inputs.push(tensor(value));
@@ -248,8 +256,11 @@ pub fn exported_program(g: &Graph, a: &AtenGraph, style: CallStyle) -> Value {
         })
         .collect();
     let params: std::collections::HashSet<&str> = a.parameters.iter().map(|(_, v, _)| v.as_str()).collect();
-    let tensor_values: serde_json::Map<String, Value> =
-        a.tensors.iter().map(|(n, m)| (n.clone(), syms.tensor_meta(m, params.contains(n.as_str())))).collect();
+    let tensor_values: serde_json::Map<String, Value> = a
+        .tensors
+        .iter()
+        .map(|(n, m)| (n.clone(), syms.tensor_meta(m, params.contains(n.as_str()) && m.dtype.is_float())))
+        .collect();
     let sym_int_values: serde_json::Map<String, Value> =
         a.sym_ints.iter().map(|(n, d)| (n.clone(), syms.sym_int(d))).collect();
     let names: Vec<String> = a.user_inputs.iter().map(|(_, v)| v.clone()).collect();

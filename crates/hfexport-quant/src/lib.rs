@@ -8,13 +8,15 @@
 //! - the token embedding (a row `Gather` of a weight by the `input_ids` input) into
 //!   `QuantGather` with the `embeddings` scheme;
 //!
-//! except nodes the recipe's `exclude` names. The integer values, scales and zero points are
+//! except modules the recipe's `exclude` names (by the weight's name without `.weight`, as
+//! transformers names modules, or by node name). Gated MLPs are expanded into their three
+//! `Linear`s first. The integer values, scales and zero points are
 //! lazy weight expressions over the float weight ([`WeightExpr::Quantize`]): nothing is
 //! computed until a writer streams them, one tensor at a time. A tied head quantized with the
 //! embeddings' scheme reads the same expressions, so each part is stored once. Mixture-of-
 //! experts blocks keep float experts (their stacked weights are not `Linear`s).
 
-use hfexport_core::decompose::{drop_unread_weights, rebuild};
+use hfexport_core::decompose::{decompose, drop_unread_weights, rebuild};
 use hfexport_core::graph::Producer;
 use hfexport_core::{Error, Graph, Op, QuantPart, QuantRecipe, QuantScheme, Result, ValueId, WeightExpr};
 use std::collections::HashMap;
@@ -22,6 +24,8 @@ use std::collections::HashMap;
 /// `g` with the recipe's linears and embedding quantized; an error naming the tensor when a
 /// scheme does not fit it (a group size that does not divide the input dimension).
 pub fn quantize_graph(g: &Graph, recipe: &QuantRecipe) -> Result<Graph> {
+    // a gated MLP's three projections become `Linear`s first (every backend decomposes it)
+    let g = &decompose(g, &|op| matches!(op, Op::GatedMlp { .. }))?;
     let ids = g.inputs().iter().find(|p| p.name == "input_ids").map(|p| p.value);
     let mut done: HashMap<(ValueId, QuantScheme), Vec<ValueId>> = HashMap::new();
     let rewritten = rebuild(g, &mut |out, node, ins| {
@@ -36,6 +40,7 @@ pub fn quantize_graph(g: &Graph, recipe: &QuantRecipe) -> Result<Graph> {
         });
         let scheme = match (&node.op, slot, &weight) {
             (_, _, None) => None,
+            (_, _, Some(w)) if recipe.excludes(w.name.strip_suffix(".weight").unwrap_or(&w.name)) => None,
             _ if recipe.excludes(&node.name) => None,
             (Op::Linear, _, _) if node.name == "lm_head" => recipe.lm_head,
             (Op::Linear, _, _) => Some(recipe.weights),
@@ -88,14 +93,16 @@ fn quantized_params(
     };
     let groups = cols / scheme.group_len(&expr.to_string(), cols)?;
     let part = |part| WeightExpr::Quantize { expr: Box::new(expr.clone()), scheme, scale_dtype: info.dtype, part };
-    let label = scheme.label().replace('/', "_");
+    // `<module>.weight_int4_g32_q`: a sibling of the weight, never a child (a `.pt2` module
+    // cannot hold both a parameter `weight` and a submodule of that name)
+    let stem = format!("{name}_{}", scheme.label().replace('/', "_"));
     let mut params = vec![
-        g.add_weight(&format!("{name}.{label}.q"), part(QuantPart::Values), scheme.value_dtype(), &[rows, cols]),
-        g.add_weight(&format!("{name}.{label}.scales"), part(QuantPart::Scales), info.dtype, &[rows, groups]),
+        g.add_weight(&format!("{stem}_q"), part(QuantPart::Values), scheme.value_dtype(), &[rows, cols]),
+        g.add_weight(&format!("{stem}_scales"), part(QuantPart::Scales), info.dtype, &[rows, groups]),
     ];
     if !scheme.symmetric {
         let z = part(QuantPart::ZeroPoints);
-        params.push(g.add_weight(&format!("{name}.{label}.zero_points"), z, hfexport_core::DType::U8, &[rows, groups]));
+        params.push(g.add_weight(&format!("{stem}_zero_points"), z, hfexport_core::DType::U8, &[rows, groups]));
     }
     Ok(params)
 }

@@ -1,0 +1,114 @@
+"""Goldens of quantized exports: transformers run on a checkpoint's weights fake-quantized by a
+recipe in torch, for the Rust test suite (tests/quantized_exports.rs).
+
+usage: quantized_goldens.py JOBS.json
+
+JOBS: a list of {"fixture": DIR, "recipe": {...}, "out": GOLDEN.safetensors}. The recipe is
+hfexport's normalised quantizer dict (weights int4|int8, group_size N|"channel", symmetric,
+lm_head/embeddings int8|int4|null, exclude). Each golden holds the fixture's `single` and
+`batch` inputs with the logits of the quantized model, under the keys run_exports.py reads.
+
+The arithmetic is the documented recipe (crates/hfexport-core/src/quant.rs), written here
+independently: per row, per group of `group` input elements, in float32, torch.round (half to
+even); symmetric 4-bit s = v / -8 (v the group's value of largest magnitude, first on ties),
+symmetric 8-bit s = max|w| / 127, asymmetric s = (max(w, 0) - min(w, 0)) / (2^b - 1) with
+zero point round(-min / s); a zero group stays zero.
+"""
+import json
+import sys
+import warnings
+
+warnings.filterwarnings("ignore")
+import torch  # noqa: E402
+from safetensors.torch import load_file, save_file  # noqa: E402
+from transformers import AutoModelForCausalLM  # noqa: E402
+from transformers.pytorch_utils import Conv1D  # noqa: E402
+
+
+def fake_quant(w, bits, group, symmetric):
+    rows, cols = w.shape
+    g = group or cols
+    x = w.detach().float().reshape(rows, cols // g, g)
+    if symmetric:
+        if bits == 4:
+            v = x.gather(-1, x.abs().argmax(-1, keepdim=True))
+            s, lo, hi = v / -8, -8, 7
+        else:
+            s, lo, hi = x.abs().amax(-1, keepdim=True) / 127, -127, 127
+        safe = torch.where(s == 0, torch.ones_like(s), s)
+        q = torch.where(s == 0, torch.zeros_like(x), torch.clamp(torch.round(x / safe), lo, hi))
+        deq = q * s
+    else:
+        levels = 2**bits - 1
+        mn = x.amin(-1, keepdim=True).clamp(max=0)
+        mx = x.amax(-1, keepdim=True).clamp(min=0)
+        s = (mx - mn) / levels
+        safe = torch.where(s == 0, torch.ones_like(s), s)
+        z = torch.where(s == 0, torch.zeros_like(s), torch.clamp(torch.round(-mn / safe), 0, levels))
+        q = torch.where(s == 0, z.expand_as(x), torch.clamp(torch.round(x / safe) + z, 0, levels))
+        deq = (q - z) * s
+    return deq.reshape(rows, cols).to(w.dtype)
+
+
+def scheme(spec, recipe):
+    """(bits, group, symmetric) of a side scheme ("int8" per channel, "int4" in the recipe's groups)."""
+    if spec is None:
+        return None
+    if spec == "int8":
+        return (8, None, True)
+    return (4, recipe_group(recipe) or 32, recipe["symmetric"])
+
+
+def recipe_group(recipe):
+    g = recipe["group_size"]
+    return None if g == "channel" else g
+
+
+def excluded(name, recipe):
+    return any(name == e or name.startswith(e + ".") for e in recipe.get("exclude", []))
+
+
+def quantize_model(model, recipe):
+    bits = 4 if recipe["weights"] == "int4" else 8
+    layer = (bits, recipe_group(recipe), recipe["symmetric"])
+    head = scheme(recipe.get("lm_head"), recipe)
+    embed = scheme(recipe.get("embeddings"), recipe)
+    emb = model.get_input_embeddings()
+    out = model.get_output_embeddings()
+    # untie first: the head and the embeddings are quantized (or not) each by its own scheme
+    if out is not None and out.weight is emb.weight:
+        out.weight = torch.nn.Parameter(emb.weight.detach().clone())
+    for name, mod in model.named_modules():
+        if excluded(name, recipe):
+            continue
+        if mod is out:
+            if head:
+                mod.weight = torch.nn.Parameter(fake_quant(mod.weight, *head))
+        elif mod is emb:
+            if embed:
+                mod.weight = torch.nn.Parameter(fake_quant(mod.weight, *embed))
+        elif isinstance(mod, torch.nn.Linear):
+            mod.weight = torch.nn.Parameter(fake_quant(mod.weight, *layer))
+        elif isinstance(mod, Conv1D):
+            # GPT-2's linears store [in, out]: quantized per output channel like the others
+            mod.weight = torch.nn.Parameter(fake_quant(mod.weight.t(), *layer).t().contiguous())
+
+
+def main():
+    for job in json.load(open(sys.argv[1])):
+        model = AutoModelForCausalLM.from_pretrained(
+            job["fixture"], dtype=torch.float32, attn_implementation="eager"
+        ).eval()
+        quantize_model(model, job["recipe"])
+        gold = load_file(f"{job['fixture']}/golden.safetensors")
+        out = {}
+        for case in ["single", "batch"]:
+            ids, mask = gold[f"{case}.input_ids"], gold[f"{case}.attention_mask"]
+            with torch.no_grad():
+                logits = model(input_ids=ids, attention_mask=mask).logits
+            out.update({f"{case}.input_ids": ids, f"{case}.attention_mask": mask, f"{case}.logits": logits.float().contiguous()})
+        save_file(out, job["out"])
+
+
+if __name__ == "__main__":
+    main()
