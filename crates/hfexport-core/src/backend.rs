@@ -124,6 +124,12 @@ pub trait Runner {
     fn atol(&self, dtype: DType) -> f32 {
         verification_atol(dtype)
     }
+    /// For a component with quantized weights: the extra tolerance, as a fraction of the
+    /// largest reference output magnitude, of a runtime that quantizes activations too (ONNX
+    /// Runtime's `MatMulNBits` at accuracy level 4); 0 for runtimes that dequantize exactly.
+    fn quantized_rtol(&self) -> f32 {
+        0.0
+    }
 }
 
 /// What [`Backend::runner_available`] returns: `Ok` when the runner is `built` in, else a

@@ -88,6 +88,20 @@ pub struct Verification {
     pub max_abs_diff: f32,
     pub atol: f32,
     pub inputs: Vec<String>,
+    /// A quantized export's reference logits against the float model's, on the same samples.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub against_float: Option<QuantQuality>,
+}
+
+/// How far quantization moved the logits (reference evaluator, quantized vs float graph).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct QuantQuality {
+    /// Fraction of non-padded positions whose argmax token is the float model's.
+    pub top1_agreement: f32,
+    /// `max |q - f| / max |f|` over the non-padded logits.
+    pub max_rel_logit_error: f32,
+    /// Positions compared.
+    pub positions: usize,
 }
 
 fn ports(g: &Graph, ps: &[crate::graph::Port]) -> Vec<Port> {

@@ -3,12 +3,12 @@
 
 use crate::backends::backend;
 use crate::samples::sample_sizes;
-use crate::verification::{merge, verify_component};
+use crate::verification::{compare_with_float, merge, verify_component};
 use crate::{Error, Result};
 use hfexport_core::artifact::StagedDir;
 use hfexport_core::backend::{prepare, Backend};
-use hfexport_core::metadata::{self, ExportMetadata, Source, Verification};
-use hfexport_core::plan::{Planned, Role};
+use hfexport_core::metadata::{self, ExportMetadata, QuantQuality, Source, Verification};
+use hfexport_core::plan::{Exit, Planned, Role};
 use hfexport_core::{dynamic, AutoExportConfig, DType, ExportConfig};
 use hfexport_models::{build_forward, build_generation, BuildOptions, Checkpoint, ModelConfig, Task, Weights};
 use std::collections::BTreeMap;
@@ -180,7 +180,11 @@ impl AutoHfExporter {
         }
         copy_side_files(&req.model, staged.path())?;
         let verification = match self.verify {
-            true => Some(self.verify_all(&components, &described, &ckpt, staged.path(), req.dtype, progress)?),
+            true => {
+                let mut v = self.verify_all(&components, &described, &ckpt, staged.path(), req.dtype, progress)?;
+                v.against_float = self.against_float(req, &ckpt, &components, progress)?;
+                Some(v)
+            }
             false => None,
         };
         let mut symbols = BTreeMap::new();
@@ -213,6 +217,35 @@ impl AutoHfExporter {
 
     /// Verifies every component written into `dir` against its planned graph (the graph before
     /// the backend's passes: the reference is the model, not the lowering).
+    /// For a quantized export: the first logits component against the float model's (the same
+    /// request planned without the quantizer), in the reference evaluator.
+    fn against_float(
+        &self,
+        req: &ExportRequest,
+        ckpt: &Checkpoint,
+        components: &[Planned],
+        progress: Progress,
+    ) -> Result<Option<QuantQuality>> {
+        if self.config.common().quantizer.is_none() {
+            return Ok(None);
+        }
+        let mut dict = self.config.to_dict();
+        dict["quantizer"] = serde_json::Value::Null;
+        let float = AutoHfExporter::from_config(AutoExportConfig::from_dict(&dict)?)?.plan(req, ckpt)?;
+        let pair = components.iter().zip(&float.components).find(|(c, _)| c.spec.exit == Exit::Logits);
+        let Some((quant, float)) = pair else { return Ok(None) };
+        let q = compare_with_float(quant, float, ckpt, ckpt.config.vocab_size)?;
+        progress(&format!(
+            "against the float model (`{}`, reference evaluator): top-1 agreement {:.1}% over {} positions, \
+             max relative logit error {:.2}%",
+            quant.spec.name,
+            100.0 * q.top1_agreement,
+            q.positions,
+            100.0 * q.max_rel_logit_error
+        ));
+        Ok(Some(q))
+    }
+
     fn verify_all(
         &self,
         components: &[Planned],

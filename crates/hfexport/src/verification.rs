@@ -8,7 +8,7 @@
 use crate::samples::{cases_for, SampleCase, SAMPLE_PAST};
 use crate::{Error, Progress, Result};
 use hfexport_core::backend::Runner;
-use hfexport_core::metadata::{Component, Verification};
+use hfexport_core::metadata::{Component, QuantQuality, Verification};
 use hfexport_core::plan::Planned;
 use hfexport_core::{DType, Evaluator, Tensor, TensorSource};
 use std::collections::BTreeMap;
@@ -25,20 +25,25 @@ pub fn verify_component(
     let runtime = runner.runtime();
     let past = if runner.stateful() { 0 } else { SAMPLE_PAST };
     let cases = cases_for(planned, vocab, past)?;
-    let atol = runner.atol(dtype);
+    let quantized = planned.graph.nodes().iter().any(|n| matches!(n.op, hfexport_core::Op::QuantLinear { .. }));
+    let rtol = if quantized { runner.quantized_rtol() } else { 0.0 };
     progress(&format!(
         "verifying `{}` in {runtime} against the reference evaluator ({} sample inputs)",
         planned.spec.name,
         cases.len()
     ));
     let ev = Evaluator::new(&planned.graph, src)?;
-    let mut worst = None;
+    let (mut worst, mut largest) = (None, 0f32);
     for case in &cases {
         let got = runner.run(&case.inputs)?;
         let mut want = ev.run(&case.inputs)?;
         want.retain(|name, _| runner.compares(name));
         compare_outputs(&runtime, case, &got, &want, &mut worst)?;
+        for t in want.values().filter(|t| t.dtype().is_float()) {
+            largest = t.cast(DType::F32).as_f32()?.iter().fold(largest, |m, v| m.max(v.abs()));
+        }
     }
+    let atol = runner.atol(dtype) + rtol * largest;
     let max_abs_diff = worst.as_ref().map_or(0.0, |w| w.4);
     if let Some((tensor, index, got, expected, diff)) = worst.filter(|w| w.4 > atol) {
         return Err(Error::VerificationMismatch { runtime, tensor, index, got, expected, diff, atol });
@@ -50,6 +55,46 @@ pub fn verify_component(
         max_abs_diff,
         atol,
         inputs: cases.into_iter().map(|c| c.name).collect(),
+        against_float: None,
+    })
+}
+
+/// The quantized component's logits against the float one's, both in the reference
+/// evaluator on the component's sample inputs: top-1 agreement and the largest error relative
+/// to the largest float logit, over non-padded positions.
+pub fn compare_with_float(
+    quant: &Planned,
+    float: &Planned,
+    src: &dyn TensorSource,
+    vocab: usize,
+) -> Result<QuantQuality> {
+    let (eq, ef) = (Evaluator::new(&quant.graph, src)?, Evaluator::new(&float.graph, src)?);
+    let (mut agree, mut positions, mut worst, mut largest) = (0usize, 0usize, 0f32, 0f32);
+    for case in cases_for(quant, vocab, SAMPLE_PAST)? {
+        let (q, f) = (eq.run(&case.inputs)?, ef.run(&case.inputs)?);
+        let (Some(q), Some(f)) = (q.get("logits"), f.get("logits")) else { continue };
+        let (q, f) = (q.cast(DType::F32), f.cast(DType::F32));
+        let (qv, fv) = (q.as_f32()?, f.as_f32()?);
+        let v = *f.shape().last().unwrap_or(&1);
+        let mask = case.inputs.get("attention_mask").filter(|m| m.numel() * v == f.numel()).map(|m| m.cast(DType::F32));
+        let mask = mask.as_ref().map(|m| m.as_f32()).transpose()?;
+        for (row, (qr, fr)) in qv.chunks(v).zip(fv.chunks(v)).enumerate() {
+            if mask.is_some_and(|m| m[row] == 0.0) {
+                continue;
+            }
+            let argmax = |r: &[f32]| r.iter().enumerate().fold(0, |b, (i, x)| if *x > r[b] { i } else { b });
+            agree += usize::from(argmax(qr) == argmax(fr));
+            positions += 1;
+            for (a, b) in qr.iter().zip(fr) {
+                worst = worst.max((a - b).abs());
+                largest = largest.max(b.abs());
+            }
+        }
+    }
+    Ok(QuantQuality {
+        top1_agreement: agree as f32 / positions.max(1) as f32,
+        max_rel_logit_error: worst / largest.max(f32::MIN_POSITIVE),
+        positions,
     })
 }
 
