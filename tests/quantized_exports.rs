@@ -238,6 +238,43 @@ fn int4_exports_shrink() {
     }
 }
 
+/// The CPU plugin's compiled model of an int4 OpenVINO export: every FullyConnected reads
+/// 4-bit (layers) or 8-bit (head) weights, and the embedding Gather 8-bit rows, i.e. the
+/// weights stay compressed in memory instead of being folded to float at compile time.
+const OV_RUNTIME_PRECISIONS: &str = r#"
+import json, sys, openvino as ov
+c = ov.Core().compile_model(sys.argv[1], "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+layers = []
+for op in c.get_runtime_model().get_ordered_ops():
+    kind = op.get_rt_info()["layerType"].astype(str)
+    if kind in ("FullyConnected", "Gather") and op.get_input_size() > 1:
+        layers.append([op.get_friendly_name(), kind, [op.input(i).get_element_type().get_type_name() for i in range(op.get_input_size())]])
+print(json.dumps(layers))
+"#;
+
+#[test]
+fn openvino_keeps_weights_compressed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fixture = layer_dominated(&tmp.path().join("wide"));
+    let out = tmp.path().join("ov");
+    export(&fixture, &out, ExportFormat::Openvino, Some(&json!("int4"))).unwrap();
+    let o = Command::new(common::python())
+        .args(["-c", OV_RUNTIME_PRECISIONS])
+        .arg(model_file(&out, ExportFormat::Openvino))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let layers: Vec<(String, String, Vec<String>)> = serde_json::from_slice(&o.stdout).unwrap();
+    let fcs: Vec<_> = layers.iter().filter(|l| l.1 == "FullyConnected").collect();
+    assert_eq!(fcs.len(), 15, "7 linears per layer and the head: {layers:?}");
+    for (name, _, types) in &fcs {
+        let want = if name.starts_with("lm_head") { "i8" } else { "i4" };
+        assert_eq!(types[1], want, "{name} runs on {} weights: {types:?}", types[1]);
+    }
+    let embed = layers.iter().find(|l| l.0 == "model.embed_tokens").expect("the embedding gather");
+    assert_eq!(embed.2[0], "i8", "the embedding rows stay int8: {embed:?}");
+}
+
 #[test]
 fn bad_recipes_are_clear_errors_and_write_nothing() {
     let tmp = tempfile::tempdir().unwrap();

@@ -61,9 +61,11 @@ pub enum WeightExpr {
     /// One part of a 2-D float weight quantized by `scheme` (see [`crate::quant`]): computed
     /// from the float weight while streaming, one tensor at a time, never stored as float.
     Quantize { expr: Box<WeightExpr>, scheme: QuantScheme, scale_dtype: DType, part: QuantPart },
-    /// 4-bit values (one per byte, i8 or u8) packed two per byte along each row into
-    /// `u8 [..., ceil(n / 2)]` (see [`crate::quant::pack_nibbles`] for the nibble order).
-    Pack { expr: Box<WeightExpr>, high_first: bool },
+    /// 4-bit values (one per byte, i8 or u8) packed two per byte (see
+    /// [`crate::quant::pack_nibbles`] for the nibble order): each row on its own into
+    /// `u8 [..., ceil(n / 2)]` when `per_row` (ONNX Runtime's zero points), else over the flat
+    /// tensor into `u8 [ceil(numel / 2)]` (OpenVINO's `u4`/`i4` constants).
+    Pack { expr: Box<WeightExpr>, high_first: bool, per_row: bool },
 }
 
 /// Which tensor of a quantized weight a [`WeightExpr::Quantize`] produces.
@@ -189,18 +191,23 @@ impl WeightExpr {
                     QuantPart::ZeroPoints => TensorInfo { dtype: DType::U8, shape: vec![rows, groups] },
                 })
             }
-            WeightExpr::Pack { expr, .. } => {
-                let mut i = expr.info(src)?;
-                match i.shape.last_mut() {
-                    Some(n) if matches!(i.dtype, DType::I8 | DType::U8) => *n = n.div_ceil(2),
-                    _ => {
-                        return Err(Error::Weight {
-                            tensor: expr.sources().join(","),
-                            msg: format!("packing 4-bit values needs i8/u8, got {}{:?}", i.dtype, i.shape),
-                        })
-                    }
+            WeightExpr::Pack { expr, per_row, .. } => {
+                let i = expr.info(src)?;
+                if !matches!(i.dtype, DType::I8 | DType::U8) || i.shape.is_empty() {
+                    return Err(Error::Weight {
+                        tensor: expr.sources().join(","),
+                        msg: format!("packing 4-bit values needs i8/u8, got {}{:?}", i.dtype, i.shape),
+                    });
                 }
-                Ok(TensorInfo { dtype: DType::U8, shape: i.shape })
+                let shape = match per_row {
+                    true => {
+                        let mut s = i.shape.clone();
+                        *s.last_mut().expect("not empty") = s[s.len() - 1].div_ceil(2);
+                        s
+                    }
+                    false => vec![i.shape.iter().product::<usize>().div_ceil(2)],
+                };
+                Ok(TensorInfo { dtype: DType::U8, shape })
             }
         }
     }
@@ -290,10 +297,10 @@ impl WeightExpr {
                     }),
                 }
             }
-            WeightExpr::Pack { expr, high_first } => {
+            WeightExpr::Pack { expr, high_first, per_row } => {
                 let info = self.info(src)?;
                 let t = expr.materialize(src)?;
-                let row = *t.shape().last().unwrap_or(&1);
+                let row = if *per_row { *t.shape().last().unwrap_or(&1) } else { t.numel() };
                 // row by row: an odd row ends in a half-filled byte
                 let bytes: Vec<u8> =
                     t.to_le_bytes().chunks(row.max(1)).flat_map(|r| pack_nibbles(r, *high_first)).collect();
@@ -447,8 +454,9 @@ impl std::fmt::Display for WeightExpr {
             WeightExpr::Slice { expr, axis, start, end } => write!(f, "slice<{axis}:{start}..{end}>({expr})"),
             WeightExpr::OnePlus(e) => write!(f, "1+({e})"),
             WeightExpr::Quantize { expr, scheme, part, .. } => write!(f, "{part:?}<{}>({expr})", scheme.label()),
-            WeightExpr::Pack { expr, high_first } => {
-                write!(f, "pack4<{}>({expr})", if *high_first { "high" } else { "low" })
+            WeightExpr::Pack { expr, high_first, per_row } => {
+                let order = if *high_first { "high" } else { "low" };
+                write!(f, "pack4<{order}{}>({expr})", if *per_row { ", rows" } else { "" })
             }
             WeightExpr::Interleave(parts) => {
                 let parts: Vec<String> = parts.iter().map(ToString::to_string).collect();

@@ -614,7 +614,7 @@ impl<'g> Ctx<'g> {
             other => other,
         };
         let expr = match bits {
-            4 => WeightExpr::Pack { expr: Box::new(expr), high_first: false },
+            4 => WeightExpr::Pack { expr: Box::new(expr), high_first: false, per_row: true },
             _ => expr,
         };
         let name = format!("{}{suffix}", n.name);

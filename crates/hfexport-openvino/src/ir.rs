@@ -21,6 +21,20 @@ pub struct PortInfo {
     pub dtype: DType,
     pub dims: Vec<i64>,
     pub names: Vec<String>,
+    /// 4-bit elements (`i4` for an i8 `dtype`, `u4` for u8): a packed quantized weight's
+    /// `Const`, which core's dtypes do not name.
+    pub nibbles: bool,
+}
+
+impl PortInfo {
+    /// The `element_type` spelling of the port's elements.
+    pub fn element_type(&self) -> &'static str {
+        match (self.nibbles, self.dtype) {
+            (true, DType::I8) => "i4",
+            (true, _) => "u4",
+            (false, d) => element_type(d),
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -151,7 +165,12 @@ impl Network {
 }
 
 fn write_port(x: &mut String, id: usize, p: &PortInfo, with_names: bool) {
-    let _ = write!(x, "\t\t\t\t<port id=\"{id}\" precision=\"{}\"", precision(p.dtype));
+    let prec = match (p.nibbles, p.dtype) {
+        (true, DType::I8) => "I4",
+        (true, _) => "U4",
+        (false, d) => precision(d),
+    };
+    let _ = write!(x, "\t\t\t\t<port id=\"{id}\" precision=\"{prec}\"");
     if with_names && !p.names.is_empty() {
         let names: Vec<String> = p.names.iter().map(|n| n.replace(',', "\\,")).collect();
         let _ = write!(x, " names=\"{}\"", escape(&names.join(",")));

@@ -31,7 +31,7 @@ use crate::{OvError, Result};
 use hfexport_core::graph::Node;
 use hfexport_core::ops::{Activation, ReduceKind};
 use hfexport_core::shape_program::{DimError, DimLowering, ShapeEmitter};
-use hfexport_core::{BinaryOp, DType, Dim, Graph, Op, Tensor, UnaryOp, ValueId};
+use hfexport_core::{BinaryOp, DType, Dim, Graph, Op, QuantPart, Tensor, UnaryOp, ValueId, WeightExpr};
 use std::collections::HashMap;
 
 /// Whether `op` is lowered natively (else core decomposes it first). Every variant is listed,
@@ -67,10 +67,10 @@ pub fn native(op: &Op) -> bool {
         // pass leaves a static token count (a stateful decode step is [1, 1]) unfused, so a
         // decode step takes core's gathered experts, as do the other activations
         Op::Moe { act, few_tokens, .. } => *act == Activation::Silu && !few_tokens,
-        // core's dequantize chain is NNCF's decompression pattern (integer `Const` ->
-        // `Convert` -> `Multiply` by the scales -> `MatMul`), which the CPU plugin runs as a
-        // compressed FullyConnected / Gather
-        Op::QuantLinear { .. } | Op::QuantGather { .. } => false,
+        // NNCF's decompression pattern over `[rows, groups, group]` constants (`quant_weights`),
+        // which the CPU plugin runs as a compressed FullyConnected / Gather (core's chain over
+        // `[rows, cols]` would be constant-folded into float weights at compile time)
+        Op::QuantLinear { .. } | Op::QuantGather { .. } => true,
     }
 }
 
@@ -78,6 +78,11 @@ pub fn native(op: &Op) -> bool {
 #[derive(Debug, Clone)]
 pub enum ConstSource {
     Inline(Vec<u8>),
+    /// Graph weight number `index` (4-bit values one per byte) packed two per byte, the even
+    /// element in the low nibble, over the whole tensor (`u4` / `i4`).
+    Packed {
+        index: usize,
+    },
     /// Graph weight number `index`, written as f16 when `compress` (then a decompressing
     /// `Convert` follows the `Const`).
     Weight {
@@ -120,8 +125,31 @@ fn dims_of(shape: &[Dim]) -> Vec<i64> {
     shape.iter().map(|d| d.as_const().unwrap_or(-1)).collect()
 }
 
+/// The `Const` port of a quantized weight part as NNCF lays it out for the CPU plugin's
+/// decompression patterns: values `[rows, groups, group]` (`[rows, cols]` per channel) of
+/// `i4`/`u4`/`i8`/`u8`, scales and zero points `[rows, groups, 1]` (`[rows, 1]`); `None` for
+/// other weights. The bytes are the IR's own (row-major), only the dims differ.
+fn quant_layout(expr: &WeightExpr, info: &hfexport_core::ValueInfo) -> Option<PortInfo> {
+    let WeightExpr::Quantize { scheme, part, .. } = expr else { return None };
+    let rows = info.shape[0].as_const()?;
+    let grid = |groups: i64, inner: i64| if groups == 1 { vec![rows, inner] } else { vec![rows, groups, inner] };
+    let port = match part {
+        QuantPart::Values | QuantPart::Unsigned => {
+            let cols = info.shape[1].as_const()?;
+            let group = scheme.group.map_or(cols, |g| g as i64);
+            PortInfo { nibbles: scheme.bits == 4, ..port(info.dtype, grid(cols / group, group)) }
+        }
+        QuantPart::Scales | QuantPart::ZeroPoints => {
+            let groups = info.shape[1].as_const()?;
+            let nibbles = *part == QuantPart::ZeroPoints && scheme.bits == 4;
+            PortInfo { nibbles, ..port(info.dtype, grid(groups, 1)) }
+        }
+    };
+    Some(port)
+}
+
 fn port(dtype: DType, dims: Vec<i64>) -> PortInfo {
-    PortInfo { dtype, dims, names: vec![] }
+    PortInfo { dtype, dims, names: vec![], nibbles: false }
 }
 
 /// The layer list being built, the constants to place, and how to read each graph input.
@@ -182,9 +210,13 @@ impl Emit {
 
     /// A `Const` layer; `offset` and `size` are filled in by the writer.
     fn const_layer(&mut self, name: String, dtype: DType, dims: Vec<i64>, src: ConstSource) -> Out {
-        let shape = dims.iter().map(i64::to_string).collect::<Vec<_>>().join(", ");
-        let data = vec![("element_type", element_type(dtype).to_string()), ("shape", shape)];
-        let layer = self.layer(name, "Const", "opset1", data, vec![], vec![port(dtype, dims)]);
+        self.const_port(name, port(dtype, dims), src)
+    }
+
+    fn const_port(&mut self, name: String, out: PortInfo, src: ConstSource) -> Out {
+        let shape = out.dims.iter().map(i64::to_string).collect::<Vec<_>>().join(", ");
+        let data = vec![("element_type", out.element_type().to_string()), ("shape", shape)];
+        let layer = self.layer(name, "Const", "opset1", data, vec![], vec![out]);
         self.consts.push((layer, src));
         Out { layer, index: 0 }
     }
@@ -343,7 +375,7 @@ impl<'g> Ctx<'g> {
             return Ok(());
         }
         let data = vec![("shape", "?".to_string()), ("element_type", "i32".to_string())];
-        let beam = PortInfo { dtype: DType::I32, dims: vec![-1], names: vec![BEAM_IDX.into()] };
+        let beam = PortInfo { dtype: DType::I32, dims: vec![-1], names: vec![BEAM_IDX.into()], nibbles: false };
         let layer = self.em.layer(BEAM_IDX.into(), "Parameter", "opset1", data, vec![], vec![beam]);
         let beam = Out { layer, index: 0 };
         for p in g.inputs() {
@@ -401,6 +433,14 @@ impl<'g> Ctx<'g> {
     fn weights(&mut self) {
         let g = self.g;
         for (index, w) in g.weights().iter().enumerate() {
+            if let Some(port) = quant_layout(&w.expr, g.info(w.value)) {
+                let src = match port.nibbles {
+                    true => ConstSource::Packed { index },
+                    false => ConstSource::Weight { index, compress: false },
+                };
+                self.vals[w.value.0] = Some(self.em.const_port(w.name.clone(), port, src));
+                continue;
+            }
             let i = g.info(w.value);
             let dims = dims_of(&i.shape);
             let compress = self.opts.compress_to_fp16 && i.dtype == DType::F32;
@@ -666,15 +706,31 @@ impl<'g> Ctx<'g> {
                     vec![ins[0], kk, vv, mask, s],
                 )
             }
+            Op::QuantLinear { zero_point, .. } => {
+                let w = self.dequantized(n, &ins[1..], *zero_point)?;
+                let data = vec![("transpose_a", "false".into()), ("transpose_b", "true".into())];
+                let bias = ins.get(3 + usize::from(*zero_point)).copied();
+                match bias {
+                    None => one(self, "MatMul", "opset1", data, vec![ins[0], w]),
+                    Some(b) => {
+                        let mm = self.em.op("MatMul", "opset1", data, vec![ins[0], w], out.clone());
+                        one(self, "Add", "opset1", numpy(), vec![mm, b])
+                    }
+                }
+            }
+            Op::QuantGather { zero_point, .. } => {
+                let table = self.dequantized(n, &ins[..ins.len() - 1], *zero_point)?;
+                let ax = self.em.scalar_i64(0);
+                let ids = ins[ins.len() - 1];
+                one(self, "Gather", "opset8", vec![("batch_dims", "0".into())], vec![table, ids, ax])
+            }
             Op::Attention { .. }
             | Op::RmsNorm { .. }
             | Op::RotaryCosSin { .. }
             | Op::ApplyRotary
             | Op::GatedMlp { .. }
             | Op::TopK { .. }
-            | Op::Moe { .. }
-            | Op::QuantLinear { .. }
-            | Op::QuantGather { .. } => {
+            | Op::Moe { .. } => {
                 return Err(OvError::Lowering {
                     node: n.name.clone(),
                     op: n.op.name().into(),
@@ -684,6 +740,39 @@ impl<'g> Ctx<'g> {
         };
         self.vals[n.outputs[0].0] = Some(o);
         Ok(())
+    }
+
+    /// NNCF's decompression subgraph over `quant_layout`'s constants: `Convert` to the scales'
+    /// type (not marked `decompression`: that rt_info, meant for f16 weights, lets the plugin
+    /// fold the chain into float weights), minus the converted zero points, times the scales, then
+    /// `Reshape` to `[rows, cols]` when grouped; the float weight the consumer reads.
+    fn dequantized(&mut self, n: &Node, params: &[Out], zero_point: bool) -> Result<Out> {
+        let w = self.g.info(n.inputs[if matches!(n.op, Op::QuantLinear { .. }) { 1 } else { 0 }]).clone();
+        let dtype = self.em.net.port(params[1]).dtype;
+        let grouped = self.em.net.port(params[0]).dims.clone();
+        let as_float = |cx: &mut Self, x: Out| {
+            let dims = cx.em.net.port(x).dims.clone();
+            let data = vec![("destination_type", element_type(dtype).to_string())];
+            cx.em.op("Convert", "opset1", data, vec![x], port(dtype, dims))
+        };
+        let mut v = as_float(self, params[0]);
+        if zero_point {
+            let z = as_float(self, params[2]);
+            v = self.em.binary("Subtract", v, z, port(dtype, grouped.clone()));
+        }
+        v = self.em.binary("Multiply", v, params[1], port(dtype, grouped.clone()));
+        let dims = dims_of(&w.shape);
+        if grouped.len() == 3 {
+            let shape = self.em.const_i64(&dims);
+            v = self.em.op(
+                "Reshape",
+                "opset1",
+                vec![("special_zero", "false".into())],
+                vec![v, shape],
+                port(dtype, dims),
+            );
+        }
+        Ok(v)
     }
 
     /// `TopK-11` (values and i64 indices, largest first; `stable` keeps equal values in index

@@ -80,6 +80,17 @@ pub fn write_components(
                         placed
                     }
                 },
+                ConstSource::Packed { index } => {
+                    let w = &g.weights()[*index];
+                    let packed = WeightExpr::Pack { expr: Box::new(w.expr.clone()), high_first: false, per_row: false };
+                    table.place(&packed, || {
+                        progress(done, total, &w.name);
+                        done += 1;
+                        append(&mut offset, &mut |out| {
+                            packed.stream_le_bytes(src, &mut |b| out.write_all(b)).map_err(OvError::from)
+                        })
+                    })?
+                }
                 ConstSource::Weight { index, compress } => {
                     let w = &g.weights()[*index];
                     // a compressed copy is another tensor than the plain one
