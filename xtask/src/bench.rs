@@ -29,7 +29,8 @@ use crate::{cargo_bin, describe, run};
 
 pub const USAGE: &str = "usage: cargo xtask bench export-onnx [--python] [--keep]\n       cargo xtask bench \
                          generate-onnx [--python] [--keep]\n       cargo xtask bench openvino [--python] [--keep]\n       \
-                         cargo xtask bench executorch [--python] [--keep]\n       cargo xtask bench moe [--keep]";
+                         cargo xtask bench executorch [--python] [--keep]\n       cargo xtask bench moe [--keep]\n       \
+                         cargo xtask bench quant [--keep]";
 
 /// Goals of the ONNX export of a 0.6B model on a developer machine.
 const GOAL_WALL_S: f64 = 10.0;
@@ -104,7 +105,7 @@ struct Opts {
 
 pub fn bench(root: &Path, args: &[String]) -> Result<ExitCode> {
     let Some((what, flags)) = args.split_first() else { bail!("{USAGE}") };
-    if !["export-onnx", "generate-onnx", "openvino", "executorch", "moe"].contains(&what.as_str()) {
+    if !["export-onnx", "generate-onnx", "openvino", "executorch", "moe", "quant"].contains(&what.as_str()) {
         bail!("unknown benchmark `{what}`\n{USAGE}");
     }
     let mut opts = Opts { python: false, keep: false };
@@ -120,6 +121,7 @@ pub fn bench(root: &Path, args: &[String]) -> Result<ExitCode> {
         "openvino" => bench_openvino(root, &opts)?,
         "executorch" => bench_executorch(root, &opts)?,
         "moe" => bench_moe(root, &opts)?,
+        "quant" => bench_quant(root, &opts)?,
         _ => export_onnx(root, &opts)?,
     }
     Ok(ExitCode::SUCCESS)
@@ -866,6 +868,127 @@ moe: Qwen3-MoE shape ({MOE_LAYERS} layers, hidden {HIDDEN}, experts of {MOE_INTE
         MOE_COLUMNS.iter().zip(&ratios).filter(|(c, _)| c.0 != "onnx-ort-cpu").map(|(_, r)| *r).collect();
     let met = goal.iter().all(|r| r.is_some_and(|r| r <= MOE_GOAL_RATIO));
     println!("  goal (onnx, openvino): within {MOE_GOAL_RATIO}x -> {}", if met { "met" } else { "MISSED" });
+    Ok(())
+}
+
+/// Goals of `bench quant`: our int4 export at least this many times faster than the ONNX
+/// Runtime GenAI builder's, under this peak RSS, and its decode no slower than theirs.
+const QUANT_GOAL_SPEEDUP: f64 = 10.0;
+const QUANT_GOAL_RSS_BYTES: f64 = 1.5e9;
+
+/// The smallest tokenizer the GenAI builder accepts (it saves the checkpoint's tokenizer next to
+/// the model; the bench checkpoint has none and the loops feed token ids).
+const BENCH_TOKENIZER_JSON: &str = r#"{"version": "1.0", "truncation": null, "padding": null, "added_tokens": [],
+"normalizer": null, "pre_tokenizer": {"type": "Whitespace"}, "post_processor": null, "decoder": null,
+"model": {"type": "WordLevel", "vocab": {"<unk>": 0, "a": 1}, "unk_token": "<unk>"}}"#;
+
+/// `cargo xtask bench quant`: on the Qwen3-0.6B-shaped checkpoint, in one run, `--quantize
+/// int4 --for-generation --static-cache 512 --multi-token-decode` exported to ONNX (timed, peak
+/// RSS) and run in ONNX Runtime with the caches bound in place (`bench_generate.py`), the same
+/// float32 export for reference, the int4 OpenVINO export in its stateful loop
+/// (`bench_openvino.py`), and ONNX Runtime GenAI's builder (`-p int4 -e cpu`, timed, peak RSS)
+/// with its own runtime (`bench_genai.py`); installs the `genai` Python group first.
+fn bench_quant(root: &Path, opts: &Opts) -> Result<()> {
+    let steps = 7;
+    let Prepared { bench_dir, ckpt, venv, script, exe } = prepare(root, "bench_generate.py", steps, &[])?;
+    crate::setup(root, "genai")?;
+    let python = root.join("xtask").join("python");
+    let cache = GEN_CACHE_LEN.to_string();
+    let mut columns: Vec<(String, Option<Measured>, Vec<(String, String)>)> = vec![];
+    for (step, (label, format, quantize, script, tag)) in [
+        ("hfexport int4 onnx", "onnx", Some("int4"), &script, "GEN"),
+        ("hfexport f32 onnx", "onnx", None, &script, "GEN"),
+        ("hfexport int4 openvino", "openvino", Some("int4"), &python.join("bench_openvino.py"), "OV"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let out = bench_dir.join(format!("quant-{}", label.replace(' ', "-")));
+        println!("==> [{}/{steps}] {label}: hfexport export -> {}", step + 3, out.display());
+        prepare_run(&ckpt)?;
+        let mut cmd = Command::new(&exe);
+        cmd.arg("export").arg("--model").arg(&ckpt).args(["--format", format, "--dynamic", "--for-generation"]);
+        cmd.args(["--static-cache", &cache, "--multi-token-decode", "--force", "--output"]).arg(&out);
+        if let Some(q) = quantize {
+            cmd.args(["--quantize", q]);
+        }
+        let m = measure(&mut cmd, &bench_dir.join(format!("quant-{}.log", label.replace(' ', "-"))))?;
+        if !m.status.success() {
+            print_tail(&m.log, 30);
+            bail!("`{}` failed ({})", describe(&cmd), m.status);
+        }
+        println!("  exported in {:.2} s, peak RSS {}", m.wall_s, rss(&m));
+        let r = run_generate(&venv, script, tag, "q", &out)?;
+        columns.push((label.to_string(), Some(m), r));
+        if !opts.keep {
+            remove_dir(&out)?;
+        }
+    }
+
+    let theirs = bench_dir.join("quant-genai-int4");
+    println!("==> [6/{steps}] onnxruntime_genai.models.builder -p int4 -e cpu -> {}", theirs.display());
+    for (name, text) in [
+        ("tokenizer.json", BENCH_TOKENIZER_JSON),
+        ("tokenizer_config.json", r#"{"tokenizer_class": "PreTrainedTokenizerFast"}"#),
+    ] {
+        if !ckpt.join(name).is_file() {
+            std::fs::write(ckpt.join(name), text)?;
+        }
+    }
+    remove_dir(&theirs)?;
+    prepare_run(&ckpt)?;
+    let mut cmd = venv.command();
+    cmd.args(["-m", "onnxruntime_genai.models.builder", "-p", "int4", "-e", "cpu", "-i"]).arg(&ckpt);
+    cmd.arg("-o").arg(&theirs).arg("-c").arg(bench_dir.join("genai-cache"));
+    let m = measure(&mut cmd, &bench_dir.join("quant-genai.log"))?;
+    if !m.status.success() {
+        print_tail(&m.log, 30);
+        bail!("`{}` failed ({})", describe(&cmd), m.status);
+    }
+    println!("  exported in {:.2} s, peak RSS {}", m.wall_s, rss(&m));
+    println!("==> [7/{steps}] greedy loop in onnxruntime-genai over {}", theirs.display());
+    let r = run_generate(&venv, &python.join("bench_genai.py"), "GENAI", "q", &theirs)?;
+    columns.push(("genai builder int4".into(), Some(m), r));
+    if !opts.keep {
+        remove_dir(&theirs)?;
+    }
+
+    println!(
+        "\nquant: Qwen3-0.6B shape, static cache {GEN_CACHE_LEN}, batch 1, greedy, CPU; decode over {GEN_STEPS} steps \
+         after a {GEN_PROMPT}-token prompt"
+    );
+    let row = |label: &str, cells: Vec<String>| {
+        println!("  {label:<26}{}", cells.iter().map(|c| format!("{c:>24}")).collect::<String>());
+    };
+    row("", columns.iter().map(|c| c.0.clone()).collect());
+    let get = |r: &[(String, String)], k: &str| r.iter().find(|(key, _)| key == k).map(|(_, v)| v.clone());
+    row(
+        "export wall",
+        columns.iter().map(|c| c.1.as_ref().map_or("n/a".into(), |m| format!("{:.2} s", m.wall_s))).collect(),
+    );
+    row("export peak RSS", columns.iter().map(|c| c.1.as_ref().map_or("n/a".into(), rss)).collect());
+    for (label, key, unit) in [
+        ("prefill tokens/s", "prefill_tok_s", ""),
+        ("decode ms/token", "decode_ms_tok", " ms"),
+        ("session load", "load_s", " s"),
+    ] {
+        row(label, columns.iter().map(|c| get(&c.2, key).map_or("n/a".into(), |v| format!("{v}{unit}"))).collect());
+    }
+    let decode = |i: usize| get(&columns[i].2, "decode_ms_tok").and_then(|v| v.parse::<f64>().ok());
+    let wall = |i: usize| columns[i].1.as_ref().map(|m| m.wall_s);
+    let ours_rss = columns[0].1.as_ref().and_then(|m| m.peak_rss).map(|r| r as f64);
+    let (g, o) = (columns.len() - 1, 0);
+    let speedup = wall(g).zip(wall(o)).map(|(t, u)| t / u);
+    let faster = decode(o).zip(decode(g)).map(|(u, t)| t / u);
+    println!(
+        "  goals: export >= {QUANT_GOAL_SPEEDUP}x faster than the builder -> {}; peak RSS < {:.1} GB -> {}; \
+         int4 decode at least as fast as onnxruntime-genai's -> {}",
+        speedup
+            .map_or("n/a".into(), |s| format!("{s:.1}x, {}", if s >= QUANT_GOAL_SPEEDUP { "met" } else { "MISSED" })),
+        QUANT_GOAL_RSS_BYTES / 1e9,
+        ours_rss.map_or("n/a", |r| if r < QUANT_GOAL_RSS_BYTES { "met" } else { "MISSED" }),
+        faster.map_or("n/a".into(), |f| format!("{f:.2}x theirs, {}", if f >= 1.0 { "met" } else { "MISSED" })),
+    );
     Ok(())
 }
 
