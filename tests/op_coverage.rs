@@ -518,18 +518,21 @@ fn cases() -> Vec<Case> {
     }
     // symmetric int4 in groups (ONNX Runtime quantizes x to int8 per block: its tolerance),
     // asymmetric uint8 with zero points and a bias; quantized embedding rows alike
-    for (scheme, bias, name) in [
-        (QuantScheme { bits: 4, group: Some(16), symmetric: true }, false, "QuantLinear(int4)"),
-        (QuantScheme { bits: 8, group: Some(16), symmetric: false }, true, "QuantLinear(uint8, bias)"),
+    // a per-channel group wider than ONNX Runtime's fast blocks (512) is cut into blocks
+    for (scheme, cols, bias, name) in [
+        (QuantScheme { bits: 4, group: Some(16), symmetric: true }, 32, false, "QuantLinear(int4)"),
+        (QuantScheme { bits: 8, group: Some(16), symmetric: false }, 32, true, "QuantLinear(uint8, bias)"),
+        (QuantScheme { bits: 8, group: None, symmetric: false }, 512, false, "QuantLinear(uint8, channel 512)"),
     ] {
         let mut b = Build::new(28);
         b.tolerance = 2e-2;
-        let x = b.float("x", &[B, S, K(32)], -1.0, 1.0);
-        let mut ins = [vec![x], b.quantized("w", 6, 32, scheme)].concat();
+        let x = b.float("x", &[B, S, K(cols)], -1.0, 1.0);
+        let mut ins = [vec![x], b.quantized("w", 6, cols, scheme)].concat();
         if bias {
             ins.push(b.float("bias", &[K(6)], -1.0, 1.0));
         }
-        let op = Op::QuantLinear { bits: scheme.bits, group: 16, zero_point: !scheme.symmetric };
+        let group = scheme.group.unwrap_or(cols);
+        let op = Op::QuantLinear { bits: scheme.bits, group, zero_point: !scheme.symmetric };
         all.push(b.finish(name, op, &ins));
     }
     for (scheme, name) in [

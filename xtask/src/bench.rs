@@ -877,7 +877,7 @@ const QUANT_GOAL_SPEEDUP: f64 = 10.0;
 const QUANT_GOAL_RSS_BYTES: f64 = 1.5e9;
 
 /// The smallest tokenizer the GenAI builder accepts (it saves the checkpoint's tokenizer next to
-/// the model; the bench checkpoint has none and the loops feed token ids).
+/// the model and needs an EOS id; the bench checkpoint has neither and the loops feed token ids).
 const BENCH_TOKENIZER_JSON: &str = r#"{"version": "1.0", "truncation": null, "padding": null, "added_tokens": [],
 "normalizer": null, "pre_tokenizer": {"type": "Whitespace"}, "post_processor": null, "decoder": null,
 "model": {"type": "WordLevel", "vocab": {"<unk>": 0, "a": 1}, "unk_token": "<unk>"}}"#;

@@ -23,6 +23,7 @@
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::tensor::Tensor;
+use crate::weights::QuantPart;
 use serde_json::{Map, Value};
 
 /// How one tensor is quantized.
@@ -237,40 +238,81 @@ pub fn quantize(name: &str, w: &Tensor, scheme: &QuantScheme, scale_dtype: DType
         });
     };
     let (rows, cols) = (*rows, *cols);
-    let g = scheme.group_len(name, cols)?;
-    let groups = cols / g;
+    let group = scheme.group_len(name, cols)?;
     let data = w.cast(DType::F32);
-    let data = data.as_f32()?;
-    let mut q = vec![0i16; rows * cols];
-    let mut scales = vec![0f32; rows * groups];
-    let mut zps = vec![0u8; rows * groups];
-    for (gi, chunk) in data.chunks(g).enumerate() {
+    let q = quantize_rows(data.as_f32()?, group, scheme, scale_dtype);
+    let grid = vec![rows, cols / group];
+    Ok(Quantized {
+        values: Tensor::from_le_bytes(scheme.value_dtype(), vec![rows, cols], &q.values)?,
+        scales: Tensor::from_le_bytes(
+            scale_dtype,
+            grid.clone(),
+            &q.part_bytes(QuantPart::Scales, scheme, scale_dtype),
+        )?,
+        zero_points: (!scheme.symmetric).then(|| Tensor::from_le_bytes(DType::U8, grid, &q.zero_points)).transpose()?,
+    })
+}
+
+/// Whole rows quantized: the parts as flat vectors.
+pub struct QuantizedRows {
+    /// `q` one per byte: an i8's bits (symmetric) or a u8 (asymmetric).
+    pub values: Vec<u8>,
+    /// Already rounded to the scale dtype.
+    pub scales: Vec<f32>,
+    pub zero_points: Vec<u8>,
+}
+
+/// Quantizes rows of `data` (whole rows: its length is a multiple of the row length, itself a
+/// multiple of `group`) group by group.
+pub fn quantize_rows(data: &[f32], group: usize, scheme: &QuantScheme, scale_dtype: DType) -> QuantizedRows {
+    let groups = data.len() / group;
+    let mut out = QuantizedRows {
+        values: Vec::with_capacity(data.len()),
+        scales: Vec::with_capacity(groups),
+        zero_points: Vec::with_capacity(if scheme.symmetric { 0 } else { groups }),
+    };
+    for chunk in data.chunks(group) {
         let (s, z) = group_params(chunk, scheme, scale_dtype);
-        scales[gi] = s;
-        zps[gi] = z as u8;
-        for (j, &x) in chunk.iter().enumerate() {
-            q[gi * g + j] = quantize_one(x, s, z, scheme);
+        out.scales.push(s);
+        if !scheme.symmetric {
+            out.zero_points.push(z as u8);
+        }
+        out.values.extend(chunk.iter().map(|&x| quantize_one(x, s, z, scheme) as u8));
+    }
+    out
+}
+
+impl QuantizedRows {
+    /// The little-endian bytes of one part (see [`QuantPart`]).
+    pub fn part_bytes(&self, part: QuantPart, scheme: &QuantScheme, scale_dtype: DType) -> Vec<u8> {
+        match part {
+            QuantPart::Values => self.values.clone(),
+            QuantPart::Unsigned if !scheme.symmetric => self.values.clone(),
+            QuantPart::Unsigned => {
+                let shift = 1u8 << (scheme.bits - 1);
+                self.values.iter().map(|v| v.wrapping_add(shift)).collect()
+            }
+            QuantPart::Scales => match scale_dtype {
+                DType::F16 => self.scales.iter().flat_map(|&v| half::f16::from_f32(v).to_le_bytes()).collect(),
+                DType::BF16 => self.scales.iter().flat_map(|&v| half::bf16::from_f32(v).to_le_bytes()).collect(),
+                _ => self.scales.iter().flat_map(|v| v.to_le_bytes()).collect(),
+            },
+            QuantPart::ZeroPoints => self.zero_points.clone(),
         }
     }
-    let values = match scheme.symmetric {
-        true => {
-            Tensor::from_le_bytes(DType::I8, vec![rows, cols], &q.iter().map(|&v| v as i8 as u8).collect::<Vec<_>>())?
-        }
-        false => Tensor::from_le_bytes(DType::U8, vec![rows, cols], &q.iter().map(|&v| v as u8).collect::<Vec<_>>())?,
-    };
-    Ok(Quantized {
-        values,
-        scales: Tensor::f32(vec![rows, groups], scales)?.cast(scale_dtype),
-        zero_points: (!scheme.symmetric)
-            .then(|| Tensor::from_le_bytes(DType::U8, vec![rows, groups], &zps))
-            .transpose()?,
-    })
+}
+
+/// `x` as the nearest value of `dtype` (a scale as it will be stored).
+fn round_to(dtype: DType, x: f32) -> f32 {
+    match dtype {
+        DType::F16 => half::f16::from_f32(x).to_f32(),
+        DType::BF16 => half::bf16::from_f32(x).to_f32(),
+        _ => x,
+    }
 }
 
 /// A group's scale (rounded to `scale_dtype`) and zero point.
 fn group_params(chunk: &[f32], scheme: &QuantScheme, scale_dtype: DType) -> (f32, i32) {
-    let round_to = |s: f32| Tensor::f32(vec![1], vec![s]).expect("one element").cast(scale_dtype).cast(DType::F32);
-    let stored = |s: f32| round_to(s).as_f32().expect("f32")[0];
     if scheme.symmetric {
         let s = match scheme.bits {
             4 => {
@@ -279,12 +321,12 @@ fn group_params(chunk: &[f32], scheme: &QuantScheme, scale_dtype: DType) -> (f32
             }
             _ => chunk.iter().fold(0f32, |m, x| m.max(x.abs())) / 127.0,
         };
-        (stored(s), 0)
+        (round_to(scale_dtype, s), 0)
     } else {
         let levels = ((1u32 << scheme.bits) - 1) as f32;
         let lo = chunk.iter().copied().fold(0f32, f32::min);
         let hi = chunk.iter().copied().fold(0f32, f32::max);
-        let s = stored((hi - lo) / levels);
+        let s = round_to(scale_dtype, (hi - lo) / levels);
         let z = if s == 0.0 { 0.0 } else { (-lo / s).round_ties_even().clamp(0.0, levels) };
         (s, z as i32)
     }

@@ -7,7 +7,7 @@
 
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::quant::{pack_nibbles, quantize, QuantScheme};
+use crate::quant::{pack_nibbles, quantize_rows, QuantScheme};
 use crate::tensor::Tensor;
 
 /// Shape and dtype of a stored tensor, known without reading its bytes.
@@ -66,6 +66,9 @@ pub enum WeightExpr {
     /// `u8 [..., ceil(n / 2)]` when `per_row` (ONNX Runtime's zero points), else over the flat
     /// tensor into `u8 [ceil(numel / 2)]` (OpenVINO's `u4`/`i4` constants).
     Pack { expr: Box<WeightExpr>, high_first: bool, per_row: bool },
+    /// Each element repeated `times` times along the last axis, `[..., n]` -> `[..., n * times]`
+    /// (per-channel scales spread over the blocks of a kernel that wants small blocks).
+    Repeat { expr: Box<WeightExpr>, times: usize },
 }
 
 /// Which tensor of a quantized weight a [`WeightExpr::Quantize`] produces.
@@ -92,9 +95,10 @@ impl WeightExpr {
         match self {
             WeightExpr::Stored(n) => vec![n.as_str()],
             WeightExpr::Cast(e, _) | WeightExpr::Transpose(e) | WeightExpr::OnePlus(e) => e.sources(),
-            WeightExpr::Slice { expr, .. } | WeightExpr::Quantize { expr, .. } | WeightExpr::Pack { expr, .. } => {
-                expr.sources()
-            }
+            WeightExpr::Slice { expr, .. }
+            | WeightExpr::Quantize { expr, .. }
+            | WeightExpr::Pack { expr, .. }
+            | WeightExpr::Repeat { expr, .. } => expr.sources(),
             WeightExpr::Stack(parts) | WeightExpr::Interleave(parts) => {
                 parts.iter().flat_map(WeightExpr::sources).collect()
             }
@@ -209,6 +213,13 @@ impl WeightExpr {
                 };
                 Ok(TensorInfo { dtype: DType::U8, shape })
             }
+            WeightExpr::Repeat { expr, times } => {
+                let mut i = expr.info(src)?;
+                if let Some(n) = i.shape.last_mut() {
+                    *n *= times;
+                }
+                Ok(i)
+            }
         }
     }
 
@@ -281,21 +292,17 @@ impl WeightExpr {
                 Tensor::from_le_bytes(info.dtype, info.shape, &bytes)
             }
             WeightExpr::Quantize { expr, scheme, scale_dtype, part } => {
-                let q = quantize(&expr.sources().join(","), &expr.materialize(src)?, scheme, *scale_dtype)?;
-                match part {
-                    QuantPart::Values => Ok(q.values),
-                    QuantPart::Unsigned if !scheme.symmetric => Ok(q.values),
-                    QuantPart::Unsigned => {
-                        let shift = 1u8 << (scheme.bits - 1);
-                        let bytes: Vec<u8> = q.values.to_le_bytes().iter().map(|&v| v.wrapping_add(shift)).collect();
-                        Tensor::from_le_bytes(DType::U8, q.values.shape().to_vec(), &bytes)
-                    }
-                    QuantPart::Scales => Ok(q.scales),
-                    QuantPart::ZeroPoints => q.zero_points.ok_or_else(|| Error::Weight {
+                let info = self.info(src)?;
+                if *part == QuantPart::ZeroPoints && scheme.symmetric {
+                    return Err(Error::Weight {
                         tensor: expr.sources().join(","),
                         msg: format!("a {} scheme has no zero points", scheme.label()),
-                    }),
+                    });
                 }
+                let w = expr.materialize(src)?;
+                let group = scheme.group_len(&expr.sources().join(","), w.shape()[1])?;
+                let q = quantize_rows(w.cast(DType::F32).as_f32()?, group, scheme, *scale_dtype);
+                Tensor::from_le_bytes(info.dtype, info.shape, &q.part_bytes(*part, scheme, *scale_dtype))
             }
             WeightExpr::Pack { expr, high_first, per_row } => {
                 let info = self.info(src)?;
@@ -306,7 +313,28 @@ impl WeightExpr {
                     t.to_le_bytes().chunks(row.max(1)).flat_map(|r| pack_nibbles(r, *high_first)).collect();
                 Tensor::from_le_bytes(DType::U8, info.shape, &bytes)
             }
+            WeightExpr::Repeat { expr, times } => {
+                let t = expr.materialize(src)?;
+                let size = t.dtype().size();
+                let bytes: Vec<u8> = t
+                    .to_le_bytes()
+                    .chunks(size)
+                    .flat_map(|e| std::iter::repeat_n(e, *times).flatten().copied())
+                    .collect();
+                Tensor::from_le_bytes(t.dtype(), self.info(src)?.shape, &bytes)
+            }
         }
+    }
+
+    /// For a float weight that is a stored tensor (or a leading-axis slice of one), possibly
+    /// cast: the stored bytes, their dtype, and the dtype the expression casts them to; lets a
+    /// quantizer stream it in whole rows.
+    fn float_rows<'s>(&self, src: &'s dyn TensorSource) -> Option<(&'s [u8], DType, DType)> {
+        match self {
+            WeightExpr::Cast(inner, to) => inner.raw_view(src).map(|(b, from)| (b, from, *to)),
+            _ => self.raw_view(src).map(|(b, from)| (b, from, from)),
+        }
+        .filter(|(_, from, to)| from.is_float() && to.is_float())
     }
 
     /// The stored bytes this expression reads unchanged, when it is a stored tensor or a
@@ -384,6 +412,50 @@ impl WeightExpr {
                 let cast = parts.iter().map(|p| WeightExpr::Cast(Box::new(p.clone()), *to));
                 return stream_parts(cast, src, sink);
             }
+            WeightExpr::Quantize { expr, scheme, scale_dtype, part } if expr.float_rows(src).is_some() => {
+                if *part == QuantPart::ZeroPoints && scheme.symmetric {
+                    return Err(Error::Weight {
+                        tensor: expr.sources().join(","),
+                        msg: format!("a {} scheme has no zero points", scheme.label()),
+                    });
+                }
+                let (bytes, from, to) = expr.float_rows(src).expect("checked");
+                let cols = self.info(src).and_then(|_| expr.info(src))?.shape[1];
+                let group = scheme.group_len(&expr.sources().join(","), cols)?;
+                // whole rows per chunk, each converted as the expression would, then quantized
+                let rows = (STREAM_CHUNK / cols.max(1)).max(1);
+                let (mut total, mut cast, mut f32s) = (0u64, vec![], vec![]);
+                for chunk in bytes.chunks(rows * cols * from.size()) {
+                    convert_le_bytes(from, to, chunk, &mut cast)?;
+                    convert_le_bytes(to, DType::F32, &cast, &mut f32s)?;
+                    let floats: Vec<f32> =
+                        f32s.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+                    let out =
+                        quantize_rows(&floats, group, scheme, *scale_dtype).part_bytes(*part, scheme, *scale_dtype);
+                    sink(&out).map_err(|e| io(&name, e))?;
+                    total += out.len() as u64;
+                }
+                total
+            }
+            WeightExpr::Pack { expr, high_first, per_row } => {
+                let row = match per_row {
+                    true => *expr.info(src)?.shape.last().unwrap_or(&1),
+                    false => usize::MAX,
+                };
+                let mut packer = NibblePacker { row, high_first: *high_first, col: 0, pending: None, out: vec![] };
+                let mut total = 0u64;
+                expr.stream_le_bytes(src, &mut |b| {
+                    packer.push(b);
+                    total += packer.out.len() as u64;
+                    let r = sink(&packer.out);
+                    packer.out.clear();
+                    r
+                })?;
+                packer.finish();
+                total += packer.out.len() as u64;
+                sink(&packer.out).map_err(|e| io(&name, e))?;
+                total
+            }
             WeightExpr::Cast(inner, to) if inner.raw_view(src).is_some() => {
                 let (bytes, from) = inner.raw_view(src).expect("checked");
                 let mut total = 0u64;
@@ -410,6 +482,38 @@ impl WeightExpr {
             src.release(n);
         }
         Ok(out)
+    }
+}
+
+/// Packs a stream of 4-bit values (one per byte) two per byte, flushing a half-filled byte
+/// at the end of each `row` (usize::MAX: one row, the whole tensor).
+struct NibblePacker {
+    row: usize,
+    high_first: bool,
+    col: usize,
+    pending: Option<u8>,
+    out: Vec<u8>,
+}
+
+impl NibblePacker {
+    fn push(&mut self, bytes: &[u8]) {
+        for &v in bytes {
+            match self.pending.take() {
+                None => self.pending = Some(v),
+                Some(a) => self.out.extend(pack_nibbles(&[a, v], self.high_first)),
+            }
+            self.col += 1;
+            if self.col == self.row {
+                self.col = 0;
+                self.finish();
+            }
+        }
+    }
+
+    fn finish(&mut self) {
+        if let Some(a) = self.pending.take() {
+            self.out.extend(pack_nibbles(&[a], self.high_first));
+        }
     }
 }
 
@@ -454,6 +558,7 @@ impl std::fmt::Display for WeightExpr {
             WeightExpr::Slice { expr, axis, start, end } => write!(f, "slice<{axis}:{start}..{end}>({expr})"),
             WeightExpr::OnePlus(e) => write!(f, "1+({e})"),
             WeightExpr::Quantize { expr, scheme, part, .. } => write!(f, "{part:?}<{}>({expr})", scheme.label()),
+            WeightExpr::Repeat { expr, times } => write!(f, "repeat<{times}>({expr})"),
             WeightExpr::Pack { expr, high_first, per_row } => {
                 let order = if *high_first { "high" } else { "low" };
                 write!(f, "pack4<{order}{}>({expr})", if *per_row { ", rows" } else { "" })
@@ -504,6 +609,7 @@ impl MemorySource {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::quant::QuantScheme;
 
     /// Interleaved rows alternate between the parts; over two stacks the interleave goes
     /// inside, item by item, with the same bytes.
@@ -529,6 +635,53 @@ mod tests {
         let mut streamed = vec![];
         inner.stream_le_bytes(&src, &mut |b| Ok(streamed.extend_from_slice(b))).unwrap();
         assert_eq!(streamed, t.to_le_bytes());
+    }
+
+    /// Quantized parts streamed in whole rows (and packed while streaming, per row or flat)
+    /// give the bytes of the materialised tensor, for odd row lengths too.
+    #[test]
+    fn quantized_parts_stream_as_they_materialize() {
+        struct Raw(MemorySource, std::collections::BTreeMap<String, Vec<u8>>);
+        impl TensorSource for Raw {
+            fn info(&self, n: &str) -> Result<TensorInfo> {
+                self.0.info(n)
+            }
+            fn load(&self, n: &str) -> Result<Tensor> {
+                self.0.load(n)
+            }
+            fn raw(&self, n: &str) -> Option<&[u8]> {
+                self.1.get(n).map(Vec::as_slice)
+            }
+        }
+        let (rows, cols) = (5, 96);
+        let vals: Vec<f32> = (0..rows * cols).map(|i| ((i * 37 % 101) as f32 - 50.0) / 7.0).collect();
+        let t = Tensor::f32(vec![rows, cols], vals).unwrap().cast(DType::BF16);
+        let mut mem = MemorySource::default();
+        mem.insert("w", t.clone());
+        let src = Raw(mem, [("w".to_string(), t.to_le_bytes())].into());
+        let w = WeightExpr::Cast(Box::new(WeightExpr::stored("w")), DType::F32);
+        for (bits, group, symmetric) in [(4, Some(32), true), (4, Some(96), false), (8, None, true), (8, Some(32), false)] {
+            let scheme = QuantScheme { bits, group, symmetric };
+            let mut parts = vec![QuantPart::Values, QuantPart::Unsigned, QuantPart::Scales];
+            if !symmetric {
+                parts.push(QuantPart::ZeroPoints);
+            }
+            for part in parts {
+                let q = WeightExpr::Quantize { expr: Box::new(w.clone()), scheme, scale_dtype: DType::F16, part };
+                let mut exprs = vec![q.clone()];
+                if part != QuantPart::Scales {
+                    for per_row in [true, false] {
+                        exprs.push(WeightExpr::Pack { expr: Box::new(q.clone()), high_first: false, per_row });
+                    }
+                }
+                for e in exprs {
+                    let mut streamed = vec![];
+                    let n = e.stream_le_bytes(&src, &mut |b| Ok(streamed.extend_from_slice(b))).unwrap();
+                    assert_eq!(n as usize, streamed.len());
+                    assert_eq!(streamed, e.materialize(&src).unwrap().to_le_bytes(), "{e}");
+                }
+            }
+        }
     }
 
     /// The bit-level fast paths equal the general cast for every value class.

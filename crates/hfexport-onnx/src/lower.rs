@@ -532,16 +532,25 @@ impl<'g> Ctx<'g> {
     ) -> Result<()> {
         let w = self.g.info(n.inputs[1]).shape.clone();
         let (rows, cols) = (w[0].as_const().unwrap_or(0), w[1].as_const().unwrap_or(0));
-        let blocks = cols / group as i64;
-        let b = self.quant_initializer(n, 1, ".B", bits, vec![rows, blocks, group as i64 * bits as i64 / 8])?;
-        let mut inputs = vec![ins[0].clone(), b, ins[2].clone()];
+        // MLAS's fast kernels take blocks of 16..=256: a wider group (a per-channel head) is
+        // cut into blocks of 128 sharing the row's scale (and zero point), the same weights
+        let block = if group > 256 && cols % 128 == 0 { 128 } else { group as i64 };
+        let spread = (group as i64 / block) as usize;
+        let blocks = cols / block;
+        let b = self.quant_initializer(n, 1, ".B", bits == 4, 1, vec![rows, blocks, block * bits as i64 / 8])?;
+        let scales = match spread {
+            1 => ins[2].clone(),
+            _ => self.quant_initializer(n, 2, ".scales", false, spread, vec![rows, blocks])?,
+        };
+        let mut inputs = vec![ins[0].clone(), b, scales];
         let params = 3 + usize::from(zp);
         if zp {
             inputs.push(self.quant_initializer(
                 n,
                 3,
                 ".zero_points",
-                bits,
+                bits == 4,
+                spread,
                 vec![rows, (blocks * bits as i64 + 7) / 8],
             )?);
         }
@@ -553,7 +562,7 @@ impl<'g> Ctx<'g> {
             attr_int("K", cols),
             attr_int("N", rows),
             attr_int("bits", bits as i64),
-            attr_int("block_size", group as i64),
+            attr_int("block_size", block),
             attr_int("accuracy_level", 4),
         ];
         self.ms_node("MatMulNBits", n, inputs, outs, attrs);
@@ -574,18 +583,13 @@ impl<'g> Ctx<'g> {
     ) -> Result<()> {
         let w = self.g.info(n.inputs[0]).shape.clone();
         let (rows, cols) = (w[0].as_const().unwrap_or(0), w[1].as_const().unwrap_or(0));
-        let data = self.quant_initializer(n, 0, ".data", bits, vec![rows, cols * bits as i64 / 8])?;
+        let data = self.quant_initializer(n, 0, ".data", bits == 4, 1, vec![rows, cols * bits as i64 / 8])?;
         let ids = ins[ins.len() - 1].clone();
         let mut inputs = vec![data, ids, ins[1].clone()];
         if zp {
             let blocks = cols / group as i64;
-            inputs.push(self.quant_initializer(
-                n,
-                2,
-                ".zero_points",
-                bits,
-                vec![rows, (blocks * bits as i64 + 7) / 8],
-            )?);
+            let dims = vec![rows, (blocks * bits as i64 + 7) / 8];
+            inputs.push(self.quant_initializer(n, 2, ".zero_points", bits == 4, 1, dims)?);
         }
         let attrs = vec![
             attr_int("gather_axis", 0),
@@ -598,8 +602,17 @@ impl<'g> Ctx<'g> {
     }
 
     /// An initializer derived from the quantized weight part at input `slot`: its unsigned
-    /// form (values) or itself (zero points), packed two per byte for 4 bits.
-    fn quant_initializer(&mut self, n: &Node, slot: usize, suffix: &str, bits: u8, dims: Vec<i64>) -> Result<String> {
+    /// form (values) or itself (scales, zero points), each element repeated `spread` times along
+    /// the rows (a group cut into `spread` blocks), packed two per byte when `pack` (4 bits).
+    fn quant_initializer(
+        &mut self,
+        n: &Node,
+        slot: usize,
+        suffix: &str,
+        pack: bool,
+        spread: usize,
+        dims: Vec<i64>,
+    ) -> Result<String> {
         let Producer::Weight(w) = self.g.producer(n.inputs[slot]) else {
             return Err(OnnxError::Lowering {
                 node: n.name.clone(),
@@ -613,12 +626,18 @@ impl<'g> Ctx<'g> {
             }
             other => other,
         };
-        let expr = match bits {
-            4 => WeightExpr::Pack { expr: Box::new(expr), high_first: false, per_row: true },
-            _ => expr,
+        let dtype = self.g.info(n.inputs[slot]).dtype;
+        let expr = match spread {
+            1 => expr,
+            times => WeightExpr::Repeat { expr: Box::new(expr), times },
+        };
+        let expr = match pack {
+            true => WeightExpr::Pack { expr: Box::new(expr), high_first: false, per_row: true },
+            false => expr,
         };
         let name = format!("{}{suffix}", n.name);
-        self.derived.push(Derived { name: name.clone(), expr, dtype: DType::U8, dims });
+        let dtype = if dtype.is_float() { dtype } else { DType::U8 };
+        self.derived.push(Derived { name: name.clone(), expr, dtype, dims });
         Ok(name)
     }
 
