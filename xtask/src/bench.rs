@@ -927,13 +927,15 @@ fn bench_quant(root: &Path, opts: &Opts) -> Result<()> {
 
     let theirs = bench_dir.join("quant-genai-int4");
     println!("==> [6/{steps}] onnxruntime_genai.models.builder -p int4 -e cpu -> {}", theirs.display());
+    // the builder reads the EOS id from config.json or the tokenizer (not generation_config)
     for (name, text) in [
         ("tokenizer.json", BENCH_TOKENIZER_JSON),
-        ("tokenizer_config.json", r#"{"tokenizer_class": "PreTrainedTokenizerFast"}"#),
+        (
+            "tokenizer_config.json",
+            r#"{"tokenizer_class": "PreTrainedTokenizerFast", "eos_token": "a", "bos_token": "a"}"#,
+        ),
     ] {
-        if !ckpt.join(name).is_file() {
-            std::fs::write(ckpt.join(name), text)?;
-        }
+        std::fs::write(ckpt.join(name), text)?;
     }
     remove_dir(&theirs)?;
     prepare_run(&ckpt)?;

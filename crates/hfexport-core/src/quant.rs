@@ -265,9 +265,21 @@ pub struct QuantizedRows {
 /// Quantizes rows of `data` (whole rows: its length is a multiple of the row length, itself a
 /// multiple of `group`) group by group.
 pub fn quantize_rows(data: &[f32], group: usize, scheme: &QuantScheme, scale_dtype: DType) -> QuantizedRows {
+    quantize_rows_for(data, group, scheme, scale_dtype, true)
+}
+
+/// [`quantize_rows`], computing the values only when `values` (the scales and zero points
+/// alone need one pass over each group).
+pub fn quantize_rows_for(
+    data: &[f32],
+    group: usize,
+    scheme: &QuantScheme,
+    scale_dtype: DType,
+    values: bool,
+) -> QuantizedRows {
     let groups = data.len() / group;
     let mut out = QuantizedRows {
-        values: Vec::with_capacity(data.len()),
+        values: Vec::with_capacity(if values { data.len() } else { 0 }),
         scales: Vec::with_capacity(groups),
         zero_points: Vec::with_capacity(if scheme.symmetric { 0 } else { groups }),
     };
@@ -277,9 +289,24 @@ pub fn quantize_rows(data: &[f32], group: usize, scheme: &QuantScheme, scale_dty
         if !scheme.symmetric {
             out.zero_points.push(z as u8);
         }
-        out.values.extend(chunk.iter().map(|&x| quantize_one(x, s, z, scheme) as u8));
+        if values {
+            out.values.extend(chunk.iter().map(|&x| quantize_one(x, s, z, scheme) as u8));
+        }
     }
     out
+}
+
+/// Rounds half to even like `f32::round_ties_even`, without the library call that needs on
+/// x86-64 without SSE4.1: adding and subtracting 1.5 * 2^23 leaves the nearest integer (ties to
+/// even, the default rounding mode) for |x| < 2^22; larger values are integers already.
+#[inline]
+fn round_even(x: f32) -> f32 {
+    const MAGIC: f32 = 12_582_912.0;
+    if x.abs() < 4_194_304.0 {
+        (x + MAGIC) - MAGIC
+    } else {
+        x
+    }
 }
 
 impl QuantizedRows {
@@ -327,7 +354,7 @@ fn group_params(chunk: &[f32], scheme: &QuantScheme, scale_dtype: DType) -> (f32
         let lo = chunk.iter().copied().fold(0f32, f32::min);
         let hi = chunk.iter().copied().fold(0f32, f32::max);
         let s = round_to(scale_dtype, (hi - lo) / levels);
-        let z = if s == 0.0 { 0.0 } else { (-lo / s).round_ties_even().clamp(0.0, levels) };
+        let z = if s == 0.0 { 0.0 } else { round_even(-lo / s).clamp(0.0, levels) };
         (s, z as i32)
     }
 }
@@ -336,7 +363,7 @@ fn quantize_one(x: f32, s: f32, z: i32, scheme: &QuantScheme) -> i16 {
     if s == 0.0 {
         return z as i16;
     }
-    let r = (x / s).round_ties_even();
+    let r = round_even(x / s);
     let (lo, hi) = match (scheme.symmetric, scheme.bits) {
         (true, 4) => (-8.0, 7.0),
         (true, _) => (-127.0, 127.0),
@@ -427,6 +454,17 @@ mod tests {
             assert!((a - b).abs() <= 0.08 + 1e-6, "{a} vs {b}");
         }
         assert!(quantize("w", &w, &QuantScheme { group: Some(3), ..s4 }, DType::F32).is_err());
+    }
+
+    #[test]
+    fn rounding_is_half_to_even() {
+        for i in -4000..4000 {
+            let x = i as f32 * 0.25 + if i % 7 == 0 { 1e-3 } else { 0.0 };
+            assert_eq!(round_even(x), x.round_ties_even(), "{x}");
+        }
+        for x in [0.5f32, 1.5, 2.5, -0.5, -2.5, 1e7 + 1.0, -3e9, 4_194_303.5, 8_388_607.0] {
+            assert_eq!(round_even(x), x.round_ties_even(), "{x}");
+        }
     }
 
     #[test]

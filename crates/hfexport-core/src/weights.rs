@@ -7,7 +7,7 @@
 
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::quant::{pack_nibbles, quantize_rows, QuantScheme};
+use crate::quant::{pack_nibbles, quantize_rows, quantize_rows_for, QuantScheme};
 use crate::tensor::Tensor;
 
 /// Shape and dtype of a stored tensor, known without reading its bytes.
@@ -426,15 +426,37 @@ impl WeightExpr {
                 let rows = (STREAM_CHUNK / cols.max(1)).max(1);
                 let (mut total, mut cast, mut f32s) = (0u64, vec![], vec![]);
                 for chunk in bytes.chunks(rows * cols * from.size()) {
-                    convert_le_bytes(from, to, chunk, &mut cast)?;
-                    convert_le_bytes(to, DType::F32, &cast, &mut f32s)?;
+                    // the value the expression gives (`to`), read as f32
+                    let as_f32: &[u8] = match (from, to) {
+                        (DType::F32, DType::F32) => chunk,
+                        (_, DType::F32) => {
+                            convert_le_bytes(from, to, chunk, &mut f32s)?;
+                            &f32s
+                        }
+                        _ => {
+                            convert_le_bytes(from, to, chunk, &mut cast)?;
+                            convert_le_bytes(to, DType::F32, &cast, &mut f32s)?;
+                            &f32s
+                        }
+                    };
                     let floats: Vec<f32> =
-                        f32s.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+                        as_f32.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
                     let out =
                         quantize_rows(&floats, group, scheme, *scale_dtype).part_bytes(*part, scheme, *scale_dtype);
                     sink(&out).map_err(|e| io(&name, e))?;
                     total += out.len() as u64;
                 }
+                total
+            }
+            WeightExpr::Repeat { expr, times } => {
+                let size = expr.info(src)?.dtype.size();
+                let (mut total, mut out) = (0u64, vec![]);
+                expr.stream_le_bytes(src, &mut |b| {
+                    out.clear();
+                    b.chunks(size).for_each(|e| (0..*times).for_each(|_| out.extend_from_slice(e)));
+                    total += out.len() as u64;
+                    sink(&out)
+                })?;
                 total
             }
             WeightExpr::Pack { expr, high_first, per_row } => {
@@ -500,7 +522,7 @@ impl NibblePacker {
         for &v in bytes {
             match self.pending.take() {
                 None => self.pending = Some(v),
-                Some(a) => self.out.extend(pack_nibbles(&[a, v], self.high_first)),
+                Some(a) => self.out.push(self.pair(a, v)),
             }
             self.col += 1;
             if self.col == self.row {
@@ -510,9 +532,19 @@ impl NibblePacker {
         }
     }
 
+    fn pair(&self, a: u8, b: u8) -> u8 {
+        let (a, b) = (a & 0xF, b & 0xF);
+        if self.high_first {
+            (a << 4) | b
+        } else {
+            a | (b << 4)
+        }
+    }
+
     fn finish(&mut self) {
         if let Some(a) = self.pending.take() {
-            self.out.extend(pack_nibbles(&[a], self.high_first));
+            let byte = self.pair(a, 0);
+            self.out.push(byte);
         }
     }
 }
@@ -660,7 +692,9 @@ mod tests {
         mem.insert("w", t.clone());
         let src = Raw(mem, [("w".to_string(), t.to_le_bytes())].into());
         let w = WeightExpr::Cast(Box::new(WeightExpr::stored("w")), DType::F32);
-        for (bits, group, symmetric) in [(4, Some(32), true), (4, Some(96), false), (8, None, true), (8, Some(32), false)] {
+        for (bits, group, symmetric) in
+            [(4, Some(32), true), (4, Some(96), false), (8, None, true), (8, Some(32), false)]
+        {
             let scheme = QuantScheme { bits, group, symmetric };
             let mut parts = vec![QuantPart::Values, QuantPart::Unsigned, QuantPart::Scales];
             if !symmetric {
