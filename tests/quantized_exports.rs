@@ -153,6 +153,7 @@ fn quantized_logits_match_transformers_in_every_runtime() {
 /// The reference evaluator of the quantized forward graph against the golden.
 fn reference_matches(name: &str, fixture: &Path, q: &Value, golden: &Path, failures: &mut Vec<String>) {
     let cfg = AutoExportConfig::from_dict(&json!({"export_format": "onnx", "dynamic": true, "quantizer": q})).unwrap();
+    // (a null quantizer: a checkpoint quantized on the hub, read as it is)
     let exporter = AutoHfExporter::from_config(cfg).unwrap();
     let ckpt = hfexport::Checkpoint::open(fixture).unwrap();
     let req = ExportRequest {
@@ -273,6 +274,94 @@ fn openvino_keeps_weights_compressed() {
     }
     let embed = layers.iter().find(|l| l.0 == "model.embed_tokens").expect("the embedding gather");
     assert_eq!(embed.2[0], "i8", "the embedding rows stay int8: {embed:?}");
+}
+
+/// GPTQ (symmetric `gptq` format, asymmetric `gptq_v2`) and AWQ (GEMM) checkpoints written in
+/// their real packing by `tests/python/prequantized_checkpoints.py`: the plan reads the
+/// modules' own parts into `QuantLinear`s (no float copy), and the reference evaluator and every
+/// format's runtime give transformers' logits on the dequantized weights.
+#[test]
+fn gptq_and_awq_checkpoints_export_as_they_are() {
+    let tmp = tempfile::tempdir().unwrap();
+    let o = Command::new(common::python())
+        .arg(common::script("prequantized_checkpoints.py"))
+        .arg(common::fixture("llama"))
+        .arg(tmp.path())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "prequantized_checkpoints.py failed:\n{}", String::from_utf8_lossy(&o.stderr));
+    let (mut failures, mut run_jobs) = (vec![], vec![]);
+    for kind in ["gptq", "gptq_v2", "awq"] {
+        let ckpt = tmp.path().join(kind);
+        let golden = ckpt.join("golden.safetensors");
+        let exporter = AutoHfExporter::from_config(
+            AutoExportConfig::from_dict(&json!({"export_format": "onnx", "dynamic": true})).unwrap(),
+        )
+        .unwrap();
+        let opened = hfexport::Checkpoint::open(&ckpt).unwrap();
+        let req = ExportRequest {
+            model: ckpt.clone(),
+            output: PathBuf::new(),
+            task: Task::CausalLm,
+            dtype: DType::F32,
+            force: false,
+            generation: None,
+        };
+        let plan = exporter.plan(&req, &opened).unwrap();
+        let graph = &plan.components[0].graph;
+        let quantized = graph.nodes().iter().filter(|n| matches!(n.op, hfexport::core::Op::QuantLinear { .. })).count();
+        assert_eq!(quantized, 14, "{kind}: the 7 linears of each layer read their packed parts");
+        assert!(
+            graph.weights().iter().all(|w| !w.name.ends_with("proj.weight")),
+            "{kind}: no float copy of a layer weight"
+        );
+        reference_matches(kind, &ckpt, &Value::Null, &golden, &mut failures);
+        let mut exports = BTreeMap::new();
+        for format in ExportFormat::ALL {
+            let dir = tmp.path().join(format!("{kind}-{}", format.as_str()));
+            match export(&ckpt, &dir, format, None) {
+                Ok(()) => {
+                    exports.insert(format.as_str(), model_file(&dir, format));
+                }
+                Err(e) => failures.push(format!("{kind} / {}: export: {e}", format.as_str())),
+            }
+        }
+        run_jobs.push(json!({"golden": golden, "exports": exports}));
+    }
+    let (jobs_path, out_path) = (tmp.path().join("run.json"), tmp.path().join("worst.json"));
+    std::fs::write(&jobs_path, serde_json::to_vec(&run_jobs).unwrap()).unwrap();
+    let o = Command::new(common::python())
+        .arg(common::script("run_exports.py"))
+        .arg(&jobs_path)
+        .arg(&out_path)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "run_exports.py failed:\n{}", String::from_utf8_lossy(&o.stderr));
+    let worst: BTreeMap<String, f32> = serde_json::from_slice(&std::fs::read(&out_path).unwrap()).unwrap();
+    assert_eq!(worst.len(), 3 * ExportFormat::ALL.len(), "every checkpoint ran in every runtime: {failures:#?}");
+    for (key, d) in &worst {
+        let format = ExportFormat::ALL.into_iter().find(|f| key.ends_with(&format!(" {}", f.as_str()))).unwrap();
+        eprintln!("{key}: max |logits - transformers| {d:e}");
+        if d.is_nan() || *d > tolerance(format) {
+            failures.push(format!("{key}: logits differ by {d:e} (tolerance {:e})", tolerance(format)));
+        }
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
+    // layouts that are not read: clear errors naming the key
+    for (kind, key, value, says) in [
+        ("gptq", "desc_act", json!(true), "quantization_config.desc_act"),
+        ("gptq", "bits", json!(8), "quantization_config.bits"),
+        ("awq", "version", json!("gemv"), "quantization_config.version"),
+    ] {
+        let path = tmp.path().join(kind).join("config.json");
+        let mut config: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let saved = config.clone();
+        config["quantization_config"][key] = value;
+        std::fs::write(&path, config.to_string()).unwrap();
+        let e = hfexport::Checkpoint::open(&tmp.path().join(kind)).unwrap_err().to_string();
+        assert!(e.contains(says), "{kind} with {key}: {e}");
+        std::fs::write(&path, saved.to_string()).unwrap();
+    }
 }
 
 #[test]

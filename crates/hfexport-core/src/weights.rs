@@ -441,8 +441,12 @@ impl WeightExpr {
                     };
                     let floats: Vec<f32> =
                         as_f32.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
-                    let out =
-                        quantize_rows(&floats, group, scheme, *scale_dtype).part_bytes(*part, scheme, *scale_dtype);
+                    let values = matches!(part, QuantPart::Values | QuantPart::Unsigned);
+                    let out = quantize_rows_for(&floats, group, scheme, *scale_dtype, values).part_bytes(
+                        *part,
+                        scheme,
+                        *scale_dtype,
+                    );
                     sink(&out).map_err(|e| io(&name, e))?;
                     total += out.len() as u64;
                 }

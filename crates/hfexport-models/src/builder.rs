@@ -21,6 +21,10 @@ use hfexport_core::{DType, Dim, Graph, Op, RopeConfig, TensorInfo, ValueId};
 pub trait Weights {
     fn expect(&self, name: &str, shape: &[usize]) -> Result<TensorInfo>;
     fn has(&self, name: &str) -> bool;
+    /// Dtype and shape of `name` when it exists (a GPTQ/AWQ module's parts among them).
+    fn info(&self, _name: &str) -> Option<TensorInfo> {
+        None
+    }
 }
 
 impl Weights for crate::Checkpoint {
@@ -29,6 +33,9 @@ impl Weights for crate::Checkpoint {
     }
     fn has(&self, name: &str) -> bool {
         self.tensor_info(name).is_some()
+    }
+    fn info(&self, name: &str) -> Option<TensorInfo> {
+        self.tensor_info(name)
     }
 }
 

@@ -18,7 +18,9 @@ use serde_json::Value;
 
 use crate::config::{read_small_text, ModelConfig};
 use crate::error::{ModelError, Result};
+use crate::prequantized::{self, PreQuant};
 use crate::safetensors::SafetensorsFile;
+use hfexport_core::DType;
 
 pub const INDEX_FILE: &str = "model.safetensors.index.json";
 pub const SINGLE_FILE: &str = "model.safetensors";
@@ -30,6 +32,8 @@ const MAX_INDEX_BYTES: u64 = 100 << 20;
 #[derive(Debug)]
 pub struct Checkpoint {
     pub config: ModelConfig,
+    /// GPTQ/AWQ layout when `config.json` has a `quantization_config`.
+    pub prequantized: Option<PreQuant>,
     dir: PathBuf,
     files: Vec<SafetensorsFile>,
     /// Tensor name -> index into `files`.
@@ -40,9 +44,13 @@ impl Checkpoint {
     /// Reads `config.json` and maps the weight files of `dir`.
     pub fn open(dir: &Path) -> Result<Checkpoint> {
         let config = ModelConfig::from_dir(dir)?;
+        let path = dir.join("config.json");
+        let raw: Value =
+            serde_json::from_str(&read_small_text(&path, 64 << 20)?).map_err(|e| ModelError::json(&path, &e))?;
+        let prequantized = PreQuant::from_config(&raw, &path)?;
         let files = open_weight_files(dir)?;
         let tensors = index_tensors(&files)?;
-        Ok(Checkpoint { config, dir: dir.to_path_buf(), files, tensors })
+        Ok(Checkpoint { config, prequantized, dir: dir.to_path_buf(), files, tensors })
     }
 
     pub fn dir(&self) -> &Path {
@@ -64,9 +72,63 @@ impl Checkpoint {
         self.tensors.get(name).map(|&i| &self.files[i])
     }
 
-    /// Dtype and shape of `name` from its file header.
+    /// Dtype and shape of `name` from its file header (or, for a GPTQ/AWQ module, of a virtual
+    /// tensor: see [`crate::prequantized`]).
     pub fn tensor_info(&self, name: &str) -> Option<TensorInfo> {
-        self.file_of(name)?.info(name)
+        match self.file_of(name) {
+            Some(f) => f.info(name),
+            None => self.virtual_info(name),
+        }
+    }
+
+    /// `(module prefix, part)` of a virtual tensor of a quantized module: `P.weight` (part
+    /// `""`, the dequantized weight) or `P.qweight:values|:zeros|:scales`.
+    fn virtual_parts<'n>(&self, name: &'n str) -> Option<(&'n str, &'n str)> {
+        self.prequantized?;
+        let (prefix, part) = match name.strip_suffix(".weight") {
+            Some(p) => (p, ""),
+            None => {
+                let (q, part) = name.split_at(name.rfind(':')?);
+                (q.strip_suffix(".qweight")?, part)
+            }
+        };
+        self.tensors.contains_key(&format!("{prefix}.qweight")).then_some((prefix, part))
+    }
+
+    fn virtual_info(&self, name: &str) -> Option<TensorInfo> {
+        let (prefix, part) = self.virtual_parts(name)?;
+        let pq = self.prequantized?;
+        let qweight = self.file_of(&format!("{prefix}.qweight"))?.info(&format!("{prefix}.qweight"))?;
+        let scales = self.file_of(&format!("{prefix}.scales"))?.info(&format!("{prefix}.scales"))?;
+        match part {
+            "" => pq.part_info(prequantized::VALUES, &qweight, &scales).map(|i| TensorInfo { dtype: DType::F32, ..i }),
+            p => pq.part_info(p, &qweight, &scales),
+        }
+    }
+
+    /// Materialises a virtual tensor of a GPTQ/AWQ module.
+    fn load_virtual(&self, name: &str) -> Result<Tensor> {
+        let (prefix, part) = self.virtual_parts(name).ok_or_else(|| self.missing(name))?;
+        let pq = self.prequantized.ok_or_else(|| self.missing(name))?;
+        let stored = |s: &str| self.load_tensor(&format!("{prefix}.{s}"));
+        let values = || -> Result<Tensor> {
+            let v = pq.values(&stored("qweight")?)?;
+            if let Some(g_idx) = self.tensor_info(&format!("{prefix}.g_idx")).map(|_| stored("g_idx")).transpose()? {
+                let groups =
+                    self.virtual_info(&format!("{prefix}.qweight{}", prequantized::SCALES)).map_or(1, |i| i.shape[1]);
+                pq.check_g_idx(&format!("{prefix}.g_idx"), &g_idx, v.shape()[1], groups)?;
+            }
+            Ok(v)
+        };
+        match part {
+            prequantized::VALUES => values(),
+            prequantized::ZEROS => pq.zeros(&stored("qzeros")?),
+            prequantized::SCALES => pq.scales(&stored("scales")?),
+            _ => {
+                let (q, z, s) = (values()?, pq.zeros(&stored("qzeros")?)?, pq.scales(&stored("scales")?)?);
+                Ok(hfexport_core::quant::dequantize(&q, &s.cast(DType::F32), Some(&z))?)
+            }
+        }
     }
 
     /// The stored bytes of `name` (a view of the mmap).
@@ -84,11 +146,11 @@ impl Checkpoint {
 
     /// Checks that `name` exists, is a float tensor (f32/f16/bf16) and has `shape`.
     pub fn expect_tensor(&self, name: &str, shape: &[usize]) -> Result<TensorInfo> {
-        let file = self.file_of(name).ok_or_else(|| self.missing(name))?;
-        let info = file.info(name).ok_or_else(|| self.missing(name))?;
+        let info = self.tensor_info(name).ok_or_else(|| self.missing(name))?;
+        let path = self.file_of(name).map_or_else(|| self.dir.clone(), |f| f.path().to_path_buf());
         let mismatch = |expected: String| ModelError::TensorMismatch {
             tensor: name.to_string(),
-            path: file.path().to_path_buf(),
+            path: path.clone(),
             expected,
             actual: format!("{} {:?}", info.dtype, info.shape),
         };
@@ -116,6 +178,11 @@ impl TensorSource for Checkpoint {
     }
 
     fn load(&self, name: &str) -> hfexport_core::Result<Tensor> {
+        if self.file_of(name).is_none() && self.virtual_parts(name).is_some() {
+            return self
+                .load_virtual(name)
+                .map_err(|e| CoreError::Weight { tensor: name.to_string(), msg: e.to_string() });
+        }
         let file = self.file_of(name).ok_or_else(|| self.unknown(name))?;
         file.load(name).map_err(|e| CoreError::Weight { tensor: name.to_string(), msg: e.to_string() })
     }

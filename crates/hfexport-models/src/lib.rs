@@ -12,6 +12,7 @@ pub mod builder;
 pub mod checkpoint;
 pub mod config;
 pub mod error;
+pub mod prequantized;
 pub mod safetensors;
 
 pub use builder::{build, build_forward, build_generation, cache_name, BuildOptions, Task, Weights};

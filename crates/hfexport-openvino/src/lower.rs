@@ -31,7 +31,7 @@ use crate::{OvError, Result};
 use hfexport_core::graph::Node;
 use hfexport_core::ops::{Activation, ReduceKind};
 use hfexport_core::shape_program::{DimError, DimLowering, ShapeEmitter};
-use hfexport_core::{BinaryOp, DType, Dim, Graph, Op, QuantPart, Tensor, UnaryOp, ValueId, WeightExpr};
+use hfexport_core::{BinaryOp, DType, Dim, Graph, Op, QuantPart, Tensor, UnaryOp, ValueId};
 use std::collections::HashMap;
 
 /// Whether `op` is lowered natively (else core decomposes it first). Every variant is listed,
@@ -125,24 +125,40 @@ fn dims_of(shape: &[Dim]) -> Vec<i64> {
     shape.iter().map(|d| d.as_const().unwrap_or(-1)).collect()
 }
 
+/// The quantized weight parts of `g`, from the `QuantLinear` / `QuantGather` nodes reading
+/// them: weight value -> (part, bits, group).
+fn quant_parts(g: &Graph) -> HashMap<ValueId, (QuantPart, u8, usize)> {
+    let mut parts = HashMap::new();
+    for n in g.nodes() {
+        let (first, bits, group, zero_point) = match n.op {
+            Op::QuantLinear { bits, group, zero_point } => (1, bits, group, zero_point),
+            Op::QuantGather { bits, group, zero_point } => (0, bits, group, zero_point),
+            _ => continue,
+        };
+        parts.insert(n.inputs[first], (QuantPart::Values, bits, group));
+        parts.insert(n.inputs[first + 1], (QuantPart::Scales, bits, group));
+        if zero_point {
+            parts.insert(n.inputs[first + 2], (QuantPart::ZeroPoints, bits, group));
+        }
+    }
+    parts
+}
+
 /// The `Const` port of a quantized weight part as NNCF lays it out for the CPU plugin's
 /// decompression patterns: values `[rows, groups, group]` (`[rows, cols]` per channel) of
-/// `i4`/`u4`/`i8`/`u8`, scales and zero points `[rows, groups, 1]` (`[rows, 1]`); `None` for
-/// other weights. The bytes are the IR's own (row-major), only the dims differ.
-fn quant_layout(expr: &WeightExpr, info: &hfexport_core::ValueInfo) -> Option<PortInfo> {
-    let WeightExpr::Quantize { scheme, part, .. } = expr else { return None };
+/// `i4`/`u4`/`i8`/`u8`, scales and zero points `[rows, groups, 1]` (`[rows, 1]`). The bytes
+/// are the IR's own (row-major), only the dims differ.
+fn quant_layout((part, bits, group): (QuantPart, u8, usize), info: &hfexport_core::ValueInfo) -> Option<PortInfo> {
     let rows = info.shape[0].as_const()?;
     let grid = |groups: i64, inner: i64| if groups == 1 { vec![rows, inner] } else { vec![rows, groups, inner] };
     let port = match part {
         QuantPart::Values | QuantPart::Unsigned => {
             let cols = info.shape[1].as_const()?;
-            let group = scheme.group.map_or(cols, |g| g as i64);
-            PortInfo { nibbles: scheme.bits == 4, ..port(info.dtype, grid(cols / group, group)) }
+            PortInfo { nibbles: bits == 4, ..port(info.dtype, grid(cols / group as i64, group as i64)) }
         }
         QuantPart::Scales | QuantPart::ZeroPoints => {
             let groups = info.shape[1].as_const()?;
-            let nibbles = *part == QuantPart::ZeroPoints && scheme.bits == 4;
-            PortInfo { nibbles, ..port(info.dtype, grid(groups, 1)) }
+            PortInfo { nibbles: part == QuantPart::ZeroPoints && bits == 4, ..port(info.dtype, grid(groups, 1)) }
         }
     };
     Some(port)
@@ -432,8 +448,9 @@ impl<'g> Ctx<'g> {
 
     fn weights(&mut self) {
         let g = self.g;
+        let quantized = quant_parts(g);
         for (index, w) in g.weights().iter().enumerate() {
-            if let Some(port) = quant_layout(&w.expr, g.info(w.value)) {
+            if let Some(port) = quantized.get(&w.value).and_then(|&p| quant_layout(p, g.info(w.value))) {
                 let src = match port.nibbles {
                     true => ConstSource::Packed { index },
                     false => ConstSource::Weight { index, compress: false },

@@ -140,6 +140,8 @@ impl AutoHfExporter {
         let mut runtime_checks = vec![];
         for c in &mut components {
             runtime_checks.extend(dynamic::apply(&mut c.graph, common, &sample_sizes())?);
+            // a GPTQ/AWQ checkpoint's modules stay quantized (never a float copy)
+            c.graph = hfexport_quant::load_prequantized(&c.graph, &|n| weights.info(n))?;
             if let Some(recipe) = &common.quantizer {
                 c.graph = hfexport_quant::quantize_graph(&c.graph, recipe)?;
             }
