@@ -894,7 +894,9 @@ fn bench_quant(root: &Path, opts: &Opts) -> Result<()> {
     crate::setup(root, "genai")?;
     let python = root.join("xtask").join("python");
     let cache = GEN_CACHE_LEN.to_string();
-    let mut columns: Vec<(String, Option<Measured>, Vec<(String, String)>)> = vec![];
+    // (label, its export's measurement, its loop's pairs)
+    type Column = (String, Option<Measured>, Vec<(String, String)>);
+    let mut columns: Vec<Column> = vec![];
     for (step, (label, format, quantize, script, tag)) in [
         ("hfexport int4 onnx", "onnx", Some("int4"), &script, "GEN"),
         ("hfexport f32 onnx", "onnx", None, &script, "GEN"),

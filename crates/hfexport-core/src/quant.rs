@@ -44,7 +44,7 @@ impl QuantScheme {
     /// does not divide them.
     pub fn group_len(&self, tensor: &str, cols: usize) -> Result<usize> {
         let g = self.group.unwrap_or(cols);
-        if g == 0 || cols % g != 0 {
+        if g == 0 || !cols.is_multiple_of(g) {
             return Err(Error::Weight {
                 tensor: tensor.to_string(),
                 msg: format!("quantization group size {g} does not divide its input dimension {cols}"),

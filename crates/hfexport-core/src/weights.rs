@@ -714,7 +714,12 @@ mod tests {
                 }
                 for e in exprs {
                     let mut streamed = vec![];
-                    let n = e.stream_le_bytes(&src, &mut |b| Ok(streamed.extend_from_slice(b))).unwrap();
+                    let n = e
+                        .stream_le_bytes(&src, &mut |b| {
+                            streamed.extend_from_slice(b);
+                            Ok(())
+                        })
+                        .unwrap();
                     assert_eq!(n as usize, streamed.len());
                     assert_eq!(streamed, e.materialize(&src).unwrap().to_le_bytes(), "{e}");
                 }

@@ -148,10 +148,10 @@ impl PreQuant {
         for g in 0..groups {
             for c in 0..out / 8 {
                 let w = words[g * (out / 8) + c];
-                for k in 0..8 {
+                for (k, awq_col) in AWQ_ORDER.iter().enumerate() {
                     let (col, plus) = match self.method {
                         Method::Gptq { zeros_minus_one } => (8 * c + k, u8::from(zeros_minus_one)),
-                        Method::Awq => (8 * c + AWQ_ORDER[k], 0),
+                        Method::Awq => (8 * c + awq_col, 0),
                     };
                     z[col * groups + g] = ((w >> (4 * k)) & 0xF) as u8 + plus;
                 }
@@ -176,7 +176,7 @@ impl PreQuant {
     /// Checks GPTQ's `g_idx` is the plain `i / group` (no activation-order permutation).
     pub fn check_g_idx(&self, name: &str, g_idx: &Tensor, inp: usize, groups: usize) -> Result<()> {
         let ids = g_idx.cast(DType::I64);
-        let ids = ids.as_i64().map_err(|e| ModelError::Core(e))?;
+        let ids = ids.as_i64().map_err(ModelError::Core)?;
         let group = inp / groups.max(1);
         match ids.iter().enumerate().find(|(i, &g)| g != (i / group.max(1)) as i64) {
             None => Ok(()),
