@@ -80,6 +80,43 @@ fn model_file(dir: &Path, format: ExportFormat) -> PathBuf {
     })
 }
 
+/// `ckpt` exported to every format under `dir/<name>-<format>`: the model file of each (a
+/// failed export is recorded in `failures`).
+fn export_every_format(
+    ckpt: &Path,
+    dir: &Path,
+    name: &str,
+    quantizer: Option<&Value>,
+    failures: &mut Vec<String>,
+) -> BTreeMap<&'static str, PathBuf> {
+    let mut exports = BTreeMap::new();
+    for format in ExportFormat::ALL {
+        let out = dir.join(format!("{name}-{}", format.as_str()));
+        match export(ckpt, &out, format, quantizer) {
+            Ok(()) => {
+                exports.insert(format.as_str(), model_file(&out, format));
+            }
+            Err(e) => failures.push(format!("{name} / {}: export: {e}", format.as_str())),
+        }
+    }
+    exports
+}
+
+/// Runs `tests/python/run_exports.py` on `jobs` (one process for all): the worst logit
+/// difference per "<golden> <format>".
+fn run_in_runtimes(dir: &Path, jobs: &[Value]) -> BTreeMap<String, f32> {
+    let (jobs_path, out_path) = (dir.join("run.json"), dir.join("worst.json"));
+    std::fs::write(&jobs_path, serde_json::to_vec(jobs).unwrap()).unwrap();
+    let o = Command::new(common::python())
+        .arg(common::script("run_exports.py"))
+        .arg(&jobs_path)
+        .arg(&out_path)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "run_exports.py failed:\n{}", String::from_utf8_lossy(&o.stderr));
+    serde_json::from_slice(&std::fs::read(&out_path).unwrap()).unwrap()
+}
+
 fn folder_bytes(dir: &Path) -> u64 {
     std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().metadata().unwrap().len()).sum()
 }
@@ -105,28 +142,10 @@ fn quantized_logits_match_transformers_in_every_runtime() {
     for ((name, fixture, q), job) in cases.iter().zip(&jobs) {
         let golden = PathBuf::from(job["out"].as_str().unwrap());
         reference_matches(name, &common::fixture(fixture), q, &golden, &mut failures);
-        let mut exports = BTreeMap::new();
-        for format in ExportFormat::ALL {
-            let dir = tmp.path().join(format!("{name}-{}", format.as_str()));
-            match export(&common::fixture(fixture), &dir, format, Some(q)) {
-                Ok(()) => {
-                    exports.insert(format.as_str(), model_file(&dir, format));
-                }
-                Err(e) => failures.push(format!("{name} / {}: export: {e}", format.as_str())),
-            }
-        }
+        let exports = export_every_format(&common::fixture(fixture), tmp.path(), name, Some(q), &mut failures);
         run_jobs.push(json!({"golden": golden, "exports": exports}));
     }
-    let (jobs_path, out_path) = (tmp.path().join("run.json"), tmp.path().join("worst.json"));
-    std::fs::write(&jobs_path, serde_json::to_vec(&run_jobs).unwrap()).unwrap();
-    let o = Command::new(common::python())
-        .arg(common::script("run_exports.py"))
-        .arg(&jobs_path)
-        .arg(&out_path)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "run_exports.py failed:\n{}", String::from_utf8_lossy(&o.stderr));
-    let worst: BTreeMap<String, f32> = serde_json::from_slice(&std::fs::read(&out_path).unwrap()).unwrap();
+    let worst = run_in_runtimes(tmp.path(), &run_jobs);
     let mut ran = 0;
     for (job, (name, _, _)) in run_jobs.iter().zip(&cases) {
         for format in ExportFormat::ALL {
@@ -316,28 +335,10 @@ fn gptq_and_awq_checkpoints_export_as_they_are() {
             "{kind}: no float copy of a layer weight"
         );
         reference_matches(kind, &ckpt, &Value::Null, &golden, &mut failures);
-        let mut exports = BTreeMap::new();
-        for format in ExportFormat::ALL {
-            let dir = tmp.path().join(format!("{kind}-{}", format.as_str()));
-            match export(&ckpt, &dir, format, None) {
-                Ok(()) => {
-                    exports.insert(format.as_str(), model_file(&dir, format));
-                }
-                Err(e) => failures.push(format!("{kind} / {}: export: {e}", format.as_str())),
-            }
-        }
+        let exports = export_every_format(&ckpt, tmp.path(), kind, None, &mut failures);
         run_jobs.push(json!({"golden": golden, "exports": exports}));
     }
-    let (jobs_path, out_path) = (tmp.path().join("run.json"), tmp.path().join("worst.json"));
-    std::fs::write(&jobs_path, serde_json::to_vec(&run_jobs).unwrap()).unwrap();
-    let o = Command::new(common::python())
-        .arg(common::script("run_exports.py"))
-        .arg(&jobs_path)
-        .arg(&out_path)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "run_exports.py failed:\n{}", String::from_utf8_lossy(&o.stderr));
-    let worst: BTreeMap<String, f32> = serde_json::from_slice(&std::fs::read(&out_path).unwrap()).unwrap();
+    let worst = run_in_runtimes(tmp.path(), &run_jobs);
     assert_eq!(worst.len(), 3 * ExportFormat::ALL.len(), "every checkpoint ran in every runtime: {failures:#?}");
     for (key, d) in &worst {
         let format = ExportFormat::ALL.into_iter().find(|f| key.ends_with(&format!(" {}", f.as_str()))).unwrap();

@@ -28,6 +28,7 @@ warnings.filterwarnings("ignore")
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from safetensors.torch import load_file, save_file  # noqa: E402
+from fixture_goldens import save_goldens  # noqa: E402
 from transformers import AutoModelForCausalLM  # noqa: E402
 
 GROUP = 32
@@ -60,7 +61,7 @@ def pack(nibbles, order=range(8)):
 
 
 def write(fixture, out, kind):
-    model = AutoModelForCausalLM.from_pretrained(fixture, dtype=torch.float32).eval()
+    model = AutoModelForCausalLM.from_pretrained(fixture, dtype=torch.float32, attn_implementation="eager").eval()
     tensors = {k: v.contiguous() for k, v in load_file(f"{fixture}/model.safetensors").items()}
     symmetric = kind == "gptq"
     for name, mod in model.named_modules():
@@ -96,14 +97,7 @@ def write(fixture, out, kind):
     )
     json.dump(config, open(f"{out}/config.json", "w"), indent=1)
     save_file(tensors, f"{out}/model.safetensors", metadata={"format": "pt"})
-    gold = load_file(f"{fixture}/golden.safetensors")
-    goldens = {}
-    for case in ["single", "batch"]:
-        ids, mask = gold[f"{case}.input_ids"], gold[f"{case}.attention_mask"]
-        with torch.no_grad():
-            logits = model(input_ids=ids, attention_mask=mask).logits
-        goldens.update({f"{case}.input_ids": ids, f"{case}.attention_mask": mask, f"{case}.logits": logits.float()})
-    save_file(goldens, f"{out}/golden.safetensors")
+    save_goldens(model, fixture, f"{out}/golden.safetensors")
 
 
 def main():

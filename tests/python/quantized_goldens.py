@@ -20,7 +20,7 @@ import warnings
 
 warnings.filterwarnings("ignore")
 import torch  # noqa: E402
-from safetensors.torch import load_file, save_file  # noqa: E402
+from fixture_goldens import save_goldens  # noqa: E402
 from transformers import AutoModelForCausalLM  # noqa: E402
 from transformers.pytorch_utils import Conv1D  # noqa: E402
 
@@ -100,14 +100,7 @@ def main():
             job["fixture"], dtype=torch.float32, attn_implementation="eager"
         ).eval()
         quantize_model(model, job["recipe"])
-        gold = load_file(f"{job['fixture']}/golden.safetensors")
-        out = {}
-        for case in ["single", "batch"]:
-            ids, mask = gold[f"{case}.input_ids"], gold[f"{case}.attention_mask"]
-            with torch.no_grad():
-                logits = model(input_ids=ids, attention_mask=mask).logits
-            out.update({f"{case}.input_ids": ids, f"{case}.attention_mask": mask, f"{case}.logits": logits.float().contiguous()})
-        save_file(out, job["out"])
+        save_goldens(model, job["fixture"], job["out"])
 
 
 if __name__ == "__main__":

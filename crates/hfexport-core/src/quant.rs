@@ -220,39 +220,6 @@ impl QuantScheme {
     }
 }
 
-/// The quantized form of one `[rows, cols]` tensor: values one per byte (i8 or u8 as the
-/// scheme says), scales `[rows, groups]` in `scale_dtype`, zero points `[rows, groups]` (u8,
-/// asymmetric schemes only).
-pub struct Quantized {
-    pub values: Tensor,
-    pub scales: Tensor,
-    pub zero_points: Option<Tensor>,
-}
-
-/// Quantizes a 2-D float tensor row by row with `scheme`; `name` is for errors.
-pub fn quantize(name: &str, w: &Tensor, scheme: &QuantScheme, scale_dtype: DType) -> Result<Quantized> {
-    let [rows, cols] = w.shape() else {
-        return Err(Error::Weight {
-            tensor: name.to_string(),
-            msg: format!("only 2-D weights are quantized, got shape {:?}", w.shape()),
-        });
-    };
-    let (rows, cols) = (*rows, *cols);
-    let group = scheme.group_len(name, cols)?;
-    let data = w.cast(DType::F32);
-    let q = quantize_rows(data.as_f32()?, group, scheme, scale_dtype);
-    let grid = vec![rows, cols / group];
-    Ok(Quantized {
-        values: Tensor::from_le_bytes(scheme.value_dtype(), vec![rows, cols], &q.values)?,
-        scales: Tensor::from_le_bytes(
-            scale_dtype,
-            grid.clone(),
-            &q.part_bytes(QuantPart::Scales, scheme, scale_dtype),
-        )?,
-        zero_points: (!scheme.symmetric).then(|| Tensor::from_le_bytes(DType::U8, grid, &q.zero_points)).transpose()?,
-    })
-}
-
 /// Whole rows quantized: the parts as flat vectors.
 pub struct QuantizedRows {
     /// `q` one per byte: an i8's bits (symmetric) or a u8 (asymmetric).
@@ -434,26 +401,42 @@ pub fn pack_nibbles(bytes: &[u8], high_first: bool) -> Vec<u8> {
 mod tests {
     use super::*;
 
+    /// Part `part` of `w` quantized by `scheme`, through the weight expression writers stream.
+    fn part(w: &Tensor, scheme: QuantScheme, part: QuantPart) -> crate::Result<Tensor> {
+        let mut src = crate::MemorySource::default();
+        src.insert("w", w.clone());
+        let e = crate::WeightExpr::Quantize {
+            expr: Box::new(crate::WeightExpr::stored("w")),
+            scheme,
+            scale_dtype: DType::F32,
+            part,
+        };
+        e.materialize(&src)
+    }
+
     /// The documented conventions on hand-made groups.
     #[test]
     fn recipes_follow_their_documented_formulas() {
         let w = Tensor::f32(vec![1, 4], vec![0.5, -1.6, 0.8, 0.0]).unwrap();
         let s4 = QuantScheme { bits: 4, group: Some(4), symmetric: true };
-        let q = quantize("w", &w, &s4, DType::F32).unwrap();
-        assert_eq!(q.scales.as_f32().unwrap(), [0.2]);
-        assert_eq!(q.values.to_le_bytes().iter().map(|&b| b as i8).collect::<Vec<_>>(), [2, -8, 4, 0]);
+        assert_eq!(part(&w, s4, QuantPart::Scales).unwrap().as_f32().unwrap(), [0.2]);
+        let q = part(&w, s4, QuantPart::Values).unwrap();
+        assert_eq!(q.to_le_bytes().iter().map(|&b| b as i8).collect::<Vec<_>>(), [2, -8, 4, 0]);
         let s8 = QuantScheme { bits: 8, group: None, symmetric: true };
-        let q = quantize("w", &w, &s8, DType::F32).unwrap();
-        assert!((q.scales.as_f32().unwrap()[0] - 1.6 / 127.0).abs() < 1e-9);
+        assert!((part(&w, s8, QuantPart::Scales).unwrap().as_f32().unwrap()[0] - 1.6 / 127.0).abs() < 1e-9);
         let a4 = QuantScheme { bits: 4, group: Some(4), symmetric: false };
-        let q = quantize("w", &w, &a4, DType::F32).unwrap();
-        let z = q.zero_points.as_ref().unwrap().to_le_bytes()[0];
-        assert_eq!(z, 10, "round(-lo / s) = round(1.6 / 0.16)");
-        let back = dequantize(&q.values, &q.scales, q.zero_points.as_ref()).unwrap();
+        let (q, s, z) = (
+            part(&w, a4, QuantPart::Values).unwrap(),
+            part(&w, a4, QuantPart::Scales).unwrap(),
+            part(&w, a4, QuantPart::ZeroPoints).unwrap(),
+        );
+        assert_eq!(z.to_le_bytes()[0], 10, "round(-lo / s) = round(1.6 / 0.16)");
+        let back = dequantize(&q, &s, Some(&z)).unwrap();
         for (a, b) in back.as_f32().unwrap().iter().zip([0.5, -1.6, 0.8, 0.0]) {
             assert!((a - b).abs() <= 0.08 + 1e-6, "{a} vs {b}");
         }
-        assert!(quantize("w", &w, &QuantScheme { group: Some(3), ..s4 }, DType::F32).is_err());
+        assert!(part(&w, QuantScheme { group: Some(3), ..s4 }, QuantPart::Values).is_err());
+        assert!(part(&w, s4, QuantPart::ZeroPoints).is_err(), "a symmetric scheme has no zero points");
     }
 
     #[test]

@@ -80,6 +80,9 @@ pub fn native(op: &Op, opset: u32) -> bool {
     }
 }
 
+/// `(bits, group, zero_point)` of a `QuantLinear` / `QuantGather`.
+type Quant = (u8, usize, bool);
+
 /// Whether ONNX Runtime's block-quantized kernels take blocks of `group` elements.
 fn ort_block(group: usize) -> bool {
     group.is_power_of_two() && group >= 16
@@ -432,10 +435,10 @@ impl<'g> Ctx<'g> {
             }
             Op::Linear => return self.linear(n, &ins, &outs),
             Op::QuantLinear { bits, group, zero_point } => {
-                return self.matmul_nbits(n, &ins, &outs, *bits, *group, *zero_point)
+                return self.matmul_nbits(n, &ins, &outs, (*bits, *group, *zero_point))
             }
             Op::QuantGather { bits, group, zero_point } => {
-                return self.gather_block_quantized(n, &ins, &outs, *bits, *group, *zero_point)
+                return self.gather_block_quantized(n, &ins, &outs, (*bits, *group, *zero_point))
             }
             Op::Moe { top_k, normalize, .. } => return self.ort_moe(n, &ins, &outs, *top_k, *normalize),
             Op::CacheUpdate | Op::ScatterSlots => {
@@ -521,15 +524,7 @@ impl<'g> Ctx<'g> {
     /// bits, packed two per byte low nibble first, `[N, blocks, block * bits / 8]`; scales
     /// `[N, blocks]`; asymmetric zero points `u8 [N, ceil(blocks * bits / 8)]`. Accuracy level 4:
     /// the CPU kernel quantizes `A` to int8 per block and uses integer dot products.
-    fn matmul_nbits(
-        &mut self,
-        n: &Node,
-        ins: &[String],
-        outs: &[String],
-        bits: u8,
-        group: usize,
-        zp: bool,
-    ) -> Result<()> {
+    fn matmul_nbits(&mut self, n: &Node, ins: &[String], outs: &[String], (bits, group, zp): Quant) -> Result<()> {
         let w = self.g.info(n.inputs[1]).shape.clone();
         let (rows, cols) = (w[0].as_const().unwrap_or(0), w[1].as_const().unwrap_or(0));
         // MLAS's fast kernels take blocks of 16..=256: a wider group (a per-channel head) is
@@ -577,9 +572,7 @@ impl<'g> Ctx<'g> {
         n: &Node,
         ins: &[String],
         outs: &[String],
-        bits: u8,
-        group: usize,
-        zp: bool,
+        (bits, group, zp): Quant,
     ) -> Result<()> {
         let w = self.g.info(n.inputs[0]).shape.clone();
         let (rows, cols) = (w[0].as_const().unwrap_or(0), w[1].as_const().unwrap_or(0));
