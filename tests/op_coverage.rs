@@ -520,9 +520,9 @@ fn cases() -> Vec<Case> {
     // asymmetric uint8 with zero points and a bias; quantized embedding rows alike
     // a per-channel group wider than ONNX Runtime's fast blocks (512) is cut into blocks
     for (scheme, cols, bias, name) in [
-        (QuantScheme { bits: 4, group: Some(16), symmetric: true }, 32, false, "QuantLinear(int4)"),
-        (QuantScheme { bits: 8, group: Some(16), symmetric: false }, 32, true, "QuantLinear(uint8, bias)"),
-        (QuantScheme { bits: 8, group: None, symmetric: false }, 512, false, "QuantLinear(uint8, channel 512)"),
+        (QuantScheme::new(4, Some(16), true), 32, false, "QuantLinear(int4)"),
+        (QuantScheme::new(8, Some(16), false), 32, true, "QuantLinear(uint8, bias)"),
+        (QuantScheme::new(8, None, false), 512, false, "QuantLinear(uint8, channel 512)"),
     ] {
         let mut b = Build::new(28);
         // int8 activations per block: the error grows like sqrt(cols) (measured 3.3e-2 at 512)
@@ -537,8 +537,8 @@ fn cases() -> Vec<Case> {
         all.push(b.finish(name, op, &ins));
     }
     for (scheme, name) in [
-        (QuantScheme { bits: 8, group: Some(32), symmetric: true }, "QuantGather(int8)"),
-        (QuantScheme { bits: 4, group: Some(16), symmetric: false }, "QuantGather(uint4)"),
+        (QuantScheme::new(8, Some(32), true), "QuantGather(int8)"),
+        (QuantScheme::new(4, Some(16), false), "QuantGather(uint4)"),
     ] {
         let mut b = Build::new(29);
         let mut ins = b.quantized("table", 10, 32, scheme);

@@ -6,8 +6,10 @@
 //!   within 1e-4 (the arithmetic is the recipe's, bit for bit up to float summation order);
 //! - every format's artifact, run in its own runtime (`tests/python/run_exports.py`, one
 //!   process for all), gives them within the format's tolerance (`tolerance`): ONNX Runtime's
-//!   `MatMulNBits` at accuracy level 4 quantizes activations to int8 per block, the others
-//!   dequantize exactly;
+//!   `MatMulNBits` at accuracy level 4 quantizes activations to int8 per block, and so do
+//!   XNNPACK's linears in a `.pte` (per token; compared with a golden in XNNPACK's form:
+//!   torchao's positive scales, bfloat16 block scales); the others dequantize exactly. A
+//!   recipe XNNPACK refuses (asymmetric) is exported to `.pte` with the portable backend;
 //! - the files shrink: an int4 export is at most 0.35x of the float32 one;
 //! - a recipe that does not fit the model is an error naming the tensor, and writes nothing.
 //!
@@ -46,18 +48,30 @@ fn cases() -> Vec<(&'static str, &'static str, Value)> {
 }
 
 /// How far a runtime's logits may be from transformers' fake-quantized ones.
-fn tolerance(format: ExportFormat) -> f32 {
+fn tolerance(format: ExportFormat, recipe: Option<&Value>) -> f32 {
     match format {
         // int8 activations per block of the input dimension (accuracy level 4)
         ExportFormat::Onnx => 0.25,
+        // XNNPACK's linears quantize activations to int8 per token
+        ExportFormat::Executorch if recipe.is_some_and(xnnpack_holds) => 0.25,
         _ => 1e-4,
     }
+}
+
+/// Whether ExecuTorch's XNNPACK runs the recipe (symmetric linears); otherwise the `.pte` is
+/// exported with the portable backend, which dequantizes anything.
+fn xnnpack_holds(q: &Value) -> bool {
+    let r = hfexport::core::QuantRecipe::from_json(q).unwrap();
+    r.weights.symmetric && r.lm_head.is_none_or(|s| s.symmetric)
 }
 
 fn export(fixture: &Path, out: &Path, format: ExportFormat, quantizer: Option<&Value>) -> hfexport::Result<()> {
     let mut dict = json!({"export_format": format.as_str(), "dynamic": true});
     if let Some(q) = quantizer {
         dict["quantizer"] = q.clone();
+        if format == ExportFormat::Executorch && !xnnpack_holds(q) {
+            dict["backend"] = json!("portable");
+        }
     }
     let exporter = AutoHfExporter::from_config(AutoExportConfig::from_dict(&dict)?)?;
     let req = ExportRequest {
@@ -125,13 +139,18 @@ fn folder_bytes(dir: &Path) -> u64 {
 fn quantized_logits_match_transformers_in_every_runtime() {
     let tmp = tempfile::tempdir().unwrap();
     let cases = cases();
-    let jobs: Vec<Value> = cases
-        .iter()
-        .map(|(name, fixture, q)| {
-            let recipe = hfexport::core::QuantRecipe::from_json(q).unwrap().to_json();
-            json!({"fixture": common::fixture(fixture), "recipe": recipe, "out": tmp.path().join(format!("{name}.golden.safetensors"))})
-        })
-        .collect();
+    let golden = |name: &str, xnnpack: bool| {
+        tmp.path().join(format!("{name}{}.golden.safetensors", if xnnpack { ".xnnpack" } else { "" }))
+    };
+    // one golden per case, and one in XNNPACK's form (torchao's positive scales, bfloat16
+    // block scales) for the `.pte` of a recipe XNNPACK runs
+    let mut jobs = vec![];
+    for (name, fixture, q) in &cases {
+        let recipe = hfexport::core::QuantRecipe::from_json(q).unwrap().to_json();
+        for xnnpack in [false, true].into_iter().filter(|&x| !x || xnnpack_holds(q)) {
+            jobs.push(json!({"fixture": common::fixture(fixture), "recipe": recipe, "out": golden(name, xnnpack), "xnnpack": xnnpack}));
+        }
+    }
     let manifest = tmp.path().join("goldens.json");
     std::fs::write(&manifest, serde_json::to_vec(&jobs).unwrap()).unwrap();
     let o = Command::new(common::python()).arg(common::script("quantized_goldens.py")).arg(&manifest).output().unwrap();
@@ -139,33 +158,36 @@ fn quantized_logits_match_transformers_in_every_runtime() {
 
     let mut failures = vec![];
     let mut run_jobs = vec![];
-    for ((name, fixture, q), job) in cases.iter().zip(&jobs) {
-        let golden = PathBuf::from(job["out"].as_str().unwrap());
-        reference_matches(name, &common::fixture(fixture), q, &golden, &mut failures);
-        let exports = export_every_format(&common::fixture(fixture), tmp.path(), name, Some(q), &mut failures);
-        run_jobs.push(json!({"golden": golden, "exports": exports}));
+    // (case, format, golden key) of every export compared
+    let mut compared = vec![];
+    for (name, fixture, q) in &cases {
+        reference_matches(name, &common::fixture(fixture), q, &golden(name, false), &mut failures);
+        let mut exports = export_every_format(&common::fixture(fixture), tmp.path(), name, Some(q), &mut failures);
+        let pte = ExportFormat::Executorch.as_str();
+        let xnnpack_pte = if xnnpack_holds(q) { exports.remove(pte) } else { None };
+        if let Some(path) = xnnpack_pte {
+            run_jobs.push(json!({"golden": golden(name, true), "exports": {pte: path}}));
+            compared.push((name, ExportFormat::Executorch, golden(name, true)));
+        }
+        for format in ExportFormat::ALL.into_iter().filter(|f| exports.contains_key(f.as_str())) {
+            compared.push((name, format, golden(name, false)));
+        }
+        run_jobs.push(json!({"golden": golden(name, false), "exports": exports}));
     }
     let worst = run_in_runtimes(tmp.path(), &run_jobs);
-    let mut ran = 0;
-    for (job, (name, _, _)) in run_jobs.iter().zip(&cases) {
-        for format in ExportFormat::ALL {
-            if job["exports"].get(format.as_str()).is_none() {
-                continue;
-            }
-            let key = format!("{} {}", job["golden"].as_str().unwrap(), format.as_str());
-            let d = *worst.get(&key).unwrap_or(&f32::INFINITY);
-            eprintln!("{name} / {}: max |logits - transformers| {d:e}", format.as_str());
-            ran += 1;
-            if d.is_nan() || d > tolerance(format) {
-                failures.push(format!(
-                    "{name} / {}: logits differ by {d:e} (tolerance {:e})",
-                    format.as_str(),
-                    tolerance(format)
-                ));
-            }
+    for ((name, _, q), format) in cases.iter().flat_map(|c| ExportFormat::ALL.map(|f| (c, f))) {
+        let Some((_, _, gold)) = compared.iter().find(|(n, f, _)| *n == name && *f == format) else {
+            continue;
+        };
+        let key = format!("{} {}", gold.display(), format.as_str());
+        let d = *worst.get(&key).unwrap_or(&f32::INFINITY);
+        let tol = tolerance(format, Some(q));
+        eprintln!("{name} / {}: max |logits - transformers| {d:e}", format.as_str());
+        if d.is_nan() || d > tol {
+            failures.push(format!("{name} / {}: logits differ by {d:e} (tolerance {tol:e})", format.as_str()));
         }
     }
-    assert_eq!(ran, cases.len() * ExportFormat::ALL.len(), "every case ran in every runtime: {failures:#?}");
+    assert_eq!(compared.len(), cases.len() * ExportFormat::ALL.len(), "every case ran in every runtime: {failures:#?}");
     assert!(failures.is_empty(), "{failures:#?}");
 }
 
@@ -343,8 +365,8 @@ fn gptq_and_awq_checkpoints_export_as_they_are() {
     for (key, d) in &worst {
         let format = ExportFormat::ALL.into_iter().find(|f| key.ends_with(&format!(" {}", f.as_str()))).unwrap();
         eprintln!("{key}: max |logits - transformers| {d:e}");
-        if d.is_nan() || *d > tolerance(format) {
-            failures.push(format!("{key}: logits differ by {d:e} (tolerance {:e})", tolerance(format)));
+        if d.is_nan() || *d > tolerance(format, None) {
+            failures.push(format!("{key}: logits differ by {d:e} (tolerance {:e})", tolerance(format, None)));
         }
     }
     assert!(failures.is_empty(), "{failures:#?}");
@@ -381,6 +403,25 @@ fn bad_recipes_are_clear_errors_and_write_nothing() {
     ] {
         let e = export(&common::fixture("llama"), &out, ExportFormat::Onnx, Some(&bad)).unwrap_err().to_string();
         assert!(e.contains(says), "{bad}: {e}");
+        assert!(!out.exists());
+    }
+    // what XNNPACK cannot run is refused for the `.pte` (the portable backend takes it)
+    for (bad, says) in [
+        (json!({"weights": "int4", "symmetric": false}), "XNNPACK's quantized linears have no zero points"),
+        (json!({"weights": "int8", "group_size": 32}), "XNNPACK's int8 linears are per channel"),
+    ] {
+        let dict = json!({"export_format": "executorch", "dynamic": true, "quantizer": bad});
+        let exporter = AutoHfExporter::from_config(AutoExportConfig::from_dict(&dict).unwrap()).unwrap();
+        let req = ExportRequest {
+            model: common::fixture("llama"),
+            output: out.clone(),
+            task: Task::CausalLm,
+            dtype: DType::F32,
+            force: false,
+            generation: None,
+        };
+        let e = exporter.export(&req, &mut |_| {}).unwrap_err().to_string();
+        assert!(e.contains(says) && e.contains("portable"), "{bad}: {e}");
         assert!(!out.exists());
     }
 }

@@ -3,7 +3,7 @@ recipe in torch, for the Rust test suite (tests/quantized_exports.rs).
 
 usage: quantized_goldens.py JOBS.json
 
-JOBS: a list of {"fixture": DIR, "recipe": {...}, "out": GOLDEN.safetensors}. The recipe is
+JOBS: a list of {"fixture": DIR, "recipe": {...}, "out": GOLDEN.safetensors, "xnnpack": bool}. The recipe is
 hfexport's normalised quantizer dict (weights int4|int8, group_size N|"channel", symmetric,
 lm_head/embeddings int8|int4|null, exclude). Each golden holds the fixture's `single` and
 `batch` inputs with the logits of the quantized model, under the keys run_exports.py reads.
@@ -12,7 +12,9 @@ The arithmetic is the documented recipe (crates/hfexport-core/src/quant.rs), wri
 independently: per row, per group of `group` input elements, in float32, torch.round (half to
 even); symmetric 4-bit s = v / -8 (v the group's value of largest magnitude, first on ties),
 symmetric 8-bit s = max|w| / 127, asymmetric s = (max(w, 0) - min(w, 0)) / (2^b - 1) with
-zero point round(-min / s); a zero group stays zero.
+zero point round(-min / s); a zero group stays zero. With "xnnpack" (ExecuTorch's form, torchao's
+8da4w/8da8w convention, positive scales), symmetric scales are max(max|w| / 7.5, eps) for 4 bits
+and max(max|w| / 127, eps) for 8, group-wise ones rounded to bfloat16 before quantizing.
 """
 import json
 import sys
@@ -25,11 +27,18 @@ from transformers import AutoModelForCausalLM  # noqa: E402
 from transformers.pytorch_utils import Conv1D  # noqa: E402
 
 
-def fake_quant(w, bits, group, symmetric):
+def fake_quant(w, bits, group, symmetric, xnnpack=False):
     rows, cols = w.shape
     g = group or cols
     x = w.detach().float().reshape(rows, cols // g, g)
-    if symmetric:
+    if symmetric and xnnpack:
+        eps = torch.finfo(torch.float32).eps
+        s = torch.clamp(x.abs().amax(-1, keepdim=True) / (7.5 if bits == 4 else 127), min=eps)
+        if group is not None:
+            s = s.to(torch.bfloat16).float()
+        lo, hi = (-8, 7) if bits == 4 else (-127, 127)
+        deq = torch.clamp(torch.round(x / s), lo, hi) * s
+    elif symmetric:
         if bits == 4:
             v = x.gather(-1, x.abs().argmax(-1, keepdim=True))
             s, lo, hi = v / -8, -8, 7
@@ -55,8 +64,8 @@ def scheme(spec, recipe):
     if spec is None:
         return None
     if spec == "int8":
-        return (8, None, True)
-    return (4, recipe_group(recipe) or 32, recipe["symmetric"])
+        return (8, None, True, recipe["xnnpack"])
+    return (4, recipe_group(recipe) or 32, recipe["symmetric"], recipe["xnnpack"])
 
 
 def recipe_group(recipe):
@@ -68,9 +77,9 @@ def excluded(name, recipe):
     return any(name == e or name.startswith(e + ".") for e in recipe.get("exclude", []))
 
 
-def quantize_model(model, recipe):
+def quantize_model(model, recipe, xnnpack):
     bits = 4 if recipe["weights"] == "int4" else 8
-    layer = (bits, recipe_group(recipe), recipe["symmetric"])
+    layer = (bits, recipe_group(recipe), recipe["symmetric"], xnnpack)
     head = scheme(recipe.get("lm_head"), recipe)
     embed = scheme(recipe.get("embeddings"), recipe)
     emb = model.get_input_embeddings()
@@ -99,7 +108,8 @@ def main():
         model = AutoModelForCausalLM.from_pretrained(
             job["fixture"], dtype=torch.float32, attn_implementation="eager"
         ).eval()
-        quantize_model(model, job["recipe"])
+        xnnpack = job.get("xnnpack", False)
+        quantize_model(model, dict(job["recipe"], xnnpack=xnnpack), xnnpack)
         save_goldens(model, job["fixture"], job["out"])
 
 

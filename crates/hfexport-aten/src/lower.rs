@@ -5,8 +5,9 @@
 //! (`aten.gelu`, `aten.silu`, `aten.relu`), `Attention` without softcap
 //! (`aten.scaled_dot_product_attention` with an additive mask, a sliding window already folded
 //! into it by core, and `enable_gqa`) and `CacheUpdate` / `ScatterSlots` (`aten.index_copy` on
-//! axis 2, whose result becomes a mutation of the cache input). The other high-level ops are
-//! decomposed by core first.
+//! axis 2, whose result becomes a mutation of the cache input). A symmetric `QuantLinear` is
+//! [`QUANT_LINEAR`], for the `.pte` writer's XNNPACK delegates only. The other high-level ops
+//! are decomposed by core first.
 //! Symbolic sizes are `aten.sym_size.int` reads combined with `_operator.mul`/`add`, through
 //! core's [`DimLowering`].
 
@@ -25,6 +26,12 @@ pub struct LowerError {
 }
 
 type Result<T> = std::result::Result<T, LowerError>;
+
+/// A symmetric `QuantLinear` (`input`, `weight` the integer values `[out, in]`, `scales`
+/// `[out, in / group_size]`, `bias`, `bits`, `group_size`): no kernel library registers it;
+/// only the `.pte` writer is given it, and makes it an XNNPACK delegate call (`.pt2`
+/// decomposes `QuantLinear` first, see [`native`]).
+pub const QUANT_LINEAR: &str = "hfexport.quant_linear";
 
 /// Whether `op` is lowered natively (else core decomposes it first), for the `.pt2` writer
 /// (the `.pte` writer decides in `hfexport_executorch::export::native`). Every variant is
@@ -457,6 +464,20 @@ fn lower_node(em: &mut Emit, dims: &mut DimLowering<SymVal>, n: &Node) -> Result
                 ],
             )
         }
+        Op::QuantLinear { bits, group, zero_point: false } => {
+            let bias = if ins.len() > 3 { t(3) } else { Arg::None };
+            (
+                QUANT_LINEAR,
+                vec![
+                    ("input", t(0)),
+                    ("weight", t(1)),
+                    ("scales", t(2)),
+                    ("bias", bias),
+                    ("bits", Arg::Int(*bits as i64)),
+                    ("group_size", Arg::Int(*group as i64)),
+                ],
+            )
+        }
         Op::Attention { .. }
         | Op::RmsNorm { .. }
         | Op::RotaryCosSin { .. }
@@ -464,7 +485,7 @@ fn lower_node(em: &mut Emit, dims: &mut DimLowering<SymVal>, n: &Node) -> Result
         | Op::GatedMlp { .. }
         | Op::TopK { .. }
         | Op::Moe { .. }
-        | Op::QuantLinear { .. }
+        | Op::QuantLinear { zero_point: true, .. }
         | Op::QuantGather { .. } => {
             return Err(err(&n.name, n.op.name(), "has no native ATen lowering; it should have been decomposed"))
         }

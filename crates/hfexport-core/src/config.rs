@@ -485,7 +485,7 @@ mod tests {
         let r =
             q(json!({"export_format": "onnx", "quantizer": {"weights": "int8", "group_size": 64, "symmetric": false,
             "lm_head": null, "embeddings": "int8", "exclude": ["model.layers.0.mlp"]}}));
-        assert_eq!(r.weights, QuantScheme { bits: 8, group: Some(64), symmetric: false });
+        assert_eq!(r.weights, QuantScheme::new(8, Some(64), false));
         assert_eq!((r.lm_head, r.embeddings), (None, Some(QuantScheme::INT8)));
         assert!(r.excludes("model.layers.0.mlp.down_proj") && !r.excludes("model.layers.0.mlpx"));
         assert_eq!(QuantRecipe::from_json(&r.to_json()).unwrap(), r);

@@ -44,7 +44,7 @@ pub use error::{Error, Result};
 pub use eval::Evaluator;
 pub use graph::{Graph, ValueId, ValueInfo};
 pub use ops::{Activation, BinaryOp, Op, ReduceKind, UnaryOp};
-pub use quant::{QuantRecipe, QuantScheme};
+pub use quant::{QuantForm, QuantRecipe, QuantScheme};
 pub use rope::{RopeConfig, RopeScaling};
 pub use tensor::{Tensor, TensorData};
 pub use weights::{MemorySource, QuantPart, TensorInfo, TensorSource, WeightExpr};

@@ -15,7 +15,10 @@
 //! - symmetric 8-bit: `s = max|w| / 127`, `q = clamp(round(w / s), -127, 127)`;
 //! - asymmetric `b` bits: `lo = min(min w, 0)`, `hi = max(max w, 0)`, `s = (hi - lo) / (2^b - 1)`,
 //!   `z = clamp(round(-lo / s), 0, 2^b - 1)`, `q = clamp(round(w / s) + z, 0, 2^b - 1)`;
-//! - a group of zeros has `s = 0`, `q = 0` (`z = 0`).
+//! - a group of zeros has `s = 0`, `q = 0` (`z = 0`);
+//! - for a format that takes positive scales only (ExecuTorch's XNNPACK), symmetric schemes
+//!   use torchao's convention instead ([`QuantScheme::positive_scales`]): `s = max(max|w| /
+//!   7.5, eps)` for 4 bits (`q` clamped to [-8, 7] as above), `max(max|w| / 127, eps)` for 8.
 //!
 //! The scale is rounded to its storage dtype before `q` is computed, so the stored pair is
 //! consistent (what XNNPACK's bfloat16 scales need). Dequantization is `(q - z) * s`.
@@ -34,11 +37,19 @@ pub struct QuantScheme {
     /// Consecutive input elements sharing a scale; `None` is one scale per output channel.
     pub group: Option<usize>,
     pub symmetric: bool,
+    /// Symmetric scales kept positive and normal (torchao's convention, the only one
+    /// XNNPACK accepts): `s = max(max|w| / 7.5, eps)` for 4 bits, `max(max|w| / 127, eps)` for
+    /// 8, with `eps` float32's machine epsilon. Set by the format, never by a recipe.
+    pub positive_scales: bool,
 }
 
 impl QuantScheme {
-    pub const INT4: QuantScheme = QuantScheme { bits: 4, group: Some(32), symmetric: true };
-    pub const INT8: QuantScheme = QuantScheme { bits: 8, group: None, symmetric: true };
+    pub const INT4: QuantScheme = QuantScheme::new(4, Some(32), true);
+    pub const INT8: QuantScheme = QuantScheme::new(8, None, true);
+
+    pub const fn new(bits: u8, group: Option<usize>, symmetric: bool) -> QuantScheme {
+        QuantScheme { bits, group, symmetric, positive_scales: false }
+    }
 
     /// The group length for rows of `cols` elements, or an error naming `tensor` when the group
     /// does not divide them.
@@ -70,6 +81,17 @@ impl QuantScheme {
             None => format!("{kind}{}/channel", self.bits),
         }
     }
+}
+
+/// What a format needs of quantized weights beyond the recipe
+/// ([`crate::backend::Backend::quant_form`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct QuantForm {
+    /// The dtype group-wise scales are rounded to before quantizing (`None`: the export
+    /// dtype); the graph still reads them in the export dtype, as exact casts.
+    pub group_scales: Option<DType>,
+    /// Symmetric schemes with positive, normal scales ([`QuantScheme::positive_scales`]).
+    pub positive_scales: bool,
 }
 
 /// What an export quantizes and how (`"quantizer"` in an export config, `--quantize`).
@@ -157,7 +179,7 @@ impl QuantRecipe {
                 Some(Value::Null) | Some(Value::Bool(false)) => Ok(None),
                 Some(v) => match bits_of(key, v)? {
                     8 => Ok(Some(QuantScheme::INT8)),
-                    _ => Ok(Some(QuantScheme { bits: 4, group, symmetric }.with_group_or(32))),
+                    _ => Ok(Some(QuantScheme::new(4, group, symmetric).with_group_or(32))),
                 },
             }
         };
@@ -174,7 +196,7 @@ impl QuantRecipe {
             Some(v) => return Err(Error::Config(format!("quantizer.exclude must be a list, got {v}"))),
         };
         Ok(QuantRecipe {
-            weights: QuantScheme { bits, group, symmetric },
+            weights: QuantScheme::new(bits, group, symmetric),
             lm_head: side("lm_head")?,
             embeddings: side("embeddings")?,
             exclude,
@@ -307,7 +329,11 @@ fn round_to(dtype: DType, x: f32) -> f32 {
 
 /// A group's scale (rounded to `scale_dtype`) and zero point.
 fn group_params(chunk: &[f32], scheme: &QuantScheme, scale_dtype: DType) -> (f32, i32) {
-    if scheme.symmetric {
+    if scheme.symmetric && scheme.positive_scales {
+        let levels = if scheme.bits == 4 { 7.5 } else { 127.0 };
+        let s = (chunk.iter().fold(0f32, |m, x| m.max(x.abs())) / levels).max(f32::EPSILON);
+        (round_to(scale_dtype, s), 0)
+    } else if scheme.symmetric {
         let s = match scheme.bits {
             4 => {
                 let v = chunk.iter().copied().fold(0f32, |m, x| if x.abs() > m.abs() { x } else { m });
@@ -418,13 +444,13 @@ mod tests {
     #[test]
     fn recipes_follow_their_documented_formulas() {
         let w = Tensor::f32(vec![1, 4], vec![0.5, -1.6, 0.8, 0.0]).unwrap();
-        let s4 = QuantScheme { bits: 4, group: Some(4), symmetric: true };
+        let s4 = QuantScheme::new(4, Some(4), true);
         assert_eq!(part(&w, s4, QuantPart::Scales).unwrap().as_f32().unwrap(), [0.2]);
         let q = part(&w, s4, QuantPart::Values).unwrap();
         assert_eq!(q.to_le_bytes().iter().map(|&b| b as i8).collect::<Vec<_>>(), [2, -8, 4, 0]);
-        let s8 = QuantScheme { bits: 8, group: None, symmetric: true };
+        let s8 = QuantScheme::new(8, None, true);
         assert!((part(&w, s8, QuantPart::Scales).unwrap().as_f32().unwrap()[0] - 1.6 / 127.0).abs() < 1e-9);
-        let a4 = QuantScheme { bits: 4, group: Some(4), symmetric: false };
+        let a4 = QuantScheme::new(4, Some(4), false);
         let (q, s, z) = (
             part(&w, a4, QuantPart::Values).unwrap(),
             part(&w, a4, QuantPart::Scales).unwrap(),
@@ -437,6 +463,19 @@ mod tests {
         }
         assert!(part(&w, QuantScheme { group: Some(3), ..s4 }, QuantPart::Values).is_err());
         assert!(part(&w, s4, QuantPart::ZeroPoints).is_err(), "a symmetric scheme has no zero points");
+    }
+
+    /// XNNPACK's form: positive scales (torchao's `max|w| / 7.5`), a zero group at `eps`.
+    #[test]
+    fn positive_scales_follow_torchao() {
+        let w = Tensor::f32(vec![2, 4], vec![0.5, -1.5, 0.75, 1.5, 0.0, 0.0, 0.0, 0.0]).unwrap();
+        let p4 = QuantScheme { positive_scales: true, ..QuantScheme::new(4, Some(4), true) };
+        assert_eq!(part(&w, p4, QuantPart::Scales).unwrap().as_f32().unwrap(), [0.2, f32::EPSILON]);
+        let q = part(&w, p4, QuantPart::Values).unwrap().to_le_bytes();
+        // 1.5 / 0.2 = 7.5 rounds to 8, clamped to 7; -7.5 rounds to -8
+        assert_eq!(q.iter().map(|&b| b as i8).collect::<Vec<_>>(), [2, -8, 4, 7, 0, 0, 0, 0]);
+        let p8 = QuantScheme { positive_scales: true, ..QuantScheme::new(8, None, true) };
+        assert!((part(&w, p8, QuantPart::Scales).unwrap().as_f32().unwrap()[0] - 1.5 / 127.0).abs() < 1e-9);
     }
 
     #[test]

@@ -105,6 +105,18 @@ impl WeightExpr {
         }
     }
 
+    /// Quantized values as the unsigned codes `q + 2^(bits-1)` that block-quantized kernels
+    /// with an implicit zero point take (ONNX Runtime's `MatMulNBits`, XNNPACK's `qbint4`);
+    /// any other expression (already unsigned, scales, zero points) unchanged.
+    pub fn as_unsigned(self) -> WeightExpr {
+        match self {
+            WeightExpr::Quantize { expr, scheme, scale_dtype, part: QuantPart::Values } => {
+                WeightExpr::Quantize { expr, scheme, scale_dtype, part: QuantPart::Unsigned }
+            }
+            other => other,
+        }
+    }
+
     /// `parts` with their rows interleaved; when every part is a stack of the same length (or
     /// a cast of one), the interleave goes inside: a stack of per-item interleaves, which still
     /// streams one item at a time.
@@ -669,7 +681,12 @@ mod tests {
         let inner = WeightExpr::interleave_rows(vec![stack("a"), stack("b")]);
         assert!(matches!(&inner, WeightExpr::Stack(items) if items.len() == 2));
         let mut streamed = vec![];
-        inner.stream_le_bytes(&src, &mut |b| Ok(streamed.extend_from_slice(b))).unwrap();
+        inner
+            .stream_le_bytes(&src, &mut |b| {
+                streamed.extend_from_slice(b);
+                Ok(())
+            })
+            .unwrap();
         assert_eq!(streamed, t.to_le_bytes());
     }
 
@@ -699,7 +716,7 @@ mod tests {
         for (bits, group, symmetric) in
             [(4, Some(32), true), (4, Some(96), false), (8, None, true), (8, Some(32), false)]
         {
-            let scheme = QuantScheme { bits, group, symmetric };
+            let scheme = QuantScheme::new(bits, group, symmetric);
             let mut parts = vec![QuantPart::Values, QuantPart::Unsigned, QuantPart::Scales];
             if !symmetric {
                 parts.push(QuantPart::ZeroPoints);

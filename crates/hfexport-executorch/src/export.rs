@@ -14,7 +14,7 @@ use hfexport_core::generation::Generator;
 use hfexport_core::generation::{timed_greedy, Generated};
 use hfexport_core::metadata::Component;
 use hfexport_core::plan::{ComponentSpec, Planned, Role};
-use hfexport_core::{Activation, ExportConfig, Graph, Op, TensorSource};
+use hfexport_core::{Activation, DType, ExportConfig, Graph, Op, QuantForm, QuantRecipe, TensorSource};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::path::Path;
@@ -72,8 +72,17 @@ pub fn native(op: &Op) -> bool {
         // gathered experts run as portable `index_select` + `bmm`
         Op::TopK { .. } | Op::Moe { .. } => false,
         // int8 constants dequantized by portable kernels feeding `linear` / `index_select`
+        // (a symmetric `QuantLinear` is an XNNPACK delegate instead: [`HfBackend::lowering`])
         Op::QuantLinear { .. } | Op::QuantGather { .. } => false,
     }
+}
+
+/// Whether XNNPACK runs `QuantLinear` as a dynamically quantized FullyConnected (int8
+/// activations per token; `qbint4` block-wise or `qcint8` per-channel weights, no zero point).
+/// [`Executorch::quant_scales`] refuses the recipes it could not hold.
+fn xnnpack_quant_linear(op: &Op, cfg: &ExportConfig) -> bool {
+    let xnnpack = matches!(cfg, ExportConfig::Executorch(c) if c.backend == ExecutorchBackend::Xnnpack);
+    xnnpack && matches!(op, Op::QuantLinear { bits: 4 | 8, zero_point: false, .. })
 }
 
 /// The `.pte` backend (`export_format: "executorch"`).
@@ -97,8 +106,8 @@ impl HfBackend for Executorch {
         ExportFormat::Executorch
     }
 
-    fn lowering(&self, op: &Op, _cfg: &ExportConfig) -> Lowering {
-        if native(op) {
+    fn lowering(&self, op: &Op, cfg: &ExportConfig) -> Lowering {
+        if native(op) || xnnpack_quant_linear(op, cfg) {
             Lowering::Native
         } else {
             Lowering::Decompose
@@ -107,6 +116,30 @@ impl HfBackend for Executorch {
 
     fn runtime_pins(&self) -> BTreeMap<String, String> {
         runtime_pins()
+    }
+
+    /// XNNPACK's dynamically quantized linears take symmetric weights with positive scales
+    /// only (torchao's convention), int8 per channel and int4 in blocks with bfloat16 scales
+    /// (rounded before quantizing, as torchao's 8da4w does); the portable backend
+    /// dequantizes anything.
+    fn quant_form(&self, recipe: &QuantRecipe, cfg: &ExportConfig) -> hfexport_core::Result<QuantForm> {
+        if executorch_config(cfg)?.backend != ExecutorchBackend::Xnnpack {
+            return Ok(QuantForm::default());
+        }
+        let linears = [("weights", Some(recipe.weights)), ("lm_head", recipe.lm_head)];
+        for (key, scheme) in linears.iter().filter_map(|(k, s)| s.map(|s| (k, s))) {
+            let refused = match (scheme.symmetric, scheme.bits, scheme.group) {
+                (false, _, _) => "XNNPACK's quantized linears have no zero points",
+                (true, 8, Some(_)) => "XNNPACK's int8 linears are per channel (group_size \"channel\")",
+                _ => continue,
+            };
+            return Err(hfexport_core::Error::Config(format!(
+                "quantizer.{key} = {}: {refused}; use a symmetric recipe, or the portable backend \
+                 (`\"backend\": \"portable\"`), which dequantizes every call",
+                scheme.label()
+            )));
+        }
+        Ok(QuantForm { group_scales: Some(DType::BF16), positive_scales: true })
     }
 
     fn write(
@@ -228,6 +261,14 @@ impl Runner for EtComponent {
             atol
         }
     }
+
+    /// XNNPACK's quantized linears quantize activations to int8 per token.
+    fn quantized_rtol(&self) -> f32 {
+        match self.xnnpack {
+            true => hfexport_core::backend::ACTIVATION_QUANT_RTOL,
+            false => 0.0,
+        }
+    }
 }
 
 impl From<EtError> for hfexport_core::Error {
@@ -275,7 +316,7 @@ pub fn unplanned_method(g: &Graph, cfg: &ExecutorchConfig) -> Result<Method> {
         graph_output: cfg.alloc_graph_output,
         mutable_buffers: cfg.alloc_mutable_buffers,
     };
-    Ok(build(&aten, &g.symbols, alloc, backend)?)
+    Ok(build(&aten, g.weights(), &g.symbols, alloc, backend)?)
 }
 
 /// Why the arena is too large: its size, the largest tensors and the symbols' maxima.
@@ -342,6 +383,7 @@ pub fn export_program(
             pte::Blob::Weight { name: w.name.clone(), expr: w.expr.clone() }
         }
         ConstSource::Tensor(t) => pte::Blob::Tensor(t.clone()),
+        ConstSource::Derived { name, expr } => pte::Blob::Weight { name: name.clone(), expr: expr.clone() },
     })?;
     let path = dir.join(FILE);
     let io = |source: std::io::Error| EtError::Io { path: path.clone(), source };

@@ -14,8 +14,10 @@
 //! (`DYNAMIC_BOUND` when any dim is symbolic); [`crate::plan`] then places them.
 
 use crate::xnnpack::{self, Delegate};
+use hfexport_aten::lower::QUANT_LINEAR;
 use hfexport_aten::{Arg, AtenGraph, Output, SymIntArg, TensorMeta};
-use hfexport_core::{DType, Dim, SymbolScope, Tensor};
+use hfexport_core::graph::Weight;
+use hfexport_core::{DType, Dim, SymbolScope, Tensor, WeightExpr};
 use std::collections::HashMap;
 
 /// Where a tensor's data comes from.
@@ -75,6 +77,9 @@ pub enum ConstSource {
     Weight(usize),
     /// A lifted constant.
     Tensor(Tensor),
+    /// Bytes derived from graph weights in a layout a delegate reads (XNNPACK's packed
+    /// `qbint4` values, bfloat16 block scales), named for progress.
+    Derived { name: String, expr: WeightExpr },
 }
 
 /// What an instruction runs.
@@ -252,6 +257,8 @@ pub fn dtype_of(st: i8) -> Option<DType> {
 
 struct Builder<'a> {
     a: &'a AtenGraph,
+    /// The core graph's weights (`a.parameters` index them).
+    weights: &'a [Weight],
     scope: &'a SymbolScope,
     m: Method,
     /// ATen value name → EValue.
@@ -352,6 +359,86 @@ impl Builder<'_> {
         let index = self.m.delegates.len() - 1;
         self.m.instrs.push(Instr { call: Call::Delegate(index), args: vec![input, output] });
         Ok(Some(output))
+    }
+
+    /// [`QUANT_LINEAR`] as an XNNPACK dynamically quantized FullyConnected: `qbint4` values
+    /// packed two per byte (unsigned, low nibble first) with the bfloat16 block scales the
+    /// quantization pass rounded them to, or `qcint8` values with float32 scales per row.
+    fn quant_linear_delegate(&mut self, call: &hfexport_aten::Call, out: &str) -> Result<usize> {
+        let fail = |msg: String| ProgramError { value: out.into(), target: call.target.into(), msg };
+        let arg = |n: &str| call.args.iter().find(|(k, _)| *k == n).map(|(_, a)| a);
+        let tensor = |n: &str| match arg(n) {
+            Some(Arg::Tensor(t)) => Ok(t.clone()),
+            other => Err(fail(format!("`{n}` is {other:?}, not a tensor"))),
+        };
+        let int = |n: &str| match arg(n) {
+            Some(Arg::Int(i)) => Ok(*i as usize),
+            other => Err(fail(format!("`{n}` is {other:?}, not an int"))),
+        };
+        let (x, w, s, bits, group) =
+            (tensor("input")?, tensor("weight")?, tensor("scales")?, int("bits")?, int("group_size")?);
+        let bias = match arg("bias") {
+            Some(Arg::Tensor(b)) => Some(b.clone()),
+            _ => None,
+        };
+        if self.a.tensors[&x].dtype != DType::F32 {
+            return Err(fail(format!(
+                "XNNPACK's quantized linears take float32 activations, not {}; export in float32 or with the \
+                 portable backend",
+                self.a.tensors[&x].dtype.name()
+            )));
+        }
+        let weight_expr = |b: &Self, n: &str| -> Result<WeightExpr> {
+            match b.const_source(n) {
+                Some(ConstSource::Weight(i)) => Ok(b.weights[i].expr.clone()),
+                _ => Err(fail(format!("`{n}` is not a checkpoint weight"))),
+            }
+        };
+        let (q, scales) = (weight_expr(self, &w)?, weight_expr(self, &s)?);
+        let derived = |what: &str, expr| ConstSource::Derived { name: format!("{w} ({what})"), expr };
+        let dims = |b: &Self, n: &String| -> Vec<i64> {
+            b.a.tensors[n].sizes.iter().map(|d| d.as_const().unwrap_or(0)).collect()
+        };
+        let wd = dims(self, &w);
+        let filter = match bits {
+            4 => {
+                // the pass stored bfloat16-rounded scales read as float32: XNNPACK takes the bfloat16
+                let WeightExpr::Cast(bf16, _) = scales else {
+                    return Err(fail(format!("the int4 scales of `{w}` are not rounded to bfloat16")));
+                };
+                let packed = WeightExpr::Pack { expr: Box::new(q.as_unsigned()), high_first: false, per_row: true };
+                xnnpack::QuantFilter::Blockwise {
+                    values: derived("qbint4", packed),
+                    scales: derived("bf16 scales", *bf16),
+                    group,
+                }
+            }
+            8 => xnnpack::QuantFilter::Channelwise {
+                values: self.const_source(&w).expect("checked"),
+                scales: self.const_source(&s).expect("checked"),
+            },
+            _ => return Err(fail(format!("XNNPACK has no {bits}-bit quantized linear"))),
+        };
+        let input = self.value(&x, call.target)?;
+        let output = self.tensor(out, &self.a.tensors[out], Data::Planned(None));
+        let bias = bias.map(|b| {
+            (self.const_source(&b).ok_or_else(|| fail(format!("bias `{b}` is not constant"))), dims(self, &b))
+        });
+        let bias = match bias {
+            Some((src, d)) => Some((src?, d)),
+            None => None,
+        };
+        let d = xnnpack::quantized_fully_connected(
+            self.m.tensor(input).expect("tensor"),
+            filter,
+            &wd,
+            bias.as_ref().map(|(s, d)| (s.clone(), d.as_slice())),
+            self.m.tensor(output).expect("tensor"),
+        );
+        self.m.delegates.push(d);
+        let index = self.m.delegates.len() - 1;
+        self.m.instrs.push(Instr { call: Call::Delegate(index), args: vec![input, output] });
+        Ok(output)
     }
 
     /// `permute` as an XNNPACK transpose delegate call (a dtype XNNPACK takes, a computed input).
@@ -551,9 +638,10 @@ impl Builder<'_> {
 
 /// Builds the method of `a`. `caches` are the user inputs updated in place (from `a.mutations`);
 /// `alloc` says which inputs and outputs the plan owns.
-pub fn build(a: &AtenGraph, scope: &SymbolScope, alloc: Alloc, backend: Backend) -> Result<Method> {
+pub fn build(a: &AtenGraph, weights: &[Weight], scope: &SymbolScope, alloc: Alloc, backend: Backend) -> Result<Method> {
     let mut b = Builder {
         a,
+        weights,
         scope,
         m: Method { name: "forward".into(), ..Default::default() },
         names: HashMap::new(),
@@ -639,6 +727,7 @@ pub fn build(a: &AtenGraph, scope: &SymbolScope, alloc: Alloc, backend: Backend)
                 Some(o) => o,
                 None => b.kernel_call(call, &out_name)?,
             },
+            QUANT_LINEAR if backend == Backend::Xnnpack => b.quant_linear_delegate(call, &out_name)?,
             "aten.permute.default" if backend == Backend::Xnnpack => match b.permute_delegate(call, &out_name)? {
                 Some(o) => o,
                 None => b.kernel_call(call, &out_name)?,

@@ -479,6 +479,7 @@ mod tests {
         match c {
             ConstSource::Weight(i) => Blob::Weight { name: format!("w{i}"), expr: WeightExpr::Stored(format!("w{i}")) },
             ConstSource::Tensor(t) => Blob::Tensor(t.clone()),
+            ConstSource::Derived { name, expr } => Blob::Weight { name: name.clone(), expr: expr.clone() },
         }
     }
 

@@ -1,6 +1,7 @@
 //! XNNPACK delegate payloads (`backend: xnnpack`): each `Linear` of a method becomes one
-//! delegate call whose payload is an XNNPACK graph of one `FullyConnected` node, and each
-//! `permute` one of a `StaticTranspose` node.
+//! delegate call whose payload is an XNNPACK graph of one `FullyConnected` node, each
+//! symmetric `QuantLinear` one of a `Convert` to per-token int8 and a `FullyConnected` over
+//! `qbint4`/`qcint8` weights (8da4w / 8da8w), and each `permute` one of a `StaticTranspose`.
 //!
 //! Payload layout (`backends/xnnpack/serialization/xnnpack_graph_serialize.py` of executorch
 //! 1.5.1): a 30-byte `XH00` header padded to 32 (`u32 0`, `XH00`, `u16 30`, flatbuffer offset
@@ -42,6 +43,25 @@ enum Node {
         perm: Vec<u32>,
         output: Vec<i64>,
     },
+    /// `output = dequantize(input as int8 per token) @ dequantize(weight).T + bias`, float32 in
+    /// and out: a `Convert` to `qdint8` then a FullyConnected over the integer weight.
+    QuantFullyConnected {
+        input: Vec<i64>,
+        weight: Vec<i64>,
+        /// `Some(group)`: `qbint4` with bfloat16 block scales; `None`: `qcint8` per row.
+        group: Option<usize>,
+        bias: Option<Vec<i64>>,
+        output: Vec<i64>,
+    },
+}
+
+/// The integer weight of a quantized FullyConnected and where its bytes come from.
+pub enum QuantFilter {
+    /// 4-bit values `q + 8` packed two per byte (low nibble first) per row, bfloat16 scales
+    /// `[out, in / group]`.
+    Blockwise { values: ConstSource, scales: ConstSource, group: usize },
+    /// int8 values, float32 scales `[out]` (or `[out, 1]`).
+    Channelwise { values: ConstSource, scales: ConstSource },
 }
 
 /// One delegate: its graph and the weights it reads (constant buffers 1.. in order, with
@@ -61,6 +81,33 @@ pub fn datatype(d: DType) -> Option<xf::XNNDatatype> {
     }
 }
 
+/// An `XNNTensorValue` of `datatype`: constant buffer `constant` (0: none), external
+/// `(id, flags)` or internal, value id `id`.
+fn xtensor<'a>(
+    b: &mut flatbuffers::FlatBufferBuilder<'a>,
+    datatype: xf::XNNDatatype,
+    dims: &[i64],
+    constant: u32,
+    external: Option<(u32, u32)>,
+    id: u32,
+) -> flatbuffers::WIPOffset<xf::XNNTensorValue<'a>> {
+    let d: Vec<u32> = dims.iter().map(|&x| x as u32).collect();
+    let dims = b.create_vector(&d);
+    let (external_id, flags) = external.unwrap_or((INVALID_ID, 0));
+    xf::XNNTensorValue::create(
+        b,
+        &xf::XNNTensorValueArgs {
+            datatype,
+            num_dims: d.len() as u32,
+            dims: Some(dims),
+            constant_buffer_idx: constant,
+            external_id,
+            flags,
+            id_out: id,
+        },
+    )
+}
+
 fn tensor_value<'a>(
     b: &mut flatbuffers::FlatBufferBuilder<'a>,
     dtype: DType,
@@ -69,24 +116,34 @@ fn tensor_value<'a>(
     external: Option<(u32, u32)>,
     id: u32,
 ) -> flatbuffers::WIPOffset<xf::XValue<'a>> {
-    let d: Vec<u32> = dims.iter().map(|&x| x as u32).collect();
-    let dims = b.create_vector(&d);
-    let (external_id, flags) = external.unwrap_or((INVALID_ID, 0));
-    let t = xf::XNNTensorValue::create(
+    let datatype = datatype(dtype).expect("the caller checked the dtype");
+    let t = xtensor(b, datatype, dims, constant, external, id);
+    xf::XValue::create(
         b,
-        &xf::XNNTensorValueArgs {
-            datatype: datatype(dtype).expect("the caller checked the dtype"),
-            num_dims: d.len() as u32,
-            dims: Some(dims),
-            constant_buffer_idx: constant,
-            external_id,
-            flags,
-            id_out: id,
+        &xf::XValueArgs { xvalue_union_type: xf::XValueUnion::XNNTensorValue, xvalue_union: Some(t.as_union_value()) },
+    )
+}
+
+/// An internal quantized value: `datatype` with quantization parameters `params`.
+fn quantized_value<'a>(
+    b: &mut flatbuffers::FlatBufferBuilder<'a>,
+    tensor: flatbuffers::WIPOffset<xf::XNNTensorValue<'a>>,
+    params: (xf::XNNQuantParams, flatbuffers::WIPOffset<flatbuffers::UnionWIPOffset>),
+) -> flatbuffers::WIPOffset<xf::XValue<'a>> {
+    let q = xf::XNNQuantizedTensorValue::create(
+        b,
+        &xf::XNNQuantizedTensorValueArgs {
+            tensor_value: Some(tensor),
+            quant_params_type: params.0,
+            quant_params: Some(params.1),
         },
     );
     xf::XValue::create(
         b,
-        &xf::XValueArgs { xvalue_union_type: xf::XValueUnion::XNNTensorValue, xvalue_union: Some(t.as_union_value()) },
+        &xf::XValueArgs {
+            xvalue_union_type: xf::XValueUnion::XNNQuantizedTensorValue,
+            xvalue_union: Some(q.as_union_value()),
+        },
     )
 }
 
@@ -109,6 +166,38 @@ pub fn fully_connected(
         dtype,
         input: input.bound.clone(),
         weight: weight.1.to_vec(),
+        bias: bias.map(|(_, d)| d.to_vec()),
+        output: output.bound.clone(),
+    };
+    Delegate { node, weights }
+}
+
+/// The delegate of a dynamically quantized linear (XNNPACK's `qd8-f32-qb4w` / `qd8-f32-qc8w`
+/// kernels): float32 `input` quantized to int8 per token at run time, integer `filter` of
+/// dims `weight` ([out, in]), float32 `bias`. The weights are constant buffers 1 (values),
+/// 2 (scales) and 3 (bias).
+pub fn quantized_fully_connected(
+    input: &TensorValue,
+    filter: QuantFilter,
+    weight: &[i64],
+    bias: Option<(ConstSource, &[i64])>,
+    output: &TensorValue,
+) -> Delegate {
+    let numel = weight.iter().product::<i64>() as u64;
+    let rows = weight[0] as u64;
+    let (mut weights, group) = match filter {
+        QuantFilter::Blockwise { values, scales, group } => {
+            (vec![(values, numel.div_ceil(2)), (scales, numel / group as u64 * 2)], Some(group))
+        }
+        QuantFilter::Channelwise { values, scales } => (vec![(values, numel), (scales, rows * 4)], None),
+    };
+    if let Some((src, dims)) = &bias {
+        weights.push((src.clone(), dims.iter().product::<i64>() as u64 * 4));
+    }
+    let node = Node::QuantFullyConnected {
+        input: input.bound.clone(),
+        weight: weight.to_vec(),
+        group,
         bias: bias.map(|(_, d)| d.to_vec()),
         output: output.bound.clone(),
     };
@@ -139,6 +228,74 @@ fn xnode<'a>(
     )
 }
 
+type Graph<'a> = (Vec<flatbuffers::WIPOffset<xf::XNode<'a>>>, Vec<flatbuffers::WIPOffset<xf::XValue<'a>>>, u32);
+
+/// Values: 0 the float input, 1 its `qdint8` form, 2 the integer filter, 3 the bias (if any),
+/// then the float output; nodes: `Convert` 0 -> 1, FullyConnected.
+fn quant_fully_connected_graph<'a>(
+    b: &mut flatbuffers::FlatBufferBuilder<'a>,
+    input: &[i64],
+    weight: &[i64],
+    group: Option<usize>,
+    bias: Option<&[i64]>,
+    output: &[i64],
+) -> Graph<'a> {
+    let mut values = vec![tensor_value(b, DType::F32, input, 0, Some((0, EXTERNAL_INPUT)), 0)];
+    // per token: every dim but the last is a batch dim
+    let dq = xf::PerTokenDynamicQuant::create(b, &xf::PerTokenDynamicQuantArgs { num_nonbatch_dims: 1 });
+    let t = xtensor(b, xf::XNNDatatype::xnn_datatype_qdint8, input, 0, None, 1);
+    values.push(quantized_value(b, t, (xf::XNNQuantParams::PerTokenDynamicQuant, dq.as_union_value())));
+    // the scales are read from constant buffer 2 (`scale` must still be a vector: the runtime
+    // reads its data pointer before it looks at `scale_buffer_idx`)
+    let empty = b.create_vector::<f32>(&[]);
+    let rows = weight[0] as u32;
+    let (datatype, params) = match group {
+        Some(g) => {
+            let p = xf::PerChannelGroupQuant::create(
+                b,
+                &xf::PerChannelGroupQuantArgs {
+                    scale: Some(empty),
+                    channel_dim: 0,
+                    group_size: g as i32,
+                    scale_buffer_idx: 2,
+                    num_scales: rows * (weight[1] as u32 / g as u32),
+                },
+            );
+            (xf::XNNDatatype::xnn_datatype_qbint4, (xf::XNNQuantParams::PerChannelGroupQuant, p.as_union_value()))
+        }
+        None => {
+            let p = xf::PerChannelQuant::create(
+                b,
+                &xf::PerChannelQuantArgs { scale: Some(empty), channel_dim: 0, scale_buffer_idx: 2, num_scales: rows },
+            );
+            (xf::XNNDatatype::xnn_datatype_qcint8, (xf::XNNQuantParams::PerChannelQuant, p.as_union_value()))
+        }
+    };
+    let t = xtensor(b, datatype, weight, 1, None, 2);
+    values.push(quantized_value(b, t, params));
+    if let Some(dims) = bias {
+        values.push(tensor_value(b, DType::F32, dims, 3, None, 3));
+    }
+    let out_id = values.len() as u32;
+    values.push(tensor_value(b, DType::F32, output, 0, Some((1, EXTERNAL_OUTPUT)), out_id));
+    let cvt = xf::_XNNNode1x1::create(b, &xf::_XNNNode1x1Args { input_id: 0, output_id: 1, flags: 0 });
+    let fc = xf::XNNFullyConnected::create(
+        b,
+        &xf::XNNFullyConnectedArgs {
+            input1_id: 1,
+            filter_id: 2,
+            bias_id: if bias.is_some() { 3 } else { INVALID_ID },
+            output_id: out_id,
+            flags: 0,
+        },
+    );
+    let nodes = vec![
+        xnode(b, xf::XNodeUnion::XNNConvert, cvt.as_union_value()),
+        xnode(b, xf::XNodeUnion::XNNFullyConnected, fc.as_union_value()),
+    ];
+    (nodes, values, out_id)
+}
+
 impl Delegate {
     /// The payload, each weight `i` named `keys[i]` in the program's named data.
     pub fn payload(&self, keys: &[String]) -> Vec<u8> {
@@ -166,6 +323,9 @@ impl Delegate {
                     },
                 );
                 (vec![xnode(&mut b, xf::XNodeUnion::XNNFullyConnected, fc.as_union_value())], values, out_id)
+            }
+            Node::QuantFullyConnected { input, weight, group, bias, output } => {
+                quant_fully_connected_graph(&mut b, input, weight, *group, bias.as_deref(), output)
             }
             Node::Transpose { dtype, input, perm, output } => {
                 let values = vec![

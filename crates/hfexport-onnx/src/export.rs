@@ -118,10 +118,6 @@ impl Backend for Onnx {
 #[cfg(feature = "runtime")]
 struct OrtRunner(crate::runtime::OnnxRunner);
 
-/// What int8 activations per block may cost, as a fraction of the largest logit: `--verify` of
-/// int4 exports of four fixtures (llama, qwen3, gpt2, mixtral) measured 1.8–2.9%.
-pub const QUANTIZED_RTOL: f32 = 0.1;
-
 #[cfg(feature = "runtime")]
 impl Runner for OrtRunner {
     fn runtime(&self) -> String {
@@ -137,7 +133,7 @@ impl Runner for OrtRunner {
 
     /// Accuracy level 4 quantizes `A` to int8 per block of `K` (`lower.rs: matmul_nbits`).
     fn quantized_rtol(&self) -> f32 {
-        QUANTIZED_RTOL
+        hfexport_core::backend::ACTIVATION_QUANT_RTOL
     }
     fn compares(&self, output: &str) -> bool {
         !output.starts_with("output.")

@@ -17,7 +17,7 @@ use crate::{OnnxError, Result};
 use hfexport_core::graph::{Node, Producer};
 use hfexport_core::ops::{Activation, ReduceKind};
 use hfexport_core::shape_program::{DimError, DimLowering, ShapeEmitter};
-use hfexport_core::{DType, Dim, Graph, Op, QuantPart, Tensor, ValueId, WeightExpr};
+use hfexport_core::{DType, Dim, Graph, Op, Tensor, ValueId, WeightExpr};
 
 /// The first opset with `RMSNormalization`, `RotaryEmbedding` and `Attention`.
 pub const OPSET_NATIVE_LLM_OPS: u32 = 23;
@@ -613,12 +613,7 @@ impl<'g> Ctx<'g> {
                 msg: "ONNX Runtime's block-quantized ops need constant weights".into(),
             });
         };
-        let expr = match self.g.weights()[w].expr.clone() {
-            WeightExpr::Quantize { expr, scheme, scale_dtype, part: QuantPart::Values } => {
-                WeightExpr::Quantize { expr, scheme, scale_dtype, part: QuantPart::Unsigned }
-            }
-            other => other,
-        };
+        let expr = self.g.weights()[w].expr.clone().as_unsigned();
         let dtype = self.g.info(n.inputs[slot]).dtype;
         let expr = match spread {
             1 => expr,

@@ -18,12 +18,15 @@
 
 use hfexport_core::decompose::{decompose, drop_unread_weights, rebuild};
 use hfexport_core::graph::Producer;
-use hfexport_core::{Error, Graph, Op, QuantPart, QuantRecipe, QuantScheme, Result, ValueId, WeightExpr};
+use hfexport_core::{
+    DType, Error, Graph, Op, QuantForm, QuantPart, QuantRecipe, QuantScheme, Result, ValueId, WeightExpr,
+};
 use std::collections::HashMap;
 
 /// `g` with the recipe's linears and embedding quantized; an error naming the tensor when a
 /// scheme does not fit it (a group size that does not divide the input dimension).
-pub fn quantize_graph(g: &Graph, recipe: &QuantRecipe) -> Result<Graph> {
+/// `form`: what the format needs of the scales (XNNPACK's: positive, bfloat16 in blocks).
+pub fn quantize_graph(g: &Graph, recipe: &QuantRecipe, form: QuantForm) -> Result<Graph> {
     // a gated MLP's three projections become `Linear`s first (every backend decomposes it)
     let g = &decompose(g, &|op| matches!(op, Op::GatedMlp { .. }))?;
     let ids = g.inputs().iter().find(|p| p.name == "input_ids").map(|p| p.value);
@@ -45,7 +48,8 @@ pub fn quantize_graph(g: &Graph, recipe: &QuantRecipe) -> Result<Graph> {
             (Op::Linear, _, _) if node.name == "lm_head" => recipe.lm_head,
             (Op::Linear, _, _) => Some(recipe.weights),
             _ => recipe.embeddings,
-        };
+        }
+        .map(|s| QuantScheme { positive_scales: form.positive_scales && s.symmetric, ..s });
         let (Some(scheme), Some(slot), Some(w)) = (scheme, slot, weight) else {
             return out.add_node(&node.name, node.op.clone(), ins);
         };
@@ -54,7 +58,7 @@ pub fn quantize_graph(g: &Graph, recipe: &QuantRecipe) -> Result<Graph> {
         let params = match done.get(&(ins[slot], scheme)) {
             Some(p) => p.clone(),
             None => {
-                let p = quantized_params(out, ins[slot], &w.name, &w.expr, scheme)?;
+                let p = quantized_params(out, ins[slot], &w.name, &w.expr, scheme, form.group_scales)?;
                 done.insert((ins[slot], scheme), p.clone());
                 p
             }
@@ -128,13 +132,15 @@ fn stored_name(e: &WeightExpr) -> Option<&str> {
 }
 
 /// Adds the lazy parts of `weight` quantized by `scheme`: values, scales (in the weight's
-/// dtype) and, for an asymmetric scheme, zero points.
+/// dtype; for a group-wise scheme rounded to `group_scales` first when given) and, for an
+/// asymmetric scheme, zero points.
 fn quantized_params(
     g: &mut Graph,
     weight: ValueId,
     name: &str,
     expr: &WeightExpr,
     scheme: QuantScheme,
+    group_scales: Option<DType>,
 ) -> Result<Vec<ValueId>> {
     let info = g.info(weight).clone();
     let dims: Vec<usize> = info.shape.iter().map(|d| d.as_const().unwrap_or(0) as usize).collect();
@@ -145,17 +151,25 @@ fn quantized_params(
         });
     };
     let groups = cols / scheme.group_len(&expr.to_string(), cols)?;
-    let part = |part| WeightExpr::Quantize { expr: Box::new(expr.clone()), scheme, scale_dtype: info.dtype, part };
+    let scale_dtype = match (scheme.group, group_scales) {
+        (Some(_), Some(d)) => d,
+        _ => info.dtype,
+    };
+    let part = |part| WeightExpr::Quantize { expr: Box::new(expr.clone()), scheme, scale_dtype, part };
+    let scales = match scale_dtype == info.dtype {
+        true => part(QuantPart::Scales),
+        false => WeightExpr::Cast(Box::new(part(QuantPart::Scales)), info.dtype),
+    };
     // `<module>.weight_int4_g32_q`: a sibling of the weight, never a child (a `.pt2` module
     // cannot hold both a parameter `weight` and a submodule of that name)
     let stem = format!("{name}_{}", scheme.label().replace('/', "_"));
     let mut params = vec![
         g.add_weight(&format!("{stem}_q"), part(QuantPart::Values), scheme.value_dtype(), &[rows, cols]),
-        g.add_weight(&format!("{stem}_scales"), part(QuantPart::Scales), info.dtype, &[rows, groups]),
+        g.add_weight(&format!("{stem}_scales"), scales, info.dtype, &[rows, groups]),
     ];
     if !scheme.symmetric {
         let z = part(QuantPart::ZeroPoints);
-        params.push(g.add_weight(&format!("{stem}_zero_points"), z, hfexport_core::DType::U8, &[rows, groups]));
+        params.push(g.add_weight(&format!("{stem}_zero_points"), z, DType::U8, &[rows, groups]));
     }
     Ok(params)
 }

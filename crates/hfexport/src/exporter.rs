@@ -143,7 +143,8 @@ impl AutoHfExporter {
             // a GPTQ/AWQ checkpoint's modules stay quantized (never a float copy)
             c.graph = hfexport_quant::load_prequantized(&c.graph, &|n| weights.info(n))?;
             if let Some(recipe) = &common.quantizer {
-                c.graph = hfexport_quant::quantize_graph(&c.graph, recipe)?;
+                let form = self.backend().quant_form(recipe, &self.config)?;
+                c.graph = hfexport_quant::quantize_graph(&c.graph, recipe, form)?;
             }
         }
         // what the user left open, the backend may bound (ExecuTorch: to fit its memory plan)
