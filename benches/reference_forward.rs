@@ -30,6 +30,11 @@ impl Weights for RandomWeights {
         self.shapes.lock().expect("lock").insert(name.to_string(), shape.to_vec());
         Ok(TensorInfo { dtype: DType::BF16, shape: shape.to_vec() })
     }
+    /// The optional tensors of a Qwen3 checkpoint: norms are there; a tied model has no
+    /// `lm_head.weight` and Qwen3 no attention biases.
+    fn has(&self, name: &str) -> bool {
+        !name.starts_with("lm_head.") && !name.ends_with(".bias")
+    }
 }
 
 impl TensorSource for RandomWeights {
@@ -38,7 +43,7 @@ impl TensorSource for RandomWeights {
         Ok(TensorInfo { dtype: DType::BF16, shape })
     }
     fn load(&self, name: &str) -> hfexport_core::Result<Tensor> {
-        let shape = self.info(name)?.shape;
+        let shape = TensorSource::info(self, name)?.shape;
         let n: usize = shape.iter().product();
         let mut s =
             name.bytes().fold(0x9E37_79B9_7F4A_7C15u64, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01B3)) | 1;

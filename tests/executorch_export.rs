@@ -324,7 +324,7 @@ fn a_qwen3_0_6b_shaped_model_gets_default_bounds_that_fit_the_budget() {
     let symbols = &described[0].symbols;
     let seq = symbols["sequence"].max;
     assert_eq!(symbols["batch"], Range { min: 1, max: DEFAULT_MAX_BATCH });
-    assert!(seq >= 512 && seq < 40960 && seq % ROUND == 0, "{symbols:?}");
+    assert!((512..40960).contains(&seq) && seq % ROUND == 0, "{symbols:?}");
     assert!(arenas[0] <= PLAN_BUDGET, "{:.2} GiB", gib(arenas[0]));
     let note = plan.notes.join("\n");
     assert!(note.contains(&format!("sequence <= {seq} (model: 40960)")) && note.contains("batch <= 1"), "{note}");
@@ -404,7 +404,7 @@ fn a_dynamic_export_without_bounds_runs_within_the_default_bounds() {
         .unwrap();
     let seq = meta.symbols["sequence"].max;
     assert_eq!(meta.symbols["batch"], Range { min: 1, max: 1 });
-    assert!(seq >= 1024 && seq < 40960 && seq % ROUND == 0, "{:?}", meta.symbols);
+    assert!((1024..40960).contains(&seq) && seq % ROUND == 0, "{:?}", meta.symbols);
     assert_eq!(meta.components[0].symbols, meta.symbols);
     let notes = notes.join("\n");
     assert!(notes.contains(&format!("sequence <= {seq} (model: 40960)")), "{notes}");

@@ -167,15 +167,20 @@ impl Build {
         let vals: Vec<f32> = (0..rows * cols).map(|_| 2.0 * self.rng.uniform() - 1.0).collect();
         self.weights.insert(name, Tensor::f32(vec![rows, cols], vals).unwrap());
         let groups = cols / scheme.group.unwrap_or(cols);
-        let part = |part| WeightExpr::Quantize {
-            expr: Box::new(WeightExpr::stored(name)),
-            scheme,
-            scale_dtype: DType::F32,
-            part,
+        // XNNPACK's form (as the quantization pass writes it for that format): positive scales,
+        // block scales rounded to bfloat16 and read back as float32
+        let scale_dtype = match scheme.positive_scales && scheme.group.is_some() {
+            true => DType::BF16,
+            false => DType::F32,
+        };
+        let part = |part| WeightExpr::Quantize { expr: Box::new(WeightExpr::stored(name)), scheme, scale_dtype, part };
+        let scales = match scale_dtype {
+            DType::F32 => part(QuantPart::Scales),
+            _ => WeightExpr::Cast(Box::new(part(QuantPart::Scales)), DType::F32),
         };
         let mut out = vec![
             self.g.add_weight(&format!("{name}.q"), part(QuantPart::Values), scheme.value_dtype(), &[rows, cols]),
-            self.g.add_weight(&format!("{name}.scales"), part(QuantPart::Scales), DType::F32, &[rows, groups]),
+            self.g.add_weight(&format!("{name}.scales"), scales, DType::F32, &[rows, groups]),
         ];
         if !scheme.symmetric {
             let z = part(QuantPart::ZeroPoints);
@@ -523,6 +528,9 @@ fn cases() -> Vec<Case> {
         (QuantScheme::new(4, Some(16), true), 32, false, "QuantLinear(int4)"),
         (QuantScheme::new(8, Some(16), false), 32, true, "QuantLinear(uint8, bias)"),
         (QuantScheme::new(8, None, false), 512, false, "QuantLinear(uint8, channel 512)"),
+        // XNNPACK's forms (8da4w, 8da8w): a delegate quantizing x to int8 per token
+        (positive(QuantScheme::new(4, Some(32), true)), 64, false, "QuantLinear(int4, positive bf16 scales)"),
+        (positive(QuantScheme::new(8, None, true)), 32, true, "QuantLinear(int8, positive, bias)"),
     ] {
         let mut b = Build::new(28);
         // int8 activations per block: the error grows like sqrt(cols) (measured 3.3e-2 at 512)
@@ -549,17 +557,28 @@ fn cases() -> Vec<Case> {
     all
 }
 
+/// `s` in XNNPACK's form ([`QuantScheme::positive_scales`]).
+fn positive(s: QuantScheme) -> QuantScheme {
+    QuantScheme { positive_scales: true, ..s }
+}
+
 fn longrope(original_max: usize) -> RopeScaling {
     RopeScaling::longrope(vec![1.0, 1.2, 1.5, 2.0], vec![1.5, 3.0, 6.0, 12.0], original_max, 4.0, None)
 }
 
 /// Cases a backend fails today, with why: each must still fail (so the list shrinks when one
-/// is fixed). Four are ExecuTorch's matmul (`program.rs`: views around `bmm`), which takes no
+/// is fixed). One is a form XNNPACK refuses by design (the export never hands it one). Four are ExecuTorch's matmul (`program.rs`: views around `bmm`), which takes no
 /// batch dims that broadcast; one is OpenVINO's `GatherMatmul`, which its CPU plugin fuses from
 /// the tiled MoE block but runs only with constant expert weights (here they are graph inputs;
 /// an export's experts are always checkpoint weights, which the fixtures run).
-const KNOWN_GAPS: [(&str, &str, &str); 5] = [
+const KNOWN_GAPS: [(&str, &str, &str); 6] = [
     ("Moe(dense)", "openvino", "GatherMatmul: Only constant weights are supported"),
+    (
+        "QuantLinear(int4)",
+        "executorch:\"xnnpack\"",
+        "XNNPACK takes positive bfloat16 block scales, which the quantization pass forms for it \
+         (Backend::quant_form); signed float32 scales are refused at export",
+    ),
     (
         "MatMul",
         "executorch:\"xnnpack\"",
@@ -585,7 +604,12 @@ const KNOWN_GAPS: [(&str, &str, &str); 5] = [
 /// The configs each backend is checked under.
 fn configs(format: ExportFormat) -> Vec<ExportConfig> {
     let dicts = match format {
-        ExportFormat::Onnx => vec![json!({"opset_version": 17}), json!({"opset_version": 23})],
+        ExportFormat::Onnx => vec![
+            json!({"opset_version": 17}),
+            json!({"opset_version": 23}),
+            // quantized ops as standard `DequantizeLinear` (the rest as at 21)
+            json!({"opset_version": 21, "quant_ops": "standard"}),
+        ],
         ExportFormat::Openvino => vec![json!({"stateful": false})],
         ExportFormat::Dynamo => vec![json!({})],
         ExportFormat::Executorch => vec![json!({"backend": "xnnpack"}), json!({"backend": "portable"})],
@@ -603,6 +627,7 @@ fn label(cfg: &ExportConfig) -> String {
     let d = cfg.to_dict();
     let extra =
         ["opset_version", "backend"].iter().filter_map(|k| d.get(*k).filter(|v| !v.is_null())).map(|v| v.to_string());
+    let extra = extra.chain(d.get("quant_ops").filter(|v| *v == "standard").map(|v| v.to_string()));
     std::iter::once(cfg.format().as_str().to_string()).chain(extra).collect::<Vec<_>>().join(":")
 }
 
@@ -771,9 +796,9 @@ fn every_op_through_every_backend() {
                     Err(e) => failures.push(format!("{what}: prepared graph: {e}")),
                 }
                 let lowered = match cfg {
-                    ExportConfig::Onnx(c) => {
-                        hfexport::onnx::lower::lower(g, c.opset_version.unwrap()).map(|_| ()).map_err(|e| e.to_string())
-                    }
+                    ExportConfig::Onnx(c) => hfexport::onnx::lower::lower(g, c.opset_version.unwrap(), c.quant_ops)
+                        .map(|_| ())
+                        .map_err(|e| e.to_string()),
                     ExportConfig::Openvino(_) => [false, true].into_iter().try_for_each(|stateful| {
                         let opts = hfexport::openvino::lower::LowerOptions { stateful, compress_to_fp16: false };
                         hfexport::openvino::lower::lower(g, opts)
@@ -833,7 +858,8 @@ fn every_op_through_every_backend() {
             "{case} / {cfg} passes now ({why}): drop it from KNOWN_GAPS"
         );
     }
-    assert!(ran.get("onnxruntime").is_some_and(|&n| n == 2 * cases.len()), "{ran:?}");
+    let onnx_configs = configs(ExportFormat::Onnx).len();
+    assert!(ran.get("onnxruntime").is_some_and(|&n| n == onnx_configs * cases.len()), "{ran:?}");
     let ov_gaps = KNOWN_GAPS.iter().filter(|g| g.1 == "openvino").count();
     assert!(ran.get("openvino").is_some_and(|&n| n == cases.len() - ov_gaps), "{ran:?}");
     // the ONNX Runtime patch is out of range at the pin (1.32.0): bool masks go to Attention

@@ -73,7 +73,12 @@ fn export(fixture: &Path, out: &Path, format: ExportFormat, quantizer: Option<&V
             dict["backend"] = json!("portable");
         }
     }
-    let exporter = AutoHfExporter::from_config(AutoExportConfig::from_dict(&dict)?)?;
+    export_dict(fixture, out, &dict)
+}
+
+/// A forward export of `fixture` with the config dict `dict`.
+fn export_dict(fixture: &Path, out: &Path, dict: &Value) -> hfexport::Result<()> {
+    let exporter = AutoHfExporter::from_config(AutoExportConfig::from_dict(dict)?)?;
     let req = ExportRequest {
         model: fixture.to_path_buf(),
         output: out.to_path_buf(),
@@ -158,37 +163,77 @@ fn quantized_logits_match_transformers_in_every_runtime() {
 
     let mut failures = vec![];
     let mut run_jobs = vec![];
-    // (case, format, golden key) of every export compared
-    let mut compared = vec![];
+    // (case, export label, its golden, tolerance) of every export compared
+    let mut compared: Vec<(&str, String, PathBuf, f32)> = vec![];
     for (name, fixture, q) in &cases {
-        reference_matches(name, &common::fixture(fixture), q, &golden(name, false), &mut failures);
-        let mut exports = export_every_format(&common::fixture(fixture), tmp.path(), name, Some(q), &mut failures);
+        let fixture = common::fixture(fixture);
+        reference_matches(name, &fixture, q, &golden(name, false), &mut failures);
+        let mut exports = export_every_format(&fixture, tmp.path(), name, Some(q), &mut failures);
         let pte = ExportFormat::Executorch.as_str();
         let xnnpack_pte = if xnnpack_holds(q) { exports.remove(pte) } else { None };
         if let Some(path) = xnnpack_pte {
             run_jobs.push(json!({"golden": golden(name, true), "exports": {pte: path}}));
-            compared.push((name, ExportFormat::Executorch, golden(name, true)));
+            compared.push((name, pte.into(), golden(name, true), tolerance(ExportFormat::Executorch, Some(q))));
         }
         for format in ExportFormat::ALL.into_iter().filter(|f| exports.contains_key(f.as_str())) {
-            compared.push((name, format, golden(name, false)));
+            compared.push((name, format.as_str().into(), golden(name, false), tolerance(format, Some(q))));
+        }
+        // standard ONNX (`DequantizeLinear`), which ONNX Runtime fuses into `MatMulNBits`
+        let out = tmp.path().join(format!("{name}-onnx-standard"));
+        let dict = json!({"export_format": "onnx", "dynamic": true, "quantizer": q, "quant_ops": "standard"});
+        match export_dict(&fixture, &out, &dict) {
+            Ok(()) => {
+                exports.insert(STANDARD, model_file(&out, ExportFormat::Onnx));
+                compared.push((name, STANDARD.into(), golden(name, false), tolerance(ExportFormat::Onnx, Some(q))));
+            }
+            Err(e) => failures.push(format!("{name} / {STANDARD}: export: {e}")),
         }
         run_jobs.push(json!({"golden": golden(name, false), "exports": exports}));
     }
     let worst = run_in_runtimes(tmp.path(), &run_jobs);
-    for ((name, _, q), format) in cases.iter().flat_map(|c| ExportFormat::ALL.map(|f| (c, f))) {
-        let Some((_, _, gold)) = compared.iter().find(|(n, f, _)| *n == name && *f == format) else {
-            continue;
-        };
-        let key = format!("{} {}", gold.display(), format.as_str());
-        let d = *worst.get(&key).unwrap_or(&f32::INFINITY);
-        let tol = tolerance(format, Some(q));
-        eprintln!("{name} / {}: max |logits - transformers| {d:e}", format.as_str());
-        if d.is_nan() || d > tol {
-            failures.push(format!("{name} / {}: logits differ by {d:e} (tolerance {tol:e})", format.as_str()));
+    for (name, label, gold, tol) in &compared {
+        let d = *worst.get(&format!("{} {label}", gold.display())).unwrap_or(&f32::INFINITY);
+        eprintln!("{name} / {label}: max |logits - transformers| {d:e}");
+        if d.is_nan() || d > *tol {
+            failures.push(format!("{name} / {label}: logits differ by {d:e} (tolerance {tol:e})"));
         }
     }
-    assert_eq!(compared.len(), cases.len() * ExportFormat::ALL.len(), "every case ran in every runtime: {failures:#?}");
+    let labels = ExportFormat::ALL.len() + 1;
+    assert_eq!(compared.len(), cases.len() * labels, "every case ran in every runtime: {failures:#?}");
     assert!(failures.is_empty(), "{failures:#?}");
+}
+
+/// The label of the standard-ONNX export (`quant_ops: "standard"`).
+const STANDARD: &str = "onnx-standard";
+
+/// Each linear of a standard-ONNX export (int4 layers, int8 head) becomes `MatMulNBits` in the
+/// model ONNX Runtime optimizes at load (its `DQMatMulToMatMulNBits` fusion): the optimized
+/// graph, saved by the session, has one per linear and no `DequantizeLinear` left feeding a
+/// `MatMul`.
+#[test]
+fn standard_onnx_fuses_in_onnxruntime() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("std");
+    let dict = json!({"export_format": "onnx", "dynamic": true, "quantizer": "int4", "quant_ops": "standard"});
+    export_dict(&common::fixture("llama"), &out, &dict).unwrap();
+    let optimized = tmp.path().join("optimized.onnx");
+    let script = "import sys, collections, onnx, onnxruntime as ort\n\
+        o = ort.SessionOptions(); o.optimized_model_filepath = sys.argv[2]\n\
+        ort.InferenceSession(sys.argv[1], o, providers=['CPUExecutionProvider'])\n\
+        g = onnx.load(sys.argv[2], load_external_data=False).graph\n\
+        made = {o for n in g.node if n.op_type == 'DequantizeLinear' for o in n.output}\n\
+        print(sum(n.op_type == 'MatMulNBits' for n in g.node), sum(n.op_type == 'MatMul' and any(i in made for i in n.input) for n in g.node))";
+    let o = Command::new(common::python())
+        .args(["-c", script])
+        .arg(model_file(&out, ExportFormat::Onnx))
+        .arg(&optimized)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let counts: Vec<usize> =
+        String::from_utf8_lossy(&o.stdout).split_whitespace().map(|c| c.parse().unwrap()).collect();
+    // 2 layers x (q, k, v, o, gate, up, down) in int4, and the int8 per-channel head
+    assert_eq!(counts, [15, 0], "MatMulNBits fused, DequantizeLinear -> MatMul left");
 }
 
 /// The reference evaluator of the quantized forward graph against the golden.
@@ -411,16 +456,7 @@ fn bad_recipes_are_clear_errors_and_write_nothing() {
         (json!({"weights": "int8", "group_size": 32}), "XNNPACK's int8 linears are per channel"),
     ] {
         let dict = json!({"export_format": "executorch", "dynamic": true, "quantizer": bad});
-        let exporter = AutoHfExporter::from_config(AutoExportConfig::from_dict(&dict).unwrap()).unwrap();
-        let req = ExportRequest {
-            model: common::fixture("llama"),
-            output: out.clone(),
-            task: Task::CausalLm,
-            dtype: DType::F32,
-            force: false,
-            generation: None,
-        };
-        let e = exporter.export(&req, &mut |_| {}).unwrap_err().to_string();
+        let e = export_dict(&common::fixture("llama"), &out, &dict).unwrap_err().to_string();
         assert!(e.contains(says) && e.contains("portable"), "{bad}: {e}");
         assert!(!out.exists());
     }

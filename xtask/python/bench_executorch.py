@@ -213,6 +213,7 @@ def run(label, pte, prompt_len, steps):
     tokens, timings = decoder.generate(prompt, steps + 1)
     print(f"ET {label} load_s {decoder.load_s:.2f}")
     print(f"ET {label} prefill_ms {timings['prefill_ms']:.1f}")
+    print(f"ET {label} prefill_tok_s {prompt_len / max(timings['prefill_ms'], 1e-9) * 1e3:.1f}")
     print(f"ET {label} decode_ms_tok {timings['decode_ms_tok']:.1f}")
     print(f"ET {label} tokens {','.join(map(str, tokens[:8]))}")
 

@@ -886,10 +886,11 @@ const BENCH_TOKENIZER_JSON: &str = r#"{"version": "1.0", "truncation": null, "pa
 /// int4 --for-generation --static-cache 512 --multi-token-decode` exported to ONNX (timed, peak
 /// RSS) and run in ONNX Runtime with the caches bound in place (`bench_generate.py`), the same
 /// float32 export for reference, the int4 OpenVINO export in its stateful loop
-/// (`bench_openvino.py`), and ONNX Runtime GenAI's builder (`-p int4 -e cpu`, timed, peak RSS)
+/// (`bench_openvino.py`), the int4 `.pte` (XNNPACK 8da4w) in ExecuTorch's Python runtime
+/// (`bench_executorch.py`), and ONNX Runtime GenAI's builder (`-p int4 -e cpu`, timed, peak RSS)
 /// with its own runtime (`bench_genai.py`); installs the `genai` Python group first.
 fn bench_quant(root: &Path, opts: &Opts) -> Result<()> {
-    let steps = 7;
+    let steps = 8;
     let Prepared { bench_dir, ckpt, venv, script, exe } = prepare(root, "bench_generate.py", steps, &[])?;
     crate::setup(root, "genai")?;
     let python = root.join("xtask").join("python");
@@ -901,6 +902,7 @@ fn bench_quant(root: &Path, opts: &Opts) -> Result<()> {
         ("hfexport int4 onnx", "onnx", Some("int4"), &script, "GEN"),
         ("hfexport f32 onnx", "onnx", None, &script, "GEN"),
         ("hfexport int4 openvino", "openvino", Some("int4"), &python.join("bench_openvino.py"), "OV"),
+        ("hfexport 8da4w executorch", "executorch", Some("int4"), &python.join("bench_executorch.py"), "ET"),
     ]
     .into_iter()
     .enumerate()
@@ -920,7 +922,9 @@ fn bench_quant(root: &Path, opts: &Opts) -> Result<()> {
             bail!("`{}` failed ({})", describe(&cmd), m.status);
         }
         println!("  exported in {:.2} s, peak RSS {}", m.wall_s, rss(&m));
-        let r = run_generate(&venv, script, tag, "q", &out)?;
+        // the ExecuTorch loop takes the program file
+        let program = if format == "executorch" { out.join("model.pte") } else { out.clone() };
+        let r = run_generate(&venv, script, tag, "q", &program)?;
         columns.push((label.to_string(), Some(m), r));
         if !opts.keep {
             remove_dir(&out)?;
@@ -928,7 +932,7 @@ fn bench_quant(root: &Path, opts: &Opts) -> Result<()> {
     }
 
     let theirs = bench_dir.join("quant-genai-int4");
-    println!("==> [6/{steps}] onnxruntime_genai.models.builder -p int4 -e cpu -> {}", theirs.display());
+    println!("==> [7/{steps}] onnxruntime_genai.models.builder -p int4 -e cpu -> {}", theirs.display());
     // the builder reads the EOS id from config.json or the tokenizer (not generation_config)
     for (name, text) in [
         ("tokenizer.json", BENCH_TOKENIZER_JSON),
@@ -950,7 +954,7 @@ fn bench_quant(root: &Path, opts: &Opts) -> Result<()> {
         bail!("`{}` failed ({})", describe(&cmd), m.status);
     }
     println!("  exported in {:.2} s, peak RSS {}", m.wall_s, rss(&m));
-    println!("==> [7/{steps}] greedy loop in onnxruntime-genai over {}", theirs.display());
+    println!("==> [8/{steps}] greedy loop in onnxruntime-genai over {}", theirs.display());
     let r = run_generate(&venv, &python.join("bench_genai.py"), "GENAI", "q", &theirs)?;
     columns.push(("genai builder int4".into(), Some(m), r));
     if !opts.keep {
@@ -1065,7 +1069,7 @@ fn ensure_checkpoint(dir: &Path) -> Result<u64> {
 /// Makes a checkpoint of random bfloat16 `tensors` with `config_json` unless it is there with
 /// the expected size and config; returns its weight file's size.
 fn ensure_random_checkpoint(dir: &Path, tensors: &[(String, Vec<usize>)], config_json: &str) -> Result<u64> {
-    let (header, data_len) = safetensors_header(&tensors);
+    let (header, data_len) = safetensors_header(tensors);
     let total = header.len() as u64 + data_len;
     let weights = dir.join("model.safetensors");
     let config = dir.join("config.json");

@@ -12,7 +12,7 @@
 //! core's [`DimLowering`].
 
 use crate::graph::{Arg, AtenGraph, Call, Output, SymIntArg, TensorMeta};
-use hfexport_core::graph::Node;
+use hfexport_core::graph::{Node, Producer};
 use hfexport_core::ops::{Activation, ReduceKind};
 use hfexport_core::shape_program::{DimError, DimLowering, ShapeEmitter};
 use hfexport_core::{BinaryOp, DType, Dim, Graph, Op, Tensor, UnaryOp, ValueId};
@@ -465,9 +465,10 @@ fn lower_node(em: &mut Emit, dims: &mut DimLowering<SymVal>, n: &Node) -> Result
             )
         }
         Op::QuantLinear { bits, group, zero_point: false } => {
-            let bias = if ins.len() > 3 { t(3) } else { Arg::None };
-            (
-                QUANT_LINEAR,
+            // a bias that is not a checkpoint weight is added after the call (a delegate's
+            // operands are constants)
+            let const_bias = n.inputs.get(3).is_some_and(|&b| matches!(g.producer(b), Producer::Weight(_)));
+            let args = |bias| {
                 vec![
                     ("input", t(0)),
                     ("weight", t(1)),
@@ -475,8 +476,16 @@ fn lower_node(em: &mut Emit, dims: &mut DimLowering<SymVal>, n: &Node) -> Result
                     ("bias", bias),
                     ("bits", Arg::Int(*bits as i64)),
                     ("group_size", Arg::Int(*group as i64)),
-                ],
-            )
+                ]
+            };
+            match (ins.len() > 3, const_bias) {
+                (true, false) => {
+                    let product = em.call(QUANT_LINEAR, args(Arg::None), m.clone());
+                    ("aten.add.Tensor", vec![("self", Arg::Tensor(product)), ("other", t(3))])
+                }
+                (true, true) => (QUANT_LINEAR, args(t(3))),
+                (false, _) => (QUANT_LINEAR, args(Arg::None)),
+            }
         }
         Op::Attention { .. }
         | Op::RmsNorm { .. }

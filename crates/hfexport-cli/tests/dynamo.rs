@@ -65,7 +65,7 @@ fn pt2_archives_read_back_and_bad_ones_are_clear_errors() {
     assert_eq!(json.method, hfexport::dynamo::zip::DEFLATE);
     assert!(json.stored_size * 4 < json.size, "{json:?}");
     let w = &a.entries["data/weights/weight_0"];
-    assert!(w.method == hfexport::dynamo::zip::STORED && w.data_offset % 64 == 0, "{w:?}");
+    assert!(w.method == hfexport::dynamo::zip::STORED && w.data_offset.is_multiple_of(64), "{w:?}");
     let mut flipped = good.clone();
     flipped[(json.data_offset + json.stored_size / 2) as usize] ^= 0x20;
     expect(&flipped, "corrupt");

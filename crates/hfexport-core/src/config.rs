@@ -79,6 +79,19 @@ pub struct OnnxConfig {
     pub opset_version: Option<u32>,
     pub optimize: bool,
     pub ort_fusions: Option<OrtFusions>,
+    /// How quantized weights are written (`"quant_ops"`).
+    pub quant_ops: OnnxQuantOps,
+}
+
+/// The ops an ONNX export's quantized weights use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnnxQuantOps {
+    /// ONNX Runtime's `com.microsoft.MatMulNBits` / `GatherBlockQuantized` (the default).
+    Contrib,
+    /// Standard ONNX: `DequantizeLinear` with `block_size` over int4/uint4/int8/uint8
+    /// initializers (opset 21+), feeding `MatMul` / `Gather`; ONNX Runtime fuses the
+    /// 4-bit linears into `MatMulNBits` when it loads the model.
+    Standard,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -123,6 +136,7 @@ const COMMON_KEYS: [&str; 6] = [
 ];
 pub const ONNX_OPSETS: std::ops::RangeInclusive<u32> = 17..=24;
 const ORT_FUSIONS: [&str; 4] = ["cpu", "cuda", "webgpu", "dml"];
+const QUANT_OPS: [&str; 2] = ["contrib", "standard"];
 const ET_BACKENDS: [&str; 4] = ["xnnpack", "portable", "cuda", "mlx"];
 
 /// Picks and parses the config of the format named by `export_format`.
@@ -143,7 +157,7 @@ impl AutoExportConfig {
         };
         let own: &[&str] = match fmt {
             ExportFormat::Dynamo => &[],
-            ExportFormat::Onnx => &["opset_version", "optimize", "ort_fusions"],
+            ExportFormat::Onnx => &["opset_version", "optimize", "ort_fusions", "quant_ops"],
             ExportFormat::Executorch => {
                 &["backend", "alloc_graph_input", "alloc_graph_output", "alloc_mutable_buffers"]
             }
@@ -189,7 +203,19 @@ impl AutoExportConfig {
                         Some(n)
                     }
                 };
-                ExportConfig::Onnx(OnnxConfig { common, opset_version, optimize, ort_fusions })
+                let quant_ops = match get_str(obj, "quant_ops")?.unwrap_or("contrib") {
+                    "contrib" => OnnxQuantOps::Contrib,
+                    "standard" => OnnxQuantOps::Standard,
+                    s => return Err(bad_value("quant_ops", s, &QUANT_OPS)),
+                };
+                if quant_ops == OnnxQuantOps::Standard && opset_version.is_some_and(|o| o < 21) {
+                    return Err(Error::Config(
+                        "`quant_ops: \"standard\"` needs opset_version 21 or later (DequantizeLinear with block_size \
+                         and 4-bit types)"
+                            .into(),
+                    ));
+                }
+                ExportConfig::Onnx(OnnxConfig { common, opset_version, optimize, ort_fusions, quant_ops })
             }
             ExportFormat::Executorch => {
                 let backend = match get_str(obj, "backend")?.unwrap_or("xnnpack") {
@@ -367,6 +393,7 @@ impl ExportConfig {
                 "opset_version": o.opset_version,
                 "optimize": o.optimize,
                 "ort_fusions": o.ort_fusions.map(|f| ORT_FUSIONS[f as usize]),
+                "quant_ops": QUANT_OPS[o.quant_ops as usize],
             }),
             ExportConfig::Executorch(e) => json!({
                 "backend": ET_BACKENDS[e.backend as usize],
@@ -457,6 +484,10 @@ mod tests {
         assert!(e.contains("`backend`") && e.contains("stateful"), "{e}");
         let e = err(json!({"export_format": "tflite"}));
         assert!(e.contains("tflite") && e.contains("executorch"), "{e}");
+        let e = err(json!({"export_format": "onnx", "quant_ops": "qdq"}));
+        assert!(e.contains("qdq") && e.contains("standard") && e.contains("contrib"), "{e}");
+        let e = err(json!({"export_format": "onnx", "quant_ops": "standard", "opset_version": 18}));
+        assert!(e.contains("opset_version 21"), "{e}");
         let e = err(json!({"export_format": "executorch", "backend": "vulkan"}));
         assert!(e.contains("vulkan") && e.contains("portable"), "{e}");
         let e = err(json!({"export_format": "onnx", "opset_version": 12}));

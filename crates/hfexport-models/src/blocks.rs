@@ -111,12 +111,13 @@ impl Decoder<'_> {
         if bias {
             ins.push(self.weight(vb, "bias", &[out])?);
         }
-        self.op(&vb.path(), Op::Linear, &ins)
+        self.op(vb.path(), Op::Linear, &ins)
     }
 
     /// One linear per part of a fused weight stored at `vb` (`[sum of rows, in]`, or `[in, sum]`
     /// for a Conv1D), each reading its rows; the parts are named `parent.<part.name>` as if the
     /// checkpoint stored them apart.
+    #[allow(clippy::too_many_arguments)] // the layout of one fused weight: splitting it names nothing
     fn fused_linear(
         &mut self,
         vb: &Vb,
@@ -202,7 +203,7 @@ impl Decoder<'_> {
         let (cfg, layout) = (self.cfg, &self.arch.layout);
         let vb = root.pp(layout.embed);
         let table = self.weight(&vb, "weight", &[cfg.vocab_size, cfg.hidden_size])?;
-        let mut h = self.op(&vb.path(), Op::Gather { axis: 0 }, &[table, ids])?;
+        let mut h = self.op(vb.path(), Op::Gather { axis: 0 }, &[table, ids])?;
         if let Some(s) = cfg.embedding_scale {
             h = self.scale(&vb.name("scaled"), h, s)?;
         }
@@ -341,7 +342,7 @@ impl Decoder<'_> {
             q = self.rotate(&vb.name("q_rotary"), q, cos, sin, rope.dim)?;
             k = self.rotate(&vb.name("k_rotary"), k, cos, sin, rope.dim)?;
         }
-        let (k, v) = self.cached_kv(&vb.path(), layer, k, v, s.positions)?;
+        let (k, v) = self.cached_kv(vb.path(), layer, k, v, s.positions)?;
         let window = match (cfg.layer_types.get(layer), cfg.sliding_window) {
             (Some(LayerType::SlidingAttention), Some(w)) => Some(w),
             _ => None,

@@ -4,7 +4,7 @@
 use crate::lower::{native, ort_cpu_contrib, OPSET_NATIVE_LLM_OPS};
 use crate::writer::write_components;
 use hfexport_core::backend::{Backend, Lowering, Runner, WeightProgress, Written};
-use hfexport_core::config::{ExportFormat, OnnxConfig, OrtFusions};
+use hfexport_core::config::{ExportFormat, OnnxConfig, OnnxQuantOps, OrtFusions};
 use hfexport_core::generation::Generator;
 #[cfg(feature = "runtime")]
 use hfexport_core::generation::{timed_greedy, Generated};
@@ -48,7 +48,10 @@ impl Backend for Onnx {
     fn lowering(&self, op: &Op, cfg: &ExportConfig) -> Lowering {
         let opset = onnx_config(cfg).map_or(OPSET_NATIVE_LLM_OPS - 1, opset);
         let ort_cpu = onnx_config(cfg).is_ok_and(|c| c.ort_fusions == Some(OrtFusions::Cpu));
-        if native(op, opset) || (ort_cpu && ort_cpu_contrib(op)) {
+        // standard ONNX writes any quantized op as `DequantizeLinear` (opset 21+, checked by the config)
+        let standard_quant = onnx_config(cfg).is_ok_and(|c| c.quant_ops == OnnxQuantOps::Standard)
+            && matches!(op, Op::QuantLinear { .. } | Op::QuantGather { .. });
+        if native(op, opset) || (ort_cpu && ort_cpu_contrib(op)) || standard_quant {
             Lowering::Native
         } else {
             Lowering::Decompose
@@ -73,7 +76,7 @@ impl Backend for Onnx {
                 "ort_fusions {f:?} is not implemented (\"cpu\" is: ONNX Runtime's CPU contrib ops)"
             )));
         }
-        let files = write_components(components, src, dir, opset(cfg), progress)?;
+        let files = write_components(components, src, dir, opset(cfg), cfg.quant_ops, progress)?;
         Ok(files.into_iter().map(|files| Written { files, note: None }).collect())
     }
 

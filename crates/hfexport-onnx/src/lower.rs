@@ -14,6 +14,7 @@ use crate::proto::{
     TensorProto, TensorShapeProto, TypeProto, ValueInfoProto,
 };
 use crate::{OnnxError, Result};
+use hfexport_core::config::OnnxQuantOps;
 use hfexport_core::graph::{Node, Producer};
 use hfexport_core::ops::{Activation, ReduceKind};
 use hfexport_core::shape_program::{DimError, DimLowering, ShapeEmitter};
@@ -140,10 +141,12 @@ pub struct Derived {
     pub expr: WeightExpr,
     pub dtype: DType,
     pub dims: Vec<i64>,
+    /// 4-bit values packed two per byte: written as `INT4` (`dtype` i8) or `UINT4` (u8).
+    pub nibbles: bool,
 }
 
-pub fn lower(g: &Graph, opset: u32) -> Result<Lowered> {
-    let mut cx = Ctx::new(g, opset)?;
+pub fn lower(g: &Graph, opset: u32, quant_ops: OnnxQuantOps) -> Result<Lowered> {
+    let mut cx = Ctx::new(g, opset, quant_ops)?;
     for n in g.nodes() {
         cx.lower_node(n).map_err(|e| match e {
             OnnxError::Lowering { .. } => e,
@@ -156,6 +159,7 @@ pub fn lower(g: &Graph, opset: u32) -> Result<Lowered> {
 struct Ctx<'g> {
     g: &'g Graph,
     opset: u32,
+    quant_ops: OnnxQuantOps,
     names: Vec<String>,
     em: Emit,
     dims: DimLowering<String>,
@@ -330,7 +334,7 @@ fn value_info(name: &str, dtype: DType, shape: &[Dim]) -> ValueInfoProto {
 }
 
 impl<'g> Ctx<'g> {
-    fn new(g: &'g Graph, opset: u32) -> Result<Ctx<'g>> {
+    fn new(g: &'g Graph, opset: u32, quant_ops: OnnxQuantOps) -> Result<Ctx<'g>> {
         let mut names: Vec<String> = (0..g.num_values()).map(|i| format!("v{i}")).collect();
         for p in g.inputs() {
             names[p.value.0] = p.name.clone();
@@ -346,7 +350,7 @@ impl<'g> Ctx<'g> {
                 names[p.value.0] = p.name.clone();
             }
         }
-        Ok(Ctx { g, opset, names, em: Emit::default(), dims: DimLowering::new(g), derived: vec![] })
+        Ok(Ctx { g, opset, quant_ops, names, em: Emit::default(), dims: DimLowering::new(g), derived: vec![] })
     }
 
     fn name(&self, v: ValueId) -> String {
@@ -434,6 +438,12 @@ impl<'g> Ctx<'g> {
                 ("Range".into(), vec![zero, limit, one], vec![])
             }
             Op::Linear => return self.linear(n, &ins, &outs),
+            Op::QuantLinear { bits, group, zero_point } if self.quant_ops == OnnxQuantOps::Standard => {
+                return self.dq_matmul(n, &ins, &outs, (*bits, *group, *zero_point))
+            }
+            Op::QuantGather { bits, group, zero_point } if self.quant_ops == OnnxQuantOps::Standard => {
+                return self.dq_gather(n, &ins, &outs, (*bits, *group, *zero_point))
+            }
             Op::QuantLinear { bits, group, zero_point } => {
                 return self.matmul_nbits(n, &ins, &outs, (*bits, *group, *zero_point))
             }
@@ -625,8 +635,106 @@ impl<'g> Ctx<'g> {
         };
         let name = format!("{}{suffix}", n.name);
         let dtype = if dtype.is_float() { dtype } else { DType::U8 };
-        self.derived.push(Derived { name: name.clone(), expr, dtype, dims });
+        self.derived.push(Derived { name: name.clone(), expr, dtype, dims, nibbles: false });
         Ok(name)
+    }
+
+    /// Standard ONNX (`quant_ops: "standard"`): `DequantizeLinear` (opset 21, `block_size` the
+    /// group, axis 0) over the values transposed to `[K, N]` with scales (and zero points)
+    /// `[K / group, N]`, feeding `MatMul` (+ bias): the pattern ONNX Runtime's
+    /// `DQMatMulToMatMulNBits` fusion turns into `MatMulNBits` for 4-bit blocks of a power of
+    /// two from 16. The transposed parts are computed one tensor at a time in memory.
+    fn dq_matmul(&mut self, n: &Node, ins: &[String], outs: &[String], (bits, group, zp): Quant) -> Result<()> {
+        let w = self.g.info(n.inputs[1]).shape.clone();
+        let (rows, cols) = (w[0].as_const().unwrap_or(0), w[1].as_const().unwrap_or(0));
+        let blocks = cols / group as i64;
+        let mut dq_in = vec![
+            self.dq_initializer(n, 1, ".qT", bits == 4, vec![cols, rows])?,
+            self.dq_initializer(n, 2, ".scalesT", false, vec![blocks, rows])?,
+        ];
+        if zp {
+            dq_in.push(self.dq_initializer(n, 3, ".zero_pointsT", bits == 4, vec![blocks, rows])?);
+        }
+        let attrs = vec![attr_int("axis", 0), attr_int("block_size", group as i64)];
+        let weight = self.em.helper("DequantizeLinear", dq_in, attrs);
+        let bias = ins.get(3 + usize::from(zp));
+        let product = match bias {
+            Some(_) => self.em.tmp("matmul"),
+            None => outs[0].clone(),
+        };
+        self.em.push("MatMul", &n.name, vec![ins[0].clone(), weight], vec![product.clone()], vec![]);
+        if let Some(b) = bias {
+            self.em.push("Add", &format!("{}/bias", n.name), vec![product, b.clone()], outs.to_vec(), vec![]);
+        }
+        Ok(())
+    }
+
+    /// Standard ONNX: `DequantizeLinear` of the table (`block_size` the group along axis 1;
+    /// 4-bit values packed flat) feeding `Gather` of the rows.
+    fn dq_gather(&mut self, n: &Node, ins: &[String], outs: &[String], (bits, group, zp): Quant) -> Result<()> {
+        let w = self.g.info(n.inputs[0]).shape.clone();
+        let (rows, cols) = (w[0].as_const().unwrap_or(0), w[1].as_const().unwrap_or(0));
+        let blocks = cols / group as i64;
+        let values = match bits {
+            4 => self.dq_packed(n, 0, ".q4", vec![rows, cols])?,
+            _ => ins[0].clone(),
+        };
+        let mut dq_in = vec![values, ins[1].clone()];
+        if zp {
+            dq_in.push(match bits {
+                4 => self.dq_packed(n, 2, ".zero_points4", vec![rows, blocks])?,
+                _ => ins[2].clone(),
+            });
+        }
+        let attrs = vec![attr_int("axis", 1), attr_int("block_size", group as i64)];
+        let table = self.em.helper("DequantizeLinear", dq_in, attrs);
+        let ids = ins[ins.len() - 1].clone();
+        self.em.push("Gather", &n.name, vec![table, ids], outs.to_vec(), vec![attr_int("axis", 0)]);
+        Ok(())
+    }
+
+    /// The quantized part at input `slot` transposed (`dims` = its transposed shape), packed
+    /// flat two per byte when `nibbles`.
+    fn dq_initializer(&mut self, n: &Node, slot: usize, suffix: &str, nibbles: bool, dims: Vec<i64>) -> Result<String> {
+        let expr = WeightExpr::Transpose(Box::new(self.weight_expr(n, slot)?));
+        self.push_derived(n, slot, suffix, expr, nibbles, dims)
+    }
+
+    /// The 4-bit part at input `slot` packed flat two per byte, low nibble first.
+    fn dq_packed(&mut self, n: &Node, slot: usize, suffix: &str, dims: Vec<i64>) -> Result<String> {
+        let expr = self.weight_expr(n, slot)?;
+        self.push_derived(n, slot, suffix, expr, true, dims)
+    }
+
+    fn push_derived(
+        &mut self,
+        n: &Node,
+        slot: usize,
+        suffix: &str,
+        expr: WeightExpr,
+        nibbles: bool,
+        dims: Vec<i64>,
+    ) -> Result<String> {
+        let expr = match nibbles {
+            true => WeightExpr::Pack { expr: Box::new(expr), high_first: false, per_row: false },
+            false => expr,
+        };
+        let name = format!("{}{suffix}", n.name);
+        let dtype = self.g.info(n.inputs[slot]).dtype;
+        self.derived.push(Derived { name: name.clone(), expr, dtype, dims, nibbles });
+        Ok(name)
+    }
+
+    /// The expression of the constant weight at input `slot` of a quantized op.
+    fn weight_expr(&self, n: &Node, slot: usize) -> Result<WeightExpr> {
+        match self.g.producer(n.inputs[slot]) {
+            Producer::Weight(w) => Ok(self.g.weights()[w].expr.clone()),
+            _ => Err(OnnxError::Lowering {
+                node: n.name.clone(),
+                op: n.op.name().into(),
+                msg: "quantized ops need constant weights".into(),
+            }),
+        }
     }
 
     fn ms_node(&mut self, op: &str, n: &Node, inputs: Vec<String>, outs: &[String], attribute: Vec<AttributeProto>) {
@@ -697,6 +805,7 @@ impl<'g> Ctx<'g> {
                 expr: WeightExpr::interleave_rows(parts),
                 dtype: self.g.info(n.inputs[2]).dtype,
                 dims: dims.iter().map(|d| d.as_const().unwrap_or(0)).collect(),
+                nibbles: false,
             });
             return Ok(name);
         }

@@ -7,12 +7,14 @@
 
 use crate::lower::{lower, onnx_dtype, Lowered, MS_DOMAIN};
 use crate::proto::{
-    tensor_proto::DataLocation, GraphProto, ModelProto, OperatorSetIdProto, StringStringEntryProto, TensorProto,
+    tensor_proto::{DataLocation, DataType},
+    GraphProto, ModelProto, OperatorSetIdProto, StringStringEntryProto, TensorProto,
 };
 use crate::{OnnxError, Result};
 use hfexport_core::backend::WeightTable;
+use hfexport_core::config::OnnxQuantOps;
 use hfexport_core::plan::Planned;
-use hfexport_core::TensorSource;
+use hfexport_core::{DType, TensorSource};
 use prost::Message;
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
@@ -41,12 +43,13 @@ pub fn write_components(
     src: &dyn TensorSource,
     dir: &Path,
     opset: u32,
+    quant_ops: OnnxQuantOps,
     progress: Progress,
 ) -> Result<Vec<Vec<String>>> {
     let data_path = dir.join(DATA_FILE);
     let mut out = DataFile::create(&data_path).map_err(io_err(&data_path))?;
     let mut table = WeightTable::<(u64, u64)>::default();
-    let lowered: Vec<Lowered> = components.iter().map(|c| lower(&c.graph, opset)).collect::<Result<_>>()?;
+    let lowered: Vec<Lowered> = components.iter().map(|c| lower(&c.graph, opset, quant_ops)).collect::<Result<_>>()?;
     // every graph weight and derived initializer, as the table will place them
     let inits: Vec<Vec<Init>> = components.iter().zip(&lowered).map(|(c, l)| initializers_of(&c.graph, l)).collect();
     let total = inits.iter().flatten().map(|i| &i.expr).collect::<std::collections::HashSet<_>>().len();
@@ -59,7 +62,11 @@ pub fn write_components(
             let (at, len) = table.place(&init.expr, || -> Result<(u64, u64)> {
                 progress(done, total, &init.name);
                 done += 1;
-                let expected = init.dims.iter().product::<i64>() as u64 * init.dtype.size() as u64;
+                let numel = init.dims.iter().product::<i64>() as u64;
+                let expected = match init.nibbles {
+                    true => numel.div_ceil(2),
+                    false => numel * init.dtype.size() as u64,
+                };
                 let pad = (ALIGN - offset % ALIGN) % ALIGN;
                 out.write_all(&vec![0u8; pad as usize]).map_err(io_err(&data_path))?;
                 offset += pad;
@@ -75,7 +82,11 @@ pub fn write_components(
             initializers.push(TensorProto {
                 name: Some(init.name),
                 dims: init.dims,
-                data_type: Some(onnx_dtype(init.dtype) as i32),
+                data_type: Some(match (init.nibbles, init.dtype) {
+                    (true, DType::I8) => DataType::Int4 as i32,
+                    (true, _) => DataType::Uint4 as i32,
+                    (false, d) => onnx_dtype(d) as i32,
+                }),
                 data_location: Some(DataLocation::External as i32),
                 external_data: vec![
                     entry("location", DATA_FILE.into()),
@@ -118,6 +129,8 @@ struct Init {
     expr: hfexport_core::WeightExpr,
     dtype: hfexport_core::DType,
     dims: Vec<i64>,
+    /// Packed 4-bit values (`INT4` / `UINT4`).
+    nibbles: bool,
 }
 
 /// The graph's weights under their ONNX names, then the lowering's derived initializers; a
@@ -134,6 +147,7 @@ fn initializers_of(g: &hfexport_core::Graph, lowered: &Lowered) -> Vec<Init> {
                 expr: w.expr.clone(),
                 dtype: info.dtype,
                 dims: info.shape.iter().map(|d| d.as_const().unwrap_or(0)).collect(),
+                nibbles: false,
             }
         },
     );
@@ -143,6 +157,7 @@ fn initializers_of(g: &hfexport_core::Graph, lowered: &Lowered) -> Vec<Init> {
         expr: d.expr.clone(),
         dtype: d.dtype,
         dims: d.dims.clone(),
+        nibbles: d.nibbles,
     });
     weights.chain(derived).collect()
 }
