@@ -3,7 +3,8 @@ recipe in torch, for the Rust test suite (tests/quantized_exports.rs).
 
 usage: quantized_goldens.py JOBS.json
 
-JOBS: a list of {"fixture": DIR, "recipe": {...}, "out": GOLDEN.safetensors, "xnnpack": bool}. The recipe is
+JOBS: a list of {"fixture": DIR, "recipe": {...}, "out": GOLDEN.safetensors, "xnnpack": bool,
+"save": DIR (optional: the fake-quantized model saved there with its golden)}. The recipe is
 hfexport's normalised quantizer dict (weights int4|int8, group_size N|"channel", symmetric,
 lm_head/embeddings int8|int4|null, exclude). Each golden holds the fixture's `single` and
 `batch` inputs with the logits of the quantized model, under the keys run_exports.py reads.
@@ -111,6 +112,10 @@ def main():
         xnnpack = job.get("xnnpack", False)
         quantize_model(model, dict(job["recipe"], xnnpack=xnnpack), xnnpack)
         save_goldens(model, job["fixture"], job["out"])
+        if job.get("save"):
+            # the fake-quantized model as a checkpoint (its golden beside it), for generate()
+            model.save_pretrained(job["save"])
+            save_goldens(model, job["fixture"], f"{job['save']}/golden.safetensors")
 
 
 if __name__ == "__main__":
