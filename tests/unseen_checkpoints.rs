@@ -119,6 +119,20 @@ fn generate(python: &Path, out: &Path, seed: u64, count: usize) -> Vec<Case> {
     cases
 }
 
+/// Runs `tests/python/<script> JOBS OUT` on `jobs` (written under `dir` as `<name>.json`) and
+/// reads what it wrote to OUT.
+fn run_script(python: &Path, script: &str, dir: &Path, name: &str, jobs: &[serde_json::Value]) -> serde_json::Value {
+    let (jobs_path, out) = (dir.join(format!("{name}.json")), dir.join(format!("{name}.out.json")));
+    std::fs::write(&jobs_path, serde_json::to_string(jobs).unwrap()).unwrap();
+    let o = Command::new(python)
+        .arg(root().join("tests/python").join(script))
+        .args([&jobs_path, &out])
+        .output()
+        .expect("start python");
+    assert!(o.status.success(), "{script} failed:\n{}", String::from_utf8_lossy(&o.stderr));
+    serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap()
+}
+
 /// What went wrong with one case (`stage` says where), or the worst diff of each golden.
 type Outcome = Result<Vec<(&'static str, f32, [usize; 3])>, (String, String)>;
 
@@ -285,15 +299,8 @@ fn random_checkpoints_export_to_every_format_and_match_transformers() {
         }
         jobs.push(serde_json::json!({"golden": case.dir.join("golden.safetensors"), "exports": exports}));
     }
-    let (jobs_path, out) = (tmp.path().join("jobs.json"), tmp.path().join("worst.json"));
-    std::fs::write(&jobs_path, serde_json::to_string(&jobs).unwrap()).unwrap();
-    let o = Command::new(&python)
-        .arg(root().join("tests/python/run_exports.py"))
-        .args([&jobs_path, &out])
-        .output()
-        .expect("start python");
-    assert!(o.status.success(), "run_exports.py failed:\n{}", String::from_utf8_lossy(&o.stderr));
-    let worst: BTreeMap<String, f64> = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    let worst: BTreeMap<String, f64> =
+        serde_json::from_value(run_script(&python, "run_exports.py", tmp.path(), "jobs", &jobs)).unwrap();
     assert_eq!(worst.len(), EXPORT_COUNT * formats.len() - failures.len(), "{worst:?}");
     for (key, d) in &worst {
         let name =
@@ -333,16 +340,8 @@ fn random_checkpoints_export_to_every_format_and_match_transformers() {
         }
         gen_jobs.push(serde_json::json!({"checkpoint": case.dir, "exports": exports}));
     }
-    let (jobs_path, out) = (tmp.path().join("gen_jobs.json"), tmp.path().join("tokens.json"));
-    std::fs::write(&jobs_path, serde_json::to_string(&gen_jobs).unwrap()).unwrap();
-    let o = Command::new(&python)
-        .arg(root().join("tests/python/unseen_generation.py"))
-        .args([&jobs_path, &out])
-        .output()
-        .expect("start python");
-    assert!(o.status.success(), "unseen_generation.py failed:\n{}", String::from_utf8_lossy(&o.stderr));
     let tokens: BTreeMap<String, serde_json::Value> =
-        serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+        serde_json::from_value(run_script(&python, "unseen_generation.py", tmp.path(), "gen_jobs", &gen_jobs)).unwrap();
     assert_eq!(tokens.len(), EXPORT_COUNT * 4 - failures.iter().filter(|f| f.contains("generation")).count());
     for (key, v) in &tokens {
         let case = cases.iter().find(|c| key.starts_with(&*c.dir.to_string_lossy()));
@@ -527,15 +526,8 @@ fn random_checkpoints_quantized_match_transformers() {
         }
         gen_jobs.push(serde_json::json!({"checkpoint": fake(c), "exports": gen}));
     }
-    let (jobs_path, out) = (tmp.path().join("jobs.json"), tmp.path().join("worst.json"));
-    std::fs::write(&jobs_path, serde_json::to_string(&run_jobs).unwrap()).unwrap();
-    let o = Command::new(&python)
-        .arg(root().join("tests/python/run_exports.py"))
-        .args([&jobs_path, &out])
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "run_exports.py failed:\n{}", String::from_utf8_lossy(&o.stderr));
-    let worst: BTreeMap<String, f32> = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    let worst: BTreeMap<String, f32> =
+        serde_json::from_value(run_script(&python, "run_exports.py", tmp.path(), "jobs", &run_jobs)).unwrap();
     for (c, label, gold, tol) in &compared {
         let d = *worst.get(&format!("{} {label}", gold.display())).unwrap_or(&f32::INFINITY);
         println!("{} {label}: worst |diff| {d:.1e} (tolerance {tol:.1e})", c.name);
@@ -545,16 +537,8 @@ fn random_checkpoints_quantized_match_transformers() {
     }
     assert_eq!(compared.len(), QUANT_COUNT * 4, "every case exported to every format: {failures:#?}");
 
-    let (jobs_path, out) = (tmp.path().join("gen_jobs.json"), tmp.path().join("tokens.json"));
-    std::fs::write(&jobs_path, serde_json::to_string(&gen_jobs).unwrap()).unwrap();
-    let o = Command::new(&python)
-        .arg(root().join("tests/python/unseen_generation.py"))
-        .args([&jobs_path, &out])
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "unseen_generation.py failed:\n{}", String::from_utf8_lossy(&o.stderr));
     let tokens: BTreeMap<String, serde_json::Value> =
-        serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+        serde_json::from_value(run_script(&python, "unseen_generation.py", tmp.path(), "gen_jobs", &gen_jobs)).unwrap();
     assert_eq!(tokens.len(), QUANT_COUNT * 2, "{tokens:?}");
     for (key, v) in &tokens {
         println!("{key} quantized generation: {} vs transformers {}", v["got"], v["want"]);
