@@ -227,3 +227,42 @@ fn export_driven_by_a_config_file() {
     assert!(stderr(&o).contains("tflite") && stderr(&o).contains("onnx"), "{}", stderr(&o));
     assert!(!bad.exists());
 }
+
+/// Two exports started at once to the same new folder: one wins, the other exits non-zero with
+/// a clear error (the folder appeared while it ran, or was already there when it started); no
+/// staging folder is left. An export removes the staging folder a killed export left beside
+/// its output, and says so.
+#[test]
+fn racing_and_interrupted_exports_leave_nothing_wrong() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out");
+    let fx = fixture("qwen3");
+    let args = ["export", "--model", fx.to_str().unwrap(), "--format", "onnx", "--output", out.to_str().unwrap()];
+    let spawn = || Command::new(env!("CARGO_BIN_EXE_hfexport")).args(args).output();
+    let (a, b) = std::thread::scope(|s| {
+        let a = s.spawn(spawn);
+        let b = s.spawn(spawn);
+        (a.join().unwrap().unwrap(), b.join().unwrap().unwrap())
+    });
+    let wins = [&a, &b].iter().filter(|o| o.status.success()).count();
+    assert_eq!(wins, 1, "exactly one export wins:\n{}\n{}", stderr(&a), stderr(&b));
+    let loser = if a.status.success() { &b } else { &a };
+    let why = stderr(loser);
+    assert!(why.contains("appeared while this export was running") || why.contains("is not empty"), "{why}");
+    let left: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(left, ["out"], "no staging folder left");
+
+    // a `kill -9`ed export's staging folder: its lock file unlocked, its pid gone
+    let stale = tmp.path().join(".other.partial-4194305-0");
+    std::fs::create_dir(&stale).unwrap();
+    std::fs::write(stale.join(".hfexport-staging.lock"), "").unwrap();
+    std::fs::write(stale.join("model.onnx.data"), vec![0u8; 4096]).unwrap();
+    let o = hfexport(&[&args[..], &["--force"]].concat());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let said = format!("{}{}", stderr(&o), String::from_utf8_lossy(&o.stdout));
+    assert!(
+        said.contains("staging folder of an interrupted export") && said.contains(".other.partial-4194305-0"),
+        "{said}"
+    );
+    assert!(!stale.exists());
+}

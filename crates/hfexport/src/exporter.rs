@@ -163,6 +163,9 @@ impl AutoHfExporter {
         let ckpt = Checkpoint::open(&req.model)?;
         let ExportPlan { components, runtime_checks, notes } = self.plan(req, &ckpt)?;
         let staged = StagedDir::create(&req.output, req.force)?;
+        for stale in staged.removed_stale() {
+            progress(&format!("removed {}, the staging folder of an interrupted export", stale.display()));
+        }
         progress(&format!("building {} for {}", self.config.format().as_str(), ckpt.config.architecture));
         for note in &notes {
             progress(note);
