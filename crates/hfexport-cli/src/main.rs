@@ -27,7 +27,8 @@ enum Command {
     Export(ExportArgs),
     /// Architecture, sizes, parameter count, stored dtypes and the graph of a checkpoint.
     Inspect {
-        /// A checkpoint folder (config.json + *.safetensors).
+        /// A checkpoint folder (config.json + *.safetensors), a hub repo id `org/name[@revision]`
+        /// in the Hugging Face cache, or an export folder.
         path: PathBuf,
         #[arg(long, default_value = "causal-lm")]
         task: String,
@@ -81,7 +82,9 @@ pub(crate) struct GenerateArgs {
 
 #[derive(clap::Args)]
 pub(crate) struct ExportArgs {
-    /// The checkpoint folder (config.json + *.safetensors).
+    /// The checkpoint folder (config.json + *.safetensors), or a hub repo id `org/name[@revision]`
+    /// read offline from the Hugging Face cache (HF_HUB_CACHE, HF_HOME/hub or
+    /// ~/.cache/huggingface/hub); a local folder of that name wins.
     #[arg(long)]
     pub(crate) model: PathBuf,
     /// dynamo | onnx | executorch | openvino (overrides `export_format` of --config).
@@ -129,9 +132,26 @@ pub(crate) struct ExportArgs {
 
 fn main() {
     if let Err(e) = real_main() {
-        eprintln!("error: {e:#}");
+        eprintln!("error: {}", report(&e));
         std::process::exit(1);
     }
+}
+
+/// The error and its causes, each said once: a cause whose text its context already quotes
+/// (`path: No such file or directory` above an io error) is not repeated.
+fn report(e: &anyhow::Error) -> String {
+    let mut msg = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if msg.contains(&text) {
+            continue;
+        }
+        if !msg.is_empty() {
+            msg.push_str(": ");
+        }
+        msg.push_str(&text);
+    }
+    msg
 }
 
 fn real_main() -> Result<()> {
@@ -149,8 +169,10 @@ fn real_main() -> Result<()> {
     }
 }
 
+/// The checkpoint at `path`, or the hub cache's snapshot of a repo id (`org/name[@rev]`).
 pub(crate) fn open_checkpoint(path: &Path) -> Result<Checkpoint> {
-    Checkpoint::open(path).with_context(|| format!("cannot open checkpoint {}", path.display()))
+    let dir = hfexport::models::hub::resolve(path)?;
+    Checkpoint::open(&dir).with_context(|| format!("cannot open checkpoint {}", dir.display()))
 }
 
 pub(crate) fn forward_graph(ckpt: &Checkpoint, task: &str) -> Result<Graph> {

@@ -266,3 +266,57 @@ fn racing_and_interrupted_exports_leave_nothing_wrong() {
     );
     assert!(!stale.exists());
 }
+
+/// `--model org/name[@revision]` reads the snapshot of a Hugging Face hub cache laid out as
+/// `huggingface_hub` lays it out (refs, snapshots of symlinks into blobs), offline; export.json
+/// records the repo and commit; what the cache lacks is one clear error and nothing is written.
+#[test]
+fn hub_repo_ids_resolve_offline_from_the_cache() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cache = tmp.path().join("hub");
+    let root = cache.join("models--tiny-org--tiny-qwen3");
+    let sha = "0123456789abcdef0123456789abcdef01234567";
+    let snap = root.join("snapshots").join(sha);
+    std::fs::create_dir_all(&snap).unwrap();
+    std::fs::create_dir_all(root.join("blobs")).unwrap();
+    for (i, entry) in std::fs::read_dir(fixture("qwen3")).unwrap().enumerate() {
+        let entry = entry.unwrap();
+        let blob = root.join("blobs").join(format!("blob{i}"));
+        std::fs::copy(entry.path(), &blob).unwrap();
+        std::os::unix::fs::symlink(format!("../../blobs/blob{i}"), snap.join(entry.file_name())).unwrap();
+    }
+    std::fs::create_dir_all(root.join("refs")).unwrap();
+    std::fs::write(root.join("refs").join("main"), sha).unwrap();
+    let run = |model: &str, out: &Path| {
+        Command::new(env!("CARGO_BIN_EXE_hfexport"))
+            .args(["export", "--model", model, "--format", "onnx", "--output", out.to_str().unwrap()])
+            .env("HF_HUB_CACHE", &cache)
+            .env("HF_HUB_OFFLINE", "1")
+            .current_dir(tmp.path())
+            .output()
+            .unwrap()
+    };
+    for (i, model) in ["tiny-org/tiny-qwen3", &format!("tiny-org/tiny-qwen3@{sha}")].iter().enumerate() {
+        let out = tmp.path().join(format!("out{i}"));
+        let o = run(model, &out);
+        assert!(o.status.success(), "{model}: {}", stderr(&o));
+        let meta: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(out.join("export.json")).unwrap()).unwrap();
+        assert_eq!(meta["source"]["hub"], serde_json::json!({"repo": "tiny-org/tiny-qwen3", "sha": sha}), "{model}");
+    }
+    for (model, says) in [
+        ("tiny-org/tiny-qwen3@v2", "has no revision `v2`"),
+        ("tiny-org/absent", "`tiny-org/absent` is not in the hub cache"),
+    ] {
+        let out = tmp.path().join("never");
+        let o = run(model, &out);
+        let e = stderr(&o);
+        assert_eq!(o.status.code(), Some(1), "{model}");
+        assert!(e.contains(says) && e.contains("hf download") && e.contains(cache.to_str().unwrap()), "{e}");
+        assert!(!out.exists());
+    }
+    // a missing local folder: its cause said once
+    let o = run("./no/such/folder", &tmp.path().join("never"));
+    let e = stderr(&o);
+    assert_eq!(e.matches("No such file or directory").count(), 1, "{e}");
+}

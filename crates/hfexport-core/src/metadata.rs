@@ -40,6 +40,16 @@ pub struct Source {
     pub architecture: String,
     pub model_type: Option<String>,
     pub checkpoint: String,
+    /// The hub repo and commit when the checkpoint is a snapshot of a Hugging Face cache.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hub: Option<HubSource>,
+}
+
+/// A checkpoint's origin on the hub.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HubSource {
+    pub repo: String,
+    pub sha: String,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

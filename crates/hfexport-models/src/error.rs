@@ -18,6 +18,10 @@ pub enum ModelError {
         source: std::io::Error,
     },
 
+    /// A repo id the hub cache has no snapshot of (`path`: the cache searched).
+    #[error("{msg} (hub cache: {})", path.display())]
+    HubCache { path: PathBuf, msg: String },
+
     /// A JSON file does not parse (`msg` is serde's text, with line and column).
     #[error("{}: invalid JSON: {msg}", path.display())]
     Json { path: PathBuf, msg: String },

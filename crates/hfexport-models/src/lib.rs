@@ -12,6 +12,7 @@ pub mod builder;
 pub mod checkpoint;
 pub mod config;
 pub mod error;
+pub mod hub;
 pub mod prequantized;
 pub mod safetensors;
 

@@ -160,7 +160,9 @@ impl AutoHfExporter {
     pub fn export(&self, req: &ExportRequest, progress: Progress) -> Result<ExportMetadata> {
         self.check_verify_available()?;
         let backend = self.backend();
-        let ckpt = Checkpoint::open(&req.model)?;
+        // a local folder, or a hub repo id's snapshot in the Hugging Face cache
+        let model = hfexport_models::hub::resolve(&req.model)?;
+        let ckpt = Checkpoint::open(&model)?;
         let ExportPlan { components, runtime_checks, notes } = self.plan(req, &ckpt)?;
         let staged = StagedDir::create(&req.output, req.force)?;
         for stale in staged.removed_stale() {
@@ -184,7 +186,7 @@ impl AutoHfExporter {
             }
             described.push(backend.describe(planned, w.files, &self.config));
         }
-        copy_side_files(&req.model, staged.path())?;
+        copy_side_files(&model, staged.path())?;
         let verification = match self.verify {
             true => {
                 let mut v = self.verify_all(&components, &described, &ckpt, staged.path(), req.dtype, progress)?;
@@ -203,7 +205,9 @@ impl AutoHfExporter {
             source: Source {
                 architecture: ckpt.config.architecture.clone(),
                 model_type: ckpt.config.model_type.clone(),
-                checkpoint: req.model.display().to_string(),
+                checkpoint: model.display().to_string(),
+                hub: hfexport_models::hub::snapshot_of(&model)
+                    .map(|(repo, sha)| hfexport_core::metadata::HubSource { repo, sha }),
             },
             format: self.config.format().as_str().to_string(),
             task: req.task.name().to_string(),
