@@ -171,8 +171,7 @@ fn real_main() -> Result<()> {
 
 /// The checkpoint at `path`, or the hub cache's snapshot of a repo id (`org/name[@rev]`).
 pub(crate) fn open_checkpoint(path: &Path) -> Result<Checkpoint> {
-    let dir = hfexport::models::hub::resolve(path)?;
-    Checkpoint::open(&dir).with_context(|| format!("cannot open checkpoint {}", dir.display()))
+    Checkpoint::open(path).with_context(|| format!("cannot open checkpoint {}", path.display()))
 }
 
 pub(crate) fn forward_graph(ckpt: &Checkpoint, task: &str) -> Result<Graph> {

@@ -421,13 +421,11 @@ impl Builder<'_> {
         };
         let input = self.value(&x, call.target)?;
         let output = self.tensor(out, &self.a.tensors[out], Data::Planned(None));
-        let bias = bias.map(|b| {
-            (self.const_source(&b).ok_or_else(|| fail(format!("bias `{b}` is not constant"))), dims(self, &b))
-        });
-        let bias = match bias {
-            Some((src, d)) => Some((src?, d)),
-            None => None,
-        };
+        let bias = bias
+            .map(|b| {
+                Ok((self.const_source(&b).ok_or_else(|| fail(format!("bias `{b}` is not constant")))?, dims(self, &b)))
+            })
+            .transpose()?;
         let d = xnnpack::quantized_fully_connected(
             self.m.tensor(input).expect("tensor"),
             filter,

@@ -41,8 +41,10 @@ pub struct Checkpoint {
 }
 
 impl Checkpoint {
-    /// Reads `config.json` and maps the weight files of `dir`.
+    /// Reads `config.json` and maps the weight files of `dir`: a folder, or a hub repo id
+    /// (`org/name[@revision]`) whose snapshot the Hugging Face cache holds ([`crate::hub`]).
     pub fn open(dir: &Path) -> Result<Checkpoint> {
+        let dir = &crate::hub::resolve(dir)?;
         let config = ModelConfig::from_dir(dir)?;
         let path = dir.join("config.json");
         let raw: Value =

@@ -616,14 +616,7 @@ impl<'g> Ctx<'g> {
         spread: usize,
         dims: Vec<i64>,
     ) -> Result<String> {
-        let Producer::Weight(w) = self.g.producer(n.inputs[slot]) else {
-            return Err(OnnxError::Lowering {
-                node: n.name.clone(),
-                op: n.op.name().into(),
-                msg: "ONNX Runtime's block-quantized ops need constant weights".into(),
-            });
-        };
-        let expr = self.g.weights()[w].expr.clone().as_unsigned();
+        let expr = self.weight_expr(n, slot)?.as_unsigned();
         let dtype = self.g.info(n.inputs[slot]).dtype;
         let expr = match spread {
             1 => expr,

@@ -161,8 +161,8 @@ impl AutoHfExporter {
         self.check_verify_available()?;
         let backend = self.backend();
         // a local folder, or a hub repo id's snapshot in the Hugging Face cache
-        let model = hfexport_models::hub::resolve(&req.model)?;
-        let ckpt = Checkpoint::open(&model)?;
+        let ckpt = Checkpoint::open(&req.model)?;
+        let model = ckpt.dir().to_path_buf();
         let ExportPlan { components, runtime_checks, notes } = self.plan(req, &ckpt)?;
         let staged = StagedDir::create(&req.output, req.force)?;
         for stale in staged.removed_stale() {
