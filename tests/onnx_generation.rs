@@ -189,3 +189,90 @@ fn an_existing_generation_export_verifies_every_component() {
         }
     }
 }
+
+const GROWING: Generation = Generation { static_cache: None, multi_token_decode: false };
+
+/// The EOS ids a `genai_config.json` names (an id or a list).
+fn genai_eos(dir: &Path) -> Vec<i64> {
+    let config: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("genai_config.json")).unwrap()).unwrap();
+    match &config["model"]["eos_token_id"] {
+        serde_json::Value::Array(ids) => ids.iter().map(|t| t.as_i64().unwrap()).collect(),
+        id => id.as_i64().into_iter().collect(),
+    }
+}
+
+/// `tokens` up to and including the first of `eos`, where ONNX Runtime GenAI stops.
+fn until_eos(tokens: &[i64], eos: &[i64]) -> Vec<i64> {
+    let end = tokens.iter().position(|t| eos.contains(t)).map_or(tokens.len(), |i| i + 1);
+    tokens[..end].to_vec()
+}
+
+/// `"genai": true` folders of every fixture, loaded by ONNX Runtime GenAI itself (`og.Model`
+/// on the folder, tests/python/generate_genai.py, one process for all) give transformers'
+/// greedy tokens, up to the first EOS token of the config, where GenAI stops; an int4 folder
+/// gives the tokens of a plain onnxruntime loop over the same `decode.onnx`.
+#[test]
+fn genai_folders_give_transformers_tokens_in_onnxruntime_genai() {
+    let tmp = tempfile::tempdir().unwrap();
+    let genai = serde_json::json!({"export_format": "onnx", "dynamic": true, "genai": true});
+    let (mut jobs, mut want) = (vec![], std::collections::BTreeMap::new());
+    let mut job = |dir: &Path, golden: &Path, tokens: Vec<i64>| {
+        let gold = read_all(golden).unwrap();
+        let prompt = gold["greedy.prompt_ids"].as_i64().unwrap().to_vec();
+        jobs.push(serde_json::json!([dir, prompt, tokens.len()]));
+        want.insert(dir.display().to_string(), until_eos(&tokens, &genai_eos(dir)));
+    };
+    for name in fixtures() {
+        let dir = tmp.path().join(name);
+        let meta = export_decode_with(name, &dir, GROWING, genai.clone()).unwrap();
+        let names: Vec<&str> = meta.components.iter().map(|c| c.name()).collect();
+        assert_eq!(names, ["prefill", "decode"], "{name}");
+        let golden = fixture(name).join("golden.safetensors");
+        let tokens = read_all(&golden).unwrap()["greedy.tokens"].as_i64().unwrap().to_vec();
+        job(&dir, &golden, tokens);
+    }
+    // int4: the reference is onnxruntime's own greedy loop over the folder's decode graph
+    let dir = tmp.path().join("llama-int4");
+    let mut quantized = genai.clone();
+    quantized["quantizer"] = "int4".into();
+    export_decode_with("llama", &dir, GROWING, quantized).unwrap();
+    let golden = fixture("llama").join("golden.safetensors");
+    let o = Command::new(python())
+        .arg(common::script("generate_onnx.py"))
+        .args([dir.as_os_str(), golden.as_os_str(), "feed".as_ref(), dir.join("ort.json").as_os_str()])
+        .output()
+        .expect("start python");
+    assert!(o.status.success(), "int4 onnxruntime loop: {}", String::from_utf8_lossy(&o.stderr));
+    let ort: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join("ort.json")).unwrap()).unwrap();
+    job(&dir, &golden, ort["tokens"].as_array().unwrap().iter().map(|t| t.as_i64().unwrap()).collect());
+
+    let (jobs_path, out) = (tmp.path().join("jobs.json"), tmp.path().join("tokens.json"));
+    std::fs::write(&jobs_path, serde_json::to_string(&jobs).unwrap()).unwrap();
+    let o = Command::new(python()).arg(common::script("generate_genai.py")).args([&jobs_path, &out]).output().unwrap();
+    assert!(
+        o.status.success(),
+        "onnxruntime-genai (pinned in versions.toml [python.test]; `cargo xtask setup` installs it): {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let got: std::collections::BTreeMap<String, Vec<i64>> =
+        serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    let failures: Vec<String> = want
+        .iter()
+        .filter(|(d, w)| got.get(*d) != Some(w))
+        .map(|(d, w)| format!("{d}: GenAI {:?} != {w:?}", got.get(d)))
+        .collect();
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// GenAI drives a growing cache: a static-cache export with `genai` is refused before anything
+/// is written.
+#[test]
+fn genai_with_a_static_cache_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("x");
+    let config = serde_json::json!({"export_format": "onnx", "dynamic": true, "genai": true});
+    let e = export_decode_with("llama", &out, STATIC_MULTI, config).unwrap_err();
+    assert!(e.to_string().contains("growing cache") && e.to_string().contains("--static-cache"), "{e}");
+    assert!(!out.exists());
+}

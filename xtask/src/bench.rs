@@ -105,7 +105,7 @@ struct Opts {
 
 pub fn bench(root: &Path, args: &[String]) -> Result<ExitCode> {
     let Some((what, flags)) = args.split_first() else { bail!("{USAGE}") };
-    if !["export-onnx", "generate-onnx", "openvino", "executorch", "moe", "quant"].contains(&what.as_str()) {
+    if !["export-onnx", "generate-onnx", "openvino", "executorch", "moe", "quant", "genai"].contains(&what.as_str()) {
         bail!("unknown benchmark `{what}`\n{USAGE}");
     }
     let mut opts = Opts { python: false, keep: false };
@@ -122,6 +122,7 @@ pub fn bench(root: &Path, args: &[String]) -> Result<ExitCode> {
         "executorch" => bench_executorch(root, &opts)?,
         "moe" => bench_moe(root, &opts)?,
         "quant" => bench_quant(root, &opts)?,
+        "genai" => bench_genai(root, &opts)?,
         _ => export_onnx(root, &opts)?,
     }
     Ok(ExitCode::SUCCESS)
@@ -933,27 +934,7 @@ fn bench_quant(root: &Path, opts: &Opts) -> Result<()> {
 
     let theirs = bench_dir.join("quant-genai-int4");
     println!("==> [7/{steps}] onnxruntime_genai.models.builder -p int4 -e cpu -> {}", theirs.display());
-    // the builder reads the EOS id from config.json or the tokenizer (not generation_config)
-    for (name, text) in [
-        ("tokenizer.json", BENCH_TOKENIZER_JSON),
-        (
-            "tokenizer_config.json",
-            r#"{"tokenizer_class": "PreTrainedTokenizerFast", "eos_token": "a", "bos_token": "a"}"#,
-        ),
-    ] {
-        std::fs::write(ckpt.join(name), text)?;
-    }
-    remove_dir(&theirs)?;
-    prepare_run(&ckpt)?;
-    let mut cmd = venv.command();
-    cmd.args(["-m", "onnxruntime_genai.models.builder", "-p", "int4", "-e", "cpu", "-i"]).arg(&ckpt);
-    cmd.arg("-o").arg(&theirs).arg("-c").arg(bench_dir.join("genai-cache"));
-    let m = measure(&mut cmd, &bench_dir.join("quant-genai.log"))?;
-    if !m.status.success() {
-        print_tail(&m.log, 30);
-        bail!("`{}` failed ({})", describe(&cmd), m.status);
-    }
-    println!("  exported in {:.2} s, peak RSS {}", m.wall_s, rss(&m));
+    let m = genai_builder(&venv, &ckpt, "int4", &theirs, &bench_dir)?;
     println!("==> [8/{steps}] greedy loop in onnxruntime-genai over {}", theirs.display());
     let r = run_generate(&venv, &python.join("bench_genai.py"), "GENAI", "q", &theirs)?;
     columns.push(("genai builder int4".into(), Some(m), r));
@@ -997,6 +978,102 @@ fn bench_quant(root: &Path, opts: &Opts) -> Result<()> {
         ours_rss.map_or("n/a", |r| if r < QUANT_GOAL_RSS_BYTES { "met" } else { "MISSED" }),
         faster.map_or("n/a".into(), |f| format!("{f:.2}x theirs, {}", if f >= 1.0 { "met" } else { "MISSED" })),
     );
+    Ok(())
+}
+
+/// ONNX Runtime GenAI's model builder (`-p <precision> -e cpu`) over the bench checkpoint into
+/// `out`, timed with its peak RSS. The checkpoint gets the small tokenizer the builder insists on
+/// (it reads the EOS id from config.json or the tokenizer, not generation_config.json).
+fn genai_builder(venv: &Venv, ckpt: &Path, precision: &str, out: &Path, bench_dir: &Path) -> Result<Measured> {
+    for (name, text) in [
+        ("tokenizer.json", BENCH_TOKENIZER_JSON),
+        (
+            "tokenizer_config.json",
+            r#"{"tokenizer_class": "PreTrainedTokenizerFast", "eos_token": "a", "bos_token": "a"}"#,
+        ),
+    ] {
+        std::fs::write(ckpt.join(name), text)?;
+    }
+    remove_dir(out)?;
+    prepare_run(ckpt)?;
+    let mut cmd = venv.command();
+    cmd.args(["-m", "onnxruntime_genai.models.builder", "-p", precision, "-e", "cpu", "-i"]).arg(ckpt);
+    cmd.arg("-o").arg(out).arg("-c").arg(bench_dir.join("genai-cache"));
+    let m = measure(&mut cmd, &bench_dir.join(format!("genai-builder-{precision}.log")))?;
+    if !m.status.success() {
+        print_tail(&m.log, 30);
+        bail!("`{}` failed ({})", describe(&cmd), m.status);
+    }
+    println!("  exported in {:.2} s, peak RSS {}", m.wall_s, rss(&m));
+    Ok(m)
+}
+
+/// `cargo xtask bench genai`: on the Qwen3-0.6B-shaped checkpoint, in one run, our `--genai`
+/// folder and ONNX Runtime GenAI's builder's (`-p fp32` / `-p int4`, `-e cpu`), float32 and
+/// int4, each exported (timed, peak RSS) and run by the same greedy loop in ONNX Runtime GenAI's
+/// runtime (`bench_genai.py`): decode ms/token side by side. Goal: ours at least as fast.
+fn bench_genai(root: &Path, opts: &Opts) -> Result<()> {
+    let steps = 10;
+    let Prepared { bench_dir, ckpt, venv, exe, .. } = prepare(root, "bench_genai.py", steps, &[])?;
+    crate::setup(root, "genai")?;
+    let script = root.join("xtask").join("python").join("bench_genai.py");
+    let mut rows = vec![];
+    for (i, precision) in ["fp32", "int4"].into_iter().enumerate() {
+        let ours = bench_dir.join(format!("genai-hfexport-{precision}"));
+        println!("==> [{}/{steps}] hfexport export --genai ({precision}) -> {}", 3 + 4 * i, ours.display());
+        prepare_run(&ckpt)?;
+        let mut cmd = Command::new(&exe);
+        cmd.arg("export").arg("--model").arg(&ckpt).args(["--format", "onnx", "--genai", "--quiet", "--force"]);
+        cmd.arg("--output").arg(&ours);
+        if precision == "int4" {
+            cmd.args(["--quantize", "int4"]);
+        }
+        let m_ours = measure(&mut cmd, &bench_dir.join(format!("genai-hfexport-{precision}.log")))?;
+        if !m_ours.status.success() {
+            print_tail(&m_ours.log, 30);
+            bail!("`{}` failed ({})", describe(&cmd), m_ours.status);
+        }
+        println!("  exported in {:.2} s, peak RSS {}", m_ours.wall_s, rss(&m_ours));
+        println!("==> [{}/{steps}] greedy loop in onnxruntime-genai over {}", 4 + 4 * i, ours.display());
+        let r_ours = run_generate(&venv, &script, "GENAI", "g", &ours)?;
+        let theirs = bench_dir.join(format!("genai-builder-{precision}"));
+        println!("==> [{}/{steps}] onnxruntime_genai.models.builder -p {precision} -> {}", 5 + 4 * i, theirs.display());
+        let m_theirs = genai_builder(&venv, &ckpt, precision, &theirs, &bench_dir)?;
+        println!("==> [{}/{steps}] greedy loop in onnxruntime-genai over {}", 6 + 4 * i, theirs.display());
+        let r_theirs = run_generate(&venv, &script, "GENAI", "g", &theirs)?;
+        if !opts.keep {
+            remove_dir(&ours)?;
+            remove_dir(&theirs)?;
+        }
+        rows.push((precision, (m_ours, r_ours), (m_theirs, r_theirs)));
+    }
+    println!(
+        "\ngenai: Qwen3-0.6B shape, ONNX Runtime GenAI 0.18 runtime on both folders, batch 1, greedy, CPU; decode \
+         over {GEN_STEPS} steps after a {GEN_PROMPT}-token prompt"
+    );
+    let get = |r: &[(String, String)], k: &str| r.iter().find(|(key, _)| key == k).map(|(_, v)| v.clone());
+    let ms = |r: &[(String, String)]| get(r, "decode_ms_tok").and_then(|v| v.parse::<f64>().ok());
+    println!(
+        "  {:<10}{:>22}{:>22}{:>22}{:>22}",
+        "", "export wall", "export peak RSS", "decode ms/token", "prefill tokens/s"
+    );
+    for (precision, ours, theirs) in &rows {
+        for (who, (m, r)) in [("hfexport", ours), ("builder", theirs)] {
+            println!(
+                "  {:<10}{:>22}{:>22}{:>22}{:>22}",
+                format!("{who} {precision}"),
+                format!("{:.2} s", m.wall_s),
+                rss(m),
+                get(r, "decode_ms_tok").map_or("n/a".into(), |v| format!("{v} ms")),
+                get(r, "prefill_tok_s").unwrap_or_else(|| "n/a".into()),
+            );
+        }
+        let ratio = ms(&theirs.1).zip(ms(&ours.1)).map(|(t, o)| t / o);
+        println!(
+            "  goal ({precision}): decode at least as fast as the builder's -> {}",
+            ratio.map_or("n/a".into(), |f| format!("{f:.2}x theirs, {}", if f >= 1.0 { "met" } else { "MISSED" }))
+        );
+    }
     Ok(())
 }
 

@@ -64,7 +64,11 @@ commands:
   bench moe [--keep]            a 64-expert top-4 Qwen3-MoE checkpoint of random weights and its
                                 4-expert twin, exported for generation (static cache 512) to ONNX
                                 and OpenVINO; greedy decode ms/token of each in its runtime and
-                                the 64-vs-4 ratio (goal: within 1.5x)";
+                                the 64-vs-4 ratio (goal: within 1.5x)
+  bench genai [--keep]          `hfexport export --genai` vs ONNX Runtime GenAI's model builder,
+                                float32 and int4, both folders run by ONNX Runtime GenAI's
+                                runtime (xtask/python/bench_genai.py): export wall, peak RSS,
+                                decode ms/token (goal: ours at least as fast)";
 
 fn main() -> ExitCode {
     match dispatch(std::env::args().skip(1).collect()) {

@@ -3,9 +3,55 @@
 
 use crate::ExportArgs;
 use anyhow::{bail, Context, Result};
-use hfexport::Task;
+use hfexport::{ExportProgress, ProgressLines, Task};
+use indicatif::{ProgressBar, ProgressStyle};
+use std::io::IsTerminal;
 use std::path::Path;
 use std::time::Instant;
+
+/// Export progress on stderr: on a terminal, a bar over the weights as they stream (count,
+/// rate, time left, the current tensor) with notes printed above it; otherwise plain lines.
+#[derive(Default)]
+struct Bar {
+    bar: Option<ProgressBar>,
+}
+
+impl Bar {
+    fn lines(msg: &str) {
+        eprintln!("{msg}")
+    }
+}
+
+impl ExportProgress for Bar {
+    fn note(&mut self, msg: &str) {
+        match &self.bar {
+            Some(bar) => bar.println(msg),
+            None => Bar::lines(msg),
+        }
+    }
+
+    fn weight(&mut self, done: usize, total: usize, name: &str) {
+        if !std::io::stderr().is_terminal() {
+            let mut lines: hfexport::Progress = &mut Bar::lines;
+            return ProgressLines(&mut lines).weight(done, total, name);
+        }
+        let bar = self.bar.get_or_insert_with(|| {
+            let style =
+                ProgressStyle::with_template("weights {bar:30} {pos}/{len} [{elapsed_precise}, {eta} left] {wide_msg}")
+                    .expect("a valid template");
+            ProgressBar::new(total as u64).with_style(style)
+        });
+        bar.set_position(done as u64);
+        bar.set_message(name.to_string());
+    }
+
+    fn weights_written(&mut self) {
+        if let Some(bar) = self.bar.take() {
+            bar.finish_and_clear();
+            eprintln!("weights: {} written in {:.2} s", bar.length().unwrap_or(0), bar.elapsed().as_secs_f64());
+        }
+    }
+}
 
 /// The export config: `--config` file, then flags on top.
 fn export_config(a: &ExportArgs) -> Result<hfexport::ExportConfig> {
@@ -40,6 +86,14 @@ fn export_config(a: &ExportArgs) -> Result<hfexport::ExportConfig> {
             }
         }
     }
+    if a.genai {
+        if obj.get("export_format").and_then(|f| f.as_str()) != Some("onnx") {
+            bail!("--genai writes ONNX Runtime GenAI folders: it needs --format onnx");
+        }
+        obj.insert("genai".into(), true.into());
+        // GenAI feeds prompts and steps of any length: the shapes are symbolic
+        obj.insert("dynamic".into(), true.into());
+    }
     if !obj.contains_key("export_format") {
         bail!("give --format or an `export_format` in --config (valid: dynamo, onnx, executorch, openvino)");
     }
@@ -52,7 +106,7 @@ pub(crate) fn export(a: &ExportArgs) -> Result<()> {
         .with_context(|| format!("--dtype `{}` is not valid; valid: float32, float16, bfloat16", a.dtype))?;
     let task = Task::parse(&a.task).map_err(anyhow::Error::msg)?;
     let exporter = hfexport::AutoHfExporter::from_config(config)?.with_verify(a.verify);
-    let generation = (a.for_generation || a.static_cache.is_some() || a.multi_token_decode)
+    let generation = (a.for_generation || a.genai || a.static_cache.is_some() || a.multi_token_decode)
         .then_some(hfexport::Generation { static_cache: a.static_cache, multi_token_decode: a.multi_token_decode });
     let req = hfexport::ExportRequest {
         model: a.model.clone(),
@@ -63,7 +117,10 @@ pub(crate) fn export(a: &ExportArgs) -> Result<()> {
         generation,
     };
     let t0 = Instant::now();
-    let meta = exporter.export(&req, &mut |msg| eprintln!("{msg}"))?;
+    let meta = match a.quiet {
+        true => exporter.export(&req, &mut |_| {})?,
+        false => exporter.export_with(&req, &mut Bar::default())?,
+    };
     let mut files: Vec<&str> = vec![];
     for f in meta.components.iter().flat_map(|c| c.files.iter().map(String::as_str)) {
         if !files.contains(&f) {

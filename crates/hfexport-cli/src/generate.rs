@@ -25,24 +25,6 @@ fn parse_prompt_ids(text: &str) -> Result<Vec<i64>> {
     Ok(ids)
 }
 
-/// EOS ids of `generation_config.json` in the export folder (`eos_token_id`: an int or a
-/// list); none when the file or the key is absent.
-fn eos_ids(dir: &Path) -> Result<Vec<i64>> {
-    let path = dir.join("generation_config.json");
-    if !path.is_file() {
-        return Ok(vec![]);
-    }
-    let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
-    let v: serde_json::Value =
-        serde_json::from_str(&text).with_context(|| format!("{} is not valid JSON", path.display()))?;
-    let bad = || anyhow::anyhow!("{}: `eos_token_id` must be a token id or a list of them", path.display());
-    match v.get("eos_token_id") {
-        None | Some(serde_json::Value::Null) => Ok(vec![]),
-        Some(serde_json::Value::Array(a)) => a.iter().map(|x| x.as_i64().ok_or_else(bad)).collect(),
-        Some(x) => Ok(vec![x.as_i64().ok_or_else(bad)?]),
-    }
-}
-
 /// The export folder's tokenizer.json, when there is one.
 fn load_tokenizer(dir: &Path) -> Result<Option<tokenizers::Tokenizer>> {
     let path = dir.join("tokenizer.json");
@@ -85,26 +67,57 @@ pub(crate) fn generate(a: &GenerateArgs) -> Result<()> {
         }
         (None, None) => bail!("give --prompt-ids 1,2,3 or --prompt \"text\""),
     };
-    let eos = eos_ids(dir)?;
+    // EOS ids of the copied generation_config.json (none when the file or the key is absent)
+    let eos = hfexport::models::GenerationConfig::from_dir(dir)?.eos_token_ids;
     let format = ExportFormat::parse(&ExportMetadata::read(dir)?.format)?;
     let t0 = Instant::now();
     let mut generator = hfexport::backend(format)?.open_generator(dir)?;
     let loaded = Instant::now();
     let g = generator.generate(&prompt, a.max_new_tokens, &eos)?;
     let t2 = Instant::now();
+    let text = match &tokenizer {
+        Some(tok) => {
+            let ids: Vec<u32> = g.tokens.iter().map(|&t| t as u32).collect();
+            Some(tok.decode(&ids, true).map_err(|e| anyhow::anyhow!("cannot decode the generated ids: {e}"))?)
+        }
+        None => None,
+    };
+    let secs = (t2 - loaded).as_secs_f64();
+    if a.json {
+        let (stop, eos_token) = match g.stop {
+            StopReason::Eos(t) => ("eos", Some(t)),
+            _ => ("max_new_tokens", None),
+        };
+        let v = serde_json::json!({
+            "prompt": prompt,
+            "ids": g.tokens,
+            "text": text,
+            "stop": stop,
+            "eos_token": eos_token,
+            "runtime": generator.runtime(),
+            "kind": generator.kind(),
+            "cache": match g.slots { Some(n) => serde_json::json!({"static_slots": n}), None => serde_json::json!("growing") },
+            "timings": {
+                "load_s": (loaded - t0).as_secs_f64(),
+                "generate_s": secs,
+                "prefill_ms": g.prefill.as_secs_f64() * 1e3,
+                "decode_ms_per_token": g.step_ms,
+                "tokens_per_s": g.tokens.len() as f64 / secs.max(1e-9),
+            },
+        });
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(());
+    }
     let join = |ids: &[i64]| ids.iter().map(i64::to_string).collect::<Vec<_>>().join(",");
     println!("prompt: {}", join(&prompt));
     println!("ids: {}", join(&g.tokens));
-    if let Some(tok) = &tokenizer {
-        let ids: Vec<u32> = g.tokens.iter().map(|&t| t as u32).collect();
-        let text = tok.decode(&ids, true).map_err(|e| anyhow::anyhow!("cannot decode the generated ids: {e}"))?;
+    if let Some(text) = &text {
         println!("text: {text}");
     }
     let stop = match g.stop {
         StopReason::Eos(t) => format!("stopped at EOS token {t}"),
         _ => format!("stopped after --max-new-tokens {}", a.max_new_tokens),
     };
-    let secs = (t2 - loaded).as_secs_f64();
     let kind = match generator.kind() {
         "" => String::new(),
         k => format!("{k}, "),

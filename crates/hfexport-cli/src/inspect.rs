@@ -5,12 +5,17 @@ use crate::{forward_graph, open_checkpoint};
 use anyhow::Result;
 use hfexport::core::dim::shape_to_string;
 use hfexport::core::dump::{dump, op_histogram};
+use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::path::Path;
 
-/// What `export.json` says about an export folder.
-fn inspect_export(path: &Path) -> Result<()> {
+/// What `export.json` says about an export folder; `json`: the file itself, as it is.
+fn inspect_export(path: &Path, json: bool) -> Result<()> {
     let m = hfexport::core::metadata::ExportMetadata::read(path)?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&m)?);
+        return Ok(());
+    }
     println!("export       {} ({} format, {}, task {})", path.display(), m.format, m.dtype, m.task);
     println!(
         "source       {} ({}) from {}",
@@ -50,13 +55,65 @@ fn inspect_export(path: &Path) -> Result<()> {
     Ok(())
 }
 
-pub(crate) fn inspect(path: &Path, task: &str, full: bool) -> Result<()> {
+/// A graph port as `inspect --json` writes it.
+fn port_json(g: &hfexport::Graph, p: &hfexport::core::graph::Port) -> Value {
+    let i = g.info(p.value);
+    json!({"name": p.name, "dtype": i.dtype.to_string(), "shape": shape_to_string(&i.shape)})
+}
+
+/// `inspect` of a checkpoint folder or an export folder; `json`: one JSON object on stdout.
+pub(crate) fn inspect(path: &Path, task: &str, full: bool, json: bool) -> Result<()> {
     if path.join(hfexport::core::metadata::FILE_NAME).is_file() {
-        return inspect_export(path);
+        return inspect_export(path, json);
     }
     let ckpt = open_checkpoint(path)?;
     let c = &ckpt.config;
     let g = forward_graph(&ckpt, task)?;
+    let sliding = c.sliding_window.map(|w| {
+        let layers: Vec<usize> = (c.layer_types.iter().enumerate())
+            .filter(|(_, t)| matches!(t, hfexport::models::config::LayerType::SlidingAttention))
+            .map(|(i, _)| i)
+            .collect();
+        (w, layers)
+    });
+    let total = g.parameter_count();
+    let active = c.moe.as_ref().map(|m| total - idle_expert_parameters(c, m));
+    let mut dtypes: BTreeMap<String, usize> = BTreeMap::new();
+    for name in ckpt.tensor_names() {
+        if let Some(info) = ckpt.tensor_info(name) {
+            *dtypes.entry(info.dtype.to_string()).or_default() += 1;
+        }
+    }
+    let ops = op_histogram(&g);
+    if json {
+        let v = json!({
+            "checkpoint": path.display().to_string(),
+            "architecture": c.architecture,
+            "model_type": c.model_type,
+            "sizes": {
+                "layers": c.num_hidden_layers, "hidden": c.hidden_size, "intermediate": c.intermediate_size,
+                "heads": c.num_attention_heads, "kv_heads": c.num_key_value_heads, "head_dim": c.head_dim,
+                "vocab": c.vocab_size, "max_positions": c.max_position_embeddings,
+            },
+            "rope": rope_summary(c),
+            "sliding_window": sliding.as_ref().map(|(w, layers)| json!({"window": w, "layers": layers})),
+            "experts": c.moe.as_ref().map(|m| experts_summary(c, m)),
+            "tied_embeddings": c.tie_word_embeddings,
+            "parameters": {"total": total, "active_per_token": active.unwrap_or(total)},
+            "stored": {"tensors": ckpt.tensor_names().count(), "dtypes": dtypes},
+            "graph": {
+                "task": task,
+                "nodes": g.nodes().len(),
+                "weights": g.weights().len(),
+                "symbols": g.symbols.iter().map(|(s, r)| (s.name().to_string(), json!({"min": r.min, "max": r.max}))).collect::<serde_json::Map<_, _>>(),
+                "inputs": g.inputs().iter().map(|p| port_json(&g, p)).collect::<Vec<_>>(),
+                "outputs": g.outputs().iter().map(|p| port_json(&g, p)).collect::<Vec<_>>(),
+                "ops": ops.iter().map(|(o, n)| (o.to_string(), json!(n))).collect::<serde_json::Map<_, _>>(),
+            },
+        });
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(());
+    }
     println!("checkpoint   {}", path.display());
     println!("architecture {} ({})", c.architecture, c.model_type.as_deref().unwrap_or("?"));
     println!(
@@ -70,32 +127,20 @@ pub(crate) fn inspect(path: &Path, task: &str, full: bool) -> Result<()> {
         c.vocab_size
     );
     println!("rope         {}, max positions {}", rope_summary(c), c.max_position_embeddings);
-    if let Some(w) = c.sliding_window {
-        let n =
-            c.layer_types.iter().filter(|t| matches!(t, hfexport::models::config::LayerType::SlidingAttention)).count();
-        println!("sliding      window {w} on {n} of {} layers", c.num_hidden_layers);
+    if let Some((w, layers)) = &sliding {
+        println!("sliding      window {w} on {} of {} layers", layers.len(), c.num_hidden_layers);
     }
     if let Some(m) = &c.moe {
         println!("experts      {}", experts_summary(c, m));
     }
     println!("embeddings   {}", if c.tie_word_embeddings { "tied" } else { "untied" });
-    let total = g.parameter_count();
-    match &c.moe {
-        Some(m) => {
-            let active = total - idle_expert_parameters(c, m);
-            println!(
-                "parameters   {total} ({:.2} M), {active} ({:.2} M) active per token",
-                total as f64 / 1e6,
-                active as f64 / 1e6
-            )
-        }
+    match active {
+        Some(active) => println!(
+            "parameters   {total} ({:.2} M), {active} ({:.2} M) active per token",
+            total as f64 / 1e6,
+            active as f64 / 1e6
+        ),
         None => println!("parameters   {total} ({:.2} M)", total as f64 / 1e6),
-    }
-    let mut dtypes: BTreeMap<String, usize> = BTreeMap::new();
-    for name in ckpt.tensor_names() {
-        if let Some(info) = ckpt.tensor_info(name) {
-            *dtypes.entry(info.dtype.to_string()).or_default() += 1;
-        }
     }
     let dt: Vec<String> = dtypes.iter().map(|(d, n)| format!("{d} x{n}")).collect();
     println!("stored       {} tensors: {}", ckpt.tensor_names().count(), dt.join(", "));
@@ -111,7 +156,7 @@ pub(crate) fn inspect(path: &Path, task: &str, full: bool) -> Result<()> {
         let i = g.info(p.value);
         println!("  output     {}: {}{}", p.name, i.dtype, shape_to_string(&i.shape));
     }
-    let ops: Vec<String> = op_histogram(&g).iter().map(|(o, n)| format!("{o} x{n}")).collect();
+    let ops: Vec<String> = ops.iter().map(|(o, n)| format!("{o} x{n}")).collect();
     println!("  ops        {}", ops.join(", "));
     if full {
         print!("{}", dump(&g));

@@ -35,6 +35,9 @@ enum Command {
         /// Print the whole graph, one node per line.
         #[arg(long)]
         dump: bool,
+        /// Print one JSON object instead (an export folder: its export.json).
+        #[arg(long, conflicts_with = "dump")]
+        json: bool,
     },
     /// Runs a graph on inputs from a safetensors file and writes its outputs to another.
     Run {
@@ -78,6 +81,10 @@ pub(crate) struct GenerateArgs {
     /// Stop after this many new tokens (or at an EOS token of generation_config.json).
     #[arg(long, default_value_t = 32)]
     pub(crate) max_new_tokens: usize,
+    /// Print one JSON object on stdout (prompt, ids, text, stop, runtime, cache, timings)
+    /// instead of the text lines and the summary on stderr.
+    #[arg(long)]
+    pub(crate) json: bool,
 }
 
 #[derive(clap::Args)]
@@ -119,6 +126,11 @@ pub(crate) struct ExportArgs {
     /// With --static-cache: one `decode` component that takes any number of tokens per call.
     #[arg(long)]
     pub(crate) multi_token_decode: bool,
+    /// With --format onnx: a generation export (growing cache, symbolic shapes: implies
+    /// --for-generation and --dynamic) plus genai_config.json, so that ONNX Runtime GenAI
+    /// (`og.Model(dir)`) runs the folder as it is. Sets `genai` of --config.
+    #[arg(long)]
+    pub(crate) genai: bool,
     /// Quantize weights: int4 (decoder linears symmetric in groups of 32; head and embeddings
     /// int8 per channel) or int8 (per channel throughout). Overrides `quantizer.weights` of
     /// --config, whose other keys (group_size, symmetric, lm_head, embeddings, exclude) stay.
@@ -128,6 +140,9 @@ pub(crate) struct ExportArgs {
     /// committed; recorded in export.json, and a mismatch fails the export.
     #[arg(long)]
     pub(crate) verify: bool,
+    /// No progress on stderr (a bar on a terminal, lines otherwise); errors are still printed.
+    #[arg(long, short)]
+    pub(crate) quiet: bool,
 }
 
 fn main() {
@@ -157,7 +172,7 @@ fn report(e: &anyhow::Error) -> String {
 fn real_main() -> Result<()> {
     match Cli::parse().command {
         Command::Export(args) => export::export(&args),
-        Command::Inspect { path, task, dump: full } => inspect::inspect(&path, &task, full),
+        Command::Inspect { path, task, dump: full, json } => inspect::inspect(&path, &task, full, json),
         Command::Generate(args) => generate::generate(&args),
         Command::Run { path, inputs, outputs, component, runtime, task } => {
             if path.join(hfexport::core::metadata::FILE_NAME).is_file() {

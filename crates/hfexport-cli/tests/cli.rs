@@ -124,6 +124,67 @@ fn inspect_describes_the_checkpoint() {
     );
 }
 
+/// `inspect --json`: a checkpoint's facts as one object; an export folder's export.json.
+#[test]
+fn inspect_json_is_machine_readable() {
+    let o = hfexport(&["inspect", fixture("qwen2_moe").to_str().unwrap(), "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["architecture"], "Qwen2MoeForCausalLM", "{v}");
+    assert_eq!((v["sizes"]["layers"].as_u64(), v["sizes"]["vocab"].as_u64()), (Some(3), Some(256)), "{v}");
+    assert_eq!(v["parameters"]["total"].as_u64(), Some(143104), "{v}");
+    assert_eq!(v["parameters"]["active_per_token"].as_u64(), Some(124672), "{v}");
+    assert_eq!(v["graph"]["ops"]["Moe"].as_u64(), Some(1), "{v}");
+    assert_eq!(v["graph"]["inputs"][0]["name"], "input_ids", "{v}");
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("x");
+    let o = hfexport(
+        &["export", "--model", fixture("llama").to_str().unwrap(), "--format", "onnx", "--quiet"]
+            .into_iter()
+            .chain(["--output", out.to_str().unwrap()])
+            .collect::<Vec<_>>(),
+    );
+    assert!(o.status.success() && stderr(&o).is_empty(), "--quiet printed: {}", stderr(&o));
+    let o = hfexport(&["inspect", out.to_str().unwrap(), "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let printed: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let file: serde_json::Value = serde_json::from_slice(&std::fs::read(out.join("export.json")).unwrap()).unwrap();
+    assert_eq!(printed, file);
+}
+
+/// `--genai` makes a growing-cache generation export with genai_config.json (ONNX Runtime GenAI
+/// runs it in tests/onnx_generation.rs), and is refused with another format or a static cache.
+#[test]
+fn genai_flag_writes_an_onnxruntime_genai_folder() {
+    let tmp = tempfile::tempdir().unwrap();
+    let model = fixture("llama");
+    let out = tmp.path().join("g");
+    let o = hfexport(
+        &["export", "--model", model.to_str().unwrap(), "--format", "onnx", "--genai", "--output"]
+            .into_iter()
+            .chain([out.to_str().unwrap()])
+            .collect::<Vec<_>>(),
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let config: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("genai_config.json")).unwrap()).unwrap();
+    assert_eq!(config["model"]["decoder"]["filename"], "decode.onnx", "{config}");
+    assert_eq!(config["model"]["eos_token_id"], 2, "{config}");
+    assert_eq!(config["model"]["type"], "llama", "{config}");
+    for (extra, needle) in [
+        (&["--format", "openvino"][..], "--format onnx"),
+        (&["--format", "onnx", "--static-cache", "16"], "growing cache"),
+    ] {
+        let bad = tmp.path().join("bad");
+        let mut args = vec!["export", "--model", model.to_str().unwrap(), "--genai", "--output", bad.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        let o = hfexport(&args);
+        assert_eq!(o.status.code(), Some(1), "{extra:?}");
+        assert!(stderr(&o).contains(needle), "{extra:?}: {}", stderr(&o));
+        assert!(!bad.exists(), "{extra:?}");
+    }
+}
+
 #[test]
 fn bad_input_is_an_error_not_a_panic() {
     let tmp = tempfile::tempdir().unwrap();

@@ -305,6 +305,15 @@ fn prompt_text_goes_through_the_exports_tokenizer() {
     let o = hfexport(&["generate", s(&dir), "--prompt-ids", &join(&prompt), "--max-new-tokens", "2"]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(stdout(&o).contains(&format!("text: {}", words[..2].join(" "))), "{}", stdout(&o));
+    // --json: one object on stdout with the same ids and text, the stop and the timings
+    let o = hfexport(&["generate", s(&dir), "--prompt-ids", &join(&prompt), "--max-new-tokens", "16", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap_or_else(|e| panic!("{e}: {}", stdout(&o)));
+    let ids: Vec<i64> = v["ids"].as_array().unwrap().iter().map(|t| t.as_i64().unwrap()).collect();
+    assert_eq!((ids, v["text"].as_str()), (want.clone(), Some(words.join(" ").as_str())), "{v}");
+    assert_eq!((v["stop"].as_str(), v["cache"]["static_slots"].as_u64()), (Some("max_new_tokens"), Some(32)), "{v}");
+    assert!(v["runtime"].as_str().unwrap().starts_with("onnxruntime"), "{v}");
+    assert!(v["timings"]["decode_ms_per_token"].as_f64().unwrap() > 0.0, "{v}");
     // A broken tokenizer.json is named.
     std::fs::write(dir.join("tokenizer.json"), "{").unwrap();
     let o = hfexport(&["generate", s(&dir), "--prompt", "t1"]);
@@ -340,4 +349,45 @@ fn other_static_cache_exports_generate_too() {
     assert!(o.status.success(), "{}", stderr(&o));
     let got = printed_ids(&o);
     assert_eq!((got.len(), got[0]), (16, want[0]), "{got:?} vs {want:?}");
+}
+
+/// ONNX Runtime is found where users install it. With the binary, the current folder and the
+/// export all outside the repository (no `.venv/` above any of them), it is found in the
+/// active virtual environment (`VIRTUAL_ENV`, here the repository's `.venv/`); without one
+/// and with no python3 on `PATH`, the error lists every place searched and the pip command.
+#[test]
+fn onnxruntime_is_found_in_the_active_virtual_environment() {
+    require_onnxruntime();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("growing");
+    export("llama", &dir, &["--dynamic", "--for-generation"]);
+    let bin = tmp.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    let exe = bin.join("hfexport");
+    std::fs::hard_link(env!("CARGO_BIN_EXE_hfexport"), &exe)
+        .or_else(|_| std::fs::copy(env!("CARGO_BIN_EXE_hfexport"), &exe).map(|_| ()))
+        .unwrap();
+    let run = |venv: Option<&Path>| {
+        let mut cmd = std::process::Command::new(&exe);
+        cmd.args(["generate", s(&dir), "--prompt-ids", "1,2,3", "--max-new-tokens", "2"]);
+        cmd.current_dir(tmp.path()).env("PATH", &bin).env_remove("ORT_DYLIB_PATH").env_remove("VIRTUAL_ENV");
+        if let Some(v) = venv {
+            cmd.env("VIRTUAL_ENV", v);
+        }
+        cmd.output().unwrap()
+    };
+    let o = run(Some(&repo().join(".venv")));
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(printed_ids(&o).len(), 2);
+    let o = run(None);
+    assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
+    let e = stderr(&o);
+    for needle in [
+        format!("a .venv/ above {}", tmp.path().display()),
+        "VIRTUAL_ENV is not set".into(),
+        "python3 on PATH (no python3 answered)".into(),
+        "pip install onnxruntime==1.32.0".into(),
+    ] {
+        assert!(e.contains(&needle), "missing `{needle}` in: {e}");
+    }
 }

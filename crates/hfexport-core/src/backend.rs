@@ -51,6 +51,30 @@ pub struct DefaultBounds {
     pub note: Option<String>,
 }
 
+/// What a runtime other than hfexport's needs to know of the model beyond the graphs
+/// ([`Backend::runtime_files`]): sizes from `config.json`, special tokens and sampling defaults
+/// from `generation_config.json` (over `config.json`'s).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelFacts {
+    /// `config.json`'s `model_type` (the architecture class when it has none).
+    pub model_type: String,
+    pub vocab_size: usize,
+    pub hidden_size: usize,
+    pub num_layers: usize,
+    pub num_heads: usize,
+    pub num_kv_heads: usize,
+    pub head_dim: usize,
+    /// The longest sequence the graphs take (`max_position_embeddings`, times the factor of a
+    /// dynamic-NTK rope), the bound of their `past_len + sequence`.
+    pub context_length: usize,
+    pub bos_token_id: Option<i64>,
+    pub eos_token_ids: Vec<i64>,
+    pub pad_token_id: Option<i64>,
+    /// Sampling defaults under their `generation_config.json` names (`do_sample`, `temperature`,
+    /// `top_k`, `top_p`, `repetition_penalty`); only the keys the checkpoint sets.
+    pub sampling: BTreeMap<String, serde_json::Value>,
+}
+
 /// One deployment format.
 pub trait Backend: Send + Sync {
     fn format(&self) -> ExportFormat;
@@ -93,6 +117,19 @@ pub trait Backend: Send + Sync {
         _cfg: &ExportConfig,
     ) -> Result<DefaultBounds> {
         Ok(DefaultBounds::default())
+    }
+
+    /// Files another runtime needs to load the export as it is, written into `dir` once every
+    /// component is written and described (ONNX with `"genai"`: ONNX Runtime GenAI's
+    /// `genai_config.json`). The default writes none.
+    fn runtime_files(
+        &self,
+        _components: &[Component],
+        _model: &ModelFacts,
+        _dir: &Path,
+        _cfg: &ExportConfig,
+    ) -> Result<()> {
+        Ok(())
     }
 
     /// The component as `export.json` records it (a backend may fold ports, e.g. into states).

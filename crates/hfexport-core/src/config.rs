@@ -81,6 +81,9 @@ pub struct OnnxConfig {
     pub ort_fusions: Option<OrtFusions>,
     /// How quantized weights are written (`"quant_ops"`).
     pub quant_ops: OnnxQuantOps,
+    /// Also write `genai_config.json`, so that ONNX Runtime GenAI loads a generation export
+    /// with a growing cache as it is (`"genai"`; see docs/io-contracts.md).
+    pub genai: bool,
 }
 
 /// The ops an ONNX export's quantized weights use.
@@ -157,7 +160,7 @@ impl AutoExportConfig {
         };
         let own: &[&str] = match fmt {
             ExportFormat::Dynamo => &[],
-            ExportFormat::Onnx => &["opset_version", "optimize", "ort_fusions", "quant_ops"],
+            ExportFormat::Onnx => &["opset_version", "optimize", "ort_fusions", "quant_ops", "genai"],
             ExportFormat::Executorch => {
                 &["backend", "alloc_graph_input", "alloc_graph_output", "alloc_mutable_buffers"]
             }
@@ -215,7 +218,8 @@ impl AutoExportConfig {
                             .into(),
                     ));
                 }
-                ExportConfig::Onnx(OnnxConfig { common, opset_version, optimize, ort_fusions, quant_ops })
+                let genai = get_bool(obj, "genai", false)?;
+                ExportConfig::Onnx(OnnxConfig { common, opset_version, optimize, ort_fusions, quant_ops, genai })
             }
             ExportFormat::Executorch => {
                 let backend = match get_str(obj, "backend")?.unwrap_or("xnnpack") {
@@ -394,6 +398,7 @@ impl ExportConfig {
                 "optimize": o.optimize,
                 "ort_fusions": o.ort_fusions.map(|f| ORT_FUSIONS[f as usize]),
                 "quant_ops": QUANT_OPS[o.quant_ops as usize],
+                "genai": o.genai,
             }),
             ExportConfig::Executorch(e) => json!({
                 "backend": ET_BACKENDS[e.backend as usize],

@@ -18,5 +18,5 @@ pub mod safetensors;
 
 pub use builder::{build, build_forward, build_generation, cache_name, BuildOptions, Task, Weights};
 pub use checkpoint::Checkpoint;
-pub use config::ModelConfig;
+pub use config::{GenerationConfig, ModelConfig};
 pub use error::{ModelError, Result};

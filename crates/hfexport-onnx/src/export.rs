@@ -3,7 +3,7 @@
 
 use crate::lower::{native, ort_cpu_contrib, OPSET_NATIVE_LLM_OPS};
 use crate::writer::write_components;
-use hfexport_core::backend::{Backend, Lowering, Runner, WeightProgress, Written};
+use hfexport_core::backend::{Backend, Lowering, ModelFacts, Runner, WeightProgress, Written};
 use hfexport_core::config::{ExportFormat, OnnxConfig, OnnxQuantOps, OrtFusions};
 use hfexport_core::generation::Generator;
 #[cfg(feature = "runtime")]
@@ -76,8 +76,25 @@ impl Backend for Onnx {
                 "ort_fusions {f:?} is not implemented (\"cpu\" is: ONNX Runtime's CPU contrib ops)"
             )));
         }
+        if cfg.genai {
+            let roles: Vec<_> = components.iter().map(|c| (c.spec.role, c.spec.cache)).collect();
+            crate::genai::check_components(&roles)?;
+        }
         let files = write_components(components, src, dir, opset(cfg), cfg.quant_ops, progress)?;
         Ok(files.into_iter().map(|files| Written { files, note: None }).collect())
+    }
+
+    fn runtime_files(
+        &self,
+        components: &[Component],
+        model: &ModelFacts,
+        dir: &Path,
+        cfg: &ExportConfig,
+    ) -> Result<()> {
+        match onnx_config(cfg)?.genai {
+            true => crate::genai::write_config(components, model, dir),
+            false => Ok(()),
+        }
     }
 
     #[allow(unused_variables)]

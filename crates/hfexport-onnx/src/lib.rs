@@ -5,6 +5,8 @@
 //! - [`writer`]: the model proto and the external data file, weights streamed one at a time,
 //!   each aligned to 4096 bytes;
 //! - [`export`]: the passes before writing (patches, decomposition of what the opset lacks);
+//! - [`genai`]: `genai_config.json`, with which ONNX Runtime GenAI runs a growing-cache
+//!   generation export as it is (`"genai": true`);
 //! - `runtime` (cargo feature `runtime`): the ONNX Runtime runner, `OnnxRunner`, which loads
 //!   libonnxruntime at run time (`ORT_DYLIB_PATH` or the onnxruntime wheel in a `.venv/`);
 //! - `generate` (same feature): `Generator`, greedy generation over a static-cache export's
@@ -17,6 +19,7 @@
 
 pub mod error;
 pub mod export;
+pub mod genai;
 #[cfg(feature = "runtime")]
 pub mod generate;
 pub mod lower;

@@ -45,8 +45,9 @@ fn install_hint() -> String {
     )
 }
 
-/// Finds the ONNX Runtime library: `ORT_DYLIB_PATH`, else a `.venv/` above the current
-/// folder, above each of `near`, or above the running executable. The error says where it
+/// Finds the ONNX Runtime library: `ORT_DYLIB_PATH`, else where [`find_in_venvs`] looks (a
+/// `.venv/` above the current folder, each of `near` or the executable, the active virtual
+/// environment, the `python3` on `PATH`). The error says where it
 /// looked and how to install the runtime.
 pub fn locate_library(near: &[&Path]) -> Result<PathBuf> {
     if let Some(p) = std::env::var_os(DYLIB_ENV).filter(|p| !p.is_empty()) {
@@ -66,8 +67,8 @@ pub fn locate_library(near: &[&Path]) -> Result<PathBuf> {
     };
     Err(runtime_err(format!(
         "the ONNX Runtime runner is compiled in, but the ONNX Runtime library is not available: {DYLIB_ENV} is not \
-         set and no .venv/lib/python3*/site-packages/onnxruntime/capi/{LIBRARY_FILE} is above {}; {}",
-        searched.join(", "),
+         set and no site-packages/onnxruntime/capi/{LIBRARY_FILE} is in {}; {}",
+        searched.join("; "),
         install_hint()
     )))
 }

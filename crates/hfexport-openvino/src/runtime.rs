@@ -37,8 +37,9 @@ fn install_hint() -> String {
     )
 }
 
-/// Finds OpenVINO's C library: `OPENVINO_C_LIB`, else a `.venv/` above the current folder,
-/// above each of `near`, or above the running executable.
+/// Finds OpenVINO's C library: `OPENVINO_C_LIB`, else where
+/// [`hfexport_core::venv::find_in_venvs`] looks (a `.venv/` above the current folder, each of
+/// `near` or the executable, the active virtual environment, the `python3` on `PATH`).
 pub fn locate_library(near: &[&Path]) -> Result<PathBuf> {
     if let Some(p) = std::env::var_os(LIBRARY_ENV).filter(|p| !p.is_empty()) {
         let p = PathBuf::from(p);
@@ -55,8 +56,8 @@ pub fn locate_library(near: &[&Path]) -> Result<PathBuf> {
         |searched| {
             runtime_err(format!(
                 "the OpenVINO runner is compiled in, but the OpenVINO library is not available: {LIBRARY_ENV} is not \
-                 set and no .venv/lib/python3*/site-packages/openvino/libs/libopenvino_c.so.* is above {}; {}",
-                searched.join(", "),
+                 set and no site-packages/openvino/libs/libopenvino_c.so.* is in {}; {}",
+                searched.join("; "),
                 install_hint()
             ))
         },

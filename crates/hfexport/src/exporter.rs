@@ -6,11 +6,13 @@ use crate::samples::sample_sizes;
 use crate::verification::{compare_with_float, merge, verify_component};
 use crate::{Error, Result};
 use hfexport_core::artifact::StagedDir;
-use hfexport_core::backend::{prepare, Backend};
+use hfexport_core::backend::{prepare, Backend, ModelFacts};
 use hfexport_core::metadata::{self, ExportMetadata, QuantQuality, Source, Verification};
 use hfexport_core::plan::{Exit, Planned, Role};
 use hfexport_core::{dynamic, AutoExportConfig, DType, ExportConfig};
-use hfexport_models::{build_forward, build_generation, BuildOptions, Checkpoint, ModelConfig, Task, Weights};
+use hfexport_models::{
+    build_forward, build_generation, BuildOptions, Checkpoint, GenerationConfig, ModelConfig, Task, Weights,
+};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -61,8 +63,35 @@ pub struct ExportPlan {
     pub notes: Vec<String>,
 }
 
-/// Progress of a long export, for a command line or a log.
+/// Progress of a long export as lines, for a log or a test.
 pub type Progress<'a> = &'a mut dyn FnMut(&str);
+
+/// What a long export reports ([`AutoHfExporter::export_with`]): notes, one line each, and the
+/// weights as the writer streams them (a command line draws a bar from these).
+pub trait ExportProgress {
+    /// A line: a stage begun, a choice made, a result.
+    fn note(&mut self, msg: &str);
+    /// Distinct weight `done` (0-based) of `total` is being written; `name` is its tensor.
+    fn weight(&mut self, done: usize, total: usize, name: &str);
+    /// Every weight is written.
+    fn weights_written(&mut self) {}
+}
+
+/// [`ExportProgress`] as lines through a closure: every note, and every 16th weight (and the
+/// last) as `weights <i>/<n>: <name>`.
+pub struct ProgressLines<'a, 'b>(pub &'a mut Progress<'b>);
+
+impl ExportProgress for ProgressLines<'_, '_> {
+    fn note(&mut self, msg: &str) {
+        (self.0)(msg)
+    }
+
+    fn weight(&mut self, done: usize, total: usize, name: &str) {
+        if done.is_multiple_of(16) || done + 1 == total {
+            (self.0)(&format!("weights {}/{total}: {name}", done + 1));
+        }
+    }
+}
 
 /// Picks the exporter for a config.
 #[derive(Debug, Clone)]
@@ -157,7 +186,12 @@ impl AutoHfExporter {
     }
 
     /// Runs the export; the output folder appears only if everything succeeded.
-    pub fn export(&self, req: &ExportRequest, progress: Progress) -> Result<ExportMetadata> {
+    pub fn export(&self, req: &ExportRequest, mut progress: Progress) -> Result<ExportMetadata> {
+        self.export_with(req, &mut ProgressLines(&mut progress))
+    }
+
+    /// [`AutoHfExporter::export`], reporting weights one by one to `observer`.
+    pub fn export_with(&self, req: &ExportRequest, observer: &mut dyn ExportProgress) -> Result<ExportMetadata> {
         self.check_verify_available()?;
         let backend = self.backend();
         // a local folder, or a hub repo id's snapshot in the Hugging Face cache
@@ -166,19 +200,18 @@ impl AutoHfExporter {
         let ExportPlan { components, runtime_checks, notes } = self.plan(req, &ckpt)?;
         let staged = StagedDir::create(&req.output, req.force)?;
         for stale in staged.removed_stale() {
-            progress(&format!("removed {}, the staging folder of an interrupted export", stale.display()));
+            observer.note(&format!("removed {}, the staging folder of an interrupted export", stale.display()));
         }
-        progress(&format!("building {} for {}", self.config.format().as_str(), ckpt.config.architecture));
+        observer.note(&format!("building {} for {}", self.config.format().as_str(), ckpt.config.architecture));
         for note in &notes {
-            progress(note);
+            observer.note(note);
         }
         let (prepared, patches_applied) = prepare(backend, &self.config, &components)?;
-        let mut step = |i: usize, n: usize, name: &str| {
-            if i.is_multiple_of(16) || i + 1 == n {
-                progress(&format!("weights {}/{n}: {name}", i + 1));
-            }
-        };
+        let mut step = |i: usize, n: usize, name: &str| observer.weight(i, n, name);
         let written = backend.write(&prepared, &ckpt, staged.path(), &self.config, &mut step)?;
+        observer.weights_written();
+        let mut progress = |msg: &str| observer.note(msg);
+        let progress: Progress = &mut progress;
         let mut described = vec![];
         for (planned, w) in components.iter().zip(written) {
             if let Some(note) = &w.note {
@@ -187,6 +220,7 @@ impl AutoHfExporter {
             described.push(backend.describe(planned, w.files, &self.config));
         }
         copy_side_files(&model, staged.path())?;
+        backend.runtime_files(&described, &model_facts(&ckpt.config, &model)?, staged.path(), &self.config)?;
         let verification = match self.verify {
             true => {
                 let mut v = self.verify_all(&components, &described, &ckpt, staged.path(), req.dtype, progress)?;
@@ -284,6 +318,40 @@ fn copy_side_files(model: &Path, dir: &Path) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The model as runtimes beside ours see it: `config.json`'s sizes, `generation_config.json`'s
+/// special tokens (each over `config.json`'s) and sampling defaults.
+fn model_facts(config: &ModelConfig, dir: &Path) -> Result<ModelFacts> {
+    let gen = GenerationConfig::from_dir(dir)?;
+    let mut sampling = BTreeMap::new();
+    let numbers =
+        [("temperature", gen.temperature), ("top_p", gen.top_p), ("repetition_penalty", gen.repetition_penalty)];
+    for (key, value) in numbers {
+        if let Some(v) = value {
+            sampling.insert(key.to_string(), serde_json::json!(v));
+        }
+    }
+    if let Some(v) = gen.do_sample {
+        sampling.insert("do_sample".to_string(), serde_json::json!(v));
+    }
+    if let Some(v) = gen.top_k {
+        sampling.insert("top_k".to_string(), serde_json::json!(v));
+    }
+    Ok(ModelFacts {
+        model_type: config.model_type.clone().unwrap_or_else(|| config.architecture.clone()),
+        vocab_size: config.vocab_size,
+        hidden_size: config.hidden_size,
+        num_layers: config.num_hidden_layers,
+        num_heads: config.num_attention_heads,
+        num_kv_heads: config.num_key_value_heads,
+        head_dim: config.head_dim,
+        context_length: hfexport_models::builder::max_context(config) as usize,
+        bos_token_id: gen.bos_token_id.or(config.bos_token_id),
+        eos_token_ids: if gen.eos_token_ids.is_empty() { config.eos_token_ids.clone() } else { gen.eos_token_ids },
+        pad_token_id: gen.pad_token_id.or(config.pad_token_id),
+        sampling,
+    })
 }
 
 /// Verifies an existing export folder against the checkpoint it was made from: rebuilds the

@@ -30,7 +30,10 @@ pub mod verification;
 
 pub use backends::{backend, backends};
 pub use error::{Error, Result};
-pub use exporter::{verify_export, AutoHfExporter, ExportPlan, ExportRequest, Generation, Progress, COPIED_FILES};
+pub use exporter::{
+    verify_export, AutoHfExporter, ExportPlan, ExportProgress, ExportRequest, Generation, Progress, ProgressLines,
+    COPIED_FILES,
+};
 pub use hfexport_core::backend::verification_atol;
 pub use hfexport_core::{AutoExportConfig, DType, Evaluator, ExportConfig, ExportFormat, Graph, Tensor};
 pub use hfexport_models::{build, BuildOptions, Checkpoint, ModelConfig, Task};

@@ -1,0 +1,148 @@
+//! ONNX Runtime GenAI folders (`"genai": true`, `hfexport export --genai`).
+//!
+//! ONNX Runtime GenAI (`onnxruntime_genai`, 0.18) drives one decoder graph for the prompt and
+//! every later step, with a 2-D `attention_mask` over all tokens so far, `position_ids`, and a
+//! past cache it feeds back from the previous call's presents. A growing-cache `decode`
+//! component is exactly that graph (docs/io-contracts.md: it takes any number of tokens, and a
+//! past of length 0 for the prompt), so the folder needs no other ONNX file: `genai_config.json`
+//! names `decode.onnx` as the decoder and maps GenAI's inputs and outputs onto our port names.
+//!
+//! GenAI's shared past/present buffer mode is not used: it feeds the 2-D mask of the tokens so
+//! far with a cache of `max_length` slots, while our in-place cache takes the 4-D visibility
+//! mask over every slot, so the static export cannot be driven by it unchanged.
+
+use crate::error::OnnxError;
+use hfexport_core::backend::ModelFacts;
+use hfexport_core::metadata::Component;
+use hfexport_core::plan::{CacheMode, Role};
+use hfexport_core::{Error, Result};
+use serde_json::{json, Value};
+use std::path::Path;
+
+/// The file ONNX Runtime GenAI reads the model from.
+pub const CONFIG_FILE: &str = "genai_config.json";
+
+/// `model_type`s ONNX Runtime GenAI 0.18 drives as a plain decoder-only LLM under their own
+/// name (its `ModelType::IsLLM` list, the ones with a family here).
+const GENAI_LLM_TYPES: [&str; 9] =
+    ["gemma", "gemma2", "granite", "llama", "mistral", "phi3", "qwen2", "qwen3", "smollm3"];
+
+/// The GenAI model type for a checkpoint's `model_type`. GenAI uses it only to pick the
+/// decoder-only pipeline (every family-specific computation is in our graph), so a family
+/// it has no name for is run as `llama`, the generic decoder-only LLM.
+pub fn genai_model_type(model_type: &str) -> &'static str {
+    match model_type {
+        "gemma3" | "gemma3_text" => "gemma3_text",
+        t => GENAI_LLM_TYPES.iter().find(|k| **k == t).copied().unwrap_or("llama"),
+    }
+}
+
+/// The refusal for an export GenAI cannot drive, before anything is written: it needs the
+/// generation components over a growing cache.
+pub fn check_components(roles: &[(Role, CacheMode)]) -> Result<()> {
+    if roles.iter().any(|&(role, cache)| role == Role::Decode && cache == CacheMode::Growing) {
+        return Ok(());
+    }
+    Err(Error::Config(
+        "`genai` (ONNX Runtime GenAI) needs a generation export with a growing cache: add --for-generation and \
+         leave out --static-cache (GenAI feeds a 2-D attention mask and grows the cache itself)"
+            .into(),
+    ))
+}
+
+/// `genai_config.json` for the export's components, as ONNX Runtime GenAI 0.18 reads it.
+pub fn genai_config(components: &[Component], model: &ModelFacts) -> Result<Value> {
+    let decode = components
+        .iter()
+        .find(|c| c.spec.role == Role::Decode && c.spec.cache == CacheMode::Growing)
+        .ok_or_else(|| Error::Config("genai: the export has no growing-cache `decode` component".into()))?;
+    let filename = decode.file(".onnx")?;
+    for name in ["input_ids", "attention_mask", "position_ids"] {
+        if !decode.inputs.iter().any(|p| p.name == name) {
+            return Err(Error::Config(format!("genai: `decode` has no input `{name}`")));
+        }
+    }
+    let cache = |ports: &[hfexport_core::metadata::Port], side: &str, kind: &str| -> Result<String> {
+        let pattern = format!("{side}.cache.layers.%d.{kind}");
+        for i in 0..model.num_layers {
+            let name = pattern.replace("%d", &i.to_string());
+            if !ports.iter().any(|p| p.name == name) {
+                return Err(Error::Config(format!("genai: `decode` has no port `{name}`")));
+            }
+        }
+        Ok(pattern)
+    };
+    let eos = match model.eos_token_ids.as_slice() {
+        [one] => json!(one),
+        many => json!(many),
+    };
+    let first_eos = model.eos_token_ids.first().copied();
+    let mut search = json!({
+        "diversity_penalty": 0.0,
+        "do_sample": false,
+        "early_stopping": true,
+        "length_penalty": 1.0,
+        "max_length": model.context_length,
+        "min_length": 0,
+        "no_repeat_ngram_size": 0,
+        // the decode graph's batch is 1 (docs/io-contracts.md), which beam search would widen
+        "num_beams": 1,
+        "num_return_sequences": 1,
+        "past_present_share_buffer": false,
+        "repetition_penalty": 1.0,
+        "temperature": 1.0,
+        "top_k": 50,
+        "top_p": 1.0,
+    });
+    for (key, value) in &model.sampling {
+        search[key.as_str()] = value.clone();
+    }
+    let mut config = json!({
+        "model": {
+            "context_length": model.context_length,
+            "decoder": {
+                "session_options": {"log_id": "onnxruntime-genai", "provider_options": []},
+                "filename": filename,
+                "head_size": model.head_dim,
+                "hidden_size": model.hidden_size,
+                "inputs": {
+                    "input_ids": "input_ids",
+                    "attention_mask": "attention_mask",
+                    "position_ids": "position_ids",
+                    "past_key_names": cache(&decode.inputs, "input", "keys")?,
+                    "past_value_names": cache(&decode.inputs, "input", "values")?,
+                },
+                "outputs": {
+                    "logits": "logits",
+                    "present_key_names": cache(&decode.outputs, "output", "keys")?,
+                    "present_value_names": cache(&decode.outputs, "output", "values")?,
+                },
+                "num_attention_heads": model.num_heads,
+                "num_hidden_layers": model.num_layers,
+                "num_key_value_heads": model.num_kv_heads,
+            },
+            "type": genai_model_type(&model.model_type),
+            "vocab_size": model.vocab_size,
+        },
+        "search": search,
+    });
+    // GenAI reads these as numbers: a token the checkpoint does not name is left out
+    let tokens = [
+        ("bos_token_id", model.bos_token_id.or(first_eos).map(|t| json!(t))),
+        ("eos_token_id", first_eos.map(|_| eos)),
+        ("pad_token_id", model.pad_token_id.or(first_eos).map(|t| json!(t))),
+    ];
+    for (key, value) in tokens {
+        if let Some(v) = value {
+            config["model"][key] = v;
+        }
+    }
+    Ok(config)
+}
+
+/// Writes `genai_config.json` into `dir`.
+pub fn write_config(components: &[Component], model: &ModelFacts, dir: &Path) -> Result<()> {
+    let text = serde_json::to_string_pretty(&genai_config(components, model)?).expect("JSON values serialize");
+    let path = dir.join(CONFIG_FILE);
+    std::fs::write(&path, text).map_err(|source| OnnxError::Io { path, source }.into())
+}
