@@ -4,13 +4,14 @@
 use crate::ExportArgs;
 use anyhow::{bail, Context, Result};
 use hfexport::{ExportProgress, ProgressLines, Task};
-use indicatif::{ProgressBar, ProgressStyle};
+use indicatif::{HumanBytes, ProgressBar, ProgressStyle};
 use std::io::IsTerminal;
 use std::path::Path;
 use std::time::Instant;
 
 /// Export progress on stderr: on a terminal, a bar over the weights as they stream (count,
-/// rate, time left, the current tensor) with notes printed above it; otherwise plain lines.
+/// elapsed, time left, bytes written and their rate, the current tensor) with notes printed
+/// above it; otherwise plain lines.
 #[derive(Default)]
 struct Bar {
     bar: Option<ProgressBar>,
@@ -30,10 +31,10 @@ impl ExportProgress for Bar {
         }
     }
 
-    fn weight(&mut self, done: usize, total: usize, name: &str) {
+    fn weight(&mut self, done: usize, total: usize, name: &str, written: u64) {
         if !std::io::stderr().is_terminal() {
             let mut lines: hfexport::Progress = &mut Bar::lines;
-            return ProgressLines(&mut lines).weight(done, total, name);
+            return ProgressLines(&mut lines).weight(done, total, name, written);
         }
         let bar = self.bar.get_or_insert_with(|| {
             let style =
@@ -42,13 +43,14 @@ impl ExportProgress for Bar {
             ProgressBar::new(total as u64).with_style(style)
         });
         bar.set_position(done as u64);
-        bar.set_message(name.to_string());
+        let rate = written as f64 / bar.elapsed().as_secs_f64().max(1e-3);
+        bar.set_message(format!("{} written, {}/s  {name}", HumanBytes(written), HumanBytes(rate as u64)));
     }
 
     fn weights_written(&mut self) {
         if let Some(bar) = self.bar.take() {
             bar.finish_and_clear();
-            eprintln!("weights: {} written in {:.2} s", bar.length().unwrap_or(0), bar.elapsed().as_secs_f64());
+            eprintln!("weights: {} streamed in {:.2} s", bar.length().unwrap_or(0), bar.elapsed().as_secs_f64());
         }
     }
 }

@@ -37,7 +37,8 @@ fn onnx_config(cfg: &ExportConfig) -> Result<&OnnxConfig> {
 
 /// The opset an export writes.
 pub fn opset(cfg: &OnnxConfig) -> u32 {
-    cfg.opset_version.unwrap_or(DEFAULT_OPSET)
+    let default = if cfg.genai { crate::genai::GENAI_OPSET } else { DEFAULT_OPSET };
+    cfg.opset_version.unwrap_or(default)
 }
 
 impl Backend for Onnx {

@@ -71,8 +71,9 @@ pub type Progress<'a> = &'a mut dyn FnMut(&str);
 pub trait ExportProgress {
     /// A line: a stage begun, a choice made, a result.
     fn note(&mut self, msg: &str);
-    /// Distinct weight `done` (0-based) of `total` is being written; `name` is its tensor.
-    fn weight(&mut self, done: usize, total: usize, name: &str);
+    /// Distinct weight `done` (0-based) of `total` is being written; `name` is its tensor, and
+    /// `written` the bytes in the export's files so far.
+    fn weight(&mut self, done: usize, total: usize, name: &str, written: u64);
     /// Every weight is written.
     fn weights_written(&mut self) {}
 }
@@ -86,7 +87,7 @@ impl ExportProgress for ProgressLines<'_, '_> {
         (self.0)(msg)
     }
 
-    fn weight(&mut self, done: usize, total: usize, name: &str) {
+    fn weight(&mut self, done: usize, total: usize, name: &str, _written: u64) {
         if done.is_multiple_of(16) || done + 1 == total {
             (self.0)(&format!("weights {}/{total}: {name}", done + 1));
         }
@@ -207,7 +208,7 @@ impl AutoHfExporter {
             observer.note(note);
         }
         let (prepared, patches_applied) = prepare(backend, &self.config, &components)?;
-        let mut step = |i: usize, n: usize, name: &str| observer.weight(i, n, name);
+        let mut step = |i: usize, n: usize, name: &str| observer.weight(i, n, name, files_bytes(staged.path()));
         let written = backend.write(&prepared, &ckpt, staged.path(), &self.config, &mut step)?;
         observer.weights_written();
         let mut progress = |msg: &str| observer.note(msg);
@@ -308,6 +309,12 @@ impl AutoHfExporter {
         }
         merge(results)
     }
+}
+
+/// The bytes of the files directly in `dir` (an export's components write nowhere else).
+fn files_bytes(dir: &Path) -> u64 {
+    let entries = std::fs::read_dir(dir).into_iter().flatten().flatten();
+    entries.filter_map(|e| e.metadata().ok()).filter(|m| m.is_file()).map(|m| m.len()).sum()
 }
 
 fn copy_side_files(model: &Path, dir: &Path) -> Result<()> {
