@@ -10,8 +10,8 @@ use std::path::Path;
 use std::time::Instant;
 
 /// Export progress on stderr: on a terminal, a bar over the weights as they stream (count,
-/// elapsed, time left, bytes written and their rate, the current tensor) with notes printed
-/// above it; otherwise plain lines.
+/// elapsed, time left, bytes written and their rate, the current tensor), then one per
+/// component `--verify` runs, with notes printed above them; otherwise plain lines.
 #[derive(Default)]
 struct Bar {
     bar: Option<ProgressBar>,
@@ -45,6 +45,25 @@ impl ExportProgress for Bar {
         bar.set_position(done as u64);
         let rate = written as f64 / bar.elapsed().as_secs_f64().max(1e-3);
         bar.set_message(format!("{} written, {}/s  {name}", HumanBytes(written), HumanBytes(rate as u64)));
+    }
+
+    fn verify_case(&mut self, name: &str, done: usize, total: usize) {
+        if !std::io::stderr().is_terminal() {
+            return;
+        }
+        if done == total {
+            if let Some(bar) = self.bar.take() {
+                bar.finish_and_clear();
+            }
+            return;
+        }
+        let bar = self.bar.get_or_insert_with(|| {
+            let style =
+                ProgressStyle::with_template("verify {prefix} {bar:30} {pos}/{len} sample inputs [{elapsed_precise}]")
+                    .expect("a valid template");
+            ProgressBar::new(total as u64).with_style(style).with_prefix(format!("`{name}`"))
+        });
+        bar.set_position(done as u64);
     }
 
     fn weights_written(&mut self) {

@@ -76,6 +76,9 @@ pub trait ExportProgress {
     fn weight(&mut self, done: usize, total: usize, name: &str, written: u64);
     /// Every weight is written.
     fn weights_written(&mut self) {}
+    /// `--verify`: sample input `done` (0-based) of `total` of component `name` is being run in
+    /// the runtime and the reference evaluator (`done == total`: the component is verified).
+    fn verify_case(&mut self, _name: &str, _done: usize, _total: usize) {}
 }
 
 /// [`ExportProgress`] as lines through a closure: every note, and every 16th weight (and the
@@ -211,12 +214,10 @@ impl AutoHfExporter {
         let mut step = |i: usize, n: usize, name: &str| observer.weight(i, n, name, files_bytes(staged.path()));
         let written = backend.write(&prepared, &ckpt, staged.path(), &self.config, &mut step)?;
         observer.weights_written();
-        let mut progress = |msg: &str| observer.note(msg);
-        let progress: Progress = &mut progress;
         let mut described = vec![];
         for (planned, w) in components.iter().zip(written) {
             if let Some(note) = &w.note {
-                progress(note);
+                observer.note(note);
             }
             described.push(backend.describe(planned, w.files, &self.config));
         }
@@ -224,8 +225,8 @@ impl AutoHfExporter {
         backend.runtime_files(&described, &model_facts(&ckpt.config, &model)?, staged.path(), &self.config)?;
         let verification = match self.verify {
             true => {
-                let mut v = self.verify_all(&components, &described, &ckpt, staged.path(), req.dtype, progress)?;
-                v.against_float = self.against_float(req, &ckpt, &components, progress)?;
+                let mut v = self.verify_all(&components, &described, &ckpt, staged.path(), req.dtype, observer)?;
+                v.against_float = self.against_float(req, &ckpt, &components, observer)?;
                 Some(v)
             }
             false => None,
@@ -269,7 +270,7 @@ impl AutoHfExporter {
         req: &ExportRequest,
         ckpt: &Checkpoint,
         components: &[Planned],
-        progress: Progress,
+        progress: &mut dyn ExportProgress,
     ) -> Result<Option<QuantQuality>> {
         if self.config.common().quantizer.is_none() {
             return Ok(None);
@@ -280,7 +281,7 @@ impl AutoHfExporter {
         let pair = components.iter().zip(&float.components).find(|(c, _)| c.spec.exit == Exit::Logits);
         let Some((quant, float)) = pair else { return Ok(None) };
         let q = compare_with_float(quant, float, ckpt, ckpt.config.vocab_size)?;
-        progress(&format!(
+        progress.note(&format!(
             "against the float model (`{}`, reference evaluator): top-1 agreement {:.1}% over {} positions, \
              max relative logit error {:.2}%",
             quant.spec.name,
@@ -298,7 +299,7 @@ impl AutoHfExporter {
         ckpt: &Checkpoint,
         dir: &Path,
         dtype: DType,
-        progress: Progress,
+        progress: &mut dyn ExportProgress,
     ) -> Result<Verification> {
         let backend = self.backend();
         let mut results = vec![];
@@ -390,7 +391,9 @@ pub fn verify_export(dir: &Path, checkpoint: &Path) -> Result<Verification> {
     for c in &components {
         described.push(meta.component(&c.spec.name)?.clone());
     }
-    exporter.verify_all(&components, &described, &ckpt, dir, dtype, &mut |_| {})
+    let mut quiet = |_: &str| {};
+    let mut quiet: Progress = &mut quiet;
+    exporter.verify_all(&components, &described, &ckpt, dir, dtype, &mut ProgressLines(&mut quiet))
 }
 
 /// Whether a rope's tables depend on the longest position of the call (longrope's short and

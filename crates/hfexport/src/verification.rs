@@ -6,7 +6,7 @@
 //! non-padded positions. Nothing here names a format.
 
 use crate::samples::{cases_for, SampleCase, SAMPLE_PAST};
-use crate::{Error, Progress, Result};
+use crate::{Error, ExportProgress, Result};
 use hfexport_core::backend::Runner;
 use hfexport_core::metadata::{Component, QuantQuality, Verification};
 use hfexport_core::plan::Planned;
@@ -20,21 +20,22 @@ pub fn verify_component(
     src: &dyn TensorSource,
     vocab: usize,
     dtype: DType,
-    progress: Progress,
+    progress: &mut dyn ExportProgress,
 ) -> Result<Verification> {
     let runtime = runner.runtime();
     let past = if runner.stateful() { 0 } else { SAMPLE_PAST };
     let cases = cases_for(planned, vocab, past)?;
     let quantized = planned.graph.nodes().iter().any(|n| matches!(n.op, hfexport_core::Op::QuantLinear { .. }));
     let rtol = if quantized { runner.quantized_rtol() } else { 0.0 };
-    progress(&format!(
+    progress.note(&format!(
         "verifying `{}` in {runtime} against the reference evaluator ({} sample inputs)",
         planned.spec.name,
         cases.len()
     ));
     let ev = Evaluator::new(&planned.graph, src)?;
     let (mut worst, mut largest) = (None, 0f32);
-    for case in &cases {
+    for (i, case) in cases.iter().enumerate() {
+        progress.verify_case(&planned.spec.name, i, cases.len());
         let got = runner.run(&case.inputs)?;
         let mut want = ev.run(&case.inputs)?;
         want.retain(|name, _| runner.compares(name));
@@ -48,7 +49,8 @@ pub fn verify_component(
     if let Some((tensor, index, got, expected, diff)) = worst.filter(|w| w.4 > atol) {
         return Err(Error::VerificationMismatch { runtime, tensor, index, got, expected, diff, atol });
     }
-    progress(&format!("verified: max |diff| {max_abs_diff:e} (atol {atol:e})"));
+    progress.verify_case(&planned.spec.name, cases.len(), cases.len());
+    progress.note(&format!("verified: max |diff| {max_abs_diff:e} (atol {atol:e})"));
     Ok(Verification {
         runtime,
         reference: format!("hfexport {} reference evaluator", env!("CARGO_PKG_VERSION")),
