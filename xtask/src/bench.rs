@@ -1014,9 +1014,8 @@ fn genai_builder(venv: &Venv, ckpt: &Path, precision: &str, out: &Path, bench_di
 /// runtime (`bench_genai.py`): decode ms/token side by side. Goal: ours at least as fast.
 fn bench_genai(root: &Path, opts: &Opts) -> Result<()> {
     let steps = 10;
-    let Prepared { bench_dir, ckpt, venv, exe, .. } = prepare(root, "bench_genai.py", steps, &[])?;
+    let Prepared { bench_dir, ckpt, venv, exe, script } = prepare(root, "bench_genai.py", steps, &[])?;
     crate::setup(root, "genai")?;
-    let script = root.join("xtask").join("python").join("bench_genai.py");
     let mut rows = vec![];
     for (i, precision) in ["fp32", "int4"].into_iter().enumerate() {
         let ours = bench_dir.join(format!("genai-hfexport-{precision}"));

@@ -3,39 +3,29 @@
 
 use crate::ExportArgs;
 use anyhow::{bail, Context, Result};
-use hfexport::{ExportProgress, ProgressLines, Task};
+use hfexport::{ExportProgress, Task};
 use indicatif::{HumanBytes, ProgressBar, ProgressStyle};
 use std::io::IsTerminal;
 use std::path::Path;
 use std::time::Instant;
 
-/// Export progress on stderr: on a terminal, a bar over the weights as they stream (count,
+/// Export progress on a terminal's stderr: a bar over the weights as they stream (count,
 /// elapsed, time left, bytes written and their rate, the current tensor), then one per
-/// component `--verify` runs, with notes printed above them; otherwise plain lines.
+/// component `--verify` runs, with notes printed above them.
 #[derive(Default)]
 struct Bar {
     bar: Option<ProgressBar>,
-}
-
-impl Bar {
-    fn lines(msg: &str) {
-        eprintln!("{msg}")
-    }
 }
 
 impl ExportProgress for Bar {
     fn note(&mut self, msg: &str) {
         match &self.bar {
             Some(bar) => bar.println(msg),
-            None => Bar::lines(msg),
+            None => eprintln!("{msg}"),
         }
     }
 
     fn weight(&mut self, done: usize, total: usize, name: &str, written: u64) {
-        if !std::io::stderr().is_terminal() {
-            let mut lines: hfexport::Progress = &mut Bar::lines;
-            return ProgressLines(&mut lines).weight(done, total, name, written);
-        }
         let bar = self.bar.get_or_insert_with(|| {
             let style =
                 ProgressStyle::with_template("weights {bar:30} {pos}/{len} [{elapsed_precise}, {eta} left] {wide_msg}")
@@ -48,9 +38,6 @@ impl ExportProgress for Bar {
     }
 
     fn verify_case(&mut self, name: &str, done: usize, total: usize) {
-        if !std::io::stderr().is_terminal() {
-            return;
-        }
         if done == total {
             if let Some(bar) = self.bar.take() {
                 bar.finish_and_clear();
@@ -138,9 +125,11 @@ pub(crate) fn export(a: &ExportArgs) -> Result<()> {
         generation,
     };
     let t0 = Instant::now();
-    let meta = match a.quiet {
-        true => exporter.export(&req, &mut |_| {})?,
-        false => exporter.export_with(&req, &mut Bar::default())?,
+    // a bar on a terminal, plain lines otherwise (a log, CI), nothing with --quiet
+    let meta = match (a.quiet, std::io::stderr().is_terminal()) {
+        (true, _) => exporter.export(&req, &mut |_| {})?,
+        (false, true) => exporter.export_with(&req, &mut Bar::default())?,
+        (false, false) => exporter.export(&req, &mut |msg| eprintln!("{msg}"))?,
     };
     let mut files: Vec<&str> = vec![];
     for f in meta.components.iter().flat_map(|c| c.files.iter().map(String::as_str)) {

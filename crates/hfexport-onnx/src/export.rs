@@ -78,8 +78,7 @@ impl Backend for Onnx {
             )));
         }
         if cfg.genai {
-            let roles: Vec<_> = components.iter().map(|c| (c.spec.role, c.spec.cache)).collect();
-            crate::genai::check_components(&roles)?;
+            crate::genai::check_components(components)?;
         }
         let files = write_components(components, src, dir, opset(cfg), cfg.quant_ops, progress)?;
         Ok(files.into_iter().map(|files| Written { files, note: None }).collect())

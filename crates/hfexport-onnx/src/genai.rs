@@ -14,7 +14,7 @@
 use crate::error::OnnxError;
 use hfexport_core::backend::ModelFacts;
 use hfexport_core::metadata::Component;
-use hfexport_core::plan::{CacheMode, Role};
+use hfexport_core::plan::{CacheMode, Planned, Role};
 use hfexport_core::{Error, Result};
 use serde_json::{json, Value};
 use std::path::Path;
@@ -45,8 +45,8 @@ pub fn genai_model_type(model_type: &str) -> &'static str {
 
 /// The refusal for an export GenAI cannot drive, before anything is written: it needs the
 /// generation components over a growing cache.
-pub fn check_components(roles: &[(Role, CacheMode)]) -> Result<()> {
-    if roles.iter().any(|&(role, cache)| role == Role::Decode && cache == CacheMode::Growing) {
+pub fn check_components(components: &[Planned]) -> Result<()> {
+    if components.iter().any(|c| c.spec.role == Role::Decode && c.spec.cache == CacheMode::Growing) {
         return Ok(());
     }
     Err(Error::Config(
@@ -78,11 +78,12 @@ pub fn genai_config(components: &[Component], model: &ModelFacts) -> Result<Valu
         }
         Ok(pattern)
     };
-    let eos = match model.eos_token_ids.as_slice() {
-        [one] => json!(one),
-        many => json!(many),
-    };
     let first_eos = model.eos_token_ids.first().copied();
+    let eos = match model.eos_token_ids.as_slice() {
+        [] => None,
+        [one] => Some(json!(one)),
+        many => Some(json!(many)),
+    };
     let mut search = json!({
         "diversity_penalty": 0.0,
         "do_sample": false,
@@ -135,7 +136,7 @@ pub fn genai_config(components: &[Component], model: &ModelFacts) -> Result<Valu
     // GenAI reads these as numbers: a token the checkpoint does not name is left out
     let tokens = [
         ("bos_token_id", model.bos_token_id.or(first_eos).map(|t| json!(t))),
-        ("eos_token_id", first_eos.map(|_| eos)),
+        ("eos_token_id", eos),
         ("pad_token_id", model.pad_token_id.or(first_eos).map(|t| json!(t))),
     ];
     for (key, value) in tokens {

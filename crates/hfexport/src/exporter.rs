@@ -83,9 +83,9 @@ pub trait ExportProgress {
 
 /// [`ExportProgress`] as lines through a closure: every note, and every 16th weight (and the
 /// last) as `weights <i>/<n>: <name>`.
-pub struct ProgressLines<'a, 'b>(pub &'a mut Progress<'b>);
+pub struct ProgressLines<'a>(pub Progress<'a>);
 
-impl ExportProgress for ProgressLines<'_, '_> {
+impl ExportProgress for ProgressLines<'_> {
     fn note(&mut self, msg: &str) {
         (self.0)(msg)
     }
@@ -190,8 +190,8 @@ impl AutoHfExporter {
     }
 
     /// Runs the export; the output folder appears only if everything succeeded.
-    pub fn export(&self, req: &ExportRequest, mut progress: Progress) -> Result<ExportMetadata> {
-        self.export_with(req, &mut ProgressLines(&mut progress))
+    pub fn export(&self, req: &ExportRequest, progress: Progress) -> Result<ExportMetadata> {
+        self.export_with(req, &mut ProgressLines(progress))
     }
 
     /// [`AutoHfExporter::export`], reporting weights one by one to `observer`.
@@ -391,9 +391,7 @@ pub fn verify_export(dir: &Path, checkpoint: &Path) -> Result<Verification> {
     for c in &components {
         described.push(meta.component(&c.spec.name)?.clone());
     }
-    let mut quiet = |_: &str| {};
-    let mut quiet: Progress = &mut quiet;
-    exporter.verify_all(&components, &described, &ckpt, dir, dtype, &mut ProgressLines(&mut quiet))
+    exporter.verify_all(&components, &described, &ckpt, dir, dtype, &mut ProgressLines(&mut |_| {}))
 }
 
 /// Whether a rope's tables depend on the longest position of the call (longrope's short and
