@@ -72,7 +72,10 @@ impl StagedDir {
         let removed_stale = remove_stale_staging(&parent);
         let n = STAGED.fetch_add(1, Ordering::Relaxed);
         let tmp = parent.join(format!(".{name}{STAGING_MARK}{}-{n}", std::process::id()));
-        std::fs::create_dir(&tmp).map_err(|e| io_err(&tmp, "cannot create", e))?;
+        std::fs::create_dir(&tmp).map_err(|e| {
+            let what = format!("cannot create its staging folder in {}", parent.display());
+            io_err(dest, &what, e)
+        })?;
         let mut staged =
             StagedDir { dest: dest.to_path_buf(), tmp, force, committed: false, lock: None, removed_stale };
         let lock_path = staged.tmp.join(LOCK_FILE);
@@ -107,6 +110,7 @@ impl StagedDir {
                 dest.display()
             ))
         };
+        crate::fault::point(crate::fault::COMMIT);
         match (self.force, self.dest.exists()) {
             (true, true) => self.swap_into_place()?,
             (false, true) => {

@@ -22,6 +22,7 @@ pub mod dump;
 pub mod dynamic;
 pub mod error;
 pub mod eval;
+pub mod fault;
 pub mod generation;
 pub mod graph;
 mod kernels;

@@ -41,6 +41,8 @@ struct Entry {
 #[derive(Debug)]
 pub struct SafetensorsFile {
     path: PathBuf,
+    /// Kept open to notice the file changing size under the map (see [`SafetensorsFile::bytes`]).
+    file: File,
     mmap: Mmap,
     data_start: usize,
     entries: BTreeMap<String, Entry>,
@@ -57,12 +59,13 @@ impl SafetensorsFile {
             let msg = format!("file is {len} bytes, too short for the 8-byte header length (truncated?)");
             return Err(ModelError::safetensors(path, msg));
         }
-        // SAFETY: the map is read-only. As with every mmap-based reader, a file truncated or
-        // rewritten by another process while mapped is outside what we can defend against.
+        // SAFETY: the map is read-only. A file truncated by another process while mapped would
+        // fault on access: `bytes` checks the size before handing out each tensor's slice, which
+        // leaves only a truncation during one tensor's copy undefended.
         let mmap = unsafe { Mmap::map(&file) }.map_err(|e| ModelError::io(path, e))?;
         let (header, data_start) = split_header(path, &mmap)?;
         let (entries, metadata) = parse_header(path, header, mmap.len() - data_start)?;
-        Ok(SafetensorsFile { path: path.to_path_buf(), mmap, data_start, entries, metadata })
+        Ok(SafetensorsFile { path: path.to_path_buf(), file, mmap, data_start, entries, metadata })
     }
 
     pub fn path(&self) -> &Path {
@@ -91,10 +94,19 @@ impl SafetensorsFile {
         self.entries.get(name).map(|e| e.info.clone())
     }
 
-    /// The stored little-endian bytes of `name`: a slice of the mmap, nothing copied.
+    /// The stored little-endian bytes of `name`: a slice of the mmap, nothing copied. `None`
+    /// also when the file no longer has the size it was mapped with (rewritten or truncated by
+    /// another process): [`SafetensorsFile::load`] says so.
     pub fn bytes(&self, name: &str) -> Option<&[u8]> {
         let e = self.entries.get(name)?;
+        self.changed_size().is_none().then_some(())?;
         self.mmap.get(self.data_start + e.begin..self.data_start + e.end)
+    }
+
+    /// The file's size now, when it differs from the mapped size.
+    fn changed_size(&self) -> Option<u64> {
+        let now = self.file.metadata().map_or(0, |m| m.len());
+        (now != self.mmap.len() as u64).then_some(now)
     }
 
     /// Drops the resident pages of `name` (a writer is done with it), so streaming a model
@@ -115,6 +127,14 @@ impl SafetensorsFile {
 
     /// Decodes `name` into a host tensor of its stored dtype.
     pub fn load(&self, name: &str) -> Result<Tensor> {
+        if let Some(now) = self.changed_size() {
+            let msg = format!(
+                "the file changed size while being read ({} bytes when opened, {now} now) before tensor `{name}` was \
+                 read; was it rewritten by another program?",
+                self.mmap.len()
+            );
+            return Err(ModelError::safetensors(&self.path, msg));
+        }
         let (Some(e), Some(bytes)) = (self.entries.get(name), self.bytes(name)) else {
             return Err(ModelError::MissingTensor { tensor: name.to_string(), path: self.path.clone() });
         };

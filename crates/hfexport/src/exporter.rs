@@ -7,6 +7,7 @@ use crate::verification::{compare_with_float, merge, verify_component};
 use crate::{Error, Result};
 use hfexport_core::artifact::StagedDir;
 use hfexport_core::backend::{prepare, Backend, ModelFacts};
+use hfexport_core::fault;
 use hfexport_core::metadata::{self, ExportMetadata, QuantQuality, Source, Verification};
 use hfexport_core::plan::{Exit, Planned, Role};
 use hfexport_core::{dynamic, AutoExportConfig, DType, ExportConfig};
@@ -211,9 +212,15 @@ impl AutoHfExporter {
             observer.note(note);
         }
         let (prepared, patches_applied) = prepare(backend, &self.config, &components)?;
-        let mut step = |i: usize, n: usize, name: &str| observer.weight(i, n, name, files_bytes(staged.path()));
+        let mut step = |i: usize, n: usize, name: &str| {
+            if i == 1 {
+                fault::point(fault::WEIGHTS);
+            }
+            observer.weight(i, n, name, files_bytes(staged.path()))
+        };
         let written = backend.write(&prepared, &ckpt, staged.path(), &self.config, &mut step)?;
         observer.weights_written();
+        fault::point(fault::GRAPH);
         let mut described = vec![];
         for (planned, w) in components.iter().zip(written) {
             if let Some(note) = &w.note {
