@@ -2,6 +2,7 @@
 
 mod bench;
 mod codegen;
+mod fuzz;
 mod python;
 mod versions;
 
@@ -68,7 +69,14 @@ commands:
   bench genai [--keep]          `hfexport export --genai` vs ONNX Runtime GenAI's model builder,
                                 float32 and int4, both folders run by ONNX Runtime GenAI's
                                 runtime (xtask/python/bench_genai.py): export wall, peak RSS,
-                                decode ms/token (goal: ours at least as fast)";
+                                decode ms/token (goal: ours at least as fast)
+  fuzz [--seconds N] [TARGET...]
+                                every fuzz target of fuzz/ (or those named) for N seconds each
+                                (default 600) under libFuzzer with AddressSanitizer: cargo-fuzz
+                                pinned in versions.toml is installed into target/fuzz-tools/ and
+                                run on the pinned toolchain with RUSTC_BOOTSTRAP=1; seeds from
+                                fuzz/seeds/, findings kept in target/fuzz-corpus/ and
+                                target/fuzz-artifacts/; prints runs, exec/s and coverage";
 
 fn main() -> ExitCode {
     match dispatch(std::env::args().skip(1).collect()) {
@@ -129,6 +137,7 @@ fn dispatch(args: Vec<String>) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         "bench" => bench::bench(&root, rest),
+        "fuzz" => fuzz::fuzz(&root, rest).map(|()| ExitCode::SUCCESS),
         "help" | "-h" | "--help" => {
             println!("{USAGE}");
             Ok(ExitCode::SUCCESS)
@@ -277,6 +286,19 @@ fn check_versions(root: &Path, strict: bool) -> Result<()> {
         versions.rust_toolchain,
         channel,
         status(channel == versions.rust_toolchain)
+    );
+    let fuzz_bin = root.join("target/fuzz-tools/bin/cargo-fuzz");
+    let fuzz_have = output(&mut Command::new(&fuzz_bin).arg("--version")).ok();
+    let fuzz_have = fuzz_have.as_deref().map(|v| v.trim().trim_start_matches("cargo-fuzz ").to_string());
+    println!(
+        "  {:<28} {:<10} {:<34} {}",
+        "cargo-fuzz (xtask fuzz)",
+        versions.cargo_fuzz,
+        fuzz_have.as_deref().unwrap_or("not installed (cargo xtask fuzz installs it)"),
+        match &fuzz_have {
+            Some(v) => status(v == &versions.cargo_fuzz),
+            None => "-",
+        }
     );
 
     println!("\nRuntime crates (versions.toml [runtimes] vs Cargo.lock)");

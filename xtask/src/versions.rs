@@ -28,6 +28,8 @@ pub struct Versions {
     /// `[python.<group>]` tables, in file order.
     pub python: Vec<(String, Vec<PythonPin>)>,
     pub rust_toolchain: String,
+    /// The cargo-fuzz `cargo xtask fuzz` installs.
+    pub cargo_fuzz: String,
     pub runtimes: Vec<RuntimePin>,
 }
 
@@ -75,6 +77,8 @@ impl Versions {
         let rust = table(doc.as_item(), "rust")?;
         let rust_toolchain =
             string(rust.get("toolchain").ok_or_else(|| anyhow!("[rust] has no `toolchain`"))?, "rust.toolchain")?;
+        let cargo_fuzz =
+            string(rust.get("cargo_fuzz").ok_or_else(|| anyhow!("[rust] has no `cargo_fuzz`"))?, "rust.cargo_fuzz")?;
 
         let mut runtimes = Vec::new();
         for (krate, item) in table(doc.as_item(), "runtimes")?.iter() {
@@ -86,7 +90,7 @@ impl Versions {
             runtimes.push(RuntimePin { krate: krate.to_string(), version: field("version")?, wheel: field("wheel")? });
         }
 
-        Ok(Versions { python, rust_toolchain, runtimes })
+        Ok(Versions { python, rust_toolchain, cargo_fuzz, runtimes })
     }
 
     pub fn group_names(&self) -> Vec<&str> {
@@ -321,7 +325,7 @@ mod tests {
     #[test]
     fn conflicting_pins_are_an_error() {
         let v =
-            Versions::parse("[python.a]\nx = \"1\"\n[python.b]\nx = \"2\"\n[rust]\ntoolchain = \"1\"\n[runtimes]\n")
+            Versions::parse("[python.a]\nx = \"1\"\n[python.b]\nx = \"2\"\n[rust]\ntoolchain = \"1\"\ncargo_fuzz = \"0.1\"\n[runtimes]\n")
                 .unwrap();
         assert!(v.pins("all").is_err());
     }
