@@ -3,6 +3,7 @@
 
 use crate::ExportArgs;
 use anyhow::{bail, Context, Result};
+use hfexport::core::limits;
 use hfexport::{ExportProgress, Task};
 use indicatif::{HumanBytes, ProgressBar, ProgressStyle};
 use std::io::IsTerminal;
@@ -65,7 +66,8 @@ impl ExportProgress for Bar {
 fn export_config(a: &ExportArgs) -> Result<hfexport::ExportConfig> {
     let mut dict = match &a.config {
         Some(p) => {
-            let text = std::fs::read_to_string(p).with_context(|| format!("cannot read {}", p.display()))?;
+            let text =
+                limits::read_text(p, limits::CONFIG_JSON).with_context(|| format!("cannot read {}", p.display()))?;
             serde_json::from_str::<serde_json::Value>(&text)
                 .with_context(|| format!("{} is not valid JSON", p.display()))?
         }
@@ -79,7 +81,12 @@ fn export_config(a: &ExportArgs) -> Result<hfexport::ExportConfig> {
         obj.insert("dynamic".into(), true.into());
     }
     if let Some(ds) = &a.dynamic_shapes {
-        let text = if Path::new(ds).is_file() { std::fs::read_to_string(ds)? } else { ds.clone() };
+        let text = match Path::new(ds).is_file() {
+            true => {
+                limits::read_text(Path::new(ds), limits::CONFIG_JSON).with_context(|| format!("cannot read {ds}"))?
+            }
+            false => ds.clone(),
+        };
         let v: serde_json::Value =
             serde_json::from_str(&text).context("--dynamic-shapes is neither a JSON object nor a JSON file")?;
         obj.insert("dynamic_shapes".into(), v);

@@ -4,6 +4,7 @@
 use crate::GenerateArgs;
 use anyhow::{bail, Context, Result};
 use hfexport::core::generation::StopReason;
+use hfexport::core::limits;
 use hfexport::core::metadata::ExportMetadata;
 use hfexport::ExportFormat;
 use std::path::Path;
@@ -31,7 +32,10 @@ fn load_tokenizer(dir: &Path) -> Result<Option<tokenizers::Tokenizer>> {
     if !path.is_file() {
         return Ok(None);
     }
-    let tok = tokenizers::Tokenizer::from_file(&path)
+    let text =
+        limits::read_text(&path, limits::TOKENIZER_JSON).with_context(|| format!("cannot read {}", path.display()))?;
+    let tok = text
+        .parse::<tokenizers::Tokenizer>()
         .map_err(|e| anyhow::anyhow!("{}: cannot load the tokenizer: {e}", path.display()))?;
     Ok(Some(tok))
 }

@@ -227,3 +227,32 @@ fn a_read_only_output_parent_is_a_clear_error() {
     assert!(said.contains("Read-only file system") || said.contains("Permission denied"), "{said}");
     assert!(entries(&parent).is_empty());
 }
+
+/// Files declaring absurd sizes are refused from their metadata, before a byte is read: a
+/// (sparse) 17 MB `config.json`, a 100 MB `export.json`, a safetensors header claiming 1 TB.
+#[test]
+fn hostile_sizes_are_refused_before_anything_is_read() {
+    let tmp = tempfile::tempdir().unwrap();
+    let sparse = |path: &Path, len: u64| std::fs::File::create(path).unwrap().set_len(len).unwrap();
+    let model = tmp.path().join("model");
+    std::fs::create_dir(&model).unwrap();
+    sparse(&model.join("config.json"), 17 << 20);
+    let o = hfexport().args(["inspect", model.to_str().unwrap()]).output().unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("config.json") && text(&o).contains("more than the 16777216 bytes"), "{}", text(&o));
+
+    let export = tmp.path().join("export");
+    std::fs::create_dir(&export).unwrap();
+    sparse(&export.join("export.json"), 100 << 20);
+    let o = hfexport().args(["inspect", export.to_str().unwrap()]).output().unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("export.json") && text(&o).contains("more than the 67108864 bytes"), "{}", text(&o));
+
+    std::fs::copy(fixture("qwen3").join("config.json"), model.join("config.json")).unwrap();
+    let mut header = (1u64 << 40).to_le_bytes().to_vec();
+    header.extend(b"{}");
+    std::fs::write(model.join("model.safetensors"), header).unwrap();
+    let o = hfexport().args(["inspect", model.to_str().unwrap()]).output().unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("model.safetensors") && text(&o).contains("above the limit"), "{}", text(&o));
+}

@@ -251,7 +251,8 @@ impl AutoExportConfig {
     }
 
     pub fn from_file(path: &std::path::Path) -> Result<ExportConfig> {
-        let text = std::fs::read_to_string(path).map_err(|e| Error::Config(format!("{}: {e}", path.display())))?;
+        let text = crate::limits::read_text(path, crate::limits::CONFIG_JSON)
+            .map_err(|e| Error::Config(format!("{}: {e}", path.display())))?;
         Self::from_json_str(&text).map_err(|e| Error::Config(format!("{}: {e}", path.display())))
     }
 }

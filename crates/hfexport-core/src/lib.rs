@@ -26,6 +26,7 @@ pub mod fault;
 pub mod generation;
 pub mod graph;
 mod kernels;
+pub mod limits;
 pub mod metadata;
 pub mod ops;
 pub mod passes;

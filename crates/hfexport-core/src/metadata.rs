@@ -205,8 +205,8 @@ impl ExportMetadata {
 
     pub fn read(dir: &Path) -> crate::Result<ExportMetadata> {
         let path = dir.join(FILE_NAME);
-        let text =
-            std::fs::read_to_string(&path).map_err(|e| crate::Error::Artifact(format!("{}: {e}", path.display())))?;
+        let text = crate::limits::read_text(&path, crate::limits::EXPORT_JSON)
+            .map_err(|e| crate::Error::Artifact(format!("{}: {e}", path.display())))?;
         let m: ExportMetadata =
             serde_json::from_str(&text).map_err(|e| crate::Error::Artifact(format!("{}: {e}", path.display())))?;
         if m.schema_version != SCHEMA_VERSION {

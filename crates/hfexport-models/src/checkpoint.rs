@@ -25,8 +25,7 @@ use hfexport_core::DType;
 pub const INDEX_FILE: &str = "model.safetensors.index.json";
 pub const SINGLE_FILE: &str = "model.safetensors";
 
-/// An index over 10k shards would still be far below this.
-const MAX_INDEX_BYTES: u64 = 100 << 20;
+const MAX_INDEX_BYTES: u64 = hfexport_core::limits::SHARD_INDEX;
 
 /// A checkpoint folder, opened: its config and an index of its tensors.
 #[derive(Debug)]

@@ -36,7 +36,7 @@ pub const MAX_SLIDING_WINDOW: usize = 1 << 30;
 pub const MAX_EXPERTS: usize = 1 << 16;
 
 /// A `config.json` larger than this is not a model config.
-const MAX_CONFIG_BYTES: u64 = 16 << 20;
+const MAX_CONFIG_BYTES: u64 = hfexport_core::limits::CONFIG_JSON;
 
 /// The attention kind of one decoder layer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -155,15 +155,10 @@ impl ModelConfig {
 
 /// Reads a text file that must stay small (JSON metadata), naming the file in every error.
 pub(crate) fn read_small_text(path: &Path, max_bytes: u64) -> Result<String> {
-    let len = std::fs::metadata(path).map_err(|e| ModelError::io(path, e))?.len();
-    if len > max_bytes {
-        return Err(ModelError::Json {
-            path: path.to_path_buf(),
-            msg: format!("file is {len} bytes, more than the {max_bytes} bytes such a file can plausibly need"),
-        });
-    }
-    let bytes = std::fs::read(path).map_err(|e| ModelError::io(path, e))?;
-    String::from_utf8(bytes).map_err(|e| ModelError::Json { path: path.to_path_buf(), msg: format!("not UTF-8: {e}") })
+    hfexport_core::limits::read_text(path, max_bytes).map_err(|e| match e.kind() {
+        std::io::ErrorKind::InvalidData => ModelError::Json { path: path.to_path_buf(), msg: e.to_string() },
+        _ => ModelError::io(path, e),
+    })
 }
 
 /// The schema of a `model_type` no definition claims: common semantics, sizes spelled out.

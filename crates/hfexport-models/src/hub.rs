@@ -66,15 +66,19 @@ pub fn snapshot(cache: &Path, repo: &str, rev: &str) -> Result<Snapshot> {
     if !root.is_dir() {
         return Err(missing(format!("`{repo}` is not in the hub cache (looked for {})", root.display())));
     }
-    let is_sha = rev.len() == 40 && rev.chars().all(|c| c.is_ascii_hexdigit());
-    let sha = match is_sha {
+    let is_sha = |s: &str| s.len() == 40 && s.chars().all(|c| c.is_ascii_hexdigit());
+    let sha = match is_sha(rev) {
         true => rev.to_string(),
         false => {
             let r = root.join("refs").join(rev);
-            let text = std::fs::read_to_string(&r).map_err(|_| {
+            let text = hfexport_core::limits::read_text(&r, 1024).map_err(|_| {
                 missing(format!("`{repo}` has no revision `{rev}` in the hub cache ({} is missing)", r.display()))
             })?;
-            text.trim().to_string()
+            let sha = text.trim();
+            if !is_sha(sha) {
+                return Err(missing(format!("{} does not hold a commit hash (40 hex digits)", r.display())));
+            }
+            sha.to_string()
         }
     };
     let dir = root.join("snapshots").join(&sha);
