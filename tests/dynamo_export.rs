@@ -31,7 +31,7 @@ fn export_model(model: &Path, out: &Path, generation: Option<Generation>) -> Exp
     let req = ExportRequest {
         model: model.to_path_buf(),
         output: out.to_path_buf(),
-        task: Task::CausalLm,
+        task: Some(Task::CausalLm),
         dtype: DType::F32,
         force: false,
         generation,

@@ -47,7 +47,7 @@ fn export(name: &str, out: &Path, config: serde_json::Value, generation: Option<
     let req = ExportRequest {
         model: fixture(name),
         output: out.to_path_buf(),
-        task: Task::CausalLm,
+        task: Some(Task::CausalLm),
         dtype: DType::F32,
         force: false,
         generation,
@@ -291,7 +291,7 @@ fn qwen3_plan(
     let req = ExportRequest {
         model: "Qwen3-0.6B".into(),
         output: "unused".into(),
-        task: Task::CausalLm,
+        task: Some(Task::CausalLm),
         dtype: DType::F32,
         force: false,
         generation,
@@ -389,7 +389,7 @@ fn a_dynamic_export_without_bounds_runs_within_the_default_bounds() {
     let req = ExportRequest {
         model: model.clone(),
         output: dir.clone(),
-        task: Task::CausalLm,
+        task: Some(Task::CausalLm),
         dtype: DType::F32,
         force: false,
         generation: None,

@@ -32,7 +32,7 @@ fn try_export_as(
     let req = ExportRequest {
         model: fixture(name),
         output: out.to_path_buf(),
-        task: Task::CausalLm,
+        task: Some(Task::CausalLm),
         dtype,
         force,
         generation: None,

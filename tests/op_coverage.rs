@@ -881,7 +881,7 @@ fn export_json_lists_the_patches_applied() {
         let req = ExportRequest {
             model: common::fixture("qwen3"),
             output: tmp.path().join(dir),
-            task: Task::CausalLm,
+            task: Some(Task::CausalLm),
             dtype: DType::F32,
             force: false,
             generation,

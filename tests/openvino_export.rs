@@ -28,7 +28,7 @@ fn export(
     let req = ExportRequest {
         model: fixture(name),
         output: out.to_path_buf(),
-        task: Task::CausalLm,
+        task: Some(Task::CausalLm),
         dtype: DType::F32,
         force: false,
         generation,

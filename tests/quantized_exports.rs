@@ -82,7 +82,7 @@ fn export_dict(fixture: &Path, out: &Path, dict: &Value) -> hfexport::Result<()>
     let req = ExportRequest {
         model: fixture.to_path_buf(),
         output: out.to_path_buf(),
-        task: Task::CausalLm,
+        task: Some(Task::CausalLm),
         dtype: DType::F32,
         force: false,
         generation: None,
@@ -245,7 +245,7 @@ fn reference_matches(name: &str, fixture: &Path, q: &Value, golden: &Path, failu
     let req = ExportRequest {
         model: fixture.to_path_buf(),
         output: PathBuf::new(),
-        task: Task::CausalLm,
+        task: Some(Task::CausalLm),
         dtype: DType::F32,
         force: false,
         generation: None,
@@ -388,7 +388,7 @@ fn gptq_and_awq_checkpoints_export_as_they_are() {
         let req = ExportRequest {
             model: ckpt.clone(),
             output: PathBuf::new(),
-            task: Task::CausalLm,
+            task: Some(Task::CausalLm),
             dtype: DType::F32,
             force: false,
             generation: None,

@@ -280,7 +280,7 @@ fn random_checkpoints_export_to_every_format_and_match_transformers() {
             let req = ExportRequest {
                 model: case.dir.clone(),
                 output: out.clone(),
-                task: Task::CausalLm,
+                task: Some(Task::CausalLm),
                 dtype: DType::F32,
                 force: false,
                 generation: None,
@@ -323,7 +323,7 @@ fn random_checkpoints_export_to_every_format_and_match_transformers() {
             let req = ExportRequest {
                 model: case.dir.clone(),
                 output: out.clone(),
-                task: Task::CausalLm,
+                task: Some(Task::CausalLm),
                 dtype: DType::F32,
                 force: false,
                 generation: Some(hfexport::Generation { static_cache: Some(32), multi_token_decode: true }),
@@ -395,7 +395,7 @@ fn fitting_group(dir: &Path) -> Option<usize> {
         let req = ExportRequest {
             model: dir.to_path_buf(),
             output: dir.join("unused"),
-            task: Task::CausalLm,
+            task: Some(Task::CausalLm),
             dtype: DType::F32,
             force: false,
             generation: None,
@@ -453,7 +453,7 @@ fn random_checkpoints_quantized_match_transformers() {
         let req = ExportRequest {
             model: c.dir.clone(),
             output: out.clone(),
-            task: Task::CausalLm,
+            task: Some(Task::CausalLm),
             dtype: DType::F32,
             force: false,
             generation: generation.then_some(hfexport::Generation { static_cache: Some(32), multi_token_decode: true }),

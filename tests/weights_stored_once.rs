@@ -21,7 +21,7 @@ fn export(model: &Path, config: serde_json::Value, out: &Path, generation: Optio
     let req = ExportRequest {
         model: model.to_path_buf(),
         output: out.to_path_buf(),
-        task: Task::CausalLm,
+        task: Some(Task::CausalLm),
         dtype: DType::F32,
         force: false,
         generation,

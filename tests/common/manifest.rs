@@ -9,18 +9,35 @@ use super::MANIFEST;
 /// Names of the committed tiny checkpoints, in manifest order; `HFEXPORT_FIXTURES=a,b` narrows
 /// the list for a local run (an unknown name panics, so a typo cannot pass vacuously).
 pub fn fixtures() -> Vec<&'static str> {
-    let all = manifest_fixtures();
+    narrowed(manifest_fixtures().iter().filter(|(_, task)| *task == "causal-lm").map(|(n, _)| *n).collect())
+}
+
+/// The encoder fixtures (BERT, RoBERTa, ...) with their task, in manifest order; narrowed by
+/// `HFEXPORT_FIXTURES` like [`fixtures`].
+pub fn encoder_fixtures() -> Vec<(&'static str, &'static str)> {
+    let all: Vec<_> = manifest_fixtures().into_iter().filter(|(_, task)| *task != "causal-lm").collect();
+    let names = narrowed(all.iter().map(|(n, _)| *n).collect());
+    all.into_iter().filter(|(n, _)| names.contains(n)).collect()
+}
+
+/// `HFEXPORT_FIXTURES=a,b` keeps those of `all` (a name in no list panics, so a typo cannot
+/// pass vacuously; a name of the other list is dropped).
+fn narrowed(all: Vec<&'static str>) -> Vec<&'static str> {
     match std::env::var("HFEXPORT_FIXTURES") {
-        Ok(only) if !only.is_empty() => only
-            .split(',')
-            .map(|n| *all.iter().find(|a| **a == n).unwrap_or_else(|| panic!("HFEXPORT_FIXTURES: no fixture `{n}`")))
-            .collect(),
+        Ok(only) if !only.is_empty() => {
+            let known: Vec<&str> = manifest_fixtures().iter().map(|(n, _)| *n).collect();
+            only.split(',')
+                .inspect(|n| assert!(known.contains(n), "HFEXPORT_FIXTURES: no fixture `{n}`"))
+                .filter_map(|n| all.iter().find(|a| **a == n).copied())
+                .collect()
+        }
         _ => all,
     }
 }
 
-fn manifest_fixtures() -> Vec<&'static str> {
-    static NAMES: OnceLock<Vec<&'static str>> = OnceLock::new();
+/// (name, task) of every fixture.
+fn manifest_fixtures() -> Vec<(&'static str, &'static str)> {
+    static NAMES: OnceLock<Vec<(&'static str, &'static str)>> = OnceLock::new();
     NAMES
         .get_or_init(|| {
             let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(MANIFEST);
@@ -32,7 +49,9 @@ fn manifest_fixtures() -> Vec<&'static str> {
                 .map(|f| {
                     let name =
                         f["name"].as_str().unwrap_or_else(|| panic!("{}: a fixture without name", path.display()));
-                    &*Box::leak(name.to_string().into_boxed_str())
+                    let task = f["task"].as_str().unwrap_or_else(|| panic!("{}: `{name}` has no task", path.display()));
+                    let leak = |s: &str| &*Box::leak(s.to_string().into_boxed_str());
+                    (leak(name), leak(task))
                 })
                 .collect()
         })

@@ -17,6 +17,13 @@ Each fixture is a folder holding what `save_pretrained(..., safe_serialization=T
     greedy.prompt_ids     int64  [1, 5]
     greedy.tokens         int64  [1, 16]       the 16 new tokens of greedy model.generate(...)
 
+Encoder fixtures (EncoderSpec: BERT, RoBERTa, XLM-RoBERTa with their task heads) hold instead,
+for the cases `single` ([1, 7], no padding) and `batch` ([2, 7], row 1 right-padded by 3 with
+the config's pad id): `<case>.input_ids`, `<case>.attention_mask`, `<case>.token_type_ids`
+(second half of each row type 1; only when type_vocab_size > 1) and every output of the
+model's forward under its transformers name (`<case>.last_hidden_state`, `<case>.logits`,
+`<case>.start_logits`, ...).
+
 Every golden is computed by a fresh model loaded from the saved folder (dynamic RoPE keeps
 state between calls, and the goldens must describe the checkpoint on disk, not the model in
 memory). Everything is float32 with eager attention, and fully deterministic.
@@ -879,6 +886,129 @@ def make_fixture(outdir, spec):
         print(f"   NOTE: without KV cache greedy differs: {no_cache.tolist()[0]}")
 
 
+# ---- encoders ---------------------------------------------------------------------------------
+
+
+class EncoderSpec(NamedTuple):
+    name: str
+    seed: int
+    model_cls: type
+    config: object
+    task: str
+    outputs: tuple  # the forward's output names the goldens keep
+    covers: str = ""
+
+
+def encoder_config(cls, **kw):
+    base = dict(
+        vocab_size=99,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=37,
+        max_position_embeddings=40,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+    )
+    base.update(kw)
+    return cls(**base)
+
+
+def encoder_specs():
+    from transformers import (
+        BertConfig,
+        BertForMaskedLM,
+        BertForQuestionAnswering,
+        BertForSequenceClassification,
+        BertModel,
+        RobertaConfig,
+        RobertaForSequenceClassification,
+        RobertaForTokenClassification,
+        XLMRobertaConfig,
+        XLMRobertaForMaskedLM,
+    )
+
+    return [
+        EncoderSpec(
+            "bert", 101, BertModel, encoder_config(BertConfig), "feature-extraction",
+            ("last_hidden_state", "pooler_output"), "BertModel with pooler, gelu, 2 token types",
+        ),
+        EncoderSpec(
+            "bert_mlm", 102, BertForMaskedLM, encoder_config(BertConfig, hidden_act="gelu_new", type_vocab_size=3),
+            "fill-mask", ("logits",), "masked-LM head tied to the word embeddings, gelu_new, 3 token types",
+        ),
+        EncoderSpec(
+            "bert_cls", 103, BertForSequenceClassification, encoder_config(BertConfig, num_labels=3),
+            "sequence-classification", ("logits",), "pooler + classifier, 3 labels",
+        ),
+        EncoderSpec(
+            "bert_qa", 104, BertForQuestionAnswering, encoder_config(BertConfig, layer_norm_eps=1e-5),
+            "question-answering", ("start_logits", "end_logits"), "span head, layer_norm_eps 1e-5",
+        ),
+        EncoderSpec(
+            "roberta_tok", 105, RobertaForTokenClassification,
+            encoder_config(RobertaConfig, num_labels=5, type_vocab_size=1, pad_token_id=1),
+            "token-classification", ("logits",), "positions after the padding id, 1 token type, 5 labels",
+        ),
+        EncoderSpec(
+            "roberta_cls", 106, RobertaForSequenceClassification,
+            encoder_config(RobertaConfig, type_vocab_size=1, pad_token_id=1, num_attention_heads=2),
+            "sequence-classification", ("logits",), "dense-tanh classification head on <s>, head_dim 16",
+        ),
+        EncoderSpec(
+            "xlm_roberta_mlm", 107, XLMRobertaForMaskedLM,
+            encoder_config(XLMRobertaConfig, type_vocab_size=1, pad_token_id=1, tie_word_embeddings=False),
+            "fill-mask", ("logits",), "untied masked-LM decoder, exact gelu head",
+        ),
+    ]
+
+
+def encoder_inputs(gen, spec, config, rows, pad):
+    """ids avoiding the special ids below 3 (RoBERTa's pad is 1), row 1 right-padded by `pad`."""
+    ids = torch.randint(3, config.vocab_size, (rows, SEQ), generator=gen, dtype=torch.int64)
+    mask = torch.ones_like(ids)
+    if pad:
+        ids[1, SEQ - pad :] = config.pad_token_id
+        mask[1, SEQ - pad :] = 0
+    inputs = {"input_ids": ids, "attention_mask": mask}
+    if config.type_vocab_size > 1:
+        types = torch.zeros_like(ids)
+        types[:, SEQ // 2 :] = 1
+        inputs["token_type_ids"] = types
+    return inputs
+
+
+def make_encoder_fixture(outdir, spec):
+    folder = outdir / spec.name
+    if folder.exists():
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True)
+    torch.manual_seed(spec.seed)
+    spec.config._attn_implementation = "eager"
+    model = spec.model_cls(spec.config).to(torch.float32).eval()
+    widen_weights(model)
+    model.save_pretrained(folder, safe_serialization=True)
+    del model
+    model = spec.model_cls.from_pretrained(folder, dtype=torch.float32, attn_implementation="eager").eval()
+    gen = torch.Generator().manual_seed(1000 + spec.seed)
+    golden = {}
+    for case, rows, pad in [("single", 1, 0), ("batch", 2, 3)]:
+        inputs = encoder_inputs(gen, spec, model.config, rows, pad)
+        with torch.no_grad():
+            out = model(**inputs)
+        for k, v in inputs.items():
+            golden[f"{case}.{k}"] = v.contiguous()
+        for k in spec.outputs:
+            golden[f"{case}.{k}"] = getattr(out, k).to(torch.float32).contiguous()
+    save_file(golden, str(folder / "golden.safetensors"))
+    for f in folder.glob("*.safetensors"):
+        canonical_metadata_order(f) if f.name == "model.safetensors" else None
+    stored = sorted(safetensors.safe_open(str(folder / "model.safetensors"), "pt").keys())
+    print(f"== {spec.name}  ({spec.model_cls.__name__}, seed {spec.seed}, task {spec.task})")
+    print(f"   outputs:  {[(k, tuple(golden['batch.' + k].shape)) for k in spec.outputs]}")
+    print(f"   heads:    {[k for k in stored if not k.startswith(('bert.', 'roberta.', 'embeddings', 'encoder', 'pooler'))]}")
+
+
 def main():
     if len(sys.argv) < 2:
         sys.exit("usage: make_fixtures.py OUTDIR [NAME...]")
@@ -892,12 +1022,15 @@ def main():
         f"transformers {transformers.__version__}, torch {torch.__version__}, "
         f"safetensors {safetensors.__version__}, numpy {np.__version__}"
     )
-    specs = fixture_specs()
+    specs, encoders = fixture_specs(), encoder_specs()
     only = sys.argv[2:]  # regenerate only these (the manifest still lists every spec)
     for spec in specs:
         if not only or spec.name in only:
             make_fixture(outdir, spec)
-    write_manifest(outdir, specs)
+    for spec in encoders:
+        if not only or spec.name in only:
+            make_encoder_fixture(outdir, spec)
+    write_manifest(outdir, specs + encoders)
 
 
 def write_manifest(outdir, specs):
@@ -907,7 +1040,13 @@ def write_manifest(outdir, specs):
     old = json.load(open(path)) if path.exists() else {"fixtures": []}
     covers = {f["name"]: f.get("covers", "") for f in old["fixtures"]}
     fixtures = [
-        {"name": s.name, "architecture": s.model_cls.__name__, "covers": covers.get(s.name) or s.covers} for s in specs
+        {
+            "name": s.name,
+            "architecture": s.model_cls.__name__,
+            "task": getattr(s, "task", "causal-lm"),
+            "covers": covers.get(s.name) or s.covers,
+        }
+        for s in specs
     ]
     about = old.get("about", "The committed tiny checkpoints; every test reads its fixture list from here.")
     with open(path, "w") as f:

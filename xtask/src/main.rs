@@ -288,7 +288,7 @@ fn check_versions(root: &Path, strict: bool) -> Result<()> {
         status(channel == versions.rust_toolchain)
     );
     let fuzz_bin = root.join("target/fuzz-tools/bin/cargo-fuzz");
-    let fuzz_have = output(&mut Command::new(&fuzz_bin).arg("--version")).ok();
+    let fuzz_have = output(Command::new(&fuzz_bin).arg("--version")).ok();
     let fuzz_have = fuzz_have.as_deref().map(|v| v.trim().trim_start_matches("cargo-fuzz ").to_string());
     println!(
         "  {:<28} {:<10} {:<34} {}",

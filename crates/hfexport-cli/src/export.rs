@@ -119,7 +119,7 @@ pub(crate) fn export(a: &ExportArgs) -> Result<()> {
     let config = export_config(a)?;
     let dtype = hfexport::DType::from_user_name(&a.dtype)
         .with_context(|| format!("--dtype `{}` is not valid; valid: float32, float16, bfloat16", a.dtype))?;
-    let task = Task::parse(&a.task).map_err(anyhow::Error::msg)?;
+    let task = a.task.as_deref().map(Task::parse).transpose().map_err(anyhow::Error::msg)?;
     let exporter = hfexport::AutoHfExporter::from_config(config)?.with_verify(a.verify);
     let generation = (a.for_generation || a.genai || a.static_cache.is_some() || a.multi_token_decode)
         .then_some(hfexport::Generation { static_cache: a.static_cache, multi_token_decode: a.multi_token_decode });

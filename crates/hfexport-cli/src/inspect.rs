@@ -1,7 +1,7 @@
 //! `hfexport inspect`: a checkpoint (sizes, stored dtypes, the graph) or an export folder
 //! (what export.json says: components with their roles, I/O, patches, verification).
 
-use crate::{forward_graph, open_checkpoint};
+use crate::{forward_graph, open_checkpoint, task_of};
 use anyhow::Result;
 use hfexport::core::dim::shape_to_string;
 use hfexport::core::dump::{dump, op_histogram};
@@ -62,12 +62,13 @@ fn port_json(g: &hfexport::Graph, p: &hfexport::core::graph::Port) -> Value {
 }
 
 /// `inspect` of a checkpoint folder or an export folder; `json`: one JSON object on stdout.
-pub(crate) fn inspect(path: &Path, task: &str, full: bool, json: bool) -> Result<()> {
+pub(crate) fn inspect(path: &Path, task: Option<&str>, full: bool, json: bool) -> Result<()> {
     if path.join(hfexport::core::metadata::FILE_NAME).is_file() {
         return inspect_export(path, json);
     }
     let ckpt = open_checkpoint(path)?;
     let c = &ckpt.config;
+    let task = task_of(&ckpt, task)?;
     let g = forward_graph(&ckpt, task)?;
     let sliding = c.sliding_window.map(|w| {
         let layers: Vec<usize> = (c.layer_types.iter().enumerate())
@@ -102,7 +103,7 @@ pub(crate) fn inspect(path: &Path, task: &str, full: bool, json: bool) -> Result
             "parameters": {"total": total, "active_per_token": active.unwrap_or(total)},
             "stored": {"tensors": ckpt.tensor_names().count(), "dtypes": dtypes},
             "graph": {
-                "task": task,
+                "task": task.name(),
                 "nodes": g.nodes().len(),
                 "weights": g.weights().len(),
                 "symbols": g.symbols.iter().map(|(s, r)| (s.name().to_string(), json!({"min": r.min, "max": r.max}))).collect::<serde_json::Map<_, _>>(),

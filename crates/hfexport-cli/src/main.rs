@@ -30,8 +30,12 @@ enum Command {
         /// A checkpoint folder (config.json + *.safetensors), a hub repo id `org/name[@revision]`
         /// in the Hugging Face cache, or an export folder.
         path: PathBuf,
-        #[arg(long, default_value = "causal-lm")]
-        task: String,
+        /// causal-lm | feature-extraction | fill-mask | sequence-classification |
+        /// token-classification | question-answering; default: the task of the checkpoint's
+        /// class (`architectures[0]`: `BertForMaskedLM` is fill-mask, `BertModel`
+        /// feature-extraction)
+        #[arg(long)]
+        task: Option<String>,
         /// Print the whole graph, one node per line.
         #[arg(long)]
         dump: bool,
@@ -57,8 +61,12 @@ enum Command {
         /// checkpoint folder, the artifact's runtime for an export folder.
         #[arg(long)]
         runtime: Option<String>,
-        #[arg(long, default_value = "causal-lm")]
-        task: String,
+        /// causal-lm | feature-extraction | fill-mask | sequence-classification |
+        /// token-classification | question-answering; default: the task of the checkpoint's
+        /// class (`architectures[0]`: `BertForMaskedLM` is fill-mask, `BertModel`
+        /// feature-extraction)
+        #[arg(long)]
+        task: Option<String>,
     },
     /// Greedy generation with a generation export (`export --dynamic --for-generation
     /// [--static-cache N [--multi-token-decode]]`) in its format's runtime: ONNX Runtime,
@@ -100,8 +108,11 @@ pub(crate) struct ExportArgs {
     /// The export folder (refused if not empty, unless --force).
     #[arg(long)]
     pub(crate) output: PathBuf,
-    #[arg(long, default_value = "causal-lm")]
-    pub(crate) task: String,
+    /// causal-lm | feature-extraction | fill-mask | sequence-classification |
+    /// token-classification | question-answering; default: the task of the checkpoint's class
+    /// (`architectures[0]`)
+    #[arg(long)]
+    pub(crate) task: Option<String>,
     /// float32 | float16 | bfloat16
     #[arg(long, default_value = "float32")]
     pub(crate) dtype: String,
@@ -172,13 +183,20 @@ fn report(e: &anyhow::Error) -> String {
 fn real_main() -> Result<()> {
     match Cli::parse().command {
         Command::Export(args) => export::export(&args),
-        Command::Inspect { path, task, dump: full, json } => inspect::inspect(&path, &task, full, json),
+        Command::Inspect { path, task, dump: full, json } => inspect::inspect(&path, task.as_deref(), full, json),
         Command::Generate(args) => generate::generate(&args),
         Command::Run { path, inputs, outputs, component, runtime, task } => {
             if path.join(hfexport::core::metadata::FILE_NAME).is_file() {
                 run::run_export(&path, &inputs, &outputs, &component, runtime.as_deref())
             } else {
-                run::run(&path, &inputs, &outputs, &component, runtime.as_deref().unwrap_or("reference"), &task)
+                run::run(
+                    &path,
+                    &inputs,
+                    &outputs,
+                    &component,
+                    runtime.as_deref().unwrap_or("reference"),
+                    task.as_deref(),
+                )
             }
         }
     }
@@ -189,7 +207,14 @@ pub(crate) fn open_checkpoint(path: &Path) -> Result<Checkpoint> {
     Checkpoint::open(path).with_context(|| format!("cannot open checkpoint {}", path.display()))
 }
 
-pub(crate) fn forward_graph(ckpt: &Checkpoint, task: &str) -> Result<Graph> {
-    let task = Task::parse(task).map_err(anyhow::Error::msg)?;
+/// `--task`, else the task of the checkpoint's class.
+pub(crate) fn task_of(ckpt: &Checkpoint, task: Option<&str>) -> Result<Task> {
+    match task {
+        Some(t) => Task::parse(t).map_err(anyhow::Error::msg),
+        None => Ok(Task::of_class(&ckpt.config.architecture)),
+    }
+}
+
+pub(crate) fn forward_graph(ckpt: &Checkpoint, task: Task) -> Result<Graph> {
     Ok(build(&ckpt.config, ckpt, task, &BuildOptions::default())?)
 }

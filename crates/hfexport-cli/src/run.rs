@@ -1,11 +1,11 @@
 //! `hfexport run`: a checkpoint's forward graph in the reference evaluator, or a component of an
 //! export folder in its format's runtime.
 
-use crate::{forward_graph, open_checkpoint};
+use crate::{forward_graph, open_checkpoint, task_of};
 use anyhow::{bail, Context, Result};
 use hfexport::core::metadata::ExportMetadata;
 use hfexport::models::safetensors::{read_all, write_safetensors};
-use hfexport::{AutoExportConfig, Evaluator, ExportFormat, Tensor};
+use hfexport::{AutoExportConfig, Evaluator, ExportFormat, Task, Tensor};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Instant;
@@ -16,7 +16,7 @@ pub(crate) fn run(
     outputs: &Path,
     component: &str,
     runtime: &str,
-    task: &str,
+    task: Option<&str>,
 ) -> Result<()> {
     if runtime != "reference" {
         bail!("runtime `{runtime}` is not available in this build; valid: reference");
@@ -25,6 +25,7 @@ pub(crate) fn run(
         bail!("a checkpoint folder has one component, `model`; got `{component}`");
     }
     let ckpt = open_checkpoint(path)?;
+    let task = task_of(&ckpt, task)?;
     let g = forward_graph(&ckpt, task)?;
     let feed = read_all(inputs).with_context(|| format!("cannot read inputs {}", inputs.display()))?;
     let t0 = Instant::now();
@@ -40,9 +41,7 @@ pub(crate) fn run(
     for (name, t) in &out {
         println!("{name}: {}{:?}", t.dtype(), t.shape());
     }
-    if let Some(l) = out.get("logits") {
-        println!("next tokens (argmax at the last position): {:?}", last_argmax(l)?);
-    }
+    report_argmax(task, &out)?;
     eprintln!(
         "weights {:.2} s, forward {:.2} s; wrote {}",
         (t1 - t0).as_secs_f64(),
@@ -52,16 +51,28 @@ pub(crate) fn run(
     Ok(())
 }
 
-/// Argmax over the vocabulary at the last position of each row of `[batch, seq, vocab]`.
-fn last_argmax(logits: &Tensor) -> Result<Vec<usize>> {
-    let [b, s, v] = *logits.shape() else { bail!("logits are not rank 3: {:?}", logits.shape()) };
+/// The argmax a task's logits answer with: a causal LM's next tokens, a classifier's labels.
+fn report_argmax(task: Task, out: &BTreeMap<String, Tensor>) -> Result<()> {
+    let Some(logits) = out.get("logits") else { return Ok(()) };
+    let logits = logits.cast(hfexport::DType::F32);
+    match (task, logits.shape()) {
+        (Task::CausalLm, &[b, s, v]) => {
+            let rows: Vec<usize> = (0..b).map(|bi| (bi * s + s - 1) * v).collect();
+            println!("next tokens (argmax at the last position): {:?}", argmax_rows(&logits, &rows, v)?);
+        }
+        (Task::SequenceClassification, &[b, labels]) => {
+            let rows: Vec<usize> = (0..b).map(|bi| bi * labels).collect();
+            println!("labels (argmax): {:?}", argmax_rows(&logits, &rows, labels)?);
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// The argmax of each `width`-wide row of `logits` starting at `starts`.
+fn argmax_rows(logits: &Tensor, starts: &[usize], width: usize) -> Result<Vec<usize>> {
     let x = logits.as_f32()?;
-    Ok((0..b)
-        .map(|bi| {
-            let row = &x[(bi * s + s - 1) * v..(bi * s + s) * v];
-            (0..v).max_by(|&i, &j| row[i].total_cmp(&row[j])).unwrap_or(0)
-        })
-        .collect())
+    Ok(starts.iter().map(|&at| (0..width).max_by(|&i, &j| x[at + i].total_cmp(&x[at + j])).unwrap_or(0)).collect())
 }
 
 /// The runtime names `--runtime` accepts.
@@ -102,15 +113,14 @@ pub(crate) fn run_export(
     let out = runner.run(&feed).with_context(|| format!("running on {}", inputs.display()))?;
     let t2 = Instant::now();
     let refs: Vec<(&str, &Tensor)> = out.iter().map(|(k, v)| (k.as_str(), v)).collect();
-    let meta =
+    let producer =
         BTreeMap::from([("producer".to_string(), format!("hfexport {} ({version})", env!("CARGO_PKG_VERSION")))]);
-    write_safetensors(outputs, &refs, &meta).with_context(|| format!("cannot write outputs {}", outputs.display()))?;
+    write_safetensors(outputs, &refs, &producer)
+        .with_context(|| format!("cannot write outputs {}", outputs.display()))?;
     for (name, t) in &out {
         println!("{name}: {}{:?}", t.dtype(), t.shape());
     }
-    if let Some(l) = out.get("logits") {
-        println!("next tokens (argmax at the last position): {:?}", last_argmax(&l.cast(hfexport::DType::F32))?);
-    }
+    report_argmax(Task::parse(&meta.task).map_err(anyhow::Error::msg)?, &out)?;
     eprintln!(
         "{version}: load {:.2} s, run {:.2} s; wrote {}",
         (t1 - t0).as_secs_f64(),

@@ -47,6 +47,14 @@ pub struct ConfigSchema {
     pub heads_divide_hidden: bool,
     /// A sparse mixture-of-experts MLP in the layers it selects (Qwen3-MoE, Mixtral, Qwen2-MoE).
     pub moe: Option<MoeSchema>,
+    /// An encoder's config keys (BERT, RoBERTa): `type_vocab_size` and its class default.
+    pub encoder: Option<EncoderSchema>,
+}
+
+/// How an encoder's own keys are read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EncoderSchema {
+    pub type_vocab_size: usize,
 }
 
 /// How a mixture-of-experts config is read.
@@ -292,6 +300,58 @@ pub struct Layout {
     pub mlp: MlpLayout,
     /// The sparse MLP of the layers [`MoeSchema`] selects.
     pub moe: Option<MoeLayout>,
+    /// What an encoder adds: its embeddings' extras, pooler and task heads (BERT, RoBERTa).
+    pub encoder: Option<EncoderLayout>,
+}
+
+/// The parts of an encoder family beyond its layers (see `encoder.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EncoderLayout {
+    /// Token type embeddings (`token_type_ids`), under the root.
+    pub token_type_embed: &'static str,
+    /// The norm over the summed embeddings, under the root.
+    pub embed_norm: &'static str,
+    pub positions: EncoderPositions,
+    /// `tanh(dense(h[:, 0]))`, under the root, when the checkpoint has it.
+    pub pooler: &'static str,
+    pub mlm: MlmHead,
+    pub classifier: ClassifierHead,
+    /// The per-token classifier (`token-classification`).
+    pub token_classifier: &'static str,
+    /// The span head `[2, hidden]` (`question-answering`).
+    pub qa: &'static str,
+}
+
+/// How an encoder numbers its positions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EncoderPositions {
+    /// `0..sequence` (BERT).
+    FromZero,
+    /// RoBERTa's `create_position_ids_from_input_ids`: tokens other than `pad_token_id` are
+    /// numbered from `pad_token_id + 1`; padding tokens get `pad_token_id`.
+    AfterPadding,
+}
+
+/// The masked-LM head: `decoder(norm(act(dense(h)))) + bias`, the decoder tied to the word
+/// embeddings unless stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MlmHead {
+    pub dense: &'static str,
+    /// `true`: exact GELU whatever `hidden_act` says (RoBERTa's head); else `hidden_act`.
+    pub gelu: bool,
+    pub norm: &'static str,
+    pub decoder: &'static str,
+    /// The output bias; also read as `<decoder>.bias` when stored there.
+    pub bias: &'static str,
+}
+
+/// The sequence-classification head.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClassifierHead {
+    /// `out(pooler_output)` (BERT).
+    Pooled { out: &'static str },
+    /// `out(tanh(dense(h[:, 0])))` (RoBERTa's classification head).
+    DenseTanh { dense: &'static str, out: &'static str },
 }
 
 /// Tensor names of a mixture-of-experts block.
@@ -342,21 +402,37 @@ pub enum NormKind {
     Layer,
 }
 
-/// Norm placement in a decoder layer, by tensor name: pre-norm (Llama), post-norm (OLMo 2),
-/// or both around each sub-block (Gemma 2/3's sandwich).
+/// Norm placement in a layer, by tensor name: pre-norm (Llama), post-norm (OLMo 2), both
+/// around each sub-block (Gemma 2/3's sandwich), or over the residual stream after each add
+/// (BERT's post-LN: `norm(h + attention(h))`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LayerNorms {
     pub pre_attention: Option<&'static str>,
     pub post_attention: Option<&'static str>,
     pub pre_mlp: Option<&'static str>,
     pub post_mlp: Option<&'static str>,
+    /// Over the sum of the residual and the attention output.
+    pub attention_residual: Option<&'static str>,
+    /// Over the sum of the residual and the MLP output.
+    pub mlp_residual: Option<&'static str>,
 }
+
+const NO_NORMS: LayerNorms = LayerNorms {
+    pre_attention: None,
+    post_attention: None,
+    pre_mlp: None,
+    post_mlp: None,
+    attention_residual: None,
+    mlp_residual: None,
+};
 
 const PRE_NORMS: LayerNorms = LayerNorms {
     pre_attention: Some("input_layernorm"),
     post_attention: None,
     pre_mlp: Some("post_attention_layernorm"),
     post_mlp: None,
+    attention_residual: None,
+    mlp_residual: None,
 };
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -407,6 +483,8 @@ pub enum MlpKind {
     GatedFused(&'static str),
     /// `down(act(fc(x)))` with Conv1D weights (GPT-2 `c_fc`, `c_proj`).
     PlainConv1d(&'static str),
+    /// `down(act(fc(x)))` with linear weights (BERT `intermediate.dense`, `output.dense`).
+    Plain(&'static str),
 }
 
 const LLAMA_LAYOUT: Layout = Layout {
@@ -426,6 +504,7 @@ const LLAMA_LAYOUT: Layout = Layout {
     },
     mlp: MlpLayout { prefix: "mlp", kind: MlpKind::Gated { gate: "gate_proj", up: "up_proj" }, down: "down_proj" },
     moe: None,
+    encoder: None,
 };
 
 const LLAMA_SCHEMA: ConfigSchema = ConfigSchema {
@@ -444,6 +523,7 @@ const LLAMA_SCHEMA: ConfigSchema = ConfigSchema {
     softcapping: NO_SOFTCAPPING,
     heads_divide_hidden: false,
     moe: None,
+    encoder: None,
 };
 
 const QWEN_DEFAULTS: Defaults = Defaults {
@@ -481,6 +561,8 @@ const SANDWICH_NORMS: LayerNorms = LayerNorms {
     post_attention: Some("post_attention_layernorm"),
     pre_mlp: Some("pre_feedforward_layernorm"),
     post_mlp: Some("post_feedforward_layernorm"),
+    attention_residual: None,
+    mlp_residual: None,
 };
 
 const GEMMA3_SCHEMA: ConfigSchema = ConfigSchema {
@@ -514,6 +596,96 @@ const GEMMA3_LAYOUT: Layout = Layout {
     norms: SANDWICH_NORMS,
     attention: AttentionLayout { qk_norm: QkNorm::PerHead, ..LLAMA_LAYOUT.attention },
     ..GEMMA_LAYOUT
+};
+
+/// `BertConfig`: post-LN encoder layers with biases everywhere and learned positions.
+const BERT_SCHEMA: ConfigSchema = ConfigSchema {
+    keys: Keys { norm_eps: "layer_norm_eps", ..KEYS },
+    defaults: Defaults {
+        vocab_size: Some(30522),
+        hidden_size: Some(768),
+        intermediate_size: Some(3072),
+        num_hidden_layers: Some(12),
+        num_attention_heads: Some(12),
+        max_position_embeddings: Some(512),
+        norm_eps: 1e-12,
+        activation: "gelu",
+        tie_word_embeddings: true,
+        pad_token_id: Some(0),
+        ..NO_DEFAULTS
+    },
+    biases: Biases { qkv: Bias::Always, o: Bias::Always, mlp: Bias::Always, norm: true },
+    rope: RopeRule::None,
+    heads_divide_hidden: true,
+    encoder: Some(EncoderSchema { type_vocab_size: 2 }),
+    ..LLAMA_SCHEMA
+};
+
+/// `RobertaConfig` / `XLMRobertaConfig`: BERT's, with the padding id 1 and BOS/EOS 0/2.
+const ROBERTA_DEFAULTS: Defaults =
+    Defaults { pad_token_id: Some(1), bos_token_id: Some(0), eos_token_id: Some(2), ..BERT_SCHEMA.defaults };
+
+const BERT_SCHEMA_ROBERTA_DEFAULTS: ConfigSchema = ConfigSchema { defaults: ROBERTA_DEFAULTS, ..BERT_SCHEMA };
+
+const BERT_LAYOUT: Layout = Layout {
+    roots: &["bert.", ""],
+    heads: &[],
+    embed: "embeddings.word_embeddings",
+    position_embed: Some("embeddings.position_embeddings"),
+    layers: "encoder.layer",
+    final_norm: "",
+    norm: NormKind::Layer,
+    norms: LayerNorms {
+        attention_residual: Some("attention.output.LayerNorm"),
+        mlp_residual: Some("output.LayerNorm"),
+        ..NO_NORMS
+    },
+    attention: AttentionLayout {
+        prefix: "attention",
+        qkv: Projections::Separate { q: "self.query", k: "self.key", v: "self.value" },
+        out: "output.dense",
+        qk_norm: QkNorm::None,
+    },
+    mlp: MlpLayout { prefix: "", kind: MlpKind::Plain("intermediate.dense"), down: "output.dense" },
+    moe: None,
+    encoder: Some(EncoderLayout {
+        token_type_embed: "embeddings.token_type_embeddings",
+        embed_norm: "embeddings.LayerNorm",
+        positions: EncoderPositions::FromZero,
+        pooler: "pooler.dense",
+        mlm: MlmHead {
+            dense: "cls.predictions.transform.dense",
+            gelu: false,
+            norm: "cls.predictions.transform.LayerNorm",
+            decoder: "cls.predictions.decoder",
+            bias: "cls.predictions.bias",
+        },
+        classifier: ClassifierHead::Pooled { out: "classifier" },
+        token_classifier: "classifier",
+        qa: "qa_outputs",
+    }),
+};
+
+const ROBERTA_LAYOUT: Layout = Layout {
+    roots: &["roberta.", ""],
+    encoder: Some(EncoderLayout {
+        positions: EncoderPositions::AfterPadding,
+        mlm: MlmHead {
+            dense: "lm_head.dense",
+            gelu: true,
+            norm: "lm_head.layer_norm",
+            decoder: "lm_head.decoder",
+            bias: "lm_head.bias",
+        },
+        classifier: ClassifierHead::DenseTanh { dense: "classifier.dense", out: "classifier.out_proj" },
+        ..BERT_ENCODER
+    }),
+    ..BERT_LAYOUT
+};
+
+const BERT_ENCODER: EncoderLayout = match BERT_LAYOUT.encoder {
+    Some(e) => e,
+    None => panic!("BERT_LAYOUT has an encoder"),
 };
 
 /// Every family this build exports.
@@ -780,6 +952,7 @@ pub const ARCHITECTURES: &[Architecture] = &[
                 post_attention: Some("post_attention_layernorm"),
                 pre_mlp: None,
                 post_mlp: Some("post_feedforward_layernorm"),
+                ..NO_NORMS
             },
             attention: AttentionLayout { qk_norm: QkNorm::Whole, ..LLAMA_LAYOUT.attention },
             ..LLAMA_LAYOUT
@@ -851,12 +1024,7 @@ pub const ARCHITECTURES: &[Architecture] = &[
             layers: "h",
             final_norm: "ln_f",
             norm: NormKind::Layer,
-            norms: LayerNorms {
-                pre_attention: Some("ln_1"),
-                post_attention: None,
-                pre_mlp: Some("ln_2"),
-                post_mlp: None,
-            },
+            norms: LayerNorms { pre_attention: Some("ln_1"), post_attention: None, pre_mlp: Some("ln_2"), ..NO_NORMS },
             attention: AttentionLayout {
                 prefix: "attn",
                 qkv: Projections::FusedConv1d("c_attn"),
@@ -865,7 +1033,44 @@ pub const ARCHITECTURES: &[Architecture] = &[
             },
             mlp: MlpLayout { prefix: "mlp", kind: MlpKind::PlainConv1d("c_fc"), down: "c_proj" },
             moe: None,
+            encoder: None,
         },
+    },
+    Architecture {
+        classes: &[
+            "BertModel",
+            "BertForMaskedLM",
+            "BertForSequenceClassification",
+            "BertForTokenClassification",
+            "BertForQuestionAnswering",
+        ],
+        model_types: &["bert"],
+        config: BERT_SCHEMA,
+        layout: BERT_LAYOUT,
+    },
+    Architecture {
+        classes: &[
+            "RobertaModel",
+            "RobertaForMaskedLM",
+            "RobertaForSequenceClassification",
+            "RobertaForTokenClassification",
+            "RobertaForQuestionAnswering",
+        ],
+        model_types: &["roberta"],
+        config: ConfigSchema { defaults: Defaults { vocab_size: Some(50265), ..ROBERTA_DEFAULTS }, ..BERT_SCHEMA },
+        layout: ROBERTA_LAYOUT,
+    },
+    Architecture {
+        classes: &[
+            "XLMRobertaModel",
+            "XLMRobertaForMaskedLM",
+            "XLMRobertaForSequenceClassification",
+            "XLMRobertaForTokenClassification",
+            "XLMRobertaForQuestionAnswering",
+        ],
+        model_types: &["xlm-roberta"],
+        config: BERT_SCHEMA_ROBERTA_DEFAULTS,
+        layout: ROBERTA_LAYOUT,
     },
 ];
 

@@ -28,9 +28,14 @@ impl Vb {
         Vb { prefix: prefix.trim_end_matches('.').to_string() }
     }
 
-    /// The child block `name`.
+    /// The child block `name` (this block itself for an empty name: a layout whose MLP sits
+    /// right under the layer).
     pub(crate) fn pp(&self, name: impl std::fmt::Display) -> Vb {
-        Vb { prefix: self.name(name) }
+        let name = name.to_string();
+        match name.is_empty() {
+            true => self.clone(),
+            false => Vb { prefix: self.name(name) },
+        }
     }
 
     /// The prefix itself (the name of the block's node).
@@ -257,13 +262,15 @@ impl Decoder<'_> {
         let a = self.attention(&vb.pp(self.arch.layout.attention.prefix), i, x, s)?;
         let a = self.optional_norm(vb, norms.post_attention, a)?;
         let h = self.residual(&vb.name("attn_residual"), h, a)?;
+        let h = self.optional_norm(vb, norms.attention_residual, h)?;
         let x = self.optional_norm(vb, norms.pre_mlp, h)?;
         let m = match self.arch.layout.moe {
             Some(moe) if self.cfg.sparse_layer(i) => self.moe(vb, &moe, x, act)?,
             _ => self.mlp(&vb.pp(self.arch.layout.mlp.prefix), x, act)?,
         };
         let m = self.optional_norm(vb, norms.post_mlp, m)?;
-        self.residual(&vb.name("mlp_residual"), h, m)
+        let h = self.residual(&vb.name("mlp_residual"), h, m)?;
+        self.optional_norm(vb, norms.mlp_residual, h)
     }
 
     fn residual(&mut self, name: &str, h: ValueId, x: ValueId) -> Result<ValueId> {
@@ -389,6 +396,11 @@ impl Decoder<'_> {
                 let h = self.conv1d(&vb.pp(fc), is, hs, x)?;
                 let h = self.op(&vb.name("act"), Op::Activate(act), &[h])?;
                 self.conv1d(&down, hs, is, h)
+            }
+            MlpKind::Plain(fc) => {
+                let h = self.linear(&vb.pp(fc), is, hs, bias, x)?;
+                let h = self.op(&vb.pp(fc).name("act"), Op::Activate(act), &[h])?;
+                self.linear(&down, hs, is, bias, h)
             }
         }
     }

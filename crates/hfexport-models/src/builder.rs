@@ -12,7 +12,7 @@ use crate::blocks::Vb;
 use crate::config::ModelConfig;
 use crate::error::{ModelError, Result};
 use hfexport_core::ops::{Activation, BinaryOp};
-use hfexport_core::plan::{CacheMode, ComponentSpec, Planned, Role};
+use hfexport_core::plan::{CacheMode, ComponentSpec, Exit, Planned, Role};
 use hfexport_core::{DType, Dim, Graph, Op, RopeConfig, TensorInfo, ValueId};
 
 /// What a builder can ask of a weight store: a float tensor of a given shape, or an error
@@ -39,27 +39,77 @@ impl Weights for crate::Checkpoint {
     }
 }
 
-/// The task a graph is built for.
+/// The task a graph is built for: a decoder's `causal-lm`, or an encoder's (see `encoder.rs`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Task {
     CausalLm,
+    /// `last_hidden_state`, and `pooler_output` where the checkpoint has a pooler.
+    FeatureExtraction,
+    /// `logits` `[batch, sequence, vocab]` of the masked-LM head.
+    FillMask,
+    /// `logits` `[batch, num_labels]`.
+    SequenceClassification,
+    /// `logits` `[batch, sequence, num_labels]`.
+    TokenClassification,
+    /// `start_logits`, `end_logits` `[batch, sequence]`.
+    QuestionAnswering,
 }
 
 impl Task {
-    pub const NAMES: [&'static str; 1] = ["causal-lm"];
+    pub const ALL: [Task; 6] = [
+        Task::CausalLm,
+        Task::FeatureExtraction,
+        Task::FillMask,
+        Task::SequenceClassification,
+        Task::TokenClassification,
+        Task::QuestionAnswering,
+    ];
 
-    /// The name recorded in `export.json`.
+    /// The name recorded in `export.json` (and `--task`'s value).
     pub fn name(self) -> &'static str {
         match self {
             Task::CausalLm => "causal-lm",
+            Task::FeatureExtraction => "feature-extraction",
+            Task::FillMask => "fill-mask",
+            Task::SequenceClassification => "sequence-classification",
+            Task::TokenClassification => "token-classification",
+            Task::QuestionAnswering => "question-answering",
         }
     }
 
+    /// A task by its name, or the names transformers' pipelines use for it.
     pub fn parse(s: &str) -> Result<Task, String> {
-        match s {
-            "causal-lm" | "text-generation" => Ok(Task::CausalLm),
-            _ => Err(format!("task `{s}` is not supported; valid: {}", Task::NAMES.join(", "))),
-        }
+        let alias = match s {
+            "text-generation" => "causal-lm",
+            "text-classification" => "sequence-classification",
+            "ner" => "token-classification",
+            other => other,
+        };
+        Task::ALL.into_iter().find(|t| t.name() == alias).ok_or_else(|| {
+            let names: Vec<&str> = Task::ALL.iter().map(|t| t.name()).collect();
+            format!("task `{s}` is not supported; valid: {}", names.join(", "))
+        })
+    }
+
+    /// The task of a checkpoint class (`architectures[0]`): its head's, or feature extraction
+    /// for a bare encoder (`BertModel`).
+    pub fn of_class(class: &str) -> Task {
+        let heads = [
+            ("ForCausalLM", Task::CausalLm),
+            ("LMHeadModel", Task::CausalLm),
+            ("ForConditionalGeneration", Task::CausalLm),
+            ("ForMaskedLM", Task::FillMask),
+            ("ForSequenceClassification", Task::SequenceClassification),
+            ("ForTokenClassification", Task::TokenClassification),
+            ("ForQuestionAnswering", Task::QuestionAnswering),
+        ];
+        heads.iter().find(|(suffix, _)| class.ends_with(suffix)).map_or(Task::FeatureExtraction, |(_, t)| *t)
+    }
+
+    /// Whether a family can be built for this task at all (the checkpoint must still hold the
+    /// head's weights).
+    pub fn fits(self, arch: &Architecture) -> bool {
+        (self == Task::CausalLm) == arch.layout.encoder.is_none()
     }
 }
 
@@ -93,14 +143,20 @@ pub fn max_context(cfg: &ModelConfig) -> i64 {
 /// `[batch, seq]`), output `logits` `[batch, seq, vocab]`.
 pub fn build(cfg: &ModelConfig, weights: &dyn Weights, task: Task, opts: &BuildOptions) -> Result<Graph> {
     let arch = lookup(&cfg.architecture)?;
+    let model = Decoder::new(cfg, arch, weights, opts, "model");
     match task {
-        Task::CausalLm => Decoder::new(cfg, arch, weights, opts, "model").causal_lm(),
+        Task::CausalLm if task.fits(arch) => model.causal_lm(),
+        _ => model.encoder(task),
     }
 }
 
 /// The forward component of `task` ([`build`] with its spec).
 pub fn build_forward(cfg: &ModelConfig, weights: &dyn Weights, task: Task, opts: &BuildOptions) -> Result<Planned> {
-    Ok(Planned { spec: ComponentSpec::forward(), graph: build(cfg, weights, task, opts)? })
+    let mut spec = ComponentSpec::forward();
+    if task == Task::FeatureExtraction {
+        spec.exit = Exit::HiddenStates;
+    }
+    Ok(Planned { spec, graph: build(cfg, weights, task, opts)? })
 }
 
 /// Name of the cache tensor of `layer` (`keys` or `values`), as in docs/io-contracts.md.
@@ -160,6 +216,11 @@ pub(crate) struct LayerInputs {
 }
 
 impl LayerInputs {
+    /// The inputs of layers without a rotary embedding (an encoder's).
+    pub(crate) fn without_rope(mask: ValueId, positions: ValueId) -> LayerInputs {
+        LayerInputs { ropes: vec![], mask, positions, key_positions: positions }
+    }
+
     /// The cos/sin tables of `rope` (made for every rope a layer uses).
     pub(crate) fn tables(&self, rope: &RopeConfig) -> (ValueId, ValueId) {
         let (_, cos, sin) =
@@ -205,7 +266,7 @@ impl<'a> Decoder<'a> {
 
     /// The prefix the text model is stored under: the first of the layout's roots whose
     /// embedding table exists (the first root when none does, so the error names it).
-    fn root(&self) -> Vb {
+    pub(crate) fn root(&self) -> Vb {
         let layout = &self.arch.layout;
         let root = layout
             .roots
@@ -215,7 +276,7 @@ impl<'a> Decoder<'a> {
         Vb::root(root)
     }
 
-    fn activation(&self) -> Result<Activation> {
+    pub(crate) fn activation(&self) -> Result<Activation> {
         let name = &self.cfg.hidden_act;
         Activation::from_hf(name).ok_or_else(|| ModelError::Config {
             path: "config.json".into(),

@@ -101,6 +101,18 @@ pub struct ModelConfig {
     pub bos_token_id: Option<i64>,
     pub eos_token_ids: Vec<i64>,
     pub pad_token_id: Option<i64>,
+    /// An encoder's own settings (BERT, RoBERTa); `None` for a decoder.
+    pub encoder: Option<EncoderConfig>,
+}
+
+/// An encoder config, resolved.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EncoderConfig {
+    /// Rows of the token type embedding (`token_type_ids` is an input when above 1).
+    pub type_vocab_size: usize,
+    /// Outputs of a classification head: `len(id2label)`, else `num_labels`, else 2 (as
+    /// `PreTrainedConfig` reads them).
+    pub num_labels: usize,
 }
 
 /// A mixture-of-experts config, resolved.
@@ -178,6 +190,7 @@ const GENERIC: ConfigSchema = ConfigSchema {
     softcapping: arch::NO_SOFTCAPPING,
     heads_divide_hidden: false,
     moe: None,
+    encoder: None,
 };
 
 fn normalise(top: &Fields) -> Result<ModelConfig> {
@@ -250,7 +263,21 @@ fn normalise(top: &Fields) -> Result<ModelConfig> {
         bos_token_id,
         eos_token_ids,
         pad_token_id,
+        encoder: parse_encoder(f, schema)?,
     })
+}
+
+/// Upper bound on a token type vocabulary and on classification labels.
+pub const MAX_LABELS: usize = 1 << 20;
+
+fn parse_encoder(f: &Fields, schema: &ConfigSchema) -> Result<Option<EncoderConfig>> {
+    let Some(enc) = schema.encoder else { return Ok(None) };
+    let type_vocab_size = f.size("type_vocab_size", Some(enc.type_vocab_size), MAX_LABELS)?;
+    let num_labels = match f.raw("id2label") {
+        Some(Value::Object(map)) if !map.is_empty() => f.check_count("id2label", map.len() as u64, MAX_LABELS)?,
+        _ => f.size("num_labels", Some(2), MAX_LABELS)?,
+    };
+    Ok(Some(EncoderConfig { type_vocab_size, num_labels }))
 }
 
 /// A class of another family than the config's `model_type` (a GPT-2 class over a Llama
@@ -1700,6 +1727,33 @@ mod tests {
             (c.embedding_scale, c.attention_scales[0], c.residual_multiplier, c.logits_scaling),
             (Some(12.0), 0.5, Some(0.2), Some(4.0))
         );
+    }
+
+    #[test]
+    fn encoder_configs_follow_their_classes() {
+        // BertConfig's defaults, no rope, biases everywhere, two labels and two token types
+        let c = parse(r#"{"architectures": ["BertForMaskedLM"], "model_type": "bert"}"#).unwrap();
+        assert_eq!((c.vocab_size, c.hidden_size, c.intermediate_size, c.num_hidden_layers), (30522, 768, 3072, 12));
+        assert_eq!((c.num_attention_heads, c.num_key_value_heads, c.head_dim), (12, 12, 64));
+        assert_eq!((c.max_position_embeddings, c.norm_eps, c.hidden_act.as_str()), (512, 1e-12, "gelu"));
+        assert_eq!(c.rotary_layers, [false; 12]);
+        assert!(c.attention_bias && c.o_bias && c.mlp_bias && c.tie_word_embeddings);
+        assert_eq!((c.pad_token_id, c.encoder), (Some(0), Some(EncoderConfig { type_vocab_size: 2, num_labels: 2 })));
+        // labels counted from id2label (as PreTrainedConfig does), RoBERTa's padding id
+        let c = parse(
+            r#"{"architectures": ["RobertaForSequenceClassification"], "model_type": "roberta", "type_vocab_size": 1,
+                "id2label": {"0": "neg", "1": "neutral", "2": "pos"}, "num_labels": 7}"#,
+        )
+        .unwrap();
+        assert_eq!((c.pad_token_id, c.vocab_size), (Some(1), 50265));
+        assert_eq!(c.encoder, Some(EncoderConfig { type_vocab_size: 1, num_labels: 3 }));
+        let c =
+            parse(r#"{"architectures": ["XLMRobertaModel"], "model_type": "xlm-roberta", "num_labels": 4}"#).unwrap();
+        assert_eq!((c.pad_token_id, c.encoder.unwrap().num_labels), (Some(1), 4));
+        // BertConfig refuses a hidden size the heads do not divide; a decoder has no encoder part
+        let e = parse(r#"{"architectures": ["BertModel"], "model_type": "bert", "hidden_size": 100}"#).unwrap_err();
+        assert!(e.to_string().contains("not a multiple of num_attention_heads"), "{e}");
+        assert_eq!(family("LlamaForCausalLM", "llama", "{}").unwrap().encoder, None);
     }
 
     #[test]

@@ -11,6 +11,7 @@ mod blocks;
 pub mod builder;
 pub mod checkpoint;
 pub mod config;
+mod encoder;
 pub mod error;
 pub mod hub;
 pub mod prequantized;

@@ -36,13 +36,21 @@ pub const COPIED_FILES: [&str; 10] = [
 pub struct ExportRequest {
     pub model: PathBuf,
     pub output: PathBuf,
-    pub task: Task,
+    /// `None`: the task of the checkpoint's class (`architectures[0]`, see [`Task::of_class`]).
+    pub task: Option<Task>,
     /// Float dtype of the exported weights and activations.
     pub dtype: DType,
     /// Replace a non-empty output folder.
     pub force: bool,
     /// Export the components of a generation loop instead of the forward graph.
     pub generation: Option<Generation>,
+}
+
+impl ExportRequest {
+    /// The task asked for, else the checkpoint class's.
+    pub fn task_of(&self, model: &ModelConfig) -> Task {
+        self.task.unwrap_or_else(|| Task::of_class(&model.architecture))
+    }
 }
 
 /// `export_for_generation` options (the Python `cache_implementation="static"`,
@@ -145,8 +153,17 @@ impl AutoHfExporter {
     /// are read: a test can plan a full-size model without its weights).
     pub fn plan_model(&self, req: &ExportRequest, model: &ModelConfig, weights: &dyn Weights) -> Result<ExportPlan> {
         let opts = BuildOptions { dtype: req.dtype, ..Default::default() };
+        let task = req.task_of(model);
         let mut components = match &req.generation {
-            None => vec![build_forward(model, weights, req.task, &opts)?],
+            None => vec![build_forward(model, weights, task, &opts)?],
+            Some(_) if task != Task::CausalLm => {
+                return Err(Error::Unsupported(format!(
+                    "{} exports for generation are causal LMs; the task here is `{}` (export it without \
+                     --for-generation)",
+                    model.architecture,
+                    task.name()
+                )))
+            }
             Some(gen) => {
                 if !self.config.common().dynamic {
                     return Err(Error::Unsupported(
@@ -253,7 +270,7 @@ impl AutoHfExporter {
                     .map(|(repo, sha)| hfexport_core::metadata::HubSource { repo, sha }),
             },
             format: self.config.format().as_str().to_string(),
-            task: req.task.name().to_string(),
+            task: req.task_of(&ckpt.config).name().to_string(),
             dtype: req.dtype.user_name().to_string(),
             config: self.config.to_dict(),
             symbols,
@@ -387,7 +404,7 @@ pub fn verify_export(dir: &Path, checkpoint: &Path) -> Result<Verification> {
     let req = ExportRequest {
         model: checkpoint.to_path_buf(),
         output: dir.to_path_buf(),
-        task,
+        task: Some(task),
         dtype,
         force: false,
         generation,

@@ -19,14 +19,20 @@ pub struct SampleCase {
     pub inputs: BTreeMap<String, Tensor>,
 }
 
-/// The sample inputs of a forward graph (`input_ids`, `attention_mask`): batch 2 x 7 tokens with
-/// row 0 left-padded by 3, and batch 1 x 5. A static axis keeps its size and a symbolic one is
+/// The sample inputs of a forward graph (`input_ids`, `attention_mask`, and an encoder's
+/// `token_type_ids`: the second half of each row is type 1): batch 2 x 7 tokens with row 0
+/// left-padded by 3, and batch 1 x 5. A static axis keeps its size and a symbolic one is
 /// clamped into its range, so the cases fit any export of the graph.
 pub fn sample_cases(graph: &Graph, vocab: usize) -> Result<Vec<SampleCase>> {
     let names: Vec<&str> = graph.inputs().iter().map(|p| p.name.as_str()).collect();
-    let (Some(ids), Some(mask), 2) = (graph.input("input_ids"), graph.input("attention_mask"), names.len()) else {
+    let types = graph.input("token_type_ids").map(|p| graph.info(p.value).dtype);
+    let expected = 2 + usize::from(types.is_some());
+    let (Some(ids), Some(mask), true) =
+        (graph.input("input_ids"), graph.input("attention_mask"), names.len() == expected)
+    else {
         return Err(Error::Unsupported(format!(
-            "verification covers forward graphs with inputs input_ids and attention_mask; this one has {}",
+            "verification covers forward graphs with inputs input_ids, attention_mask (and token_type_ids); this \
+             one has {}",
             names.join(", ")
         )));
     };
@@ -62,10 +68,12 @@ pub fn sample_cases(graph: &Graph, vocab: usize) -> Result<Vec<SampleCase>> {
             0 => format!("[{b}, {s}]"),
             p => format!("[{b}, {s}], row 0 left-padded by {p}"),
         };
-        cases.push(SampleCase {
-            name,
-            inputs: BTreeMap::from([("input_ids".to_string(), ids_t), ("attention_mask".to_string(), mask_t)]),
-        });
+        let mut inputs = BTreeMap::from([("input_ids".to_string(), ids_t), ("attention_mask".to_string(), mask_t)]);
+        if let Some(dtype) = types {
+            let second_half = (0..n).map(|i| i64::from(i % s >= s / 2)).collect();
+            inputs.insert("token_type_ids".to_string(), Tensor::int(dtype, vec![b, s], second_half)?);
+        }
+        cases.push(SampleCase { name, inputs });
     }
     Ok(cases)
 }

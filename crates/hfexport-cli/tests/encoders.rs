@@ -1,0 +1,185 @@
+//! Encoder checkpoints (BERT, RoBERTa, XLM-RoBERTa and their task heads) end to end through the
+//! binary: `run` on the checkpoint (the reference evaluator) reproduces transformers' outputs at
+//! 1e-4, and each format's export, checked with `--verify`, reproduces them at 1e-3 in its
+//! runtime through `run` (ONNX Runtime, OpenVINO, libtorch, ExecuTorch), padded rows included.
+//! A task the checkpoint cannot do is a clear error.
+
+mod common;
+
+use common::*;
+use hfexport_core::{DType, Tensor};
+use hfexport_models::safetensors::{read_all, write_safetensors};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+const INPUTS: [&str; 3] = ["input_ids", "attention_mask", "token_type_ids"];
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// Row `r` of a `[batch, ...]` tensor, as a batch of one.
+fn row(t: &Tensor, r: usize) -> Tensor {
+    let shape = t.shape();
+    let per: usize = shape[1..].iter().product();
+    let mut one = shape.to_vec();
+    one[0] = 1;
+    match t.dtype() {
+        DType::I64 => Tensor::int(DType::I64, one, t.as_i64().unwrap()[r * per..(r + 1) * per].to_vec()).unwrap(),
+        _ => Tensor::float(DType::F32, one, t.as_f32().unwrap()[r * per..(r + 1) * per].to_vec()).unwrap(),
+    }
+}
+
+/// `run PATH` on `inputs`; the outputs by name.
+fn run(tmp: &Path, tag: &str, path: &Path, inputs: &BTreeMap<String, Tensor>) -> BTreeMap<String, Tensor> {
+    let inp = tmp.join(format!("{tag}-in.safetensors"));
+    let feeds: Vec<(&str, &Tensor)> = inputs.iter().map(|(k, v)| (k.as_str(), v)).collect();
+    write_safetensors(&inp, &feeds, &BTreeMap::new()).unwrap();
+    let out = tmp.join(format!("{tag}-out.safetensors"));
+    let o = hfexport(&["run", s(path), "--inputs", s(&inp), "--outputs", s(&out)]);
+    assert!(o.status.success(), "{tag}: run failed: {}", stderr(&o));
+    read_all(&out).unwrap()
+}
+
+/// Worst |ours - theirs| over the positions the mask keeps (outputs `[batch, seq, ...]`), or
+/// everywhere (pooled outputs `[batch, ...]`).
+fn worst(ours: &Tensor, theirs: &Tensor, mask: &Tensor) -> f32 {
+    assert_eq!(ours.shape(), theirs.shape());
+    let (o, t, m) = (ours.as_f32().unwrap(), theirs.as_f32().unwrap(), mask.as_i64().unwrap());
+    let per_token = ours.shape().len() >= 2 && ours.shape()[..2] == mask.shape()[..];
+    let width = if per_token { o.len() / m.len() } else { o.len() };
+    (0..o.len()).filter(|&i| !per_token || m[i / width] != 0).map(|i| (o[i] - t[i]).abs()).fold(0f32, |w, d| {
+        assert!(d.is_finite(), "non-finite difference");
+        w.max(d)
+    })
+}
+
+/// Checks `outputs` of case `case` (rows `rows` of the golden batch) against the goldens.
+fn check(
+    what: &str,
+    gold: &BTreeMap<String, Tensor>,
+    case: &str,
+    rows: Option<usize>,
+    outputs: &BTreeMap<String, Tensor>,
+    tol: f32,
+) {
+    let golden = |k: &str| {
+        let t = &gold[&format!("{case}.{k}")];
+        rows.map_or_else(|| t.clone(), |r| row(t, r))
+    };
+    let mask = golden("attention_mask");
+    let names: Vec<&String> = gold.keys().filter(|k| k.starts_with(&format!("{case}."))).collect();
+    let expected: Vec<&str> = names.iter().map(|k| &k[case.len() + 1..]).filter(|k| !INPUTS.contains(k)).collect();
+    assert_eq!(
+        outputs.keys().map(String::as_str).collect::<Vec<_>>(),
+        {
+            let mut e = expected.clone();
+            e.sort();
+            e
+        },
+        "{what}: outputs"
+    );
+    for k in expected {
+        let d = worst(&outputs[k].cast(DType::F32), &golden(k), &mask);
+        assert!(d <= tol, "{what} {case} {k}: worst |diff| {d:e} > {tol:e}");
+    }
+}
+
+fn golden_inputs(gold: &BTreeMap<String, Tensor>, case: &str) -> BTreeMap<String, Tensor> {
+    INPUTS.iter().filter_map(|k| gold.get(&format!("{case}.{k}")).map(|t| (k.to_string(), t.clone()))).collect()
+}
+
+#[test]
+fn encoders_match_transformers_in_the_evaluator_and_every_runtime() {
+    require_onnxruntime();
+    require_openvino();
+    require_libtorch();
+    require_executorch();
+    let tmp = tempfile::tempdir().unwrap();
+    let encoders = encoder_fixtures();
+    assert!(encoders.len() >= 7, "the manifest lists the encoder fixtures: {encoders:?}");
+    for (name, task) in encoders {
+        let fx = fixture(name);
+        let gold = read_all(fx.join("golden.safetensors")).unwrap();
+        for case in ["single", "batch"] {
+            let out = run(tmp.path(), &format!("{name}-{case}-ref"), &fx, &golden_inputs(&gold, case));
+            check(&format!("{name} reference"), &gold, case, None, &out, 1e-4);
+        }
+        for format in ["onnx", "openvino", "dynamo", "executorch"] {
+            let dir = tmp.path().join(format!("{name}-{format}"));
+            let o = hfexport(&[
+                "export",
+                "--model",
+                s(&fx),
+                "--format",
+                format,
+                "--dynamic",
+                "--verify",
+                "--output",
+                s(&dir),
+            ]);
+            assert!(o.status.success(), "{name} {format}: {}", stderr(&o));
+            let meta = std::fs::read_to_string(dir.join("export.json")).unwrap();
+            assert!(meta.contains(&format!("\"task\": \"{task}\"")), "{name} {format}: export.json task");
+            for case in ["single", "batch"] {
+                let inputs = golden_inputs(&gold, case);
+                // ExecuTorch's default batch bound is 1: its rows go one at a time
+                let batch = inputs["input_ids"].shape()[0];
+                match format {
+                    "executorch" => {
+                        for r in 0..batch {
+                            let one: BTreeMap<_, _> = inputs.iter().map(|(k, v)| (k.clone(), row(v, r))).collect();
+                            let out = run(tmp.path(), &format!("{name}-{format}-{case}-{r}"), &dir, &one);
+                            check(&format!("{name} {format} row {r}"), &gold, case, Some(r), &out, 1e-3);
+                        }
+                    }
+                    _ => {
+                        let out = run(tmp.path(), &format!("{name}-{format}-{case}"), &dir, &inputs);
+                        check(&format!("{name} {format}"), &gold, case, None, &out, 1e-3);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A task the checkpoint's family or weights cannot do, or a generation export of an encoder:
+/// errors naming what is wrong, and nothing written.
+#[test]
+fn tasks_an_encoder_cannot_do_are_clear_errors() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out");
+    let export = |model: &str, extra: &[&str]| {
+        let fx = fixture(model);
+        let mut args = vec!["export", "--model", s(&fx), "--format", "onnx", "--output", s(&out)];
+        args.extend_from_slice(extra);
+        hfexport(&args)
+    };
+    let o = export("bert", &["--task", "causal-lm"]);
+    assert!(
+        stderr(&o).contains("BertModel cannot do the task `causal-lm`") && stderr(&o).contains("fill-mask"),
+        "{}",
+        stderr(&o)
+    );
+    let o = export("bert_cls", &["--task", "question-answering"]);
+    assert!(stderr(&o).contains("qa_outputs.weight"), "{}", stderr(&o));
+    let o = export("qwen3", &["--task", "fill-mask"]);
+    assert!(
+        stderr(&o).contains("Qwen3ForCausalLM cannot do the task `fill-mask`") && stderr(&o).contains("causal-lm"),
+        "{}",
+        stderr(&o)
+    );
+    let o = export("bert_mlm", &["--task", "summarization"]);
+    assert!(stderr(&o).contains("task `summarization` is not supported"), "{}", stderr(&o));
+    let o = export("bert_mlm", &["--for-generation", "--dynamic"]);
+    assert!(stderr(&o).contains("the task here is `fill-mask`"), "{}", stderr(&o));
+    assert!(!out.exists());
+    // a bare encoder checkpoint exports feature extraction; the MLM checkpoint's encoder too
+    let o = export("bert_mlm", &["--task", "feature-extraction"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let meta = std::fs::read_to_string(out.join("export.json")).unwrap();
+    assert!(
+        meta.contains("last_hidden_state") && !meta.contains("pooler_output"),
+        "no pooler in a masked-LM checkpoint"
+    );
+}

@@ -1,0 +1,220 @@
+//! Encoder graphs (BERT, RoBERTa, XLM-RoBERTa): bidirectional layers over the whole sequence,
+//! then the head of the task.
+//!
+//! The layers are the block library's (`decoder_layer` with the family's post-residual norms
+//! and no rotary); what differs from a decoder is here: the embeddings (word + learned
+//! position + token type, then a norm), a padding-only mask (every token attends to every
+//! unpadded token), and the task heads of [`crate::arch::EncoderLayout`]. Inputs keep
+//! transformers' names: `input_ids`, `attention_mask` (int64 `[batch, sequence]`) and
+//! `token_type_ids` where the family has more than one token type.
+
+use hfexport_core::ops::{Activation, BinaryOp, UnaryOp};
+use hfexport_core::{DType, Dim, Graph, Op, Tensor, ValueId};
+
+use crate::arch::{ClassifierHead, EncoderLayout, EncoderPositions};
+use crate::blocks::Vb;
+use crate::builder::{Decoder, LayerInputs, Task};
+use crate::error::{ModelError, Result};
+
+impl Decoder<'_> {
+    /// The forward graph of an encoder `task`; outputs named as transformers names them.
+    pub(crate) fn encoder(mut self, task: Task) -> Result<Graph> {
+        let (cfg, arch) = (self.cfg, self.arch);
+        let (Some(enc), Some(ecfg), true) = (arch.layout.encoder, cfg.encoder.as_ref(), task.fits(arch)) else {
+            return Err(self.task_error(task));
+        };
+        let act = self.activation()?;
+        // RoBERTa's positions start after the padding id: fewer tokens fit
+        let first = match enc.positions {
+            EncoderPositions::FromZero => 0,
+            EncoderPositions::AfterPadding => self.pad_id()? as usize + 1,
+        };
+        let max_seq = cfg.max_position_embeddings.saturating_sub(first).max(1) as i64;
+        let batch = Dim::sym(&self.g.symbols.declare("batch", 1, self.opts.max_batch)?);
+        let seq = Dim::sym(&self.g.symbols.declare("sequence", 1, max_seq)?);
+        let bs = vec![batch.clone(), seq.clone()];
+        let ids = self.g.add_input("input_ids", DType::I64, bs.clone())?;
+        let am = self.g.add_input("attention_mask", DType::I64, bs.clone())?;
+        let types = match ecfg.type_vocab_size > 1 {
+            true => Some(self.g.add_input("token_type_ids", DType::I64, bs)?),
+            false => None,
+        };
+        let root = self.root();
+        let positions = self.encoder_positions(&enc, ids, &seq)?;
+        let (mut h, table) = self.encoder_embeddings(&root, &enc, ids, positions, types)?;
+        let one = Dim::konst(1);
+        let keys = self.op("mask.padding", Op::Cast(DType::Bool), &[am])?;
+        let mask = self.op("mask", Op::Reshape { shape: vec![batch, one.clone(), one, seq] }, &[keys])?;
+        let shared = LayerInputs::without_rope(mask, positions);
+        let layers = root.pp(arch.layout.layers);
+        for i in 0..cfg.num_hidden_layers {
+            h = self.decoder_layer(&layers.pp(i), i, h, &shared, act)?;
+        }
+        self.encoder_head(task, &root, &enc, (h, table), act)?;
+        Ok(self.g)
+    }
+
+    fn task_error(&self, task: Task) -> ModelError {
+        let valid: Vec<&str> = Task::ALL.iter().filter(|t| t.fits(self.arch)).map(|t| t.name()).collect();
+        ModelError::Config {
+            path: "config.json".into(),
+            key: "architectures".into(),
+            msg: format!("{} cannot do the task `{}`; valid: {}", self.cfg.architecture, task.name(), valid.join(", ")),
+        }
+    }
+
+    fn pad_id(&self) -> Result<i64> {
+        self.cfg.pad_token_id.ok_or_else(|| ModelError::Config {
+            path: "config.json".into(),
+            key: "pad_token_id".into(),
+            msg: "is null, but this family numbers positions after the padding id".into(),
+        })
+    }
+
+    /// Position ids: `[1, seq]` from zero, or RoBERTa's `[batch, seq]` counted over the
+    /// non-padding tokens (`cumsum(ids != pad) * (ids != pad) + pad`, the cumulative sum a
+    /// product with a triangular matrix of ones, exact in f32 up to 2^24 tokens).
+    fn encoder_positions(&mut self, enc: &EncoderLayout, ids: ValueId, seq: &Dim) -> Result<ValueId> {
+        let one = Dim::konst(1);
+        let iota = self.op("positions", Op::Iota { len: seq.clone() }, &[])?;
+        if enc.positions == EncoderPositions::FromZero {
+            return self.op("position_ids", Op::Reshape { shape: vec![one, seq.clone()] }, &[iota]);
+        }
+        let pad = self.pad_id()?;
+        let pad_t = self.op("positions.pad", Op::Constant(Tensor::int(DType::I64, vec![], vec![pad])?), &[])?;
+        let is_pad = self.op("positions.is_pad", Op::Binary(BinaryOp::Equal), &[ids, pad_t])?;
+        let real = self.op("positions.real", Op::Unary(UnaryOp::Not), &[is_pad])?;
+        let real = self.op("positions.real_f32", Op::Cast(DType::F32), &[real])?;
+        let rows = self.op("positions.rows", Op::Reshape { shape: vec![seq.clone(), one.clone()] }, &[iota])?;
+        let cols = self.op("positions.cols", Op::Reshape { shape: vec![one, seq.clone()] }, &[iota])?;
+        let upper = self.op("positions.upper", Op::Binary(BinaryOp::LessEqual), &[rows, cols])?;
+        let upper = self.op("positions.upper_f32", Op::Cast(DType::F32), &[upper])?;
+        let count = self.op("positions.cumsum", Op::MatMul, &[real, upper])?;
+        let count = self.op("positions.counted", Op::Binary(BinaryOp::Mul), &[count, real])?;
+        let count = self.op("positions.count_i64", Op::Cast(DType::I64), &[count])?;
+        self.op("position_ids", Op::Binary(BinaryOp::Add), &[count, pad_t])
+    }
+
+    /// `norm(word[ids] + position[positions] + token_type[types or 0])`, and the word
+    /// embedding table (a masked-LM decoder may be tied to it).
+    fn encoder_embeddings(
+        &mut self,
+        root: &Vb,
+        enc: &EncoderLayout,
+        ids: ValueId,
+        positions: ValueId,
+        types: Option<ValueId>,
+    ) -> Result<(ValueId, ValueId)> {
+        let (cfg, hs) = (self.cfg, self.cfg.hidden_size);
+        let (h, words) = self.embed(root, ids, positions)?;
+        let n_types = cfg.encoder.as_ref().map_or(1, |e| e.type_vocab_size);
+        let vb = root.pp(enc.token_type_embed);
+        let table = self.weight(&vb, "weight", &[n_types, hs])?;
+        let types = match types {
+            Some(t) => t,
+            // one token type: every token is type 0
+            None => self.op(&vb.name("zero"), Op::Constant(Tensor::int(DType::I64, vec![], vec![0])?), &[])?,
+        };
+        let t = self.op(&vb.name("gather"), Op::Gather { axis: 0 }, &[table, types])?;
+        let h = self.op(&vb.name("add"), Op::Binary(BinaryOp::Add), &[h, t])?;
+        Ok((self.norm(&root.pp(enc.embed_norm), hs, h)?, words))
+    }
+
+    /// The first token's hidden state `[batch, hidden]` (`h[:, 0]`).
+    fn first_token(&mut self, name: &str, h: ValueId) -> Result<ValueId> {
+        let shape = self.g.info(h).shape.clone();
+        let (zero, one) = (Dim::konst(0), Dim::konst(1));
+        let x = self.op(&format!("{name}.first"), Op::Slice { axis: 1, start: zero, end: one }, &[h])?;
+        self.op(&format!("{name}.squeeze"), Op::Reshape { shape: vec![shape[0].clone(), shape[2].clone()] }, &[x])
+    }
+
+    /// `tanh(dense(h[:, 0]))`.
+    fn pooler(&mut self, root: &Vb, enc: &EncoderLayout, h: ValueId) -> Result<ValueId> {
+        let hs = self.cfg.hidden_size;
+        let vb = root.pp(enc.pooler);
+        let x = self.first_token(vb.path(), h)?;
+        let x = self.linear(&vb, hs, hs, true, x)?;
+        self.op(&vb.name("tanh"), Op::Unary(UnaryOp::Tanh), &[x])
+    }
+
+    fn encoder_head(
+        &mut self,
+        task: Task,
+        root: &Vb,
+        enc: &EncoderLayout,
+        (h, words): (ValueId, ValueId),
+        act: Activation,
+    ) -> Result<()> {
+        let hs = self.cfg.hidden_size;
+        let labels = self.cfg.encoder.as_ref().map_or(2, |e| e.num_labels);
+        let top = Vb::root("");
+        match task {
+            Task::FeatureExtraction => {
+                self.g.add_output("last_hidden_state", h)?;
+                if self.weights.has(&root.pp(enc.pooler).name("weight")) {
+                    let p = self.pooler(root, enc, h)?;
+                    self.g.add_output("pooler_output", p)?;
+                }
+            }
+            Task::FillMask => {
+                let m = enc.mlm;
+                let x = self.linear(&top.pp(m.dense), hs, hs, true, h)?;
+                let act = if m.gelu { Activation::Gelu } else { act };
+                let x = self.op(&top.pp(m.dense).name("act"), Op::Activate(act), &[x])?;
+                let x = self.norm(&top.pp(m.norm), hs, x)?;
+                let logits = self.mlm_decoder(words, m.decoder, m.bias, x)?;
+                self.g.add_output("logits", logits)?;
+            }
+            Task::SequenceClassification => {
+                let logits = match enc.classifier {
+                    ClassifierHead::Pooled { out } => {
+                        let p = self.pooler(root, enc, h)?;
+                        self.linear(&top.pp(out), labels, hs, true, p)?
+                    }
+                    ClassifierHead::DenseTanh { dense, out } => {
+                        let x = self.first_token(dense, h)?;
+                        let x = self.linear(&top.pp(dense), hs, hs, true, x)?;
+                        let x = self.op(&top.pp(dense).name("tanh"), Op::Unary(UnaryOp::Tanh), &[x])?;
+                        self.linear(&top.pp(out), labels, hs, true, x)?
+                    }
+                };
+                self.g.add_output("logits", logits)?;
+            }
+            Task::TokenClassification => {
+                let logits = self.linear(&top.pp(enc.token_classifier), labels, hs, true, h)?;
+                self.g.add_output("logits", logits)?;
+            }
+            Task::QuestionAnswering => {
+                let span = self.linear(&top.pp(enc.qa), 2, hs, true, h)?;
+                let shape = self.g.info(h).shape[..2].to_vec();
+                for (i, name) in ["start_logits", "end_logits"].into_iter().enumerate() {
+                    let (a, b) = (Dim::konst(i as i64), Dim::konst(i as i64 + 1));
+                    let x = self.op(&format!("{}.{name}", enc.qa), Op::Slice { axis: 2, start: a, end: b }, &[span])?;
+                    let x = self.op(name, Op::Reshape { shape: shape.clone() }, &[x])?;
+                    self.g.add_output(name, x)?;
+                }
+            }
+            Task::CausalLm => return Err(self.task_error(task)),
+        }
+        Ok(())
+    }
+
+    /// `x · decoderᵀ + bias`, the decoder the word embeddings unless the checkpoint stores its
+    /// own (as for a decoder's head); the bias the head's `bias` when tied (transformers 5 ties
+    /// `<decoder>.bias` to it), else the decoder's own where stored.
+    fn mlm_decoder(&mut self, words: ValueId, decoder: &str, bias: &str, x: ValueId) -> Result<ValueId> {
+        let (v, hs) = (self.cfg.vocab_size, self.cfg.hidden_size);
+        let dec = Vb::root(decoder);
+        let w = match self.weights.has(&dec.name("weight")) {
+            true => self.weight(&dec, "weight", &[v, hs])?,
+            false => words,
+        };
+        // tied, `<decoder>.bias` is tied to the head's `bias`; untied, the decoder's own is used
+        let own = self.weights.has(&dec.name("bias"));
+        let b = match (self.cfg.tie_word_embeddings && self.weights.has(bias)) || !own {
+            true => self.weight(&Vb::root(""), bias, &[v])?,
+            false => self.weight(&dec, "bias", &[v])?,
+        };
+        self.op(decoder, Op::Linear, &[x, w, b])
+    }
+}

@@ -1,0 +1,144 @@
+#!/usr/bin/env python3
+"""Random encoder checkpoints with transformers' outputs, for tests/unseen_encoders.rs.
+
+Usage: random_encoders.py OUTDIR --seed S --count N
+
+Writes N folders (save_pretrained of a randomly configured BERT / RoBERTa / XLM-RoBERTa with one
+of its heads, classes dealt round-robin) with golden.safetensors: for the cases `single` ([1, L])
+and `batch` ([2, L], row 1 right-padded), the inputs (`input_ids`, `attention_mask`, and
+`token_type_ids` when type_vocab_size > 1) and every output of the forward. OUTDIR/index.json
+lists {name, dir, task, description}. The sampled space: heads 1-6 of head_dim 4-16, 1-3 layers,
+any intermediate size, the activations the configs accept (gelu, gelu_new, relu, silu,
+gelu_pytorch_tanh, quick_gelu), layer_norm_eps, 1-3 token types, 1-6 labels (id2label or
+num_labels), tied or untied masked-LM decoders, BERT padding ids other than 0, sequence lengths
+5-12 within max_position_embeddings.
+"""
+
+import argparse
+import json
+import random
+from pathlib import Path
+
+import torch
+import transformers
+from safetensors.torch import save_file
+
+CLASSES = [
+    ("bert", "BertModel", "feature-extraction"),
+    ("bert", "BertForMaskedLM", "fill-mask"),
+    ("roberta", "RobertaForSequenceClassification", "sequence-classification"),
+    ("xlm-roberta", "XLMRobertaForTokenClassification", "token-classification"),
+    ("bert", "BertForQuestionAnswering", "question-answering"),
+    ("roberta", "RobertaModel", "feature-extraction"),
+    ("xlm-roberta", "XLMRobertaForMaskedLM", "fill-mask"),
+    ("bert", "BertForSequenceClassification", "sequence-classification"),
+    ("bert", "BertForTokenClassification", "token-classification"),
+    ("roberta", "RobertaForQuestionAnswering", "question-answering"),
+    ("roberta", "RobertaForMaskedLM", "fill-mask"),
+    ("xlm-roberta", "XLMRobertaModel", "feature-extraction"),
+]
+CONFIGS = {"bert": "BertConfig", "roberta": "RobertaConfig", "xlm-roberta": "XLMRobertaConfig"}
+ACTS = ["gelu", "gelu_new", "relu", "silu", "gelu_pytorch_tanh", "quick_gelu"]
+STD = 0.15
+
+
+def outputs_of(task, model):
+    return {
+        "feature-extraction": ["last_hidden_state"] + (["pooler_output"] if model.pooler is not None else []),
+        "fill-mask": ["logits"],
+        "sequence-classification": ["logits"],
+        "token-classification": ["logits"],
+        "question-answering": ["start_logits", "end_logits"],
+    }[task]
+
+
+def sample(rng, index):
+    family, cls_name, task = CLASSES[index % len(CLASSES)]
+    heads, head_dim = rng.choice([1, 2, 3, 4, 6]), rng.choice([4, 8, 12, 16])
+    seq = rng.randint(5, 12)
+    roberta = family != "bert"
+    pad = 1 if roberta else rng.choice([0, 0, 5])
+    kw = dict(
+        vocab_size=rng.randint(40, 120),
+        hidden_size=heads * head_dim,
+        num_hidden_layers=rng.randint(1, 3),
+        num_attention_heads=heads,
+        intermediate_size=rng.randint(8, 64),
+        hidden_act=rng.choice(ACTS),
+        layer_norm_eps=rng.choice([1e-12, 1e-6, 1e-5]),
+        type_vocab_size=rng.choice([1, 2, 3]) if not roberta else rng.choice([1, 1, 2]),
+        max_position_embeddings=seq + (pad + 1 if roberta else 0) + rng.randint(0, 20),
+        pad_token_id=pad,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+        tie_word_embeddings=rng.random() < 0.6,
+    )
+    # a span head's linear has num_labels outputs, split into start and end: 2
+    labels = 2 if task == "question-answering" else rng.randint(1, 6)
+    if rng.random() < 0.5:
+        kw["id2label"] = {i: f"L{i}" for i in range(labels)}
+    else:
+        kw["num_labels"] = labels
+    return family, cls_name, task, seq, kw
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("out")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--count", type=int, default=12)
+    a = ap.parse_args()
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    transformers.utils.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()
+    torch.set_num_threads(1)
+    cases = []
+    for i in range(a.count):
+        rng = random.Random(a.seed * 1000 + i)
+        family, cls_name, task, seq, kw = sample(rng, i)
+        config = getattr(transformers, CONFIGS[family])(**kw)
+        config._attn_implementation = "eager"
+        torch.manual_seed(a.seed * 1000 + i)
+        model = getattr(transformers, cls_name)(config).eval()
+        with torch.no_grad():
+            for name, p in model.named_parameters():
+                noise = torch.randn_like(p) * STD
+                p.copy_(1.0 + noise if "LayerNorm" in name or "layer_norm" in name else noise)
+        name = f"{i:02d}-{cls_name}"
+        folder = out / name
+        model.save_pretrained(folder, safe_serialization=True)
+        model = getattr(transformers, cls_name).from_pretrained(folder, attn_implementation="eager").eval()
+        gen = torch.Generator().manual_seed(i)
+        golden = {}
+        for case, rows in [("single", 1), ("batch", 2)]:
+            # ids above the padding and special ids
+            ids = torch.randint(max(pad_of(kw), 2) + 1, kw["vocab_size"], (rows, seq), generator=gen)
+            mask = torch.ones_like(ids)
+            if rows == 2:
+                cut = rng.randint(1, seq - 2)
+                ids[1, seq - cut :] = kw["pad_token_id"]
+                mask[1, seq - cut :] = 0
+            inputs = {"input_ids": ids, "attention_mask": mask}
+            if kw["type_vocab_size"] > 1:
+                inputs["token_type_ids"] = torch.randint(0, kw["type_vocab_size"], (rows, seq), generator=gen)
+            with torch.no_grad():
+                res = model(**inputs)
+            for k, v in inputs.items():
+                golden[f"{case}.{k}"] = v.contiguous()
+            for k in outputs_of(task, model.base_model):
+                golden[f"{case}.{k}"] = getattr(res, k).float().contiguous()
+        save_file(golden, str(folder / "golden.safetensors"))
+        desc = f"{cls_name} " + json.dumps({k: v for k, v in kw.items() if "dropout" not in k and k != "id2label"})
+        desc += f" labels {config.num_labels} seq {seq}"
+        cases.append({"name": name, "dir": name, "task": task, "description": desc})
+        print(desc)
+    (out / "index.json").write_text(json.dumps({"cases": cases}, indent=1))
+
+
+def pad_of(kw):
+    return kw["pad_token_id"]
+
+
+if __name__ == "__main__":
+    main()
