@@ -1,4 +1,4 @@
-//! Encoders the fixtures do not cover: random BERT / RoBERTa / XLM-RoBERTa checkpoints of every
+//! Encoders the fixtures do not cover: random BERT / RoBERTa / XLM-RoBERTa / DistilBERT checkpoints of every
 //! head, configured across the space transformers accepts (`tests/python/random_encoders.py`:
 //! head counts and dims, layers, activations, epsilons, token types, label counts, tied or
 //! untied decoders, padding ids, sequence lengths), generated with their goldens by
@@ -18,7 +18,7 @@ use std::path::Path;
 use std::process::Command;
 
 const SEED: u64 = 20_261_202;
-/// Two of each dealt class.
+/// Each of the 16 dealt classes once or twice.
 const COUNT: usize = 24;
 
 struct Case {

@@ -3,7 +3,7 @@
 
 Usage: random_encoders.py OUTDIR --seed S --count N
 
-Writes N folders (save_pretrained of a randomly configured BERT / RoBERTa / XLM-RoBERTa with one
+Writes N folders (save_pretrained of a randomly configured BERT / RoBERTa / XLM-RoBERTa / DistilBERT with one
 of its heads, classes dealt round-robin) with golden.safetensors: for the cases `single` ([1, L])
 and `batch` ([2, L], row 1 right-padded), the inputs (`input_ids`, `attention_mask`, and
 `token_type_ids` when type_vocab_size > 1) and every output of the forward. OUTDIR/index.json
@@ -36,15 +36,28 @@ CLASSES = [
     ("roberta", "RobertaForQuestionAnswering", "question-answering"),
     ("roberta", "RobertaForMaskedLM", "fill-mask"),
     ("xlm-roberta", "XLMRobertaModel", "feature-extraction"),
+    ("distilbert", "DistilBertForMaskedLM", "fill-mask"),
+    ("distilbert", "DistilBertForSequenceClassification", "sequence-classification"),
+    ("distilbert", "DistilBertForQuestionAnswering", "question-answering"),
+    ("distilbert", "DistilBertModel", "feature-extraction"),
 ]
-CONFIGS = {"bert": "BertConfig", "roberta": "RobertaConfig", "xlm-roberta": "XLMRobertaConfig"}
+CONFIGS = {
+    "bert": "BertConfig",
+    "roberta": "RobertaConfig",
+    "xlm-roberta": "XLMRobertaConfig",
+    "distilbert": "DistilBertConfig",
+}
+# DistilBertConfig's names for BERT's keys (it has no token types and a fixed epsilon)
+DISTILBERT_KEYS = {"hidden_size": "dim", "num_hidden_layers": "n_layers", "num_attention_heads": "n_heads",
+                   "intermediate_size": "hidden_dim", "hidden_act": "activation", "hidden_dropout_prob": "dropout",
+                   "attention_probs_dropout_prob": "attention_dropout"}
 ACTS = ["gelu", "gelu_new", "relu", "silu", "gelu_pytorch_tanh", "quick_gelu"]
 STD = 0.15
 
 
 def outputs_of(task, model):
     return {
-        "feature-extraction": ["last_hidden_state"] + (["pooler_output"] if model.pooler is not None else []),
+        "feature-extraction": ["last_hidden_state"] + (["pooler_output"] if getattr(model, "pooler", None) is not None else []),
         "fill-mask": ["logits"],
         "sequence-classification": ["logits"],
         "token-classification": ["logits"],
@@ -56,7 +69,7 @@ def sample(rng, index):
     family, cls_name, task = CLASSES[index % len(CLASSES)]
     heads, head_dim = rng.choice([1, 2, 3, 4, 6]), rng.choice([4, 8, 12, 16])
     seq = rng.randint(5, 12)
-    roberta = family != "bert"
+    roberta = family in ("roberta", "xlm-roberta")
     pad = 1 if roberta else rng.choice([0, 0, 5])
     kw = dict(
         vocab_size=rng.randint(40, 120),
@@ -75,6 +88,9 @@ def sample(rng, index):
     )
     # a span head's linear has num_labels outputs, split into start and end: 2
     labels = 2 if task == "question-answering" else rng.randint(1, 6)
+    if family == "distilbert":
+        kw = {DISTILBERT_KEYS.get(k, k): v for k, v in kw.items() if k not in ("layer_norm_eps", "type_vocab_size")}
+        kw["sinusoidal_pos_embds"] = rng.random() < 0.5
     if rng.random() < 0.5:
         kw["id2label"] = {i: f"L{i}" for i in range(labels)}
     else:
@@ -120,7 +136,7 @@ def main():
                 ids[1, seq - cut :] = kw["pad_token_id"]
                 mask[1, seq - cut :] = 0
             inputs = {"input_ids": ids, "attention_mask": mask}
-            if kw["type_vocab_size"] > 1:
+            if kw.get("type_vocab_size", 0) > 1:
                 inputs["token_type_ids"] = torch.randint(0, kw["type_vocab_size"], (rows, seq), generator=gen)
             with torch.no_grad():
                 res = model(**inputs)

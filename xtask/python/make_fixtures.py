@@ -917,6 +917,9 @@ def encoder_config(cls, **kw):
 def encoder_specs():
     from transformers import (
         BertConfig,
+        DistilBertConfig,
+        DistilBertForMaskedLM,
+        DistilBertForSequenceClassification,
         BertForMaskedLM,
         BertForQuestionAnswering,
         BertForSequenceClassification,
@@ -960,7 +963,23 @@ def encoder_specs():
             encoder_config(XLMRobertaConfig, type_vocab_size=1, pad_token_id=1, tie_word_embeddings=False),
             "fill-mask", ("logits",), "untied masked-LM decoder, exact gelu head",
         ),
+        EncoderSpec(
+            "distilbert_mlm", 108, DistilBertForMaskedLM, distilbert_config(DistilBertConfig),
+            "fill-mask", ("logits",), "DistilBERT names, no token types, tied vocab_projector with its own bias",
+        ),
+        EncoderSpec(
+            "distilbert_cls", 109, DistilBertForSequenceClassification,
+            distilbert_config(DistilBertConfig, num_labels=4, sinusoidal_pos_embds=True, activation="relu"),
+            "sequence-classification", ("logits",), "pre_classifier + relu, sinusoidal positions, relu MLP, 4 labels",
+        ),
     ]
+
+
+def distilbert_config(cls, **kw):
+    base = dict(vocab_size=99, dim=32, n_layers=2, n_heads=4, hidden_dim=37, max_position_embeddings=40,
+                dropout=0.0, attention_dropout=0.0)
+    base.update(kw)
+    return cls(**base)
 
 
 def encoder_inputs(gen, spec, config, rows, pad):
@@ -971,7 +990,7 @@ def encoder_inputs(gen, spec, config, rows, pad):
         ids[1, SEQ - pad :] = config.pad_token_id
         mask[1, SEQ - pad :] = 0
     inputs = {"input_ids": ids, "attention_mask": mask}
-    if config.type_vocab_size > 1:
+    if getattr(config, "type_vocab_size", 0) > 1:
         types = torch.zeros_like(ids)
         types[:, SEQ // 2 :] = 1
         inputs["token_type_ids"] = types
@@ -1006,7 +1025,7 @@ def make_encoder_fixture(outdir, spec):
     stored = sorted(safetensors.safe_open(str(folder / "model.safetensors"), "pt").keys())
     print(f"== {spec.name}  ({spec.model_cls.__name__}, seed {spec.seed}, task {spec.task})")
     print(f"   outputs:  {[(k, tuple(golden['batch.' + k].shape)) for k in spec.outputs]}")
-    print(f"   heads:    {[k for k in stored if not k.startswith(('bert.', 'roberta.', 'embeddings', 'encoder', 'pooler'))]}")
+    print(f"   heads:    {[k for k in stored if not k.startswith(('bert.', 'roberta.', 'distilbert.', 'embeddings', 'encoder', 'pooler'))]}")
 
 
 def main():

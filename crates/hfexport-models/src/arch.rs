@@ -54,7 +54,8 @@ pub struct ConfigSchema {
 /// How an encoder's own keys are read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct EncoderSchema {
-    pub type_vocab_size: usize,
+    /// The class default of `type_vocab_size`; `None`: the family has no token types.
+    pub type_vocab_size: Option<usize>,
 }
 
 /// How a mixture-of-experts config is read.
@@ -307,13 +308,13 @@ pub struct Layout {
 /// The parts of an encoder family beyond its layers (see `encoder.rs`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct EncoderLayout {
-    /// Token type embeddings (`token_type_ids`), under the root.
-    pub token_type_embed: &'static str,
+    /// Token type embeddings (`token_type_ids`), under the root (DistilBERT has none).
+    pub token_type_embed: Option<&'static str>,
     /// The norm over the summed embeddings, under the root.
     pub embed_norm: &'static str,
     pub positions: EncoderPositions,
-    /// `tanh(dense(h[:, 0]))`, under the root, when the checkpoint has it.
-    pub pooler: &'static str,
+    /// `tanh(dense(h[:, 0]))`, under the root, when the family and the checkpoint have it.
+    pub pooler: Option<&'static str>,
     pub mlm: MlmHead,
     pub classifier: ClassifierHead,
     /// The per-token classifier (`token-classification`).
@@ -350,8 +351,16 @@ pub struct MlmHead {
 pub enum ClassifierHead {
     /// `out(pooler_output)` (BERT).
     Pooled { out: &'static str },
-    /// `out(tanh(dense(h[:, 0])))` (RoBERTa's classification head).
-    DenseTanh { dense: &'static str, out: &'static str },
+    /// `out(act(dense(h[:, 0])))` (RoBERTa's classification head: tanh; DistilBERT's
+    /// `pre_classifier`: relu).
+    Dense { dense: &'static str, act: HeadAct, out: &'static str },
+}
+
+/// The activation between a classification head's two linears.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HeadAct {
+    Tanh,
+    Relu,
 }
 
 /// Tensor names of a mixture-of-experts block.
@@ -617,7 +626,7 @@ const BERT_SCHEMA: ConfigSchema = ConfigSchema {
     biases: Biases { qkv: Bias::Always, o: Bias::Always, mlp: Bias::Always, norm: true },
     rope: RopeRule::None,
     heads_divide_hidden: true,
-    encoder: Some(EncoderSchema { type_vocab_size: 2 }),
+    encoder: Some(EncoderSchema { type_vocab_size: Some(2) }),
     ..LLAMA_SCHEMA
 };
 
@@ -649,10 +658,10 @@ const BERT_LAYOUT: Layout = Layout {
     mlp: MlpLayout { prefix: "", kind: MlpKind::Plain("intermediate.dense"), down: "output.dense" },
     moe: None,
     encoder: Some(EncoderLayout {
-        token_type_embed: "embeddings.token_type_embeddings",
+        token_type_embed: Some("embeddings.token_type_embeddings"),
         embed_norm: "embeddings.LayerNorm",
         positions: EncoderPositions::FromZero,
-        pooler: "pooler.dense",
+        pooler: Some("pooler.dense"),
         mlm: MlmHead {
             dense: "cls.predictions.transform.dense",
             gelu: false,
@@ -677,7 +686,7 @@ const ROBERTA_LAYOUT: Layout = Layout {
             decoder: "lm_head.decoder",
             bias: "lm_head.bias",
         },
-        classifier: ClassifierHead::DenseTanh { dense: "classifier.dense", out: "classifier.out_proj" },
+        classifier: ClassifierHead::Dense { dense: "classifier.dense", act: HeadAct::Tanh, out: "classifier.out_proj" },
         ..BERT_ENCODER
     }),
     ..BERT_LAYOUT
@@ -686,6 +695,55 @@ const ROBERTA_LAYOUT: Layout = Layout {
 const BERT_ENCODER: EncoderLayout = match BERT_LAYOUT.encoder {
     Some(e) => e,
     None => panic!("BERT_LAYOUT has an encoder"),
+};
+
+/// `DistilBertConfig`: BERT's layers under other names, no token types, no pooler, every norm's
+/// epsilon fixed at 1e-12 by the modeling code (no key read).
+const DISTILBERT_SCHEMA: ConfigSchema = ConfigSchema {
+    keys: Keys {
+        hidden_size: "dim",
+        intermediate_size: "hidden_dim",
+        num_hidden_layers: "n_layers",
+        num_attention_heads: "n_heads",
+        max_position_embeddings: "max_position_embeddings",
+        norm_eps: "",
+        activation: &["activation"],
+        activation_rewrites: &[],
+    },
+    defaults: Defaults { num_hidden_layers: Some(6), ..BERT_SCHEMA.defaults },
+    encoder: Some(EncoderSchema { type_vocab_size: None }),
+    ..BERT_SCHEMA
+};
+
+const DISTILBERT_LAYOUT: Layout = Layout {
+    roots: &["distilbert.", ""],
+    layers: "transformer.layer",
+    norms: LayerNorms {
+        attention_residual: Some("sa_layer_norm"),
+        mlp_residual: Some("output_layer_norm"),
+        ..NO_NORMS
+    },
+    attention: AttentionLayout {
+        prefix: "attention",
+        qkv: Projections::Separate { q: "q_lin", k: "k_lin", v: "v_lin" },
+        out: "out_lin",
+        qk_norm: QkNorm::None,
+    },
+    mlp: MlpLayout { prefix: "ffn", kind: MlpKind::Plain("lin1"), down: "lin2" },
+    encoder: Some(EncoderLayout {
+        token_type_embed: None,
+        pooler: None,
+        mlm: MlmHead {
+            dense: "vocab_transform",
+            gelu: false,
+            norm: "vocab_layer_norm",
+            decoder: "vocab_projector",
+            bias: "vocab_projector.bias",
+        },
+        classifier: ClassifierHead::Dense { dense: "pre_classifier", act: HeadAct::Relu, out: "classifier" },
+        ..BERT_ENCODER
+    }),
+    ..BERT_LAYOUT
 };
 
 /// Every family this build exports.
@@ -1071,6 +1129,18 @@ pub const ARCHITECTURES: &[Architecture] = &[
         model_types: &["xlm-roberta"],
         config: BERT_SCHEMA_ROBERTA_DEFAULTS,
         layout: ROBERTA_LAYOUT,
+    },
+    Architecture {
+        classes: &[
+            "DistilBertModel",
+            "DistilBertForMaskedLM",
+            "DistilBertForSequenceClassification",
+            "DistilBertForTokenClassification",
+            "DistilBertForQuestionAnswering",
+        ],
+        model_types: &["distilbert"],
+        config: DISTILBERT_SCHEMA,
+        layout: DISTILBERT_LAYOUT,
     },
 ];
 

@@ -108,7 +108,8 @@ pub struct ModelConfig {
 /// An encoder config, resolved.
 #[derive(Debug, Clone, PartialEq)]
 pub struct EncoderConfig {
-    /// Rows of the token type embedding (`token_type_ids` is an input when above 1).
+    /// Rows of the token type embedding (`token_type_ids` is an input when above 1; 0: the
+    /// family has none).
     pub type_vocab_size: usize,
     /// Outputs of a classification head: `len(id2label)`, else `num_labels`, else 2 (as
     /// `PreTrainedConfig` reads them).
@@ -272,7 +273,10 @@ pub const MAX_LABELS: usize = 1 << 20;
 
 fn parse_encoder(f: &Fields, schema: &ConfigSchema) -> Result<Option<EncoderConfig>> {
     let Some(enc) = schema.encoder else { return Ok(None) };
-    let type_vocab_size = f.size("type_vocab_size", Some(enc.type_vocab_size), MAX_LABELS)?;
+    let type_vocab_size = match enc.type_vocab_size {
+        Some(default) => f.size("type_vocab_size", Some(default), MAX_LABELS)?,
+        None => 0,
+    };
     let num_labels = match f.raw("id2label") {
         Some(Value::Object(map)) if !map.is_empty() => f.check_count("id2label", map.len() as u64, MAX_LABELS)?,
         _ => f.size("num_labels", Some(2), MAX_LABELS)?,
@@ -1754,6 +1758,15 @@ mod tests {
         let e = parse(r#"{"architectures": ["BertModel"], "model_type": "bert", "hidden_size": 100}"#).unwrap_err();
         assert!(e.to_string().contains("not a multiple of num_attention_heads"), "{e}");
         assert_eq!(family("LlamaForCausalLM", "llama", "{}").unwrap().encoder, None);
+        // DistilBERT's key names, no token types, its modeling code's fixed epsilon
+        let c = parse(
+            r#"{"architectures": ["DistilBertForMaskedLM"], "model_type": "distilbert", "dim": 64, "n_heads": 4,
+                "n_layers": 3, "hidden_dim": 100, "activation": "relu", "layer_norm_eps": 0.1}"#,
+        )
+        .unwrap();
+        assert_eq!((c.hidden_size, c.num_attention_heads, c.num_hidden_layers, c.intermediate_size), (64, 4, 3, 100));
+        assert_eq!((c.hidden_act.as_str(), c.norm_eps, c.vocab_size), ("relu", 1e-12, 30522));
+        assert_eq!(c.encoder, Some(EncoderConfig { type_vocab_size: 0, num_labels: 2 }));
     }
 
     #[test]

@@ -11,7 +11,7 @@
 use hfexport_core::ops::{Activation, BinaryOp, UnaryOp};
 use hfexport_core::{DType, Dim, Graph, Op, Tensor, ValueId};
 
-use crate::arch::{ClassifierHead, EncoderLayout, EncoderPositions};
+use crate::arch::{ClassifierHead, EncoderLayout, EncoderPositions, HeadAct};
 use crate::blocks::Vb;
 use crate::builder::{Decoder, LayerInputs, Task};
 use crate::error::{ModelError, Result};
@@ -105,19 +105,25 @@ impl Decoder<'_> {
         positions: ValueId,
         types: Option<ValueId>,
     ) -> Result<(ValueId, ValueId)> {
-        let (cfg, hs) = (self.cfg, self.cfg.hidden_size);
-        let (h, words) = self.embed(root, ids, positions)?;
-        let n_types = cfg.encoder.as_ref().map_or(1, |e| e.type_vocab_size);
-        let vb = root.pp(enc.token_type_embed);
-        let table = self.weight(&vb, "weight", &[n_types, hs])?;
+        let hs = self.cfg.hidden_size;
+        let (mut h, words) = self.embed(root, ids, positions)?;
+        if let Some(tte) = enc.token_type_embed {
+            h = self.token_types(&root.pp(tte), h, types)?;
+        }
+        Ok((self.norm(&root.pp(enc.embed_norm), hs, h)?, words))
+    }
+
+    /// `h + token_type[types or 0]`.
+    fn token_types(&mut self, vb: &Vb, h: ValueId, types: Option<ValueId>) -> Result<ValueId> {
+        let (hs, n_types) = (self.cfg.hidden_size, self.cfg.encoder.as_ref().map_or(1, |e| e.type_vocab_size));
+        let table = self.weight(vb, "weight", &[n_types, hs])?;
         let types = match types {
             Some(t) => t,
             // one token type: every token is type 0
             None => self.op(&vb.name("zero"), Op::Constant(Tensor::int(DType::I64, vec![], vec![0])?), &[])?,
         };
         let t = self.op(&vb.name("gather"), Op::Gather { axis: 0 }, &[table, types])?;
-        let h = self.op(&vb.name("add"), Op::Binary(BinaryOp::Add), &[h, t])?;
-        Ok((self.norm(&root.pp(enc.embed_norm), hs, h)?, words))
+        self.op(&vb.name("add"), Op::Binary(BinaryOp::Add), &[h, t])
     }
 
     /// The first token's hidden state `[batch, hidden]` (`h[:, 0]`).
@@ -128,10 +134,10 @@ impl Decoder<'_> {
         self.op(&format!("{name}.squeeze"), Op::Reshape { shape: vec![shape[0].clone(), shape[2].clone()] }, &[x])
     }
 
-    /// `tanh(dense(h[:, 0]))`.
-    fn pooler(&mut self, root: &Vb, enc: &EncoderLayout, h: ValueId) -> Result<ValueId> {
+    /// `tanh(dense(h[:, 0]))` of the pooler at `pooler`.
+    fn pooler(&mut self, root: &Vb, pooler: &str, h: ValueId) -> Result<ValueId> {
         let hs = self.cfg.hidden_size;
-        let vb = root.pp(enc.pooler);
+        let vb = root.pp(pooler);
         let x = self.first_token(vb.path(), h)?;
         let x = self.linear(&vb, hs, hs, true, x)?;
         self.op(&vb.name("tanh"), Op::Unary(UnaryOp::Tanh), &[x])
@@ -151,8 +157,8 @@ impl Decoder<'_> {
         match task {
             Task::FeatureExtraction => {
                 self.g.add_output("last_hidden_state", h)?;
-                if self.weights.has(&root.pp(enc.pooler).name("weight")) {
-                    let p = self.pooler(root, enc, h)?;
+                if let Some(pooler) = enc.pooler.filter(|p| self.weights.has(&root.pp(p).name("weight"))) {
+                    let p = self.pooler(root, pooler, h)?;
                     self.g.add_output("pooler_output", p)?;
                 }
             }
@@ -168,13 +174,18 @@ impl Decoder<'_> {
             Task::SequenceClassification => {
                 let logits = match enc.classifier {
                     ClassifierHead::Pooled { out } => {
-                        let p = self.pooler(root, enc, h)?;
+                        let pooler = enc.pooler.ok_or_else(|| self.task_error(task))?;
+                        let p = self.pooler(root, pooler, h)?;
                         self.linear(&top.pp(out), labels, hs, true, p)?
                     }
-                    ClassifierHead::DenseTanh { dense, out } => {
+                    ClassifierHead::Dense { dense, act, out } => {
                         let x = self.first_token(dense, h)?;
                         let x = self.linear(&top.pp(dense), hs, hs, true, x)?;
-                        let x = self.op(&top.pp(dense).name("tanh"), Op::Unary(UnaryOp::Tanh), &[x])?;
+                        let name = top.pp(dense).name("act");
+                        let x = match act {
+                            HeadAct::Tanh => self.op(&name, Op::Unary(UnaryOp::Tanh), &[x])?,
+                            HeadAct::Relu => self.op(&name, Op::Activate(Activation::Relu), &[x])?,
+                        };
                         self.linear(&top.pp(out), labels, hs, true, x)?
                     }
                 };
