@@ -1,4 +1,4 @@
-//! Encoders the fixtures do not cover: random BERT / RoBERTa / XLM-RoBERTa / DistilBERT checkpoints of every
+//! Encoders the fixtures do not cover: random BERT / RoBERTa / XLM-RoBERTa / DistilBERT / ViT checkpoints of every
 //! head, configured across the space transformers accepts (`tests/python/random_encoders.py`:
 //! head counts and dims, layers, activations, epsilons, token types, label counts, tied or
 //! untied decoders, padding ids, sequence lengths), generated with their goldens by
@@ -18,7 +18,7 @@ use std::path::Path;
 use std::process::Command;
 
 const SEED: u64 = 20_261_202;
-/// Each of the 16 dealt classes once or twice.
+/// Each of the 18 dealt classes once or twice.
 const COUNT: usize = 24;
 
 struct Case {
@@ -58,12 +58,12 @@ fn check_reference(case: &Case) -> Result<f32, String> {
     let gold = read_all(case.dir.join("golden.safetensors")).map_err(|e| e.to_string())?;
     let mut worst = 0f32;
     for c in ["single", "batch"] {
-        let inputs: BTreeMap<String, Tensor> = ["input_ids", "attention_mask", "token_type_ids"]
+        let inputs: BTreeMap<String, Tensor> = ["input_ids", "attention_mask", "token_type_ids", "pixel_values"]
             .iter()
             .filter_map(|k| gold.get(&format!("{c}.{k}")).map(|t| (k.to_string(), t.clone())))
             .collect();
         let out = ev.run(&inputs).map_err(|e| e.to_string())?;
-        let mask = inputs["attention_mask"].as_i64().unwrap();
+        let mask = inputs.get("attention_mask").map_or(&[][..], |m| m.as_i64().unwrap());
         let expected =
             gold.keys().filter(|k| k.starts_with(&format!("{c}.")) && !inputs.contains_key(&k[c.len() + 1..]));
         for key in expected {
@@ -74,7 +74,9 @@ fn check_reference(case: &Case) -> Result<f32, String> {
                 return Err(format!("{name}: {:?} vs {:?}", ours.shape(), gold[key].shape()));
             }
             // per-token outputs compare unpadded positions only
-            let per_token = ours.shape().len() >= 2 && ours.shape()[..2] == inputs["attention_mask"].shape()[..];
+            let per_token = inputs
+                .get("attention_mask")
+                .is_some_and(|m| ours.shape().len() >= 2 && ours.shape()[..2] == m.shape()[..]);
             let width = if per_token { o.len() / mask.len() } else { o.len() };
             let d = (0..o.len()).filter(|&i| !per_token || mask[i / width] != 0).map(|i| (o[i] - t[i]).abs());
             worst = d.fold(worst, f32::max);

@@ -40,12 +40,15 @@ CLASSES = [
     ("distilbert", "DistilBertForSequenceClassification", "sequence-classification"),
     ("distilbert", "DistilBertForQuestionAnswering", "question-answering"),
     ("distilbert", "DistilBertModel", "feature-extraction"),
+    ("vit", "ViTModel", "feature-extraction"),
+    ("vit", "ViTForImageClassification", "image-classification"),
 ]
 CONFIGS = {
     "bert": "BertConfig",
     "roberta": "RobertaConfig",
     "xlm-roberta": "XLMRobertaConfig",
     "distilbert": "DistilBertConfig",
+    "vit": "ViTConfig",
 }
 # DistilBertConfig's names for BERT's keys (it has no token types and a fixed epsilon)
 DISTILBERT_KEYS = {"hidden_size": "dim", "num_hidden_layers": "n_layers", "num_attention_heads": "n_heads",
@@ -62,6 +65,7 @@ def outputs_of(task, model):
         "sequence-classification": ["logits"],
         "token-classification": ["logits"],
         "question-answering": ["start_logits", "end_logits"],
+        "image-classification": ["logits"],
     }[task]
 
 
@@ -91,6 +95,18 @@ def sample(rng, index):
     if family == "distilbert":
         kw = {DISTILBERT_KEYS.get(k, k): v for k, v in kw.items() if k not in ("layer_norm_eps", "type_vocab_size")}
         kw["sinusoidal_pos_embds"] = rng.random() < 0.5
+    if family == "vit":
+        drop = ("vocab_size", "type_vocab_size", "max_position_embeddings", "pad_token_id", "tie_word_embeddings")
+        kw = {k: v for k, v in kw.items() if k not in drop}
+        patch = [rng.choice([2, 3, 4]), rng.choice([2, 3, 4])]
+        kw.update(
+            patch_size=patch if patch[0] != patch[1] or rng.random() < 0.5 else patch[0],
+            image_size=[patch[0] * rng.randint(1, 4), patch[1] * rng.randint(1, 4)],
+            num_channels=rng.choice([1, 3, 4]),
+            qkv_bias=rng.random() < 0.7,
+            pooler_output_size=rng.choice([None, rng.randint(4, 40)]),
+            pooler_act=rng.choice(["tanh", "tanh", "relu", "gelu"]),
+        )
     if rng.random() < 0.5:
         kw["id2label"] = {i: f"L{i}" for i in range(labels)}
     else:
@@ -128,6 +144,15 @@ def main():
         gen = torch.Generator().manual_seed(i)
         golden = {}
         for case, rows in [("single", 1), ("batch", 2)]:
+            if family == "vit":
+                size = kw["image_size"]
+                inputs = {"pixel_values": torch.randn((rows, kw["num_channels"], *size), generator=gen)}
+                with torch.no_grad():
+                    res = model(**inputs)
+                golden[f"{case}.pixel_values"] = inputs["pixel_values"].contiguous()
+                for k in outputs_of(task, model.base_model):
+                    golden[f"{case}.{k}"] = getattr(res, k).float().contiguous()
+                continue
             # ids above the padding and special ids
             ids = torch.randint(max(pad_of(kw), 2) + 1, kw["vocab_size"], (rows, seq), generator=gen)
             mask = torch.ones_like(ids)

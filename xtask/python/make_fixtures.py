@@ -635,7 +635,7 @@ FAMILY_KEYS = [
 
 def widen_weights(model, embed_std=None):
     """std ~0.15 everywhere (norm weights around 1), so greedy tokens are not decided by noise."""
-    embedding = model.get_input_embeddings().weight
+    embedding = getattr(model.get_input_embeddings(), "weight", None)  # a ViT's is a convolution
     with torch.no_grad():
         for name, p in model.named_parameters():  # tied parameters are listed once
             noise = torch.randn_like(p) * STD
@@ -916,6 +916,9 @@ def encoder_config(cls, **kw):
 
 def encoder_specs():
     from transformers import (
+        ViTConfig,
+        ViTForImageClassification,
+        ViTModel,
         BertConfig,
         DistilBertConfig,
         DistilBertForMaskedLM,
@@ -972,6 +975,19 @@ def encoder_specs():
             distilbert_config(DistilBertConfig, num_labels=4, sinusoidal_pos_embds=True, activation="relu"),
             "sequence-classification", ("logits",), "pre_classifier + relu, sinusoidal positions, relu MLP, 4 labels",
         ),
+        EncoderSpec(
+            "vit", 110, ViTModel,
+            ViTConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37, image_size=16,
+                      patch_size=4, num_channels=3),
+            "feature-extraction", ("last_hidden_state", "pooler_output"), "16x16 RGB, 4x4 patches, pooler",
+        ),
+        EncoderSpec(
+            "vit_cls", 111, ViTForImageClassification,
+            ViTConfig(hidden_size=24, num_hidden_layers=2, num_attention_heads=2, intermediate_size=30,
+                      image_size=[12, 8], patch_size=[4, 2], num_channels=2, qkv_bias=False, num_labels=3,
+                      hidden_act="gelu_new", layer_norm_eps=1e-6),
+            "image-classification", ("logits",), "12x8 two-channel images, 4x2 patches, no qkv bias, 3 labels",
+        ),
     ]
 
 
@@ -1012,7 +1028,12 @@ def make_encoder_fixture(outdir, spec):
     gen = torch.Generator().manual_seed(1000 + spec.seed)
     golden = {}
     for case, rows, pad in [("single", 1, 0), ("batch", 2, 3)]:
-        inputs = encoder_inputs(gen, spec, model.config, rows, pad)
+        if spec.task == "image-classification" or hasattr(model.config, "image_size"):
+            c, size = model.config.num_channels, model.config.image_size
+            h, w = (size, size) if isinstance(size, int) else size
+            inputs = {"pixel_values": torch.randn((rows, c, h, w), generator=gen)}
+        else:
+            inputs = encoder_inputs(gen, spec, model.config, rows, pad)
         with torch.no_grad():
             out = model(**inputs)
         for k, v in inputs.items():
@@ -1025,7 +1046,7 @@ def make_encoder_fixture(outdir, spec):
     stored = sorted(safetensors.safe_open(str(folder / "model.safetensors"), "pt").keys())
     print(f"== {spec.name}  ({spec.model_cls.__name__}, seed {spec.seed}, task {spec.task})")
     print(f"   outputs:  {[(k, tuple(golden['batch.' + k].shape)) for k in spec.outputs]}")
-    print(f"   heads:    {[k for k in stored if not k.startswith(('bert.', 'roberta.', 'distilbert.', 'embeddings', 'encoder', 'pooler'))]}")
+    print(f"   heads:    {[k for k in stored if not k.startswith(('bert.', 'roberta.', 'distilbert.', 'vit.', 'embeddings', 'encoder', 'pooler'))]}")
 
 
 def main():

@@ -12,7 +12,7 @@ use hfexport_models::safetensors::{read_all, write_safetensors};
 use std::collections::BTreeMap;
 use std::path::Path;
 
-const INPUTS: [&str; 3] = ["input_ids", "attention_mask", "token_type_ids"];
+const INPUTS: [&str; 4] = ["input_ids", "attention_mask", "token_type_ids", "pixel_values"];
 
 fn s(p: &Path) -> &str {
     p.to_str().unwrap()
@@ -42,11 +42,12 @@ fn run(tmp: &Path, tag: &str, path: &Path, inputs: &BTreeMap<String, Tensor>) ->
 }
 
 /// Worst |ours - theirs| over the positions the mask keeps (outputs `[batch, seq, ...]`), or
-/// everywhere (pooled outputs `[batch, ...]`).
-fn worst(ours: &Tensor, theirs: &Tensor, mask: &Tensor) -> f32 {
+/// everywhere (pooled outputs `[batch, ...]`, image encoders).
+fn worst(ours: &Tensor, theirs: &Tensor, mask: Option<&Tensor>) -> f32 {
     assert_eq!(ours.shape(), theirs.shape());
-    let (o, t, m) = (ours.as_f32().unwrap(), theirs.as_f32().unwrap(), mask.as_i64().unwrap());
-    let per_token = ours.shape().len() >= 2 && ours.shape()[..2] == mask.shape()[..];
+    let (o, t) = (ours.as_f32().unwrap(), theirs.as_f32().unwrap());
+    let m = mask.map_or(&[][..], |m| m.as_i64().unwrap());
+    let per_token = mask.is_some_and(|mask| ours.shape().len() >= 2 && ours.shape()[..2] == mask.shape()[..]);
     let width = if per_token { o.len() / m.len() } else { o.len() };
     (0..o.len()).filter(|&i| !per_token || m[i / width] != 0).map(|i| (o[i] - t[i]).abs()).fold(0f32, |w, d| {
         assert!(d.is_finite(), "non-finite difference");
@@ -67,7 +68,7 @@ fn check(
         let t = &gold[&format!("{case}.{k}")];
         rows.map_or_else(|| t.clone(), |r| row(t, r))
     };
-    let mask = golden("attention_mask");
+    let mask = gold.contains_key(&format!("{case}.attention_mask")).then(|| golden("attention_mask"));
     let names: Vec<&String> = gold.keys().filter(|k| k.starts_with(&format!("{case}."))).collect();
     let expected: Vec<&str> = names.iter().map(|k| &k[case.len() + 1..]).filter(|k| !INPUTS.contains(k)).collect();
     assert_eq!(
@@ -80,7 +81,7 @@ fn check(
         "{what}: outputs"
     );
     for k in expected {
-        let d = worst(&outputs[k].cast(DType::F32), &golden(k), &mask);
+        let d = worst(&outputs[k].cast(DType::F32), &golden(k), mask.as_ref());
         assert!(d <= tol, "{what} {case} {k}: worst |diff| {d:e} > {tol:e}");
     }
 }
@@ -97,7 +98,7 @@ fn encoders_match_transformers_in_the_evaluator_and_every_runtime() {
     require_executorch();
     let tmp = tempfile::tempdir().unwrap();
     let encoders = encoder_fixtures();
-    assert!(encoders.len() >= 9, "the manifest lists the encoder fixtures: {encoders:?}");
+    assert!(encoders.len() >= 11, "the manifest lists the encoder fixtures: {encoders:?}");
     for (name, task) in encoders {
         let fx = fixture(name);
         let gold = read_all(fx.join("golden.safetensors")).unwrap();
@@ -124,7 +125,7 @@ fn encoders_match_transformers_in_the_evaluator_and_every_runtime() {
             for case in ["single", "batch"] {
                 let inputs = golden_inputs(&gold, case);
                 // ExecuTorch's default batch bound is 1: its rows go one at a time
-                let batch = inputs["input_ids"].shape()[0];
+                let batch = inputs.values().next().unwrap().shape()[0];
                 match format {
                     "executorch" => {
                         for r in 0..batch {
@@ -169,6 +170,9 @@ fn tasks_an_encoder_cannot_do_are_clear_errors() {
         "{}",
         stderr(&o)
     );
+    let o = export("vit_cls", &["--task", "fill-mask"]);
+    let said = stderr(&o);
+    assert!(said.contains("cannot do the task `fill-mask`; valid: feature-extraction, image-classification"), "{said}");
     let o = export("bert_mlm", &["--task", "summarization"]);
     assert!(stderr(&o).contains("task `summarization` is not supported"), "{}", stderr(&o));
     let o = export("bert_mlm", &["--for-generation", "--dynamic"]);

@@ -56,6 +56,15 @@ pub struct ConfigSchema {
 pub struct EncoderSchema {
     /// The class default of `type_vocab_size`; `None`: the family has no token types.
     pub type_vocab_size: Option<usize>,
+    /// `image_size`, `patch_size` and `num_channels` with their class defaults (ViT).
+    pub image: Option<ImageDefaults>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ImageDefaults {
+    pub image_size: usize,
+    pub patch_size: usize,
+    pub num_channels: usize,
 }
 
 /// How a mixture-of-experts config is read.
@@ -308,10 +317,12 @@ pub struct Layout {
 /// The parts of an encoder family beyond its layers (see `encoder.rs`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct EncoderLayout {
+    /// Tokens (text encoders) or image patches (ViT).
+    pub input: EncoderInput,
     /// Token type embeddings (`token_type_ids`), under the root (DistilBERT has none).
     pub token_type_embed: Option<&'static str>,
-    /// The norm over the summed embeddings, under the root.
-    pub embed_norm: &'static str,
+    /// The norm over the summed embeddings, under the root (ViT has none).
+    pub embed_norm: Option<&'static str>,
     pub positions: EncoderPositions,
     /// `tanh(dense(h[:, 0]))`, under the root, when the family and the checkpoint have it.
     pub pooler: Option<&'static str>,
@@ -321,6 +332,17 @@ pub struct EncoderLayout {
     pub token_classifier: &'static str,
     /// The span head `[2, hidden]` (`question-answering`).
     pub qa: &'static str,
+}
+
+/// What an encoder reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EncoderInput {
+    /// `input_ids` (and `token_type_ids`) through the layout's word embeddings.
+    Tokens,
+    /// `pixel_values` `[batch, channels, height, width]` cut into patches by the convolution at
+    /// the layout's `embed` (kernel = stride = patch), a learned `cls` token in front, learned
+    /// `positions` `[1, patches + 1, hidden]` added (ViT).
+    Patches { cls: &'static str, positions: &'static str },
 }
 
 /// How an encoder numbers its positions.
@@ -351,6 +373,8 @@ pub struct MlmHead {
 pub enum ClassifierHead {
     /// `out(pooler_output)` (BERT).
     Pooled { out: &'static str },
+    /// `out(h[:, 0])` (ViT's image classifier, after the final norm).
+    FirstToken { out: &'static str },
     /// `out(act(dense(h[:, 0])))` (RoBERTa's classification head: tanh; DistilBERT's
     /// `pre_classifier`: relu).
     Dense { dense: &'static str, act: HeadAct, out: &'static str },
@@ -626,7 +650,7 @@ const BERT_SCHEMA: ConfigSchema = ConfigSchema {
     biases: Biases { qkv: Bias::Always, o: Bias::Always, mlp: Bias::Always, norm: true },
     rope: RopeRule::None,
     heads_divide_hidden: true,
-    encoder: Some(EncoderSchema { type_vocab_size: Some(2) }),
+    encoder: Some(EncoderSchema { type_vocab_size: Some(2), image: None }),
     ..LLAMA_SCHEMA
 };
 
@@ -658,8 +682,9 @@ const BERT_LAYOUT: Layout = Layout {
     mlp: MlpLayout { prefix: "", kind: MlpKind::Plain("intermediate.dense"), down: "output.dense" },
     moe: None,
     encoder: Some(EncoderLayout {
+        input: EncoderInput::Tokens,
         token_type_embed: Some("embeddings.token_type_embeddings"),
-        embed_norm: "embeddings.LayerNorm",
+        embed_norm: Some("embeddings.LayerNorm"),
         positions: EncoderPositions::FromZero,
         pooler: Some("pooler.dense"),
         mlm: MlmHead {
@@ -697,6 +722,39 @@ const BERT_ENCODER: EncoderLayout = match BERT_LAYOUT.encoder {
     None => panic!("BERT_LAYOUT has an encoder"),
 };
 
+/// `ViTConfig`: pre-LN layers with biases (`qkv_bias`), a final LayerNorm, patches in.
+const VIT_SCHEMA: ConfigSchema = ConfigSchema {
+    biases: Biases { qkv: Bias::KeyDefault("qkv_bias", true), o: Bias::Always, mlp: Bias::Always, norm: true },
+    defaults: Defaults { vocab_size: Some(0), max_position_embeddings: Some(0), ..BERT_SCHEMA.defaults },
+    encoder: Some(EncoderSchema {
+        type_vocab_size: None,
+        image: Some(ImageDefaults { image_size: 224, patch_size: 16, num_channels: 3 }),
+    }),
+    ..BERT_SCHEMA
+};
+
+const VIT_LAYOUT: Layout = Layout {
+    roots: &["vit.", ""],
+    embed: "embeddings.patch_embeddings.projection",
+    position_embed: None,
+    final_norm: "layernorm",
+    norms: LayerNorms { pre_attention: Some("layernorm_before"), pre_mlp: Some("layernorm_after"), ..NO_NORMS },
+    attention: AttentionLayout {
+        prefix: "attention",
+        qkv: Projections::Separate { q: "attention.query", k: "attention.key", v: "attention.value" },
+        out: "output.dense",
+        qk_norm: QkNorm::None,
+    },
+    encoder: Some(EncoderLayout {
+        input: EncoderInput::Patches { cls: "embeddings.cls_token", positions: "embeddings.position_embeddings" },
+        token_type_embed: None,
+        embed_norm: None,
+        classifier: ClassifierHead::FirstToken { out: "classifier" },
+        ..BERT_ENCODER
+    }),
+    ..BERT_LAYOUT
+};
+
 /// `DistilBertConfig`: BERT's layers under other names, no token types, no pooler, every norm's
 /// epsilon fixed at 1e-12 by the modeling code (no key read).
 const DISTILBERT_SCHEMA: ConfigSchema = ConfigSchema {
@@ -711,7 +769,7 @@ const DISTILBERT_SCHEMA: ConfigSchema = ConfigSchema {
         activation_rewrites: &[],
     },
     defaults: Defaults { num_hidden_layers: Some(6), ..BERT_SCHEMA.defaults },
-    encoder: Some(EncoderSchema { type_vocab_size: None }),
+    encoder: Some(EncoderSchema { type_vocab_size: None, image: None }),
     ..BERT_SCHEMA
 };
 
@@ -1141,6 +1199,12 @@ pub const ARCHITECTURES: &[Architecture] = &[
         model_types: &["distilbert"],
         config: DISTILBERT_SCHEMA,
         layout: DISTILBERT_LAYOUT,
+    },
+    Architecture {
+        classes: &["ViTModel", "ViTForImageClassification"],
+        model_types: &["vit"],
+        config: VIT_SCHEMA,
+        layout: VIT_LAYOUT,
     },
 ];
 

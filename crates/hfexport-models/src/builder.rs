@@ -12,7 +12,7 @@ use crate::blocks::Vb;
 use crate::config::ModelConfig;
 use crate::error::{ModelError, Result};
 use hfexport_core::ops::{Activation, BinaryOp};
-use hfexport_core::plan::{CacheMode, ComponentSpec, Exit, Planned, Role};
+use hfexport_core::plan::{CacheMode, ComponentSpec, Entry, Exit, Planned, Role};
 use hfexport_core::{DType, Dim, Graph, Op, RopeConfig, TensorInfo, ValueId};
 
 /// What a builder can ask of a weight store: a float tensor of a given shape, or an error
@@ -53,16 +53,19 @@ pub enum Task {
     TokenClassification,
     /// `start_logits`, `end_logits` `[batch, sequence]`.
     QuestionAnswering,
+    /// `logits` `[batch, num_labels]` of an image encoder.
+    ImageClassification,
 }
 
 impl Task {
-    pub const ALL: [Task; 6] = [
+    pub const ALL: [Task; 7] = [
         Task::CausalLm,
         Task::FeatureExtraction,
         Task::FillMask,
         Task::SequenceClassification,
         Task::TokenClassification,
         Task::QuestionAnswering,
+        Task::ImageClassification,
     ];
 
     /// The name recorded in `export.json` (and `--task`'s value).
@@ -74,6 +77,7 @@ impl Task {
             Task::SequenceClassification => "sequence-classification",
             Task::TokenClassification => "token-classification",
             Task::QuestionAnswering => "question-answering",
+            Task::ImageClassification => "image-classification",
         }
     }
 
@@ -102,6 +106,7 @@ impl Task {
             ("ForSequenceClassification", Task::SequenceClassification),
             ("ForTokenClassification", Task::TokenClassification),
             ("ForQuestionAnswering", Task::QuestionAnswering),
+            ("ForImageClassification", Task::ImageClassification),
         ];
         heads.iter().find(|(suffix, _)| class.ends_with(suffix)).map_or(Task::FeatureExtraction, |(_, t)| *t)
     }
@@ -109,7 +114,17 @@ impl Task {
     /// Whether a family can be built for this task at all (the checkpoint must still hold the
     /// head's weights).
     pub fn fits(self, arch: &Architecture) -> bool {
-        (self == Task::CausalLm) == arch.layout.encoder.is_none()
+        use crate::arch::EncoderInput;
+        matches!(
+            (self, arch.layout.encoder.map(|e| e.input)),
+            (Task::CausalLm, None)
+                | (Task::FeatureExtraction, Some(_))
+                | (Task::ImageClassification, Some(EncoderInput::Patches { .. }))
+                | (
+                    Task::FillMask | Task::SequenceClassification | Task::TokenClassification | Task::QuestionAnswering,
+                    Some(EncoderInput::Tokens),
+                )
+        )
     }
 }
 
@@ -156,7 +171,11 @@ pub fn build_forward(cfg: &ModelConfig, weights: &dyn Weights, task: Task, opts:
     if task == Task::FeatureExtraction {
         spec.exit = Exit::HiddenStates;
     }
-    Ok(Planned { spec, graph: build(cfg, weights, task, opts)? })
+    let graph = build(cfg, weights, task, opts)?;
+    if graph.input("pixel_values").is_some() {
+        spec.entry = Entry::PixelValues;
+    }
+    Ok(Planned { spec, graph })
 }
 
 /// Name of the cache tensor of `layer` (`keys` or `values`), as in docs/io-contracts.md.

@@ -114,6 +114,27 @@ pub struct EncoderConfig {
     /// Outputs of a classification head: `len(id2label)`, else `num_labels`, else 2 (as
     /// `PreTrainedConfig` reads them).
     pub num_labels: usize,
+    /// The pooler's width (`pooler_output_size`, ViT) and activation (`pooler_act`; tanh).
+    pub pooler_size: usize,
+    pub pooler_act: String,
+    /// What an image encoder reads (ViT).
+    pub image: Option<ImageConfig>,
+}
+
+/// An image encoder's input: `[batch, channels, height, width]` cut into `patch` patches.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ImageConfig {
+    /// `[height, width]` (`image_size`, an integer or a pair).
+    pub size: [usize; 2],
+    pub patch: [usize; 2],
+    pub channels: usize,
+}
+
+impl ImageConfig {
+    /// Patches per image.
+    pub fn patches(&self) -> usize {
+        (self.size[0] / self.patch[0]) * (self.size[1] / self.patch[1])
+    }
 }
 
 /// A mixture-of-experts config, resolved.
@@ -264,14 +285,14 @@ fn normalise(top: &Fields) -> Result<ModelConfig> {
         bos_token_id,
         eos_token_ids,
         pad_token_id,
-        encoder: parse_encoder(f, schema)?,
+        encoder: parse_encoder(f, schema, dims.hidden_size)?,
     })
 }
 
 /// Upper bound on a token type vocabulary and on classification labels.
 pub const MAX_LABELS: usize = 1 << 20;
 
-fn parse_encoder(f: &Fields, schema: &ConfigSchema) -> Result<Option<EncoderConfig>> {
+fn parse_encoder(f: &Fields, schema: &ConfigSchema, hidden: usize) -> Result<Option<EncoderConfig>> {
     let Some(enc) = schema.encoder else { return Ok(None) };
     let type_vocab_size = match enc.type_vocab_size {
         Some(default) => f.size("type_vocab_size", Some(default), MAX_LABELS)?,
@@ -281,8 +302,45 @@ fn parse_encoder(f: &Fields, schema: &ConfigSchema) -> Result<Option<EncoderConf
         Some(Value::Object(map)) if !map.is_empty() => f.check_count("id2label", map.len() as u64, MAX_LABELS)?,
         _ => f.size("num_labels", Some(2), MAX_LABELS)?,
     };
-    Ok(Some(EncoderConfig { type_vocab_size, num_labels }))
+    let pooler_size = match f.raw("pooler_output_size") {
+        None | Some(Value::Null) => hidden,
+        Some(_) => f.size("pooler_output_size", None, MAX_HIDDEN)?,
+    };
+    let pooler_act = f.string("pooler_act")?.unwrap_or("tanh").to_string();
+    let image = match enc.image {
+        None => None,
+        Some(d) => {
+            let size = pair(f, "image_size", d.image_size)?;
+            let patch = pair(f, "patch_size", d.patch_size)?;
+            if size[0] % patch[0] != 0 || size[1] % patch[1] != 0 {
+                return Err(f.err("image_size", format!("{size:?} is not a multiple of patch_size {patch:?}")));
+            }
+            Some(ImageConfig { size, patch, channels: f.size("num_channels", Some(d.num_channels), 64)? })
+        }
+    };
+    Ok(Some(EncoderConfig { type_vocab_size, num_labels, pooler_size, pooler_act, image }))
 }
+
+/// An image size key: an integer (square) or `[height, width]`.
+fn pair(f: &Fields, key: &str, default: usize) -> Result<[usize; 2]> {
+    match f.raw(key) {
+        Some(Value::Array(list)) if list.len() == 2 => {
+            let side = |v: &Value| {
+                v.as_u64().filter(|&n| n > 0 && n <= MAX_IMAGE_SIDE as u64).map(|n| n as usize).ok_or_else(|| {
+                    f.err(key, format!("must hold two positive integers up to {MAX_IMAGE_SIDE}, got {}", describe(v)))
+                })
+            };
+            Ok([side(&list[0])?, side(&list[1])?])
+        }
+        _ => {
+            let n = f.size(key, Some(default), MAX_IMAGE_SIDE)?;
+            Ok([n, n])
+        }
+    }
+}
+
+/// Upper bound on an image side in pixels.
+pub const MAX_IMAGE_SIDE: usize = 1 << 14;
 
 /// A class of another family than the config's `model_type` (a GPT-2 class over a Llama
 /// config) would read keys its config class does not have.
@@ -1742,7 +1800,8 @@ mod tests {
         assert_eq!((c.max_position_embeddings, c.norm_eps, c.hidden_act.as_str()), (512, 1e-12, "gelu"));
         assert_eq!(c.rotary_layers, [false; 12]);
         assert!(c.attention_bias && c.o_bias && c.mlp_bias && c.tie_word_embeddings);
-        assert_eq!((c.pad_token_id, c.encoder), (Some(0), Some(EncoderConfig { type_vocab_size: 2, num_labels: 2 })));
+        let e = c.encoder.clone().unwrap();
+        assert_eq!((c.pad_token_id, e.type_vocab_size, e.num_labels, e.pooler_size), (Some(0), 2, 2, 768));
         // labels counted from id2label (as PreTrainedConfig does), RoBERTa's padding id
         let c = parse(
             r#"{"architectures": ["RobertaForSequenceClassification"], "model_type": "roberta", "type_vocab_size": 1,
@@ -1750,7 +1809,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!((c.pad_token_id, c.vocab_size), (Some(1), 50265));
-        assert_eq!(c.encoder, Some(EncoderConfig { type_vocab_size: 1, num_labels: 3 }));
+        assert_eq!(c.encoder.map(|e| (e.type_vocab_size, e.num_labels)), Some((1, 3)));
         let c =
             parse(r#"{"architectures": ["XLMRobertaModel"], "model_type": "xlm-roberta", "num_labels": 4}"#).unwrap();
         assert_eq!((c.pad_token_id, c.encoder.unwrap().num_labels), (Some(1), 4));
@@ -1766,7 +1825,18 @@ mod tests {
         .unwrap();
         assert_eq!((c.hidden_size, c.num_attention_heads, c.num_hidden_layers, c.intermediate_size), (64, 4, 3, 100));
         assert_eq!((c.hidden_act.as_str(), c.norm_eps, c.vocab_size), ("relu", 1e-12, 30522));
-        assert_eq!(c.encoder, Some(EncoderConfig { type_vocab_size: 0, num_labels: 2 }));
+        assert_eq!(c.encoder.map(|e| (e.type_vocab_size, e.num_labels)), Some((0, 2)));
+        // ViT: image and patch sizes as integers or pairs, a pooler of its own width
+        let vit = r#"{"architectures": ["ViTModel"], "model_type": "vit", "image_size": [12, 8], "patch_size": 4,
+            "pooler_output_size": 20, "pooler_act": "relu"}"#;
+        let e = parse(vit).unwrap().encoder.unwrap();
+        let image = e.image.clone().unwrap();
+        assert_eq!((image.size, image.patch, image.channels, image.patches()), ([12, 8], [4, 4], 3, 6));
+        assert_eq!((e.pooler_size, e.pooler_act.as_str()), (20, "relu"));
+        let c = parse(r#"{"architectures": ["ViTModel"], "model_type": "vit"}"#).unwrap();
+        assert!(c.attention_bias && c.encoder.unwrap().image.unwrap().size == [224, 224]);
+        let e = parse(r#"{"architectures": ["ViTModel"], "model_type": "vit", "image_size": 30}"#).unwrap_err();
+        assert!(e.to_string().contains("not a multiple of patch_size"), "{e}");
     }
 
     #[test]

@@ -11,7 +11,7 @@
 use hfexport_core::ops::{Activation, BinaryOp, UnaryOp};
 use hfexport_core::{DType, Dim, Graph, Op, Tensor, ValueId};
 
-use crate::arch::{ClassifierHead, EncoderLayout, EncoderPositions, HeadAct};
+use crate::arch::{ClassifierHead, EncoderInput, EncoderLayout, EncoderPositions, HeadAct};
 use crate::blocks::Vb;
 use crate::builder::{Decoder, LayerInputs, Task};
 use crate::error::{ModelError, Result};
@@ -20,10 +20,31 @@ impl Decoder<'_> {
     /// The forward graph of an encoder `task`; outputs named as transformers names them.
     pub(crate) fn encoder(mut self, task: Task) -> Result<Graph> {
         let (cfg, arch) = (self.cfg, self.arch);
-        let (Some(enc), Some(ecfg), true) = (arch.layout.encoder, cfg.encoder.as_ref(), task.fits(arch)) else {
+        let (Some(enc), Some(_), true) = (arch.layout.encoder, cfg.encoder.as_ref(), task.fits(arch)) else {
             return Err(self.task_error(task));
         };
         let act = self.activation()?;
+        let root = self.root();
+        let (mut h, words, shared) = match enc.input {
+            EncoderInput::Tokens => self.token_inputs(&root, &enc)?,
+            EncoderInput::Patches { cls, positions } => self.patch_inputs(&root, cls, positions)?,
+        };
+        let layers = root.pp(arch.layout.layers);
+        for i in 0..cfg.num_hidden_layers {
+            h = self.decoder_layer(&layers.pp(i), i, h, &shared, act)?;
+        }
+        if !arch.layout.final_norm.is_empty() {
+            h = self.norm(&root.pp(arch.layout.final_norm), cfg.hidden_size, h)?;
+        }
+        self.encoder_head(task, &root, &enc, (h, words), act)?;
+        Ok(self.g)
+    }
+
+    /// `input_ids`, `attention_mask` (and `token_type_ids`) in: the embeddings, the word
+    /// embedding table and the padding-only mask.
+    fn token_inputs(&mut self, root: &Vb, enc: &EncoderLayout) -> Result<(ValueId, Option<ValueId>, LayerInputs)> {
+        let cfg = self.cfg;
+        let types_n = cfg.encoder.as_ref().map_or(0, |e| e.type_vocab_size);
         // RoBERTa's positions start after the padding id: fewer tokens fit
         let first = match enc.positions {
             EncoderPositions::FromZero => 0,
@@ -35,23 +56,62 @@ impl Decoder<'_> {
         let bs = vec![batch.clone(), seq.clone()];
         let ids = self.g.add_input("input_ids", DType::I64, bs.clone())?;
         let am = self.g.add_input("attention_mask", DType::I64, bs.clone())?;
-        let types = match ecfg.type_vocab_size > 1 {
+        let types = match types_n > 1 {
             true => Some(self.g.add_input("token_type_ids", DType::I64, bs)?),
             false => None,
         };
-        let root = self.root();
-        let positions = self.encoder_positions(&enc, ids, &seq)?;
-        let (mut h, table) = self.encoder_embeddings(&root, &enc, ids, positions, types)?;
+        let positions = self.encoder_positions(enc, ids, &seq)?;
+        let (h, words) = self.encoder_embeddings(root, enc, ids, positions, types)?;
         let one = Dim::konst(1);
         let keys = self.op("mask.padding", Op::Cast(DType::Bool), &[am])?;
         let mask = self.op("mask", Op::Reshape { shape: vec![batch, one.clone(), one, seq] }, &[keys])?;
-        let shared = LayerInputs::without_rope(mask, positions);
-        let layers = root.pp(arch.layout.layers);
-        for i in 0..cfg.num_hidden_layers {
-            h = self.decoder_layer(&layers.pp(i), i, h, &shared, act)?;
+        Ok((h, Some(words), LayerInputs::without_rope(mask, positions)))
+    }
+
+    /// `pixel_values` `[batch, channels, height, width]` (float32) in: the patch embeddings (the
+    /// convolution with kernel = stride = patch as one matmul over the patches, row-major as
+    /// the convolution's output is flattened), the `cls` token in front, learned positions
+    /// added; every token attends to every token.
+    fn patch_inputs(
+        &mut self,
+        root: &Vb,
+        cls: &str,
+        positions: &str,
+    ) -> Result<(ValueId, Option<ValueId>, LayerInputs)> {
+        let (hs, dtype) = (self.cfg.hidden_size, self.opts.dtype);
+        let img = self.cfg.encoder.as_ref().and_then(|e| e.image.clone()).ok_or_else(|| ModelError::Config {
+            path: "config.json".into(),
+            key: "image_size".into(),
+            msg: "an image encoder needs image_size, patch_size and num_channels".into(),
+        })?;
+        let (c, [ih, iw], [ph, pw]) = (img.channels, img.size, img.patch);
+        let (gh, gw) = (ih / ph, iw / pw);
+        let n = gh * gw;
+        let batch = Dim::sym(&self.g.symbols.declare("batch", 1, self.opts.max_batch)?);
+        let d = |v: usize| Dim::from(v);
+        let mut x = self.g.add_input("pixel_values", DType::F32, vec![batch.clone(), d(c), d(ih), d(iw)])?;
+        if dtype != DType::F32 {
+            x = self.op("pixel_values.cast", Op::Cast(dtype), &[x])?;
         }
-        self.encoder_head(task, &root, &enc, (h, table), act)?;
-        Ok(self.g)
+        let vb = root.pp(self.arch.layout.embed);
+        let grid = vec![batch.clone(), d(c), d(gh), d(ph), d(gw), d(pw)];
+        let x = self.op(&vb.name("grid"), Op::Reshape { shape: grid }, &[x])?;
+        let x = self.op(&vb.name("patches_first"), Op::Transpose { perm: vec![0, 2, 4, 1, 3, 5] }, &[x])?;
+        let x = self.op(&vb.name("patches"), Op::Reshape { shape: vec![batch.clone(), d(n), d(c * ph * pw)] }, &[x])?;
+        let w = self.weight(&vb, "weight", &[hs, c, ph, pw])?;
+        let w = self.op(&vb.name("flat_weight"), Op::Reshape { shape: vec![d(hs), d(c * ph * pw)] }, &[w])?;
+        let b = self.weight(&vb, "bias", &[hs])?;
+        let patches = self.op(vb.path(), Op::Linear, &[x, w, b])?;
+        let cls = self.weight(root, cls, &[1, 1, hs])?;
+        let cls = self.op(&root.name("cls_tokens"), Op::Expand { shape: vec![batch, d(1), d(hs)] }, &[cls])?;
+        let h = self.op(&root.name("tokens"), Op::Concat { axis: 1 }, &[cls, patches])?;
+        let pos = self.weight(root, positions, &[1, n + 1, hs])?;
+        let h = self.op(&root.name("embeddings"), Op::Binary(BinaryOp::Add), &[h, pos])?;
+        let all = Tensor::bool(vec![1, 1, 1, 1], vec![true])?;
+        let mask = self.op("mask", Op::Constant(all), &[])?;
+        let iota = self.op("positions", Op::Iota { len: d(n + 1) }, &[])?;
+        let positions = self.op("position_ids", Op::Reshape { shape: vec![d(1), d(n + 1)] }, &[iota])?;
+        Ok((h, None, LayerInputs::without_rope(mask, positions)))
     }
 
     fn task_error(&self, task: Task) -> ModelError {
@@ -110,7 +170,10 @@ impl Decoder<'_> {
         if let Some(tte) = enc.token_type_embed {
             h = self.token_types(&root.pp(tte), h, types)?;
         }
-        Ok((self.norm(&root.pp(enc.embed_norm), hs, h)?, words))
+        if let Some(norm) = enc.embed_norm {
+            h = self.norm(&root.pp(norm), hs, h)?;
+        }
+        Ok((h, words))
     }
 
     /// `h + token_type[types or 0]`.
@@ -134,13 +197,26 @@ impl Decoder<'_> {
         self.op(&format!("{name}.squeeze"), Op::Reshape { shape: vec![shape[0].clone(), shape[2].clone()] }, &[x])
     }
 
-    /// `tanh(dense(h[:, 0]))` of the pooler at `pooler`.
+    /// `act(dense(h[:, 0]))` of the pooler at `pooler` (`pooler_act`: tanh unless ViT's config
+    /// says otherwise).
     fn pooler(&mut self, root: &Vb, pooler: &str, h: ValueId) -> Result<ValueId> {
         let hs = self.cfg.hidden_size;
+        let (size, act) = self.cfg.encoder.as_ref().map_or((hs, "tanh"), |e| (e.pooler_size, e.pooler_act.as_str()));
         let vb = root.pp(pooler);
         let x = self.first_token(vb.path(), h)?;
-        let x = self.linear(&vb, hs, hs, true, x)?;
-        self.op(&vb.name("tanh"), Op::Unary(UnaryOp::Tanh), &[x])
+        let x = self.linear(&vb, size, hs, true, x)?;
+        let op = match (act, Activation::from_hf(act)) {
+            ("tanh", _) => Op::Unary(UnaryOp::Tanh),
+            (_, Some(a)) => Op::Activate(a),
+            (_, None) => {
+                return Err(ModelError::Config {
+                    path: "config.json".into(),
+                    key: "pooler_act".into(),
+                    msg: format!("`{act}` is not supported; valid: tanh, {}", Activation::NAMES.join(", ")),
+                })
+            }
+        };
+        self.op(&vb.name("act"), op, &[x])
     }
 
     fn encoder_head(
@@ -148,7 +224,7 @@ impl Decoder<'_> {
         task: Task,
         root: &Vb,
         enc: &EncoderLayout,
-        (h, words): (ValueId, ValueId),
+        (h, words): (ValueId, Option<ValueId>),
         act: Activation,
     ) -> Result<()> {
         let hs = self.cfg.hidden_size;
@@ -168,11 +244,16 @@ impl Decoder<'_> {
                 let act = if m.gelu { Activation::Gelu } else { act };
                 let x = self.op(&top.pp(m.dense).name("act"), Op::Activate(act), &[x])?;
                 let x = self.norm(&top.pp(m.norm), hs, x)?;
+                let words = words.ok_or_else(|| self.task_error(task))?;
                 let logits = self.mlm_decoder(words, m.decoder, m.bias, x)?;
                 self.g.add_output("logits", logits)?;
             }
-            Task::SequenceClassification => {
+            Task::SequenceClassification | Task::ImageClassification => {
                 let logits = match enc.classifier {
+                    ClassifierHead::FirstToken { out } => {
+                        let x = self.first_token(out, h)?;
+                        self.linear(&top.pp(out), labels, hs, true, x)?
+                    }
                     ClassifierHead::Pooled { out } => {
                         let pooler = enc.pooler.ok_or_else(|| self.task_error(task))?;
                         let p = self.pooler(root, pooler, h)?;

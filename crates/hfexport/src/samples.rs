@@ -84,6 +84,7 @@ pub fn sample_cases(graph: &Graph, vocab: usize) -> Result<Vec<SampleCase>> {
 pub fn cases_for(c: &Planned, vocab: usize, past: usize) -> Result<Vec<SampleCase>> {
     match (c.spec.entry, c.spec.cache) {
         (Entry::TokenIds, CacheMode::None) => sample_cases(&c.graph, vocab),
+        (Entry::PixelValues, CacheMode::None) => pixel_cases(&c.graph),
         (Entry::TokenIds, CacheMode::StaticInPlace | CacheMode::Growing) => {
             Ok(vec![generation_case(&c.graph, vocab, past)?])
         }
@@ -92,6 +93,41 @@ pub fn cases_for(c: &Planned, vocab: usize, past: usize) -> Result<Vec<SampleCas
             c.spec.name
         ))),
     }
+}
+
+/// The sample inputs of an image encoder (`pixel_values` `[batch, channels, height, width]`):
+/// batches of 2 and 1 (clamped into the batch's range) of deterministic values in [-1, 1), as a
+/// normalised image has.
+pub fn pixel_cases(graph: &Graph) -> Result<Vec<SampleCase>> {
+    let port = graph.input("pixel_values").ok_or_else(|| {
+        Error::Unsupported("an image component without a pixel_values input has no sample inputs".into())
+    })?;
+    let info = graph.info(port.value);
+    let mut rest = vec![];
+    for d in &info.shape[1..] {
+        rest.push(
+            d.as_const().ok_or_else(|| Error::Unsupported("pixel_values needs static channels and size".into()))?,
+        );
+    }
+    let mut cases = vec![];
+    for (k, want) in [2i64, 1].into_iter().enumerate() {
+        let b = match info.shape[0].as_const() {
+            Some(c) => c,
+            None => {
+                let (lo, hi) = info.shape[0].bounds(&graph.symbols);
+                want.clamp(lo.max(1), hi.max(1))
+            }
+        } as usize;
+        let shape: Vec<usize> = std::iter::once(b).chain(rest.iter().map(|&d| d as usize)).collect();
+        let n: usize = shape.iter().product();
+        let values = (0..n).map(|i| ((i * 37 + k * 11) % 200) as f32 / 100.0 - 1.0).collect();
+        let name = format!("{shape:?}");
+        cases.push(SampleCase {
+            name,
+            inputs: BTreeMap::from([("pixel_values".into(), Tensor::float(info.dtype, shape, values)?)]),
+        });
+    }
+    Ok(cases)
 }
 
 /// Tokens already in the cache in a generation sample, and new tokens per call (when the graph
