@@ -57,10 +57,11 @@ pub fn fuzz(root: &Path, args: &[String]) -> Result<()> {
     if !status.success() {
         bail!("cargo fuzz build failed ({status})");
     }
+    let bin_dir = root.join("fuzz/target").join(host_triple()?).join("release");
     let mut table = vec![];
     for t in chosen {
         println!("==> {t}: {seconds} s");
-        table.push(run_target(root, &cargo_fuzz, t, seconds)?);
+        table.push(run_target(root, &bin_dir, t, seconds)?);
     }
     println!(
         "\n{:<18} {:>10} {:>8} {:>8} {:>9} {:>7}  outcome",
@@ -105,23 +106,34 @@ fn fuzz_command(root: &Path, cargo_fuzz: &Path) -> Command {
     cmd
 }
 
-fn run_target(root: &Path, cargo_fuzz: &Path, target: &str, seconds: u32) -> Result<Stats> {
+/// The host's target triple, under which cargo-fuzz builds (`rustc -vV`).
+fn host_triple() -> Result<String> {
+    let out = crate::output(Command::new("rustc").arg("-vV"))?;
+    out.lines()
+        .find_map(|l| l.strip_prefix("host: "))
+        .map(str::to_string)
+        .context("`rustc -vV` printed no host triple")
+}
+
+/// Runs the target's binary built before (not `cargo fuzz run`, which would rebuild it from a
+/// source tree that may have changed since).
+fn run_target(root: &Path, bin_dir: &Path, target: &str, seconds: u32) -> Result<Stats> {
     let corpus = root.join("target/fuzz-corpus").join(target);
     let artifacts = root.join("target/fuzz-artifacts").join(target);
     std::fs::create_dir_all(&corpus)?;
     std::fs::create_dir_all(&artifacts)?;
-    let out = fuzz_command(root, cargo_fuzz)
-        .args(["run", "-O", target])
+    let out = Command::new(bin_dir.join(target))
+        .current_dir(root)
+        .stdin(Stdio::null())
         .arg(&corpus)
         .arg(root.join("fuzz/seeds").join(target))
-        .arg("--")
         .arg(format!("-max_total_time={seconds}"))
         .arg(format!("-timeout={TIMEOUT_S}"))
         .arg(format!("-rss_limit_mb={RSS_LIMIT_MB}"))
         .arg(format!("-artifact_prefix={}/", artifacts.display()))
         .arg("-print_final_stats=1")
         .output()
-        .with_context(|| format!("running cargo fuzz run {target}"))?;
+        .with_context(|| format!("running {}", bin_dir.join(target).display()))?;
     let log = String::from_utf8_lossy(&out.stderr);
     std::fs::write(artifacts.join("last-run.log"), log.as_bytes())?;
     let outcome = match (out.status.success(), crash_kind(&log)) {
