@@ -109,10 +109,7 @@ fn fuzz_command(root: &Path, cargo_fuzz: &Path) -> Command {
 /// The host's target triple, under which cargo-fuzz builds (`rustc -vV`).
 fn host_triple() -> Result<String> {
     let out = crate::output(Command::new("rustc").arg("-vV"))?;
-    out.lines()
-        .find_map(|l| l.strip_prefix("host: "))
-        .map(str::to_string)
-        .context("`rustc -vV` printed no host triple")
+    out.lines().find_map(|l| l.strip_prefix("host: ")).map(str::to_string).context("`rustc -vV` printed no host triple")
 }
 
 /// Runs the target's binary built before (not `cargo fuzz run`, which would rebuild it from a

@@ -117,24 +117,43 @@ pub(crate) fn inspect(path: &Path, task: Option<&str>, full: bool, json: bool) -
     }
     println!("checkpoint   {}", path.display());
     println!("architecture {} ({})", c.architecture, c.model_type.as_deref().unwrap_or("?"));
+    let vocab = match c.vocab_size {
+        0 => String::new(),
+        v => format!(", vocab {v}"),
+    };
     println!(
-        "sizes        layers {}, hidden {}, intermediate {}, heads {} (kv {}), head_dim {}, vocab {}",
+        "sizes        layers {}, hidden {}, intermediate {}, heads {} (kv {}), head_dim {}{vocab}",
         c.num_hidden_layers,
         c.hidden_size,
         c.intermediate_size,
         c.num_attention_heads,
         c.num_key_value_heads,
         c.head_dim,
-        c.vocab_size
     );
-    println!("rope         {}, max positions {}", rope_summary(c), c.max_position_embeddings);
+    match c.encoder.as_ref().and_then(|e| e.image.as_ref()) {
+        Some(img) => println!(
+            "image        {}x{}, {} channels, {}x{} patches ({} per image)",
+            img.size[0],
+            img.size[1],
+            img.channels,
+            img.patch[0],
+            img.patch[1],
+            img.patches()
+        ),
+        None => println!("rope         {}, max positions {}", rope_summary(c), c.max_position_embeddings),
+    }
+    if let Some(e) = &c.encoder {
+        println!("encoder      task {}, {} labels, {} token types", task.name(), e.num_labels, e.type_vocab_size);
+    }
     if let Some((w, layers)) = &sliding {
         println!("sliding      window {w} on {} of {} layers", layers.len(), c.num_hidden_layers);
     }
     if let Some(m) = &c.moe {
         println!("experts      {}", experts_summary(c, m));
     }
-    println!("embeddings   {}", if c.tie_word_embeddings { "tied" } else { "untied" });
+    if c.vocab_size > 0 {
+        println!("embeddings   {}", if c.tie_word_embeddings { "tied" } else { "untied" });
+    }
     match active {
         Some(active) => println!(
             "parameters   {total} ({:.2} M), {active} ({:.2} M) active per token",
