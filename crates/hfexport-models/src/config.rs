@@ -294,6 +294,13 @@ pub const MAX_LABELS: usize = 1 << 20;
 
 fn parse_encoder(f: &Fields, schema: &ConfigSchema, hidden: usize) -> Result<Option<EncoderConfig>> {
     let Some(enc) = schema.encoder else { return Ok(None) };
+    // a BERT-like config may turn its model into a causal decoder or give it cross-attention,
+    // which this encoder graph does not compute
+    for key in ["is_decoder", "add_cross_attention"] {
+        if f.raw(key).is_some_and(|v| !v.is_null()) && f.bool(key)? == Some(true) {
+            return Err(f.err(key, "is true, but only the encoder (bidirectional, no cross-attention) is supported"));
+        }
+    }
     let type_vocab_size = match enc.type_vocab_size {
         Some(default) => f.size("type_vocab_size", Some(default), MAX_LABELS)?,
         None => 0,
@@ -1816,6 +1823,13 @@ mod tests {
         // BertConfig refuses a hidden size the heads do not divide; a decoder has no encoder part
         let e = parse(r#"{"architectures": ["BertModel"], "model_type": "bert", "hidden_size": 100}"#).unwrap_err();
         assert!(e.to_string().contains("not a multiple of num_attention_heads"), "{e}");
+        // a BERT made a decoder (causal, or with cross-attention) is refused, not run bidirectionally
+        for key in ["is_decoder", "add_cross_attention"] {
+            let text = format!(r#"{{"architectures": ["RobertaModel"], "model_type": "roberta", "{key}": true}}"#);
+            let e = parse(&text).unwrap_err().to_string();
+            assert!(e.contains(key) && e.contains("only the encoder"), "{e}");
+        }
+        assert!(parse(r#"{"architectures": ["BertModel"], "model_type": "bert", "is_decoder": false}"#).is_ok());
         assert_eq!(family("LlamaForCausalLM", "llama", "{}").unwrap().encoder, None);
         // DistilBERT's key names, no token types, its modeling code's fixed epsilon
         let c = parse(
