@@ -1,7 +1,8 @@
-//! Encoders the fixtures do not cover: random BERT / RoBERTa / XLM-RoBERTa / DistilBERT / ViT checkpoints of every
-//! head, configured across the space transformers accepts (`tests/python/random_encoders.py`:
-//! head counts and dims, layers, activations, epsilons, token types, label counts, tied or
-//! untied decoders, padding ids, sequence lengths), generated with their goldens by
+//! Encoders the fixtures do not cover: random BERT / RoBERTa / XLM-RoBERTa / DistilBERT / ModernBERT / ViT
+//! checkpoints of every head, configured across the space transformers accepts
+//! (`tests/python/random_encoders.py`: head counts and dims, layers, activations, epsilons, token
+//! types, label counts, tied or untied decoders, padding ids, sequence lengths, ModernBERT's
+//! windows, layer kinds, rope thetas, biases and poolings), generated with their goldens by
 //! transformers at test time. Each must match transformers at 1e-4 in the reference evaluator,
 //! padded rows included, and export to every format with `--verify` (its runtime against the
 //! evaluator, on padded samples).
@@ -18,8 +19,8 @@ use std::path::Path;
 use std::process::Command;
 
 const SEED: u64 = 20_261_202;
-/// Each of the 18 dealt classes once or twice.
-const COUNT: usize = 24;
+/// Each of the 23 dealt classes once or twice.
+const COUNT: usize = 30;
 
 struct Case {
     name: String,

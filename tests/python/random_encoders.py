@@ -3,7 +3,8 @@
 
 Usage: random_encoders.py OUTDIR --seed S --count N
 
-Writes N folders (save_pretrained of a randomly configured BERT / RoBERTa / XLM-RoBERTa / DistilBERT with one
+Writes N folders (save_pretrained of a randomly configured BERT / RoBERTa / XLM-RoBERTa / DistilBERT /
+ModernBERT / ViT with one
 of its heads, classes dealt round-robin) with golden.safetensors: for the cases `single` ([1, L])
 and `batch` ([2, L], row 1 right-padded), the inputs (`input_ids`, `attention_mask`, and
 `token_type_ids` when type_vocab_size > 1) and every output of the forward. OUTDIR/index.json
@@ -11,7 +12,8 @@ lists {name, dir, task, description}. The sampled space: heads 1-6 of head_dim 4
 any intermediate size, the activations the configs accept (gelu, gelu_new, relu, silu,
 gelu_pytorch_tanh, quick_gelu), layer_norm_eps, 1-3 token types, 1-6 labels (id2label or
 num_labels), tied or untied masked-LM decoders, BERT padding ids other than 0, sequence lengths
-5-12 within max_position_embeddings.
+5-12 within max_position_embeddings; ModernBERT's windows, global layer periods or explicit layer
+types, rope thetas (legacy keys or rope_parameters), biases, head activations and poolings.
 """
 
 import argparse
@@ -42,6 +44,11 @@ CLASSES = [
     ("distilbert", "DistilBertModel", "feature-extraction"),
     ("vit", "ViTModel", "feature-extraction"),
     ("vit", "ViTForImageClassification", "image-classification"),
+    ("modernbert", "ModernBertModel", "feature-extraction"),
+    ("modernbert", "ModernBertForMaskedLM", "fill-mask"),
+    ("modernbert", "ModernBertForSequenceClassification", "sequence-classification"),
+    ("modernbert", "ModernBertForTokenClassification", "token-classification"),
+    ("modernbert", "ModernBertForQuestionAnswering", "question-answering"),
 ]
 CONFIGS = {
     "bert": "BertConfig",
@@ -49,7 +56,11 @@ CONFIGS = {
     "xlm-roberta": "XLMRobertaConfig",
     "distilbert": "DistilBertConfig",
     "vit": "ViTConfig",
+    "modernbert": "ModernBertConfig",
 }
+# ModernBertConfig's names for BERT's keys
+MODERNBERT_KEYS = {"hidden_act": "hidden_activation", "layer_norm_eps": "norm_eps",
+                   "hidden_dropout_prob": "mlp_dropout", "attention_probs_dropout_prob": "attention_dropout"}
 # DistilBertConfig's names for BERT's keys (it has no token types and a fixed epsilon)
 DISTILBERT_KEYS = {"hidden_size": "dim", "num_hidden_layers": "n_layers", "num_attention_heads": "n_heads",
                    "intermediate_size": "hidden_dim", "hidden_act": "activation", "hidden_dropout_prob": "dropout",
@@ -107,11 +118,42 @@ def sample(rng, index):
             pooler_output_size=rng.choice([None, rng.randint(4, 40)]),
             pooler_act=rng.choice(["tanh", "tanh", "relu", "gelu"]),
         )
+    if family == "modernbert":
+        kw = {MODERNBERT_KEYS.get(k, k): v for k, v in kw.items() if k != "type_vocab_size"}
+        kw.update(modernbert_keys(rng, kw["num_hidden_layers"], kw["pad_token_id"]))
     if rng.random() < 0.5:
         kw["id2label"] = {i: f"L{i}" for i in range(labels)}
     else:
         kw["num_labels"] = labels
     return family, cls_name, task, seq, kw
+
+
+def modernbert_keys(rng, layers, pad):
+    """Windows that cut the sequence (local_attention 1-9: 0-4 tokens each side), the global layer
+    period or an explicit layer_types, rope thetas in either spelling, every bias and head key."""
+    kw = dict(
+        local_attention=rng.randint(1, 9),
+        norm_bias=rng.random() < 0.5,
+        attention_bias=rng.random() < 0.5,
+        mlp_bias=rng.random() < 0.5,
+        classifier_bias=rng.random() < 0.5,
+        classifier_activation=rng.choice(ACTS),
+        classifier_pooling=rng.choice(["cls", "mean"]),
+        decoder_bias=rng.random() < 0.7,
+        num_hidden_layers=rng.randint(1, 4),
+        bos_token_id=pad, eos_token_id=pad, cls_token_id=pad, sep_token_id=pad,
+    )
+    if rng.random() < 0.3:
+        kw["layer_types"] = [rng.choice(["full_attention", "sliding_attention"]) for _ in range(kw["num_hidden_layers"])]
+    else:
+        kw["global_attn_every_n_layers"] = rng.randint(1, 3)
+    thetas = (rng.choice([100.0, 10_000.0, 160_000.0]), rng.choice([10.0, 500.0, 10_000.0]))
+    if rng.random() < 0.5:
+        kw.update(global_rope_theta=thetas[0], local_rope_theta=thetas[1])
+    else:
+        kw["rope_parameters"] = {"full_attention": {"rope_type": "default", "rope_theta": thetas[0]},
+                                 "sliding_attention": {"rope_type": "default", "rope_theta": thetas[1]}}
+    return kw
 
 
 def main():
@@ -136,7 +178,7 @@ def main():
         with torch.no_grad():
             for name, p in model.named_parameters():
                 noise = torch.randn_like(p) * STD
-                p.copy_(1.0 + noise if "LayerNorm" in name or "layer_norm" in name else noise)
+                p.copy_(1.0 + noise if "norm" in name.lower() and name.endswith("weight") else noise)
         name = f"{i:02d}-{cls_name}"
         folder = out / name
         model.save_pretrained(folder, safe_serialization=True)

@@ -932,6 +932,11 @@ def encoder_specs():
         RobertaForTokenClassification,
         XLMRobertaConfig,
         XLMRobertaForMaskedLM,
+        ModernBertConfig,
+        ModernBertForMaskedLM,
+        ModernBertForSequenceClassification,
+        ModernBertForTokenClassification,
+        ModernBertModel,
     )
 
     return [
@@ -988,7 +993,38 @@ def encoder_specs():
                       hidden_act="gelu_new", layer_norm_eps=1e-6),
             "image-classification", ("logits",), "12x8 two-channel images, 4x2 patches, no qkv bias, 3 labels",
         ),
+        EncoderSpec(
+            "modernbert", 112, ModernBertModel, modernbert_config(ModernBertConfig),
+            "feature-extraction", ("last_hidden_state",),
+            "rotary (160000 full, 10000 local), layers full/local/local, window 2 each side, GeGLU, no biases",
+        ),
+        EncoderSpec(
+            "modernbert_mlm", 113, ModernBertForMaskedLM,
+            modernbert_config(ModernBertConfig, global_attn_every_n_layers=2, local_attention=6, norm_bias=True,
+                              attention_bias=True, mlp_bias=True, classifier_bias=True, classifier_activation="silu",
+                              hidden_activation="gelu_new", global_rope_theta=500.0, local_rope_theta=50.0),
+            "fill-mask", ("logits",), "every bias on, silu head, rope thetas 500 full / 50 local, tied decoder with its bias",
+        ),
+        EncoderSpec(
+            "modernbert_cls", 114, ModernBertForSequenceClassification,
+            modernbert_config(ModernBertConfig, classifier_pooling="mean", num_labels=3, num_attention_heads=2),
+            "sequence-classification", ("logits",), "mean pooling over the unpadded tokens, head_dim 16, 3 labels",
+        ),
+        EncoderSpec(
+            "modernbert_tok", 115, ModernBertForTokenClassification,
+            modernbert_config(ModernBertConfig, num_labels=5, local_attention=2, decoder_bias=False),
+            "token-classification", ("logits",), "prediction head before the classifier, window 1 each side",
+        ),
     ]
+
+
+def modernbert_config(cls, **kw):
+    """local_attention 4 (2 each side) so that windows cut the 7-token inputs; ids in the vocab."""
+    base = dict(vocab_size=99, hidden_size=32, num_hidden_layers=3, num_attention_heads=4, intermediate_size=37,
+                max_position_embeddings=40, local_attention=4, pad_token_id=0, bos_token_id=1, eos_token_id=2,
+                cls_token_id=1, sep_token_id=2)
+    base.update(kw)
+    return cls(**base)
 
 
 def distilbert_config(cls, **kw):
@@ -1046,7 +1082,8 @@ def make_encoder_fixture(outdir, spec):
     stored = sorted(safetensors.safe_open(str(folder / "model.safetensors"), "pt").keys())
     print(f"== {spec.name}  ({spec.model_cls.__name__}, seed {spec.seed}, task {spec.task})")
     print(f"   outputs:  {[(k, tuple(golden['batch.' + k].shape)) for k in spec.outputs]}")
-    print(f"   heads:    {[k for k in stored if not k.startswith(('bert.', 'roberta.', 'distilbert.', 'vit.', 'embeddings', 'encoder', 'pooler'))]}")
+    bodies = ('bert.', 'roberta.', 'distilbert.', 'vit.', 'model.', 'embeddings', 'encoder', 'pooler', 'layers')
+    print(f"   heads:    {[k for k in stored if not k.startswith(bodies)]}")
 
 
 def main():

@@ -58,6 +58,10 @@ pub struct EncoderSchema {
     pub type_vocab_size: Option<usize>,
     /// `image_size`, `patch_size` and `num_channels` with their class defaults (ViT).
     pub image: Option<ImageDefaults>,
+    /// ModernBERT's head keys: `classifier_activation` (gelu), `classifier_bias` (false),
+    /// `classifier_pooling` (cls) and `decoder_bias` (true); without them the heads' linears
+    /// all have biases.
+    pub head_keys: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -219,6 +223,10 @@ pub enum LayerRule {
     /// `layer_types`, else the even layers (0-based) below `max_window_layers` slide when
     /// `use_sliding_window` (Qwen2-MoE).
     EvenBelowMaxWindow,
+    /// `layer_types`, else every `global_attn_every_n_layers`-th layer (0-based, from layer 0)
+    /// full and the others local; the window (`sliding_window`) is half of `local_attention`,
+    /// on both sides of a token (ModernBERT).
+    LocalGlobal { default_every: usize, default_local: usize },
 }
 
 /// Where a projection's bias comes from.
@@ -237,19 +245,19 @@ pub struct Biases {
     pub qkv: Bias,
     pub o: Bias,
     pub mlp: Bias,
-    /// LayerNorm bias (GPT-2's LayerNorms always have one).
-    pub norm: bool,
+    /// LayerNorm bias (GPT-2's LayerNorms always have one; ModernBERT's `norm_bias`).
+    pub norm: Bias,
 }
 
 const LLAMA_BIASES: Biases = Biases {
     qkv: Bias::Key("attention_bias"),
     o: Bias::Key("attention_bias"),
     mlp: Bias::Key("mlp_bias"),
-    norm: false,
+    norm: Bias::Never,
 };
-const NO_BIASES: Biases = Biases { qkv: Bias::Never, o: Bias::Never, mlp: Bias::Never, norm: false };
+const NO_BIASES: Biases = Biases { qkv: Bias::Never, o: Bias::Never, mlp: Bias::Never, norm: Bias::Never };
 const ATTENTION_BIASES: Biases =
-    Biases { qkv: Bias::Key("attention_bias"), o: Bias::Key("attention_bias"), mlp: Bias::Never, norm: false };
+    Biases { qkv: Bias::Key("attention_bias"), o: Bias::Key("attention_bias"), mlp: Bias::Never, norm: Bias::Never };
 
 /// The attention's score scale.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -281,8 +289,10 @@ pub enum RopeRule {
     /// One rope for every layer.
     Uniform,
     /// Sliding layers have their own rope: `rope_parameters` keyed by layer type, or the
-    /// legacy `rope_local_base_freq` (Gemma 3).
-    PerLayerType,
+    /// legacy flat keys: the full layers' theta under `global_theta` (`None`: `rope_theta`),
+    /// the sliding layers' under `local_theta` (Gemma 3: `rope_local_base_freq`; ModernBERT:
+    /// `global_rope_theta` and `local_rope_theta`).
+    PerLayerType { global_theta: Option<&'static str>, local_theta: &'static str },
     /// Layers listed 0 in `no_rope_layers` (default: every `no_rope_layer_interval`-th) have
     /// no rotary embedding (SmolLM3).
     NoRopeLayers,
@@ -332,6 +342,9 @@ pub struct EncoderLayout {
     pub token_classifier: &'static str,
     /// The span head `[2, hidden]` (`question-answering`).
     pub qa: &'static str,
+    /// The masked-LM transform (dense, activation, norm) also precedes the token classifier
+    /// and the span head: ModernBERT shares one prediction head among its task heads.
+    pub shared_transform: bool,
 }
 
 /// What an encoder reads.
@@ -360,8 +373,7 @@ pub enum EncoderPositions {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MlmHead {
     pub dense: &'static str,
-    /// `true`: exact GELU whatever `hidden_act` says (RoBERTa's head); else `hidden_act`.
-    pub gelu: bool,
+    pub act: HeadActivation,
     pub norm: &'static str,
     pub decoder: &'static str,
     /// The output bias; also read as `<decoder>.bias` when stored there.
@@ -378,6 +390,20 @@ pub enum ClassifierHead {
     /// `out(act(dense(h[:, 0])))` (RoBERTa's classification head: tanh; DistilBERT's
     /// `pre_classifier`: relu).
     Dense { dense: &'static str, act: HeadAct, out: &'static str },
+    /// `out(transform(pool(h)))`, pooled as `classifier_pooling` says (the first token, or the
+    /// mean over the unpadded tokens), through the masked-LM transform (ModernBERT).
+    Pooling { out: &'static str },
+}
+
+/// The activation of a masked-LM transform.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HeadActivation {
+    /// The layers' `hidden_act` (BERT, DistilBERT).
+    Hidden,
+    /// Exact GELU whatever `hidden_act` says (RoBERTa's head).
+    Gelu,
+    /// `classifier_activation` (ModernBERT's prediction head).
+    Classifier,
 }
 
 /// The activation between a classification head's two linears.
@@ -448,6 +474,8 @@ pub struct LayerNorms {
     pub attention_residual: Option<&'static str>,
     /// Over the sum of the residual and the MLP output.
     pub mlp_residual: Option<&'static str>,
+    /// Layer 0 has no `pre_attention` norm (ModernBERT: the embeddings' norm precedes it).
+    pub first_without_pre_attention: bool,
 }
 
 const NO_NORMS: LayerNorms = LayerNorms {
@@ -457,6 +485,7 @@ const NO_NORMS: LayerNorms = LayerNorms {
     post_mlp: None,
     attention_residual: None,
     mlp_residual: None,
+    first_without_pre_attention: false,
 };
 
 const PRE_NORMS: LayerNorms = LayerNorms {
@@ -466,6 +495,7 @@ const PRE_NORMS: LayerNorms = LayerNorms {
     post_mlp: None,
     attention_residual: None,
     mlp_residual: None,
+    first_without_pre_attention: false,
 };
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -596,6 +626,7 @@ const SANDWICH_NORMS: LayerNorms = LayerNorms {
     post_mlp: Some("post_feedforward_layernorm"),
     attention_residual: None,
     mlp_residual: None,
+    first_without_pre_attention: false,
 };
 
 const GEMMA3_SCHEMA: ConfigSchema = ConfigSchema {
@@ -619,7 +650,7 @@ const GEMMA3_SCHEMA: ConfigSchema = ConfigSchema {
     biases: ATTENTION_BIASES,
     scale: ScaleRule::QueryPreAttnScalar,
     embedding_scale: EmbeddingScale::SqrtHidden,
-    rope: RopeRule::PerLayerType,
+    rope: RopeRule::PerLayerType { global_theta: None, local_theta: "rope_local_base_freq" },
     softcapping: Softcapping { attention: false, logits: true },
     heads_divide_hidden: true,
     ..LLAMA_SCHEMA
@@ -647,10 +678,10 @@ const BERT_SCHEMA: ConfigSchema = ConfigSchema {
         pad_token_id: Some(0),
         ..NO_DEFAULTS
     },
-    biases: Biases { qkv: Bias::Always, o: Bias::Always, mlp: Bias::Always, norm: true },
+    biases: Biases { qkv: Bias::Always, o: Bias::Always, mlp: Bias::Always, norm: Bias::Always },
     rope: RopeRule::None,
     heads_divide_hidden: true,
-    encoder: Some(EncoderSchema { type_vocab_size: Some(2), image: None }),
+    encoder: Some(EncoderSchema { type_vocab_size: Some(2), image: None, head_keys: false }),
     ..LLAMA_SCHEMA
 };
 
@@ -689,7 +720,7 @@ const BERT_LAYOUT: Layout = Layout {
         pooler: Some("pooler.dense"),
         mlm: MlmHead {
             dense: "cls.predictions.transform.dense",
-            gelu: false,
+            act: HeadActivation::Hidden,
             norm: "cls.predictions.transform.LayerNorm",
             decoder: "cls.predictions.decoder",
             bias: "cls.predictions.bias",
@@ -697,6 +728,7 @@ const BERT_LAYOUT: Layout = Layout {
         classifier: ClassifierHead::Pooled { out: "classifier" },
         token_classifier: "classifier",
         qa: "qa_outputs",
+        shared_transform: false,
     }),
 };
 
@@ -706,7 +738,7 @@ const ROBERTA_LAYOUT: Layout = Layout {
         positions: EncoderPositions::AfterPadding,
         mlm: MlmHead {
             dense: "lm_head.dense",
-            gelu: true,
+            act: HeadActivation::Gelu,
             norm: "lm_head.layer_norm",
             decoder: "lm_head.decoder",
             bias: "lm_head.bias",
@@ -724,11 +756,12 @@ const BERT_ENCODER: EncoderLayout = match BERT_LAYOUT.encoder {
 
 /// `ViTConfig`: pre-LN layers with biases (`qkv_bias`), a final LayerNorm, patches in.
 const VIT_SCHEMA: ConfigSchema = ConfigSchema {
-    biases: Biases { qkv: Bias::KeyDefault("qkv_bias", true), o: Bias::Always, mlp: Bias::Always, norm: true },
+    biases: Biases { qkv: Bias::KeyDefault("qkv_bias", true), o: Bias::Always, mlp: Bias::Always, norm: Bias::Always },
     defaults: Defaults { vocab_size: Some(0), max_position_embeddings: Some(0), ..BERT_SCHEMA.defaults },
     encoder: Some(EncoderSchema {
         type_vocab_size: None,
         image: Some(ImageDefaults { image_size: 224, patch_size: 16, num_channels: 3 }),
+        head_keys: false,
     }),
     ..BERT_SCHEMA
 };
@@ -769,7 +802,7 @@ const DISTILBERT_SCHEMA: ConfigSchema = ConfigSchema {
         activation_rewrites: &[],
     },
     defaults: Defaults { num_hidden_layers: Some(6), ..BERT_SCHEMA.defaults },
-    encoder: Some(EncoderSchema { type_vocab_size: None, image: None }),
+    encoder: Some(EncoderSchema { type_vocab_size: None, image: None, head_keys: false }),
     ..BERT_SCHEMA
 };
 
@@ -793,7 +826,7 @@ const DISTILBERT_LAYOUT: Layout = Layout {
         pooler: None,
         mlm: MlmHead {
             dense: "vocab_transform",
-            gelu: false,
+            act: HeadActivation::Hidden,
             norm: "vocab_layer_norm",
             decoder: "vocab_projector",
             bias: "vocab_projector.bias",
@@ -805,6 +838,70 @@ const DISTILBERT_LAYOUT: Layout = Layout {
 };
 
 /// Every family this build exports.
+const MODERNBERT_SCHEMA: ConfigSchema = ConfigSchema {
+    keys: Keys { norm_eps: "norm_eps", activation: &["hidden_activation"], ..KEYS },
+    defaults: Defaults {
+        vocab_size: Some(50368),
+        hidden_size: Some(768),
+        intermediate_size: Some(1152),
+        num_hidden_layers: Some(22),
+        num_attention_heads: Some(12),
+        max_position_embeddings: Some(8192),
+        norm_eps: 1e-5,
+        activation: "gelu",
+        tie_word_embeddings: true,
+        rope_theta: 160_000.0,
+        bos_token_id: Some(50281),
+        eos_token_id: Some(50282),
+        pad_token_id: Some(50283),
+        ..NO_DEFAULTS
+    },
+    layers: LayerRule::LocalGlobal { default_every: 3, default_local: 128 },
+    biases: Biases {
+        qkv: Bias::Key("attention_bias"),
+        o: Bias::Key("attention_bias"),
+        mlp: Bias::Key("mlp_bias"),
+        norm: Bias::Key("norm_bias"),
+    },
+    rope: RopeRule::PerLayerType { global_theta: Some("global_rope_theta"), local_theta: "local_rope_theta" },
+    encoder: Some(EncoderSchema { type_vocab_size: None, image: None, head_keys: true }),
+    ..BERT_SCHEMA
+};
+
+const MODERNBERT_LAYOUT: Layout = Layout {
+    roots: &["model.", ""],
+    embed: "embeddings.tok_embeddings",
+    position_embed: None,
+    layers: "layers",
+    final_norm: "final_norm",
+    norms: LayerNorms {
+        pre_attention: Some("attn_norm"),
+        pre_mlp: Some("mlp_norm"),
+        first_without_pre_attention: true,
+        ..NO_NORMS
+    },
+    attention: AttentionLayout { prefix: "attn", qkv: Projections::Fused("Wqkv"), out: "Wo", qk_norm: QkNorm::None },
+    mlp: MlpLayout { prefix: "mlp", kind: MlpKind::GatedFused("Wi"), down: "Wo" },
+    encoder: Some(EncoderLayout {
+        token_type_embed: None,
+        embed_norm: Some("embeddings.norm"),
+        pooler: None,
+        mlm: MlmHead {
+            dense: "head.dense",
+            act: HeadActivation::Classifier,
+            norm: "head.norm",
+            decoder: "decoder",
+            bias: "decoder.bias",
+        },
+        classifier: ClassifierHead::Pooling { out: "classifier" },
+        token_classifier: "classifier",
+        qa: "classifier",
+        shared_transform: true,
+        ..BERT_ENCODER
+    }),
+    ..BERT_LAYOUT
+};
+
 pub const ARCHITECTURES: &[Architecture] = &[
     Architecture {
         classes: &["LlamaForCausalLM"],
@@ -1127,7 +1224,7 @@ pub const ARCHITECTURES: &[Architecture] = &[
                 eos_token_id: Some(50256),
                 ..NO_DEFAULTS
             },
-            biases: Biases { qkv: Bias::Always, o: Bias::Always, mlp: Bias::Always, norm: true },
+            biases: Biases { qkv: Bias::Always, o: Bias::Always, mlp: Bias::Always, norm: Bias::Always },
             scale: ScaleRule::Gpt2,
             rope: RopeRule::None,
             ..LLAMA_SCHEMA
@@ -1205,6 +1302,18 @@ pub const ARCHITECTURES: &[Architecture] = &[
         model_types: &["vit"],
         config: VIT_SCHEMA,
         layout: VIT_LAYOUT,
+    },
+    Architecture {
+        classes: &[
+            "ModernBertModel",
+            "ModernBertForMaskedLM",
+            "ModernBertForSequenceClassification",
+            "ModernBertForTokenClassification",
+            "ModernBertForQuestionAnswering",
+        ],
+        model_types: &["modernbert"],
+        config: MODERNBERT_SCHEMA,
+        layout: MODERNBERT_LAYOUT,
     },
 ];
 

@@ -183,7 +183,7 @@ impl Decoder<'_> {
             }
             NormKind::Layer => {
                 let mut ins = vec![x, self.weight(vb, "weight", &[size])?];
-                if self.arch.config.biases.norm {
+                if self.cfg.norm_bias {
                     ins.push(self.weight(vb, "bias", &[size])?);
                 }
                 self.op(vb.path(), Op::LayerNorm { eps }, &ins)
@@ -258,7 +258,8 @@ impl Decoder<'_> {
         act: Activation,
     ) -> Result<ValueId> {
         let norms = self.arch.layout.norms;
-        let x = self.optional_norm(vb, norms.pre_attention, h)?;
+        let pre_attention = norms.pre_attention.filter(|_| i > 0 || !norms.first_without_pre_attention);
+        let x = self.optional_norm(vb, pre_attention, h)?;
         let a = self.attention(&vb.pp(self.arch.layout.attention.prefix), i, x, s)?;
         let a = self.optional_norm(vb, norms.post_attention, a)?;
         let h = self.residual(&vb.name("attn_residual"), h, a)?;
@@ -350,13 +351,15 @@ impl Decoder<'_> {
             k = self.rotate(&vb.name("k_rotary"), k, cos, sin, rope.dim)?;
         }
         let (k, v) = self.cached_kv(vb.path(), layer, k, v, s.positions)?;
-        let window = match (cfg.layer_types.get(layer), cfg.sliding_window) {
-            (Some(LayerType::SlidingAttention), Some(w)) => Some(w),
-            _ => None,
+        // an encoder's windows are in its sliding mask; a decoder's are the op's (causal)
+        let (mask, window) = match (cfg.layer_types.get(layer), s.sliding_mask, cfg.sliding_window) {
+            (Some(LayerType::SlidingAttention), Some(m), _) => (m, None),
+            (Some(LayerType::SlidingAttention), None, Some(w)) => (s.mask, Some(w)),
+            _ => (s.mask, None),
         };
         let scale = cfg.attention_scales[layer] as f32;
         let op = Op::Attention { scale, softcap: cfg.attn_softcap.map(|c| c as f32), sliding_window: window };
-        let mut ins = vec![q, k, v, s.mask];
+        let mut ins = vec![q, k, v, mask];
         if window.is_some() {
             ins.extend([s.positions, s.key_positions]);
         }
@@ -384,13 +387,21 @@ impl Decoder<'_> {
             MlpKind::Gated { gate, up } => self.gated_mlp(vb, [gate, up, layout.down], is, bias, x, act),
             // the halves of one `[gate; up]` weight feed the gated MLP op
             MlpKind::GatedFused(fused) => {
-                let name = vb.pp(fused).name("weight");
-                let (w, dtype) = self.stored(&name, &[2 * is, hs])?;
-                let gate =
-                    self.declare(&vb.pp("gate_proj").name("weight"), w.clone().slice(0, 0, is), dtype, &[is, hs]);
-                let up = self.declare(&vb.pp("up_proj").name("weight"), w.slice(0, is, 2 * is), dtype, &[is, hs]);
-                let down = self.weight(&down, "weight", &[hs, is])?;
-                self.op(vb.path(), Op::GatedMlp { act }, &[x, gate, up, down])
+                let (gate_up, gate, up) = (vb.pp(fused), vb.pp("gate_proj"), vb.pp("up_proj"));
+                let (w, dtype) = self.stored(&gate_up.name("weight"), &[2 * is, hs])?;
+                let mut ins = vec![
+                    x,
+                    self.declare(&gate.name("weight"), w.clone().slice(0, 0, is), dtype, &[is, hs]),
+                    self.declare(&up.name("weight"), w.slice(0, is, 2 * is), dtype, &[is, hs]),
+                    self.weight(&down, "weight", &[hs, is])?,
+                ];
+                if bias {
+                    let (b, dtype) = self.stored(&gate_up.name("bias"), &[2 * is])?;
+                    ins.push(self.declare(&gate.name("bias"), b.clone().slice(0, 0, is), dtype, &[is]));
+                    ins.push(self.declare(&up.name("bias"), b.slice(0, is, 2 * is), dtype, &[is]));
+                    ins.push(self.weight(&down, "bias", &[hs])?);
+                }
+                self.op(vb.path(), Op::GatedMlp { act }, &ins)
             }
             MlpKind::PlainConv1d(fc) => {
                 let h = self.conv1d(&vb.pp(fc), is, hs, x)?;

@@ -226,8 +226,11 @@ pub fn build_generation(
 /// Per-layer activations shared by every layer: rotary tables, mask and positions.
 pub(crate) struct LayerInputs {
     /// `(rope, cos, sin)` for each distinct rope the layers use.
-    ropes: Vec<(RopeConfig, ValueId, ValueId)>,
+    pub(crate) ropes: Vec<(RopeConfig, ValueId, ValueId)>,
     pub(crate) mask: ValueId,
+    /// The mask of the sliding layers where it differs from `mask` by more than the window
+    /// the attention op applies (an encoder's bidirectional windows).
+    pub(crate) sliding_mask: Option<ValueId>,
     /// Positions of the queries and of the keys (the same in a forward pass; cache slots when
     /// the keys come from a static cache), for sliding windows.
     pub(crate) positions: ValueId,
@@ -237,7 +240,7 @@ pub(crate) struct LayerInputs {
 impl LayerInputs {
     /// The inputs of layers without a rotary embedding (an encoder's).
     pub(crate) fn without_rope(mask: ValueId, positions: ValueId) -> LayerInputs {
-        LayerInputs { ropes: vec![], mask, positions, key_positions: positions }
+        LayerInputs { ropes: vec![], mask, sliding_mask: None, positions, key_positions: positions }
     }
 
     /// The cos/sin tables of `rope` (made for every rope a layer uses).
@@ -343,7 +346,7 @@ impl<'a> Decoder<'a> {
         let ropes = self.rotary(positions)?;
         let slots = self.op("cache.slots", Op::Iota { len: len.clone() }, &[])?;
         let key_positions = self.op("cache.slot_ids", Op::Reshape { shape: vec![one, len] }, &[slots])?;
-        let shared = LayerInputs { ropes, mask, positions, key_positions };
+        let shared = LayerInputs { ropes, mask, sliding_mask: None, positions, key_positions };
         self.logits(ids, &shared, act)?;
         self.cache_outputs(true)?;
         Ok(self.g)
@@ -399,7 +402,7 @@ impl<'a> Decoder<'a> {
         let pad =
             self.op("mask.padding_keys", Op::Reshape { shape: vec![one.clone(), one.clone(), one, total] }, &[pad])?;
         let mask = self.op("mask", Op::Binary(BinaryOp::And), &[causal, pad])?;
-        let shared = LayerInputs { ropes, mask, positions, key_positions };
+        let shared = LayerInputs { ropes, mask, sliding_mask: None, positions, key_positions };
         self.logits(ids, &shared, act)?;
         self.cache_outputs(false)?;
         Ok(self.g)
@@ -420,7 +423,7 @@ impl<'a> Decoder<'a> {
 
     /// Rotary tables for `positions` `[b|1, s]`, in the graph's dtype, for each distinct rope
     /// the layers use (the sliding layers' own is `model.rotary_emb_local`).
-    fn rotary(&mut self, positions: ValueId) -> Result<Vec<(RopeConfig, ValueId, ValueId)>> {
+    pub(crate) fn rotary(&mut self, positions: ValueId) -> Result<Vec<(RopeConfig, ValueId, ValueId)>> {
         let mut ropes: Vec<RopeConfig> = vec![];
         for rope in (0..self.cfg.num_hidden_layers).filter_map(|i| self.cfg.layer_rope(i)) {
             if !ropes.contains(rope) {
@@ -467,7 +470,7 @@ impl<'a> Decoder<'a> {
             &[pad],
         )?;
         let mask = self.op("mask", Op::Binary(BinaryOp::And), &[causal, pad])?;
-        Ok(LayerInputs { ropes, mask, positions, key_positions: positions })
+        Ok(LayerInputs { ropes, mask, sliding_mask: None, positions, key_positions: positions })
     }
 
     /// With a static cache, writes this call's keys and values into the layer's cache at the

@@ -77,6 +77,8 @@ pub struct ModelConfig {
     pub o_bias: bool,
     /// Biases of the MLP projections (the `mlp_bias` key where the class reads it).
     pub mlp_bias: bool,
+    /// Biases of the LayerNorms (always in BERT and GPT-2, ModernBERT's `norm_bias`).
+    pub norm_bias: bool,
     /// The window used by the sliding layers; `None` when no layer slides.
     pub sliding_window: Option<usize>,
     /// One entry per layer (`len() == num_hidden_layers`).
@@ -119,6 +121,21 @@ pub struct EncoderConfig {
     pub pooler_act: String,
     /// What an image encoder reads (ViT).
     pub image: Option<ImageConfig>,
+    pub heads: HeadsConfig,
+}
+
+/// How the task heads are configured (ModernBERT's keys; fixed in the other families).
+#[derive(Debug, Clone, PartialEq)]
+pub struct HeadsConfig {
+    /// `classifier_activation`: the masked-LM transform's activation where the family reads it.
+    pub activation: Option<String>,
+    /// `classifier_bias`: whether the transform's dense has a bias (always, elsewhere).
+    pub dense_bias: bool,
+    /// `classifier_pooling` is `mean`: sequence classification averages the unpadded tokens
+    /// instead of taking the first.
+    pub mean_pooling: bool,
+    /// `decoder_bias`: whether the masked-LM decoder has a bias (always, elsewhere).
+    pub decoder_bias: bool,
 }
 
 /// An image encoder's input: `[batch, channels, height, width]` cut into `patch` patches.
@@ -243,7 +260,7 @@ fn normalise(top: &Fields) -> Result<ModelConfig> {
     let (layer_types, sliding_window) = parse_layers(f, schema, dims.num_hidden_layers)?;
     let (rope, sliding_rope) = parse_ropes(f, schema, &dims)?;
     let rotary_layers = rotary_layers(f, schema, dims.num_hidden_layers)?;
-    let (attention_bias, o_bias, mlp_bias) = parse_biases(f, schema)?;
+    let (attention_bias, o_bias, mlp_bias, norm_bias) = parse_biases(f, schema)?;
     let (bos_token_id, eos_token_ids, pad_token_id) = parse_token_ids(f, d)?;
     let (residual_multiplier, logits_scaling) = granite_multipliers(f, schema)?;
     let (attn_softcap, final_softcap) = softcaps(f, schema)?;
@@ -272,6 +289,7 @@ fn normalise(top: &Fields) -> Result<ModelConfig> {
         attention_bias,
         o_bias,
         mlp_bias,
+        norm_bias,
         sliding_window,
         layer_types,
         attention_scales: attention_scales(f, schema, &dims)?,
@@ -325,7 +343,20 @@ fn parse_encoder(f: &Fields, schema: &ConfigSchema, hidden: usize) -> Result<Opt
             Some(ImageConfig { size, patch, channels: f.size("num_channels", Some(d.num_channels), 64)? })
         }
     };
-    Ok(Some(EncoderConfig { type_vocab_size, num_labels, pooler_size, pooler_act, image }))
+    let heads = match enc.head_keys {
+        false => HeadsConfig { activation: None, dense_bias: true, mean_pooling: false, decoder_bias: true },
+        true => HeadsConfig {
+            activation: Some(f.string("classifier_activation")?.unwrap_or("gelu").to_string()),
+            dense_bias: f.bool("classifier_bias")?.unwrap_or(false),
+            mean_pooling: match f.string("classifier_pooling")?.unwrap_or("cls") {
+                "cls" => false,
+                "mean" => true,
+                other => return Err(f.err("classifier_pooling", format!("`{other}` is not one of: cls, mean"))),
+            },
+            decoder_bias: f.bool("decoder_bias")?.unwrap_or(true),
+        },
+    };
+    Ok(Some(EncoderConfig { type_vocab_size, num_labels, pooler_size, pooler_act, image, heads }))
 }
 
 /// An image size key: an integer (square) or `[height, width]`.
@@ -557,14 +588,23 @@ fn parse_ropes(f: &Fields, schema: &ConfigSchema, dims: &Dims) -> Result<(RopeCo
     let empty = Map::new();
     let (key, dict) = rope_dict(f)?.unwrap_or(("rope_parameters", &empty));
     let theta = schema.defaults.rope_theta;
-    if schema.rope != RopeRule::PerLayerType {
+    let RopeRule::PerLayerType { global_theta, local_theta } = schema.rope else {
         let prefix = format!("{key}.");
         let d = Fields::new(dict, f.path, &prefix);
         reject_nested_rope(&d)?;
         return Ok((parse_rope(f, &d, schema, dims, theta)?, None));
-    }
-    // Gemma 3: `rope_parameters` keyed by layer type, or the flat legacy form (the global rope,
-    // plus `rope_local_base_freq` for the sliding layers).
+    };
+    // `rope_parameters` keyed by layer type, or the flat legacy form: the global rope (its
+    // theta under `global_theta` where the family names it so), plus `local_theta` for the
+    // sliding layers.
+    let legacy_theta = |key: &str, default: f64| match f.raw(key) {
+        None | Some(Value::Null) => Ok(default),
+        Some(_) => f.required_positive(key, "any"),
+    };
+    let theta = match global_theta {
+        Some(key) => legacy_theta(key, theta)?,
+        None => theta,
+    };
     let nested = LAYER_TYPE_KEYS.iter().any(|k| dict.contains_key(*k));
     let prefixes = [format!("{key}."), format!("{key}.full_attention."), format!("{key}.sliding_attention.")];
     let none = Fields::new(&empty, f.path, "");
@@ -573,10 +613,7 @@ fn parse_ropes(f: &Fields, schema: &ConfigSchema, dims: &Dims) -> Result<(RopeCo
         false => Some(Fields::new(dict, f.path, &prefixes[0])),
     };
     let full = parse_rope(f, full.as_ref().unwrap_or(&none), schema, dims, theta)?;
-    let local_theta = match f.raw("rope_local_base_freq") {
-        None | Some(Value::Null) => DEFAULT_THETA,
-        Some(_) => f.required_positive("rope_local_base_freq", "any")?,
-    };
+    let local_theta = legacy_theta(local_theta, DEFAULT_THETA)?;
     let sliding = match if nested { layer_type_rope(f, dict, "sliding_attention", &prefixes[2])? } else { None } {
         Some(d) => parse_rope(&none, &d, schema, dims, local_theta)?,
         None => RopeConfig { theta: local_theta, dim: full.dim, scaling: RopeScaling::Default },
@@ -898,6 +935,27 @@ fn parse_layers(f: &Fields, schema: &ConfigSchema, n: usize) -> Result<(Vec<Laye
                 None => (vec![LayerType::FullAttention; n], None),
             }
         }
+        LayerRule::LocalGlobal { default_every, default_local } => {
+            let types = match explicit {
+                Some(names) => supported_layer_types(f, &names)?,
+                None => {
+                    let every = f.size("global_attn_every_n_layers", Some(default_every), MAX_LAYERS)?;
+                    (0..n)
+                        .map(|i| match i % every {
+                            0 => LayerType::FullAttention,
+                            _ => LayerType::SlidingAttention,
+                        })
+                        .collect()
+                }
+            };
+            // `sliding_window` is a property of the class: half of `local_attention`; a
+            // `sliding_window` key sets `local_attention` to twice its value
+            let half = match f.raw("sliding_window") {
+                Some(v) if !v.is_null() => f.size("sliding_window", None, MAX_SLIDING_WINDOW)?,
+                _ => f.size("local_attention", Some(default_local), 2 * MAX_SLIDING_WINDOW)? / 2,
+            };
+            (types, Some(half))
+        }
         LayerRule::EvenBelowMaxWindow => {
             // the config class stores 0 when `use_sliding_window` is false
             let use_sliding = f.bool("use_sliding_window")?.unwrap_or(false);
@@ -972,7 +1030,7 @@ fn pattern_period(f: &Fields, keys: &[&str], default: usize) -> Result<usize> {
 fn rotary_layers(f: &Fields, schema: &ConfigSchema, n: usize) -> Result<Vec<bool>> {
     match schema.rope {
         RopeRule::None => Ok(vec![false; n]),
-        RopeRule::Uniform | RopeRule::PerLayerType => Ok(vec![true; n]),
+        RopeRule::Uniform | RopeRule::PerLayerType { .. } => Ok(vec![true; n]),
         RopeRule::NoRopeLayers => {
             let key = "no_rope_layers";
             match f.raw(key) {
@@ -1075,7 +1133,7 @@ fn supported_layer_types(f: &Fields, names: &[String]) -> Result<Vec<LayerType>>
 // Flags, dtype, token ids
 
 /// The q/k/v, output and MLP biases as the family's class reads them.
-fn parse_biases(f: &Fields, schema: &ConfigSchema) -> Result<(bool, bool, bool)> {
+fn parse_biases(f: &Fields, schema: &ConfigSchema) -> Result<(bool, bool, bool, bool)> {
     let resolve = |b: Bias| -> Result<bool> {
         Ok(match b {
             Bias::Key(key) => f.bool(key)?.unwrap_or(false),
@@ -1085,7 +1143,7 @@ fn parse_biases(f: &Fields, schema: &ConfigSchema) -> Result<(bool, bool, bool)>
         })
     };
     let b = &schema.biases;
-    Ok((resolve(b.qkv)?, resolve(b.o)?, resolve(b.mlp)?))
+    Ok((resolve(b.qkv)?, resolve(b.o)?, resolve(b.mlp)?, resolve(b.norm)?))
 }
 
 /// The MoE keys as the family's config class reads them. Qwen's `num_experts` of 0 (or every
@@ -1796,6 +1854,34 @@ mod tests {
             (c.embedding_scale, c.attention_scales[0], c.residual_multiplier, c.logits_scaling),
             (Some(12.0), 0.5, Some(0.2), Some(4.0))
         );
+    }
+
+    #[test]
+    fn modernbert_configs_follow_their_class() {
+        // ModernBertConfig's defaults: 22 layers, every third global from layer 0, windows of 64
+        // each side, rope 160000 global / 10000 local, no biases, heads on the first token
+        let c = parse(r#"{"architectures": ["ModernBertForMaskedLM"], "model_type": "modernbert"}"#).unwrap();
+        assert_eq!((c.vocab_size, c.hidden_size, c.intermediate_size, c.num_hidden_layers), (50368, 768, 1152, 22));
+        assert_eq!((c.norm_eps, c.hidden_act.as_str(), c.pad_token_id, c.sliding_window), (1e-5, "gelu", Some(50283), Some(64)));
+        let full: Vec<usize> = (0..22).filter(|&i| c.layer_types[i] == LayerType::FullAttention).collect();
+        assert_eq!(full, [0, 3, 6, 9, 12, 15, 18, 21]);
+        assert_eq!((c.rope.theta, c.sliding_rope.as_ref().map(|r| r.theta)), (160_000.0, Some(10_000.0)));
+        assert!(!(c.attention_bias || c.o_bias || c.mlp_bias || c.norm_bias));
+        let h = c.encoder.unwrap().heads;
+        assert_eq!(h, HeadsConfig { activation: Some("gelu".into()), dense_bias: false, mean_pooling: false, decoder_bias: true });
+        // the legacy keys: the layer period, the thetas; a `sliding_window` key sets the half window
+        let c = parse(
+            r#"{"architectures": ["ModernBertModel"], "model_type": "modernbert", "num_hidden_layers": 4,
+                "global_attn_every_n_layers": 2, "global_rope_theta": 500.0, "local_rope_theta": 50.0,
+                "local_attention": 10, "sliding_window": 3, "norm_bias": true, "classifier_pooling": "mean"}"#,
+        )
+        .unwrap();
+        assert_eq!(c.layer_types.iter().filter(|t| **t == LayerType::SlidingAttention).count(), 2);
+        assert_eq!((c.rope.theta, c.sliding_rope.map(|r| r.theta), c.sliding_window), (500.0, Some(50.0), Some(3)));
+        assert!(c.norm_bias && c.encoder.unwrap().heads.mean_pooling);
+        let e = parse(r#"{"architectures": ["ModernBertModel"], "model_type": "modernbert", "classifier_pooling": "max"}"#)
+            .unwrap_err();
+        assert!(e.to_string().contains("classifier_pooling") && e.to_string().contains("cls, mean"), "{e}");
     }
 
     #[test]

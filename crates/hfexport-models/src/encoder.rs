@@ -1,20 +1,28 @@
-//! Encoder graphs (BERT, RoBERTa, XLM-RoBERTa): bidirectional layers over the whole sequence,
-//! then the head of the task.
+//! Encoder graphs (BERT, RoBERTa, XLM-RoBERTa, DistilBERT, ModernBERT, ViT): bidirectional
+//! layers over the whole sequence, then the head of the task.
 //!
-//! The layers are the block library's (`decoder_layer` with the family's post-residual norms
-//! and no rotary); what differs from a decoder is here: the embeddings (word + learned
+//! The layers are the block library's (`decoder_layer` with the family's norms, rotary where
+//! the family has it); what differs from a decoder is here: the embeddings (word + learned
 //! position + token type, then a norm), a padding-only mask (every token attends to every
-//! unpadded token), and the task heads of [`crate::arch::EncoderLayout`]. Inputs keep
+//! unpadded token; a sliding layer only to those within its window on either side), and the
+//! task heads of [`crate::arch::EncoderLayout`]. Inputs keep
 //! transformers' names: `input_ids`, `attention_mask` (int64 `[batch, sequence]`) and
 //! `token_type_ids` where the family has more than one token type.
 
-use hfexport_core::ops::{Activation, BinaryOp, UnaryOp};
+use hfexport_core::ops::{Activation, BinaryOp, ReduceKind, UnaryOp};
 use hfexport_core::{DType, Dim, Graph, Op, Tensor, ValueId};
 
-use crate::arch::{ClassifierHead, EncoderInput, EncoderLayout, EncoderPositions, HeadAct};
+use crate::arch::{
+    ClassifierHead, EncoderInput, EncoderLayout, EncoderPositions, HeadAct, HeadActivation, MlmHead,
+};
+use crate::config::LayerType;
 use crate::blocks::Vb;
 use crate::builder::{Decoder, LayerInputs, Task};
 use crate::error::{ModelError, Result};
+
+/// What an encoder's inputs become: the embeddings, the word embedding table (a masked-LM
+/// decoder may be tied to it), the layers' shared inputs and the `attention_mask` input.
+type EncoderInputs = (ValueId, Option<ValueId>, LayerInputs, Option<ValueId>);
 
 impl Decoder<'_> {
     /// The forward graph of an encoder `task`; outputs named as transformers names them.
@@ -25,7 +33,7 @@ impl Decoder<'_> {
         };
         let act = self.activation()?;
         let root = self.root();
-        let (mut h, words, shared) = match enc.input {
+        let (mut h, words, shared, attention_mask) = match enc.input {
             EncoderInput::Tokens => self.token_inputs(&root, &enc)?,
             EncoderInput::Patches { cls, positions } => self.patch_inputs(&root, cls, positions)?,
         };
@@ -36,13 +44,13 @@ impl Decoder<'_> {
         if !arch.layout.final_norm.is_empty() {
             h = self.norm(&root.pp(arch.layout.final_norm), cfg.hidden_size, h)?;
         }
-        self.encoder_head(task, &root, &enc, (h, words), act)?;
+        self.encoder_head(task, &root, &enc, (h, words, attention_mask), act)?;
         Ok(self.g)
     }
 
     /// `input_ids`, `attention_mask` (and `token_type_ids`) in: the embeddings, the word
-    /// embedding table and the padding-only mask.
-    fn token_inputs(&mut self, root: &Vb, enc: &EncoderLayout) -> Result<(ValueId, Option<ValueId>, LayerInputs)> {
+    /// embedding table, the layers' masks and rotary tables, and the `attention_mask` input.
+    fn token_inputs(&mut self, root: &Vb, enc: &EncoderLayout) -> Result<EncoderInputs> {
         let cfg = self.cfg;
         let types_n = cfg.encoder.as_ref().map_or(0, |e| e.type_vocab_size);
         // RoBERTa's positions start after the padding id: fewer tokens fit
@@ -64,8 +72,36 @@ impl Decoder<'_> {
         let (h, words) = self.encoder_embeddings(root, enc, ids, positions, types)?;
         let one = Dim::konst(1);
         let keys = self.op("mask.padding", Op::Cast(DType::Bool), &[am])?;
-        let mask = self.op("mask", Op::Reshape { shape: vec![batch, one.clone(), one, seq] }, &[keys])?;
-        Ok((h, Some(words), LayerInputs::without_rope(mask, positions)))
+        let mask = self.op("mask", Op::Reshape { shape: vec![batch, one.clone(), one, seq.clone()] }, &[keys])?;
+        let mut shared = LayerInputs::without_rope(mask, positions);
+        shared.ropes = self.rotary(positions)?;
+        shared.sliding_mask = self.window_mask(&seq, mask)?;
+        Ok((h, Some(words), shared, Some(am)))
+    }
+
+    /// The sliding layers' mask: `mask` and `|query - key| <= sliding_window` (transformers'
+    /// bidirectional sliding window, ModernBERT's half of `local_attention`); `None` when no
+    /// layer slides.
+    fn window_mask(&mut self, seq: &Dim, mask: ValueId) -> Result<Option<ValueId>> {
+        let cfg = self.cfg;
+        let (Some(w), true) = (cfg.sliding_window, cfg.layer_types.contains(&LayerType::SlidingAttention)) else {
+            return Ok(None);
+        };
+        let one = Dim::konst(1);
+        let iota = self.op("mask.window.positions", Op::Iota { len: seq.clone() }, &[])?;
+        let shape = |q: bool| match q {
+            true => vec![one.clone(), one.clone(), seq.clone(), one.clone()],
+            false => vec![one.clone(), one.clone(), one.clone(), seq.clone()],
+        };
+        let q = self.op("mask.window.queries", Op::Reshape { shape: shape(true) }, &[iota])?;
+        let k = self.op("mask.window.keys", Op::Reshape { shape: shape(false) }, &[iota])?;
+        let w = self.op("mask.window.size", Op::Constant(Tensor::int(DType::I64, vec![], vec![w as i64])?), &[])?;
+        let q_end = self.op("mask.window.query_end", Op::Binary(BinaryOp::Add), &[q, w])?;
+        let k_end = self.op("mask.window.key_end", Op::Binary(BinaryOp::Add), &[k, w])?;
+        let before = self.op("mask.window.before", Op::Binary(BinaryOp::LessEqual), &[k, q_end])?;
+        let after = self.op("mask.window.after", Op::Binary(BinaryOp::LessEqual), &[q, k_end])?;
+        let window = self.op("mask.window", Op::Binary(BinaryOp::And), &[before, after])?;
+        Ok(Some(self.op("mask.sliding", Op::Binary(BinaryOp::And), &[window, mask])?))
     }
 
     /// `pixel_values` `[batch, channels, height, width]` (float32) in: the patch embeddings (the
@@ -77,7 +113,7 @@ impl Decoder<'_> {
         root: &Vb,
         cls: &str,
         positions: &str,
-    ) -> Result<(ValueId, Option<ValueId>, LayerInputs)> {
+    ) -> Result<EncoderInputs> {
         let (hs, dtype) = (self.cfg.hidden_size, self.opts.dtype);
         let img = self.cfg.encoder.as_ref().and_then(|e| e.image.clone()).ok_or_else(|| ModelError::Config {
             path: "config.json".into(),
@@ -111,7 +147,7 @@ impl Decoder<'_> {
         let mask = self.op("mask", Op::Constant(all), &[])?;
         let iota = self.op("positions", Op::Iota { len: d(n + 1) }, &[])?;
         let positions = self.op("position_ids", Op::Reshape { shape: vec![d(1), d(n + 1)] }, &[iota])?;
-        Ok((h, None, LayerInputs::without_rope(mask, positions)))
+        Ok((h, None, LayerInputs::without_rope(mask, positions), None))
     }
 
     fn task_error(&self, task: Task) -> ModelError {
@@ -219,12 +255,47 @@ impl Decoder<'_> {
         self.op(&vb.name("act"), op, &[x])
     }
 
+    /// ModernBERT's `classifier_pooling = "mean"`: the mean of `h` over the tokens
+    /// `attention_mask` keeps, `[batch, hidden]`.
+    fn mean_pool(&mut self, h: ValueId, attention_mask: ValueId) -> Result<ValueId> {
+        let shape = self.g.info(h).shape.clone();
+        let (b, s, hs) = (shape[0].clone(), shape[1].clone(), shape[2].clone());
+        let m = self.op("pooling.mask", Op::Cast(self.opts.dtype), &[attention_mask])?;
+        let rows = self.op("pooling.rows", Op::Reshape { shape: vec![b.clone(), Dim::konst(1), s] }, &[m])?;
+        let sum = self.op("pooling.sum", Op::MatMul, &[rows, h])?;
+        let sum = self.op("pooling.sum_2d", Op::Reshape { shape: vec![b, hs] }, &[sum])?;
+        let n = self.op("pooling.count", Op::Reduce { kind: ReduceKind::Sum, axes: vec![1], keep_dims: true }, &[m])?;
+        self.op("pooling.mean", Op::Binary(BinaryOp::Div), &[sum, n])
+    }
+
+    /// `norm(act(dense(x)))`: the masked-LM transform (ModernBERT's prediction head).
+    fn transform(&mut self, m: MlmHead, x: ValueId, act: Activation) -> Result<ValueId> {
+        let hs = self.cfg.hidden_size;
+        let heads = self.cfg.encoder.as_ref().map(|e| &e.heads);
+        let dense = Vb::root(m.dense);
+        let x = self.linear(&dense, hs, hs, heads.is_none_or(|h| h.dense_bias), x)?;
+        let act = match m.act {
+            HeadActivation::Hidden => act,
+            HeadActivation::Gelu => Activation::Gelu,
+            HeadActivation::Classifier => {
+                let name = heads.and_then(|h| h.activation.as_deref()).unwrap_or("gelu");
+                Activation::from_hf(name).ok_or_else(|| ModelError::Config {
+                    path: "config.json".into(),
+                    key: "classifier_activation".into(),
+                    msg: format!("`{name}` is not supported; valid: {}", Activation::NAMES.join(", ")),
+                })?
+            }
+        };
+        let x = self.op(&dense.name("act"), Op::Activate(act), &[x])?;
+        self.norm(&Vb::root(m.norm), hs, x)
+    }
+
     fn encoder_head(
         &mut self,
         task: Task,
         root: &Vb,
         enc: &EncoderLayout,
-        (h, words): (ValueId, Option<ValueId>),
+        (h, words, attention_mask): (ValueId, Option<ValueId>, Option<ValueId>),
         act: Activation,
     ) -> Result<()> {
         let hs = self.cfg.hidden_size;
@@ -239,13 +310,9 @@ impl Decoder<'_> {
                 }
             }
             Task::FillMask => {
-                let m = enc.mlm;
-                let x = self.linear(&top.pp(m.dense), hs, hs, true, h)?;
-                let act = if m.gelu { Activation::Gelu } else { act };
-                let x = self.op(&top.pp(m.dense).name("act"), Op::Activate(act), &[x])?;
-                let x = self.norm(&top.pp(m.norm), hs, x)?;
+                let x = self.transform(enc.mlm, h, act)?;
                 let words = words.ok_or_else(|| self.task_error(task))?;
-                let logits = self.mlm_decoder(words, m.decoder, m.bias, x)?;
+                let logits = self.mlm_decoder(words, enc.mlm.decoder, enc.mlm.bias, x)?;
                 self.g.add_output("logits", logits)?;
             }
             Task::SequenceClassification | Task::ImageClassification => {
@@ -269,15 +336,26 @@ impl Decoder<'_> {
                         };
                         self.linear(&top.pp(out), labels, hs, true, x)?
                     }
+                    ClassifierHead::Pooling { out } => {
+                        let mean = self.cfg.encoder.as_ref().is_some_and(|e| e.heads.mean_pooling);
+                        let x = match (mean, attention_mask) {
+                            (true, Some(am)) => self.mean_pool(h, am)?,
+                            _ => self.first_token(out, h)?,
+                        };
+                        let x = self.transform(enc.mlm, x, act)?;
+                        self.linear(&top.pp(out), labels, hs, true, x)?
+                    }
                 };
                 self.g.add_output("logits", logits)?;
             }
             Task::TokenClassification => {
-                let logits = self.linear(&top.pp(enc.token_classifier), labels, hs, true, h)?;
+                let x = if enc.shared_transform { self.transform(enc.mlm, h, act)? } else { h };
+                let logits = self.linear(&top.pp(enc.token_classifier), labels, hs, true, x)?;
                 self.g.add_output("logits", logits)?;
             }
             Task::QuestionAnswering => {
-                let span = self.linear(&top.pp(enc.qa), 2, hs, true, h)?;
+                let x = if enc.shared_transform { self.transform(enc.mlm, h, act)? } else { h };
+                let span = self.linear(&top.pp(enc.qa), 2, hs, true, x)?;
                 let shape = self.g.info(h).shape[..2].to_vec();
                 for (i, name) in ["start_logits", "end_logits"].into_iter().enumerate() {
                     let (a, b) = (Dim::konst(i as i64), Dim::konst(i as i64 + 1));
@@ -301,6 +379,9 @@ impl Decoder<'_> {
             true => self.weight(&dec, "weight", &[v, hs])?,
             false => words,
         };
+        if self.cfg.encoder.as_ref().is_some_and(|e| !e.heads.decoder_bias) {
+            return self.op(decoder, Op::Linear, &[x, w]);
+        }
         // tied, `<decoder>.bias` is tied to the head's `bias`; untied, the decoder's own is used
         let own = self.weights.has(&dec.name("bias"));
         let b = match (self.cfg.tie_word_embeddings && self.weights.has(bias)) || !own {
