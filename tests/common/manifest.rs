@@ -12,12 +12,21 @@ pub fn fixtures() -> Vec<&'static str> {
     narrowed(manifest_fixtures().iter().filter(|(_, task)| *task == "causal-lm").map(|(n, _)| *n).collect())
 }
 
+/// Tasks exported for generation (components and caches), not as one forward graph.
+const GENERATING: [&str; 2] = ["causal-lm", "automatic-speech-recognition"];
+
 /// The encoder fixtures (BERT, RoBERTa, ...) with their task, in manifest order; narrowed by
 /// `HFEXPORT_FIXTURES` like [`fixtures`].
 pub fn encoder_fixtures() -> Vec<(&'static str, &'static str)> {
-    let all: Vec<_> = manifest_fixtures().into_iter().filter(|(_, task)| *task != "causal-lm").collect();
+    let all: Vec<_> = manifest_fixtures().into_iter().filter(|(_, task)| !GENERATING.contains(task)).collect();
     let names = narrowed(all.iter().map(|(n, _)| *n).collect());
     all.into_iter().filter(|(n, _)| names.contains(n)).collect()
+}
+
+/// The speech encoder-decoder fixtures (Whisper), in manifest order; narrowed like [`fixtures`].
+pub fn speech_fixtures() -> Vec<&'static str> {
+    let all = manifest_fixtures().into_iter().filter(|(_, task)| *task == "automatic-speech-recognition");
+    narrowed(all.map(|(n, _)| n).collect())
 }
 
 /// `HFEXPORT_FIXTURES=a,b` keeps those of `all` (a name in no list panics, so a typo cannot

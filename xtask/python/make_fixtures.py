@@ -1086,6 +1086,78 @@ def make_encoder_fixture(outdir, spec):
     print(f"   heads:    {[k for k in stored if not k.startswith(bodies)]}")
 
 
+class SpeechSpec(NamedTuple):
+    name: str
+    seed: int
+    config: object
+    covers: str = ""
+    task: str = "automatic-speech-recognition"
+
+    @property
+    def model_cls(self):
+        from transformers import WhisperForConditionalGeneration
+
+        return WhisperForConditionalGeneration
+
+
+def speech_specs():
+    from transformers import WhisperConfig
+
+    return [
+        SpeechSpec(
+            "whisper", 120,
+            WhisperConfig(vocab_size=99, d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
+                          decoder_attention_heads=2, encoder_ffn_dim=37, decoder_ffn_dim=41, num_mel_bins=8,
+                          max_source_positions=12, max_target_positions=40, decoder_start_token_id=3,
+                          pad_token_id=0, bos_token_id=1, eos_token_id=2, suppress_tokens=None,
+                          begin_suppress_tokens=None),
+            "8 mel bins x 24 frames, encoder heads 4 / decoder heads 2, untied ffn sizes, tied proj_out",
+        ),
+    ]
+
+
+GREEDY_TOKENS = 16
+
+
+def make_speech_fixture(outdir, spec):
+    """golden.safetensors: `single` [1, mel, frames] and `batch` [2, ...] input_features with their
+    encoder_hidden_states, and `single.tokens`: 16 tokens of plain greedy decoding (the whole
+    sequence recomputed every step, no cache, from decoder_start_token_id, EOS not stopping)."""
+    folder = outdir / spec.name
+    if folder.exists():
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True)
+    torch.manual_seed(spec.seed)
+    spec.config._attn_implementation = "eager"
+    model = spec.model_cls(spec.config).to(torch.float32).eval()
+    widen_weights(model)
+    with torch.no_grad():  # positions of std 1 move the greedy tokens (else one token repeats)
+        model.model.decoder.embed_positions.weight.mul_(1.0 / STD)
+    model.save_pretrained(folder, safe_serialization=True)
+    del model
+    model = spec.model_cls.from_pretrained(folder, dtype=torch.float32, attn_implementation="eager").eval()
+    cfg = model.config
+    gen = torch.Generator().manual_seed(1000 + spec.seed)
+    golden = {}
+    for case, rows in [("single", 1), ("batch", 2)]:
+        feats = torch.randn((rows, cfg.num_mel_bins, 2 * cfg.max_source_positions), generator=gen)
+        with torch.no_grad():
+            states = model.model.encoder(input_features=feats).last_hidden_state
+        golden[f"{case}.input_features"] = feats.contiguous()
+        golden[f"{case}.encoder_hidden_states"] = states.contiguous()
+    ids = torch.tensor([[cfg.decoder_start_token_id]])
+    with torch.no_grad():
+        for _ in range(GREEDY_TOKENS):
+            logits = model(input_features=golden["single.input_features"], decoder_input_ids=ids,
+                           use_cache=False).logits
+            ids = torch.cat([ids, logits[:, -1].argmax(-1, keepdim=True)], dim=1)
+    golden["single.tokens"] = ids[0, 1:].contiguous()
+    save_file(golden, str(folder / "golden.safetensors"))
+    canonical_metadata_order(folder / "model.safetensors")
+    print(f"== {spec.name}  (WhisperForConditionalGeneration, seed {spec.seed})")
+    print(f"   tokens:   {golden['single.tokens'].tolist()}")
+
+
 def main():
     if len(sys.argv) < 2:
         sys.exit("usage: make_fixtures.py OUTDIR [NAME...]")
@@ -1099,7 +1171,7 @@ def main():
         f"transformers {transformers.__version__}, torch {torch.__version__}, "
         f"safetensors {safetensors.__version__}, numpy {np.__version__}"
     )
-    specs, encoders = fixture_specs(), encoder_specs()
+    specs, encoders, speech = fixture_specs(), encoder_specs(), speech_specs()
     only = sys.argv[2:]  # regenerate only these (the manifest still lists every spec)
     for spec in specs:
         if not only or spec.name in only:
@@ -1107,7 +1179,10 @@ def main():
     for spec in encoders:
         if not only or spec.name in only:
             make_encoder_fixture(outdir, spec)
-    write_manifest(outdir, specs + encoders)
+    for spec in speech:
+        if not only or spec.name in only:
+            make_speech_fixture(outdir, spec)
+    write_manifest(outdir, specs + encoders + speech)
 
 
 def write_manifest(outdir, specs):

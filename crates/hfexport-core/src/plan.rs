@@ -44,6 +44,8 @@ pub enum Entry {
     PixelValues,
     /// `encoder_hidden_states` float.
     EncoderStates,
+    /// `input_features` float: log-mel frames `[batch, mel_bins, frames]` (Whisper).
+    InputFeatures,
 }
 
 /// What a component's main output is.

@@ -49,6 +49,22 @@ pub struct ConfigSchema {
     pub moe: Option<MoeSchema>,
     /// An encoder's config keys (BERT, RoBERTa): `type_vocab_size` and its class default.
     pub encoder: Option<EncoderSchema>,
+    /// An encoder-decoder's encoder keys (Whisper); the decoder's are [`Keys`].
+    pub seq2seq: Option<Seq2SeqSchema>,
+}
+
+/// The encoder stack of an encoder-decoder: each key with its class default.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Seq2SeqSchema {
+    pub layers: (&'static str, usize),
+    pub heads: (&'static str, usize),
+    pub ffn: (&'static str, usize),
+    /// Encoder positions (Whisper's `max_source_positions`: the input has twice as many frames).
+    pub source_positions: (&'static str, usize),
+    /// Log-mel bins of the input features (`num_mel_bins`).
+    pub mel_bins: (&'static str, usize),
+    /// The default of `decoder_start_token_id`.
+    pub decoder_start_token_id: i64,
 }
 
 /// How an encoder's own keys are read.
@@ -322,6 +338,30 @@ pub struct Layout {
     pub moe: Option<MoeLayout>,
     /// What an encoder adds: its embeddings' extras, pooler and task heads (BERT, RoBERTa).
     pub encoder: Option<EncoderLayout>,
+    /// Attention over the encoder's states after each layer's self-attention (Whisper's
+    /// decoder).
+    pub cross_attention: Option<CrossAttentionLayout>,
+    /// A speech encoder in front of the decoder (Whisper).
+    pub speech: Option<SpeechLayout>,
+}
+
+/// A decoder layer's attention over the encoder states: `h + attn(norm(h), enc)`, its
+/// projections named as the self-attention's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CrossAttentionLayout {
+    pub prefix: &'static str,
+    pub norm: &'static str,
+}
+
+/// Whisper's encoder: two convolutions over the log-mel frames (kernel 3, padding 1, strides 1
+/// and 2, each followed by exact GELU), learned positions added, then layers laid out like
+/// the decoder's self-attention layers, and a final norm.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SpeechLayout {
+    pub roots: &'static [&'static str],
+    pub convs: [&'static str; 2],
+    pub positions: &'static str,
+    pub final_norm: &'static str,
 }
 
 /// The parts of an encoder family beyond its layers (see `encoder.rs`).
@@ -504,6 +544,8 @@ pub struct AttentionLayout {
     pub qkv: Projections,
     pub out: &'static str,
     pub qk_norm: QkNorm,
+    /// The key projection has no bias whatever the others have (Whisper).
+    pub unbiased_key: bool,
 }
 
 /// The q, k and v projections.
@@ -564,10 +606,13 @@ const LLAMA_LAYOUT: Layout = Layout {
         qkv: Projections::Separate { q: "q_proj", k: "k_proj", v: "v_proj" },
         out: "o_proj",
         qk_norm: QkNorm::None,
+        unbiased_key: false,
     },
     mlp: MlpLayout { prefix: "mlp", kind: MlpKind::Gated { gate: "gate_proj", up: "up_proj" }, down: "down_proj" },
     moe: None,
     encoder: None,
+    cross_attention: None,
+    speech: None,
 };
 
 const LLAMA_SCHEMA: ConfigSchema = ConfigSchema {
@@ -587,6 +632,7 @@ const LLAMA_SCHEMA: ConfigSchema = ConfigSchema {
     heads_divide_hidden: false,
     moe: None,
     encoder: None,
+    seq2seq: None,
 };
 
 const QWEN_DEFAULTS: Defaults = Defaults {
@@ -709,9 +755,12 @@ const BERT_LAYOUT: Layout = Layout {
         qkv: Projections::Separate { q: "self.query", k: "self.key", v: "self.value" },
         out: "output.dense",
         qk_norm: QkNorm::None,
+        unbiased_key: false,
     },
     mlp: MlpLayout { prefix: "", kind: MlpKind::Plain("intermediate.dense"), down: "output.dense" },
     moe: None,
+    cross_attention: None,
+    speech: None,
     encoder: Some(EncoderLayout {
         input: EncoderInput::Tokens,
         token_type_embed: Some("embeddings.token_type_embeddings"),
@@ -777,6 +826,7 @@ const VIT_LAYOUT: Layout = Layout {
         qkv: Projections::Separate { q: "attention.query", k: "attention.key", v: "attention.value" },
         out: "output.dense",
         qk_norm: QkNorm::None,
+        unbiased_key: false,
     },
     encoder: Some(EncoderLayout {
         input: EncoderInput::Patches { cls: "embeddings.cls_token", positions: "embeddings.position_embeddings" },
@@ -819,6 +869,7 @@ const DISTILBERT_LAYOUT: Layout = Layout {
         qkv: Projections::Separate { q: "q_lin", k: "k_lin", v: "v_lin" },
         out: "out_lin",
         qk_norm: QkNorm::None,
+        unbiased_key: false,
     },
     mlp: MlpLayout { prefix: "ffn", kind: MlpKind::Plain("lin1"), down: "lin2" },
     encoder: Some(EncoderLayout {
@@ -880,7 +931,7 @@ const MODERNBERT_LAYOUT: Layout = Layout {
         first_without_pre_attention: true,
         ..NO_NORMS
     },
-    attention: AttentionLayout { prefix: "attn", qkv: Projections::Fused("Wqkv"), out: "Wo", qk_norm: QkNorm::None },
+    attention: AttentionLayout { prefix: "attn", qkv: Projections::Fused("Wqkv"), out: "Wo", qk_norm: QkNorm::None, unbiased_key: false },
     mlp: MlpLayout { prefix: "mlp", kind: MlpKind::GatedFused("Wi"), down: "Wo" },
     encoder: Some(EncoderLayout {
         token_type_embed: None,
@@ -900,6 +951,75 @@ const MODERNBERT_LAYOUT: Layout = Layout {
         ..BERT_ENCODER
     }),
     ..BERT_LAYOUT
+};
+
+const WHISPER_SCHEMA: ConfigSchema = ConfigSchema {
+    keys: Keys {
+        hidden_size: "d_model",
+        intermediate_size: "decoder_ffn_dim",
+        num_hidden_layers: "decoder_layers",
+        num_attention_heads: "decoder_attention_heads",
+        max_position_embeddings: "max_target_positions",
+        // nn.LayerNorm's default epsilon, not configurable
+        norm_eps: "",
+        activation: &["activation_function"],
+        activation_rewrites: &[],
+    },
+    defaults: Defaults {
+        vocab_size: Some(51865),
+        hidden_size: Some(384),
+        intermediate_size: Some(1536),
+        num_hidden_layers: Some(4),
+        num_attention_heads: Some(6),
+        max_position_embeddings: Some(448),
+        norm_eps: 1e-5,
+        activation: "gelu",
+        tie_word_embeddings: true,
+        bos_token_id: Some(50256),
+        eos_token_id: Some(50256),
+        pad_token_id: Some(50256),
+        ..NO_DEFAULTS
+    },
+    biases: Biases { qkv: Bias::Always, o: Bias::Always, mlp: Bias::Always, norm: Bias::Always },
+    rope: RopeRule::None,
+    heads_divide_hidden: true,
+    seq2seq: Some(Seq2SeqSchema {
+        layers: ("encoder_layers", 4),
+        heads: ("encoder_attention_heads", 6),
+        ffn: ("encoder_ffn_dim", 1536),
+        source_positions: ("max_source_positions", 1500),
+        mel_bins: ("num_mel_bins", 80),
+        decoder_start_token_id: 50257,
+    }),
+    ..LLAMA_SCHEMA
+};
+
+const WHISPER_LAYOUT: Layout = Layout {
+    roots: &["model.decoder."],
+    heads: &["proj_out"],
+    embed: "embed_tokens",
+    position_embed: Some("embed_positions"),
+    layers: "layers",
+    final_norm: "layer_norm",
+    norm: NormKind::Layer,
+    norms: LayerNorms { pre_attention: Some("self_attn_layer_norm"), pre_mlp: Some("final_layer_norm"), ..NO_NORMS },
+    attention: AttentionLayout {
+        prefix: "self_attn",
+        qkv: Projections::Separate { q: "q_proj", k: "k_proj", v: "v_proj" },
+        out: "out_proj",
+        qk_norm: QkNorm::None,
+        unbiased_key: true,
+    },
+    mlp: MlpLayout { prefix: "", kind: MlpKind::Plain("fc1"), down: "fc2" },
+    moe: None,
+    encoder: None,
+    cross_attention: Some(CrossAttentionLayout { prefix: "encoder_attn", norm: "encoder_attn_layer_norm" }),
+    speech: Some(SpeechLayout {
+        roots: &["model.encoder."],
+        convs: ["conv1", "conv2"],
+        positions: "embed_positions",
+        final_norm: "layer_norm",
+    }),
 };
 
 pub const ARCHITECTURES: &[Architecture] = &[
@@ -1243,10 +1363,13 @@ pub const ARCHITECTURES: &[Architecture] = &[
                 qkv: Projections::FusedConv1d("c_attn"),
                 out: "c_proj",
                 qk_norm: QkNorm::None,
+                unbiased_key: false,
             },
             mlp: MlpLayout { prefix: "mlp", kind: MlpKind::PlainConv1d("c_fc"), down: "c_proj" },
             moe: None,
             encoder: None,
+            cross_attention: None,
+            speech: None,
         },
     },
     Architecture {
@@ -1314,6 +1437,12 @@ pub const ARCHITECTURES: &[Architecture] = &[
         model_types: &["modernbert"],
         config: MODERNBERT_SCHEMA,
         layout: MODERNBERT_LAYOUT,
+    },
+    Architecture {
+        classes: &["WhisperForConditionalGeneration"],
+        model_types: &["whisper"],
+        config: WHISPER_SCHEMA,
+        layout: WHISPER_LAYOUT,
     },
 ];
 

@@ -262,8 +262,13 @@ impl Decoder<'_> {
         let x = self.optional_norm(vb, pre_attention, h)?;
         let a = self.attention(&vb.pp(self.arch.layout.attention.prefix), i, x, s)?;
         let a = self.optional_norm(vb, norms.post_attention, a)?;
-        let h = self.residual(&vb.name("attn_residual"), h, a)?;
-        let h = self.optional_norm(vb, norms.attention_residual, h)?;
+        let mut h = self.residual(&vb.name("attn_residual"), h, a)?;
+        h = self.optional_norm(vb, norms.attention_residual, h)?;
+        if let (Some(cross), Some(&(k, v))) = (self.arch.layout.cross_attention, s.cross.get(i)) {
+            let x = self.norm(&vb.pp(cross.norm), self.cfg.hidden_size, h)?;
+            let c = self.cross_attention(&vb.pp(cross.prefix), i, x, k, v)?;
+            h = self.residual(&vb.name("cross_residual"), h, c)?;
+        }
         let x = self.optional_norm(vb, norms.pre_mlp, h)?;
         let m = match self.arch.layout.moe {
             Some(moe) if self.cfg.sparse_layer(i) => self.moe(vb, &moe, x, act)?,
@@ -297,7 +302,7 @@ impl Decoder<'_> {
         let outs = match self.arch.layout.attention.qkv {
             Projections::Separate { q, k, v } => vec![
                 self.linear(&vb.pp(q), q_rows, hs, bias, x)?,
-                self.linear(&vb.pp(k), kv_rows, hs, bias, x)?,
+                self.linear(&vb.pp(k), kv_rows, hs, bias && !self.arch.layout.attention.unbiased_key, x)?,
                 self.linear(&vb.pp(v), kv_rows, hs, bias, x)?,
             ],
             Projections::Fused(name) => self.fused_linear(&vb.pp(name), vb, &parts, hs, bias, false, x)?,
@@ -364,6 +369,13 @@ impl Decoder<'_> {
             ins.extend([s.positions, s.key_positions]);
         }
         let o = self.op(&vb.name("attention"), op, &ins)?;
+        self.merge_heads_out(vb, o)
+    }
+
+    /// `[b, heads, s, d]` -> `[b, s, heads * d]` through the output projection.
+    fn merge_heads_out(&mut self, vb: &Vb, o: ValueId) -> Result<ValueId> {
+        let (cfg, layout) = (self.cfg, self.arch.layout.attention);
+        let (hd, nh) = (cfg.head_dim, cfg.num_attention_heads);
         let o = self.op(&vb.name("heads_last"), Op::Transpose { perm: vec![0, 2, 1, 3] }, &[o])?;
         let sh = self.g.info(o).shape.clone();
         let merged = vec![sh[0].clone(), sh[1].clone(), Dim::from(nh * hd)];
@@ -375,6 +387,44 @@ impl Decoder<'_> {
                 self.linear(&out, cfg.hidden_size, nh * hd, cfg.o_bias, o)
             }
         }
+    }
+
+    /// Attention of `x` over the encoder's keys and values `[b, heads, enc_len, head_dim]`
+    /// (every encoder position visible), with the self-attention's projection names.
+    fn cross_attention(&mut self, vb: &Vb, layer: usize, x: ValueId, k: ValueId, v: ValueId) -> Result<ValueId> {
+        let cfg = self.cfg;
+        let (hd, nh) = (cfg.head_dim, cfg.num_attention_heads);
+        let [q, _, _] = self.separate_qkv()?;
+        let q = self.linear(&vb.pp(q), nh * hd, cfg.hidden_size, cfg.attention_bias, x)?;
+        let q = self.split_heads(&vb.pp("q"), q, nh, None)?;
+        let all = self.op(&vb.name("mask"), Op::Constant(Tensor::bool(vec![1, 1, 1, 1], vec![true])?), &[])?;
+        let op = Op::Attention { scale: cfg.attention_scales[layer] as f32, softcap: None, sliding_window: None };
+        let o = self.op(&vb.name("attention"), op, &[q, k, v, all])?;
+        self.merge_heads_out(vb, o)
+    }
+
+    /// The q, k and v projection names of a cross-attention (laid out as the self-attention).
+    fn separate_qkv(&self) -> Result<[&'static str; 3]> {
+        match self.arch.layout.attention.qkv {
+            Projections::Separate { q, k, v } => Ok([q, k, v]),
+            _ => Err(crate::ModelError::Config {
+                path: "config.json".into(),
+                key: "architectures".into(),
+                msg: "cross-attention needs separate q/k/v projections".into(),
+            }),
+        }
+    }
+
+    /// The keys and values `[b, heads, enc_len, head_dim]` of the encoder `states` for the
+    /// cross-attention at `vb`.
+    pub(crate) fn cross_kv(&mut self, vb: &Vb, states: ValueId) -> Result<(ValueId, ValueId)> {
+        let (cfg, layout) = (self.cfg, self.arch.layout.attention);
+        let (hd, nh, hs) = (cfg.head_dim, cfg.num_attention_heads, cfg.hidden_size);
+        let [_, k, v] = self.separate_qkv()?;
+        let key_bias = cfg.attention_bias && !layout.unbiased_key;
+        let keys = self.linear(&vb.pp(k), nh * hd, hs, key_bias, states)?;
+        let values = self.linear(&vb.pp(v), nh * hd, hs, cfg.attention_bias, states)?;
+        Ok((self.split_heads(&vb.pp("k"), keys, nh, None)?, self.split_heads(&vb.pp("v"), values, nh, None)?))
     }
 
     // ---- MLP ----------------------------------------------------------------------------------

@@ -55,10 +55,13 @@ pub enum Task {
     QuestionAnswering,
     /// `logits` `[batch, num_labels]` of an image encoder.
     ImageClassification,
+    /// Text from speech: an encoder over log-mel frames and a decoder generating tokens over
+    /// its states (Whisper); exported for generation only.
+    SpeechRecognition,
 }
 
 impl Task {
-    pub const ALL: [Task; 7] = [
+    pub const ALL: [Task; 8] = [
         Task::CausalLm,
         Task::FeatureExtraction,
         Task::FillMask,
@@ -66,6 +69,7 @@ impl Task {
         Task::TokenClassification,
         Task::QuestionAnswering,
         Task::ImageClassification,
+        Task::SpeechRecognition,
     ];
 
     /// The name recorded in `export.json` (and `--task`'s value).
@@ -78,6 +82,7 @@ impl Task {
             Task::TokenClassification => "token-classification",
             Task::QuestionAnswering => "question-answering",
             Task::ImageClassification => "image-classification",
+            Task::SpeechRecognition => "automatic-speech-recognition",
         }
     }
 
@@ -87,6 +92,7 @@ impl Task {
             "text-generation" => "causal-lm",
             "text-classification" => "sequence-classification",
             "ner" => "token-classification",
+            "speech-recognition" | "asr" => "automatic-speech-recognition",
             other => other,
         };
         Task::ALL.into_iter().find(|t| t.name() == alias).ok_or_else(|| {
@@ -99,6 +105,7 @@ impl Task {
     /// for a bare encoder (`BertModel`).
     pub fn of_class(class: &str) -> Task {
         let heads = [
+            ("WhisperForConditionalGeneration", Task::SpeechRecognition),
             ("ForCausalLM", Task::CausalLm),
             ("LMHeadModel", Task::CausalLm),
             ("ForConditionalGeneration", Task::CausalLm),
@@ -115,16 +122,24 @@ impl Task {
     /// head's weights).
     pub fn fits(self, arch: &Architecture) -> bool {
         use crate::arch::EncoderInput;
-        matches!(
-            (self, arch.layout.encoder.map(|e| e.input)),
-            (Task::CausalLm, None)
-                | (Task::FeatureExtraction, Some(_))
-                | (Task::ImageClassification, Some(EncoderInput::Patches { .. }))
-                | (
-                    Task::FillMask | Task::SequenceClassification | Task::TokenClassification | Task::QuestionAnswering,
-                    Some(EncoderInput::Tokens),
-                )
-        )
+        let speech = arch.layout.speech.is_some();
+        match (self, arch.layout.encoder.map(|e| e.input)) {
+            (Task::CausalLm, None) => !speech,
+            (Task::SpeechRecognition, None) => speech,
+            (Task::FeatureExtraction, Some(_)) => true,
+            (Task::ImageClassification, Some(EncoderInput::Patches { .. })) => true,
+            (
+                Task::FillMask | Task::SequenceClassification | Task::TokenClassification | Task::QuestionAnswering,
+                Some(EncoderInput::Tokens),
+            ) => true,
+            _ => false,
+        }
+    }
+
+    /// Whether the task is exported for generation (components, caches) rather than as one
+    /// forward graph.
+    pub fn generates(self) -> bool {
+        matches!(self, Task::CausalLm | Task::SpeechRecognition)
     }
 }
 
@@ -161,6 +176,15 @@ pub fn build(cfg: &ModelConfig, weights: &dyn Weights, task: Task, opts: &BuildO
     let model = Decoder::new(cfg, arch, weights, opts, "model");
     match task {
         Task::CausalLm if task.fits(arch) => model.causal_lm(),
+        Task::SpeechRecognition if task.fits(arch) => Err(ModelError::Config {
+            path: "config.json".into(),
+            key: "architectures".into(),
+            msg: format!(
+                "{} is exported for generation only (components `encoder` and `decode`): add --for-generation \
+                 --static-cache N",
+                cfg.architecture
+            ),
+        }),
         _ => model.encoder(task),
     }
 }
@@ -205,7 +229,20 @@ pub fn build_generation(
     let planned =
         |role: Role, cache: CacheMode, graph: Graph| Planned { spec: ComponentSpec::generation(role, cache), graph };
     let (stat, grow) = (CacheMode::StaticInPlace, CacheMode::Growing);
-    Ok(match static_cache {
+    // an encoder-decoder: the encoder (states and cross-attention keys and values, once per
+    // input), then the decoder's components over a static cache
+    let mut components = vec![];
+    if arch.layout.speech.is_some() {
+        if static_cache.is_none() {
+            return Err(ModelError::Config {
+                path: "config.json".into(),
+                key: "architectures".into(),
+                msg: format!("{} exports for generation with a static cache: add --static-cache N", cfg.architecture),
+            });
+        }
+        components.push(crate::speech::speech_encoder(cfg, arch, weights, opts)?);
+    }
+    components.extend(match static_cache {
         Some(n) if multi_token_decode => vec![planned(Role::Decode, stat, decoder("decode").static_decode(n)?)],
         Some(n) => {
             // the prompt goes through the multi-token graph, later steps through one fixed at 1
@@ -220,7 +257,8 @@ pub fn build_generation(
             Planned { spec: ComponentSpec::growing_prefill(), graph: decoder("prefill").growing_prefill()? },
             planned(Role::Decode, grow, decoder("decode").growing_decode()?),
         ],
-    })
+    });
+    Ok(components)
 }
 
 /// Per-layer activations shared by every layer: rotary tables, mask and positions.
@@ -231,6 +269,8 @@ pub(crate) struct LayerInputs {
     /// The mask of the sliding layers where it differs from `mask` by more than the window
     /// the attention op applies (an encoder's bidirectional windows).
     pub(crate) sliding_mask: Option<ValueId>,
+    /// Per decoder layer: the encoder's cross-attention keys and values (Whisper's decode).
+    pub(crate) cross: Vec<(ValueId, ValueId)>,
     /// Positions of the queries and of the keys (the same in a forward pass; cache slots when
     /// the keys come from a static cache), for sliding windows.
     pub(crate) positions: ValueId,
@@ -240,7 +280,7 @@ pub(crate) struct LayerInputs {
 impl LayerInputs {
     /// The inputs of layers without a rotary embedding (an encoder's).
     pub(crate) fn without_rope(mask: ValueId, positions: ValueId) -> LayerInputs {
-        LayerInputs { ropes: vec![], mask, sliding_mask: None, positions, key_positions: positions }
+        LayerInputs { ropes: vec![], mask, sliding_mask: None, cross: vec![], positions, key_positions: positions }
     }
 
     /// The cos/sin tables of `rope` (made for every rope a layer uses).
@@ -276,7 +316,7 @@ pub(crate) struct Decoder<'a> {
 }
 
 impl<'a> Decoder<'a> {
-    fn new(
+    pub(crate) fn new(
         cfg: &'a ModelConfig,
         arch: &'a Architecture,
         weights: &'a dyn Weights,
@@ -284,6 +324,11 @@ impl<'a> Decoder<'a> {
         name: &str,
     ) -> Decoder<'a> {
         Decoder { cfg, arch, weights, opts, g: Graph::new(name), kv: Kv::Tokens }
+    }
+
+    /// This decoder writing into `g` (a component built from two configs: Whisper's encoder).
+    pub(crate) fn continuing(self, g: Graph) -> Decoder<'a> {
+        Decoder { g, ..self }
     }
 
     /// The prefix the text model is stored under: the first of the layout's roots whose
@@ -343,10 +388,11 @@ impl<'a> Decoder<'a> {
             inputs.push((k, v));
         }
         self.kv = Kv::StaticCache { inputs, outputs: vec![] };
+        let cross = self.cross_inputs()?;
         let ropes = self.rotary(positions)?;
         let slots = self.op("cache.slots", Op::Iota { len: len.clone() }, &[])?;
         let key_positions = self.op("cache.slot_ids", Op::Reshape { shape: vec![one, len] }, &[slots])?;
-        let shared = LayerInputs { ropes, mask, sliding_mask: None, positions, key_positions };
+        let shared = LayerInputs { ropes, mask, sliding_mask: None, cross, positions, key_positions };
         self.logits(ids, &shared, act)?;
         self.cache_outputs(true)?;
         Ok(self.g)
@@ -402,13 +448,29 @@ impl<'a> Decoder<'a> {
         let pad =
             self.op("mask.padding_keys", Op::Reshape { shape: vec![one.clone(), one.clone(), one, total] }, &[pad])?;
         let mask = self.op("mask", Op::Binary(BinaryOp::And), &[causal, pad])?;
-        let shared = LayerInputs { ropes, mask, sliding_mask: None, positions, key_positions };
+        let shared = LayerInputs { ropes, mask, sliding_mask: None, cross: vec![], positions, key_positions };
         self.logits(ids, &shared, act)?;
         self.cache_outputs(false)?;
         Ok(self.g)
     }
 
     /// Embedding, decoder layers, final norm and head: the `logits` output.
+    /// An encoder-decoder's decode inputs: each layer's cross-attention keys and values
+    /// `[1, heads, encoder positions, head_dim]` (the encoder component's outputs).
+    fn cross_inputs(&mut self) -> Result<Vec<(ValueId, ValueId)>> {
+        let cfg = self.cfg;
+        let Some(s2s) = &cfg.seq2seq else { return Ok(vec![]) };
+        let shape: Vec<Dim> =
+            [1, cfg.num_attention_heads, s2s.source_positions, cfg.head_dim].into_iter().map(Dim::from).collect();
+        let mut cross = vec![];
+        for i in 0..cfg.num_hidden_layers {
+            let k = self.g.add_input(&crate::speech::cross_name(i, "keys"), self.opts.dtype, shape.clone())?;
+            let v = self.g.add_input(&crate::speech::cross_name(i, "values"), self.opts.dtype, shape.clone())?;
+            cross.push((k, v));
+        }
+        Ok(cross)
+    }
+
     fn logits(&mut self, ids: ValueId, shared: &LayerInputs, act: Activation) -> Result<()> {
         let root = self.root();
         let (mut h, table) = self.embed(&root, ids, shared.positions)?;
@@ -470,7 +532,7 @@ impl<'a> Decoder<'a> {
             &[pad],
         )?;
         let mask = self.op("mask", Op::Binary(BinaryOp::And), &[causal, pad])?;
-        Ok(LayerInputs { ropes, mask, sliding_mask: None, positions, key_positions: positions })
+        Ok(LayerInputs { ropes, mask, sliding_mask: None, cross: vec![], positions, key_positions: positions })
     }
 
     /// With a static cache, writes this call's keys and values into the layer's cache at the

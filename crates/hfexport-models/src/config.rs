@@ -105,6 +105,20 @@ pub struct ModelConfig {
     pub pad_token_id: Option<i64>,
     /// An encoder's own settings (BERT, RoBERTa); `None` for a decoder.
     pub encoder: Option<EncoderConfig>,
+    /// The encoder stack of an encoder-decoder (Whisper); the fields above are its decoder's.
+    pub seq2seq: Option<Seq2SeqConfig>,
+}
+
+/// An encoder-decoder's encoder, resolved.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Seq2SeqConfig {
+    pub encoder_layers: usize,
+    pub encoder_heads: usize,
+    pub encoder_ffn: usize,
+    /// Encoder positions: the encoder states' length (the input has twice as many frames).
+    pub source_positions: usize,
+    pub mel_bins: usize,
+    pub decoder_start_token_id: i64,
 }
 
 /// An encoder config, resolved.
@@ -192,6 +206,27 @@ impl ModelConfig {
         normalise(&Fields::new(obj, path, ""))
     }
 
+    /// The encoder stack of an encoder-decoder as a config of its own: its layer count, heads
+    /// and MLP width in place of the decoder's, its positions, every layer full attention
+    /// without rotary; `None` for a decoder-only or encoder-only model.
+    pub fn encoder_side(&self) -> Option<ModelConfig> {
+        let s = self.seq2seq.as_ref()?;
+        let (n, head_dim) = (s.encoder_layers, self.hidden_size / s.encoder_heads);
+        Some(ModelConfig {
+            num_hidden_layers: n,
+            num_attention_heads: s.encoder_heads,
+            num_key_value_heads: s.encoder_heads,
+            head_dim,
+            intermediate_size: s.encoder_ffn,
+            max_position_embeddings: s.source_positions,
+            rotary_layers: vec![false; n],
+            layer_types: vec![LayerType::FullAttention; n],
+            sliding_window: None,
+            attention_scales: vec![(head_dim as f64).powf(-0.5); n],
+            ..self.clone()
+        })
+    }
+
     /// The rotary embedding of `layer`, `None` for a layer without one.
     pub fn layer_rope(&self, layer: usize) -> Option<&RopeConfig> {
         if !self.rotary_layers.get(layer).copied().unwrap_or(false) {
@@ -230,6 +265,7 @@ const GENERIC: ConfigSchema = ConfigSchema {
     heads_divide_hidden: false,
     moe: None,
     encoder: None,
+    seq2seq: None,
 };
 
 fn normalise(top: &Fields) -> Result<ModelConfig> {
@@ -304,7 +340,29 @@ fn normalise(top: &Fields) -> Result<ModelConfig> {
         eos_token_ids,
         pad_token_id,
         encoder: parse_encoder(f, schema, dims.hidden_size)?,
+        seq2seq: parse_seq2seq(f, schema, dims.hidden_size)?,
     })
+}
+
+fn parse_seq2seq(f: &Fields, schema: &ConfigSchema, hidden: usize) -> Result<Option<Seq2SeqConfig>> {
+    let Some(s) = schema.seq2seq else { return Ok(None) };
+    let encoder_heads = f.size(s.heads.0, Some(s.heads.1), MAX_HEADS)?;
+    if !hidden.is_multiple_of(encoder_heads) {
+        return Err(f.err(s.heads.0, format!("{encoder_heads} does not divide the hidden size {hidden}")));
+    }
+    let decoder_start_token_id = match f.int("decoder_start_token_id")? {
+        Some(id) if id >= 0 => id,
+        Some(id) => return Err(f.err("decoder_start_token_id", format!("must be a token id, got {id}"))),
+        None => s.decoder_start_token_id,
+    };
+    Ok(Some(Seq2SeqConfig {
+        encoder_layers: f.size(s.layers.0, Some(s.layers.1), MAX_LAYERS)?,
+        encoder_heads,
+        encoder_ffn: f.size(s.ffn.0, Some(s.ffn.1), MAX_INTERMEDIATE)?,
+        source_positions: f.size(s.source_positions.0, Some(s.source_positions.1), MAX_POSITIONS)?,
+        mel_bins: f.size(s.mel_bins.0, Some(s.mel_bins.1), MAX_HIDDEN)?,
+        decoder_start_token_id,
+    }))
 }
 
 /// Upper bound on a token type vocabulary and on classification labels.

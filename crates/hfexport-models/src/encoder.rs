@@ -364,7 +364,7 @@ impl Decoder<'_> {
                     self.g.add_output(name, x)?;
                 }
             }
-            Task::CausalLm => return Err(self.task_error(task)),
+            Task::CausalLm | Task::SpeechRecognition => return Err(self.task_error(task)),
         }
         Ok(())
     }

@@ -156,10 +156,10 @@ impl AutoHfExporter {
         let task = req.task_of(model);
         let mut components = match &req.generation {
             None => vec![build_forward(model, weights, task, &opts)?],
-            Some(_) if task != Task::CausalLm => {
+            Some(_) if !task.generates() => {
                 return Err(Error::Unsupported(format!(
-                    "{} exports for generation are causal LMs; the task here is `{}` (export it without \
-                     --for-generation)",
+                    "{} exports for generation are causal LMs and speech recognition; the task here is `{}` \
+                     (export it without --for-generation)",
                     model.architecture,
                     task.name()
                 )))

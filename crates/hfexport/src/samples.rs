@@ -84,7 +84,8 @@ pub fn sample_cases(graph: &Graph, vocab: usize) -> Result<Vec<SampleCase>> {
 pub fn cases_for(c: &Planned, vocab: usize, past: usize) -> Result<Vec<SampleCase>> {
     match (c.spec.entry, c.spec.cache) {
         (Entry::TokenIds, CacheMode::None) => sample_cases(&c.graph, vocab),
-        (Entry::PixelValues, CacheMode::None) => pixel_cases(&c.graph),
+        (Entry::PixelValues, CacheMode::None) => float_cases(&c.graph, "pixel_values"),
+        (Entry::InputFeatures, CacheMode::CrossAttention) => float_cases(&c.graph, "input_features"),
         (Entry::TokenIds, CacheMode::StaticInPlace | CacheMode::Growing) => {
             Ok(vec![generation_case(&c.graph, vocab, past)?])
         }
@@ -95,19 +96,18 @@ pub fn cases_for(c: &Planned, vocab: usize, past: usize) -> Result<Vec<SampleCas
     }
 }
 
-/// The sample inputs of an image encoder (`pixel_values` `[batch, channels, height, width]`):
-/// batches of 2 and 1 (clamped into the batch's range) of deterministic values in [-1, 1), as a
-/// normalised image has.
-pub fn pixel_cases(graph: &Graph) -> Result<Vec<SampleCase>> {
-    let port = graph.input("pixel_values").ok_or_else(|| {
-        Error::Unsupported("an image component without a pixel_values input has no sample inputs".into())
-    })?;
+/// The sample inputs of an image or speech encoder (`pixel_values` `[batch, channels, height,
+/// width]`, `input_features` `[batch, mel_bins, frames]`): batches of 2 and 1 (clamped into the
+/// batch's range) of deterministic values in [-1, 1), as normalised pixels or log-mel features
+/// have.
+pub fn float_cases(graph: &Graph, input: &str) -> Result<Vec<SampleCase>> {
+    let port = graph
+        .input(input)
+        .ok_or_else(|| Error::Unsupported(format!("a component without a `{input}` input has no sample inputs")))?;
     let info = graph.info(port.value);
     let mut rest = vec![];
     for d in &info.shape[1..] {
-        rest.push(
-            d.as_const().ok_or_else(|| Error::Unsupported("pixel_values needs static channels and size".into()))?,
-        );
+        rest.push(d.as_const().ok_or_else(|| Error::Unsupported(format!("{input} needs static sizes after batch")))?);
     }
     let mut cases = vec![];
     for (k, want) in [2i64, 1].into_iter().enumerate() {
@@ -124,7 +124,7 @@ pub fn pixel_cases(graph: &Graph) -> Result<Vec<SampleCase>> {
         let name = format!("{shape:?}");
         cases.push(SampleCase {
             name,
-            inputs: BTreeMap::from([("pixel_values".into(), Tensor::float(info.dtype, shape, values)?)]),
+            inputs: BTreeMap::from([(input.to_string(), Tensor::float(info.dtype, shape, values)?)]),
         });
     }
     Ok(cases)
@@ -184,6 +184,11 @@ pub fn generation_case(graph: &Graph, vocab: usize, past: usize) -> Result<Sampl
             name if name.starts_with("input.") => {
                 let scale = if past == 0 { 0.0 } else { 0.5 };
                 Tensor::float(DType::F32, shape, (0..n).map(|i| ((i as f32) * 0.37).sin() * scale).collect())?
+                    .cast(info.dtype)
+            }
+            // an encoder-decoder's cross-attention keys and values, as the encoder would give
+            name if name.starts_with("cross.") => {
+                Tensor::float(DType::F32, shape, (0..n).map(|i| ((i as f32) * 0.23).cos() * 0.5).collect())?
                     .cast(info.dtype)
             }
             other => return Err(unsupported(format!("unknown input `{other}`"))),
