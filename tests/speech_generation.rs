@@ -28,15 +28,17 @@ fn greedy(ckpt: &Checkpoint, decode: &hfexport_core::Graph, cross: &BTreeMap<Str
     let ev = Evaluator::new(decode, ckpt).unwrap();
     let shape = vec![1, c.num_key_value_heads, CACHE, c.head_dim];
     let zeros = Tensor::f32(shape.clone(), vec![0.0; shape.iter().product()]).unwrap();
-    let mut caches: BTreeMap<String, Tensor> = (0..c.num_hidden_layers)
-        .flat_map(|i| ["keys", "values"].map(|k| (cache_name(i, k), zeros.clone())))
-        .collect();
+    let mut caches: BTreeMap<String, Tensor> =
+        (0..c.num_hidden_layers).flat_map(|i| ["keys", "values"].map(|k| (cache_name(i, k), zeros.clone()))).collect();
     let mut token = c.seq2seq.as_ref().unwrap().decoder_start_token_id;
     let mut got = vec![];
     for pos in 0..n {
         let mut inputs = BTreeMap::from([
             ("input_ids".to_string(), Tensor::i64(vec![1, 1], vec![token]).unwrap()),
-            ("attention_mask".to_string(), Tensor::bool(vec![1, 1, 1, CACHE], (0..CACHE).map(|j| j <= pos).collect()).unwrap()),
+            (
+                "attention_mask".to_string(),
+                Tensor::bool(vec![1, 1, 1, CACHE], (0..CACHE).map(|j| j <= pos).collect()).unwrap(),
+            ),
             ("position_ids".to_string(), Tensor::i64(vec![1, 1], vec![pos as i64]).unwrap()),
         ]);
         inputs.extend(caches.iter().map(|(k, v)| (format!("input.{k}"), v.clone())));

@@ -6,7 +6,9 @@ use anyhow::{bail, Context, Result};
 use hfexport::core::generation::StopReason;
 use hfexport::core::limits;
 use hfexport::core::metadata::ExportMetadata;
-use hfexport::ExportFormat;
+use hfexport::core::plan::Role;
+use hfexport::{AutoExportConfig, ExportFormat, Tensor};
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Instant;
 
@@ -40,6 +42,58 @@ fn load_tokenizer(dir: &Path) -> Result<Option<tokenizers::Tokenizer>> {
     Ok(Some(tok))
 }
 
+/// Runs the export's `encoder` component on `--inputs`; the outputs the decode graphs take.
+fn encode(dir: &Path, meta: &ExportMetadata, a: &GenerateArgs) -> Result<BTreeMap<String, Tensor>> {
+    let comp = meta.by_role(Role::Encoder).expect("the caller found the encoder");
+    let Some(path) = &a.inputs else {
+        let names: Vec<&str> = comp.inputs.iter().map(|p| p.name.as_str()).collect();
+        bail!(
+            "{}: this is an encoder-decoder export; give the encoder's inputs ({}) with --inputs FILE.safetensors",
+            dir.display(),
+            names.join(", ")
+        );
+    };
+    let mut feed = hfexport::models::safetensors::read_all(path)
+        .with_context(|| format!("cannot read --inputs {}", path.display()))?;
+    // an absent attention_mask means all ones; an encoder without the input ignores all ones
+    if !comp.inputs.iter().any(|p| p.name == "attention_mask") {
+        if let Some(m) = feed.remove("attention_mask") {
+            if m.as_i64().map_or(true, |v| v.iter().any(|&x| x != 1)) {
+                bail!("{}: `attention_mask` masks frames, but this encoder attends to all of them", path.display());
+            }
+        }
+    }
+    for p in &comp.inputs {
+        let t = feed.get(&p.name).with_context(|| format!("{}: no tensor `{}`", path.display(), p.name))?;
+        let want: Vec<String> = p.shape.iter().map(|d| if d == "batch" { "1".into() } else { d.clone() }).collect();
+        let got: Vec<String> = t.shape().iter().map(usize::to_string).collect();
+        if want != got {
+            bail!(
+                "{}: `{}` has shape [{}]; this export takes [{}] (one input at a time)",
+                path.display(),
+                p.name,
+                got.join(", "),
+                want.join(", ")
+            );
+        }
+    }
+    let backend = hfexport::backend(ExportFormat::parse(&meta.format)?)?;
+    let config = AutoExportConfig::from_dict(&meta.config)?;
+    let mut runner = backend.open_runner(dir, comp, &config)?;
+    let out = runner.run(&feed).with_context(|| format!("running `{}` on {}", comp.name(), path.display()))?;
+    // what the decode graphs take of it: the cross-attention keys and values
+    let takes = |name: &str| meta.by_role(Role::Decode).is_some_and(|d| d.inputs.iter().any(|p| p.name == name));
+    Ok(out.into_iter().filter(|(k, _)| takes(k)).collect())
+}
+
+/// `decoder_start_token_id` of the export's config.json: an encoder-decoder's first token.
+fn decoder_start(dir: &Path) -> Result<i64> {
+    let cfg = hfexport::ModelConfig::from_dir(dir)?;
+    cfg.seq2seq
+        .map(|s| s.decoder_start_token_id)
+        .with_context(|| format!("{}: config.json names no decoder start token; give --prompt-ids", dir.display()))
+}
+
 pub(crate) fn generate(a: &GenerateArgs) -> Result<()> {
     let dir = &a.path;
     if !dir.join(hfexport::core::metadata::FILE_NAME).is_file() {
@@ -51,6 +105,16 @@ pub(crate) fn generate(a: &GenerateArgs) -> Result<()> {
         );
     }
     let tokenizer = load_tokenizer(dir)?;
+    let meta = ExportMetadata::read(dir)?;
+    let encoded = match meta.by_role(Role::Encoder) {
+        Some(_) => Some(encode(dir, &meta, a)?),
+        None if a.inputs.is_some() => bail!(
+            "{}: --inputs feeds an encoder-decoder's encoder, and this export has none (components: {})",
+            dir.display(),
+            meta.components.iter().map(|c| c.name()).collect::<Vec<_>>().join(", ")
+        ),
+        None => None,
+    };
     let prompt = match (&a.prompt_ids, &a.prompt) {
         (Some(ids), _) => parse_prompt_ids(ids)?,
         (None, Some(text)) => {
@@ -69,13 +133,17 @@ pub(crate) fn generate(a: &GenerateArgs) -> Result<()> {
             }
             ids
         }
+        (None, None) if encoded.is_some() => vec![decoder_start(dir)?],
         (None, None) => bail!("give --prompt-ids 1,2,3 or --prompt \"text\""),
     };
     // EOS ids of the copied generation_config.json (none when the file or the key is absent)
     let eos = hfexport::models::GenerationConfig::from_dir(dir)?.eos_token_ids;
-    let format = ExportFormat::parse(&ExportMetadata::read(dir)?.format)?;
+    let format = ExportFormat::parse(&meta.format)?;
     let t0 = Instant::now();
     let mut generator = hfexport::backend(format)?.open_generator(dir)?;
+    if let Some(cross) = &encoded {
+        generator.set_fixed_inputs(cross)?;
+    }
     let loaded = Instant::now();
     let g = generator.generate(&prompt, a.max_new_tokens, &eos)?;
     let t2 = Instant::now();

@@ -76,7 +76,7 @@ enum Command {
 }
 
 #[derive(clap::Args)]
-#[command(group(clap::ArgGroup::new("input").required(true).args(["prompt_ids", "prompt"])))]
+#[command(group(clap::ArgGroup::new("input").required(true).multiple(true).args(["prompt_ids", "prompt", "inputs"])))]
 pub(crate) struct GenerateArgs {
     /// The export folder (export.json with a `decode` component).
     pub(crate) path: PathBuf,
@@ -89,6 +89,11 @@ pub(crate) struct GenerateArgs {
     /// Stop after this many new tokens (or at an EOS token of generation_config.json).
     #[arg(long, default_value_t = 32)]
     pub(crate) max_new_tokens: usize,
+    /// An encoder-decoder's encoder inputs by name (safetensors, e.g. `input_features`
+    /// `[1, mel_bins, frames]` for Whisper); the prompt then defaults to
+    /// `decoder_start_token_id`.
+    #[arg(long)]
+    pub(crate) inputs: Option<PathBuf>,
     /// Print one JSON object on stdout (prompt, ids, text, stop, runtime, cache, timings)
     /// instead of the text lines and the summary on stderr.
     #[arg(long)]

@@ -165,6 +165,9 @@ pub trait Generator {
     fn kind(&self) -> &'static str {
         ""
     }
+    /// Feeds `inputs` unchanged to every later call of the decode graphs (an encoder-decoder's
+    /// cross-attention keys and values, from its `encoder` component).
+    fn set_fixed_inputs(&mut self, inputs: &std::collections::BTreeMap<String, crate::Tensor>) -> crate::Result<()>;
     /// [`greedy`] over this runtime, timed.
     fn generate(&mut self, prompt: &[i64], max_new_tokens: usize, eos: &[i64]) -> crate::Result<Generated>;
 }

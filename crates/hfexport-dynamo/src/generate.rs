@@ -11,7 +11,7 @@
 //! through `decode` (token by token when it takes one token per call); the loop is core's
 //! [`greedy`].
 
-use crate::runner::{kind_of_dtype, Pt2Runner, RunError};
+use crate::runner::{kind_of_dtype, to_torch, Pt2Runner, RunError};
 use hfexport_aten::lower::python_name;
 use hfexport_core::generation::{greedy, prompt_calls, static_mask, Steps, StopReason};
 use hfexport_core::metadata::{Component, ExportMetadata};
@@ -91,6 +91,9 @@ pub struct Pt2Generator {
     caches: BTreeMap<String, Tensor>,
     /// Static caches as allocated (their storage never changes).
     static_caches: BTreeMap<String, Tensor>,
+    /// Inputs fed to every call by value name (an encoder-decoder's cross-attention keys and
+    /// values).
+    fixed: BTreeMap<String, Tensor>,
     pos: usize,
     last_stop: Option<StopReason>,
 }
@@ -167,6 +170,7 @@ impl Pt2Generator {
             one_token,
             caches: BTreeMap::new(),
             static_caches,
+            fixed: BTreeMap::new(),
             pos: 0,
             last_stop: None,
         })
@@ -184,6 +188,21 @@ impl Pt2Generator {
     /// every call writes into.
     pub fn static_cache(&self, input: &str) -> Option<&Tensor> {
         self.static_caches.get(&python_name(input))
+    }
+
+    /// Feeds `inputs` unchanged to every later call (an encoder-decoder's cross-attention keys
+    /// and values, from its `encoder` component).
+    pub fn set_fixed_inputs(&mut self, inputs: &BTreeMap<String, hfexport_core::Tensor>) -> Result<(), RunError> {
+        self.fixed.clear();
+        for (name, t) in inputs {
+            let key = python_name(name);
+            if !self.decode.runner.inputs().iter().any(|i| i.name == key) {
+                return Err(err(self.decode.runner.path(), format!("the program has no input `{name}`")));
+            }
+            let value = to_torch(t).map_err(|e| err(&self.dir, format!("input `{name}`: {e}")))?;
+            self.fixed.insert(key, value);
+        }
+        Ok(())
     }
 
     /// Greedy decoding (see [`greedy`]).
@@ -224,10 +243,12 @@ impl Pt2Generator {
                 "input_ids" => ids.shallow_clone(),
                 "attention_mask" => mask.shallow_clone(),
                 "position_ids" => positions.shallow_clone(),
-                cache => match self.static_caches.get(cache).or_else(|| self.caches.get(cache)) {
-                    Some(c) => c.shallow_clone(),
-                    None => return Err(err(part.runner.path(), format!("no cache for input `{cache}`"))),
-                },
+                other => {
+                    match self.static_caches.get(other).or_else(|| self.caches.get(other)).or(self.fixed.get(other)) {
+                        Some(c) => c.shallow_clone(),
+                        None => return Err(err(part.runner.path(), format!("nothing to feed input `{other}`"))),
+                    }
+                }
             });
         }
         let outs = part.runner.call(&mut args)?;

@@ -449,6 +449,13 @@ impl Generator for EtGeneration {
         }
     }
 
+    fn set_fixed_inputs(
+        &mut self,
+        inputs: &std::collections::BTreeMap<String, hfexport_core::Tensor>,
+    ) -> hfexport_core::Result<()> {
+        Ok(self.0.set_fixed_inputs(inputs)?)
+    }
+
     fn generate(&mut self, prompt: &[i64], max_new_tokens: usize, eos: &[i64]) -> hfexport_core::Result<Generated> {
         timed_greedy(&mut self.0, prompt, max_new_tokens, eos)
     }

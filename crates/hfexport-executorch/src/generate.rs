@@ -18,7 +18,8 @@ use crate::runtime::{EtRunner, RunError};
 use hfexport_core::generation::{greedy, prompt_calls, static_mask, Steps, StopReason};
 use hfexport_core::metadata::{Component, ExportMetadata};
 use hfexport_core::plan::Role;
-use hfexport_core::DType;
+use hfexport_core::{DType, Tensor};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 fn err(path: &Path, msg: impl Into<String>) -> RunError {
@@ -66,6 +67,9 @@ pub struct EtGenerator {
     one_token: bool,
     /// (dtype, sizes, buffer) of each cache, in method input order.
     caches: Vec<(DType, Vec<i64>, Buf)>,
+    /// The inputs after the caches, fed unchanged to every call (an encoder-decoder's
+    /// cross-attention keys and values): name, dtype, sizes and buffer, in method input order.
+    fixed: Vec<(String, DType, Vec<i64>, Buf)>,
     logits: Buf,
     vocab: usize,
     pos: usize,
@@ -78,24 +82,24 @@ impl Part {
     fn load(
         dir: &Path,
         c: &Component,
-        caches: usize,
+        (caches, fixed): (usize, usize),
         sibling: Option<(&Component, &EtRunner)>,
     ) -> Result<Part, RunError> {
         let runner = match sibling {
             Some((other, r)) if c.file(".pte").ok() == other.file(".pte").ok() => r.sibling(method_name(&c.spec))?,
             _ => EtRunner::for_component(dir, c)?,
         };
-        Self::check(runner, caches)
+        Self::check(runner, caches, fixed)
     }
 
-    fn check(runner: EtRunner, caches: usize) -> Result<Part, RunError> {
+    fn check(runner: EtRunner, caches: usize, fixed: usize) -> Result<Part, RunError> {
         let n_in = runner.inputs().len();
-        if n_in != 3 + caches || runner.outputs().len() != 2 * caches + 1 {
+        if n_in != 3 + caches + fixed || runner.outputs().len() != 2 * caches + 1 {
             return Err(err(
                 runner.path(),
                 format!(
-                    "expected inputs [input_ids, attention_mask, position_ids, {caches} caches] and outputs [caches, \
-                     logits, caches]; the method has {n_in} inputs and {} outputs",
+                    "expected inputs [input_ids, attention_mask, position_ids, {caches} caches, {fixed} more] and \
+                     outputs [caches, logits, caches]; the method has {n_in} inputs and {} outputs",
                     runner.outputs().len()
                 ),
             ));
@@ -127,15 +131,28 @@ impl EtGenerator {
             ));
         };
         let cache_ports: Vec<_> = comp.inputs.iter().filter(|p| p.name.starts_with("input.")).collect();
-        let decode = Part::load(dir, comp, cache_ports.len(), None)?;
+        let per_call = ["input_ids", "attention_mask", "position_ids"];
+        let fixed_names: Vec<String> = comp
+            .inputs
+            .iter()
+            .filter(|p| !p.name.starts_with("input.") && !per_call.contains(&p.name.as_str()))
+            .map(|p| p.name.clone())
+            .collect();
+        let counts = (cache_ports.len(), fixed_names.len());
+        let decode = Part::load(dir, comp, counts, None)?;
         let prefill = meta
             .by_role(Role::Prefill)
-            .map(|c| Part::load(dir, c, cache_ports.len(), Some((comp, &decode.runner))))
+            .map(|c| Part::load(dir, c, counts, Some((comp, &decode.runner))))
             .transpose()?;
         let one_token =
             comp.inputs.iter().any(|p| p.name == "input_ids" && p.shape.get(1).map(String::as_str) == Some("1"));
-        let caches =
-            decode.runner.inputs()[3..].iter().map(|t| (t.dtype, t.bound.clone(), Buf::zeros(t.max_bytes()))).collect();
+        let ports = &decode.runner.inputs()[3..];
+        let caches = ports[..counts.0].iter().map(|t| (t.dtype, t.bound.clone(), Buf::zeros(t.max_bytes()))).collect();
+        let fixed = fixed_names
+            .into_iter()
+            .zip(&ports[counts.0..])
+            .map(|(name, t)| (name, t.dtype, t.bound.clone(), Buf::zeros(t.max_bytes())))
+            .collect();
         let logits_info = decode.runner.outputs()[decode.logits].clone();
         let vocab = *logits_info.bound.last().unwrap_or(&0) as usize;
         let most = prefill.as_ref().map_or(logits_info.max_bytes(), |p| p.runner.outputs()[p.logits].max_bytes());
@@ -146,6 +163,7 @@ impl EtGenerator {
             slots,
             one_token,
             caches,
+            fixed,
             logits: Buf::zeros(most.max(logits_info.max_bytes())),
             vocab,
             pos: 0,
@@ -174,6 +192,28 @@ impl EtGenerator {
     /// Where the decode method's updated-cache output `i` points after the last call.
     pub fn decode_cache_output(&self, i: usize) -> Result<*const u8, RunError> {
         Ok(self.decode.runner.output_view(i)?.0)
+    }
+
+    /// Feeds `inputs` unchanged to every later call (an encoder-decoder's cross-attention keys
+    /// and values, from its `encoder` component): each must be one of the method's inputs after
+    /// the caches, with its dtype and shape.
+    pub fn set_fixed_inputs(&mut self, inputs: &BTreeMap<String, Tensor>) -> Result<(), RunError> {
+        let path = self.decode.runner.path().to_path_buf();
+        for (name, t) in inputs {
+            let Some((_, dtype, sizes, buf)) = self.fixed.iter_mut().find(|f| &f.0 == name) else {
+                return Err(err(&path, format!("the method has no input `{name}` fed once for every call")));
+            };
+            let shape: Vec<i64> = t.shape().iter().map(|&d| d as i64).collect();
+            if shape != *sizes || t.dtype() != *dtype {
+                return Err(err(
+                    &path,
+                    format!("input `{name}` is {}{shape:?}; the method takes {}{sizes:?}", t.dtype(), dtype.name()),
+                ));
+            }
+            let bytes = t.to_le_bytes();
+            buf.bytes_mut()[..bytes.len()].copy_from_slice(&bytes);
+        }
+        Ok(())
     }
 
     pub fn generate(&mut self, prompt: &[i64], max_new_tokens: usize, eos: &[i64]) -> Result<Vec<i64>, RunError> {
@@ -212,6 +252,10 @@ impl EtGenerator {
                     r.bind_output(i, buf.ptr(), n)?;
                     r.bind_output(part.logits + 1 + i, buf.ptr(), n)?;
                 }
+            }
+            let first_fixed = 3 + self.caches.len();
+            for (j, (_, dtype, sizes, buf)) in self.fixed.iter_mut().enumerate() {
+                r.bind_input(first_fixed + j, buf.ptr(), *dtype, sizes)?;
             }
             if part.zero_copy {
                 let n = self.logits.bytes().len();

@@ -931,7 +931,13 @@ const MODERNBERT_LAYOUT: Layout = Layout {
         first_without_pre_attention: true,
         ..NO_NORMS
     },
-    attention: AttentionLayout { prefix: "attn", qkv: Projections::Fused("Wqkv"), out: "Wo", qk_norm: QkNorm::None, unbiased_key: false },
+    attention: AttentionLayout {
+        prefix: "attn",
+        qkv: Projections::Fused("Wqkv"),
+        out: "Wo",
+        qk_norm: QkNorm::None,
+        unbiased_key: false,
+    },
     mlp: MlpLayout { prefix: "mlp", kind: MlpKind::GatedFused("Wi"), down: "Wo" },
     encoder: Some(EncoderLayout {
         token_type_embed: None,

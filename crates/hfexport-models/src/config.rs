@@ -1920,13 +1920,19 @@ mod tests {
         // each side, rope 160000 global / 10000 local, no biases, heads on the first token
         let c = parse(r#"{"architectures": ["ModernBertForMaskedLM"], "model_type": "modernbert"}"#).unwrap();
         assert_eq!((c.vocab_size, c.hidden_size, c.intermediate_size, c.num_hidden_layers), (50368, 768, 1152, 22));
-        assert_eq!((c.norm_eps, c.hidden_act.as_str(), c.pad_token_id, c.sliding_window), (1e-5, "gelu", Some(50283), Some(64)));
+        assert_eq!(
+            (c.norm_eps, c.hidden_act.as_str(), c.pad_token_id, c.sliding_window),
+            (1e-5, "gelu", Some(50283), Some(64))
+        );
         let full: Vec<usize> = (0..22).filter(|&i| c.layer_types[i] == LayerType::FullAttention).collect();
         assert_eq!(full, [0, 3, 6, 9, 12, 15, 18, 21]);
         assert_eq!((c.rope.theta, c.sliding_rope.as_ref().map(|r| r.theta)), (160_000.0, Some(10_000.0)));
         assert!(!(c.attention_bias || c.o_bias || c.mlp_bias || c.norm_bias));
         let h = c.encoder.unwrap().heads;
-        assert_eq!(h, HeadsConfig { activation: Some("gelu".into()), dense_bias: false, mean_pooling: false, decoder_bias: true });
+        assert_eq!(
+            h,
+            HeadsConfig { activation: Some("gelu".into()), dense_bias: false, mean_pooling: false, decoder_bias: true }
+        );
         // the legacy keys: the layer period, the thetas; a `sliding_window` key sets the half window
         let c = parse(
             r#"{"architectures": ["ModernBertModel"], "model_type": "modernbert", "num_hidden_layers": 4,
@@ -1937,8 +1943,9 @@ mod tests {
         assert_eq!(c.layer_types.iter().filter(|t| **t == LayerType::SlidingAttention).count(), 2);
         assert_eq!((c.rope.theta, c.sliding_rope.map(|r| r.theta), c.sliding_window), (500.0, Some(50.0), Some(3)));
         assert!(c.norm_bias && c.encoder.unwrap().heads.mean_pooling);
-        let e = parse(r#"{"architectures": ["ModernBertModel"], "model_type": "modernbert", "classifier_pooling": "max"}"#)
-            .unwrap_err();
+        let e =
+            parse(r#"{"architectures": ["ModernBertModel"], "model_type": "modernbert", "classifier_pooling": "max"}"#)
+                .unwrap_err();
         assert!(e.to_string().contains("classifier_pooling") && e.to_string().contains("cls, mean"), "{e}");
     }
 

@@ -12,12 +12,10 @@
 use hfexport_core::ops::{Activation, BinaryOp, ReduceKind, UnaryOp};
 use hfexport_core::{DType, Dim, Graph, Op, Tensor, ValueId};
 
-use crate::arch::{
-    ClassifierHead, EncoderInput, EncoderLayout, EncoderPositions, HeadAct, HeadActivation, MlmHead,
-};
-use crate::config::LayerType;
+use crate::arch::{ClassifierHead, EncoderInput, EncoderLayout, EncoderPositions, HeadAct, HeadActivation, MlmHead};
 use crate::blocks::Vb;
 use crate::builder::{Decoder, LayerInputs, Task};
+use crate::config::LayerType;
 use crate::error::{ModelError, Result};
 
 /// What an encoder's inputs become: the embeddings, the word embedding table (a masked-LM
@@ -108,12 +106,7 @@ impl Decoder<'_> {
     /// convolution with kernel = stride = patch as one matmul over the patches, row-major as
     /// the convolution's output is flattened), the `cls` token in front, learned positions
     /// added; every token attends to every token.
-    fn patch_inputs(
-        &mut self,
-        root: &Vb,
-        cls: &str,
-        positions: &str,
-    ) -> Result<EncoderInputs> {
+    fn patch_inputs(&mut self, root: &Vb, cls: &str, positions: &str) -> Result<EncoderInputs> {
         let (hs, dtype) = (self.cfg.hidden_size, self.opts.dtype);
         let img = self.cfg.encoder.as_ref().and_then(|e| e.image.clone()).ok_or_else(|| ModelError::Config {
             path: "config.json".into(),

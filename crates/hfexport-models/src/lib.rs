@@ -12,14 +12,14 @@ pub mod builder;
 pub mod checkpoint;
 pub mod config;
 mod encoder;
-mod speech;
 pub mod error;
 pub mod hub;
 pub mod prequantized;
 pub mod safetensors;
+mod speech;
 
 pub use builder::{build, build_forward, build_generation, cache_name, BuildOptions, Task, Weights};
 pub use checkpoint::Checkpoint;
-pub use speech::cross_name;
 pub use config::{GenerationConfig, ModelConfig};
 pub use error::{ModelError, Result};
+pub use speech::cross_name;

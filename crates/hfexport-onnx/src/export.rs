@@ -179,6 +179,10 @@ impl Generator for OrtGenerator {
         format!("onnxruntime {}", crate::runtime::loaded_version().unwrap_or_else(|| "(unknown version)".into()))
     }
 
+    fn set_fixed_inputs(&mut self, inputs: &BTreeMap<String, hfexport_core::Tensor>) -> Result<()> {
+        Ok(self.0.set_fixed_inputs(inputs)?)
+    }
+
     fn generate(&mut self, prompt: &[i64], max_new_tokens: usize, eos: &[i64]) -> Result<Generated> {
         timed_greedy(&mut self.0, prompt, max_new_tokens, eos)
     }

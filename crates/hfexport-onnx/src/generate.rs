@@ -29,7 +29,7 @@
 //! # Ok(()) }
 //! ```
 
-use crate::runtime::environment;
+use crate::runtime::{environment, to_ort};
 use crate::{OnnxError, Result};
 pub use hfexport_core::generation::{argmax, StopReason};
 use hfexport_core::generation::{greedy, static_mask, Steps};
@@ -42,6 +42,7 @@ use ort::value::{
     DynTensor, DynTensorValueType, DynValue, Tensor as OrtTensor, TensorElementType, ValueRef, ValueType,
 };
 use std::borrow::Cow;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// The component a generator runs.
@@ -330,6 +331,15 @@ impl Generator {
         }
     }
 
+    /// Feeds `inputs` unchanged to every later call (an encoder-decoder's cross-attention keys
+    /// and values, from its `encoder` component); a static cache only.
+    pub fn set_fixed_inputs(&mut self, inputs: &BTreeMap<String, Tensor>) -> Result<()> {
+        match &mut self.engine {
+            Engine::Static(s) => s.bind_fixed(inputs),
+            Engine::Growing(_) => Err(err("inputs fixed for every call need a static-cache export")),
+        }
+    }
+
     /// Greedy decoding: prefill `prompt`, then one token per step until `max_new_tokens` are
     /// generated or a token of `eos` is (it is included). Reaching the end of a static cache
     /// before that is an error that carries the tokens generated so far.
@@ -429,6 +439,9 @@ struct StaticCache {
     /// The prompt's graph of a static cache export with a one-token `decode`.
     prefill: Option<BoundGraph>,
     caches: Vec<CacheBuffer>,
+    /// Inputs bound once and fed to every call (an encoder-decoder's cross-attention keys and
+    /// values), kept alive with the bindings.
+    fixed: Vec<DynValue>,
     slots: usize,
     /// The next free cache slot (= tokens already in the cache).
     pos: usize,
@@ -480,7 +493,25 @@ impl StaticCache {
             Some((s, path)) => Some(BoundGraph::bind(s, path, &mut caches)?),
             None => None,
         };
-        Ok(StaticCache { decode, prefill, caches, slots, pos: 0 })
+        Ok(StaticCache { decode, prefill, caches, fixed: vec![], slots, pos: 0 })
+    }
+
+    /// Binds `inputs` to every graph for all later calls.
+    fn bind_fixed(&mut self, inputs: &BTreeMap<String, Tensor>) -> Result<()> {
+        self.fixed.clear();
+        for (name, t) in inputs {
+            let value = to_ort(t).map_err(|e| err(format!("input `{name}`: {e}")))?;
+            for g in std::iter::once(&mut self.decode).chain(self.prefill.as_mut()) {
+                if !g.session.inputs().iter().any(|i| i.name() == name) {
+                    return Err(err(format!("{}: the graph has no input `{name}`", g.path.display())));
+                }
+                g.binding
+                    .bind_input(name.as_str(), &value)
+                    .map_err(|e| err(format!("{}: cannot bind `{name}`: {e}", g.path.display())))?;
+            }
+            self.fixed.push(value);
+        }
+        Ok(())
     }
 
     fn prefill(&mut self, prompt: &[i64]) -> Result<Vec<f32>> {

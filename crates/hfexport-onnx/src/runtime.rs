@@ -263,7 +263,7 @@ fn owned<T: PrimitiveTensorElementType + std::fmt::Debug + Clone + 'static>(
     Ok(ort::value::Tensor::from_array((shape.to_vec(), data.into_boxed_slice()))?.into_dyn())
 }
 
-fn to_ort(t: &Tensor) -> std::result::Result<DynValue, String> {
+pub(crate) fn to_ort(t: &Tensor) -> std::result::Result<DynValue, String> {
     let shape = t.shape();
     let r = match (t.data(), t.dtype()) {
         (TensorData::Float(v), DType::F32) => owned(shape, v.clone()),

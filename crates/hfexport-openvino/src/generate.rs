@@ -36,6 +36,8 @@ pub struct OvGenerator {
     request: Option<InferRequest>,
     /// Stateless: the latest `output.<name>` per cache name.
     caches: BTreeMap<String, Tensor>,
+    /// Inputs fed to every call (an encoder-decoder's cross-attention keys and values).
+    fixed: BTreeMap<String, Tensor>,
     pos: usize,
     last_stop: Option<StopReason>,
 }
@@ -90,6 +92,7 @@ impl OvGenerator {
             one_token,
             request: None,
             caches: BTreeMap::new(),
+            fixed: BTreeMap::new(),
             pos: 0,
             last_stop: None,
         })
@@ -109,6 +112,18 @@ impl OvGenerator {
 
     pub fn last_stop(&self) -> Option<StopReason> {
         self.last_stop
+    }
+
+    /// Feeds `inputs` unchanged to every later call (an encoder-decoder's cross-attention keys
+    /// and values, from its `encoder` component).
+    pub fn set_fixed_inputs(&mut self, inputs: &BTreeMap<String, Tensor>) -> Result<()> {
+        for name in inputs.keys() {
+            if !self.decode.inputs().iter().any(|p| &p.name == name) {
+                return Err(err(format!("{}: the model has no input `{name}`", self.decode.path().display())));
+            }
+        }
+        self.fixed = inputs.clone();
+        Ok(())
     }
 
     /// Greedy decoding (see [`greedy`]).
@@ -169,11 +184,14 @@ impl OvGenerator {
         }
         let logits = if self.stateful {
             let req = self.request.as_mut().expect("a stateful call follows prefill, which creates the request");
-            runner.set_inputs(req, &feeds)?;
+            runner.set_inputs(req, &[&feeds, &self.fixed])?;
             runner.infer(req)?;
             runner.output(req, "logits")?
         } else {
-            let out = runner.run(&feeds)?;
+            let mut req = runner.request()?;
+            runner.set_inputs(&mut req, &[&feeds, &self.fixed])?;
+            runner.infer(&mut req)?;
+            let out = runner.outputs_of(&req)?;
             for (k, v) in &out {
                 if let Some(n) = k.strip_prefix("output.") {
                     self.caches.insert(n.to_string(), v.clone());

@@ -264,14 +264,21 @@ impl OvRunner {
     /// request; every output by name. A missing or unknown input is an error naming it.
     pub fn run(&self, inputs: &BTreeMap<String, Tensor>) -> Result<BTreeMap<String, Tensor>> {
         let mut req = self.request()?;
-        self.set_inputs(&mut req, inputs)?;
+        self.set_inputs(&mut req, &[inputs])?;
         self.infer(&mut req)?;
-        self.outputs.iter().map(|o| Ok((o.name.clone(), self.output(&req, &o.name)?))).collect()
+        self.outputs_of(&req)
     }
 
-    pub(crate) fn set_inputs(&self, req: &mut InferRequest, inputs: &BTreeMap<String, Tensor>) -> Result<()> {
+    /// Every output of an inferred request, by name.
+    pub(crate) fn outputs_of(&self, req: &InferRequest) -> Result<BTreeMap<String, Tensor>> {
+        self.outputs.iter().map(|o| Ok((o.name.clone(), self.output(req, &o.name)?))).collect()
+    }
+
+    /// Sets every input of the model from `maps` (the first that has it; a generation loop's
+    /// per-call inputs and its fixed ones).
+    pub(crate) fn set_inputs(&self, req: &mut InferRequest, maps: &[&BTreeMap<String, Tensor>]) -> Result<()> {
         let here = self.path.display();
-        if let Some(extra) = inputs.keys().find(|k| !self.inputs.iter().any(|i| &i.name == *k)) {
+        if let Some(extra) = maps.iter().flat_map(|m| m.keys()).find(|k| !self.inputs.iter().any(|i| &i.name == *k)) {
             let names: Vec<&str> = self.inputs.iter().map(|i| i.name.as_str()).collect();
             return Err(runtime_err(format!(
                 "{here}: the model has no input `{extra}` (inputs: {})",
@@ -279,8 +286,9 @@ impl OvRunner {
             )));
         }
         for spec in &self.inputs {
-            let t = inputs
-                .get(&spec.name)
+            let t = maps
+                .iter()
+                .find_map(|m| m.get(&spec.name))
                 .ok_or_else(|| runtime_err(format!("{here}: input `{}` is not given", spec.name)))?;
             let ov = to_ov(t, spec.dtype)?;
             req.set_tensor(&spec.name, &ov)
