@@ -6,13 +6,15 @@
 //! greedy tokens; each format's export passes `--verify` for both components in its runtime.
 
 mod common;
-use common::{fixture, speech_fixtures};
+use common::{fixture, python, script, speech_fixtures};
 use hfexport::{AutoExportConfig, AutoHfExporter, DType, ExportRequest, Generation};
 use hfexport_core::plan::Role;
-use hfexport_core::{Evaluator, Tensor};
+use hfexport_core::{Evaluator, Graph, Tensor};
 use hfexport_models::safetensors::read_all;
 use hfexport_models::{build_generation, cache_name, BuildOptions, Checkpoint, Task};
 use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
 
 const CACHE: usize = 24;
 
@@ -21,12 +23,12 @@ fn worst(a: &Tensor, b: &Tensor) -> f32 {
     a.as_f32().unwrap().iter().zip(b.as_f32().unwrap()).map(|(x, y)| (x - y).abs()).fold(0f32, f32::max)
 }
 
-/// Greedy tokens from the evaluator: `decode` over a static cache of `CACHE` slots, fed the
+/// Greedy tokens from the evaluator: `decode` over a static cache of `slots` slots, fed the
 /// encoder's cross-attention outputs on every call.
-fn greedy(ckpt: &Checkpoint, decode: &hfexport_core::Graph, cross: &BTreeMap<String, Tensor>, n: usize) -> Vec<i64> {
+fn greedy(ckpt: &Checkpoint, decode: &Graph, slots: usize, cross: &BTreeMap<String, Tensor>, n: usize) -> Vec<i64> {
     let c = &ckpt.config;
     let ev = Evaluator::new(decode, ckpt).unwrap();
-    let shape = vec![1, c.num_key_value_heads, CACHE, c.head_dim];
+    let shape = vec![1, c.num_key_value_heads, slots, c.head_dim];
     let zeros = Tensor::f32(shape.clone(), vec![0.0; shape.iter().product()]).unwrap();
     let mut caches: BTreeMap<String, Tensor> =
         (0..c.num_hidden_layers).flat_map(|i| ["keys", "values"].map(|k| (cache_name(i, k), zeros.clone()))).collect();
@@ -37,7 +39,7 @@ fn greedy(ckpt: &Checkpoint, decode: &hfexport_core::Graph, cross: &BTreeMap<Str
             ("input_ids".to_string(), Tensor::i64(vec![1, 1], vec![token]).unwrap()),
             (
                 "attention_mask".to_string(),
-                Tensor::bool(vec![1, 1, 1, CACHE], (0..CACHE).map(|j| j <= pos).collect()).unwrap(),
+                Tensor::bool(vec![1, 1, 1, slots], (0..slots).map(|j| j <= pos).collect()).unwrap(),
             ),
             ("position_ids".to_string(), Tensor::i64(vec![1, 1], vec![pos as i64]).unwrap()),
         ]);
@@ -78,34 +80,93 @@ fn whisper_components_match_transformers_in_the_evaluator() {
         }
         assert_eq!(cross.len(), 2 * ckpt.config.num_hidden_layers, "{name}: a key and value output per layer");
         let want = gold["single.tokens"].as_i64().unwrap().to_vec();
-        assert_eq!(greedy(&ckpt, decode, &cross, want.len()), want, "{name}: greedy tokens differ from transformers'");
+        let got = greedy(&ckpt, decode, CACHE, &cross, want.len());
+        assert_eq!(got, want, "{name}: greedy tokens differ from transformers'");
     }
+}
+
+/// Exports `model` for generation with a static cache of `slots` in every format with
+/// `--verify`; the failures.
+fn export_and_verify(model: &Path, slots: usize, out: &Path) -> Vec<String> {
+    let mut failures = vec![];
+    for format in ["onnx", "openvino", "dynamo", "executorch"] {
+        let config = serde_json::json!({"export_format": format, "dynamic": true});
+        let exporter =
+            AutoHfExporter::from_config(AutoExportConfig::from_dict(&config).unwrap()).unwrap().with_verify(true);
+        let req = ExportRequest {
+            model: model.to_path_buf(),
+            output: out.join(format),
+            task: None,
+            dtype: DType::F32,
+            force: false,
+            generation: Some(Generation { static_cache: Some(slots), multi_token_decode: true }),
+        };
+        match exporter.export(&req, &mut |_| {}) {
+            Err(e) => failures.push(format!("{format}: {e}")),
+            Ok(meta) => {
+                let names: Vec<&str> = meta.components.iter().map(|c| c.name()).collect();
+                let verified = meta.verification.as_ref().is_some_and(|v| v.max_abs_diff <= v.atol);
+                if meta.task != Task::SpeechRecognition.name() || names != ["encoder", "decode"] || !verified {
+                    failures
+                        .push(format!("{format}: task {}, components {names:?}, {:?}", meta.task, meta.verification));
+                }
+            }
+        }
+    }
+    failures
 }
 
 #[test]
 fn whisper_exports_verify_in_every_runtime() {
     let tmp = tempfile::tempdir().unwrap();
     for name in speech_fixtures() {
-        for format in ["onnx", "openvino", "dynamo", "executorch"] {
-            let config = serde_json::json!({"export_format": format, "dynamic": true});
-            let exporter =
-                AutoHfExporter::from_config(AutoExportConfig::from_dict(&config).unwrap()).unwrap().with_verify(true);
-            let req = ExportRequest {
-                model: fixture(name),
-                output: tmp.path().join(format!("{name}-{format}")),
-                task: None,
-                dtype: DType::F32,
-                force: false,
-                generation: Some(Generation { static_cache: Some(CACHE), multi_token_decode: true }),
-            };
-            let meta = exporter.export(&req, &mut |_| {}).unwrap_or_else(|e| panic!("{name} {format}: {e}"));
-            assert_eq!(meta.task, Task::SpeechRecognition.name());
-            let names: Vec<&str> = meta.components.iter().map(|c| c.name()).collect();
-            assert_eq!(names, ["encoder", "decode"], "{name} {format}");
-            let v = meta.verification.unwrap_or_else(|| panic!("{name} {format}: not verified"));
-            assert!(v.max_abs_diff <= v.atol, "{name} {format}: {v:?}");
-        }
+        let failures = export_and_verify(&fixture(name), CACHE, &tmp.path().join(name));
+        assert!(failures.is_empty(), "{name}:\n{}", failures.join("\n"));
     }
+}
+
+/// Whisper checkpoints the fixture does not cover (`tests/python/random_whisper.py`: widths,
+/// head counts on each side, layers, FFN widths, mel bins including 80 and 128, source and
+/// target lengths, activations, tied or untied `proj_out`, start tokens), made by transformers
+/// at test time: encoder states at 1e-4 and 8 greedy tokens in the evaluator, and `--verify` in
+/// every format.
+#[test]
+fn random_whisper_checkpoints_match_transformers_and_verify() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("ckpt");
+    let o = Command::new(python())
+        .arg(script("random_whisper.py"))
+        .arg(&out)
+        .args(["--seed", "20261202", "--count", "6"])
+        .output()
+        .expect("start python");
+    assert!(o.status.success(), "random_whisper.py failed:\n{}", String::from_utf8_lossy(&o.stderr));
+    let index: serde_json::Value = serde_json::from_slice(&std::fs::read(out.join("index.json")).unwrap()).unwrap();
+    let mut failures = vec![];
+    for case in index["cases"].as_array().unwrap() {
+        let (name, desc) = (case["name"].as_str().unwrap(), case["description"].as_str().unwrap());
+        let dir = out.join(case["dir"].as_str().unwrap());
+        let ckpt = Checkpoint::open(&dir).unwrap();
+        let gold = read_all(dir.join("golden.safetensors")).unwrap();
+        let slots = 12;
+        let plan = build_generation(&ckpt.config, &ckpt, &BuildOptions::default(), Some(slots), true).unwrap();
+        let ev = Evaluator::new(&plan[0].graph, &ckpt).unwrap();
+        let feats = BTreeMap::from([("input_features".to_string(), gold["input_features"].clone())]);
+        let out = ev.run(&feats).unwrap();
+        let d = worst(&out["encoder_hidden_states"], &gold["encoder_hidden_states"]);
+        if d > 1e-4 {
+            failures.push(format!("{name}: encoder states differ by {d}\n    {desc}"));
+        }
+        let cross: BTreeMap<String, Tensor> = out.into_iter().filter(|(k, _)| k.starts_with("cross.")).collect();
+        let want = gold["tokens"].as_i64().unwrap().to_vec();
+        let got = greedy(&ckpt, &plan[1].graph, slots, &cross, want.len());
+        if got != want {
+            failures.push(format!("{name}: tokens {got:?}, transformers {want:?}\n    {desc}"));
+        }
+        let exported = export_and_verify(&dir, slots, &tmp.path().join(name));
+        failures.extend(exported.into_iter().map(|f| format!("{name} {f}")));
+    }
+    assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
 }
 
 #[test]
