@@ -12,25 +12,15 @@ pub use manifest::{fixtures, speech_fixtures};
 
 /// The manifest, relative to this package.
 const MANIFEST: &str = "tests/fixtures/manifest.json";
+/// The repository, relative to this package.
+const REPO: &str = ".";
 
 pub fn fixture(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name)
 }
 
-/// A test script of tests/python/.
-pub fn script(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python").join(name)
-}
-
-/// The python of `HFEXPORT_PYTHON` (the repository's .venv/ with the [python.test] packages).
-pub fn python() -> String {
-    std::env::var("HFEXPORT_PYTHON").unwrap_or_else(|_| {
-        panic!(
-            "HFEXPORT_PYTHON is not set: run `cargo xtask test` (it installs torch, transformers, onnx, onnxruntime \
-             and openvino into .venv/ and sets it)"
-        )
-    })
-}
+mod python;
+pub use python::{python, script};
 
 /// Worst |a - b| over positions whose mask is 1, with its (batch, position, vocab) index.
 pub fn worst_unpadded(ours: &Tensor, theirs: &Tensor, mask: &Tensor) -> Result<(f32, [usize; 3]), String> {

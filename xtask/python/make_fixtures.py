@@ -1154,6 +1154,10 @@ def make_speech_fixture(outdir, spec):
     golden["single.tokens"] = ids[0, 1:].contiguous()
     save_file(golden, str(folder / "golden.safetensors"))
     canonical_metadata_order(folder / "model.safetensors")
+    # the feature extractor `generate --audio` reads: 24 frames of 8 bins from 3 s of 16 kHz audio
+    transformers.WhisperFeatureExtractor(
+        feature_size=cfg.num_mel_bins, hop_length=48000 // (2 * cfg.max_source_positions), chunk_length=3
+    ).save_pretrained(folder)
     print(f"== {spec.name}  (WhisperForConditionalGeneration, seed {spec.seed})")
     print(f"   tokens:   {golden['single.tokens'].tolist()}")
 

@@ -45,16 +45,27 @@ fn load_tokenizer(dir: &Path) -> Result<Option<tokenizers::Tokenizer>> {
 /// Runs the export's `encoder` component on `--inputs`; the outputs the decode graphs take.
 fn encode(dir: &Path, meta: &ExportMetadata, a: &GenerateArgs) -> Result<BTreeMap<String, Tensor>> {
     let comp = meta.by_role(Role::Encoder).expect("the caller found the encoder");
-    let Some(path) = &a.inputs else {
-        let names: Vec<&str> = comp.inputs.iter().map(|p| p.name.as_str()).collect();
-        bail!(
-            "{}: this is an encoder-decoder export; give the encoder's inputs ({}) with --inputs FILE.safetensors",
-            dir.display(),
-            names.join(", ")
-        );
+    let (path, mut feed) = match (&a.inputs, &a.audio) {
+        (Some(path), _) => {
+            let feed = hfexport::models::safetensors::read_all(path)
+                .with_context(|| format!("cannot read --inputs {}", path.display()))?;
+            (path, feed)
+        }
+        (None, Some(wav)) => {
+            let fe = hfexport::audio::WhisperFeatures::from_dir(dir)?;
+            let samples = hfexport::audio::read_wav(wav, fe.sampling_rate)?;
+            (wav, BTreeMap::from([("input_features".to_string(), fe.extract(&samples)?)]))
+        }
+        (None, None) => {
+            let names: Vec<&str> = comp.inputs.iter().map(|p| p.name.as_str()).collect();
+            bail!(
+                "{}: this is an encoder-decoder export; give the encoder's inputs ({}) with --inputs \
+                 FILE.safetensors, or speech with --audio FILE.wav",
+                dir.display(),
+                names.join(", ")
+            );
+        }
     };
-    let mut feed = hfexport::models::safetensors::read_all(path)
-        .with_context(|| format!("cannot read --inputs {}", path.display()))?;
     // an absent attention_mask means all ones; an encoder without the input ignores all ones
     if !comp.inputs.iter().any(|p| p.name == "attention_mask") {
         if let Some(m) = feed.remove("attention_mask") {
@@ -108,8 +119,8 @@ pub(crate) fn generate(a: &GenerateArgs) -> Result<()> {
     let meta = ExportMetadata::read(dir)?;
     let encoded = match meta.by_role(Role::Encoder) {
         Some(_) => Some(encode(dir, &meta, a)?),
-        None if a.inputs.is_some() => bail!(
-            "{}: --inputs feeds an encoder-decoder's encoder, and this export has none (components: {})",
+        None if a.inputs.is_some() || a.audio.is_some() => bail!(
+            "{}: --inputs and --audio feed an encoder-decoder's encoder, and this export has none (components: {})",
             dir.display(),
             meta.components.iter().map(|c| c.name()).collect::<Vec<_>>().join(", ")
         ),

@@ -76,7 +76,7 @@ enum Command {
 }
 
 #[derive(clap::Args)]
-#[command(group(clap::ArgGroup::new("input").required(true).multiple(true).args(["prompt_ids", "prompt", "inputs"])))]
+#[command(group(clap::ArgGroup::new("input").required(true).multiple(true).args(["prompt_ids", "prompt", "inputs", "audio"])))]
 pub(crate) struct GenerateArgs {
     /// The export folder (export.json with a `decode` component).
     pub(crate) path: PathBuf,
@@ -92,8 +92,12 @@ pub(crate) struct GenerateArgs {
     /// An encoder-decoder's encoder inputs by name (safetensors, e.g. `input_features`
     /// `[1, mel_bins, frames]` for Whisper); the prompt then defaults to
     /// `decoder_start_token_id`.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "audio")]
     pub(crate) inputs: Option<PathBuf>,
+    /// Speech for an encoder-decoder (Whisper): a 16 kHz mono WAV, turned into `input_features`
+    /// as transformers' WhisperFeatureExtractor does with the export's preprocessor_config.json.
+    #[arg(long)]
+    pub(crate) audio: Option<PathBuf>,
     /// Print one JSON object on stdout (prompt, ids, text, stop, runtime, cache, timings)
     /// instead of the text lines and the summary on stderr.
     #[arg(long)]

@@ -1,7 +1,10 @@
 //! Whisper through the binary: each format's generation export (`encoder` + static-cache
-//! `decode`), then `hfexport generate DIR --inputs features.safetensors` in its runtime (ONNX
-//! Runtime, OpenVINO stateful, libtorch, ExecuTorch) prints transformers' 16 plain greedy tokens
-//! from `decoder_start_token_id`. Inputs the encoder cannot take are clear errors.
+//! `decode`), then `hfexport generate DIR --inputs features.safetensors` and `--audio
+//! speech.wav` in its runtime (ONNX Runtime, OpenVINO stateful, libtorch, ExecuTorch) print
+//! transformers' 16 plain greedy tokens from `decoder_start_token_id`. The log-mel features of
+//! generated WAVs equal transformers' WhisperFeatureExtractor's at 1e-4 for four extractor
+//! configs (the fixture's, the default 80 bins, 128 bins, an odd FFT size and hop). Inputs the
+//! encoder cannot take, and audio that is not 16 kHz mono, are clear errors.
 
 mod common;
 
@@ -9,7 +12,27 @@ use common::*;
 use hfexport_core::Tensor;
 use hfexport_models::safetensors::{read_all, write_safetensors};
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+/// `tests/python/whisper_audio.py`'s folder (WAVs, extractor configs, goldens), made once.
+fn audio() -> &'static Path {
+    static DIR: OnceLock<(tempfile::TempDir, PathBuf)> = OnceLock::new();
+    &DIR.get_or_init(|| {
+        let tmp = tempfile::tempdir().unwrap();
+        let out = tmp.path().join("audio");
+        let o = Command::new(python())
+            .arg(script("whisper_audio.py"))
+            .arg(&out)
+            .arg(fixture("whisper"))
+            .output()
+            .expect("start python");
+        assert!(o.status.success(), "whisper_audio.py failed:\n{}", String::from_utf8_lossy(&o.stderr));
+        (tmp, out)
+    })
+    .1
+}
 
 fn s(p: &Path) -> &str {
     p.to_str().unwrap()
@@ -48,15 +71,20 @@ fn generate_with_encoder_inputs_gives_transformers_tokens_in_every_runtime() {
         let gold = read_all(fixture(name).join("golden.safetensors")).unwrap();
         let feats = tmp.path().join(format!("{name}-features.safetensors"));
         write(&feats, &[("input_features", &gold["single.input_features"])]);
-        let want: Vec<String> = gold["single.tokens"].as_i64().unwrap().iter().map(i64::to_string).collect();
+        let ids = |t: &Tensor| t.as_i64().unwrap().iter().map(i64::to_string).collect::<Vec<_>>().join(",");
+        let want = ids(&gold["single.tokens"]);
+        let audio_gold = read_all(audio().join("golden.safetensors")).unwrap();
+        let speech = audio().join("speech.wav");
+        let want_audio = ids(&audio_gold["fixture.speech.tokens"]);
         for format in ["onnx", "openvino", "dynamo", "executorch"] {
             let dir = tmp.path().join(format!("{name}-{format}"));
             export(name, format, &dir);
-            let n = want.len().to_string();
-            let o = hfexport(&["generate", s(&dir), "--inputs", s(&feats), "--max-new-tokens", &n]);
-            assert!(o.status.success(), "{name} {format}: {}", stderr(&o));
-            let out = stdout(&o);
-            assert!(out.contains(&format!("ids: {}", want.join(","))), "{name} {format}: {out}");
+            for (flag, input, want) in [("--inputs", &feats, &want), ("--audio", &speech, &want_audio)] {
+                let o = hfexport(&["generate", s(&dir), flag, s(input), "--max-new-tokens", "16"]);
+                assert!(o.status.success(), "{name} {format} {flag}: {}", stderr(&o));
+                let out = stdout(&o);
+                assert!(out.contains(&format!("ids: {want}\n")), "{name} {format} {flag}: {out}");
+            }
         }
     }
 }
@@ -106,4 +134,44 @@ fn encoder_inputs_that_do_not_fit_are_clear_errors() {
     let o = hfexport(&["generate", s(&llm), "--inputs", s(&bad), "--prompt-ids", "1"]);
     assert!(!o.status.success());
     assert!(stderr(&o).contains("has none"), "{}", stderr(&o));
+}
+
+#[test]
+fn features_of_generated_wavs_equal_whisper_feature_extractor() {
+    let gold = read_all(audio().join("golden.safetensors")).unwrap();
+    for config in ["fixture", "default", "128", "odd"] {
+        let fe = hfexport::audio::WhisperFeatures::from_dir(&audio().join(format!("fe-{config}"))).unwrap();
+        for wav in ["speech", "long"] {
+            let samples = hfexport::audio::read_wav(&audio().join(format!("{wav}.wav")), fe.sampling_rate).unwrap();
+            let ours = fe.extract(&samples).unwrap();
+            let theirs = &gold[&format!("{config}.{wav}.input_features")];
+            assert_eq!(ours.shape(), theirs.shape(), "{config} {wav}");
+            let d = ours
+                .as_f32()
+                .unwrap()
+                .iter()
+                .zip(theirs.as_f32().unwrap())
+                .map(|(a, b)| (a - b).abs())
+                .fold(0f32, f32::max);
+            assert!(d <= 1e-4, "{config} {wav}: log-mel features differ by {d}");
+        }
+    }
+}
+
+#[test]
+fn audio_the_model_cannot_take_is_a_clear_error() {
+    require_onnxruntime();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("whisper-onnx");
+    export("whisper", "onnx", &dir);
+    for (wav, says) in [("stereo.wav", "2 channels"), ("rate8k.wav", "8000 Hz")] {
+        let o = hfexport(&["generate", s(&dir), "--audio", s(&audio().join(wav))]);
+        assert!(!o.status.success(), "{wav}");
+        let e = stderr(&o);
+        assert!(e.contains(wav) && e.contains(says) && e.contains("16000 Hz mono"), "{wav}: {e}");
+    }
+    let not_wav = tmp.path().join("notes.wav");
+    std::fs::write(&not_wav, b"not audio").unwrap();
+    let o = hfexport(&["generate", s(&dir), "--audio", s(&not_wav)]);
+    assert!(!o.status.success() && stderr(&o).contains("not a readable WAV"), "{}", stderr(&o));
 }

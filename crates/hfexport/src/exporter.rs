@@ -18,9 +18,10 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// Files copied from the checkpoint into every export, when present.
-pub const COPIED_FILES: [&str; 10] = [
+pub const COPIED_FILES: [&str; 11] = [
     "config.json",
     "generation_config.json",
+    "preprocessor_config.json",
     "tokenizer.json",
     "tokenizer_config.json",
     "special_tokens_map.json",

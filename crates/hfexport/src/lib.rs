@@ -22,6 +22,7 @@ pub use hfexport_onnx as onnx;
 #[cfg(feature = "openvino")]
 pub use hfexport_openvino as openvino;
 
+pub mod audio;
 pub mod backends;
 pub mod error;
 pub mod exporter;

@@ -13,6 +13,12 @@ pub use manifest::{encoder_fixtures, fixtures, speech_fixtures};
 
 /// The manifest, relative to this package.
 const MANIFEST: &str = "../../tests/fixtures/manifest.json";
+/// The repository, relative to this package.
+const REPO: &str = "../..";
+
+#[path = "../../../../tests/common/python.rs"]
+mod python;
+pub use python::{python, script};
 
 pub fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")

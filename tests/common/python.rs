@@ -1,0 +1,21 @@
+//! The test scripts of tests/python/ and the python that runs them; the workspace tests and the
+//! CLI's tests both include this file.
+
+use std::path::PathBuf;
+
+use super::REPO;
+
+/// A test script of tests/python/.
+pub fn script(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(REPO).join("tests/python").join(name)
+}
+
+/// The python of `HFEXPORT_PYTHON` (the repository's .venv/ with the [python.test] packages).
+pub fn python() -> String {
+    std::env::var("HFEXPORT_PYTHON").unwrap_or_else(|_| {
+        panic!(
+            "HFEXPORT_PYTHON is not set: run `cargo xtask test` (it installs torch, transformers, onnx, onnxruntime \
+             and openvino into .venv/ and sets it)"
+        )
+    })
+}
