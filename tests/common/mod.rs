@@ -20,6 +20,7 @@ pub fn fixture(name: &str) -> PathBuf {
 }
 
 mod python;
+#[allow(unused_imports)]
 pub use python::{python, script};
 
 /// Worst |a - b| over positions whose mask is 1, with its (batch, position, vocab) index.

@@ -18,6 +18,7 @@ const REPO: &str = "../..";
 
 #[path = "../../../../tests/common/python.rs"]
 mod python;
+#[allow(unused_imports)]
 pub use python::{python, script};
 
 pub fn repo() -> PathBuf {
