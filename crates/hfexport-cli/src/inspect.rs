@@ -7,6 +7,7 @@ use hfexport::core::dim::shape_to_string;
 use hfexport::core::dump::{dump, op_histogram};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
+use hfexport::{BuildOptions, Checkpoint, Graph, Task};
 use std::path::Path;
 
 /// What `export.json` says about an export folder; `json`: the file itself, as it is.
@@ -69,7 +70,7 @@ pub(crate) fn inspect(path: &Path, task: Option<&str>, full: bool, json: bool) -
     let ckpt = open_checkpoint(path)?;
     let c = &ckpt.config;
     let task = task_of(&ckpt, task)?;
-    let g = forward_graph(&ckpt, task)?;
+    let graphs = graphs_of(&ckpt, task)?;
     let sliding = c.sliding_window.map(|w| {
         let layers: Vec<usize> = (c.layer_types.iter().enumerate())
             .filter(|(_, t)| matches!(t, hfexport::models::config::LayerType::SlidingAttention))
@@ -77,7 +78,7 @@ pub(crate) fn inspect(path: &Path, task: Option<&str>, full: bool, json: bool) -
             .collect();
         (w, layers)
     });
-    let total = g.parameter_count();
+    let total = parameter_count(&graphs);
     let active = c.moe.as_ref().map(|m| total - idle_expert_parameters(c, m));
     let mut dtypes: BTreeMap<String, usize> = BTreeMap::new();
     for name in ckpt.tensor_names() {
@@ -85,7 +86,6 @@ pub(crate) fn inspect(path: &Path, task: Option<&str>, full: bool, json: bool) -
             *dtypes.entry(info.dtype.to_string()).or_default() += 1;
         }
     }
-    let ops = op_histogram(&g);
     if json {
         let v = json!({
             "checkpoint": path.display().to_string(),
@@ -102,16 +102,12 @@ pub(crate) fn inspect(path: &Path, task: Option<&str>, full: bool, json: bool) -
             "tied_embeddings": c.tie_word_embeddings,
             "parameters": {"total": total, "active_per_token": active.unwrap_or(total)},
             "stored": {"tensors": ckpt.tensor_names().count(), "dtypes": dtypes},
-            "graph": {
-                "task": task.name(),
-                "nodes": g.nodes().len(),
-                "weights": g.weights().len(),
-                "symbols": g.symbols.iter().map(|(s, r)| (s.name().to_string(), json!({"min": r.min, "max": r.max}))).collect::<serde_json::Map<_, _>>(),
-                "inputs": g.inputs().iter().map(|p| port_json(&g, p)).collect::<Vec<_>>(),
-                "outputs": g.outputs().iter().map(|p| port_json(&g, p)).collect::<Vec<_>>(),
-                "ops": ops.iter().map(|(o, n)| (o.to_string(), json!(n))).collect::<serde_json::Map<_, _>>(),
-            },
+            "graph": graph_json(task, &graphs[0].1),
         });
+        let mut v = v;
+        if graphs.len() > 1 {
+            v["components"] = graphs.iter().map(|(name, g)| json!({"name": name, "graph": graph_json(task, g)})).collect();
+        }
         println!("{}", serde_json::to_string_pretty(&v)?);
         return Ok(());
     }
@@ -145,6 +141,17 @@ pub(crate) fn inspect(path: &Path, task: Option<&str>, full: bool, json: bool) -
     if let Some(e) = &c.encoder {
         println!("encoder      task {}, {} labels, {} token types", task.name(), e.num_labels, e.type_vocab_size);
     }
+    if let Some(s) = &c.seq2seq {
+        println!(
+            "speech       encoder layers {}, heads {}, intermediate {}; {} mel bins x {} frames; decoder starts at {}",
+            s.encoder_layers,
+            s.encoder_heads,
+            s.encoder_ffn,
+            s.mel_bins,
+            2 * s.source_positions,
+            s.decoder_start_token_id
+        );
+    }
     if let Some((w, layers)) = &sliding {
         println!("sliding      window {w} on {} of {} layers", layers.len(), c.num_hidden_layers);
     }
@@ -164,24 +171,62 @@ pub(crate) fn inspect(path: &Path, task: Option<&str>, full: bool, json: bool) -
     }
     let dt: Vec<String> = dtypes.iter().map(|(d, n)| format!("{d} x{n}")).collect();
     println!("stored       {} tensors: {}", ckpt.tensor_names().count(), dt.join(", "));
-    println!("graph        {} nodes, {} weights", g.nodes().len(), g.weights().len());
-    for (s, r) in g.symbols.iter() {
-        println!("  symbol     {} in {}..={}", s.name(), r.min, r.max);
-    }
-    for p in g.inputs() {
-        let i = g.info(p.value);
-        println!("  input      {}: {}{}", p.name, i.dtype, shape_to_string(&i.shape));
-    }
-    for p in g.outputs() {
-        let i = g.info(p.value);
-        println!("  output     {}: {}{}", p.name, i.dtype, shape_to_string(&i.shape));
-    }
-    let ops: Vec<String> = ops.iter().map(|(o, n)| format!("{o} x{n}")).collect();
-    println!("  ops        {}", ops.join(", "));
-    if full {
-        print!("{}", dump(&g));
+    for (name, g) in &graphs {
+        let which = if graphs.len() > 1 { format!("{name}: ") } else { String::new() };
+        println!("graph        {which}{} nodes, {} weights", g.nodes().len(), g.weights().len());
+        for (s, r) in g.symbols.iter() {
+            println!("  symbol     {} in {}..={}", s.name(), r.min, r.max);
+        }
+        for p in g.inputs() {
+            let i = g.info(p.value);
+            println!("  input      {}: {}{}", p.name, i.dtype, shape_to_string(&i.shape));
+        }
+        for p in g.outputs() {
+            let i = g.info(p.value);
+            println!("  output     {}: {}{}", p.name, i.dtype, shape_to_string(&i.shape));
+        }
+        let ops: Vec<String> = op_histogram(g).iter().map(|(o, n)| format!("{o} x{n}")).collect();
+        println!("  ops        {}", ops.join(", "));
+        if full {
+            print!("{}", dump(g));
+        }
     }
     Ok(())
+}
+
+/// The graphs `inspect` describes: the forward graph of `task`, or an encoder-decoder's
+/// components (`encoder`, and `decode` over a static cache of the decoder's positions).
+fn graphs_of(ckpt: &Checkpoint, task: Task) -> Result<Vec<(String, Graph)>> {
+    if task != Task::SpeechRecognition {
+        return Ok(vec![("model".into(), forward_graph(ckpt, task)?)]);
+    }
+    let slots = Some(ckpt.config.max_position_embeddings);
+    let plan = hfexport::models::build_generation(&ckpt.config, ckpt, &BuildOptions::default(), slots, true)?;
+    Ok(plan.into_iter().map(|p| (p.spec.name, p.graph)).collect())
+}
+
+/// Parameters of the distinct weights of `graphs` (components share weights by name).
+fn parameter_count(graphs: &[(String, Graph)]) -> u64 {
+    let mut seen = std::collections::BTreeSet::new();
+    let mut total = 0;
+    for (_, g) in graphs {
+        for w in g.weights().iter().filter(|w| seen.insert(w.name.clone())) {
+            total += g.info(w.value).shape.iter().map(|d| d.as_const().unwrap_or(0) as u64).product::<u64>();
+        }
+    }
+    total
+}
+
+fn graph_json(task: Task, g: &Graph) -> serde_json::Value {
+    json!({
+        "task": task.name(),
+        "nodes": g.nodes().len(),
+        "weights": g.weights().len(),
+        "symbols": g.symbols.iter().map(|(s, r)| (s.name().to_string(), json!({"min": r.min, "max": r.max}))).collect::<serde_json::Map<_, _>>(),
+        "inputs": g.inputs().iter().map(|p| port_json(g, p)).collect::<Vec<_>>(),
+        "outputs": g.outputs().iter().map(|p| port_json(g, p)).collect::<Vec<_>>(),
+        "ops": op_histogram(g).iter().map(|(o, n)| (o.to_string(), json!(n))).collect::<serde_json::Map<_, _>>(),
+    })
 }
 
 /// The rotary embedding(s) of a config: type, base and rotated channels, the sliding layers'
