@@ -5,9 +5,9 @@ use crate::{forward_graph, open_checkpoint, task_of};
 use anyhow::Result;
 use hfexport::core::dim::shape_to_string;
 use hfexport::core::dump::{dump, op_histogram};
+use hfexport::{BuildOptions, Checkpoint, Graph, Task};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
-use hfexport::{BuildOptions, Checkpoint, Graph, Task};
 use std::path::Path;
 
 /// What `export.json` says about an export folder; `json`: the file itself, as it is.
@@ -106,7 +106,8 @@ pub(crate) fn inspect(path: &Path, task: Option<&str>, full: bool, json: bool) -
         });
         let mut v = v;
         if graphs.len() > 1 {
-            v["components"] = graphs.iter().map(|(name, g)| json!({"name": name, "graph": graph_json(task, g)})).collect();
+            v["components"] =
+                graphs.iter().map(|(name, g)| json!({"name": name, "graph": graph_json(task, g)})).collect();
         }
         println!("{}", serde_json::to_string_pretty(&v)?);
         return Ok(());

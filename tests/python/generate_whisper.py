@@ -1,0 +1,147 @@
+"""Greedy generation over hfexport Whisper exports (`encoder` + static-cache `decode`) in the
+upstream Python runtimes, the way a Python user writes the loop, for the Rust test suite.
+
+usage: generate_whisper.py JOBS.json OUT.json
+
+JOBS is a list of [EXPORT_DIR, FEATURES.safetensors (`input_features` [1, mel, frames]), N];
+OUT maps each EXPORT_DIR to its N tokens. The encoder runs once; its outputs named like decode
+inputs (`cross.layers.<i>.keys|values`) are fed to every decode call beside `input_ids`,
+`attention_mask` (bool [1, 1, q, cache_len]), `position_ids` and the caches. The first call is
+`decoder_start_token_id` (config.json) at position 0, then one token a step. Per format:
+onnxruntime sessions, the caches fed back; OpenVINO's stateful `decode` (the caches live in the
+infer request, `beam_idx` [0]; compiled with KV_CACHE_PRECISION=f32); the `.pt2` programs of
+`load_pt2` called positionally in export.json's input order, the static caches updated in place;
+the `.pte` methods in the ExecuTorch runtime, positionally, returning [caches, logits, caches],
+the updated caches fed back.
+"""
+import json
+import os
+import sys
+import warnings
+
+warnings.filterwarnings("ignore")
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+from safetensors.numpy import load_file  # noqa: E402
+
+OV_CONFIG = {"INFERENCE_PRECISION_HINT": "f32", "KV_CACHE_PRECISION": "f32"}
+
+
+def main():
+    jobs, out = sys.argv[1:3]
+    result = {}
+    for export, features, n in json.load(open(jobs)):
+        meta = json.load(open(os.path.join(export, "export.json")))
+        feats = load_file(features)["input_features"]
+        start = json.load(open(os.path.join(export, "config.json")))["decoder_start_token_id"]
+        result[export] = RUNTIMES[meta["format"]](export, meta, feats, start, n)
+    json.dump(result, open(out, "w"))
+
+
+def components(meta):
+    comps = {c["name"]: c for c in meta["components"]}
+    assert [c["role"] for c in meta["components"]] == ["encoder", "decode"], meta["components"]
+    return comps["encoder"], comps["decode"], meta["symbols"]["cache_len"]["max"]
+
+
+def step_feeds(token, pos, slots):
+    return {
+        "input_ids": np.array([[token]], np.int64),
+        "attention_mask": np.ascontiguousarray((np.arange(slots) <= pos)[None, None, None, :]),
+        "position_ids": np.array([[pos]], np.int64),
+    }
+
+
+def zeros(port, slots):
+    return np.zeros([slots if d == "cache_len" else int(d) for d in port["shape"]], np.float32)
+
+
+def onnx(export, meta, feats, start, n):
+    import onnxruntime as ort
+
+    enc_c, dec_c, slots = components(meta)
+    sess = {c["name"]: ort.InferenceSession(os.path.join(export, f"{c['name']}.onnx")) for c in (enc_c, dec_c)}
+    enc = dict(zip([o.name for o in sess["encoder"].get_outputs()], sess["encoder"].run(None, {"input_features": feats})))
+    names = [p["name"] for p in dec_c["inputs"]]
+    caches = {p["name"]: zeros(p, slots) for p in dec_c["inputs"] if p["name"].startswith("input.")}
+    outs = [o.name for o in sess["decode"].get_outputs()]
+    tokens, token = [], start
+    for pos in range(n):
+        f = {**step_feeds(token, pos, slots), **caches, **{k: enc[k] for k in names if k in enc}}
+        r = dict(zip(outs, sess["decode"].run(None, f)))
+        caches = {"input." + k[len("output."):]: v for k, v in r.items() if k.startswith("output.")}
+        token = int(r["logits"][0, -1].argmax())
+        tokens.append(token)
+    return tokens
+
+
+def openvino(export, meta, feats, start, n):
+    import openvino as ov
+
+    enc_c, dec_c, slots = components(meta)
+    core = ov.Core()
+
+    def compiled(c):
+        xml, bin_ = (next(f for f in c["files"] if f.endswith(ext)) for ext in (".xml", ".bin"))
+        return core.compile_model(core.read_model(os.path.join(export, xml), os.path.join(export, bin_)), "CPU", OV_CONFIG)
+
+    enc = {k.get_any_name(): v for k, v in compiled(enc_c).create_infer_request().infer({"input_features": feats}).items()}
+    decode = compiled(dec_c)
+    assert dec_c.get("states"), "the default OpenVINO export is stateful"
+    cross = {i.get_any_name(): enc[i.get_any_name()] for i in decode.inputs if i.get_any_name() in enc}
+    req = decode.create_infer_request()
+    tokens, token = [], start
+    for pos in range(n):
+        f = {**step_feeds(token, pos, slots), **cross, "beam_idx": np.array([0], np.int32)}
+        token = int(req.infer(f)["logits"][0, -1].argmax())
+        tokens.append(token)
+    return tokens
+
+
+def dynamo(export, meta, feats, start, n):
+    from torch.export.pt2_archive._package import load_pt2
+
+    enc_c, dec_c, slots = components(meta)
+    (file,) = {f for f in enc_c["files"] if f.endswith(".pt2")}
+    programs = load_pt2(os.path.join(export, file)).exported_programs
+    encoder, decode = programs["encoder"].module(), programs["decode"].module()
+    enc = dict(zip([p["name"] for p in enc_c["outputs"]], encoder(input_features=torch.from_numpy(feats))))
+    caches = {p["name"]: torch.from_numpy(zeros(p, slots)) for p in dec_c["inputs"] if p["name"].startswith("input.")}
+    first = next(iter(caches.values()))
+    tokens, token = [], start
+    for pos in range(n):
+        f = {k: torch.from_numpy(v) for k, v in step_feeds(token, pos, slots).items()}
+        args = [f.get(p["name"], caches.get(p["name"], enc.get(p["name"]))) for p in dec_c["inputs"]]
+        logits = decode(*args)  # the static caches are updated in place, not returned
+        assert first[..., pos, :].abs().sum() > 0, "the cache was not updated in place"
+        token = int(logits[0, -1].argmax())
+        tokens.append(token)
+    return tokens
+
+
+def executorch(export, meta, feats, start, n):
+    from executorch.runtime import Runtime
+
+    enc_c, dec_c, slots = components(meta)
+    (file,) = {f for f in enc_c["files"] if f.endswith(".pte")}
+    program = Runtime.get().load_program(os.path.join(export, file))
+    encoder, decode = program.load_method("encoder"), program.load_method("decode")
+    enc = {p["name"]: v.clone() for p, v in zip(enc_c["outputs"], encoder.execute([torch.from_numpy(feats)]))}
+    caches = {p["name"]: torch.from_numpy(zeros(p, slots)) for p in dec_c["inputs"] if p["name"].startswith("input.")}
+    k = len(caches)
+    tokens, token = [], start
+    for pos in range(n):
+        f = {k: torch.from_numpy(v) for k, v in step_feeds(token, pos, slots).items()}
+        args = [f.get(p["name"], caches.get(p["name"], enc.get(p["name"]))) for p in dec_c["inputs"]]
+        # the method returns [caches, logits, caches] (the caches in input order)
+        outs = decode.execute(args)
+        caches = {name: v.clone() for name, v in zip(caches, outs[k + 1:])}
+        token = int(outs[k][0, -1].argmax())
+        tokens.append(token)
+    return tokens
+
+
+RUNTIMES = {"onnx": onnx, "openvino": openvino, "dynamo": dynamo, "executorch": executorch}
+
+if __name__ == "__main__":
+    main()
