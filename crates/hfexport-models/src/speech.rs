@@ -119,7 +119,7 @@ impl Decoder<'_> {
         let padded = self.op(&vb.name("padded"), Op::Concat { axis: 1 }, &[zero, x, zero])?;
         let mut taps = vec![];
         for j in 0..3 {
-            let name = vb.name(&format!("tap{j}"));
+            let name = vb.name(format!("tap{j}"));
             let (start, end) = (Dim::from(j), Dim::from(j + frames));
             let mut t = self.op(&name, Op::Slice { axis: 1, start, end }, &[padded])?;
             if stride == 2 {
