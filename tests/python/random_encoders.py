@@ -16,14 +16,13 @@ num_labels), tied or untied masked-LM decoders, BERT padding ids other than 0, s
 types, rope thetas (legacy keys or rope_parameters), biases, head activations and poolings.
 """
 
-import argparse
 import json
-import random
-from pathlib import Path
 
 import torch
 import transformers
 from safetensors.torch import save_file
+
+import random_cases
 
 CLASSES = [
     ("bert", "BertModel", "feature-extraction"),
@@ -157,23 +156,12 @@ def modernbert_keys(rng, layers, pad):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("out")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--count", type=int, default=12)
-    a = ap.parse_args()
-    out = Path(a.out)
-    out.mkdir(parents=True, exist_ok=True)
-    transformers.utils.logging.set_verbosity_error()
-    transformers.utils.logging.disable_progress_bar()
-    torch.set_num_threads(1)
     cases = []
-    for i in range(a.count):
-        rng = random.Random(a.seed * 1000 + i)
+    for out, i, seed, rng in random_cases.cases(12):
         family, cls_name, task, seq, kw = sample(rng, i)
         config = getattr(transformers, CONFIGS[family])(**kw)
         config._attn_implementation = "eager"
-        torch.manual_seed(a.seed * 1000 + i)
+        torch.manual_seed(seed)
         model = getattr(transformers, cls_name)(config).eval()
         with torch.no_grad():
             for name, p in model.named_parameters():

@@ -13,14 +13,13 @@ decoder heads dividing it independently, 1-3 layers on each side, any FFN widths
 tied or untied proj_out, and the decoder start token.
 """
 
-import argparse
 import json
-import random
-from pathlib import Path
 
 import torch
 import transformers
 from safetensors.torch import save_file
+
+import random_cases
 
 ACTS = ["gelu", "gelu_new", "relu", "silu", "gelu_pytorch_tanh", "quick_gelu"]
 STD = 0.15
@@ -52,23 +51,12 @@ def sample(rng):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("out")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--count", type=int, default=6)
-    a = ap.parse_args()
-    out = Path(a.out)
-    out.mkdir(parents=True, exist_ok=True)
-    transformers.utils.logging.set_verbosity_error()
-    transformers.utils.logging.disable_progress_bar()
-    torch.set_num_threads(1)
     cases = []
-    for i in range(a.count):
-        rng = random.Random(a.seed * 1000 + i)
+    for out, i, seed, rng in random_cases.cases(6):
         kw = sample(rng)
         config = transformers.WhisperConfig(**kw)
         config._attn_implementation = "eager"
-        torch.manual_seed(a.seed * 1000 + i)
+        torch.manual_seed(seed)
         model = transformers.WhisperForConditionalGeneration(config).eval()
         with torch.no_grad():
             for name, p in model.named_parameters():

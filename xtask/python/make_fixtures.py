@@ -1049,7 +1049,8 @@ def encoder_inputs(gen, spec, config, rows, pad):
     return inputs
 
 
-def make_encoder_fixture(outdir, spec):
+def fresh_model(outdir, spec):
+    """An empty fixture folder and the spec's model, seeded, eager attention, weights widened."""
     folder = outdir / spec.name
     if folder.exists():
         shutil.rmtree(folder)
@@ -1058,6 +1059,11 @@ def make_encoder_fixture(outdir, spec):
     spec.config._attn_implementation = "eager"
     model = spec.model_cls(spec.config).to(torch.float32).eval()
     widen_weights(model)
+    return folder, model
+
+
+def make_encoder_fixture(outdir, spec):
+    folder, model = fresh_model(outdir, spec)
     model.save_pretrained(folder, safe_serialization=True)
     del model
     model = spec.model_cls.from_pretrained(folder, dtype=torch.float32, attn_implementation="eager").eval()
@@ -1123,14 +1129,7 @@ def make_speech_fixture(outdir, spec):
     """golden.safetensors: `single` [1, mel, frames] and `batch` [2, ...] input_features with their
     encoder_hidden_states, and `single.tokens`: 16 tokens of plain greedy decoding (the whole
     sequence recomputed every step, no cache, from decoder_start_token_id, EOS not stopping)."""
-    folder = outdir / spec.name
-    if folder.exists():
-        shutil.rmtree(folder)
-    folder.mkdir(parents=True)
-    torch.manual_seed(spec.seed)
-    spec.config._attn_implementation = "eager"
-    model = spec.model_cls(spec.config).to(torch.float32).eval()
-    widen_weights(model)
+    folder, model = fresh_model(outdir, spec)
     with torch.no_grad():  # positions of std 1 move the greedy tokens (else one token repeats)
         model.model.decoder.embed_positions.weight.mul_(1.0 / STD)
     model.save_pretrained(folder, safe_serialization=True)

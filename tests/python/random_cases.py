@@ -1,0 +1,25 @@
+"""What the random-checkpoint scripts share: their command line and the seeded loop over cases."""
+
+import argparse
+import random
+from pathlib import Path
+
+import torch
+import transformers
+
+
+def cases(default_count):
+    """Parses `OUTDIR --seed S --count N`, quiets transformers, and yields (OUTDIR, i, rng) for
+    each case with an rng seeded by (S, i)."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("out")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--count", type=int, default=default_count)
+    a = ap.parse_args()
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    transformers.utils.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()
+    torch.set_num_threads(1)
+    for i in range(a.count):
+        yield out, i, a.seed * 1000 + i, random.Random(a.seed * 1000 + i)
