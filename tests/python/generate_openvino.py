@@ -10,7 +10,7 @@ request (a fresh request starts from zeros); the prompt goes through one call wh
 length is symbolic, else token by token, with `beam_idx` = [0]. Stateless exports: the ONNX-style
 `input.<name>`/`output.<name>` pairs, each output fed back as the next input; static caches are
 sized from the model's own input metadata (one dynamic axis, set to `cache_len`'s maximum).
-Compiled with INFERENCE_PRECISION_HINT=f32 and KV_CACHE_PRECISION=f32.
+Compiled with INFERENCE_PRECISION_HINT=f32, KV_CACHE_PRECISION=f32 and DYNAMIC_QUANTIZATION_GROUP_SIZE=0.
 """
 import json
 import os
@@ -20,7 +20,7 @@ import numpy as np
 import openvino as ov
 from safetensors.numpy import load_file
 
-CONFIG = {"INFERENCE_PRECISION_HINT": "f32", "KV_CACHE_PRECISION": "f32"}
+CONFIG = {"INFERENCE_PRECISION_HINT": "f32", "KV_CACHE_PRECISION": "f32", "DYNAMIC_QUANTIZATION_GROUP_SIZE": "0"}
 DTYPES = {ov.Type.f32: np.float32, ov.Type.f16: np.float16}
 
 

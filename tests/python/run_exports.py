@@ -26,7 +26,7 @@ def runner(path):
         s = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
         return lambda f: s.run(["logits"], f)[0]
     if path.endswith(".xml"):
-        c = ov.Core().compile_model(path, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+        c = ov.Core().compile_model(path, "CPU", {"INFERENCE_PRECISION_HINT": "f32", "DYNAMIC_QUANTIZATION_GROUP_SIZE": "0"})
         return lambda f: c(f)[c.output("logits")]
     if path.endswith(".pte"):
         from executorch.runtime import Runtime

@@ -35,7 +35,7 @@ def main():
         save_file(outputs, out_path)
         return
     core = ov.Core()
-    compiled = core.compile_model(core.read_model(model_path), "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+    compiled = core.compile_model(core.read_model(model_path), "CPU", {"INFERENCE_PRECISION_HINT": "f32", "DYNAMIC_QUANTIZATION_GROUP_SIZE": "0"})
     for i, feed in enumerate(feeds):
         result = compiled(feed)
         outputs[f"{i}.openvino"] = np.ascontiguousarray(result[compiled.output("logits")])
