@@ -1,12 +1,14 @@
-//! Whisper (`WhisperForConditionalGeneration`) as two components: the `encoder` (log-mel
-//! features in; the encoder states and every decoder layer's cross-attention keys and values
-//! out) and the static-cache `decode` taking them. In the reference evaluator the encoder states
-//! equal transformers' at 1e-4 (single and batched features) and a greedy loop over `decode`
-//! (the start token in an empty cache, then one token a step) gives transformers' 16 plain
-//! greedy tokens; each format's export passes `--verify` for both components in its runtime.
+//! Encoder-decoders (`WhisperForConditionalGeneration`, `T5ForConditionalGeneration`) as two
+//! components: the `encoder` (log-mel features or tokens in; the encoder states and every
+//! decoder layer's cross-attention keys and values out) and the static-cache `decode` taking
+//! them. In the reference evaluator the encoder states equal transformers' at 1e-4 (single and
+//! batched inputs, T5's padded) and a greedy loop over `decode` (the start token in an empty
+//! cache, then one token a step) gives transformers' 16 plain greedy tokens; each format's
+//! export passes `--verify` for both components in its runtime. Random unseen Whisper and T5
+//! configurations do the same.
 
 mod common;
-use common::{fixture, python, script, speech_fixtures};
+use common::{fixture, python, script, seq2seq_fixtures};
 use hfexport::{AutoExportConfig, AutoHfExporter, DType, ExportRequest, Generation};
 use hfexport_core::plan::Role;
 use hfexport_core::{Evaluator, Graph, Tensor};
@@ -56,10 +58,19 @@ fn greedy(ckpt: &Checkpoint, decode: &Graph, slots: usize, cross: &BTreeMap<Stri
     got
 }
 
+/// The encoder inputs of golden case `case` (every `<case>.<name>` but the outputs).
+fn encoder_inputs(gold: &BTreeMap<String, Tensor>, case: &str) -> BTreeMap<String, Tensor> {
+    let prefix = format!("{case}.");
+    gold.iter()
+        .filter_map(|(k, v)| k.strip_prefix(&prefix).map(|n| (n.to_string(), v.clone())))
+        .filter(|(n, _)| !["encoder_hidden_states", "tokens"].contains(&n.as_str()))
+        .collect()
+}
+
 #[test]
-fn whisper_components_match_transformers_in_the_evaluator() {
-    let names = speech_fixtures();
-    assert!(!names.is_empty(), "the manifest lists the speech fixtures");
+fn encoder_decoders_match_transformers_in_the_evaluator() {
+    let names = seq2seq_fixtures();
+    assert!(names.len() >= 3, "the manifest lists the encoder-decoder fixtures: {names:?}");
     for name in names {
         let ckpt = Checkpoint::open(&fixture(name)).unwrap();
         let gold = read_all(fixture(name).join("golden.safetensors")).unwrap();
@@ -70,8 +81,7 @@ fn whisper_components_match_transformers_in_the_evaluator() {
         let ev = Evaluator::new(encoder, &ckpt).unwrap();
         let mut cross = BTreeMap::new();
         for case in ["single", "batch"] {
-            let feats = gold[&format!("{case}.input_features")].clone();
-            let out = ev.run(&BTreeMap::from([("input_features".to_string(), feats)])).unwrap();
+            let out = ev.run(&encoder_inputs(&gold, case)).unwrap();
             let d = worst(&out["encoder_hidden_states"], &gold[&format!("{case}.encoder_hidden_states")]);
             assert!(d <= 1e-4, "{name} {case}: encoder states differ by {d}");
             if case == "single" {
@@ -106,7 +116,8 @@ fn export_and_verify(model: &Path, slots: usize, out: &Path) -> Vec<String> {
             Ok(meta) => {
                 let names: Vec<&str> = meta.components.iter().map(|c| c.name()).collect();
                 let verified = meta.verification.as_ref().is_some_and(|v| v.max_abs_diff <= v.atol);
-                if meta.task != Task::SpeechRecognition.name() || names != ["encoder", "decode"] || !verified {
+                let seq2seq = [Task::SpeechRecognition.name(), Task::Text2TextGeneration.name()];
+                if !seq2seq.contains(&meta.task.as_str()) || names != ["encoder", "decode"] || !verified {
                     failures
                         .push(format!("{format}: task {}, components {names:?}, {:?}", meta.task, meta.verification));
                 }
@@ -117,30 +128,31 @@ fn export_and_verify(model: &Path, slots: usize, out: &Path) -> Vec<String> {
 }
 
 #[test]
-fn whisper_exports_verify_in_every_runtime() {
+fn encoder_decoder_exports_verify_in_every_runtime() {
     let tmp = tempfile::tempdir().unwrap();
-    for name in speech_fixtures() {
+    for name in seq2seq_fixtures() {
         let failures = export_and_verify(&fixture(name), CACHE, &tmp.path().join(name));
         assert!(failures.is_empty(), "{name}:\n{}", failures.join("\n"));
     }
 }
 
-/// Whisper checkpoints the fixture does not cover (`tests/python/random_whisper.py`: widths,
-/// head counts on each side, layers, FFN widths, mel bins including 80 and 128, source and
-/// target lengths, activations, tied or untied `proj_out`, start tokens), made by transformers
-/// at test time: encoder states at 1e-4 and 8 greedy tokens in the evaluator, and `--verify` in
-/// every format.
+/// Encoder-decoders the fixtures do not cover (`tests/python/random_seq2seq.py`; Whisper:
+/// widths, head counts on each side, layers, FFN widths, mel bins including 80 and 128, source
+/// and target lengths, activations, tied or untied `proj_out`, start tokens; T5: head sizes
+/// apart from the width, encoder and decoder depths, relu or gated MLPs, bucket counts and
+/// distances, tied-and-scaled or stored heads), made by transformers at test time: encoder
+/// states at 1e-4 and 8 greedy tokens in the evaluator, and `--verify` in every format.
 #[test]
-fn random_whisper_checkpoints_match_transformers_and_verify() {
+fn random_encoder_decoders_match_transformers_and_verify() {
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("ckpt");
     let o = Command::new(python())
-        .arg(script("random_whisper.py"))
+        .arg(script("random_seq2seq.py"))
         .arg(&out)
-        .args(["--seed", "20261202", "--count", "6"])
+        .args(["--seed", "20261202", "--count", "10"])
         .output()
         .expect("start python");
-    assert!(o.status.success(), "random_whisper.py failed:\n{}", String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.success(), "random_seq2seq.py failed:\n{}", String::from_utf8_lossy(&o.stderr));
     let index: serde_json::Value = serde_json::from_slice(&std::fs::read(out.join("index.json")).unwrap()).unwrap();
     let mut failures = vec![];
     for case in index["cases"].as_array().unwrap() {
@@ -151,8 +163,12 @@ fn random_whisper_checkpoints_match_transformers_and_verify() {
         let slots = 12;
         let plan = build_generation(&ckpt.config, &ckpt, &BuildOptions::default(), Some(slots), true).unwrap();
         let ev = Evaluator::new(&plan[0].graph, &ckpt).unwrap();
-        let feats = BTreeMap::from([("input_features".to_string(), gold["input_features"].clone())]);
-        let out = ev.run(&feats).unwrap();
+        let inputs: BTreeMap<String, Tensor> = gold
+            .iter()
+            .filter(|(k, _)| !["encoder_hidden_states", "tokens"].contains(&k.as_str()))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let out = ev.run(&inputs).unwrap();
         let d = worst(&out["encoder_hidden_states"], &gold["encoder_hidden_states"]);
         if d > 1e-4 {
             failures.push(format!("{name}: encoder states differ by {d}\n    {desc}"));
@@ -170,7 +186,7 @@ fn random_whisper_checkpoints_match_transformers_and_verify() {
 }
 
 #[test]
-fn whisper_without_a_static_cache_is_refused() {
+fn encoder_decoders_without_a_static_cache_are_refused() {
     let ckpt = Checkpoint::open(&fixture("whisper")).unwrap();
     let e = build_generation(&ckpt.config, &ckpt, &BuildOptions::default(), None, false).unwrap_err().to_string();
     assert!(e.contains("--static-cache"), "{e}");

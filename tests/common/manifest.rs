@@ -13,7 +13,7 @@ pub fn fixtures() -> Vec<&'static str> {
 }
 
 /// Tasks exported for generation (components and caches), not as one forward graph.
-const GENERATING: [&str; 2] = ["causal-lm", "automatic-speech-recognition"];
+const GENERATING: [&str; 3] = ["causal-lm", "automatic-speech-recognition", "text2text-generation"];
 
 /// The encoder fixtures (BERT, RoBERTa, ...) with their task, in manifest order; narrowed by
 /// `HFEXPORT_FIXTURES` like [`fixtures`].
@@ -21,6 +21,12 @@ pub fn encoder_fixtures() -> Vec<(&'static str, &'static str)> {
     let all: Vec<_> = manifest_fixtures().into_iter().filter(|(_, task)| !GENERATING.contains(task)).collect();
     let names = narrowed(all.iter().map(|(n, _)| *n).collect());
     all.into_iter().filter(|(n, _)| names.contains(n)).collect()
+}
+
+/// The encoder-decoder fixtures (Whisper, T5), in manifest order; narrowed like [`fixtures`].
+pub fn seq2seq_fixtures() -> Vec<&'static str> {
+    let all = manifest_fixtures().into_iter().filter(|(_, task)| GENERATING[1..].contains(task));
+    narrowed(all.map(|(n, _)| n).collect())
 }
 
 /// The speech encoder-decoder fixtures (Whisper), in manifest order; narrowed like [`fixtures`].

@@ -1,13 +1,15 @@
-"""Greedy generation over hfexport Whisper exports (`encoder` + static-cache `decode`) in the
-upstream Python runtimes, the way a Python user writes the loop, for the Rust test suite.
+"""Greedy generation over hfexport encoder-decoder exports (Whisper, T5: `encoder` + static-cache
+`decode`) in the upstream Python runtimes, the way a Python user writes the loop, for the Rust
+test suite.
 
-usage: generate_whisper.py JOBS.json OUT.json
+usage: generate_seq2seq.py JOBS.json OUT.json
 
-JOBS is a list of [EXPORT_DIR, FEATURES.safetensors (`input_features` [1, mel, frames]), N];
+JOBS is a list of [EXPORT_DIR, INPUTS.safetensors (the encoder's inputs by name: Whisper's
+`input_features` [1, mel, frames], T5's `input_ids` and `attention_mask` [1, L]), N];
 OUT maps each EXPORT_DIR to its N tokens. The encoder runs once; its outputs named like decode
 inputs (`cross.layers.<i>.keys|values`) are fed to every decode call beside `input_ids`,
 `attention_mask` (bool [1, 1, q, cache_len]), `position_ids` and the caches. The first call is
-`decoder_start_token_id` (config.json) at position 0, then one token a step. Per format:
+`decoder_start_token_id` (config.json; else the padding id) at position 0, then one token a step. Per format:
 onnxruntime sessions, the caches fed back; OpenVINO's stateful `decode` (the caches live in the
 infer request, `beam_idx` [0]; compiled with KV_CACHE_PRECISION=f32); the `.pt2` programs of
 `load_pt2` called positionally in export.json's input order, the static caches updated in place;
@@ -24,7 +26,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from safetensors.numpy import load_file  # noqa: E402
 
-OV_CONFIG = {"INFERENCE_PRECISION_HINT": "f32", "KV_CACHE_PRECISION": "f32"}
+OV_CONFIG = {"INFERENCE_PRECISION_HINT": "f32", "KV_CACHE_PRECISION": "f32", "DYNAMIC_QUANTIZATION_GROUP_SIZE": "0"}
 
 
 def main():
@@ -32,9 +34,11 @@ def main():
     result = {}
     for export, features, n in json.load(open(jobs)):
         meta = json.load(open(os.path.join(export, "export.json")))
-        feats = load_file(features)["input_features"]
-        start = json.load(open(os.path.join(export, "config.json")))["decoder_start_token_id"]
-        result[export] = RUNTIMES[meta["format"]](export, meta, feats, start, n)
+        inputs = load_file(features)
+        config = json.load(open(os.path.join(export, "config.json")))
+        start = config.get("decoder_start_token_id")
+        start = config["pad_token_id"] if start is None else start
+        result[export] = RUNTIMES[meta["format"]](export, meta, inputs, start, n)
     json.dump(result, open(out, "w"))
 
 
@@ -56,12 +60,12 @@ def zeros(port, slots):
     return np.zeros([slots if d == "cache_len" else int(d) for d in port["shape"]], np.float32)
 
 
-def onnx(export, meta, feats, start, n):
+def onnx(export, meta, inputs, start, n):
     import onnxruntime as ort
 
     enc_c, dec_c, slots = components(meta)
     sess = {c["name"]: ort.InferenceSession(os.path.join(export, f"{c['name']}.onnx")) for c in (enc_c, dec_c)}
-    enc = dict(zip([o.name for o in sess["encoder"].get_outputs()], sess["encoder"].run(None, {"input_features": feats})))
+    enc = dict(zip([o.name for o in sess["encoder"].get_outputs()], sess["encoder"].run(None, inputs)))
     names = [p["name"] for p in dec_c["inputs"]]
     caches = {p["name"]: zeros(p, slots) for p in dec_c["inputs"] if p["name"].startswith("input.")}
     outs = [o.name for o in sess["decode"].get_outputs()]
@@ -75,7 +79,7 @@ def onnx(export, meta, feats, start, n):
     return tokens
 
 
-def openvino(export, meta, feats, start, n):
+def openvino(export, meta, inputs, start, n):
     import openvino as ov
 
     enc_c, dec_c, slots = components(meta)
@@ -85,7 +89,7 @@ def openvino(export, meta, feats, start, n):
         xml, bin_ = (next(f for f in c["files"] if f.endswith(ext)) for ext in (".xml", ".bin"))
         return core.compile_model(core.read_model(os.path.join(export, xml), os.path.join(export, bin_)), "CPU", OV_CONFIG)
 
-    enc = {k.get_any_name(): v for k, v in compiled(enc_c).create_infer_request().infer({"input_features": feats}).items()}
+    enc = {k.get_any_name(): v for k, v in compiled(enc_c).create_infer_request().infer(inputs).items()}
     decode = compiled(dec_c)
     assert dec_c.get("states"), "the default OpenVINO export is stateful"
     cross = {i.get_any_name(): enc[i.get_any_name()] for i in decode.inputs if i.get_any_name() in enc}
@@ -98,14 +102,14 @@ def openvino(export, meta, feats, start, n):
     return tokens
 
 
-def dynamo(export, meta, feats, start, n):
+def dynamo(export, meta, inputs, start, n):
     from torch.export.pt2_archive._package import load_pt2
 
     enc_c, dec_c, slots = components(meta)
     (file,) = {f for f in enc_c["files"] if f.endswith(".pt2")}
     programs = load_pt2(os.path.join(export, file)).exported_programs
     encoder, decode = programs["encoder"].module(), programs["decode"].module()
-    enc = dict(zip([p["name"] for p in enc_c["outputs"]], encoder(input_features=torch.from_numpy(feats))))
+    enc = dict(zip([p["name"] for p in enc_c["outputs"]], encoder(**{k: torch.from_numpy(v) for k, v in inputs.items()})))
     caches = {p["name"]: torch.from_numpy(zeros(p, slots)) for p in dec_c["inputs"] if p["name"].startswith("input.")}
     first = next(iter(caches.values()))
     tokens, token = [], start
@@ -119,14 +123,14 @@ def dynamo(export, meta, feats, start, n):
     return tokens
 
 
-def executorch(export, meta, feats, start, n):
+def executorch(export, meta, inputs, start, n):
     from executorch.runtime import Runtime
 
     enc_c, dec_c, slots = components(meta)
     (file,) = {f for f in enc_c["files"] if f.endswith(".pte")}
     program = Runtime.get().load_program(os.path.join(export, file))
     encoder, decode = program.load_method("encoder"), program.load_method("decode")
-    enc = {p["name"]: v.clone() for p, v in zip(enc_c["outputs"], encoder.execute([torch.from_numpy(feats)]))}
+    enc = {p["name"]: v.clone() for p, v in zip(enc_c["outputs"], encoder.execute([torch.from_numpy(inputs[p["name"]]) for p in enc_c["inputs"]]))}
     caches = {p["name"]: torch.from_numpy(zeros(p, slots)) for p in dec_c["inputs"] if p["name"].startswith("input.")}
     k = len(caches)
     tokens, token = [], start

@@ -1,23 +1,28 @@
 #!/usr/bin/env python3
-"""Random Whisper checkpoints with transformers' outputs, for tests/speech_generation.rs.
+"""Random encoder-decoder checkpoints (Whisper and T5, dealt alternately) with transformers'
+outputs, for tests/seq2seq_generation.rs.
 
-Usage: random_whisper.py OUTDIR --seed S --count N
+Usage: random_seq2seq.py OUTDIR --seed S --count N
 
-Writes N folders (save_pretrained of a randomly configured WhisperForConditionalGeneration) with
-golden.safetensors: `input_features` [1, num_mel_bins, 2 * max_source_positions], the encoder's
-`encoder_hidden_states`, and `tokens`: 8 tokens of plain greedy decoding (the whole sequence
-recomputed every step, no cache, from decoder_start_token_id). OUTDIR/index.json lists
-{name, dir, description}. The sampled space: d_model from heads x head_dim with encoder and
-decoder heads dividing it independently, 1-3 layers on each side, any FFN widths, mel bins
-(including Whisper's 80 and 128), source and target lengths, the activations the config accepts,
-tied or untied proj_out, and the decoder start token.
+Writes N folders (save_pretrained of a randomly configured WhisperForConditionalGeneration or
+T5ForConditionalGeneration) with golden.safetensors: the encoder inputs (Whisper's
+`input_features` [1, num_mel_bins, 2 * max_source_positions]; T5's `input_ids` and an all-ones
+`attention_mask` [1, L]), the encoder's `encoder_hidden_states`, and `tokens`: 8 tokens of plain
+greedy decoding (the whole sequence recomputed every step, no cache, from
+decoder_start_token_id). OUTDIR/index.json lists {name, dir, description}. The sampled space:
+Whisper: d_model from heads x head_dim with encoder and decoder heads dividing it independently,
+1-3 layers on each side, any FFN widths, mel bins (including Whisper's 80 and 128), source and
+target lengths, the activations the config accepts, tied or untied proj_out, the start token.
+T5: d_kv apart from d_model / heads, 1-3 encoder and (num_decoder_layers, or as many) decoder
+layers, relu or gated MLPs of several activations, 4-32 buckets and their max distance, a
+head tied and scaled, or stored (no scale), inputs of 3-20 tokens.
 """
 
 import json
 
 import torch
 import transformers
-from safetensors.torch import save_file
+from safetensors.torch import load_file, save_file
 
 import random_cases
 
@@ -26,7 +31,7 @@ STD = 0.15
 TOKENS = 8
 
 
-def sample(rng):
+def whisper(rng):
     d_model = rng.choice([8, 12, 16, 24, 32, 48])
     heads = [h for h in (1, 2, 3, 4, 6, 8) if d_model % h == 0]
     vocab = rng.randint(30, 120)
@@ -50,34 +55,72 @@ def sample(rng):
     )
 
 
+def t5(rng):
+    buckets = rng.choice([4, 6, 8, 16, 32])
+    kw = dict(
+        vocab_size=rng.randint(30, 120),
+        d_model=rng.choice([8, 12, 16, 24, 32]),
+        d_kv=rng.choice([2, 4, 6, 8]),
+        d_ff=rng.randint(4, 64),
+        num_layers=rng.randint(1, 3),
+        num_heads=rng.choice([1, 2, 3, 4]),
+        relative_attention_num_buckets=buckets,
+        relative_attention_max_distance=rng.randint(buckets // 2 + 1, 40),
+        feed_forward_proj=rng.choice(["relu", "gelu", "gated-gelu", "gated-silu", "gated-relu"]),
+        layer_norm_epsilon=rng.choice([1e-6, 1e-5]),
+        tie_word_embeddings=rng.random() < 0.5,
+        dropout_rate=0.0,
+        decoder_start_token_id=0, pad_token_id=0, eos_token_id=1,
+    )
+    if rng.random() < 0.5:
+        kw["num_decoder_layers"] = rng.randint(1, 3)
+    return kw
+
+
+def build(kind, kw, seed, folder):
+    cls = getattr(transformers, "WhisperForConditionalGeneration" if kind == "whisper" else "T5ForConditionalGeneration")
+    config = getattr(transformers, "WhisperConfig" if kind == "whisper" else "T5Config")(**kw)
+    config._attn_implementation = "eager"
+    torch.manual_seed(seed)
+    model = cls(config).eval()
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            noise = torch.randn_like(p) * STD
+            p.copy_(1.0 + noise if "layer_norm" in name and name.endswith("weight") else noise)
+        if kind == "whisper":
+            model.model.decoder.embed_positions.weight.mul_(1.0 / STD)
+    model.save_pretrained(folder, safe_serialization=True)
+    if kind == "t5" and not kw["tie_word_embeddings"]:
+        # a T5 v1.1 file stores its own head (transformers ties it when saving)
+        weights = load_file(str(folder / "model.safetensors"))
+        weights["lm_head.weight"] = torch.randn(kw["vocab_size"], kw["d_model"]) * STD
+        save_file(weights, str(folder / "model.safetensors"), metadata={"format": "pt"})
+    return cls.from_pretrained(folder, attn_implementation="eager").eval()
+
+
 def main():
     cases = []
-    for out, i, seed, rng in random_cases.cases(6):
-        kw = sample(rng)
-        config = transformers.WhisperConfig(**kw)
-        config._attn_implementation = "eager"
-        torch.manual_seed(seed)
-        model = transformers.WhisperForConditionalGeneration(config).eval()
-        with torch.no_grad():
-            for name, p in model.named_parameters():
-                noise = torch.randn_like(p) * STD
-                p.copy_(1.0 + noise if "layer_norm" in name and name.endswith("weight") else noise)
-            model.model.decoder.embed_positions.weight.mul_(1.0 / STD)
-        name = f"{i:02d}-whisper"
+    for out, i, seed, rng in random_cases.cases(10):
+        kind = ("whisper", "t5")[i % 2]
+        kw = whisper(rng) if kind == "whisper" else t5(rng)
+        name = f"{i:02d}-{kind}"
         folder = out / name
-        model.save_pretrained(folder, safe_serialization=True)
-        model = transformers.WhisperForConditionalGeneration.from_pretrained(folder, attn_implementation="eager").eval()
+        model = build(kind, kw, seed, folder)
         gen = torch.Generator().manual_seed(i)
-        feats = torch.randn((1, kw["num_mel_bins"], 2 * kw["max_source_positions"]), generator=gen)
-        ids = torch.tensor([[kw["decoder_start_token_id"]]])
+        if kind == "whisper":
+            inputs = {"input_features": torch.randn((1, kw["num_mel_bins"], 2 * kw["max_source_positions"]), generator=gen)}
+        else:
+            ids = torch.randint(2, kw["vocab_size"], (1, rng.randint(3, 20)), generator=gen)
+            inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+        ids = torch.tensor([[model.config.decoder_start_token_id]])
         with torch.no_grad():
-            states = model.model.encoder(input_features=feats).last_hidden_state
+            states = model.get_encoder()(**inputs).last_hidden_state
             for _ in range(TOKENS):
-                logits = model(input_features=feats, decoder_input_ids=ids, use_cache=False).logits
+                logits = model(**inputs, decoder_input_ids=ids, use_cache=False).logits
                 ids = torch.cat([ids, logits[:, -1].argmax(-1, keepdim=True)], dim=1)
-        golden = {"input_features": feats, "encoder_hidden_states": states.contiguous(), "tokens": ids[0, 1:].contiguous()}
+        golden = {**inputs, "encoder_hidden_states": states.contiguous(), "tokens": ids[0, 1:].contiguous()}
         save_file(golden, str(folder / "golden.safetensors"))
-        desc = "WhisperForConditionalGeneration " + json.dumps({k: v for k, v in kw.items() if "suppress" not in k})
+        desc = f"{type(model).__name__} " + json.dumps({k: v for k, v in kw.items() if "suppress" not in k})
         cases.append({"name": name, "dir": name, "description": desc})
         print(desc)
     (out / "index.json").write_text(json.dumps({"cases": cases}, indent=1))

@@ -38,6 +38,7 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 import safetensors
+import safetensors.torch
 import torch
 import transformers
 from routing import router_gap
@@ -1092,25 +1093,34 @@ def make_encoder_fixture(outdir, spec):
     print(f"   heads:    {[k for k in stored if not k.startswith(bodies)]}")
 
 
-class SpeechSpec(NamedTuple):
+class Seq2SeqSpec(NamedTuple):
+    """An encoder-decoder fixture: Whisper (speech) or T5 (text)."""
     name: str
     seed: int
     config: object
     covers: str = ""
-    task: str = "automatic-speech-recognition"
+    untied_head: bool = False  # T5: store an lm_head of its own (T5 v1.1, Flan-T5)
+
+    @property
+    def speech(self):
+        return self.config.model_type == "whisper"
+
+    @property
+    def task(self):
+        return "automatic-speech-recognition" if self.speech else "text2text-generation"
 
     @property
     def model_cls(self):
-        from transformers import WhisperForConditionalGeneration
+        import transformers
 
-        return WhisperForConditionalGeneration
+        return getattr(transformers, "WhisperForConditionalGeneration" if self.speech else "T5ForConditionalGeneration")
 
 
-def speech_specs():
-    from transformers import WhisperConfig
+def seq2seq_specs():
+    from transformers import T5Config, WhisperConfig
 
     return [
-        SpeechSpec(
+        Seq2SeqSpec(
             "whisper", 120,
             WhisperConfig(vocab_size=99, d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
                           decoder_attention_heads=2, encoder_ffn_dim=37, decoder_ffn_dim=41, num_mel_bins=8,
@@ -1119,45 +1129,75 @@ def speech_specs():
                           begin_suppress_tokens=None),
             "8 mel bins x 24 frames, encoder heads 4 / decoder heads 2, untied ffn sizes, tied proj_out",
         ),
+        Seq2SeqSpec(
+            "t5", 122,
+            T5Config(vocab_size=99, d_model=32, d_kv=8, d_ff=37, num_layers=2, num_heads=4,
+                     relative_attention_num_buckets=8, relative_attention_max_distance=12, dropout_rate=0.0,
+                     decoder_start_token_id=0, pad_token_id=0, eos_token_id=1),
+            "T5 v1.0: relu MLP, tied head with the d_model ** -0.5 scale, 8 buckets up to distance 12",
+        ),
+        Seq2SeqSpec(
+            "t5_gated", 123,
+            T5Config(vocab_size=99, d_model=32, d_kv=6, d_ff=29, num_layers=3, num_decoder_layers=2, num_heads=4,
+                     relative_attention_num_buckets=16, relative_attention_max_distance=20, dropout_rate=0.0,
+                     feed_forward_proj="gated-gelu", tie_word_embeddings=False, decoder_start_token_id=0,
+                     pad_token_id=0, eos_token_id=1),
+            "T5 v1.1 / Flan: gated-gelu, its own lm_head, no output scale, d_kv 6, 3 encoder / 2 decoder layers",
+            untied_head=True,
+        ),
     ]
 
 
 GREEDY_TOKENS = 16
 
 
-def make_speech_fixture(outdir, spec):
-    """golden.safetensors: `single` [1, mel, frames] and `batch` [2, ...] input_features with their
+def make_seq2seq_fixture(outdir, spec):
+    """golden.safetensors: `single` [1, ...] and `batch` [2, ...] encoder inputs (Whisper's
+    input_features; T5's input_ids and attention_mask, row 1 right-padded) with their
     encoder_hidden_states, and `single.tokens`: 16 tokens of plain greedy decoding (the whole
     sequence recomputed every step, no cache, from decoder_start_token_id, EOS not stopping)."""
     folder, model = fresh_model(outdir, spec)
     with torch.no_grad():  # positions of std 1 move the greedy tokens (else one token repeats)
-        model.model.decoder.embed_positions.weight.mul_(1.0 / STD)
+        if spec.speech:
+            model.model.decoder.embed_positions.weight.mul_(1.0 / STD)
+        else:
+            for stack in (model.encoder, model.decoder):
+                stack.block[0].layer[0].SelfAttention.relative_attention_bias.weight.mul_(1.0 / STD)
     model.save_pretrained(folder, safe_serialization=True)
+    if spec.untied_head:  # transformers ties T5's head when saving; an older file stores its own
+        weights = safetensors.torch.load_file(str(folder / "model.safetensors"))
+        weights["lm_head.weight"] = torch.randn(model.config.vocab_size, model.config.d_model) * STD
+        save_file(weights, str(folder / "model.safetensors"), metadata={"format": "pt"})
     del model
     model = spec.model_cls.from_pretrained(folder, dtype=torch.float32, attn_implementation="eager").eval()
     cfg = model.config
     gen = torch.Generator().manual_seed(1000 + spec.seed)
     golden = {}
     for case, rows in [("single", 1), ("batch", 2)]:
-        feats = torch.randn((rows, cfg.num_mel_bins, 2 * cfg.max_source_positions), generator=gen)
+        if spec.speech:
+            inputs = {"input_features": torch.randn((rows, cfg.num_mel_bins, 2 * cfg.max_source_positions), generator=gen)}
+        else:
+            inputs = encoder_inputs(gen, spec, cfg, rows, 3 if rows == 2 else 0)
         with torch.no_grad():
-            states = model.model.encoder(input_features=feats).last_hidden_state
-        golden[f"{case}.input_features"] = feats.contiguous()
+            states = model.get_encoder()(**inputs).last_hidden_state
+        golden.update({f"{case}.{k}": v.contiguous() for k, v in inputs.items()})
         golden[f"{case}.encoder_hidden_states"] = states.contiguous()
+    encoder_inputs_of = {k[len("single."):]: v for k, v in golden.items() if k.startswith("single.")
+                         and not k.endswith("encoder_hidden_states")}
     ids = torch.tensor([[cfg.decoder_start_token_id]])
     with torch.no_grad():
         for _ in range(GREEDY_TOKENS):
-            logits = model(input_features=golden["single.input_features"], decoder_input_ids=ids,
-                           use_cache=False).logits
+            logits = model(**encoder_inputs_of, decoder_input_ids=ids, use_cache=False).logits
             ids = torch.cat([ids, logits[:, -1].argmax(-1, keepdim=True)], dim=1)
     golden["single.tokens"] = ids[0, 1:].contiguous()
     save_file(golden, str(folder / "golden.safetensors"))
     canonical_metadata_order(folder / "model.safetensors")
-    # the feature extractor `generate --audio` reads: 24 frames of 8 bins from 3 s of 16 kHz audio
-    transformers.WhisperFeatureExtractor(
-        feature_size=cfg.num_mel_bins, hop_length=48000 // (2 * cfg.max_source_positions), chunk_length=3
-    ).save_pretrained(folder)
-    print(f"== {spec.name}  (WhisperForConditionalGeneration, seed {spec.seed})")
+    if spec.speech:
+        # the feature extractor `generate --audio` reads: 24 frames of 8 bins from 3 s of 16 kHz audio
+        transformers.WhisperFeatureExtractor(
+            feature_size=cfg.num_mel_bins, hop_length=48000 // (2 * cfg.max_source_positions), chunk_length=3
+        ).save_pretrained(folder)
+    print(f"== {spec.name}  ({spec.model_cls.__name__}, seed {spec.seed})")
     print(f"   tokens:   {golden['single.tokens'].tolist()}")
 
 
@@ -1174,7 +1214,7 @@ def main():
         f"transformers {transformers.__version__}, torch {torch.__version__}, "
         f"safetensors {safetensors.__version__}, numpy {np.__version__}"
     )
-    specs, encoders, speech = fixture_specs(), encoder_specs(), speech_specs()
+    specs, encoders, seq2seq = fixture_specs(), encoder_specs(), seq2seq_specs()
     only = sys.argv[2:]  # regenerate only these (the manifest still lists every spec)
     for spec in specs:
         if not only or spec.name in only:
@@ -1182,10 +1222,10 @@ def main():
     for spec in encoders:
         if not only or spec.name in only:
             make_encoder_fixture(outdir, spec)
-    for spec in speech:
+    for spec in seq2seq:
         if not only or spec.name in only:
-            make_speech_fixture(outdir, spec)
-    write_manifest(outdir, specs + encoders + speech)
+            make_seq2seq_fixture(outdir, spec)
+    write_manifest(outdir, specs + encoders + seq2seq)
 
 
 def write_manifest(outdir, specs):

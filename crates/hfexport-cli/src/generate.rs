@@ -6,7 +6,7 @@ use anyhow::{bail, Context, Result};
 use hfexport::core::generation::StopReason;
 use hfexport::core::limits;
 use hfexport::core::metadata::ExportMetadata;
-use hfexport::core::plan::Role;
+use hfexport::core::plan::{Entry, Role};
 use hfexport::{AutoExportConfig, ExportFormat, Tensor};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -42,59 +42,109 @@ fn load_tokenizer(dir: &Path) -> Result<Option<tokenizers::Tokenizer>> {
     Ok(Some(tok))
 }
 
-/// Runs the export's `encoder` component on `--inputs`; the outputs the decode graphs take.
-fn encode(dir: &Path, meta: &ExportMetadata, a: &GenerateArgs) -> Result<BTreeMap<String, Tensor>> {
+/// Runs the export's `encoder` component on `--inputs`, `--audio` or (a text encoder) the
+/// tokens of `--prompt`; the outputs the decode graphs take.
+fn encode(
+    dir: &Path,
+    meta: &ExportMetadata,
+    a: &GenerateArgs,
+    tokenizer: Option<&tokenizers::Tokenizer>,
+) -> Result<BTreeMap<String, Tensor>> {
     let comp = meta.by_role(Role::Encoder).expect("the caller found the encoder");
-    let (path, mut feed) = match (&a.inputs, &a.audio) {
-        (Some(path), _) => {
+    let text_encoder = comp.spec.entry == Entry::TokenIds;
+    let (source, mut feed) = match (&a.inputs, &a.audio, &a.prompt) {
+        (Some(path), _, _) => {
             let feed = hfexport::models::safetensors::read_all(path)
                 .with_context(|| format!("cannot read --inputs {}", path.display()))?;
-            (path, feed)
+            (path.display().to_string(), feed)
         }
-        (None, Some(wav)) => {
+        (None, Some(wav), _) => {
             let fe = hfexport::audio::WhisperFeatures::from_dir(dir)?;
             let samples = hfexport::audio::read_wav(wav, fe.sampling_rate)?;
-            (wav, BTreeMap::from([("input_features".to_string(), fe.extract(&samples)?)]))
+            (wav.display().to_string(), BTreeMap::from([("input_features".to_string(), fe.extract(&samples)?)]))
         }
-        (None, None) => {
+        (None, None, Some(text)) if text_encoder => {
+            let ids = encode_text(dir, tokenizer, text)?;
+            let n = ids.len();
+            let feed = BTreeMap::from([
+                ("input_ids".to_string(), Tensor::i64(vec![1, n], ids)?),
+                ("attention_mask".to_string(), Tensor::i64(vec![1, n], vec![1; n])?),
+            ]);
+            ("--prompt".to_string(), feed)
+        }
+        _ => {
             let names: Vec<&str> = comp.inputs.iter().map(|p| p.name.as_str()).collect();
+            let other = if text_encoder { "text with --prompt" } else { "speech with --audio FILE.wav" };
             bail!(
                 "{}: this is an encoder-decoder export; give the encoder's inputs ({}) with --inputs \
-                 FILE.safetensors, or speech with --audio FILE.wav",
+                 FILE.safetensors, or {other}",
                 dir.display(),
                 names.join(", ")
             );
         }
     };
-    // an absent attention_mask means all ones; an encoder without the input ignores all ones
-    if !comp.inputs.iter().any(|p| p.name == "attention_mask") {
-        if let Some(m) = feed.remove("attention_mask") {
-            if m.as_i64().map_or(true, |v| v.iter().any(|&x| x != 1)) {
-                bail!("{}: `attention_mask` masks frames, but this encoder attends to all of them", path.display());
-            }
+    // an absent attention_mask means all ones; the decode graphs attend to every encoder
+    // position, so a mask can only be all ones
+    match feed.get("attention_mask").map(|m| m.as_i64().map_or(true, |v| v.iter().any(|&x| x != 1))) {
+        Some(true) => bail!(
+            "{source}: `attention_mask` masks positions, but the decoder attends to every encoder position; give \
+             the inputs without padding"
+        ),
+        Some(false) if !comp.inputs.iter().any(|p| p.name == "attention_mask") => {
+            feed.remove("attention_mask");
         }
+        None if comp.inputs.iter().any(|p| p.name == "attention_mask") => {
+            let ids = feed.get("input_ids").with_context(|| format!("{source}: no tensor `input_ids`"))?;
+            let ones = Tensor::i64(ids.shape().to_vec(), vec![1; ids.shape().iter().product()])?;
+            feed.insert("attention_mask".to_string(), ones);
+        }
+        _ => {}
     }
     for p in &comp.inputs {
-        let t = feed.get(&p.name).with_context(|| format!("{}: no tensor `{}`", path.display(), p.name))?;
-        let want: Vec<String> = p.shape.iter().map(|d| if d == "batch" { "1".into() } else { d.clone() }).collect();
+        let t = feed.get(&p.name).with_context(|| format!("{source}: no tensor `{}`", p.name))?;
         let got: Vec<String> = t.shape().iter().map(usize::to_string).collect();
-        if want != got {
+        // the batch is 1, a constant size as exported, a symbolic length anything
+        let want: Vec<String> = (p.shape.iter().zip(&got))
+            .map(|(d, g)| match d.as_str() {
+                "batch" => "1".into(),
+                d if d.parse::<usize>().is_ok() => d.into(),
+                _ => g.clone(),
+            })
+            .collect();
+        if want != got || p.shape.len() != got.len() {
             bail!(
-                "{}: `{}` has shape [{}]; this export takes [{}] (one input at a time)",
-                path.display(),
+                "{source}: `{}` has shape [{}]; this export takes [{}] (one input at a time)",
                 p.name,
                 got.join(", "),
-                want.join(", ")
+                p.shape.iter().map(|d| if d == "batch" { "1" } else { d.as_str() }).collect::<Vec<_>>().join(", ")
             );
         }
     }
     let backend = hfexport::backend(ExportFormat::parse(&meta.format)?)?;
     let config = AutoExportConfig::from_dict(&meta.config)?;
     let mut runner = backend.open_runner(dir, comp, &config)?;
-    let out = runner.run(&feed).with_context(|| format!("running `{}` on {}", comp.name(), path.display()))?;
+    let out = runner.run(&feed).with_context(|| format!("running `{}` on {source}", comp.name()))?;
     // what the decode graphs take of it: the cross-attention keys and values
     let takes = |name: &str| meta.by_role(Role::Decode).is_some_and(|d| d.inputs.iter().any(|p| p.name == name));
     Ok(out.into_iter().filter(|(k, _)| takes(k)).collect())
+}
+
+/// The ids of `--prompt` `text` by the export folder's tokenizer.
+fn encode_text(dir: &Path, tokenizer: Option<&tokenizers::Tokenizer>, text: &str) -> Result<Vec<i64>> {
+    let Some(tok) = tokenizer else {
+        bail!(
+            "{}: this export has no tokenizer files (no tokenizer.json), so --prompt cannot be encoded; give the \
+             prompt as token ids with --prompt-ids 1,2,3 or --inputs (or export from a checkpoint folder that has a \
+             tokenizer.json)",
+            dir.display()
+        );
+    };
+    let enc = tok.encode(text, true).map_err(|e| anyhow::anyhow!("cannot encode --prompt: {e}"))?;
+    let ids: Vec<i64> = enc.get_ids().iter().map(|&i| i as i64).collect();
+    if ids.is_empty() {
+        bail!("--prompt encodes to no tokens: give a longer prompt or --prompt-ids");
+    }
+    Ok(ids)
 }
 
 /// `decoder_start_token_id` of the export's config.json: an encoder-decoder's first token.
@@ -118,7 +168,7 @@ pub(crate) fn generate(a: &GenerateArgs) -> Result<()> {
     let tokenizer = load_tokenizer(dir)?;
     let meta = ExportMetadata::read(dir)?;
     let encoded = match meta.by_role(Role::Encoder) {
-        Some(_) => Some(encode(dir, &meta, a)?),
+        Some(_) => Some(encode(dir, &meta, a, tokenizer.as_ref())?),
         None if a.inputs.is_some() || a.audio.is_some() => bail!(
             "{}: --inputs and --audio feed an encoder-decoder's encoder, and this export has none (components: {})",
             dir.display(),
@@ -128,23 +178,9 @@ pub(crate) fn generate(a: &GenerateArgs) -> Result<()> {
     };
     let prompt = match (&a.prompt_ids, &a.prompt) {
         (Some(ids), _) => parse_prompt_ids(ids)?,
-        (None, Some(text)) => {
-            let Some(tok) = &tokenizer else {
-                bail!(
-                    "{}: this export has no tokenizer files (no tokenizer.json), so --prompt cannot be encoded; give \
-                     the prompt as token ids with --prompt-ids 1,2,3 (or export from a checkpoint folder that has a \
-                     tokenizer.json)",
-                    dir.display()
-                );
-            };
-            let enc = tok.encode(text.as_str(), true).map_err(|e| anyhow::anyhow!("cannot encode --prompt: {e}"))?;
-            let ids: Vec<i64> = enc.get_ids().iter().map(|&i| i as i64).collect();
-            if ids.is_empty() {
-                bail!("--prompt encodes to no tokens: give a longer prompt or --prompt-ids");
-            }
-            ids
-        }
-        (None, None) if encoded.is_some() => vec![decoder_start(dir)?],
+        // an encoder-decoder's decoder starts alone (a text prompt went to the encoder)
+        (None, _) if encoded.is_some() => vec![decoder_start(dir)?],
+        (None, Some(text)) => encode_text(dir, tokenizer.as_ref(), text)?,
         (None, None) => bail!("give --prompt-ids 1,2,3 or --prompt \"text\""),
     };
     // EOS ids of the copied generation_config.json (none when the file or the key is absent)

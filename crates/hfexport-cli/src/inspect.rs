@@ -143,15 +143,17 @@ pub(crate) fn inspect(path: &Path, task: Option<&str>, full: bool, json: bool) -
         println!("encoder      task {}, {} labels, {} token types", task.name(), e.num_labels, e.type_vocab_size);
     }
     if let Some(s) = &c.seq2seq {
+        let input = match (s.mel_bins, s.source_positions) {
+            (Some(mel), Some(n)) => format!("{mel} mel bins x {} frames", 2 * n),
+            _ => "tokens".to_string(),
+        };
         println!(
-            "speech       encoder layers {}, heads {}, intermediate {}; {} mel bins x {} frames; decoder starts at {}",
-            s.encoder_layers,
-            s.encoder_heads,
-            s.encoder_ffn,
-            s.mel_bins,
-            2 * s.source_positions,
-            s.decoder_start_token_id
+            "encoder      layers {}, heads {} of {}, intermediate {}; reads {input}; decoder starts at {}",
+            s.encoder_layers, s.encoder_heads, s.encoder_head_dim, s.encoder_ffn, s.decoder_start_token_id
         );
+    }
+    if let Some(r) = &c.relative_attention {
+        println!("positions    relative, {} buckets up to distance {}", r.num_buckets, r.max_distance);
     }
     if let Some((w, layers)) = &sliding {
         println!("sliding      window {w} on {} of {} layers", layers.len(), c.num_hidden_layers);
@@ -198,7 +200,7 @@ pub(crate) fn inspect(path: &Path, task: Option<&str>, full: bool, json: bool) -
 /// The graphs `inspect` describes: the forward graph of `task`, or an encoder-decoder's
 /// components (`encoder`, and `decode` over a static cache of the decoder's positions).
 fn graphs_of(ckpt: &Checkpoint, task: Task) -> Result<Vec<(String, Graph)>> {
-    if task != Task::SpeechRecognition {
+    if !matches!(task, Task::SpeechRecognition | Task::Text2TextGeneration) {
         return Ok(vec![("model".into(), forward_graph(ckpt, task)?)]);
     }
     let slots = Some(ckpt.config.max_position_embeddings);

@@ -1,8 +1,9 @@
-//! Whisper through the binary: each format's generation export (`encoder` + static-cache
-//! `decode`), then `hfexport generate DIR --inputs features.safetensors` and `--audio
-//! speech.wav` in its runtime (ONNX Runtime, OpenVINO stateful, libtorch, ExecuTorch) print
-//! transformers' 16 plain greedy tokens from `decoder_start_token_id`, and so do Python loops
-//! over the components in the upstream runtimes (`tests/python/generate_whisper.py`). The log-mel features of
+//! Encoder-decoders (Whisper, T5) through the binary: each format's generation export
+//! (`encoder` + static-cache `decode`), then `hfexport generate DIR --inputs inputs.safetensors`
+//! (and Whisper's `--audio speech.wav`) in its runtime (ONNX Runtime, OpenVINO stateful,
+//! libtorch, ExecuTorch) print transformers' 16 plain greedy tokens from
+//! `decoder_start_token_id`, and so do Python loops over the components in the upstream
+//! runtimes (`tests/python/generate_seq2seq.py`). The log-mel features of
 //! generated WAVs equal transformers' WhisperFeatureExtractor's at 1e-4 for four extractor
 //! configs (the fixture's, the default 80 bins, 128 bins, an odd FFT size and hop). Inputs the
 //! encoder cannot take, and audio that is not 16 kHz mono, are clear errors.
@@ -68,38 +69,48 @@ fn generate_with_encoder_inputs_gives_transformers_tokens_in_every_runtime() {
     require_libtorch();
     require_executorch();
     let tmp = tempfile::tempdir().unwrap();
-    for name in speech_fixtures() {
+    let ids = |t: &Tensor| t.as_i64().unwrap().iter().map(i64::to_string).collect::<Vec<_>>().join(",");
+    let audio_gold = read_all(audio().join("golden.safetensors")).unwrap();
+    let speech = audio().join("speech.wav");
+    let (mut jobs, mut want_of) = (vec![], BTreeMap::new());
+    for name in seq2seq_fixtures() {
         let gold = read_all(fixture(name).join("golden.safetensors")).unwrap();
-        let feats = tmp.path().join(format!("{name}-features.safetensors"));
-        write(&feats, &[("input_features", &gold["single.input_features"])]);
-        let ids = |t: &Tensor| t.as_i64().unwrap().iter().map(i64::to_string).collect::<Vec<_>>().join(",");
+        // the encoder's inputs of the golden case `single`
+        let inputs: Vec<(&str, &Tensor)> = gold
+            .iter()
+            .filter_map(|(k, v)| k.strip_prefix("single.").map(|n| (n, v)))
+            .filter(|(n, _)| !["encoder_hidden_states", "tokens"].contains(n))
+            .collect();
+        let path = tmp.path().join(format!("{name}-inputs.safetensors"));
+        write(&path, &inputs);
         let want = ids(&gold["single.tokens"]);
-        let audio_gold = read_all(audio().join("golden.safetensors")).unwrap();
-        let speech = audio().join("speech.wav");
-        let want_audio = ids(&audio_gold["fixture.speech.tokens"]);
-        let mut jobs = vec![];
         for format in ["onnx", "openvino", "dynamo", "executorch"] {
             let dir = tmp.path().join(format!("{name}-{format}"));
             export(name, format, &dir);
-            jobs.push(serde_json::json!([s(&dir), s(&feats), 16]));
-            for (flag, input, want) in [("--inputs", &feats, &want), ("--audio", &speech, &want_audio)] {
+            jobs.push(serde_json::json!([s(&dir), s(&path), 16]));
+            want_of.insert(s(&dir).to_string(), want.clone());
+            let mut runs = vec![("--inputs", &path, want.clone())];
+            if speech_fixtures().contains(&name) {
+                runs.push(("--audio", &speech, ids(&audio_gold["fixture.speech.tokens"])));
+            }
+            for (flag, input, want) in runs {
                 let o = hfexport(&["generate", s(&dir), flag, s(input), "--max-new-tokens", "16"]);
                 assert!(o.status.success(), "{name} {format} {flag}: {}", stderr(&o));
                 let out = stdout(&o);
                 assert!(out.contains(&format!("ids: {want}\n")), "{name} {format} {flag}: {out}");
             }
         }
-        // the upstream runtimes, from Python loops over the components
-        let (jobs_path, out) = (tmp.path().join("jobs.json"), tmp.path().join("tokens.json"));
-        std::fs::write(&jobs_path, serde_json::to_vec(&jobs).unwrap()).unwrap();
-        let o = Command::new(python()).arg(script("generate_whisper.py")).args([&jobs_path, &out]).output().unwrap();
-        assert!(o.status.success(), "generate_whisper.py failed:\n{}", String::from_utf8_lossy(&o.stderr));
-        let tokens: BTreeMap<String, Vec<i64>> = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
-        let want_ids = gold["single.tokens"].as_i64().unwrap().to_vec();
-        assert_eq!(tokens.len(), 4);
-        for (dir, got) in tokens {
-            assert_eq!(got, want_ids, "{dir}: the upstream runtime's loop");
-        }
+    }
+    // the upstream runtimes, from Python loops over the components (one process for all)
+    let (jobs_path, out) = (tmp.path().join("jobs.json"), tmp.path().join("tokens.json"));
+    std::fs::write(&jobs_path, serde_json::to_vec(&jobs).unwrap()).unwrap();
+    let o = Command::new(python()).arg(script("generate_seq2seq.py")).args([&jobs_path, &out]).output().unwrap();
+    assert!(o.status.success(), "generate_seq2seq.py failed:\n{}", String::from_utf8_lossy(&o.stderr));
+    let tokens: BTreeMap<String, Vec<i64>> = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    assert_eq!(tokens.len(), want_of.len());
+    for (dir, got) in tokens {
+        let got = got.iter().map(i64::to_string).collect::<Vec<_>>().join(",");
+        assert_eq!(got, want_of[&dir], "{dir}: the upstream runtime's loop");
     }
 }
 

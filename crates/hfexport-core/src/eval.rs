@@ -356,7 +356,9 @@ fn attention(
     };
     let (kvh, t, dv) = (kk.shape()[1], kk.shape()[2], v.shape()[3]);
     let rep = h / kvh;
-    let mask = k::expand(mask, &[b, 1, s, t])?;
+    // one mask for all heads, or one per head (T5's relative position bias)
+    let mh = if mask.shape().len() == 4 && mask.shape()[1] == h { h } else { 1 };
+    let mask = k::expand(mask, &[b, mh, s, t])?;
     // bool: true = may attend; float: added to the scores (in f32, as the decomposition does)
     let additive = mask.dtype() != crate::dtype::DType::Bool;
     let mask = if additive { k::to_f32(&mask) } else { mask };
@@ -385,7 +387,7 @@ fn attention(
                     if let Some(cap) = softcap {
                         y = round((y / cap).tanh() * cap)?;
                     }
-                    let m = (bi * s + i) * t + j;
+                    let m = ((bi * mh + hi % mh) * s + i) * t + j;
                     if additive {
                         // inference refuses a window with an additive mask
                         *x = y + mf[m];

@@ -58,6 +58,16 @@ impl Buf {
     }
 }
 
+/// A method input fed the same tensor every call: its bound (the planned maximum), the sizes
+/// of the tensor set last and its buffer (of the bound's bytes).
+struct Fixed {
+    name: String,
+    dtype: DType,
+    bound: Vec<i64>,
+    sizes: Vec<i64>,
+    buf: Buf,
+}
+
 /// A greedy generation loop over a `.pte` export folder — see the module docs.
 pub struct EtGenerator {
     dir: PathBuf,
@@ -68,8 +78,8 @@ pub struct EtGenerator {
     /// (dtype, sizes, buffer) of each cache, in method input order.
     caches: Vec<(DType, Vec<i64>, Buf)>,
     /// The inputs after the caches, fed unchanged to every call (an encoder-decoder's
-    /// cross-attention keys and values): name, dtype, sizes and buffer, in method input order.
-    fixed: Vec<(String, DType, Vec<i64>, Buf)>,
+    /// cross-attention keys and values), in method input order.
+    fixed: Vec<Fixed>,
     logits: Buf,
     vocab: usize,
     pos: usize,
@@ -151,7 +161,13 @@ impl EtGenerator {
         let fixed = fixed_names
             .into_iter()
             .zip(&ports[counts.0..])
-            .map(|(name, t)| (name, t.dtype, t.bound.clone(), Buf::zeros(t.max_bytes())))
+            .map(|(name, t)| Fixed {
+                name,
+                dtype: t.dtype,
+                bound: t.bound.clone(),
+                sizes: t.bound.clone(),
+                buf: Buf::zeros(t.max_bytes()),
+            })
             .collect();
         let logits_info = decode.runner.outputs()[decode.logits].clone();
         let vocab = *logits_info.bound.last().unwrap_or(&0) as usize;
@@ -196,22 +212,29 @@ impl EtGenerator {
 
     /// Feeds `inputs` unchanged to every later call (an encoder-decoder's cross-attention keys
     /// and values, from its `encoder` component): each must be one of the method's inputs after
-    /// the caches, with its dtype and shape.
+    /// the caches, with its dtype and a shape within its bound.
     pub fn set_fixed_inputs(&mut self, inputs: &BTreeMap<String, Tensor>) -> Result<(), RunError> {
         let path = self.decode.runner.path().to_path_buf();
         for (name, t) in inputs {
-            let Some((_, dtype, sizes, buf)) = self.fixed.iter_mut().find(|f| &f.0 == name) else {
+            let Some(f) = self.fixed.iter_mut().find(|f| &f.name == name) else {
                 return Err(err(&path, format!("the method has no input `{name}` fed once for every call")));
             };
             let shape: Vec<i64> = t.shape().iter().map(|&d| d as i64).collect();
-            if shape != *sizes || t.dtype() != *dtype {
+            let fits = shape.len() == f.bound.len() && shape.iter().zip(&f.bound).all(|(d, b)| d <= b);
+            if !fits || t.dtype() != f.dtype {
                 return Err(err(
                     &path,
-                    format!("input `{name}` is {}{shape:?}; the method takes {}{sizes:?}", t.dtype(), dtype.name()),
+                    format!(
+                        "input `{name}` is {}{shape:?}; the method takes {} within {:?}",
+                        t.dtype(),
+                        f.dtype.name(),
+                        f.bound
+                    ),
                 ));
             }
             let bytes = t.to_le_bytes();
-            buf.bytes_mut()[..bytes.len()].copy_from_slice(&bytes);
+            f.buf.bytes_mut()[..bytes.len()].copy_from_slice(&bytes);
+            f.sizes = shape;
         }
         Ok(())
     }
@@ -254,8 +277,8 @@ impl EtGenerator {
                 }
             }
             let first_fixed = 3 + self.caches.len();
-            for (j, (_, dtype, sizes, buf)) in self.fixed.iter_mut().enumerate() {
-                r.bind_input(first_fixed + j, buf.ptr(), *dtype, sizes)?;
+            for (j, f) in self.fixed.iter_mut().enumerate() {
+                r.bind_input(first_fixed + j, f.buf.ptr(), f.dtype, &f.sizes)?;
             }
             if part.zero_copy {
                 let n = self.logits.bytes().len();

@@ -59,12 +59,18 @@ pub struct Seq2SeqSchema {
     pub layers: (&'static str, usize),
     pub heads: (&'static str, usize),
     pub ffn: (&'static str, usize),
-    /// Encoder positions (Whisper's `max_source_positions`: the input has twice as many frames).
-    pub source_positions: (&'static str, usize),
+    /// Encoder positions (Whisper's `max_source_positions`: the input has twice as many frames);
+    /// `None`: the encoder reads tokens of any length (T5).
+    pub source_positions: Option<(&'static str, usize)>,
     /// Log-mel bins of the input features (`num_mel_bins`).
-    pub mel_bins: (&'static str, usize),
-    /// The default of `decoder_start_token_id`.
-    pub decoder_start_token_id: i64,
+    pub mel_bins: Option<(&'static str, usize)>,
+    /// The default of `decoder_start_token_id`; `None`: the padding id (T5).
+    pub decoder_start_token_id: Option<i64>,
+    /// T5's keys: `feed_forward_proj` (`relu`, `gated-gelu`, …) gives the activation and whether
+    /// the MLP is gated; `relative_attention_num_buckets` / `_max_distance`; the head always tied
+    /// when not stored, its input scaled by `d_model ** -0.5` unless `scale_decoder_outputs` (or
+    /// an older file's `tie_word_embeddings`) is false.
+    pub t5: bool,
 }
 
 /// How an encoder's own keys are read.
@@ -139,6 +145,11 @@ pub struct Keys {
     pub activation: &'static [&'static str],
     /// Activation values the config class rewrites (Gemma's legacy `gelu` means the tanh form).
     pub activation_rewrites: &'static [(&'static str, &'static str)],
+    /// The layer count's key when `num_hidden_layers`' is absent (T5's `num_decoder_layers`
+    /// defaults to `num_layers`).
+    pub layers_fallback: Option<&'static str>,
+    /// The head size key (T5: `d_kv`).
+    pub head_dim: &'static str,
 }
 
 const KEYS: Keys = Keys {
@@ -150,6 +161,8 @@ const KEYS: Keys = Keys {
     norm_eps: "rms_norm_eps",
     activation: &["hidden_act"],
     activation_rewrites: &[],
+    layers_fallback: None,
+    head_dim: "head_dim",
 };
 
 /// Class defaults; `None` sizes are required keys.
@@ -287,6 +300,8 @@ pub enum ScaleRule {
     /// `head_dim ** -0.5` when `scale_attn_weights`, divided by `layer + 1` when
     /// `scale_attn_by_inverse_layer_idx` (GPT-2).
     Gpt2,
+    /// No scaling (T5: the scale is folded into its initialisation).
+    One,
 }
 
 /// What the token embeddings are multiplied by.
@@ -341,8 +356,11 @@ pub struct Layout {
     /// Attention over the encoder's states after each layer's self-attention (Whisper's
     /// decoder).
     pub cross_attention: Option<CrossAttentionLayout>,
-    /// A speech encoder in front of the decoder (Whisper).
-    pub speech: Option<SpeechLayout>,
+    /// The encoder stack in front of the decoder of an encoder-decoder (Whisper, T5).
+    pub encoder_stack: Option<EncoderStack>,
+    /// The relative position bias table `[num_buckets, heads]` under the first layer, shared by
+    /// every layer of the stack (T5).
+    pub relative_bias: Option<&'static str>,
 }
 
 /// A decoder layer's attention over the encoder states: `h + attn(norm(h), enc)`, its
@@ -353,15 +371,22 @@ pub struct CrossAttentionLayout {
     pub norm: &'static str,
 }
 
-/// Whisper's encoder: two convolutions over the log-mel frames (kernel 3, padding 1, strides 1
-/// and 2, each followed by exact GELU), learned positions added, then layers laid out like
-/// the decoder's self-attention layers, and a final norm.
+/// An encoder-decoder's encoder: layers of the decoder's kinds laid out as `layout` names them
+/// (its roots, layers, norms, MLP and final norm; no cross-attention), over `input`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct EncoderStack {
+    pub layout: &'static Layout,
+    pub input: StackInput,
+}
+
+/// What an encoder stack reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SpeechLayout {
-    pub roots: &'static [&'static str],
-    pub convs: [&'static str; 2],
-    pub positions: &'static str,
-    pub final_norm: &'static str,
+pub enum StackInput {
+    /// Log-mel `input_features` through two convolutions (kernel 3, padding 1, strides 1 and 2,
+    /// each followed by exact GELU), the learned `positions` of every frame added (Whisper).
+    Speech { convs: [&'static str; 2], positions: &'static str },
+    /// `input_ids` through the layout's token embedding, with an `attention_mask` (T5).
+    Tokens,
 }
 
 /// The parts of an encoder family beyond its layers (see `encoder.rs`).
@@ -590,6 +615,9 @@ pub enum MlpKind {
     PlainConv1d(&'static str),
     /// `down(act(fc(x)))` with linear weights (BERT `intermediate.dense`, `output.dense`).
     Plain(&'static str),
+    /// `Gated { gate, up }` when the config's MLP is gated (T5's `gated-*` `feed_forward_proj`),
+    /// else `Plain(plain)`.
+    GatedIf { gate: &'static str, up: &'static str, plain: &'static str },
 }
 
 const LLAMA_LAYOUT: Layout = Layout {
@@ -612,7 +640,8 @@ const LLAMA_LAYOUT: Layout = Layout {
     moe: None,
     encoder: None,
     cross_attention: None,
-    speech: None,
+    encoder_stack: None,
+    relative_bias: None,
 };
 
 const LLAMA_SCHEMA: ConfigSchema = ConfigSchema {
@@ -760,7 +789,8 @@ const BERT_LAYOUT: Layout = Layout {
     mlp: MlpLayout { prefix: "", kind: MlpKind::Plain("intermediate.dense"), down: "output.dense" },
     moe: None,
     cross_attention: None,
-    speech: None,
+    encoder_stack: None,
+    relative_bias: None,
     encoder: Some(EncoderLayout {
         input: EncoderInput::Tokens,
         token_type_embed: Some("embeddings.token_type_embeddings"),
@@ -850,6 +880,8 @@ const DISTILBERT_SCHEMA: ConfigSchema = ConfigSchema {
         norm_eps: "",
         activation: &["activation"],
         activation_rewrites: &[],
+        layers_fallback: None,
+        head_dim: "head_dim",
     },
     defaults: Defaults { num_hidden_layers: Some(6), ..BERT_SCHEMA.defaults },
     encoder: Some(EncoderSchema { type_vocab_size: None, image: None, head_keys: false }),
@@ -970,6 +1002,8 @@ const WHISPER_SCHEMA: ConfigSchema = ConfigSchema {
         norm_eps: "",
         activation: &["activation_function"],
         activation_rewrites: &[],
+        layers_fallback: None,
+        head_dim: "head_dim",
     },
     defaults: Defaults {
         vocab_size: Some(51865),
@@ -993,14 +1027,15 @@ const WHISPER_SCHEMA: ConfigSchema = ConfigSchema {
         layers: ("encoder_layers", 4),
         heads: ("encoder_attention_heads", 6),
         ffn: ("encoder_ffn_dim", 1536),
-        source_positions: ("max_source_positions", 1500),
-        mel_bins: ("num_mel_bins", 80),
-        decoder_start_token_id: 50257,
+        source_positions: Some(("max_source_positions", 1500)),
+        mel_bins: Some(("num_mel_bins", 80)),
+        decoder_start_token_id: Some(50257),
+        t5: false,
     }),
     ..LLAMA_SCHEMA
 };
 
-const WHISPER_LAYOUT: Layout = Layout {
+const WHISPER_BASE: Layout = Layout {
     roots: &["model.decoder."],
     heads: &["proj_out"],
     embed: "embed_tokens",
@@ -1019,13 +1054,106 @@ const WHISPER_LAYOUT: Layout = Layout {
     mlp: MlpLayout { prefix: "", kind: MlpKind::Plain("fc1"), down: "fc2" },
     moe: None,
     encoder: None,
+    cross_attention: None,
+    encoder_stack: None,
+    relative_bias: None,
+};
+
+const WHISPER_ENCODER: Layout = Layout { roots: &["model.encoder."], ..WHISPER_BASE };
+
+const WHISPER_LAYOUT: Layout = Layout {
     cross_attention: Some(CrossAttentionLayout { prefix: "encoder_attn", norm: "encoder_attn_layer_norm" }),
-    speech: Some(SpeechLayout {
-        roots: &["model.encoder."],
-        convs: ["conv1", "conv2"],
-        positions: "embed_positions",
-        final_norm: "layer_norm",
+    encoder_stack: Some(EncoderStack {
+        layout: &WHISPER_ENCODER,
+        input: StackInput::Speech { convs: ["conv1", "conv2"], positions: "embed_positions" },
     }),
+    ..WHISPER_BASE
+};
+
+const T5_SCHEMA: ConfigSchema = ConfigSchema {
+    keys: Keys {
+        hidden_size: "d_model",
+        intermediate_size: "d_ff",
+        num_hidden_layers: "num_decoder_layers",
+        num_attention_heads: "num_heads",
+        // relative positions: `n_positions` only bounds the exported lengths
+        max_position_embeddings: "n_positions",
+        norm_eps: "layer_norm_epsilon",
+        activation: &["feed_forward_proj"],
+        activation_rewrites: &[],
+        layers_fallback: Some("num_layers"),
+        head_dim: "d_kv",
+    },
+    defaults: Defaults {
+        vocab_size: Some(32128),
+        hidden_size: Some(512),
+        intermediate_size: Some(2048),
+        num_hidden_layers: Some(6),
+        num_attention_heads: Some(8),
+        max_position_embeddings: Some(512),
+        head_dim: Some(64),
+        norm_eps: 1e-6,
+        activation: "relu",
+        tie_word_embeddings: true,
+        pad_token_id: Some(0),
+        eos_token_id: Some(1),
+        ..NO_DEFAULTS
+    },
+    biases: NO_BIASES,
+    scale: ScaleRule::One,
+    rope: RopeRule::None,
+    seq2seq: Some(Seq2SeqSchema {
+        layers: ("num_layers", 6),
+        heads: ("num_heads", 8),
+        ffn: ("d_ff", 2048),
+        source_positions: None,
+        mel_bins: None,
+        decoder_start_token_id: None,
+        t5: true,
+    }),
+    ..LLAMA_SCHEMA
+};
+
+const T5_BASE: Layout = Layout {
+    roots: &[""],
+    heads: &["lm_head"],
+    embed: "shared",
+    position_embed: None,
+    layers: "decoder.block",
+    final_norm: "decoder.final_layer_norm",
+    norm: NormKind::Rms,
+    norms: LayerNorms { pre_attention: Some("layer.0.layer_norm"), pre_mlp: Some("layer.2.layer_norm"), ..NO_NORMS },
+    attention: AttentionLayout {
+        prefix: "layer.0.SelfAttention",
+        qkv: Projections::Separate { q: "q", k: "k", v: "v" },
+        out: "o",
+        qk_norm: QkNorm::None,
+        unbiased_key: false,
+    },
+    mlp: MlpLayout {
+        prefix: "layer.2.DenseReluDense",
+        kind: MlpKind::GatedIf { gate: "wi_0", up: "wi_1", plain: "wi" },
+        down: "wo",
+    },
+    moe: None,
+    encoder: None,
+    cross_attention: None,
+    encoder_stack: None,
+    relative_bias: Some("layer.0.SelfAttention.relative_attention_bias"),
+};
+
+const T5_ENCODER: Layout = Layout {
+    layers: "encoder.block",
+    final_norm: "encoder.final_layer_norm",
+    norms: LayerNorms { pre_mlp: Some("layer.1.layer_norm"), ..T5_BASE.norms },
+    mlp: MlpLayout { prefix: "layer.1.DenseReluDense", ..T5_BASE.mlp },
+    ..T5_BASE
+};
+
+const T5_LAYOUT: Layout = Layout {
+    cross_attention: Some(CrossAttentionLayout { prefix: "layer.1.EncDecAttention", norm: "layer.1.layer_norm" }),
+    encoder_stack: Some(EncoderStack { layout: &T5_ENCODER, input: StackInput::Tokens }),
+    ..T5_BASE
 };
 
 pub const ARCHITECTURES: &[Architecture] = &[
@@ -1334,6 +1462,8 @@ pub const ARCHITECTURES: &[Architecture] = &[
                 norm_eps: "layer_norm_epsilon",
                 activation: &["activation_function"],
                 activation_rewrites: &[],
+                layers_fallback: None,
+                head_dim: "head_dim",
             },
             defaults: Defaults {
                 vocab_size: Some(50257),
@@ -1375,7 +1505,8 @@ pub const ARCHITECTURES: &[Architecture] = &[
             moe: None,
             encoder: None,
             cross_attention: None,
-            speech: None,
+            encoder_stack: None,
+            relative_bias: None,
         },
     },
     Architecture {
@@ -1449,6 +1580,12 @@ pub const ARCHITECTURES: &[Architecture] = &[
         model_types: &["whisper"],
         config: WHISPER_SCHEMA,
         layout: WHISPER_LAYOUT,
+    },
+    Architecture {
+        classes: &["T5ForConditionalGeneration"],
+        model_types: &["t5"],
+        config: T5_SCHEMA,
+        layout: T5_LAYOUT,
     },
 ];
 

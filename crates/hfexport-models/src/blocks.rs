@@ -458,12 +458,20 @@ impl Decoder<'_> {
                 let h = self.op(&vb.name("act"), Op::Activate(act), &[h])?;
                 self.conv1d(&down, hs, is, h)
             }
-            MlpKind::Plain(fc) => {
-                let h = self.linear(&vb.pp(fc), is, hs, bias, x)?;
-                let h = self.op(&vb.pp(fc).name("act"), Op::Activate(act), &[h])?;
-                self.linear(&down, hs, is, bias, h)
+            MlpKind::Plain(fc) => self.plain_mlp(vb, fc, &down, x, act),
+            MlpKind::GatedIf { gate, up, .. } if self.cfg.gated_mlp => {
+                self.gated_mlp(vb, [gate, up, layout.down], is, bias, x, act)
             }
+            MlpKind::GatedIf { plain, .. } => self.plain_mlp(vb, plain, &down, x, act),
         }
+    }
+
+    /// `down(act(fc(x)))` with linears `fc` (under `vb`) and `down`.
+    fn plain_mlp(&mut self, vb: &Vb, fc: &str, down: &Vb, x: ValueId, act: Activation) -> Result<ValueId> {
+        let (hs, is, bias) = (self.cfg.hidden_size, self.cfg.intermediate_size, self.cfg.mlp_bias);
+        let h = self.linear(&vb.pp(fc), is, hs, bias, x)?;
+        let h = self.op(&vb.pp(fc).name("act"), Op::Activate(act), &[h])?;
+        self.linear(down, hs, is, bias, h)
     }
 
     /// `down(act(gate(x)) * up(x))` with separate linears named `[gate, up, down]` under `vb`.

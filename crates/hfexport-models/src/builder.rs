@@ -58,10 +58,13 @@ pub enum Task {
     /// Text from speech: an encoder over log-mel frames and a decoder generating tokens over
     /// its states (Whisper); exported for generation only.
     SpeechRecognition,
+    /// Text from text: an encoder over tokens and a decoder generating tokens over its states
+    /// (T5); exported for generation only.
+    Text2TextGeneration,
 }
 
 impl Task {
-    pub const ALL: [Task; 8] = [
+    pub const ALL: [Task; 9] = [
         Task::CausalLm,
         Task::FeatureExtraction,
         Task::FillMask,
@@ -70,6 +73,7 @@ impl Task {
         Task::QuestionAnswering,
         Task::ImageClassification,
         Task::SpeechRecognition,
+        Task::Text2TextGeneration,
     ];
 
     /// The name recorded in `export.json` (and `--task`'s value).
@@ -83,6 +87,7 @@ impl Task {
             Task::QuestionAnswering => "question-answering",
             Task::ImageClassification => "image-classification",
             Task::SpeechRecognition => "automatic-speech-recognition",
+            Task::Text2TextGeneration => "text2text-generation",
         }
     }
 
@@ -106,6 +111,7 @@ impl Task {
     pub fn of_class(class: &str) -> Task {
         let heads = [
             ("WhisperForConditionalGeneration", Task::SpeechRecognition),
+            ("T5ForConditionalGeneration", Task::Text2TextGeneration),
             ("ForCausalLM", Task::CausalLm),
             ("LMHeadModel", Task::CausalLm),
             ("ForConditionalGeneration", Task::CausalLm),
@@ -121,11 +127,12 @@ impl Task {
     /// Whether a family can be built for this task at all (the checkpoint must still hold the
     /// head's weights).
     pub fn fits(self, arch: &Architecture) -> bool {
-        use crate::arch::EncoderInput;
-        let speech = arch.layout.speech.is_some();
+        use crate::arch::{EncoderInput, StackInput};
+        let stack = arch.layout.encoder_stack.map(|s| s.input);
         match (self, arch.layout.encoder.map(|e| e.input)) {
-            (Task::CausalLm, None) => !speech,
-            (Task::SpeechRecognition, None) => speech,
+            (Task::CausalLm, None) => stack.is_none(),
+            (Task::SpeechRecognition, None) => matches!(stack, Some(StackInput::Speech { .. })),
+            (Task::Text2TextGeneration, None) => stack == Some(StackInput::Tokens),
             (Task::FeatureExtraction, Some(_)) => true,
             (Task::ImageClassification, Some(EncoderInput::Patches { .. })) => true,
             (
@@ -139,7 +146,7 @@ impl Task {
     /// Whether the task is exported for generation (components, caches) rather than as one
     /// forward graph.
     pub fn generates(self) -> bool {
-        matches!(self, Task::CausalLm | Task::SpeechRecognition)
+        matches!(self, Task::CausalLm | Task::SpeechRecognition | Task::Text2TextGeneration)
     }
 }
 
@@ -176,7 +183,7 @@ pub fn build(cfg: &ModelConfig, weights: &dyn Weights, task: Task, opts: &BuildO
     let model = Decoder::new(cfg, arch, weights, opts, "model");
     match task {
         Task::CausalLm if task.fits(arch) => model.causal_lm(),
-        Task::SpeechRecognition if task.fits(arch) => Err(ModelError::Config {
+        Task::SpeechRecognition | Task::Text2TextGeneration if task.fits(arch) => Err(ModelError::Config {
             path: "config.json".into(),
             key: "architectures".into(),
             msg: format!(
@@ -232,7 +239,7 @@ pub fn build_generation(
     // an encoder-decoder: the encoder (states and cross-attention keys and values, once per
     // input), then the decoder's components over a static cache
     let mut components = vec![];
-    if arch.layout.speech.is_some() {
+    if arch.layout.encoder_stack.is_some() {
         if static_cache.is_none() {
             return Err(ModelError::Config {
                 path: "config.json".into(),
@@ -240,7 +247,7 @@ pub fn build_generation(
                 msg: format!("{} exports for generation with a static cache: add --static-cache N", cfg.architecture),
             });
         }
-        components.push(crate::speech::speech_encoder(cfg, arch, weights, opts)?);
+        components.push(crate::seq2seq::encoder_component(cfg, arch, weights, opts)?);
     }
     components.extend(match static_cache {
         Some(n) if multi_token_decode => vec![planned(Role::Decode, stat, decoder("decode").static_decode(n)?)],
@@ -392,7 +399,11 @@ impl<'a> Decoder<'a> {
         let ropes = self.rotary(positions)?;
         let slots = self.op("cache.slots", Op::Iota { len: len.clone() }, &[])?;
         let key_positions = self.op("cache.slot_ids", Op::Reshape { shape: vec![one, len] }, &[slots])?;
-        let shared = LayerInputs { ropes, mask, sliding_mask: None, cross, positions, key_positions };
+        let mut shared = LayerInputs { ropes, mask, sliding_mask: None, cross, positions, key_positions };
+        if cfg.relative_attention.is_some() {
+            let root = self.root();
+            shared.mask = self.relative_mask(&root, positions, key_positions, mask, false)?;
+        }
         self.logits(ids, &shared, act)?;
         self.cache_outputs(true)?;
         Ok(self.g)
@@ -460,12 +471,18 @@ impl<'a> Decoder<'a> {
     fn cross_inputs(&mut self) -> Result<Vec<(ValueId, ValueId)>> {
         let cfg = self.cfg;
         let Some(s2s) = &cfg.seq2seq else { return Ok(vec![]) };
-        let shape: Vec<Dim> =
-            [1, cfg.num_attention_heads, s2s.source_positions, cfg.head_dim].into_iter().map(Dim::from).collect();
+        // Whisper's encoder always has its positions; T5's as many as the input has tokens
+        let positions = match s2s.source_positions {
+            Some(n) => Dim::from(n),
+            None => {
+                Dim::sym(&self.g.symbols.declare("encoder_sequence", 1, cfg.max_position_embeddings.max(1) as i64)?)
+            }
+        };
+        let shape = vec![Dim::konst(1), Dim::from(cfg.num_attention_heads), positions, Dim::from(cfg.head_dim)];
         let mut cross = vec![];
         for i in 0..cfg.num_hidden_layers {
-            let k = self.g.add_input(&crate::speech::cross_name(i, "keys"), self.opts.dtype, shape.clone())?;
-            let v = self.g.add_input(&crate::speech::cross_name(i, "values"), self.opts.dtype, shape.clone())?;
+            let k = self.g.add_input(&crate::seq2seq::cross_name(i, "keys"), self.opts.dtype, shape.clone())?;
+            let v = self.g.add_input(&crate::seq2seq::cross_name(i, "values"), self.opts.dtype, shape.clone())?;
             cross.push((k, v));
         }
         Ok(cross)

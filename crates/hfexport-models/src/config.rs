@@ -79,6 +79,10 @@ pub struct ModelConfig {
     pub mlp_bias: bool,
     /// Biases of the LayerNorms (always in BERT and GPT-2, ModernBERT's `norm_bias`).
     pub norm_bias: bool,
+    /// The MLP is gated (T5's `gated-*` `feed_forward_proj`; the layout decides elsewhere).
+    pub gated_mlp: bool,
+    /// T5's relative position bias (every attention of a stack adds it to its scores).
+    pub relative_attention: Option<RelativeAttention>,
     /// The window used by the sliding layers; `None` when no layer slides.
     pub sliding_window: Option<usize>,
     /// One entry per layer (`len() == num_hidden_layers`).
@@ -109,15 +113,54 @@ pub struct ModelConfig {
     pub seq2seq: Option<Seq2SeqConfig>,
 }
 
+/// T5's bucketed relative positions: `num_buckets` buckets, logarithmic up to `max_distance`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RelativeAttention {
+    pub num_buckets: usize,
+    pub max_distance: usize,
+}
+
+impl RelativeAttention {
+    /// The bucket of `relative` = key position - query position, as T5's
+    /// `_relative_position_bucket` computes it (its logarithm in f32, as torch does): half the
+    /// buckets for each direction when `bidirectional`, else only the past.
+    pub fn bucket(&self, relative: i64, bidirectional: bool) -> i64 {
+        let mut buckets = self.num_buckets as i64;
+        let mut base = 0;
+        let distance = match bidirectional {
+            true => {
+                buckets /= 2;
+                if relative > 0 {
+                    base = buckets;
+                }
+                relative.abs()
+            }
+            false => -relative.min(0),
+        };
+        let exact = buckets / 2;
+        if distance < exact {
+            return base + distance;
+        }
+        let ratio = (distance as f32 / exact as f32).ln() / ((self.max_distance as f64 / exact as f64).ln() as f32);
+        let large = exact + (ratio * (buckets - exact) as f32) as i64;
+        base + large.min(buckets - 1)
+    }
+}
+
 /// An encoder-decoder's encoder, resolved.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Seq2SeqConfig {
     pub encoder_layers: usize,
     pub encoder_heads: usize,
+    pub encoder_head_dim: usize,
     pub encoder_ffn: usize,
-    /// Encoder positions: the encoder states' length (the input has twice as many frames).
-    pub source_positions: usize,
-    pub mel_bins: usize,
+    /// The encoder's attention scale.
+    pub encoder_scale: f64,
+    /// Encoder positions: the encoder states' length (the input has twice as many frames;
+    /// Whisper); `None`: any length of tokens (T5).
+    pub source_positions: Option<usize>,
+    /// Log-mel bins of the input features (Whisper).
+    pub mel_bins: Option<usize>,
     pub decoder_start_token_id: i64,
 }
 
@@ -211,18 +254,18 @@ impl ModelConfig {
     /// without rotary; `None` for a decoder-only or encoder-only model.
     pub fn encoder_side(&self) -> Option<ModelConfig> {
         let s = self.seq2seq.as_ref()?;
-        let (n, head_dim) = (s.encoder_layers, self.hidden_size / s.encoder_heads);
+        let n = s.encoder_layers;
         Some(ModelConfig {
             num_hidden_layers: n,
             num_attention_heads: s.encoder_heads,
             num_key_value_heads: s.encoder_heads,
-            head_dim,
+            head_dim: s.encoder_head_dim,
             intermediate_size: s.encoder_ffn,
-            max_position_embeddings: s.source_positions,
+            max_position_embeddings: s.source_positions.unwrap_or(self.max_position_embeddings),
             rotary_layers: vec![false; n],
             layer_types: vec![LayerType::FullAttention; n],
             sliding_window: None,
-            attention_scales: vec![(head_dim as f64).powf(-0.5); n],
+            attention_scales: vec![s.encoder_scale; n],
             ..self.clone()
         })
     }
@@ -298,7 +341,8 @@ fn normalise(top: &Fields) -> Result<ModelConfig> {
     let rotary_layers = rotary_layers(f, schema, dims.num_hidden_layers)?;
     let (attention_bias, o_bias, mlp_bias, norm_bias) = parse_biases(f, schema)?;
     let (bos_token_id, eos_token_ids, pad_token_id) = parse_token_ids(f, d)?;
-    let (residual_multiplier, logits_scaling) = granite_multipliers(f, schema)?;
+    let (residual_multiplier, granite_logits) = granite_multipliers(f, schema)?;
+    let logits_scaling = granite_logits.or(t5_output_scale(top, schema, dims.hidden_size)?);
     let (attn_softcap, final_softcap) = softcaps(f, schema)?;
     if f.raw("use_bidirectional_attention").is_some_and(|v| !v.is_null())
         && f.bool("use_bidirectional_attention")? == Some(true)
@@ -321,11 +365,14 @@ fn normalise(top: &Fields) -> Result<ModelConfig> {
         rope,
         sliding_rope,
         rotary_layers,
-        tie_word_embeddings: tie_word_embeddings(top, d)?,
+        // T5Config ties the head always (a stored `lm_head` still wins)
+        tie_word_embeddings: schema.seq2seq.is_some_and(|s| s.t5) || tie_word_embeddings(top, d)?,
         attention_bias,
         o_bias,
         mlp_bias,
         norm_bias,
+        gated_mlp: schema.seq2seq.is_some_and(|s| s.t5) && feed_forward_proj(f)?.1,
+        relative_attention: relative_attention(f, schema)?,
         sliding_window,
         layer_types,
         attention_scales: attention_scales(f, schema, &dims)?,
@@ -340,27 +387,67 @@ fn normalise(top: &Fields) -> Result<ModelConfig> {
         eos_token_ids,
         pad_token_id,
         encoder: parse_encoder(f, schema, dims.hidden_size)?,
-        seq2seq: parse_seq2seq(f, schema, dims.hidden_size)?,
+        seq2seq: parse_seq2seq(f, schema, &dims, pad_token_id)?,
     })
 }
 
-fn parse_seq2seq(f: &Fields, schema: &ConfigSchema, hidden: usize) -> Result<Option<Seq2SeqConfig>> {
-    let Some(s) = schema.seq2seq else { return Ok(None) };
-    let encoder_heads = f.size(s.heads.0, Some(s.heads.1), MAX_HEADS)?;
-    if !hidden.is_multiple_of(encoder_heads) {
-        return Err(f.err(s.heads.0, format!("{encoder_heads} does not divide the hidden size {hidden}")));
+/// T5 scales the decoder's output by `d_model ** -0.5` before the head (the logits divided by
+/// `sqrt(d_model)`) unless `scale_decoder_outputs` is false, or, in a file without that key,
+/// `tie_word_embeddings` is (T5 v1.1, Flan-T5).
+fn t5_output_scale(top: &Fields, schema: &ConfigSchema, hidden: usize) -> Result<Option<f64>> {
+    if !schema.seq2seq.is_some_and(|s| s.t5) {
+        return Ok(None);
     }
-    let decoder_start_token_id = match f.int("decoder_start_token_id")? {
-        Some(id) if id >= 0 => id,
-        Some(id) => return Err(f.err("decoder_start_token_id", format!("must be a token id, got {id}"))),
-        None => s.decoder_start_token_id,
+    let scaled = match top.bool("scale_decoder_outputs")? {
+        Some(v) => v,
+        None => top.bool("tie_word_embeddings")? != Some(false),
     };
+    Ok(scaled.then(|| (hidden as f64).sqrt()))
+}
+
+/// T5's `relative_attention_num_buckets` and `relative_attention_max_distance`.
+fn relative_attention(f: &Fields, schema: &ConfigSchema) -> Result<Option<RelativeAttention>> {
+    if !schema.seq2seq.is_some_and(|s| s.t5) {
+        return Ok(None);
+    }
+    let num_buckets = f.size("relative_attention_num_buckets", Some(32), 1 << 16)?;
+    let max_distance = f.size("relative_attention_max_distance", Some(128), MAX_POSITIONS)?;
+    // the decoder's exact range is half the buckets (the encoder's a quarter)
+    let exact = num_buckets / 2;
+    if num_buckets < 4 || max_distance <= exact {
+        return Err(f.err(
+            "relative_attention_max_distance",
+            format!("{max_distance} with {num_buckets} buckets leaves no logarithmic buckets (needs at least 4 buckets and max_distance > num_buckets / 2)"),
+        ));
+    }
+    Ok(Some(RelativeAttention { num_buckets, max_distance }))
+}
+
+fn parse_seq2seq(f: &Fields, schema: &ConfigSchema, dims: &Dims, pad: Option<i64>) -> Result<Option<Seq2SeqConfig>> {
+    let Some(s) = schema.seq2seq else { return Ok(None) };
+    let hidden = dims.hidden_size;
+    let encoder_heads = f.size(s.heads.0, Some(s.heads.1), MAX_HEADS)?;
+    // Whisper's heads split the hidden size; T5's have their own size (`d_kv`)
+    let encoder_head_dim = match s.t5 {
+        true => dims.head_dim,
+        false if hidden.is_multiple_of(encoder_heads) => hidden / encoder_heads,
+        false => return Err(f.err(s.heads.0, format!("{encoder_heads} does not divide the hidden size {hidden}"))),
+    };
+    let decoder_start_token_id = match (f.int("decoder_start_token_id")?, s.decoder_start_token_id.or(pad)) {
+        (Some(id), _) if id >= 0 => id,
+        (Some(id), _) => return Err(f.err("decoder_start_token_id", format!("must be a token id, got {id}"))),
+        (None, Some(id)) => id,
+        (None, None) => return Err(f.err("decoder_start_token_id", "is missing and so is pad_token_id")),
+    };
+    let optional = |key: Option<(&str, usize)>, max: usize| key.map(|(k, d)| f.size(k, Some(d), max)).transpose();
     Ok(Some(Seq2SeqConfig {
         encoder_layers: f.size(s.layers.0, Some(s.layers.1), MAX_LAYERS)?,
         encoder_heads,
+        encoder_head_dim,
         encoder_ffn: f.size(s.ffn.0, Some(s.ffn.1), MAX_INTERMEDIATE)?,
-        source_positions: f.size(s.source_positions.0, Some(s.source_positions.1), MAX_POSITIONS)?,
-        mel_bins: f.size(s.mel_bins.0, Some(s.mel_bins.1), MAX_HIDDEN)?,
+        encoder_scale: if s.t5 { 1.0 } else { (encoder_head_dim as f64).powf(-0.5) },
+        source_positions: optional(s.source_positions, MAX_POSITIONS)?,
+        mel_bins: optional(s.mel_bins, MAX_HIDDEN)?,
         decoder_start_token_id,
     }))
 }
@@ -471,6 +558,9 @@ fn architecture(f: &Fields) -> Result<String> {
 /// The activation, from the first of the schema's keys present, as the config class rewrites
 /// it.
 fn activation(f: &Fields, schema: &ConfigSchema) -> Result<String> {
+    if schema.seq2seq.is_some_and(|s| s.t5) {
+        return Ok(feed_forward_proj(f)?.0);
+    }
     let mut name = schema.defaults.activation;
     for key in schema.keys.activation {
         if let Some(value) = f.string(key)? {
@@ -480,6 +570,20 @@ fn activation(f: &Fields, schema: &ConfigSchema) -> Result<String> {
     }
     let rewritten = schema.keys.activation_rewrites.iter().find(|(from, _)| *from == name);
     Ok(rewritten.map_or(name, |(_, to)| to).to_string())
+}
+
+/// T5's `feed_forward_proj`: `act` or `gated-act` (`gated-gelu` is `gelu_new`), as
+/// `T5Config` splits it: the activation and whether the MLP is gated.
+fn feed_forward_proj(f: &Fields) -> Result<(String, bool)> {
+    let key = "feed_forward_proj";
+    let value = f.string(key)?.unwrap_or("relu");
+    let parts: Vec<&str> = value.split('-').collect();
+    match parts[..] {
+        ["gated", "gelu"] => Ok(("gelu_new".into(), true)),
+        ["gated", act] => Ok((act.into(), true)),
+        [act] => Ok((act.into(), false)),
+        _ => Err(f.err(key, format!("`{value}` is not `ACT` or `gated-ACT` (e.g. relu, gated-gelu)"))),
+    }
 }
 
 /// `tie_word_embeddings` of the top-level config (the model class that owns the head reads
@@ -515,10 +619,13 @@ impl Dims {
             vocab_size: f.size("vocab_size", d.vocab_size, MAX_VOCAB)?,
             hidden_size,
             intermediate_size,
-            num_hidden_layers: f.size(k.num_hidden_layers, d.num_hidden_layers, MAX_LAYERS)?,
+            num_hidden_layers: match (f.raw(k.num_hidden_layers), k.layers_fallback) {
+                (None | Some(Value::Null), Some(other)) => f.size(other, d.num_hidden_layers, MAX_LAYERS)?,
+                _ => f.size(k.num_hidden_layers, d.num_hidden_layers, MAX_LAYERS)?,
+            },
             num_attention_heads,
             num_key_value_heads: kv_heads(f, d, num_attention_heads)?,
-            head_dim: head_dim(f, d, hidden_size, num_attention_heads, schema.rope != RopeRule::None)?,
+            head_dim: head_dim(f, k.head_dim, d, hidden_size, num_attention_heads, schema.rope != RopeRule::None)?,
             max_position_embeddings: f.size(k.max_position_embeddings, d.max_position_embeddings, MAX_POSITIONS)?,
         };
         Ok(dims)
@@ -543,21 +650,21 @@ fn kv_heads(f: &Fields, d: &Defaults, heads: usize) -> Result<usize> {
 
 /// `head_dim`: the key if set, else `hidden_size // num_attention_heads`; rope needs it even
 /// (transformers' `validate_rope` lets tiny odd test dims <= 4 through, and so do we).
-fn head_dim(f: &Fields, d: &Defaults, hidden: usize, heads: usize, rotary: bool) -> Result<usize> {
+fn head_dim(f: &Fields, key: &str, d: &Defaults, hidden: usize, heads: usize, rotary: bool) -> Result<usize> {
     let derived = || (hidden / heads, format!("hidden_size / num_attention_heads = {hidden} / {heads}"));
-    let (dim, origin) = match f.raw("head_dim") {
+    let (dim, origin) = match f.raw(key) {
         Some(Value::Null) => derived(),
         None => match d.head_dim {
             Some(v) => (v, format!("the default of {v}")),
             None => derived(),
         },
-        Some(_) => (f.size("head_dim", None, MAX_HEAD_DIM)?, "config value".to_string()),
+        Some(_) => (f.size(key, None, MAX_HEAD_DIM)?, "config value".to_string()),
     };
     if dim == 0 || dim > MAX_HEAD_DIM {
-        return Err(f.err("head_dim", format!("{dim} (from {origin}) is outside 1..={MAX_HEAD_DIM}")));
+        return Err(f.err(key, format!("{dim} (from {origin}) is outside 1..={MAX_HEAD_DIM}")));
     }
     if rotary && dim > 4 && dim % 2 == 1 {
-        return Err(f.err("head_dim", format!("{dim} is odd; rotary embeddings need an even head dim")));
+        return Err(f.err(key, format!("{dim} is odd; rotary embeddings need an even head dim")));
     }
     Ok(dim)
 }
@@ -586,6 +693,7 @@ fn attention_scales(f: &Fields, schema: &ConfigSchema, dims: &Dims) -> Result<Ve
             vec![inv_sqrt(s); n]
         }
         ScaleRule::AttentionMultiplier => vec![f.number("attention_multiplier")?.unwrap_or(1.0); n],
+        ScaleRule::One => vec![1.0; n],
         ScaleRule::Gpt2 => {
             let base = if f.bool("scale_attn_weights")?.unwrap_or(true) { inv_sqrt(dims.head_dim as f64) } else { 1.0 };
             let by_layer = f.bool("scale_attn_by_inverse_layer_idx")?.unwrap_or(false);
@@ -1912,6 +2020,44 @@ mod tests {
             (c.embedding_scale, c.attention_scales[0], c.residual_multiplier, c.logits_scaling),
             (Some(12.0), 0.5, Some(0.2), Some(4.0))
         );
+    }
+
+    #[test]
+    fn t5_configs_follow_their_class() {
+        // T5Config's defaults: 6 + 6 layers of 8 heads of 64, relu, a tied head scaled by
+        // d_model ** -0.5, 32 buckets up to 128, unscaled scores, start at the padding id
+        let c = parse(r#"{"architectures": ["T5ForConditionalGeneration"], "model_type": "t5"}"#).unwrap();
+        assert_eq!((c.hidden_size, c.head_dim, c.num_attention_heads, c.num_hidden_layers), (512, 64, 8, 6));
+        assert_eq!((c.hidden_act.as_str(), c.gated_mlp, c.tie_word_embeddings), ("relu", false, true));
+        assert_eq!((c.logits_scaling, c.attention_scales[0], c.norm_eps), (Some(512f64.sqrt()), 1.0, 1e-6));
+        let s = c.seq2seq.clone().unwrap();
+        assert_eq!(
+            (s.encoder_layers, s.encoder_head_dim, s.decoder_start_token_id, s.source_positions),
+            (6, 64, 0, None)
+        );
+        let r = c.relative_attention.unwrap();
+        assert_eq!((r.num_buckets, r.max_distance), (32, 128));
+        // T5's buckets (transformers' _relative_position_bucket): both ways in the encoder
+        let both: Vec<i64> = [0, -1, 1, -7, -8, -12, -128, 200].iter().map(|&d| r.bucket(d, true)).collect();
+        assert_eq!(both, [0, 1, 17, 7, 8, 9, 15, 31]);
+        let past: Vec<i64> = [5, 0, -15, -16, -23, -127, -128].iter().map(|&d| r.bucket(d, false)).collect();
+        assert_eq!(past, [0, 0, 15, 16, 18, 31, 31]);
+        // v1.1 / Flan: gated-gelu is the tanh GELU, the head unscaled; num_decoder_layers apart
+        let c = parse(
+            r#"{"architectures": ["T5ForConditionalGeneration"], "model_type": "t5", "feed_forward_proj": "gated-gelu",
+                "tie_word_embeddings": false, "num_layers": 4, "num_decoder_layers": 2, "d_kv": 6}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            (c.hidden_act.as_str(), c.gated_mlp, c.logits_scaling, c.tie_word_embeddings),
+            ("gelu_new", true, None, true)
+        );
+        assert_eq!((c.num_hidden_layers, c.seq2seq.unwrap().encoder_layers, c.head_dim), (2, 4, 6));
+        let e = parse(
+            r#"{"architectures": ["T5ForConditionalGeneration"], "model_type": "t5", "feed_forward_proj": "a-b-c"}"#,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("feed_forward_proj"), "{e}");
     }
 
     #[test]

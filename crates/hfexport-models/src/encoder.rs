@@ -357,7 +357,7 @@ impl Decoder<'_> {
                     self.g.add_output(name, x)?;
                 }
             }
-            Task::CausalLm | Task::SpeechRecognition => return Err(self.task_error(task)),
+            Task::CausalLm | Task::SpeechRecognition | Task::Text2TextGeneration => return Err(self.task_error(task)),
         }
         Ok(())
     }

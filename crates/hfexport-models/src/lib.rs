@@ -16,10 +16,10 @@ pub mod error;
 pub mod hub;
 pub mod prequantized;
 pub mod safetensors;
-mod speech;
+mod seq2seq;
 
 pub use builder::{build, build_forward, build_generation, cache_name, BuildOptions, Task, Weights};
 pub use checkpoint::Checkpoint;
 pub use config::{GenerationConfig, ModelConfig};
 pub use error::{ModelError, Result};
-pub use speech::cross_name;
+pub use seq2seq::cross_name;

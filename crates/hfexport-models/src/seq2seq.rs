@@ -1,19 +1,21 @@
-//! The speech encoder of an encoder-decoder (Whisper): log-mel frames in, the encoder states and
-//! every decoder layer's cross-attention keys and values out, computed once per input.
+//! The encoder component of an encoder-decoder (Whisper, T5): its inputs in, the encoder states
+//! and every decoder layer's cross-attention keys and values out, computed once per input.
 //!
-//! Its layers are the block library's (`decoder_layer` over an all-true mask, built from
-//! [`ModelConfig::encoder_side`] under the layout's speech roots); what is Whisper's own is the
-//! stem: two convolutions of kernel 3 and padding 1 (strides 1 and 2), each a matmul over the
-//! three taps gathered by slices (no convolution op: every backend lowers slices and matmuls),
-//! exact GELU after each, and the learned positions of all `max_source_positions` frames added.
-//! The cross-attention keys and values use the decoder's `encoder_attn` projections, so the
-//! decode component never recomputes them.
+//! The encoder's layers are the block library's (`decoder_layer` over a padding-only mask, built
+//! from [`ModelConfig::encoder_side`] with the stack's own layout); what differs per family is
+//! the input ([`StackInput`]). Whisper's stem is two convolutions of kernel 3 and padding 1
+//! (strides 1 and 2), each a matmul over the three taps gathered by slices (no convolution op:
+//! every backend lowers slices and matmuls), exact GELU after each, and the learned positions of
+//! all `max_source_positions` frames added. T5 reads tokens through the shared embedding, and
+//! its layers add a relative position bias to their scores ([`Decoder::relative_mask`]). The
+//! cross-attention keys and values use the decoder's projections, so the decode component
+//! never recomputes them.
 
 use hfexport_core::ops::{Activation, BinaryOp};
 use hfexport_core::plan::{CacheMode, ComponentSpec, Entry, Exit, Planned, Positions, Role};
 use hfexport_core::{DType, Dim, Op, Tensor, ValueId};
 
-use crate::arch::{Architecture, Layout, SpeechLayout};
+use crate::arch::{Architecture, EncoderStack, StackInput};
 use crate::blocks::Vb;
 use crate::builder::{BuildOptions, Decoder, LayerInputs, Weights};
 use crate::config::ModelConfig;
@@ -25,27 +27,27 @@ pub fn cross_name(layer: usize, kind: &str) -> String {
     format!("cross.layers.{layer}.{kind}")
 }
 
-/// The `encoder` component of a speech encoder-decoder.
-pub(crate) fn speech_encoder(
+/// The `encoder` component of an encoder-decoder.
+pub(crate) fn encoder_component(
     cfg: &ModelConfig,
     arch: &Architecture,
     weights: &dyn Weights,
     opts: &BuildOptions,
 ) -> Result<Planned> {
-    let (Some(speech), Some(enc_cfg)) = (arch.layout.speech, cfg.encoder_side()) else {
+    let (Some(stack), Some(enc_cfg)) = (arch.layout.encoder_stack, cfg.encoder_side()) else {
         return Err(ModelError::Config {
             path: "config.json".into(),
             key: "architectures".into(),
-            msg: format!("{} has no speech encoder", cfg.architecture),
+            msg: format!("{} has no encoder stack", cfg.architecture),
         });
     };
-    let enc_arch = Architecture { layout: Layout { roots: speech.roots, ..arch.layout }, ..*arch };
+    let enc_arch = Architecture { layout: *stack.layout, ..*arch };
     let mut e = Decoder::new(&enc_cfg, &enc_arch, weights, opts, "encoder");
-    let states = e.speech_states(&speech)?;
+    let (states, entry) = e.encoder_states(&stack)?;
     e.g.add_output("encoder_hidden_states", states)?;
     // the decoder's cross-attention projections of the states, one pair per decoder layer
     let mut d = Decoder::new(cfg, arch, weights, opts, "encoder").continuing(e.g);
-    let (root, cross) = (d.root(), arch.layout.cross_attention.expect("a speech model has cross-attention"));
+    let (root, cross) = (d.root(), arch.layout.cross_attention.expect("an encoder-decoder has cross-attention"));
     let layers = root.pp(arch.layout.layers);
     for i in 0..cfg.num_hidden_layers {
         let (k, v) = d.cross_kv(&layers.pp(i).pp(cross.prefix), states)?;
@@ -55,7 +57,7 @@ pub(crate) fn speech_encoder(
     let spec = ComponentSpec {
         name: "encoder".into(),
         role: Role::Encoder,
-        entry: Entry::InputFeatures,
+        entry,
         exit: Exit::HiddenStates,
         positions: Positions::None,
         cache: CacheMode::CrossAttention,
@@ -64,41 +66,85 @@ pub(crate) fn speech_encoder(
 }
 
 impl Decoder<'_> {
-    /// `input_features` `[batch, num_mel_bins, 2 * max_source_positions]` (float32) through the
-    /// stem, the layers and the final norm: `[batch, max_source_positions, hidden]`.
-    fn speech_states(&mut self, speech: &SpeechLayout) -> Result<ValueId> {
+    /// The stack's input through its layers and final norm: `[batch, positions, hidden]`.
+    fn encoder_states(&mut self, stack: &EncoderStack) -> Result<(ValueId, Entry)> {
+        let (h, shared, entry) = match stack.input {
+            StackInput::Speech { convs, positions } => {
+                let (h, shared) = self.speech_inputs(convs, positions)?;
+                (h, shared, Entry::InputFeatures)
+            }
+            StackInput::Tokens => {
+                let (h, shared) = self.token_stack_inputs()?;
+                (h, shared, Entry::TokenIds)
+            }
+        };
+        let (act, root) = (self.activation()?, self.root());
+        let layers = root.pp(self.arch.layout.layers);
+        let mut h = h;
+        for i in 0..self.cfg.num_hidden_layers {
+            h = self.decoder_layer(&layers.pp(i), i, h, &shared, act)?;
+        }
+        Ok((self.norm(&root.pp(self.arch.layout.final_norm), self.cfg.hidden_size, h)?, entry))
+    }
+
+    /// T5: `input_ids` and `attention_mask` (int64 `[batch, sequence]`) through the token
+    /// embedding; every token attends to every unpadded token, with the bidirectional relative
+    /// position bias.
+    fn token_stack_inputs(&mut self) -> Result<(ValueId, LayerInputs)> {
+        let max_seq = self.cfg.max_position_embeddings.max(1) as i64;
+        let batch = Dim::sym(&self.g.symbols.declare("batch", 1, self.opts.max_batch)?);
+        let seq = Dim::sym(&self.g.symbols.declare("sequence", 1, max_seq)?);
+        let ids = self.g.add_input("input_ids", DType::I64, vec![batch.clone(), seq.clone()])?;
+        let am = self.g.add_input("attention_mask", DType::I64, vec![batch.clone(), seq.clone()])?;
+        let one = Dim::konst(1);
+        let iota = self.op("positions", Op::Iota { len: seq.clone() }, &[])?;
+        let positions = self.op("position_ids", Op::Reshape { shape: vec![one.clone(), seq.clone()] }, &[iota])?;
+        let root = self.root();
+        let (h, _) = self.embed(&root, ids, positions)?;
+        let keys = self.op("mask.padding", Op::Cast(DType::Bool), &[am])?;
+        let mut mask = self.op("mask", Op::Reshape { shape: vec![batch, one.clone(), one, seq] }, &[keys])?;
+        if self.cfg.relative_attention.is_some() {
+            mask = self.relative_mask(&root, positions, positions, mask, true)?;
+        }
+        Ok((h, LayerInputs::without_rope(mask, positions)))
+    }
+
+    /// Whisper: `input_features` `[batch, num_mel_bins, 2 * max_source_positions]` (float32)
+    /// through the convolutions, the learned positions added; every frame attends to every frame.
+    fn speech_inputs(&mut self, convs: [&str; 2], positions: &str) -> Result<(ValueId, LayerInputs)> {
         let (cfg, dtype) = (self.cfg, self.opts.dtype);
         let s2s = cfg.seq2seq.as_ref().expect("an encoder side comes from a seq2seq config");
-        let (mel, frames, hs) = (s2s.mel_bins, 2 * s2s.source_positions, cfg.hidden_size);
+        let (Some(mel), Some(n)) = (s2s.mel_bins, s2s.source_positions) else {
+            return Err(ModelError::Config {
+                path: "config.json".into(),
+                key: "num_mel_bins".into(),
+                msg: "a speech encoder needs num_mel_bins and max_source_positions".into(),
+            });
+        };
+        let hs = cfg.hidden_size;
         let batch = Dim::sym(&self.g.symbols.declare("batch", 1, self.opts.max_batch)?);
         let d = |v: usize| Dim::from(v);
-        let mut x = self.g.add_input("input_features", DType::F32, vec![batch.clone(), d(mel), d(frames)])?;
+        let mut x = self.g.add_input("input_features", DType::F32, vec![batch, d(mel), d(2 * n)])?;
         if dtype != DType::F32 {
             x = self.op("input_features.cast", Op::Cast(dtype), &[x])?;
         }
-        let root = self.root_of(speech.roots);
+        let root = self.stem_root(convs[0]);
         // time-major from here on: [batch, frames, channels]
         let x = self.op(&root.name("frames_first"), Op::Transpose { perm: vec![0, 2, 1] }, &[x])?;
-        let x = self.conv3(&root.pp(speech.convs[0]), x, mel, 1)?;
-        let x = self.conv3(&root.pp(speech.convs[1]), x, hs, 2)?;
-        let pos = self.weight(&root.pp(speech.positions), "weight", &[s2s.source_positions, hs])?;
-        let mut h = self.op(&root.name("embeddings"), Op::Binary(BinaryOp::Add), &[x, pos])?;
+        let x = self.conv3(&root.pp(convs[0]), x, mel, 1)?;
+        let x = self.conv3(&root.pp(convs[1]), x, hs, 2)?;
+        let pos = self.weight(&root.pp(positions), "weight", &[n, hs])?;
+        let h = self.op(&root.name("embeddings"), Op::Binary(BinaryOp::Add), &[x, pos])?;
         let all = Tensor::bool(vec![1, 1, 1, 1], vec![true])?;
         let mask = self.op("mask", Op::Constant(all), &[])?;
-        let iota = self.op("positions", Op::Iota { len: d(s2s.source_positions) }, &[])?;
-        let positions = self.op("position_ids", Op::Reshape { shape: vec![d(1), d(s2s.source_positions)] }, &[iota])?;
-        let shared = LayerInputs::without_rope(mask, positions);
-        let act = self.activation()?;
-        let layers = root.pp(self.arch.layout.layers);
-        for i in 0..cfg.num_hidden_layers {
-            h = self.decoder_layer(&layers.pp(i), i, h, &shared, act)?;
-        }
-        self.norm(&root.pp(speech.final_norm), hs, h)
+        let iota = self.op("positions", Op::Iota { len: d(n) }, &[])?;
+        let positions = self.op("position_ids", Op::Reshape { shape: vec![d(1), d(n)] }, &[iota])?;
+        Ok((h, LayerInputs::without_rope(mask, positions)))
     }
 
-    /// The first of `roots` under which the speech stem is stored.
-    fn root_of(&self, roots: &[&str]) -> Vb {
-        let conv = self.arch.layout.speech.map_or("conv1", |s| s.convs[0]);
+    /// The first of the layout's roots under which the convolution `conv` is stored.
+    fn stem_root(&self, conv: &str) -> Vb {
+        let roots = self.arch.layout.roots;
         let root = roots.iter().find(|r| self.weights.has(&Vb::root(r).pp(conv).name("weight"))).unwrap_or(&roots[0]);
         Vb::root(root)
     }
@@ -139,5 +185,53 @@ impl Decoder<'_> {
         let b = self.weight(vb, "bias", &[hs])?;
         let y = self.op(vb.path(), Op::Linear, &[cols, w, b])?;
         self.op(&vb.name("gelu"), Op::Activate(Activation::Gelu), &[y])
+    }
+
+    /// T5's relative position bias as the layers' additive mask `[batch, heads, q, k]`: the
+    /// bias of each (query, key) pair's bucket (`query` and `key` positions `[1, q]`, `[1, k]`),
+    /// where `mask` (bool, broadcast to `[batch, 1, q, k]`) allows, else the dtype's lowest value.
+    /// Buckets come from a constant table over the clamped distance (every distance beyond
+    /// `max_distance` shares the last bucket), so no logarithm runs in the graph; the bias table
+    /// is the first layer's, shared by all.
+    pub(crate) fn relative_mask(
+        &mut self,
+        root: &Vb,
+        query: ValueId,
+        key: ValueId,
+        mask: ValueId,
+        bidirectional: bool,
+    ) -> Result<ValueId> {
+        let (cfg, dtype) = (self.cfg, self.opts.dtype);
+        let rel = cfg.relative_attention.expect("the caller checked the config");
+        let heads = cfg.num_attention_heads;
+        let far = rel.max_distance as i64;
+        let table: Vec<i64> = (-far..=far).map(|r| rel.bucket(r, bidirectional)).collect();
+        let (q, k) = (self.g.info(query).shape[1].clone(), self.g.info(key).shape[1].clone());
+        let one = Dim::konst(1);
+        let qs = self.op("bias.queries", Op::Reshape { shape: vec![q.clone(), one.clone()] }, &[query])?;
+        let ks = self.op("bias.keys", Op::Reshape { shape: vec![one, k.clone()] }, &[key])?;
+        let distance = self.op("bias.distance", Op::Binary(BinaryOp::Sub), &[ks, qs])?;
+        let scalar = |v: i64| Tensor::int(DType::I64, vec![], vec![v]);
+        let lo = self.op("bias.lowest", Op::Constant(scalar(-far)?), &[])?;
+        let hi = self.op("bias.highest", Op::Constant(scalar(far)?), &[])?;
+        let clamped = self.op("bias.clamped_low", Op::Binary(BinaryOp::Max), &[distance, lo])?;
+        let clamped = self.op("bias.clamped", Op::Binary(BinaryOp::Min), &[clamped, hi])?;
+        let index = self.op("bias.index", Op::Binary(BinaryOp::Add), &[clamped, hi])?;
+        // a float table, gathered as embeddings are (every backend's gather takes floats), then
+        // cast: bucket numbers are exact in f32
+        let n = table.len();
+        let table = Tensor::float(DType::F32, vec![n], table.iter().map(|&b| b as f32).collect())?;
+        let table = self.op("bias.buckets_of", Op::Constant(table), &[])?;
+        let buckets = self.op("bias.bucket_values", Op::Gather { axis: 0 }, &[table, index])?;
+        let buckets = self.op("bias.buckets", Op::Cast(DType::I64), &[buckets])?;
+        let vb = root.pp(self.arch.layout.layers).pp(0).pp(self.arch.layout.relative_bias.unwrap_or_default());
+        let w = self.weight(&vb, "weight", &[rel.num_buckets, heads])?;
+        let bias = self.op(&vb.name("gather"), Op::Gather { axis: 0 }, &[w, buckets])?;
+        let bias = self.op(&vb.name("heads_first"), Op::Transpose { perm: vec![2, 0, 1] }, &[bias])?;
+        let bias =
+            self.op(&vb.name("batched"), Op::Reshape { shape: vec![Dim::konst(1), Dim::from(heads), q, k] }, &[bias])?;
+        let low = Tensor::float(dtype, vec![], vec![dtype.min_finite() as f32])?;
+        let low = self.op("bias.masked_value", Op::Constant(low), &[])?;
+        self.op("bias.mask", Op::Where, &[mask, bias, low])
     }
 }

@@ -159,7 +159,7 @@ impl AutoHfExporter {
             None => vec![build_forward(model, weights, task, &opts)?],
             Some(_) if !task.generates() => {
                 return Err(Error::Unsupported(format!(
-                    "{} exports for generation are causal LMs and speech recognition; the task here is `{}` \
+                    "{} exports for generation are causal LMs and encoder-decoders; the task here is `{}` \
                      (export it without --for-generation)",
                     model.architecture,
                     task.name()

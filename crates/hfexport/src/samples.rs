@@ -86,6 +86,7 @@ pub fn cases_for(c: &Planned, vocab: usize, past: usize) -> Result<Vec<SampleCas
         (Entry::TokenIds, CacheMode::None) => sample_cases(&c.graph, vocab),
         (Entry::PixelValues, CacheMode::None) => float_cases(&c.graph, "pixel_values"),
         (Entry::InputFeatures, CacheMode::CrossAttention) => float_cases(&c.graph, "input_features"),
+        (Entry::TokenIds, CacheMode::CrossAttention) => sample_cases(&c.graph, vocab),
         (Entry::TokenIds, CacheMode::StaticInPlace | CacheMode::Growing) => {
             Ok(vec![generation_case(&c.graph, vocab, past)?])
         }
@@ -151,6 +152,7 @@ pub fn generation_case(graph: &Graph, vocab: usize, past: usize) -> Result<Sampl
             "sequence" => SAMPLE_QUERY,
             "cache_len" => 12,
             "past_len" => past as i64,
+            "encoder_sequence" => 5,
             _ => 1,
         };
         bindings.unify(&hfexport_core::Dim::sym(s), want.clamp(r.min, r.max))?;
