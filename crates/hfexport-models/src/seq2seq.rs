@@ -230,7 +230,7 @@ impl Decoder<'_> {
         let bias = self.op(&vb.name("heads_first"), Op::Transpose { perm: vec![2, 0, 1] }, &[bias])?;
         let bias =
             self.op(&vb.name("batched"), Op::Reshape { shape: vec![Dim::konst(1), Dim::from(heads), q, k] }, &[bias])?;
-        let low = Tensor::float(dtype, vec![], vec![dtype.min_finite() as f32])?;
+        let low = Tensor::float(dtype, vec![], vec![dtype.min_finite()])?;
         let low = self.op("bias.masked_value", Op::Constant(low), &[])?;
         self.op("bias.mask", Op::Where, &[mask, bias, low])
     }
