@@ -1151,6 +1151,18 @@ def seq2seq_specs():
 GREEDY_TOKENS = 16
 
 
+def word_tokenizer(vocab_size):
+    """A tokenizer.json for `generate --prompt`: words `w3`..`w<vocab-1>` are their ids, `</s>` (1)
+    ends every text, as T5's tokenizer appends it."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, processors
+
+    vocab = {"<pad>": 0, "</s>": 1, "<unk>": 2, **{f"w{i}": i for i in range(3, vocab_size)}}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.post_processor = processors.TemplateProcessing(single="$A </s>", special_tokens=[("</s>", 1)])
+    return tok
+
+
 def make_seq2seq_fixture(outdir, spec):
     """golden.safetensors: `single` [1, ...] and `batch` [2, ...] encoder inputs (Whisper's
     input_features; T5's input_ids and attention_mask, row 1 right-padded) with their
@@ -1192,6 +1204,8 @@ def make_seq2seq_fixture(outdir, spec):
     golden["single.tokens"] = ids[0, 1:].contiguous()
     save_file(golden, str(folder / "golden.safetensors"))
     canonical_metadata_order(folder / "model.safetensors")
+    if spec.name == "t5":
+        word_tokenizer(cfg.vocab_size).save(str(folder / "tokenizer.json"))
     if spec.speech:
         # the feature extractor `generate --audio` reads: 24 frames of 8 bins from 3 s of 16 kHz audio
         transformers.WhisperFeatureExtractor(

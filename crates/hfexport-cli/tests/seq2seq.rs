@@ -200,3 +200,23 @@ fn audio_the_model_cannot_take_is_a_clear_error() {
     let o = hfexport(&["generate", s(&dir), "--audio", s(&not_wav)]);
     assert!(!o.status.success() && stderr(&o).contains("not a readable WAV"), "{}", stderr(&o));
 }
+
+#[test]
+fn a_text_prompt_is_the_text_encoders_input() {
+    require_onnxruntime();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("t5-onnx");
+    export("t5", "onnx", &dir);
+    // the fixture's word tokenizer: `w<n>` is id n, and `</s>` (1) ends the text
+    let ids = tmp.path().join("ids.safetensors");
+    write(&ids, &[("input_ids", &Tensor::i64(vec![1, 4], vec![5, 17, 42, 1]).unwrap())]);
+    let line = |o: &std::process::Output| {
+        assert!(o.status.success(), "{}", stderr(o));
+        stdout(o).lines().find(|l| l.starts_with("ids: ")).map(str::to_string).unwrap()
+    };
+    let by_ids = line(&hfexport(&["generate", s(&dir), "--inputs", s(&ids), "--max-new-tokens", "8"]));
+    let o = hfexport(&["generate", s(&dir), "--prompt", "w5 w17 w42", "--max-new-tokens", "8"]);
+    assert_eq!(line(&o), by_ids, "--prompt encodes to the encoder's input_ids");
+    assert!(stdout(&o).contains("prompt: 0\n"), "the decoder starts alone: {}", stdout(&o));
+    assert!(stdout(&o).contains("text: "), "the folder's tokenizer decodes the ids: {}", stdout(&o));
+}
