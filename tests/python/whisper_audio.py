@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""WAV files and transformers' WhisperFeatureExtractor features of them, for tests/speech.rs.
+"""WAV files and transformers' WhisperFeatureExtractor features of them, for crates/hfexport-cli/tests/seq2seq.rs.
 
 Usage: whisper_audio.py OUTDIR FIXTURE_DIR
 
