@@ -136,11 +136,16 @@ impl Decoder<'_> {
         let h = self.op(&root.name("tokens"), Op::Concat { axis: 1 }, &[cls, patches])?;
         let pos = self.weight(root, positions, &[1, n + 1, hs])?;
         let h = self.op(&root.name("embeddings"), Op::Binary(BinaryOp::Add), &[h, pos])?;
+        Ok((h, None, self.all_visible(n + 1)?, None))
+    }
+
+    /// The layer inputs of `n` positions that all see each other (image patches, audio frames).
+    pub(crate) fn all_visible(&mut self, n: usize) -> Result<LayerInputs> {
         let all = Tensor::bool(vec![1, 1, 1, 1], vec![true])?;
         let mask = self.op("mask", Op::Constant(all), &[])?;
-        let iota = self.op("positions", Op::Iota { len: d(n + 1) }, &[])?;
-        let positions = self.op("position_ids", Op::Reshape { shape: vec![d(1), d(n + 1)] }, &[iota])?;
-        Ok((h, None, LayerInputs::without_rope(mask, positions), None))
+        let iota = self.op("positions", Op::Iota { len: Dim::from(n) }, &[])?;
+        let positions = self.op("position_ids", Op::Reshape { shape: vec![Dim::konst(1), Dim::from(n)] }, &[iota])?;
+        Ok(LayerInputs::without_rope(mask, positions))
     }
 
     fn task_error(&self, task: Task) -> ModelError {

@@ -135,11 +135,7 @@ impl Decoder<'_> {
         let x = self.conv3(&root.pp(convs[1]), x, hs, 2)?;
         let pos = self.weight(&root.pp(positions), "weight", &[n, hs])?;
         let h = self.op(&root.name("embeddings"), Op::Binary(BinaryOp::Add), &[x, pos])?;
-        let all = Tensor::bool(vec![1, 1, 1, 1], vec![true])?;
-        let mask = self.op("mask", Op::Constant(all), &[])?;
-        let iota = self.op("positions", Op::Iota { len: d(n) }, &[])?;
-        let positions = self.op("position_ids", Op::Reshape { shape: vec![d(1), d(n)] }, &[iota])?;
-        Ok((h, LayerInputs::without_rope(mask, positions)))
+        Ok((h, self.all_visible(n)?))
     }
 
     /// The first of the layout's roots under which the convolution `conv` is stored.
