@@ -361,6 +361,36 @@ pub struct Layout {
     /// The relative position bias table `[num_buckets, heads]` under the first layer, shared by
     /// every layer of the stack (T5).
     pub relative_bias: Option<&'static str>,
+    /// The vision tower and projector in front of the text model of a vision-language
+    /// checkpoint (LLaVA); set by [`resolve`], never in a text family's own layout.
+    pub vision: Option<&'static VisionLayout>,
+}
+
+/// A vision-language model's image side: a vision tower whose features a projector maps into
+/// the text model's hidden size (LLaVA: CLIP, then `multi_modal_projector`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct VisionLayout {
+    /// The tower's own layout (its roots are the tower's, tried in order).
+    pub tower: &'static Layout,
+    /// Prefixes of the projector, tried in order.
+    pub projector_roots: &'static [&'static str],
+    /// The projector's two linears (an activation between them).
+    pub projector: [&'static str; 2],
+}
+
+/// A vision-language class: its text model is the family `text_config.model_type` names,
+/// stored under `text_roots`, with `vision` in front.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct VisionLanguage {
+    pub classes: &'static [&'static str],
+    pub model_types: &'static [&'static str],
+    /// The `model_type` of a `text_config` that names none (LlavaConfig: `llama`).
+    pub default_text_type: &'static str,
+    /// The vision config's `model_type`s the tower reads.
+    pub vision_types: &'static [&'static str],
+    pub text_roots: &'static [&'static str],
+    pub heads: &'static [&'static str],
+    pub vision: &'static VisionLayout,
 }
 
 /// A decoder layer's attention over the encoder states: `h + attn(norm(h), enc)`, its
@@ -418,9 +448,11 @@ pub enum EncoderInput {
     /// `input_ids` (and `token_type_ids`) through the layout's word embeddings.
     Tokens,
     /// `pixel_values` `[batch, channels, height, width]` cut into patches by the convolution at
-    /// the layout's `embed` (kernel = stride = patch), a learned `cls` token in front, learned
-    /// `positions` `[1, patches + 1, hidden]` added (ViT).
-    Patches { cls: &'static str, positions: &'static str },
+    /// the layout's `embed` (kernel = stride = patch; with a bias when `patch_bias`), a learned
+    /// `cls` token in front, learned `positions` added: ViT stores them `[1, 1, hidden]` and
+    /// `[1, patches + 1, hidden]`, CLIP (`flat`) `[hidden]` and an embedding table
+    /// `[patches + 1, hidden]`. The layout's `embed_norm` follows (CLIP's `pre_layrnorm`).
+    Patches { cls: &'static str, positions: &'static str, patch_bias: bool, flat: bool },
 }
 
 /// How an encoder numbers its positions.
@@ -642,6 +674,7 @@ const LLAMA_LAYOUT: Layout = Layout {
     cross_attention: None,
     encoder_stack: None,
     relative_bias: None,
+    vision: None,
 };
 
 const LLAMA_SCHEMA: ConfigSchema = ConfigSchema {
@@ -791,6 +824,7 @@ const BERT_LAYOUT: Layout = Layout {
     cross_attention: None,
     encoder_stack: None,
     relative_bias: None,
+    vision: None,
     encoder: Some(EncoderLayout {
         input: EncoderInput::Tokens,
         token_type_embed: Some("embeddings.token_type_embeddings"),
@@ -859,7 +893,12 @@ const VIT_LAYOUT: Layout = Layout {
         unbiased_key: false,
     },
     encoder: Some(EncoderLayout {
-        input: EncoderInput::Patches { cls: "embeddings.cls_token", positions: "embeddings.position_embeddings" },
+        input: EncoderInput::Patches {
+            cls: "embeddings.cls_token",
+            positions: "embeddings.position_embeddings",
+            patch_bias: true,
+            flat: false,
+        },
         token_type_embed: None,
         embed_norm: None,
         classifier: ClassifierHead::FirstToken { out: "classifier" },
@@ -867,6 +906,98 @@ const VIT_LAYOUT: Layout = Layout {
     }),
     ..BERT_LAYOUT
 };
+
+/// `CLIPVisionConfig`: the vision tower of LLaVA (`vision_config`), pre-LN layers with biases,
+/// `quick_gelu`, patches in; read through [`resolve`]'s vision-language entry, never as a class
+/// of its own.
+pub const CLIP_VISION: Architecture = Architecture {
+    classes: &[],
+    model_types: &["clip_vision_model"],
+    config: ConfigSchema {
+        keys: Keys { norm_eps: "layer_norm_eps", ..KEYS },
+        defaults: Defaults {
+            vocab_size: Some(0),
+            hidden_size: Some(768),
+            intermediate_size: Some(3072),
+            num_hidden_layers: Some(12),
+            num_attention_heads: Some(12),
+            max_position_embeddings: Some(0),
+            norm_eps: 1e-5,
+            activation: "quick_gelu",
+            ..NO_DEFAULTS
+        },
+        encoder: Some(EncoderSchema {
+            type_vocab_size: None,
+            image: Some(ImageDefaults { image_size: 224, patch_size: 32, num_channels: 3 }),
+            head_keys: false,
+        }),
+        ..BERT_SCHEMA
+    },
+    layout: CLIP_VISION_LAYOUT,
+};
+
+const CLIP_VISION_LAYOUT: Layout = Layout {
+    roots: &["vision_tower.", "vision_tower.vision_model.", "model.vision_tower.vision_model.", "model.vision_tower."],
+    embed: "embeddings.patch_embedding",
+    position_embed: None,
+    layers: "encoder.layers",
+    final_norm: "",
+    norms: LayerNorms { pre_attention: Some("layer_norm1"), pre_mlp: Some("layer_norm2"), ..NO_NORMS },
+    attention: AttentionLayout {
+        prefix: "self_attn",
+        qkv: Projections::Separate { q: "q_proj", k: "k_proj", v: "v_proj" },
+        out: "out_proj",
+        qk_norm: QkNorm::None,
+        unbiased_key: false,
+    },
+    mlp: MlpLayout { prefix: "mlp", kind: MlpKind::Plain("fc1"), down: "fc2" },
+    encoder: Some(EncoderLayout {
+        input: EncoderInput::Patches {
+            cls: "embeddings.class_embedding",
+            positions: "embeddings.position_embedding.weight",
+            patch_bias: false,
+            flat: true,
+        },
+        embed_norm: Some("pre_layrnorm"),
+        pooler: None,
+        ..VIT_ENCODER
+    }),
+    ..VIT_LAYOUT
+};
+
+const VIT_ENCODER: EncoderLayout = match VIT_LAYOUT.encoder {
+    Some(e) => e,
+    None => panic!("VIT_LAYOUT has an encoder"),
+};
+
+/// LLaVA's image side: CLIP, then `multi_modal_projector` (`linear_1`, activation, `linear_2`).
+const LLAVA_VISION: VisionLayout = VisionLayout {
+    tower: &CLIP_VISION_LAYOUT,
+    projector_roots: &["model.multi_modal_projector.", "multi_modal_projector."],
+    projector: ["linear_1", "linear_2"],
+};
+
+/// The vision-language classes. The text side is resolved from `text_config` at load time;
+/// both key layouts are read: what `save_pretrained` writes (`language_model.model.`,
+/// `language_model.lm_head`, `vision_tower.` or the hub's `vision_tower.vision_model.`) and the
+/// module names (`model.language_model.`, `lm_head`, `model.vision_tower.vision_model.`).
+pub const VISION_LANGUAGE: &[VisionLanguage] = &[VisionLanguage {
+    classes: &["LlavaForConditionalGeneration"],
+    model_types: &["llava"],
+    default_text_type: "llama",
+    vision_types: &["clip_vision_model"],
+    text_roots: &["language_model.model.", "model.language_model."],
+    heads: &["lm_head", "language_model.lm_head"],
+    vision: &LLAVA_VISION,
+}];
+
+/// The vision-language entry of a `model_type` (else of a class), if any.
+pub fn vision_language(model_type: Option<&str>, class: &str) -> Option<&'static VisionLanguage> {
+    VISION_LANGUAGE.iter().find(|v| match model_type {
+        Some(t) => v.model_types.contains(&t),
+        None => v.classes.contains(&class),
+    })
+}
 
 /// `DistilBertConfig`: BERT's layers under other names, no token types, no pooler, every norm's
 /// epsilon fixed at 1e-12 by the modeling code (no key read).
@@ -1057,6 +1188,7 @@ const WHISPER_BASE: Layout = Layout {
     cross_attention: None,
     encoder_stack: None,
     relative_bias: None,
+    vision: None,
 };
 
 const WHISPER_ENCODER: Layout = Layout { roots: &["model.encoder."], ..WHISPER_BASE };
@@ -1140,6 +1272,7 @@ const T5_BASE: Layout = Layout {
     cross_attention: None,
     encoder_stack: None,
     relative_bias: Some("layer.0.SelfAttention.relative_attention_bias"),
+    vision: None,
 };
 
 const T5_ENCODER: Layout = Layout {
@@ -1507,6 +1640,7 @@ pub const ARCHITECTURES: &[Architecture] = &[
             cross_attention: None,
             encoder_stack: None,
             relative_bias: None,
+            vision: None,
         },
     },
     Architecture {
@@ -1591,7 +1725,8 @@ pub const ARCHITECTURES: &[Architecture] = &[
 
 /// The class names this build exports.
 pub fn supported() -> Vec<String> {
-    ARCHITECTURES.iter().flat_map(|a| a.classes.iter().map(|c| c.to_string())).collect()
+    let text = ARCHITECTURES.iter().flat_map(|a| a.classes.iter());
+    text.chain(VISION_LANGUAGE.iter().flat_map(|v| v.classes.iter())).map(|c| c.to_string()).collect()
 }
 
 /// The definition of class `name`.
@@ -1600,6 +1735,17 @@ pub fn lookup(name: &str) -> Result<&'static Architecture> {
         .iter()
         .find(|a| a.classes.contains(&name))
         .ok_or_else(|| ModelError::UnknownArchitecture { name: name.to_string(), supported: supported() })
+}
+
+/// The architecture a config builds: its class's, or for a vision-language checkpoint its
+/// text family's blocks under the multimodal roots, with the vision side attached.
+pub fn resolve(cfg: &crate::config::ModelConfig) -> Result<Architecture> {
+    let Some(v) = &cfg.vision else { return lookup(&cfg.architecture).copied() };
+    let text = v.text_family;
+    Ok(Architecture {
+        layout: Layout { roots: v.entry.text_roots, heads: v.entry.heads, vision: Some(v.entry.vision), ..text.layout },
+        ..*text
+    })
 }
 
 /// The config schema AutoConfig would pick: by `model_type`, else by the class name's stem

@@ -7,7 +7,7 @@
 //! ([`crate::arch`]) composes them. Every weight is checked for presence, dtype and shape
 //! before the graph is returned, so a malformed checkpoint fails here with the tensor's name.
 
-use crate::arch::{lookup, Architecture};
+use crate::arch::{resolve, Architecture};
 use crate::blocks::Vb;
 use crate::config::ModelConfig;
 use crate::error::{ModelError, Result};
@@ -61,10 +61,13 @@ pub enum Task {
     /// Text from text: an encoder over tokens and a decoder generating tokens over its states
     /// (T5); exported for generation only.
     Text2TextGeneration,
+    /// Text from images and text: a vision tower and projector whose image embeddings replace
+    /// the prompt's image placeholders in a causal LM (LLaVA); exported for generation only.
+    ImageTextToText,
 }
 
 impl Task {
-    pub const ALL: [Task; 9] = [
+    pub const ALL: [Task; 10] = [
         Task::CausalLm,
         Task::FeatureExtraction,
         Task::FillMask,
@@ -74,6 +77,7 @@ impl Task {
         Task::ImageClassification,
         Task::SpeechRecognition,
         Task::Text2TextGeneration,
+        Task::ImageTextToText,
     ];
 
     /// The name recorded in `export.json` (and `--task`'s value).
@@ -88,6 +92,7 @@ impl Task {
             Task::ImageClassification => "image-classification",
             Task::SpeechRecognition => "automatic-speech-recognition",
             Task::Text2TextGeneration => "text2text-generation",
+            Task::ImageTextToText => "image-text-to-text",
         }
     }
 
@@ -112,6 +117,7 @@ impl Task {
         let heads = [
             ("WhisperForConditionalGeneration", Task::SpeechRecognition),
             ("T5ForConditionalGeneration", Task::Text2TextGeneration),
+            ("LlavaForConditionalGeneration", Task::ImageTextToText),
             ("ForCausalLM", Task::CausalLm),
             ("LMHeadModel", Task::CausalLm),
             ("ForConditionalGeneration", Task::CausalLm),
@@ -133,6 +139,7 @@ impl Task {
             (Task::CausalLm, None) => stack.is_none(),
             (Task::SpeechRecognition, None) => matches!(stack, Some(StackInput::Speech { .. })),
             (Task::Text2TextGeneration, None) => stack == Some(StackInput::Tokens),
+            (Task::ImageTextToText, None) => arch.layout.vision.is_some(),
             (Task::FeatureExtraction, Some(_)) => true,
             (Task::ImageClassification, Some(EncoderInput::Patches { .. })) => true,
             (
@@ -146,7 +153,7 @@ impl Task {
     /// Whether the task is exported for generation (components, caches) rather than as one
     /// forward graph.
     pub fn generates(self) -> bool {
-        matches!(self, Task::CausalLm | Task::SpeechRecognition | Task::Text2TextGeneration)
+        matches!(self, Task::CausalLm | Task::SpeechRecognition | Task::Text2TextGeneration | Task::ImageTextToText)
     }
 }
 
@@ -179,19 +186,22 @@ pub fn max_context(cfg: &ModelConfig) -> i64 {
 /// Builds the forward graph of `task`: inputs `input_ids`, `attention_mask` (int64
 /// `[batch, seq]`), output `logits` `[batch, seq, vocab]`.
 pub fn build(cfg: &ModelConfig, weights: &dyn Weights, task: Task, opts: &BuildOptions) -> Result<Graph> {
-    let arch = lookup(&cfg.architecture)?;
+    let arch = &resolve(cfg)?;
     let model = Decoder::new(cfg, arch, weights, opts, "model");
     match task {
         Task::CausalLm if task.fits(arch) => model.causal_lm(),
-        Task::SpeechRecognition | Task::Text2TextGeneration if task.fits(arch) => Err(ModelError::Config {
-            path: "config.json".into(),
-            key: "architectures".into(),
-            msg: format!(
-                "{} is exported for generation only (components `encoder` and `decode`): add --for-generation \
-                 --static-cache N",
-                cfg.architecture
-            ),
-        }),
+        Task::SpeechRecognition | Task::Text2TextGeneration | Task::ImageTextToText if task.fits(arch) => {
+            let first = if task == Task::ImageTextToText { "image_encoder" } else { "encoder" };
+            Err(ModelError::Config {
+                path: "config.json".into(),
+                key: "architectures".into(),
+                msg: format!(
+                    "{} is exported for generation only (components `{first}` and `decode`): add --for-generation \
+                     --static-cache N",
+                    cfg.architecture
+                ),
+            })
+        }
         _ => model.encoder(task),
     }
 }
@@ -231,7 +241,7 @@ pub fn build_generation(
     static_cache: Option<usize>,
     multi_token_decode: bool,
 ) -> Result<Vec<Planned>> {
-    let arch = lookup(&cfg.architecture)?;
+    let arch = &resolve(cfg)?;
     let decoder = |name: &str| Decoder::new(cfg, arch, weights, opts, name);
     let planned =
         |role: Role, cache: CacheMode, graph: Graph| Planned { spec: ComponentSpec::generation(role, cache), graph };
@@ -239,15 +249,18 @@ pub fn build_generation(
     // an encoder-decoder: the encoder (states and cross-attention keys and values, once per
     // input), then the decoder's components over a static cache
     let mut components = vec![];
+    if (arch.layout.encoder_stack.is_some() || arch.layout.vision.is_some()) && static_cache.is_none() {
+        return Err(ModelError::Config {
+            path: "config.json".into(),
+            key: "architectures".into(),
+            msg: format!("{} exports for generation with a static cache: add --static-cache N", cfg.architecture),
+        });
+    }
     if arch.layout.encoder_stack.is_some() {
-        if static_cache.is_none() {
-            return Err(ModelError::Config {
-                path: "config.json".into(),
-                key: "architectures".into(),
-                msg: format!("{} exports for generation with a static cache: add --static-cache N", cfg.architecture),
-            });
-        }
         components.push(crate::seq2seq::encoder_component(cfg, arch, weights, opts)?);
+    }
+    if arch.layout.vision.is_some() {
+        components.extend(crate::vision::image_components(cfg, arch, weights, opts)?);
     }
     components.extend(match static_cache {
         Some(n) if multi_token_decode => vec![planned(Role::Decode, stat, decoder("decode").static_decode(n)?)],
@@ -320,6 +333,8 @@ pub(crate) struct Decoder<'a> {
     pub(crate) opts: &'a BuildOptions,
     pub(crate) g: Graph,
     kv: Kv,
+    /// A vision-language decode's `image_embeds` input, merged at the image placeholders.
+    pub(crate) image: Option<ValueId>,
 }
 
 impl<'a> Decoder<'a> {
@@ -330,7 +345,7 @@ impl<'a> Decoder<'a> {
         opts: &'a BuildOptions,
         name: &str,
     ) -> Decoder<'a> {
-        Decoder { cfg, arch, weights, opts, g: Graph::new(name), kv: Kv::Tokens }
+        Decoder { cfg, arch, weights, opts, g: Graph::new(name), kv: Kv::Tokens, image: None }
     }
 
     /// This decoder writing into `g` (a component built from two configs: Whisper's encoder).
@@ -396,6 +411,7 @@ impl<'a> Decoder<'a> {
         }
         self.kv = Kv::StaticCache { inputs, outputs: vec![] };
         let cross = self.cross_inputs()?;
+        self.image = self.image_input()?;
         let ropes = self.rotary(positions)?;
         let slots = self.op("cache.slots", Op::Iota { len: len.clone() }, &[])?;
         let key_positions = self.op("cache.slot_ids", Op::Reshape { shape: vec![one, len] }, &[slots])?;
@@ -490,7 +506,10 @@ impl<'a> Decoder<'a> {
 
     fn logits(&mut self, ids: ValueId, shared: &LayerInputs, act: Activation) -> Result<()> {
         let root = self.root();
-        let (mut h, table) = self.embed(&root, ids, shared.positions)?;
+        let (mut h, table) = match self.image {
+            Some(image) => self.embed_with_image(&root, ids, image, shared.positions)?,
+            None => self.embed(&root, ids, shared.positions)?,
+        };
         let layers = root.pp(self.arch.layout.layers);
         for i in 0..self.cfg.num_hidden_layers {
             h = self.decoder_layer(&layers.pp(i), i, h, shared, act)?;

@@ -111,6 +111,31 @@ pub struct ModelConfig {
     pub encoder: Option<EncoderConfig>,
     /// The encoder stack of an encoder-decoder (Whisper); the fields above are its decoder's.
     pub seq2seq: Option<Seq2SeqConfig>,
+    /// The image side of a vision-language model (LLaVA); the fields above are its text
+    /// model's (`text_config`).
+    pub vision: Option<Box<VisionConfig>>,
+}
+
+/// A vision-language model's image side, resolved (LlavaConfig's keys).
+#[derive(Debug, Clone, PartialEq)]
+pub struct VisionConfig {
+    pub entry: &'static arch::VisionLanguage,
+    /// The family of `text_config.model_type`, whose blocks the text model is built from.
+    pub text_family: &'static Architecture,
+    /// The vision tower (`vision_config`) as an image encoder's config.
+    pub tower: ModelConfig,
+    /// `image_token_index` (`image_token_id`): the placeholder the image embeddings replace.
+    pub image_token_id: i64,
+    /// The tower's hidden states the features are taken from, concatenated in this order
+    /// (`vision_feature_layer`, negative indices resolved: 0 is the embeddings after the
+    /// pre-norm, `i` the output of layer `i`).
+    pub feature_layers: Vec<usize>,
+    /// `vision_feature_select_strategy` `full` keeps the CLS position (`default` drops it).
+    pub keep_cls: bool,
+    /// `projector_hidden_act`.
+    pub projector_act: String,
+    /// `multimodal_projector_bias`.
+    pub projector_bias: bool,
 }
 
 /// T5's bucketed relative positions: `num_buckets` buckets, logarithmic up to `max_distance`.
@@ -314,6 +339,9 @@ const GENERIC: ConfigSchema = ConfigSchema {
 fn normalise(top: &Fields) -> Result<ModelConfig> {
     let architecture = architecture(top)?;
     let model_type = top.string("model_type")?.map(str::to_string);
+    if let Some(entry) = arch::vision_language(model_type.as_deref(), &architecture) {
+        return vision_language(top, entry, architecture, model_type);
+    }
     let family = arch::detect(model_type.as_deref(), &architecture);
     check_class_matches(top, family, &architecture, model_type.as_deref())?;
     let schema = family.map_or(&GENERIC, |a| &a.config);
@@ -328,6 +356,18 @@ fn normalise(top: &Fields) -> Result<ModelConfig> {
         }
         _ => top,
     };
+    model_config(top, f, schema, architecture, model_type)
+}
+
+/// A config read from `f` by `schema`; `top` holds the keys a nested config leaves at the top
+/// (`dtype`, `tie_word_embeddings`).
+fn model_config(
+    top: &Fields,
+    f: &Fields,
+    schema: &ConfigSchema,
+    architecture: String,
+    model_type: Option<String>,
+) -> Result<ModelConfig> {
     let d = &schema.defaults;
     let dims = Dims::parse(f, schema)?;
     if schema.heads_divide_hidden && !dims.hidden_size.is_multiple_of(dims.num_attention_heads) {
@@ -388,7 +428,115 @@ fn normalise(top: &Fields) -> Result<ModelConfig> {
         pad_token_id,
         encoder: parse_encoder(f, schema, dims.hidden_size)?,
         seq2seq: parse_seq2seq(f, schema, &dims, pad_token_id)?,
+        vision: None,
     })
+}
+
+/// A vision-language config (LlavaConfig): the text model from `text_config` by the family its
+/// `model_type` names, the vision tower from `vision_config`, and the keys that join them.
+fn vision_language(
+    top: &Fields,
+    entry: &'static arch::VisionLanguage,
+    architecture: String,
+    model_type: Option<String>,
+) -> Result<ModelConfig> {
+    if !entry.classes.contains(&architecture.as_str()) {
+        return Err(top.err(
+            "architectures",
+            format!(
+                "`{architecture}` cannot read a `{}` config; valid: {}",
+                entry.model_types[0],
+                entry.classes.join(", ")
+            ),
+        ));
+    }
+    let empty = Map::new();
+    let sub = |key: &str| match top.raw(key) {
+        Some(Value::Object(obj)) => Ok(obj),
+        None | Some(Value::Null) if key == "text_config" => Ok(&empty),
+        None | Some(Value::Null) => Err(top.err(key, "is missing (the vision tower's config)")),
+        Some(v) => Err(top.err(key, format!("must be an object, got {}", describe(v)))),
+    };
+    let text = Fields::new(sub("text_config")?, top.path, "text_config.");
+    let text_type = text.string("model_type")?.unwrap_or(entry.default_text_type);
+    let family = arch::ARCHITECTURES
+        .iter()
+        .find(|a| a.model_types.contains(&text_type) && a.layout.encoder.is_none() && a.layout.encoder_stack.is_none())
+        .ok_or_else(|| {
+            text.err("model_type", format!("`{text_type}` is not a supported causal language model family"))
+        })?;
+    if family.config.text_config || family.layout.position_embed.is_some() {
+        return Err(
+            text.err("model_type", format!("`{text_type}` is not supported as the text model of {architecture}"))
+        );
+    }
+    let mut cfg = model_config(top, &text, &family.config, architecture.clone(), model_type)?;
+    // LlavaConfig ties the head when either it or its text config says so
+    cfg.tie_word_embeddings |= text.bool("tie_word_embeddings")?.unwrap_or(family.config.defaults.tie_word_embeddings);
+    let vision = Fields::new(sub("vision_config")?, top.path, "vision_config.");
+    let vision_type = vision.string("model_type")?.unwrap_or(entry.vision_types[0]);
+    if !entry.vision_types.contains(&vision_type) {
+        return Err(vision
+            .err("model_type", format!("`{vision_type}` is not supported; valid: {}", entry.vision_types.join(", "))));
+    }
+    let tower =
+        model_config(&vision, &vision, &arch::CLIP_VISION.config, "CLIPVisionModel".into(), Some(vision_type.into()))?;
+    let image_token_id = match (top.int("image_token_index")?, top.int("image_token_id")?) {
+        (Some(id), _) | (None, Some(id)) => id,
+        (None, None) => 32000,
+    };
+    if image_token_id < 0 {
+        return Err(top.err("image_token_index", format!("{image_token_id} is not a token id")));
+    }
+    let keep_cls = match top.string("vision_feature_select_strategy")?.unwrap_or("default") {
+        "default" => false,
+        "full" => true,
+        other => {
+            return Err(top.err("vision_feature_select_strategy", format!("`{other}` is not one of: default, full")))
+        }
+    };
+    let layers = tower.num_hidden_layers as i64;
+    let raw_layers = match top.raw("vision_feature_layer") {
+        None | Some(Value::Null) => vec![-2],
+        Some(Value::Array(list)) if !list.is_empty() => {
+            list.iter()
+                .map(|v| v.as_i64())
+                .collect::<Option<Vec<i64>>>()
+                .ok_or_else(|| top.err("vision_feature_layer", "must be an integer or a list of integers"))?
+        }
+        Some(v) => vec![v.as_i64().ok_or_else(|| {
+            top.err("vision_feature_layer", format!("must be an integer or a list of integers, got {}", describe(v)))
+        })?],
+    };
+    let feature_layers = raw_layers
+        .iter()
+        .map(|&l| {
+            let i = if l < 0 { layers + 1 + l } else { l };
+            match (0..=layers).contains(&i) {
+                true => Ok(i as usize),
+                false => Err(top.err(
+                    "vision_feature_layer",
+                    format!(
+                        "{l} is outside the tower's {} hidden states (its {layers} layers and the embeddings)",
+                        layers + 1
+                    ),
+                )),
+            }
+        })
+        .collect::<Result<Vec<usize>>>()?;
+    let projector_act = top.string("projector_hidden_act")?.unwrap_or("gelu").to_string();
+    let projector_bias = top.bool("multimodal_projector_bias")?.unwrap_or(true);
+    cfg.vision = Some(Box::new(VisionConfig {
+        entry,
+        text_family: family,
+        tower,
+        image_token_id,
+        feature_layers,
+        keep_cls,
+        projector_act,
+        projector_bias,
+    }));
+    Ok(cfg)
 }
 
 /// T5 scales the decoder's output by `d_model ** -0.5` before the head (the logits divided by

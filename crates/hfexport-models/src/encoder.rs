@@ -20,7 +20,7 @@ use crate::error::{ModelError, Result};
 
 /// What an encoder's inputs become: the embeddings, the word embedding table (a masked-LM
 /// decoder may be tied to it), the layers' shared inputs and the `attention_mask` input.
-type EncoderInputs = (ValueId, Option<ValueId>, LayerInputs, Option<ValueId>);
+pub(crate) type EncoderInputs = (ValueId, Option<ValueId>, LayerInputs, Option<ValueId>);
 
 impl Decoder<'_> {
     /// The forward graph of an encoder `task`; outputs named as transformers names them.
@@ -33,7 +33,7 @@ impl Decoder<'_> {
         let root = self.root();
         let (mut h, words, shared, attention_mask) = match enc.input {
             EncoderInput::Tokens => self.token_inputs(&root, &enc)?,
-            EncoderInput::Patches { cls, positions } => self.patch_inputs(&root, cls, positions)?,
+            EncoderInput::Patches { .. } => self.patch_inputs(&root, &enc)?,
         };
         let layers = root.pp(arch.layout.layers);
         for i in 0..cfg.num_hidden_layers {
@@ -105,8 +105,11 @@ impl Decoder<'_> {
     /// `pixel_values` `[batch, channels, height, width]` (float32) in: the patch embeddings (the
     /// convolution with kernel = stride = patch as one matmul over the patches, row-major as
     /// the convolution's output is flattened), the `cls` token in front, learned positions
-    /// added; every token attends to every token.
-    fn patch_inputs(&mut self, root: &Vb, cls: &str, positions: &str) -> Result<EncoderInputs> {
+    /// added, the embedding norm where the family has one; every token attends to every token.
+    pub(crate) fn patch_inputs(&mut self, root: &Vb, enc: &EncoderLayout) -> Result<EncoderInputs> {
+        let EncoderInput::Patches { cls, positions, patch_bias, flat } = enc.input else {
+            unreachable!("called for a patch encoder only")
+        };
         let (hs, dtype) = (self.cfg.hidden_size, self.opts.dtype);
         let img = self.cfg.encoder.as_ref().and_then(|e| e.image.clone()).ok_or_else(|| ModelError::Config {
             path: "config.json".into(),
@@ -129,13 +132,27 @@ impl Decoder<'_> {
         let x = self.op(&vb.name("patches"), Op::Reshape { shape: vec![batch.clone(), d(n), d(c * ph * pw)] }, &[x])?;
         let w = self.weight(&vb, "weight", &[hs, c, ph, pw])?;
         let w = self.op(&vb.name("flat_weight"), Op::Reshape { shape: vec![d(hs), d(c * ph * pw)] }, &[w])?;
-        let b = self.weight(&vb, "bias", &[hs])?;
-        let patches = self.op(vb.path(), Op::Linear, &[x, w, b])?;
-        let cls = self.weight(root, cls, &[1, 1, hs])?;
+        let patches = match patch_bias {
+            true => {
+                let b = self.weight(&vb, "bias", &[hs])?;
+                self.op(vb.path(), Op::Linear, &[x, w, b])?
+            }
+            false => self.op(vb.path(), Op::Linear, &[x, w])?,
+        };
+        let (cls, pos) = match flat {
+            true => {
+                let cls = self.weight(root, cls, &[hs])?;
+                let cls = self.op(&root.name("cls_3d"), Op::Reshape { shape: vec![d(1), d(1), d(hs)] }, &[cls])?;
+                (cls, self.weight(root, positions, &[n + 1, hs])?)
+            }
+            false => (self.weight(root, cls, &[1, 1, hs])?, self.weight(root, positions, &[1, n + 1, hs])?),
+        };
         let cls = self.op(&root.name("cls_tokens"), Op::Expand { shape: vec![batch, d(1), d(hs)] }, &[cls])?;
         let h = self.op(&root.name("tokens"), Op::Concat { axis: 1 }, &[cls, patches])?;
-        let pos = self.weight(root, positions, &[1, n + 1, hs])?;
-        let h = self.op(&root.name("embeddings"), Op::Binary(BinaryOp::Add), &[h, pos])?;
+        let mut h = self.op(&root.name("embeddings"), Op::Binary(BinaryOp::Add), &[h, pos])?;
+        if let Some(norm) = enc.embed_norm {
+            h = self.norm(&root.pp(norm), hs, h)?;
+        }
         Ok((h, None, self.all_visible(n + 1)?, None))
     }
 
@@ -362,7 +379,9 @@ impl Decoder<'_> {
                     self.g.add_output(name, x)?;
                 }
             }
-            Task::CausalLm | Task::SpeechRecognition | Task::Text2TextGeneration => return Err(self.task_error(task)),
+            Task::CausalLm | Task::SpeechRecognition | Task::Text2TextGeneration | Task::ImageTextToText => {
+                return Err(self.task_error(task))
+            }
         }
         Ok(())
     }

@@ -17,6 +17,7 @@ pub mod hub;
 pub mod prequantized;
 pub mod safetensors;
 mod seq2seq;
+pub mod vision;
 
 pub use builder::{build, build_forward, build_generation, cache_name, BuildOptions, Task, Weights};
 pub use checkpoint::Checkpoint;

@@ -2,7 +2,7 @@
 //! and benches: they live beside the builders' contracts, not in any backend.
 
 use crate::{Error, Result};
-use hfexport_core::plan::{CacheMode, Entry, Planned};
+use hfexport_core::plan::{CacheMode, Entry, Planned, Role};
 use hfexport_core::{DType, Graph, Tensor};
 use std::collections::BTreeMap;
 
@@ -85,6 +85,9 @@ pub fn cases_for(c: &Planned, vocab: usize, past: usize) -> Result<Vec<SampleCas
     match (c.spec.entry, c.spec.cache) {
         (Entry::TokenIds, CacheMode::None) => sample_cases(&c.graph, vocab),
         (Entry::PixelValues, CacheMode::None) => float_cases(&c.graph, "pixel_values"),
+        (Entry::Embeddings, CacheMode::None) if c.spec.role == Role::Projector => {
+            float_cases(&c.graph, "image_features")
+        }
         (Entry::InputFeatures, CacheMode::CrossAttention) => float_cases(&c.graph, "input_features"),
         (Entry::TokenIds, CacheMode::CrossAttention) => sample_cases(&c.graph, vocab),
         (Entry::TokenIds, CacheMode::StaticInPlace | CacheMode::Growing) => {
@@ -186,6 +189,11 @@ pub fn generation_case(graph: &Graph, vocab: usize, past: usize) -> Result<Sampl
             name if name.starts_with("input.") => {
                 let scale = if past == 0 { 0.0 } else { 0.5 };
                 Tensor::float(DType::F32, shape, (0..n).map(|i| ((i as f32) * 0.37).sin() * scale).collect())?
+                    .cast(info.dtype)
+            }
+            // a vision-language decode's image rows, as the projector would give
+            "image_embeds" => {
+                Tensor::float(DType::F32, shape, (0..n).map(|i| ((i as f32) * 0.41).sin() * 0.5).collect())?
                     .cast(info.dtype)
             }
             // an encoder-decoder's cross-attention keys and values, as the encoder would give

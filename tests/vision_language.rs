@@ -1,0 +1,189 @@
+//! Vision-language models (`LlavaForConditionalGeneration`) as three components: the
+//! `image_encoder` (pixel values in, the vision tower's selected hidden states out), the
+//! `multi_modal_projector` (those features to image embeddings in the text width) and the
+//! static-cache `decode` taking the image embeddings beside `input_ids` and putting them at the
+//! image placeholders. Random checkpoints made by transformers at test time
+//! (`tests/python/random_llava.py`: text families, tower sizes, feature layers and strategies,
+//! projector activations and biases, both key layouts): in the reference evaluator the features
+//! and embeddings equal transformers' at 1e-4 and a greedy loop over `decode` gives
+//! transformers' 16 greedy tokens for a prompt with two images; every format's export passes
+//! `--verify` for all three components in its runtime.
+
+mod common;
+use common::{python, script};
+use hfexport::{AutoExportConfig, AutoHfExporter, DType, ExportRequest, Generation};
+use hfexport_core::plan::Role;
+use hfexport_core::{Evaluator, Graph, Tensor};
+use hfexport_models::safetensors::read_all;
+use hfexport_models::{build_generation, cache_name, BuildOptions, Checkpoint, Task};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const CACHE: usize = 96;
+
+fn worst(a: &Tensor, b: &Tensor) -> f32 {
+    assert_eq!(a.shape(), b.shape());
+    a.as_f32().unwrap().iter().zip(b.as_f32().unwrap()).map(|(x, y)| (x - y).abs()).fold(0f32, f32::max)
+}
+
+/// `tests/python/random_llava.py`'s checkpoints: (name, description, folder).
+fn random_llava(out: &Path, count: usize) -> Vec<(String, String, PathBuf)> {
+    let o = Command::new(python())
+        .arg(script("random_llava.py"))
+        .arg(out)
+        .args(["--seed", "20261202", "--count", &count.to_string()])
+        .output()
+        .expect("start python");
+    assert!(o.status.success(), "random_llava.py failed:\n{}", String::from_utf8_lossy(&o.stderr));
+    let index: serde_json::Value = serde_json::from_slice(&std::fs::read(out.join("index.json")).unwrap()).unwrap();
+    let cases = index["cases"].as_array().unwrap();
+    cases
+        .iter()
+        .map(|c| {
+            let dir = out.join(c["dir"].as_str().unwrap());
+            (c["name"].as_str().unwrap().to_string(), c["description"].as_str().unwrap().to_string(), dir)
+        })
+        .collect()
+}
+
+/// Greedy tokens from the evaluator: the prompt in one call of `decode` into an empty static
+/// cache, then a token a step, `image_embeds` fed on every call.
+fn greedy(ckpt: &Checkpoint, decode: &Graph, prompt: &[i64], image: &Tensor, n: usize) -> Vec<i64> {
+    let c = &ckpt.config;
+    let ev = Evaluator::new(decode, ckpt).unwrap();
+    let shape = vec![1, c.num_key_value_heads, CACHE, c.head_dim];
+    let zeros = Tensor::f32(shape.clone(), vec![0.0; shape.iter().product()]).unwrap();
+    let mut caches: BTreeMap<String, Tensor> =
+        (0..c.num_hidden_layers).flat_map(|i| ["keys", "values"].map(|k| (cache_name(i, k), zeros.clone()))).collect();
+    let (mut feed, mut pos, mut got) = (prompt.to_vec(), 0, vec![]);
+    while got.len() < n {
+        let q = feed.len();
+        let mask = (0..q).flat_map(|i| (0..CACHE).map(move |j| j <= pos + i)).collect();
+        let mut inputs = BTreeMap::from([
+            ("input_ids".to_string(), Tensor::i64(vec![1, q], feed.clone()).unwrap()),
+            ("attention_mask".to_string(), Tensor::bool(vec![1, 1, q, CACHE], mask).unwrap()),
+            ("position_ids".to_string(), Tensor::i64(vec![1, q], (pos..pos + q).map(|p| p as i64).collect()).unwrap()),
+            ("image_embeds".to_string(), image.clone()),
+        ]);
+        inputs.extend(caches.iter().map(|(k, v)| (format!("input.{k}"), v.clone())));
+        let mut out = ev.run(&inputs).unwrap();
+        for (k, v) in caches.iter_mut() {
+            *v = out.remove(&format!("output.{k}")).unwrap();
+        }
+        let logits = out["logits"].as_f32().unwrap();
+        let last = &logits[(q - 1) * c.vocab_size..];
+        let token = (0..c.vocab_size).max_by(|&a, &b| last[a].total_cmp(&last[b]).then(b.cmp(&a))).unwrap() as i64;
+        got.push(token);
+        pos += q;
+        feed = vec![token];
+    }
+    got
+}
+
+/// The image rows of both images as one `[rows, hidden]` tensor (the decode's `image_embeds`).
+fn rows(embeds: &Tensor) -> Tensor {
+    let s = embeds.shape();
+    Tensor::f32(vec![s[0] * s[1], s[2]], embeds.as_f32().unwrap().to_vec()).unwrap()
+}
+
+/// Both images' pixel values as one batch.
+fn pixels(gold: &BTreeMap<String, Tensor>) -> Tensor {
+    let (a, b) = (&gold["pixel_values.exact"], &gold["pixel_values.wide"]);
+    let mut shape = a.shape().to_vec();
+    shape[0] = 2;
+    Tensor::f32(shape, [a.as_f32().unwrap(), b.as_f32().unwrap()].concat()).unwrap()
+}
+
+fn check_in_evaluator(name: &str, dir: &Path) -> Vec<String> {
+    let mut failures = vec![];
+    let ckpt = Checkpoint::open(dir).unwrap();
+    let gold = read_all(dir.join("golden.safetensors")).unwrap();
+    let plan = build_generation(&ckpt.config, &ckpt, &BuildOptions::default(), Some(CACHE), true).unwrap();
+    let roles: Vec<Role> = plan.iter().map(|p| p.spec.role).collect();
+    assert_eq!(roles, [Role::ImageEncoder, Role::Projector, Role::Decode], "{name}");
+    let features = Evaluator::new(&plan[0].graph, &ckpt)
+        .unwrap()
+        .run(&BTreeMap::from([("pixel_values".to_string(), pixels(&gold))]));
+    let features = features.unwrap().remove("image_features").unwrap();
+    let d = worst(&features, &gold["image_features"]);
+    if d > 1e-4 {
+        failures.push(format!("{name}: image features differ by {d}"));
+    }
+    let embeds = Evaluator::new(&plan[1].graph, &ckpt)
+        .unwrap()
+        .run(&BTreeMap::from([("image_features".to_string(), gold["image_features"].clone())]))
+        .unwrap()
+        .remove("image_embeds")
+        .unwrap();
+    let d = worst(&embeds, &gold["image_embeds"]);
+    if d > 1e-4 {
+        failures.push(format!("{name}: image embeddings differ by {d}"));
+    }
+    let want = gold["tokens"].as_i64().unwrap().to_vec();
+    let got = greedy(&ckpt, &plan[2].graph, gold["expanded"].as_i64().unwrap(), &rows(&embeds), want.len());
+    if got != want {
+        failures.push(format!("{name}: tokens {got:?}, transformers {want:?}"));
+    }
+    failures
+}
+
+/// Exports `model` for generation in every format with `--verify`; the failures.
+fn export_and_verify(model: &Path, out: &Path) -> Vec<String> {
+    let mut failures = vec![];
+    for format in ["onnx", "openvino", "dynamo", "executorch"] {
+        let config = serde_json::json!({"export_format": format, "dynamic": true});
+        let exporter =
+            AutoHfExporter::from_config(AutoExportConfig::from_dict(&config).unwrap()).unwrap().with_verify(true);
+        let req = ExportRequest {
+            model: model.to_path_buf(),
+            output: out.join(format),
+            task: None,
+            dtype: DType::F32,
+            force: false,
+            generation: Some(Generation { static_cache: Some(CACHE), multi_token_decode: true }),
+        };
+        match exporter.export(&req, &mut |_| {}) {
+            Err(e) => failures.push(format!("{format}: {e}")),
+            Ok(meta) => {
+                let names: Vec<&str> = meta.components.iter().map(|c| c.name()).collect();
+                let verified = meta.verification.as_ref().is_some_and(|v| v.max_abs_diff <= v.atol);
+                if meta.task != Task::ImageTextToText.name()
+                    || names != ["image_encoder", "multi_modal_projector", "decode"]
+                    || !verified
+                {
+                    failures
+                        .push(format!("{format}: task {}, components {names:?}, {:?}", meta.task, meta.verification));
+                }
+            }
+        }
+    }
+    failures
+}
+
+#[test]
+fn random_llava_checkpoints_match_transformers_and_verify() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut failures = vec![];
+    for (name, desc, dir) in random_llava(&tmp.path().join("ckpt"), 6) {
+        let mut f = check_in_evaluator(&name, &dir);
+        f.extend(export_and_verify(&dir, &tmp.path().join(&name)).into_iter().map(|e| format!("{name} {e}")));
+        if !f.is_empty() {
+            failures.push(format!("{}\n    {desc}", f.join("\n")));
+        }
+    }
+    assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
+}
+
+#[test]
+fn llava_exports_for_generation_only_with_a_static_cache() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (_, _, dir) = random_llava(&tmp.path().join("ckpt"), 1).remove(0);
+    let ckpt = Checkpoint::open(&dir).unwrap();
+    let e = build_generation(&ckpt.config, &ckpt, &BuildOptions::default(), None, false).unwrap_err().to_string();
+    assert!(e.contains("--static-cache"), "{e}");
+    let e = hfexport_models::build(&ckpt.config, &ckpt, Task::ImageTextToText, &BuildOptions::default())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("--for-generation") && e.contains("image_encoder"), "{e}");
+}
