@@ -187,3 +187,33 @@ fn llava_exports_for_generation_only_with_a_static_cache() {
         .to_string();
     assert!(e.contains("--for-generation") && e.contains("image_encoder"), "{e}");
 }
+
+/// Our CLIP preprocessing against transformers' image processor (PIL backend) on every random
+/// case's processor config: bit-exact on the PNGs (one at the crop size that no resize touches,
+/// one resized on its shortest edge and cropped); a JPEG within the decoders' disagreement.
+#[test]
+fn pixel_values_equal_the_clip_image_processor() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut failures = vec![];
+    for (name, desc, dir) in random_llava(&tmp.path().join("ckpt"), 6) {
+        let gold = read_all(dir.join("golden.safetensors")).unwrap();
+        let processor = hfexport::image::ClipImageProcessor::from_dir(&dir).unwrap();
+        for (file, atol) in [("exact.png", 1e-5), ("wide.png", 1e-5), ("photo.jpg", JPEG_ATOL)] {
+            let ours = processor.pixel_values(&dir.join(file)).unwrap();
+            let theirs = &gold[&format!("pixel_values.{}", file.split('.').next().unwrap())];
+            if ours.shape() != theirs.shape() {
+                failures.push(format!("{name} {file}: shape {:?}, transformers {:?}", ours.shape(), theirs.shape()));
+                continue;
+            }
+            let d = worst(&ours, theirs);
+            if d > atol {
+                failures.push(format!("{name} {file}: pixel values differ by {d} (allowed {atol})\n    {desc}"));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// The `image` crate's JPEG decoder against libjpeg's (Pillow's): measured up to two 8-bit
+/// levels (0.030 after normalising by CLIP's std of about 0.27); the PNGs are bit-exact.
+const JPEG_ATOL: f32 = 0.05;

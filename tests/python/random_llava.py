@@ -11,8 +11,9 @@ sample the config space. Each folder holds save_pretrained of a LlavaForConditio
 `lm_head`, `model.vision_tower.vision_model.`, `model.multi_modal_projector.`), the
 `preprocessor_config.json` transformers' CLIP image processor (PIL backend) writes, two PNGs
 (`exact.png` at the crop size, which no resize touches; `wide.png`, resized on its shortest
-edge and centre-cropped) and golden.safetensors:
-- `pixel_values.exact`, `pixel_values.wide` `[1, 3, H, W]`: the image processor's output;
+edge and centre-cropped), a JPEG (`photo.jpg`) and golden.safetensors:
+- `pixel_values.exact`, `pixel_values.wide`, `pixel_values.photo` `[1, 3, H, W]`: the image
+  processor's output;
 - `image_features` `[2, rows, width]`: the vision tower's selected hidden states for both images
   (what `get_image_features` projects), `image_embeds` `[2, rows, hidden]` after the projector;
 - `prompt`: token ids with one image placeholder per image (exact first, then wide), and
@@ -113,6 +114,11 @@ def images(folder, side, rng):
         arr = gen.integers(0, 256, (h, w, 3), dtype=np.uint8)
         Image.fromarray(arr).save(folder / f"{name}.png")
         made[name] = Image.open(folder / f"{name}.png").convert("RGB")
+    # a smooth photo-like picture as JPEG (decoders agree on it to a level or so)
+    y, x = np.mgrid[0:side * 3, 0:side * 4]
+    arr = np.stack([(x * 7 + y * 3) % 256, (x * 2 + y * 5) % 256, (x * y) % 256], axis=-1).astype(np.uint8)
+    Image.fromarray(arr).save(folder / "photo.jpg", quality=95)
+    made["photo"] = Image.open(folder / "photo.jpg").convert("RGB")
     return made
 
 
@@ -154,6 +160,7 @@ def main():
         golden = {
             "pixel_values.exact": pixels["exact"].contiguous(),
             "pixel_values.wide": pixels["wide"].contiguous(),
+            "pixel_values.photo": pixels["photo"].contiguous(),
             "image_features": features.contiguous(),
             "image_embeds": embeds.contiguous(),
             "prompt": torch.tensor(prompt),

@@ -1,5 +1,7 @@
 //! `hfexport generate`: greedy generation over a generation export in its format's runtime, the
-//! prompt given as ids or as text for the export's tokenizer.
+//! prompt given as ids or as text for the export's tokenizer; an encoder-decoder's encoder run
+//! first on `--inputs`, `--audio` or the text, a vision-language model's image encoder and
+//! projector on each `--image`.
 
 use crate::GenerateArgs;
 use anyhow::{bail, Context, Result};
@@ -147,6 +149,71 @@ fn encode_text(dir: &Path, tokenizer: Option<&tokenizers::Tokenizer>, text: &str
     Ok(ids)
 }
 
+/// The image embeddings the decode graph takes (`image_embeds`, one row per image token) and
+/// the prompt with each image placeholder expanded to its image's rows, as the processor
+/// expands it: the images run through the `image_encoder` and `multi_modal_projector`
+/// components. Without images the decode still takes one (unused) row.
+fn images(dir: &Path, meta: &ExportMetadata, a: &GenerateArgs, prompt: &[i64]) -> Result<(Tensor, Vec<i64>)> {
+    let cfg = hfexport::ModelConfig::from_dir(dir)?;
+    let v = cfg.vision.as_deref().with_context(|| format!("{}: config.json has no vision config", dir.display()))?;
+    let placeholders = prompt.iter().filter(|&&t| t == v.image_token_id).count();
+    if placeholders != a.image.len() {
+        bail!(
+            "the prompt has {placeholders} image placeholder{} (token id {}) and {} --image {} given: give one --image \
+             per placeholder, in order",
+            if placeholders == 1 { "" } else { "s" },
+            v.image_token_id,
+            a.image.len(),
+            if a.image.len() == 1 { "was" } else { "were" }
+        );
+    }
+    let decode = meta.by_role(Role::Decode).context("the export has no `decode` component")?;
+    let port = decode.inputs.iter().find(|p| p.name == hfexport::models::vision::IMAGE_EMBEDS);
+    let dtype = port.and_then(|p| hfexport::DType::from_user_name(&p.dtype)).unwrap_or(hfexport::DType::F32);
+    if a.image.is_empty() {
+        let zeros = Tensor::float(dtype, vec![1, cfg.hidden_size], vec![0.0; cfg.hidden_size])?;
+        return Ok((zeros, prompt.to_vec()));
+    }
+    let processor = hfexport::image::ClipImageProcessor::from_dir(dir)?;
+    let backend = hfexport::backend(ExportFormat::parse(&meta.format)?)?;
+    let config = AutoExportConfig::from_dict(&meta.config)?;
+    let open = |role: Role| -> Result<(String, Box<dyn hfexport::core::backend::Runner>, Vec<String>)> {
+        let comp = meta.by_role(role).with_context(|| format!("the export has no {role:?} component"))?;
+        let input = comp.inputs.first().map_or(vec![], |p| p.shape[1..].to_vec());
+        Ok((comp.name().to_string(), backend.open_runner(dir, comp, &config)?, input))
+    };
+    let (encoder, mut encode, takes) = open(Role::ImageEncoder)?;
+    let (projector, mut project, _) = open(Role::Projector)?;
+    // one image a call: every runtime's export takes a batch of 1 (ExecuTorch's default bound)
+    let (mut rows, mut data, mut width) = (0, vec![], 0);
+    for path in &a.image {
+        let pixels = processor.pixel_values(path)?;
+        let got: Vec<String> = pixels.shape()[1..].iter().map(usize::to_string).collect();
+        if got != takes {
+            bail!(
+                "{}: preprocessed to [{}], but `{encoder}` takes pixel values of [batch, {}] (check the export's \
+                 preprocessor_config.json against the model's image size)",
+                path.display(),
+                got.join(", "),
+                takes.join(", ")
+            );
+        }
+        let mut out = encode.run(&BTreeMap::from([("pixel_values".to_string(), pixels)]))?;
+        let features =
+            out.remove("image_features").with_context(|| format!("`{encoder}` returned no image_features"))?;
+        let mut out = project.run(&BTreeMap::from([("image_features".to_string(), features)]))?;
+        let embeds = out.remove("image_embeds").with_context(|| format!("`{projector}` returned no image_embeds"))?;
+        let s = embeds.shape().to_vec();
+        (rows, width) = (s[1], s[2]);
+        data.push(embeds);
+    }
+    let as_f32 = |t: &Tensor| t.cast(hfexport::DType::F32).as_f32().map(<[f32]>::to_vec);
+    let flat: Vec<f32> = data.iter().map(as_f32).collect::<Result<Vec<_>, _>>()?.concat();
+    let embeds = Tensor::f32(vec![a.image.len() * rows, width], flat)?.cast(dtype);
+    let expanded = prompt.iter().flat_map(|&t| if t == v.image_token_id { vec![t; rows] } else { vec![t] }).collect();
+    Ok((embeds, expanded))
+}
+
 /// `decoder_start_token_id` of the export's config.json: an encoder-decoder's first token.
 fn decoder_start(dir: &Path) -> Result<i64> {
     let cfg = hfexport::ModelConfig::from_dir(dir)?;
@@ -176,20 +243,32 @@ pub(crate) fn generate(a: &GenerateArgs) -> Result<()> {
         ),
         None => None,
     };
-    let prompt = match (&a.prompt_ids, &a.prompt) {
+    let mut prompt = match (&a.prompt_ids, &a.prompt) {
         (Some(ids), _) => parse_prompt_ids(ids)?,
         // an encoder-decoder's decoder starts alone (a text prompt went to the encoder)
         (None, _) if encoded.is_some() => vec![decoder_start(dir)?],
         (None, Some(text)) => encode_text(dir, tokenizer.as_ref(), text)?,
         (None, None) => bail!("give --prompt-ids 1,2,3 or --prompt \"text\""),
     };
+    let mut fixed = encoded.unwrap_or_default();
+    if meta.by_role(Role::ImageEncoder).is_some() {
+        let (embeds, expanded) = images(dir, &meta, a, &prompt)?;
+        fixed.insert(hfexport::models::vision::IMAGE_EMBEDS.to_string(), embeds);
+        prompt = expanded;
+    } else if !a.image.is_empty() {
+        bail!(
+            "{}: --image feeds a vision-language export's image encoder, and this export has none (components: {})",
+            dir.display(),
+            meta.components.iter().map(|c| c.name()).collect::<Vec<_>>().join(", ")
+        );
+    }
     // EOS ids of the copied generation_config.json (none when the file or the key is absent)
     let eos = hfexport::models::GenerationConfig::from_dir(dir)?.eos_token_ids;
     let format = ExportFormat::parse(&meta.format)?;
     let t0 = Instant::now();
     let mut generator = hfexport::backend(format)?.open_generator(dir)?;
-    if let Some(cross) = &encoded {
-        generator.set_fixed_inputs(cross)?;
+    if !fixed.is_empty() {
+        generator.set_fixed_inputs(&fixed)?;
     }
     let loaded = Instant::now();
     let g = generator.generate(&prompt, a.max_new_tokens, &eos)?;

@@ -98,6 +98,11 @@ pub(crate) struct GenerateArgs {
     /// as transformers' WhisperFeatureExtractor does with the export's preprocessor_config.json.
     #[arg(long)]
     pub(crate) audio: Option<PathBuf>,
+    /// An image for a vision-language export (LLaVA), PNG or JPEG, preprocessed as the image
+    /// processor of the export's preprocessor_config.json does; repeat it for several images,
+    /// one per image placeholder of the prompt, in order.
+    #[arg(long)]
+    pub(crate) image: Vec<PathBuf>,
     /// Print one JSON object on stdout (prompt, ids, text, stop, runtime, cache, timings)
     /// instead of the text lines and the summary on stderr.
     #[arg(long)]

@@ -9,6 +9,8 @@
 //! - [`backends`]: the list of backends compiled in (the only place naming format features);
 //! - [`verification`]: any component in its runtime against the reference evaluator;
 //! - [`samples`]: sample inputs fitted to a component's I/O contract;
+//! - [`audio`] and [`image`]: a WAV to Whisper's features, a PNG or JPEG to a vision tower's
+//!   pixel values, as transformers' preprocessors compute them;
 //! - [`error`]: the error type.
 
 pub use hfexport_core as core;
@@ -26,6 +28,7 @@ pub mod audio;
 pub mod backends;
 pub mod error;
 pub mod exporter;
+pub mod image;
 pub mod samples;
 pub mod verification;
 

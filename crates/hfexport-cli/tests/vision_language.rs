@@ -1,0 +1,122 @@
+//! Vision-language models (LLaVA) through the binary: each format's generation export
+//! (`image_encoder`, `multi_modal_projector`, static-cache `decode`), then
+//! `hfexport generate DIR --image a.png --image b.png --prompt-ids …` in its runtime (ONNX
+//! Runtime, OpenVINO stateful, libtorch, ExecuTorch) prints transformers' 16 greedy tokens for a
+//! prompt with two images, on random checkpoints made by transformers at test time
+//! (`tests/python/random_llava.py`); prompts whose placeholders do not match the images, and
+//! images that cannot be read, are clear errors.
+
+mod common;
+
+use common::*;
+use hfexport_core::Tensor;
+use hfexport_models::safetensors::read_all;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+/// `random_llava.py`'s cases (made once): the fixed case 0, and two sampled ones.
+fn cases() -> &'static [PathBuf] {
+    static DIR: OnceLock<(tempfile::TempDir, Vec<PathBuf>)> = OnceLock::new();
+    &DIR.get_or_init(|| {
+        let tmp = tempfile::tempdir().unwrap();
+        let out = tmp.path().join("llava");
+        let o = Command::new(python())
+            .arg(repo().join("tests/python/random_llava.py"))
+            .arg(&out)
+            .args(["--seed", "20261203", "--count", "3"])
+            .output()
+            .expect("start python");
+        assert!(o.status.success(), "random_llava.py failed:\n{}", String::from_utf8_lossy(&o.stderr));
+        let index: serde_json::Value = serde_json::from_slice(&std::fs::read(out.join("index.json")).unwrap()).unwrap();
+        let dirs = index["cases"].as_array().unwrap().iter().map(|c| out.join(c["dir"].as_str().unwrap())).collect();
+        (tmp, dirs)
+    })
+    .1
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+fn ids(t: &Tensor) -> String {
+    t.as_i64().unwrap().iter().map(i64::to_string).collect::<Vec<_>>().join(",")
+}
+
+fn export(model: &Path, format: &str, dir: &Path) {
+    let o = hfexport(&[
+        "export",
+        "--model",
+        s(model),
+        "--format",
+        format,
+        "--dynamic",
+        "--for-generation",
+        "--static-cache",
+        "96",
+        "--multi-token-decode",
+        "--output",
+        s(dir),
+    ]);
+    assert!(o.status.success(), "{} {format}: {}", model.display(), stderr(&o));
+}
+
+#[test]
+fn generate_with_images_gives_transformers_tokens_in_every_runtime() {
+    require_onnxruntime();
+    require_openvino();
+    require_libtorch();
+    require_executorch();
+    let tmp = tempfile::tempdir().unwrap();
+    for (k, model) in cases().iter().enumerate() {
+        let gold = read_all(model.join("golden.safetensors")).unwrap();
+        let (prompt, want) = (ids(&gold["prompt"]), ids(&gold["tokens"]));
+        for format in ["onnx", "openvino", "dynamo", "executorch"] {
+            let dir = tmp.path().join(format!("{k}-{format}"));
+            export(model, format, &dir);
+            let (a, b) = (model.join("exact.png"), model.join("wide.png"));
+            let args = ["generate", s(&dir), "--prompt-ids", &prompt, "--image", s(&a), "--image", s(&b)];
+            let o = hfexport(&[&args[..], &["--max-new-tokens", "16"]].concat());
+            assert!(o.status.success(), "{} {format}: {}", model.display(), stderr(&o));
+            let out = stdout(&o);
+            assert!(out.contains(&format!("ids: {want}\n")), "{} {format}: {out}", model.display());
+        }
+    }
+}
+
+#[test]
+fn images_that_do_not_fit_the_prompt_are_clear_errors() {
+    require_onnxruntime();
+    let tmp = tempfile::tempdir().unwrap();
+    let model = &cases()[0];
+    let dir = tmp.path().join("onnx");
+    export(model, "onnx", &dir);
+    let gold = read_all(model.join("golden.safetensors")).unwrap();
+    let prompt = ids(&gold["prompt"]);
+    let png = model.join("exact.png");
+    // two placeholders, one image
+    let o = hfexport(&["generate", s(&dir), "--prompt-ids", &prompt, "--image", s(&png)]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("2 image placeholders") && stderr(&o).contains("1 --image"), "{}", stderr(&o));
+    // an image without a placeholder
+    let o = hfexport(&["generate", s(&dir), "--prompt-ids", "1,5", "--image", s(&png)]);
+    assert!(!o.status.success() && stderr(&o).contains("0 image placeholders"), "{}", stderr(&o));
+    // a file that is no image, and one in a format other than PNG or JPEG
+    let text = tmp.path().join("notes.png");
+    std::fs::write(&text, b"not a picture").unwrap();
+    let gif = tmp.path().join("anim.gif");
+    std::fs::write(&gif, b"GIF89a\x01\x00\x01\x00\x00\x00\x00;").unwrap();
+    for (bad, says) in [(&text, "notes.png"), (&gif, "not supported")] {
+        let o = hfexport(&["generate", s(&dir), "--prompt-ids", &prompt, "--image", s(bad), "--image", s(&png)]);
+        assert!(!o.status.success());
+        assert!(stderr(&o).contains(says) && stderr(&o).contains(s(bad)), "{}", stderr(&o));
+    }
+    // text only: the placeholder-free prompt runs without images
+    let o = hfexport(&["generate", s(&dir), "--prompt-ids", "1,5,7", "--max-new-tokens", "3"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    // --image on a text-only export
+    let llm = tmp.path().join("llm");
+    export(&fixture("qwen3"), "onnx", &llm);
+    let o = hfexport(&["generate", s(&llm), "--prompt-ids", "1", "--image", s(&png)]);
+    assert!(!o.status.success() && stderr(&o).contains("has none"), "{}", stderr(&o));
+}
