@@ -152,6 +152,21 @@ pub(crate) fn inspect(path: &Path, task: Option<&str>, full: bool, json: bool) -
             s.encoder_layers, s.encoder_heads, s.encoder_head_dim, s.encoder_ffn, s.decoder_start_token_id
         );
     }
+    if let Some(v) = &c.vision {
+        let t = &v.tower;
+        let img = t.encoder.as_ref().and_then(|e| e.image.as_ref());
+        let (side, patch) = img.map_or((0, 0), |i| (i.size[0], i.patch[0]));
+        println!(
+            "vision       layers {}, hidden {}, heads {}; {side}x{side} images in {patch}x{patch} patches, {} rows per \
+             image (feature layers {:?}); image token {}",
+            t.num_hidden_layers,
+            t.hidden_size,
+            t.num_attention_heads,
+            hfexport::models::vision::image_rows(v),
+            v.feature_layers,
+            v.image_token_id
+        );
+    }
     if let Some(r) = &c.relative_attention {
         println!("positions    relative, {} buckets up to distance {}", r.num_buckets, r.max_distance);
     }
@@ -197,10 +212,12 @@ pub(crate) fn inspect(path: &Path, task: Option<&str>, full: bool, json: bool) -
     Ok(())
 }
 
-/// The graphs `inspect` describes: the forward graph of `task`, or an encoder-decoder's
-/// components (`encoder`, and `decode` over a static cache of the decoder's positions).
+/// The graphs `inspect` describes: the forward graph of `task`, or the components of a
+/// generation-only model (an encoder-decoder's `encoder`, a vision-language model's
+/// `image_encoder` and `multi_modal_projector`; then `decode` over a static cache of the
+/// decoder's positions).
 fn graphs_of(ckpt: &Checkpoint, task: Task) -> Result<Vec<(String, Graph)>> {
-    if !matches!(task, Task::SpeechRecognition | Task::Text2TextGeneration) {
+    if !matches!(task, Task::SpeechRecognition | Task::Text2TextGeneration | Task::ImageTextToText) {
         return Ok(vec![("model".into(), forward_graph(ckpt, task)?)]);
     }
     let slots = Some(ckpt.config.max_position_embeddings);
