@@ -29,13 +29,18 @@ fn worst(a: &Tensor, b: &Tensor) -> f32 {
 
 /// `tests/python/random_llava.py`'s checkpoints: (name, description, folder).
 fn random_llava(out: &Path, count: usize) -> Vec<(String, String, PathBuf)> {
+    random_cases("random_llava.py", out, count)
+}
+
+/// The checkpoints of a random-case script: (name, description, folder).
+fn random_cases(script_name: &str, out: &Path, count: usize) -> Vec<(String, String, PathBuf)> {
     let o = Command::new(python())
-        .arg(script("random_llava.py"))
+        .arg(script(script_name))
         .arg(out)
         .args(["--seed", "20261202", "--count", &count.to_string()])
         .output()
         .expect("start python");
-    assert!(o.status.success(), "random_llava.py failed:\n{}", String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.success(), "{script_name} failed:\n{}", String::from_utf8_lossy(&o.stderr));
     let index: serde_json::Value = serde_json::from_slice(&std::fs::read(out.join("index.json")).unwrap()).unwrap();
     let cases = index["cases"].as_array().unwrap();
     cases
@@ -49,7 +54,7 @@ fn random_llava(out: &Path, count: usize) -> Vec<(String, String, PathBuf)> {
 
 /// Greedy tokens from the evaluator: the prompt in one call of `decode` into an empty static
 /// cache, then a token a step, `image_embeds` fed on every call.
-fn greedy(ckpt: &Checkpoint, decode: &Graph, prompt: &[i64], image: &Tensor, n: usize) -> Vec<i64> {
+fn greedy(ckpt: &Checkpoint, decode: &Graph, prompt: &[i64], fixed: &BTreeMap<String, Tensor>, n: usize) -> Vec<i64> {
     let c = &ckpt.config;
     let ev = Evaluator::new(decode, ckpt).unwrap();
     let shape = vec![1, c.num_key_value_heads, CACHE, c.head_dim];
@@ -64,8 +69,8 @@ fn greedy(ckpt: &Checkpoint, decode: &Graph, prompt: &[i64], image: &Tensor, n: 
             ("input_ids".to_string(), Tensor::i64(vec![1, q], feed.clone()).unwrap()),
             ("attention_mask".to_string(), Tensor::bool(vec![1, 1, q, CACHE], mask).unwrap()),
             ("position_ids".to_string(), Tensor::i64(vec![1, q], (pos..pos + q).map(|p| p as i64).collect()).unwrap()),
-            ("image_embeds".to_string(), image.clone()),
         ]);
+        inputs.extend(fixed.iter().map(|(k, v)| (k.clone(), v.clone())));
         inputs.extend(caches.iter().map(|(k, v)| (format!("input.{k}"), v.clone())));
         let mut out = ev.run(&inputs).unwrap();
         for (k, v) in caches.iter_mut() {
@@ -121,15 +126,17 @@ fn check_in_evaluator(name: &str, dir: &Path) -> Vec<String> {
         failures.push(format!("{name}: image embeddings differ by {d}"));
     }
     let want = gold["tokens"].as_i64().unwrap().to_vec();
-    let got = greedy(&ckpt, &plan[2].graph, gold["expanded"].as_i64().unwrap(), &rows(&embeds), want.len());
+    let fixed = BTreeMap::from([("image_embeds".to_string(), rows(&embeds))]);
+    let got = greedy(&ckpt, &plan[2].graph, gold["expanded"].as_i64().unwrap(), &fixed, want.len());
     if got != want {
         failures.push(format!("{name}: tokens {got:?}, transformers {want:?}"));
     }
     failures
 }
 
-/// Exports `model` for generation in every format with `--verify`; the failures.
-fn export_and_verify(model: &Path, out: &Path) -> Vec<String> {
+/// Exports `model` for generation in every format with `--verify`; the failures unless the
+/// components are `components`.
+fn export_and_verify(model: &Path, out: &Path, components: &[&str]) -> Vec<String> {
     let mut failures = vec![];
     for format in ["onnx", "openvino", "dynamo", "executorch"] {
         let config = serde_json::json!({"export_format": format, "dynamic": true});
@@ -148,10 +155,7 @@ fn export_and_verify(model: &Path, out: &Path) -> Vec<String> {
             Ok(meta) => {
                 let names: Vec<&str> = meta.components.iter().map(|c| c.name()).collect();
                 let verified = meta.verification.as_ref().is_some_and(|v| v.max_abs_diff <= v.atol);
-                if meta.task != Task::ImageTextToText.name()
-                    || names != ["image_encoder", "multi_modal_projector", "decode"]
-                    || !verified
-                {
+                if meta.task != Task::ImageTextToText.name() || names != components || !verified {
                     failures
                         .push(format!("{format}: task {}, components {names:?}, {:?}", meta.task, meta.verification));
                 }
@@ -167,7 +171,10 @@ fn random_llava_checkpoints_match_transformers_and_verify() {
     let mut failures = vec![];
     for (name, desc, dir) in random_llava(&tmp.path().join("ckpt"), 6) {
         let mut f = check_in_evaluator(&name, &dir);
-        f.extend(export_and_verify(&dir, &tmp.path().join(&name)).into_iter().map(|e| format!("{name} {e}")));
+        let components = ["image_encoder", "multi_modal_projector", "decode"];
+        f.extend(
+            export_and_verify(&dir, &tmp.path().join(&name), &components).into_iter().map(|e| format!("{name} {e}")),
+        );
         if !f.is_empty() {
             failures.push(format!("{}\n    {desc}", f.join("\n")));
         }
@@ -217,3 +224,73 @@ fn pixel_values_equal_the_clip_image_processor() {
 /// The `image` crate's JPEG decoder against libjpeg's (Pillow's): measured up to two 8-bit
 /// levels (0.030 after normalising by CLIP's std of about 0.27); the PNGs are bit-exact.
 const JPEG_ATOL: f32 = 0.05;
+
+/// Qwen2-VL in the evaluator: the tower with its merger (`patch_positions` and `frame_ids` from
+/// the image grids), `get_rope_index`'s positions from [`mrope_positions`], and 16 greedy tokens
+/// over the M-RoPE `decode`.
+fn check_qwen2vl(name: &str, dir: &Path) -> Vec<String> {
+    use hfexport_models::vision::{mrope_positions, patch_inputs};
+    let mut failures = vec![];
+    let ckpt = Checkpoint::open(dir).unwrap();
+    let v = ckpt.config.vision.as_deref().unwrap();
+    let merge = v.merge.as_ref().unwrap().spatial_merge_size;
+    let gold = read_all(dir.join("golden.safetensors")).unwrap();
+    let plan = build_generation(&ckpt.config, &ckpt, &BuildOptions::default(), Some(CACHE), true).unwrap();
+    let roles: Vec<Role> = plan.iter().map(|p| p.spec.role).collect();
+    assert_eq!(roles, [Role::ImageEncoder, Role::Decode], "{name}");
+    let grids: Vec<[usize; 3]> = gold["image_grid_thw"]
+        .as_i64()
+        .unwrap()
+        .chunks(3)
+        .map(|g| [g[0] as usize, g[1] as usize, g[2] as usize])
+        .collect();
+    let (positions, frames) = patch_inputs(&grids, merge);
+    let (g, n) = (merge * merge, frames.len());
+    let pixels = gold["pixel_values"].clone();
+    let width = pixels.shape()[1];
+    let inputs = BTreeMap::from([
+        ("pixel_values".to_string(), pixels.reshaped(vec![n / g, g, width]).unwrap()),
+        ("patch_positions".to_string(), Tensor::i64(vec![n / g, g, 2], positions).unwrap()),
+        ("frame_ids".to_string(), Tensor::i64(vec![n / g, g], frames).unwrap()),
+    ]);
+    let embeds = Evaluator::new(&plan[0].graph, &ckpt).unwrap().run(&inputs).unwrap().remove("image_embeds").unwrap();
+    let d = worst(&embeds, &gold["image_embeds"]);
+    if d > 1e-4 {
+        failures.push(format!("{name}: image embeddings differ by {d}"));
+    }
+    let expanded = gold["expanded"].as_i64().unwrap();
+    let rope = mrope_positions(expanded, v.image_token_id, &grids, merge, CACHE).unwrap();
+    let want_rope = gold["rope_positions"].as_i64().unwrap();
+    let len = expanded.len();
+    let ours: Vec<i64> = (0..3).flat_map(|r| rope[r * CACHE..r * CACHE + len].to_vec()).collect();
+    if ours != want_rope {
+        failures.push(format!("{name}: rope positions {ours:?}, get_rope_index {want_rope:?}"));
+    }
+    let fixed = BTreeMap::from([
+        ("image_embeds".to_string(), embeds),
+        ("rope_positions".to_string(), Tensor::i64(vec![3, CACHE], rope).unwrap()),
+    ]);
+    let want = gold["tokens"].as_i64().unwrap().to_vec();
+    let got = greedy(&ckpt, &plan[1].graph, expanded, &fixed, want.len());
+    if got != want {
+        failures.push(format!("{name}: tokens {got:?}, transformers {want:?}"));
+    }
+    failures
+}
+
+#[test]
+fn random_qwen2vl_checkpoints_match_transformers_and_verify() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut failures = vec![];
+    for (name, desc, dir) in random_cases("random_qwen2vl.py", &tmp.path().join("ckpt"), 4) {
+        let mut f = check_qwen2vl(&name, &dir);
+        let components = ["image_encoder", "decode"];
+        f.extend(
+            export_and_verify(&dir, &tmp.path().join(&name), &components).into_iter().map(|e| format!("{name} {e}")),
+        );
+        if !f.is_empty() {
+            failures.push(format!("{}\n    {desc}", f.join("\n")));
+        }
+    }
+    assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
+}

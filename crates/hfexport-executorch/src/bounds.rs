@@ -6,7 +6,8 @@
 //!
 //! - the batch (the leading axis of the first input, `input_ids`) is at most
 //!   [`DEFAULT_MAX_BATCH`]: ExecuTorch's LLM runners run one sequence at a time;
-//! - every other open symbol (`sequence`, a growing cache's `past_len`) is at most one common
+//! - every other open symbol (`sequence`, a growing cache's `past_len`, a vision tower's
+//!   `image_tokens`, which leads Qwen2-VL's `pixel_values`) is at most one common
 //!   cap: the model's bound when the plan fits, else the largest cap for which the memory plans
 //!   of all methods together fit [`PLAN_BUDGET`] (rounded down to a multiple of [`ROUND`] once
 //!   it is at least that), found by bisection over the plan itself: the methods are lowered
@@ -93,7 +94,13 @@ pub fn default_bounds(
     let mut candidates = vec![];
     for (c, open) in prepared.iter().zip(open) {
         let g = &c.graph;
-        let batch = g.inputs().first().and_then(|p| g.info(p.value).shape.first()).and_then(|d| d.as_symbol());
+        // a merged vision tower's leading axis counts image rows (`image_tokens`), not sequences
+        let batch = g
+            .inputs()
+            .first()
+            .and_then(|p| g.info(p.value).shape.first())
+            .and_then(|d| d.as_symbol())
+            .filter(|s| s.name() != "image_tokens");
         let open = g
             .symbols
             .iter()

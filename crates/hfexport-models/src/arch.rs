@@ -372,10 +372,25 @@ pub struct Layout {
 pub struct VisionLayout {
     /// The tower's own layout (its roots are the tower's, tried in order).
     pub tower: &'static Layout,
+    pub kind: TowerKind,
     /// Prefixes of the projector, tried in order.
     pub projector_roots: &'static [&'static str],
     /// The projector's two linears (an activation between them).
     pub projector: [&'static str; 2],
+}
+
+/// How a vision tower reads its images and hands its features on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TowerKind {
+    /// CLIP (LLaVA): `pixel_values` `[batch, channels, size, size]`, a CLS token and learned
+    /// positions; the features of `vision_feature_layer` go to a projector component.
+    Clip,
+    /// Qwen2-VL: rows of flattened patches (`[patches, channels x temporal x patch x patch]`,
+    /// the processor's order), a 2-D rotary embedding of each patch's row and column,
+    /// attention within each frame; the PatchMerger (the norm `merger_norm`, then the
+    /// projector's two linears over `spatial_merge_size`^2 neighbours, exact GELU between)
+    /// closes the `image_encoder` itself.
+    Merged { merger_norm: &'static str },
 }
 
 /// A vision-language class: its text model is the family `text_config.model_type` names,
@@ -386,6 +401,9 @@ pub struct VisionLanguage {
     pub model_types: &'static [&'static str],
     /// The `model_type` of a `text_config` that names none (LlavaConfig: `llama`).
     pub default_text_type: &'static str,
+    /// Without `text_config`, the text keys are read from the top level (Qwen2-VL's hub
+    /// files); else an absent `text_config` means the text config class's defaults (LLaVA).
+    pub flat_text: bool,
     /// The vision config's `model_type`s the tower reads.
     pub vision_types: &'static [&'static str],
     pub text_roots: &'static [&'static str],
@@ -973,6 +991,7 @@ const VIT_ENCODER: EncoderLayout = match VIT_LAYOUT.encoder {
 /// LLaVA's image side: CLIP, then `multi_modal_projector` (`linear_1`, activation, `linear_2`).
 const LLAVA_VISION: VisionLayout = VisionLayout {
     tower: &CLIP_VISION_LAYOUT,
+    kind: TowerKind::Clip,
     projector_roots: &["model.multi_modal_projector.", "multi_modal_projector."],
     projector: ["linear_1", "linear_2"],
 };
@@ -981,15 +1000,89 @@ const LLAVA_VISION: VisionLayout = VisionLayout {
 /// both key layouts are read: what `save_pretrained` writes (`language_model.model.`,
 /// `language_model.lm_head`, `vision_tower.` or the hub's `vision_tower.vision_model.`) and the
 /// module names (`model.language_model.`, `lm_head`, `model.vision_tower.vision_model.`).
-pub const VISION_LANGUAGE: &[VisionLanguage] = &[VisionLanguage {
-    classes: &["LlavaForConditionalGeneration"],
-    model_types: &["llava"],
-    default_text_type: "llama",
-    vision_types: &["clip_vision_model"],
-    text_roots: &["language_model.model.", "model.language_model."],
-    heads: &["lm_head", "language_model.lm_head"],
-    vision: &LLAVA_VISION,
-}];
+pub const VISION_LANGUAGE: &[VisionLanguage] = &[
+    QWEN2_VL,
+    VisionLanguage {
+        classes: &["LlavaForConditionalGeneration"],
+        model_types: &["llava"],
+        default_text_type: "llama",
+        flat_text: false,
+        vision_types: &["clip_vision_model"],
+        text_roots: &["language_model.model.", "model.language_model."],
+        heads: &["lm_head", "language_model.lm_head"],
+        vision: &LLAVA_VISION,
+    },
+];
+
+/// `Qwen2VLVisionConfig`: pre-LN blocks (LayerNorm eps fixed at 1e-6), a fused `qkv` with bias,
+/// `quick_gelu`, MLP width `embed_dim x mlp_ratio`; read through [`resolve`]'s vision-language
+/// entry.
+pub const QWEN2_VL_VISION: Architecture = Architecture {
+    classes: &[],
+    model_types: &["qwen2_vl_vision", "qwen2_vl"],
+    config: ConfigSchema {
+        keys: Keys {
+            hidden_size: "embed_dim",
+            num_hidden_layers: "depth",
+            num_attention_heads: "num_heads",
+            norm_eps: "",
+            ..KEYS
+        },
+        defaults: Defaults {
+            vocab_size: Some(0),
+            hidden_size: Some(1280),
+            intermediate_size: Some(0),
+            num_hidden_layers: Some(32),
+            num_attention_heads: Some(16),
+            max_position_embeddings: Some(0),
+            norm_eps: 1e-6,
+            activation: "quick_gelu",
+            ..NO_DEFAULTS
+        },
+        encoder: None,
+        // the 2-D rotary is built in vision.rs from `rope_theta`
+        rope_type_rewrites: &[("axial", "default")],
+        ..BERT_SCHEMA
+    },
+    layout: QWEN2_VL_VISION_LAYOUT,
+};
+
+const QWEN2_VL_VISION_LAYOUT: Layout = Layout {
+    roots: &["visual.", "model.visual."],
+    embed: "patch_embed.proj",
+    layers: "blocks",
+    norms: LayerNorms { pre_attention: Some("norm1"), pre_mlp: Some("norm2"), ..NO_NORMS },
+    attention: AttentionLayout {
+        prefix: "attn",
+        qkv: Projections::Fused("qkv"),
+        out: "proj",
+        qk_norm: QkNorm::None,
+        unbiased_key: false,
+    },
+    encoder: None,
+    ..CLIP_VISION_LAYOUT
+};
+
+/// Qwen2-VL's image side: its tower, closed by the PatchMerger.
+const QWEN2_VL_IMAGE: VisionLayout = VisionLayout {
+    tower: &QWEN2_VL_VISION_LAYOUT,
+    kind: TowerKind::Merged { merger_norm: "merger.ln_q" },
+    projector_roots: &["visual.merger.", "model.visual.merger."],
+    projector: ["mlp.0", "mlp.2"],
+};
+
+/// `Qwen2VLForConditionalGeneration`: the hub's layout (`visual.`, `model.`, `lm_head`) and the
+/// module names (`model.visual.`, `model.language_model.`).
+const QWEN2_VL: VisionLanguage = VisionLanguage {
+    classes: &["Qwen2VLForConditionalGeneration"],
+    model_types: &["qwen2_vl"],
+    default_text_type: "qwen2_vl_text",
+    flat_text: true,
+    vision_types: &["qwen2_vl_vision", "qwen2_vl"],
+    text_roots: &["model.language_model.", "model."],
+    heads: &["lm_head"],
+    vision: &QWEN2_VL_IMAGE,
+};
 
 /// The vision-language entry of a `model_type` (else of a class), if any.
 pub fn vision_language(model_type: Option<&str>, class: &str) -> Option<&'static VisionLanguage> {
@@ -1320,6 +1413,34 @@ pub const ARCHITECTURES: &[Architecture] = &[
             defaults: QWEN_DEFAULTS,
             layers: LayerRule::Qwen,
             biases: Biases { qkv: Bias::Always, ..NO_BIASES },
+            ..LLAMA_SCHEMA
+        },
+        layout: LLAMA_LAYOUT,
+    },
+    // `Qwen2VLTextConfig`: Qwen2's blocks with its own defaults, the text model of Qwen2-VL (no
+    // class of its own: read through the vision-language entry); its `mrope` rope type is the
+    // default rope per row of the multimodal positions (`mrope_section`, see vision.rs).
+    Architecture {
+        classes: &[],
+        model_types: &["qwen2_vl_text"],
+        config: ConfigSchema {
+            defaults: Defaults {
+                vocab_size: Some(152064),
+                hidden_size: Some(8192),
+                intermediate_size: Some(29568),
+                num_hidden_layers: Some(80),
+                num_attention_heads: Some(64),
+                num_key_value_heads: Some(8),
+                max_position_embeddings: Some(32768),
+                norm_eps: 1e-5,
+                rope_theta: 1_000_000.0,
+                bos_token_id: Some(151643),
+                eos_token_id: Some(151645),
+                ..QWEN_DEFAULTS
+            },
+            layers: LayerRule::Qwen,
+            biases: Biases { qkv: Bias::Always, ..NO_BIASES },
+            rope_type_rewrites: &[("mrope", "default")],
             ..LLAMA_SCHEMA
         },
         layout: LLAMA_LAYOUT,

@@ -114,10 +114,12 @@ impl Task {
     /// The task of a checkpoint class (`architectures[0]`): its head's, or feature extraction
     /// for a bare encoder (`BertModel`).
     pub fn of_class(class: &str) -> Task {
+        if crate::arch::VISION_LANGUAGE.iter().any(|v| v.classes.contains(&class)) {
+            return Task::ImageTextToText;
+        }
         let heads = [
             ("WhisperForConditionalGeneration", Task::SpeechRecognition),
             ("T5ForConditionalGeneration", Task::Text2TextGeneration),
-            ("LlavaForConditionalGeneration", Task::ImageTextToText),
             ("ForCausalLM", Task::CausalLm),
             ("LMHeadModel", Task::CausalLm),
             ("ForConditionalGeneration", Task::CausalLm),
@@ -412,7 +414,10 @@ impl<'a> Decoder<'a> {
         self.kv = Kv::StaticCache { inputs, outputs: vec![] };
         let cross = self.cross_inputs()?;
         self.image = self.image_input()?;
-        let ropes = self.rotary(positions)?;
+        let ropes = match self.cfg.vision.as_ref().is_some_and(|v| !v.mrope_section.is_empty()) {
+            true => self.mrope_rotary(positions, &len)?,
+            false => self.rotary(positions)?,
+        };
         let slots = self.op("cache.slots", Op::Iota { len: len.clone() }, &[])?;
         let key_positions = self.op("cache.slot_ids", Op::Reshape { shape: vec![one, len] }, &[slots])?;
         let mut shared = LayerInputs { ropes, mask, sliding_mask: None, cross, positions, key_positions };

@@ -136,6 +136,28 @@ pub struct VisionConfig {
     pub projector_act: String,
     /// `multimodal_projector_bias`.
     pub projector_bias: bool,
+    /// Qwen2-VL's patch rows and merger; `None` for a CLIP tower.
+    pub merge: Option<MergeConfig>,
+    /// Qwen2-VL's `mrope_section`: the rotary frequencies of the temporal, height and width
+    /// position rows (summing to half the head dim); empty for a text model with plain rope.
+    pub mrope_section: Vec<usize>,
+}
+
+/// A Qwen2-VL tower's patches and merger.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MergeConfig {
+    pub patch_size: usize,
+    pub temporal_patch_size: usize,
+    pub channels: usize,
+    /// `spatial_merge_size`: each merged row is this many squared neighbouring patches.
+    pub spatial_merge_size: usize,
+}
+
+impl MergeConfig {
+    /// Values per patch row of `pixel_values`.
+    pub fn patch_values(&self) -> usize {
+        self.channels * self.temporal_patch_size * self.patch_size * self.patch_size
+    }
 }
 
 /// T5's bucketed relative positions: `num_buckets` buckets, logarithmic up to `max_distance`.
@@ -452,13 +474,19 @@ fn vision_language(
     }
     let empty = Map::new();
     let sub = |key: &str| match top.raw(key) {
-        Some(Value::Object(obj)) => Ok(obj),
-        None | Some(Value::Null) if key == "text_config" => Ok(&empty),
+        Some(Value::Object(obj)) => Ok(Some(obj)),
+        None | Some(Value::Null) if key == "text_config" => Ok(None),
         None | Some(Value::Null) => Err(top.err(key, "is missing (the vision tower's config)")),
         Some(v) => Err(top.err(key, format!("must be an object, got {}", describe(v)))),
     };
-    let text = Fields::new(sub("text_config")?, top.path, "text_config.");
-    let text_type = text.string("model_type")?.unwrap_or(entry.default_text_type);
+    let text = match sub("text_config")? {
+        Some(obj) => Fields::new(obj, top.path, "text_config."),
+        // Qwen2-VL's hub files keep the text keys at the top
+        None if entry.flat_text => Fields::new(top.obj, top.path, ""),
+        None => Fields::new(&empty, top.path, "text_config."),
+    };
+    let text_type =
+        text.string("model_type")?.filter(|t| !entry.model_types.contains(t)).unwrap_or(entry.default_text_type);
     let family = arch::ARCHITECTURES
         .iter()
         .find(|a| a.model_types.contains(&text_type) && a.layout.encoder.is_none() && a.layout.encoder_stack.is_none())
@@ -471,16 +499,43 @@ fn vision_language(
         );
     }
     let mut cfg = model_config(top, &text, &family.config, architecture.clone(), model_type)?;
-    // LlavaConfig ties the head when either it or its text config says so
+    // the class ties the head when either it or its text config says so
     cfg.tie_word_embeddings |= text.bool("tie_word_embeddings")?.unwrap_or(family.config.defaults.tie_word_embeddings);
-    let vision = Fields::new(sub("vision_config")?, top.path, "vision_config.");
+    let vision = Fields::new(sub("vision_config")?.unwrap_or(&empty), top.path, "vision_config.");
     let vision_type = vision.string("model_type")?.unwrap_or(entry.vision_types[0]);
     if !entry.vision_types.contains(&vision_type) {
         return Err(vision
             .err("model_type", format!("`{vision_type}` is not supported; valid: {}", entry.vision_types.join(", "))));
     }
-    let tower =
-        model_config(&vision, &vision, &arch::CLIP_VISION.config, "CLIPVisionModel".into(), Some(vision_type.into()))?;
+    let (schema, merged) = match entry.vision.kind {
+        arch::TowerKind::Clip => (&arch::CLIP_VISION.config, false),
+        arch::TowerKind::Merged { .. } => (&arch::QWEN2_VL_VISION.config, true),
+    };
+    let class = if merged { "Qwen2VisionTransformerPretrainedModel" } else { "CLIPVisionModel" };
+    let mut tower = model_config(&vision, &vision, schema, class.into(), Some(vision_type.into()))?;
+    let (merge, mrope_section) = match merged {
+        false => (None, vec![]),
+        true => merged_tower(&vision, &text, &mut tower, &cfg)?,
+    };
+    if merged {
+        let v = VisionConfig {
+            entry,
+            text_family: family,
+            feature_layers: vec![tower.num_hidden_layers],
+            tower,
+            image_token_id: top.int("image_token_id")?.unwrap_or(151655),
+            keep_cls: false,
+            projector_act: "gelu".into(),
+            projector_bias: true,
+            merge,
+            mrope_section,
+        };
+        if v.image_token_id < 0 {
+            return Err(top.err("image_token_id", format!("{} is not a token id", v.image_token_id)));
+        }
+        cfg.vision = Some(Box::new(v));
+        return Ok(cfg);
+    }
     let image_token_id = match (top.int("image_token_index")?, top.int("image_token_id")?) {
         (Some(id), _) | (None, Some(id)) => id,
         (None, None) => 32000,
@@ -535,8 +590,60 @@ fn vision_language(
         keep_cls,
         projector_act,
         projector_bias,
+        merge: None,
+        mrope_section: vec![],
     }));
     Ok(cfg)
+}
+
+/// A Qwen2-VL tower's own keys: the MLP width (`embed_dim x mlp_ratio`), the patches and merger,
+/// the 2-D rotary (`rope_parameters.rope_theta`, 10000) over the whole head; and the text model's
+/// `mrope_section`. The merger must end in the text width (`vision_config.hidden_size`).
+fn merged_tower(
+    vision: &Fields,
+    text: &Fields,
+    tower: &mut ModelConfig,
+    cfg: &ModelConfig,
+) -> Result<(Option<MergeConfig>, Vec<usize>)> {
+    let ratio = vision.size("mlp_ratio", Some(4), 64)?;
+    tower.intermediate_size = tower.hidden_size * ratio;
+    let n = tower.num_hidden_layers;
+    let theta = match vision.raw("rope_parameters") {
+        Some(Value::Object(m)) => m.get("rope_theta").and_then(Value::as_f64).unwrap_or(10000.0),
+        _ => 10000.0,
+    };
+    tower.rope = RopeConfig { theta, dim: tower.head_dim, scaling: RopeScaling::Default };
+    tower.rotary_layers = vec![true; n];
+    let channels = match vision.raw("in_channels") {
+        Some(v) if !v.is_null() => vision.size("in_channels", Some(3), 64)?,
+        _ => vision.size("in_chans", Some(3), 64)?,
+    };
+    let merge = MergeConfig {
+        patch_size: vision.size("patch_size", Some(14), MAX_IMAGE_SIDE)?,
+        temporal_patch_size: vision.size("temporal_patch_size", Some(2), 64)?,
+        channels,
+        spatial_merge_size: vision.size("spatial_merge_size", Some(2), 64)?,
+    };
+    let out = vision.size("hidden_size", Some(3584), MAX_HIDDEN)?;
+    if out != cfg.hidden_size {
+        return Err(
+            vision.err("hidden_size", format!("{out} differs from the text model's hidden size {}", cfg.hidden_size))
+        );
+    }
+    let section = match rope_dict(text)?.and_then(|(_, m)| m.get("mrope_section")) {
+        None | Some(Value::Null) => {
+            return Err(text.err("rope_parameters", "has no `mrope_section` (the multimodal rotary's split)"))
+        }
+        Some(Value::Array(list)) => list.iter().map(|v| v.as_u64().map(|x| x as usize)).collect::<Option<Vec<usize>>>(),
+        Some(_) => None,
+    };
+    let section = section.filter(|s| s.len() == 3 && s.iter().sum::<usize>() * 2 == cfg.rope.dim).ok_or_else(|| {
+        text.err(
+            "rope_parameters",
+            format!("`mrope_section` must be 3 sizes summing to half the rotary dim ({})", cfg.rope.dim / 2),
+        )
+    })?;
+    Ok((Some(merge), section))
 }
 
 /// T5 scales the decoder's output by `d_model ** -0.5` before the head (the logits divided by

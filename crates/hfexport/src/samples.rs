@@ -84,6 +84,9 @@ pub fn sample_cases(graph: &Graph, vocab: usize) -> Result<Vec<SampleCase>> {
 pub fn cases_for(c: &Planned, vocab: usize, past: usize) -> Result<Vec<SampleCase>> {
     match (c.spec.entry, c.spec.cache) {
         (Entry::TokenIds, CacheMode::None) => sample_cases(&c.graph, vocab),
+        (Entry::PixelValues, CacheMode::None) if c.graph.input("patch_positions").is_some() => {
+            merged_patch_cases(&c.graph)
+        }
         (Entry::PixelValues, CacheMode::None) => float_cases(&c.graph, "pixel_values"),
         (Entry::Embeddings, CacheMode::None) if c.spec.role == Role::Projector => {
             float_cases(&c.graph, "image_features")
@@ -129,6 +132,34 @@ pub fn float_cases(graph: &Graph, input: &str) -> Result<Vec<SampleCase>> {
         cases.push(SampleCase {
             name,
             inputs: BTreeMap::from([(input.to_string(), Tensor::float(info.dtype, shape, values)?)]),
+        });
+    }
+    Ok(cases)
+}
+
+/// The sample inputs of a merged vision tower (Qwen2-VL): one image of 2 x 2 merged rows, then
+/// two such images (two frames to attend within), pixel values in [-1, 1), the patch positions
+/// and frame ids [`hfexport_models::vision::patch_inputs`] gives.
+pub fn merged_patch_cases(graph: &Graph) -> Result<Vec<SampleCase>> {
+    let port = graph.input("pixel_values").ok_or_else(|| Error::Unsupported("no `pixel_values` input".into()))?;
+    let shape = &graph.info(port.value).shape;
+    let (Some(group), Some(width)) = (shape[1].as_const(), shape[2].as_const()) else {
+        return Err(Error::Unsupported("pixel_values of a merged tower needs static merge and patch sizes".into()));
+    };
+    let merge = (group as f64).sqrt().round() as usize;
+    let mut cases = vec![];
+    for images in [1, 2] {
+        let grids = vec![[1, 2 * merge, 2 * merge]; images];
+        let (positions, frames) = hfexport_models::vision::patch_inputs(&grids, merge);
+        let (n, g, w) = (frames.len(), group as usize, width as usize);
+        let values = (0..n * w).map(|i| ((i * 37 + images * 11) % 200) as f32 / 100.0 - 1.0).collect();
+        cases.push(SampleCase {
+            name: format!("{images} image(s) of 2x2 merged rows"),
+            inputs: BTreeMap::from([
+                ("pixel_values".to_string(), Tensor::f32(vec![n / g, g, w], values)?),
+                ("patch_positions".to_string(), Tensor::i64(vec![n / g, g, 2], positions)?),
+                ("frame_ids".to_string(), Tensor::i64(vec![n / g, g], frames)?),
+            ]),
         });
     }
     Ok(cases)
@@ -190,6 +221,11 @@ pub fn generation_case(graph: &Graph, vocab: usize, past: usize) -> Result<Sampl
                 let scale = if past == 0 { 0.0 } else { 0.5 };
                 Tensor::float(DType::F32, shape, (0..n).map(|i| ((i as f32) * 0.37).sin() * scale).collect())?
                     .cast(info.dtype)
+            }
+            // a Qwen2-VL decode's multimodal positions: every slot's own, in all three rows
+            "rope_positions" => {
+                let slots = shape[1];
+                Tensor::int(info.dtype, shape, (0..3).flat_map(|_| 0..slots as i64).collect())?
             }
             // a vision-language decode's image rows, as the projector would give
             "image_embeds" => {
