@@ -204,9 +204,9 @@ fn pixel_values_equal_the_clip_image_processor() {
     let mut failures = vec![];
     for (name, desc, dir) in random_llava(&tmp.path().join("ckpt"), 6) {
         let gold = read_all(dir.join("golden.safetensors")).unwrap();
-        let processor = hfexport::image::ClipImageProcessor::from_dir(&dir).unwrap();
+        let processor = hfexport::image::ImageProcessor::from_dir(&dir).unwrap();
         for (file, atol) in [("exact.png", 1e-5), ("wide.png", 1e-5), ("photo.jpg", JPEG_ATOL)] {
-            let ours = processor.pixel_values(&dir.join(file)).unwrap();
+            let ours = processor.pixel_values(&dir.join(file)).unwrap().values;
             let theirs = &gold[&format!("pixel_values.{}", file.split('.').next().unwrap())];
             if ours.shape() != theirs.shape() {
                 failures.push(format!("{name} {file}: shape {:?}, transformers {:?}", ours.shape(), theirs.shape()));
@@ -293,4 +293,34 @@ fn random_qwen2vl_checkpoints_match_transformers_and_verify() {
         }
     }
     assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
+}
+
+/// Our Qwen2-VL preprocessing against transformers' image processor (PIL backend): a 3x2 image
+/// `smart_resize` scales up to `min_pixels` and a 37x17 one it resizes to multiples of patch x
+/// merge within `max_pixels`, on every random case's processor and tower config: the grids
+/// equal, the patch rows bit-exact.
+#[test]
+fn patch_rows_equal_the_qwen2vl_image_processor() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut failures = vec![];
+    for (name, desc, dir) in random_cases("random_qwen2vl.py", &tmp.path().join("ckpt"), 4) {
+        let gold = read_all(dir.join("golden.safetensors")).unwrap();
+        let processor = hfexport::image::ImageProcessor::from_dir(&dir).unwrap();
+        let (mut rows, mut grids) = (vec![], vec![]);
+        for file in ["small.png", "wide.png"] {
+            let p = processor.pixel_values(&dir.join(file)).unwrap();
+            grids.extend(p.grid.unwrap().map(|x| x as i64));
+            rows.extend_from_slice(p.values.as_f32().unwrap());
+        }
+        if grids != gold["image_grid_thw"].as_i64().unwrap() {
+            failures.push(format!("{name}: grids {grids:?}, transformers {:?}\n    {desc}", gold["image_grid_thw"].as_i64()));
+            continue;
+        }
+        let theirs = gold["pixel_values"].as_f32().unwrap();
+        let d = rows.iter().zip(theirs).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
+        if rows.len() != theirs.len() || d > 1e-5 {
+            failures.push(format!("{name}: {} values differ by {d} from transformers' {}\n    {desc}", rows.len(), theirs.len()));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

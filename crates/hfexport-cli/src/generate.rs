@@ -149,11 +149,15 @@ fn encode_text(dir: &Path, tokenizer: Option<&tokenizers::Tokenizer>, text: &str
     Ok(ids)
 }
 
-/// The image embeddings the decode graph takes (`image_embeds`, one row per image token) and
-/// the prompt with each image placeholder expanded to its image's rows, as the processor
-/// expands it: the images run through the `image_encoder` and `multi_modal_projector`
-/// components. Without images the decode still takes one (unused) row.
-fn images(dir: &Path, meta: &ExportMetadata, a: &GenerateArgs, prompt: &[i64]) -> Result<(Tensor, Vec<i64>)> {
+/// A vision-language export's image inputs of the decode loop and the prompt with each image
+/// placeholder expanded to its image's rows, as the processor expands it: each image
+/// preprocessed as the folder's `preprocessor_config.json` says and run through the
+/// `image_encoder` (and LLaVA's `multi_modal_projector`), one image a call (every runtime's
+/// export takes a batch of 1: ExecuTorch's default bound). The decode takes the rows as
+/// `image_embeds` (one unused row without images), and Qwen2-VL's also every cache slot's
+/// multimodal positions (`rope_positions`, `get_rope_index` of the expanded prompt).
+fn images(dir: &Path, meta: &ExportMetadata, a: &GenerateArgs, prompt: &[i64]) -> Result<(BTreeMap<String, Tensor>, Vec<i64>)> {
+    use hfexport::models::vision::{mrope_positions, patch_inputs, IMAGE_EMBEDS, ROPE_POSITIONS};
     let cfg = hfexport::ModelConfig::from_dir(dir)?;
     let v = cfg.vision.as_deref().with_context(|| format!("{}: config.json has no vision config", dir.display()))?;
     let placeholders = prompt.iter().filter(|&&t| t == v.image_token_id).count();
@@ -168,50 +172,100 @@ fn images(dir: &Path, meta: &ExportMetadata, a: &GenerateArgs, prompt: &[i64]) -
         );
     }
     let decode = meta.by_role(Role::Decode).context("the export has no `decode` component")?;
-    let port = decode.inputs.iter().find(|p| p.name == hfexport::models::vision::IMAGE_EMBEDS);
+    let port = decode.inputs.iter().find(|p| p.name == IMAGE_EMBEDS);
     let dtype = port.and_then(|p| hfexport::DType::from_user_name(&p.dtype)).unwrap_or(hfexport::DType::F32);
-    if a.image.is_empty() {
-        let zeros = Tensor::float(dtype, vec![1, cfg.hidden_size], vec![0.0; cfg.hidden_size])?;
-        return Ok((zeros, prompt.to_vec()));
-    }
-    let processor = hfexport::image::ClipImageProcessor::from_dir(dir)?;
     let backend = hfexport::backend(ExportFormat::parse(&meta.format)?)?;
     let config = AutoExportConfig::from_dict(&meta.config)?;
-    let open = |role: Role| -> Result<(String, Box<dyn hfexport::core::backend::Runner>, Vec<String>)> {
-        let comp = meta.by_role(role).with_context(|| format!("the export has no {role:?} component"))?;
-        let input = comp.inputs.first().map_or(vec![], |p| p.shape[1..].to_vec());
-        Ok((comp.name().to_string(), backend.open_runner(dir, comp, &config)?, input))
-    };
-    let (encoder, mut encode, takes) = open(Role::ImageEncoder)?;
-    let (projector, mut project, _) = open(Role::Projector)?;
-    // one image a call: every runtime's export takes a batch of 1 (ExecuTorch's default bound)
-    let (mut rows, mut data, mut width) = (0, vec![], 0);
-    for path in &a.image {
-        let pixels = processor.pixel_values(path)?;
-        let got: Vec<String> = pixels.shape()[1..].iter().map(usize::to_string).collect();
-        if got != takes {
-            bail!(
-                "{}: preprocessed to [{}], but `{encoder}` takes pixel values of [batch, {}] (check the export's \
-                 preprocessor_config.json against the model's image size)",
-                path.display(),
-                got.join(", "),
-                takes.join(", ")
-            );
+    let open = |role: Role| -> Result<Option<(String, Box<dyn hfexport::core::backend::Runner>)>> {
+        match meta.by_role(role) {
+            Some(comp) => Ok(Some((comp.name().to_string(), backend.open_runner(dir, comp, &config)?))),
+            None => Ok(None),
         }
-        let mut out = encode.run(&BTreeMap::from([("pixel_values".to_string(), pixels)]))?;
-        let features =
-            out.remove("image_features").with_context(|| format!("`{encoder}` returned no image_features"))?;
-        let mut out = project.run(&BTreeMap::from([("image_features".to_string(), features)]))?;
-        let embeds = out.remove("image_embeds").with_context(|| format!("`{projector}` returned no image_embeds"))?;
-        let s = embeds.shape().to_vec();
-        (rows, width) = (s[1], s[2]);
-        data.push(embeds);
+    };
+    let run = |(name, runner): &mut (String, Box<dyn hfexport::core::backend::Runner>),
+               feed: BTreeMap<String, Tensor>,
+               output: &str|
+     -> Result<Tensor> {
+        let mut out = runner.run(&feed).with_context(|| format!("running `{name}`"))?;
+        out.remove(output).with_context(|| format!("`{name}` returned no `{output}`"))
+    };
+    let mut rows_of = vec![];
+    let mut data: Vec<f32> = vec![];
+    let mut grids = vec![];
+    if !a.image.is_empty() {
+        let processor = hfexport::image::ImageProcessor::from_dir(dir)?;
+        let mut encoder = open(Role::ImageEncoder)?.context("the export has no image_encoder component")?;
+        let mut projector = open(Role::Projector)?;
+        let takes = meta.by_role(Role::ImageEncoder).and_then(|c| c.inputs.first()).map(|p| p.shape.clone());
+        for path in &a.image {
+            let pixels = processor.pixel_values(path)?;
+            let embeds = match (pixels.grid, v.merge.as_ref()) {
+                (Some(grid), Some(m)) => {
+                    let group = m.spatial_merge_size * m.spatial_merge_size;
+                    let (n, width) = (pixels.values.shape()[0], pixels.values.shape()[1]);
+                    if width != m.patch_values() || n % group != 0 {
+                        bail!(
+                            "{}: the image processor makes rows of {width} values, the model takes {} (check \
+                             preprocessor_config.json's patch sizes against config.json's)",
+                            path.display(),
+                            m.patch_values()
+                        );
+                    }
+                    let (positions, frames) = patch_inputs(&[grid], m.spatial_merge_size);
+                    grids.push(grid);
+                    let feed = BTreeMap::from([
+                        ("pixel_values".to_string(), pixels.values.reshaped(vec![n / group, group, width])?),
+                        ("patch_positions".to_string(), Tensor::i64(vec![n / group, group, 2], positions)?),
+                        ("frame_ids".to_string(), Tensor::i64(vec![n / group, group], frames)?),
+                    ]);
+                    run(&mut encoder, feed, IMAGE_EMBEDS)?
+                }
+                (None, None) => {
+                    let got: Vec<String> = pixels.values.shape()[1..].iter().map(usize::to_string).collect();
+                    if takes.as_ref().is_some_and(|t| t[1..] != got[..]) {
+                        bail!(
+                            "{}: preprocessed to [{}], but `{}` takes pixel values of [batch, {}] (check the \
+                             export's preprocessor_config.json against the model's image size)",
+                            path.display(),
+                            got.join(", "),
+                            encoder.0,
+                            takes.unwrap_or_default()[1..].join(", ")
+                        );
+                    }
+                    let feed = BTreeMap::from([("pixel_values".to_string(), pixels.values)]);
+                    let features = run(&mut encoder, feed, "image_features")?;
+                    let projector = projector.as_mut().context("the export has no multi_modal_projector component")?;
+                    run(projector, BTreeMap::from([("image_features".to_string(), features)]), IMAGE_EMBEDS)?
+                }
+                _ => bail!("{}: preprocessor_config.json names an image processor for another model", dir.display()),
+            };
+            let s = embeds.shape().to_vec();
+            rows_of.push(s[..s.len() - 1].iter().product::<usize>());
+            data.extend_from_slice(embeds.cast(hfexport::DType::F32).as_f32()?);
+        }
     }
-    let as_f32 = |t: &Tensor| t.cast(hfexport::DType::F32).as_f32().map(<[f32]>::to_vec);
-    let flat: Vec<f32> = data.iter().map(as_f32).collect::<Result<Vec<_>, _>>()?.concat();
-    let embeds = Tensor::f32(vec![a.image.len() * rows, width], flat)?.cast(dtype);
-    let expanded = prompt.iter().flat_map(|&t| if t == v.image_token_id { vec![t; rows] } else { vec![t] }).collect();
-    Ok((embeds, expanded))
+    let mut images = rows_of.iter();
+    let expanded: Vec<i64> = prompt
+        .iter()
+        .flat_map(|&t| match t == v.image_token_id {
+            true => vec![t; *images.next().expect("one image per placeholder, checked above")],
+            false => vec![t],
+        })
+        .collect();
+    let total: usize = rows_of.iter().sum();
+    let embeds = match total {
+        0 => Tensor::f32(vec![1, cfg.hidden_size], vec![0.0; cfg.hidden_size])?,
+        n => Tensor::f32(vec![n, cfg.hidden_size], data)?,
+    };
+    let mut fixed = BTreeMap::from([(IMAGE_EMBEDS.to_string(), embeds.cast(dtype))]);
+    if decode.inputs.iter().any(|p| p.name == ROPE_POSITIONS) {
+        let slots = decode.static_slots().context("a Qwen2-VL decode has a static cache")?;
+        let merge = v.merge.as_ref().map_or(1, |m| m.spatial_merge_size);
+        let rope = mrope_positions(&expanded, v.image_token_id, &grids, merge, slots)
+            .map_err(|e| anyhow::anyhow!("the prompt's multimodal positions: {e}"))?;
+        fixed.insert(ROPE_POSITIONS.to_string(), Tensor::i64(vec![3, slots], rope)?);
+    }
+    Ok((fixed, expanded))
 }
 
 /// `decoder_start_token_id` of the export's config.json: an encoder-decoder's first token.
@@ -252,8 +306,8 @@ pub(crate) fn generate(a: &GenerateArgs) -> Result<()> {
     };
     let mut fixed = encoded.unwrap_or_default();
     if meta.by_role(Role::ImageEncoder).is_some() {
-        let (embeds, expanded) = images(dir, &meta, a, &prompt)?;
-        fixed.insert(hfexport::models::vision::IMAGE_EMBEDS.to_string(), embeds);
+        let (inputs, expanded) = images(dir, &meta, a, &prompt)?;
+        fixed.extend(inputs);
         prompt = expanded;
     } else if !a.image.is_empty() {
         bail!(

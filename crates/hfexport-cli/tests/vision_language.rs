@@ -1,10 +1,11 @@
-//! Vision-language models (LLaVA) through the binary: each format's generation export
-//! (`image_encoder`, `multi_modal_projector`, static-cache `decode`), then
-//! `hfexport generate DIR --image a.png --image b.png --prompt-ids …` in its runtime (ONNX
-//! Runtime, OpenVINO stateful, libtorch, ExecuTorch) prints transformers' 16 greedy tokens for a
-//! prompt with two images, on random checkpoints made by transformers at test time
-//! (`tests/python/random_llava.py`); prompts whose placeholders do not match the images, and
-//! images that cannot be read, are clear errors.
+//! Vision-language models (LLaVA, Qwen2-VL) through the binary: each format's generation
+//! export (LLaVA: `image_encoder`, `multi_modal_projector`, static-cache `decode`; Qwen2-VL:
+//! `image_encoder`, M-RoPE `decode`), then `hfexport generate DIR --image a.png --image b.png
+//! --prompt-ids …` in its runtime (ONNX Runtime, OpenVINO stateful, libtorch, ExecuTorch) prints
+//! transformers' 16 greedy tokens for a prompt with two images, on random checkpoints made by
+//! transformers at test time (`tests/python/random_llava.py`, `random_qwen2vl.py`); prompts
+//! whose placeholders do not match the images, and images that cannot be read, are clear
+//! errors.
 
 mod common;
 
@@ -15,24 +16,32 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
+/// The cases of a random-checkpoint script (`OUTDIR --seed S --count N`) in a fresh folder.
+fn made_by(script: &str, count: usize) -> (tempfile::TempDir, Vec<PathBuf>) {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("cases");
+    let o = Command::new(python())
+        .arg(repo().join("tests/python").join(script))
+        .arg(&out)
+        .args(["--seed", "20261203", "--count", &count.to_string()])
+        .output()
+        .expect("start python");
+    assert!(o.status.success(), "{script} failed:\n{}", String::from_utf8_lossy(&o.stderr));
+    let index: serde_json::Value = serde_json::from_slice(&std::fs::read(out.join("index.json")).unwrap()).unwrap();
+    let dirs = index["cases"].as_array().unwrap().iter().map(|c| out.join(c["dir"].as_str().unwrap())).collect();
+    (tmp, dirs)
+}
+
 /// `random_llava.py`'s cases (made once): the fixed case 0, and two sampled ones.
 fn cases() -> &'static [PathBuf] {
     static DIR: OnceLock<(tempfile::TempDir, Vec<PathBuf>)> = OnceLock::new();
-    &DIR.get_or_init(|| {
-        let tmp = tempfile::tempdir().unwrap();
-        let out = tmp.path().join("llava");
-        let o = Command::new(python())
-            .arg(repo().join("tests/python/random_llava.py"))
-            .arg(&out)
-            .args(["--seed", "20261203", "--count", "3"])
-            .output()
-            .expect("start python");
-        assert!(o.status.success(), "random_llava.py failed:\n{}", String::from_utf8_lossy(&o.stderr));
-        let index: serde_json::Value = serde_json::from_slice(&std::fs::read(out.join("index.json")).unwrap()).unwrap();
-        let dirs = index["cases"].as_array().unwrap().iter().map(|c| out.join(c["dir"].as_str().unwrap())).collect();
-        (tmp, dirs)
-    })
-    .1
+    &DIR.get_or_init(|| made_by("random_llava.py", 3)).1
+}
+
+/// `random_qwen2vl.py`'s cases (made once): the fixed case 0, and two sampled ones.
+fn qwen2vl_cases() -> &'static [PathBuf] {
+    static DIR: OnceLock<(tempfile::TempDir, Vec<PathBuf>)> = OnceLock::new();
+    &DIR.get_or_init(|| made_by("random_qwen2vl.py", 3)).1
 }
 
 fn s(p: &Path) -> &str {
@@ -68,13 +77,15 @@ fn generate_with_images_gives_transformers_tokens_in_every_runtime() {
     require_libtorch();
     require_executorch();
     let tmp = tempfile::tempdir().unwrap();
-    for (k, model) in cases().iter().enumerate() {
+    let llava = cases().iter().map(|m| (m, ["exact.png", "wide.png"]));
+    let qwen = qwen2vl_cases().iter().map(|m| (m, ["small.png", "wide.png"]));
+    for (k, (model, [first, second])) in llava.chain(qwen).enumerate() {
         let gold = read_all(model.join("golden.safetensors")).unwrap();
         let (prompt, want) = (ids(&gold["prompt"]), ids(&gold["tokens"]));
         for format in ["onnx", "openvino", "dynamo", "executorch"] {
             let dir = tmp.path().join(format!("{k}-{format}"));
             export(model, format, &dir);
-            let (a, b) = (model.join("exact.png"), model.join("wide.png"));
+            let (a, b) = (model.join(first), model.join(second));
             let args = ["generate", s(&dir), "--prompt-ids", &prompt, "--image", s(&a), "--image", s(&b)];
             let o = hfexport(&[&args[..], &["--max-new-tokens", "16"]].concat());
             assert!(o.status.success(), "{} {format}: {}", model.display(), stderr(&o));

@@ -1,8 +1,10 @@
-//! Pictures in: a PNG or JPEG to the `pixel_values` of a vision tower, computed as transformers'
-//! `CLIPImageProcessor` named in `preprocessor_config.json` does (LLaVA's): convert to RGB,
-//! resize the shortest edge to `size.shortest_edge` (or to `size.height` x `size.width`) with
-//! Pillow's bicubic filter, centre-crop to `crop_size` (zero-padded when smaller), rescale by
-//! `rescale_factor`, normalise by `image_mean` / `image_std`, channels first.
+//! Pictures in: a PNG or JPEG to the `pixel_values` of a vision tower, computed as the image
+//! processor named in `preprocessor_config.json` does. `CLIPImageProcessor` (LLaVA): convert to
+//! RGB, resize the shortest edge to `size.shortest_edge` (or to `size.height` x `size.width`)
+//! with Pillow's bicubic filter, centre-crop to `crop_size` (zero-padded when smaller), rescale
+//! by `rescale_factor`, normalise by `image_mean` / `image_std`, channels first.
+//! `Qwen2VLImageProcessor`: `smart_resize` instead of resize and crop, then the patch rows
+//! ([`Qwen2VlImageProcessor`]).
 //!
 //! Decoding is the `image` crate's (PNG and JPEG only: the formats a user's photo comes in).
 //! The resize is Pillow's `Image.resize(BICUBIC)` written out, since its exact arithmetic is
@@ -27,10 +29,238 @@ pub struct ClipImageProcessor {
     pub resize: Option<Resize>,
     /// `(height, width)` of the centre crop; `None` when `do_center_crop` is false.
     pub crop: Option<(usize, usize)>,
+    pub scaling: Scaling,
+}
+
+/// What every image processor does to the resized pixels.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Scaling {
     /// `rescale_factor` when `do_rescale`.
     pub rescale: Option<f64>,
     /// `(image_mean, image_std)` per channel when `do_normalize`.
     pub normalize: Option<([f64; 3], [f64; 3])>,
+}
+
+/// `Qwen2VLImageProcessor`: `smart_resize` to multiples of `patch_size x merge_size` with a
+/// pixel count within `min_pixels..=max_pixels` (bicubic), rescale, normalise, each image
+/// repeated `temporal_patch_size` times, cut into rows of `channels x temporal x patch x patch`
+/// values laid out block-major over `merge x merge` blocks.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Qwen2VlImageProcessor {
+    /// `do_resize`.
+    pub resize: bool,
+    pub min_pixels: usize,
+    pub max_pixels: usize,
+    pub patch_size: usize,
+    pub merge_size: usize,
+    pub temporal_patch_size: usize,
+    pub scaling: Scaling,
+}
+
+/// The image processor `preprocessor_config.json` names.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ImageProcessor {
+    Clip(ClipImageProcessor),
+    Qwen2Vl(Qwen2VlImageProcessor),
+}
+
+/// One image's `pixel_values`: CLIP's `[1, 3, height, width]`, or Qwen2-VL's patch rows
+/// `[patches, values]` with the image's `(t, h, w)` grid in patches.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Pixels {
+    pub values: Tensor,
+    pub grid: Option<[usize; 3]>,
+}
+
+impl ImageProcessor {
+    /// Reads `<dir>/preprocessor_config.json` and picks the processor its
+    /// `image_processor_type` names.
+    pub fn from_dir(dir: &Path) -> Result<ImageProcessor> {
+        let path = dir.join("preprocessor_config.json");
+        let text = hfexport_core::limits::read_text(&path, hfexport_core::limits::CONFIG_JSON)
+            .map_err(|e| bad(&path, format!("cannot read it ({e}); --image needs the image processor's settings")))?;
+        let v: Value = serde_json::from_str(&text).map_err(|e| bad(&path, e))?;
+        let kind = v.get("image_processor_type").and_then(Value::as_str).unwrap_or("CLIPImageProcessor");
+        let parsed = match kind.trim_end_matches("Fast").trim_end_matches("Pil") {
+            "Qwen2VLImageProcessor" => Qwen2VlImageProcessor::from_json(&v).map(ImageProcessor::Qwen2Vl),
+            _ => ClipImageProcessor::from_json(&v).map(ImageProcessor::Clip),
+        };
+        parsed.map_err(|e| bad(&path, e))
+    }
+
+    /// The `pixel_values` of the image file at `path`.
+    pub fn pixel_values(&self, path: &Path) -> Result<Pixels> {
+        let img = read_rgb(path)?;
+        let out = match self {
+            ImageProcessor::Clip(p) => p.preprocess(&img).map(|values| Pixels { values, grid: None }),
+            ImageProcessor::Qwen2Vl(p) => p.preprocess(&img).map(|(values, grid)| Pixels { values, grid: Some(grid) }),
+        };
+        out.map_err(|e| bad(path, e))
+    }
+}
+
+impl Scaling {
+    fn from_json(v: &Value) -> std::result::Result<Scaling, String> {
+        let flag = |key: &str| v.get(key).and_then(Value::as_bool).unwrap_or(true);
+        let rescale = match flag("do_rescale") {
+            true => Some(v.get("rescale_factor").and_then(Value::as_f64).unwrap_or(1.0 / 255.0)),
+            false => None,
+        };
+        let triple = |key: &str, default: [f64; 3]| -> std::result::Result<[f64; 3], String> {
+            match v.get(key) {
+                None | Some(Value::Null) => Ok(default),
+                Some(Value::Array(a)) if a.len() == 3 => {
+                    let mut out = [0.0; 3];
+                    for (o, x) in out.iter_mut().zip(a) {
+                        *o = x.as_f64().ok_or_else(|| format!("`{key}` must hold 3 numbers, got {x}"))?;
+                    }
+                    Ok(out)
+                }
+                Some(Value::Number(n)) => Ok([n.as_f64().unwrap_or(0.0); 3]),
+                Some(x) => Err(format!("`{key}` must be 3 numbers (one per channel), got {x}")),
+            }
+        };
+        let normalize = match flag("do_normalize") {
+            true => {
+                let std = triple("image_std", OPENAI_CLIP_STD)?;
+                if std.iter().any(|&s| s == 0.0) {
+                    return Err("`image_std` holds a zero".into());
+                }
+                Some((triple("image_mean", OPENAI_CLIP_MEAN)?, std))
+            }
+            false => None,
+        };
+        if flag("do_resize") {
+            let resample = v.get("resample").and_then(Value::as_i64).unwrap_or(BICUBIC);
+            if resample != BICUBIC {
+                return Err(format!("`resample` {resample} is not supported; only bicubic (3) is"));
+            }
+        }
+        Ok(Scaling { rescale, normalize })
+    }
+
+    /// Channels-first f32 values of `img`, as numpy computes them: the rescale in f64 rounded
+    /// to f32, the normalisation in f32.
+    fn apply(&self, img: &Rgb) -> Vec<f32> {
+        let n = img.height * img.width;
+        let mut out = vec![0f32; 3 * n];
+        for c in 0..3 {
+            for i in 0..n {
+                let byte = f64::from(img.data[i * 3 + c]);
+                let mut x = match self.rescale {
+                    Some(s) => (byte * s) as f32,
+                    None => byte as f32,
+                };
+                if let Some((mean, std)) = self.normalize {
+                    x = (x - mean[c] as f32) / std[c] as f32;
+                }
+                out[c * n + i] = x;
+            }
+        }
+        out
+    }
+}
+
+impl Qwen2VlImageProcessor {
+    fn from_json(v: &Value) -> std::result::Result<Qwen2VlImageProcessor, String> {
+        let size = |key: &str, default: usize, max: usize| -> std::result::Result<usize, String> {
+            match v.get(key) {
+                None | Some(Value::Null) => Ok(default),
+                Some(x) => match x.as_u64() {
+                    Some(n) if n >= 1 && n as usize <= max => Ok(n as usize),
+                    _ => Err(format!("`{key}` must be a whole number of 1 to {max}, got {x}")),
+                },
+            }
+        };
+        let pixels = |key: &str, legacy: &str, default: usize| -> std::result::Result<usize, String> {
+            match v.get("size").and_then(|s| s.get(key)) {
+                Some(x) => x.as_u64().map(|n| n as usize).ok_or_else(|| format!("`size.{key}` must be a pixel count, got {x}")),
+                None => size(legacy, default, MAX_SIDE * MAX_SIDE),
+            }
+        };
+        let p = Qwen2VlImageProcessor {
+            resize: v.get("do_resize").and_then(Value::as_bool).unwrap_or(true),
+            min_pixels: pixels("shortest_edge", "min_pixels", 56 * 56)?,
+            max_pixels: pixels("longest_edge", "max_pixels", 28 * 28 * 1280)?,
+            patch_size: size("patch_size", 14, 1024)?,
+            merge_size: size("merge_size", 2, 64)?,
+            temporal_patch_size: size("temporal_patch_size", 2, 64)?,
+            scaling: Scaling::from_json(v)?,
+        };
+        if p.min_pixels > p.max_pixels {
+            return Err(format!("min_pixels {} exceeds max_pixels {}", p.min_pixels, p.max_pixels));
+        }
+        Ok(p)
+    }
+
+    /// transformers' `smart_resize`: `(height, width)`, multiples of `patch x merge`, the pixel
+    /// count within bounds, the aspect kept as well as that allows (Python's `round`: ties to
+    /// even).
+    pub fn smart_resize(&self, h: usize, w: usize) -> std::result::Result<(usize, usize), String> {
+        let f = (self.patch_size * self.merge_size) as f64;
+        let (hf, wf) = (h as f64, w as f64);
+        if hf.max(wf) / hf.min(wf) > 200.0 {
+            return Err(format!("a {w}x{h} image has an aspect ratio above 200, which Qwen2-VL refuses"));
+        }
+        let (mut hb, mut wb) = ((hf / f).round_ties_even() * f, (wf / f).round_ties_even() * f);
+        let (lo, hi) = (self.min_pixels as f64, self.max_pixels as f64);
+        if hb * wb > hi {
+            let beta = (hf * wf / hi).sqrt();
+            hb = f.max((hf / beta / f).floor() * f);
+            wb = f.max((wf / beta / f).floor() * f);
+        } else if hb * wb < lo {
+            let beta = (lo / (hf * wf)).sqrt();
+            hb = (hf * beta / f).ceil() * f;
+            wb = (wf * beta / f).ceil() * f;
+        }
+        let (hb, wb) = (hb as usize, wb as usize);
+        if hb == 0 || wb == 0 || hb > MAX_SIDE || wb > MAX_SIDE {
+            return Err(format!("a {w}x{h} image resizes to {wb}x{hb}, outside 1..={MAX_SIDE} pixels a side"));
+        }
+        Ok((hb, wb))
+    }
+
+    /// The patch rows `[patches, 3 x temporal x patch x patch]` and the `(1, h, w)` grid.
+    pub fn preprocess(&self, img: &Rgb) -> std::result::Result<(Tensor, [usize; 3]), String> {
+        let img = match self.resize {
+            true => {
+                let (h, w) = self.smart_resize(img.height, img.width)?;
+                resize_bicubic(img, h, w)
+            }
+            false => img.clone(),
+        };
+        let (p, m, t) = (self.patch_size, self.merge_size, self.temporal_patch_size);
+        let (gh, gw) = (img.height / p, img.width / p);
+        if gh == 0 || gw == 0 || gh % m != 0 || gw % m != 0 {
+            return Err(format!(
+                "a {}x{} image is not a whole number of {m}x{m} blocks of {p}-pixel patches (do_resize is off)",
+                img.width, img.height
+            ));
+        }
+        let chw = self.scaling.apply(&img);
+        let (hh, ww) = (img.height, img.width);
+        let row = 3 * t * p * p;
+        let mut out = Vec::with_capacity(gh * gw * row);
+        for bh in 0..gh / m {
+            for bw in 0..gw / m {
+                for ih in 0..m {
+                    for iw in 0..m {
+                        let (y0, x0) = ((bh * m + ih) * p, (bw * m + iw) * p);
+                        for c in 0..3 {
+                            for _ in 0..t {
+                                for y in 0..p {
+                                    let at = c * hh * ww + (y0 + y) * ww + x0;
+                                    out.extend_from_slice(&chw[at..at + p]);
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        let values = Tensor::f32(vec![gh * gw, row], out).map_err(|e| e.to_string())?;
+        Ok((values, [1, gh, gw]))
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,19 +281,12 @@ const BICUBIC: i64 = 3;
 const MAX_SIDE: usize = 1 << 14;
 
 impl ClipImageProcessor {
-    /// Reads `<dir>/preprocessor_config.json` (its keys over `CLIPImageProcessor`'s defaults).
-    pub fn from_dir(dir: &Path) -> Result<ClipImageProcessor> {
-        let path = dir.join("preprocessor_config.json");
-        let text = hfexport_core::limits::read_text(&path, hfexport_core::limits::CONFIG_JSON)
-            .map_err(|e| bad(&path, format!("cannot read it ({e}); --image needs the image processor's settings")))?;
-        let v: Value = serde_json::from_str(&text).map_err(|e| bad(&path, e))?;
-        ClipImageProcessor::from_json(&v).map_err(|e| bad(&path, e))
-    }
-
     fn from_json(v: &Value) -> std::result::Result<ClipImageProcessor, String> {
         let kind = v.get("image_processor_type").and_then(Value::as_str).unwrap_or("CLIPImageProcessor");
         if !["CLIPImageProcessor", "CLIPImageProcessorFast", "CLIPImageProcessorPil"].contains(&kind) {
-            return Err(format!("image_processor_type `{kind}` is not supported; valid: CLIPImageProcessor"));
+            return Err(format!(
+                "image_processor_type `{kind}` is not supported; valid: CLIPImageProcessor, Qwen2VLImageProcessor"
+            ));
         }
         let flag = |key: &str| v.get(key).and_then(Value::as_bool).unwrap_or(true);
         let side = |obj: &Value, key: &str| -> std::result::Result<Option<usize>, String> {
@@ -99,47 +322,7 @@ impl ClipImageProcessor {
                 _ => return Err(format!("`crop_size` must hold height and width, got {c}")),
             },
         };
-        if resize.is_some() {
-            let resample = v.get("resample").and_then(Value::as_i64).unwrap_or(BICUBIC);
-            if resample != BICUBIC {
-                return Err(format!("`resample` {resample} is not supported; only bicubic (3) is"));
-            }
-        }
-        let rescale = match flag("do_rescale") {
-            true => Some(v.get("rescale_factor").and_then(Value::as_f64).unwrap_or(1.0 / 255.0)),
-            false => None,
-        };
-        let triple = |key: &str, default: [f64; 3]| -> std::result::Result<[f64; 3], String> {
-            match v.get(key) {
-                None | Some(Value::Null) => Ok(default),
-                Some(Value::Array(a)) if a.len() == 3 => {
-                    let mut out = [0.0; 3];
-                    for (o, x) in out.iter_mut().zip(a) {
-                        *o = x.as_f64().ok_or_else(|| format!("`{key}` must hold 3 numbers, got {x}"))?;
-                    }
-                    Ok(out)
-                }
-                Some(Value::Number(n)) => Ok([n.as_f64().unwrap_or(0.0); 3]),
-                Some(x) => Err(format!("`{key}` must be 3 numbers (one per channel), got {x}")),
-            }
-        };
-        let normalize = match flag("do_normalize") {
-            true => {
-                let std = triple("image_std", OPENAI_CLIP_STD)?;
-                if std.iter().any(|&s| s == 0.0) {
-                    return Err("`image_std` holds a zero".into());
-                }
-                Some((triple("image_mean", OPENAI_CLIP_MEAN)?, std))
-            }
-            false => None,
-        };
-        Ok(ClipImageProcessor { resize, crop, rescale, normalize })
-    }
-
-    /// `pixel_values` `[1, 3, height, width]` (float32) of the image file at `path`.
-    pub fn pixel_values(&self, path: &Path) -> Result<Tensor> {
-        let img = read_rgb(path)?;
-        self.preprocess(&img).map_err(|e| bad(path, e))
+        Ok(ClipImageProcessor { resize, crop, scaling: Scaling::from_json(v)? })
     }
 
     /// The processor's steps on a decoded RGB image.
@@ -161,21 +344,7 @@ impl ClipImageProcessor {
             img = center_crop(&img, h, w);
         }
         let (h, w) = (img.height, img.width);
-        let mut out = vec![0f32; 3 * h * w];
-        for c in 0..3 {
-            for i in 0..h * w {
-                // as numpy: the rescale in f64 rounded to f32, the normalisation in f32
-                let byte = f64::from(img.data[i * 3 + c]);
-                let mut x = match self.rescale {
-                    Some(s) => (byte * s) as f32,
-                    None => byte as f32,
-                };
-                if let Some((mean, std)) = self.normalize {
-                    x = (x - mean[c] as f32) / std[c] as f32;
-                }
-                out[c * h * w + i] = x;
-            }
-        }
+        let out = self.scaling.apply(&img);
         Tensor::f32(vec![1, 3, h, w], out).map_err(|e| e.to_string())
     }
 }
