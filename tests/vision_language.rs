@@ -313,13 +313,20 @@ fn patch_rows_equal_the_qwen2vl_image_processor() {
             rows.extend_from_slice(p.values.as_f32().unwrap());
         }
         if grids != gold["image_grid_thw"].as_i64().unwrap() {
-            failures.push(format!("{name}: grids {grids:?}, transformers {:?}\n    {desc}", gold["image_grid_thw"].as_i64()));
+            failures.push(format!(
+                "{name}: grids {grids:?}, transformers {:?}\n    {desc}",
+                gold["image_grid_thw"].as_i64()
+            ));
             continue;
         }
         let theirs = gold["pixel_values"].as_f32().unwrap();
         let d = rows.iter().zip(theirs).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
         if rows.len() != theirs.len() || d > 1e-5 {
-            failures.push(format!("{name}: {} values differ by {d} from transformers' {}\n    {desc}", rows.len(), theirs.len()));
+            failures.push(format!(
+                "{name}: {} values differ by {d} from transformers' {}\n    {desc}",
+                rows.len(),
+                theirs.len()
+            ));
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));

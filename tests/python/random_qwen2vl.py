@@ -7,9 +7,11 @@ Case 0 is the same small checkpoint every run; the others sample the config spac
 heads, kv heads, layers, tied heads, rope thetas and `mrope_section` splits; towers of 1-3 blocks,
 widths, heads, MLP ratios, patch sizes, merge sizes 1-3, temporal patch sizes 1-2; some cases
 rewritten to the module names (`model.visual.`, `model.language_model.`) instead of the layout
-save_pretrained writes. Each folder holds the checkpoint, the `preprocessor_config.json` of
+save_pretrained writes, some configs to the hub files' flat form (text keys at the top level,
+`rope_scaling` of type `mrope`, `in_chans`). Each folder holds the checkpoint, the `preprocessor_config.json` of
 transformers' Qwen2-VL image processor (PIL backend), two PNGs (`small.png`, which smart_resize
-scales up to min_pixels, and `wide.png`, resized to multiples of patch x merge) and
+scales up to min_pixels, and `wide.png`, resized to multiples of patch x merge; `thin.png`,
+1x250, which the processor refuses) and
 golden.safetensors:
 - `pixel_values` `[patches, C*T*P*P]` and `image_grid_thw` `[2, 3]`: the processor's output
   for both images;
@@ -42,7 +44,7 @@ def fixed():
                 rope_parameters={"rope_type": "mrope", "mrope_section": [1, 1, 2], "rope_theta": 10000.0})
     vision = dict(depth=2, embed_dim=16, hidden_size=32, num_heads=2, mlp_ratio=2, patch_size=2,
                   spatial_merge_size=2, temporal_patch_size=2, in_channels=3)
-    return dict(text=text, vision=vision, min_pixels=8 * 8, max_pixels=16 * 16, memory_keys=False)
+    return dict(text=text, vision=vision, min_pixels=8 * 8, max_pixels=16 * 16, memory_keys=False, hub_config=False)
 
 
 def sampled(rng):
@@ -66,7 +68,7 @@ def sampled(rng):
     factor = vision["patch_size"] * vision["spatial_merge_size"]
     lo = factor * factor * rng.randint(1, 4)
     return dict(text=text, vision=vision, min_pixels=lo, max_pixels=lo * rng.randint(2, 8),
-                memory_keys=rng.random() < 0.4)
+                memory_keys=rng.random() < 0.4, hub_config=rng.random() < 0.5)
 
 
 def build(kw, seed, folder):
@@ -91,7 +93,28 @@ def build(kw, seed, folder):
             del weights["lm_head.weight"]
         (folder / "model.safetensors").unlink()
         save_file(weights, str(folder / "model.safetensors"), metadata={"format": "pt"})
+    if kw["hub_config"]:
+        hub_config(folder)
     return transformers.Qwen2VLForConditionalGeneration.from_pretrained(folder, attn_implementation="eager").eval()
+
+
+def hub_config(folder):
+    """Rewrites config.json the way the hub's Qwen2-VL files are: the text keys at the top level,
+    `rope_scaling` {type: mrope, mrope_section} and `rope_theta`, the vision tower's `in_chans`
+    and model_type `qwen2_vl`."""
+    path = folder / "config.json"
+    cfg = json.loads(path.read_text())
+    text = cfg.pop("text_config")
+    rope = text.pop("rope_parameters")
+    text.pop("model_type", None)
+    cfg.update(text)
+    cfg["rope_theta"] = rope["rope_theta"]
+    cfg["rope_scaling"] = {"type": "mrope", "mrope_section": rope["mrope_section"]}
+    vision = cfg["vision_config"]
+    vision["in_chans"] = vision.pop("in_channels")
+    vision["model_type"] = "qwen2_vl"
+    vision.pop("rope_parameters", None)
+    path.write_text(json.dumps(cfg, indent=2))
 
 
 def main():
@@ -111,6 +134,8 @@ def main():
         for pic, (w, h) in (("small", (3, 2)), ("wide", (37, 17))):
             Image.fromarray(gen.integers(0, 256, (h, w, 3), dtype=np.uint8)).save(folder / f"{pic}.png")
             pics.append(Image.open(folder / f"{pic}.png").convert("RGB"))
+        # one the processor refuses (aspect ratio above 200), for the error tests
+        Image.fromarray(np.zeros((1, 250, 3), dtype=np.uint8)).save(folder / "thin.png")
         feat = processor(images=pics, return_tensors="pt")
         pixels, grid = feat["pixel_values"], feat["image_grid_thw"]
         cfg = model.config

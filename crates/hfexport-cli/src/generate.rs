@@ -156,7 +156,12 @@ fn encode_text(dir: &Path, tokenizer: Option<&tokenizers::Tokenizer>, text: &str
 /// export takes a batch of 1: ExecuTorch's default bound). The decode takes the rows as
 /// `image_embeds` (one unused row without images), and Qwen2-VL's also every cache slot's
 /// multimodal positions (`rope_positions`, `get_rope_index` of the expanded prompt).
-fn images(dir: &Path, meta: &ExportMetadata, a: &GenerateArgs, prompt: &[i64]) -> Result<(BTreeMap<String, Tensor>, Vec<i64>)> {
+fn images(
+    dir: &Path,
+    meta: &ExportMetadata,
+    a: &GenerateArgs,
+    prompt: &[i64],
+) -> Result<(BTreeMap<String, Tensor>, Vec<i64>)> {
     use hfexport::models::vision::{mrope_positions, patch_inputs, IMAGE_EMBEDS, ROPE_POSITIONS};
     let cfg = hfexport::ModelConfig::from_dir(dir)?;
     let v = cfg.vision.as_deref().with_context(|| format!("{}: config.json has no vision config", dir.display()))?;

@@ -125,6 +125,17 @@ fn images_that_do_not_fit_the_prompt_are_clear_errors() {
     // text only: the placeholder-free prompt runs without images
     let o = hfexport(&["generate", s(&dir), "--prompt-ids", "1,5,7", "--max-new-tokens", "3"]);
     assert!(o.status.success(), "{}", stderr(&o));
+    // Qwen2-VL: an image whose aspect ratio the processor refuses; a text-only prompt runs
+    let qwen = &qwen2vl_cases()[0];
+    let qdir = tmp.path().join("qwen-onnx");
+    export(qwen, "onnx", &qdir);
+    let qprompt = ids(&read_all(qwen.join("golden.safetensors")).unwrap()["prompt"]);
+    let (thin, small) = (qwen.join("thin.png"), qwen.join("small.png"));
+    let o = hfexport(&["generate", s(&qdir), "--prompt-ids", &qprompt, "--image", s(&thin), "--image", s(&small)]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("aspect ratio above 200") && stderr(&o).contains("thin.png"), "{}", stderr(&o));
+    let o = hfexport(&["generate", s(&qdir), "--prompt-ids", "1,5,7", "--max-new-tokens", "3"]);
+    assert!(o.status.success(), "{}", stderr(&o));
     // --image on a text-only export
     let llm = tmp.path().join("llm");
     export(&fixture("qwen3"), "onnx", &llm);

@@ -174,7 +174,9 @@ impl Qwen2VlImageProcessor {
         };
         let pixels = |key: &str, legacy: &str, default: usize| -> std::result::Result<usize, String> {
             match v.get("size").and_then(|s| s.get(key)) {
-                Some(x) => x.as_u64().map(|n| n as usize).ok_or_else(|| format!("`size.{key}` must be a pixel count, got {x}")),
+                Some(x) => {
+                    x.as_u64().map(|n| n as usize).ok_or_else(|| format!("`size.{key}` must be a pixel count, got {x}"))
+                }
                 None => size(legacy, default, MAX_SIDE * MAX_SIDE),
             }
         };
