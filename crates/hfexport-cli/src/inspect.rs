@@ -154,17 +154,29 @@ pub(crate) fn inspect(path: &Path, task: Option<&str>, full: bool, json: bool) -
     }
     if let Some(v) = &c.vision {
         let t = &v.tower;
-        let img = t.encoder.as_ref().and_then(|e| e.image.as_ref());
-        let (side, patch) = img.map_or((0, 0), |i| (i.size[0], i.patch[0]));
+        let reads = match (&v.merge, t.encoder.as_ref().and_then(|e| e.image.as_ref())) {
+            (Some(m), _) => format!(
+                "patches of {p}x{p} pixels x {} frames, {}x{} merged into one row, M-RoPE sections {:?}",
+                m.temporal_patch_size,
+                m.spatial_merge_size,
+                m.spatial_merge_size,
+                v.mrope_section,
+                p = m.patch_size
+            ),
+            (None, Some(i)) => format!(
+                "{}x{} images in {}x{} patches, {} rows per image (feature layers {:?})",
+                i.size[0],
+                i.size[1],
+                i.patch[0],
+                i.patch[1],
+                hfexport::models::vision::image_rows(v),
+                v.feature_layers
+            ),
+            (None, None) => String::new(),
+        };
         println!(
-            "vision       layers {}, hidden {}, heads {}; {side}x{side} images in {patch}x{patch} patches, {} rows per \
-             image (feature layers {:?}); image token {}",
-            t.num_hidden_layers,
-            t.hidden_size,
-            t.num_attention_heads,
-            hfexport::models::vision::image_rows(v),
-            v.feature_layers,
-            v.image_token_id
+            "vision       layers {}, hidden {}, heads {}; {reads}; image token {}",
+            t.num_hidden_layers, t.hidden_size, t.num_attention_heads, v.image_token_id
         );
     }
     if let Some(r) = &c.relative_attention {
