@@ -123,7 +123,7 @@ impl Scaling {
         let normalize = match flag("do_normalize") {
             true => {
                 let std = triple("image_std", OPENAI_CLIP_STD)?;
-                if std.iter().any(|&s| s == 0.0) {
+                if std.contains(&0.0) {
                     return Err("`image_std` holds a zero".into());
                 }
                 Some((triple("image_mean", OPENAI_CLIP_MEAN)?, std))
