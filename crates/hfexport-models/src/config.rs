@@ -2490,4 +2490,82 @@ mod tests {
         config_err(family("Qwen3MoeForCausalLM", "qwen3_moe", r#"{"mlp_only_layers": ["1"]}"#), "mlp_only_layers");
         config_err(family("Qwen3MoeForCausalLM", "qwen3_moe", r#"{"decoder_sparse_step": 0}"#), "decoder_sparse_step");
     }
+
+    const LLAVA: &str = r#"{"architectures": ["LlavaForConditionalGeneration"], "model_type": "llava",
+        "text_config": {"model_type": "llama", "vocab_size": 64, "hidden_size": 16, "intermediate_size": 32,
+            "num_hidden_layers": 2, "num_attention_heads": 2},
+        "vision_config": {"model_type": "clip_vision_model", "hidden_size": 8, "intermediate_size": 16,
+            "num_hidden_layers": 3, "num_attention_heads": 2, "image_size": 8, "patch_size": 4}"#;
+
+    fn llava(extra: &str) -> Result<ModelConfig> {
+        parse(&format!("{LLAVA}{extra}}}"))
+    }
+
+    /// LlavaConfig as transformers reads it: the text family by `text_config.model_type`, the
+    /// class defaults (feature layer -2 of the tower's hidden states, `default` strategy, image
+    /// token 32000, gelu projector with biases), and errors naming the key.
+    #[test]
+    fn llava_configs_read_both_sub_configs() {
+        let c = llava("").unwrap();
+        let v = c.vision.as_deref().unwrap();
+        assert_eq!((c.hidden_size, c.vocab_size, v.text_family.model_types[0]), (16, 64, "llama"));
+        assert_eq!((v.tower.hidden_size, v.tower.num_hidden_layers, v.tower.hidden_act.as_str()), (8, 3, "quick_gelu"));
+        assert_eq!((v.feature_layers.clone(), v.keep_cls, v.image_token_id), (vec![2], false, 32000));
+        assert_eq!((v.projector_act.as_str(), v.projector_bias, v.merge.clone()), ("gelu", true, None));
+        let v = llava(
+            r#", "vision_feature_layer": [0, -1], "vision_feature_select_strategy": "full", "image_token_index": 5"#,
+        )
+        .unwrap()
+        .vision
+        .unwrap();
+        assert_eq!((v.feature_layers, v.keep_cls, v.image_token_id), (vec![0, 3], true, 5));
+        config_err(llava(r#", "vision_feature_layer": -5"#), "vision_feature_layer");
+        config_err(llava(r#", "vision_feature_layer": "last""#), "vision_feature_layer");
+        config_err(llava(r#", "vision_feature_select_strategy": "pooled""#), "vision_feature_select_strategy");
+        config_err(
+            parse(r#"{"architectures": ["LlavaForConditionalGeneration"], "model_type": "llava", "text_config": {}}"#),
+            "vision_config",
+        );
+        let bert = LLAVA.replace(r#""model_type": "llama""#, r#""model_type": "bert""#);
+        config_err(parse(&format!("{bert}}}")), "text_config.model_type");
+        let siglip = LLAVA.replace("clip_vision_model", "siglip_vision_model");
+        config_err(parse(&format!("{siglip}}}")), "vision_config.model_type");
+    }
+
+    /// Qwen2VLConfig: nested or hub-flat text keys, `mrope` read as the default rope with its
+    /// sections, the tower's keys (`in_chans`, `mlp_ratio`), and the checks tying them.
+    #[test]
+    fn qwen2vl_configs_read_nested_and_flat_text() {
+        let vision = r#""vision_config": {"depth": 2, "embed_dim": 8, "hidden_size": 16, "num_heads": 2, "mlp_ratio": 3,
+            "patch_size": 2, "spatial_merge_size": 2, "temporal_patch_size": 2, "in_chans": 1}"#;
+        let text = r#""vocab_size": 64, "hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 2,
+            "num_attention_heads": 2, "num_key_value_heads": 1"#;
+        let head = r#"{"architectures": ["Qwen2VLForConditionalGeneration"], "model_type": "qwen2_vl""#;
+        let nested = format!(
+            r#"{head}, "text_config": {{{text}, "rope_parameters": {{"rope_type": "mrope", "mrope_section": [1, 1, 2], "rope_theta": 10000.0}}}}, {vision}}}"#
+        );
+        let flat =
+            format!(r#"{head}, {text}, "rope_scaling": {{"type": "mrope", "mrope_section": [1, 1, 2]}}, {vision}}}"#);
+        for cfg in [parse(&nested).unwrap(), parse(&flat).unwrap()] {
+            let v = cfg.vision.as_deref().unwrap();
+            assert_eq!(
+                (cfg.hidden_size, cfg.num_key_value_heads, cfg.rope.scaling.clone()),
+                (16, 1, RopeScaling::Default)
+            );
+            assert_eq!((v.mrope_section.clone(), v.image_token_id), (vec![1, 1, 2], 151655));
+            assert_eq!((v.tower.hidden_size, v.tower.intermediate_size, v.tower.head_dim), (8, 24, 4));
+            let m = v.merge.as_ref().unwrap();
+            assert_eq!((m.channels, m.patch_values(), m.spatial_merge_size), (1, 8, 2));
+        }
+        assert_eq!(parse(&flat).unwrap().rope.theta, 1_000_000.0, "Qwen2VLTextConfig's default theta");
+        config_err(parse(&flat.replace("[1, 1, 2]", "[1, 1, 1]")), "rope_parameters");
+        config_err(
+            parse(&flat.replace(r#", "rope_scaling": {"type": "mrope", "mrope_section": [1, 1, 2]}"#, "")),
+            "rope_parameters",
+        );
+        config_err(
+            parse(&nested.replace(r#""hidden_size": 16, "num_heads""#, r#""hidden_size": 12, "num_heads""#)),
+            "vision_config.hidden_size",
+        );
+    }
 }
