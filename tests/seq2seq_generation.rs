@@ -8,8 +8,7 @@
 //! configurations do the same.
 
 mod common;
-use common::{fixture, python, script, seq2seq_fixtures};
-use hfexport::{AutoExportConfig, AutoHfExporter, DType, ExportRequest, Generation};
+use common::{export_and_verify, fixture, python, script, seq2seq_fixtures};
 use hfexport_core::plan::Role;
 use hfexport_core::{Evaluator, Graph, Tensor};
 use hfexport_models::safetensors::read_all;
@@ -95,43 +94,17 @@ fn encoder_decoders_match_transformers_in_the_evaluator() {
     }
 }
 
-/// Exports `model` for generation with a static cache of `slots` in every format with
-/// `--verify`; the failures.
-fn export_and_verify(model: &Path, slots: usize, out: &Path) -> Vec<String> {
-    let mut failures = vec![];
-    for format in ["onnx", "openvino", "dynamo", "executorch"] {
-        let config = serde_json::json!({"export_format": format, "dynamic": true});
-        let exporter =
-            AutoHfExporter::from_config(AutoExportConfig::from_dict(&config).unwrap()).unwrap().with_verify(true);
-        let req = ExportRequest {
-            model: model.to_path_buf(),
-            output: out.join(format),
-            task: None,
-            dtype: DType::F32,
-            force: false,
-            generation: Some(Generation { static_cache: Some(slots), multi_token_decode: true }),
-        };
-        match exporter.export(&req, &mut |_| {}) {
-            Err(e) => failures.push(format!("{format}: {e}")),
-            Ok(meta) => {
-                let names: Vec<&str> = meta.components.iter().map(|c| c.name()).collect();
-                let verified = meta.verification.as_ref().is_some_and(|v| v.max_abs_diff <= v.atol);
-                let seq2seq = [Task::SpeechRecognition.name(), Task::Text2TextGeneration.name()];
-                if !seq2seq.contains(&meta.task.as_str()) || names != ["encoder", "decode"] || !verified {
-                    failures
-                        .push(format!("{format}: task {}, components {names:?}, {:?}", meta.task, meta.verification));
-                }
-            }
-        }
-    }
-    failures
+/// [`export_and_verify`] of an encoder-decoder: its two components, its tasks.
+fn export_seq2seq(model: &Path, slots: usize, out: &Path) -> Vec<String> {
+    let tasks = [Task::SpeechRecognition.name(), Task::Text2TextGeneration.name()];
+    export_and_verify(model, slots, out, &tasks, &["encoder", "decode"])
 }
 
 #[test]
 fn encoder_decoder_exports_verify_in_every_runtime() {
     let tmp = tempfile::tempdir().unwrap();
     for name in seq2seq_fixtures() {
-        let failures = export_and_verify(&fixture(name), CACHE, &tmp.path().join(name));
+        let failures = export_seq2seq(&fixture(name), CACHE, &tmp.path().join(name));
         assert!(failures.is_empty(), "{name}:\n{}", failures.join("\n"));
     }
 }
@@ -179,7 +152,7 @@ fn random_encoder_decoders_match_transformers_and_verify() {
         if got != want {
             failures.push(format!("{name}: tokens {got:?}, transformers {want:?}\n    {desc}"));
         }
-        let exported = export_and_verify(&dir, slots, &tmp.path().join(name));
+        let exported = export_seq2seq(&dir, slots, &tmp.path().join(name));
         failures.extend(exported.into_iter().map(|f| format!("{name} {f}")));
     }
     assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));

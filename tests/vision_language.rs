@@ -10,8 +10,7 @@
 //! `--verify` for all three components in its runtime.
 
 mod common;
-use common::{python, script};
-use hfexport::{AutoExportConfig, AutoHfExporter, DType, ExportRequest, Generation};
+use common::{export_and_verify, python, script};
 use hfexport_core::plan::Role;
 use hfexport_core::{Evaluator, Graph, Tensor};
 use hfexport_models::safetensors::read_all;
@@ -134,52 +133,26 @@ fn check_in_evaluator(name: &str, dir: &Path) -> Vec<String> {
     failures
 }
 
-/// Exports `model` for generation in every format with `--verify`; the failures unless the
-/// components are `components`.
-fn export_and_verify(model: &Path, out: &Path, components: &[&str]) -> Vec<String> {
-    let mut failures = vec![];
-    for format in ["onnx", "openvino", "dynamo", "executorch"] {
-        let config = serde_json::json!({"export_format": format, "dynamic": true});
-        let exporter =
-            AutoHfExporter::from_config(AutoExportConfig::from_dict(&config).unwrap()).unwrap().with_verify(true);
-        let req = ExportRequest {
-            model: model.to_path_buf(),
-            output: out.join(format),
-            task: None,
-            dtype: DType::F32,
-            force: false,
-            generation: Some(Generation { static_cache: Some(CACHE), multi_token_decode: true }),
-        };
-        match exporter.export(&req, &mut |_| {}) {
-            Err(e) => failures.push(format!("{format}: {e}")),
-            Ok(meta) => {
-                let names: Vec<&str> = meta.components.iter().map(|c| c.name()).collect();
-                let verified = meta.verification.as_ref().is_some_and(|v| v.max_abs_diff <= v.atol);
-                if meta.task != Task::ImageTextToText.name() || names != components || !verified {
-                    failures
-                        .push(format!("{format}: task {}, components {names:?}, {:?}", meta.task, meta.verification));
-                }
-            }
-        }
-    }
-    failures
-}
-
-#[test]
-fn random_llava_checkpoints_match_transformers_and_verify() {
+/// Every random case of `script_name`: `check` in the evaluator, then [`export_and_verify`]
+/// with `components`; the failures, each with its case's description.
+fn check_cases(script_name: &str, count: usize, check: fn(&str, &Path) -> Vec<String>, components: &[&str]) {
     let tmp = tempfile::tempdir().unwrap();
     let mut failures = vec![];
-    for (name, desc, dir) in random_llava(&tmp.path().join("ckpt"), 6) {
-        let mut f = check_in_evaluator(&name, &dir);
-        let components = ["image_encoder", "multi_modal_projector", "decode"];
-        f.extend(
-            export_and_verify(&dir, &tmp.path().join(&name), &components).into_iter().map(|e| format!("{name} {e}")),
-        );
+    for (name, desc, dir) in random_cases(script_name, &tmp.path().join("ckpt"), count) {
+        let mut f = check(&name, &dir);
+        let exported =
+            export_and_verify(&dir, CACHE, &tmp.path().join(&name), &[Task::ImageTextToText.name()], components);
+        f.extend(exported.into_iter().map(|e| format!("{name} {e}")));
         if !f.is_empty() {
             failures.push(format!("{}\n    {desc}", f.join("\n")));
         }
     }
     assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
+}
+
+#[test]
+fn random_llava_checkpoints_match_transformers_and_verify() {
+    check_cases("random_llava.py", 6, check_in_evaluator, &["image_encoder", "multi_modal_projector", "decode"]);
 }
 
 #[test]
@@ -280,19 +253,7 @@ fn check_qwen2vl(name: &str, dir: &Path) -> Vec<String> {
 
 #[test]
 fn random_qwen2vl_checkpoints_match_transformers_and_verify() {
-    let tmp = tempfile::tempdir().unwrap();
-    let mut failures = vec![];
-    for (name, desc, dir) in random_cases("random_qwen2vl.py", &tmp.path().join("ckpt"), 4) {
-        let mut f = check_qwen2vl(&name, &dir);
-        let components = ["image_encoder", "decode"];
-        f.extend(
-            export_and_verify(&dir, &tmp.path().join(&name), &components).into_iter().map(|e| format!("{name} {e}")),
-        );
-        if !f.is_empty() {
-            failures.push(format!("{}\n    {desc}", f.join("\n")));
-        }
-    }
-    assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
+    check_cases("random_qwen2vl.py", 4, check_qwen2vl, &["image_encoder", "decode"]);
 }
 
 /// Our Qwen2-VL preprocessing against transformers' image processor (PIL backend): a 3x2 image

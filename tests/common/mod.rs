@@ -82,3 +82,42 @@ pub fn widened(name: &str, vocab: usize, dir: &std::path::Path) -> PathBuf {
     write_safetensors(dir.join("model.safetensors"), &refs, &Default::default()).unwrap();
     dir.to_path_buf()
 }
+
+/// Exports `model` for generation with a static cache of `slots` (multi-token decode) in every
+/// format with `--verify`; the failures, including a task outside `tasks` or components other
+/// than `components`.
+pub fn export_and_verify(
+    model: &std::path::Path,
+    slots: usize,
+    out: &std::path::Path,
+    tasks: &[&str],
+    components: &[&str],
+) -> Vec<String> {
+    use hfexport::{AutoExportConfig, AutoHfExporter, DType, ExportRequest, Generation};
+    let mut failures = vec![];
+    for format in ["onnx", "openvino", "dynamo", "executorch"] {
+        let config = serde_json::json!({"export_format": format, "dynamic": true});
+        let exporter =
+            AutoHfExporter::from_config(AutoExportConfig::from_dict(&config).unwrap()).unwrap().with_verify(true);
+        let req = ExportRequest {
+            model: model.to_path_buf(),
+            output: out.join(format),
+            task: None,
+            dtype: DType::F32,
+            force: false,
+            generation: Some(Generation { static_cache: Some(slots), multi_token_decode: true }),
+        };
+        match exporter.export(&req, &mut |_| {}) {
+            Err(e) => failures.push(format!("{format}: {e}")),
+            Ok(meta) => {
+                let names: Vec<&str> = meta.components.iter().map(|c| c.name()).collect();
+                let verified = meta.verification.as_ref().is_some_and(|v| v.max_abs_diff <= v.atol);
+                if !tasks.contains(&meta.task.as_str()) || names != components || !verified {
+                    failures
+                        .push(format!("{format}: task {}, components {names:?}, {:?}", meta.task, meta.verification));
+                }
+            }
+        }
+    }
+    failures
+}

@@ -23,3 +23,15 @@ def cases(default_count):
     torch.set_num_threads(1)
     for i in range(a.count):
         yield out, i, a.seed * 1000 + i, random.Random(a.seed * 1000 + i)
+
+
+def save_module_names(model, folder, tied):
+    """Rewrites folder's model.safetensors under the module names (`model.language_model.`,
+    `model.visual.`, …) instead of the layout save_pretrained writes; a tied head is not stored."""
+    from safetensors.torch import save_file
+
+    weights = {k: v.detach().clone().contiguous() for k, v in model.state_dict().items()}
+    if tied:
+        del weights["lm_head.weight"]
+    (folder / "model.safetensors").unlink()
+    save_file(weights, str(folder / "model.safetensors"), metadata={"format": "pt"})

@@ -33,7 +33,7 @@ import numpy as np
 import torch
 import transformers
 from PIL import Image
-from safetensors.torch import load_file, save_file
+from safetensors.torch import save_file
 
 import random_cases
 
@@ -96,13 +96,7 @@ def build(kw, seed, folder):
             p.copy_(1.0 + noise if is_norm else noise)
     model.save_pretrained(folder, safe_serialization=True)
     if kw["memory_keys"]:
-        # the module names (`model.language_model.`, `lm_head`, `model.vision_tower.vision_model.`,
-        # `model.multi_modal_projector.`) instead of the layout save_pretrained writes
-        weights = {k: v.detach().clone().contiguous() for k, v in model.state_dict().items()}
-        if text["tie_word_embeddings"]:
-            del weights["lm_head.weight"]
-        (folder / "model.safetensors").unlink()
-        save_file(weights, str(folder / "model.safetensors"), metadata={"format": "pt"})
+        random_cases.save_module_names(model, folder, text["tie_word_embeddings"])
     return transformers.LlavaForConditionalGeneration.from_pretrained(folder, attn_implementation="eager").eval()
 
 

@@ -88,11 +88,7 @@ def build(kw, seed, folder):
             p.copy_(1.0 + noise if is_norm else noise)
     model.save_pretrained(folder, safe_serialization=True)
     if kw["memory_keys"]:
-        weights = {k: v.detach().clone().contiguous() for k, v in model.state_dict().items()}
-        if kw["text"]["tie_word_embeddings"]:
-            del weights["lm_head.weight"]
-        (folder / "model.safetensors").unlink()
-        save_file(weights, str(folder / "model.safetensors"), metadata={"format": "pt"})
+        random_cases.save_module_names(model, folder, kw["text"]["tie_word_embeddings"])
     if kw["hub_config"]:
         hub_config(folder)
     return transformers.Qwen2VLForConditionalGeneration.from_pretrained(folder, attn_implementation="eager").eval()

@@ -123,12 +123,7 @@ fn projector(
     let shape = vec![batch, Dim::from(image_rows(v)), Dim::from(width)];
     let x = d.g.add_input("image_features", opts.dtype, shape)?;
     let [first, second] = layout.projector;
-    let root = layout
-        .projector_roots
-        .iter()
-        .map(|r| Vb::root(r))
-        .find(|r| weights.has(&r.pp(first).name("weight")))
-        .unwrap_or_else(|| Vb::root(layout.projector_roots[0]));
+    let root = projector_root(layout, weights);
     let act = Activation::from_hf(&v.projector_act).ok_or_else(|| ModelError::Config {
         path: "config.json".into(),
         key: "projector_hidden_act".into(),
@@ -190,18 +185,21 @@ fn merged_image_encoder(
     }
     let h = e.norm(&root.pp(merger_norm), hs, h)?;
     let h = e.op("merger.grouped", Op::Reshape { shape: vec![tokens, d(hs * group)] }, &[h])?;
-    let mroot = layout
-        .projector_roots
-        .iter()
-        .map(|r| Vb::root(r))
-        .find(|r| weights.has(&r.pp(layout.projector[0]).name("weight")))
-        .unwrap_or_else(|| Vb::root(layout.projector_roots[0]));
+    let mroot = projector_root(layout, weights);
     let [first, second] = layout.projector;
     let h = e.linear(&mroot.pp(first), hs * group, hs * group, true, h)?;
     let h = e.op(&mroot.pp(first).name("act"), Op::Activate(Activation::Gelu), &[h])?;
     let h = e.linear(&mroot.pp(second), cfg.hidden_size, hs * group, true, h)?;
     e.g.add_output(IMAGE_EMBEDS, h)?;
     Ok(Planned { spec: spec("image_encoder", Role::ImageEncoder, Entry::PixelValues), graph: e.g })
+}
+
+/// The first of the projector's roots under which its first linear exists (the first root when
+/// none does, so the error names it).
+fn projector_root(layout: &VisionLayout, weights: &dyn Weights) -> Vb {
+    let roots = layout.projector_roots;
+    let found = roots.iter().map(|r| Vb::root(r)).find(|r| weights.has(&r.pp(layout.projector[0]).name("weight")));
+    found.unwrap_or_else(|| Vb::root(roots[0]))
 }
 
 /// Per-patch host inputs of a merged tower for images of `grids` `(t, h, w)` (in patches):
