@@ -35,3 +35,13 @@ def save_module_names(model, folder, tied):
         del weights["lm_head.weight"]
     (folder / "model.safetensors").unlink()
     save_file(weights, str(folder / "model.safetensors"), metadata={"format": "pt"})
+
+
+def randomize(model, std, norm_keys):
+    """Gives every parameter fresh normal noise of `std`; the weights of norms (names holding one
+    of `norm_keys`) 1 + noise, so activations keep their scale through the layers."""
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            noise = torch.randn_like(p) * std
+            is_norm = any(k in name for k in norm_keys) and name.endswith("weight")
+            p.copy_(1.0 + noise if is_norm else noise)

@@ -89,11 +89,7 @@ def build(kw, seed, folder):
     config._attn_implementation = "eager"
     torch.manual_seed(seed)
     model = transformers.LlavaForConditionalGeneration(config).eval()
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            noise = torch.randn_like(p) * STD
-            is_norm = any(k in name for k in ("norm", "layrnorm")) and name.endswith("weight")
-            p.copy_(1.0 + noise if is_norm else noise)
+    random_cases.randomize(model, STD, ("norm", "layrnorm"))
     model.save_pretrained(folder, safe_serialization=True)
     if kw["memory_keys"]:
         random_cases.save_module_names(model, folder, text["tie_word_embeddings"])
