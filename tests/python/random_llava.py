@@ -10,7 +10,8 @@ sample the config space. Each folder holds save_pretrained of a LlavaForConditio
 `multi_modal_projector.`; some cases rewritten to the module names: `model.language_model.`,
 `lm_head`, `model.vision_tower.vision_model.`, `model.multi_modal_projector.`), the
 `preprocessor_config.json` transformers' CLIP image processor (PIL backend) writes, two PNGs
-(`exact.png` at the crop size, which no resize touches; `wide.png`, resized on its shortest
+(case 0 also a word tokenizer: `w<n>` is id n, `<image>` the placeholder) (`exact.png` at the
+crop size, which no resize touches; `wide.png`, resized on its shortest
 edge and centre-cropped), a JPEG (`photo.jpg`) and golden.safetensors:
 - `pixel_values.exact`, `pixel_values.wide`, `pixel_values.photo` `[1, 3, H, W]`: the image
   processor's output;
@@ -96,6 +97,18 @@ def build(kw, seed, folder):
     return transformers.LlavaForConditionalGeneration.from_pretrained(folder, attn_implementation="eager").eval()
 
 
+def word_tokenizer(vocab, image_token):
+    """A tokenizer.json for `generate --prompt`: words `w2`..`w<vocab-2>` are their ids and
+    `<image>` the image placeholder (a special token, matched before the whitespace split)."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    words = {"<unk>": 0, "<s>": 1, **{f"w{i}": i for i in range(2, vocab - 1)}, "<image>": image_token}
+    tok = Tokenizer(models.WordLevel(words, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.add_special_tokens(["<image>"])
+    return tok
+
+
 def images(folder, side, rng):
     """`exact.png` at the crop size and `wide.png` (wider and taller than the resize) of noise."""
     gen = np.random.default_rng(rng.randint(0, 1 << 30))
@@ -123,6 +136,8 @@ def main():
         processor = transformers.CLIPImageProcessorPil(size={"shortest_edge": kw["resize"]},
                                                        crop_size={"height": side, "width": side})
         processor.save_pretrained(folder)
+        if i == 0:
+            word_tokenizer(kw["text"]["vocab_size"], model.config.image_token_index).save(str(folder / "tokenizer.json"))
         pics = images(folder, side, rng)
         pixels = {n: processor(images=img, return_tensors="pt")["pixel_values"] for n, img in pics.items()}
         both = torch.cat([pixels["exact"], pixels["wide"]])

@@ -142,3 +142,24 @@ fn images_that_do_not_fit_the_prompt_are_clear_errors() {
     let o = hfexport(&["generate", s(&llm), "--prompt-ids", "1", "--image", s(&png)]);
     assert!(!o.status.success() && stderr(&o).contains("has none"), "{}", stderr(&o));
 }
+
+#[test]
+fn a_text_prompt_with_image_placeholders_is_tokenized() {
+    require_onnxruntime();
+    let tmp = tempfile::tempdir().unwrap();
+    let model = &cases()[0];
+    let dir = tmp.path().join("onnx");
+    export(model, "onnx", &dir);
+    let png = model.join("exact.png");
+    // the case's word tokenizer: `w<n>` is id n, `<image>` the placeholder (95)
+    let line = |o: &std::process::Output| {
+        assert!(o.status.success(), "{}", stderr(o));
+        stdout(o).lines().find(|l| l.starts_with("ids: ")).map(str::to_string).unwrap()
+    };
+    let by_ids =
+        hfexport(&["generate", s(&dir), "--prompt-ids", "5,38,95,22", "--image", s(&png), "--max-new-tokens", "8"]);
+    let by_text =
+        hfexport(&["generate", s(&dir), "--prompt", "w5 w38 <image> w22", "--image", s(&png), "--max-new-tokens", "8"]);
+    assert_eq!(line(&by_text), line(&by_ids), "--prompt's placeholder is the image token");
+    assert!(stdout(&by_text).contains("text: "), "the folder's tokenizer decodes the ids: {}", stdout(&by_text));
+}

@@ -1,15 +1,20 @@
-//! The image side of a vision-language model (LLaVA): the `image_encoder` and
-//! `multi_modal_projector` components, and the merge of their image embeddings into a decode
-//! graph's token embeddings.
+//! The image side of a vision-language model: the image components (LLaVA's `image_encoder`
+//! and `multi_modal_projector`, Qwen2-VL's `image_encoder`), and what a decode graph adds for
+//! them (the image rows merged into the token embeddings, Qwen2-VL's multimodal rotary), with
+//! the host-side inputs those need ([`patch_inputs`], [`mrope_positions`]).
 //!
-//! The tower is an image encoder built from the block library like ViT
+//! A CLIP tower is an image encoder built from the block library like ViT
 //! ([`Decoder::patch_inputs`], pre-LN layers) from its own config ([`VisionConfig::tower`]); it
 //! stops at the deepest hidden state `vision_feature_layer` asks for and returns those states
-//! (CLS dropped by the `default` strategy), concatenated. The projector is two linears with an
-//! activation between. The decode graph takes the projected rows as `image_embeds`
-//! `[image_tokens, hidden]` and puts them, in order, where `input_ids` holds the image
-//! placeholder, as `LlavaModel` scatters them into `inputs_embeds`; so every runtime's
-//! generation loop runs a multimodal prompt with only one more fixed input.
+//! (CLS dropped by the `default` strategy), concatenated; the projector is two linears with an
+//! activation between. Qwen2-VL's tower reads the processor's patch rows, rotates each patch by
+//! its row and column, attends within frames and ends in the PatchMerger.
+//!
+//! The decode graph takes the image rows as `image_embeds` `[image_tokens, hidden]` and puts
+//! them, in order, where `input_ids` holds the image placeholder, as the models scatter them
+//! into `inputs_embeds`; Qwen2-VL's also takes every cache slot's three positions
+//! (`rope_positions`). Both are the same tensors every call, so every runtime's in-place
+//! generation loop runs a multimodal prompt with fixed inputs only.
 
 use hfexport_core::ops::{Activation, BinaryOp, UnaryOp};
 use hfexport_core::plan::{CacheMode, ComponentSpec, Entry, Exit, Planned, Positions, Role};
