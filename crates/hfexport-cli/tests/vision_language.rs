@@ -3,7 +3,9 @@
 //! `image_encoder`, M-RoPE `decode`), then `hfexport generate DIR --image a.png --image b.png
 //! --prompt-ids …` in its runtime (ONNX Runtime, OpenVINO stateful, libtorch, ExecuTorch) prints
 //! transformers' 16 greedy tokens for a prompt with two images, on random checkpoints made by
-//! transformers at test time (`tests/python/random_llava.py`, `random_qwen2vl.py`); prompts
+//! transformers at test time (`tests/python/random_llava.py`, `random_qwen2vl.py`), and so do
+//! Python loops over the components in the upstream runtimes
+//! (`tests/python/generate_vision.py`); prompts
 //! whose placeholders do not match the images, and images that cannot be read, are clear
 //! errors.
 
@@ -77,6 +79,7 @@ fn generate_with_images_gives_transformers_tokens_in_every_runtime() {
     require_libtorch();
     require_executorch();
     let tmp = tempfile::tempdir().unwrap();
+    let (mut jobs, mut want_of) = (vec![], std::collections::BTreeMap::new());
     let llava = cases().iter().map(|m| (m, ["exact.png", "wide.png"]));
     let qwen = qwen2vl_cases().iter().map(|m| (m, ["small.png", "wide.png"]));
     for (k, (model, [first, second])) in llava.chain(qwen).enumerate() {
@@ -91,7 +94,22 @@ fn generate_with_images_gives_transformers_tokens_in_every_runtime() {
             assert!(o.status.success(), "{} {format}: {}", model.display(), stderr(&o));
             let out = stdout(&o);
             assert!(out.contains(&format!("ids: {want}\n")), "{} {format}: {out}", model.display());
+            jobs.push(serde_json::json!([s(&dir), s(&model.join("golden.safetensors")), 16]));
+            want_of.insert(s(&dir).to_string(), want.clone());
         }
+    }
+    // the upstream runtimes, from Python loops over the components (one process for all)
+    let (jobs_path, out) = (tmp.path().join("jobs.json"), tmp.path().join("tokens.json"));
+    std::fs::write(&jobs_path, serde_json::to_vec(&jobs).unwrap()).unwrap();
+    let script = repo().join("tests/python/generate_vision.py");
+    let o = Command::new(python()).arg(script).args([&jobs_path, &out]).output().unwrap();
+    assert!(o.status.success(), "generate_vision.py failed:\n{}", String::from_utf8_lossy(&o.stderr));
+    let tokens: std::collections::BTreeMap<String, Vec<i64>> =
+        serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    assert_eq!(tokens.len(), want_of.len());
+    for (dir, got) in tokens {
+        let got = got.iter().map(i64::to_string).collect::<Vec<_>>().join(",");
+        assert_eq!(got, want_of[&dir], "{dir}: the upstream runtime's loop");
     }
 }
 

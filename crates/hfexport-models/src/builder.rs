@@ -61,8 +61,9 @@ pub enum Task {
     /// Text from text: an encoder over tokens and a decoder generating tokens over its states
     /// (T5); exported for generation only.
     Text2TextGeneration,
-    /// Text from images and text: a vision tower and projector whose image embeddings replace
-    /// the prompt's image placeholders in a causal LM (LLaVA); exported for generation only.
+    /// Text from images and text: a vision tower (and projector) whose image embeddings replace
+    /// the prompt's image placeholders in a causal LM (LLaVA, Qwen2-VL); exported for
+    /// generation only.
     ImageTextToText,
 }
 
