@@ -25,8 +25,8 @@ warnings.filterwarnings("ignore")
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from safetensors.numpy import load_file  # noqa: E402
+from static_cache import OV_CONFIG, feeds, zeros  # noqa: E402
 
-OV_CONFIG = {"INFERENCE_PRECISION_HINT": "f32", "KV_CACHE_PRECISION": "f32", "DYNAMIC_QUANTIZATION_GROUP_SIZE": "0"}
 
 
 def main():
@@ -48,16 +48,6 @@ def components(meta):
     return comps["encoder"], comps["decode"], meta["symbols"]["cache_len"]["max"]
 
 
-def step_feeds(token, pos, slots):
-    return {
-        "input_ids": np.array([[token]], np.int64),
-        "attention_mask": np.ascontiguousarray((np.arange(slots) <= pos)[None, None, None, :]),
-        "position_ids": np.array([[pos]], np.int64),
-    }
-
-
-def zeros(port, slots):
-    return np.zeros([slots if d == "cache_len" else int(d) for d in port["shape"]], np.float32)
 
 
 def onnx(export, meta, inputs, start, n):
@@ -71,7 +61,7 @@ def onnx(export, meta, inputs, start, n):
     outs = [o.name for o in sess["decode"].get_outputs()]
     tokens, token = [], start
     for pos in range(n):
-        f = {**step_feeds(token, pos, slots), **caches, **{k: enc[k] for k in names if k in enc}}
+        f = {**feeds([token], pos, slots), **caches, **{k: enc[k] for k in names if k in enc}}
         r = dict(zip(outs, sess["decode"].run(None, f)))
         caches = {"input." + k[len("output."):]: v for k, v in r.items() if k.startswith("output.")}
         token = int(r["logits"][0, -1].argmax())
@@ -96,7 +86,7 @@ def openvino(export, meta, inputs, start, n):
     req = decode.create_infer_request()
     tokens, token = [], start
     for pos in range(n):
-        f = {**step_feeds(token, pos, slots), **cross, "beam_idx": np.array([0], np.int32)}
+        f = {**feeds([token], pos, slots), **cross, "beam_idx": np.array([0], np.int32)}
         token = int(req.infer(f)["logits"][0, -1].argmax())
         tokens.append(token)
     return tokens
@@ -114,7 +104,7 @@ def dynamo(export, meta, inputs, start, n):
     first = next(iter(caches.values()))
     tokens, token = [], start
     for pos in range(n):
-        f = {k: torch.from_numpy(v) for k, v in step_feeds(token, pos, slots).items()}
+        f = {k: torch.from_numpy(v) for k, v in feeds([token], pos, slots).items()}
         args = [f.get(p["name"], caches.get(p["name"], enc.get(p["name"]))) for p in dec_c["inputs"]]
         logits = decode(*args)  # the static caches are updated in place, not returned
         assert first[..., pos, :].abs().sum() > 0, "the cache was not updated in place"
@@ -135,7 +125,7 @@ def executorch(export, meta, inputs, start, n):
     k = len(caches)
     tokens, token = [], start
     for pos in range(n):
-        f = {k: torch.from_numpy(v) for k, v in step_feeds(token, pos, slots).items()}
+        f = {k: torch.from_numpy(v) for k, v in feeds([token], pos, slots).items()}
         args = [f.get(p["name"], caches.get(p["name"], enc.get(p["name"]))) for p in dec_c["inputs"]]
         # the method returns [caches, logits, caches] (the caches in input order)
         outs = decode.execute(args)

@@ -26,9 +26,9 @@ warnings.filterwarnings("ignore")
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from safetensors.numpy import load_file  # noqa: E402
+from static_cache import OV_CONFIG, feeds, zeros  # noqa: E402
 from transformers.vision_utils import get_vision_position_ids  # noqa: E402
 
-OV_CONFIG = {"INFERENCE_PRECISION_HINT": "f32", "KV_CACHE_PRECISION": "f32", "DYNAMIC_QUANTIZATION_GROUP_SIZE": "0"}
 
 
 def main():
@@ -70,18 +70,6 @@ def fixed_inputs(gold, rows, slots):
     return fixed
 
 
-def feeds(tokens, pos, slots):
-    q = len(tokens)
-    mask = np.arange(slots)[None, :] <= (pos + np.arange(q))[:, None]
-    return {
-        "input_ids": np.array([tokens], np.int64),
-        "attention_mask": np.ascontiguousarray(mask[None, None]),
-        "position_ids": np.arange(pos, pos + q, dtype=np.int64)[None],
-    }
-
-
-def zeros(port, slots):
-    return np.zeros([slots if d == "cache_len" else int(d) for d in port["shape"]], np.float32)
 
 
 def generate(export, meta, gold, n):

@@ -102,16 +102,7 @@ fn generate_with_encoder_inputs_gives_transformers_tokens_in_every_runtime() {
         }
     }
     // the upstream runtimes, from Python loops over the components (one process for all)
-    let (jobs_path, out) = (tmp.path().join("jobs.json"), tmp.path().join("tokens.json"));
-    std::fs::write(&jobs_path, serde_json::to_vec(&jobs).unwrap()).unwrap();
-    let o = Command::new(python()).arg(script("generate_seq2seq.py")).args([&jobs_path, &out]).output().unwrap();
-    assert!(o.status.success(), "generate_seq2seq.py failed:\n{}", String::from_utf8_lossy(&o.stderr));
-    let tokens: BTreeMap<String, Vec<i64>> = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
-    assert_eq!(tokens.len(), want_of.len());
-    for (dir, got) in tokens {
-        let got = got.iter().map(i64::to_string).collect::<Vec<_>>().join(",");
-        assert_eq!(got, want_of[&dir], "{dir}: the upstream runtime's loop");
-    }
+    assert_upstream_tokens("generate_seq2seq.py", &jobs, &want_of, tmp.path());
 }
 
 #[test]

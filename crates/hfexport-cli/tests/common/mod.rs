@@ -119,3 +119,26 @@ pub fn worst_unpadded(ours: &Tensor, theirs: &Tensor, mask: &Tensor) -> f32 {
         w.max(d)
     })
 }
+
+/// Runs the Python generation loop `script` (`tests/python/<script> JOBS.json OUT.json`, one
+/// process for all `jobs`) in the upstream runtimes and asserts each export folder's tokens
+/// equal `want_of[folder]` (ids joined by commas).
+pub fn assert_upstream_tokens(
+    script: &str,
+    jobs: &[serde_json::Value],
+    want_of: &std::collections::BTreeMap<String, String>,
+    tmp: &Path,
+) {
+    let (jobs_path, out) = (tmp.join("jobs.json"), tmp.join("tokens.json"));
+    std::fs::write(&jobs_path, serde_json::to_vec(jobs).unwrap()).unwrap();
+    let o = Command::new(python()).arg(repo().join("tests/python").join(script)).args([&jobs_path, &out]).output();
+    let o = o.expect("start python");
+    assert!(o.status.success(), "{script} failed:\n{}", String::from_utf8_lossy(&o.stderr));
+    let tokens: std::collections::BTreeMap<String, Vec<i64>> =
+        serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    assert_eq!(tokens.len(), want_of.len(), "{script}: one result per export");
+    for (dir, got) in tokens {
+        let got = got.iter().map(i64::to_string).collect::<Vec<_>>().join(",");
+        assert_eq!(got, want_of[&dir], "{dir}: the upstream runtime's loop");
+    }
+}
