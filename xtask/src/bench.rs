@@ -24,13 +24,15 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 
+mod scale;
+
 use crate::python::Venv;
 use crate::{cargo_bin, describe, run};
 
 pub const USAGE: &str = "usage: cargo xtask bench export-onnx [--python] [--keep]\n       cargo xtask bench \
                          generate-onnx [--python] [--keep]\n       cargo xtask bench openvino [--python] [--keep]\n       \
                          cargo xtask bench executorch [--python] [--keep]\n       cargo xtask bench moe [--keep]\n       \
-                         cargo xtask bench quant [--keep]";
+                         cargo xtask bench quant [--keep]\n       cargo xtask bench scale [--keep]";
 
 /// Goals of the ONNX export of a 0.6B model on a developer machine.
 const GOAL_WALL_S: f64 = 10.0;
@@ -105,7 +107,9 @@ struct Opts {
 
 pub fn bench(root: &Path, args: &[String]) -> Result<ExitCode> {
     let Some((what, flags)) = args.split_first() else { bail!("{USAGE}") };
-    if !["export-onnx", "generate-onnx", "openvino", "executorch", "moe", "quant", "genai"].contains(&what.as_str()) {
+    if !["export-onnx", "generate-onnx", "openvino", "executorch", "moe", "quant", "genai", "scale"]
+        .contains(&what.as_str())
+    {
         bail!("unknown benchmark `{what}`\n{USAGE}");
     }
     let mut opts = Opts { python: false, keep: false };
@@ -123,6 +127,7 @@ pub fn bench(root: &Path, args: &[String]) -> Result<ExitCode> {
         "moe" => bench_moe(root, &opts)?,
         "quant" => bench_quant(root, &opts)?,
         "genai" => bench_genai(root, &opts)?,
+        "scale" => scale::bench_scale(root, &opts)?,
         _ => export_onnx(root, &opts)?,
     }
     Ok(ExitCode::SUCCESS)
@@ -1145,25 +1150,95 @@ fn ensure_checkpoint(dir: &Path) -> Result<u64> {
 /// Makes a checkpoint of random bfloat16 `tensors` with `config_json` unless it is there with
 /// the expected size and config; returns its weight file's size.
 fn ensure_random_checkpoint(dir: &Path, tensors: &[(String, Vec<usize>)], config_json: &str) -> Result<u64> {
-    let (header, data_len) = safetensors_header(tensors);
-    let total = header.len() as u64 + data_len;
-    let weights = dir.join("model.safetensors");
+    ensure_sharded_checkpoint(dir, tensors, config_json, 1)
+}
+
+/// The weight files of a checkpoint of `shards` files: `model.safetensors`, or
+/// `model-0000k-of-0000n.safetensors` as `save_pretrained` names shards.
+fn shard_names(shards: usize) -> Vec<String> {
+    match shards {
+        1 => vec!["model.safetensors".into()],
+        n => (1..=n).map(|k| format!("model-{k:05}-of-{n:05}.safetensors")).collect(),
+    }
+}
+
+/// [`ensure_random_checkpoint`] in `shards` files (consecutive tensors, a new file once one
+/// passes its share of the bytes), with the
+/// `model.safetensors.index.json` that maps each tensor to its file. Every file is streamed
+/// (a chunk of values at a time), so a checkpoint far larger than memory is made in constant
+/// memory. Returns the size of the weight files.
+fn ensure_sharded_checkpoint(
+    dir: &Path,
+    tensors: &[(String, Vec<usize>)],
+    config_json: &str,
+    shards: usize,
+) -> Result<u64> {
+    let bytes = |t: &(String, Vec<usize>)| 2 * t.1.iter().product::<usize>() as u64;
+    let all: u64 = tensors.iter().map(bytes).sum();
+    // consecutive tensors, a new file each time one passes its share
+    let mut groups: Vec<Vec<(String, Vec<usize>)>> = vec![vec![]];
+    let mut filled = 0u64;
+    for t in tensors {
+        if filled >= all.div_ceil(shards as u64) * groups.len() as u64 && groups.len() < shards {
+            groups.push(vec![]);
+        }
+        filled += bytes(t);
+        groups.last_mut().expect("one group").push(t.clone());
+    }
+    let names = shard_names(groups.len());
+    let headers: Vec<(Vec<u8>, u64)> = groups.iter().map(|g| safetensors_header(g)).collect();
+    let total: u64 = headers.iter().map(|(h, d)| h.len() as u64 + d).sum();
     let config = dir.join("config.json");
-    let present = std::fs::metadata(&weights).map(|m| m.len() == total).unwrap_or(false);
+    let present = names
+        .iter()
+        .zip(&headers)
+        .all(|(n, (h, d))| std::fs::metadata(dir.join(n)).map(|m| m.len() == h.len() as u64 + d).unwrap_or(false));
     if present && std::fs::read_to_string(&config).map(|c| c == config_json).unwrap_or(false) {
-        println!("  cached: {} ({})", weights.display(), gb(total));
+        println!("  cached: {} in {} file(s) ({})", dir.display(), names.len(), gb(total));
         return Ok(total);
     }
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    println!("  generating {} tensors of random bfloat16 weights ({}), once", tensors.len(), gb(total));
+    println!(
+        "  generating {} tensors of random bfloat16 weights in {} file(s) ({}), once",
+        tensors.len(),
+        names.len(),
+        gb(total)
+    );
     let t0 = Instant::now();
-    let partial = dir.join("model.safetensors.partial");
+    let mut rng = SplitMix64(0x5eed_0006_0000_0000);
+    for ((name, group), (header, _)) in names.iter().zip(&groups).zip(&headers) {
+        write_random_safetensors(&dir.join(name), group, header, &mut rng)?;
+    }
+    if names.len() > 1 {
+        let map: serde_json::Map<String, serde_json::Value> = names
+            .iter()
+            .zip(&groups)
+            .flat_map(|(n, g)| g.iter().map(move |(t, _)| (t.clone(), serde_json::Value::from(n.as_str()))))
+            .collect();
+        let index = serde_json::json!({"metadata": {"total_size": all}, "weight_map": map});
+        let path = dir.join("model.safetensors.index.json");
+        std::fs::write(&path, serde_json::to_vec_pretty(&index)?)
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    std::fs::write(&config, config_json).with_context(|| format!("writing {}", config.display()))?;
+    println!("  wrote {} in {:.1} s", dir.display(), t0.elapsed().as_secs_f64());
+    Ok(total)
+}
+
+/// Writes one safetensors file (`header` then random values for `tensors`), through a
+/// `.partial` file renamed once complete.
+fn write_random_safetensors(
+    path: &Path,
+    tensors: &[(String, Vec<usize>)],
+    header: &[u8],
+    rng: &mut SplitMix64,
+) -> Result<()> {
+    let partial = path.with_extension("safetensors.partial");
     let file = File::create(&partial).with_context(|| format!("creating {}", partial.display()))?;
     let mut out = BufWriter::with_capacity(8 << 20, file);
-    out.write_all(&header)?;
+    out.write_all(header)?;
     let normal = value_table(0.0, 0.02);
     let norm = value_table(1.0, 0.05);
-    let mut rng = SplitMix64(0x5eed_0006_0000_0000);
     let mut chunk = Vec::with_capacity(1 << 20);
     for (name, shape) in tensors {
         let table = if shape.len() == 1 { &norm } else { &normal };
@@ -1185,10 +1260,7 @@ fn ensure_random_checkpoint(dir: &Path, tensors: &[(String, Vec<usize>)], config
         .map_err(|e| e.into_error())
         .and_then(|f| f.sync_all())
         .with_context(|| format!("writing {}", partial.display()))?;
-    std::fs::rename(&partial, &weights).with_context(|| format!("renaming {}", partial.display()))?;
-    std::fs::write(&config, config_json).with_context(|| format!("writing {}", config.display()))?;
-    println!("  wrote {} in {:.1} s", weights.display(), t0.elapsed().as_secs_f64());
-    Ok(total)
+    std::fs::rename(&partial, path).with_context(|| format!("renaming {}", partial.display()))
 }
 
 /// Sum of the four bytes of `x`: 0..=1020, mean 510, standard deviation about 147.8.
@@ -1238,10 +1310,14 @@ struct Measured {
 /// every timed run starts from the same state.
 fn prepare_run(ckpt: &Path) -> Result<()> {
     let _ = Command::new("sync").status();
-    let path = ckpt.join("model.safetensors");
-    let mut file = File::open(&path).with_context(|| format!("opening {}", path.display()))?;
     let mut buf = vec![0u8; 8 << 20];
-    while file.read(&mut buf).with_context(|| format!("reading {}", path.display()))? > 0 {}
+    for entry in std::fs::read_dir(ckpt).with_context(|| format!("listing {}", ckpt.display()))? {
+        let path = entry?.path();
+        if path.extension().is_some_and(|e| e == "safetensors") {
+            let mut file = File::open(&path).with_context(|| format!("opening {}", path.display()))?;
+            while file.read(&mut buf).with_context(|| format!("reading {}", path.display()))? > 0 {}
+        }
+    }
     Ok(())
 }
 

@@ -70,6 +70,10 @@ commands:
                                 float32 and int4, both folders run by ONNX Runtime GenAI's
                                 runtime (xtask/python/bench_genai.py): export wall, peak RSS,
                                 decode ms/token (goal: ours at least as fast)
+  bench scale [--keep]          a Llama-3-70B-shaped checkpoint cut to 2 layers (7.6 GB bf16 in 3
+                                shards, generated once, streamed) exported to each format, float32
+                                then --quantize int4, in one run: wall, ratio to ONNX, peak RSS,
+                                MB/s (goals: RSS < 512 MB, every format within 1.5x of ONNX)
   fuzz [--seconds N] [TARGET...]
                                 every fuzz target of fuzz/ (or those named) for N seconds each
                                 (default 600) under libFuzzer with AddressSanitizer: cargo-fuzz

@@ -8,6 +8,8 @@
 //! - [`eval`]: the reference evaluator, the oracle every exported artifact is checked against;
 //! - [`plan`]: the typed components of an export; [`backend`]: the one `Backend` trait and the
 //!   pipeline every format shares;
+//! - [`sink`]: the one streaming file writer of every container's weights (direct I/O, a
+//!   writer thread, CRC while streaming);
 //! - [`config`]: export configs and `AutoExportConfig`, mirroring the Python names.
 //!
 //! Nothing here names ONNX, OpenVINO or ATen: backends lower from this crate.
@@ -34,6 +36,7 @@ pub mod plan;
 pub mod quant;
 pub mod rope;
 pub mod shape_program;
+pub mod sink;
 pub mod tensor;
 pub mod venv;
 pub mod verify;

@@ -9,6 +9,7 @@ use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::quant::{pack_nibbles, quantize_rows, quantize_rows_for, QuantScheme};
 use crate::tensor::Tensor;
+use rayon::prelude::*;
 
 /// Shape and dtype of a stored tensor, known without reading its bytes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -31,10 +32,17 @@ pub trait TensorSource: Send + Sync {
     /// Tells the source a writer is done with `name` (an mmapped file drops its pages, so
     /// resident memory does not grow with the model).
     fn release(&self, _name: &str) {}
+    /// Tells the source a writer is done with `bytes`, a piece of what [`TensorSource::raw`]
+    /// returned: an mmapped file drops those pages as soon as each chunk is written, so that
+    /// resident memory stays flat even within a tensor of many gigabytes.
+    fn release_bytes(&self, _bytes: &[u8]) {}
 }
 
-/// Elements converted per chunk when streaming a cast weight.
+/// Elements converted per chunk when streaming a cast weight (and stored bytes handed on per
+/// chunk, each released after it): what a writer holds of one tensor at a time.
 const STREAM_CHUNK: usize = 1 << 20;
+/// Elements per parallel task when converting a chunk (rayon splits a chunk this finely).
+const PAR_CHUNK: usize = 1 << 16;
 
 /// How to produce a weight's value from stored tensors.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -437,6 +445,7 @@ impl WeightExpr {
                 // whole rows per chunk, each converted as the expression would, then quantized
                 let rows = (STREAM_CHUNK / cols.max(1)).max(1);
                 let (mut total, mut cast, mut f32s) = (0u64, vec![], vec![]);
+                let values = matches!(part, QuantPart::Values | QuantPart::Unsigned);
                 for chunk in bytes.chunks(rows * cols * from.size()) {
                     // the value the expression gives (`to`), read as f32
                     let as_f32: &[u8] = match (from, to) {
@@ -453,14 +462,23 @@ impl WeightExpr {
                     };
                     let floats: Vec<f32> =
                         as_f32.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
-                    let values = matches!(part, QuantPart::Values | QuantPart::Unsigned);
-                    let out = quantize_rows_for(&floats, group, scheme, *scale_dtype, values).part_bytes(
-                        *part,
-                        scheme,
-                        *scale_dtype,
-                    );
-                    sink(&out).map_err(|e| io(&name, e))?;
-                    total += out.len() as u64;
+                    // whole rows per task, on every core; the parts concatenate in row order
+                    let task_rows = (PAR_CHUNK / cols.max(1)).max(1);
+                    let out: Vec<Vec<u8>> = floats
+                        .par_chunks(task_rows * cols)
+                        .map(|rows| {
+                            quantize_rows_for(rows, group, scheme, *scale_dtype, values).part_bytes(
+                                *part,
+                                scheme,
+                                *scale_dtype,
+                            )
+                        })
+                        .collect();
+                    for piece in &out {
+                        sink(piece).map_err(|e| io(&name, e))?;
+                        total += piece.len() as u64;
+                    }
+                    src.release_bytes(chunk);
                 }
                 total
             }
@@ -501,13 +519,17 @@ impl WeightExpr {
                 for chunk in bytes.chunks(STREAM_CHUNK * from.size()) {
                     convert_le_bytes(from, *to, chunk, &mut buf)?;
                     sink(&buf).map_err(|e| io(&name, e))?;
+                    src.release_bytes(chunk);
                     total += buf.len() as u64;
                 }
                 total
             }
             _ if self.raw_view(src).is_some() => {
-                let (bytes, _) = self.raw_view(src).expect("checked");
-                sink(bytes).map_err(|e| io(&name, e))?;
+                let (bytes, dtype) = self.raw_view(src).expect("checked");
+                for chunk in bytes.chunks(STREAM_CHUNK * dtype.size()) {
+                    sink(chunk).map_err(|e| io(&name, e))?;
+                    src.release_bytes(chunk);
+                }
                 bytes.len() as u64
             }
             _ => {
@@ -578,17 +600,22 @@ fn stream_parts(
 }
 
 /// Converts little-endian elements of `from` into `to`, replacing `out`'s contents. The
-/// common widening casts of checkpoint weights are bit operations; the rest go through
-/// [`Tensor::cast`].
+/// common widening casts of checkpoint weights are bit operations, spread over every core; the
+/// rest go through [`Tensor::cast`].
 pub fn convert_le_bytes(from: DType, to: DType, bytes: &[u8], out: &mut Vec<u8>) -> Result<()> {
     out.clear();
+    let widen = |out: &mut Vec<u8>, one: fn([u8; 2]) -> f32| {
+        out.resize(bytes.len() * 2, 0);
+        out.par_chunks_mut(PAR_CHUNK * 4).zip(bytes.par_chunks(PAR_CHUNK * 2)).for_each(|(o, i)| {
+            for (o, i) in o.chunks_exact_mut(4).zip(i.chunks_exact(2)) {
+                o.copy_from_slice(&one([i[0], i[1]]).to_le_bytes());
+            }
+        });
+    };
     match (from, to) {
         // bf16 is the upper half of an f32: widening is a shift
-        (DType::BF16, DType::F32) => out.extend(
-            bytes.chunks_exact(2).flat_map(|c| (u32::from(u16::from_le_bytes([c[0], c[1]])) << 16).to_le_bytes()),
-        ),
-        (DType::F16, DType::F32) => out
-            .extend(bytes.chunks_exact(2).flat_map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f32().to_le_bytes())),
+        (DType::BF16, DType::F32) => widen(out, |b| f32::from_bits(u32::from(u16::from_le_bytes(b)) << 16)),
+        (DType::F16, DType::F32) => widen(out, |b| half::f16::from_le_bytes(b).to_f32()),
         _ => {
             let t = Tensor::from_le_bytes(from, vec![bytes.len() / from.size()], bytes)?.cast(to);
             out.extend_from_slice(&t.to_le_bytes());

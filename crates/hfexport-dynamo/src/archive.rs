@@ -16,7 +16,7 @@
 //!   those configs name present; programs may share payload files (hfexport stores a weight
 //!   used by several programs once).
 
-use crate::zip::{crc32, crc_table, DEFLATE, STORED};
+use crate::zip::{DEFLATE, STORED};
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -338,7 +338,7 @@ impl Pt2Archive {
             ),
             _ => Cow::Borrowed(raw),
         };
-        if crc32(&crc_table(), 0, &data) != e.crc {
+        if crc32fast::hash(&data) != e.crc {
             return Err(self.fail(format!("entry `{}/{name}` fails its CRC check (corrupt)", self.root)));
         }
         Ok(data)

@@ -1,13 +1,14 @@
 //! A minimal zip writer for `.pt2` archives, laid out as torch's `PyTorchStreamWriter` writes
 //! them: entries under one root folder, their data 64-byte aligned (padding in a local extra
-//! field with id `FB`), CRC-32 checked, zip64 records when an entry or an offset passes 4 GiB.
+//! field with id `FB`), CRC-32 checked, zip64 records when an entry or an offset passes 4 GiB. Bytes go through the core
+//! [`WeightSink`] (direct I/O, a writer thread), which computes each entry's CRC-32 as it streams.
 //! Payload entries are STORED (uncompressed, so torch maps tensors straight from the file) and
 //! streamed: the local header is written first and its CRC patched once the data is in. JSON
 //! entries may be DEFLATE-compressed ([`ZipWriter::add_deflated`]; `PyTorchStreamWriter` can
 //! compress a record too, and its reader inflates them): a program's JSON shrinks ~20x.
 
-use std::fs::File;
-use std::io::{BufWriter, Seek, SeekFrom, Write};
+use hfexport_core::sink::WeightSink;
+use std::io::Write;
 use std::path::Path;
 
 /// Alignment of every entry's data (what torch uses).
@@ -31,8 +32,8 @@ struct Entry {
 }
 
 pub struct ZipWriter {
-    out: BufWriter<File>,
-    pos: u64,
+    /// The archive; its position is the next entry's offset.
+    out: WeightSink,
     entries: Vec<Entry>,
     root: String,
     /// Writes zip64 records for every entry (tests use it to exercise the zip64 layout on
@@ -40,37 +41,14 @@ pub struct ZipWriter {
     pub force_zip64: bool,
 }
 
-pub(crate) fn crc_table() -> [u32; 256] {
-    let mut t = [0u32; 256];
-    for (i, e) in t.iter_mut().enumerate() {
-        let mut c = i as u32;
-        for _ in 0..8 {
-            c = if c & 1 != 0 { 0xEDB8_8320 ^ (c >> 1) } else { c >> 1 };
-        }
-        *e = c;
-    }
-    t
-}
-
-/// CRC-32 (IEEE), continued from `crc`.
-pub(crate) fn crc32(table: &[u32; 256], crc: u32, bytes: &[u8]) -> u32 {
-    let mut c = !crc;
-    for &b in bytes {
-        c = table[((c ^ b as u32) & 0xFF) as usize] ^ (c >> 8);
-    }
-    !c
-}
-
 impl ZipWriter {
     pub fn create(path: &Path, root: &str) -> std::io::Result<ZipWriter> {
-        let out = BufWriter::with_capacity(8 << 20, File::create(path)?);
-        Ok(ZipWriter { out, pos: 0, entries: vec![], root: root.to_string(), force_zip64: false })
+        let out = WeightSink::create(path)?;
+        Ok(ZipWriter { out, entries: vec![], root: root.to_string(), force_zip64: false })
     }
 
     fn put(&mut self, bytes: &[u8]) -> std::io::Result<()> {
-        self.out.write_all(bytes)?;
-        self.pos += bytes.len() as u64;
-        Ok(())
+        self.out.write_all(bytes)
     }
 
     /// Writes `<root>/<name>` from bytes.
@@ -81,7 +59,7 @@ impl ZipWriter {
     /// Writes `<root>/<name>` DEFLATE-compressed.
     pub fn add_deflated(&mut self, name: &str, data: &[u8]) -> std::io::Result<()> {
         let packed = miniz_oxide::deflate::compress_to_vec(data, 6);
-        let crc = crc32(&crc_table(), 0, data);
+        let crc = crc32fast::hash(data);
         self.add_entry(name, DEFLATE, Some(crc), data.len() as u64, packed.len() as u64, &mut |sink| sink(&packed))
     }
 
@@ -108,7 +86,7 @@ impl ZipWriter {
         fill: &mut dyn FnMut(Sink) -> std::io::Result<()>,
     ) -> std::io::Result<()> {
         let full = format!("{}/{name}", self.root);
-        let offset = self.pos;
+        let offset = self.out.position();
         let zip64 = self.force_zip64 || size.max(csize) >= U32_MAX;
         let zip64_extra = if zip64 { 4 + 16 } else { 0 };
         // local header: 30 bytes + name + extras; the FB extra pads the data to ALIGN
@@ -139,36 +117,28 @@ impl ZipWriter {
         h.extend_from_slice(&(pad as u16).to_le_bytes());
         h.extend(std::iter::repeat_n(b'Z', pad as usize));
         self.put(&h)?;
-        debug_assert_eq!(self.pos % ALIGN, 0);
-
-        let table = crc_table();
-        let (mut streamed_crc, mut written) = (0u32, 0u64);
+        let start = self.out.position();
+        debug_assert_eq!(start % ALIGN, 0);
+        // the CRC of a STORED entry is computed as its bytes stream through
+        self.out.start_crc();
         {
             let out = &mut self.out;
-            let mut sink = |b: &[u8]| -> std::io::Result<()> {
-                if crc.is_none() {
-                    streamed_crc = crc32(&table, streamed_crc, b);
-                }
-                written += b.len() as u64;
-                out.write_all(b)
-            };
-            fill(&mut sink)?;
+            fill(&mut |b: &[u8]| out.write_all(b))?;
         }
-        self.pos += written;
+        let streamed_crc = self.out.take_crc();
+        let written = self.out.position() - start;
         if written != csize {
             return Err(std::io::Error::other(format!("{full}: {written} bytes written, {csize} announced")));
         }
         let crc = crc.unwrap_or(streamed_crc);
-        self.out.seek(SeekFrom::Start(crc_at))?;
-        self.out.write_all(&crc.to_le_bytes())?;
-        self.out.seek(SeekFrom::Start(self.pos))?;
+        self.out.patch(crc_at, &crc.to_le_bytes())?;
         self.entries.push(Entry { name: full, method, crc, size, csize, offset });
         Ok(())
     }
 
     /// Writes the central directory and the end records.
     pub fn finish(mut self) -> std::io::Result<()> {
-        let cd_start = self.pos;
+        let cd_start = self.out.position();
         let entries = std::mem::take(&mut self.entries);
         for e in &entries {
             let zip64 = self.force_zip64 || e.size.max(e.csize) >= U32_MAX || e.offset >= U32_MAX;
@@ -201,11 +171,11 @@ impl ZipWriter {
             }
             self.put(&c)?;
         }
-        let cd_size = self.pos - cd_start;
+        let cd_size = self.out.position() - cd_start;
         let n = entries.len() as u64;
         let zip64 = self.force_zip64 || cd_start >= U32_MAX || n >= 0xFFFF;
         if zip64 {
-            let eocd64 = self.pos;
+            let eocd64 = self.out.position();
             let mut r = Vec::with_capacity(56 + 20);
             r.extend_from_slice(&0x0606_4b50u32.to_le_bytes());
             r.extend_from_slice(&44u64.to_le_bytes());
@@ -234,18 +204,6 @@ impl ZipWriter {
         r.extend_from_slice(&(if zip64 { U32_MAX as u32 } else { cd_start as u32 }).to_le_bytes());
         r.extend_from_slice(&0u16.to_le_bytes());
         self.put(&r)?;
-        self.out.flush()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn crc32_matches_the_reference_value() {
-        assert_eq!(crc32(&crc_table(), 0, b"123456789"), 0xCBF4_3926);
-        let t = crc_table();
-        assert_eq!(crc32(&t, crc32(&t, 0, b"12345"), b"6789"), 0xCBF4_3926);
+        self.out.finish().map(|_| ())
     }
 }

@@ -14,6 +14,7 @@ use hfexport_core::generation::Generator;
 use hfexport_core::generation::{timed_greedy, Generated};
 use hfexport_core::metadata::Component;
 use hfexport_core::plan::{ComponentSpec, Planned, Role};
+use hfexport_core::sink::WeightSink;
 use hfexport_core::{Activation, DType, ExportConfig, Graph, Op, QuantForm, QuantRecipe, TensorSource};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
@@ -387,18 +388,13 @@ pub fn export_program(
     })?;
     let path = dir.join(FILE);
     let io = |source: std::io::Error| EtError::Io { path: path.clone(), source };
-    let mut out = std::io::BufWriter::new(std::fs::File::create(&path).map_err(io)?);
+    let mut out = WeightSink::create(&path).map_err(io)?;
     out.write_all(&pte::program_bytes(&methods, &layout)).map_err(io)?;
-    // bytes written since the segment base
-    let mut at = 0u64;
-    let pad_to = |out: &mut dyn Write, at: &mut u64, to: u64| -> std::io::Result<()> {
-        out.write_all(&vec![0u8; (to - *at) as usize])?;
-        *at = to;
-        Ok(())
-    };
+    // segment offsets count from the segment base, which follows the program
+    let base = out.position();
     let n = layout.blobs();
     let mut done = 0;
-    let mut stream = |out: &mut dyn Write, blob: &pte::Blob, expected: u64| -> Result<u64> {
+    let mut stream = |out: &mut WeightSink, blob: &pte::Blob, expected: u64| -> Result<u64> {
         progress(done, n, &blob.name());
         let written = match blob {
             pte::Blob::Weight { expr, .. } => expr.stream_le_bytes(src, &mut |b| out.write_all(b))?,
@@ -415,19 +411,18 @@ pub fn export_program(
         Ok(written)
     };
     for ((blob, size), &offset) in layout.constants.iter().zip(&layout.constant_offsets[1..]) {
-        pad_to(&mut out, &mut at, offset).map_err(io)?;
-        at += stream(&mut out, blob, *size)?;
+        out.pad_to(base + offset).map_err(io)?;
+        stream(&mut out, blob, *size)?;
     }
     for (payload, offset, _) in layout.delegates.iter().flatten() {
-        pad_to(&mut out, &mut at, *offset).map_err(io)?;
+        out.pad_to(base + offset).map_err(io)?;
         out.write_all(payload).map_err(io)?;
-        at += payload.len() as u64;
     }
     for (named, offset) in &layout.named {
-        pad_to(&mut out, &mut at, *offset).map_err(io)?;
-        at += stream(&mut out, &named.blob, named.size)?;
+        out.pad_to(base + offset).map_err(io)?;
+        stream(&mut out, &named.blob, named.size)?;
     }
-    out.flush().map_err(io)?;
+    out.finish().map_err(io)?;
     Ok(methods.iter().map(|m| m.arena).collect())
 }
 

@@ -197,6 +197,10 @@ impl TensorSource for Checkpoint {
             f.release(name);
         }
     }
+
+    fn release_bytes(&self, bytes: &[u8]) {
+        let _ = self.files.iter().any(|f| f.release_bytes(bytes));
+    }
 }
 
 /// Opens the weight files of `dir`, in the order transformers would pick them.

@@ -125,6 +125,21 @@ impl SafetensorsFile {
         }
     }
 
+    /// Drops the resident pages under `bytes` when they are a piece of this file's map (a
+    /// writer is done with one chunk of a tensor); returns whether they were. The range is
+    /// widened to whole pages: a neighbour's page dropped too is read again when touched.
+    pub fn release_bytes(&self, bytes: &[u8]) -> bool {
+        let base = self.mmap.as_ptr() as usize;
+        let start = bytes.as_ptr() as usize;
+        if bytes.is_empty() || start < base || start + bytes.len() > base + self.mmap.len() {
+            return false;
+        }
+        // SAFETY: as in `release`: clean pages of a private read-only file mapping.
+        let _ =
+            unsafe { self.mmap.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, start - base, bytes.len()) };
+        true
+    }
+
     /// Decodes `name` into a host tensor of its stored dtype.
     pub fn load(&self, name: &str) -> Result<Tensor> {
         if let Some(now) = self.changed_size() {

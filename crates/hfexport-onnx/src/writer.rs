@@ -2,8 +2,9 @@
 //! they share (every distinct weight once, external, each at an offset aligned to [`ALIGN`]).
 //!
 //! Weights are streamed: each one is produced by its lazy expression (straight from the
-//! checkpoint's mmap, converted in chunks when the dtype changes), written, and its source
-//! pages released before the next, so peak memory does not grow with the model.
+//! checkpoint's mmap, converted in chunks when the dtype changes) into the core
+//! [`WeightSink`] (direct I/O, a writer thread), each chunk's source pages released once it is
+//! written, so peak memory does not grow with the model or its largest tensor.
 
 use crate::lower::{lower, onnx_dtype, Lowered, MS_DOMAIN};
 use crate::proto::{
@@ -14,10 +15,10 @@ use crate::{OnnxError, Result};
 use hfexport_core::backend::WeightTable;
 use hfexport_core::config::OnnxQuantOps;
 use hfexport_core::plan::Planned;
+use hfexport_core::sink::WeightSink;
 use hfexport_core::{DType, TensorSource};
 use prost::Message;
 use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 /// Offset alignment of tensors in the external data file (lets runtimes mmap them).
@@ -47,13 +48,13 @@ pub fn write_components(
     progress: Progress,
 ) -> Result<Vec<Vec<String>>> {
     let data_path = dir.join(DATA_FILE);
-    let mut out = DataFile::create(&data_path).map_err(io_err(&data_path))?;
+    let mut out = WeightSink::create(&data_path).map_err(io_err(&data_path))?;
     let mut table = WeightTable::<(u64, u64)>::default();
     let lowered: Vec<Lowered> = components.iter().map(|c| lower(&c.graph, opset, quant_ops)).collect::<Result<_>>()?;
     // every graph weight and derived initializer, as the table will place them
     let inits: Vec<Vec<Init>> = components.iter().zip(&lowered).map(|(c, l)| initializers_of(&c.graph, l)).collect();
     let total = inits.iter().flatten().map(|i| &i.expr).collect::<std::collections::HashSet<_>>().len();
-    let (mut offset, mut done) = (0u64, 0usize);
+    let mut done = 0usize;
     let mut files = vec![];
     for ((c, lowered), inits) in components.iter().zip(lowered).zip(inits) {
         let g = &c.graph;
@@ -67,15 +68,11 @@ pub fn write_components(
                     true => numel.div_ceil(2),
                     false => numel * init.dtype.size() as u64,
                 };
-                let pad = (ALIGN - offset % ALIGN) % ALIGN;
-                out.write_all(&vec![0u8; pad as usize]).map_err(io_err(&data_path))?;
-                offset += pad;
+                let at = out.align_to(ALIGN).map_err(io_err(&data_path))?;
                 let written = init.expr.stream_le_bytes(src, &mut |b| out.write_all(b))?;
                 if written != expected {
                     return Err(OnnxError::WeightSize { tensor: init.source.clone(), expected, actual: written });
                 }
-                let at = offset;
-                offset += written;
                 Ok((at, written))
             })?;
             let entry = |k: &str, v: String| StringStringEntryProto { key: Some(k.into()), value: Some(v) };
@@ -160,83 +157,6 @@ fn initializers_of(g: &hfexport_core::Graph, lowered: &Lowered) -> Vec<Init> {
         nibbles: d.nibbles,
     });
     weights.chain(derived).collect()
-}
-
-/// One aligned block of the write buffer (direct I/O needs aligned memory, offsets and sizes).
-#[repr(C, align(4096))]
-#[derive(Clone, Copy)]
-struct Block([u8; ALIGN as usize]);
-
-/// Blocks per write: 8 MiB.
-const BLOCKS: usize = 2048;
-/// `O_DIRECT` on Linux x86_64 / aarch64.
-const O_DIRECT: i32 = if cfg!(target_arch = "aarch64") { 0o200000 } else { 0o40000 };
-
-/// The external data file, written with direct I/O where the filesystem allows it: the data
-/// bypasses the page cache, which otherwise costs more than the conversion itself (and keeps
-/// gigabytes of dirty pages around). Falls back to ordinary writes (tmpfs, for one, refuses
-/// `O_DIRECT`). The length is trimmed to what was written on [`DataFile::finish`].
-struct DataFile {
-    file: std::fs::File,
-    buf: Vec<Block>,
-    filled: usize,
-    flushed: u64,
-}
-
-impl DataFile {
-    fn create(path: &Path) -> std::io::Result<DataFile> {
-        let open = |flags: i32| {
-            std::fs::OpenOptions::new().write(true).create(true).truncate(true).custom_flags(flags).open(path)
-        };
-        let file = open(O_DIRECT).or_else(|_| open(0))?;
-        Ok(DataFile { file, buf: vec![Block([0; ALIGN as usize]); BLOCKS], filled: 0, flushed: 0 })
-    }
-
-    fn bytes(buf: &mut [Block]) -> &mut [u8] {
-        // SAFETY: `Block` is a plain byte array with no padding, so the blocks are one
-        // contiguous, initialised byte buffer of `len * ALIGN` bytes.
-        unsafe { std::slice::from_raw_parts_mut(buf.as_mut_ptr().cast::<u8>(), buf.len() * ALIGN as usize) }
-    }
-
-    /// Writes the first `n` buffered bytes (a multiple of `ALIGN`, or the padded tail).
-    fn write_out(&mut self, n: usize) -> std::io::Result<()> {
-        self.file.write_all(&Self::bytes(&mut self.buf)[..n])?;
-        self.flushed += n as u64;
-        self.filled = 0;
-        Ok(())
-    }
-
-    fn finish(mut self) -> std::io::Result<()> {
-        let len = self.flushed + self.filled as u64;
-        let padded = self.filled.div_ceil(ALIGN as usize) * ALIGN as usize;
-        let filled = self.filled;
-        Self::bytes(&mut self.buf)[filled..padded].fill(0);
-        self.write_out(padded)?;
-        self.file.set_len(len)?;
-        self.file.sync_all()
-    }
-}
-
-impl Write for DataFile {
-    fn write(&mut self, mut data: &[u8]) -> std::io::Result<usize> {
-        let total = data.len();
-        while !data.is_empty() {
-            let filled = self.filled;
-            let bytes = Self::bytes(&mut self.buf);
-            let n = (bytes.len() - filled).min(data.len());
-            bytes[filled..filled + n].copy_from_slice(&data[..n]);
-            self.filled += n;
-            data = &data[n..];
-            if self.filled == self.buf.len() * ALIGN as usize {
-                self.write_out(self.filled)?;
-            }
-        }
-        Ok(total)
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
 }
 
 /// The default domain at `opset`, and ONNX Runtime's contrib domain when a node uses it.

@@ -1,5 +1,5 @@
-//! Writes lowered networks: one `.bin` (every `Const`'s bytes, weights streamed one tensor at a
-//! time, 64-byte aligned, each distinct weight once across components) and each component's
+//! Writes lowered networks: one `.bin` (every `Const`'s bytes, weights streamed one chunk at a
+//! time through the core [`WeightSink`], 64-byte aligned, each distinct weight once across components) and each component's
 //! `openvino_<component>.xml` with its `Const`s' `offset` and `size` in that `.bin`.
 
 use crate::ir::Network;
@@ -7,6 +7,7 @@ use crate::lower::{lower, ConstSource, LowerOptions};
 use crate::{OvError, Result};
 use hfexport_core::backend::{distinct_weights, WeightTable};
 use hfexport_core::plan::Planned;
+use hfexport_core::sink::WeightSink;
 use hfexport_core::{DType, Graph, TensorSource, WeightExpr};
 use std::io::Write;
 use std::path::Path;
@@ -45,34 +46,28 @@ pub fn write_components(
 ) -> Result<Vec<Vec<String>>> {
     let bin_name = bin_name(components);
     let bin_path = dir.join(&bin_name);
-    let file = std::fs::File::create(&bin_path).map_err(io_err(&bin_path))?;
-    let mut out = std::io::BufWriter::with_capacity(8 << 20, file);
+    let mut out = WeightSink::create(&bin_path).map_err(io_err(&bin_path))?;
     let mut table = WeightTable::<(u64, u64)>::default();
     let mut inline = std::collections::HashMap::<Vec<u8>, (u64, u64)>::new();
     let total = distinct_weights(components);
-    let (mut offset, mut done) = (0u64, 0usize);
+    let mut done = 0usize;
     let mut files = vec![];
     for c in components {
         let g = &c.graph;
         let lowered = lower(g, opts)?;
         let mut net: Network = lowered.net;
         for (layer, source) in &lowered.consts {
-            let mut append =
-                |offset: &mut u64, write: &mut dyn FnMut(&mut dyn Write) -> Result<u64>| -> Result<(u64, u64)> {
-                    let pad = (ALIGN - *offset % ALIGN) % ALIGN;
-                    out.write_all(&vec![0u8; pad as usize]).map_err(io_err(&bin_path))?;
-                    *offset += pad;
-                    let size = write(&mut out)?;
-                    let at = *offset;
-                    *offset += size;
-                    Ok((at, size))
-                };
+            let mut append = |write: &mut dyn FnMut(&mut dyn Write) -> Result<u64>| -> Result<(u64, u64)> {
+                let at = out.align_to(ALIGN).map_err(io_err(&bin_path))?;
+                let size = write(&mut out)?;
+                Ok((at, size))
+            };
             let (at, size) = match source {
                 // small constants (rotary tables, shapes) repeat across components too
                 ConstSource::Inline(bytes) => match inline.get(bytes) {
                     Some(&placed) => placed,
                     None => {
-                        let placed = append(&mut offset, &mut |out| {
+                        let placed = append(&mut |out| {
                             out.write_all(bytes).map_err(io_err(&bin_path))?;
                             Ok(bytes.len() as u64)
                         })?;
@@ -86,9 +81,7 @@ pub fn write_components(
                     table.place(&packed, || {
                         progress(done, total, &w.name);
                         done += 1;
-                        append(&mut offset, &mut |out| {
-                            packed.stream_le_bytes(src, &mut |b| out.write_all(b)).map_err(OvError::from)
-                        })
+                        append(&mut |out| packed.stream_le_bytes(src, &mut |b| out.write_all(b)).map_err(OvError::from))
                     })?
                 }
                 ConstSource::Weight { index, compress } => {
@@ -99,7 +92,7 @@ pub fn write_components(
                     table.place(&key, || {
                         progress(done, total, &w.name);
                         done += 1;
-                        append(&mut offset, &mut |out| write_weight(g, *index, *compress, src, out))
+                        append(&mut |out| write_weight(g, *index, *compress, src, out))
                     })?
                 }
             };
@@ -112,7 +105,7 @@ pub fn write_components(
         std::fs::write(&xml_path, net.to_xml(&g.name)).map_err(io_err(&xml_path))?;
         files.push(vec![xml_name, bin_name.clone()]);
     }
-    out.flush().map_err(io_err(&bin_path))?;
+    out.finish().map_err(io_err(&bin_path))?;
     Ok(files)
 }
 
