@@ -444,36 +444,20 @@ impl WeightExpr {
                 let group = scheme.group_len(&expr.sources().join(","), cols)?;
                 // whole rows per chunk, each converted as the expression would, then quantized
                 let rows = (STREAM_CHUNK / cols.max(1)).max(1);
-                let (mut total, mut cast, mut f32s) = (0u64, vec![], vec![]);
+                let task_rows = (PAR_CHUNK / cols.max(1)).max(1);
                 let values = matches!(part, QuantPart::Values | QuantPart::Unsigned);
+                let mut total = 0u64;
                 for chunk in bytes.chunks(rows * cols * from.size()) {
-                    // the value the expression gives (`to`), read as f32
-                    let as_f32: &[u8] = match (from, to) {
-                        (DType::F32, DType::F32) => chunk,
-                        (_, DType::F32) => {
-                            convert_le_bytes(from, to, chunk, &mut f32s)?;
-                            &f32s
-                        }
-                        _ => {
-                            convert_le_bytes(from, to, chunk, &mut cast)?;
-                            convert_le_bytes(to, DType::F32, &cast, &mut f32s)?;
-                            &f32s
-                        }
-                    };
-                    let floats: Vec<f32> =
-                        as_f32.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
-                    // whole rows per task, on every core; the parts concatenate in row order
-                    let task_rows = (PAR_CHUNK / cols.max(1)).max(1);
-                    let out: Vec<Vec<u8>> = floats
-                        .par_chunks(task_rows * cols)
-                        .map(|rows| {
-                            quantize_rows_for(rows, group, scheme, *scale_dtype, values).part_bytes(
-                                *part,
-                                scheme,
-                                *scale_dtype,
-                            )
+                    // whole rows per task, on every core, each converted as the expression
+                    // would and quantized; the parts concatenate in row order
+                    let out: Vec<Vec<u8>> = chunk
+                        .par_chunks(task_rows * cols * from.size())
+                        .map(|raw| {
+                            let floats = floats_of(raw, from, to)?;
+                            let q = quantize_rows_for(&floats, group, scheme, *scale_dtype, values);
+                            Ok(q.part_bytes(*part, scheme, *scale_dtype))
                         })
-                        .collect();
+                        .collect::<Result<_>>()?;
                     for piece in &out {
                         sink(piece).map_err(|e| io(&name, e))?;
                         total += piece.len() as u64;
@@ -599,6 +583,25 @@ fn stream_parts(
     Ok(total)
 }
 
+/// The values a cast from `from` to `to` gives for little-endian `bytes`, as f32 (a weight to
+/// quantize: rounded to `to` first, so it quantizes as the materialised weight does).
+fn floats_of(bytes: &[u8], from: DType, to: DType) -> Result<Vec<f32>> {
+    let (mut cast, mut f32s) = (vec![], vec![]);
+    let as_f32: &[u8] = match (from, to) {
+        (DType::F32, DType::F32) => bytes,
+        (_, DType::F32) => {
+            convert_le_bytes(from, to, bytes, &mut f32s)?;
+            &f32s
+        }
+        _ => {
+            convert_le_bytes(from, to, bytes, &mut cast)?;
+            convert_le_bytes(to, DType::F32, &cast, &mut f32s)?;
+            &f32s
+        }
+    };
+    Ok(as_f32.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect())
+}
+
 /// Converts little-endian elements of `from` into `to`, replacing `out`'s contents. The
 /// common widening casts of checkpoint weights are bit operations, spread over every core; the
 /// rest go through [`Tensor::cast`].
@@ -718,7 +721,8 @@ mod tests {
     }
 
     /// Quantized parts streamed in whole rows (and packed while streaming, per row or flat)
-    /// give the bytes of the materialised tensor, for odd row lengths too.
+    /// give the bytes of the materialised tensor: over two stream chunks, each quantized in
+    /// several parallel tasks of whole rows.
     #[test]
     fn quantized_parts_stream_as_they_materialize() {
         struct Raw(MemorySource, std::collections::BTreeMap<String, Vec<u8>>);
@@ -733,7 +737,8 @@ mod tests {
                 self.1.get(n).map(Vec::as_slice)
             }
         }
-        let (rows, cols) = (5, 96);
+        let (rows, cols) = (STREAM_CHUNK / 96 + 7, 96);
+        assert!(rows * cols > STREAM_CHUNK && PAR_CHUNK / cols < rows);
         let vals: Vec<f32> = (0..rows * cols).map(|i| ((i * 37 % 101) as f32 - 50.0) / 7.0).collect();
         let t = Tensor::f32(vec![rows, cols], vals).unwrap().cast(DType::BF16);
         let mut mem = MemorySource::default();
@@ -774,7 +779,10 @@ mod tests {
     /// The bit-level fast paths equal the general cast for every value class.
     #[test]
     fn fast_conversions_equal_the_general_cast() {
-        let values = [0.0f32, -0.0, 1.0, -2.5, 3.0e38, 1.0e-40, f32::INFINITY, f32::NEG_INFINITY, 65504.0, 1.0 / 3.0];
+        let classes = [0.0f32, -0.0, 1.0, -2.5, 3.0e38, 1.0e-40, f32::INFINITY, f32::NEG_INFINITY, 65504.0, 1.0 / 3.0];
+        // several parallel tasks and a short last one
+        let values: Vec<f32> =
+            (0..3 * PAR_CHUNK + 5).map(|i| classes[i % classes.len()] * (1 + i % 3) as f32).collect();
         for from in [DType::BF16, DType::F16] {
             let t = Tensor::f32(vec![values.len()], values.to_vec()).unwrap().cast(from);
             let mut fast = vec![];

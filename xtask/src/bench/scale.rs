@@ -137,13 +137,14 @@ pub(super) fn bench_scale(root: &Path, opts: &Opts) -> Result<()> {
     for (quantize, rows) in &tables {
         println!("\n  {}", quantize.map_or("float32".to_string(), |q| format!("--quantize {q}")));
         println!(
-            "  {:<12}{:>10}{:>10}{:>12}{:>12}{:>10}   goals: RSS < {} MB, wall <= {GOAL_RATIO}x onnx",
+            "  {:<12}{:>10}{:>10}{:>12}{:>12}{:>10}{:>18}   goals: RSS < {} MB, wall <= {GOAL_RATIO}x onnx",
             "format",
             "wall",
             "vs onnx",
             "peak RSS",
             "output",
             "MB/s",
+            "CPU user / sys",
             GOAL_RSS_BYTES >> 20
         );
         let onnx = rows[0].m.wall_s;
@@ -152,13 +153,14 @@ pub(super) fn bench_scale(root: &Path, opts: &Opts) -> Result<()> {
             let ok = r.m.peak_rss.is_some_and(|p| p < GOAL_RSS_BYTES) && ratio <= GOAL_RATIO;
             met &= ok;
             println!(
-                "  {:<12}{:>10}{:>10}{:>12}{:>12}{:>10.0}   {}",
+                "  {:<12}{:>10}{:>10}{:>12}{:>12}{:>10.0}{:>18}   {}",
                 r.format,
                 format!("{:.1} s", r.m.wall_s),
                 format!("{ratio:.2}x"),
                 rss(&r.m),
                 gb(r.out_bytes),
                 r.out_bytes as f64 / 1e6 / r.m.wall_s,
+                r.m.cpu_s.map_or("n/a".into(), |(u, s)| format!("{u:.1} / {s:.1} s")),
                 if ok { "met" } else { "MISSED" }
             );
         }
