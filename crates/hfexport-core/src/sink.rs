@@ -124,11 +124,6 @@ impl WeightSink {
         })
     }
 
-    /// Whether the file is written with direct I/O.
-    pub fn is_direct(&self) -> bool {
-        self.direct
-    }
-
     /// The file being written.
     pub fn path(&self) -> &Path {
         &self.path
