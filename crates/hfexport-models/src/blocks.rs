@@ -1,5 +1,5 @@
 //! The block library architecture definitions compose: embedding, norms, attention, MLP,
-//! decoder layer and head, each reading the [`Layout`](crate::arch::Layout) of its family.
+//! decoder layer and head, each reading the [`Layout`](crate::layout::Layout) of its family.
 //!
 //! Tensor names are never spelled out here: a [`Vb`] carries the prefix of the block being
 //! built (in the manner of candle's `VarBuilder`), and each block appends the leaf names its
@@ -11,10 +11,10 @@
 use hfexport_core::ops::{moe_few_tokens, Activation, BinaryOp, UnaryOp};
 use hfexport_core::{DType, Dim, Op, Tensor, ValueId, WeightExpr};
 
-use crate::arch::{MlpKind, MoeLayout, NormKind, Projections, QkNorm};
 use crate::builder::{Decoder, LayerInputs};
 use crate::config::LayerType;
 use crate::error::Result;
+use crate::layout::{MlpKind, MoeLayout, NormKind, Projections, QkNorm};
 
 /// The name prefix of the block being built (`model.layers.3.self_attn`).
 #[derive(Debug, Clone)]

@@ -4,13 +4,13 @@
 //! This module holds the graph plans (forward, static-cache decode, growing-cache prefill and
 //! decode: inputs, masks, positions, rotary tables and caches); what happens between the
 //! embedding and the logits is the family's blocks ([`crate::blocks`]) as its definition
-//! ([`crate::arch`]) composes them. Every weight is checked for presence, dtype and shape
+//! ([`crate::families`]) composes them. Every weight is checked for presence, dtype and shape
 //! before the graph is returned, so a malformed checkpoint fails here with the tensor's name.
 
-use crate::arch::{resolve, Architecture};
 use crate::blocks::Vb;
 use crate::config::ModelConfig;
 use crate::error::{ModelError, Result};
+use crate::families::Architecture;
 use hfexport_core::ops::{Activation, BinaryOp};
 use hfexport_core::plan::{CacheMode, ComponentSpec, Entry, Exit, Planned, Role};
 use hfexport_core::{DType, Dim, Graph, Op, RopeConfig, TensorInfo, ValueId};
@@ -115,7 +115,7 @@ impl Task {
     /// The task of a checkpoint class (`architectures[0]`): its head's, or feature extraction
     /// for a bare encoder (`BertModel`).
     pub fn of_class(class: &str) -> Task {
-        if crate::arch::VISION_LANGUAGE.iter().any(|v| v.classes.contains(&class)) {
+        if crate::families::VISION_LANGUAGE.iter().any(|v| v.classes.contains(&class)) {
             return Task::ImageTextToText;
         }
         let heads = [
@@ -136,7 +136,7 @@ impl Task {
     /// Whether a family can be built for this task at all (the checkpoint must still hold the
     /// head's weights).
     pub fn fits(self, arch: &Architecture) -> bool {
-        use crate::arch::{EncoderInput, StackInput};
+        use crate::layout::{EncoderInput, StackInput};
         let stack = arch.layout.encoder_stack.map(|s| s.input);
         match (self, arch.layout.encoder.map(|e| e.input)) {
             (Task::CausalLm, None) => stack.is_none(),
@@ -189,7 +189,7 @@ pub fn max_context(cfg: &ModelConfig) -> i64 {
 /// Builds the forward graph of `task`: inputs `input_ids`, `attention_mask` (int64
 /// `[batch, seq]`), output `logits` `[batch, seq, vocab]`.
 pub fn build(cfg: &ModelConfig, weights: &dyn Weights, task: Task, opts: &BuildOptions) -> Result<Graph> {
-    let arch = &resolve(cfg)?;
+    let arch = &cfg.family()?;
     let model = Decoder::new(cfg, arch, weights, opts, "model");
     match task {
         Task::CausalLm if task.fits(arch) => model.causal_lm(),
@@ -244,7 +244,7 @@ pub fn build_generation(
     static_cache: Option<usize>,
     multi_token_decode: bool,
 ) -> Result<Vec<Planned>> {
-    let arch = &resolve(cfg)?;
+    let arch = &cfg.family()?;
     let decoder = |name: &str| Decoder::new(cfg, arch, weights, opts, name);
     let planned =
         |role: Role, cache: CacheMode, graph: Graph| Planned { spec: ComponentSpec::generation(role, cache), graph };

@@ -5,18 +5,18 @@
 //! the family has it); what differs from a decoder is here: the embeddings (word + learned
 //! position + token type, then a norm), a padding-only mask (every token attends to every
 //! unpadded token; a sliding layer only to those within its window on either side), and the
-//! task heads of [`crate::arch::EncoderLayout`]. Inputs keep
+//! task heads of [`crate::layout::EncoderLayout`]. Inputs keep
 //! transformers' names: `input_ids`, `attention_mask` (int64 `[batch, sequence]`) and
 //! `token_type_ids` where the family has more than one token type.
 
 use hfexport_core::ops::{Activation, BinaryOp, ReduceKind, UnaryOp};
 use hfexport_core::{DType, Dim, Graph, Op, Tensor, ValueId};
 
-use crate::arch::{ClassifierHead, EncoderInput, EncoderLayout, EncoderPositions, HeadAct, HeadActivation, MlmHead};
 use crate::blocks::Vb;
 use crate::builder::{Decoder, LayerInputs, Task};
 use crate::config::LayerType;
 use crate::error::{ModelError, Result};
+use crate::layout::{ClassifierHead, EncoderInput, EncoderLayout, EncoderPositions, HeadAct, HeadActivation, MlmHead};
 
 /// What an encoder's inputs become: the embeddings, the word embedding table (a masked-LM
 /// decoder may be tied to it), the layers' shared inputs and the `attention_mask` input.

@@ -30,9 +30,15 @@ pub enum ModelError {
     #[error("{}: `{key}`: {msg}", path.display())]
     Config { path: PathBuf, key: String, msg: String },
 
-    /// `architectures[0]` names a model this build cannot export.
-    #[error("unknown architecture `{name}`; supported: {}", supported.join(", "))]
-    UnknownArchitecture { name: String, supported: Vec<String> },
+    /// `architectures[0]` (or `model_type`) names a model this build does not export: no entry
+    /// of the family registry claims it. `nearest`: the closest supported classes.
+    #[error(
+        "`{class}`{} is not supported by this build of hfexport; nearest supported: {} \
+         (`hfexport inspect --supported` lists every class)",
+        model_type.as_ref().map(|t| format!(" (model_type `{t}`)")).unwrap_or_default(),
+        nearest.join(", ")
+    )]
+    UnsupportedArchitecture { class: String, model_type: Option<String>, nearest: Vec<String> },
 
     /// A safetensors file is malformed (header, dtype, shape or offsets).
     #[error("{}: invalid safetensors file: {msg}", path.display())]

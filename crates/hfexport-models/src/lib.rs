@@ -1,21 +1,26 @@
 //! Checkpoints in, core graphs out.
 //!
-//! `config` normalises `config.json` (old `rope_scaling` and new `rope_parameters` forms) and
+//! `families/` is the registry: one module per model family (its config schema with
+//! transformers' class defaults, its checkpoint-name map and block kinds, written as a delta
+//! over the family it derives from) and the table that lists them; `schema` and `layout` are the
+//! types those definitions fill in. `config/` reads `config.json` by the schema of the family
+//! that claims the class (anything else is refused as unsupported, naming the class) and
 //! rejects absurd values before anything is allocated; `safetensors` and `checkpoint` read
 //! weights through mmap, single file or sharded, as a lazy [`hfexport_core::TensorSource`];
-//! `arch` defines each family as data (config schema and block layout), `blocks` is the block
-//! library those definitions compose, and `builder` emits the core graphs of a task.
+//! `blocks` is the block library and `builder` emits the core graphs of a task.
 
-pub mod arch;
 mod blocks;
 pub mod builder;
 pub mod checkpoint;
 pub mod config;
 mod encoder;
 pub mod error;
+pub mod families;
 pub mod hub;
+pub mod layout;
 pub mod prequantized;
 pub mod safetensors;
+pub mod schema;
 mod seq2seq;
 pub mod vision;
 

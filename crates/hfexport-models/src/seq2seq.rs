@@ -15,11 +15,12 @@ use hfexport_core::ops::{Activation, BinaryOp};
 use hfexport_core::plan::{CacheMode, ComponentSpec, Entry, Exit, Planned, Positions, Role};
 use hfexport_core::{DType, Dim, Op, Tensor, ValueId};
 
-use crate::arch::{Architecture, EncoderStack, StackInput};
 use crate::blocks::Vb;
 use crate::builder::{BuildOptions, Decoder, LayerInputs, Weights};
 use crate::config::ModelConfig;
 use crate::error::{ModelError, Result};
+use crate::families::Architecture;
+use crate::layout::{EncoderStack, StackInput};
 
 /// Name of the cross-attention keys or values (`kind`) of decoder layer `layer`: an output of
 /// the encoder component and an input of the decode component (docs/io-contracts.md).

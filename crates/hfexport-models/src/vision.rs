@@ -20,11 +20,12 @@ use hfexport_core::ops::{Activation, BinaryOp, UnaryOp};
 use hfexport_core::plan::{CacheMode, ComponentSpec, Entry, Exit, Planned, Positions, Role};
 use hfexport_core::{DType, Dim, Op, Tensor, ValueId};
 
-use crate::arch::{self, Architecture, TowerKind, VisionLayout};
 use crate::blocks::Vb;
 use crate::builder::{max_context, BuildOptions, Decoder, LayerInputs, Weights};
 use crate::config::{ModelConfig, VisionConfig};
 use crate::error::{ModelError, Result};
+use crate::families::{clip::CLIP_VISION, qwen2_vl::QWEN2_VL_VISION, Architecture};
+use crate::layout::{TowerKind, VisionLayout};
 
 /// Name of the decode input holding the projected image rows (docs/io-contracts.md).
 pub const IMAGE_EMBEDS: &str = "image_embeds";
@@ -80,7 +81,7 @@ fn image_encoder(
     weights: &dyn Weights,
     opts: &BuildOptions,
 ) -> Result<Planned> {
-    let tower_arch = Architecture { layout: *layout.tower, ..arch::CLIP_VISION };
+    let tower_arch = Architecture { layout: *layout.tower, ..CLIP_VISION };
     let enc = layout.tower.encoder.expect("a vision tower is an image encoder");
     let mut e = Decoder::new(&v.tower, &tower_arch, weights, opts, "image_encoder");
     let act = e.activation()?;
@@ -121,7 +122,7 @@ fn projector(
     weights: &dyn Weights,
     opts: &BuildOptions,
 ) -> Result<Planned> {
-    let arch = Architecture { layout: *layout.tower, ..arch::CLIP_VISION };
+    let arch = Architecture { layout: *layout.tower, ..CLIP_VISION };
     let mut d = Decoder::new(cfg, &arch, weights, opts, "multi_modal_projector");
     let (hs, width) = (cfg.hidden_size, v.tower.hidden_size * v.feature_layers.len());
     let batch = Dim::sym(&d.g.symbols.declare("batch", 1, opts.max_batch)?);
@@ -155,7 +156,7 @@ fn merged_image_encoder(
     opts: &BuildOptions,
 ) -> Result<Planned> {
     let m = v.merge.as_ref().expect("a merged tower has its merge config");
-    let tower_arch = Architecture { layout: *layout.tower, ..arch::QWEN2_VL_VISION };
+    let tower_arch = Architecture { layout: *layout.tower, ..QWEN2_VL_VISION };
     let t = &v.tower;
     let mut e = Decoder::new(t, &tower_arch, weights, opts, "image_encoder");
     let act = e.activation()?;

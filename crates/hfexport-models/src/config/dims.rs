@@ -1,0 +1,200 @@
+//! The common quantities every decoder config has: sizes, heads, head size, epsilon, activation,
+//! attention and embedding scales, multipliers and soft-capping, each as the family's schema reads it.
+
+use super::*;
+use hfexport_core::ops::Activation;
+
+/// The activation, from the first of the schema's keys present, as the config class rewrites
+/// it.
+pub(super) fn activation(f: &Fields, schema: &ConfigSchema) -> Result<String> {
+    let (key, name) = if schema.seq2seq.is_some_and(|s| s.t5) {
+        ("feed_forward_proj", feed_forward_proj(f)?.0)
+    } else {
+        let given = schema.keys.activation.iter().map(|k| Ok((*k, f.string(k)?))).collect::<Result<Vec<_>>>()?;
+        let (key, name) = given
+            .into_iter()
+            .find_map(|(k, v)| v.map(|v| (k, v)))
+            .unwrap_or((schema.keys.activation[0], schema.defaults.activation));
+        let rewritten = schema.keys.activation_rewrites.iter().find(|(from, _)| *from == name);
+        (key, rewritten.map_or(name, |(_, to)| to).to_string())
+    };
+    if Activation::from_hf(&name).is_none() {
+        return Err(f.err(key, format!("`{name}` is not supported; valid: {}", Activation::NAMES.join(", "))));
+    }
+    Ok(name)
+}
+
+/// T5's `feed_forward_proj`: `act` or `gated-act` (`gated-gelu` is `gelu_new`), as
+/// `T5Config` splits it: the activation and whether the MLP is gated.
+pub(super) fn feed_forward_proj(f: &Fields) -> Result<(String, bool)> {
+    let key = "feed_forward_proj";
+    let value = f.string(key)?.unwrap_or("relu");
+    let parts: Vec<&str> = value.split('-').collect();
+    match parts[..] {
+        ["gated", "gelu"] => Ok(("gelu_new".into(), true)),
+        ["gated", act] => Ok((act.into(), true)),
+        [act] => Ok((act.into(), false)),
+        _ => Err(f.err(key, format!("`{value}` is not `ACT` or `gated-ACT` (e.g. relu, gated-gelu)"))),
+    }
+}
+
+/// `tie_word_embeddings` of the top-level config (the model class that owns the head reads
+/// it there, also in a multimodal checkpoint), else the class default.
+pub(super) fn tie_word_embeddings(top: &Fields, d: &Defaults) -> Result<bool> {
+    Ok(top.bool("tie_word_embeddings")?.unwrap_or(d.tie_word_embeddings))
+}
+
+// Sizes
+
+pub(super) struct Dims {
+    pub(super) vocab_size: usize,
+    pub(super) hidden_size: usize,
+    pub(super) intermediate_size: usize,
+    pub(super) num_hidden_layers: usize,
+    pub(super) num_attention_heads: usize,
+    pub(super) num_key_value_heads: usize,
+    pub(super) head_dim: usize,
+    pub(super) max_position_embeddings: usize,
+}
+
+impl Dims {
+    pub(super) fn parse(f: &Fields, schema: &ConfigSchema) -> Result<Dims> {
+        let (k, d) = (&schema.keys, &schema.defaults);
+        let hidden_size = f.size(k.hidden_size, d.hidden_size, MAX_HIDDEN)?;
+        let num_attention_heads = f.size(k.num_attention_heads, d.num_attention_heads, MAX_HEADS)?;
+        let intermediate_size = match (f.raw(k.intermediate_size), d.intermediate_times_hidden) {
+            (None | Some(Value::Null), Some(times)) => times * hidden_size,
+            _ => f.size(k.intermediate_size, d.intermediate_size, MAX_INTERMEDIATE)?,
+        };
+        let dims = Dims {
+            vocab_size: f.size("vocab_size", d.vocab_size, MAX_VOCAB)?,
+            hidden_size,
+            intermediate_size,
+            num_hidden_layers: match (f.raw(k.num_hidden_layers), k.layers_fallback) {
+                (None | Some(Value::Null), Some(other)) => f.size(other, d.num_hidden_layers, MAX_LAYERS)?,
+                _ => f.size(k.num_hidden_layers, d.num_hidden_layers, MAX_LAYERS)?,
+            },
+            num_attention_heads,
+            num_key_value_heads: kv_heads(f, d, num_attention_heads)?,
+            head_dim: head_dim(f, k.head_dim, d, hidden_size, num_attention_heads, schema.rope != RopeRule::None)?,
+            max_position_embeddings: f.size(k.max_position_embeddings, d.max_position_embeddings, MAX_POSITIONS)?,
+        };
+        Ok(dims)
+    }
+}
+
+/// `num_key_value_heads`: null means "as many as attention heads" in every class.
+pub(super) fn kv_heads(f: &Fields, d: &Defaults, heads: usize) -> Result<usize> {
+    let kv = match f.raw("num_key_value_heads") {
+        Some(Value::Null) => heads,
+        None => d.num_key_value_heads.unwrap_or(heads),
+        Some(_) => f.size("num_key_value_heads", None, MAX_HEADS)?,
+    };
+    if !heads.is_multiple_of(kv) {
+        return Err(f.err(
+            "num_key_value_heads",
+            format!("num_attention_heads ({heads}) is not a multiple of num_key_value_heads ({kv})"),
+        ));
+    }
+    Ok(kv)
+}
+
+/// `head_dim`: the key if set, else `hidden_size // num_attention_heads`; rope needs it even
+/// (transformers' `validate_rope` lets tiny odd test dims <= 4 through, and so do we).
+pub(super) fn head_dim(
+    f: &Fields,
+    key: &str,
+    d: &Defaults,
+    hidden: usize,
+    heads: usize,
+    rotary: bool,
+) -> Result<usize> {
+    let derived = || (hidden / heads, format!("hidden_size / num_attention_heads = {hidden} / {heads}"));
+    let (dim, origin) = match f.raw(key) {
+        Some(Value::Null) => derived(),
+        None => match d.head_dim {
+            Some(v) => (v, format!("the default of {v}")),
+            None => derived(),
+        },
+        Some(_) => (f.size(key, None, MAX_HEAD_DIM)?, "config value".to_string()),
+    };
+    if dim == 0 || dim > MAX_HEAD_DIM {
+        return Err(f.err(key, format!("{dim} (from {origin}) is outside 1..={MAX_HEAD_DIM}")));
+    }
+    if rotary && dim > 4 && dim % 2 == 1 {
+        return Err(f.err(key, format!("{dim} is odd; rotary embeddings need an even head dim")));
+    }
+    Ok(dim)
+}
+
+pub(super) fn parse_eps(f: &Fields, schema: &ConfigSchema) -> Result<f64> {
+    let key = schema.keys.norm_eps;
+    let eps = f.number(key)?.unwrap_or(schema.defaults.norm_eps);
+    if eps < 0.0 {
+        return Err(f.err(key, format!("must not be negative, got {eps}")));
+    }
+    Ok(eps)
+}
+
+/// The attention score factor of each layer.
+pub(super) fn attention_scales(f: &Fields, schema: &ConfigSchema, dims: &Dims) -> Result<Vec<f64>> {
+    let n = dims.num_hidden_layers;
+    let inv_sqrt = |x: f64| x.powf(-0.5);
+    Ok(match schema.scale {
+        ScaleRule::HeadDim => vec![inv_sqrt(dims.head_dim as f64); n],
+        ScaleRule::QueryPreAttnScalar => {
+            let key = "query_pre_attn_scalar";
+            let s = match f.raw(key) {
+                None => schema.defaults.query_pre_attn_scalar.unwrap_or(dims.head_dim as f64),
+                Some(_) => f.required_positive(key, "any")?,
+            };
+            vec![inv_sqrt(s); n]
+        }
+        ScaleRule::AttentionMultiplier => vec![f.number("attention_multiplier")?.unwrap_or(1.0); n],
+        ScaleRule::One => vec![1.0; n],
+        ScaleRule::Gpt2 => {
+            let base = if f.bool("scale_attn_weights")?.unwrap_or(true) { inv_sqrt(dims.head_dim as f64) } else { 1.0 };
+            let by_layer = f.bool("scale_attn_by_inverse_layer_idx")?.unwrap_or(false);
+            (0..n).map(|i| if by_layer { base / (i + 1) as f64 } else { base }).collect()
+        }
+    })
+}
+
+/// The factor of the token embeddings.
+pub(super) fn embedding_scale(f: &Fields, schema: &ConfigSchema, dims: &Dims) -> Result<Option<f64>> {
+    Ok(match schema.embedding_scale {
+        EmbeddingScale::None => None,
+        EmbeddingScale::SqrtHidden => Some((dims.hidden_size as f64).sqrt()),
+        EmbeddingScale::Multiplier => f.number("embedding_multiplier")?.or(Some(1.0)),
+    })
+}
+
+/// Granite's `residual_multiplier` and `logits_scaling` (1.0 by default).
+pub(super) fn granite_multipliers(f: &Fields, schema: &ConfigSchema) -> Result<(Option<f64>, Option<f64>)> {
+    if !schema.granite_multipliers {
+        return Ok((None, None));
+    }
+    let residual = f.number("residual_multiplier")?.unwrap_or(1.0);
+    let logits = match f.raw("logits_scaling") {
+        None | Some(Value::Null) => 1.0,
+        Some(_) => f.required_positive("logits_scaling", "any")?,
+    };
+    Ok((Some(residual), Some(logits)))
+}
+
+/// Gemma 2/3's soft-capping of attention scores and final logits (null: none).
+pub(super) fn softcaps(f: &Fields, schema: &ConfigSchema) -> Result<(Option<f64>, Option<f64>)> {
+    let cap = |key: &str, honoured: bool, default: Option<f64>| -> Result<Option<f64>> {
+        match f.raw(key) {
+            _ if !honoured => Ok(None),
+            None => Ok(default),
+            Some(Value::Null) => Ok(None),
+            Some(_) => f.required_positive(key, "any").map(Some),
+        }
+    };
+    let (s, d) = (schema.softcapping, &schema.defaults);
+    Ok((
+        cap("attn_logit_softcapping", s.attention, d.attn_softcap)?,
+        cap("final_logit_softcapping", s.logits, d.final_softcap)?,
+    ))
+}

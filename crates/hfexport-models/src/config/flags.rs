@@ -1,0 +1,100 @@
+//! Biases, mixture-of-experts settings and the stored dtype.
+
+use super::*;
+
+/// The q/k/v, output and MLP biases as the family's class reads them.
+pub(super) fn parse_biases(f: &Fields, schema: &ConfigSchema) -> Result<(bool, bool, bool, bool)> {
+    let resolve = |b: Bias| -> Result<bool> {
+        Ok(match b {
+            Bias::Key(key) => f.bool(key)?.unwrap_or(false),
+            Bias::KeyDefault(key, default) => f.bool(key)?.unwrap_or(default),
+            Bias::Always => true,
+            Bias::Never => false,
+        })
+    };
+    let b = &schema.biases;
+    Ok((resolve(b.qkv)?, resolve(b.o)?, resolve(b.mlp)?, resolve(b.norm)?))
+}
+
+/// The MoE keys as the family's config class reads them. Qwen's `num_experts` of 0 (or every
+/// layer listed in `mlp_only_layers`) leaves a dense model.
+pub(super) fn parse_moe(f: &Fields, schema: &ConfigSchema, dims: &Dims) -> Result<Option<MoeConfig>> {
+    let Some(m) = schema.moe else { return Ok(None) };
+    let key = m.experts_keys.iter().copied().find(|k| f.raw(k).is_some_and(|v| !v.is_null()));
+    let num_experts = match key {
+        Some(k) if f.int(k)? == Some(0) && m.sparse_step => 0,
+        Some(k) => f.size(k, None, MAX_EXPERTS)?,
+        None => m.default_experts,
+    };
+    let n = dims.num_hidden_layers;
+    let sparse_layers: Vec<bool> = match m.sparse_step {
+        false => vec![true; n],
+        true => {
+            let step = f.size("decoder_sparse_step", Some(1), MAX_LAYERS)?;
+            let dense = mlp_only_layers(f)?;
+            (0..n).map(|i| num_experts > 0 && !dense.contains(&(i as i64)) && (i + 1) % step == 0).collect()
+        }
+    };
+    if !sparse_layers.contains(&true) {
+        return Ok(None);
+    }
+    let experts_key = key.unwrap_or(m.experts_keys[0]);
+    let top_k = f.size("num_experts_per_tok", Some(m.default_top_k), MAX_EXPERTS)?;
+    if top_k > num_experts {
+        return Err(
+            f.err("num_experts_per_tok", format!("{top_k} is more than the {num_experts} experts ({experts_key})"))
+        );
+    }
+    let intermediate_size = match m.intermediate {
+        Some((key, default)) => f.size(key, Some(default), MAX_INTERMEDIATE)?,
+        None => dims.intermediate_size,
+    };
+    let normalize = match m.normalize {
+        NormTopK::Key(default) => f.bool("norm_topk_prob")?.unwrap_or(default),
+        NormTopK::Always => true,
+    };
+    let shared_expert_intermediate_size = match m.shared_expert {
+        Some(default) => Some(f.size("shared_expert_intermediate_size", Some(default), MAX_INTERMEDIATE)?),
+        None => None,
+    };
+    Ok(Some(MoeConfig {
+        num_experts,
+        top_k,
+        intermediate_size,
+        normalize,
+        sparse_layers,
+        shared_expert_intermediate_size,
+    }))
+}
+
+/// `mlp_only_layers`: null or absent is none; entries are layer indices.
+pub(super) fn mlp_only_layers(f: &Fields) -> Result<Vec<i64>> {
+    match f.raw("mlp_only_layers") {
+        None | Some(Value::Null) => Ok(vec![]),
+        Some(Value::Array(list)) => list
+            .iter()
+            .enumerate()
+            .map(|(i, v)| {
+                v.as_i64().ok_or_else(|| {
+                    f.err("mlp_only_layers", format!("entry {i} must be an integer, got {}", describe(v)))
+                })
+            })
+            .collect(),
+        Some(v) => Err(f.err("mlp_only_layers", format!("must be a list, got {}", describe(v)))),
+    }
+}
+
+/// `dtype` wins over the older `torch_dtype` unless it is null.
+pub(super) fn parse_dtype(f: &Fields) -> Result<Option<DType>> {
+    for key in ["dtype", "torch_dtype"] {
+        if let Some(name) = f.string(key)? {
+            return match name {
+                "float32" | "float" => Ok(Some(DType::F32)),
+                "float16" | "half" => Ok(Some(DType::F16)),
+                "bfloat16" => Ok(Some(DType::BF16)),
+                other => Err(f.err(key, format!("`{other}` is not supported (supported: float32, float16, bfloat16)"))),
+            };
+        }
+    }
+    Ok(None)
+}

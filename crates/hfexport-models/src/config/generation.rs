@@ -1,0 +1,81 @@
+//! `generation_config.json` and the special token ids of `config.json`.
+
+use super::*;
+
+/// What `generation_config.json` says about decoding: the special tokens (which override
+/// `config.json`'s) and the sampling defaults. Every field is `None` (or empty) when the file or
+/// the key is absent, so callers choose their own fallback.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct GenerationConfig {
+    pub bos_token_id: Option<i64>,
+    pub eos_token_ids: Vec<i64>,
+    pub pad_token_id: Option<i64>,
+    pub do_sample: Option<bool>,
+    pub temperature: Option<f64>,
+    pub top_k: Option<usize>,
+    pub top_p: Option<f64>,
+    pub repetition_penalty: Option<f64>,
+}
+
+impl GenerationConfig {
+    /// Reads `<dir>/generation_config.json`; the default when the folder has none.
+    pub fn from_dir(dir: &Path) -> Result<GenerationConfig> {
+        let path = dir.join("generation_config.json");
+        if !path.is_file() {
+            return Ok(GenerationConfig::default());
+        }
+        let text = read_small_text(&path, MAX_CONFIG_BYTES)?;
+        let value: Value = serde_json::from_str(&text).map_err(|e| ModelError::json(&path, &e))?;
+        let Value::Object(obj) = &value else {
+            return Err(ModelError::config(
+                &path,
+                "<root>",
+                format!("must be a JSON object, got {}", describe(&value)),
+            ));
+        };
+        let f = Fields::new(obj, &path, "");
+        let eos = match f.raw("eos_token_id") {
+            Some(Value::Array(list)) => eos_list(&f, list)?,
+            _ => f.int("eos_token_id")?.into_iter().collect(),
+        };
+        Ok(GenerationConfig {
+            bos_token_id: f.int("bos_token_id")?,
+            eos_token_ids: eos,
+            pad_token_id: f.int("pad_token_id")?,
+            do_sample: f.bool("do_sample")?,
+            temperature: f.number("temperature")?,
+            top_k: f.int("top_k")?.map(|k| k.max(0) as usize),
+            top_p: f.number("top_p")?,
+            repetition_penalty: f.number("repetition_penalty")?,
+        })
+    }
+}
+
+pub(super) type TokenIds = (Option<i64>, Vec<i64>, Option<i64>);
+
+/// `bos_token_id`, `eos_token_id` (an integer or a list) and `pad_token_id`; absent keys take
+/// the class defaults, null means none.
+pub(super) fn parse_token_ids(f: &Fields, d: &Defaults) -> Result<TokenIds> {
+    let one = |key: &str, default: Option<i64>| -> Result<Option<i64>> {
+        match f.raw(key) {
+            None => Ok(default),
+            Some(_) => f.int(key),
+        }
+    };
+    let eos = match f.raw("eos_token_id") {
+        None => d.eos_token_id.into_iter().collect(),
+        Some(Value::Array(list)) => eos_list(f, list)?,
+        Some(_) => f.int("eos_token_id")?.into_iter().collect(),
+    };
+    Ok((one("bos_token_id", d.bos_token_id)?, eos, one("pad_token_id", d.pad_token_id)?))
+}
+
+pub(super) fn eos_list(f: &Fields, list: &[Value]) -> Result<Vec<i64>> {
+    list.iter()
+        .enumerate()
+        .map(|(i, v)| {
+            v.as_i64()
+                .ok_or_else(|| f.err("eos_token_id", format!("entry {i} must be an integer, got {}", describe(v))))
+        })
+        .collect()
+}

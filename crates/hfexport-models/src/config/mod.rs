@@ -1,0 +1,504 @@
+//! `config.json` -> [`ModelConfig`], with the defaults and semantics of transformers 5.23.
+//!
+//! A checkpoint's `config.json` is read the way transformers' config class for its
+//! `model_type` reads it, by the schema of the family that claims the class and the
+//! `model_type` (`families/`; anything else is refused as unsupported): missing keys take that
+//! class's defaults,
+//! the old rope form (`rope_theta` + `rope_scaling`) and the new one (`rope_parameters`) are
+//! merged exactly as `convert_rope_params_to_dict` / `standardize_rope_params` do, and the
+//! per-layer attention kinds are derived as each modeling class derives them.
+//!
+//! Everything is validated here, before a builder allocates anything: wrong types, absurd
+//! sizes and unsupported settings are a [`ModelError::Config`] naming the file and the key.
+//! The JSON is kept as a `serde_json::Value` and read key by key (rather than through a typed
+//! serde struct) precisely so that a type error can name its key.
+
+use std::path::{Path, PathBuf};
+
+use hfexport_core::{DType, RopeConfig, RopeScaling};
+use serde_json::{Map, Value};
+
+use crate::error::{ModelError, Result};
+use crate::families::{self, Architecture};
+use crate::layout::{Layout, TowerKind, VisionLanguage};
+use crate::schema::{Bias, ConfigSchema, Defaults, EmbeddingScale, LayerRule, NormTopK, RopeRule, ScaleRule};
+
+mod dims;
+mod encoder;
+mod fields;
+mod flags;
+mod generation;
+mod layers;
+mod multimodal;
+mod rope;
+#[cfg(test)]
+mod tests;
+
+use dims::*;
+use encoder::*;
+pub use encoder::{MAX_IMAGE_SIDE, MAX_LABELS};
+use fields::*;
+use flags::*;
+pub use generation::GenerationConfig;
+use generation::*;
+use layers::*;
+use multimodal::*;
+use rope::*;
+
+/// Upper bounds on sizes: far above any real model, low enough that a typo or a hostile file
+/// cannot make a builder allocate absurd amounts.
+pub const MAX_LAYERS: usize = 1024;
+pub const MAX_HIDDEN: usize = 1 << 20;
+pub const MAX_VOCAB: usize = 1 << 24;
+pub const MAX_HEADS: usize = 4096;
+pub const MAX_HEAD_DIM: usize = 4096;
+pub const MAX_POSITIONS: usize = 1 << 24;
+pub const MAX_INTERMEDIATE: usize = 1 << 22;
+pub const MAX_SLIDING_WINDOW: usize = 1 << 30;
+pub const MAX_EXPERTS: usize = 1 << 16;
+
+/// A `config.json` larger than this is not a model config.
+const MAX_CONFIG_BYTES: u64 = hfexport_core::limits::CONFIG_JSON;
+
+/// The attention kind of one decoder layer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum LayerType {
+    FullAttention,
+    /// Attends to the last [`ModelConfig::sliding_window`] positions (itself included).
+    SlidingAttention,
+}
+
+/// The normalised model configuration builders work from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelConfig {
+    /// `architectures[0]`, e.g. `LlamaForCausalLM`.
+    pub architecture: String,
+    pub model_type: Option<String>,
+    pub vocab_size: usize,
+    pub hidden_size: usize,
+    pub intermediate_size: usize,
+    pub num_hidden_layers: usize,
+    pub num_attention_heads: usize,
+    pub num_key_value_heads: usize,
+    pub head_dim: usize,
+    pub hidden_act: String,
+    pub max_position_embeddings: usize,
+    /// The epsilon of every norm (`rms_norm_eps`, GPT-2's `layer_norm_epsilon`).
+    pub norm_eps: f64,
+    /// The rotary embedding (of the full-attention layers when [`Self::sliding_rope`] is set).
+    pub rope: RopeConfig,
+    /// The sliding layers' own rotary embedding (Gemma 3's local base frequency).
+    pub sliding_rope: Option<RopeConfig>,
+    /// Per layer: whether it applies a rotary embedding (false: SmolLM3's NoPE layers, GPT-2).
+    pub rotary_layers: Vec<bool>,
+    pub tie_word_embeddings: bool,
+    /// Biases of the q/k/v projections, resolved as the architecture's class reads them (the
+    /// `attention_bias` key, hard-wired on in Qwen2, absent in Mistral).
+    pub attention_bias: bool,
+    /// Bias of the attention output projection.
+    pub o_bias: bool,
+    /// Biases of the MLP projections (the `mlp_bias` key where the class reads it).
+    pub mlp_bias: bool,
+    /// Biases of the LayerNorms (always in BERT and GPT-2, ModernBERT's `norm_bias`).
+    pub norm_bias: bool,
+    /// The MLP is gated (T5's `gated-*` `feed_forward_proj`; the layout decides elsewhere).
+    pub gated_mlp: bool,
+    /// T5's relative position bias (every attention of a stack adds it to its scores).
+    pub relative_attention: Option<RelativeAttention>,
+    /// The window used by the sliding layers; `None` when no layer slides.
+    pub sliding_window: Option<usize>,
+    /// One entry per layer (`len() == num_hidden_layers`).
+    pub layer_types: Vec<LayerType>,
+    /// Per layer: the factor of the attention scores (`head_dim ** -0.5` in most families).
+    pub attention_scales: Vec<f64>,
+    /// Token embeddings are multiplied by this (Gemma's `sqrt(hidden_size)`, Granite's
+    /// `embedding_multiplier`).
+    pub embedding_scale: Option<f64>,
+    /// Sub-block outputs are multiplied by this before the residual add (Granite).
+    pub residual_multiplier: Option<f64>,
+    /// Logits are divided by this (Granite's `logits_scaling`).
+    pub logits_scaling: Option<f64>,
+    /// `tanh(scores / c) * c` before the mask (Gemma 2's `attn_logit_softcapping`).
+    pub attn_softcap: Option<f64>,
+    /// `tanh(logits / c) * c` (Gemma 2/3's `final_logit_softcapping`).
+    pub final_softcap: Option<f64>,
+    /// The sparse mixture-of-experts MLP, for families that have one.
+    pub moe: Option<MoeConfig>,
+    /// `dtype` (transformers 5) or `torch_dtype` (older files).
+    pub dtype: Option<DType>,
+    pub bos_token_id: Option<i64>,
+    pub eos_token_ids: Vec<i64>,
+    pub pad_token_id: Option<i64>,
+    /// An encoder's own settings (BERT, RoBERTa); `None` for a decoder.
+    pub encoder: Option<EncoderConfig>,
+    /// The encoder stack of an encoder-decoder (Whisper); the fields above are its decoder's.
+    pub seq2seq: Option<Seq2SeqConfig>,
+    /// The image side of a vision-language model (LLaVA); the fields above are its text
+    /// model's (`text_config`).
+    pub vision: Option<Box<VisionConfig>>,
+}
+
+/// A vision-language model's image side, resolved (LlavaConfig's keys).
+#[derive(Debug, Clone, PartialEq)]
+pub struct VisionConfig {
+    pub entry: &'static VisionLanguage,
+    /// The family of `text_config.model_type`, whose blocks the text model is built from.
+    pub text_family: &'static Architecture,
+    /// The vision tower (`vision_config`) as an image encoder's config.
+    pub tower: ModelConfig,
+    /// `image_token_index` (`image_token_id`): the placeholder the image embeddings replace.
+    pub image_token_id: i64,
+    /// The tower's hidden states the features are taken from, concatenated in this order
+    /// (`vision_feature_layer`, negative indices resolved: 0 is the embeddings after the
+    /// pre-norm, `i` the output of layer `i`).
+    pub feature_layers: Vec<usize>,
+    /// `vision_feature_select_strategy` `full` keeps the CLS position (`default` drops it).
+    pub keep_cls: bool,
+    /// `projector_hidden_act`.
+    pub projector_act: String,
+    /// `multimodal_projector_bias`.
+    pub projector_bias: bool,
+    /// Qwen2-VL's patch rows and merger; `None` for a CLIP tower.
+    pub merge: Option<MergeConfig>,
+    /// Qwen2-VL's `mrope_section`: the rotary frequencies of the temporal, height and width
+    /// position rows (summing to half the head dim); empty for a text model with plain rope.
+    pub mrope_section: Vec<usize>,
+}
+
+/// A Qwen2-VL tower's patches and merger.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MergeConfig {
+    pub patch_size: usize,
+    pub temporal_patch_size: usize,
+    pub channels: usize,
+    /// `spatial_merge_size`: each merged row is this many squared neighbouring patches.
+    pub spatial_merge_size: usize,
+}
+
+impl MergeConfig {
+    /// Values per patch row of `pixel_values`.
+    pub fn patch_values(&self) -> usize {
+        self.channels * self.temporal_patch_size * self.patch_size * self.patch_size
+    }
+}
+
+/// T5's bucketed relative positions: `num_buckets` buckets, logarithmic up to `max_distance`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RelativeAttention {
+    pub num_buckets: usize,
+    pub max_distance: usize,
+}
+
+impl RelativeAttention {
+    /// The bucket of `relative` = key position - query position, as T5's
+    /// `_relative_position_bucket` computes it (its logarithm in f32, as torch does): half the
+    /// buckets for each direction when `bidirectional`, else only the past.
+    pub fn bucket(&self, relative: i64, bidirectional: bool) -> i64 {
+        let mut buckets = self.num_buckets as i64;
+        let mut base = 0;
+        let distance = match bidirectional {
+            true => {
+                buckets /= 2;
+                if relative > 0 {
+                    base = buckets;
+                }
+                relative.abs()
+            }
+            false => -relative.min(0),
+        };
+        let exact = buckets / 2;
+        if distance < exact {
+            return base + distance;
+        }
+        let ratio = (distance as f32 / exact as f32).ln() / ((self.max_distance as f64 / exact as f64).ln() as f32);
+        let large = exact + (ratio * (buckets - exact) as f32) as i64;
+        base + large.min(buckets - 1)
+    }
+}
+
+/// An encoder-decoder's encoder, resolved.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Seq2SeqConfig {
+    pub encoder_layers: usize,
+    pub encoder_heads: usize,
+    pub encoder_head_dim: usize,
+    pub encoder_ffn: usize,
+    /// The encoder's attention scale.
+    pub encoder_scale: f64,
+    /// Encoder positions: the encoder states' length (the input has twice as many frames;
+    /// Whisper); `None`: any length of tokens (T5).
+    pub source_positions: Option<usize>,
+    /// Log-mel bins of the input features (Whisper).
+    pub mel_bins: Option<usize>,
+    pub decoder_start_token_id: i64,
+}
+
+/// An encoder config, resolved.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EncoderConfig {
+    /// Rows of the token type embedding (`token_type_ids` is an input when above 1; 0: the
+    /// family has none).
+    pub type_vocab_size: usize,
+    /// Outputs of a classification head: `len(id2label)`, else `num_labels`, else 2 (as
+    /// `PreTrainedConfig` reads them).
+    pub num_labels: usize,
+    /// The pooler's width (`pooler_output_size`, ViT) and activation (`pooler_act`; tanh).
+    pub pooler_size: usize,
+    pub pooler_act: String,
+    /// What an image encoder reads (ViT).
+    pub image: Option<ImageConfig>,
+    pub heads: HeadsConfig,
+}
+
+/// How the task heads are configured (ModernBERT's keys; fixed in the other families).
+#[derive(Debug, Clone, PartialEq)]
+pub struct HeadsConfig {
+    /// `classifier_activation`: the masked-LM transform's activation where the family reads it.
+    pub activation: Option<String>,
+    /// `classifier_bias`: whether the transform's dense has a bias (always, elsewhere).
+    pub dense_bias: bool,
+    /// `classifier_pooling` is `mean`: sequence classification averages the unpadded tokens
+    /// instead of taking the first.
+    pub mean_pooling: bool,
+    /// `decoder_bias`: whether the masked-LM decoder has a bias (always, elsewhere).
+    pub decoder_bias: bool,
+}
+
+/// An image encoder's input: `[batch, channels, height, width]` cut into `patch` patches.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ImageConfig {
+    /// `[height, width]` (`image_size`, an integer or a pair).
+    pub size: [usize; 2],
+    pub patch: [usize; 2],
+    pub channels: usize,
+}
+
+impl ImageConfig {
+    /// Patches per image.
+    pub fn patches(&self) -> usize {
+        (self.size[0] / self.patch[0]) * (self.size[1] / self.patch[1])
+    }
+}
+
+/// A mixture-of-experts config, resolved.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MoeConfig {
+    pub num_experts: usize,
+    /// `num_experts_per_tok`.
+    pub top_k: usize,
+    /// Each expert's intermediate size.
+    pub intermediate_size: usize,
+    /// Whether the top-k routing weights are divided by their sum.
+    pub normalize: bool,
+    /// Per layer: a sparse MLP (false: the dense MLP of `intermediate_size`).
+    pub sparse_layers: Vec<bool>,
+    /// The shared expert's intermediate size (Qwen2-MoE).
+    pub shared_expert_intermediate_size: Option<usize>,
+}
+
+impl ModelConfig {
+    /// Whether layer `i` has the sparse MoE MLP.
+    pub fn sparse_layer(&self, i: usize) -> bool {
+        self.moe.as_ref().is_some_and(|m| m.sparse_layers.get(i).copied().unwrap_or(false))
+    }
+
+    /// Reads and validates `<dir>/config.json`.
+    pub fn from_dir(dir: &Path) -> Result<ModelConfig> {
+        let path = dir.join("config.json");
+        let text = read_small_text(&path, MAX_CONFIG_BYTES)?;
+        ModelConfig::from_json_str(&text, &path)
+    }
+
+    /// Parses and validates config text; `path` only names the file in errors.
+    pub fn from_json_str(text: &str, path: &Path) -> Result<ModelConfig> {
+        let value: Value = serde_json::from_str(text).map_err(|e| ModelError::json(path, &e))?;
+        let Value::Object(obj) = &value else {
+            return Err(ModelError::config(path, "<root>", format!("must be a JSON object, got {}", describe(&value))));
+        };
+        normalise(&Fields::new(obj, path, ""))
+    }
+
+    /// The encoder stack of an encoder-decoder as a config of its own: its layer count, heads
+    /// and MLP width in place of the decoder's, its positions, every layer full attention
+    /// without rotary; `None` for a decoder-only or encoder-only model.
+    pub fn encoder_side(&self) -> Option<ModelConfig> {
+        let s = self.seq2seq.as_ref()?;
+        let n = s.encoder_layers;
+        Some(ModelConfig {
+            num_hidden_layers: n,
+            num_attention_heads: s.encoder_heads,
+            num_key_value_heads: s.encoder_heads,
+            head_dim: s.encoder_head_dim,
+            intermediate_size: s.encoder_ffn,
+            max_position_embeddings: s.source_positions.unwrap_or(self.max_position_embeddings),
+            rotary_layers: vec![false; n],
+            layer_types: vec![LayerType::FullAttention; n],
+            sliding_window: None,
+            attention_scales: vec![s.encoder_scale; n],
+            ..self.clone()
+        })
+    }
+
+    /// The family this config is built by: its class's, or for a vision-language checkpoint its
+    /// text family's blocks under the multimodal roots, with the vision side attached.
+    pub fn family(&self) -> Result<Architecture> {
+        let Some(v) = &self.vision else { return families::lookup(&self.architecture).copied() };
+        let text = v.text_family;
+        Ok(Architecture {
+            layout: Layout {
+                roots: v.entry.text_roots,
+                heads: v.entry.heads,
+                vision: Some(v.entry.vision),
+                ..text.layout
+            },
+            ..*text
+        })
+    }
+
+    /// The rotary embedding of `layer`, `None` for a layer without one.
+    pub fn layer_rope(&self, layer: usize) -> Option<&RopeConfig> {
+        if !self.rotary_layers.get(layer).copied().unwrap_or(false) {
+            return None;
+        }
+        match (self.layer_types.get(layer), &self.sliding_rope) {
+            (Some(LayerType::SlidingAttention), Some(rope)) => Some(rope),
+            _ => Some(&self.rope),
+        }
+    }
+}
+
+/// Reads a text file that must stay small (JSON metadata), naming the file in every error.
+pub(crate) fn read_small_text(path: &Path, max_bytes: u64) -> Result<String> {
+    hfexport_core::limits::read_text(path, max_bytes).map_err(|e| match e.kind() {
+        std::io::ErrorKind::InvalidData => ModelError::Json { path: path.to_path_buf(), msg: e.to_string() },
+        _ => ModelError::io(path, e),
+    })
+}
+
+fn normalise(top: &Fields) -> Result<ModelConfig> {
+    let architecture = architecture(top)?;
+    let model_type = top.string("model_type")?.map(str::to_string);
+    if let Some(entry) = families::vision_language(model_type.as_deref(), &architecture) {
+        return vision_language(top, entry, architecture, model_type);
+    }
+    let schema = &family_of(top, &architecture, model_type.as_deref())?.config;
+    let nested;
+    let f = match (schema.text_config, top.raw("text_config")) {
+        (true, Some(Value::Object(obj))) => {
+            nested = Fields::new(obj, top.path, "text_config.");
+            &nested
+        }
+        (true, Some(v)) if !v.is_null() => {
+            return Err(top.err("text_config", format!("must be an object, got {}", describe(v))))
+        }
+        _ => top,
+    };
+    model_config(top, f, schema, architecture, model_type)
+}
+
+/// A config read from `f` by `schema`; `top` holds the keys a nested config leaves at the top
+/// (`dtype`, `tie_word_embeddings`).
+fn model_config(
+    top: &Fields,
+    f: &Fields,
+    schema: &ConfigSchema,
+    architecture: String,
+    model_type: Option<String>,
+) -> Result<ModelConfig> {
+    let d = &schema.defaults;
+    let dims = Dims::parse(f, schema)?;
+    if schema.heads_divide_hidden && !dims.hidden_size.is_multiple_of(dims.num_attention_heads) {
+        return Err(f.err(
+            schema.keys.hidden_size,
+            format!("{} is not a multiple of num_attention_heads ({})", dims.hidden_size, dims.num_attention_heads),
+        ));
+    }
+    let (layer_types, sliding_window) = parse_layers(f, schema, dims.num_hidden_layers)?;
+    let (rope, sliding_rope) = parse_ropes(f, schema, &dims)?;
+    let rotary_layers = rotary_layers(f, schema, dims.num_hidden_layers)?;
+    let (attention_bias, o_bias, mlp_bias, norm_bias) = parse_biases(f, schema)?;
+    let (bos_token_id, eos_token_ids, pad_token_id) = parse_token_ids(f, d)?;
+    let (residual_multiplier, granite_logits) = granite_multipliers(f, schema)?;
+    let logits_scaling = granite_logits.or(t5_output_scale(top, schema, dims.hidden_size)?);
+    let (attn_softcap, final_softcap) = softcaps(f, schema)?;
+    if f.raw("use_bidirectional_attention").is_some_and(|v| !v.is_null())
+        && f.bool("use_bidirectional_attention")? == Some(true)
+    {
+        return Err(f.err("use_bidirectional_attention", "bidirectional attention (an encoder use) is not supported"));
+    }
+    Ok(ModelConfig {
+        architecture,
+        model_type,
+        vocab_size: dims.vocab_size,
+        hidden_size: dims.hidden_size,
+        intermediate_size: dims.intermediate_size,
+        num_hidden_layers: dims.num_hidden_layers,
+        num_attention_heads: dims.num_attention_heads,
+        num_key_value_heads: dims.num_key_value_heads,
+        head_dim: dims.head_dim,
+        hidden_act: activation(f, schema)?,
+        max_position_embeddings: dims.max_position_embeddings,
+        norm_eps: parse_eps(f, schema)?,
+        rope,
+        sliding_rope,
+        rotary_layers,
+        // T5Config ties the head always (a stored `lm_head` still wins)
+        tie_word_embeddings: schema.seq2seq.is_some_and(|s| s.t5) || tie_word_embeddings(top, d)?,
+        attention_bias,
+        o_bias,
+        mlp_bias,
+        norm_bias,
+        gated_mlp: schema.seq2seq.is_some_and(|s| s.t5) && feed_forward_proj(f)?.1,
+        relative_attention: relative_attention(f, schema)?,
+        sliding_window,
+        layer_types,
+        attention_scales: attention_scales(f, schema, &dims)?,
+        embedding_scale: embedding_scale(f, schema, &dims)?,
+        residual_multiplier,
+        logits_scaling,
+        attn_softcap,
+        final_softcap,
+        moe: parse_moe(f, schema, &dims)?,
+        dtype: parse_dtype(top)?,
+        bos_token_id,
+        eos_token_ids,
+        pad_token_id,
+        encoder: parse_encoder(f, schema, dims.hidden_size)?,
+        seq2seq: parse_seq2seq(f, schema, &dims, pad_token_id)?,
+        vision: None,
+    })
+}
+
+/// The family a config is read by: the registry entry that claims both its class and its
+/// `model_type` (the class's alone in a file without `model_type`). A class or `model_type` no
+/// entry claims is refused here, before any key is read, so the error is "not supported" and
+/// never a missing key of some other family's schema; a class of another family than the
+/// `model_type` (a GPT-2 class over a Llama config) would read keys its config class lacks.
+fn family_of(f: &Fields, class: &str, model_type: Option<&str>) -> Result<&'static Architecture> {
+    let owner = families::lookup(class).map_err(|_| families::unsupported(class, model_type))?;
+    let Some(t) = model_type else { return Ok(owner) };
+    match families::detect(Some(t), class) {
+        Some(family) if std::ptr::eq(family, owner) => Ok(owner),
+        Some(_) => Err(f.err(
+            "architectures",
+            format!(
+                "`{class}` is a {} model but model_type is `{t}`; they must name the same family",
+                owner.model_types[0]
+            ),
+        )),
+        None => Err(families::unsupported(class, model_type)),
+    }
+}
+
+fn architecture(f: &Fields) -> Result<String> {
+    let first = match f.raw("architectures") {
+        Some(Value::Array(list)) => list.first(),
+        None => return Err(f.err("architectures", "is missing (a list such as [\"LlamaForCausalLM\"])")),
+        Some(v) => return Err(f.err("architectures", format!("must be a list of class names, got {}", describe(v)))),
+    };
+    match first {
+        Some(Value::String(s)) if !s.is_empty() => Ok(s.clone()),
+        Some(v) => Err(f.err("architectures", format!("first entry must be a class name, got {}", describe(v)))),
+        None => Err(f.err("architectures", "is an empty list")),
+    }
+}

@@ -1,0 +1,93 @@
+//! `BertModel` and its task heads: post-LN encoder layers with biases everywhere, learned positions.
+
+use super::llama::LLAMA_SCHEMA;
+use super::Architecture;
+use crate::layout::*;
+use crate::schema::*;
+
+/// `BertConfig`: post-LN encoder layers with biases everywhere and learned positions.
+pub const BERT_SCHEMA: ConfigSchema = ConfigSchema {
+    keys: Keys { norm_eps: "layer_norm_eps", ..KEYS },
+    defaults: Defaults {
+        vocab_size: Some(30522),
+        hidden_size: Some(768),
+        intermediate_size: Some(3072),
+        num_hidden_layers: Some(12),
+        num_attention_heads: Some(12),
+        max_position_embeddings: Some(512),
+        norm_eps: 1e-12,
+        activation: "gelu",
+        tie_word_embeddings: true,
+        pad_token_id: Some(0),
+        ..NO_DEFAULTS
+    },
+    biases: Biases { qkv: Bias::Always, o: Bias::Always, mlp: Bias::Always, norm: Bias::Always },
+    rope: RopeRule::None,
+    heads_divide_hidden: true,
+    encoder: Some(EncoderSchema { type_vocab_size: Some(2), image: None, head_keys: false }),
+    ..LLAMA_SCHEMA
+};
+
+pub const BERT_LAYOUT: Layout = Layout {
+    roots: &["bert.", ""],
+    heads: &[],
+    embed: "embeddings.word_embeddings",
+    position_embed: Some("embeddings.position_embeddings"),
+    layers: "encoder.layer",
+    final_norm: "",
+    norm: NormKind::Layer,
+    norms: LayerNorms {
+        attention_residual: Some("attention.output.LayerNorm"),
+        mlp_residual: Some("output.LayerNorm"),
+        ..NO_NORMS
+    },
+    attention: AttentionLayout {
+        prefix: "attention",
+        qkv: Projections::Separate { q: "self.query", k: "self.key", v: "self.value" },
+        out: "output.dense",
+        qk_norm: QkNorm::None,
+        unbiased_key: false,
+    },
+    mlp: MlpLayout { prefix: "", kind: MlpKind::Plain("intermediate.dense"), down: "output.dense" },
+    moe: None,
+    cross_attention: None,
+    encoder_stack: None,
+    relative_bias: None,
+    vision: None,
+    encoder: Some(EncoderLayout {
+        input: EncoderInput::Tokens,
+        token_type_embed: Some("embeddings.token_type_embeddings"),
+        embed_norm: Some("embeddings.LayerNorm"),
+        positions: EncoderPositions::FromZero,
+        pooler: Some("pooler.dense"),
+        mlm: MlmHead {
+            dense: "cls.predictions.transform.dense",
+            act: HeadActivation::Hidden,
+            norm: "cls.predictions.transform.LayerNorm",
+            decoder: "cls.predictions.decoder",
+            bias: "cls.predictions.bias",
+        },
+        classifier: ClassifierHead::Pooled { out: "classifier" },
+        token_classifier: "classifier",
+        qa: "qa_outputs",
+        shared_transform: false,
+    }),
+};
+
+pub const BERT_ENCODER: EncoderLayout = match BERT_LAYOUT.encoder {
+    Some(e) => e,
+    None => panic!("BERT_LAYOUT has an encoder"),
+};
+
+pub const FAMILY: Architecture = Architecture {
+    classes: &[
+        "BertModel",
+        "BertForMaskedLM",
+        "BertForSequenceClassification",
+        "BertForTokenClassification",
+        "BertForQuestionAnswering",
+    ],
+    model_types: &["bert"],
+    config: BERT_SCHEMA,
+    layout: BERT_LAYOUT,
+};

@@ -1,0 +1,65 @@
+//! `LlamaForCausalLM` (`LlamaConfig`): the base decoder the other decoder families are written as deltas of
+//! (pre-norm RMS, rotary, gated SiLU MLP, separate q/k/v projections).
+
+use super::Architecture;
+use crate::layout::*;
+use crate::schema::*;
+
+pub const LLAMA_BIASES: Biases = Biases {
+    qkv: Bias::Key("attention_bias"),
+    o: Bias::Key("attention_bias"),
+    mlp: Bias::Key("mlp_bias"),
+    norm: Bias::Never,
+};
+
+pub const LLAMA_LAYOUT: Layout = Layout {
+    roots: &["model."],
+    heads: &["lm_head"],
+    embed: "embed_tokens",
+    position_embed: None,
+    layers: "layers",
+    final_norm: "norm",
+    norm: NormKind::Rms,
+    norms: PRE_NORMS,
+    attention: AttentionLayout {
+        prefix: "self_attn",
+        qkv: Projections::Separate { q: "q_proj", k: "k_proj", v: "v_proj" },
+        out: "o_proj",
+        qk_norm: QkNorm::None,
+        unbiased_key: false,
+    },
+    mlp: MlpLayout { prefix: "mlp", kind: MlpKind::Gated { gate: "gate_proj", up: "up_proj" }, down: "down_proj" },
+    moe: None,
+    encoder: None,
+    cross_attention: None,
+    encoder_stack: None,
+    relative_bias: None,
+    vision: None,
+};
+
+pub const LLAMA_SCHEMA: ConfigSchema = ConfigSchema {
+    keys: KEYS,
+    defaults: Defaults { bos_token_id: Some(1), eos_token_id: Some(2), ..SEVEN_B },
+    text_config: false,
+    layers: LayerRule::Full,
+    biases: LLAMA_BIASES,
+    scale: ScaleRule::HeadDim,
+    embedding_scale: EmbeddingScale::None,
+    rope: RopeRule::Uniform,
+    partial_rotary: false,
+    rope_types: None,
+    rope_type_rewrites: &[],
+    granite_multipliers: false,
+    softcapping: NO_SOFTCAPPING,
+    heads_divide_hidden: false,
+    moe: None,
+    encoder: None,
+    seq2seq: None,
+};
+
+pub const FAMILY: Architecture = Architecture {
+    classes: &["LlamaForCausalLM"],
+    model_types: &["llama"],
+    config: ConfigSchema { heads_divide_hidden: true, ..LLAMA_SCHEMA },
+    layout: LLAMA_LAYOUT,
+};

@@ -1,0 +1,38 @@
+//! `MixtralForCausalLM`: Mistral's attention with a sparse mixture-of-experts MLP (`block_sparse_moe`).
+
+use super::llama::{LLAMA_LAYOUT, LLAMA_SCHEMA};
+use super::qwen3_moe::QWEN_MOE_LAYOUT;
+use super::Architecture;
+use crate::layout::*;
+use crate::schema::*;
+
+pub const FAMILY: Architecture = Architecture {
+    classes: &["MixtralForCausalLM"],
+    model_types: &["mixtral"],
+    config: ConfigSchema {
+        defaults: Defaults {
+            intermediate_size: Some(14336),
+            max_position_embeddings: Some(4096 * 32),
+            num_key_value_heads: Some(8),
+            rope_theta: 1_000_000.0,
+            norm_eps: 1e-5,
+            ..LLAMA_SCHEMA.defaults
+        },
+        layers: LayerRule::Mistral { default_window: None },
+        biases: NO_BIASES,
+        moe: Some(MoeSchema {
+            experts_keys: &["num_local_experts", "num_experts"],
+            default_experts: 8,
+            default_top_k: 2,
+            intermediate: None,
+            normalize: NormTopK::Always,
+            sparse_step: false,
+            shared_expert: None,
+        }),
+        ..LLAMA_SCHEMA
+    },
+    layout: Layout {
+        moe: Some(MoeLayout { prefix: "block_sparse_moe", gate: "w1", up: "w3", down: "w2", ..QWEN_MOE_LAYOUT }),
+        ..LLAMA_LAYOUT
+    },
+};

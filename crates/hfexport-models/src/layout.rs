@@ -1,0 +1,331 @@
+//! A family's checkpoint-name map and block kinds: where each tensor is stored and which block
+//! variant reads it (norm kind and placement, fused or separate projections, q/k norms, MLP and
+//! MoE kinds, encoder heads, vision towers). `blocks.rs` and the builders interpret them.
+
+/// Tensor names and block kinds.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Layout {
+    /// Prefixes of the text model, tried in order (the first under which the embedding exists
+    /// wins): a multimodal checkpoint nests it (`model.language_model.`), GPT-2 files exist
+    /// with and without `transformer.`.
+    pub roots: &'static [&'static str],
+    /// Names of an untied output head, tried in order.
+    pub heads: &'static [&'static str],
+    pub embed: &'static str,
+    /// Learned absolute position embeddings (GPT-2 `wpe`).
+    pub position_embed: Option<&'static str>,
+    pub layers: &'static str,
+    pub final_norm: &'static str,
+    pub norm: NormKind,
+    pub norms: LayerNorms,
+    pub attention: AttentionLayout,
+    pub mlp: MlpLayout,
+    /// The sparse MLP of the layers [`MoeSchema`] selects.
+    pub moe: Option<MoeLayout>,
+    /// What an encoder adds: its embeddings' extras, pooler and task heads (BERT, RoBERTa).
+    pub encoder: Option<EncoderLayout>,
+    /// Attention over the encoder's states after each layer's self-attention (Whisper's
+    /// decoder).
+    pub cross_attention: Option<CrossAttentionLayout>,
+    /// The encoder stack in front of the decoder of an encoder-decoder (Whisper, T5).
+    pub encoder_stack: Option<EncoderStack>,
+    /// The relative position bias table `[num_buckets, heads]` under the first layer, shared by
+    /// every layer of the stack (T5).
+    pub relative_bias: Option<&'static str>,
+    /// The vision tower and projector in front of the text model of a vision-language
+    /// checkpoint (LLaVA); set by [`resolve`], never in a text family's own layout.
+    pub vision: Option<&'static VisionLayout>,
+}
+
+/// A vision-language model's image side: a vision tower whose features a projector maps into
+/// the text model's hidden size (LLaVA: CLIP, then `multi_modal_projector`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct VisionLayout {
+    /// The tower's own layout (its roots are the tower's, tried in order).
+    pub tower: &'static Layout,
+    pub kind: TowerKind,
+    /// Prefixes of the projector, tried in order.
+    pub projector_roots: &'static [&'static str],
+    /// The projector's two linears (an activation between them).
+    pub projector: [&'static str; 2],
+}
+
+/// How a vision tower reads its images and hands its features on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TowerKind {
+    /// CLIP (LLaVA): `pixel_values` `[batch, channels, size, size]`, a CLS token and learned
+    /// positions; the features of `vision_feature_layer` go to a projector component.
+    Clip,
+    /// Qwen2-VL: rows of flattened patches (`[patches, channels x temporal x patch x patch]`,
+    /// the processor's order), a 2-D rotary embedding of each patch's row and column,
+    /// attention within each frame; the PatchMerger (the norm `merger_norm`, then the
+    /// projector's two linears over `spatial_merge_size`^2 neighbours, exact GELU between)
+    /// closes the `image_encoder` itself.
+    Merged { merger_norm: &'static str },
+}
+
+/// A vision-language class: its text model is the family `text_config.model_type` names,
+/// stored under `text_roots`, with `vision` in front.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct VisionLanguage {
+    pub classes: &'static [&'static str],
+    pub model_types: &'static [&'static str],
+    /// The `model_type` of a `text_config` that names none (LlavaConfig: `llama`).
+    pub default_text_type: &'static str,
+    /// Without `text_config`, the text keys are read from the top level (Qwen2-VL's hub
+    /// files); else an absent `text_config` means the text config class's defaults (LLaVA).
+    pub flat_text: bool,
+    /// The vision config's `model_type`s the tower reads.
+    pub vision_types: &'static [&'static str],
+    pub text_roots: &'static [&'static str],
+    pub heads: &'static [&'static str],
+    pub vision: &'static VisionLayout,
+}
+
+/// A decoder layer's attention over the encoder states: `h + attn(norm(h), enc)`, its
+/// projections named as the self-attention's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CrossAttentionLayout {
+    pub prefix: &'static str,
+    pub norm: &'static str,
+}
+
+/// An encoder-decoder's encoder: layers of the decoder's kinds laid out as `layout` names them
+/// (its roots, layers, norms, MLP and final norm; no cross-attention), over `input`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct EncoderStack {
+    pub layout: &'static Layout,
+    pub input: StackInput,
+}
+
+/// What an encoder stack reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StackInput {
+    /// Log-mel `input_features` through two convolutions (kernel 3, padding 1, strides 1 and 2,
+    /// each followed by exact GELU), the learned `positions` of every frame added (Whisper).
+    Speech { convs: [&'static str; 2], positions: &'static str },
+    /// `input_ids` through the layout's token embedding, with an `attention_mask` (T5).
+    Tokens,
+}
+
+/// The parts of an encoder family beyond its layers (see `encoder.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EncoderLayout {
+    /// Tokens (text encoders) or image patches (ViT).
+    pub input: EncoderInput,
+    /// Token type embeddings (`token_type_ids`), under the root (DistilBERT has none).
+    pub token_type_embed: Option<&'static str>,
+    /// The norm over the summed embeddings, under the root (ViT has none).
+    pub embed_norm: Option<&'static str>,
+    pub positions: EncoderPositions,
+    /// `tanh(dense(h[:, 0]))`, under the root, when the family and the checkpoint have it.
+    pub pooler: Option<&'static str>,
+    pub mlm: MlmHead,
+    pub classifier: ClassifierHead,
+    /// The per-token classifier (`token-classification`).
+    pub token_classifier: &'static str,
+    /// The span head `[2, hidden]` (`question-answering`).
+    pub qa: &'static str,
+    /// The masked-LM transform (dense, activation, norm) also precedes the token classifier
+    /// and the span head: ModernBERT shares one prediction head among its task heads.
+    pub shared_transform: bool,
+}
+
+/// What an encoder reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EncoderInput {
+    /// `input_ids` (and `token_type_ids`) through the layout's word embeddings.
+    Tokens,
+    /// `pixel_values` `[batch, channels, height, width]` cut into patches by the convolution at
+    /// the layout's `embed` (kernel = stride = patch; with a bias when `patch_bias`), a learned
+    /// `cls` token in front, learned `positions` added: ViT stores them `[1, 1, hidden]` and
+    /// `[1, patches + 1, hidden]`, CLIP (`flat`) `[hidden]` and an embedding table
+    /// `[patches + 1, hidden]`. The layout's `embed_norm` follows (CLIP's `pre_layrnorm`).
+    Patches { cls: &'static str, positions: &'static str, patch_bias: bool, flat: bool },
+}
+
+/// How an encoder numbers its positions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EncoderPositions {
+    /// `0..sequence` (BERT).
+    FromZero,
+    /// RoBERTa's `create_position_ids_from_input_ids`: tokens other than `pad_token_id` are
+    /// numbered from `pad_token_id + 1`; padding tokens get `pad_token_id`.
+    AfterPadding,
+}
+
+/// The masked-LM head: `decoder(norm(act(dense(h)))) + bias`, the decoder tied to the word
+/// embeddings unless stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MlmHead {
+    pub dense: &'static str,
+    pub act: HeadActivation,
+    pub norm: &'static str,
+    pub decoder: &'static str,
+    /// The output bias; also read as `<decoder>.bias` when stored there.
+    pub bias: &'static str,
+}
+
+/// The sequence-classification head.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClassifierHead {
+    /// `out(pooler_output)` (BERT).
+    Pooled { out: &'static str },
+    /// `out(h[:, 0])` (ViT's image classifier, after the final norm).
+    FirstToken { out: &'static str },
+    /// `out(act(dense(h[:, 0])))` (RoBERTa's classification head: tanh; DistilBERT's
+    /// `pre_classifier`: relu).
+    Dense { dense: &'static str, act: HeadAct, out: &'static str },
+    /// `out(transform(pool(h)))`, pooled as `classifier_pooling` says (the first token, or the
+    /// mean over the unpadded tokens), through the masked-LM transform (ModernBERT).
+    Pooling { out: &'static str },
+}
+
+/// The activation of a masked-LM transform.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HeadActivation {
+    /// The layers' `hidden_act` (BERT, DistilBERT).
+    Hidden,
+    /// Exact GELU whatever `hidden_act` says (RoBERTa's head).
+    Gelu,
+    /// `classifier_activation` (ModernBERT's prediction head).
+    Classifier,
+}
+
+/// The activation between a classification head's two linears.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HeadAct {
+    Tanh,
+    Relu,
+}
+
+/// Tensor names of a mixture-of-experts block.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MoeLayout {
+    /// The block under the layer (`mlp`, Mixtral's `block_sparse_moe`).
+    pub prefix: &'static str,
+    /// The router linear `[experts, hidden]`.
+    pub router: &'static str,
+    pub experts: &'static str,
+    /// Each expert's linears, as checkpoints store them (`experts.<e>.<gate>.weight`).
+    pub gate: &'static str,
+    pub up: &'static str,
+    pub down: &'static str,
+    /// Where transformers 5's in-memory form keeps the stacked experts
+    /// (`<fused_prefix>.experts.gate_up_proj [E, 2 * inter, hidden]`, `.down_proj
+    /// [E, hidden, inter]`), read when the per-expert tensors are absent.
+    pub fused_prefix: &'static str,
+    pub shared: Option<SharedExpert>,
+}
+
+/// A dense gated MLP every token takes, scaled by `sigmoid(gate(x))` (Qwen2-MoE).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SharedExpert {
+    pub mlp: &'static str,
+    pub gate: &'static str,
+}
+
+/// The normalisation every norm of a family uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NormKind {
+    /// `w * x / rms(x)`.
+    Rms,
+    /// `(1 + w) * x / rms(x)` (Gemma).
+    RmsOnePlus,
+    /// LayerNorm with weight and (per [`Biases::norm`]) bias (GPT-2).
+    Layer,
+}
+
+/// Norm placement in a layer, by tensor name: pre-norm (Llama), post-norm (OLMo 2), both
+/// around each sub-block (Gemma 2/3's sandwich), or over the residual stream after each add
+/// (BERT's post-LN: `norm(h + attention(h))`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LayerNorms {
+    pub pre_attention: Option<&'static str>,
+    pub post_attention: Option<&'static str>,
+    pub pre_mlp: Option<&'static str>,
+    pub post_mlp: Option<&'static str>,
+    /// Over the sum of the residual and the attention output.
+    pub attention_residual: Option<&'static str>,
+    /// Over the sum of the residual and the MLP output.
+    pub mlp_residual: Option<&'static str>,
+    /// Layer 0 has no `pre_attention` norm (ModernBERT: the embeddings' norm precedes it).
+    pub first_without_pre_attention: bool,
+}
+
+pub const NO_NORMS: LayerNorms = LayerNorms {
+    pre_attention: None,
+    post_attention: None,
+    pre_mlp: None,
+    post_mlp: None,
+    attention_residual: None,
+    mlp_residual: None,
+    first_without_pre_attention: false,
+};
+
+pub const PRE_NORMS: LayerNorms = LayerNorms {
+    pre_attention: Some("input_layernorm"),
+    post_attention: None,
+    pre_mlp: Some("post_attention_layernorm"),
+    post_mlp: None,
+    attention_residual: None,
+    mlp_residual: None,
+    first_without_pre_attention: false,
+};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AttentionLayout {
+    pub prefix: &'static str,
+    pub qkv: Projections,
+    pub out: &'static str,
+    pub qk_norm: QkNorm,
+    /// The key projection has no bias whatever the others have (Whisper).
+    pub unbiased_key: bool,
+}
+
+/// The q, k and v projections.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Projections {
+    Separate {
+        q: &'static str,
+        k: &'static str,
+        v: &'static str,
+    },
+    /// One `[q; k; v]` linear (Phi-3 `qkv_proj`).
+    Fused(&'static str),
+    /// One `[q, k, v]` Conv1D, weights stored `[in, out]` (GPT-2 `c_attn`); the output
+    /// projection is a Conv1D too.
+    FusedConv1d(&'static str),
+}
+
+/// Normalisation of queries and keys before the rotary embedding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QkNorm {
+    None,
+    /// Per head over `head_dim` (Qwen3, Gemma 3).
+    PerHead,
+    /// Over the whole projection (OLMo 2).
+    Whole,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MlpLayout {
+    pub prefix: &'static str,
+    pub kind: MlpKind,
+    pub down: &'static str,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MlpKind {
+    /// `down(act(gate(x)) * up(x))`.
+    Gated { gate: &'static str, up: &'static str },
+    /// The same with one `[gate; up]` linear (Phi-3 `gate_up_proj`).
+    GatedFused(&'static str),
+    /// `down(act(fc(x)))` with Conv1D weights (GPT-2 `c_fc`, `c_proj`).
+    PlainConv1d(&'static str),
+    /// `down(act(fc(x)))` with linear weights (BERT `intermediate.dense`, `output.dense`).
+    Plain(&'static str),
+    /// `Gated { gate, up }` when the config's MLP is gated (T5's `gated-*` `feed_forward_proj`),
+    /// else `Plain(plain)`.
+    GatedIf { gate: &'static str, up: &'static str, plain: &'static str },
+}

@@ -1,0 +1,306 @@
+//! How a family's `config.json` is read: the schema types a family module fills in (key names,
+//! transformers' class defaults, the rules that derive layer kinds, biases, scales and ropes),
+//! and the presets most families start from. `config/` interprets them.
+
+/// How a family's `config.json` is read: the config class of its `model_type`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ConfigSchema {
+    pub keys: Keys,
+    pub defaults: Defaults,
+    /// A multimodal checkpoint whose text model is read from `text_config` (Gemma 3).
+    pub text_config: bool,
+    pub layers: LayerRule,
+    pub biases: Biases,
+    pub scale: ScaleRule,
+    pub embedding_scale: EmbeddingScale,
+    pub rope: RopeRule,
+    /// Whether `partial_rotary_factor` < 1 is honoured by the modeling code (Phi-3).
+    pub partial_rotary: bool,
+    /// The rope types the config class accepts (`None`: every type transformers knows), after
+    /// its legacy renames (Phi-3 reads `su` and `yarn` as `longrope`).
+    pub rope_types: Option<&'static [&'static str]>,
+    pub rope_type_rewrites: &'static [(&'static str, &'static str)],
+    /// Granite's `residual_multiplier` and `logits_scaling`.
+    pub granite_multipliers: bool,
+    /// Which of `attn_logit_softcapping` / `final_logit_softcapping` the modeling code applies.
+    pub softcapping: Softcapping,
+    /// `LlamaConfig.validate_architecture`: hidden size a multiple of the heads.
+    pub heads_divide_hidden: bool,
+    /// A sparse mixture-of-experts MLP in the layers it selects (Qwen3-MoE, Mixtral, Qwen2-MoE).
+    pub moe: Option<MoeSchema>,
+    /// An encoder's config keys (BERT, RoBERTa): `type_vocab_size` and its class default.
+    pub encoder: Option<EncoderSchema>,
+    /// An encoder-decoder's encoder keys (Whisper); the decoder's are [`Keys`].
+    pub seq2seq: Option<Seq2SeqSchema>,
+}
+
+/// The encoder stack of an encoder-decoder: each key with its class default.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Seq2SeqSchema {
+    pub layers: (&'static str, usize),
+    pub heads: (&'static str, usize),
+    pub ffn: (&'static str, usize),
+    /// Encoder positions (Whisper's `max_source_positions`: the input has twice as many frames);
+    /// `None`: the encoder reads tokens of any length (T5).
+    pub source_positions: Option<(&'static str, usize)>,
+    /// Log-mel bins of the input features (`num_mel_bins`).
+    pub mel_bins: Option<(&'static str, usize)>,
+    /// The default of `decoder_start_token_id`; `None`: the padding id (T5).
+    pub decoder_start_token_id: Option<i64>,
+    /// T5's keys: `feed_forward_proj` (`relu`, `gated-gelu`, …) gives the activation and whether
+    /// the MLP is gated; `relative_attention_num_buckets` / `_max_distance`; the head always tied
+    /// when not stored, its input scaled by `d_model ** -0.5` unless `scale_decoder_outputs` (or
+    /// an older file's `tie_word_embeddings`) is false.
+    pub t5: bool,
+}
+
+/// How an encoder's own keys are read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EncoderSchema {
+    /// The class default of `type_vocab_size`; `None`: the family has no token types.
+    pub type_vocab_size: Option<usize>,
+    /// `image_size`, `patch_size` and `num_channels` with their class defaults (ViT).
+    pub image: Option<ImageDefaults>,
+    /// ModernBERT's head keys: `classifier_activation` (gelu), `classifier_bias` (false),
+    /// `classifier_pooling` (cls) and `decoder_bias` (true); without them the heads' linears
+    /// all have biases.
+    pub head_keys: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ImageDefaults {
+    pub image_size: usize,
+    pub patch_size: usize,
+    pub num_channels: usize,
+}
+
+/// How a mixture-of-experts config is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MoeSchema {
+    /// Expert-count keys, first present wins (an `attribute_map` makes `num_experts` and
+    /// `num_local_experts` the same key in Qwen3-MoE and Mixtral).
+    pub experts_keys: &'static [&'static str],
+    pub default_experts: usize,
+    pub default_top_k: usize,
+    /// Each expert's intermediate size: its key and class default (`moe_intermediate_size`);
+    /// `None`: the dense `intermediate_size` (Mixtral).
+    pub intermediate: Option<(&'static str, usize)>,
+    pub normalize: NormTopK,
+    /// Qwen's `decoder_sparse_step` and `mlp_only_layers` choose the sparse layers (the others
+    /// keep a dense MLP of `intermediate_size`); false: every layer is sparse (Mixtral).
+    pub sparse_step: bool,
+    /// The default of `shared_expert_intermediate_size` when the family has a shared expert
+    /// (Qwen2-MoE).
+    pub shared_expert: Option<usize>,
+}
+
+/// Whether the top-k routing weights are divided by their sum.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NormTopK {
+    /// `norm_topk_prob`, with the class default.
+    Key(bool),
+    /// Always (Mixtral's router).
+    Always,
+}
+
+/// The soft-capping keys a class honours (Gemma 2 both; Gemma 3's causal LM the final one,
+/// its conditional-generation model neither).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Softcapping {
+    pub attention: bool,
+    pub logits: bool,
+}
+
+pub const NO_SOFTCAPPING: Softcapping = Softcapping { attention: false, logits: false };
+
+/// Config key names of the common quantities (GPT-2 spells them `n_embd`, `n_layer`, …).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Keys {
+    pub hidden_size: &'static str,
+    pub intermediate_size: &'static str,
+    pub num_hidden_layers: &'static str,
+    pub num_attention_heads: &'static str,
+    pub max_position_embeddings: &'static str,
+    pub norm_eps: &'static str,
+    /// Activation keys, first present wins (Gemma 2/3 read `hidden_activation` only).
+    pub activation: &'static [&'static str],
+    /// Activation values the config class rewrites (Gemma's legacy `gelu` means the tanh form).
+    pub activation_rewrites: &'static [(&'static str, &'static str)],
+    /// The layer count's key when `num_hidden_layers`' is absent (T5's `num_decoder_layers`
+    /// defaults to `num_layers`).
+    pub layers_fallback: Option<&'static str>,
+    /// The head size key (T5: `d_kv`).
+    pub head_dim: &'static str,
+}
+
+pub const KEYS: Keys = Keys {
+    hidden_size: "hidden_size",
+    intermediate_size: "intermediate_size",
+    num_hidden_layers: "num_hidden_layers",
+    num_attention_heads: "num_attention_heads",
+    max_position_embeddings: "max_position_embeddings",
+    norm_eps: "rms_norm_eps",
+    activation: &["hidden_act"],
+    activation_rewrites: &[],
+    layers_fallback: None,
+    head_dim: "head_dim",
+};
+
+/// Class defaults; `None` sizes are required keys.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Defaults {
+    pub vocab_size: Option<usize>,
+    pub hidden_size: Option<usize>,
+    pub intermediate_size: Option<usize>,
+    /// `intermediate_size` absent or null: this many times the hidden size (GPT-2's `n_inner`).
+    pub intermediate_times_hidden: Option<usize>,
+    pub num_hidden_layers: Option<usize>,
+    pub num_attention_heads: Option<usize>,
+    pub max_position_embeddings: Option<usize>,
+    /// `None`: as many as attention heads.
+    pub num_key_value_heads: Option<usize>,
+    /// `None`: `hidden_size / num_attention_heads`.
+    pub head_dim: Option<usize>,
+    pub norm_eps: f64,
+    pub activation: &'static str,
+    pub tie_word_embeddings: bool,
+    pub rope_theta: f64,
+    /// `query_pre_attn_scalar` (Gemma 2/3: 256, whatever the head dim).
+    pub query_pre_attn_scalar: Option<f64>,
+    /// `attn_logit_softcapping` / `final_logit_softcapping` when the keys are absent.
+    pub attn_softcap: Option<f64>,
+    pub final_softcap: Option<f64>,
+    pub bos_token_id: Option<i64>,
+    pub eos_token_id: Option<i64>,
+    pub pad_token_id: Option<i64>,
+}
+
+/// No class defaults: every size must be spelled out; families start from it and fill in their
+/// class's defaults.
+pub const NO_DEFAULTS: Defaults = Defaults {
+    vocab_size: None,
+    hidden_size: None,
+    intermediate_size: None,
+    intermediate_times_hidden: None,
+    num_hidden_layers: None,
+    num_attention_heads: None,
+    max_position_embeddings: None,
+    num_key_value_heads: None,
+    head_dim: None,
+    norm_eps: 1e-6,
+    activation: "silu",
+    tie_word_embeddings: false,
+    rope_theta: 10_000.0,
+    query_pre_attn_scalar: None,
+    attn_softcap: None,
+    final_softcap: None,
+    bos_token_id: None,
+    eos_token_id: None,
+    pad_token_id: None,
+};
+
+/// The sizes of a 7B-class decoder most config classes default to.
+pub const SEVEN_B: Defaults = Defaults {
+    vocab_size: Some(32000),
+    hidden_size: Some(4096),
+    intermediate_size: Some(11008),
+    num_hidden_layers: Some(32),
+    num_attention_heads: Some(32),
+    max_position_embeddings: Some(2048),
+    ..NO_DEFAULTS
+};
+
+/// How the attention kind of each layer (full or sliding window) is derived.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LayerRule {
+    /// Every layer attends to everything; window keys are ignored (Llama, Gemma, GPT-2, …).
+    Full,
+    /// `sliding_window` (default given) applies to every layer; a `layer_types` key makes the
+    /// config Ministral's, where it says which layers slide (Mistral).
+    Mistral { default_window: Option<usize> },
+    /// `use_sliding_window` + `sliding_window` + `max_window_layers`, or `layer_types` (Qwen2/3).
+    Qwen,
+    /// `layer_types`, else every `period`-th layer (1-based) full and the others sliding;
+    /// `pattern_keys` may override the period (Gemma 2: 2, Gemma 3: 6).
+    Pattern { period: usize, pattern_keys: &'static [&'static str], default_window: usize },
+    /// `layer_types` when given, else full; `sliding_window` only with `use_sliding_window`
+    /// (SmolLM3).
+    UseSlidingWindow,
+    /// Every layer slides when `use_sliding_window` and `sliding_window` (default given) are
+    /// set; `layer_types` is not read (Qwen3-MoE).
+    UniformWhenUsed { default_window: usize },
+    /// `layer_types`, else the even layers (0-based) below `max_window_layers` slide when
+    /// `use_sliding_window` (Qwen2-MoE).
+    EvenBelowMaxWindow,
+    /// `layer_types`, else every `global_attn_every_n_layers`-th layer (0-based, from layer 0)
+    /// full and the others local; the window (`sliding_window`) is half of `local_attention`,
+    /// on both sides of a token (ModernBERT).
+    LocalGlobal { default_every: usize, default_local: usize },
+}
+
+/// Where a projection's bias comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Bias {
+    /// The named boolean config key (default false).
+    Key(&'static str),
+    /// The named boolean config key with its class default (Qwen2-MoE's `qkv_bias`, true).
+    KeyDefault(&'static str, bool),
+    Always,
+    Never,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Biases {
+    pub qkv: Bias,
+    pub o: Bias,
+    pub mlp: Bias,
+    /// LayerNorm bias (GPT-2's LayerNorms always have one; ModernBERT's `norm_bias`).
+    pub norm: Bias,
+}
+
+pub const NO_BIASES: Biases = Biases { qkv: Bias::Never, o: Bias::Never, mlp: Bias::Never, norm: Bias::Never };
+pub const ATTENTION_BIASES: Biases =
+    Biases { qkv: Bias::Key("attention_bias"), o: Bias::Key("attention_bias"), mlp: Bias::Never, norm: Bias::Never };
+
+/// The attention's score scale.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ScaleRule {
+    /// `head_dim ** -0.5`.
+    HeadDim,
+    /// `query_pre_attn_scalar ** -0.5` (Gemma 2/3; the key defaults to `head_dim`).
+    QueryPreAttnScalar,
+    /// `attention_multiplier` (Granite).
+    AttentionMultiplier,
+    /// `head_dim ** -0.5` when `scale_attn_weights`, divided by `layer + 1` when
+    /// `scale_attn_by_inverse_layer_idx` (GPT-2).
+    Gpt2,
+    /// No scaling (T5: the scale is folded into its initialisation).
+    One,
+}
+
+/// What the token embeddings are multiplied by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EmbeddingScale {
+    None,
+    /// `sqrt(hidden_size)`, rounded to the graph's dtype (Gemma).
+    SqrtHidden,
+    /// `embedding_multiplier` (Granite).
+    Multiplier,
+}
+
+/// How rotary embeddings are configured per layer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RopeRule {
+    /// One rope for every layer.
+    Uniform,
+    /// Sliding layers have their own rope: `rope_parameters` keyed by layer type, or the
+    /// legacy flat keys: the full layers' theta under `global_theta` (`None`: `rope_theta`),
+    /// the sliding layers' under `local_theta` (Gemma 3: `rope_local_base_freq`; ModernBERT:
+    /// `global_rope_theta` and `local_rope_theta`).
+    PerLayerType { global_theta: Option<&'static str>, local_theta: &'static str },
+    /// Layers listed 0 in `no_rope_layers` (default: every `no_rope_layer_interval`-th) have
+    /// no rotary embedding (SmolLM3).
+    NoRopeLayers,
+    /// No rotary embedding; learned absolute positions instead (GPT-2).
+    None,
+}
