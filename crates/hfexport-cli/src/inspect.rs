@@ -62,6 +62,28 @@ fn port_json(g: &hfexport::Graph, p: &hfexport::core::graph::Port) -> Value {
     json!({"name": p.name, "dtype": i.dtype.to_string(), "shape": shape_to_string(&i.shape)})
 }
 
+/// `inspect --supported`: every class the family registry lists, as a table, one JSON array
+/// (`json`) or the Markdown of docs/supported.md (`markdown`).
+pub(crate) fn supported(json: bool, markdown: bool) -> Result<()> {
+    let rows = hfexport::models::task::supported_tasks();
+    if markdown {
+        print!("{}", hfexport::models::task::supported_markdown());
+    } else if json {
+        let list: Vec<Value> = rows
+            .iter()
+            .map(|(c, t)| json!({"class": c.class, "model_type": c.model_type, "task": t.name()}))
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&list)?);
+    } else {
+        let width = rows.iter().map(|(c, _)| c.class.len()).max().unwrap_or(0);
+        for (c, t) in &rows {
+            println!("{:width$}  {:14}  {}", c.class, c.model_type, t.name());
+        }
+        println!("{} classes", rows.len());
+    }
+    Ok(())
+}
+
 /// `inspect` of a checkpoint folder or an export folder; `json`: one JSON object on stdout.
 pub(crate) fn inspect(path: &Path, task: Option<&str>, full: bool, json: bool) -> Result<()> {
     if path.join(hfexport::core::metadata::FILE_NAME).is_file() {

@@ -29,7 +29,15 @@ enum Command {
     Inspect {
         /// A checkpoint folder (config.json + *.safetensors), a hub repo id `org/name[@revision]`
         /// in the Hugging Face cache, or an export folder.
-        path: PathBuf,
+        #[arg(required_unless_present = "supported")]
+        path: Option<PathBuf>,
+        /// List every class this build exports (class, model_type, default task) instead, from
+        /// the family registry; with --json one JSON array, with --markdown docs/supported.md.
+        #[arg(long, conflicts_with_all = ["path", "task", "dump"])]
+        supported: bool,
+        /// With --supported: the Markdown table of docs/supported.md.
+        #[arg(long, requires = "supported", conflicts_with = "json")]
+        markdown: bool,
         /// causal-lm | feature-extraction | fill-mask | sequence-classification |
         /// token-classification | question-answering; default: the task of the checkpoint's
         /// class (`architectures[0]`: `BertForMaskedLM` is fill-mask, `BertModel`
@@ -197,7 +205,11 @@ fn report(e: &anyhow::Error) -> String {
 fn real_main() -> Result<()> {
     match Cli::parse().command {
         Command::Export(args) => export::export(&args),
-        Command::Inspect { path, task, dump: full, json } => inspect::inspect(&path, task.as_deref(), full, json),
+        Command::Inspect { supported: true, json, markdown, .. } => inspect::supported(json, markdown),
+        Command::Inspect { path, task, dump: full, json, .. } => {
+            let path = path.context("inspect needs a checkpoint or export folder (or --supported)")?;
+            inspect::inspect(&path, task.as_deref(), full, json)
+        }
         Command::Generate(args) => generate::generate(&args),
         Command::Run { path, inputs, outputs, component, runtime, task } => {
             if path.join(hfexport::core::metadata::FILE_NAME).is_file() {

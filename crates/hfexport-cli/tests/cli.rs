@@ -233,6 +233,41 @@ fn bad_input_is_an_error_not_a_panic() {
 }
 
 /// `--config` carries the `AutoExportConfig` dict; flags override it; a bad key is named.
+/// Hub configs of families we do not build (committed as the Hub has them, without weights):
+/// `export` and `inspect` answer "not supported" naming the class and `model_type`, with the
+/// nearest supported classes, and leave no output folder; never a missing key of another
+/// family's schema.
+#[test]
+fn unsupported_architectures_are_said_so() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cases = [
+        ("mamba", "`MambaForCausalLM` (model_type `mamba`) is not supported"),
+        ("gpt_neox", "`GPTNeoXForCausalLM` (model_type `gpt_neox`) is not supported"),
+        ("phi2", "`PhiForCausalLM` (model_type `phi`) is not supported"),
+    ];
+    for (name, expected) in cases {
+        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/unsupported").join(name);
+        let out = tmp.path().join(name);
+        for o in [
+            hfexport(&["export", "--model", dir.to_str().unwrap(), "--format", "onnx", "--output", out.to_str().unwrap()]),
+            hfexport(&["inspect", dir.to_str().unwrap()]),
+        ] {
+            let err = stderr(&o);
+            assert!(!o.status.success(), "{name}: {err}");
+            assert!(err.contains(expected) && err.contains("nearest supported: "), "{name}: {err}");
+            assert!(!err.contains("missing") && !err.contains("panicked"), "{name}: {err}");
+        }
+        assert!(!out.exists(), "{name}: no output folder");
+    }
+    let o = hfexport(&["inspect", "--supported", "--json"]);
+    let list: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let classes: Vec<&str> = list.as_array().unwrap().iter().map(|c| c["class"].as_str().unwrap()).collect();
+    assert!(classes.contains(&"LlamaForCausalLM") && classes.contains(&"WhisperForConditionalGeneration"));
+    assert!(!classes.contains(&"MambaForCausalLM"));
+    let md = hfexport(&["inspect", "--supported", "--markdown"]);
+    assert_eq!(String::from_utf8_lossy(&md.stdout), hfexport_models::task::supported_markdown());
+}
+
 #[test]
 fn export_driven_by_a_config_file() {
     let tmp = tempfile::tempdir().unwrap();

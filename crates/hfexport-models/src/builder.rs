@@ -11,6 +11,7 @@ use crate::blocks::Vb;
 use crate::config::ModelConfig;
 use crate::error::{ModelError, Result};
 use crate::families::Architecture;
+use crate::task::Task;
 use hfexport_core::ops::{Activation, BinaryOp};
 use hfexport_core::plan::{CacheMode, ComponentSpec, Entry, Exit, Planned, Role};
 use hfexport_core::{DType, Dim, Graph, Op, RopeConfig, TensorInfo, ValueId};
@@ -36,127 +37,6 @@ impl Weights for crate::Checkpoint {
     }
     fn info(&self, name: &str) -> Option<TensorInfo> {
         self.tensor_info(name)
-    }
-}
-
-/// The task a graph is built for: a decoder's `causal-lm`, or an encoder's (see `encoder.rs`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Task {
-    CausalLm,
-    /// `last_hidden_state`, and `pooler_output` where the checkpoint has a pooler.
-    FeatureExtraction,
-    /// `logits` `[batch, sequence, vocab]` of the masked-LM head.
-    FillMask,
-    /// `logits` `[batch, num_labels]`.
-    SequenceClassification,
-    /// `logits` `[batch, sequence, num_labels]`.
-    TokenClassification,
-    /// `start_logits`, `end_logits` `[batch, sequence]`.
-    QuestionAnswering,
-    /// `logits` `[batch, num_labels]` of an image encoder.
-    ImageClassification,
-    /// Text from speech: an encoder over log-mel frames and a decoder generating tokens over
-    /// its states (Whisper); exported for generation only.
-    SpeechRecognition,
-    /// Text from text: an encoder over tokens and a decoder generating tokens over its states
-    /// (T5); exported for generation only.
-    Text2TextGeneration,
-    /// Text from images and text: a vision tower (and projector) whose image embeddings replace
-    /// the prompt's image placeholders in a causal LM (LLaVA, Qwen2-VL); exported for
-    /// generation only.
-    ImageTextToText,
-}
-
-impl Task {
-    pub const ALL: [Task; 10] = [
-        Task::CausalLm,
-        Task::FeatureExtraction,
-        Task::FillMask,
-        Task::SequenceClassification,
-        Task::TokenClassification,
-        Task::QuestionAnswering,
-        Task::ImageClassification,
-        Task::SpeechRecognition,
-        Task::Text2TextGeneration,
-        Task::ImageTextToText,
-    ];
-
-    /// The name recorded in `export.json` (and `--task`'s value).
-    pub fn name(self) -> &'static str {
-        match self {
-            Task::CausalLm => "causal-lm",
-            Task::FeatureExtraction => "feature-extraction",
-            Task::FillMask => "fill-mask",
-            Task::SequenceClassification => "sequence-classification",
-            Task::TokenClassification => "token-classification",
-            Task::QuestionAnswering => "question-answering",
-            Task::ImageClassification => "image-classification",
-            Task::SpeechRecognition => "automatic-speech-recognition",
-            Task::Text2TextGeneration => "text2text-generation",
-            Task::ImageTextToText => "image-text-to-text",
-        }
-    }
-
-    /// A task by its name, or the names transformers' pipelines use for it.
-    pub fn parse(s: &str) -> Result<Task, String> {
-        let alias = match s {
-            "text-generation" => "causal-lm",
-            "text-classification" => "sequence-classification",
-            "ner" => "token-classification",
-            "speech-recognition" | "asr" => "automatic-speech-recognition",
-            other => other,
-        };
-        Task::ALL.into_iter().find(|t| t.name() == alias).ok_or_else(|| {
-            let names: Vec<&str> = Task::ALL.iter().map(|t| t.name()).collect();
-            format!("task `{s}` is not supported; valid: {}", names.join(", "))
-        })
-    }
-
-    /// The task of a checkpoint class (`architectures[0]`): its head's, or feature extraction
-    /// for a bare encoder (`BertModel`).
-    pub fn of_class(class: &str) -> Task {
-        if crate::families::VISION_LANGUAGE.iter().any(|v| v.classes.contains(&class)) {
-            return Task::ImageTextToText;
-        }
-        let heads = [
-            ("WhisperForConditionalGeneration", Task::SpeechRecognition),
-            ("T5ForConditionalGeneration", Task::Text2TextGeneration),
-            ("ForCausalLM", Task::CausalLm),
-            ("LMHeadModel", Task::CausalLm),
-            ("ForConditionalGeneration", Task::CausalLm),
-            ("ForMaskedLM", Task::FillMask),
-            ("ForSequenceClassification", Task::SequenceClassification),
-            ("ForTokenClassification", Task::TokenClassification),
-            ("ForQuestionAnswering", Task::QuestionAnswering),
-            ("ForImageClassification", Task::ImageClassification),
-        ];
-        heads.iter().find(|(suffix, _)| class.ends_with(suffix)).map_or(Task::FeatureExtraction, |(_, t)| *t)
-    }
-
-    /// Whether a family can be built for this task at all (the checkpoint must still hold the
-    /// head's weights).
-    pub fn fits(self, arch: &Architecture) -> bool {
-        use crate::layout::{EncoderInput, StackInput};
-        let stack = arch.layout.encoder_stack.map(|s| s.input);
-        match (self, arch.layout.encoder.map(|e| e.input)) {
-            (Task::CausalLm, None) => stack.is_none(),
-            (Task::SpeechRecognition, None) => matches!(stack, Some(StackInput::Speech { .. })),
-            (Task::Text2TextGeneration, None) => stack == Some(StackInput::Tokens),
-            (Task::ImageTextToText, None) => arch.layout.vision.is_some(),
-            (Task::FeatureExtraction, Some(_)) => true,
-            (Task::ImageClassification, Some(EncoderInput::Patches { .. })) => true,
-            (
-                Task::FillMask | Task::SequenceClassification | Task::TokenClassification | Task::QuestionAnswering,
-                Some(EncoderInput::Tokens),
-            ) => true,
-            _ => false,
-        }
-    }
-
-    /// Whether the task is exported for generation (components, caches) rather than as one
-    /// forward graph.
-    pub fn generates(self) -> bool {
-        matches!(self, Task::CausalLm | Task::SpeechRecognition | Task::Text2TextGeneration | Task::ImageTextToText)
     }
 }
 

@@ -13,7 +13,8 @@ use hfexport_core::ops::{Activation, BinaryOp, ReduceKind, UnaryOp};
 use hfexport_core::{DType, Dim, Graph, Op, Tensor, ValueId};
 
 use crate::blocks::Vb;
-use crate::builder::{Decoder, LayerInputs, Task};
+use crate::builder::{Decoder, LayerInputs};
+use crate::task::Task;
 use crate::config::LayerType;
 use crate::error::{ModelError, Result};
 use crate::layout::{ClassifierHead, EncoderInput, EncoderLayout, EncoderPositions, HeadAct, HeadActivation, MlmHead};

@@ -22,9 +22,11 @@ pub mod prequantized;
 pub mod safetensors;
 pub mod schema;
 mod seq2seq;
+pub mod task;
 pub mod vision;
 
-pub use builder::{build, build_forward, build_generation, cache_name, BuildOptions, Task, Weights};
+pub use builder::{build, build_forward, build_generation, cache_name, BuildOptions, Weights};
+pub use task::Task;
 pub use checkpoint::Checkpoint;
 pub use config::{GenerationConfig, ModelConfig};
 pub use error::{ModelError, Result};

@@ -100,13 +100,16 @@ pub struct SupportedClass {
 
 /// Every class this build exports, in table order.
 pub fn supported_classes() -> Vec<SupportedClass> {
-    let text = ARCHITECTURES
-        .iter()
-        .flat_map(|a| a.classes.iter().map(|&class| SupportedClass { class, model_type: a.model_types[0] }));
-    let vision = VISION_LANGUAGE
-        .iter()
-        .flat_map(|v| v.classes.iter().map(|&class| SupportedClass { class, model_type: v.model_types[0] }));
+    let text = ARCHITECTURES.iter().flat_map(|a| paired(a.classes, a.model_types));
+    let vision = VISION_LANGUAGE.iter().flat_map(|v| paired(v.classes, v.model_types));
     text.chain(vision).collect()
+}
+
+/// Each class with its own `model_type` where an entry lists one per class (Mistral and
+/// Ministral), else the entry's first.
+fn paired(classes: &'static [&'static str], types: &'static [&'static str]) -> Vec<SupportedClass> {
+    let type_of = |i: usize| if classes.len() == types.len() { types[i] } else { types[0] };
+    classes.iter().enumerate().map(|(i, &class)| SupportedClass { class, model_type: type_of(i) }).collect()
 }
 
 /// The class names this build exports.
