@@ -270,7 +270,7 @@ fn random_checkpoints_export_to_every_format_and_match_transformers() {
     for case in &cases {
         let mut exports = serde_json::Map::new();
         // ExecuTorch's small bound stays within what the model accepts
-        let max_context = hfexport_models::builder::max_context(&Checkpoint::open(&case.dir).unwrap().config);
+        let max_context = hfexport_models::max_context(&Checkpoint::open(&case.dir).unwrap().config);
         for (label, config, file) in &formats {
             let mut config = config.clone();
             if *label == "executorch" {
@@ -473,7 +473,7 @@ fn random_checkpoints_quantized_match_transformers() {
             .iter()
             .fold(0f32, |m, x| m.max(x.abs()));
         let activation_tol = QUANT_ACTIVATION_RTOL * largest + ATOL;
-        let max_seq = hfexport_models::builder::max_context(&Checkpoint::open(&c.dir).unwrap().config).min(16);
+        let max_seq = hfexport_models::max_context(&Checkpoint::open(&c.dir).unwrap().config).min(16);
         let pte = serde_json::json!({"export_format": "executorch", "quantizer": q,
             "backend": if symmetric(q) { "xnnpack" } else { "portable" },
             "dynamic_shapes": {

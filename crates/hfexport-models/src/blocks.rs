@@ -11,47 +11,10 @@
 use hfexport_core::ops::{moe_few_tokens, Activation, BinaryOp, UnaryOp};
 use hfexport_core::{DType, Dim, Op, Tensor, ValueId, WeightExpr};
 
-use crate::builder::{Decoder, LayerInputs};
 use crate::config::LayerType;
+use crate::decoder::{Decoder, LayerInputs, Vb};
 use crate::error::Result;
 use crate::layout::{MlpKind, MoeLayout, NormKind, Projections, QkNorm};
-
-/// The name prefix of the block being built (`model.layers.3.self_attn`).
-#[derive(Debug, Clone)]
-pub(crate) struct Vb {
-    prefix: String,
-}
-
-impl Vb {
-    /// A root such as `model.` or `` (the trailing dot is dropped).
-    pub(crate) fn root(prefix: &str) -> Vb {
-        Vb { prefix: prefix.trim_end_matches('.').to_string() }
-    }
-
-    /// The child block `name` (this block itself for an empty name: a layout whose MLP sits
-    /// right under the layer).
-    pub(crate) fn pp(&self, name: impl std::fmt::Display) -> Vb {
-        let name = name.to_string();
-        match name.is_empty() {
-            true => self.clone(),
-            false => Vb { prefix: self.name(name) },
-        }
-    }
-
-    /// The prefix itself (the name of the block's node).
-    pub(crate) fn path(&self) -> &str {
-        &self.prefix
-    }
-
-    /// The full name of `leaf` under this prefix.
-    pub(crate) fn name(&self, leaf: impl std::fmt::Display) -> String {
-        if self.prefix.is_empty() {
-            leaf.to_string()
-        } else {
-            format!("{}.{leaf}", self.prefix)
-        }
-    }
-}
 
 /// One projection of a fused weight: its graph name and its rows.
 struct Part<'a> {

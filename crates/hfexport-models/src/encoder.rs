@@ -12,12 +12,11 @@
 use hfexport_core::ops::{Activation, BinaryOp, ReduceKind, UnaryOp};
 use hfexport_core::{DType, Dim, Graph, Op, Tensor, ValueId};
 
-use crate::blocks::Vb;
-use crate::builder::{Decoder, LayerInputs};
-use crate::task::Task;
 use crate::config::LayerType;
+use crate::decoder::{Decoder, LayerInputs, Vb};
 use crate::error::{ModelError, Result};
 use crate::layout::{ClassifierHead, EncoderInput, EncoderLayout, EncoderPositions, HeadAct, HeadActivation, MlmHead};
+use crate::task::Task;
 
 /// What an encoder's inputs become: the embeddings, the word embedding table (a masked-LM
 /// decoder may be tied to it), the layers' shared inputs and the `attention_mask` input.

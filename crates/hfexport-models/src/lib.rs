@@ -7,12 +7,15 @@
 //! that claims the class (anything else is refused as unsupported, naming the class) and
 //! rejects absurd values before anything is allocated; `safetensors` and `checkpoint` read
 //! weights through mmap, single file or sharded, as a lazy [`hfexport_core::TensorSource`];
-//! `blocks` is the block library and `builder` emits the core graphs of a task.
+//! `decoder` holds the state a graph is built in (weights, options, the per-layer inputs, the
+//! prefix-carrying weight handle), `blocks` is the block library and `builder` emits the core
+//! graphs of a task.
 
 mod blocks;
 pub mod builder;
 pub mod checkpoint;
 pub mod config;
+mod decoder;
 mod encoder;
 pub mod error;
 pub mod families;
@@ -25,9 +28,10 @@ mod seq2seq;
 pub mod task;
 pub mod vision;
 
-pub use builder::{build, build_forward, build_generation, cache_name, BuildOptions, Weights};
-pub use task::Task;
+pub use builder::{build, build_forward, build_generation, cache_name};
 pub use checkpoint::Checkpoint;
 pub use config::{GenerationConfig, ModelConfig};
+pub use decoder::{max_context, BuildOptions, Weights, DEFAULT_MAX_BATCH};
 pub use error::{ModelError, Result};
 pub use seq2seq::cross_name;
+pub use task::Task;

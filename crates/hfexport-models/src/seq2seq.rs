@@ -15,9 +15,8 @@ use hfexport_core::ops::{Activation, BinaryOp};
 use hfexport_core::plan::{CacheMode, ComponentSpec, Entry, Exit, Planned, Positions, Role};
 use hfexport_core::{DType, Dim, Op, Tensor, ValueId};
 
-use crate::blocks::Vb;
-use crate::builder::{BuildOptions, Decoder, LayerInputs, Weights};
 use crate::config::ModelConfig;
+use crate::decoder::{BuildOptions, Decoder, LayerInputs, Vb, Weights};
 use crate::error::{ModelError, Result};
 use crate::families::Architecture;
 use crate::layout::{EncoderStack, StackInput};

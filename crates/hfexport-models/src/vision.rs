@@ -20,9 +20,8 @@ use hfexport_core::ops::{Activation, BinaryOp, UnaryOp};
 use hfexport_core::plan::{CacheMode, ComponentSpec, Entry, Exit, Planned, Positions, Role};
 use hfexport_core::{DType, Dim, Op, Tensor, ValueId};
 
-use crate::blocks::Vb;
-use crate::builder::{max_context, BuildOptions, Decoder, LayerInputs, Weights};
 use crate::config::{ModelConfig, VisionConfig};
+use crate::decoder::{max_context, BuildOptions, Decoder, LayerInputs, Vb, Weights};
 use crate::error::{ModelError, Result};
 use crate::families::{clip::CLIP_VISION, qwen2_vl::QWEN2_VL_VISION, Architecture};
 use crate::layout::{TowerKind, VisionLayout};

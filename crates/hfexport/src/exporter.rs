@@ -379,7 +379,7 @@ fn model_facts(config: &ModelConfig, dir: &Path) -> Result<ModelFacts> {
         num_heads: config.num_attention_heads,
         num_kv_heads: config.num_key_value_heads,
         head_dim: config.head_dim,
-        context_length: hfexport_models::builder::max_context(config) as usize,
+        context_length: hfexport_models::max_context(config) as usize,
         bos_token_id: gen.bos_token_id.or(config.bos_token_id),
         eos_token_ids: if gen.eos_token_ids.is_empty() { config.eos_token_ids.clone() } else { gen.eos_token_ids },
         pad_token_id: gen.pad_token_id.or(config.pad_token_id),

@@ -1,0 +1,193 @@
+//! The state one graph is built in: the checkpoint's weights (behind [`Weights`]), the build
+//! options, the [`Decoder`] that the graph plans (`builder.rs`), the block library (`blocks.rs`),
+//! the encoders (`encoder.rs`, `seq2seq.rs`) and the vision towers (`vision.rs`) all extend with
+//! methods, the per-layer inputs they share, and [`Vb`], the prefix-carrying weight handle. It
+//! sits below all of them, so none of them imports another to reach it.
+
+use hfexport_core::ops::Activation;
+use hfexport_core::{DType, Graph, RopeConfig, TensorInfo, ValueId};
+
+use crate::config::ModelConfig;
+use crate::error::{ModelError, Result};
+use crate::families::Architecture;
+
+/// What a builder can ask of a weight store: a float tensor of a given shape, or an error
+/// naming the tensor and the file; and whether a tensor exists (to pick between the layouts a
+/// family is stored in).
+pub trait Weights {
+    fn expect(&self, name: &str, shape: &[usize]) -> Result<TensorInfo>;
+    fn has(&self, name: &str) -> bool;
+    /// Dtype and shape of `name` when it exists (a GPTQ/AWQ module's parts among them).
+    fn info(&self, _name: &str) -> Option<TensorInfo> {
+        None
+    }
+}
+
+impl Weights for crate::Checkpoint {
+    fn expect(&self, name: &str, shape: &[usize]) -> Result<TensorInfo> {
+        self.expect_tensor(name, shape)
+    }
+    fn has(&self, name: &str) -> bool {
+        self.tensor_info(name).is_some()
+    }
+    fn info(&self, name: &str) -> Option<TensorInfo> {
+        self.tensor_info(name)
+    }
+}
+
+/// Largest batch the symbolic `batch` dim admits by default.
+pub const DEFAULT_MAX_BATCH: i64 = 4096;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct BuildOptions {
+    /// Dtype of the graph's float values and weights (weights are cast lazily).
+    pub dtype: DType,
+    pub max_batch: i64,
+}
+
+impl Default for BuildOptions {
+    fn default() -> Self {
+        BuildOptions { dtype: DType::F32, max_batch: DEFAULT_MAX_BATCH }
+    }
+}
+
+/// The longest sequence the model accepts: `max_position_embeddings`, times the factor for
+/// dynamic-NTK rope, whose point is to run past it.
+pub fn max_context(cfg: &ModelConfig) -> i64 {
+    let base = cfg.max_position_embeddings as f64;
+    match cfg.rope.scaling {
+        hfexport_core::RopeScaling::Dynamic { factor, .. } => (base * factor.max(1.0)).floor() as i64,
+        _ => base as i64,
+    }
+}
+
+/// Per-layer activations shared by every layer: rotary tables, mask and positions.
+pub(crate) struct LayerInputs {
+    /// `(rope, cos, sin)` for each distinct rope the layers use.
+    pub(crate) ropes: Vec<(RopeConfig, ValueId, ValueId)>,
+    pub(crate) mask: ValueId,
+    /// The mask of the sliding layers where it differs from `mask` by more than the window
+    /// the attention op applies (an encoder's bidirectional windows).
+    pub(crate) sliding_mask: Option<ValueId>,
+    /// Per decoder layer: the encoder's cross-attention keys and values (Whisper's decode).
+    pub(crate) cross: Vec<(ValueId, ValueId)>,
+    /// Positions of the queries and of the keys (the same in a forward pass; cache slots when
+    /// the keys come from a static cache), for sliding windows.
+    pub(crate) positions: ValueId,
+    pub(crate) key_positions: ValueId,
+}
+
+impl LayerInputs {
+    /// The inputs of layers without a rotary embedding (an encoder's).
+    pub(crate) fn without_rope(mask: ValueId, positions: ValueId) -> LayerInputs {
+        LayerInputs { ropes: vec![], mask, sliding_mask: None, cross: vec![], positions, key_positions: positions }
+    }
+
+    /// The cos/sin tables of `rope` (made for every rope a layer uses).
+    pub(crate) fn tables(&self, rope: &RopeConfig) -> (ValueId, ValueId) {
+        let (_, cos, sin) =
+            self.ropes.iter().find(|(r, ..)| r == rope).expect("tables are made for every layer's rope");
+        (*cos, *sin)
+    }
+}
+
+/// Where the keys and values of each layer come from.
+pub(crate) enum Kv {
+    /// This call's tokens only (the forward graph).
+    Tokens,
+    /// This call's tokens, whose keys and values are also outputs (a prefill with no cache in).
+    Present { outputs: Vec<(ValueId, ValueId)> },
+    /// A growing cache: `input.` keys/values of the past tokens, concatenated with this call's
+    /// (the `output.` values are one call longer).
+    Growing { inputs: Vec<(ValueId, ValueId)>, outputs: Vec<(ValueId, ValueId)> },
+    /// A static cache per layer (`input.` keys, values), written at `positions` by
+    /// `CacheUpdate`; the updated caches become `output.` values.
+    StaticCache { inputs: Vec<(ValueId, ValueId)>, outputs: Vec<(ValueId, ValueId)> },
+}
+
+/// The builder of one graph: the plan methods here, the blocks in [`crate::blocks`].
+pub(crate) struct Decoder<'a> {
+    pub(crate) cfg: &'a ModelConfig,
+    pub(crate) arch: &'a Architecture,
+    pub(crate) weights: &'a dyn Weights,
+    pub(crate) opts: &'a BuildOptions,
+    pub(crate) g: Graph,
+    pub(crate) kv: Kv,
+    /// A vision-language decode's `image_embeds` input, merged at the image placeholders.
+    pub(crate) image: Option<ValueId>,
+}
+
+impl<'a> Decoder<'a> {
+    pub(crate) fn new(
+        cfg: &'a ModelConfig,
+        arch: &'a Architecture,
+        weights: &'a dyn Weights,
+        opts: &'a BuildOptions,
+        name: &str,
+    ) -> Decoder<'a> {
+        Decoder { cfg, arch, weights, opts, g: Graph::new(name), kv: Kv::Tokens, image: None }
+    }
+
+    /// This decoder writing into `g` (a component built from two configs: Whisper's encoder).
+    pub(crate) fn continuing(self, g: Graph) -> Decoder<'a> {
+        Decoder { g, ..self }
+    }
+
+    /// The prefix the text model is stored under: the first of the layout's roots whose
+    /// embedding table exists (the first root when none does, so the error names it).
+    pub(crate) fn root(&self) -> Vb {
+        let layout = &self.arch.layout;
+        let root = layout
+            .roots
+            .iter()
+            .find(|r| self.weights.has(&Vb::root(r).pp(layout.embed).name("weight")))
+            .unwrap_or(&layout.roots[0]);
+        Vb::root(root)
+    }
+
+    pub(crate) fn activation(&self) -> Result<Activation> {
+        let name = &self.cfg.hidden_act;
+        Activation::from_hf(name).ok_or_else(|| ModelError::Config {
+            path: "config.json".into(),
+            key: self.arch.config.keys.activation[0].into(),
+            msg: format!("`{name}` is not supported; valid: {}", Activation::NAMES.join(", ")),
+        })
+    }
+}
+
+/// The name prefix of the block being built (`model.layers.3.self_attn`).
+#[derive(Debug, Clone)]
+pub(crate) struct Vb {
+    prefix: String,
+}
+
+impl Vb {
+    /// A root such as `model.` or `` (the trailing dot is dropped).
+    pub(crate) fn root(prefix: &str) -> Vb {
+        Vb { prefix: prefix.trim_end_matches('.').to_string() }
+    }
+
+    /// The child block `name` (this block itself for an empty name: a layout whose MLP sits
+    /// right under the layer).
+    pub(crate) fn pp(&self, name: impl std::fmt::Display) -> Vb {
+        let name = name.to_string();
+        match name.is_empty() {
+            true => self.clone(),
+            false => Vb { prefix: self.name(name) },
+        }
+    }
+
+    /// The prefix itself (the name of the block's node).
+    pub(crate) fn path(&self) -> &str {
+        &self.prefix
+    }
+
+    /// The full name of `leaf` under this prefix.
+    pub(crate) fn name(&self, leaf: impl std::fmt::Display) -> String {
+        if self.prefix.is_empty() {
+            leaf.to_string()
+        } else {
+            format!("{}.{leaf}", self.prefix)
+        }
+    }
+}
