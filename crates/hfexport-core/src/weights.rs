@@ -678,38 +678,6 @@ impl MemorySource {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::quant::{QuantKernel, QuantScheme};
-
-    /// A row-local stand-in for a quantization kernel (core has none; `hfexport-quant` tests
-    /// its own): each element rounded, each group's sum as a scale, its first element rounded as
-    /// a zero point.
-    #[derive(Debug)]
-    struct Rounding;
-
-    impl QuantKernel for Rounding {
-        fn name(&self) -> &'static str {
-            "test-rounding"
-        }
-        fn quantize(
-            &self,
-            rows: &[f32],
-            group: usize,
-            _: &QuantScheme,
-            scale_dtype: DType,
-            part: QuantPart,
-        ) -> Vec<u8> {
-            let q = |x: f32| x.round() as i8 as u8;
-            match part {
-                QuantPart::Values => rows.iter().map(|&x| q(x)).collect(),
-                QuantPart::Unsigned => rows.iter().map(|&x| q(x).wrapping_add(8)).collect(),
-                QuantPart::ZeroPoints => rows.chunks(group).map(|g| q(g[0])).collect(),
-                QuantPart::Scales => {
-                    let sums: Vec<f32> = rows.chunks(group).map(|g| g.iter().sum()).collect();
-                    Tensor::f32(vec![sums.len()], sums).unwrap().cast(scale_dtype).to_le_bytes()
-                }
-            }
-        }
-    }
 
     /// Interleaved rows alternate between the parts; over two stacks the interleave goes
     /// inside, item by item, with the same bytes.
@@ -740,64 +708,6 @@ mod tests {
             })
             .unwrap();
         assert_eq!(streamed, t.to_le_bytes());
-    }
-
-    /// Quantized parts streamed in whole rows (and packed while streaming, per row or flat)
-    /// give the bytes of the materialised tensor: over two stream chunks, each quantized in
-    /// several parallel tasks of whole rows (the kernel is a stand-in: this is the streaming).
-    #[test]
-    fn quantized_parts_stream_as_they_materialize() {
-        struct Raw(MemorySource, std::collections::BTreeMap<String, Vec<u8>>);
-        impl TensorSource for Raw {
-            fn info(&self, n: &str) -> Result<TensorInfo> {
-                self.0.info(n)
-            }
-            fn load(&self, n: &str) -> Result<Tensor> {
-                self.0.load(n)
-            }
-            fn raw(&self, n: &str) -> Option<&[u8]> {
-                self.1.get(n).map(Vec::as_slice)
-            }
-        }
-        let (rows, cols) = (STREAM_CHUNK / 96 + 7, 96);
-        assert!(rows * cols > STREAM_CHUNK && PAR_CHUNK / cols < rows);
-        let vals: Vec<f32> = (0..rows * cols).map(|i| ((i * 37 % 101) as f32 - 50.0) / 7.0).collect();
-        let t = Tensor::f32(vec![rows, cols], vals).unwrap().cast(DType::BF16);
-        let mut mem = MemorySource::default();
-        mem.insert("w", t.clone());
-        let src = Raw(mem, [("w".to_string(), t.to_le_bytes())].into());
-        let w = WeightExpr::Cast(Box::new(WeightExpr::stored("w")), DType::F32);
-        for (bits, group, symmetric) in
-            [(4, Some(32), true), (4, Some(96), false), (8, None, true), (8, Some(32), false)]
-        {
-            let scheme = QuantScheme::new(bits, group, symmetric);
-            let mut parts = vec![QuantPart::Values, QuantPart::Unsigned, QuantPart::Scales];
-            if !symmetric {
-                parts.push(QuantPart::ZeroPoints);
-            }
-            for part in parts {
-                let kernel = QuantKernelRef::new(Rounding);
-                let q =
-                    WeightExpr::Quantize { expr: Box::new(w.clone()), scheme, scale_dtype: DType::F16, part, kernel };
-                let mut exprs = vec![q.clone()];
-                if part != QuantPart::Scales {
-                    for per_row in [true, false] {
-                        exprs.push(WeightExpr::Pack { expr: Box::new(q.clone()), high_first: false, per_row });
-                    }
-                }
-                for e in exprs {
-                    let mut streamed = vec![];
-                    let n = e
-                        .stream_le_bytes(&src, &mut |b| {
-                            streamed.extend_from_slice(b);
-                            Ok(())
-                        })
-                        .unwrap();
-                    assert_eq!(n as usize, streamed.len());
-                    assert_eq!(streamed, e.materialize(&src).unwrap().to_le_bytes(), "{e}");
-                }
-            }
-        }
     }
 
     /// The bit-level fast paths equal the general cast for every value class.
