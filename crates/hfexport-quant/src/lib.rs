@@ -8,7 +8,8 @@
 //! - [`rtn`]: the round-to-nearest arithmetic and [`Rtn`], the kernel those parts call while a
 //!   writer streams them;
 //! - [`pack`]: how quantized rows are laid out as the bytes of each part;
-//! - [`import`]: GPTQ/AWQ checkpoints' modules kept quantized ([`load_prequantized`]);
+//! - [`import`]: GPTQ/AWQ checkpoints' modules unpacked ([`import::PreQuant`], for the
+//!   checkpoint's virtual tensors) and kept quantized in the graph ([`load_prequantized`]);
 //! - [`report`]: how far quantization moved the logits ([`LogitComparison`]).
 //!
 //! `docs/quantization.md` is the contract.
