@@ -28,6 +28,7 @@ use hfexport::core::{
     Activation, BinaryOp, Dim, MemorySource, Op, QuantPart, QuantScheme, ReduceKind, RopeConfig, RopeScaling, UnaryOp,
     ValueId, WeightExpr,
 };
+use hfexport::quant::Rtn;
 use hfexport::{AutoExportConfig, DType, Evaluator, ExportConfig, ExportFormat, Graph, Tensor};
 use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet};
@@ -173,7 +174,7 @@ impl Build {
             true => DType::BF16,
             false => DType::F32,
         };
-        let part = |part| WeightExpr::Quantize { expr: Box::new(WeightExpr::stored(name)), scheme, scale_dtype, part };
+        let part = |part| Rtn::part(&WeightExpr::stored(name), scheme, scale_dtype, part);
         let scales = match scale_dtype {
             DType::F32 => part(QuantPart::Scales),
             _ => WeightExpr::Cast(Box::new(part(QuantPart::Scales)), DType::F32),

@@ -1,6 +1,6 @@
 //! Quantized exports (`"quantizer"` / `--quantize`) against transformers run on the same
 //! weights quantized by the documented recipe in torch (`tests/python/quantized_goldens.py`,
-//! written independently of `hfexport-core/src/quant.rs`):
+//! written independently of `hfexport-quant/src/rtn.rs`):
 //!
 //! - the reference evaluator of the quantized graph gives transformers' fake-quantized logits
 //!   within 1e-4 (the arithmetic is the recipe's, bit for bit up to float summation order);

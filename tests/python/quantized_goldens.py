@@ -9,7 +9,7 @@ hfexport's normalised quantizer dict (weights int4|int8, group_size N|"channel",
 lm_head/embeddings int8|int4|null, exclude). Each golden holds the fixture's `single` and
 `batch` inputs with the logits of the quantized model, under the keys run_exports.py reads.
 
-The arithmetic is the documented recipe (crates/hfexport-core/src/quant.rs), written here
+The arithmetic is the documented recipe (crates/hfexport-quant/src/rtn.rs), written here
 independently: per row, per group of `group` input elements, in float32, torch.round (half to
 even); symmetric 4-bit s = v / -8 (v the group's value of largest magnitude, first on ties),
 symmetric 8-bit s = max|w| / 127, asymmetric s = (max(w, 0) - min(w, 0)) / (2^b - 1) with

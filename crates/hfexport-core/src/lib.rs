@@ -10,7 +10,9 @@
 //!   pipeline every format shares;
 //! - [`sink`]: the one streaming file writer of every container's weights (direct I/O, a
 //!   writer thread, CRC while streaming);
-//! - [`config`]: export configs and `AutoExportConfig`, mirroring the Python names.
+//! - [`config`]: export configs and `AutoExportConfig`, mirroring the Python names;
+//! - [`quant`]: the quantization data the IR and configs carry (schemes, recipe, parts, the
+//!   kernel trait) and dequantization; the arithmetic is `hfexport-quant`'s.
 //!
 //! Nothing here names ONNX, OpenVINO or ATen: backends lower from this crate.
 
@@ -49,7 +51,7 @@ pub use error::{Error, Result};
 pub use eval::Evaluator;
 pub use graph::{Graph, ValueId, ValueInfo};
 pub use ops::{Activation, BinaryOp, Op, ReduceKind, UnaryOp};
-pub use quant::{QuantForm, QuantRecipe, QuantScheme};
+pub use quant::{QuantForm, QuantKernel, QuantKernelRef, QuantPart, QuantRecipe, QuantScheme};
 pub use rope::{RopeConfig, RopeScaling};
 pub use tensor::{Tensor, TensorData};
-pub use weights::{MemorySource, QuantPart, TensorInfo, TensorSource, WeightExpr};
+pub use weights::{MemorySource, TensorInfo, TensorSource, WeightExpr};

@@ -1,33 +1,28 @@
-//! Weight quantization: the schemes, the recipe an export config carries, and the arithmetic.
+//! The quantization data the IR and the export config carry, and what a quantized weight
+//! means; the arithmetic that produces one lives in `hfexport-quant`.
 //!
 //! A quantized weight is never a new stored tensor: it is a lazy [`crate::WeightExpr::Quantize`]
-//! over the float weight, one part at a time (integer values, scales, zero points), so a writer
-//! quantizes one tensor while it streams it and the evaluator dequantizes exactly what a
-//! runtime reads. Integer values are held one per byte in the IR (`i8` for symmetric schemes,
-//! `u8` for asymmetric ones); a backend that stores 4-bit values two per byte packs them with
+//! over the float weight, one [`QuantPart`] at a time (integer values, scales, zero points), so a
+//! writer quantizes one tensor while it streams it and the evaluator dequantizes exactly what a
+//! runtime reads. The expression names its [`QuantScheme`] as data and holds the
+//! [`QuantKernel`] that computes the parts from whole rows of the float weight (round-to-nearest,
+//! `hfexport_quant::Rtn`, implements it): core streams rows through the kernel without knowing
+//! its arithmetic, and `hfexport-quant` depends on core, never the reverse.
+//!
+//! Integer values are held one per byte in the IR (`i8` for symmetric schemes, `u8` for
+//! asymmetric ones); a backend that stores 4-bit values two per byte packs them with
 //! [`crate::WeightExpr::Pack`] in the nibble order its runtime reads.
 //!
-//! The arithmetic, per row of `[out, in]` (per embedding row), per group of `group` consecutive
-//! input elements, in f32, rounding half to even (as `torch.round`):
-//! - symmetric 4-bit: `v` = the group's value of largest magnitude (with its sign),
-//!   `s = v / -8`, `q = clamp(round(w / s), -8, 7)` (ONNX Runtime's and MLAS's convention: the
-//!   larger half of the range holds the extreme);
-//! - symmetric 8-bit: `s = max|w| / 127`, `q = clamp(round(w / s), -127, 127)`;
-//! - asymmetric `b` bits: `lo = min(min w, 0)`, `hi = max(max w, 0)`, `s = (hi - lo) / (2^b - 1)`,
-//!   `z = clamp(round(-lo / s), 0, 2^b - 1)`, `q = clamp(round(w / s) + z, 0, 2^b - 1)`;
-//! - a group of zeros has `s = 0`, `q = 0` (`z = 0`);
-//! - for a format that takes positive scales only (ExecuTorch's XNNPACK), symmetric schemes
-//!   use torchao's convention instead ([`QuantScheme::positive_scales`]): `s = max(max|w| /
-//!   7.5, eps)` for 4 bits (`q` clamped to [-8, 7] as above), `max(max|w| / 127, eps)` for 8.
-//!
-//! The scale is rounded to its storage dtype before `q` is computed, so the stored pair is
-//! consistent (what XNNPACK's bfloat16 scales need). Dequantization is `(q - z) * s`.
+//! Core keeps what every format and the reference evaluator must agree on: the schemes, the
+//! recipe as an export config spells it (`"quantizer"`, a field of [`crate::ExportConfig`]), what
+//! a format asks of the scales ([`QuantForm`]) and dequantization, `(q - z) * s`, the meaning of
+//! `QuantLinear` / `QuantGather` ([`dequantize`]). `docs/quantization.md` gives the arithmetic.
 
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::tensor::Tensor;
-use crate::weights::QuantPart;
 use serde_json::{Map, Value};
+use std::sync::Arc;
 
 /// How one tensor is quantized.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
@@ -242,130 +237,70 @@ impl QuantScheme {
     }
 }
 
-/// Whole rows quantized: the parts as flat vectors.
-pub struct QuantizedRows {
-    /// `q` one per byte: an i8's bits (symmetric) or a u8 (asymmetric).
-    pub values: Vec<u8>,
-    /// Already rounded to the scale dtype.
-    pub scales: Vec<f32>,
-    pub zero_points: Vec<u8>,
+/// Which tensor of a quantized weight a [`crate::WeightExpr::Quantize`] produces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+pub enum QuantPart {
+    /// `q` as the IR holds it: `i8` (symmetric) or `u8` (asymmetric) `[rows, cols]`.
+    Values,
+    /// `u8` values with the symmetric range shifted by `2^(bits-1)` (the implicit zero point
+    /// of ONNX Runtime's `MatMulNBits` and XNNPACK's 4-bit filters); asymmetric values as is.
+    Unsigned,
+    /// `[rows, groups]` in the scale dtype.
+    Scales,
+    /// `u8 [rows, groups]` (asymmetric schemes only).
+    ZeroPoints,
 }
 
-/// Quantizes rows of `data` (whole rows: its length is a multiple of the row length, itself a
-/// multiple of `group`) group by group.
-pub fn quantize_rows(data: &[f32], group: usize, scheme: &QuantScheme, scale_dtype: DType) -> QuantizedRows {
-    quantize_rows_for(data, group, scheme, scale_dtype, true)
+/// The arithmetic behind [`crate::WeightExpr::Quantize`]: one part of whole rows of a float
+/// weight. Implemented outside core (`hfexport_quant::Rtn`); a kernel must be row-local (the
+/// bytes of a set of rows depend on those rows only), so a writer may quantize a weight a chunk
+/// of rows at a time, on several cores, and concatenate the results.
+pub trait QuantKernel: Send + Sync + std::fmt::Debug {
+    /// A name that identifies the arithmetic (`"rtn"`): expressions with the same name, scheme,
+    /// scale dtype and part are equal (a weight quantized twice the same way is stored once).
+    fn name(&self) -> &'static str;
+
+    /// The little-endian bytes of `part` (dtype and layout as [`QuantPart`] says) for `rows`:
+    /// whole rows, in f32 as the float expression gives them, of `group`-element groups.
+    fn quantize(
+        &self,
+        rows: &[f32],
+        group: usize,
+        scheme: &QuantScheme,
+        scale_dtype: DType,
+        part: QuantPart,
+    ) -> Vec<u8>;
 }
 
-/// [`quantize_rows`], computing the values only when `values` (the scales and zero points
-/// alone need one pass over each group).
-pub fn quantize_rows_for(
-    data: &[f32],
-    group: usize,
-    scheme: &QuantScheme,
-    scale_dtype: DType,
-    values: bool,
-) -> QuantizedRows {
-    let groups = data.len() / group;
-    let mut out = QuantizedRows {
-        values: Vec::with_capacity(if values { data.len() } else { 0 }),
-        scales: Vec::with_capacity(groups),
-        zero_points: Vec::with_capacity(if scheme.symmetric { 0 } else { groups }),
-    };
-    for chunk in data.chunks(group) {
-        let (s, z) = group_params(chunk, scheme, scale_dtype);
-        out.scales.push(s);
-        if !scheme.symmetric {
-            out.zero_points.push(z as u8);
-        }
-        if values {
-            out.values.extend(chunk.iter().map(|&x| quantize_one(x, s, z, scheme) as u8));
-        }
-    }
-    out
-}
+/// A shared [`QuantKernel`], compared and hashed by its name (so [`crate::WeightExpr`] stays
+/// `Eq + Hash`).
+#[derive(Debug, Clone)]
+pub struct QuantKernelRef(pub Arc<dyn QuantKernel>);
 
-/// Rounds half to even like `f32::round_ties_even`, without the library call that needs on
-/// x86-64 without SSE4.1: adding and subtracting 1.5 * 2^23 leaves the nearest integer (ties to
-/// even, the default rounding mode) for |x| < 2^22; larger values are integers already.
-#[inline]
-fn round_even(x: f32) -> f32 {
-    const MAGIC: f32 = 12_582_912.0;
-    if x.abs() < 4_194_304.0 {
-        (x + MAGIC) - MAGIC
-    } else {
-        x
+impl QuantKernelRef {
+    pub fn new(kernel: impl QuantKernel + 'static) -> QuantKernelRef {
+        QuantKernelRef(Arc::new(kernel))
     }
 }
 
-impl QuantizedRows {
-    /// The little-endian bytes of one part (see [`QuantPart`]).
-    pub fn part_bytes(&self, part: QuantPart, scheme: &QuantScheme, scale_dtype: DType) -> Vec<u8> {
-        match part {
-            QuantPart::Values => self.values.clone(),
-            QuantPart::Unsigned if !scheme.symmetric => self.values.clone(),
-            QuantPart::Unsigned => {
-                let shift = 1u8 << (scheme.bits - 1);
-                self.values.iter().map(|v| v.wrapping_add(shift)).collect()
-            }
-            QuantPart::Scales => match scale_dtype {
-                DType::F16 => self.scales.iter().flat_map(|&v| half::f16::from_f32(v).to_le_bytes()).collect(),
-                DType::BF16 => self.scales.iter().flat_map(|&v| half::bf16::from_f32(v).to_le_bytes()).collect(),
-                _ => self.scales.iter().flat_map(|v| v.to_le_bytes()).collect(),
-            },
-            QuantPart::ZeroPoints => self.zero_points.clone(),
-        }
+impl std::ops::Deref for QuantKernelRef {
+    type Target = dyn QuantKernel;
+    fn deref(&self) -> &Self::Target {
+        &*self.0
     }
 }
 
-/// `x` as the nearest value of `dtype` (a scale as it will be stored).
-fn round_to(dtype: DType, x: f32) -> f32 {
-    match dtype {
-        DType::F16 => half::f16::from_f32(x).to_f32(),
-        DType::BF16 => half::bf16::from_f32(x).to_f32(),
-        _ => x,
+impl PartialEq for QuantKernelRef {
+    fn eq(&self, other: &QuantKernelRef) -> bool {
+        self.0.name() == other.0.name()
     }
 }
 
-/// A group's scale (rounded to `scale_dtype`) and zero point.
-fn group_params(chunk: &[f32], scheme: &QuantScheme, scale_dtype: DType) -> (f32, i32) {
-    if scheme.symmetric && scheme.positive_scales {
-        let levels = if scheme.bits == 4 { 7.5 } else { 127.0 };
-        let s = (chunk.iter().fold(0f32, |m, x| m.max(x.abs())) / levels).max(f32::EPSILON);
-        (round_to(scale_dtype, s), 0)
-    } else if scheme.symmetric {
-        let s = match scheme.bits {
-            4 => {
-                let v = chunk.iter().copied().fold(0f32, |m, x| if x.abs() > m.abs() { x } else { m });
-                v / -8.0
-            }
-            _ => chunk.iter().fold(0f32, |m, x| m.max(x.abs())) / 127.0,
-        };
-        (round_to(scale_dtype, s), 0)
-    } else {
-        let levels = ((1u32 << scheme.bits) - 1) as f32;
-        let lo = chunk.iter().copied().fold(0f32, f32::min);
-        let hi = chunk.iter().copied().fold(0f32, f32::max);
-        let s = round_to(scale_dtype, (hi - lo) / levels);
-        let z = if s == 0.0 { 0.0 } else { round_even(-lo / s).clamp(0.0, levels) };
-        (s, z as i32)
-    }
-}
+impl Eq for QuantKernelRef {}
 
-fn quantize_one(x: f32, s: f32, z: i32, scheme: &QuantScheme) -> i16 {
-    if s == 0.0 {
-        return z as i16;
-    }
-    let r = round_even(x / s);
-    let (lo, hi) = match (scheme.symmetric, scheme.bits) {
-        (true, 4) => (-8.0, 7.0),
-        (true, _) => (-127.0, 127.0),
-        (false, b) => (0.0, ((1u32 << b) - 1) as f32),
-    };
-    if scheme.symmetric {
-        r.clamp(lo, hi) as i16
-    } else {
-        (r + z as f32).clamp(lo, hi) as i16
+impl std::hash::Hash for QuantKernelRef {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.0.name().hash(state);
     }
 }
 
@@ -403,96 +338,5 @@ fn int_values(t: &Tensor) -> Result<Vec<f32>> {
         DType::I8 => Ok(b.iter().map(|&v| v as i8 as f32).collect()),
         DType::U8 => Ok(b.iter().map(|&v| v as f32).collect()),
         d => Err(Error::Tensor(format!("quantized values must be i8 or u8, got {d}"))),
-    }
-}
-
-/// Packs 4-bit values (the low nibble of each byte: an i8's two's complement, a u8 as is) two
-/// per byte along the flat order; `high_first` puts the even element in the high nibble
-/// (ExecuTorch's `embedding_4bit`), otherwise the low one (ONNX Runtime, OpenVINO, XNNPACK).
-pub fn pack_nibbles(bytes: &[u8], high_first: bool) -> Vec<u8> {
-    bytes
-        .chunks(2)
-        .map(|p| {
-            let (a, b) = (p[0] & 0xF, p.get(1).copied().unwrap_or(0) & 0xF);
-            if high_first {
-                (a << 4) | b
-            } else {
-                a | (b << 4)
-            }
-        })
-        .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Part `part` of `w` quantized by `scheme`, through the weight expression writers stream.
-    fn part(w: &Tensor, scheme: QuantScheme, part: QuantPart) -> crate::Result<Tensor> {
-        let mut src = crate::MemorySource::default();
-        src.insert("w", w.clone());
-        let e = crate::WeightExpr::Quantize {
-            expr: Box::new(crate::WeightExpr::stored("w")),
-            scheme,
-            scale_dtype: DType::F32,
-            part,
-        };
-        e.materialize(&src)
-    }
-
-    /// The documented conventions on hand-made groups.
-    #[test]
-    fn recipes_follow_their_documented_formulas() {
-        let w = Tensor::f32(vec![1, 4], vec![0.5, -1.6, 0.8, 0.0]).unwrap();
-        let s4 = QuantScheme::new(4, Some(4), true);
-        assert_eq!(part(&w, s4, QuantPart::Scales).unwrap().as_f32().unwrap(), [0.2]);
-        let q = part(&w, s4, QuantPart::Values).unwrap();
-        assert_eq!(q.to_le_bytes().iter().map(|&b| b as i8).collect::<Vec<_>>(), [2, -8, 4, 0]);
-        let s8 = QuantScheme::new(8, None, true);
-        assert!((part(&w, s8, QuantPart::Scales).unwrap().as_f32().unwrap()[0] - 1.6 / 127.0).abs() < 1e-9);
-        let a4 = QuantScheme::new(4, Some(4), false);
-        let (q, s, z) = (
-            part(&w, a4, QuantPart::Values).unwrap(),
-            part(&w, a4, QuantPart::Scales).unwrap(),
-            part(&w, a4, QuantPart::ZeroPoints).unwrap(),
-        );
-        assert_eq!(z.to_le_bytes()[0], 10, "round(-lo / s) = round(1.6 / 0.16)");
-        let back = dequantize(&q, &s, Some(&z)).unwrap();
-        for (a, b) in back.as_f32().unwrap().iter().zip([0.5, -1.6, 0.8, 0.0]) {
-            assert!((a - b).abs() <= 0.08 + 1e-6, "{a} vs {b}");
-        }
-        assert!(part(&w, QuantScheme { group: Some(3), ..s4 }, QuantPart::Values).is_err());
-        assert!(part(&w, s4, QuantPart::ZeroPoints).is_err(), "a symmetric scheme has no zero points");
-    }
-
-    /// XNNPACK's form: positive scales (torchao's `max|w| / 7.5`), a zero group at `eps`.
-    #[test]
-    fn positive_scales_follow_torchao() {
-        let w = Tensor::f32(vec![2, 4], vec![0.5, -1.5, 0.75, 1.5, 0.0, 0.0, 0.0, 0.0]).unwrap();
-        let p4 = QuantScheme { positive_scales: true, ..QuantScheme::new(4, Some(4), true) };
-        assert_eq!(part(&w, p4, QuantPart::Scales).unwrap().as_f32().unwrap(), [0.2, f32::EPSILON]);
-        let q = part(&w, p4, QuantPart::Values).unwrap().to_le_bytes();
-        // 1.5 / 0.2 = 7.5 rounds to 8, clamped to 7; -7.5 rounds to -8
-        assert_eq!(q.iter().map(|&b| b as i8).collect::<Vec<_>>(), [2, -8, 4, 7, 0, 0, 0, 0]);
-        let p8 = QuantScheme { positive_scales: true, ..QuantScheme::new(8, None, true) };
-        assert!((part(&w, p8, QuantPart::Scales).unwrap().as_f32().unwrap()[0] - 1.5 / 127.0).abs() < 1e-9);
-    }
-
-    #[test]
-    fn rounding_is_half_to_even() {
-        for i in -4000..4000 {
-            let x = i as f32 * 0.25 + if i % 7 == 0 { 1e-3 } else { 0.0 };
-            assert_eq!(round_even(x), x.round_ties_even(), "{x}");
-        }
-        for x in [0.5f32, 1.5, 2.5, -0.5, -2.5, 1e7 + 1.0, -3e9, 4_194_303.5, 8_388_607.0] {
-            assert_eq!(round_even(x), x.round_ties_even(), "{x}");
-        }
-    }
-
-    #[test]
-    fn nibbles_pack_in_either_order() {
-        assert_eq!(pack_nibbles(&[0x1, 0xF, 0x8, 0x7], false), [0xF1, 0x78]);
-        assert_eq!(pack_nibbles(&[0x1, 0xF, 0x8, 0x7], true), [0x1F, 0x87]);
-        assert_eq!(pack_nibbles(&[(-8i8) as u8, 7], false), [0x78]);
     }
 }

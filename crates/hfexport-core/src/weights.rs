@@ -7,7 +7,7 @@
 
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::quant::{pack_nibbles, quantize_rows, quantize_rows_for, QuantScheme};
+use crate::quant::{QuantKernelRef, QuantPart, QuantScheme};
 use crate::tensor::Tensor;
 use rayon::prelude::*;
 
@@ -40,9 +40,9 @@ pub trait TensorSource: Send + Sync {
 
 /// Elements converted per chunk when streaming a cast weight (and stored bytes handed on per
 /// chunk, each released after it): what a writer holds of one tensor at a time.
-const STREAM_CHUNK: usize = 1 << 20;
+pub const STREAM_CHUNK: usize = 1 << 20;
 /// Elements per parallel task when converting a chunk (rayon splits a chunk this finely).
-const PAR_CHUNK: usize = 1 << 16;
+pub const PAR_CHUNK: usize = 1 << 16;
 
 /// How to produce a weight's value from stored tensors.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -66,31 +66,19 @@ pub enum WeightExpr {
     /// SwiGLU experts take gate and up rows alternately). Build it with
     /// [`WeightExpr::interleave_rows`], which keeps a stack streaming part by part.
     Interleave(Vec<WeightExpr>),
-    /// One part of a 2-D float weight quantized by `scheme` (see [`crate::quant`]): computed
-    /// from the float weight while streaming, one tensor at a time, never stored as float.
-    Quantize { expr: Box<WeightExpr>, scheme: QuantScheme, scale_dtype: DType, part: QuantPart },
-    /// 4-bit values (one per byte, i8 or u8) packed two per byte (see
-    /// [`crate::quant::pack_nibbles`] for the nibble order): each row on its own into
+    /// One part of a 2-D float weight quantized by `scheme` (see [`crate::quant`]), scales
+    /// rounded to `scale_dtype`: computed by `kernel` from whole rows of the float weight while
+    /// streaming, one tensor at a time, never stored as float.
+    Quantize { expr: Box<WeightExpr>, scheme: QuantScheme, scale_dtype: DType, part: QuantPart, kernel: QuantKernelRef },
+    /// 4-bit values (one per byte, i8 or u8: the low nibble of each) packed two per byte, the
+    /// even element in the high nibble when `high_first` (ExecuTorch's `embedding_4bit`), else in
+    /// the low one (ONNX Runtime, OpenVINO, XNNPACK): each row on its own into
     /// `u8 [..., ceil(n / 2)]` when `per_row` (ONNX Runtime's zero points), else over the flat
     /// tensor into `u8 [ceil(numel / 2)]` (OpenVINO's `u4`/`i4` constants).
     Pack { expr: Box<WeightExpr>, high_first: bool, per_row: bool },
     /// Each element repeated `times` times along the last axis, `[..., n]` -> `[..., n * times]`
     /// (per-channel scales spread over the blocks of a kernel that wants small blocks).
     Repeat { expr: Box<WeightExpr>, times: usize },
-}
-
-/// Which tensor of a quantized weight a [`WeightExpr::Quantize`] produces.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
-pub enum QuantPart {
-    /// `q` as the IR holds it: `i8` (symmetric) or `u8` (asymmetric) `[rows, cols]`.
-    Values,
-    /// `u8` values with the symmetric range shifted by `2^(bits-1)` (the implicit zero point
-    /// of ONNX Runtime's `MatMulNBits` and XNNPACK's 4-bit filters); asymmetric values as is.
-    Unsigned,
-    /// `[rows, groups]` in the scale dtype.
-    Scales,
-    /// `u8 [rows, groups]` (asymmetric schemes only).
-    ZeroPoints,
 }
 
 impl WeightExpr {
@@ -118,8 +106,8 @@ impl WeightExpr {
     /// any other expression (already unsigned, scales, zero points) unchanged.
     pub fn as_unsigned(self) -> WeightExpr {
         match self {
-            WeightExpr::Quantize { expr, scheme, scale_dtype, part: QuantPart::Values } => {
-                WeightExpr::Quantize { expr, scheme, scale_dtype, part: QuantPart::Unsigned }
+            WeightExpr::Quantize { expr, scheme, scale_dtype, part: QuantPart::Values, kernel } => {
+                WeightExpr::Quantize { expr, scheme, scale_dtype, part: QuantPart::Unsigned, kernel }
             }
             other => other,
         }
@@ -199,7 +187,7 @@ impl WeightExpr {
                 }
                 Ok(TensorInfo { dtype: info.dtype, shape })
             }
-            WeightExpr::Quantize { expr, scheme, scale_dtype, part } => {
+            WeightExpr::Quantize { expr, scheme, scale_dtype, part, .. } => {
                 let i = expr.info(src)?;
                 let [rows, cols] = i.shape[..] else {
                     return Err(Error::Weight {
@@ -311,7 +299,7 @@ impl WeightExpr {
                 }
                 Tensor::from_le_bytes(info.dtype, info.shape, &bytes)
             }
-            WeightExpr::Quantize { expr, scheme, scale_dtype, part } => {
+            WeightExpr::Quantize { expr, scheme, scale_dtype, part, kernel } => {
                 let info = self.info(src)?;
                 if *part == QuantPart::ZeroPoints && scheme.symmetric {
                     return Err(Error::Weight {
@@ -321,17 +309,17 @@ impl WeightExpr {
                 }
                 let w = expr.materialize(src)?;
                 let group = scheme.group_len(&expr.sources().join(","), w.shape()[1])?;
-                let q = quantize_rows(w.cast(DType::F32).as_f32()?, group, scheme, *scale_dtype);
-                Tensor::from_le_bytes(info.dtype, info.shape, &q.part_bytes(*part, scheme, *scale_dtype))
+                let q = kernel.quantize(w.cast(DType::F32).as_f32()?, group, scheme, *scale_dtype, *part);
+                Tensor::from_le_bytes(info.dtype, info.shape, &q)
             }
             WeightExpr::Pack { expr, high_first, per_row } => {
                 let info = self.info(src)?;
                 let t = expr.materialize(src)?;
-                let row = if *per_row { *t.shape().last().unwrap_or(&1) } else { t.numel() };
-                // row by row: an odd row ends in a half-filled byte
-                let bytes: Vec<u8> =
-                    t.to_le_bytes().chunks(row.max(1)).flat_map(|r| pack_nibbles(r, *high_first)).collect();
-                Tensor::from_le_bytes(DType::U8, info.shape, &bytes)
+                let row = if *per_row { *t.shape().last().unwrap_or(&1) } else { usize::MAX };
+                let mut packer = NibblePacker::new(row, *high_first);
+                packer.push(&t.to_le_bytes());
+                packer.finish();
+                Tensor::from_le_bytes(DType::U8, info.shape, &packer.out)
             }
             WeightExpr::Repeat { expr, times } => {
                 let t = expr.materialize(src)?;
@@ -432,7 +420,7 @@ impl WeightExpr {
                 let cast = parts.iter().map(|p| WeightExpr::Cast(Box::new(p.clone()), *to));
                 return stream_parts(cast, src, sink);
             }
-            WeightExpr::Quantize { expr, scheme, scale_dtype, part } if expr.float_rows(src).is_some() => {
+            WeightExpr::Quantize { expr, scheme, scale_dtype, part, kernel } if expr.float_rows(src).is_some() => {
                 if *part == QuantPart::ZeroPoints && scheme.symmetric {
                     return Err(Error::Weight {
                         tensor: expr.sources().join(","),
@@ -445,7 +433,6 @@ impl WeightExpr {
                 // whole rows per chunk, each converted as the expression would, then quantized
                 let rows = (STREAM_CHUNK / cols.max(1)).max(1);
                 let task_rows = (PAR_CHUNK / cols.max(1)).max(1);
-                let values = matches!(part, QuantPart::Values | QuantPart::Unsigned);
                 let mut total = 0u64;
                 for chunk in bytes.chunks(rows * cols * from.size()) {
                     // whole rows per task, on every core, each converted as the expression
@@ -454,8 +441,7 @@ impl WeightExpr {
                         .par_chunks(task_rows * cols * from.size())
                         .map(|raw| {
                             let floats = floats_of(raw, from, to)?;
-                            let q = quantize_rows_for(&floats, group, scheme, *scale_dtype, values);
-                            Ok(q.part_bytes(*part, scheme, *scale_dtype))
+                            Ok(kernel.quantize(&floats, group, scheme, *scale_dtype, *part))
                         })
                         .collect::<Result<_>>()?;
                     for piece in &out {
@@ -482,7 +468,7 @@ impl WeightExpr {
                     true => *expr.info(src)?.shape.last().unwrap_or(&1),
                     false => usize::MAX,
                 };
-                let mut packer = NibblePacker { row, high_first: *high_first, col: 0, pending: None, out: vec![] };
+                let mut packer = NibblePacker::new(row, *high_first);
                 let mut total = 0u64;
                 expr.stream_le_bytes(src, &mut |b| {
                     packer.push(b);
@@ -530,7 +516,8 @@ impl WeightExpr {
 }
 
 /// Packs a stream of 4-bit values (one per byte) two per byte, flushing a half-filled byte
-/// at the end of each `row` (usize::MAX: one row, the whole tensor).
+/// at the end of each `row` (usize::MAX: one row, the whole tensor); an element's nibble is the
+/// low one of its byte (an i8's two's complement, a u8 as is).
 struct NibblePacker {
     row: usize,
     high_first: bool,
@@ -540,6 +527,10 @@ struct NibblePacker {
 }
 
 impl NibblePacker {
+    fn new(row: usize, high_first: bool) -> NibblePacker {
+        NibblePacker { row, high_first, col: 0, pending: None, out: vec![] }
+    }
+
     fn push(&mut self, bytes: &[u8]) {
         for &v in bytes {
             match self.pending.take() {
@@ -687,7 +678,6 @@ impl MemorySource {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::quant::QuantScheme;
 
     /// Interleaved rows alternate between the parts; over two stacks the interleave goes
     /// inside, item by item, with the same bytes.
@@ -720,62 +710,6 @@ mod tests {
         assert_eq!(streamed, t.to_le_bytes());
     }
 
-    /// Quantized parts streamed in whole rows (and packed while streaming, per row or flat)
-    /// give the bytes of the materialised tensor: over two stream chunks, each quantized in
-    /// several parallel tasks of whole rows.
-    #[test]
-    fn quantized_parts_stream_as_they_materialize() {
-        struct Raw(MemorySource, std::collections::BTreeMap<String, Vec<u8>>);
-        impl TensorSource for Raw {
-            fn info(&self, n: &str) -> Result<TensorInfo> {
-                self.0.info(n)
-            }
-            fn load(&self, n: &str) -> Result<Tensor> {
-                self.0.load(n)
-            }
-            fn raw(&self, n: &str) -> Option<&[u8]> {
-                self.1.get(n).map(Vec::as_slice)
-            }
-        }
-        let (rows, cols) = (STREAM_CHUNK / 96 + 7, 96);
-        assert!(rows * cols > STREAM_CHUNK && PAR_CHUNK / cols < rows);
-        let vals: Vec<f32> = (0..rows * cols).map(|i| ((i * 37 % 101) as f32 - 50.0) / 7.0).collect();
-        let t = Tensor::f32(vec![rows, cols], vals).unwrap().cast(DType::BF16);
-        let mut mem = MemorySource::default();
-        mem.insert("w", t.clone());
-        let src = Raw(mem, [("w".to_string(), t.to_le_bytes())].into());
-        let w = WeightExpr::Cast(Box::new(WeightExpr::stored("w")), DType::F32);
-        for (bits, group, symmetric) in
-            [(4, Some(32), true), (4, Some(96), false), (8, None, true), (8, Some(32), false)]
-        {
-            let scheme = QuantScheme::new(bits, group, symmetric);
-            let mut parts = vec![QuantPart::Values, QuantPart::Unsigned, QuantPart::Scales];
-            if !symmetric {
-                parts.push(QuantPart::ZeroPoints);
-            }
-            for part in parts {
-                let q = WeightExpr::Quantize { expr: Box::new(w.clone()), scheme, scale_dtype: DType::F16, part };
-                let mut exprs = vec![q.clone()];
-                if part != QuantPart::Scales {
-                    for per_row in [true, false] {
-                        exprs.push(WeightExpr::Pack { expr: Box::new(q.clone()), high_first: false, per_row });
-                    }
-                }
-                for e in exprs {
-                    let mut streamed = vec![];
-                    let n = e
-                        .stream_le_bytes(&src, &mut |b| {
-                            streamed.extend_from_slice(b);
-                            Ok(())
-                        })
-                        .unwrap();
-                    assert_eq!(n as usize, streamed.len());
-                    assert_eq!(streamed, e.materialize(&src).unwrap().to_le_bytes(), "{e}");
-                }
-            }
-        }
-    }
-
     /// The bit-level fast paths equal the general cast for every value class.
     #[test]
     fn fast_conversions_equal_the_general_cast() {
@@ -792,5 +726,22 @@ mod tests {
         let mut out = vec![];
         convert_le_bytes(DType::F32, DType::BF16, &1.5f32.to_le_bytes(), &mut out).unwrap();
         assert_eq!(out, half::bf16::from_f32(1.5).to_le_bytes());
+    }
+
+    /// 4-bit values pack two per byte in either nibble order, a row (or the tensor) of odd
+    /// length ending in a half-filled byte.
+    #[test]
+    fn nibbles_pack_in_either_order() {
+        let mut src = MemorySource::default();
+        let bytes = [0x1, 0xF, 0x8, 0x7, (-8i8) as u8, 7];
+        src.insert("q", Tensor::from_le_bytes(DType::U8, vec![2, 3], &bytes).unwrap());
+        let pack = |high_first, per_row| {
+            let e = WeightExpr::Pack { expr: Box::new(WeightExpr::stored("q")), high_first, per_row };
+            e.materialize(&src).unwrap().to_le_bytes()
+        };
+        assert_eq!(pack(false, false), [0xF1, 0x78, 0x78]);
+        assert_eq!(pack(true, false), [0x1F, 0x87, 0x87]);
+        assert_eq!(pack(false, true), [0xF1, 0x08, 0x87, 0x07]);
+        assert_eq!(pack(true, true), [0x1F, 0x80, 0x78, 0x70]);
     }
 }

@@ -48,7 +48,7 @@ impl Checkpoint {
         let path = dir.join("config.json");
         let raw: Value =
             serde_json::from_str(&read_small_text(&path, 64 << 20)?).map_err(|e| ModelError::json(&path, &e))?;
-        let prequantized = PreQuant::from_config(&raw, &path)?;
+        let prequantized = prequantized::from_config(&raw, &path)?;
         let files = open_weight_files(dir)?;
         let tensors = index_tensors(&files)?;
         Ok(Checkpoint { config, prequantized, dir: dir.to_path_buf(), files, tensors })
@@ -123,8 +123,8 @@ impl Checkpoint {
         };
         match part {
             prequantized::VALUES => values(),
-            prequantized::ZEROS => pq.zeros(&stored("qzeros")?),
-            prequantized::SCALES => pq.scales(&stored("scales")?),
+            prequantized::ZEROS => Ok(pq.zeros(&stored("qzeros")?)?),
+            prequantized::SCALES => Ok(pq.scales(&stored("scales")?)?),
             _ => {
                 let (q, z, s) = (values()?, pq.zeros(&stored("qzeros")?)?, pq.scales(&stored("scales")?)?);
                 Ok(hfexport_core::quant::dequantize(&q, &s.cast(DType::F32), Some(&z))?)

@@ -1,211 +1,53 @@
-//! Checkpoints quantized on the hub: GPTQ (4-bit, `desc_act` false, symmetric or not,
-//! `checkpoint_format` `gptq` or `gptq_v2`) and AWQ (GEMM layout), read as the same
-//! representation the quantization pass writes (values one per byte `u8 [out, in]`, zero points
-//! `u8 [out, groups]`, scales `[out, groups]`), never through a float copy.
+//! Checkpoints quantized on the hub (GPTQ, AWQ): which layout `config.json` declares.
 //!
-//! A quantized module `P` stores `P.qweight`, `P.qzeros`, `P.scales` (and GPTQ's `P.g_idx`).
-//! [`Checkpoint`](crate::Checkpoint) answers for virtual tensors next to them:
-//! `P.weight` (the dequantized float weight `[out, in]`, so builders and the reference
-//! evaluator see an ordinary linear) and `P.qweight:values`, `P.qweight:zeros`,
-//! `P.qweight:scales` (the parts, which `hfexport-quant`'s pass feeds to `QuantLinear`).
-//!
-//! Packings (int32 words, 8 nibbles each, nibble `k` at bits `4k..4k+4`):
-//! - GPTQ `qweight [in / 8, out]`: word `(r, o)` holds inputs `8r..8r+8` of output `o`;
-//!   `qzeros [groups, out / 8]`: word `(g, c)` holds outputs `8c..8c+8`; the `gptq` format stores
-//!   each zero point minus one (AutoGPTQ's convention), `gptq_v2` as is.
-//! - AWQ `qweight [in, out / 8]` and `qzeros [groups, out / 8]`: nibble `k` holds output column
-//!   `8c + [0, 2, 4, 6, 1, 3, 5, 7][k]`.
-//! - `scales [groups, out]` in both. Dequantized: `(q - z) * s`.
+//! The layouts, their unpacking and the graph rewrite that keeps such modules quantized are
+//! `hfexport-quant`'s (`import.rs`); [`Checkpoint`](crate::Checkpoint) answers for each
+//! quantized module `P`'s virtual tensors with them: `P.weight` (dequantized, so builders and
+//! the reference evaluator see an ordinary linear) and `P.qweight:values`, `:zeros`, `:scales`.
 
-use hfexport_core::{DType, Tensor, TensorInfo};
 use serde_json::Value;
 
 use crate::error::{ModelError, Result};
+pub use hfexport_quant::import::{Method, PreQuant, SCALES, VALUES, ZEROS};
 
-/// How a checkpoint's quantized modules are laid out (`quantization_config` of config.json).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PreQuant {
-    pub method: Method,
-    pub group: usize,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Method {
-    /// `zeros_minus_one`: the `gptq` checkpoint format (not `gptq_v2`).
-    Gptq {
-        zeros_minus_one: bool,
-    },
-    Awq,
-}
-
-const AWQ_ORDER: [usize; 8] = [0, 2, 4, 6, 1, 3, 5, 7];
-
-/// The parts of a virtual tensor name.
-pub const VALUES: &str = ":values";
-pub const ZEROS: &str = ":zeros";
-pub const SCALES: &str = ":scales";
-
-impl PreQuant {
-    /// Reads `quantization_config` (absent: `None`); an unsupported layout is an error naming
-    /// the key.
-    pub fn from_config(config: &Value, path: &std::path::Path) -> Result<Option<PreQuant>> {
-        let Some(q) = config.get("quantization_config").filter(|v| !v.is_null()) else { return Ok(None) };
-        let bad = |key: &str, msg: String| ModelError::config(path, &format!("quantization_config.{key}"), msg);
-        let method = q.get("quant_method").and_then(Value::as_str).unwrap_or("");
-        let bits = q.get("bits").or_else(|| q.get("w_bit")).and_then(Value::as_u64);
-        if bits != Some(4) {
-            return Err(bad("bits", format!("only 4-bit {method} checkpoints are read, got {:?}", bits)));
-        }
-        let group = q.get("group_size").or_else(|| q.get("q_group_size")).and_then(Value::as_i64).unwrap_or(128);
-        if group <= 0 {
-            return Err(bad(
-                "group_size",
-                format!("must be a positive group size (per-column -1 is not read), got {group}"),
-            ));
-        }
-        let method = match method {
-            "gptq" => {
-                if q.get("desc_act").and_then(Value::as_bool) == Some(true) {
-                    return Err(bad(
-                        "desc_act",
-                        "true (activation-order permutation through g_idx) is not supported; export the model with \
-                         desc_act false"
-                            .into(),
-                    ));
-                }
-                let format = q.get("checkpoint_format").and_then(Value::as_str).unwrap_or("gptq");
-                Method::Gptq { zeros_minus_one: format != "gptq_v2" }
+/// Reads `quantization_config` (absent: `None`); an unsupported layout is an error naming
+/// the key.
+pub fn from_config(config: &Value, path: &std::path::Path) -> Result<Option<PreQuant>> {
+    let Some(q) = config.get("quantization_config").filter(|v| !v.is_null()) else { return Ok(None) };
+    let bad = |key: &str, msg: String| ModelError::config(path, &format!("quantization_config.{key}"), msg);
+    let method = q.get("quant_method").and_then(Value::as_str).unwrap_or("");
+    let bits = q.get("bits").or_else(|| q.get("w_bit")).and_then(Value::as_u64);
+    if bits != Some(4) {
+        return Err(bad("bits", format!("only 4-bit {method} checkpoints are read, got {:?}", bits)));
+    }
+    let group = q.get("group_size").or_else(|| q.get("q_group_size")).and_then(Value::as_i64).unwrap_or(128);
+    if group <= 0 {
+        return Err(bad(
+            "group_size",
+            format!("must be a positive group size (per-column -1 is not read), got {group}"),
+        ));
+    }
+    let method = match method {
+        "gptq" => {
+            if q.get("desc_act").and_then(Value::as_bool) == Some(true) {
+                return Err(bad(
+                    "desc_act",
+                    "true (activation-order permutation through g_idx) is not supported; export the model with \
+                     desc_act false"
+                        .into(),
+                ));
             }
-            "awq" => {
-                let version = q.get("version").and_then(Value::as_str).unwrap_or("gemm").to_lowercase();
-                if version != "gemm" {
-                    return Err(bad("version", format!("only the AWQ GEMM layout is read, got `{version}`")));
-                }
-                Method::Awq
+            let format = q.get("checkpoint_format").and_then(Value::as_str).unwrap_or("gptq");
+            Method::Gptq { zeros_minus_one: format != "gptq_v2" }
+        }
+        "awq" => {
+            let version = q.get("version").and_then(Value::as_str).unwrap_or("gemm").to_lowercase();
+            if version != "gemm" {
+                return Err(bad("version", format!("only the AWQ GEMM layout is read, got `{version}`")));
             }
-            other => return Err(bad("quant_method", format!("`{other}` is not read (valid: gptq, awq)"))),
-        };
-        Ok(Some(PreQuant { method, group: group as usize }))
-    }
-
-    /// `[out, in]` of a module from its `qweight` shape.
-    pub fn dims(&self, qweight: &[usize]) -> Option<(usize, usize)> {
-        match (self.method, qweight) {
-            (Method::Gptq { .. }, [r, out]) => Some((*out, r * 8)),
-            (Method::Awq, [inp, c]) => Some((c * 8, *inp)),
-            _ => None,
+            Method::Awq
         }
-    }
-
-    /// The info of part `suffix` (`VALUES`, `ZEROS`, `SCALES`) of a module with `qweight` and
-    /// `scales` infos.
-    pub fn part_info(&self, suffix: &str, qweight: &TensorInfo, scales: &TensorInfo) -> Option<TensorInfo> {
-        let (out, inp) = self.dims(&qweight.shape)?;
-        let groups = *scales.shape.first()?;
-        match suffix {
-            VALUES => Some(TensorInfo { dtype: DType::U8, shape: vec![out, inp] }),
-            ZEROS => Some(TensorInfo { dtype: DType::U8, shape: vec![out, groups] }),
-            SCALES => Some(TensorInfo { dtype: scales.dtype, shape: vec![out, groups] }),
-            _ => None,
-        }
-    }
-
-    /// `q` as `u8 [out, in]`.
-    pub fn values(&self, qweight: &Tensor) -> Result<Tensor> {
-        let (out, inp) = self.dims(qweight.shape()).ok_or_else(|| bad_shape("qweight", qweight))?;
-        let words = words(qweight)?;
-        let mut q = vec![0u8; out * inp];
-        match self.method {
-            Method::Gptq { .. } => {
-                for r in 0..inp / 8 {
-                    for o in 0..out {
-                        let w = words[r * out + o];
-                        for k in 0..8 {
-                            q[o * inp + 8 * r + k] = ((w >> (4 * k)) & 0xF) as u8;
-                        }
-                    }
-                }
-            }
-            Method::Awq => {
-                for i in 0..inp {
-                    for c in 0..out / 8 {
-                        let w = words[i * (out / 8) + c];
-                        for (k, col) in AWQ_ORDER.iter().enumerate() {
-                            q[(8 * c + col) * inp + i] = ((w >> (4 * k)) & 0xF) as u8;
-                        }
-                    }
-                }
-            }
-        }
-        tensor(DType::U8, vec![out, inp], q)
-    }
-
-    /// Zero points as `u8 [out, groups]` (GPTQ's stored minus-one undone).
-    pub fn zeros(&self, qzeros: &Tensor) -> Result<Tensor> {
-        let [groups, c] = *qzeros.shape() else { return Err(bad_shape("qzeros", qzeros)) };
-        let (out, words) = (c * 8, words(qzeros)?);
-        let mut z = vec![0u8; out * groups];
-        for g in 0..groups {
-            for c in 0..out / 8 {
-                let w = words[g * (out / 8) + c];
-                for (k, awq_col) in AWQ_ORDER.iter().enumerate() {
-                    let (col, plus) = match self.method {
-                        Method::Gptq { zeros_minus_one } => (8 * c + k, u8::from(zeros_minus_one)),
-                        Method::Awq => (8 * c + awq_col, 0),
-                    };
-                    z[col * groups + g] = ((w >> (4 * k)) & 0xF) as u8 + plus;
-                }
-            }
-        }
-        tensor(DType::U8, vec![out, groups], z)
-    }
-
-    /// Scales `[groups, out]` transposed to `[out, groups]`, in their stored dtype.
-    pub fn scales(&self, scales: &Tensor) -> Result<Tensor> {
-        let [groups, out] = *scales.shape() else { return Err(bad_shape("scales", scales)) };
-        let (size, bytes) = (scales.dtype().size(), scales.to_le_bytes());
-        let mut t = vec![0u8; bytes.len()];
-        for g in 0..groups {
-            for o in 0..out {
-                t[(o * groups + g) * size..][..size].copy_from_slice(&bytes[(g * out + o) * size..][..size]);
-            }
-        }
-        tensor(scales.dtype(), vec![out, groups], t)
-    }
-
-    /// Checks GPTQ's `g_idx` is the plain `i / group` (no activation-order permutation).
-    pub fn check_g_idx(&self, name: &str, g_idx: &Tensor, inp: usize, groups: usize) -> Result<()> {
-        let ids = g_idx.cast(DType::I64);
-        let ids = ids.as_i64().map_err(ModelError::Core)?;
-        let group = inp / groups.max(1);
-        match ids.iter().enumerate().find(|(i, &g)| g != (i / group.max(1)) as i64) {
-            None => Ok(()),
-            Some((i, g)) => Err(ModelError::Core(hfexport_core::Error::Weight {
-                tensor: name.to_string(),
-                msg: format!(
-                    "input {i} is in group {g}, not {}: an activation-order (desc_act) permutation, which is not \
-                     supported",
-                    i / group.max(1)
-                ),
-            })),
-        }
-    }
-}
-
-fn words(t: &Tensor) -> Result<Vec<u32>> {
-    if t.dtype() != DType::I32 {
-        return Err(ModelError::Core(hfexport_core::Error::Tensor(format!(
-            "packed 4-bit weights must be int32, got {}",
-            t.dtype()
-        ))));
-    }
-    Ok(t.to_le_bytes().chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect())
-}
-
-fn tensor(dtype: DType, shape: Vec<usize>, bytes: Vec<u8>) -> Result<Tensor> {
-    Tensor::from_le_bytes(dtype, shape, &bytes).map_err(ModelError::Core)
-}
-
-fn bad_shape(what: &str, t: &Tensor) -> ModelError {
-    ModelError::Core(hfexport_core::Error::Tensor(format!("{what} has an unexpected shape {:?}", t.shape())))
+        other => return Err(bad("quant_method", format!("`{other}` is not read (valid: gptq, awq)"))),
+    };
+    Ok(Some(PreQuant { method, group: group as usize }))
 }

@@ -1,175 +1,26 @@
-//! The quantization pass: a recipe ([`QuantRecipe`]) applied to a built graph.
+//! Quantization: everything that decides or computes quantized weights. Core carries them as
+//! data (`hfexport_core::quant`: schemes, the recipe an export config holds, the parts of a lazy
+//! `WeightExpr::Quantize`, the [`hfexport_core::QuantKernel`] trait, dequantization); this crate
+//! does the work, and depends on core, never the reverse.
 //!
-//! It runs once per component, before `prepare` (so every backend sees the same quantized
-//! graph and decides per op how to lower it), and rewrites:
-//! - each `Linear` reading a weight inside the decoder layers into `QuantLinear` with the
-//!   recipe's `weights` scheme;
-//! - the output head (the node the builders name `lm_head`) with the `lm_head` scheme;
-//! - the token embedding (a row `Gather` of a weight by the `input_ids` input) into
-//!   `QuantGather` with the `embeddings` scheme;
+//! - [`pass`]: a recipe applied to a planned graph ([`quantize_graph`]): which linears and
+//!   embeddings are quantized, with which scheme, as lazy parts;
+//! - [`rtn`]: the round-to-nearest arithmetic and [`Rtn`], the kernel those parts call while a
+//!   writer streams them;
+//! - [`pack`]: how quantized rows are laid out as the bytes of each part;
+//! - [`import`]: GPTQ/AWQ checkpoints' modules unpacked ([`import::PreQuant`], for the
+//!   checkpoint's virtual tensors) and kept quantized in the graph ([`load_prequantized`]);
+//! - [`report`]: how far quantization moved the logits ([`LogitComparison`]).
 //!
-//! except modules the recipe's `exclude` names (by the weight's name without `.weight`, as
-//! transformers names modules, or by node name). Gated MLPs are expanded into their three
-//! `Linear`s first. The integer values, scales and zero points are
-//! lazy weight expressions over the float weight ([`WeightExpr::Quantize`]): nothing is
-//! computed until a writer streams them, one tensor at a time. A tied head quantized with the
-//! embeddings' scheme reads the same expressions, so each part is stored once. Mixture-of-
-//! experts blocks keep float experts (their stacked weights are not `Linear`s).
+//! `docs/quantization.md` is the contract.
 
-use hfexport_core::decompose::{decompose, drop_unread_weights, rebuild};
-use hfexport_core::graph::Producer;
-use hfexport_core::{
-    DType, Error, Graph, Op, QuantForm, QuantPart, QuantRecipe, QuantScheme, Result, ValueId, WeightExpr,
-};
-use std::collections::HashMap;
+pub mod import;
+pub mod pack;
+pub mod pass;
+pub mod report;
+pub mod rtn;
 
-/// `g` with the recipe's linears and embedding quantized; an error naming the tensor when a
-/// scheme does not fit it (a group size that does not divide the input dimension).
-/// `form`: what the format needs of the scales (XNNPACK's: positive, bfloat16 in blocks).
-pub fn quantize_graph(g: &Graph, recipe: &QuantRecipe, form: QuantForm) -> Result<Graph> {
-    // a gated MLP's three projections become `Linear`s first (every backend decomposes it)
-    let g = &decompose(g, &|op| matches!(op, Op::GatedMlp { .. }))?;
-    let ids = g.inputs().iter().find(|p| p.name == "input_ids").map(|p| p.value);
-    let mut done: HashMap<(ValueId, QuantScheme), Vec<ValueId>> = HashMap::new();
-    let rewritten = rebuild(g, &mut |out, node, ins| {
-        let slot = match node.op {
-            Op::Linear => Some(1),
-            Op::Gather { axis: 0 } if ids.is_some_and(|v| node.inputs[1] == v) => Some(0),
-            _ => None,
-        };
-        let weight = slot.and_then(|s| match out.producer(ins[s]) {
-            Producer::Weight(w) => Some(out.weights()[w].clone()),
-            _ => None,
-        });
-        let scheme = match (&node.op, slot, &weight) {
-            (_, _, None) => None,
-            (_, _, Some(w)) if recipe.excludes(w.name.strip_suffix(".weight").unwrap_or(&w.name)) => None,
-            _ if recipe.excludes(&node.name) => None,
-            (Op::Linear, _, _) if node.name == "lm_head" => recipe.lm_head,
-            (Op::Linear, _, _) => Some(recipe.weights),
-            _ => recipe.embeddings,
-        }
-        .map(|s| QuantScheme { positive_scales: form.positive_scales && s.symmetric, ..s });
-        let (Some(scheme), Some(slot), Some(w)) = (scheme, slot, weight) else {
-            return out.add_node(&node.name, node.op.clone(), ins);
-        };
-        let cols = out.info(ins[slot]).shape[1].as_const().unwrap_or(0) as usize;
-        let group = scheme.group_len(&w.expr.to_string(), cols)?;
-        let params = match done.get(&(ins[slot], scheme)) {
-            Some(p) => p.clone(),
-            None => {
-                let p = quantized_params(out, ins[slot], &w.name, &w.expr, scheme, form.group_scales)?;
-                done.insert((ins[slot], scheme), p.clone());
-                p
-            }
-        };
-        let (bits, zero_point) = (scheme.bits, !scheme.symmetric);
-        match node.op {
-            Op::Linear => {
-                let all: Vec<ValueId> = [&ins[..1], &params[..], &ins[2..]].concat();
-                out.add_node(&node.name, Op::QuantLinear { bits, group, zero_point }, &all)
-            }
-            _ => {
-                let all: Vec<ValueId> = [&params[..], &ins[1..]].concat();
-                out.add_node(&node.name, Op::QuantGather { bits, group, zero_point }, &all)
-            }
-        }
-    })?;
-    drop_unread_weights(&rewritten)
-}
-
-/// `g` with each `Linear` whose weight is a GPTQ/AWQ module's dequantized virtual tensor
-/// (`P.weight`, see `hfexport_models::prequantized`) reading the module's own parts instead:
-/// `QuantLinear { bits: 4, group, zero_point: true }` over `P.qweight:values` (u8),
-/// `P.qweight:scales` (cast to the export dtype) and `P.qweight:zeros`. `info` answers for the
-/// checkpoint's tensors (virtual ones included).
-pub fn load_prequantized(g: &Graph, info: &dyn Fn(&str) -> Option<hfexport_core::TensorInfo>) -> Result<Graph> {
-    let quantized_module = |e: &WeightExpr| {
-        stored_name(e)
-            .and_then(|n| n.strip_suffix(".weight"))
-            .is_some_and(|p| info(&format!("{p}.qweight:values")).is_some())
-    };
-    if !g.weights().iter().any(|w| quantized_module(&w.expr)) {
-        return Ok(g.clone());
-    }
-    let g = &decompose(g, &|op| matches!(op, Op::GatedMlp { .. }))?;
-    let rewritten = rebuild(g, &mut |out, node, ins| {
-        let prefix = match (&node.op, ins.get(1).map(|&v| out.producer(v))) {
-            (Op::Linear, Some(Producer::Weight(w))) => {
-                stored_name(&out.weights()[w].expr).and_then(|n| n.strip_suffix(".weight")).map(str::to_string)
-            }
-            _ => None,
-        };
-        let parts = prefix.as_ref().and_then(|p| {
-            let part = |s: &str| info(&format!("{p}.qweight{s}")).map(|i| (format!("{p}.qweight{s}"), i));
-            Some((part(":values")?, part(":scales")?, part(":zeros")?))
-        });
-        let (Some(prefix), Some(((vn, vi), (sn, si), (zn, zi)))) = (prefix, parts) else {
-            return out.add_node(&node.name, node.op.clone(), ins);
-        };
-        let dtype = out.info(ins[1]).dtype;
-        let scales = match si.dtype == dtype {
-            true => WeightExpr::stored(&sn),
-            false => WeightExpr::Cast(Box::new(WeightExpr::stored(&sn)), dtype),
-        };
-        let q = out.add_weight(&format!("{prefix}.weight_q"), WeightExpr::stored(&vn), vi.dtype, &vi.shape);
-        let s = out.add_weight(&format!("{prefix}.weight_scales"), scales, dtype, &si.shape);
-        let z = out.add_weight(&format!("{prefix}.weight_zero_points"), WeightExpr::stored(&zn), zi.dtype, &zi.shape);
-        let group = vi.shape[1] / si.shape[1].max(1);
-        let all: Vec<ValueId> = [&[ins[0], q, s, z][..], &ins[2..]].concat();
-        out.add_node(&node.name, Op::QuantLinear { bits: 4, group, zero_point: true }, &all)
-    })?;
-    drop_unread_weights(&rewritten)
-}
-
-/// The stored tensor a float weight reads, possibly through a cast.
-fn stored_name(e: &WeightExpr) -> Option<&str> {
-    match e {
-        WeightExpr::Stored(n) => Some(n),
-        WeightExpr::Cast(inner, _) => stored_name(inner),
-        _ => None,
-    }
-}
-
-/// Adds the lazy parts of `weight` quantized by `scheme`: values, scales (in the weight's
-/// dtype; for a group-wise scheme rounded to `group_scales` first when given) and, for an
-/// asymmetric scheme, zero points.
-fn quantized_params(
-    g: &mut Graph,
-    weight: ValueId,
-    name: &str,
-    expr: &WeightExpr,
-    scheme: QuantScheme,
-    group_scales: Option<DType>,
-) -> Result<Vec<ValueId>> {
-    let info = g.info(weight).clone();
-    let dims: Vec<usize> = info.shape.iter().map(|d| d.as_const().unwrap_or(0) as usize).collect();
-    let [rows, cols] = dims[..] else {
-        return Err(Error::Weight {
-            tensor: expr.to_string(),
-            msg: format!("only 2-D weights are quantized, got {dims:?}"),
-        });
-    };
-    let groups = cols / scheme.group_len(&expr.to_string(), cols)?;
-    let scale_dtype = match (scheme.group, group_scales) {
-        (Some(_), Some(d)) => d,
-        _ => info.dtype,
-    };
-    let part = |part| WeightExpr::Quantize { expr: Box::new(expr.clone()), scheme, scale_dtype, part };
-    let scales = match scale_dtype == info.dtype {
-        true => part(QuantPart::Scales),
-        false => WeightExpr::Cast(Box::new(part(QuantPart::Scales)), info.dtype),
-    };
-    // `<module>.weight_int4_g32_q`: a sibling of the weight, never a child (a `.pt2` module
-    // cannot hold both a parameter `weight` and a submodule of that name)
-    let stem = format!("{name}_{}", scheme.label().replace('/', "_"));
-    let mut params = vec![
-        g.add_weight(&format!("{stem}_q"), part(QuantPart::Values), scheme.value_dtype(), &[rows, cols]),
-        g.add_weight(&format!("{stem}_scales"), scales, info.dtype, &[rows, groups]),
-    ];
-    if !scheme.symmetric {
-        let z = part(QuantPart::ZeroPoints);
-        params.push(g.add_weight(&format!("{stem}_zero_points"), z, DType::U8, &[rows, groups]));
-    }
-    Ok(params)
-}
+pub use import::load_prequantized;
+pub use pass::quantize_graph;
+pub use report::LogitComparison;
+pub use rtn::{quantize_rows, quantize_rows_for, QuantizedRows, Rtn};

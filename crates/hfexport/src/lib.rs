@@ -23,6 +23,7 @@ pub use hfexport_models as models;
 pub use hfexport_onnx as onnx;
 #[cfg(feature = "openvino")]
 pub use hfexport_openvino as openvino;
+pub use hfexport_quant as quant;
 
 pub mod audio;
 pub mod backends;

@@ -11,6 +11,7 @@ use hfexport_core::backend::Runner;
 use hfexport_core::metadata::{Component, QuantQuality, Verification};
 use hfexport_core::plan::Planned;
 use hfexport_core::{DType, Evaluator, Tensor, TensorSource};
+use hfexport_quant::LogitComparison;
 use std::collections::BTreeMap;
 
 /// Verifies one written component in `runner` against `planned` in the reference evaluator.
@@ -62,8 +63,9 @@ pub fn verify_component(
 }
 
 /// The quantized component's logits against the float one's, both in the reference
-/// evaluator on the component's sample inputs: top-1 agreement and the largest error relative
-/// to the largest float logit, over non-padded positions.
+/// evaluator on the component's sample inputs, measured by `hfexport_quant`'s quality report
+/// ([`LogitComparison`]: top-1 agreement and the largest error relative to the largest float
+/// logit, over non-padded positions).
 pub fn compare_with_float(
     quant: &Planned,
     float: &Planned,
@@ -71,33 +73,17 @@ pub fn compare_with_float(
     vocab: usize,
 ) -> Result<QuantQuality> {
     let (eq, ef) = (Evaluator::new(&quant.graph, src)?, Evaluator::new(&float.graph, src)?);
-    let (mut agree, mut positions, mut worst, mut largest) = (0usize, 0usize, 0f32, 0f32);
+    let mut report = LogitComparison::default();
     for case in cases_for(quant, vocab, SAMPLE_PAST)? {
         let (q, f) = (eq.run(&case.inputs)?, ef.run(&case.inputs)?);
         let (Some(q), Some(f)) = (q.get("logits"), f.get("logits")) else { continue };
         let (q, f) = (q.cast(DType::F32), f.cast(DType::F32));
-        let (qv, fv) = (q.as_f32()?, f.as_f32()?);
         let v = *f.shape().last().unwrap_or(&1);
         let mask = case.inputs.get("attention_mask").filter(|m| m.numel() * v == f.numel()).map(|m| m.cast(DType::F32));
         let mask = mask.as_ref().map(|m| m.as_f32()).transpose()?;
-        for (row, (qr, fr)) in qv.chunks(v).zip(fv.chunks(v)).enumerate() {
-            if mask.is_some_and(|m| m[row] == 0.0) {
-                continue;
-            }
-            let argmax = |r: &[f32]| r.iter().enumerate().fold(0, |b, (i, x)| if *x > r[b] { i } else { b });
-            agree += usize::from(argmax(qr) == argmax(fr));
-            positions += 1;
-            for (a, b) in qr.iter().zip(fr) {
-                worst = worst.max((a - b).abs());
-                largest = largest.max(b.abs());
-            }
-        }
+        report.add(q.as_f32()?, f.as_f32()?, v, mask);
     }
-    Ok(QuantQuality {
-        top1_agreement: agree as f32 / positions.max(1) as f32,
-        max_rel_logit_error: worst / largest.max(f32::MIN_POSITIVE),
-        positions,
-    })
+    Ok(report.finish())
 }
 
 /// Merges per-component results: the worst difference of all, each sample named after its
