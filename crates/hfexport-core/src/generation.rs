@@ -135,7 +135,7 @@ impl Call<'_> {
 #[derive(Debug)]
 pub struct GenerationExport {
     pub dir: PathBuf,
-    pub meta: ExportMetadata,
+    meta: ExportMetadata,
 }
 
 impl GenerationExport {
@@ -193,7 +193,7 @@ impl GenerationExport {
     }
 
     /// The components' names, for messages.
-    pub fn component_names(&self) -> String {
+    fn component_names(&self) -> String {
         self.meta.components.iter().map(|c| c.name()).collect::<Vec<_>>().join(", ")
     }
 }
