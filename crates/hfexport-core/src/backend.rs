@@ -6,6 +6,11 @@
 //! backend does not lower natively, backend patches), driven by the backend's per-op
 //! [`Lowering`] decisions; the backend then writes all components of an export at once, so
 //! weights they share are stored once ([`WeightTable`]).
+//!
+//! Running is apart from exporting: a format's [`Runtime`] exists only when its cargo feature
+//! builds it in, so [`Backend::runtime`] is the one place that says whether it is, and the
+//! runtime holds only runtime calls (its [`Runner`] per component, its
+//! [`crate::generation::Session`] under the shared generation loop).
 
 use crate::config::{ExportConfig, ExportFormat};
 use crate::dtype::DType;

@@ -1,10 +1,10 @@
 //! ExecuTorch's side of core's generation loop (feature `runtime`): the runtime calls of
 //! [`GenerationLoop`] over a `.pte` generation export, zero-copy when nothing is planned.
 //!
-//! The export's `model.pte` holds a method per component (`prefill`, `decode`): the generator
+//! The export's `model.pte` holds a method per component (`prefill`, `decode`): the session
 //! loads the program once and each method from it, found by the component's role.
 //!
-//! The generator owns one buffer per cache (zeros, `cache_len` at its maximum), the logits and
+//! The session owns one buffer per cache (zeros, `cache_len` at its maximum), the logits and
 //! the small inputs. When the program plans none of them (`alloc_graph_input`,
 //! `alloc_graph_output` and `alloc_mutable_buffers` false), every call binds the caller's
 //! buffers: the caches as inputs (the program's in-place `index_put_` writes the new slots into
@@ -168,12 +168,12 @@ impl EtSession {
         })
     }
 
-    /// Whether every call runs on the generator's own buffers (no cache copies).
+    /// Whether every call runs on the session's own buffers (no cache copies).
     pub fn zero_copy(&self) -> bool {
         self.decode.zero_copy && self.prefill.as_ref().is_none_or(|p| p.zero_copy)
     }
 
-    /// The bytes of cache `i` (method input order) as the generator holds them.
+    /// The bytes of cache `i` (method input order) as the session holds them.
     pub fn cache(&self, i: usize) -> &[u8] {
         self.caches[i].2.bytes()
     }
@@ -223,8 +223,8 @@ impl EtSession {
         let ints = |name: &str| inputs[name].as_i64().map(<[i64]>::to_vec).map_err(|e| err(r.path(), e.to_string()));
         let (mut ids, mut positions) = (ints("input_ids")?, ints("position_ids")?);
         let mut mask = inputs["attention_mask"].to_le_bytes();
-        // SAFETY: every bound buffer (locals and the generator's) lives until `execute` returns
-        // and is not moved meanwhile; the caches and logits are the generator's own.
+        // SAFETY: every bound buffer (locals and the session's) lives until `execute` returns
+        // and is not moved meanwhile; the caches and logits are the session's own.
         unsafe {
             r.bind_input(0, ids.as_mut_ptr().cast(), DType::I64, &[1, q as i64])?;
             r.bind_input(1, mask.as_mut_ptr(), DType::Bool, &[1, 1, q as i64, slots as i64])?;
@@ -248,7 +248,7 @@ impl EtSession {
         }
         r.execute()?;
         if !part.zero_copy {
-            // the updated caches back into the generator's buffers
+            // the updated caches back into the session's buffers
             for (i, (_, _, buf)) in self.caches.iter_mut().enumerate() {
                 let (data, dtype, shape) = r.output_view(part.logits + 1 + i)?;
                 let n = shape.iter().product::<usize>() * dtype.size();
@@ -265,7 +265,7 @@ impl EtSession {
             ));
         }
         let rows = shape.iter().product::<usize>() / self.vocab;
-        // SAFETY: `rows * vocab` f32 at `data` (the generator's buffer or the runtime's output).
+        // SAFETY: `rows * vocab` f32 at `data` (the session's buffer or the runtime's output).
         let all = unsafe { std::slice::from_raw_parts(data.cast::<f32>(), rows * self.vocab) };
         Ok(all[(rows - 1) * self.vocab..].to_vec())
     }

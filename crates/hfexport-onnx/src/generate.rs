@@ -46,7 +46,7 @@ use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-/// The component a generator runs.
+/// The component whose steps a generator runs.
 pub const COMPONENT: &str = "decode";
 /// The symbol of `export.json` whose maximum is the number of cache slots.
 pub const CACHE_SYMBOL: &str = "cache_len";
