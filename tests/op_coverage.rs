@@ -738,10 +738,10 @@ fn write_and_run(
         });
         return Ok(());
     }
-    if backend.runner_available().is_err() {
+    let Ok(runtime) = backend.runtime() else {
         return Ok(());
-    }
-    let mut runner = backend.open_runner(dir, &component, cfg).map_err(|e| format!("open: {e}"))?;
+    };
+    let mut runner = runtime.open_runner(dir, &component, cfg).map_err(|e| format!("open: {e}"))?;
     let got = runner.run(&case.inputs).map_err(|e| format!("run: {e}"))?;
     let compared: Vec<String> = outputs.into_iter().filter(|o| runner.compares(o)).collect();
     let d = worst(&got, want, &compared)?;

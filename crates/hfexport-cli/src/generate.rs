@@ -124,7 +124,7 @@ fn encode(
     }
     let backend = hfexport::backend(ExportFormat::parse(&meta.format)?)?;
     let config = AutoExportConfig::from_dict(&meta.config)?;
-    let mut runner = backend.open_runner(dir, comp, &config)?;
+    let mut runner = backend.runtime()?.open_runner(dir, comp, &config)?;
     let out = runner.run(&feed).with_context(|| format!("running `{}` on {source}", comp.name()))?;
     // what the decode graphs take of it: the cross-attention keys and values
     let takes = |name: &str| meta.by_role(Role::Decode).is_some_and(|d| d.inputs.iter().any(|p| p.name == name));
@@ -183,7 +183,7 @@ fn images(
     let config = AutoExportConfig::from_dict(&meta.config)?;
     let open = |role: Role| -> Result<Option<(String, Box<dyn hfexport::core::backend::Runner>)>> {
         match meta.by_role(role) {
-            Some(comp) => Ok(Some((comp.name().to_string(), backend.open_runner(dir, comp, &config)?))),
+            Some(comp) => Ok(Some((comp.name().to_string(), backend.runtime()?.open_runner(dir, comp, &config)?))),
             None => Ok(None),
         }
     };
@@ -325,7 +325,7 @@ pub(crate) fn generate(a: &GenerateArgs) -> Result<()> {
     let eos = hfexport::models::GenerationConfig::from_dir(dir)?.eos_token_ids;
     let format = ExportFormat::parse(&meta.format)?;
     let t0 = Instant::now();
-    let mut generator = hfexport::backend(format)?.open_generator(dir)?;
+    let mut generator = hfexport::backend(format)?.runtime()?.open_generator(dir)?;
     if !fixed.is_empty() {
         generator.set_fixed_inputs(&fixed)?;
     }

@@ -107,7 +107,7 @@ pub(crate) fn run_export(
     let config = AutoExportConfig::from_dict(&meta.config)?;
     let feed = read_all(inputs).with_context(|| format!("cannot read inputs {}", inputs.display()))?;
     let t0 = Instant::now();
-    let mut runner = backend.open_runner(dir, comp, &config)?;
+    let mut runner = backend.runtime()?.open_runner(dir, comp, &config)?;
     let version = runner.runtime();
     let t1 = Instant::now();
     let out = runner.run(&feed).with_context(|| format!("running on {}", inputs.display()))?;

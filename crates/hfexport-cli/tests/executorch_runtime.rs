@@ -172,13 +172,13 @@ mod zero_copy {
             let out = tmp.path().join(variant);
             export("qwen3", &out, config, &["--dynamic", "--for-generation", "--static-cache", "32"]);
             let mut gen = EtGenerator::load(&out).unwrap();
-            assert_eq!(gen.zero_copy(), variant == "zero-copy");
+            assert_eq!(gen.session().zero_copy(), variant == "zero-copy");
             assert_eq!(gen.generate(&prompt, 16, &[]).unwrap(), want, "{variant}");
-            let same = gen.decode_cache_output(0).unwrap() == gen.cache(0).as_ptr();
+            let same = gen.session().decode_cache_output(0).unwrap() == gen.session().cache(0).as_ptr();
             assert_eq!(same, variant == "zero-copy", "{variant}: the cache output is the generator's buffer");
             // keys [1, kv_heads, 32, head_dim] f32: slot s of every head
             let cache: Vec<f32> =
-                gen.cache(0).chunks_exact(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect();
+                gen.session().cache(0).chunks_exact(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect();
             let cfg = hfexport_models::Checkpoint::open(&fixture("qwen3")).unwrap().config;
             let head_dim = cfg.head_dim;
             let heads = cfg.num_key_value_heads;

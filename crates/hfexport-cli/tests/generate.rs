@@ -132,14 +132,14 @@ fn generator_updates_the_bound_cache_buffers_in_place() {
         let (prompt, want) = golden(name);
         let mut g = Generator::load(&dir).unwrap();
         assert_eq!(g.cache_slots(), Some(32));
-        assert_eq!(g.vocab_size(), Some(256));
-        assert!(g.prefill_path().is_none(), "a multi-token decode export has no prefill");
-        let names: Vec<String> = g.cache_names().iter().map(|n| n.to_string()).collect();
+        assert_eq!(g.session().vocab_size(), Some(256));
+        assert!(g.session().prefill_path().is_none(), "a multi-token decode export has no prefill");
+        let names: Vec<String> = g.session().cache_names().iter().map(|n| n.to_string()).collect();
         assert_eq!(names.len(), 4, "{name}: two layers, keys and values: {names:?}");
         assert!(names.iter().any(|n| n == "cache.layers.0.keys"), "{names:?}");
-        let addresses: Vec<usize> = names.iter().map(|n| g.cache_address(n).unwrap()).collect();
+        let addresses: Vec<usize> = names.iter().map(|n| g.session().cache_address(n).unwrap()).collect();
         for n in &names {
-            let c = g.cache(n).unwrap();
+            let c = g.session().cache(n).unwrap();
             assert_eq!(c.shape()[2], 32, "{name} {n}: the symbolic axis is the cache length");
             assert!(c.as_f32().unwrap().iter().all(|&v| v == 0.0), "{name} {n}: a new cache is zeros");
         }
@@ -149,19 +149,19 @@ fn generator_updates_the_bound_cache_buffers_in_place() {
         assert_eq!(g.position(), 5);
         assert_eq!(hfexport::onnx::generate::argmax(&logits) as i64, want[0]);
         for n in &names {
-            let c = g.cache(n).unwrap();
+            let c = g.session().cache(n).unwrap();
             for slot in 0..32 {
                 let m = slot_magnitude(&c, slot);
                 assert_eq!(m > 0.0, slot < 5, "{name} {n} slot {slot} after the prompt: |sum| {m}");
             }
         }
         // One step: slot 5 is written in the same buffers, which were never copied back.
-        let before: Vec<hfexport_core::Tensor> = names.iter().map(|n| g.cache(n).unwrap()).collect();
+        let before: Vec<hfexport_core::Tensor> = names.iter().map(|n| g.session().cache(n).unwrap()).collect();
         let logits = g.step(want[0]).unwrap();
         assert_eq!(g.position(), 6);
         assert_eq!(hfexport::onnx::generate::argmax(&logits) as i64, want[1]);
         for (n, old) in names.iter().zip(&before) {
-            let c = g.cache(n).unwrap();
+            let c = g.session().cache(n).unwrap();
             assert!(slot_magnitude(&c, 5) > 0.0, "{name} {n}: slot 5 was not written in place");
             assert!((6..32).all(|s| slot_magnitude(&c, s) == 0.0), "{name} {n}: slots past 5 were written");
             // The prompt's slots are left as they were.
@@ -172,7 +172,7 @@ fn generator_updates_the_bound_cache_buffers_in_place() {
                 assert_eq!(prompt_slots(a), prompt_slots(b), "{name} {n}: head {h}, slots 0..5 changed by a step");
             }
         }
-        let now: Vec<usize> = names.iter().map(|n| g.cache_address(n).unwrap()).collect();
+        let now: Vec<usize> = names.iter().map(|n| g.session().cache_address(n).unwrap()).collect();
         assert_eq!(now, addresses, "{name}: the cache buffers moved");
 
         // The whole loop, twice (the second reuses the dirty buffers: the mask hides stale slots).
@@ -181,7 +181,7 @@ fn generator_updates_the_bound_cache_buffers_in_place() {
             assert_eq!(g.last_stop(), Some(StopReason::MaxNewTokens));
             assert_eq!(g.position(), 5 + 15);
         }
-        let now: Vec<usize> = names.iter().map(|n| g.cache_address(n).unwrap()).collect();
+        let now: Vec<usize> = names.iter().map(|n| g.session().cache_address(n).unwrap()).collect();
         assert_eq!(now, addresses, "{name}: the cache buffers moved");
         // EOS ends the loop, the EOS token included.
         let k = (1..16).find(|&k| !want[..k].contains(&want[k])).unwrap();
@@ -335,7 +335,7 @@ fn other_static_cache_exports_generate_too() {
     let dir = tmp.path().join("prefill-decode");
     export("qwen3", &dir, &["--dynamic", "--for-generation", "--static-cache", "32"]);
     let g = Generator::load(&dir).unwrap();
-    assert!(g.prefill_path().is_some_and(|p| p.ends_with("prefill.onnx")));
+    assert!(g.session().prefill_path().is_some_and(|p| p.ends_with("prefill.onnx")));
     drop(g);
     let o = hfexport(&["generate", s(&dir), "--prompt-ids", &join(&prompt), "--max-new-tokens", "16"]);
     assert!(o.status.success(), "{}", stderr(&o));

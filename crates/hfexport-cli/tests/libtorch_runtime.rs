@@ -134,10 +134,10 @@ mod in_place {
 
         let mut gen = Pt2Generator::load(&out).unwrap();
         let key = "input.cache.layers.0.keys";
-        let before = gen.static_cache(key).unwrap().data_ptr();
+        let before = gen.session().static_cache(key).unwrap().data_ptr();
         let tokens = gen.generate(&prompt, 16, &[]).unwrap();
         assert_eq!(tokens, want);
-        let cache = gen.static_cache(key).unwrap();
+        let cache = gen.session().static_cache(key).unwrap();
         assert_eq!(cache.data_ptr(), before, "the static cache was reallocated");
         // prompt + 15 fed-back tokens are cached; the last generated token never was
         let filled = prompt.len() + tokens.len() - 1;
@@ -163,7 +163,8 @@ mod in_place {
                 }
                 _ => {
                     let t =
-                        TchTensor::f_zeros(gen.static_cache(key).unwrap().size(), (Kind::Float, Device::Cpu)).unwrap();
+                        TchTensor::f_zeros(gen.session().static_cache(key).unwrap().size(), (Kind::Float, Device::Cpu))
+                            .unwrap();
                     caches.push((t.data_ptr(), t.shallow_clone()));
                     t
                 }

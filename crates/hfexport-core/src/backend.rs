@@ -6,6 +6,11 @@
 //! backend does not lower natively, backend patches), driven by the backend's per-op
 //! [`Lowering`] decisions; the backend then writes all components of an export at once, so
 //! weights they share are stored once ([`WeightTable`]).
+//!
+//! Running is apart from exporting: a format's [`Runtime`] exists only when its cargo feature
+//! builds it in, so [`Backend::runtime`] is the one place that says whether it is, and the
+//! runtime holds only runtime calls (its [`Runner`] per component, its
+//! [`crate::generation::Session`] under the shared generation loop).
 
 use crate::config::{ExportConfig, ExportFormat};
 use crate::dtype::DType;
@@ -137,16 +142,30 @@ pub trait Backend: Send + Sync {
         Component::from_planned(planned, files)
     }
 
-    /// Opens a written component in this format's runtime, or says which feature builds it in.
-    fn open_runner(&self, dir: &Path, component: &Component, cfg: &ExportConfig) -> Result<Box<dyn Runner>>;
+    /// Whether a generation export keeps its cache inside the runtime under `cfg` (OpenVINO's
+    /// stateful models: variables of the infer request). A separate prefill component could
+    /// not hand such a cache over, so `decode` serves the prompt too. The default: no.
+    fn keeps_cache_in_runtime(&self, _cfg: &ExportConfig) -> bool {
+        false
+    }
 
-    /// Whether [`Backend::open_runner`] is compiled in; the error names the cargo feature.
-    fn runner_available(&self) -> Result<()>;
+    /// This format's runtime when it is compiled in, else a config error saying which cargo
+    /// feature builds it in ([`compiled_in`]).
+    fn runtime(&self) -> Result<&'static dyn Runtime>;
 
     /// The runtime this format runs in (`onnxruntime`, `openvino`, `libtorch`, `executorch`).
     fn runtime_name(&self) -> &'static str;
+}
 
-    /// Opens the generation components of the export in `dir` in this format's runtime.
+/// A format's runtime, behind its backend's cargo feature: what runs written components for
+/// `--verify` and `hfexport run`, and generates. Implementations hold only runtime calls; the
+/// generation loop is [`crate::generation::GenerationLoop`] over the runtime's
+/// [`crate::generation::Session`].
+pub trait Runtime: Sync {
+    /// Opens a written component in this runtime.
+    fn open_runner(&self, dir: &Path, component: &Component, cfg: &ExportConfig) -> Result<Box<dyn Runner>>;
+
+    /// Opens the generation components of the export in `dir` in this runtime.
     fn open_generator(&self, dir: &Path) -> Result<Box<dyn Generator>>;
 }
 
@@ -183,13 +202,10 @@ pub trait Runner {
 /// 1.8–2.9% of the largest logit in ONNX Runtime, and 2.9% for llama in XNNPACK.
 pub const ACTIVATION_QUANT_RTOL: f32 = 0.1;
 
-/// What [`Backend::runner_available`] returns: `Ok` when the runner is `built` in, else a
-/// config error saying what is `missing` and which cargo feature builds it in.
-pub fn runner_built(built: bool, missing: &str) -> Result<()> {
-    match built {
-        true => Ok(()),
-        false => Err(Error::Config(missing.to_string())),
-    }
+/// What [`Backend::runtime`] returns: the `runtime` a cargo feature compiled in, else a
+/// config error saying what is `missing` and which feature builds it in.
+pub fn compiled_in(runtime: Option<&'static dyn Runtime>, missing: &str) -> Result<&'static dyn Runtime> {
+    runtime.ok_or_else(|| Error::Config(missing.to_string()))
 }
 
 /// Absolute tolerance on logits of an export in `dtype`: 1e-4 for float32, 5e-2 for float16,

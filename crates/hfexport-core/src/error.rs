@@ -28,6 +28,10 @@ pub enum Error {
         #[source]
         source: Box<Error>,
     },
+    /// A generation loop's own check failed (an empty prompt, a full static cache, a folder
+    /// that is no generation export).
+    #[error("{0}")]
+    Generation(String),
     #[error(transparent)]
     Source(Box<dyn std::error::Error + Send + Sync>),
 }

@@ -40,12 +40,22 @@ pub enum Entry {
     TokenIds,
     /// `inputs_embeds` float.
     Embeddings,
-    /// `pixel_values` float.
+    /// `pixel_values` float, `[batch, channels, height, width]`.
     PixelValues,
+    /// `pixel_values` float grouped by merged image row, `[image_tokens, merge², values]`, with
+    /// each patch's `patch_positions` and `frame_ids` (Qwen2-VL's tower): no batch axis.
+    PatchRows,
     /// `encoder_hidden_states` float.
     EncoderStates,
     /// `input_features` float: log-mel frames `[batch, mel_bins, frames]` (Whisper).
     InputFeatures,
+}
+
+impl Entry {
+    /// Whether the leading axis of the main input is the batch (a tower's patch rows are not).
+    pub fn leads_with_batch(self) -> bool {
+        self != Entry::PatchRows
+    }
 }
 
 /// What a component's main output is.

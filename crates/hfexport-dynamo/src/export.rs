@@ -16,12 +16,10 @@ use crate::program::{exported_program, payload_entry, CallStyle, Symbols};
 use crate::zip::ZipWriter;
 use crate::{DynamoError, Result};
 use hfexport_aten::{lower, native, AtenGraph, TensorMeta};
-use hfexport_core::backend::{Backend, Lowering, Runner, WeightProgress, WeightTable, Written as Written_};
+use hfexport_core::backend::{
+    compiled_in, Backend, Lowering, Runtime, WeightProgress, WeightTable, Written as Written_,
+};
 use hfexport_core::config::ExportFormat;
-use hfexport_core::generation::Generator;
-#[cfg(feature = "tch")]
-use hfexport_core::generation::{timed_greedy, Generated};
-use hfexport_core::metadata::Component;
 use hfexport_core::plan::Planned;
 use hfexport_core::{Dim, ExportConfig, Graph, Op, TensorSource};
 use serde_json::{json, Value};
@@ -84,29 +82,9 @@ impl Backend for Dynamo {
         Ok(components.iter().map(|_| Written_ { files: w.files.clone(), note: None }).collect())
     }
 
-    #[allow(unused_variables)]
-    fn open_runner(
-        &self,
-        dir: &Path,
-        component: &Component,
-        cfg: &ExportConfig,
-    ) -> hfexport_core::Result<Box<dyn Runner>> {
-        self.runner_available()?;
-        #[cfg(feature = "tch")]
-        {
-            let file = dir.join(component.file(".pt2")?);
-            let runner = crate::runner::Pt2Runner::load(file, component.name())?;
-            let outputs = component.outputs.iter().map(|p| p.name.clone()).collect();
-            let aliases = component.aliases.iter().map(|a| (a.output.clone(), a.input.clone())).collect();
-            Ok(Box::new(LibtorchComponent { runner, outputs, aliases }))
-        }
-        #[cfg(not(feature = "tch"))]
-        unreachable!("runner_available failed above")
-    }
-
-    fn runner_available(&self) -> hfexport_core::Result<()> {
-        hfexport_core::backend::runner_built(
-            cfg!(feature = "tch"),
+    fn runtime(&self) -> hfexport_core::Result<&'static dyn Runtime> {
+        compiled_in(
+            crate::RUNTIME,
             "running .pt2 exports needs the libtorch runner, which is not compiled into this build: build \
              hfexport with the cargo feature `dynamo-runtime` (hfexport-cli: `tch`) and LIBTORCH=<site-packages>/torch",
         )
@@ -114,40 +92,6 @@ impl Backend for Dynamo {
 
     fn runtime_name(&self) -> &'static str {
         "libtorch"
-    }
-
-    #[allow(unused_variables)]
-    fn open_generator(&self, dir: &Path) -> hfexport_core::Result<Box<dyn Generator>> {
-        self.runner_available()?;
-        #[cfg(feature = "tch")]
-        {
-            Ok(Box::new(LibtorchGeneration(crate::generate::Pt2Generator::load(dir)?)))
-        }
-        #[cfg(not(feature = "tch"))]
-        unreachable!("runner_available failed above")
-    }
-}
-
-/// libtorch behind the [`Runner`] interface: outputs named after the graph's, a static cache's
-/// output is its input updated in place.
-#[cfg(feature = "tch")]
-struct LibtorchComponent {
-    runner: crate::runner::Pt2Runner,
-    outputs: Vec<String>,
-    aliases: BTreeMap<String, String>,
-}
-
-#[cfg(feature = "tch")]
-impl Runner for LibtorchComponent {
-    fn runtime(&self) -> String {
-        format!("libtorch {}", crate::runner::linked_version())
-    }
-
-    fn run(
-        &mut self,
-        inputs: &BTreeMap<String, hfexport_core::Tensor>,
-    ) -> hfexport_core::Result<BTreeMap<String, hfexport_core::Tensor>> {
-        Ok(self.runner.run(inputs, &self.outputs, &self.aliases)?)
     }
 }
 
@@ -157,13 +101,6 @@ impl From<DynamoError> for hfexport_core::Error {
             DynamoError::Core(c) => c,
             other => hfexport_core::Error::Source(Box::new(other)),
         }
-    }
-}
-
-#[cfg(feature = "tch")]
-impl From<crate::runner::RunError> for hfexport_core::Error {
-    fn from(e: crate::runner::RunError) -> hfexport_core::Error {
-        hfexport_core::Error::Source(Box::new(e))
     }
 }
 
@@ -286,26 +223,4 @@ fn config_json(entries: serde_json::Map<String, Value>) -> Vec<u8> {
 
 fn byte_size(m: &TensorMeta) -> u64 {
     m.sizes.iter().map(|d: &Dim| d.as_const().unwrap_or(0) as u64).product::<u64>() * m.dtype.size() as u64
-}
-
-/// [`crate::generate::Pt2Generator`] behind the core [`Generator`] interface.
-#[cfg(feature = "tch")]
-struct LibtorchGeneration(crate::generate::Pt2Generator);
-
-#[cfg(feature = "tch")]
-impl Generator for LibtorchGeneration {
-    fn runtime(&self) -> String {
-        format!("libtorch {}", crate::runner::linked_version())
-    }
-
-    fn set_fixed_inputs(
-        &mut self,
-        inputs: &std::collections::BTreeMap<String, hfexport_core::Tensor>,
-    ) -> hfexport_core::Result<()> {
-        Ok(self.0.set_fixed_inputs(inputs)?)
-    }
-
-    fn generate(&mut self, prompt: &[i64], max_new_tokens: usize, eos: &[i64]) -> hfexport_core::Result<Generated> {
-        timed_greedy(&mut self.0, prompt, max_new_tokens, eos)
-    }
 }

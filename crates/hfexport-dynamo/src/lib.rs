@@ -9,7 +9,7 @@
 //! - [`program`]: the serialized ExportedProgram JSON of an ATen graph (schema 8.20);
 //! - [`export`]: the backend: ATen lowering (`hfexport-aten`) of each component and the archive;
 //! - `runner` (feature `tch`): runs a program of a `.pt2` from Rust with libtorch's kernels;
-//! - `generate` (feature `tch`): the greedy loop over a generation export, caches in place.
+//! - `generate` (feature `tch`): the runtime calls of core's generation loop, caches in place.
 
 pub mod archive;
 pub mod error;
@@ -22,3 +22,10 @@ pub mod runner;
 pub mod zip;
 
 pub use error::{DynamoError, Result};
+
+/// libtorch, when the cargo feature `tch` builds it in ([`export::Dynamo`]'s runtime).
+#[cfg(feature = "tch")]
+pub const RUNTIME: Option<&'static dyn hfexport_core::backend::Runtime> = Some(&runner::LibtorchRuntime);
+/// libtorch, when the cargo feature `tch` builds it in ([`export::Dynamo`]'s runtime).
+#[cfg(not(feature = "tch"))]
+pub const RUNTIME: Option<&'static dyn hfexport_core::backend::Runtime> = None;

@@ -18,7 +18,10 @@
 
 use crate::archive::{ArchiveError, Pt2Archive};
 use hfexport_aten::lower::python_name;
-use hfexport_core::{DType, Tensor};
+use hfexport_core::backend::{Runner, Runtime};
+use hfexport_core::generation::Generator;
+use hfexport_core::metadata::Component;
+use hfexport_core::{DType, ExportConfig, Tensor};
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -40,6 +43,56 @@ pub enum RunError {
 }
 
 pub type Result<T> = std::result::Result<T, RunError>;
+
+impl From<RunError> for hfexport_core::Error {
+    fn from(e: RunError) -> hfexport_core::Error {
+        hfexport_core::Error::Source(Box::new(e))
+    }
+}
+
+/// `libtorch <version>`: what a runner and a generator report.
+pub(crate) fn runtime_label() -> String {
+    format!("libtorch {}", linked_version())
+}
+
+/// libtorch behind the core [`Runtime`] interface.
+pub struct LibtorchRuntime;
+
+impl Runtime for LibtorchRuntime {
+    fn open_runner(
+        &self,
+        dir: &Path,
+        component: &Component,
+        _cfg: &ExportConfig,
+    ) -> hfexport_core::Result<Box<dyn Runner>> {
+        let runner = Pt2Runner::load(dir.join(component.file(".pt2")?), component.name())?;
+        let outputs = component.outputs.iter().map(|p| p.name.clone()).collect();
+        let aliases = component.aliases.iter().map(|a| (a.output.clone(), a.input.clone())).collect();
+        Ok(Box::new(LibtorchComponent { runner, outputs, aliases }))
+    }
+
+    fn open_generator(&self, dir: &Path) -> hfexport_core::Result<Box<dyn Generator>> {
+        Ok(Box::new(crate::generate::Pt2Generator::load(dir)?))
+    }
+}
+
+/// A [`Pt2Runner`] behind the [`Runner`] interface: outputs named after the graph's, a static
+/// cache's output is its input updated in place.
+struct LibtorchComponent {
+    runner: Pt2Runner,
+    outputs: Vec<String>,
+    aliases: BTreeMap<String, String>,
+}
+
+impl Runner for LibtorchComponent {
+    fn runtime(&self) -> String {
+        runtime_label()
+    }
+
+    fn run(&mut self, inputs: &BTreeMap<String, Tensor>) -> hfexport_core::Result<BTreeMap<String, Tensor>> {
+        Ok(self.runner.run(inputs, &self.outputs, &self.aliases)?)
+    }
+}
 
 /// The torch version of the libtorch this runner was built against (`2.13.0+cu130`).
 pub fn linked_version() -> &'static str {

@@ -4,10 +4,11 @@
 //! open ([`hfexport_core::dynamic::open_symbols`]: no `max` in `dynamic_shapes`, no
 //! `--static-cache`):
 //!
-//! - the batch (the leading axis of the first input, `input_ids`) is at most
+//! - the batch (the leading axis of the first input, `input_ids`, when the component's entry
+//!   leads with a batch: [`hfexport_core::plan::Entry::leads_with_batch`]) is at most
 //!   [`DEFAULT_MAX_BATCH`]: ExecuTorch's LLM runners run one sequence at a time;
 //! - every other open symbol (`sequence`, a growing cache's `past_len`, a vision tower's
-//!   `image_tokens`, which leads Qwen2-VL's `pixel_values`) is at most one common
+//!   `image_tokens`, which leads Qwen2-VL's patch rows) is at most one common
 //!   cap: the model's bound when the plan fits, else the largest cap for which the memory plans
 //!   of all methods together fit [`PLAN_BUDGET`] (rounded down to a multiple of [`ROUND`] once
 //!   it is at least that), found by bisection over the plan itself: the methods are lowered
@@ -94,13 +95,12 @@ pub fn default_bounds(
     let mut candidates = vec![];
     for (c, open) in prepared.iter().zip(open) {
         let g = &c.graph;
-        // a merged vision tower's leading axis counts image rows (`image_tokens`), not sequences
         let batch = g
             .inputs()
             .first()
+            .filter(|_| c.spec.entry.leads_with_batch())
             .and_then(|p| g.info(p.value).shape.first())
-            .and_then(|d| d.as_symbol())
-            .filter(|s| s.name() != "image_tokens");
+            .and_then(|d| d.as_symbol());
         let open = g
             .symbols
             .iter()

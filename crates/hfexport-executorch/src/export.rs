@@ -7,12 +7,8 @@
 use crate::program::{build, Alloc, Backend, ConstSource, Data, Method, Value};
 use crate::{plan, pte, EtError, Result};
 use hfexport_aten::lower;
-use hfexport_core::backend::{Backend as HfBackend, DefaultBounds, Lowering, Runner, WeightProgress};
+use hfexport_core::backend::{compiled_in, Backend as HfBackend, DefaultBounds, Lowering, Runtime, WeightProgress};
 use hfexport_core::config::{ExecutorchBackend, ExecutorchConfig, ExportFormat};
-use hfexport_core::generation::Generator;
-#[cfg(feature = "runtime")]
-use hfexport_core::generation::{timed_greedy, Generated};
-use hfexport_core::metadata::Component;
 use hfexport_core::plan::{ComponentSpec, Planned, Role};
 use hfexport_core::sink::WeightSink;
 use hfexport_core::{Activation, DType, ExportConfig, Graph, Op, QuantForm, QuantRecipe, TensorSource};
@@ -92,7 +88,7 @@ pub struct Executorch;
 /// The one instance the facade lists.
 pub static BACKEND: Executorch = Executorch;
 
-fn executorch_config(cfg: &ExportConfig) -> hfexport_core::Result<&ExecutorchConfig> {
+pub(crate) fn executorch_config(cfg: &ExportConfig) -> hfexport_core::Result<&ExecutorchConfig> {
     match cfg {
         ExportConfig::Executorch(c) => Ok(c),
         other => Err(hfexport_core::Error::Config(format!(
@@ -182,32 +178,9 @@ impl HfBackend for Executorch {
         Ok(crate::bounds::default_bounds(&prepared, open, executorch_config(cfg)?)?)
     }
 
-    #[allow(unused_variables)]
-    fn open_runner(
-        &self,
-        dir: &Path,
-        component: &Component,
-        cfg: &ExportConfig,
-    ) -> hfexport_core::Result<Box<dyn Runner>> {
-        self.runner_available()?;
-        #[cfg(feature = "runtime")]
-        {
-            use crate::runtime::{output_names, EtRunner};
-            let runner = EtRunner::for_component(dir, component)?;
-            let inputs = component.inputs.iter().map(|p| p.name.clone()).collect();
-            let outputs: Vec<String> = component.outputs.iter().map(|p| p.name.clone()).collect();
-            let aliased: Vec<String> = component.aliases.iter().map(|a| a.output.clone()).collect();
-            let names = output_names(&outputs, &aliased);
-            let xnnpack = executorch_config(cfg)?.backend == ExecutorchBackend::Xnnpack;
-            Ok(Box::new(EtComponent { runner, inputs, names, xnnpack }))
-        }
-        #[cfg(not(feature = "runtime"))]
-        unreachable!("runner_available failed above")
-    }
-
-    fn runner_available(&self) -> hfexport_core::Result<()> {
-        hfexport_core::backend::runner_built(
-            cfg!(feature = "runtime"),
+    fn runtime(&self) -> hfexport_core::Result<&'static dyn Runtime> {
+        compiled_in(
+            crate::RUNTIME,
             "running .pte exports needs the ExecuTorch runner, which is not compiled into this build: build \
              hfexport with the cargo feature `executorch-runtime` (hfexport-cli: `executorch-runtime`; it builds \
              against the executorch==1.5.1 wheel in .venv/)",
@@ -217,59 +190,6 @@ impl HfBackend for Executorch {
     fn runtime_name(&self) -> &'static str {
         "executorch"
     }
-
-    #[allow(unused_variables)]
-    fn open_generator(&self, dir: &Path) -> hfexport_core::Result<Box<dyn Generator>> {
-        self.runner_available()?;
-        #[cfg(feature = "runtime")]
-        {
-            Ok(Box::new(EtGeneration(crate::generate::EtGenerator::load(dir)?)))
-        }
-        #[cfg(not(feature = "runtime"))]
-        unreachable!("runner_available failed above")
-    }
-}
-
-/// The ExecuTorch runtime behind the [`Runner`] interface: the method's outputs are `[updated
-/// caches, user outputs, updated caches]`, named after the graph's. XNNPACK's kernels
-/// reassociate sums, so its tolerance is at least 1e-3.
-#[cfg(feature = "runtime")]
-struct EtComponent {
-    runner: crate::runtime::EtRunner,
-    inputs: Vec<String>,
-    names: Vec<String>,
-    xnnpack: bool,
-}
-
-#[cfg(feature = "runtime")]
-impl Runner for EtComponent {
-    fn runtime(&self) -> String {
-        format!("executorch {}", crate::runtime::linked_version())
-    }
-
-    fn run(
-        &mut self,
-        feeds: &BTreeMap<String, hfexport_core::Tensor>,
-    ) -> hfexport_core::Result<BTreeMap<String, hfexport_core::Tensor>> {
-        Ok(self.runner.run_named(feeds, &self.inputs, &self.names)?)
-    }
-
-    fn atol(&self, dtype: hfexport_core::DType) -> f32 {
-        let atol = hfexport_core::backend::verification_atol(dtype);
-        if self.xnnpack {
-            atol.max(1e-3)
-        } else {
-            atol
-        }
-    }
-
-    /// XNNPACK's quantized linears quantize activations to int8 per token.
-    fn quantized_rtol(&self) -> f32 {
-        match self.xnnpack {
-            true => hfexport_core::backend::ACTIVATION_QUANT_RTOL,
-            false => 0.0,
-        }
-    }
 }
 
 impl From<EtError> for hfexport_core::Error {
@@ -278,13 +198,6 @@ impl From<EtError> for hfexport_core::Error {
             EtError::Core(c) => c,
             other => hfexport_core::Error::Source(Box::new(other)),
         }
-    }
-}
-
-#[cfg(feature = "runtime")]
-impl From<crate::runtime::RunError> for hfexport_core::Error {
-    fn from(e: crate::runtime::RunError) -> hfexport_core::Error {
-        hfexport_core::Error::Source(Box::new(e))
     }
 }
 
@@ -424,34 +337,4 @@ pub fn export_program(
     }
     out.finish().map_err(io)?;
     Ok(methods.iter().map(|m| m.arena).collect())
-}
-
-/// [`crate::generate::EtGenerator`] behind the core [`Generator`] interface.
-#[cfg(feature = "runtime")]
-struct EtGeneration(crate::generate::EtGenerator);
-
-#[cfg(feature = "runtime")]
-impl Generator for EtGeneration {
-    fn runtime(&self) -> String {
-        format!("executorch {}", crate::runtime::linked_version())
-    }
-
-    fn kind(&self) -> &'static str {
-        if self.0.zero_copy() {
-            "zero-copy"
-        } else {
-            ""
-        }
-    }
-
-    fn set_fixed_inputs(
-        &mut self,
-        inputs: &std::collections::BTreeMap<String, hfexport_core::Tensor>,
-    ) -> hfexport_core::Result<()> {
-        Ok(self.0.set_fixed_inputs(inputs)?)
-    }
-
-    fn generate(&mut self, prompt: &[i64], max_new_tokens: usize, eos: &[i64]) -> hfexport_core::Result<Generated> {
-        timed_greedy(&mut self.0, prompt, max_new_tokens, eos)
-    }
 }

@@ -1,26 +1,26 @@
-//! Greedy generation over a `.pte` generation export with the ExecuTorch runner (feature
-//! `runtime`), and its zero-copy decode loop.
+//! ExecuTorch's side of core's generation loop (feature `runtime`): the runtime calls of
+//! [`GenerationLoop`] over a `.pte` generation export, zero-copy when nothing is planned.
 //!
-//! The export's `model.pte` holds a method per component (`prefill`, `decode`): the generator
+//! The export's `model.pte` holds a method per component (`prefill`, `decode`): the session
 //! loads the program once and each method from it, found by the component's role.
 //!
-//! The generator owns one buffer per cache (zeros, `cache_len` at its maximum), the logits and
+//! The session owns one buffer per cache (zeros, `cache_len` at its maximum), the logits and
 //! the small inputs. When the program plans none of them (`alloc_graph_input`,
 //! `alloc_graph_output` and `alloc_mutable_buffers` false), every call binds the caller's
 //! buffers: the caches as inputs (the program's in-place `index_put_` writes the new slots into
 //! them) and as the updated-cache outputs (`Method::set_output_data_ptr`), the logits as an
 //! output — nothing is copied, and `prefill` and `decode` share the same cache buffers. When
 //! the program plans them, each call copies the caches in (`set_input`) and the updated caches
-//! back out. The loop itself is core's [`greedy`].
+//! back out.
 
 use crate::export::method_name;
 use crate::runtime::{EtRunner, RunError};
-use hfexport_core::generation::{greedy, prompt_calls, static_mask, Steps, StopReason};
-use hfexport_core::metadata::{Component, ExportMetadata};
+use hfexport_core::generation::{self, Call, GenerationExport, GenerationLoop};
+use hfexport_core::metadata::Component;
 use hfexport_core::plan::Role;
-use hfexport_core::{DType, Tensor};
+use hfexport_core::{DType, ExportFormat, Tensor};
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 fn err(path: &Path, msg: impl Into<String>) -> RunError {
     RunError::Runtime { path: path.to_path_buf(), msg: msg.into() }
@@ -68,13 +68,15 @@ struct Fixed {
     buf: Buf,
 }
 
-/// A greedy generation loop over a `.pte` export folder — see the module docs.
-pub struct EtGenerator {
-    dir: PathBuf,
+/// Greedy generation in ExecuTorch.
+pub type EtGenerator = GenerationLoop<EtSession>;
+
+/// The methods of a `.pte` generation export and the buffers every call binds — see the
+/// module docs.
+pub struct EtSession {
     decode: Part,
     prefill: Option<Part>,
     slots: usize,
-    one_token: bool,
     /// (dtype, sizes, buffer) of each cache, in method input order.
     caches: Vec<(DType, Vec<i64>, Buf)>,
     /// The inputs after the caches, fed unchanged to every call (an encoder-decoder's
@@ -82,8 +84,6 @@ pub struct EtGenerator {
     fixed: Vec<Fixed>,
     logits: Buf,
     vocab: usize,
-    pos: usize,
-    last_stop: Option<StopReason>,
 }
 
 impl Part {
@@ -119,21 +119,11 @@ impl Part {
     }
 }
 
-impl EtGenerator {
-    /// Loads the generation components of a `.pte` export folder (static cache).
-    pub fn load(dir: impl AsRef<Path>) -> Result<EtGenerator, RunError> {
-        let dir = dir.as_ref();
-        let meta = ExportMetadata::read(dir).map_err(|e| err(dir, e.to_string()))?;
-        if meta.format != "executorch" {
-            return Err(err(
-                dir,
-                format!("this is a {} export; the ExecuTorch runner needs --format executorch", meta.format),
-            ));
-        }
-        let comp = meta.by_role(Role::Decode).ok_or_else(|| {
-            err(dir, "this export has no `decode` component; generation needs an export made with --for-generation")
-        })?;
-        let Some(slots) = comp.static_slots() else {
+impl EtSession {
+    /// Loads the methods of a `.pte` export's generation components (static cache).
+    fn load(export: &GenerationExport) -> Result<EtSession, RunError> {
+        let (dir, comp) = (export.dir.as_path(), export.decode());
+        let Some(slots) = export.slots() else {
             return Err(err(
                 dir,
                 "a .pte generation export needs a static cache (--static-cache N): ExecuTorch plans every tensor at \
@@ -150,12 +140,7 @@ impl EtGenerator {
             .collect();
         let counts = (cache_ports.len(), fixed_names.len());
         let decode = Part::load(dir, comp, counts, None)?;
-        let prefill = meta
-            .by_role(Role::Prefill)
-            .map(|c| Part::load(dir, c, counts, Some((comp, &decode.runner))))
-            .transpose()?;
-        let one_token =
-            comp.inputs.iter().any(|p| p.name == "input_ids" && p.shape.get(1).map(String::as_str) == Some("1"));
+        let prefill = export.prefill().map(|c| Part::load(dir, c, counts, Some((comp, &decode.runner)))).transpose()?;
         let ports = &decode.runner.inputs()[3..];
         let caches = ports[..counts.0].iter().map(|t| (t.dtype, t.bound.clone(), Buf::zeros(t.max_bytes()))).collect();
         let fixed = fixed_names
@@ -172,35 +157,23 @@ impl EtGenerator {
         let logits_info = decode.runner.outputs()[decode.logits].clone();
         let vocab = *logits_info.bound.last().unwrap_or(&0) as usize;
         let most = prefill.as_ref().map_or(logits_info.max_bytes(), |p| p.runner.outputs()[p.logits].max_bytes());
-        Ok(EtGenerator {
-            dir: dir.to_path_buf(),
+        Ok(EtSession {
             decode,
             prefill,
             slots,
-            one_token,
             caches,
             fixed,
             logits: Buf::zeros(most.max(logits_info.max_bytes())),
             vocab,
-            pos: 0,
-            last_stop: None,
         })
     }
 
-    pub fn cache_slots(&self) -> usize {
-        self.slots
-    }
-
-    pub fn last_stop(&self) -> Option<StopReason> {
-        self.last_stop
-    }
-
-    /// Whether every call runs on the generator's own buffers (no cache copies).
+    /// Whether every call runs on the session's own buffers (no cache copies).
     pub fn zero_copy(&self) -> bool {
         self.decode.zero_copy && self.prefill.as_ref().is_none_or(|p| p.zero_copy)
     }
 
-    /// The bytes of cache `i` (method input order) as the generator holds them.
+    /// The bytes of cache `i` (method input order) as the session holds them.
     pub fn cache(&self, i: usize) -> &[u8] {
         self.caches[i].2.bytes()
     }
@@ -210,10 +183,9 @@ impl EtGenerator {
         Ok(self.decode.runner.output_view(i)?.0)
     }
 
-    /// Feeds `inputs` unchanged to every later call (an encoder-decoder's cross-attention keys
-    /// and values, from its `encoder` component): each must be one of the method's inputs after
-    /// the caches, with its dtype and a shape within its bound.
-    pub fn set_fixed_inputs(&mut self, inputs: &BTreeMap<String, Tensor>) -> Result<(), RunError> {
+    /// Each of `inputs` must be one of the method's inputs after the caches, with its dtype and
+    /// a shape within its bound.
+    fn bind_fixed(&mut self, inputs: &BTreeMap<String, Tensor>) -> Result<(), RunError> {
         let path = self.decode.runner.path().to_path_buf();
         for (name, t) in inputs {
             let Some(f) = self.fixed.iter_mut().find(|f| &f.name == name) else {
@@ -239,31 +211,20 @@ impl EtGenerator {
         Ok(())
     }
 
-    pub fn generate(&mut self, prompt: &[i64], max_new_tokens: usize, eos: &[i64]) -> Result<Vec<i64>, RunError> {
-        self.last_stop = None;
-        let (tokens, stop) = greedy(self, prompt, max_new_tokens, eos)?;
-        self.last_stop = Some(stop);
-        Ok(tokens)
-    }
-
-    fn call(&mut self, tokens: &[i64], use_prefill: bool) -> Result<Vec<f32>, RunError> {
-        let (q, pos, slots) = (tokens.len(), self.pos, self.slots);
-        if pos + q > slots {
-            return Err(err(
-                &self.dir,
-                format!("position {} is beyond the static cache of {slots} slots", pos + q - 1),
-            ));
-        }
-        let part = match (&mut self.prefill, use_prefill) {
-            (Some(p), true) => p,
+    /// One call of `prefill` (for the prompt, when present) or `decode`; the last row of the logits.
+    fn call(&mut self, call: &Call) -> Result<Vec<f32>, RunError> {
+        let (q, slots) = (call.tokens.len(), self.slots);
+        let part = match (&mut self.prefill, call.role) {
+            (Some(p), Role::Prefill) => p,
             _ => &mut self.decode,
         };
-        let mut ids = tokens.to_vec();
-        let mut mask: Vec<u8> = static_mask(q, pos, slots).into_iter().map(u8::from).collect();
-        let mut positions: Vec<i64> = (pos..pos + q).map(|p| p as i64).collect();
         let r = &mut part.runner;
-        // SAFETY: every bound buffer (locals and the generator's) lives until `execute` returns
-        // and is not moved meanwhile; the caches and logits are the generator's own.
+        let inputs = call.inputs().map_err(|e| err(r.path(), e.to_string()))?;
+        let ints = |name: &str| inputs[name].as_i64().map(<[i64]>::to_vec).map_err(|e| err(r.path(), e.to_string()));
+        let (mut ids, mut positions) = (ints("input_ids")?, ints("position_ids")?);
+        let mut mask = inputs["attention_mask"].to_le_bytes();
+        // SAFETY: every bound buffer (locals and the session's) lives until `execute` returns
+        // and is not moved meanwhile; the caches and logits are the session's own.
         unsafe {
             r.bind_input(0, ids.as_mut_ptr().cast(), DType::I64, &[1, q as i64])?;
             r.bind_input(1, mask.as_mut_ptr(), DType::Bool, &[1, 1, q as i64, slots as i64])?;
@@ -287,7 +248,7 @@ impl EtGenerator {
         }
         r.execute()?;
         if !part.zero_copy {
-            // the updated caches back into the generator's buffers
+            // the updated caches back into the session's buffers
             for (i, (_, _, buf)) in self.caches.iter_mut().enumerate() {
                 let (data, dtype, shape) = r.output_view(part.logits + 1 + i)?;
                 let n = shape.iter().product::<usize>() * dtype.size();
@@ -304,48 +265,42 @@ impl EtGenerator {
             ));
         }
         let rows = shape.iter().product::<usize>() / self.vocab;
-        // SAFETY: `rows * vocab` f32 at `data` (the generator's buffer or the runtime's output).
+        // SAFETY: `rows * vocab` f32 at `data` (the session's buffer or the runtime's output).
         let all = unsafe { std::slice::from_raw_parts(data.cast::<f32>(), rows * self.vocab) };
-        self.pos += q;
         Ok(all[(rows - 1) * self.vocab..].to_vec())
     }
 }
 
-impl Steps for EtGenerator {
-    type Error = RunError;
+impl generation::Session for EtSession {
+    const FORMAT: ExportFormat = ExportFormat::Executorch;
 
-    fn prefill(&mut self, prompt: &[i64]) -> Result<Vec<f32>, RunError> {
-        if prompt.len() > self.slots {
-            return Err(err(
-                &self.dir,
-                format!("prompt of {} tokens does not fit the static cache of {} slots", prompt.len(), self.slots),
-            ));
+    fn open(export: &GenerationExport) -> hfexport_core::Result<EtSession> {
+        Ok(EtSession::load(export)?)
+    }
+
+    fn runtime(&self) -> String {
+        crate::runtime::runtime_label()
+    }
+
+    fn kind(&self) -> &'static str {
+        match self.zero_copy() {
+            true => "zero-copy",
+            false => "",
         }
-        self.pos = 0;
+    }
+
+    fn reset(&mut self) -> hfexport_core::Result<()> {
         for (_, _, b) in &mut self.caches {
             b.bytes_mut().fill(0);
         }
-        let use_prefill = self.prefill.is_some();
-        let mut logits = vec![];
-        for c in prompt_calls(prompt, self.one_token && !use_prefill) {
-            logits = self.call(c, use_prefill)?;
-        }
-        Ok(logits)
+        Ok(())
     }
 
-    fn step(&mut self, token: i64) -> Result<Vec<f32>, RunError> {
-        self.call(&[token], false)
+    fn run(&mut self, call: &Call) -> hfexport_core::Result<Vec<f32>> {
+        Ok(self.call(call)?)
     }
 
-    fn position(&self) -> usize {
-        self.pos
-    }
-
-    fn capacity(&self) -> Option<usize> {
-        Some(self.slots)
-    }
-
-    fn error(msg: String) -> RunError {
-        RunError::Runtime { path: PathBuf::from("(generation)"), msg }
+    fn set_fixed_inputs(&mut self, inputs: &BTreeMap<String, Tensor>) -> hfexport_core::Result<()> {
+        Ok(self.bind_fixed(inputs)?)
     }
 }

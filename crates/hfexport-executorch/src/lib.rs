@@ -13,7 +13,8 @@
 //! - [`export`]: every component of an export as a method of one `model.pte`, each distinct
 //!   weight stored once and streamed after the program;
 //! - `runtime` and `generate` (feature `runtime`): the executorch wheel's C++ runtime through a
-//!   `cxx` bridge (`shim/et_bridge.{h,cpp}`), and the zero-copy greedy loop.
+//!   `cxx` bridge (`shim/et_bridge.{h,cpp}`), and the runtime calls of core's generation loop
+//!   (zero-copy).
 //!
 //! The flatbuffer code in `generated/` comes from the schemas vendored in `schema/` (from the
 //! executorch wheel) by `cargo xtask codegen`, so a build needs no flatc.
@@ -35,3 +36,10 @@ pub mod runtime;
 pub mod xnnpack;
 
 pub use error::{EtError, Result};
+
+/// ExecuTorch, when the cargo feature `runtime` builds it in ([`export::Executorch`]'s runtime).
+#[cfg(feature = "runtime")]
+pub const RUNTIME: Option<&'static dyn hfexport_core::backend::Runtime> = Some(&runtime::ExecutorchRuntime);
+/// ExecuTorch, when the cargo feature `runtime` builds it in ([`export::Executorch`]'s runtime).
+#[cfg(not(feature = "runtime"))]
+pub const RUNTIME: Option<&'static dyn hfexport_core::backend::Runtime> = None;

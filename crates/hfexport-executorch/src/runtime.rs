@@ -13,8 +13,11 @@
 use crate::dump::PteFile;
 use crate::program::{dtype_of, scalar_type};
 use cxx::UniquePtr;
+use hfexport_core::backend::{verification_atol, Runner, Runtime, ACTIVATION_QUANT_RTOL};
+use hfexport_core::config::ExecutorchBackend;
+use hfexport_core::generation::Generator;
 use hfexport_core::metadata::Component;
-use hfexport_core::{DType, Tensor};
+use hfexport_core::{DType, ExportConfig, Tensor};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -61,6 +64,72 @@ pub fn linked_version() -> &'static str {
     env!("HFEXPORT_EXECUTORCH_VERSION")
 }
 
+/// `executorch <version>`: what a runner and a generator report.
+pub(crate) fn runtime_label() -> String {
+    format!("executorch {}", linked_version())
+}
+
+/// ExecuTorch behind the core [`Runtime`] interface.
+pub struct ExecutorchRuntime;
+
+impl Runtime for ExecutorchRuntime {
+    fn open_runner(
+        &self,
+        dir: &Path,
+        component: &Component,
+        cfg: &ExportConfig,
+    ) -> hfexport_core::Result<Box<dyn Runner>> {
+        let runner = EtRunner::for_component(dir, component)?;
+        let inputs = component.inputs.iter().map(|p| p.name.clone()).collect();
+        let outputs: Vec<String> = component.outputs.iter().map(|p| p.name.clone()).collect();
+        let aliased: Vec<String> = component.aliases.iter().map(|a| a.output.clone()).collect();
+        let names = output_names(&outputs, &aliased);
+        let xnnpack = crate::export::executorch_config(cfg)?.backend == ExecutorchBackend::Xnnpack;
+        Ok(Box::new(EtComponent { runner, inputs, names, xnnpack }))
+    }
+
+    fn open_generator(&self, dir: &Path) -> hfexport_core::Result<Box<dyn Generator>> {
+        Ok(Box::new(crate::generate::EtGenerator::load(dir)?))
+    }
+}
+
+/// An [`EtRunner`] behind the [`Runner`] interface: the method's outputs are `[updated
+/// caches, user outputs, updated caches]`, named after the graph's. XNNPACK's kernels
+/// reassociate sums, so its tolerance is at least 1e-3.
+struct EtComponent {
+    runner: EtRunner,
+    inputs: Vec<String>,
+    names: Vec<String>,
+    xnnpack: bool,
+}
+
+impl Runner for EtComponent {
+    fn runtime(&self) -> String {
+        runtime_label()
+    }
+
+    fn run(&mut self, feeds: &BTreeMap<String, Tensor>) -> hfexport_core::Result<BTreeMap<String, Tensor>> {
+        Ok(self.runner.run_named(feeds, &self.inputs, &self.names)?)
+    }
+
+    fn atol(&self, dtype: DType) -> f32 {
+        let atol = verification_atol(dtype);
+        if self.xnnpack {
+            atol.max(1e-3)
+        } else {
+            atol
+        }
+    }
+
+    /// XNNPACK's quantized linears quantize activations to int8 per token.
+    fn quantized_rtol(&self) -> f32 {
+        match self.xnnpack {
+            true => ACTIVATION_QUANT_RTOL,
+            false => 0.0,
+        }
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
     #[error(transparent)]
@@ -70,6 +139,12 @@ pub enum RunError {
 }
 
 pub type Result<T> = std::result::Result<T, RunError>;
+
+impl From<RunError> for hfexport_core::Error {
+    fn from(e: RunError) -> hfexport_core::Error {
+        hfexport_core::Error::Source(Box::new(e))
+    }
+}
 
 /// An input or output of the method: dtype, upper-bound sizes, whether the plan owns it.
 #[derive(Debug, Clone, PartialEq)]

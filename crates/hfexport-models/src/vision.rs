@@ -196,7 +196,7 @@ fn merged_image_encoder(
     let h = e.op(&mroot.pp(first).name("act"), Op::Activate(Activation::Gelu), &[h])?;
     let h = e.linear(&mroot.pp(second), cfg.hidden_size, hs * group, true, h)?;
     e.g.add_output(IMAGE_EMBEDS, h)?;
-    Ok(Planned { spec: spec("image_encoder", Role::ImageEncoder, Entry::PixelValues), graph: e.g })
+    Ok(Planned { spec: spec("image_encoder", Role::ImageEncoder, Entry::PatchRows), graph: e.g })
 }
 
 /// The first of the projector's roots under which its first linear exists (the first root when

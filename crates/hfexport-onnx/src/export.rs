@@ -1,13 +1,11 @@
 //! The ONNX [`Backend`]: which ops each opset lowers natively, the writer of all components
-//! (one shared external data file), and the ONNX Runtime runner behind the feature `runtime`.
+//! (one shared external data file), and the ONNX Runtime runner behind the feature `runtime`
+//! ([`crate::RUNTIME`]).
 
 use crate::lower::{native, ort_cpu_contrib, OPSET_NATIVE_LLM_OPS};
 use crate::writer::write_components;
-use hfexport_core::backend::{Backend, Lowering, ModelFacts, Runner, WeightProgress, Written};
+use hfexport_core::backend::{compiled_in, Backend, Lowering, ModelFacts, Runtime, WeightProgress, Written};
 use hfexport_core::config::{ExportFormat, OnnxConfig, OnnxQuantOps, OrtFusions};
-use hfexport_core::generation::Generator;
-#[cfg(feature = "runtime")]
-use hfexport_core::generation::{timed_greedy, Generated};
 use hfexport_core::metadata::Component;
 use hfexport_core::plan::Planned;
 use hfexport_core::{Error, ExportConfig, Op, Result, TensorSource};
@@ -97,21 +95,9 @@ impl Backend for Onnx {
         }
     }
 
-    #[allow(unused_variables)]
-    fn open_runner(&self, dir: &Path, component: &Component, cfg: &ExportConfig) -> Result<Box<dyn Runner>> {
-        self.runner_available()?;
-        #[cfg(feature = "runtime")]
-        {
-            let runner = crate::runtime::OnnxRunner::load(dir.join(component.file(".onnx")?))?;
-            Ok(Box::new(OrtRunner(runner)))
-        }
-        #[cfg(not(feature = "runtime"))]
-        unreachable!("runner_available failed above")
-    }
-
-    fn runner_available(&self) -> Result<()> {
-        hfexport_core::backend::runner_built(
-            cfg!(feature = "runtime"),
+    fn runtime(&self) -> Result<&'static dyn Runtime> {
+        compiled_in(
+            crate::RUNTIME,
             "running ONNX exports needs the ONNX Runtime runner, which is not compiled into this build: build \
              hfexport with the cargo feature `onnx-runtime`",
         )
@@ -119,44 +105,6 @@ impl Backend for Onnx {
 
     fn runtime_name(&self) -> &'static str {
         "onnxruntime"
-    }
-
-    #[allow(unused_variables)]
-    fn open_generator(&self, dir: &Path) -> Result<Box<dyn Generator>> {
-        self.runner_available()?;
-        #[cfg(feature = "runtime")]
-        {
-            Ok(Box::new(OrtGenerator(crate::generate::Generator::load(dir)?)))
-        }
-        #[cfg(not(feature = "runtime"))]
-        unreachable!("runner_available failed above")
-    }
-}
-
-/// ONNX Runtime behind the [`Runner`] interface: in-place cache outputs (`output.*`) are the
-/// caller's bound buffers, not compared.
-#[cfg(feature = "runtime")]
-struct OrtRunner(crate::runtime::OnnxRunner);
-
-#[cfg(feature = "runtime")]
-impl Runner for OrtRunner {
-    fn runtime(&self) -> String {
-        format!("onnxruntime {}", crate::runtime::loaded_version().unwrap_or_else(|| "(unknown version)".into()))
-    }
-
-    fn run(
-        &mut self,
-        inputs: &BTreeMap<String, hfexport_core::Tensor>,
-    ) -> Result<BTreeMap<String, hfexport_core::Tensor>> {
-        Ok(self.0.run(inputs)?)
-    }
-
-    /// Accuracy level 4 quantizes `A` to int8 per block of `K` (`lower.rs: matmul_nbits`).
-    fn quantized_rtol(&self) -> f32 {
-        hfexport_core::backend::ACTIVATION_QUANT_RTOL
-    }
-    fn compares(&self, output: &str) -> bool {
-        !output.starts_with("output.")
     }
 }
 
@@ -166,24 +114,5 @@ impl From<crate::OnnxError> for Error {
             crate::OnnxError::Core(c) => c,
             other => Error::Source(Box::new(other)),
         }
-    }
-}
-
-/// [`crate::generate::Generator`] behind the core [`Generator`] interface.
-#[cfg(feature = "runtime")]
-struct OrtGenerator(crate::generate::Generator);
-
-#[cfg(feature = "runtime")]
-impl Generator for OrtGenerator {
-    fn runtime(&self) -> String {
-        format!("onnxruntime {}", crate::runtime::loaded_version().unwrap_or_else(|| "(unknown version)".into()))
-    }
-
-    fn set_fixed_inputs(&mut self, inputs: &BTreeMap<String, hfexport_core::Tensor>) -> Result<()> {
-        Ok(self.0.set_fixed_inputs(inputs)?)
-    }
-
-    fn generate(&mut self, prompt: &[i64], max_new_tokens: usize, eos: &[i64]) -> Result<Generated> {
-        timed_greedy(&mut self.0, prompt, max_new_tokens, eos)
     }
 }

@@ -21,6 +21,9 @@
 //! steps. Per call only `input_ids`, `attention_mask` (slot `j` visible to query `i` iff
 //! `j <= pos + i`), `position_ids` are bound, and `logits` is bound to host memory.
 //!
+//! [`OrtSession`] is only these runtime calls; the loop around them (the prompt's calls, the
+//! position, the static cache's bounds, the stop rules) is core's [`GenerationLoop`].
+//!
 //! ```no_run
 //! # fn main() -> hfexport_onnx::Result<()> {
 //! use hfexport_onnx::generate::Generator;
@@ -31,21 +34,19 @@
 
 use crate::runtime::{environment, to_ort};
 use crate::{OnnxError, Result};
+use hfexport_core::generation::{self, Call, GenerationExport, GenerationLoop};
 pub use hfexport_core::generation::{argmax, StopReason};
-use hfexport_core::generation::{greedy, static_mask, Steps};
-use hfexport_core::metadata::{Component, ExportMetadata};
+use hfexport_core::metadata::Component;
 use hfexport_core::plan::{CacheMode, Role};
-use hfexport_core::{DType, Tensor};
+use hfexport_core::{DType, ExportFormat, Tensor};
 use ort::memory::{Allocator, MemoryInfo};
 use ort::session::{IoBinding, Session, SessionInputValue};
-use ort::value::{
-    DynTensor, DynTensorValueType, DynValue, Tensor as OrtTensor, TensorElementType, ValueRef, ValueType,
-};
+use ort::value::{DynTensor, DynTensorValueType, DynValue, TensorElementType, ValueRef, ValueType};
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-/// The component a generator runs.
+/// The component whose steps a generator runs.
 pub const COMPONENT: &str = "decode";
 /// The symbol of `export.json` whose maximum is the number of cache slots.
 pub const CACHE_SYMBOL: &str = "cache_len";
@@ -70,9 +71,6 @@ struct BoundGraph {
     session: Session,
     binding: IoBinding,
     path: PathBuf,
-    /// Tokens one call takes at most: `input_ids` axis 1 when the graph fixes it (a one-token
-    /// `decode`), else any number.
-    max_q: Option<usize>,
     head: Head,
 }
 
@@ -129,10 +127,6 @@ impl BoundGraph {
     fn bind(session: Session, path: PathBuf, caches: &mut [CacheBuffer]) -> Result<BoundGraph> {
         let here = path.display().to_string();
         let head = Head::of(&session, &here)?;
-        let max_q = match session.inputs().iter().find(|i| i.name() == "input_ids").map(|i| i.dtype()) {
-            Some(ValueType::Tensor { shape, .. }) if shape.len() == 2 => (shape[1] > 0).then_some(shape[1] as usize),
-            _ => return Err(err(format!("{here}: input `input_ids` is not a [1, q] tensor"))),
-        };
         let mut binding =
             session.create_binding().map_err(|e| err(format!("{here}: cannot create an IoBinding: {e}")))?;
         for c in caches {
@@ -145,17 +139,19 @@ impl BoundGraph {
                 .bind_output(c.output.as_str(), &mut c.value)
                 .map_err(|e| err(format!("{here}: cannot bind `{}`: {e}", c.output)))?;
         }
-        Ok(BoundGraph { session, binding, path, max_q, head })
+        Ok(BoundGraph { session, binding, path, head })
     }
 }
 
-/// A greedy generation loop over an export folder's `decode` component (and `prefill`, when
-/// the export has one) — see the module docs.
+/// ONNX Runtime's side of [`GenerationLoop`] over an export folder's `decode` component (and
+/// `prefill`, when the export has one) — see the module docs.
 #[derive(Debug)]
-pub struct Generator {
+pub struct OrtSession {
     engine: Engine,
-    last_stop: Option<StopReason>,
 }
+
+/// Greedy generation in ONNX Runtime.
+pub type Generator = GenerationLoop<OrtSession>;
 
 /// How the cache lives between calls.
 #[derive(Debug)]
@@ -166,61 +162,8 @@ enum Engine {
     Growing(Box<GrowingCache>),
 }
 
-impl Generator {
-    /// Loads the generation components of an export folder: a static-cache export (`decode`,
-    /// and `prefill` when listed), whose cache buffers are allocated once and bound, or a
-    /// growing-cache export (`prefill` and `decode`). Errors name the folder and what is
-    /// missing (no `decode` component, a cache input without its output…).
-    pub fn load(dir: impl AsRef<Path>) -> Result<Generator> {
-        let dir = dir.as_ref();
-        let meta = ExportMetadata::read(dir)?;
-        if meta.format != "onnx" {
-            return Err(err(format!(
-                "{}: this is a {} export; generation in ONNX Runtime needs an ONNX export (--format onnx)",
-                dir.display(),
-                meta.format
-            )));
-        }
-        let names: Vec<&str> = meta.components.iter().map(|c| c.name()).collect();
-        let Some(decode) = meta.by_role(Role::Decode) else {
-            return Err(err(format!(
-                "{}: this export has no `{COMPONENT}` component (components: {}); generation needs an export made \
-                 with --for-generation, e.g. hfexport export --format onnx --dynamic --for-generation --static-cache N \
-                 --multi-token-decode",
-                dir.display(),
-                names.join(", ")
-            )));
-        };
-        let env = environment(&[dir])?;
-        let prefill = meta.by_role(Role::Prefill);
-        let engine = match (decode.spec.cache, decode.static_slots()) {
-            (CacheMode::StaticInPlace, Some(slots)) => {
-                Engine::Static(Box::new(StaticCache::load(&env, dir, decode, prefill, slots)?))
-            }
-            (CacheMode::Growing, _) => {
-                let Some(prefill) = prefill else {
-                    return Err(err(format!(
-                        "{}: a growing-cache export needs its `prefill` component (components: {}); re-export with \
-                         --for-generation",
-                        dir.display(),
-                        names.join(", ")
-                    )));
-                };
-                Engine::Growing(Box::new(GrowingCache::load(&env, dir, prefill, decode)?))
-            }
-            (cache, _) => {
-                return Err(err(format!(
-                    "{}: `{}` has cache {cache:?} with no `{CACHE_SYMBOL}` range; generation needs a static or growing \
-                     cache",
-                    dir.display(),
-                    decode.name()
-                )))
-            }
-        };
-        Ok(Generator { engine, last_stop: None })
-    }
-
-    /// The `decode.onnx` this generator runs.
+impl OrtSession {
+    /// The `decode.onnx` this session runs.
     pub fn model_path(&self) -> &Path {
         match &self.engine {
             Engine::Static(s) => &s.decode.path,
@@ -236,25 +179,9 @@ impl Generator {
         }
     }
 
-    /// Number of cache slots of a static cache; `None` for a growing cache.
-    pub fn cache_slots(&self) -> Option<usize> {
-        match &self.engine {
-            Engine::Static(s) => Some(s.slots),
-            Engine::Growing(_) => None,
-        }
-    }
-
     /// The vocabulary size, when the graph's `logits` output says it.
     pub fn vocab_size(&self) -> Option<usize> {
         self.head().vocab
-    }
-
-    /// Tokens already in the cache: the position of the next token.
-    pub fn position(&self) -> usize {
-        match &self.engine {
-            Engine::Static(s) => s.pos,
-            Engine::Growing(g) => g.pos,
-        }
     }
 
     /// Cache tensor names (`cache.layers.0.keys`, …), without the `input.`/`output.` prefix.
@@ -263,11 +190,6 @@ impl Generator {
             Engine::Static(s) => s.caches.iter().map(|c| c.name.as_str()).collect(),
             Engine::Growing(g) => g.names.iter().map(String::as_str).collect(),
         }
-    }
-
-    /// Why the last [`Generator::generate`] stopped.
-    pub fn last_stop(&self) -> Option<StopReason> {
-        self.last_stop
     }
 
     /// The current contents of a cache tensor as f32: for a static cache, read from the buffer
@@ -291,63 +213,10 @@ impl Generator {
     }
 
     /// Host address of a cache buffer. For a static cache it stays the same for the
-    /// generator's life (the buffer is never reallocated or swapped); a growing cache gets new
+    /// session's life (the buffer is never reallocated or swapped); a growing cache gets new
     /// buffers every call.
     pub fn cache_address(&self, name: &str) -> Option<usize> {
         self.cache_value(name).ok().map(|v| v.data_ptr() as usize)
-    }
-
-    /// Forgets the cache contents: the next call starts at position 0. (Stale slots of a static
-    /// cache need no clearing: the mask hides every slot past the current position, and each is
-    /// overwritten before it becomes visible.)
-    pub fn reset(&mut self) {
-        match &mut self.engine {
-            Engine::Static(s) => s.pos = 0,
-            Engine::Growing(g) => g.reset(),
-        }
-    }
-
-    /// Runs the whole prompt from position 0 (the cache is reset) and returns the logits of its
-    /// last token. The prompt goes through `prefill` when the export has one, else `decode`, in
-    /// one call (in calls of the most tokens the graph takes, when it fixes that number).
-    pub fn prefill(&mut self, prompt: &[i64]) -> Result<Vec<f32>> {
-        if prompt.is_empty() {
-            return Err(err("the prompt is empty: generation needs at least one token"));
-        }
-        check_vocab(self.head().vocab, prompt, 0)?;
-        self.reset();
-        match &mut self.engine {
-            Engine::Static(s) => s.prefill(prompt),
-            Engine::Growing(g) => g.prefill(prompt),
-        }
-    }
-
-    /// Runs one token at the current position and returns its logits.
-    pub fn step(&mut self, token: i64) -> Result<Vec<f32>> {
-        check_vocab(self.head().vocab, &[token], self.position())?;
-        match &mut self.engine {
-            Engine::Static(s) => s.step(token),
-            Engine::Growing(g) => g.step(token),
-        }
-    }
-
-    /// Feeds `inputs` unchanged to every later call (an encoder-decoder's cross-attention keys
-    /// and values, from its `encoder` component); a static cache only.
-    pub fn set_fixed_inputs(&mut self, inputs: &BTreeMap<String, Tensor>) -> Result<()> {
-        match &mut self.engine {
-            Engine::Static(s) => s.bind_fixed(inputs),
-            Engine::Growing(_) => Err(err("inputs fixed for every call need a static-cache export")),
-        }
-    }
-
-    /// Greedy decoding: prefill `prompt`, then one token per step until `max_new_tokens` are
-    /// generated or a token of `eos` is (it is included). Reaching the end of a static cache
-    /// before that is an error that carries the tokens generated so far.
-    pub fn generate(&mut self, prompt: &[i64], max_new_tokens: usize, eos: &[i64]) -> Result<Vec<i64>> {
-        self.last_stop = None;
-        let (tokens, stop) = greedy(self, prompt, max_new_tokens, eos)?;
-        self.last_stop = Some(stop);
-        Ok(tokens)
     }
 
     /// The graph whose `logits` the loop reads (its vocabulary size).
@@ -375,6 +244,71 @@ impl Generator {
                 self.model_path().display(),
                 self.cache_names().join(", ")
             ))),
+        }
+    }
+
+    /// Loads a static-cache export (`decode`, and `prefill` when listed), whose cache buffers
+    /// are allocated once and bound, or a growing-cache export (`prefill` and `decode`).
+    fn load(export: &GenerationExport) -> Result<OrtSession> {
+        let (dir, decode) = (export.dir.as_path(), export.decode());
+        let env = environment(&[dir])?;
+        let engine = match (decode.spec.cache, export.slots(), export.prefill()) {
+            (CacheMode::StaticInPlace, Some(slots), prefill) => {
+                Engine::Static(Box::new(StaticCache::load(&env, dir, decode, prefill, slots)?))
+            }
+            (CacheMode::Growing, _, Some(prefill)) => {
+                Engine::Growing(Box::new(GrowingCache::load(&env, dir, prefill, decode)?))
+            }
+            (cache, _, _) => {
+                return Err(err(format!(
+                    "{}: `{}` has cache {cache:?} with no `{CACHE_SYMBOL}` range; generation needs a static or growing \
+                     cache",
+                    dir.display(),
+                    decode.name()
+                )))
+            }
+        };
+        Ok(OrtSession { engine })
+    }
+
+    fn run_call(&mut self, call: &Call) -> Result<Vec<f32>> {
+        check_vocab(self.head().vocab, call.tokens, call.pos)?;
+        match &mut self.engine {
+            Engine::Static(s) => s.run(call),
+            Engine::Growing(g) => g.run(call),
+        }
+    }
+}
+
+impl generation::Session for OrtSession {
+    const FORMAT: ExportFormat = ExportFormat::Onnx;
+
+    fn open(export: &GenerationExport) -> hfexport_core::Result<OrtSession> {
+        Ok(OrtSession::load(export)?)
+    }
+
+    fn runtime(&self) -> String {
+        crate::runtime::runtime_label()
+    }
+
+    /// Stale slots of a static cache need no clearing: the mask hides every slot past the
+    /// current position, and each is overwritten before it becomes visible.
+    fn reset(&mut self) -> hfexport_core::Result<()> {
+        if let Engine::Growing(g) = &mut self.engine {
+            g.values.clear();
+        }
+        Ok(())
+    }
+
+    fn run(&mut self, call: &Call) -> hfexport_core::Result<Vec<f32>> {
+        Ok(self.run_call(call)?)
+    }
+
+    /// A static cache only.
+    fn set_fixed_inputs(&mut self, inputs: &BTreeMap<String, Tensor>) -> hfexport_core::Result<()> {
+        match &mut self.engine {
+            Engine::Static(s) => Ok(s.bind_fixed(inputs)?),
+            Engine::Growing(_) => Err(err("inputs fixed for every call need a static-cache export").into()),
         }
     }
 }
@@ -432,7 +366,7 @@ fn open_component(env: &ort::environment::Environment, dir: &Path, comp: &Compon
     Ok((session, path))
 }
 
-/// A static cache: buffers bound once to every graph, the next free slot, and the graphs.
+/// A static cache: buffers bound once to every graph, and the graphs.
 #[derive(Debug)]
 struct StaticCache {
     decode: BoundGraph,
@@ -442,9 +376,6 @@ struct StaticCache {
     /// Inputs bound once and fed to every call (an encoder-decoder's cross-attention keys and
     /// values), kept alive with the bindings.
     fixed: Vec<DynValue>,
-    slots: usize,
-    /// The next free cache slot (= tokens already in the cache).
-    pos: usize,
 }
 
 impl StaticCache {
@@ -493,7 +424,7 @@ impl StaticCache {
             Some((s, path)) => Some(BoundGraph::bind(s, path, &mut caches)?),
             None => None,
         };
-        Ok(StaticCache { decode, prefill, caches, fixed: vec![], slots, pos: 0 })
+        Ok(StaticCache { decode, prefill, caches, fixed: vec![] })
     }
 
     /// Binds `inputs` to every graph for all later calls.
@@ -514,59 +445,20 @@ impl StaticCache {
         Ok(())
     }
 
-    fn prefill(&mut self, prompt: &[i64]) -> Result<Vec<f32>> {
-        if prompt.len() > self.slots {
-            return Err(err(format!(
-                "prompt of {} tokens does not fit a static cache of {} slots ({}); re-export with a larger \
-                 --static-cache",
-                prompt.len(),
-                self.slots,
-                self.decode.path.display()
-            )));
-        }
-        let use_prefill = self.prefill.is_some();
-        let max_q = match (&self.prefill, use_prefill) {
-            (Some(p), true) => p.max_q,
-            _ => self.decode.max_q,
-        };
-        let mut logits = vec![];
-        for chunk in prompt.chunks(max_q.unwrap_or(prompt.len()).max(1)) {
-            logits = self.run(use_prefill, chunk)?;
-        }
-        Ok(logits)
-    }
-
-    fn step(&mut self, token: i64) -> Result<Vec<f32>> {
-        if self.pos >= self.slots {
-            return Err(err(format!(
-                "the static cache of {} slots is full (position {}): no room for another token; re-export with a \
-                 larger --static-cache",
-                self.slots, self.pos
-            )));
-        }
-        self.run(false, &[token])
-    }
-
-    /// One call of `prefill` (when asked and present) or `decode` on `tokens` at positions
-    /// `pos..pos + q`; returns the last row of the logits and advances the position.
-    fn run(&mut self, prefill: bool, tokens: &[i64]) -> Result<Vec<f32>> {
-        let (q, pos, slots) = (tokens.len(), self.pos, self.slots);
-        debug_assert!(q >= 1 && pos + q <= slots);
-        let g = match (&mut self.prefill, prefill) {
-            (Some(p), true) => p,
+    /// One call of `prefill` (for the prompt, when present) or `decode`; returns the last row
+    /// of the logits.
+    fn run(&mut self, call: &Call) -> Result<Vec<f32>> {
+        let g = match (&mut self.prefill, call.role) {
+            (Some(p), Role::Prefill) => p,
             _ => &mut self.decode,
         };
         let here = g.path.display().to_string();
         let fail = |what: &str, e: ort::Error| err(format!("{here}: {what}: {e}"));
-        let input_ids = OrtTensor::from_array(([1usize, q], tokens.to_vec())).map_err(|e| fail("input_ids", e))?;
-        let mask = static_mask(q, pos, slots);
-        let mask = OrtTensor::from_array(([1usize, 1, q, slots], mask)).map_err(|e| fail("attention_mask", e))?;
-        let positions: Vec<i64> = (pos..pos + q).map(|p| p as i64).collect();
-        let positions = OrtTensor::from_array(([1usize, q], positions)).map_err(|e| fail("position_ids", e))?;
         // Owned tensors are bound as they are (ort clones only tensors made from borrowed data).
-        g.binding.bind_input("input_ids", &input_ids).map_err(|e| fail("binding input_ids", e))?;
-        g.binding.bind_input("attention_mask", &mask).map_err(|e| fail("binding attention_mask", e))?;
-        g.binding.bind_input("position_ids", &positions).map_err(|e| fail("binding position_ids", e))?;
+        let inputs = ort_values(call)?;
+        for (name, v) in &inputs {
+            g.binding.bind_input(name.as_str(), v).map_err(|e| fail(&format!("binding {name}"), e))?;
+        }
         // Rebound every call to a fresh host allocation: its shape changes with q, and ONNX
         // Runtime would otherwise try to reuse the previous call's logits buffer.
         g.binding.bind_output_to_device("logits", &MemoryInfo::default()).map_err(|e| fail("binding logits", e))?;
@@ -590,7 +482,6 @@ impl StaticCache {
         let logits = outputs.get("logits").ok_or_else(|| err(format!("{here}: no output `logits`")))?;
         let row = last_row(logits, g.head.dtype).map_err(|e| err(format!("{here}: output `logits`: {e}")))?;
         drop(outputs);
-        self.pos += q;
         Ok(row)
     }
 }
@@ -632,7 +523,6 @@ struct GrowingCache {
     names: Vec<String>,
     /// The latest `output.<name>` per name (empty before the prompt).
     values: Vec<DynValue>,
-    pos: usize,
 }
 
 impl GrowingCache {
@@ -669,55 +559,40 @@ impl GrowingCache {
                 )));
             }
         }
-        Ok(GrowingCache { prefill, decode, names, values: vec![], pos: 0 })
+        Ok(GrowingCache { prefill, decode, names, values: vec![] })
     }
 
-    fn reset(&mut self) {
-        self.values.clear();
-        self.pos = 0;
-    }
-
-    fn prefill(&mut self, prompt: &[i64]) -> Result<Vec<f32>> {
-        let (graph, names) = (&mut self.prefill, &self.names);
-        let (row, values) = Self::call(graph, names, prompt, 0, &[])?;
+    /// The prompt through `prefill`, a step through `decode` after the caches so far; returns
+    /// the last logits row and keeps the new caches.
+    fn run(&mut self, call: &Call) -> Result<Vec<f32>> {
+        let (graph, past) = match call.role {
+            Role::Prefill => (&mut self.prefill, &[][..]),
+            _ if self.values.is_empty() => {
+                return Err(err("no prompt yet: run the prompt (prefill) before single steps"));
+            }
+            _ => (&mut self.decode, &self.values[..]),
+        };
+        let (row, values) = Self::call(graph, &self.names, call, past)?;
         self.values = values;
-        self.pos = prompt.len();
         Ok(row)
     }
 
-    fn step(&mut self, token: i64) -> Result<Vec<f32>> {
-        if self.values.is_empty() {
-            return Err(err("no prompt yet: run the prompt (prefill) before single steps"));
-        }
-        let (graph, names) = (&mut self.decode, &self.names);
-        let (row, values) = Self::call(graph, names, &[token], self.pos, &self.values)?;
-        self.values = values;
-        self.pos += 1;
-        Ok(row)
-    }
-
-    /// Runs `graph` on `tokens` at positions `pos..` after `past` (the caches of positions
-    /// `0..pos`, in `names` order); returns the last logits row and the new caches.
+    /// Runs `graph` on `call` after `past` (the caches of positions `0..call.pos`, in `names`
+    /// order); returns the last logits row and the new caches.
     fn call(
         graph: &mut FedGraph,
         names: &[String],
-        tokens: &[i64],
-        pos: usize,
+        call: &Call,
         past: &[DynValue],
     ) -> Result<(Vec<f32>, Vec<DynValue>)> {
-        let q = tokens.len();
         let here = graph.path.display().to_string();
         let fail = |what: &str, e: ort::Error| err(format!("{here}: {what}: {e}"));
-        let ids = OrtTensor::from_array(([1usize, q], tokens.to_vec())).map_err(|e| fail("input_ids", e))?;
-        let mask =
-            OrtTensor::from_array(([1usize, pos + q], vec![1i64; pos + q])).map_err(|e| fail("attention_mask", e))?;
-        let mut inputs: Vec<(Cow<str>, SessionInputValue)> =
-            vec![("input_ids".into(), ids.into()), ("attention_mask".into(), mask.into())];
-        if graph.takes_positions {
-            let positions: Vec<i64> = (pos..pos + q).map(|p| p as i64).collect();
-            let positions = OrtTensor::from_array(([1usize, q], positions)).map_err(|e| fail("position_ids", e))?;
-            inputs.push(("position_ids".into(), positions.into()));
-        }
+        let takes = |name: &str| graph.takes_positions || name != "position_ids";
+        let mut inputs: Vec<(Cow<str>, SessionInputValue)> = ort_values(call)?
+            .into_iter()
+            .filter(|(name, _)| takes(name))
+            .map(|(name, v)| (name.into(), v.into()))
+            .collect();
         for (n, v) in names.iter().zip(past) {
             inputs.push((format!("input.{n}").into(), v.into()));
         }
@@ -732,6 +607,17 @@ impl GrowingCache {
             .collect::<Result<Vec<_>>>()?;
         Ok((row, values))
     }
+}
+
+/// The per-call inputs of `call` (`input_ids`, `attention_mask`, `position_ids`) as ONNX
+/// Runtime values.
+fn ort_values(call: &Call) -> Result<Vec<(String, DynValue)>> {
+    let mut values = vec![];
+    for (name, t) in call.inputs()? {
+        let v = to_ort(&t).map_err(|e| err(format!("input `{name}`: {e}")))?;
+        values.push((name, v));
+    }
+    Ok(values)
 }
 
 /// The last row of logits [1, q, vocab], as f32.
@@ -752,30 +638,6 @@ fn last_row(v: &DynValue, ty: TensorElementType) -> std::result::Result<Vec<f32>
         TensorElementType::Float16 => row::<half::f16>(v, |x| x.to_f32()),
         TensorElementType::Bfloat16 => row::<half::bf16>(v, |x| x.to_f32()),
         other => Err(format!("is {other:?}, not a float tensor")),
-    }
-}
-
-impl Steps for Generator {
-    type Error = OnnxError;
-
-    fn prefill(&mut self, prompt: &[i64]) -> Result<Vec<f32>> {
-        Generator::prefill(self, prompt)
-    }
-
-    fn step(&mut self, token: i64) -> Result<Vec<f32>> {
-        Generator::step(self, token)
-    }
-
-    fn position(&self) -> usize {
-        Generator::position(self)
-    }
-
-    fn capacity(&self) -> Option<usize> {
-        self.cache_slots()
-    }
-
-    fn error(msg: String) -> OnnxError {
-        err(msg)
     }
 }
 

@@ -16,8 +16,11 @@
 //! allows a single environment per process); the first successful load fixes both.
 
 use crate::{OnnxError, Result};
+use hfexport_core::backend::{Runner, Runtime, ACTIVATION_QUANT_RTOL};
+use hfexport_core::generation::Generator;
+use hfexport_core::metadata::Component;
 use hfexport_core::venv::find_in_venvs;
-use hfexport_core::{DType, Tensor, TensorData};
+use hfexport_core::{DType, ExportConfig, Tensor, TensorData};
 use ort::environment::Environment;
 use ort::session::{Session, SessionInputValue};
 use ort::value::{DynValue, PrimitiveTensorElementType, TensorElementType, ValueType};
@@ -238,6 +241,52 @@ impl OnnxRunner {
             out.insert(name.to_string(), t);
         }
         Ok(out)
+    }
+}
+
+/// `onnxruntime <version>`: what a runner and a generator report.
+pub(crate) fn runtime_label() -> String {
+    format!("onnxruntime {}", loaded_version().unwrap_or_else(|| "(unknown version)".into()))
+}
+
+/// ONNX Runtime behind the core [`Runtime`] interface.
+pub struct OnnxRuntime;
+
+impl Runtime for OnnxRuntime {
+    fn open_runner(
+        &self,
+        dir: &Path,
+        component: &Component,
+        _cfg: &ExportConfig,
+    ) -> hfexport_core::Result<Box<dyn Runner>> {
+        Ok(Box::new(OrtRunner(OnnxRunner::load(dir.join(component.file(".onnx")?))?)))
+    }
+
+    fn open_generator(&self, dir: &Path) -> hfexport_core::Result<Box<dyn Generator>> {
+        Ok(Box::new(crate::generate::Generator::load(dir)?))
+    }
+}
+
+/// An [`OnnxRunner`] behind the [`Runner`] interface: in-place cache outputs (`output.*`) are
+/// the caller's bound buffers, not compared.
+struct OrtRunner(OnnxRunner);
+
+impl Runner for OrtRunner {
+    fn runtime(&self) -> String {
+        runtime_label()
+    }
+
+    fn run(&mut self, inputs: &BTreeMap<String, Tensor>) -> hfexport_core::Result<BTreeMap<String, Tensor>> {
+        Ok(self.0.run(inputs)?)
+    }
+
+    /// Accuracy level 4 quantizes `A` to int8 per block of `K` (`lower.rs: matmul_nbits`).
+    fn quantized_rtol(&self) -> f32 {
+        ACTIVATION_QUANT_RTOL
+    }
+
+    fn compares(&self, output: &str) -> bool {
+        !output.starts_with("output.")
     }
 }
 

@@ -16,7 +16,10 @@
 //! parity with the reference impossible (the last moved quantized logits by 0.1).
 
 use crate::{OvError, Result};
-use hfexport_core::{DType, Tensor};
+use hfexport_core::backend::{verification_atol, Runner, Runtime};
+use hfexport_core::generation::Generator;
+use hfexport_core::metadata::Component;
+use hfexport_core::{DType, ExportConfig, Tensor};
 use openvino::{CompiledModel, Core, DeviceType, ElementType, InferRequest, RwPropertyKey, Shape};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -102,6 +105,71 @@ pub(crate) fn core(near: &[&Path]) -> Result<Core> {
 /// The version of the loaded OpenVINO (e.g. `2026.4.1`), once a runner was loaded.
 pub fn loaded_version() -> Option<String> {
     LOADED.lock().unwrap_or_else(|e| e.into_inner()).as_ref().map(|l| l.1.clone())
+}
+
+/// `openvino <version>`: what a runner and a generator report.
+pub(crate) fn runtime_label() -> String {
+    format!("openvino {}", loaded_version().unwrap_or_else(|| "(unknown version)".into()))
+}
+
+/// OpenVINO behind the core [`Runtime`] interface.
+pub struct OpenvinoRuntime;
+
+impl Runtime for OpenvinoRuntime {
+    fn open_runner(
+        &self,
+        dir: &Path,
+        component: &Component,
+        cfg: &ExportConfig,
+    ) -> hfexport_core::Result<Box<dyn Runner>> {
+        let runner = OvRunner::load_component(dir, component)?;
+        // f16-compressed weights are held to the tolerance of a float16 export
+        let compressed = crate::export::openvino_config(cfg)?.compress_to_fp16;
+        Ok(Box::new(OvComponent { runner, stateful: !component.states.is_empty(), compressed }))
+    }
+
+    fn open_generator(&self, dir: &Path) -> hfexport_core::Result<Box<dyn Generator>> {
+        Ok(Box::new(crate::generate::OvGenerator::load(dir)?))
+    }
+}
+
+/// OpenVINO (CPU, f32 inference precision) behind the [`Runner`] interface. A stateful model's
+/// caches are variables that start at zeros: it is fed without the cache inputs and with
+/// `beam_idx` [0], and only its own outputs (`logits`) are compared.
+struct OvComponent {
+    runner: OvRunner,
+    stateful: bool,
+    compressed: bool,
+}
+
+impl Runner for OvComponent {
+    fn runtime(&self) -> String {
+        runtime_label()
+    }
+
+    fn run(&mut self, inputs: &BTreeMap<String, Tensor>) -> hfexport_core::Result<BTreeMap<String, Tensor>> {
+        if !self.stateful {
+            return Ok(self.runner.run(inputs)?);
+        }
+        let mut feed: BTreeMap<String, Tensor> =
+            inputs.iter().filter(|(k, _)| !k.starts_with("input.")).map(|(k, v)| (k.clone(), v.clone())).collect();
+        let beam = Tensor::int(DType::I32, vec![1], vec![0])?;
+        feed.insert(crate::lower::BEAM_IDX.into(), beam);
+        Ok(self.runner.run(&feed)?)
+    }
+
+    fn compares(&self, output: &str) -> bool {
+        !(self.stateful && output.starts_with("output."))
+    }
+
+    fn stateful(&self) -> bool {
+        self.stateful
+    }
+
+    fn atol(&self, dtype: DType) -> f32 {
+        let narrowed = self.compressed && dtype == DType::F32;
+        verification_atol(if narrowed { DType::F16 } else { dtype })
+    }
 }
 
 /// OpenVINO's own message, trimmed (its errors are multi-line and carry source positions).

@@ -139,7 +139,10 @@ impl AutoHfExporter {
     /// Whether verification is compiled in for this format (checked before any work).
     pub(crate) fn check_verify_available(&self) -> Result<()> {
         match self.verify {
-            true => Ok(self.backend().runner_available()?),
+            true => {
+                self.backend().runtime()?;
+                Ok(())
+            }
             false => Ok(()),
         }
     }
@@ -174,15 +177,14 @@ impl AutoHfExporter {
                 if gen.static_cache == Some(0) {
                     return Err(Error::Unsupported("--static-cache must be at least 1".into()));
                 }
-                // A stateful model keeps its cache inside the infer request, which a separate
-                // prefill model cannot hand over: `decode` serves the prompt too. Longrope picks
-                // its factors by the longest position of a call, so a prompt fed one token per
-                // call would be rotated unlike transformers' one call: such a model keeps the
-                // multi-token decode.
-                let stateful = matches!(&self.config, ExportConfig::Openvino(c) if c.stateful);
-                let multi = gen.multi_token_decode || (stateful && rope_depends_on_call_length(model));
+                // A cache kept inside the runtime cannot be handed over by a separate prefill:
+                // `decode` serves the prompt too. Longrope picks its factors by the longest
+                // position of a call, so a prompt fed one token per call would be rotated unlike
+                // transformers' one call: such a model keeps the multi-token decode.
+                let in_runtime = self.backend().keeps_cache_in_runtime(&self.config);
+                let multi = gen.multi_token_decode || (in_runtime && rope_depends_on_call_length(model));
                 let mut components = build_generation(model, weights, &opts, gen.static_cache, multi)?;
-                if stateful {
+                if in_runtime {
                     components.retain(|c| c.spec.role != Role::Prefill);
                 }
                 components
@@ -329,7 +331,7 @@ impl AutoHfExporter {
         let backend = self.backend();
         let mut results = vec![];
         for (planned, component) in components.iter().zip(described) {
-            let mut runner = backend.open_runner(dir, component, &self.config)?;
+            let mut runner = backend.runtime()?.open_runner(dir, component, &self.config)?;
             let v = verify_component(&mut *runner, planned, ckpt, ckpt.config.vocab_size, dtype, progress)?;
             results.push((component, v));
         }

@@ -84,9 +84,7 @@ pub fn sample_cases(graph: &Graph, vocab: usize) -> Result<Vec<SampleCase>> {
 pub fn cases_for(c: &Planned, vocab: usize, past: usize) -> Result<Vec<SampleCase>> {
     match (c.spec.entry, c.spec.cache) {
         (Entry::TokenIds, CacheMode::None) => sample_cases(&c.graph, vocab),
-        (Entry::PixelValues, CacheMode::None) if c.graph.input("patch_positions").is_some() => {
-            merged_patch_cases(&c.graph)
-        }
+        (Entry::PatchRows, CacheMode::None) => merged_patch_cases(&c.graph),
         (Entry::PixelValues, CacheMode::None) => float_cases(&c.graph, "pixel_values"),
         (Entry::Embeddings, CacheMode::None) if c.spec.role == Role::Projector => {
             float_cases(&c.graph, "image_features")
