@@ -34,13 +34,15 @@ import shutil
 import struct
 import sys
 from pathlib import Path
-from typing import Callable, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 import safetensors
 import safetensors.torch
 import torch
 import transformers
+from decoder_fixtures import decoder_round2_specs
+from fixture_spec import Spec
 from routing import router_gap
 from safetensors.torch import save_file
 from transformers import (
@@ -92,24 +94,6 @@ PROMPT_TRIES = 50
 # strict_greedy fixtures: distinct tokens among the 16 greedy ones, and among the last 8.
 MIN_DISTINCT = 6
 MIN_DISTINCT_LATE = 3
-
-
-class Spec(NamedTuple):
-    name: str
-    seed: int
-    model_cls: type
-    config: object
-    post_edit: Callable | None  # config.json -> config.json (the same config in another form)
-    covers: str = ""  # the manifest note (a note already in the manifest wins)
-    # Stricter greedy golden (the first five fixtures predate it): the prompt is also redrawn
-    # until greedy decoding without a KV cache (the whole sequence recomputed each step) gives
-    # the same tokens with the same margin, so the golden holds for either reading, and until
-    # the 16 tokens are not stuck on one token (a repeated token hides cache and window bugs).
-    strict_greedy: bool = False
-    # Spread of the input embedding when not STD: smaller where the embedding is scaled up
-    # (Gemma's sqrt(hidden)) and tied to the head, which otherwise makes every greedy run
-    # repeat one token.
-    embed_std: float | None = None
 
 
 def fixture_specs():
@@ -220,6 +204,7 @@ def fixture_specs():
     specs.append(Spec("llama_linear_tied", 5, LlamaForCausalLM, llama_linear_tied, None))
     specs.extend(new_family_specs())
     specs.extend(moe_specs())
+    specs.extend(decoder_round2_specs())
     return specs
 
 

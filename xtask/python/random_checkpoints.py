@@ -75,7 +75,25 @@ The families of issue 13, selected with --archs (sample_new_family), in the spac
     gelu_pytorch_tanh / relu, scale_attn_weights, scale_attn_by_inverse_layer_idx,
     reorder_and_upcast_attn, tied or not, weights named as openai-community/gpt2 names them (no
     `transformer.` prefix) and its old attn.bias / attn.masked_bias buffers;
-  - the Llama-like families (Gemma 1/2, Granite, OLMo 2, SmolLM3) on default rope every other
+  - Starcoder2ForCausalLM (issue 33): use_bias on or off, norm_epsilon, hidden_act
+    gelu_pytorch_tanh / gelu / gelu_new / silu, sliding_window 2-6 on every layer or null, an
+    explicit head_dim unlike hidden / heads (which Starcoder2Attention reads when present);
+  - PhiForCausalLM (issue 33): the parallel block, partial_rotary_factor 0.25-1 in the rope dict,
+    at the top level (the Phi-2 file form) or absent (the class default 0.5), qk_layernorm on or
+    off, the biased head tied or not, hidden_act, layer_norm_eps;
+  - GPTNeoXForCausalLM (issue 33): use_parallel_residual on or off, partial_rotary_factor
+    0.25-1 in the rope dict or as the Pythia files have it (rotary_pct and rotary_emb_base at the
+    top level), attention_bias, hidden_act gelu / gelu_new / relu / silu, hidden a multiple of
+    the heads;
+  - GPTBigCodeForCausalLM (issue 33): multi_query on (one KV head) or off (c_attn grouped per
+    head), n_inner null or set, activation_function, scale_attn_weights, and
+    scale_attn_by_inverse_layer_idx, which GPTBigCode ignores;
+  - GPTJForCausalLM (issue 33): rotate-every-two rotary over rotary_dim (even, up to the head
+    size; GPTJConfig refuses null), n_inner null or set, activation_function, tied or not;
+  - CohereForCausalLM (issue 33): use_qk_norm on or off, logit_scale, attention_bias, hidden_act,
+    layer_norm_eps, tied or not;
+  - the Llama-like families (Gemma 1/2, Granite, OLMo 2, SmolLM3, Starcoder2, Phi, GPT-NeoX,
+    Cohere) on default rope every other
     case, else linear / dynamic / llama3 / yarn as above; old/new rope form, sparse config.json
     (class defaults left out), keys a class ignores, as above.
 The mixture-of-experts families, selected with --archs too (sample_moe_family; MOE_ARCHS):
@@ -133,6 +151,12 @@ NEW_ARCHS = [
     "Olmo2ForCausalLM",
     "SmolLM3ForCausalLM",
     "GPT2LMHeadModel",
+    "Starcoder2ForCausalLM",
+    "PhiForCausalLM",
+    "GPTNeoXForCausalLM",
+    "GPTBigCodeForCausalLM",
+    "GPTJForCausalLM",
+    "CohereForCausalLM",
 ]
 # The mixture-of-experts families (sample_moe_family).
 MOE_ARCHS = ["Qwen3MoeForCausalLM", "MixtralForCausalLM", "Qwen2MoeForCausalLM"]
@@ -418,16 +442,18 @@ def sample_new_family(rng, arch, turn, offset, L):
     ignored = {}
     edits = []
     heads = rng.choice([1, 2, 3, 4, 4, 6, 8])
-    kv = heads if arch == "GPT2LMHeadModel" else rng.choice([1, heads, rng.choice(divisors(heads))])
+    kv = heads if arch in ("GPT2LMHeadModel", "GPTNeoXForCausalLM", "GPTBigCodeForCausalLM", "GPTJForCausalLM") else rng.choice([1, heads, rng.choice(divisors(heads))])
     layers = rng.randint(2, 4) if arch in ("Gemma3ForCausalLM", "SmolLM3ForCausalLM") else rng.randint(1, 3)
     vocab = rng.randint(50, 300)
-    tied = rng.random() < (0.7 if arch in GEMMA_ARCHS or arch in ("GPT2LMHeadModel", "SmolLM3ForCausalLM") else 0.5)
+    tied = rng.random() < (0.7 if arch in GEMMA_ARCHS or arch in ("GPT2LMHeadModel", "SmolLM3ForCausalLM", "GPTBigCodeForCausalLM") else 0.5)
 
     if arch == "Phi3ForCausalLM":
         variant = PHI3_VARIANTS[(turn + offset) % len(PHI3_VARIANTS)]
         rope_type = "default" if variant == "default" else "longrope"
-    elif arch == "GPT2LMHeadModel":
+    elif arch in ("GPT2LMHeadModel", "GPTBigCodeForCausalLM"):
         variant, rope_type = "learned positions", None
+    elif arch == "GPTJForCausalLM":
+        variant, rope_type = "fixed rotary", None
     elif arch == "Gemma3ForCausalLM":
         rope_type = dealt_rope_type(turn, offset, ["linear", "llama3", "yarn"])  # the full-attention layers
         variant = f"full:{rope_type}"
@@ -441,14 +467,23 @@ def sample_new_family(rng, arch, turn, offset, L):
     # Sizes. Phi-3, Granite, OLMo 2, SmolLM3 and GPT-2 derive head_dim = hidden // heads;
     # the Gemmas take an explicit head_dim (class default 256).
     partial = None
-    if arch == "Phi3ForCausalLM":
-        partial = rng.choice([1.0, 1.0, 0.5, 0.75, 0.25])
+    if arch in ("Phi3ForCausalLM", "PhiForCausalLM", "GPTNeoXForCausalLM"):
+        if arch == "PhiForCausalLM":
+            partial = rng.choice([0.5, 0.5, 0.4, 0.75, 1.0, 0.25])
+        elif arch == "GPTNeoXForCausalLM":
+            partial = rng.choice([0.25, 0.25, 0.5, 1.0, 0.4, 0.75])
+        else:
+            partial = rng.choice([1.0, 1.0, 0.5, 0.75, 0.25])
+        least = 4 if rope_type == "dynamic" else 2  # dynamic NTK divides by the rotary dims - 2
         fits = [
-            d for d in dims if d * heads <= 128 and int(d * partial) >= 2 and int(d * partial) % 2 == 0
+            d for d in dims if d * heads <= 128 and int(d * partial) >= least and int(d * partial) % 2 == 0
         ]  # an even number of rotary dims
         head_dim = rng.choice(fits or [8])
-        hidden, hd_source = floor_hidden(rng, heads, head_dim)
-    elif arch == "GPT2LMHeadModel":
+        if arch == "GPTNeoXForCausalLM":  # GPTNeoXConfig.validate_architecture
+            hidden, hd_source = heads * head_dim, "derived"
+        else:
+            hidden, hd_source = floor_hidden(rng, heads, head_dim)
+    elif arch in ("GPT2LMHeadModel", "GPTBigCodeForCausalLM", "GPTJForCausalLM"):
         head_dim = rng.choice([d for d in dims if d * heads <= 128] or [2])
         hidden, hd_source = heads * head_dim, "derived"
     elif arch in GEMMA_ARCHS:
@@ -461,10 +496,76 @@ def sample_new_family(rng, arch, turn, offset, L):
         else:
             head_dim, hd_source = rng.choice(dims), "explicit"
             kw["head_dim"] = head_dim
+    elif arch == "Starcoder2ForCausalLM" and rng.random() < 0.3:
+        head_dim, hd_source = rng.choice(dims), "explicit"
+        hidden = rng.randint(8, 96)
+        kw["head_dim"] = head_dim
     else:
         head_dim = rng.choice([d for d in dims if d * heads <= 128] or [2])
         hidden, hd_source = floor_hidden(rng, heads, head_dim)
 
+    if arch == "GPTJForCausalLM":
+        rotary = rng.choice([head_dim, head_dim] + [r for r in range(2, head_dim, 2)])
+        kw.update(
+            vocab_size=vocab,
+            n_embd=hidden,
+            n_layer=layers,
+            n_head=heads,
+            n_positions=rng.randint(max(L, GEN_PROMPT + GEN_NEW), 64),
+            rotary_dim=rotary,
+            n_inner=rng.choice([None, None, rng.randint(8, 160)]),
+            activation_function=rng.choice(["gelu_new", "gelu_new", "gelu", "gelu_pytorch_tanh", "relu"]),
+            layer_norm_epsilon=rng.choice([1e-5, 1e-6, 0.1]),
+            tie_word_embeddings=tied,
+            bos_token_id=vocab - 1,
+            eos_token_id=vocab - 1,
+        )
+        return {
+            "arch": arch,
+            "kwargs": kw,
+            "old_form": False,
+            "old_type_key": False,
+            "sparse": rng.random() < 0.35,
+            "hoist": None,
+            "ignored": [],
+            "stray_theta": False,
+            "head_dim_source": hd_source,
+            "edits": [],
+            "variant": f"rotary_dim={rotary}",
+        }
+    if arch == "GPTBigCodeForCausalLM":
+        kw.update(
+            vocab_size=vocab,
+            n_embd=hidden,
+            n_layer=layers,
+            n_head=heads,
+            n_positions=rng.randint(L, 64),
+            n_inner=rng.choice([None, None, rng.randint(8, 160)]),
+            activation_function=rng.choice(["gelu_pytorch_tanh", "gelu_pytorch_tanh", "gelu_new", "gelu", "relu"]),
+            layer_norm_epsilon=rng.choice([1e-5, 1e-6, 0.1]),
+            scale_attn_weights=rng.random() < 0.8,
+            multi_query=rng.random() < 0.6,
+            tie_word_embeddings=tied,
+            bos_token_id=vocab - 1,
+            eos_token_id=vocab - 1,
+        )
+        ignored_keys = []
+        if rng.random() < 0.2:
+            kw["scale_attn_by_inverse_layer_idx"] = True  # a GPT-2 key GPTBigCode does not read
+            ignored_keys.append("scale_attn_by_inverse_layer_idx")
+        return {
+            "arch": arch,
+            "kwargs": kw,
+            "old_form": False,
+            "old_type_key": False,
+            "sparse": rng.random() < 0.35,
+            "hoist": None,
+            "ignored": ignored_keys,
+            "stray_theta": False,
+            "head_dim_source": hd_source,
+            "edits": [],
+            "variant": variant + (" multi_query" if kw["multi_query"] else " per-head c_attn"),
+        }
     if arch == "GPT2LMHeadModel":
         kw.update(
             vocab_size=vocab,
@@ -510,8 +611,16 @@ def sample_new_family(rng, arch, turn, offset, L):
         rms_norm_eps=rng.choice([1e-6, 1e-5, 1e-8, 0.1]),
         tie_word_embeddings=tied,
     )
-    if arch in ("Phi3ForCausalLM", "SmolLM3ForCausalLM"):
+    if arch == "Starcoder2ForCausalLM":
+        kw["norm_epsilon"] = kw.pop("rms_norm_eps")
+    elif arch in ("PhiForCausalLM", "GPTNeoXForCausalLM", "CohereForCausalLM"):
+        kw["layer_norm_eps"] = kw.pop("rms_norm_eps")
+    if arch == "GPTNeoXForCausalLM":
+        del kw["num_key_value_heads"]  # one KV head per head, no such key
+    if arch in ("Phi3ForCausalLM", "SmolLM3ForCausalLM", "CohereForCausalLM"):
         kw.update(bos_token_id=1, eos_token_id=2, pad_token_id=0)  # class defaults are past the vocab
+    elif arch == "Starcoder2ForCausalLM":
+        kw.update(bos_token_id=1, eos_token_id=2)
     elif arch == "Olmo2ForCausalLM":
         kw.update(eos_token_id=2)
 
@@ -555,6 +664,11 @@ def sample_new_family(rng, arch, turn, offset, L):
         variant = f"sliding:{sliding['rope_type']} full:{full['rope_type']}"
     else:
         rope, max_pos = sample_rope(rng, rope_type, L)
+        if arch in ("PhiForCausalLM", "GPTNeoXForCausalLM"):
+            rope["partial_rotary_factor"] = partial
+            default = 0.5 if arch == "PhiForCausalLM" else 0.25
+            if partial == default and rng.random() < 0.5:
+                edits.append(f"partial-absent:{default}")  # the config class's default
         if arch == "SmolLM3ForCausalLM" and rope_type == "default" and rng.random() < 0.3:
             rope["rope_theta"] = 2000000.0  # SmolLM3's default_theta
     kw["rope_parameters"] = rope
@@ -657,6 +771,27 @@ def sample_new_family(rng, arch, turn, offset, L):
             kw["sliding_window"] = rng.randint(2, 6)  # ignored
         kw["attention_bias"] = rng.random() < 0.3
         kw["mlp_bias"] = rng.random() < 0.3
+    elif arch == "PhiForCausalLM":
+        kw["hidden_act"] = rng.choice(["gelu_new", "gelu_new", "gelu", "gelu_pytorch_tanh", "silu"])
+        kw["qk_layernorm"] = rng.random() < 0.5
+        if rng.random() < 0.1:
+            ignored["attention_bias"] = False  # PhiAttention's biases are always there
+    elif arch == "CohereForCausalLM":
+        kw["hidden_act"] = rng.choice(["silu", "silu", "gelu_pytorch_tanh", "gelu"])
+        kw["use_qk_norm"] = rng.random() < 0.5
+        kw["logit_scale"] = rng.choice([0.0625, 0.25, 1.0, 0.8333, 2.0])
+        kw["attention_bias"] = rng.random() < 0.3
+    elif arch == "GPTNeoXForCausalLM":
+        kw["hidden_act"] = rng.choice(["gelu", "gelu", "gelu_new", "relu", "silu", "gelu_pytorch_tanh"])
+        kw["use_parallel_residual"] = rng.random() < 0.6
+        kw["attention_bias"] = rng.random() < 0.8
+    elif arch == "Starcoder2ForCausalLM":
+        kw["hidden_act"] = rng.choice(["gelu_pytorch_tanh", "gelu_pytorch_tanh", "gelu", "gelu_new", "silu"])
+        kw["use_bias"] = rng.random() < 0.7
+        if rng.random() < 0.5:
+            kw["sliding_window"] = rng.randint(2, 6)  # every layer
+        if rng.random() < 0.1:
+            ignored["attention_bias"] = not kw["use_bias"]  # Starcoder2 reads use_bias only
     kw.update(ignored)
 
     return {
@@ -856,6 +991,23 @@ def to_old_form(cfg, type_key):
         else:
             out[key] = value
     return out
+
+
+def hoist_partial(cfg, type_key):
+    """The Phi-2 file form: partial_rotary_factor at the top level, next to rope_theta."""
+    out = dict(cfg)
+    rope = dict(out["rope_scaling"] or {})
+    partial = rope.pop("partial_rotary_factor", None)
+    if partial is not None:
+        out["partial_rotary_factor"] = partial
+    out["rope_scaling"] = None if list(rope) in ([], [type_key]) and rope.get(type_key, "default") == "default" else rope
+    return out
+
+
+def neox_old_form(cfg):
+    """The Pythia file form: the rope base and partial factor under GPT-NeoX's own names."""
+    names = {"rope_theta": "rotary_emb_base", "partial_rotary_factor": "rotary_pct"}
+    return {names.get(k, k): v for k, v in cfg.items()}
 
 
 def hoist_original(cfg, how):
@@ -1103,6 +1255,10 @@ def edit_new_family(cfg, case, config_cls):
             out = gemma_legacy_gelu(out, edit.endswith("+hidden_activation"))
         elif edit.startswith("gemma3-hub-form:"):
             out = gemma3_hub_form(out, int(edit.split(":")[1]))
+        elif edit.startswith("partial-absent:"):
+            rope = dict(out["rope_parameters"])
+            assert rope.pop("partial_rotary_factor") == float(edit.split(":")[1])
+            out = {**out, "rope_parameters": rope}
         elif edit == "no-rope-interval-only":
             out = {k: v for k, v in out.items() if k != "no_rope_layers"}
         elif edit == "mlp_only_layers-absent":
@@ -1117,6 +1273,10 @@ def edit_new_family(cfg, case, config_cls):
     if case["old_form"]:
         if case["arch"] == "Phi3ForCausalLM":
             out = phi3_old_form(out, type_key, case["hoist"] is not None, "type-su" in case["edits"])
+        elif case["arch"] == "PhiForCausalLM":
+            out = hoist_partial(to_old_form(out, type_key), type_key)
+        elif case["arch"] == "GPTNeoXForCausalLM":
+            out = neox_old_form(hoist_partial(to_old_form(out, type_key), type_key))
         else:
             out = to_old_form(out, type_key)
     if case["hoist"]:
@@ -1215,6 +1375,15 @@ NEW_SEMANTIC_KEYS = [
     "scale_attn_by_inverse_layer_idx",
     "reorder_and_upcast_attn",
     "layer_norm_epsilon",
+    "norm_epsilon",
+    "use_bias",
+    "layer_norm_eps",
+    "qk_layernorm",
+    "use_parallel_residual",
+    "multi_query",
+    "rotary_dim",
+    "use_qk_norm",
+    "logit_scale",
 ]
 
 
@@ -1254,22 +1423,26 @@ def describe_new(case, loaded):
     kw = case["kwargs"]
     arch = case["arch"]
     parts = [short_name(arch)]
-    if arch == "GPT2LMHeadModel":
+    if arch in ("GPT2LMHeadModel", "GPTBigCodeForCausalLM", "GPTJForCausalLM"):
         parts += [
             f"n_embd={kw['n_embd']} n_head={kw['n_head']} head_dim={loaded['head_dim']}",
             f"n_layer={kw['n_layer']} n_inner={kw['n_inner']} vocab={kw['vocab_size']} n_positions={kw['n_positions']}",
             f"act={kw['activation_function']} eps={kw['layer_norm_epsilon']:g}",
             "tied" if kw["tie_word_embeddings"] else "untied",
         ]
-        if not kw["scale_attn_weights"]:
+        if not kw.get("scale_attn_weights", True):
             parts.append("scale_attn_weights=false")
-        if kw["scale_attn_by_inverse_layer_idx"]:
+        if kw.get("scale_attn_by_inverse_layer_idx"):
             parts.append("scale_attn_by_inverse_layer_idx")
-        if kw["reorder_and_upcast_attn"]:
+        if kw.get("reorder_and_upcast_attn"):
             parts.append("reorder_and_upcast_attn")
+        if arch == "GPTBigCodeForCausalLM":
+            parts.append("multi_query" if kw["multi_query"] else "per-head c_attn")
+        if arch == "GPTJForCausalLM":
+            parts.append(f"rotary_dim={kw['rotary_dim']}")
     else:
         parts += [
-            f"h={kw['hidden_size']} heads={kw['num_attention_heads']}/kv={kw['num_key_value_heads']}"
+            f"h={kw['hidden_size']} heads={kw['num_attention_heads']}/kv={kw.get('num_key_value_heads', kw['num_attention_heads'])}"
             f" head_dim={loaded['head_dim']}({case['head_dim_source']})",
             f"layers={kw['num_hidden_layers']} inter={kw['intermediate_size']} vocab={kw['vocab_size']}",
         ]
@@ -1296,8 +1469,9 @@ def describe_new(case, loaded):
         parts.append("tied" if kw["tie_word_embeddings"] else "untied")
         gemma23 = arch in ("Gemma2ForCausalLM", "Gemma3ForCausalLM")
         act = loaded["hidden_activation"] if gemma23 else loaded["hidden_act"]
-        parts.append(f"act={act} eps={kw['rms_norm_eps']:g}")
-        for key in ("attention_bias", "mlp_bias"):
+        eps = next(kw[k] for k in ("rms_norm_eps", "norm_epsilon", "layer_norm_eps") if k in kw)
+        parts.append(f"act={act} eps={eps:g}")
+        for key in ("attention_bias", "mlp_bias", "use_bias", "qk_layernorm", "use_parallel_residual", "use_qk_norm"):
             if kw.get(key) and key not in case["ignored"]:
                 parts.append(key)
         if arch in ("Gemma2ForCausalLM", "Gemma3ForCausalLM"):
@@ -1308,11 +1482,13 @@ def describe_new(case, loaded):
         if loaded["layer_types"] is not None and arch != "SmolLM3ForCausalLM":
             short = "".join("S" if t == "sliding_attention" else "F" for t in loaded["layer_types"])
             parts.append(f"sliding_window={loaded['sliding_window']} layers={short}")
-        elif arch in ("Phi3ForCausalLM", "Qwen3MoeForCausalLM", "MixtralForCausalLM"):
+        elif arch in ("Phi3ForCausalLM", "Qwen3MoeForCausalLM", "MixtralForCausalLM", "Starcoder2ForCausalLM"):
             if loaded["sliding_window"] is not None:
                 parts.append(f"sliding_window={loaded['sliding_window']} (every layer)")
         if arch in MOE_ARCHS:
             parts.append(describe_moe(case, loaded))
+        if arch == "CohereForCausalLM":
+            parts.append(f"logit_scale={kw['logit_scale']}")
         if arch == "GraniteForCausalLM":
             parts.append(
                 f"multipliers(embedding={kw['embedding_multiplier']},attention={kw['attention_multiplier']},"
@@ -1418,6 +1594,12 @@ def main():
         "Olmo2ForCausalLM": (transformers.Olmo2Config, transformers.Olmo2ForCausalLM),
         "SmolLM3ForCausalLM": (transformers.SmolLM3Config, transformers.SmolLM3ForCausalLM),
         "GPT2LMHeadModel": (transformers.GPT2Config, transformers.GPT2LMHeadModel),
+        "Starcoder2ForCausalLM": (transformers.Starcoder2Config, transformers.Starcoder2ForCausalLM),
+        "PhiForCausalLM": (transformers.PhiConfig, transformers.PhiForCausalLM),
+        "GPTNeoXForCausalLM": (transformers.GPTNeoXConfig, transformers.GPTNeoXForCausalLM),
+        "GPTBigCodeForCausalLM": (transformers.GPTBigCodeConfig, transformers.GPTBigCodeForCausalLM),
+        "GPTJForCausalLM": (transformers.GPTJConfig, transformers.GPTJForCausalLM),
+        "CohereForCausalLM": (transformers.CohereConfig, transformers.CohereForCausalLM),
         "Qwen3MoeForCausalLM": (transformers.Qwen3MoeConfig, transformers.Qwen3MoeForCausalLM),
         "MixtralForCausalLM": (transformers.MixtralConfig, transformers.MixtralForCausalLM),
         "Qwen2MoeForCausalLM": (transformers.Qwen2MoeConfig, transformers.Qwen2MoeForCausalLM),

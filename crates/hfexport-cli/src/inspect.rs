@@ -5,6 +5,7 @@ use crate::{forward_graph, open_checkpoint, task_of};
 use anyhow::Result;
 use hfexport::core::dim::shape_to_string;
 use hfexport::core::dump::{dump, op_histogram};
+use hfexport::models::config::{LayerSpec, Span};
 use hfexport::{BuildOptions, Checkpoint, Graph, Task};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -69,10 +70,8 @@ pub(crate) fn supported(json: bool, markdown: bool) -> Result<()> {
     if markdown {
         print!("{}", hfexport::models::task::supported_markdown());
     } else if json {
-        let list: Vec<Value> = rows
-            .iter()
-            .map(|(c, t)| json!({"class": c.class, "model_type": c.model_type, "task": t.name()}))
-            .collect();
+        let list: Vec<Value> =
+            rows.iter().map(|(c, t)| json!({"class": c.class, "model_type": c.model_type, "task": t.name()})).collect();
         println!("{}", serde_json::to_string_pretty(&list)?);
     } else {
         let width = rows.iter().map(|(c, _)| c.class.len()).max().unwrap_or(0);
@@ -93,11 +92,9 @@ pub(crate) fn inspect(path: &Path, task: Option<&str>, full: bool, json: bool) -
     let c = &ckpt.config;
     let task = task_of(&ckpt, task)?;
     let graphs = graphs_of(&ckpt, task)?;
-    let sliding = c.sliding_window.map(|w| {
-        let layers: Vec<usize> = (c.layer_types.iter().enumerate())
-            .filter(|(_, t)| matches!(t, hfexport::models::config::LayerType::SlidingAttention))
-            .map(|(i, _)| i)
-            .collect();
+    let sliding = c.sliding_window().map(|w| {
+        let slides = |l: &LayerSpec| l.attention().is_some_and(|a| matches!(a.span, Span::Sliding(_)));
+        let layers: Vec<usize> = (c.layers.iter().enumerate()).filter(|(_, l)| slides(l)).map(|(i, _)| i).collect();
         (w, layers)
     });
     let total = parameter_count(&graphs);
@@ -283,12 +280,10 @@ fn graph_json(task: Task, g: &Graph) -> serde_json::Value {
     })
 }
 
-/// The rotary embedding(s) of a config: type, base and rotated channels, the sliding layers'
-/// own, and the layers without any.
 /// `8 (top-2, renormalised), experts of 32, in layers 0, 2 of 3, shared expert of 40`.
 fn experts_summary(c: &hfexport::models::ModelConfig, m: &hfexport::models::config::MoeConfig) -> String {
     let sparse: Vec<String> =
-        m.sparse_layers.iter().enumerate().filter(|(_, s)| **s).map(|(i, _)| i.to_string()).collect();
+        c.layers.iter().enumerate().filter(|(_, l)| l.sparse_mlp).map(|(i, _)| i.to_string()).collect();
     let norm = if m.normalize { "renormalised" } else { "not renormalised" };
     let layers = match sparse.len() == c.num_hidden_layers {
         true => format!("in every layer ({})", c.num_hidden_layers),
@@ -304,12 +299,14 @@ fn experts_summary(c: &hfexport::models::ModelConfig, m: &hfexport::models::conf
 /// Weights of the experts a token does not run: `experts - top_k` of them in each sparse layer.
 fn idle_expert_parameters(c: &hfexport::models::ModelConfig, m: &hfexport::models::config::MoeConfig) -> u64 {
     let per_expert = 3 * m.intermediate_size * c.hidden_size;
-    let sparse = m.sparse_layers.iter().filter(|s| **s).count();
+    let sparse = c.layers.iter().filter(|l| l.sparse_mlp).count();
     (sparse * (m.num_experts - m.top_k) * per_expert) as u64
 }
 
+/// The rotary embedding(s) of a config: type, base and rotated channels, the sliding layers'
+/// own, and the layers without any.
 fn rope_summary(c: &hfexport::models::ModelConfig) -> String {
-    let rotary = c.rotary_layers.iter().filter(|r| **r).count();
+    let rotary = c.layers.iter().filter(|l| l.attention().is_some_and(|a| a.rope.is_some())).count();
     if rotary == 0 {
         return "none".to_string();
     }

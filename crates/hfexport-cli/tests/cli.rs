@@ -242,14 +242,22 @@ fn unsupported_architectures_are_said_so() {
     let tmp = tempfile::tempdir().unwrap();
     let cases = [
         ("mamba", "`MambaForCausalLM` (model_type `mamba`) is not supported"),
-        ("gpt_neox", "`GPTNeoXForCausalLM` (model_type `gpt_neox`) is not supported"),
-        ("phi2", "`PhiForCausalLM` (model_type `phi`) is not supported"),
+        ("codegen", "`CodeGenForCausalLM` (model_type `codegen`) is not supported"),
+        ("rwkv", "`RwkvForCausalLM` (model_type `rwkv`) is not supported"),
     ];
     for (name, expected) in cases {
         let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/unsupported").join(name);
         let out = tmp.path().join(name);
         for o in [
-            hfexport(&["export", "--model", dir.to_str().unwrap(), "--format", "onnx", "--output", out.to_str().unwrap()]),
+            hfexport(&[
+                "export",
+                "--model",
+                dir.to_str().unwrap(),
+                "--format",
+                "onnx",
+                "--output",
+                out.to_str().unwrap(),
+            ]),
             hfexport(&["inspect", dir.to_str().unwrap()]),
         ] {
             let err = stderr(&o);

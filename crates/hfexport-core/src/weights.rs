@@ -58,6 +58,9 @@ pub enum WeightExpr {
     Slice { expr: Box<WeightExpr>, axis: usize, start: usize, end: usize },
     /// `1 + x` (Gemma's RMSNorm scales by `1 + weight`).
     OnePlus(Box<WeightExpr>),
+    /// Rows (entries along axis 0) of `expr` in the order `rows` gives (a projection whose output
+    /// channels are reordered: GPT-J's rotate-every-two pairs read as rotate-half ones).
+    Rows { expr: Box<WeightExpr>, rows: Vec<usize> },
     /// Equal-shaped parts stacked along a new leading axis (a mixture-of-experts layer's
     /// per-expert weights as one `[experts, out, in]` tensor); streamed part by part.
     Stack(Vec<WeightExpr>),
@@ -94,7 +97,8 @@ impl WeightExpr {
             WeightExpr::Slice { expr, .. }
             | WeightExpr::Quantize { expr, .. }
             | WeightExpr::Pack { expr, .. }
-            | WeightExpr::Repeat { expr, .. } => expr.sources(),
+            | WeightExpr::Repeat { expr, .. }
+            | WeightExpr::Rows { expr, .. } => expr.sources(),
             WeightExpr::Stack(parts) | WeightExpr::Interleave(parts) => {
                 parts.iter().flat_map(WeightExpr::sources).collect()
             }
@@ -228,6 +232,12 @@ impl WeightExpr {
                 }
                 Ok(i)
             }
+            WeightExpr::Rows { expr, rows } => {
+                let mut i = expr.info(src)?;
+                check_rows(expr, &i.shape, rows)?;
+                i.shape[0] = rows.len();
+                Ok(i)
+            }
         }
     }
 
@@ -321,6 +331,16 @@ impl WeightExpr {
                 packer.finish();
                 Tensor::from_le_bytes(DType::U8, info.shape, &packer.out)
             }
+            WeightExpr::Rows { expr, rows } => {
+                let t = expr.materialize(src)?;
+                check_rows(expr, t.shape(), rows)?;
+                let row = t.shape()[1..].iter().product::<usize>() * t.dtype().size();
+                let bytes = t.to_le_bytes();
+                let out: Vec<u8> = rows.iter().flat_map(|&r| &bytes[r * row..(r + 1) * row]).copied().collect();
+                let mut shape = t.shape().to_vec();
+                shape[0] = rows.len();
+                Tensor::from_le_bytes(t.dtype(), shape, &out)
+            }
             WeightExpr::Repeat { expr, times } => {
                 let t = expr.materialize(src)?;
                 let size = t.dtype().size();
@@ -385,6 +405,17 @@ fn alike(parts: &[WeightExpr], src: &dyn TensorSource) -> Result<TensorInfo> {
         }
     }
     Ok(info)
+}
+
+/// Gathered rows must exist in the tensor they are read from.
+fn check_rows(expr: &WeightExpr, shape: &[usize], rows: &[usize]) -> Result<()> {
+    match (shape.first(), rows.iter().max()) {
+        (Some(&len), Some(&max)) if max < len => Ok(()),
+        _ => Err(Error::Weight {
+            tensor: expr.sources().join(","),
+            msg: format!("rows up to {:?} are outside shape {shape:?}", rows.iter().max()),
+        }),
+    }
 }
 
 /// A slice must stay inside the tensor it reads.
@@ -628,6 +659,7 @@ impl std::fmt::Display for WeightExpr {
             WeightExpr::OnePlus(e) => write!(f, "1+({e})"),
             WeightExpr::Quantize { expr, scheme, part, .. } => write!(f, "{part:?}<{}>({expr})", scheme.label()),
             WeightExpr::Repeat { expr, times } => write!(f, "repeat<{times}>({expr})"),
+            WeightExpr::Rows { expr, rows } => write!(f, "rows<{}>({expr})", rows.len()),
             WeightExpr::Pack { expr, high_first, per_row } => {
                 let order = if *high_first { "high" } else { "low" };
                 write!(f, "pack4<{order}{}>({expr})", if *per_row { ", rows" } else { "" })
@@ -708,6 +740,18 @@ mod tests {
             })
             .unwrap();
         assert_eq!(streamed, t.to_le_bytes());
+    }
+
+    /// Rows come out in the order given; a row past the end is an error naming the tensor.
+    #[test]
+    fn rows_are_gathered_in_order() {
+        let mut src = MemorySource::default();
+        src.insert("w", Tensor::f32(vec![3, 2], vec![0.0, 1.0, 2.0, 3.0, 4.0, 5.0]).unwrap());
+        let rows = |rows: Vec<usize>| WeightExpr::Rows { expr: Box::new(WeightExpr::stored("w")), rows };
+        let t = rows(vec![2, 0]).materialize(&src).unwrap();
+        assert_eq!((t.shape(), t.as_f32().unwrap()), (&[2, 2][..], &[4.0, 5.0, 0.0, 1.0][..]));
+        assert_eq!(rows(vec![1, 1, 2, 0]).info(&src).unwrap().shape, [4, 2]);
+        assert!(rows(vec![3]).info(&src).unwrap_err().to_string().contains('w'));
     }
 
     /// The bit-level fast paths equal the general cast for every value class.

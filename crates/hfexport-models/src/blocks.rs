@@ -11,7 +11,7 @@
 use hfexport_core::ops::{moe_few_tokens, Activation, BinaryOp, UnaryOp};
 use hfexport_core::{DType, Dim, Op, Tensor, ValueId, WeightExpr};
 
-use crate::config::LayerType;
+use crate::config::{AttentionSpec, LayerSpec, Mixer, ParallelMlpInput, Span};
 use crate::decoder::{Decoder, LayerInputs, Vb};
 use crate::error::Result;
 use crate::layout::{MlpKind, MoeLayout, NormKind, Projections, QkNorm};
@@ -74,10 +74,31 @@ impl Decoder<'_> {
 
     /// `x · wᵀ (+ b)` with `w` stored `[out, in]` at `vb.weight`.
     pub(crate) fn linear(&mut self, vb: &Vb, out: usize, inp: usize, bias: bool, x: ValueId) -> Result<ValueId> {
-        let w = self.weight(vb, "weight", &[out, inp])?;
-        let mut ins = vec![x, w];
+        self.reordered_linear(vb, [out, inp], bias, None, x)
+    }
+
+    /// A linear whose output channels are the stored ones in the order `rows` gives (all of them
+    /// in order when `None`).
+    fn reordered_linear(
+        &mut self,
+        vb: &Vb,
+        [out, inp]: [usize; 2],
+        bias: bool,
+        rows: Option<&[usize]>,
+        x: ValueId,
+    ) -> Result<ValueId> {
+        let mut read = |leaf: &str, shape: &[usize]| -> Result<ValueId> {
+            let name = vb.name(leaf);
+            let (expr, dtype) = self.stored(&name, shape)?;
+            let expr = match rows {
+                Some(rows) => WeightExpr::Rows { expr: Box::new(expr), rows: rows.to_vec() },
+                None => expr,
+            };
+            Ok(self.declare(&name, expr, dtype, shape))
+        };
+        let mut ins = vec![x, read("weight", &[out, inp])?];
         if bias {
-            ins.push(self.weight(vb, "bias", &[out])?);
+            ins.push(read("bias", &[out])?);
         }
         self.op(vb.path(), Op::Linear, &ins)
     }
@@ -198,7 +219,11 @@ impl Decoder<'_> {
                 self.weight(&Vb::root(name), "weight", &[cfg.vocab_size, cfg.hidden_size])?
             }
         };
-        let mut logits = self.op("lm_head", Op::Linear, &[h, w])?;
+        let mut ins = vec![h, w];
+        if layout.head_bias {
+            ins.push(self.weight(&Vb::root(layout.heads[0]), "bias", &[cfg.vocab_size])?);
+        }
+        let mut logits = self.op("lm_head", Op::Linear, &ins)?;
         if let Some(s) = cfg.logits_scaling {
             logits = self.scale("lm_head.scaled", logits, 1.0 / s)?;
         }
@@ -210,8 +235,9 @@ impl Decoder<'_> {
 
     // ---- decoder layer ------------------------------------------------------------------------
 
-    /// One decoder layer: attention and MLP, each with the norms the layout places around it,
-    /// scaled by the residual multiplier, added to the residual stream.
+    /// One decoder layer: its mixer (as its [`LayerSpec`](crate::config::LayerSpec) says) and
+    /// MLP, each with the norms the layout places around it, scaled by the residual multiplier,
+    /// added to the residual stream.
     pub(crate) fn decoder_layer(
         &mut self,
         vb: &Vb,
@@ -223,23 +249,54 @@ impl Decoder<'_> {
         let norms = self.arch.layout.norms;
         let pre_attention = norms.pre_attention.filter(|_| i > 0 || !norms.first_without_pre_attention);
         let x = self.optional_norm(vb, pre_attention, h)?;
-        let a = self.attention(&vb.pp(self.arch.layout.attention.prefix), i, x, s)?;
+        let (cfg, spec) = (self.cfg, &self.cfg.layers[i]);
+        let a = match &spec.mixer {
+            Mixer::Attention(a) => self.attention(&vb.pp(self.arch.layout.attention.prefix), i, a, x, s)?,
+        };
         let a = self.optional_norm(vb, norms.post_attention, a)?;
+        if let Some(input) = cfg.parallel {
+            return self.parallel_mlp(vb, spec, (h, x, a), input, act);
+        }
         let mut h = self.residual(&vb.name("attn_residual"), h, a)?;
         h = self.optional_norm(vb, norms.attention_residual, h)?;
         if let (Some(cross), Some(&(k, v))) = (self.arch.layout.cross_attention, s.cross.get(i)) {
-            let x = self.norm(&vb.pp(cross.norm), self.cfg.hidden_size, h)?;
-            let c = self.cross_attention(&vb.pp(cross.prefix), i, x, k, v)?;
+            let a = crate::seq2seq::cross_attention_spec(cfg, spec)?;
+            let x = self.norm(&vb.pp(cross.norm), cfg.hidden_size, h)?;
+            let c = self.cross_attention(&vb.pp(cross.prefix), a, x, k, v)?;
             h = self.residual(&vb.name("cross_residual"), h, c)?;
         }
         let x = self.optional_norm(vb, norms.pre_mlp, h)?;
-        let m = match self.arch.layout.moe {
-            Some(moe) if self.cfg.sparse_layer(i) => self.moe(vb, &moe, x, act)?,
-            _ => self.mlp(&vb.pp(self.arch.layout.mlp.prefix), x, act)?,
-        };
+        let m = self.layer_mlp(vb, spec, x, act)?;
         let m = self.optional_norm(vb, norms.post_mlp, m)?;
         let h = self.residual(&vb.name("mlp_residual"), h, m)?;
         self.optional_norm(vb, norms.mlp_residual, h)
+    }
+
+    /// The MLP half of a parallel block and the sum `attn + mlp + h` (transformers' order), from
+    /// the residual `h`, the attention's normed input `x` and its output `a`.
+    fn parallel_mlp(
+        &mut self,
+        vb: &Vb,
+        spec: &LayerSpec,
+        (h, x, a): (ValueId, ValueId, ValueId),
+        input: ParallelMlpInput,
+        act: Activation,
+    ) -> Result<ValueId> {
+        let x = match input {
+            ParallelMlpInput::AttentionInput => x,
+            ParallelMlpInput::OwnNorm => self.optional_norm(vb, self.arch.layout.norms.pre_mlp, h)?,
+        };
+        let m = self.layer_mlp(vb, spec, x, act)?;
+        let am = self.op(&vb.name("parallel_sum"), Op::Binary(BinaryOp::Add), &[a, m])?;
+        self.residual(&vb.name("parallel_residual"), h, am)
+    }
+
+    /// The layer's MLP: the sparse one where its spec says so, else the dense one.
+    fn layer_mlp(&mut self, vb: &Vb, spec: &LayerSpec, x: ValueId, act: Activation) -> Result<ValueId> {
+        match self.arch.layout.moe {
+            Some(moe) if spec.sparse_mlp => self.moe(vb, &moe, x, act),
+            _ => self.mlp(&vb.pp(self.arch.layout.mlp.prefix), x, act),
+        }
     }
 
     fn residual(&mut self, name: &str, h: ValueId, x: ValueId) -> Result<ValueId> {
@@ -253,44 +310,125 @@ impl Decoder<'_> {
     // ---- attention ----------------------------------------------------------------------------
 
     /// The q, k and v projections `[b, s, heads * head_dim]`.
-    fn qkv(&mut self, vb: &Vb, x: ValueId) -> Result<(ValueId, ValueId, ValueId)> {
-        let cfg = self.cfg;
-        let (hd, hs, bias) = (cfg.head_dim, cfg.hidden_size, cfg.attention_bias);
-        let (q_rows, kv_rows) = (cfg.num_attention_heads * hd, cfg.num_key_value_heads * hd);
+    fn qkv(&mut self, vb: &Vb, a: &AttentionSpec, x: ValueId) -> Result<(ValueId, ValueId, ValueId)> {
+        let (hs, bias) = (self.cfg.hidden_size, self.cfg.attention_bias);
+        let (q_rows, kv_rows) = (a.heads * a.head_dim, a.kv_heads * a.head_dim);
         let parts = [
             Part { name: "q_proj", rows: q_rows },
             Part { name: "k_proj", rows: kv_rows },
             Part { name: "v_proj", rows: kv_rows },
         ];
+        let (q_order, k_order) = match (&a.rope, self.arch.layout.interleaved_rotary) {
+            (Some(rope), true) => (
+                Some(pairs_as_halves(a.heads, a.head_dim, rope.dim)),
+                Some(pairs_as_halves(a.kv_heads, a.head_dim, rope.dim)),
+            ),
+            _ => (None, None),
+        };
         let outs = match self.arch.layout.attention.qkv {
             Projections::Separate { q, k, v } => vec![
-                self.linear(&vb.pp(q), q_rows, hs, bias, x)?,
-                self.linear(&vb.pp(k), kv_rows, hs, bias && !self.arch.layout.attention.unbiased_key, x)?,
+                self.reordered_linear(&vb.pp(q), [q_rows, hs], bias, q_order.as_deref(), x)?,
+                self.reordered_linear(
+                    &vb.pp(k),
+                    [kv_rows, hs],
+                    bias && !self.arch.layout.attention.unbiased_key,
+                    k_order.as_deref(),
+                    x,
+                )?,
                 self.linear(&vb.pp(v), kv_rows, hs, bias, x)?,
             ],
+            _ if q_order.is_some() => {
+                return Err(crate::ModelError::Config {
+                    path: "config.json".into(),
+                    key: "architectures".into(),
+                    msg: "interleaved rotary needs separate q/k/v projections".into(),
+                })
+            }
             Projections::Fused(name) => self.fused_linear(&vb.pp(name), vb, &parts, hs, bias, false, x)?,
             Projections::FusedConv1d(name) => self.fused_linear(&vb.pp(name), vb, &parts, hs, true, true, x)?,
+            Projections::FusedPerKvGroup(name) => self.grouped_qkv(&vb.pp(name), a, bias, x)?,
         };
         Ok((outs[0], outs[1], outs[2]))
     }
 
+    /// The q, k and v of one linear whose rows are grouped per KV head (`[kv, q_per_kv + 2, d]`):
+    /// its output reshaped to the groups, each part sliced out and flattened back to
+    /// `[b, s, heads * d]` (a query head's index is its group's times `q_per_kv` plus its place).
+    fn grouped_qkv(&mut self, vb: &Vb, a: &AttentionSpec, bias: bool, x: ValueId) -> Result<Vec<ValueId>> {
+        let (d, kv) = (a.head_dim, a.kv_heads);
+        let g = a.heads / kv;
+        let y = self.linear(vb, kv * (g + 2) * d, self.cfg.hidden_size, bias, x)?;
+        let s = self.g.info(x).shape.clone();
+        let groups = vec![s[0].clone(), s[1].clone(), Dim::from(kv), Dim::from((g + 2) * d)];
+        let y = self.op(&vb.name("groups"), Op::Reshape { shape: groups }, &[y])?;
+        let mut out = vec![];
+        for (part, from, to) in [("q", 0, g), ("k", g, g + 1), ("v", g + 1, g + 2)] {
+            let rows = Op::Slice { axis: 3, start: Dim::from(from * d), end: Dim::from(to * d) };
+            let p = self.op(&vb.name(&format!("{part}_rows")), rows, &[y])?;
+            let flat = vec![s[0].clone(), s[1].clone(), Dim::from(kv * (to - from) * d)];
+            out.push(self.op(&vb.name(part), Op::Reshape { shape: flat }, &[p])?);
+        }
+        Ok(out)
+    }
+
     /// `[b, s, heads*d]` -> `[b, heads, s, d]`, with the per-head norm in between where the
     /// family has one.
-    fn split_heads(&mut self, vb: &Vb, x: ValueId, heads: usize, norm: Option<Vb>) -> Result<ValueId> {
+    fn split_heads(&mut self, vb: &Vb, x: ValueId, [heads, d]: [usize; 2], norm: Option<HeadNorm>) -> Result<ValueId> {
         let s = self.g.info(x).shape.clone();
-        let d = self.cfg.head_dim;
         let shape = vec![s[0].clone(), s[1].clone(), Dim::from(heads), Dim::from(d)];
         let mut x = self.op(&vb.name("split_heads"), Op::Reshape { shape }, &[x])?;
-        if let Some(norm) = norm {
-            x = self.norm(&norm, d, x)?;
-        }
+        x = match norm {
+            Some(HeadNorm::Shared(norm)) => self.norm(&norm, d, x)?,
+            Some(HeadNorm::Rows { vb, stacked, order }) => self.head_rows_norm(&vb, [heads, d], (stacked, order), x)?,
+            None => x,
+        };
         self.op(&vb.name("heads_first"), Op::Transpose { perm: vec![0, 2, 1, 3] }, &[x])
     }
 
-    /// The rotary embedding over the first `rope.dim` channels of `x` `[b, h, s, d]` (all of
-    /// them unless the rotary is partial).
-    fn rotate(&mut self, name: &str, x: ValueId, cos: ValueId, sin: ValueId, dim: usize) -> Result<ValueId> {
-        let d = self.cfg.head_dim;
+    /// A LayerNorm without bias over the last axis of `x` `[b, s, heads, d]` whose weight has one
+    /// row per head (stored `[heads, d]`, or `stacked` from one norm per head; its columns read
+    /// in `order` when given): normalised with unit weight, then scaled by the rows.
+    fn head_rows_norm(
+        &mut self,
+        vb: &Vb,
+        [heads, d]: [usize; 2],
+        (stacked, order): (bool, Option<Vec<usize>>),
+        x: ValueId,
+    ) -> Result<ValueId> {
+        let ones = Tensor::f32(vec![d], vec![1.0; d])?.cast(self.opts.dtype);
+        let ones = self.op(&vb.name("unit"), Op::Constant(ones), &[])?;
+        let eps = self.cfg.norm_eps as f32;
+        let normed = self.op(&vb.name("normed"), Op::LayerNorm { eps }, &[x, ones])?;
+        let name = vb.name("weight");
+        let (w, dtype) = match stacked {
+            false => self.stored(&name, &[heads, d])?,
+            true => {
+                let rows = (0..heads).map(|h| self.stored(&vb.pp("norms").pp(h).name("weight"), &[d]));
+                let rows: Vec<(WeightExpr, DType)> = rows.collect::<Result<_>>()?;
+                let dtype = rows[0].1;
+                (WeightExpr::Stack(rows.into_iter().map(|(e, _)| e).collect()), dtype)
+            }
+        };
+        let w = match order {
+            Some(rows) => {
+                let by_column = WeightExpr::Rows { expr: Box::new(WeightExpr::Transpose(Box::new(w))), rows };
+                WeightExpr::Transpose(Box::new(by_column))
+            }
+            None => w,
+        };
+        let w = self.declare(&name, w, dtype, &[heads, d]);
+        self.op(vb.path(), Op::Binary(BinaryOp::Mul), &[normed, w])
+    }
+
+    /// The rotary embedding over the first `dim` of the `d` channels of `x` `[b, h, s, d]` (all
+    /// of them unless the rotary is partial).
+    fn rotate(
+        &mut self,
+        name: &str,
+        x: ValueId,
+        (cos, sin): (ValueId, ValueId),
+        [dim, d]: [usize; 2],
+    ) -> Result<ValueId> {
         if dim == d {
             return self.op(name, Op::ApplyRotary, &[x, cos, sin]);
         }
@@ -301,44 +439,58 @@ impl Decoder<'_> {
         self.op(name, Op::Concat { axis: 3 }, &[r, pass])
     }
 
-    fn attention(&mut self, vb: &Vb, layer: usize, x: ValueId, s: &LayerInputs) -> Result<ValueId> {
-        let (cfg, layout) = (self.cfg, self.arch.layout.attention);
-        let (hd, nh, nkv) = (cfg.head_dim, cfg.num_attention_heads, cfg.num_key_value_heads);
-        let (mut q, mut k, v) = self.qkv(vb, x)?;
-        if layout.qk_norm == QkNorm::Whole {
-            q = self.norm(&vb.pp("q_norm"), nh * hd, q)?;
-            k = self.norm(&vb.pp("k_norm"), nkv * hd, k)?;
+    fn attention(&mut self, vb: &Vb, layer: usize, a: &AttentionSpec, x: ValueId, s: &LayerInputs) -> Result<ValueId> {
+        let layout = self.arch.layout.attention;
+        let (hd, nh, nkv) = (a.head_dim, a.heads, a.kv_heads);
+        let (mut q, mut k, v) = self.qkv(vb, a, x)?;
+        let qk_norm = if self.cfg.qk_norm { layout.qk_norm } else { QkNorm::None };
+        if let QkNorm::Whole([qn, kn]) = qk_norm {
+            q = self.norm(&vb.pp(qn), nh * hd, q)?;
+            k = self.norm(&vb.pp(kn), nkv * hd, k)?;
         }
-        let head_norm = |n: &str| (layout.qk_norm == QkNorm::PerHead).then(|| vb.pp(format!("{n}_norm")));
-        let mut q = self.split_heads(&vb.pp("q"), q, nh, head_norm("q"))?;
-        let mut k = self.split_heads(&vb.pp("k"), k, nkv, head_norm("k"))?;
-        let v = self.split_heads(&vb.pp("v"), v, nkv, None)?;
-        if let Some(rope) = cfg.layer_rope(layer) {
-            let (cos, sin) = s.tables(rope);
-            q = self.rotate(&vb.name("q_rotary"), q, cos, sin, rope.dim)?;
-            k = self.rotate(&vb.name("k_rotary"), k, cos, sin, rope.dim)?;
+        let [q_norm, k_norm] = match qk_norm {
+            QkNorm::PerHead([qn, kn]) => [Some(HeadNorm::Shared(vb.pp(qn))), Some(HeadNorm::Shared(vb.pp(kn)))],
+            QkNorm::PerHeadRows([qn, kn]) | QkNorm::PerHeadNorms([qn, kn]) => {
+                // the channels of each head are reordered as the projections' rows are
+                let order = match (&a.rope, self.arch.layout.interleaved_rotary) {
+                    (Some(rope), true) => Some(pairs_as_halves(1, hd, rope.dim)),
+                    _ => None,
+                };
+                let stacked = matches!(qk_norm, QkNorm::PerHeadNorms(_));
+                let rows = |n: &str| HeadNorm::Rows { vb: vb.pp(n), stacked, order: order.clone() };
+                [Some(rows(qn)), Some(rows(kn))]
+            }
+            QkNorm::None | QkNorm::Whole(_) => [None, None],
+        };
+        let mut q = self.split_heads(&vb.pp("q"), q, [nh, hd], q_norm)?;
+        let mut k = self.split_heads(&vb.pp("k"), k, [nkv, hd], k_norm)?;
+        let v = self.split_heads(&vb.pp("v"), v, [nkv, hd], None)?;
+        if let Some(rope) = &a.rope {
+            let tables = s.tables(rope);
+            q = self.rotate(&vb.name("q_rotary"), q, tables, [rope.dim, hd])?;
+            k = self.rotate(&vb.name("k_rotary"), k, tables, [rope.dim, hd])?;
         }
         let (k, v) = self.cached_kv(vb.path(), layer, k, v, s.positions)?;
         // an encoder's windows are in its sliding mask; a decoder's are the op's (causal)
-        let (mask, window) = match (cfg.layer_types.get(layer), s.sliding_mask, cfg.sliding_window) {
-            (Some(LayerType::SlidingAttention), Some(m), _) => (m, None),
-            (Some(LayerType::SlidingAttention), None, Some(w)) => (s.mask, Some(w)),
-            _ => (s.mask, None),
+        let (mask, window) = match (a.span, s.sliding_mask) {
+            (Span::Sliding(_), Some(m)) => (m, None),
+            (Span::Sliding(w), None) => (s.mask, Some(w)),
+            (Span::Full, _) => (s.mask, None),
         };
-        let scale = cfg.attention_scales[layer] as f32;
-        let op = Op::Attention { scale, softcap: cfg.attn_softcap.map(|c| c as f32), sliding_window: window };
+        let softcap = self.cfg.attn_softcap.map(|c| c as f32);
+        let op = Op::Attention { scale: a.scale as f32, softcap, sliding_window: window };
         let mut ins = vec![q, k, v, mask];
         if window.is_some() {
             ins.extend([s.positions, s.key_positions]);
         }
         let o = self.op(&vb.name("attention"), op, &ins)?;
-        self.merge_heads_out(vb, o)
+        self.merge_heads_out(vb, a, o)
     }
 
     /// `[b, heads, s, d]` -> `[b, s, heads * d]` through the output projection.
-    fn merge_heads_out(&mut self, vb: &Vb, o: ValueId) -> Result<ValueId> {
+    fn merge_heads_out(&mut self, vb: &Vb, a: &AttentionSpec, o: ValueId) -> Result<ValueId> {
         let (cfg, layout) = (self.cfg, self.arch.layout.attention);
-        let (hd, nh) = (cfg.head_dim, cfg.num_attention_heads);
+        let (hd, nh) = (a.head_dim, a.heads);
         let o = self.op(&vb.name("heads_last"), Op::Transpose { perm: vec![0, 2, 1, 3] }, &[o])?;
         let sh = self.g.info(o).shape.clone();
         let merged = vec![sh[0].clone(), sh[1].clone(), Dim::from(nh * hd)];
@@ -346,7 +498,7 @@ impl Decoder<'_> {
         let out = vb.pp(layout.out);
         match layout.qkv {
             Projections::FusedConv1d(_) => self.conv1d(&out, cfg.hidden_size, nh * hd, o),
-            Projections::Separate { .. } | Projections::Fused(_) => {
+            Projections::Separate { .. } | Projections::Fused(_) | Projections::FusedPerKvGroup(_) => {
                 self.linear(&out, cfg.hidden_size, nh * hd, cfg.o_bias, o)
             }
         }
@@ -354,16 +506,16 @@ impl Decoder<'_> {
 
     /// Attention of `x` over the encoder's keys and values `[b, heads, enc_len, head_dim]`
     /// (every encoder position visible), with the self-attention's projection names.
-    fn cross_attention(&mut self, vb: &Vb, layer: usize, x: ValueId, k: ValueId, v: ValueId) -> Result<ValueId> {
+    fn cross_attention(&mut self, vb: &Vb, a: &AttentionSpec, x: ValueId, k: ValueId, v: ValueId) -> Result<ValueId> {
         let cfg = self.cfg;
-        let (hd, nh) = (cfg.head_dim, cfg.num_attention_heads);
+        let (hd, nh) = (a.head_dim, a.heads);
         let [q, _, _] = self.separate_qkv()?;
         let q = self.linear(&vb.pp(q), nh * hd, cfg.hidden_size, cfg.attention_bias, x)?;
-        let q = self.split_heads(&vb.pp("q"), q, nh, None)?;
+        let q = self.split_heads(&vb.pp("q"), q, [nh, hd], None)?;
         let all = self.op(&vb.name("mask"), Op::Constant(Tensor::bool(vec![1, 1, 1, 1], vec![true])?), &[])?;
-        let op = Op::Attention { scale: cfg.attention_scales[layer] as f32, softcap: None, sliding_window: None };
+        let op = Op::Attention { scale: a.scale as f32, softcap: None, sliding_window: None };
         let o = self.op(&vb.name("attention"), op, &[q, k, v, all])?;
-        self.merge_heads_out(vb, o)
+        self.merge_heads_out(vb, a, o)
     }
 
     /// The q, k and v projection names of a cross-attention (laid out as the self-attention).
@@ -379,15 +531,16 @@ impl Decoder<'_> {
     }
 
     /// The keys and values `[b, heads, enc_len, head_dim]` of the encoder `states` for the
-    /// cross-attention at `vb`.
-    pub(crate) fn cross_kv(&mut self, vb: &Vb, states: ValueId) -> Result<(ValueId, ValueId)> {
+    /// cross-attention at `vb` (of a layer shaped `a`).
+    pub(crate) fn cross_kv(&mut self, vb: &Vb, a: &AttentionSpec, states: ValueId) -> Result<(ValueId, ValueId)> {
         let (cfg, layout) = (self.cfg, self.arch.layout.attention);
-        let (hd, nh, hs) = (cfg.head_dim, cfg.num_attention_heads, cfg.hidden_size);
+        let (hd, nh, hs) = (a.head_dim, a.heads, cfg.hidden_size);
         let [_, k, v] = self.separate_qkv()?;
         let key_bias = cfg.attention_bias && !layout.unbiased_key;
         let keys = self.linear(&vb.pp(k), nh * hd, hs, key_bias, states)?;
         let values = self.linear(&vb.pp(v), nh * hd, hs, cfg.attention_bias, states)?;
-        Ok((self.split_heads(&vb.pp("k"), keys, nh, None)?, self.split_heads(&vb.pp("v"), values, nh, None)?))
+        let keys = self.split_heads(&vb.pp("k"), keys, [nh, hd], None)?;
+        Ok((keys, self.split_heads(&vb.pp("v"), values, [nh, hd], None)?))
     }
 
     // ---- MLP ----------------------------------------------------------------------------------
@@ -520,4 +673,25 @@ impl Decoder<'_> {
         let down = self.declare(&experts.name("down_proj"), down, dtype, &[e, hs, is]);
         Ok([gate, up, down])
     }
+}
+
+/// The channel order that turns rotate-every-two pairs `(2i, 2i + 1)` of the first `rotary`
+/// channels of each of `heads` heads of size `d` into rotate-half pairs `(i, i + rotary/2)`:
+/// per head, the even rotary channels, then the odd ones, then the channels rotary leaves alone.
+fn pairs_as_halves(heads: usize, d: usize, rotary: usize) -> Vec<usize> {
+    (0..heads)
+        .flat_map(|h| {
+            let evens = (0..rotary).step_by(2);
+            let odds = (1..rotary).step_by(2);
+            evens.chain(odds).chain(rotary..d).map(move |c| h * d + c)
+        })
+        .collect()
+}
+
+/// The norm of each head's queries or keys: one weight shared by the heads (at its `Vb`), or
+/// one row per head, stored together or `stacked` from per-head norms, with its columns in an
+/// order (see [`Decoder::head_rows_norm`]).
+enum HeadNorm {
+    Shared(Vb),
+    Rows { vb: Vb, stacked: bool, order: Option<Vec<usize>> },
 }

@@ -137,18 +137,7 @@ impl<'a> Decoder<'a> {
             vec![one.clone(), one.clone(), seq.clone(), len.clone()],
         )?;
         let positions = self.g.add_input("position_ids", DType::I64, vec![one.clone(), seq])?;
-        let cache_shape = vec![one.clone(), Dim::from(cfg.num_key_value_heads), len.clone(), Dim::from(cfg.head_dim)];
-        let mut inputs = vec![];
-        for i in 0..cfg.num_hidden_layers {
-            let k =
-                self.g.add_input(&format!("input.{}", cache_name(i, "keys")), self.opts.dtype, cache_shape.clone())?;
-            let v = self.g.add_input(
-                &format!("input.{}", cache_name(i, "values")),
-                self.opts.dtype,
-                cache_shape.clone(),
-            )?;
-            inputs.push((k, v));
-        }
+        let inputs = self.cache_inputs(&len)?;
         self.kv = Kv::StaticCache { inputs, outputs: vec![] };
         let cross = self.cross_inputs()?;
         self.image = self.image_input()?;
@@ -196,8 +185,7 @@ impl<'a> Decoder<'a> {
         let ids = self.g.add_input("input_ids", DType::I64, vec![one.clone(), seq.clone()])?;
         let am = self.g.add_input("attention_mask", DType::I64, vec![one.clone(), total.clone()])?;
         let positions = self.g.add_input("position_ids", DType::I64, vec![one.clone(), seq.clone()])?;
-        let cache_shape = vec![one.clone(), Dim::from(cfg.num_key_value_heads), past, Dim::from(cfg.head_dim)];
-        let inputs = self.cache_inputs(&cache_shape)?;
+        let inputs = self.cache_inputs(&past)?;
         self.kv = Kv::Growing { inputs, outputs: vec![] };
         let ropes = self.rotary(positions)?;
         let keys = self.op("cache.positions", Op::Iota { len: total.clone() }, &[])?;
@@ -237,11 +225,12 @@ impl<'a> Decoder<'a> {
                 Dim::sym(&self.g.symbols.declare("encoder_sequence", 1, cfg.max_position_embeddings.max(1) as i64)?)
             }
         };
-        let shape = vec![Dim::konst(1), Dim::from(cfg.num_attention_heads), positions, Dim::from(cfg.head_dim)];
         let mut cross = vec![];
-        for i in 0..cfg.num_hidden_layers {
+        for (i, layer) in cfg.layers.iter().enumerate() {
+            let a = crate::seq2seq::cross_attention_spec(cfg, layer)?;
+            let shape = vec![Dim::konst(1), Dim::from(a.heads), positions.clone(), Dim::from(a.head_dim)];
             let k = self.g.add_input(&crate::seq2seq::cross_name(i, "keys"), self.opts.dtype, shape.clone())?;
-            let v = self.g.add_input(&crate::seq2seq::cross_name(i, "values"), self.opts.dtype, shape.clone())?;
+            let v = self.g.add_input(&crate::seq2seq::cross_name(i, "values"), self.opts.dtype, shape)?;
             cross.push((k, v));
         }
         Ok(cross)
@@ -266,7 +255,7 @@ impl<'a> Decoder<'a> {
     /// the layers use (the sliding layers' own is `model.rotary_emb_local`).
     pub(crate) fn rotary(&mut self, positions: ValueId) -> Result<Vec<(RopeConfig, ValueId, ValueId)>> {
         let mut ropes: Vec<RopeConfig> = vec![];
-        for rope in (0..self.cfg.num_hidden_layers).filter_map(|i| self.cfg.layer_rope(i)) {
+        for rope in self.cfg.layers.iter().filter_map(|l| l.attention()?.rope.as_ref()) {
             if !ropes.contains(rope) {
                 ropes.push(rope.clone());
             }
@@ -329,12 +318,12 @@ impl<'a> Decoder<'a> {
         let (k, v) = match &self.kv {
             Kv::Tokens | Kv::Present { .. } => (k, v),
             Kv::StaticCache { inputs, .. } => {
-                let (ck, cv) = inputs[layer];
+                let (ck, cv) = (inputs[layer][0], inputs[layer][1]);
                 let k = self.op(&format!("{p}.cache_keys"), Op::CacheUpdate, &[ck, k, positions])?;
                 (k, self.op(&format!("{p}.cache_values"), Op::CacheUpdate, &[cv, v, positions])?)
             }
             Kv::Growing { inputs, .. } => {
-                let (pk, pv) = inputs[layer];
+                let (pk, pv) = (inputs[layer][0], inputs[layer][1]);
                 let k = self.op(&format!("{p}.cache_keys"), Op::Concat { axis: 2 }, &[pk, k])?;
                 (k, self.op(&format!("{p}.cache_values"), Op::Concat { axis: 2 }, &[pv, v])?)
             }
@@ -342,22 +331,25 @@ impl<'a> Decoder<'a> {
         match &mut self.kv {
             Kv::Tokens => {}
             Kv::Present { outputs } | Kv::StaticCache { outputs, .. } | Kv::Growing { outputs, .. } => {
-                outputs.push((k, v))
+                outputs.push(vec![k, v])
             }
         }
         Ok((k, v))
     }
 
-    /// Declares `input.cache.*` of every layer with `shape`.
-    fn cache_inputs(&mut self, shape: &[Dim]) -> Result<Vec<(ValueId, ValueId)>> {
-        (0..self.cfg.num_hidden_layers)
-            .map(|i| {
-                let dtype = self.opts.dtype;
-                let k = self.g.add_input(&format!("input.{}", cache_name(i, "keys")), dtype, shape.to_vec())?;
-                let v = self.g.add_input(&format!("input.{}", cache_name(i, "values")), dtype, shape.to_vec())?;
-                Ok((k, v))
-            })
-            .collect()
+    /// Declares `input.cache.layers.<i>.*` of every layer, as its [`crate::config::LayerSpec::cache`] says,
+    /// over `len` positions.
+    fn cache_inputs(&mut self, len: &Dim) -> Result<Vec<Vec<ValueId>>> {
+        let (cfg, dtype) = (self.cfg, self.opts.dtype);
+        let mut layers = Vec::with_capacity(cfg.layers.len());
+        for (i, layer) in cfg.layers.iter().enumerate() {
+            let mut states = vec![];
+            for (kind, shape) in layer.cache(len) {
+                states.push(self.g.add_input(&format!("input.{}", cache_name(i, kind)), dtype, shape)?);
+            }
+            layers.push(states);
+        }
+        Ok(layers)
     }
 
     /// Adds `output.cache.*` for the caches the layers produced; `alias`: they update the
@@ -367,8 +359,8 @@ impl<'a> Decoder<'a> {
             Kv::Present { outputs } | Kv::StaticCache { outputs, .. } | Kv::Growing { outputs, .. } => outputs,
             Kv::Tokens => vec![],
         };
-        for (i, (k, v)) in outputs.into_iter().enumerate() {
-            for (kind, value) in [("keys", k), ("values", v)] {
+        for (i, (layer, states)) in self.cfg.layers.iter().zip(outputs).enumerate() {
+            for (kind, value) in layer.cache_names().iter().zip(states) {
                 let name = cache_name(i, kind);
                 self.g.add_output(&format!("output.{name}"), value)?;
                 if alias {

@@ -91,18 +91,19 @@ impl LayerInputs {
     }
 }
 
-/// Where the keys and values of each layer come from.
+/// Where the keys and values of each layer come from. Inputs and outputs hold, per layer, the
+/// tensors of its [`LayerSpec::cache`](crate::config::LayerSpec::cache) in that order.
 pub(crate) enum Kv {
     /// This call's tokens only (the forward graph).
     Tokens,
     /// This call's tokens, whose keys and values are also outputs (a prefill with no cache in).
-    Present { outputs: Vec<(ValueId, ValueId)> },
+    Present { outputs: Vec<Vec<ValueId>> },
     /// A growing cache: `input.` keys/values of the past tokens, concatenated with this call's
     /// (the `output.` values are one call longer).
-    Growing { inputs: Vec<(ValueId, ValueId)>, outputs: Vec<(ValueId, ValueId)> },
+    Growing { inputs: Vec<Vec<ValueId>>, outputs: Vec<Vec<ValueId>> },
     /// A static cache per layer (`input.` keys, values), written at `positions` by
     /// `CacheUpdate`; the updated caches become `output.` values.
-    StaticCache { inputs: Vec<(ValueId, ValueId)>, outputs: Vec<(ValueId, ValueId)> },
+    StaticCache { inputs: Vec<Vec<ValueId>>, outputs: Vec<Vec<ValueId>> },
 }
 
 /// The builder of one graph: the plan methods here, the blocks in [`crate::blocks`].

@@ -12,7 +12,6 @@
 use hfexport_core::ops::{Activation, BinaryOp, ReduceKind, UnaryOp};
 use hfexport_core::{DType, Dim, Graph, Op, Tensor, ValueId};
 
-use crate::config::LayerType;
 use crate::decoder::{Decoder, LayerInputs, Vb};
 use crate::error::{ModelError, Result};
 use crate::layout::{ClassifierHead, EncoderInput, EncoderLayout, EncoderPositions, HeadAct, HeadActivation, MlmHead};
@@ -82,7 +81,7 @@ impl Decoder<'_> {
     /// layer slides.
     fn window_mask(&mut self, seq: &Dim, mask: ValueId) -> Result<Option<ValueId>> {
         let cfg = self.cfg;
-        let (Some(w), true) = (cfg.sliding_window, cfg.layer_types.contains(&LayerType::SlidingAttention)) else {
+        let Some(w) = cfg.sliding_window() else {
             return Ok(None);
         };
         let one = Dim::konst(1);

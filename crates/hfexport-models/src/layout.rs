@@ -11,6 +11,12 @@ pub struct Layout {
     pub roots: &'static [&'static str],
     /// Names of an untied output head, tried in order.
     pub heads: &'static [&'static str],
+    /// The head has a bias, stored even when its weight is tied (Phi).
+    pub head_bias: bool,
+    /// The rotary embedding pairs channels `(2i, 2i + 1)` (GPT-J's rotate-every-two) rather than
+    /// `(i, i + dim/2)`: the q and k projections' rows are read reordered so the rotate-half
+    /// rotary applies (scores are unchanged by one reordering of both q and k channels).
+    pub interleaved_rotary: bool,
     pub embed: &'static str,
     /// Learned absolute position embeddings (GPT-2 `wpe`).
     pub position_embed: Option<&'static str>,
@@ -296,17 +302,31 @@ pub enum Projections {
     /// One `[q, k, v]` Conv1D, weights stored `[in, out]` (GPT-2 `c_attn`); the output
     /// projection is a Conv1D too.
     FusedConv1d(&'static str),
+    /// One linear whose rows are grouped per KV head: `[kv_heads, q_per_kv + 2, head_dim]`
+    /// (GPT-NeoX's `query_key_value`, one query per group; GPTBigCode's `c_attn`, one group
+    /// under multi-query attention, else one per head).
+    FusedPerKvGroup(&'static str),
 }
 
-/// Normalisation of queries and keys before the rotary embedding.
+/// Normalisation of queries and keys before the rotary embedding, with the names of the q and
+/// k norms under the attention.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum QkNorm {
     None,
-    /// Per head over `head_dim` (Qwen3, Gemma 3).
-    PerHead,
+    /// Per head over `head_dim` (Qwen3, Gemma 3; Phi's `q_layernorm`).
+    PerHead([&'static str; 2]),
     /// Over the whole projection (OLMo 2).
-    Whole,
+    Whole([&'static str; 2]),
+    /// Per head over `head_dim`, a LayerNorm without bias whose weight has one row per head
+    /// (`[heads, head_dim]`: Cohere's `use_qk_norm`).
+    PerHeadRows([&'static str; 2]),
+    /// The same with each head's row stored as its own norm, `<name>.norms.<head>.weight`
+    /// (StableLM's `qk_layernorm`).
+    PerHeadNorms([&'static str; 2]),
 }
+
+/// The q/k norm names of most families.
+pub const QK_NORMS: [&str; 2] = ["q_norm", "k_norm"];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MlpLayout {

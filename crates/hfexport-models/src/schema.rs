@@ -14,18 +14,33 @@ pub struct ConfigSchema {
     pub scale: ScaleRule,
     pub embedding_scale: EmbeddingScale,
     pub rope: RopeRule,
-    /// Whether `partial_rotary_factor` < 1 is honoured by the modeling code (Phi-3).
-    pub partial_rotary: bool,
+    /// `partial_rotary_factor` as the modeling code honours it: the class default when the key
+    /// is absent (Phi-3: 1.0, Phi: 0.5); `None`: only 1.0 is accepted (rotary over the whole head).
+    pub partial_rotary: Option<f64>,
+    /// Attention and MLP side by side off the same residual (Phi, GPT-NeoX, StableLM); `None`:
+    /// one after the other.
+    pub parallel: Option<Parallel>,
+    /// Whether the layout's q/k norm is there (Phi's `qk_layernorm`); `Flag::Always` for the
+    /// families whose layout has one unconditionally.
+    pub qk_norm: Flag,
     /// The rope types the config class accepts (`None`: every type transformers knows), after
     /// its legacy renames (Phi-3 reads `su` and `yarn` as `longrope`).
     pub rope_types: Option<&'static [&'static str]>,
     pub rope_type_rewrites: &'static [(&'static str, &'static str)],
     /// Granite's `residual_multiplier` and `logits_scaling`.
     pub granite_multipliers: bool,
+    /// A factor the logits are multiplied by: its key and class default (Cohere's
+    /// `logit_scale`).
+    pub logit_scale: Option<(&'static str, f64)>,
     /// Which of `attn_logit_softcapping` / `final_logit_softcapping` the modeling code applies.
     pub softcapping: Softcapping,
     /// `LlamaConfig.validate_architecture`: hidden size a multiple of the heads.
     pub heads_divide_hidden: bool,
+    /// How the KV-head count is read.
+    pub kv_heads: KvHeads,
+    /// Keys whose setting we do not build: a value other than null or false is refused naming
+    /// the key (OLMoE's `clip_qkv`).
+    pub refused: &'static [&'static str],
     /// A sparse mixture-of-experts MLP in the layers it selects (Qwen3-MoE, Mixtral, Qwen2-MoE).
     pub moe: Option<MoeSchema>,
     /// An encoder's config keys (BERT, RoBERTa): `type_vocab_size` and its class default.
@@ -131,6 +146,10 @@ pub struct Keys {
     pub layers_fallback: Option<&'static str>,
     /// The head size key (T5: `d_kv`).
     pub head_dim: &'static str,
+    /// The top-level rope base and partial-rotary keys a rope dict's own keys override
+    /// (GPT-NeoX: `rotary_emb_base`, `rotary_pct`).
+    pub rope_theta: &'static str,
+    pub partial_rotary_factor: &'static str,
 }
 
 pub const KEYS: Keys = Keys {
@@ -144,6 +163,8 @@ pub const KEYS: Keys = Keys {
     activation_rewrites: &[],
     layers_fallback: None,
     head_dim: "head_dim",
+    rope_theta: "rope_theta",
+    partial_rotary_factor: "partial_rotary_factor",
 };
 
 /// Class defaults; `None` sizes are required keys.
@@ -218,13 +239,16 @@ pub enum LayerRule {
     /// `sliding_window` (default given) applies to every layer; a `layer_types` key makes the
     /// config Ministral's, where it says which layers slide (Mistral).
     Mistral { default_window: Option<usize> },
+    /// `sliding_window` (default given), when set, applies to every layer; `layer_types` is
+    /// not read (Phi-3, Starcoder2).
+    EveryLayer { default_window: Option<usize> },
     /// `use_sliding_window` + `sliding_window` + `max_window_layers`, or `layer_types` (Qwen2/3).
     Qwen,
     /// `layer_types`, else every `period`-th layer (1-based) full and the others sliding;
     /// `pattern_keys` may override the period (Gemma 2: 2, Gemma 3: 6).
     Pattern { period: usize, pattern_keys: &'static [&'static str], default_window: usize },
-    /// `layer_types` when given, else full; `sliding_window` only with `use_sliding_window`
-    /// (SmolLM3).
+    /// `layer_types` when given, else the layers without rope slide; `sliding_window` only with
+    /// `use_sliding_window` (SmolLM3).
     UseSlidingWindow,
     /// Every layer slides when `use_sliding_window` and `sliding_window` (default given) are
     /// set; `layer_types` is not read (Qwen3-MoE).
@@ -238,9 +262,9 @@ pub enum LayerRule {
     LocalGlobal { default_every: usize, default_local: usize },
 }
 
-/// Where a projection's bias comes from.
+/// Where a boolean setting comes from: a projection's bias, a parallel block, a q/k norm.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Bias {
+pub enum Flag {
     /// The named boolean config key (default false).
     Key(&'static str),
     /// The named boolean config key with its class default (Qwen2-MoE's `qkv_bias`, true).
@@ -251,16 +275,16 @@ pub enum Bias {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Biases {
-    pub qkv: Bias,
-    pub o: Bias,
-    pub mlp: Bias,
+    pub qkv: Flag,
+    pub o: Flag,
+    pub mlp: Flag,
     /// LayerNorm bias (GPT-2's LayerNorms always have one; ModernBERT's `norm_bias`).
-    pub norm: Bias,
+    pub norm: Flag,
 }
 
-pub const NO_BIASES: Biases = Biases { qkv: Bias::Never, o: Bias::Never, mlp: Bias::Never, norm: Bias::Never };
+pub const NO_BIASES: Biases = Biases { qkv: Flag::Never, o: Flag::Never, mlp: Flag::Never, norm: Flag::Never };
 pub const ATTENTION_BIASES: Biases =
-    Biases { qkv: Bias::Key("attention_bias"), o: Bias::Key("attention_bias"), mlp: Bias::Never, norm: Bias::Never };
+    Biases { qkv: Flag::Key("attention_bias"), o: Flag::Key("attention_bias"), mlp: Flag::Never, norm: Flag::Never };
 
 /// The attention's score scale.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -272,8 +296,8 @@ pub enum ScaleRule {
     /// `attention_multiplier` (Granite).
     AttentionMultiplier,
     /// `head_dim ** -0.5` when `scale_attn_weights`, divided by `layer + 1` when
-    /// `scale_attn_by_inverse_layer_idx` (GPT-2).
-    Gpt2,
+    /// `scale_attn_by_inverse_layer_idx` is read (`by_layer_key`: GPT-2, not GPTBigCode) and set.
+    Gpt2 { by_layer_key: bool },
     /// No scaling (T5: the scale is folded into its initialisation).
     One,
 }
@@ -286,6 +310,28 @@ pub enum EmbeddingScale {
     SqrtHidden,
     /// `embedding_multiplier` (Granite).
     Multiplier,
+}
+
+/// How a family's KV-head count is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KvHeads {
+    /// `num_key_value_heads`; null means as many as attention heads, absent the class default.
+    Key,
+    /// One KV head when the boolean key (class default given) is set, else one per attention
+    /// head (GPTBigCode's `multi_query`).
+    MultiQuery(&'static str, bool),
+}
+
+/// A parallel block: `h + attn(norm(h)) + mlp(x)`, where `x` is the attention's normed input
+/// or the MLP's own norm of `h`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Parallel {
+    /// Whether the layers are parallel (Phi: always; GPT-NeoX and StableLM:
+    /// `use_parallel_residual` with the class default).
+    pub when: Flag,
+    /// The MLP reads its own norm of `h` (the layout's `pre_mlp`: GPT-NeoX), else the
+    /// attention's normed input (Phi, StableLM).
+    pub own_mlp_norm: bool,
 }
 
 /// How rotary embeddings are configured per layer.
@@ -303,4 +349,8 @@ pub enum RopeRule {
     NoRopeLayers,
     /// No rotary embedding; learned absolute positions instead (GPT-2).
     None,
+    /// One rope for every layer that the config cannot change: the class's `rope_theta`, the
+    /// default type, over the first `dim_key` channels of each head (its class default given,
+    /// else all of them); rope keys are not read (GPT-J's fixed sinusoids).
+    Fixed { dim_key: &'static str, default_dim: Option<usize> },
 }

@@ -15,7 +15,7 @@ use hfexport_core::ops::{Activation, BinaryOp};
 use hfexport_core::plan::{CacheMode, ComponentSpec, Entry, Exit, Planned, Positions, Role};
 use hfexport_core::{DType, Dim, Op, Tensor, ValueId};
 
-use crate::config::ModelConfig;
+use crate::config::{AttentionSpec, LayerSpec, ModelConfig};
 use crate::decoder::{BuildOptions, Decoder, LayerInputs, Vb, Weights};
 use crate::error::{ModelError, Result};
 use crate::families::Architecture;
@@ -25,6 +25,15 @@ use crate::layout::{EncoderStack, StackInput};
 /// the encoder component and an input of the decode component (docs/io-contracts.md).
 pub fn cross_name(layer: usize, kind: &str) -> String {
     format!("cross.layers.{layer}.{kind}")
+}
+
+/// The shape of a decoder layer's cross-attention: its self-attention's (Whisper, T5).
+pub(crate) fn cross_attention_spec<'c>(cfg: &ModelConfig, layer: &'c LayerSpec) -> Result<&'c AttentionSpec> {
+    layer.attention().ok_or_else(|| ModelError::Config {
+        path: "config.json".into(),
+        key: "architectures".into(),
+        msg: format!("{}: a decoder layer without self-attention cannot have cross-attention", cfg.architecture),
+    })
 }
 
 /// The `encoder` component of an encoder-decoder.
@@ -49,8 +58,8 @@ pub(crate) fn encoder_component(
     let mut d = Decoder::new(cfg, arch, weights, opts, "encoder").continuing(e.g);
     let (root, cross) = (d.root(), arch.layout.cross_attention.expect("an encoder-decoder has cross-attention"));
     let layers = root.pp(arch.layout.layers);
-    for i in 0..cfg.num_hidden_layers {
-        let (k, v) = d.cross_kv(&layers.pp(i).pp(cross.prefix), states)?;
+    for (i, layer) in cfg.layers.iter().enumerate() {
+        let (k, v) = d.cross_kv(&layers.pp(i).pp(cross.prefix), cross_attention_spec(cfg, layer)?, states)?;
         d.g.add_output(&cross_name(i, "keys"), k)?;
         d.g.add_output(&cross_name(i, "values"), v)?;
     }

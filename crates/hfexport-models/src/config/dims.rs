@@ -75,7 +75,7 @@ impl Dims {
                 _ => f.size(k.num_hidden_layers, d.num_hidden_layers, MAX_LAYERS)?,
             },
             num_attention_heads,
-            num_key_value_heads: kv_heads(f, d, num_attention_heads)?,
+            num_key_value_heads: kv_heads(f, schema, num_attention_heads)?,
             head_dim: head_dim(f, k.head_dim, d, hidden_size, num_attention_heads, schema.rope != RopeRule::None)?,
             max_position_embeddings: f.size(k.max_position_embeddings, d.max_position_embeddings, MAX_POSITIONS)?,
         };
@@ -83,12 +83,17 @@ impl Dims {
     }
 }
 
-/// `num_key_value_heads`: null means "as many as attention heads" in every class.
-pub(super) fn kv_heads(f: &Fields, d: &Defaults, heads: usize) -> Result<usize> {
-    let kv = match f.raw("num_key_value_heads") {
-        Some(Value::Null) => heads,
-        None => d.num_key_value_heads.unwrap_or(heads),
-        Some(_) => f.size("num_key_value_heads", None, MAX_HEADS)?,
+/// The KV heads as the family reads them (`num_key_value_heads`: null means "as many as
+/// attention heads" in every class).
+pub(super) fn kv_heads(f: &Fields, schema: &ConfigSchema, heads: usize) -> Result<usize> {
+    let kv = match (schema.kv_heads, f.raw("num_key_value_heads")) {
+        (KvHeads::MultiQuery(key, default), _) => match f.bool(key)?.unwrap_or(default) {
+            true => 1,
+            false => heads,
+        },
+        (KvHeads::Key, Some(Value::Null)) => heads,
+        (KvHeads::Key, None) => schema.defaults.num_key_value_heads.unwrap_or(heads),
+        (KvHeads::Key, Some(_)) => f.size("num_key_value_heads", None, MAX_HEADS)?,
     };
     if !heads.is_multiple_of(kv) {
         return Err(f.err(
@@ -152,9 +157,9 @@ pub(super) fn attention_scales(f: &Fields, schema: &ConfigSchema, dims: &Dims) -
         }
         ScaleRule::AttentionMultiplier => vec![f.number("attention_multiplier")?.unwrap_or(1.0); n],
         ScaleRule::One => vec![1.0; n],
-        ScaleRule::Gpt2 => {
+        ScaleRule::Gpt2 { by_layer_key } => {
             let base = if f.bool("scale_attn_weights")?.unwrap_or(true) { inv_sqrt(dims.head_dim as f64) } else { 1.0 };
-            let by_layer = f.bool("scale_attn_by_inverse_layer_idx")?.unwrap_or(false);
+            let by_layer = by_layer_key && f.bool("scale_attn_by_inverse_layer_idx")?.unwrap_or(false);
             (0..n).map(|i| if by_layer { base / (i + 1) as f64 } else { base }).collect()
         }
     })
@@ -180,6 +185,17 @@ pub(super) fn granite_multipliers(f: &Fields, schema: &ConfigSchema) -> Result<(
         Some(_) => f.required_positive("logits_scaling", "any")?,
     };
     Ok((Some(residual), Some(logits)))
+}
+
+/// The divisor of the logits for a family that multiplies them by a factor (Cohere's
+/// `logit_scale`, which its modeling code needs as a number).
+pub(super) fn logit_scale_divisor(f: &Fields, schema: &ConfigSchema) -> Result<Option<f64>> {
+    let Some((key, default)) = schema.logit_scale else { return Ok(None) };
+    let scale = match f.raw(key) {
+        None => default,
+        Some(_) => f.required_positive(key, "any")?,
+    };
+    Ok(Some(1.0 / scale))
 }
 
 /// Gemma 2/3's soft-capping of attention scores and final logits (null: none).

@@ -4,22 +4,42 @@ use super::*;
 
 /// The q/k/v, output and MLP biases as the family's class reads them.
 pub(super) fn parse_biases(f: &Fields, schema: &ConfigSchema) -> Result<(bool, bool, bool, bool)> {
-    let resolve = |b: Bias| -> Result<bool> {
-        Ok(match b {
-            Bias::Key(key) => f.bool(key)?.unwrap_or(false),
-            Bias::KeyDefault(key, default) => f.bool(key)?.unwrap_or(default),
-            Bias::Always => true,
-            Bias::Never => false,
-        })
-    };
     let b = &schema.biases;
-    Ok((resolve(b.qkv)?, resolve(b.o)?, resolve(b.mlp)?, resolve(b.norm)?))
+    Ok((flag(f, b.qkv)?, flag(f, b.o)?, flag(f, b.mlp)?, flag(f, b.norm)?))
 }
 
-/// The MoE keys as the family's config class reads them. Qwen's `num_experts` of 0 (or every
-/// layer listed in `mlp_only_layers`) leaves a dense model.
-pub(super) fn parse_moe(f: &Fields, schema: &ConfigSchema, dims: &Dims) -> Result<Option<MoeConfig>> {
-    let Some(m) = schema.moe else { return Ok(None) };
+/// A boolean setting as the family's class reads it.
+pub(super) fn flag(f: &Fields, flag: Flag) -> Result<bool> {
+    Ok(match flag {
+        Flag::Key(key) => f.bool(key)?.unwrap_or(false),
+        Flag::KeyDefault(key, default) => f.bool(key)?.unwrap_or(default),
+        Flag::Always => true,
+        Flag::Never => false,
+    })
+}
+
+/// What the MLP of a parallel block reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ParallelMlpInput {
+    /// The attention's normed input (Phi, StableLM: one norm feeds both).
+    AttentionInput,
+    /// Its own norm of the residual stream (GPT-NeoX's `post_attention_layernorm`).
+    OwnNorm,
+}
+
+/// Whether the layers are parallel blocks, as the family's class decides.
+pub(super) fn parallel_block(f: &Fields, schema: &ConfigSchema) -> Result<Option<ParallelMlpInput>> {
+    let Some(p) = schema.parallel else { return Ok(None) };
+    let on = flag(f, p.when)?;
+    let input = if p.own_mlp_norm { ParallelMlpInput::OwnNorm } else { ParallelMlpInput::AttentionInput };
+    Ok(on.then_some(input))
+}
+
+/// The MoE keys as the family's config class reads them, and per layer whether its MLP is the
+/// sparse one. Qwen's `num_experts` of 0 (or every layer listed in `mlp_only_layers`) leaves a
+/// dense model: no config and no sparse layer.
+pub(super) fn parse_moe(f: &Fields, schema: &ConfigSchema, dims: &Dims) -> Result<(Option<MoeConfig>, Vec<bool>)> {
+    let Some(m) = schema.moe else { return Ok((None, vec![])) };
     let key = m.experts_keys.iter().copied().find(|k| f.raw(k).is_some_and(|v| !v.is_null()));
     let num_experts = match key {
         Some(k) if f.int(k)? == Some(0) && m.sparse_step => 0,
@@ -36,7 +56,7 @@ pub(super) fn parse_moe(f: &Fields, schema: &ConfigSchema, dims: &Dims) -> Resul
         }
     };
     if !sparse_layers.contains(&true) {
-        return Ok(None);
+        return Ok((None, vec![]));
     }
     let experts_key = key.unwrap_or(m.experts_keys[0]);
     let top_k = f.size("num_experts_per_tok", Some(m.default_top_k), MAX_EXPERTS)?;
@@ -57,14 +77,8 @@ pub(super) fn parse_moe(f: &Fields, schema: &ConfigSchema, dims: &Dims) -> Resul
         Some(default) => Some(f.size("shared_expert_intermediate_size", Some(default), MAX_INTERMEDIATE)?),
         None => None,
     };
-    Ok(Some(MoeConfig {
-        num_experts,
-        top_k,
-        intermediate_size,
-        normalize,
-        sparse_layers,
-        shared_expert_intermediate_size,
-    }))
+    let moe = MoeConfig { num_experts, top_k, intermediate_size, normalize, shared_expert_intermediate_size };
+    Ok((Some(moe), sparse_layers))
 }
 
 /// `mlp_only_layers`: null or absent is none; entries are layer indices.

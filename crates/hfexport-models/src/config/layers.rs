@@ -4,6 +4,14 @@
 
 use super::*;
 
+/// The attention kind `layer_types` (or the family's rule) gives a layer: what
+/// [`layer_specs`](super::layer_spec) turns into its [`Span`](super::Span).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum LayerType {
+    FullAttention,
+    SlidingAttention,
+}
+
 /// transformers' `ALLOWED_ATTN_LAYER_TYPES`: anything else in `layer_types` is invalid there.
 pub(super) const ALLOWED_LAYER_TYPES: &[&str] = &[
     "full_attention",
@@ -41,6 +49,11 @@ pub(super) fn parse_layers(f: &Fields, schema: &ConfigSchema, n: usize) -> Resul
         // LlamaModel, GemmaModel, GPT2Model, …: no sliding attention at all.
         LayerRule::Full => (vec![LayerType::FullAttention; n], None),
         LayerRule::Mistral { default_window } => mistral_layers(f, explicit, n, default_window)?,
+        LayerRule::EveryLayer { default_window } => {
+            let window = sliding_window(f, default_window)?;
+            let kind = if window.is_some() { LayerType::SlidingAttention } else { LayerType::FullAttention };
+            (vec![kind; n], window)
+        }
         LayerRule::Qwen => qwen_layers(f, explicit, n)?,
         LayerRule::Pattern { period, pattern_keys, default_window } => {
             let window = sliding_window(f, Some(default_window))?;
@@ -63,7 +76,14 @@ pub(super) fn parse_layers(f: &Fields, schema: &ConfigSchema, n: usize) -> Resul
             let window = sliding_window(f, None)?.filter(|_| use_sliding);
             let types = match explicit {
                 Some(names) => supported_layer_types(f, &names)?,
-                None => vec![LayerType::FullAttention; n],
+                // SmolLM3Config: the layers without rope slide when there is a window
+                None => rotary_layers(f, schema, n)?
+                    .into_iter()
+                    .map(|rotary| match window.is_some() && !rotary {
+                        true => LayerType::SlidingAttention,
+                        false => LayerType::FullAttention,
+                    })
+                    .collect(),
             };
             (types, window)
         }
@@ -130,7 +150,7 @@ pub(super) fn parse_layers(f: &Fields, schema: &ConfigSchema, n: usize) -> Resul
     Ok((types, window.filter(|_| sliding)))
 }
 
-/// MistralModel (and Phi-3) apply `config.sliding_window` to every layer. But AutoConfig reads
+/// MistralModel applies `config.sliding_window` to every layer. But AutoConfig reads
 /// a `mistral` config that has a `layer_types` key as `ministral`, whose layers slide only where
 /// `layer_types` says so (transformers 5.23 `configuration_auto.py`).
 pub(super) fn mistral_layers(
@@ -141,7 +161,7 @@ pub(super) fn mistral_layers(
 ) -> Result<(Vec<LayerType>, Option<usize>)> {
     let window = sliding_window(f, default_window)?;
     let model_type = f.string("model_type")?;
-    let ministral = model_type == Some("ministral") || (model_type != Some("phi3") && f.raw("layer_types").is_some());
+    let ministral = model_type == Some("ministral") || f.raw("layer_types").is_some();
     if ministral && matches!(f.raw("head_dim"), None | Some(Value::Null)) {
         // MinistralAttention computes `head_dim ** -0.5` without a fallback
         return Err(f.err("head_dim", "is required when a Mistral config has `layer_types` (read as Ministral)"));
@@ -169,7 +189,7 @@ pub(super) fn pattern_period(f: &Fields, keys: &[&str], default: usize) -> Resul
 pub(super) fn rotary_layers(f: &Fields, schema: &ConfigSchema, n: usize) -> Result<Vec<bool>> {
     match schema.rope {
         RopeRule::None => Ok(vec![false; n]),
-        RopeRule::Uniform | RopeRule::PerLayerType { .. } => Ok(vec![true; n]),
+        RopeRule::Uniform | RopeRule::PerLayerType { .. } | RopeRule::Fixed { .. } => Ok(vec![true; n]),
         RopeRule::NoRopeLayers => {
             let key = "no_rope_layers";
             match f.raw(key) {

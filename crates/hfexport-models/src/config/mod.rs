@@ -21,13 +21,14 @@ use serde_json::{Map, Value};
 use crate::error::{ModelError, Result};
 use crate::families::{self, Architecture};
 use crate::layout::{Layout, TowerKind, VisionLanguage};
-use crate::schema::{Bias, ConfigSchema, Defaults, EmbeddingScale, LayerRule, NormTopK, RopeRule, ScaleRule};
+use crate::schema::{ConfigSchema, Defaults, EmbeddingScale, Flag, KvHeads, LayerRule, NormTopK, RopeRule, ScaleRule};
 
 mod dims;
 mod encoder;
 mod fields;
 mod flags;
 mod generation;
+mod layer_spec;
 mod layers;
 mod multimodal;
 mod rope;
@@ -38,9 +39,12 @@ use dims::*;
 use encoder::*;
 pub use encoder::{MAX_IMAGE_SIDE, MAX_LABELS};
 use fields::*;
+pub use flags::ParallelMlpInput;
 use flags::*;
 pub use generation::GenerationConfig;
 use generation::*;
+use layer_spec::*;
+pub use layer_spec::{AttentionSpec, LayerSpec, Mixer, Span};
 use layers::*;
 use multimodal::*;
 use rope::*;
@@ -60,14 +64,6 @@ pub const MAX_EXPERTS: usize = 1 << 16;
 /// A `config.json` larger than this is not a model config.
 const MAX_CONFIG_BYTES: u64 = hfexport_core::limits::CONFIG_JSON;
 
-/// The attention kind of one decoder layer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum LayerType {
-    FullAttention,
-    /// Attends to the last [`ModelConfig::sliding_window`] positions (itself included).
-    SlidingAttention,
-}
-
 /// The normalised model configuration builders work from.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ModelConfig {
@@ -78,6 +74,8 @@ pub struct ModelConfig {
     pub hidden_size: usize,
     pub intermediate_size: usize,
     pub num_hidden_layers: usize,
+    /// The config's head counts and size (every layer's, until a family varies them per layer:
+    /// a layer's own are in its [`AttentionSpec`]).
     pub num_attention_heads: usize,
     pub num_key_value_heads: usize,
     pub head_dim: usize,
@@ -85,12 +83,11 @@ pub struct ModelConfig {
     pub max_position_embeddings: usize,
     /// The epsilon of every norm (`rms_norm_eps`, GPT-2's `layer_norm_epsilon`).
     pub norm_eps: f64,
-    /// The rotary embedding (of the full-attention layers when [`Self::sliding_rope`] is set).
+    /// The rotary embedding (of the full-attention layers when [`Self::sliding_rope`] is set);
+    /// which layers apply it is in their [`AttentionSpec`].
     pub rope: RopeConfig,
     /// The sliding layers' own rotary embedding (Gemma 3's local base frequency).
     pub sliding_rope: Option<RopeConfig>,
-    /// Per layer: whether it applies a rotary embedding (false: SmolLM3's NoPE layers, GPT-2).
-    pub rotary_layers: Vec<bool>,
     pub tie_word_embeddings: bool,
     /// Biases of the q/k/v projections, resolved as the architecture's class reads them (the
     /// `attention_bias` key, hard-wired on in Qwen2, absent in Mistral).
@@ -101,22 +98,23 @@ pub struct ModelConfig {
     pub mlp_bias: bool,
     /// Biases of the LayerNorms (always in BERT and GPT-2, ModernBERT's `norm_bias`).
     pub norm_bias: bool,
+    /// Attention and MLP side by side off the same residual (Phi, GPT-NeoX), and what the MLP
+    /// reads.
+    pub parallel: Option<ParallelMlpInput>,
+    /// The layout's q/k norm is applied (Phi's `qk_layernorm`; always where a layout has one).
+    pub qk_norm: bool,
     /// The MLP is gated (T5's `gated-*` `feed_forward_proj`; the layout decides elsewhere).
     pub gated_mlp: bool,
     /// T5's relative position bias (every attention of a stack adds it to its scores).
     pub relative_attention: Option<RelativeAttention>,
-    /// The window used by the sliding layers; `None` when no layer slides.
-    pub sliding_window: Option<usize>,
-    /// One entry per layer (`len() == num_hidden_layers`).
-    pub layer_types: Vec<LayerType>,
-    /// Per layer: the factor of the attention scores (`head_dim ** -0.5` in most families).
-    pub attention_scales: Vec<f64>,
+    /// What each layer is (`len() == num_hidden_layers`).
+    pub layers: Vec<LayerSpec>,
     /// Token embeddings are multiplied by this (Gemma's `sqrt(hidden_size)`, Granite's
     /// `embedding_multiplier`).
     pub embedding_scale: Option<f64>,
     /// Sub-block outputs are multiplied by this before the residual add (Granite).
     pub residual_multiplier: Option<f64>,
-    /// Logits are divided by this (Granite's `logits_scaling`).
+    /// Logits are divided by this (Granite's `logits_scaling`; Cohere's `1 / logit_scale`).
     pub logits_scaling: Option<f64>,
     /// `tanh(scores / c) * c` before the mask (Gemma 2's `attn_logit_softcapping`).
     pub attn_softcap: Option<f64>,
@@ -290,18 +288,11 @@ pub struct MoeConfig {
     pub intermediate_size: usize,
     /// Whether the top-k routing weights are divided by their sum.
     pub normalize: bool,
-    /// Per layer: a sparse MLP (false: the dense MLP of `intermediate_size`).
-    pub sparse_layers: Vec<bool>,
     /// The shared expert's intermediate size (Qwen2-MoE).
     pub shared_expert_intermediate_size: Option<usize>,
 }
 
 impl ModelConfig {
-    /// Whether layer `i` has the sparse MoE MLP.
-    pub fn sparse_layer(&self, i: usize) -> bool {
-        self.moe.as_ref().is_some_and(|m| m.sparse_layers.get(i).copied().unwrap_or(false))
-    }
-
     /// Reads and validates `<dir>/config.json`.
     pub fn from_dir(dir: &Path) -> Result<ModelConfig> {
         let path = dir.join("config.json");
@@ -324,6 +315,15 @@ impl ModelConfig {
     pub fn encoder_side(&self) -> Option<ModelConfig> {
         let s = self.seq2seq.as_ref()?;
         let n = s.encoder_layers;
+        let attention = AttentionSpec {
+            heads: s.encoder_heads,
+            kv_heads: s.encoder_heads,
+            head_dim: s.encoder_head_dim,
+            span: Span::Full,
+            rope: None,
+            scale: s.encoder_scale,
+        };
+        let encoder_layer = LayerSpec { mixer: Mixer::Attention(attention), sparse_mlp: false };
         Some(ModelConfig {
             num_hidden_layers: n,
             num_attention_heads: s.encoder_heads,
@@ -331,10 +331,7 @@ impl ModelConfig {
             head_dim: s.encoder_head_dim,
             intermediate_size: s.encoder_ffn,
             max_position_embeddings: s.source_positions.unwrap_or(self.max_position_embeddings),
-            rotary_layers: vec![false; n],
-            layer_types: vec![LayerType::FullAttention; n],
-            sliding_window: None,
-            attention_scales: vec![s.encoder_scale; n],
+            layers: vec![encoder_layer; n],
             ..self.clone()
         })
     }
@@ -353,17 +350,6 @@ impl ModelConfig {
             },
             ..*text
         })
-    }
-
-    /// The rotary embedding of `layer`, `None` for a layer without one.
-    pub fn layer_rope(&self, layer: usize) -> Option<&RopeConfig> {
-        if !self.rotary_layers.get(layer).copied().unwrap_or(false) {
-            return None;
-        }
-        match (self.layer_types.get(layer), &self.sliding_rope) {
-            (Some(LayerType::SlidingAttention), Some(rope)) => Some(rope),
-            _ => Some(&self.rope),
-        }
     }
 }
 
@@ -413,14 +399,20 @@ fn model_config(
             format!("{} is not a multiple of num_attention_heads ({})", dims.hidden_size, dims.num_attention_heads),
         ));
     }
-    let (layer_types, sliding_window) = parse_layers(f, schema, dims.num_hidden_layers)?;
     let (rope, sliding_rope) = parse_ropes(f, schema, &dims)?;
-    let rotary_layers = rotary_layers(f, schema, dims.num_hidden_layers)?;
+    let (moe, sparse) = parse_moe(f, schema, &dims)?;
+    let layers = layer_specs(f, schema, &dims, (&rope, sliding_rope.as_ref()), &sparse)?;
     let (attention_bias, o_bias, mlp_bias, norm_bias) = parse_biases(f, schema)?;
     let (bos_token_id, eos_token_ids, pad_token_id) = parse_token_ids(f, d)?;
     let (residual_multiplier, granite_logits) = granite_multipliers(f, schema)?;
-    let logits_scaling = granite_logits.or(t5_output_scale(top, schema, dims.hidden_size)?);
+    let logits_scaling =
+        granite_logits.or(t5_output_scale(top, schema, dims.hidden_size)?).or(logit_scale_divisor(f, schema)?);
     let (attn_softcap, final_softcap) = softcaps(f, schema)?;
+    for key in schema.refused {
+        if let Some(v) = f.raw(key).filter(|v| !v.is_null() && **v != Value::Bool(false)) {
+            return Err(f.err(key, format!("{} is not supported (only null)", describe(v))));
+        }
+    }
     if f.raw("use_bidirectional_attention").is_some_and(|v| !v.is_null())
         && f.bool("use_bidirectional_attention")? == Some(true)
     {
@@ -441,24 +433,23 @@ fn model_config(
         norm_eps: parse_eps(f, schema)?,
         rope,
         sliding_rope,
-        rotary_layers,
         // T5Config ties the head always (a stored `lm_head` still wins)
         tie_word_embeddings: schema.seq2seq.is_some_and(|s| s.t5) || tie_word_embeddings(top, d)?,
         attention_bias,
         o_bias,
         mlp_bias,
         norm_bias,
+        parallel: parallel_block(f, schema)?,
+        qk_norm: flag(f, schema.qk_norm)?,
         gated_mlp: schema.seq2seq.is_some_and(|s| s.t5) && feed_forward_proj(f)?.1,
         relative_attention: relative_attention(f, schema)?,
-        sliding_window,
-        layer_types,
-        attention_scales: attention_scales(f, schema, &dims)?,
+        layers,
         embedding_scale: embedding_scale(f, schema, &dims)?,
         residual_multiplier,
         logits_scaling,
         attn_softcap,
         final_softcap,
-        moe: parse_moe(f, schema, &dims)?,
+        moe,
         dtype: parse_dtype(top)?,
         bos_token_id,
         eos_token_ids,

@@ -156,13 +156,15 @@ pub(super) fn merged_tower(
 ) -> Result<(Option<MergeConfig>, Vec<usize>)> {
     let ratio = vision.size("mlp_ratio", Some(4), 64)?;
     tower.intermediate_size = tower.hidden_size * ratio;
-    let n = tower.num_hidden_layers;
     let theta = match vision.raw("rope_parameters") {
         Some(Value::Object(m)) => m.get("rope_theta").and_then(Value::as_f64).unwrap_or(10000.0),
         _ => 10000.0,
     };
     tower.rope = RopeConfig { theta, dim: tower.head_dim, scaling: RopeScaling::Default };
-    tower.rotary_layers = vec![true; n];
+    for layer in &mut tower.layers {
+        let Mixer::Attention(a) = &mut layer.mixer;
+        a.rope = Some(tower.rope.clone());
+    }
     let channels = match vision.raw("in_channels") {
         Some(v) if !v.is_null() => vision.size("in_channels", Some(3), 64)?,
         _ => vision.size("in_chans", Some(3), 64)?,

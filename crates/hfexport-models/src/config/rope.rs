@@ -13,6 +13,10 @@ pub(super) fn parse_ropes(f: &Fields, schema: &ConfigSchema, dims: &Dims) -> Res
     let empty = Map::new();
     let (key, dict) = rope_dict(f)?.unwrap_or(("rope_parameters", &empty));
     let theta = schema.defaults.rope_theta;
+    if let RopeRule::Fixed { dim_key, default_dim } = schema.rope {
+        let dim = fixed_rotary_dim(f, dim_key, default_dim, dims.head_dim)?;
+        return Ok((RopeConfig { theta, dim, scaling: RopeScaling::Default }, None));
+    }
     let RopeRule::PerLayerType { global_theta, local_theta } = schema.rope else {
         let prefix = format!("{key}.");
         let d = Fields::new(dict, f.path, &prefix);
@@ -70,7 +74,7 @@ pub(super) fn parse_rope(
     default_theta: f64,
 ) -> Result<RopeConfig> {
     let dim = rotary_dim(f, d, schema, dims.head_dim)?;
-    let theta = rope_theta(f, d, default_theta)?;
+    let theta = rope_theta(f, d, schema.keys.rope_theta, default_theta)?;
     let rope_type = rope_type(d)?;
     let rope_type = match schema.rope_type_rewrites.iter().find(|(from, _)| *from == rope_type) {
         Some((_, to)) => to.to_string(),
@@ -123,9 +127,10 @@ pub(super) fn reject_nested_rope(d: &Fields) -> Result<()> {
     Ok(())
 }
 
-/// The rope dict's `rope_theta`, else the top-level `rope_theta`, else `default_theta`.
-pub(super) fn rope_theta(f: &Fields, d: &Fields, default_theta: f64) -> Result<f64> {
-    let (src, key) = if d.raw("rope_theta").is_some() { (d, "rope_theta") } else { (f, "rope_theta") };
+/// The rope dict's `rope_theta`, else the family's top-level key (`rope_theta`), else
+/// `default_theta`.
+pub(super) fn rope_theta(f: &Fields, d: &Fields, top_key: &str, default_theta: f64) -> Result<f64> {
+    let (src, key) = if d.raw("rope_theta").is_some() { (d, "rope_theta") } else { (f, top_key) };
     let theta = match src.raw(key) {
         None => default_theta,
         Some(_) => src.required_positive(key, "any")?,
@@ -134,15 +139,21 @@ pub(super) fn rope_theta(f: &Fields, d: &Fields, default_theta: f64) -> Result<f
 }
 
 /// The rotated channels: `int(head_dim * partial_rotary_factor)` (the rope dict's factor, else
-/// the top-level one) for a family whose modeling code honours it; others need 1.0.
+/// the top-level one, else the class default) for a family whose modeling code honours it;
+/// others need 1.0.
 pub(super) fn rotary_dim(f: &Fields, d: &Fields, schema: &ConfigSchema, head_dim: usize) -> Result<usize> {
-    let key = "partial_rotary_factor";
-    let src = if d.raw(key).is_some() { d } else { f };
-    let Some(p) = src.number(key)? else { return Ok(head_dim) };
+    let (src, key) = match d.raw("partial_rotary_factor") {
+        Some(_) => (d, "partial_rotary_factor"),
+        None => (f, schema.keys.partial_rotary_factor),
+    };
+    let p = match (src.number(key)?, schema.partial_rotary) {
+        (Some(p), _) | (None, Some(p)) => p,
+        (None, None) => return Ok(head_dim),
+    };
     if p == 1.0 {
         return Ok(head_dim);
     }
-    if !schema.partial_rotary {
+    if schema.partial_rotary.is_none() {
         return Err(src.err(
             key,
             format!("{p} is not supported by this architecture (only 1.0, rotary embeddings over the whole head)"),
@@ -156,6 +167,16 @@ pub(super) fn rotary_dim(f: &Fields, d: &Fields, schema: &ConfigSchema, head_dim
                 "{p} gives {dim} rotated channels of head_dim {head_dim}; need an even number >= 2 (0 < factor <= 1)"
             ),
         ));
+    }
+    Ok(dim)
+}
+
+/// A fixed rope's rotated channels: the key's even count up to the head size (absent: the class
+/// default, else the whole head; null is refused, as the config class refuses it).
+fn fixed_rotary_dim(f: &Fields, key: &str, default: Option<usize>, head_dim: usize) -> Result<usize> {
+    let dim = f.size(key, Some(default.unwrap_or(head_dim)), MAX_HIDDEN)?;
+    if dim < 2 || dim % 2 == 1 || dim > head_dim {
+        return Err(f.err(key, format!("{dim} rotated channels of head_dim {head_dim}: need an even number >= 2")));
     }
     Ok(dim)
 }

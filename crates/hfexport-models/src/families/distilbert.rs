@@ -19,6 +19,8 @@ pub const DISTILBERT_SCHEMA: ConfigSchema = ConfigSchema {
         activation_rewrites: &[],
         layers_fallback: None,
         head_dim: "head_dim",
+        rope_theta: "rope_theta",
+        partial_rotary_factor: "partial_rotary_factor",
     },
     defaults: Defaults { num_hidden_layers: Some(6), ..BERT_SCHEMA.defaults },
     encoder: Some(EncoderSchema { type_vocab_size: None, image: None, head_keys: false }),

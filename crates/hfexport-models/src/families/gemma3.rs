@@ -37,7 +37,7 @@ pub const GEMMA3_SCHEMA: ConfigSchema = ConfigSchema {
 
 pub const GEMMA3_LAYOUT: Layout = Layout {
     norms: SANDWICH_NORMS,
-    attention: AttentionLayout { qk_norm: QkNorm::PerHead, ..LLAMA_LAYOUT.attention },
+    attention: AttentionLayout { qk_norm: QkNorm::PerHead(QK_NORMS), ..LLAMA_LAYOUT.attention },
     ..GEMMA_LAYOUT
 };
 

@@ -20,6 +20,8 @@ pub const FAMILY: Architecture = Architecture {
             activation_rewrites: &[],
             layers_fallback: None,
             head_dim: "head_dim",
+            rope_theta: "rope_theta",
+            partial_rotary_factor: "partial_rotary_factor",
         },
         defaults: Defaults {
             vocab_size: Some(50257),
@@ -36,14 +38,16 @@ pub const FAMILY: Architecture = Architecture {
             eos_token_id: Some(50256),
             ..NO_DEFAULTS
         },
-        biases: Biases { qkv: Bias::Always, o: Bias::Always, mlp: Bias::Always, norm: Bias::Always },
-        scale: ScaleRule::Gpt2,
+        biases: Biases { qkv: Flag::Always, o: Flag::Always, mlp: Flag::Always, norm: Flag::Always },
+        scale: ScaleRule::Gpt2 { by_layer_key: true },
         rope: RopeRule::None,
         ..LLAMA_SCHEMA
     },
     layout: Layout {
         roots: &["transformer.", ""],
         heads: &["lm_head"],
+        head_bias: false,
+        interleaved_rotary: false,
         embed: "wte",
         position_embed: Some("wpe"),
         layers: "h",

@@ -6,15 +6,17 @@ use crate::layout::*;
 use crate::schema::*;
 
 pub const LLAMA_BIASES: Biases = Biases {
-    qkv: Bias::Key("attention_bias"),
-    o: Bias::Key("attention_bias"),
-    mlp: Bias::Key("mlp_bias"),
-    norm: Bias::Never,
+    qkv: Flag::Key("attention_bias"),
+    o: Flag::Key("attention_bias"),
+    mlp: Flag::Key("mlp_bias"),
+    norm: Flag::Never,
 };
 
 pub const LLAMA_LAYOUT: Layout = Layout {
     roots: &["model."],
     heads: &["lm_head"],
+    head_bias: false,
+    interleaved_rotary: false,
     embed: "embed_tokens",
     position_embed: None,
     layers: "layers",
@@ -46,12 +48,17 @@ pub const LLAMA_SCHEMA: ConfigSchema = ConfigSchema {
     scale: ScaleRule::HeadDim,
     embedding_scale: EmbeddingScale::None,
     rope: RopeRule::Uniform,
-    partial_rotary: false,
+    partial_rotary: None,
+    parallel: None,
+    qk_norm: Flag::Always,
     rope_types: None,
     rope_type_rewrites: &[],
     granite_multipliers: false,
+    logit_scale: None,
     softcapping: NO_SOFTCAPPING,
     heads_divide_hidden: false,
+    kv_heads: KvHeads::Key,
+    refused: &[],
     moe: None,
     encoder: None,
     seq2seq: None,

@@ -18,7 +18,7 @@ pub const FAMILY: Architecture = Architecture {
             norm_eps: 1e-5,
             ..LLAMA_SCHEMA.defaults
         },
-        layers: LayerRule::Mistral { default_window: None },
+        layers: LayerRule::EveryLayer { default_window: None },
         biases: NO_BIASES,
         moe: Some(MoeSchema {
             experts_keys: &["num_local_experts", "num_experts"],

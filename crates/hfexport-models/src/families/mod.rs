@@ -9,7 +9,7 @@
 //! `modular_<name>.py` files are: `..LLAMA_SCHEMA` keeps what is not said.
 //!
 //! Everything that lists families is generated from [`ARCHITECTURES`] and [`VISION_LANGUAGE`]:
-//! `hfexport inspect --supported`, the README's table (checked by a test) and the error for a
+//! `hfexport inspect --supported`, `docs/supported.md` (checked by a test) and the error for a
 //! class or `model_type` this build does not export ([`unsupported`]). The config reader
 //! (`config/`) and the block library (`blocks.rs`) interpret the values; a family whose blocks
 //! exist is one new module and one line in the table, with no builder change.
@@ -20,11 +20,16 @@ use crate::schema::ConfigSchema;
 
 pub mod bert;
 pub mod clip;
+pub mod cohere;
 pub mod distilbert;
 pub mod gemma;
 pub mod gemma2;
 pub mod gemma3;
+pub mod glm;
 pub mod gpt2;
+pub mod gpt_bigcode;
+pub mod gpt_neox;
+pub mod gptj;
 pub mod granite;
 pub mod llama;
 pub mod llava;
@@ -32,6 +37,8 @@ pub mod mistral;
 pub mod mixtral;
 pub mod modernbert;
 pub mod olmo2;
+pub mod olmoe;
+pub mod phi;
 pub mod phi3;
 pub mod qwen2;
 pub mod qwen2_moe;
@@ -40,6 +47,8 @@ pub mod qwen3;
 pub mod qwen3_moe;
 pub mod roberta;
 pub mod smollm3;
+pub mod stablelm;
+pub mod starcoder2;
 pub mod t5;
 pub mod vit;
 pub mod whisper;
@@ -73,10 +82,20 @@ pub const ARCHITECTURES: &[Architecture] = &[
     qwen3_moe::FAMILY,
     mixtral::FAMILY,
     qwen2_moe::FAMILY,
+    olmoe::FAMILY,
     granite::FAMILY,
     olmo2::FAMILY,
     smollm3::FAMILY,
+    starcoder2::FAMILY,
+    phi::FAMILY,
+    gpt_neox::FAMILY,
+    gptj::FAMILY,
+    cohere::FAMILY,
+    stablelm::FAMILY,
+    glm::GLM,
+    glm::GLM4,
     gpt2::FAMILY,
+    gpt_bigcode::FAMILY,
     bert::FAMILY,
     roberta::FAMILY,
     xlm_roberta::FAMILY,
@@ -204,9 +223,9 @@ mod tests {
 
     #[test]
     fn unsupported_names_class_type_and_nearest() {
-        let e = unsupported("GPTNeoXForCausalLM", Some("gpt_neox")).to_string();
-        assert!(e.contains("`GPTNeoXForCausalLM` (model_type `gpt_neox`) is not supported"), "{e}");
-        assert!(e.contains("nearest supported: GPT2LMHeadModel, "), "{e}");
+        let e = unsupported("MptForCausalLM", Some("mpt")).to_string();
+        assert!(e.contains("`MptForCausalLM` (model_type `mpt`) is not supported"), "{e}");
+        assert!(e.contains("nearest supported: "), "{e}");
         let e = unsupported("Qwen3_5ForCausalLM", None).to_string();
         assert!(e.contains("`Qwen3_5ForCausalLM` is not supported"), "{e}");
         assert!(e.contains("nearest supported: Qwen3ForCausalLM, "), "{e}");

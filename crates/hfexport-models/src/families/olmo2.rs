@@ -28,7 +28,7 @@ pub const FAMILY: Architecture = Architecture {
             post_mlp: Some("post_feedforward_layernorm"),
             ..NO_NORMS
         },
-        attention: AttentionLayout { qk_norm: QkNorm::Whole, ..LLAMA_LAYOUT.attention },
+        attention: AttentionLayout { qk_norm: QkNorm::Whole(QK_NORMS), ..LLAMA_LAYOUT.attention },
         ..LLAMA_LAYOUT
     },
 };

@@ -20,9 +20,9 @@ pub const FAMILY: Architecture = Architecture {
             pad_token_id: Some(32000),
             ..SEVEN_B
         },
-        layers: LayerRule::Mistral { default_window: None },
+        layers: LayerRule::EveryLayer { default_window: None },
         biases: NO_BIASES,
-        partial_rotary: true,
+        partial_rotary: Some(1.0),
         rope_types: Some(&["default", "longrope"]),
         rope_type_rewrites: &[("su", "longrope"), ("yarn", "longrope")],
         ..LLAMA_SCHEMA

@@ -20,7 +20,7 @@ pub const FAMILY: Architecture = Architecture {
     config: ConfigSchema {
         defaults: QWEN_DEFAULTS,
         layers: LayerRule::Qwen,
-        biases: Biases { qkv: Bias::Always, ..NO_BIASES },
+        biases: Biases { qkv: Flag::Always, ..NO_BIASES },
         ..LLAMA_SCHEMA
     },
     layout: LLAMA_LAYOUT,

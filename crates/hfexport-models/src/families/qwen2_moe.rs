@@ -20,7 +20,7 @@ pub const FAMILY: Architecture = Architecture {
             ..QWEN_DEFAULTS
         },
         layers: LayerRule::EvenBelowMaxWindow,
-        biases: Biases { qkv: Bias::KeyDefault("qkv_bias", true), ..NO_BIASES },
+        biases: Biases { qkv: Flag::KeyDefault("qkv_bias", true), ..NO_BIASES },
         moe: Some(MoeSchema {
             experts_keys: &["num_experts"],
             default_experts: 60,

@@ -31,7 +31,7 @@ pub const TEXT: Architecture = Architecture {
             ..QWEN_DEFAULTS
         },
         layers: LayerRule::Qwen,
-        biases: Biases { qkv: Bias::Always, ..NO_BIASES },
+        biases: Biases { qkv: Flag::Always, ..NO_BIASES },
         rope_type_rewrites: &[("mrope", "default")],
         ..LLAMA_SCHEMA
     },

@@ -16,7 +16,7 @@ pub const FAMILY: Architecture = Architecture {
         ..LLAMA_SCHEMA
     },
     layout: Layout {
-        attention: AttentionLayout { qk_norm: QkNorm::PerHead, ..LLAMA_LAYOUT.attention },
+        attention: AttentionLayout { qk_norm: QkNorm::PerHead(QK_NORMS), ..LLAMA_LAYOUT.attention },
         ..LLAMA_LAYOUT
     },
 };

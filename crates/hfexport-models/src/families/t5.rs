@@ -18,6 +18,8 @@ pub const T5_SCHEMA: ConfigSchema = ConfigSchema {
         activation_rewrites: &[],
         layers_fallback: Some("num_layers"),
         head_dim: "d_kv",
+        rope_theta: "rope_theta",
+        partial_rotary_factor: "partial_rotary_factor",
     },
     defaults: Defaults {
         vocab_size: Some(32128),
@@ -52,6 +54,8 @@ pub const T5_SCHEMA: ConfigSchema = ConfigSchema {
 pub const T5_BASE: Layout = Layout {
     roots: &[""],
     heads: &["lm_head"],
+    head_bias: false,
+    interleaved_rotary: false,
     embed: "shared",
     position_embed: None,
     layers: "decoder.block",

@@ -19,6 +19,8 @@ pub const WHISPER_SCHEMA: ConfigSchema = ConfigSchema {
         activation_rewrites: &[],
         layers_fallback: None,
         head_dim: "head_dim",
+        rope_theta: "rope_theta",
+        partial_rotary_factor: "partial_rotary_factor",
     },
     defaults: Defaults {
         vocab_size: Some(51865),
@@ -35,7 +37,7 @@ pub const WHISPER_SCHEMA: ConfigSchema = ConfigSchema {
         pad_token_id: Some(50256),
         ..NO_DEFAULTS
     },
-    biases: Biases { qkv: Bias::Always, o: Bias::Always, mlp: Bias::Always, norm: Bias::Always },
+    biases: Biases { qkv: Flag::Always, o: Flag::Always, mlp: Flag::Always, norm: Flag::Always },
     rope: RopeRule::None,
     heads_divide_hidden: true,
     seq2seq: Some(Seq2SeqSchema {
@@ -53,6 +55,8 @@ pub const WHISPER_SCHEMA: ConfigSchema = ConfigSchema {
 pub const WHISPER_BASE: Layout = Layout {
     roots: &["model.decoder."],
     heads: &["proj_out"],
+    head_bias: false,
+    interleaved_rotary: false,
     embed: "embed_tokens",
     position_embed: Some("embed_positions"),
     layers: "layers",

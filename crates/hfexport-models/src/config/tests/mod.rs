@@ -2,6 +2,8 @@
 
 use super::*;
 
+mod decoders2;
+
 const PATH: &str = "/ckpt/config.json";
 
 /// A small Llama config with `extra` merged in (a `null` in `extra` removes the key).
@@ -25,6 +27,30 @@ const LLAMA: &str = r#"{
     "max_position_embeddings": 256, "rms_norm_eps": 1e-5, "rope_theta": 500000.0,
     "torch_dtype": "bfloat16", "eos_token_id": [2, 7]
 }"#;
+
+/// Each layer's attention kind, as `layer_types` names them.
+fn kinds(c: &ModelConfig) -> Vec<LayerType> {
+    let kind = |l: &LayerSpec| match l.attention().expect("an attention layer").span {
+        Span::Full => LayerType::FullAttention,
+        Span::Sliding(_) => LayerType::SlidingAttention,
+    };
+    c.layers.iter().map(kind).collect()
+}
+
+/// Per layer: whether it applies a rotary embedding.
+fn rotary(c: &ModelConfig) -> Vec<bool> {
+    c.layers.iter().map(|l| l.attention().is_some_and(|a| a.rope.is_some())).collect()
+}
+
+/// Per layer: the attention score factor.
+fn scales(c: &ModelConfig) -> Vec<f64> {
+    c.layers.iter().map(|l| l.attention().expect("an attention layer").scale).collect()
+}
+
+/// Per layer: whether its MLP is the sparse one.
+fn sparse(c: &ModelConfig) -> Vec<bool> {
+    c.layers.iter().map(|l| l.sparse_mlp).collect()
+}
 
 fn parse(text: &str) -> Result<ModelConfig> {
     ModelConfig::from_json_str(text, Path::new(PATH))
@@ -54,8 +80,8 @@ fn llama_config_normalises() {
     assert_eq!(c.hidden_act, "silu");
     assert_eq!(c.norm_eps, 1e-5);
     assert_eq!(c.rope, RopeConfig { theta: 500000.0, dim: 16, scaling: RopeScaling::Default });
-    assert_eq!(c.layer_types, vec![LayerType::FullAttention; 4]);
-    assert_eq!(c.sliding_window, None);
+    assert_eq!(kinds(&c), vec![LayerType::FullAttention; 4]);
+    assert_eq!(c.sliding_window(), None);
     assert_eq!(c.dtype, Some(DType::BF16));
     assert_eq!((c.bos_token_id, c.eos_token_ids.as_slice(), c.pad_token_id), (Some(1), &[2, 7][..], None));
     assert!(!c.tie_word_embeddings && !c.attention_bias && !c.mlp_bias);
@@ -285,20 +311,20 @@ const QWEN2: &str = r#"{
 fn qwen2_layer_types_follow_max_window_layers() {
     use LayerType::{FullAttention as F, SlidingAttention as S};
     let c = parse(QWEN2).unwrap();
-    assert_eq!(c.layer_types, [F, F, S, S]);
-    assert_eq!(c.sliding_window, Some(32));
+    assert_eq!(kinds(&c), [F, F, S, S]);
+    assert_eq!(c.sliding_window(), Some(32));
     // Qwen2's q/k/v biases are hard-wired on, whatever `attention_bias` says
     assert!(c.attention_bias && !c.o_bias && !c.mlp_bias);
 
     // use_sliding_window false: no sliding layers, whatever sliding_window says.
     let c = parse(&json_with(QWEN2, r#"{"use_sliding_window": false}"#)).unwrap();
-    assert_eq!((c.layer_types.as_slice(), c.sliding_window), (&[F; 4][..], None));
+    assert_eq!((kinds(&c).as_slice(), c.sliding_window()), (&[F; 4][..], None));
     // Default max_window_layers (28) is beyond the 4 layers.
     let c = parse(&json_with(QWEN2, r#"{"max_window_layers": null}"#)).unwrap();
-    assert_eq!((c.layer_types.as_slice(), c.sliding_window), (&[F; 4][..], None));
+    assert_eq!((kinds(&c).as_slice(), c.sliding_window()), (&[F; 4][..], None));
     // Absent sliding_window takes the default 4096.
     let c = parse(&json_with(QWEN2, r#"{"sliding_window": null, "max_window_layers": 0}"#)).unwrap();
-    assert_eq!((c.layer_types.as_slice(), c.sliding_window), (&[S; 4][..], Some(4096)));
+    assert_eq!((kinds(&c).as_slice(), c.sliding_window()), (&[S; 4][..], Some(4096)));
 
     // An explicit layer_types list wins, legacy names remapped.
     let c = parse(&json_with(
@@ -306,7 +332,7 @@ fn qwen2_layer_types_follow_max_window_layers() {
         r#"{"layer_types": ["sliding_attention", "attention", "sliding_attention", "full_attention"]}"#,
     ))
     .unwrap();
-    assert_eq!(c.layer_types, [S, F, S, F]);
+    assert_eq!(kinds(&c), [S, F, S, F]);
     let msg = config_err(parse(&json_with(QWEN2, r#"{"layer_types": ["full_attention"]}"#)), "layer_types");
     assert!(msg.contains("num_hidden_layers is 4"), "{msg}");
     config_err(parse(&json_with(QWEN2, r#"{"layer_types": ["full_attention", "x", "y", "z"]}"#)), "layer_types");
@@ -332,11 +358,11 @@ fn qwen2_layer_types_follow_max_window_layers() {
 fn mistral_sliding_window_applies_to_every_layer() {
     let mistral = json_with(LLAMA, r#"{"architectures": ["MistralForCausalLM"], "model_type": "mistral"}"#);
     let c = parse(&json_with(&mistral, r#"{"sliding_window": 16}"#)).unwrap();
-    assert_eq!((c.layer_types.as_slice(), c.sliding_window), (&[LayerType::SlidingAttention; 4][..], Some(16)));
+    assert_eq!((kinds(&c).as_slice(), c.sliding_window()), (&[LayerType::SlidingAttention; 4][..], Some(16)));
     // The class default window is 4096; an explicit null disables it.
-    assert_eq!(parse(&mistral).unwrap().sliding_window, Some(4096));
+    assert_eq!(parse(&mistral).unwrap().sliding_window(), Some(4096));
     let c = parse(&mistral.replacen('{', r#"{"sliding_window": null,"#, 1)).unwrap();
-    assert_eq!((c.layer_types.as_slice(), c.sliding_window), (&[LayerType::FullAttention; 4][..], None));
+    assert_eq!((kinds(&c).as_slice(), c.sliding_window()), (&[LayerType::FullAttention; 4][..], None));
     config_err(parse(&json_with(&mistral, r#"{"sliding_window": -1}"#)), "sliding_window");
 }
 
@@ -347,7 +373,7 @@ fn mistral_with_layer_types_is_read_as_ministral() {
         "layer_types": ["full_attention", "sliding_attention", "full_attention", "sliding_attention"]}"#;
     let c = parse(&json_with(&mistral, types)).unwrap();
     use LayerType::{FullAttention as F, SlidingAttention as S};
-    assert_eq!((c.layer_types.as_slice(), c.sliding_window), (&[F, S, F, S][..], Some(8)));
+    assert_eq!((kinds(&c).as_slice(), c.sliding_window()), (&[F, S, F, S][..], Some(8)));
     // Ministral has no head_dim fallback: transformers fails on it, we say so
     let no_head_dim = r#"{"layer_types": ["full_attention", "full_attention", "full_attention", "full_attention"]}"#;
     config_err(parse(&json_with(&mistral, no_head_dim)), "head_dim");
@@ -356,7 +382,7 @@ fn mistral_with_layer_types_is_read_as_ministral() {
 #[test]
 fn llama_ignores_sliding_window() {
     let c = llama(r#"{"sliding_window": 16}"#).unwrap();
-    assert_eq!((c.sliding_window, c.layer_types.len()), (None, 4));
+    assert_eq!((c.sliding_window(), c.layers.len()), (None, 4));
 }
 
 /// A small config of `class` / `model_type` with `extra` merged in.
@@ -374,13 +400,13 @@ fn family_defaults_and_derived_values() {
     use LayerType::{FullAttention as F, SlidingAttention as S};
     // Gemma 2: alternating windows, soft-caps and query_pre_attn_scalar from the class
     let c = family("Gemma2ForCausalLM", "gemma2", "{}").unwrap();
-    assert_eq!(c.layer_types, [S, F, S, F]);
-    assert_eq!((c.sliding_window, c.attn_softcap, c.final_softcap), (Some(4096), Some(50.0), Some(30.0)));
-    assert_eq!(c.attention_scales[0], 256f64.powf(-0.5));
+    assert_eq!(kinds(&c), [S, F, S, F]);
+    assert_eq!((c.sliding_window(), c.attn_softcap, c.final_softcap), (Some(4096), Some(50.0), Some(30.0)));
+    assert_eq!(scales(&c)[0], 256f64.powf(-0.5));
     assert!(c.tie_word_embeddings && c.embedding_scale == Some(8.0));
     // Gemma 3: a period of 6 (legacy key honoured), local rope at 1e4, global at 1e6
     let c = family("Gemma3ForCausalLM", "gemma3_text", r#"{"sliding_window_pattern": 2}"#).unwrap();
-    assert_eq!(c.layer_types, [S, F, S, F]);
+    assert_eq!(kinds(&c), [S, F, S, F]);
     assert_eq!((c.rope.theta, c.sliding_rope.as_ref().unwrap().theta), (1e6, 1e4));
     assert_eq!(c.final_softcap, None);
     // the text model of a multimodal Gemma 3, with the top level's tie flag
@@ -391,14 +417,17 @@ fn family_defaults_and_derived_values() {
     assert_eq!((c.hidden_size, c.num_hidden_layers, c.vocab_size, c.tie_word_embeddings), (64, 2, 128, false));
     // SmolLM3: every 4th layer without rope
     let c = family("SmolLM3ForCausalLM", "smollm3", "{}").unwrap();
-    assert_eq!(c.rotary_layers, [true, true, true, false]);
+    assert_eq!(rotary(&c), [true, true, true, false]);
+    // ... and with use_sliding_window but no layer_types, those layers slide
+    let c = family("SmolLM3ForCausalLM", "smollm3", r#"{"use_sliding_window": true, "sliding_window": 4}"#).unwrap();
+    assert_eq!((kinds(&c), c.sliding_window()), (vec![F, F, F, S], Some(4)));
     // GPT-2 key names, n_inner null = 4 x n_embd, no rope, biased LayerNorms
     let gpt2 = r#"{"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "n_embd": 48, "n_layer": 2,
         "n_head": 4, "n_positions": 32, "n_inner": null, "vocab_size": 100, "scale_attn_by_inverse_layer_idx": true}"#;
     let c = parse(gpt2).unwrap();
     assert_eq!((c.hidden_size, c.intermediate_size, c.max_position_embeddings), (48, 192, 32));
-    assert_eq!(c.rotary_layers, [false, false]);
-    assert_eq!(c.attention_scales, [12f64.powf(-0.5), 12f64.powf(-0.5) / 2.0]);
+    assert_eq!(rotary(&c), [false, false]);
+    assert_eq!(scales(&c), [12f64.powf(-0.5), 12f64.powf(-0.5) / 2.0]);
     // Phi-3: partial rotary, legacy `su` read as longrope with its attention factor
     let c = family(
         "Phi3ForCausalLM",
@@ -421,7 +450,7 @@ fn family_defaults_and_derived_values() {
     )
     .unwrap();
     assert_eq!(
-        (c.embedding_scale, c.attention_scales[0], c.residual_multiplier, c.logits_scaling),
+        (c.embedding_scale, scales(&c)[0], c.residual_multiplier, c.logits_scaling),
         (Some(12.0), 0.5, Some(0.2), Some(4.0))
     );
 }
@@ -433,7 +462,7 @@ fn t5_configs_follow_their_class() {
     let c = parse(r#"{"architectures": ["T5ForConditionalGeneration"], "model_type": "t5"}"#).unwrap();
     assert_eq!((c.hidden_size, c.head_dim, c.num_attention_heads, c.num_hidden_layers), (512, 64, 8, 6));
     assert_eq!((c.hidden_act.as_str(), c.gated_mlp, c.tie_word_embeddings), ("relu", false, true));
-    assert_eq!((c.logits_scaling, c.attention_scales[0], c.norm_eps), (Some(512f64.sqrt()), 1.0, 1e-6));
+    assert_eq!((c.logits_scaling, scales(&c)[0], c.norm_eps), (Some(512f64.sqrt()), 1.0, 1e-6));
     let s = c.seq2seq.clone().unwrap();
     assert_eq!((s.encoder_layers, s.encoder_head_dim, s.decoder_start_token_id, s.source_positions), (6, 64, 0, None));
     let r = c.relative_attention.unwrap();
@@ -467,10 +496,10 @@ fn modernbert_configs_follow_their_class() {
     let c = parse(r#"{"architectures": ["ModernBertForMaskedLM"], "model_type": "modernbert"}"#).unwrap();
     assert_eq!((c.vocab_size, c.hidden_size, c.intermediate_size, c.num_hidden_layers), (50368, 768, 1152, 22));
     assert_eq!(
-        (c.norm_eps, c.hidden_act.as_str(), c.pad_token_id, c.sliding_window),
+        (c.norm_eps, c.hidden_act.as_str(), c.pad_token_id, c.sliding_window()),
         (1e-5, "gelu", Some(50283), Some(64))
     );
-    let full: Vec<usize> = (0..22).filter(|&i| c.layer_types[i] == LayerType::FullAttention).collect();
+    let full: Vec<usize> = (0..22).filter(|&i| kinds(&c)[i] == LayerType::FullAttention).collect();
     assert_eq!(full, [0, 3, 6, 9, 12, 15, 18, 21]);
     assert_eq!((c.rope.theta, c.sliding_rope.as_ref().map(|r| r.theta)), (160_000.0, Some(10_000.0)));
     assert!(!(c.attention_bias || c.o_bias || c.mlp_bias || c.norm_bias));
@@ -486,8 +515,11 @@ fn modernbert_configs_follow_their_class() {
             "local_attention": 10, "sliding_window": 3, "norm_bias": true, "classifier_pooling": "mean"}"#,
     )
     .unwrap();
-    assert_eq!(c.layer_types.iter().filter(|t| **t == LayerType::SlidingAttention).count(), 2);
-    assert_eq!((c.rope.theta, c.sliding_rope.map(|r| r.theta), c.sliding_window), (500.0, Some(50.0), Some(3)));
+    assert_eq!(kinds(&c).iter().filter(|t| **t == LayerType::SlidingAttention).count(), 2);
+    assert_eq!(
+        (c.rope.theta, c.sliding_rope.as_ref().map(|r| r.theta), c.sliding_window()),
+        (500.0, Some(50.0), Some(3))
+    );
     assert!(c.norm_bias && c.encoder.unwrap().heads.mean_pooling);
     let e = parse(r#"{"architectures": ["ModernBertModel"], "model_type": "modernbert", "classifier_pooling": "max"}"#)
         .unwrap_err();
@@ -501,7 +533,7 @@ fn encoder_configs_follow_their_classes() {
     assert_eq!((c.vocab_size, c.hidden_size, c.intermediate_size, c.num_hidden_layers), (30522, 768, 3072, 12));
     assert_eq!((c.num_attention_heads, c.num_key_value_heads, c.head_dim), (12, 12, 64));
     assert_eq!((c.max_position_embeddings, c.norm_eps, c.hidden_act.as_str()), (512, 1e-12, "gelu"));
-    assert_eq!(c.rotary_layers, [false; 12]);
+    assert_eq!(rotary(&c), [false; 12]);
     assert!(c.attention_bias && c.o_bias && c.mlp_bias && c.tie_word_embeddings);
     let e = c.encoder.clone().unwrap();
     assert_eq!((c.pad_token_id, e.type_vocab_size, e.num_labels, e.pooler_size), (Some(0), 2, 2, 768));
@@ -601,22 +633,22 @@ fn moe_configs() {
         family("Qwen3MoeForCausalLM", "qwen3_moe", r#"{"decoder_sparse_step": 2, "mlp_only_layers": [3]}"#).unwrap();
     let m = c.moe.as_ref().unwrap();
     assert_eq!((m.num_experts, m.top_k, m.intermediate_size, m.normalize), (128, 8, 768, false));
-    assert_eq!(m.sparse_layers, [false, true, false, false]);
+    assert_eq!(sparse(&c), [false, true, false, false]);
     assert_eq!(m.shared_expert_intermediate_size, None);
     // Qwen3-MoE slides every layer only with use_sliding_window
     let c = family("Qwen3MoeForCausalLM", "qwen3_moe", r#"{"use_sliding_window": true}"#).unwrap();
-    assert_eq!((c.sliding_window, c.layer_types[3]), (Some(4096), LayerType::SlidingAttention));
+    assert_eq!((c.sliding_window(), kinds(&c)[3]), (Some(4096), LayerType::SlidingAttention));
     // Mixtral: every layer sparse, always renormalised, experts of intermediate_size
     let c = family("MixtralForCausalLM", "mixtral", r#"{"num_local_experts": 4, "norm_topk_prob": false}"#).unwrap();
     let m = c.moe.as_ref().unwrap();
     assert_eq!((m.num_experts, m.top_k, m.intermediate_size, m.normalize), (4, 2, c.intermediate_size, true));
     assert_eq!((c.norm_eps, c.rope.theta), (1e-5, 1e6));
-    assert!(m.sparse_layers.iter().all(|&s| s));
+    assert!(sparse(&c).iter().all(|&s| s));
     // Qwen2-MoE: shared expert, qkv bias on by default, sliding_window 0 when unused
     let c = family("Qwen2MoeForCausalLM", "qwen2_moe", r#"{"sliding_window": 0, "num_experts": 6}"#).unwrap();
     let m = c.moe.as_ref().unwrap();
     assert_eq!((m.num_experts, m.shared_expert_intermediate_size), (6, Some(5632)));
-    assert!(c.attention_bias && !c.o_bias && c.sliding_window.is_none());
+    assert!(c.attention_bias && !c.o_bias && c.sliding_window().is_none());
     // no expert at all: a dense model
     let c = family("Qwen2MoeForCausalLM", "qwen2_moe", r#"{"num_experts": 0}"#).unwrap();
     assert!(c.moe.is_none());

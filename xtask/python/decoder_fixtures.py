@@ -1,0 +1,299 @@
+"""The fixtures of the second round of decoder families (issue 33), in manifest order: each config
+chosen so that what is new in the family changes the logits (windows shorter than the 7-token
+sequence, biases, partial rotary factors well apart)."""
+
+from fixture_spec import Spec
+from transformers import (
+    CohereConfig,
+    CohereForCausalLM,
+    Glm4Config,
+    Glm4ForCausalLM,
+    GlmConfig,
+    GlmForCausalLM,
+    GPTBigCodeConfig,
+    GPTBigCodeForCausalLM,
+    GPTJConfig,
+    GPTJForCausalLM,
+    GPTNeoXConfig,
+    GPTNeoXForCausalLM,
+    OlmoeConfig,
+    OlmoeForCausalLM,
+    PhiConfig,
+    PhiForCausalLM,
+    StableLmConfig,
+    StableLmForCausalLM,
+    Starcoder2Config,
+    Starcoder2ForCausalLM,
+)
+
+
+def decoder_round2_specs():
+    specs = []
+
+    starcoder2 = Starcoder2Config(
+        vocab_size=256,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=1,
+        max_position_embeddings=64,
+        sliding_window=3,
+        rope_parameters={"rope_type": "default", "rope_theta": 100000.0},
+        norm_epsilon=1e-5,
+        bos_token_id=1,
+        eos_token_id=2,  # the class default 50256 is outside the vocab
+        tie_word_embeddings=True,
+    )
+    specs.append(
+        Spec(
+            "starcoder2",
+            30,
+            Starcoder2ForCausalLM,
+            starcoder2,
+            None,
+            "use_bias on every projection, LayerNorms with bias (norm_epsilon), plain c_fc/c_proj MLP with "
+            "gelu_pytorch_tanh, one KV head, sliding window 3 on every layer, tied head",
+            strict_greedy=True,
+        )
+    )
+
+    phi = PhiConfig(
+        vocab_size=256,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=64,
+        # Phi-2's factor: int(16 * 0.4) = 6 rotated channels of 16
+        rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.4},
+        qk_layernorm=True,
+        hidden_act="gelu_new",
+        bos_token_id=1,
+        eos_token_id=2,
+        tie_word_embeddings=False,
+    )
+    specs.append(
+        Spec(
+            "phi",
+            31,
+            PhiForCausalLM,
+            phi,
+            None,
+            "parallel block off one LayerNorm, partial rotary 0.4 (6 of 16 channels), qk_layernorm per head, "
+            "biased q/k/v/dense/fc1/fc2 and head, 2 KV heads, untied head",
+            strict_greedy=True,
+        )
+    )
+
+    neox = GPTNeoXConfig(
+        vocab_size=256,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        max_position_embeddings=64,
+        rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.25},
+        use_parallel_residual=True,
+        hidden_act="gelu",
+        bos_token_id=1,
+        eos_token_id=2,
+        tie_word_embeddings=False,
+    )
+    specs.append(
+        Spec(
+            "gpt_neox",
+            32,
+            GPTNeoXForCausalLM,
+            neox,
+            None,
+            "fused query_key_value grouped per head, partial rotary 0.25 (4 of 16 channels), parallel residual "
+            "with its own post_attention_layernorm, biases, embed_in/embed_out, untied head",
+            strict_greedy=True,
+        )
+    )
+
+    bigcode = GPTBigCodeConfig(
+        vocab_size=256,
+        n_embd=64,
+        n_layer=2,
+        n_head=4,
+        n_positions=64,
+        n_inner=None,
+        multi_query=True,
+        activation_function="gelu_pytorch_tanh",
+        bos_token_id=255,
+        eos_token_id=255,
+        tie_word_embeddings=True,
+    )
+    specs.append(
+        Spec(
+            "gpt_bigcode",
+            33,
+            GPTBigCodeForCausalLM,
+            bigcode,
+            None,
+            "multi-query attention (c_attn = [q; k; v] with one KV head), learned positions, nn.Linear "
+            "projections, n_inner null (4 x n_embd), tied head",
+            strict_greedy=True,
+        )
+    )
+
+    gptj = GPTJConfig(
+        vocab_size=256,
+        n_embd=64,
+        n_layer=2,
+        n_head=4,
+        n_positions=64,
+        rotary_dim=8,  # of head_dim 16
+        n_inner=None,
+        activation_function="gelu_new",
+        bos_token_id=1,
+        eos_token_id=2,
+        tie_word_embeddings=False,
+    )
+    specs.append(
+        Spec(
+            "gptj",
+            34,
+            GPTJForCausalLM,
+            gptj,
+            None,
+            "rotate-every-two rotary over rotary_dim 8 of 16 channels (fixed base 10000), parallel block off ln_1, "
+            "unbiased q/k/v/out_proj, biased fc_in/fc_out and head, untied head",
+            strict_greedy=True,
+        )
+    )
+
+    cohere = CohereConfig(
+        vocab_size=256,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=64,
+        rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
+        logit_scale=0.25,
+        use_qk_norm=True,
+        attention_bias=True,
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=0,
+        tie_word_embeddings=True,
+    )
+    specs.append(
+        Spec(
+            "cohere",
+            35,
+            CohereForCausalLM,
+            cohere,
+            None,
+            "parallel block off one LayerNorm without bias, rotate-every-two rotary, use_qk_norm (a weight row per "
+            "head), logit_scale 0.25, attention_bias, 2 KV heads, tied head",
+            strict_greedy=True,
+        )
+    )
+
+    stablelm = StableLmConfig(
+        vocab_size=256,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=64,
+        rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.25},
+        use_qkv_bias=True,
+        qk_layernorm=True,
+        use_parallel_residual=True,
+        bos_token_id=1,
+        eos_token_id=2,
+        tie_word_embeddings=False,
+    )
+    specs.append(
+        Spec(
+            "stablelm",
+            36,
+            StableLmForCausalLM,
+            stablelm,
+            None,
+            "parallel residual off the input LayerNorm, qk_layernorm (one LayerNorm per head, stored apart), "
+            "partial rotary 0.25, use_qkv_bias, LayerNorms with bias, 2 KV heads, untied head",
+            strict_greedy=True,
+        )
+    )
+
+    olmoe = OlmoeConfig(
+        vocab_size=256,
+        hidden_size=64,
+        intermediate_size=32,  # each expert's
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=64,
+        num_experts=6,
+        num_experts_per_tok=3,
+        norm_topk_prob=False,
+        rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=0,
+        tie_word_embeddings=False,
+    )
+    specs.append(
+        Spec(
+            "olmoe",
+            37,
+            OlmoeForCausalLM,
+            olmoe,
+            None,
+            "6 experts top-3 not renormalised in every layer, q/k RMSNorm over the whole projection (k over 2 KV "
+            "heads), untied head",
+            strict_greedy=True,
+        )
+    )
+
+    def glm_config(cls):
+        return cls(
+            vocab_size=256,
+            hidden_size=64,
+            intermediate_size=128,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            head_dim=16,  # the class default is 128
+            max_position_embeddings=64,
+            rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.5},
+            rms_norm_eps=1e-5,
+            bos_token_id=1,
+            eos_token_id=3,  # not among the greedy tokens (the generate tests stop at an EOS id)
+            pad_token_id=0,
+            tie_word_embeddings=False,
+        )
+
+    specs.append(
+        Spec(
+            "glm",
+            38,
+            GlmForCausalLM,
+            glm_config(GlmConfig),
+            None,
+            "rotate-every-two rotary over half of each head (8 of 16 channels), fused gate_up_proj, q/k/v biases "
+            "and an unbiased o_proj, 2 KV heads, untied head",
+            strict_greedy=True,
+        )
+    )
+    specs.append(
+        Spec(
+            "glm4",
+            39,
+            Glm4ForCausalLM,
+            glm_config(Glm4Config),
+            None,
+            "GLM's blocks plus post_self_attn_layernorm and post_mlp_layernorm (sandwich norms)",
+            strict_greedy=True,
+        )
+    )
+    return specs
