@@ -4,6 +4,8 @@ sequence, biases, partial rotary factors well apart)."""
 
 from fixture_spec import Spec
 from transformers import (
+    Cohere2Config,
+    Cohere2ForCausalLM,
     CohereConfig,
     CohereForCausalLM,
     Glm4Config,
@@ -293,6 +295,44 @@ def decoder_round2_specs():
             glm_config(Glm4Config),
             None,
             "GLM's blocks plus post_self_attn_layernorm and post_mlp_layernorm (sandwich norms)",
+            strict_greedy=True,
+        )
+    )
+
+    cohere2 = Cohere2Config(
+        vocab_size=256,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=64,
+        sliding_window=3,
+        sliding_window_pattern=2,
+        rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
+        logit_scale=0.5,
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=0,
+        tie_word_embeddings=True,
+    )
+
+    def hub_pattern(cfg):
+        # the Hub files' form: the pattern, not the derived layer_types
+        assert cfg["layer_types"] == ["sliding_attention", "full_attention"] * 2, cfg["layer_types"]
+        out = {k: v for k, v in cfg.items() if k != "layer_types"}
+        out["sliding_window_pattern"] = 2
+        return out
+
+    specs.append(
+        Spec(
+            "cohere2",
+            40,
+            Cohere2ForCausalLM,
+            cohere2,
+            hub_pattern,
+            "sliding window 3 on layers 0 and 2 with rotary, full layers 1 and 3 without position encoding, from "
+            "sliding_window_pattern 2 (Hub form), Cohere's parallel block and logit_scale 0.5, tied head",
             strict_greedy=True,
         )
     )

@@ -92,12 +92,18 @@ The families of issue 13, selected with --archs (sample_new_family), in the spac
     size; GPTJConfig refuses null), n_inner null or set, activation_function, tied or not;
   - CohereForCausalLM (issue 33): use_qk_norm on or off, logit_scale, attention_bias, hidden_act,
     layer_norm_eps, tied or not;
+  - StableLmForCausalLM (issue 33): use_parallel_residual, qk_layernorm (one norm per head),
+    use_qkv_bias, partial_rotary_factor in the rope dict, at the top level or absent (0.25);
+  - GlmForCausalLM / Glm4ForCausalLM (issue 33): rotate-every-two rotary over
+    partial_rotary_factor of the head (dict, top level, or absent: 0.5), an explicit head_dim or
+    the class default 128 left out, attention_bias, hidden not a multiple of the heads;
   - the Llama-like families (Gemma 1/2, Granite, OLMo 2, SmolLM3, Starcoder2, Phi, GPT-NeoX,
-    Cohere) on default rope every other
+    Cohere, StableLM, GLM) on default rope every other
     case, else linear / dynamic / llama3 / yarn as above; old/new rope form, sparse config.json
     (class defaults left out), keys a class ignores, as above.
 The mixture-of-experts families, selected with --archs too (sample_moe_family; MOE_ARCHS):
-Qwen3MoeForCausalLM, MixtralForCausalLM, Qwen2MoeForCausalLM, in the space transformers 5.23
+Qwen3MoeForCausalLM, MixtralForCausalLM, Qwen2MoeForCausalLM, OlmoeForCausalLM (every layer
+sparse, q/k norm over the projection, clip_qkv null), in the space transformers 5.23
 accepts for each, loaded the same way:
   - 2-10 experts (Qwen `num_experts`; Mixtral `num_local_experts`, also Qwen3-MoE's key as
     transformers 5 saves it, else the Hub files' `num_experts`), num_experts_per_tok 1 to all of
@@ -157,9 +163,12 @@ NEW_ARCHS = [
     "GPTBigCodeForCausalLM",
     "GPTJForCausalLM",
     "CohereForCausalLM",
+    "StableLmForCausalLM",
+    "GlmForCausalLM",
+    "Glm4ForCausalLM",
 ]
 # The mixture-of-experts families (sample_moe_family).
-MOE_ARCHS = ["Qwen3MoeForCausalLM", "MixtralForCausalLM", "Qwen2MoeForCausalLM"]
+MOE_ARCHS = ["Qwen3MoeForCausalLM", "MixtralForCausalLM", "Qwen2MoeForCausalLM", "OlmoeForCausalLM"]
 # The families sampled by sample_new_family / sample_moe_family and written by edit_new_family.
 EXTRA_ARCHS = NEW_ARCHS + MOE_ARCHS
 ALL_ARCHS = ARCHS + EXTRA_ARCHS
@@ -410,6 +419,7 @@ def sample_case(seed, index, archs=ARCHS):
 # SmolLM3, GPT-2.
 
 GEMMA_ARCHS = ("GemmaForCausalLM", "Gemma2ForCausalLM", "Gemma3ForCausalLM")
+GLM_ARCHS = ("GlmForCausalLM", "Glm4ForCausalLM")
 SCALED_ROPE_TYPES = ["linear", "dynamic", "llama3", "yarn"]
 PHI3_VARIANTS = ["longrope-long", "longrope-short", "default"]
 # tests/python/unseen_generation.py generates 8 tokens greedily from the first 5 ids, so the
@@ -433,6 +443,24 @@ def floor_hidden(rng, heads, head_dim):
     if heads > 1 and rng.random() < 0.2:
         return heads * head_dim + rng.randint(1, heads - 1), "derived(floor)"
     return heads * head_dim, "derived"
+
+
+def gpt_style_case(arch, kw, sparse, hd_source, variant, ignored, edits):
+    """The case of a family sampled with its own key names and no rope dict (GPT-2, GPTBigCode,
+    GPT-J): nothing of the rope forms applies."""
+    return {
+        "arch": arch,
+        "kwargs": kw,
+        "old_form": False,
+        "old_type_key": False,
+        "sparse": sparse,
+        "hoist": None,
+        "ignored": ignored,
+        "stray_theta": False,
+        "head_dim_source": hd_source,
+        "edits": edits,
+        "variant": variant,
+    }
 
 
 def sample_new_family(rng, arch, turn, offset, L):
@@ -467,8 +495,20 @@ def sample_new_family(rng, arch, turn, offset, L):
     # Sizes. Phi-3, Granite, OLMo 2, SmolLM3 and GPT-2 derive head_dim = hidden // heads;
     # the Gemmas take an explicit head_dim (class default 256).
     partial = None
-    if arch in ("Phi3ForCausalLM", "PhiForCausalLM", "GPTNeoXForCausalLM"):
-        if arch == "PhiForCausalLM":
+    if arch in GLM_ARCHS:
+        partial = rng.choice([0.5, 0.5, 0.25, 1.0, 0.75])
+        least = 4 if rope_type == "dynamic" else 2
+        if turn % 3 == 2:
+            head_dim, hd_source = 128, "default(128)"  # absent from config.json (sparse, below)
+        else:
+            fits = [d for d in dims if int(d * partial) >= least and int(d * partial) % 2 == 0]
+            head_dim, hd_source = rng.choice(fits or [8]), "explicit"
+            kw["head_dim"] = head_dim
+        hidden = rng.randint(8, 96)
+    elif arch in ("Phi3ForCausalLM", "PhiForCausalLM", "GPTNeoXForCausalLM", "StableLmForCausalLM"):
+        if arch == "StableLmForCausalLM":
+            partial = rng.choice([0.25, 0.25, 0.5, 1.0, 0.4])
+        elif arch == "PhiForCausalLM":
             partial = rng.choice([0.5, 0.5, 0.4, 0.75, 1.0, 0.25])
         elif arch == "GPTNeoXForCausalLM":
             partial = rng.choice([0.25, 0.25, 0.5, 1.0, 0.4, 0.75])
@@ -479,7 +519,7 @@ def sample_new_family(rng, arch, turn, offset, L):
             d for d in dims if d * heads <= 128 and int(d * partial) >= least and int(d * partial) % 2 == 0
         ]  # an even number of rotary dims
         head_dim = rng.choice(fits or [8])
-        if arch == "GPTNeoXForCausalLM":  # GPTNeoXConfig.validate_architecture
+        if arch in ("GPTNeoXForCausalLM", "StableLmForCausalLM"):  # hidden a multiple of the heads
             hidden, hd_source = heads * head_dim, "derived"
         else:
             hidden, hd_source = floor_hidden(rng, heads, head_dim)
@@ -520,19 +560,7 @@ def sample_new_family(rng, arch, turn, offset, L):
             bos_token_id=vocab - 1,
             eos_token_id=vocab - 1,
         )
-        return {
-            "arch": arch,
-            "kwargs": kw,
-            "old_form": False,
-            "old_type_key": False,
-            "sparse": rng.random() < 0.35,
-            "hoist": None,
-            "ignored": [],
-            "stray_theta": False,
-            "head_dim_source": hd_source,
-            "edits": [],
-            "variant": f"rotary_dim={rotary}",
-        }
+        return gpt_style_case(arch, kw, rng.random() < 0.35, hd_source, f"rotary_dim={rotary}", ignored=[], edits=[])
     if arch == "GPTBigCodeForCausalLM":
         kw.update(
             vocab_size=vocab,
@@ -553,19 +581,8 @@ def sample_new_family(rng, arch, turn, offset, L):
         if rng.random() < 0.2:
             kw["scale_attn_by_inverse_layer_idx"] = True  # a GPT-2 key GPTBigCode does not read
             ignored_keys.append("scale_attn_by_inverse_layer_idx")
-        return {
-            "arch": arch,
-            "kwargs": kw,
-            "old_form": False,
-            "old_type_key": False,
-            "sparse": rng.random() < 0.35,
-            "hoist": None,
-            "ignored": ignored_keys,
-            "stray_theta": False,
-            "head_dim_source": hd_source,
-            "edits": [],
-            "variant": variant + (" multi_query" if kw["multi_query"] else " per-head c_attn"),
-        }
+        variant += " multi_query" if kw["multi_query"] else " per-head c_attn"
+        return gpt_style_case(arch, kw, rng.random() < 0.35, hd_source, variant, ignored=ignored_keys, edits=[])
     if arch == "GPT2LMHeadModel":
         kw.update(
             vocab_size=vocab,
@@ -587,19 +604,7 @@ def sample_new_family(rng, arch, turn, offset, L):
             edits.append("hub-names")  # weights named as openai-community/gpt2 names them
         if rng.random() < 0.35:
             edits.append("attn-bias-buffers")  # the old causal-mask buffers, which loaders skip
-        return {
-            "arch": arch,
-            "kwargs": kw,
-            "old_form": False,
-            "old_type_key": False,
-            "sparse": rng.random() < 0.35,
-            "hoist": None,
-            "ignored": [],
-            "stray_theta": False,
-            "head_dim_source": hd_source,
-            "edits": edits,
-            "variant": variant,
-        }
+        return gpt_style_case(arch, kw, rng.random() < 0.35, hd_source, variant, ignored=[], edits=edits)
 
     kw.update(
         vocab_size=vocab,
@@ -613,7 +618,7 @@ def sample_new_family(rng, arch, turn, offset, L):
     )
     if arch == "Starcoder2ForCausalLM":
         kw["norm_epsilon"] = kw.pop("rms_norm_eps")
-    elif arch in ("PhiForCausalLM", "GPTNeoXForCausalLM", "CohereForCausalLM"):
+    elif arch in ("PhiForCausalLM", "GPTNeoXForCausalLM", "CohereForCausalLM", "StableLmForCausalLM"):
         kw["layer_norm_eps"] = kw.pop("rms_norm_eps")
     if arch == "GPTNeoXForCausalLM":
         del kw["num_key_value_heads"]  # one KV head per head, no such key
@@ -664,9 +669,9 @@ def sample_new_family(rng, arch, turn, offset, L):
         variant = f"sliding:{sliding['rope_type']} full:{full['rope_type']}"
     else:
         rope, max_pos = sample_rope(rng, rope_type, L)
-        if arch in ("PhiForCausalLM", "GPTNeoXForCausalLM"):
+        if arch in ("PhiForCausalLM", "GPTNeoXForCausalLM", "StableLmForCausalLM") + GLM_ARCHS:
             rope["partial_rotary_factor"] = partial
-            default = 0.5 if arch == "PhiForCausalLM" else 0.25
+            default = 0.5 if arch in ("PhiForCausalLM",) + GLM_ARCHS else 0.25
             if partial == default and rng.random() < 0.5:
                 edits.append(f"partial-absent:{default}")  # the config class's default
         if arch == "SmolLM3ForCausalLM" and rope_type == "default" and rng.random() < 0.3:
@@ -677,7 +682,7 @@ def sample_new_family(rng, arch, turn, offset, L):
     nested = arch == "Gemma3ForCausalLM"
     old_form = not nested and rng.random() < 0.4
     old_type_key = rng.random() < 0.5
-    sparse = rng.random() < 0.35 or hd_source == "default(256)"
+    sparse = rng.random() < 0.35 or hd_source.startswith("default(")
     hoist = None
     if not nested and rope_type in ("llama3", "yarn", "longrope") and rng.random() < 0.3:
         hoist = rng.choice(["drop", "shadow"])
@@ -776,6 +781,16 @@ def sample_new_family(rng, arch, turn, offset, L):
         kw["qk_layernorm"] = rng.random() < 0.5
         if rng.random() < 0.1:
             ignored["attention_bias"] = False  # PhiAttention's biases are always there
+    elif arch in GLM_ARCHS:
+        kw["hidden_act"] = rng.choice(["silu", "silu", "gelu_pytorch_tanh", "gelu"])
+        kw["attention_bias"] = rng.random() < 0.7
+        kw.update(bos_token_id=1, eos_token_id=2, pad_token_id=0)  # the class's pad id is past the vocab
+    elif arch == "StableLmForCausalLM":
+        kw["hidden_act"] = rng.choice(["silu", "silu", "gelu_pytorch_tanh", "gelu"])
+        kw["use_qkv_bias"] = rng.random() < 0.4
+        kw["qk_layernorm"] = rng.random() < 0.5
+        kw["use_parallel_residual"] = rng.random() < 0.5
+        kw.update(bos_token_id=1, eos_token_id=2)
     elif arch == "CohereForCausalLM":
         kw["hidden_act"] = rng.choice(["silu", "silu", "gelu_pytorch_tanh", "gelu"])
         kw["use_qk_norm"] = rng.random() < 0.5
@@ -829,7 +844,7 @@ def multiple_of_4(rng, lo, hi):
 def sparse_layer_flags(arch, layers, step, mlp_only):
     """Which layers get the sparse MoE block (the others keep a dense MLP), as the modeling code
     decides: Mixtral every layer; Qwen unless listed in mlp_only_layers, every `step`-th."""
-    if arch == "MixtralForCausalLM":
+    if arch in ("MixtralForCausalLM", "OlmoeForCausalLM"):
         return [True] * layers
     return [i not in (mlp_only or []) and (i + 1) % step == 0 for i in range(layers)]
 
@@ -840,7 +855,7 @@ def sample_moe_family(rng, arch, turn, offset, L):
     kw = {}
     ignored = {}
     edits = []
-    qwen = arch != "MixtralForCausalLM"
+    qwen = arch not in ("MixtralForCausalLM", "OlmoeForCausalLM")
     rope_type = dealt_rope_type(turn, offset)
     dims = [4, 6, 8, 10, 12, 16, 20, 24, 32]
     if rope_type != "dynamic":
@@ -854,7 +869,7 @@ def sample_moe_family(rng, arch, turn, offset, L):
     # Sizes: hidden a multiple of 4 (see multiple_of_4), not always of the heads. None of the
     # three classes checks hidden % heads; all derive head_dim = hidden // heads when it is
     # absent (Qwen3-MoE too: Qwen3MoeConfig has no head_dim field, so not Qwen3's 128).
-    if rng.random() < 0.5:
+    if rng.random() < 0.5 and arch != "OlmoeForCausalLM":  # OLMoE's q_norm is hidden_size wide
         head_dim = rng.choice(dims)
         hidden = multiple_of_4(rng, 8, 96)
         while hidden // heads == head_dim:
@@ -865,7 +880,7 @@ def sample_moe_family(rng, arch, turn, offset, L):
         head_dim = rng.choice([d for d in dims if d * heads <= 128 and d * heads % 4 == 0] or [4])
         hidden, hd_source = heads * head_dim, "derived"
         extra = [e for e in range(1, heads) if (hidden + e) % 4 == 0]
-        if extra and rng.random() < 0.25:
+        if extra and rng.random() < 0.25 and arch != "OlmoeForCausalLM":
             hidden, hd_source = hidden + rng.choice(extra), "derived(floor)"
         if arch == "MixtralForCausalLM" and rope_type in ("dynamic", "yarn"):
             # MixtralConfig's head_dim defaults to None, which transformers' dynamic and yarn rope
@@ -915,6 +930,8 @@ def sample_moe_family(rng, arch, turn, offset, L):
             edits.append("mlp_only_layers-null")  # config.json says null (the class reads [])
         else:
             edits.append("mlp_only_layers-absent")
+    elif arch == "OlmoeForCausalLM":
+        kw.update(num_experts=experts, intermediate_size=multiple_of_4(rng, 4, 48), norm_topk_prob=rng.random() < 0.5)
     else:
         kw.update(num_local_experts=experts, intermediate_size=multiple_of_4(rng, 4, 48))  # the experts' MLP
 
@@ -938,6 +955,13 @@ def sample_moe_family(rng, arch, turn, offset, L):
             edits.append("num_experts-key")  # the Hub files' key (transformers 5 saves num_local_experts)
         if rng.random() < 0.1:
             ignored["mlp_bias"] = True  # Qwen3MoeMLP has no biases
+    elif arch == "OlmoeForCausalLM":
+        kw["attention_bias"] = rng.random() < 0.3
+        kw.update(bos_token_id=1, eos_token_id=2, pad_token_id=0)  # the class defaults are past the vocab
+        if rng.random() < 0.3:
+            kw["clip_qkv"] = None  # written out: no clamp
+        if rng.random() < 0.1:
+            ignored["sliding_window"] = rng.randint(2, 6)  # OlmoeModel has no sliding attention
     elif arch == "MixtralForCausalLM":
         kw["sliding_window"] = rng.choice([None, None, 2, 3, 4, 5, 6])
         if rng.random() < 0.1:
@@ -1179,7 +1203,7 @@ MOE_DROPPABLE = [
     "router_aux_loss_coef",
     "router_jitter_noise",
 ]
-MOE_MODEL_TYPES = ("qwen3_moe", "mixtral", "qwen2_moe")
+MOE_MODEL_TYPES = ("qwen3_moe", "mixtral", "qwen2_moe", "olmoe")
 
 
 def to_sparse_new(cfg, config_cls):
@@ -1273,7 +1297,7 @@ def edit_new_family(cfg, case, config_cls):
     if case["old_form"]:
         if case["arch"] == "Phi3ForCausalLM":
             out = phi3_old_form(out, type_key, case["hoist"] is not None, "type-su" in case["edits"])
-        elif case["arch"] == "PhiForCausalLM":
+        elif case["arch"] in ("PhiForCausalLM", "StableLmForCausalLM") + GLM_ARCHS:
             out = hoist_partial(to_old_form(out, type_key), type_key)
         elif case["arch"] == "GPTNeoXForCausalLM":
             out = neox_old_form(hoist_partial(to_old_form(out, type_key), type_key))
@@ -1384,6 +1408,7 @@ NEW_SEMANTIC_KEYS = [
     "rotary_dim",
     "use_qk_norm",
     "logit_scale",
+    "use_qkv_bias",
 ]
 
 
@@ -1471,7 +1496,15 @@ def describe_new(case, loaded):
         act = loaded["hidden_activation"] if gemma23 else loaded["hidden_act"]
         eps = next(kw[k] for k in ("rms_norm_eps", "norm_epsilon", "layer_norm_eps") if k in kw)
         parts.append(f"act={act} eps={eps:g}")
-        for key in ("attention_bias", "mlp_bias", "use_bias", "qk_layernorm", "use_parallel_residual", "use_qk_norm"):
+        for key in (
+            "attention_bias",
+            "mlp_bias",
+            "use_bias",
+            "qk_layernorm",
+            "use_parallel_residual",
+            "use_qk_norm",
+            "use_qkv_bias",
+        ):
             if kw.get(key) and key not in case["ignored"]:
                 parts.append(key)
         if arch in ("Gemma2ForCausalLM", "Gemma3ForCausalLM"):
@@ -1523,13 +1556,14 @@ def describe_moe(case, loaded):
     )
     norm = "always" if arch == "MixtralForCausalLM" else loaded["norm_topk_prob"]
     text = f"experts={loaded['num_experts']} top_k={loaded['num_experts_per_tok']} norm_topk={norm}"
-    if arch == "MixtralForCausalLM":
+    every_layer = arch in ("MixtralForCausalLM", "OlmoeForCausalLM")
+    if every_layer:
         text += f" expert_inter={loaded['intermediate_size']}"
     else:
         text += f" moe_inter={loaded['moe_intermediate_size']}"
     layout = "".join("M" if f else "D" for f in flags)
     text += f" layers={layout}"
-    if arch != "MixtralForCausalLM":
+    if not every_layer:
         text += f" (step={loaded['decoder_sparse_step']},mlp_only={loaded['mlp_only_layers']})"
     if arch == "Qwen2MoeForCausalLM":
         kw = case["kwargs"]
@@ -1600,9 +1634,13 @@ def main():
         "GPTBigCodeForCausalLM": (transformers.GPTBigCodeConfig, transformers.GPTBigCodeForCausalLM),
         "GPTJForCausalLM": (transformers.GPTJConfig, transformers.GPTJForCausalLM),
         "CohereForCausalLM": (transformers.CohereConfig, transformers.CohereForCausalLM),
+        "StableLmForCausalLM": (transformers.StableLmConfig, transformers.StableLmForCausalLM),
+        "GlmForCausalLM": (transformers.GlmConfig, transformers.GlmForCausalLM),
+        "Glm4ForCausalLM": (transformers.Glm4Config, transformers.Glm4ForCausalLM),
         "Qwen3MoeForCausalLM": (transformers.Qwen3MoeConfig, transformers.Qwen3MoeForCausalLM),
         "MixtralForCausalLM": (transformers.MixtralConfig, transformers.MixtralForCausalLM),
         "Qwen2MoeForCausalLM": (transformers.Qwen2MoeConfig, transformers.Qwen2MoeForCausalLM),
+        "OlmoeForCausalLM": (transformers.OlmoeConfig, transformers.OlmoeForCausalLM),
     }
 
     def load(folder):

@@ -349,6 +349,9 @@ pub enum RopeRule {
     NoRopeLayers,
     /// No rotary embedding; learned absolute positions instead (GPT-2).
     None,
+    /// Only the sliding layers are rotary; the full-attention layers have no position encoding
+    /// (Cohere2).
+    SlidingOnly,
     /// One rope for every layer that the config cannot change: the class's `rope_theta`, the
     /// default type, over the first `dim_key` channels of each head (its class default given,
     /// else all of them); rope keys are not read (GPT-J's fixed sinusoids).

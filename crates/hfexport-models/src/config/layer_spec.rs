@@ -114,7 +114,8 @@ pub(super) fn layer_specs(
             kv_heads: dims.num_key_value_heads,
             head_dim: dims.head_dim,
             span,
-            rope: rotary[i].then(|| layer_rope.clone()),
+            rope: (rotary[i] && (schema.rope != RopeRule::SlidingOnly || span != Span::Full))
+                .then(|| layer_rope.clone()),
             scale: scales[i],
         };
         LayerSpec { mixer: Mixer::Attention(attention), sparse_mlp: sparse.get(i).copied().unwrap_or(false) }

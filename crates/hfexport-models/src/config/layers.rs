@@ -189,7 +189,10 @@ pub(super) fn pattern_period(f: &Fields, keys: &[&str], default: usize) -> Resul
 pub(super) fn rotary_layers(f: &Fields, schema: &ConfigSchema, n: usize) -> Result<Vec<bool>> {
     match schema.rope {
         RopeRule::None => Ok(vec![false; n]),
-        RopeRule::Uniform | RopeRule::PerLayerType { .. } | RopeRule::Fixed { .. } => Ok(vec![true; n]),
+        // SlidingOnly: `layer_specs` leaves the full layers without rope (their kind is known there)
+        RopeRule::Uniform | RopeRule::PerLayerType { .. } | RopeRule::Fixed { .. } | RopeRule::SlidingOnly => {
+            Ok(vec![true; n])
+        }
         RopeRule::NoRopeLayers => {
             let key = "no_rope_layers";
             match f.raw(key) {

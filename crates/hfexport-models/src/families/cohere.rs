@@ -1,6 +1,7 @@
 //! `CohereForCausalLM` (Command R, Aya): a parallel block off one LayerNorm without bias,
 //! rotate-every-two rotary, logits multiplied by `logit_scale`, and with `use_qk_norm` a
-//! LayerNorm of each head's queries and keys whose weight has one row per head.
+//! LayerNorm of each head's queries and keys whose weight has one row per head; and
+//! `Cohere2ForCausalLM`, the same blocks with interleaved sliding-window layers.
 
 use super::llama::{LLAMA_LAYOUT, LLAMA_SCHEMA};
 use super::Architecture;
@@ -45,4 +46,19 @@ pub const FAMILY: Architecture = Architecture {
         attention: AttentionLayout { qk_norm: QkNorm::PerHeadRows(QK_NORMS), ..LLAMA_LAYOUT.attention },
         ..LLAMA_LAYOUT
     },
+};
+
+/// `Cohere2ForCausalLM` (Command R7B, Command A): Cohere's blocks without the q/k norm, three
+/// sliding-window layers to one full (`sliding_window_pattern` or `layer_types`), and rotary on
+/// the sliding layers only.
+pub const COHERE2: Architecture = Architecture {
+    classes: &["Cohere2ForCausalLM"],
+    model_types: &["cohere2"],
+    config: ConfigSchema {
+        layers: LayerRule::Pattern { period: 4, pattern_keys: &["sliding_window_pattern"], default_window: 4096 },
+        rope: RopeRule::SlidingOnly,
+        qk_norm: Flag::Never,
+        ..FAMILY.config
+    },
+    layout: FAMILY.layout,
 };

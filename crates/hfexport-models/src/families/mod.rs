@@ -91,6 +91,7 @@ pub const ARCHITECTURES: &[Architecture] = &[
     gpt_neox::FAMILY,
     gptj::FAMILY,
     cohere::FAMILY,
+    cohere::COHERE2,
     stablelm::FAMILY,
     glm::GLM,
     glm::GLM4,

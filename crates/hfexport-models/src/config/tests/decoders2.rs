@@ -139,3 +139,18 @@ fn glm_configs_follow_their_class() {
         );
     }
 }
+
+/// Cohere2: every 4th layer full and without rope (`sliding_window_pattern`, or `layer_types`).
+#[test]
+fn cohere2_rotates_its_sliding_layers_only() {
+    use LayerType::{FullAttention as F, SlidingAttention as S};
+    let cohere2 = |extra: &str| family("Cohere2ForCausalLM", "cohere2", extra);
+    let c = cohere2(r#"{"sliding_window": 8}"#).unwrap();
+    assert_eq!((kinds(&c), rotary(&c), c.sliding_window()), (vec![S, S, S, F], vec![true, true, true, false], Some(8)));
+    let c = cohere2(r#"{"sliding_window_pattern": 2}"#).unwrap();
+    assert_eq!((kinds(&c), rotary(&c)), (vec![S, F, S, F], vec![true, false, true, false]));
+    let c = cohere2(r#"{"layer_types": ["full_attention", "sliding_attention", "full_attention", "full_attention"]}"#)
+        .unwrap();
+    assert_eq!(rotary(&c), [false, true, false, false]);
+    assert_eq!(c.logits_scaling, Some(16.0));
+}
