@@ -1,6 +1,6 @@
 //! The builder and the reference evaluator on checkpoints nobody has seen: random tiny configs of
 //! every supported family (Llama, Mistral, Qwen2, Qwen3, Phi-3, Gemma 1/2/3, Granite, OLMo 2,
-//! SmolLM3, GPT-2, Starcoder2, Phi, GPT-NeoX, GPTBigCode, GPT-J, Cohere, StableLM, GLM, GLM-4, the
+//! SmolLM3, GPT-2, Starcoder2, Phi, GPT-NeoX, GPTBigCode, GPT-J, Cohere 1/2, StableLM, GLM, GLM-4, the
 //! four MoE families) across the space transformers accepts (sizes, head dims unlike
 //! hidden/heads, kv-head counts, rope types and forms, partial rotary, longrope, scaling lengths,
 //! sliding windows and mixed layer types, per-layer-type rope, NoPE layers, soft-caps,
@@ -23,7 +23,7 @@
 //! Needs the Python oracle: `HFEXPORT_PYTHON` (set by `cargo xtask test`) must be a python with
 //! torch and transformers. Environment knobs:
 //!   HFEXPORT_UNSEEN_SEED   another seed (default below); the failure report names the seed
-//!   HFEXPORT_UNSEEN_COUNT  how many checkpoints (default 100)
+//!   HFEXPORT_UNSEEN_COUNT  how many checkpoints (default 104)
 //!   HFEXPORT_UNSEEN_KEEP   set to 1 to keep the generated checkpoints (their folder is printed)
 
 mod common;
@@ -40,8 +40,8 @@ use std::time::Instant;
 
 const ATOL: f32 = 1e-4;
 const DEFAULT_SEED: u64 = 5_230;
-/// Families are dealt round-robin: 100 gives each of the 25 four checkpoints.
-const DEFAULT_COUNT: usize = 100;
+/// Families are dealt round-robin: 104 gives each of the 26 four checkpoints.
+const DEFAULT_COUNT: usize = 104;
 const CASES: [&str; 2] = ["single", "batch"];
 
 fn root() -> PathBuf {
@@ -239,7 +239,7 @@ fn random_checkpoints_match_transformers() {
 /// Seed of the export cross-check (another draw than the evaluator test's).
 const EXPORT_SEED: u64 = 77_023;
 /// One checkpoint per family.
-const EXPORT_COUNT: usize = 25;
+const EXPORT_COUNT: usize = 26;
 
 #[test]
 fn random_checkpoints_export_to_every_format_and_match_transformers() {

@@ -91,7 +91,9 @@ The families of issue 13, selected with --archs (sample_new_family), in the spac
   - GPTJForCausalLM (issue 33): rotate-every-two rotary over rotary_dim (even, up to the head
     size; GPTJConfig refuses null), n_inner null or set, activation_function, tied or not;
   - CohereForCausalLM (issue 33): use_qk_norm on or off, logit_scale, attention_bias, hidden_act,
-    layer_norm_eps, tied or not;
+    layer_norm_eps, tied or not; Cohere2ForCausalLM: the same but the q/k norm, sliding_window
+    2-6 or the class's 4096, layer_types derived from sliding_window_pattern (written as the Hub
+    files do) or explicit, rotary on the sliding layers only;
   - StableLmForCausalLM (issue 33): use_parallel_residual, qk_layernorm (one norm per head),
     use_qkv_bias, partial_rotary_factor in the rope dict, at the top level or absent (0.25);
   - GlmForCausalLM / Glm4ForCausalLM (issue 33): rotate-every-two rotary over
@@ -166,6 +168,7 @@ NEW_ARCHS = [
     "StableLmForCausalLM",
     "GlmForCausalLM",
     "Glm4ForCausalLM",
+    "Cohere2ForCausalLM",
 ]
 # The mixture-of-experts families (sample_moe_family).
 MOE_ARCHS = ["Qwen3MoeForCausalLM", "MixtralForCausalLM", "Qwen2MoeForCausalLM", "OlmoeForCausalLM"]
@@ -420,6 +423,7 @@ def sample_case(seed, index, archs=ARCHS):
 
 GEMMA_ARCHS = ("GemmaForCausalLM", "Gemma2ForCausalLM", "Gemma3ForCausalLM")
 GLM_ARCHS = ("GlmForCausalLM", "Glm4ForCausalLM")
+COHERE_ARCHS = ("CohereForCausalLM", "Cohere2ForCausalLM")
 SCALED_ROPE_TYPES = ["linear", "dynamic", "llama3", "yarn"]
 PHI3_VARIANTS = ["longrope-long", "longrope-short", "default"]
 # tests/python/unseen_generation.py generates 8 tokens greedily from the first 5 ids, so the
@@ -471,7 +475,9 @@ def sample_new_family(rng, arch, turn, offset, L):
     edits = []
     heads = rng.choice([1, 2, 3, 4, 4, 6, 8])
     kv = heads if arch in ("GPT2LMHeadModel", "GPTNeoXForCausalLM", "GPTBigCodeForCausalLM", "GPTJForCausalLM") else rng.choice([1, heads, rng.choice(divisors(heads))])
-    layers = rng.randint(2, 4) if arch in ("Gemma3ForCausalLM", "SmolLM3ForCausalLM") else rng.randint(1, 3)
+    layers = (
+        rng.randint(2, 4) if arch in ("Gemma3ForCausalLM", "SmolLM3ForCausalLM", "Cohere2ForCausalLM") else rng.randint(1, 3)
+    )
     vocab = rng.randint(50, 300)
     tied = rng.random() < (0.7 if arch in GEMMA_ARCHS or arch in ("GPT2LMHeadModel", "SmolLM3ForCausalLM", "GPTBigCodeForCausalLM") else 0.5)
 
@@ -567,7 +573,7 @@ def sample_new_family(rng, arch, turn, offset, L):
             n_embd=hidden,
             n_layer=layers,
             n_head=heads,
-            n_positions=rng.randint(L, 64),
+            n_positions=rng.randint(max(L, GEN_PROMPT + GEN_NEW), 64),  # the generation test's length
             n_inner=rng.choice([None, None, rng.randint(8, 160)]),
             activation_function=rng.choice(["gelu_pytorch_tanh", "gelu_pytorch_tanh", "gelu_new", "gelu", "relu"]),
             layer_norm_epsilon=rng.choice([1e-5, 1e-6, 0.1]),
@@ -589,7 +595,7 @@ def sample_new_family(rng, arch, turn, offset, L):
             n_embd=hidden,
             n_layer=layers,
             n_head=heads,
-            n_positions=rng.randint(L, 64),
+            n_positions=rng.randint(max(L, GEN_PROMPT + GEN_NEW), 64),  # the generation test's length
             n_inner=rng.choice([None, None, rng.randint(8, 160)]),
             activation_function=rng.choice(["gelu_new", "gelu_new", "gelu", "gelu_pytorch_tanh", "relu"]),
             layer_norm_epsilon=rng.choice([1e-5, 1e-6, 0.1]),
@@ -618,11 +624,11 @@ def sample_new_family(rng, arch, turn, offset, L):
     )
     if arch == "Starcoder2ForCausalLM":
         kw["norm_epsilon"] = kw.pop("rms_norm_eps")
-    elif arch in ("PhiForCausalLM", "GPTNeoXForCausalLM", "CohereForCausalLM", "StableLmForCausalLM"):
+    elif arch in COHERE_ARCHS + ("PhiForCausalLM", "GPTNeoXForCausalLM", "StableLmForCausalLM"):
         kw["layer_norm_eps"] = kw.pop("rms_norm_eps")
     if arch == "GPTNeoXForCausalLM":
         del kw["num_key_value_heads"]  # one KV head per head, no such key
-    if arch in ("Phi3ForCausalLM", "SmolLM3ForCausalLM", "CohereForCausalLM"):
+    if arch in ("Phi3ForCausalLM", "SmolLM3ForCausalLM") + COHERE_ARCHS:
         kw.update(bos_token_id=1, eos_token_id=2, pad_token_id=0)  # class defaults are past the vocab
     elif arch == "Starcoder2ForCausalLM":
         kw.update(bos_token_id=1, eos_token_id=2)
@@ -791,11 +797,21 @@ def sample_new_family(rng, arch, turn, offset, L):
         kw["qk_layernorm"] = rng.random() < 0.5
         kw["use_parallel_residual"] = rng.random() < 0.5
         kw.update(bos_token_id=1, eos_token_id=2)
-    elif arch == "CohereForCausalLM":
+    elif arch in COHERE_ARCHS:
         kw["hidden_act"] = rng.choice(["silu", "silu", "gelu_pytorch_tanh", "gelu"])
-        kw["use_qk_norm"] = rng.random() < 0.5
         kw["logit_scale"] = rng.choice([0.0625, 0.25, 1.0, 0.8333, 2.0])
         kw["attention_bias"] = rng.random() < 0.3
+        if arch == "CohereForCausalLM":
+            kw["use_qk_norm"] = rng.random() < 0.5
+        else:
+            kw["sliding_window"] = rng.choice([2, 3, 4, 5, 6, 4096])
+            if rng.random() < 0.6:
+                pattern = rng.choice([2, 3, 4])
+                kw["layer_types"] = ["sliding_attention" if (i + 1) % pattern else "full_attention" for i in range(layers)]
+                if rng.random() < 0.6:
+                    edits.append(f"cohere2-pattern:{pattern}")
+            else:
+                kw["layer_types"] = [rng.choice(["full_attention", "sliding_attention"]) for _ in range(layers)]
     elif arch == "GPTNeoXForCausalLM":
         kw["hidden_act"] = rng.choice(["gelu", "gelu", "gelu_new", "relu", "silu", "gelu_pytorch_tanh"])
         kw["use_parallel_residual"] = rng.random() < 0.6
@@ -1283,6 +1299,9 @@ def edit_new_family(cfg, case, config_cls):
             rope = dict(out["rope_parameters"])
             assert rope.pop("partial_rotary_factor") == float(edit.split(":")[1])
             out = {**out, "rope_parameters": rope}
+        elif edit.startswith("cohere2-pattern:"):
+            out = {k: v for k, v in out.items() if k != "layer_types"}
+            out["sliding_window_pattern"] = int(edit.split(":")[1])
         elif edit == "no-rope-interval-only":
             out = {k: v for k, v in out.items() if k != "no_rope_layers"}
         elif edit == "mlp_only_layers-absent":
@@ -1520,7 +1539,7 @@ def describe_new(case, loaded):
                 parts.append(f"sliding_window={loaded['sliding_window']} (every layer)")
         if arch in MOE_ARCHS:
             parts.append(describe_moe(case, loaded))
-        if arch == "CohereForCausalLM":
+        if arch in COHERE_ARCHS:
             parts.append(f"logit_scale={kw['logit_scale']}")
         if arch == "GraniteForCausalLM":
             parts.append(
@@ -1634,6 +1653,7 @@ def main():
         "GPTBigCodeForCausalLM": (transformers.GPTBigCodeConfig, transformers.GPTBigCodeForCausalLM),
         "GPTJForCausalLM": (transformers.GPTJConfig, transformers.GPTJForCausalLM),
         "CohereForCausalLM": (transformers.CohereConfig, transformers.CohereForCausalLM),
+        "Cohere2ForCausalLM": (transformers.Cohere2Config, transformers.Cohere2ForCausalLM),
         "StableLmForCausalLM": (transformers.StableLmConfig, transformers.StableLmForCausalLM),
         "GlmForCausalLM": (transformers.GlmConfig, transformers.GlmForCausalLM),
         "Glm4ForCausalLM": (transformers.Glm4Config, transformers.Glm4ForCausalLM),

@@ -41,10 +41,12 @@ pub(super) fn parse_ropes(f: &Fields, schema: &ConfigSchema, dims: &Dims) -> Res
         true => layer_type_rope(f, dict, "full_attention", &prefixes[1])?,
         false => Some(Fields::new(dict, f.path, &prefixes[0])),
     };
+    let container = Fields::new(dict, f.path, &prefixes[0]);
     let full = parse_rope(f, full.as_ref().unwrap_or(&none), schema, dims, theta)?;
+    let full = if nested { container_truncate(full, &container)? } else { full };
     let local_theta = legacy_theta(local_theta, DEFAULT_THETA)?;
     let sliding = match if nested { layer_type_rope(f, dict, "sliding_attention", &prefixes[2])? } else { None } {
-        Some(d) => parse_rope(&none, &d, schema, dims, local_theta)?,
+        Some(d) => container_truncate(parse_rope(&none, &d, schema, dims, local_theta)?, &container)?,
         None => RopeConfig { theta: local_theta, dim: full.dim, scaling: RopeScaling::Default },
     };
     Ok((full, Some(sliding)))
@@ -237,6 +239,16 @@ pub(super) fn yarn_scaling(f: &Fields, d: &Fields, theta: f64, max_pos: usize) -
         attention_factor: d.number("attention_factor")?,
         truncate: yarn_truncate(d)?,
     })
+}
+
+/// transformers 5.23's yarn reads `truncate` from `config.rope_parameters` itself, not from the
+/// layer type's dict (`_compute_yarn_parameters`), so in a dict keyed by layer type a layer's
+/// own `truncate` is never read: the container's applies (absent: true).
+fn container_truncate(mut rope: RopeConfig, container: &Fields) -> Result<RopeConfig> {
+    if let RopeScaling::Yarn { truncate, .. } = &mut rope.scaling {
+        *truncate = yarn_truncate(container)?;
+    }
+    Ok(rope)
 }
 
 /// `rope_parameters.get("truncate", True)`: absent means true, an explicit null false.

@@ -154,3 +154,17 @@ fn cohere2_rotates_its_sliding_layers_only() {
     assert_eq!(rotary(&c), [false, true, false, false]);
     assert_eq!(c.logits_scaling, Some(16.0));
 }
+
+/// A yarn `truncate` inside a dict keyed by layer type is not what transformers reads (it reads
+/// the container's, absent: true); a flat dict's is.
+#[test]
+fn nested_yarn_truncate_is_the_containers() {
+    let yarn = r#"{"rope_type": "yarn", "factor": 8.0, "original_max_position_embeddings": 32, "truncate": false}"#;
+    let nested = format!(
+        r#"{{"rope_parameters": {{"full_attention": {yarn}, "sliding_attention": {{"rope_type": "default"}}}}}}"#
+    );
+    let c = family("Gemma3ForCausalLM", "gemma3_text", &nested).unwrap();
+    assert!(matches!(c.rope.scaling, RopeScaling::Yarn { truncate: true, .. }), "{:?}", c.rope.scaling);
+    let c = llama(&format!(r#"{{"rope_parameters": {yarn}}}"#)).unwrap();
+    assert!(matches!(c.rope.scaling, RopeScaling::Yarn { truncate: false, .. }), "{:?}", c.rope.scaling);
+}
