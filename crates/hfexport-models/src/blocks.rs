@@ -364,7 +364,7 @@ impl Decoder<'_> {
         let mut out = vec![];
         for (part, from, to) in [("q", 0, g), ("k", g, g + 1), ("v", g + 1, g + 2)] {
             let rows = Op::Slice { axis: 3, start: Dim::from(from * d), end: Dim::from(to * d) };
-            let p = self.op(&vb.name(&format!("{part}_rows")), rows, &[y])?;
+            let p = self.op(&vb.name(format!("{part}_rows")), rows, &[y])?;
             let flat = vec![s[0].clone(), s[1].clone(), Dim::from(kv * (to - from) * d)];
             out.push(self.op(&vb.name(part), Op::Reshape { shape: flat }, &[p])?);
         }
