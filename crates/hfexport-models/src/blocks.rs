@@ -318,13 +318,7 @@ impl Decoder<'_> {
             Part { name: "k_proj", rows: kv_rows },
             Part { name: "v_proj", rows: kv_rows },
         ];
-        let (q_order, k_order) = match (&a.rope, self.arch.layout.interleaved_rotary) {
-            (Some(rope), true) => (
-                Some(pairs_as_halves(a.heads, a.head_dim, rope.dim)),
-                Some(pairs_as_halves(a.kv_heads, a.head_dim, rope.dim)),
-            ),
-            _ => (None, None),
-        };
+        let (q_order, k_order) = (self.rotary_order(a, a.heads), self.rotary_order(a, a.kv_heads));
         let outs = match self.arch.layout.attention.qkv {
             Projections::Separate { q, k, v } => vec![
                 self.reordered_linear(&vb.pp(q), [q_rows, hs], bias, q_order.as_deref(), x)?,
@@ -349,6 +343,13 @@ impl Decoder<'_> {
             Projections::FusedPerKvGroup(name) => self.grouped_qkv(&vb.pp(name), a, bias, x)?,
         };
         Ok((outs[0], outs[1], outs[2]))
+    }
+
+    /// The order of the q or k projection's rows (`heads` heads of layer `a`) when the family's
+    /// rotary pairs neighbouring channels (see [`pairs_as_halves`]); `None`: as stored.
+    fn rotary_order(&self, a: &AttentionSpec, heads: usize) -> Option<Vec<usize>> {
+        let rope = a.rope.as_ref().filter(|_| self.arch.layout.interleaved_rotary)?;
+        Some(pairs_as_halves(heads, a.head_dim, rope.dim))
     }
 
     /// The q, k and v of one linear whose rows are grouped per KV head (`[kv, q_per_kv + 2, d]`):
@@ -452,10 +453,7 @@ impl Decoder<'_> {
             QkNorm::PerHead([qn, kn]) => [Some(HeadNorm::Shared(vb.pp(qn))), Some(HeadNorm::Shared(vb.pp(kn)))],
             QkNorm::PerHeadRows([qn, kn]) | QkNorm::PerHeadNorms([qn, kn]) => {
                 // the channels of each head are reordered as the projections' rows are
-                let order = match (&a.rope, self.arch.layout.interleaved_rotary) {
-                    (Some(rope), true) => Some(pairs_as_halves(1, hd, rope.dim)),
-                    _ => None,
-                };
+                let order = self.rotary_order(a, 1);
                 let stacked = matches!(qk_norm, QkNorm::PerHeadNorms(_));
                 let rows = |n: &str| HeadNorm::Rows { vb: vb.pp(n), stacked, order: order.clone() };
                 [Some(rows(qn)), Some(rows(kn))]

@@ -102,20 +102,26 @@ pub(super) fn layer_specs(
 ) -> Result<Vec<LayerSpec>> {
     let n = dims.num_hidden_layers;
     let (types, window) = parse_layers(f, schema, n)?;
-    let rotary = rotary_layers(f, schema, n)?;
+    let spans: Vec<Span> = types
+        .iter()
+        .map(|t| match (t, window) {
+            (LayerType::SlidingAttention, Some(w)) => Span::Sliding(w),
+            _ => Span::Full,
+        })
+        .collect();
+    let rotary = rotary_layers(f, schema, &spans)?;
     let scales = attention_scales(f, schema, dims)?;
-    let specs = (0..n).map(|i| {
-        let (span, layer_rope) = match (types[i], window) {
-            (LayerType::SlidingAttention, Some(w)) => (Span::Sliding(w), sliding_rope.unwrap_or(rope)),
-            _ => (Span::Full, rope),
+    let specs = spans.iter().enumerate().map(|(i, &span)| {
+        let layer_rope = match span {
+            Span::Sliding(_) => sliding_rope.unwrap_or(rope),
+            Span::Full => rope,
         };
         let attention = AttentionSpec {
             heads: dims.num_attention_heads,
             kv_heads: dims.num_key_value_heads,
             head_dim: dims.head_dim,
             span,
-            rope: (rotary[i] && (schema.rope != RopeRule::SlidingOnly || span != Span::Full))
-                .then(|| layer_rope.clone()),
+            rope: rotary[i].then(|| layer_rope.clone()),
             scale: scales[i],
         };
         LayerSpec { mixer: Mixer::Attention(attention), sparse_mlp: sparse.get(i).copied().unwrap_or(false) }

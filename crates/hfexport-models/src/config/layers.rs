@@ -77,7 +77,7 @@ pub(super) fn parse_layers(f: &Fields, schema: &ConfigSchema, n: usize) -> Resul
             let types = match explicit {
                 Some(names) => supported_layer_types(f, &names)?,
                 // SmolLM3Config: the layers without rope slide when there is a window
-                None => rotary_layers(f, schema, n)?
+                None => no_rope_layers(f, n)?
                     .into_iter()
                     .map(|rotary| match window.is_some() && !rotary {
                         true => LayerType::SlidingAttention,
@@ -186,35 +186,37 @@ pub(super) fn pattern_period(f: &Fields, keys: &[&str], default: usize) -> Resul
 }
 
 /// Per layer: whether it has a rotary embedding.
-pub(super) fn rotary_layers(f: &Fields, schema: &ConfigSchema, n: usize) -> Result<Vec<bool>> {
+/// Per layer (of the given spans): whether it has a rotary embedding.
+pub(super) fn rotary_layers(f: &Fields, schema: &ConfigSchema, spans: &[Span]) -> Result<Vec<bool>> {
+    let n = spans.len();
     match schema.rope {
         RopeRule::None => Ok(vec![false; n]),
-        // SlidingOnly: `layer_specs` leaves the full layers without rope (their kind is known there)
-        RopeRule::Uniform | RopeRule::PerLayerType { .. } | RopeRule::Fixed { .. } | RopeRule::SlidingOnly => {
-            Ok(vec![true; n])
+        RopeRule::Uniform | RopeRule::PerLayerType { .. } | RopeRule::Fixed { .. } => Ok(vec![true; n]),
+        RopeRule::SlidingOnly => Ok(spans.iter().map(|s| *s != Span::Full).collect()),
+        RopeRule::NoRopeLayers => no_rope_layers(f, n),
+    }
+}
+
+/// SmolLM3's `no_rope_layers` (1: rotary, 0: none), else every `no_rope_layer_interval`-th
+/// layer without.
+pub(super) fn no_rope_layers(f: &Fields, n: usize) -> Result<Vec<bool>> {
+    let key = "no_rope_layers";
+    match f.raw(key) {
+        None | Some(Value::Null) => {
+            let interval = f.count_lenient("no_rope_layer_interval", MAX_LAYERS)?.unwrap_or(4);
+            Ok((0..n).map(|i| (i + 1) % interval != 0).collect())
         }
-        RopeRule::NoRopeLayers => {
-            let key = "no_rope_layers";
-            match f.raw(key) {
-                None | Some(Value::Null) => {
-                    let interval = f.count_lenient("no_rope_layer_interval", MAX_LAYERS)?.unwrap_or(4);
-                    Ok((0..n).map(|i| (i + 1) % interval != 0).collect())
-                }
-                Some(Value::Array(list)) if list.len() == n => list
-                    .iter()
-                    .enumerate()
-                    .map(|(i, v)| match v.as_i64() {
-                        Some(0) => Ok(false),
-                        Some(1) => Ok(true),
-                        _ => Err(f.err(key, format!("entry {i} must be 0 (no rope) or 1, got {}", describe(v)))),
-                    })
-                    .collect(),
-                Some(Value::Array(list)) => {
-                    Err(f.err(key, format!("has {} entries but there are {n} layers", list.len())))
-                }
-                Some(v) => Err(f.err(key, format!("must be a list, got {}", describe(v)))),
-            }
-        }
+        Some(Value::Array(list)) if list.len() == n => list
+            .iter()
+            .enumerate()
+            .map(|(i, v)| match v.as_i64() {
+                Some(0) => Ok(false),
+                Some(1) => Ok(true),
+                _ => Err(f.err(key, format!("entry {i} must be 0 (no rope) or 1, got {}", describe(v)))),
+            })
+            .collect(),
+        Some(Value::Array(list)) => Err(f.err(key, format!("has {} entries but there are {n} layers", list.len()))),
+        Some(v) => Err(f.err(key, format!("must be a list, got {}", describe(v)))),
     }
 }
 
