@@ -452,6 +452,29 @@ def floor_hidden(rng, heads, head_dim):
     return heads * head_dim, "derived"
 
 
+GPT2_ACTS = ["gelu_new", "gelu_new", "gelu", "gelu_pytorch_tanh", "relu"]
+
+
+def gpt_style_keys(rng, sizes, L, tied, acts):
+    """The GPT-2 key names GPT-2, GPTBigCode and GPT-J share, drawn in one order: positions
+    covering the generation test's length, n_inner null or set, an activation of `acts`, eps;
+    bos/eos the last id (GPT-2's <|endoftext|>)."""
+    vocab, hidden, layers, heads = sizes
+    return dict(
+        vocab_size=vocab,
+        n_embd=hidden,
+        n_layer=layers,
+        n_head=heads,
+        n_positions=rng.randint(max(L, GEN_PROMPT + GEN_NEW), 64),
+        n_inner=rng.choice([None, None, rng.randint(8, 160)]),
+        activation_function=rng.choice(acts),
+        layer_norm_epsilon=rng.choice([1e-5, 1e-6, 0.1]),
+        tie_word_embeddings=tied,
+        bos_token_id=vocab - 1,
+        eos_token_id=vocab - 1,
+    )
+
+
 def gpt_style_case(arch, kw, sparse, hd_source, variant, ignored, edits):
     """The case of a family sampled with its own key names and no rope dict (GPT-2, GPTBigCode,
     GPT-J): nothing of the rope forms applies."""
@@ -555,37 +578,12 @@ def sample_new_family(rng, arch, turn, offset, L):
 
     if arch == "GPTJForCausalLM":
         rotary = rng.choice([head_dim, head_dim] + [r for r in range(2, head_dim, 2)])
-        kw.update(
-            vocab_size=vocab,
-            n_embd=hidden,
-            n_layer=layers,
-            n_head=heads,
-            n_positions=rng.randint(max(L, GEN_PROMPT + GEN_NEW), 64),
-            rotary_dim=rotary,
-            n_inner=rng.choice([None, None, rng.randint(8, 160)]),
-            activation_function=rng.choice(["gelu_new", "gelu_new", "gelu", "gelu_pytorch_tanh", "relu"]),
-            layer_norm_epsilon=rng.choice([1e-5, 1e-6, 0.1]),
-            tie_word_embeddings=tied,
-            bos_token_id=vocab - 1,
-            eos_token_id=vocab - 1,
-        )
+        kw.update(gpt_style_keys(rng, (vocab, hidden, layers, heads), L, tied, GPT2_ACTS), rotary_dim=rotary)
         return gpt_style_case(arch, kw, rng.random() < 0.35, hd_source, f"rotary_dim={rotary}", ignored=[], edits=[])
     if arch == "GPTBigCodeForCausalLM":
-        kw.update(
-            vocab_size=vocab,
-            n_embd=hidden,
-            n_layer=layers,
-            n_head=heads,
-            n_positions=rng.randint(max(L, GEN_PROMPT + GEN_NEW), 64),  # the generation test's length
-            n_inner=rng.choice([None, None, rng.randint(8, 160)]),
-            activation_function=rng.choice(["gelu_pytorch_tanh", "gelu_pytorch_tanh", "gelu_new", "gelu", "relu"]),
-            layer_norm_epsilon=rng.choice([1e-5, 1e-6, 0.1]),
-            scale_attn_weights=rng.random() < 0.8,
-            multi_query=rng.random() < 0.6,
-            tie_word_embeddings=tied,
-            bos_token_id=vocab - 1,
-            eos_token_id=vocab - 1,
-        )
+        acts = ["gelu_pytorch_tanh", "gelu_pytorch_tanh", "gelu_new", "gelu", "relu"]
+        kw.update(gpt_style_keys(rng, (vocab, hidden, layers, heads), L, tied, acts))
+        kw.update(scale_attn_weights=rng.random() < 0.8, multi_query=rng.random() < 0.6)
         ignored_keys = []
         if rng.random() < 0.2:
             kw["scale_attn_by_inverse_layer_idx"] = True  # a GPT-2 key GPTBigCode does not read
@@ -593,21 +591,11 @@ def sample_new_family(rng, arch, turn, offset, L):
         variant += " multi_query" if kw["multi_query"] else " per-head c_attn"
         return gpt_style_case(arch, kw, rng.random() < 0.35, hd_source, variant, ignored=ignored_keys, edits=[])
     if arch == "GPT2LMHeadModel":
+        kw.update(gpt_style_keys(rng, (vocab, hidden, layers, heads), L, tied, GPT2_ACTS))
         kw.update(
-            vocab_size=vocab,
-            n_embd=hidden,
-            n_layer=layers,
-            n_head=heads,
-            n_positions=rng.randint(max(L, GEN_PROMPT + GEN_NEW), 64),  # the generation test's length
-            n_inner=rng.choice([None, None, rng.randint(8, 160)]),
-            activation_function=rng.choice(["gelu_new", "gelu_new", "gelu", "gelu_pytorch_tanh", "relu"]),
-            layer_norm_epsilon=rng.choice([1e-5, 1e-6, 0.1]),
             scale_attn_weights=rng.random() < 0.8,
             scale_attn_by_inverse_layer_idx=rng.random() < 0.2,
             reorder_and_upcast_attn=rng.random() < 0.15,  # the same result in float32
-            tie_word_embeddings=tied,
-            bos_token_id=vocab - 1,  # <|endoftext|> is GPT-2's last id
-            eos_token_id=vocab - 1,
         )
         if tied and rng.random() < 0.35:
             edits.append("hub-names")  # weights named as openai-community/gpt2 names them
