@@ -24,7 +24,7 @@
 //! Needs the Python oracle: `HFEXPORT_PYTHON` (set by `cargo xtask test`) must be a python with
 //! torch and transformers. Environment knobs:
 //!   HFEXPORT_UNSEEN_SEED   another seed (default below); the failure report names the seed
-//!   HFEXPORT_UNSEEN_COUNT  how many checkpoints (default 104)
+//!   HFEXPORT_UNSEEN_COUNT  how many checkpoints (default: 4 per family)
 //!   HFEXPORT_UNSEEN_KEEP   set to 1 to keep the generated checkpoints (their folder is printed)
 
 mod common;
@@ -41,8 +41,8 @@ use std::time::Instant;
 
 const ATOL: f32 = 1e-4;
 const DEFAULT_SEED: u64 = 5_230;
-/// Families are dealt round-robin: 104 gives each of the 26 four checkpoints.
-const DEFAULT_COUNT: usize = 104;
+/// Families are dealt round-robin, this many checkpoints each (unless HFEXPORT_UNSEEN_COUNT).
+const PER_FAMILY: usize = 4;
 const CASES: [&str; 2] = ["single", "batch"];
 
 fn root() -> PathBuf {
@@ -88,17 +88,29 @@ struct Case {
     description: String,
 }
 
-fn generate(python: &Path, out: &Path, seed: u64, count: usize) -> Vec<Case> {
+/// How many random checkpoints: in total, or as many per family (every family the script deals,
+/// so a new family needs no change here).
+#[derive(Clone, Copy)]
+enum Count {
+    Total(usize),
+    PerFamily(usize),
+}
+
+fn generate(python: &Path, out: &Path, seed: u64, count: Count) -> Vec<Case> {
     let script = root().join("xtask/python/random_checkpoints.py");
+    let (flag, n) = match count {
+        Count::Total(n) => ("--count", n),
+        Count::PerFamily(n) => ("--per-arch", n),
+    };
     let res = Command::new(python)
         .arg(&script)
         .arg(out)
-        .args(["--seed", &seed.to_string(), "--count", &count.to_string(), "--archs", "all"])
+        .args(["--seed", &seed.to_string(), flag, &n.to_string(), "--archs", "all"])
         .output()
         .unwrap_or_else(|e| panic!("could not run {}: {e}", script.display()));
     if !res.status.success() {
         panic!(
-            "{} --seed {seed} --count {count} failed ({}):\n{}{}",
+            "{} --seed {seed} {flag} {n} failed ({}):\n{}{}",
             script.display(),
             res.status,
             String::from_utf8_lossy(&res.stdout),
@@ -118,7 +130,9 @@ fn generate(python: &Path, out: &Path, seed: u64, count: usize) -> Vec<Case> {
             description: c["description"].as_str().unwrap().to_string(),
         })
         .collect();
-    assert_eq!(cases.len(), count, "index.json lists {} cases", cases.len());
+    let want = index["count"].as_u64().expect("index.json: count") as usize;
+    assert!(matches!(count, Count::PerFamily(_)) || want == n, "asked for {n} cases, the script made {want}");
+    assert_eq!(cases.len(), want, "index.json lists {} cases", cases.len());
     cases
 }
 
@@ -177,12 +191,15 @@ fn panic_message(p: Box<dyn std::any::Any + Send>) -> String {
 fn random_checkpoints_match_transformers() {
     let python = oracle_python();
     let seed: u64 = env_number("HFEXPORT_UNSEEN_SEED", DEFAULT_SEED);
-    let count: usize = env_number("HFEXPORT_UNSEEN_COUNT", DEFAULT_COUNT);
-    assert!(count > 0, "HFEXPORT_UNSEEN_COUNT must be > 0");
+    let count = match env_number("HFEXPORT_UNSEEN_COUNT", 0) {
+        0 => Count::PerFamily(PER_FAMILY),
+        n => Count::Total(n),
+    };
     let tmp = tempfile::tempdir().unwrap();
 
     let t0 = Instant::now();
     let cases = generate(&python, tmp.path(), seed, count);
+    let count = cases.len();
     let generated = t0.elapsed();
 
     let t1 = Instant::now();
@@ -239,8 +256,6 @@ fn random_checkpoints_match_transformers() {
 
 /// Seed of the export cross-check (another draw than the evaluator test's).
 const EXPORT_SEED: u64 = 77_023;
-/// One checkpoint per family.
-const EXPORT_COUNT: usize = 26;
 
 #[test]
 fn random_checkpoints_export_to_every_format_and_match_transformers() {
@@ -248,7 +263,8 @@ fn random_checkpoints_export_to_every_format_and_match_transformers() {
     let python = oracle_python();
     let seed: u64 = env_number("HFEXPORT_UNSEEN_SEED", EXPORT_SEED);
     let tmp = tempfile::tempdir().unwrap();
-    let cases = generate(&python, &tmp.path().join("ckpt"), seed, EXPORT_COUNT);
+    // one checkpoint per family
+    let cases = generate(&python, &tmp.path().join("ckpt"), seed, Count::PerFamily(1));
     let formats: [(&str, serde_json::Value, &str); 5] = [
         ("onnx", serde_json::json!({"export_format": "onnx", "dynamic": true}), "model.onnx"),
         (
@@ -304,7 +320,7 @@ fn random_checkpoints_export_to_every_format_and_match_transformers() {
     }
     let worst: BTreeMap<String, f64> =
         serde_json::from_value(run_script(&python, "run_exports.py", tmp.path(), "jobs", &jobs)).unwrap();
-    assert_eq!(worst.len(), EXPORT_COUNT * formats.len() - failures.len(), "{worst:?}");
+    assert_eq!(worst.len(), cases.len() * formats.len() - failures.len(), "{worst:?}");
     for (key, d) in &worst {
         let name =
             cases.iter().find(|c| key.starts_with(&c.dir.join("golden.safetensors").to_string_lossy().into_owned()));
@@ -345,7 +361,7 @@ fn random_checkpoints_export_to_every_format_and_match_transformers() {
     }
     let tokens: BTreeMap<String, serde_json::Value> =
         serde_json::from_value(run_script(&python, "unseen_generation.py", tmp.path(), "gen_jobs", &gen_jobs)).unwrap();
-    assert_eq!(tokens.len(), EXPORT_COUNT * 4 - failures.iter().filter(|f| f.contains("generation")).count());
+    assert_eq!(tokens.len(), cases.len() * 4 - failures.iter().filter(|f| f.contains("generation")).count());
     for (key, v) in &tokens {
         let case = cases.iter().find(|c| key.starts_with(&*c.dir.to_string_lossy()));
         let label = key.rsplit(' ').next().unwrap_or("");
@@ -376,9 +392,8 @@ fn random_checkpoints_export_to_every_format_and_match_transformers() {
     );
 }
 
-/// Seed and size of the quantized cross-check (one checkpoint per family).
+/// Seed of the quantized cross-check (one checkpoint per family).
 const QUANT_SEED: u64 = 31_337;
-const QUANT_COUNT: usize = EXPORT_COUNT;
 /// How far a runtime that quantizes activations to int8 (ONNX Runtime's `MatMulNBits`, XNNPACK)
 /// may be from the golden, as a fraction of the largest logit: wider than `--verify`'s 10%
 /// because these models are tiny (hidden sizes from 32) and some softcap their logits to a few
@@ -420,7 +435,7 @@ fn random_checkpoints_quantized_match_transformers() {
     let python = oracle_python();
     let seed: u64 = env_number("HFEXPORT_UNSEEN_SEED", QUANT_SEED);
     let tmp = tempfile::tempdir().unwrap();
-    let cases = generate(&python, &tmp.path().join("ckpt"), seed, QUANT_COUNT);
+    let cases = generate(&python, &tmp.path().join("ckpt"), seed, Count::PerFamily(1));
     let recipes: Vec<serde_json::Value> = cases
         .iter()
         .enumerate()
@@ -538,11 +553,11 @@ fn random_checkpoints_quantized_match_transformers() {
             failures.push(format!("{} {label}: worst |diff| {d:e} > {tol:e}\n    config: {}", c.name, c.description));
         }
     }
-    assert_eq!(compared.len(), QUANT_COUNT * 4, "every case exported to every format: {failures:#?}");
+    assert_eq!(compared.len(), cases.len() * 4, "every case exported to every format: {failures:#?}");
 
     let tokens: BTreeMap<String, serde_json::Value> =
         serde_json::from_value(run_script(&python, "unseen_generation.py", tmp.path(), "gen_jobs", &gen_jobs)).unwrap();
-    assert_eq!(tokens.len(), QUANT_COUNT * 2, "{tokens:?}");
+    assert_eq!(tokens.len(), cases.len() * 2, "{tokens:?}");
     for (key, v) in &tokens {
         println!("{key} quantized generation: {} vs transformers {}", v["got"], v["want"]);
         if v["got"] != v["want"] {

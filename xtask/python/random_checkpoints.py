@@ -1599,6 +1599,9 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--count", type=int, default=24)
     ap.add_argument(
+        "--per-arch", type=int, help="instead of --count: this many cases of every architecture dealt"
+    )
+    ap.add_argument(
         "--archs",
         default=os.environ.get("HFEXPORT_UNSEEN_ARCHS") or ",".join(short_name(a) for a in ARCHS),
         help="comma list of architectures to deal round-robin, by class or short name "
@@ -1606,9 +1609,11 @@ def main():
         "(default: $HFEXPORT_UNSEEN_ARCHS, else the first four)",
     )
     args = ap.parse_args()
+    archs = parse_archs(args.archs)
+    if args.per_arch is not None:
+        args.count = args.per_arch * len(archs)
     if args.count < 1:
         sys.exit("--count must be >= 1")
-    archs = parse_archs(args.archs)
     started = time.monotonic()
 
     warnings.filterwarnings("ignore")
