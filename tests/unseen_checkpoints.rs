@@ -422,6 +422,12 @@ fn fitting_group(dir: &Path) -> Option<usize> {
     })
 }
 
+/// Whether a case's config has experts (`num_experts` or `num_local_experts` above zero).
+fn is_moe(dir: &Path) -> bool {
+    let cfg: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.join("config.json")).unwrap()).unwrap();
+    ["num_experts", "num_local_experts"].iter().any(|k| cfg[k].as_u64().is_some_and(|n| n > 0))
+}
+
 /// Quantized exports of random checkpoints: even cases int4 symmetric in the widest group that
 /// fits (else int8 per channel), odd ones asymmetric with float embeddings. Each goes to every
 /// format and runs in its runtime against transformers on the weights fake-quantized by the
@@ -436,10 +442,14 @@ fn random_checkpoints_quantized_match_transformers() {
     let seed: u64 = env_number("HFEXPORT_UNSEEN_SEED", QUANT_SEED);
     let tmp = tempfile::tempdir().unwrap();
     let cases = generate(&python, &tmp.path().join("ckpt"), seed, Count::PerFamily(1));
+    // A mixture of experts takes the asymmetric recipe, which ExecuTorch runs on the portable
+    // kernels: XNNPACK's per-token int8 activations move routing probabilities by more than the
+    // near ties random routers have (a Mixtral case's best gap over 21 weight draws: 6e-4), and
+    // the fake-quantized golden keeps float activations, so it cannot say which expert wins.
     let recipes: Vec<serde_json::Value> = cases
         .iter()
         .enumerate()
-        .map(|(i, c)| match (fitting_group(&c.dir), i % 2 == 0) {
+        .map(|(i, c)| match (fitting_group(&c.dir), i % 2 == 0 && !is_moe(&c.dir)) {
             (Some(g), true) => serde_json::json!({"weights": "int4", "group_size": g}),
             (Some(g), false) => {
                 serde_json::json!({"weights": "int4", "group_size": g, "symmetric": false, "embeddings": null})

@@ -1,7 +1,23 @@
 """Goldens of a modified fixture model on the fixture's own inputs, shared by the quantization
-test scripts (quantized_goldens.py, prequantized_checkpoints.py)."""
+test scripts (quantized_goldens.py, prequantized_checkpoints.py), and the one way the test
+scripts load a causal LM as transformers' reference."""
+import os
+import sys
+
 import torch
 from safetensors.torch import load_file, save_file
+from transformers import AutoModelForCausalLM
+
+# the fixture generators' rule for which attention implementation is the class's model
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "xtask", "python"))
+from fixture_spec import attention_implementation  # noqa: E402
+
+
+def load_causal_lm(folder):
+    """A checkpoint in float32 with the attention implementation its goldens were made with."""
+    return AutoModelForCausalLM.from_pretrained(
+        folder, dtype=torch.float32, attn_implementation=attention_implementation(folder)
+    ).eval()
 
 
 def save_goldens(model, fixture, path):

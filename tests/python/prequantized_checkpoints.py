@@ -28,8 +28,7 @@ warnings.filterwarnings("ignore")
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from safetensors.torch import load_file, save_file  # noqa: E402
-from fixture_goldens import save_goldens  # noqa: E402
-from transformers import AutoModelForCausalLM  # noqa: E402
+from fixture_goldens import load_causal_lm, save_goldens  # noqa: E402
 
 GROUP = 32
 AWQ_ORDER = [0, 2, 4, 6, 1, 3, 5, 7]
@@ -61,7 +60,7 @@ def pack(nibbles, order=range(8)):
 
 
 def write(fixture, out, kind):
-    model = AutoModelForCausalLM.from_pretrained(fixture, dtype=torch.float32, attn_implementation="eager").eval()
+    model = load_causal_lm(fixture)
     tensors = {k: v.contiguous() for k, v in load_file(f"{fixture}/model.safetensors").items()}
     symmetric = kind == "gptq"
     for name, mod in model.named_modules():

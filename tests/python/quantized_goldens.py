@@ -23,8 +23,7 @@ import warnings
 
 warnings.filterwarnings("ignore")
 import torch  # noqa: E402
-from fixture_goldens import save_goldens  # noqa: E402
-from transformers import AutoModelForCausalLM  # noqa: E402
+from fixture_goldens import load_causal_lm, save_goldens  # noqa: E402
 from transformers.pytorch_utils import Conv1D  # noqa: E402
 
 
@@ -106,9 +105,7 @@ def quantize_model(model, recipe, xnnpack):
 
 def main():
     for job in json.load(open(sys.argv[1])):
-        model = AutoModelForCausalLM.from_pretrained(
-            job["fixture"], dtype=torch.float32, attn_implementation="eager"
-        ).eval()
+        model = load_causal_lm(job["fixture"])
         xnnpack = job.get("xnnpack", False)
         quantize_model(model, dict(job["recipe"], xnnpack=xnnpack), xnnpack)
         save_goldens(model, job["fixture"], job["out"])

@@ -30,7 +30,7 @@ import generate_pte  # noqa: E402
 import openvino as ov  # noqa: E402
 import torch  # noqa: E402
 from safetensors.torch import load_file, save_file  # noqa: E402
-from transformers import AutoModelForCausalLM  # noqa: E402
+from fixture_goldens import load_causal_lm  # noqa: E402
 
 NEW_TOKENS = 8
 
@@ -38,7 +38,7 @@ NEW_TOKENS = 8
 def reference(checkpoint):
     gold = load_file(os.path.join(checkpoint, "golden.safetensors"))
     prompt = gold["single.input_ids"][:, :5]
-    model = AutoModelForCausalLM.from_pretrained(checkpoint, dtype=torch.float32, attn_implementation="eager")
+    model = load_causal_lm(checkpoint)
     def greedy(use_cache):
         with torch.no_grad():
             out = model.generate(

@@ -4,6 +4,10 @@ sequence, biases, partial rotary factors well apart)."""
 
 from fixture_spec import Spec
 from transformers import (
+    BloomConfig,
+    BloomForCausalLM,
+    FalconConfig,
+    FalconForCausalLM,
     Cohere2Config,
     Cohere2ForCausalLM,
     CohereConfig,
@@ -18,6 +22,12 @@ from transformers import (
     GPTJForCausalLM,
     GPTNeoXConfig,
     GPTNeoXForCausalLM,
+    GraniteMoeConfig,
+    GraniteMoeForCausalLM,
+    GraniteMoeSharedConfig,
+    GraniteMoeSharedForCausalLM,
+    OPTConfig,
+    OPTForCausalLM,
     OlmoeConfig,
     OlmoeForCausalLM,
     PhiConfig,
@@ -333,6 +343,183 @@ def decoder_round2_specs():
             hub_pattern,
             "sliding window 3 on layers 0 and 2 with rotary, full layers 1 and 3 without position encoding, from "
             "sliding_window_pattern 2 (Hub form), Cohere's parallel block and logit_scale 0.5, tied head",
+            strict_greedy=True,
+        )
+    )
+
+    falcon = FalconConfig(
+        vocab_size=256,
+        hidden_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_kv_heads=2,
+        new_decoder_architecture=True,
+        ffn_hidden_size=96,
+        max_position_embeddings=64,
+        rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
+        bias=False,
+        bos_token_id=1,
+        eos_token_id=2,
+        tie_word_embeddings=False,
+    )
+    specs.append(
+        Spec(
+            "falcon",
+            41,
+            FalconForCausalLM,
+            falcon,
+            None,
+            "new_decoder_architecture: query_key_value grouped per KV head (2 of 4), parallel block with ln_attn "
+            "and ln_mlp, rotary, no biases, ffn_hidden_size 96, untied head",
+            strict_greedy=True,
+        )
+    )
+
+    falcon_alibi = FalconConfig(
+        vocab_size=256,
+        hidden_size=48,
+        num_hidden_layers=2,
+        num_attention_heads=6,
+        new_decoder_architecture=False,
+        multi_query=False,
+        parallel_attn=False,
+        alibi=True,
+        max_position_embeddings=64,
+        bias=True,
+        bos_token_id=1,
+        eos_token_id=2,
+        tie_word_embeddings=True,
+    )
+    specs.append(
+        Spec(
+            "falcon_alibi",
+            42,
+            FalconForCausalLM,
+            falcon_alibi,
+            None,
+            "the old decoder (Falcon-RW): ALiBi over 6 heads in Falcon's bfloat16 arithmetic, query_key_value "
+            "grouped per head (multi_query false), sequential block with post_attention_layernorm, biases, tied head",
+            strict_greedy=True,
+        )
+    )
+
+    bloom = BloomConfig(
+        vocab_size=256,
+        hidden_size=48,
+        n_layer=2,
+        n_head=6,
+        bos_token_id=1,
+        eos_token_id=3,  # not among the greedy tokens
+        # tied, the normed embeddings make every greedy step repeat its input token
+        tie_word_embeddings=False,
+    )
+    specs.append(
+        Spec(
+            "bloom",
+            43,
+            BloomForCausalLM,
+            bloom,
+            None,
+            "ALiBi over 6 heads (slopes past the power of two), word_embeddings_layernorm, query_key_value grouped "
+            "per head, tanh-GELU MLP of 4 x hidden, biases, untied head",
+            strict_greedy=True,
+        )
+    )
+
+    opt = OPTConfig(
+        vocab_size=256,
+        hidden_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        ffn_dim=96,
+        max_position_embeddings=64,
+        word_embed_proj_dim=32,
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=0,
+        tie_word_embeddings=True,
+    )
+    specs.append(
+        Spec(
+            "opt",
+            44,
+            OPTForCausalLM,
+            opt,
+            None,
+            "learned positions counted over the attention mask, offset 2; project_in/project_out (embeddings 32 "
+            "wide, hidden 64), LayerNorms before each sublayer, ReLU fc1/fc2, biases, tied head",
+            strict_greedy=True,
+        )
+    )
+
+    opt_post = OPTConfig(
+        vocab_size=256,
+        hidden_size=48,
+        num_hidden_layers=2,
+        num_attention_heads=3,
+        ffn_dim=80,
+        max_position_embeddings=64,
+        do_layer_norm_before=False,
+        layer_norm_elementwise_affine=False,
+        enable_bias=False,
+        activation_function="gelu",
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=0,
+        tie_word_embeddings=False,
+    )
+    specs.append(
+        Spec(
+            "opt_post",
+            45,
+            OPTForCausalLM,
+            opt_post,
+            None,
+            "OPT-350m's form: LayerNorms after each residual add and no final norm, LayerNorms without weights "
+            "(layer_norm_elementwise_affine false), no biases, gelu, untied head",
+            strict_greedy=True,
+        )
+    )
+
+    granite_moe = dict(
+        vocab_size=256,
+        hidden_size=64,
+        intermediate_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=64,
+        num_local_experts=4,
+        num_experts_per_tok=2,
+        embedding_multiplier=2.0,
+        attention_multiplier=0.2,
+        residual_multiplier=0.5,
+        logits_scaling=2.0,
+        rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
+        bos_token_id=1,
+        eos_token_id=2,
+        tie_word_embeddings=False,
+    )
+    specs.append(
+        Spec(
+            "granitemoe",
+            46,
+            GraniteMoeForCausalLM,
+            GraniteMoeConfig(**granite_moe),
+            None,
+            "4 experts top-2 (softmax over the chosen logits) in every layer, stored as input_linear / "
+            "output_linear / router.layer; Granite's embedding, attention, residual and logits multipliers",
+            strict_greedy=True,
+        )
+    )
+    specs.append(
+        Spec(
+            "granitemoe_shared",
+            47,
+            GraniteMoeSharedForCausalLM,
+            GraniteMoeSharedConfig(**{**granite_moe, "num_experts_per_tok": 1, "shared_intermediate_size": 48}),
+            None,
+            "GraniteMoe's blocks, top-1 of 4 experts, plus an ungated shared_mlp of 48 (fused input_linear)",
             strict_greedy=True,
         )
     )

@@ -1,7 +1,19 @@
 """The description of one causal-LM fixture, shared by make_fixtures.py and the per-round spec
-modules (decoder_fixtures.py)."""
+modules (decoder_fixtures.py), and how transformers is run to make goldens (also by
+random_checkpoints.py)."""
 
+import json
+from pathlib import Path
 from typing import Callable, NamedTuple
+
+
+def attention_implementation(folder):
+    """eager, except where transformers' eager path computes another model than the class's default
+    implementation does: FalconAttention's eager ALiBi branch scales `scores + alibi` and then adds
+    the mask FalconModel already filled with `alibi / sqrt(head_dim)`, so the bias counts twice;
+    with sdpa (which the class forces by default) it counts once."""
+    cfg = json.loads((Path(folder) / "config.json").read_text())
+    return "sdpa" if cfg.get("model_type") == "falcon" and cfg.get("alibi") else "eager"
 
 
 class Spec(NamedTuple):

@@ -42,7 +42,7 @@ import safetensors.torch
 import torch
 import transformers
 from decoder_fixtures import decoder_round2_specs
-from fixture_spec import Spec
+from fixture_spec import Spec, attention_implementation
 from routing import router_gap
 from safetensors.torch import save_file
 from transformers import (
@@ -646,7 +646,9 @@ def canonical_metadata_order(path):
 
 
 def load(folder):
-    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32, attn_implementation="eager")
+    model = AutoModelForCausalLM.from_pretrained(
+        folder, dtype=torch.float32, attn_implementation=attention_implementation(folder)
+    )
     return model.eval()
 
 

@@ -169,9 +169,21 @@ NEW_ARCHS = [
     "GlmForCausalLM",
     "Glm4ForCausalLM",
     "Cohere2ForCausalLM",
+    "FalconForCausalLM",
+    "BloomForCausalLM",
+    "OPTForCausalLM",
 ]
 # The mixture-of-experts families (sample_moe_family).
-MOE_ARCHS = ["Qwen3MoeForCausalLM", "MixtralForCausalLM", "Qwen2MoeForCausalLM", "OlmoeForCausalLM"]
+MOE_ARCHS = [
+    "Qwen3MoeForCausalLM",
+    "MixtralForCausalLM",
+    "Qwen2MoeForCausalLM",
+    "OlmoeForCausalLM",
+    "GraniteMoeForCausalLM",
+    "GraniteMoeSharedForCausalLM",
+]
+# Granite's MoE classes: every layer sparse, num_local_experts, Granite's multipliers.
+GRANITE_MOE_ARCHS = ("GraniteMoeForCausalLM", "GraniteMoeSharedForCausalLM")
 # The families sampled by sample_new_family / sample_moe_family and written by edit_new_family.
 EXTRA_ARCHS = NEW_ARCHS + MOE_ARCHS
 ALL_ARCHS = ARCHS + EXTRA_ARCHS
@@ -197,6 +209,26 @@ def pretrain_length(rng, L):
     if rng.random() < 0.6:
         return rng.randint(2, L - 1)
     return rng.choice([16, 32, 64, 256, 1024, 4096, 8192])
+
+
+def sample_longrope(rng, rotary_dim, L):
+    """A longrope dict (every family with rotary accepts one; transformers takes the long factors
+    once a call's positions pass original_max_position_embeddings) and max_position_embeddings.
+    As for Phi-3, the switch is past the test length or before it, never inside the greedy run
+    of tests/python/unseen_generation.py (see GEN_PROMPT)."""
+    n = rotary_dim // 2
+    rope = {
+        "rope_type": "longrope",
+        "rope_theta": rng.choice([10000.0, 500000.0, 100.0]),
+        "short_factor": [round(rng.uniform(1.0, 3.0), 3) for _ in range(n)],
+        "long_factor": [round(rng.uniform(1.0, 24.0), 3) for _ in range(n)],
+    }
+    if rng.random() < 0.5:
+        original = rng.randint(2, min(L - 1, GEN_PROMPT - 1))
+    else:
+        original = rng.randint(max(L, GEN_PROMPT + GEN_NEW - 1), 64)
+    rope["original_max_position_embeddings"] = original
+    return rope, max(L, original * rng.choice([1, 2, 4, 8]))
 
 
 def sample_rope(rng, rope_type, L):
@@ -427,6 +459,8 @@ GLM_ARCHS = ("GlmForCausalLM", "Glm4ForCausalLM")
 # sign of their difference, so the quantized cross-check's weight noise flips whole heads; the
 # LayerNorm q/k norms (Phi, StableLM, Cohere) are drawn only on heads of more than 2 channels.
 COHERE_ARCHS = ("CohereForCausalLM", "Cohere2ForCausalLM")
+# Families with key names of their own and no rope dict forms (sampled by own_keys).
+OWN_KEY_ARCHS = ("FalconForCausalLM", "BloomForCausalLM", "OPTForCausalLM")
 SCALED_ROPE_TYPES = ["linear", "dynamic", "llama3", "yarn"]
 PHI3_VARIANTS = ["longrope-long", "longrope-short", "default"]
 # tests/python/unseen_generation.py generates 8 tokens greedily from the first 5 ids, so the
@@ -493,6 +527,82 @@ def gpt_style_case(arch, kw, sparse, hd_source, variant, ignored, edits):
     }
 
 
+FALCON_ACTS = ["gelu", "gelu", "gelu_new", "relu", "silu", "gelu_pytorch_tanh"]
+
+
+def own_keys(rng, arch, turn, sizes, L, tied, rope_type):
+    """The keys of Falcon, Bloom and OPT (no num_key_value_heads, intermediate_size or
+    hidden_act), the case's variant label and its config.json edits. OPT draws pre- or
+    post-residual norms, a word embedding width apart from the hidden size (2 in 5), biases,
+    LayerNorms without weights (1 in 5) and its activation. Falcon deals the new and the old decoder in turn, each with
+    rotary or (2 in 5) ALiBi; the old one with one KV head (multi_query) or one per head, in a
+    parallel block or not; the new one with grouped KV heads and one or two norms. Bloom is always
+    ALiBi; its files spell the sizes either way (n_embed / hidden_size, n_head /
+    num_attention_heads: the `bloom-hub-names` edit)."""
+    vocab, hidden, layers, heads = sizes
+    if arch == "OPTForCausalLM":
+        kw = dict(
+            vocab_size=vocab,
+            hidden_size=hidden,
+            num_hidden_layers=layers,
+            num_attention_heads=heads,
+            ffn_dim=rng.randint(8, 160),
+            max_position_embeddings=rng.randint(max(L, GEN_PROMPT + GEN_NEW), 64),
+            do_layer_norm_before=turn % 2 == 0,
+            word_embed_proj_dim=rng.choice([hidden, hidden, hidden, rng.randint(4, 64), rng.randint(4, 64)]),
+            enable_bias=rng.random() < 0.7,
+            layer_norm_elementwise_affine=rng.random() < 0.8,
+            activation_function=rng.choice(["relu", "relu", "gelu", "gelu_new", "silu"]),
+            tie_word_embeddings=tied,
+            bos_token_id=1,
+            eos_token_id=2,
+            pad_token_id=0,
+        )
+        norms = "pre-LN" if kw["do_layer_norm_before"] else "post-LN"
+        proj = f" proj={kw['word_embed_proj_dim']}" if kw["word_embed_proj_dim"] != hidden else ""
+        affine = "" if kw["layer_norm_elementwise_affine"] else " no-affine"
+        return kw, f"{norms}{proj}{affine} act={kw['activation_function']} bias={kw['enable_bias']}", []
+    kw = dict(
+        vocab_size=vocab,
+        hidden_size=hidden,
+        layer_norm_epsilon=rng.choice([1e-5, 1e-6, 0.1]),
+        tie_word_embeddings=tied,
+        bos_token_id=1,
+        eos_token_id=2,
+    )
+    if arch == "BloomForCausalLM":
+        kw.update(n_layer=layers, n_head=heads)
+        return kw, f"alibi eps={kw['layer_norm_epsilon']:g}", ["bloom-hub-names"] if rng.random() < 0.5 else []
+    new = turn % 2 == 0
+    alibi = rng.random() < 0.4
+    kw.update(
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        new_decoder_architecture=new,
+        alibi=alibi,
+        bias=rng.random() < 0.5,
+        activation=rng.choice(FALCON_ACTS),
+        ffn_hidden_size=rng.choice([None, None, rng.randint(8, 160)]),
+    )
+    if new:
+        kw.update(
+            num_kv_heads=rng.choice([1, heads, rng.choice(divisors(heads))]),
+            num_ln_in_parallel_attn=rng.choice([None, 2, 1]),
+            parallel_attn=True,
+        )
+        block = f"new kv={kw['num_kv_heads']} ln={kw['num_ln_in_parallel_attn']}"
+    else:
+        kw.update(multi_query=rng.random() < 0.6, parallel_attn=rng.random() < 0.6)
+        block = ("multi_query" if kw["multi_query"] else "per-head") + (" parallel" if kw["parallel_attn"] else "")
+    if alibi:
+        rope, max_pos = {"rope_type": "default", "rope_theta": 10000.0}, rng.randint(max(L, GEN_PROMPT + GEN_NEW), 64)
+    else:
+        rope, max_pos = sample_rope(rng, rope_type, L)
+    kw.update(rope_parameters=rope, max_position_embeddings=max_pos)
+    label = f"{block} {'alibi' if alibi else rope_type} act={kw['activation']} bias={kw['bias']}"
+    return kw, f"{label} ffn={kw['ffn_hidden_size']} eps={kw['layer_norm_epsilon']:g}", []
+
+
 def sample_new_family(rng, arch, turn, offset, L):
     """sample_case for NEW_ARCHS: the same keys, plus `edits` (family-specific config.json and
     weight-file edits) and `variant` (a label for the rope set-up)."""
@@ -500,7 +610,7 @@ def sample_new_family(rng, arch, turn, offset, L):
     ignored = {}
     edits = []
     heads = rng.choice([1, 2, 3, 4, 4, 6, 8])
-    kv = heads if arch in ("GPT2LMHeadModel", "GPTNeoXForCausalLM", "GPTBigCodeForCausalLM", "GPTJForCausalLM") else rng.choice([1, heads, rng.choice(divisors(heads))])
+    kv = heads if arch in ("GPT2LMHeadModel", "GPTNeoXForCausalLM", "GPTBigCodeForCausalLM", "GPTJForCausalLM") + OWN_KEY_ARCHS else rng.choice([1, heads, rng.choice(divisors(heads))])
     layers = (
         rng.randint(2, 4) if arch in ("Gemma3ForCausalLM", "SmolLM3ForCausalLM", "Cohere2ForCausalLM") else rng.randint(1, 3)
     )
@@ -555,7 +665,7 @@ def sample_new_family(rng, arch, turn, offset, L):
             hidden, hd_source = heads * head_dim, "derived"
         else:
             hidden, hd_source = floor_hidden(rng, heads, head_dim)
-    elif arch in ("GPT2LMHeadModel", "GPTBigCodeForCausalLM", "GPTJForCausalLM"):
+    elif arch in ("GPT2LMHeadModel", "GPTBigCodeForCausalLM", "GPTJForCausalLM") + OWN_KEY_ARCHS:
         head_dim = rng.choice([d for d in dims if d * heads <= 128] or [2])
         hidden, hd_source = heads * head_dim, "derived"
     elif arch in GEMMA_ARCHS:
@@ -576,6 +686,10 @@ def sample_new_family(rng, arch, turn, offset, L):
         head_dim = rng.choice([d for d in dims if d * heads <= 128] or [2])
         hidden, hd_source = floor_hidden(rng, heads, head_dim)
 
+    if arch in OWN_KEY_ARCHS:
+        keys, variant, edits = own_keys(rng, arch, turn, (vocab, hidden, layers, heads), L, tied, rope_type)
+        kw.update(keys)
+        return gpt_style_case(arch, kw, rng.random() < 0.35, hd_source, variant, ignored=[], edits=edits)
     if arch == "GPTJForCausalLM":
         rotary = rng.choice([head_dim, head_dim] + [r for r in range(2, head_dim, 2)])
         kw.update(gpt_style_keys(rng, (vocab, hidden, layers, heads), L, tied, GPT2_ACTS), rotary_dim=rotary)
@@ -666,6 +780,9 @@ def sample_new_family(rng, arch, turn, offset, L):
         variant = f"sliding:{sliding['rope_type']} full:{full['rope_type']}"
     else:
         rope, max_pos = sample_rope(rng, rope_type, L)
+        if rope_type == "default" and rng.random() < 0.3:
+            rope, max_pos = sample_longrope(rng, int(head_dim * (partial or 1.0)), L)
+            variant = "longrope"
         if arch in ("PhiForCausalLM", "GPTNeoXForCausalLM", "StableLmForCausalLM") + GLM_ARCHS:
             rope["partial_rotary_factor"] = partial
             default = 0.5 if arch in ("PhiForCausalLM",) + GLM_ARCHS else 0.25
@@ -851,7 +968,7 @@ def multiple_of_4(rng, lo, hi):
 def sparse_layer_flags(arch, layers, step, mlp_only):
     """Which layers get the sparse MoE block (the others keep a dense MLP), as the modeling code
     decides: Mixtral every layer; Qwen unless listed in mlp_only_layers, every `step`-th."""
-    if arch in ("MixtralForCausalLM", "OlmoeForCausalLM"):
+    if arch in ("MixtralForCausalLM", "OlmoeForCausalLM") + GRANITE_MOE_ARCHS:
         return [True] * layers
     return [i not in (mlp_only or []) and (i + 1) % step == 0 for i in range(layers)]
 
@@ -862,7 +979,7 @@ def sample_moe_family(rng, arch, turn, offset, L):
     kw = {}
     ignored = {}
     edits = []
-    qwen = arch not in ("MixtralForCausalLM", "OlmoeForCausalLM")
+    qwen = arch not in ("MixtralForCausalLM", "OlmoeForCausalLM") + GRANITE_MOE_ARCHS
     rope_type = dealt_rope_type(turn, offset)
     dims = [4, 6, 8, 10, 12, 16, 20, 24, 32]
     if rope_type != "dynamic":
@@ -943,6 +1060,13 @@ def sample_moe_family(rng, arch, turn, offset, L):
         kw.update(num_local_experts=experts, intermediate_size=multiple_of_4(rng, 4, 48))  # the experts' MLP
 
     rope, max_pos = sample_rope(rng, rope_type, L)
+    if rope_type == "default" and rng.random() < 0.3:
+        rope, max_pos = sample_longrope(rng, head_dim, L)
+        rope_type = "longrope"
+        if arch == "MixtralForCausalLM" and "head_dim" not in kw:
+            # transformers' longrope validation multiplies Mixtral's null head_dim: files must say it
+            kw["head_dim"] = hidden // heads
+            hd_source += ",written"
     kw["rope_parameters"] = rope
     kw["max_position_embeddings"] = max_pos
     old_form = rng.random() < 0.4
@@ -969,6 +1093,16 @@ def sample_moe_family(rng, arch, turn, offset, L):
             kw["clip_qkv"] = None  # written out: no clamp
         if rng.random() < 0.1:
             ignored["sliding_window"] = rng.randint(2, 6)  # OlmoeModel has no sliding attention
+    elif arch in GRANITE_MOE_ARCHS:
+        kw.update(
+            embedding_multiplier=rng.choice([1.0, 12.0, 0.5, 2.0]),
+            attention_multiplier=rng.choice([round(head_dim**-0.5, 6), 0.0078125, round(rng.uniform(0.05, 0.5), 3)]),
+            residual_multiplier=rng.choice([1.0, 0.22, 0.5]),
+            logits_scaling=rng.choice([1.0, 8.0, 2.5, 0.5]),
+            attention_bias=rng.random() < 0.3,
+        )
+        if arch == "GraniteMoeSharedForCausalLM":
+            kw["shared_intermediate_size"] = rng.choice([0, rng.randint(4, 64), rng.randint(4, 64)])
     elif arch == "MixtralForCausalLM":
         kw["sliding_window"] = rng.choice([None, None, 2, 3, 4, 5, 6])
         if rng.random() < 0.1:
@@ -1210,7 +1344,7 @@ MOE_DROPPABLE = [
     "router_aux_loss_coef",
     "router_jitter_noise",
 ]
-MOE_MODEL_TYPES = ("qwen3_moe", "mixtral", "qwen2_moe", "olmoe")
+MOE_MODEL_TYPES = ("qwen3_moe", "mixtral", "qwen2_moe", "olmoe", "granitemoe", "granitemoeshared")
 
 
 def to_sparse_new(cfg, config_cls):
@@ -1293,6 +1427,10 @@ def edit_new_family(cfg, case, config_cls):
         elif edit.startswith("cohere2-pattern:"):
             out = {k: v for k, v in out.items() if k != "layer_types"}
             out["sliding_window_pattern"] = int(edit.split(":")[1])
+        elif edit == "bloom-hub-names":
+            # bigscience/bloom-560m's spelling, which BloomConfig reads as hidden_size / n_head
+            names = {"hidden_size": "n_embed", "n_head": "num_attention_heads"}
+            out = {names.get(k, k): v for k, v in out.items()}
         elif edit == "no-rope-interval-only":
             out = {k: v for k, v in out.items() if k != "no_rope_layers"}
         elif edit == "mlp_only_layers-absent":
@@ -1419,6 +1557,21 @@ NEW_SEMANTIC_KEYS = [
     "use_qk_norm",
     "logit_scale",
     "use_qkv_bias",
+    "n_layer",
+    "n_head",
+    "num_kv_heads",
+    "new_decoder_architecture",
+    "parallel_attn",
+    "num_ln_in_parallel_attn",
+    "alibi",
+    "bias",
+    "ffn_hidden_size",
+    "activation",
+    "ffn_dim",
+    "do_layer_norm_before",
+    "word_embed_proj_dim",
+    "enable_bias",
+    "layer_norm_elementwise_affine",
 ]
 
 
@@ -1433,6 +1586,8 @@ MOE_SEMANTIC_KEYS = [
     "mlp_only_layers",
     "shared_expert_intermediate_size",
     "qkv_bias",
+    "num_local_experts",
+    "shared_intermediate_size",
 ]
 
 
@@ -1458,7 +1613,14 @@ def describe_new(case, loaded):
     kw = case["kwargs"]
     arch = case["arch"]
     parts = [short_name(arch)]
-    if arch in ("GPT2LMHeadModel", "GPTBigCodeForCausalLM", "GPTJForCausalLM"):
+    if arch in OWN_KEY_ARCHS:
+        parts += [
+            f"h={kw['hidden_size']} heads={loaded['num_attention_heads']} head_dim={loaded['head_dim']}",
+            f"layers={loaded['num_hidden_layers']} vocab={kw['vocab_size']}",
+            "tied" if kw["tie_word_embeddings"] else "untied",
+            case["variant"],
+        ] + case["edits"]
+    elif arch in ("GPT2LMHeadModel", "GPTBigCodeForCausalLM", "GPTJForCausalLM"):
         parts += [
             f"n_embd={kw['n_embd']} n_head={kw['n_head']} head_dim={loaded['head_dim']}",
             f"n_layer={kw['n_layer']} n_inner={kw['n_inner']} vocab={kw['vocab_size']} n_positions={kw['n_positions']}",
@@ -1564,9 +1726,11 @@ def describe_moe(case, loaded):
     flags = sparse_layer_flags(
         arch, case["kwargs"]["num_hidden_layers"], loaded["decoder_sparse_step"], loaded["mlp_only_layers"]
     )
-    norm = "always" if arch == "MixtralForCausalLM" else loaded["norm_topk_prob"]
-    text = f"experts={loaded['num_experts']} top_k={loaded['num_experts_per_tok']} norm_topk={norm}"
-    every_layer = arch in ("MixtralForCausalLM", "OlmoeForCausalLM")
+    always = arch in ("MixtralForCausalLM",) + GRANITE_MOE_ARCHS
+    norm = "always" if always else loaded["norm_topk_prob"]
+    experts = loaded["num_experts"] or loaded["num_local_experts"]
+    text = f"experts={experts} top_k={loaded['num_experts_per_tok']} norm_topk={norm}"
+    every_layer = arch in ("MixtralForCausalLM", "OlmoeForCausalLM") + GRANITE_MOE_ARCHS
     if every_layer:
         text += f" expert_inter={loaded['intermediate_size']}"
     else:
@@ -1575,6 +1739,12 @@ def describe_moe(case, loaded):
     text += f" layers={layout}"
     if not every_layer:
         text += f" (step={loaded['decoder_sparse_step']},mlp_only={loaded['mlp_only_layers']})"
+    if arch in GRANITE_MOE_ARCHS:
+        kw = case["kwargs"]
+        text += f" multipliers(emb={kw['embedding_multiplier']},attn={kw['attention_multiplier']}"
+        text += f",res={kw['residual_multiplier']},logits={kw['logits_scaling']})"
+        if arch == "GraniteMoeSharedForCausalLM":
+            text += f" shared_mlp={loaded['shared_intermediate_size']}"
     if arch == "Qwen2MoeForCausalLM":
         kw = case["kwargs"]
         how = "explicit" if "layer_types" in kw else f"max_window_layers={kw['max_window_layers']}"
@@ -1657,10 +1827,19 @@ def main():
         "MixtralForCausalLM": (transformers.MixtralConfig, transformers.MixtralForCausalLM),
         "Qwen2MoeForCausalLM": (transformers.Qwen2MoeConfig, transformers.Qwen2MoeForCausalLM),
         "OlmoeForCausalLM": (transformers.OlmoeConfig, transformers.OlmoeForCausalLM),
+        "FalconForCausalLM": (transformers.FalconConfig, transformers.FalconForCausalLM),
+        "BloomForCausalLM": (transformers.BloomConfig, transformers.BloomForCausalLM),
+        "OPTForCausalLM": (transformers.OPTConfig, transformers.OPTForCausalLM),
+        "GraniteMoeForCausalLM": (transformers.GraniteMoeConfig, transformers.GraniteMoeForCausalLM),
+        "GraniteMoeSharedForCausalLM": (transformers.GraniteMoeSharedConfig, transformers.GraniteMoeSharedForCausalLM),
     }
 
+    from fixture_spec import attention_implementation
+
     def load(folder):
-        model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32, attn_implementation="eager")
+        model = AutoModelForCausalLM.from_pretrained(
+            folder, dtype=torch.float32, attn_implementation=attention_implementation(folder)
+        )
         return model.eval()
 
     def forward_logits(folder, ids, mask):

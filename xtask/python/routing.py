@@ -5,13 +5,11 @@ import torch
 
 
 def routers(model):
-    """The MoE routers: `...mlp.gate` / `...block_sparse_moe.gate` modules with a `top_k`, whose
-    forward returns (router_logits, scores, indices)."""
-    return [
-        m
-        for n, m in model.named_modules()
-        if n.endswith((".mlp.gate", ".block_sparse_moe.gate")) and hasattr(m, "top_k")
-    ]
+    """The MoE routers: `...mlp.gate` / `...block_sparse_moe.gate` (GraniteMoe's
+    `...block_sparse_moe.router`) modules with a `top_k`, whose forward returns (router_logits,
+    scores, indices)."""
+    suffixes = (".mlp.gate", ".block_sparse_moe.gate", ".block_sparse_moe.router")
+    return [m for n, m in model.named_modules() if n.endswith(suffixes) and hasattr(m, "top_k")]
 
 
 def router_gap(model, inputs):

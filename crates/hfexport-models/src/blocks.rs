@@ -14,7 +14,7 @@ use hfexport_core::{DType, Dim, Op, Tensor, ValueId, WeightExpr};
 use crate::config::{AttentionSpec, LayerSpec, Mixer, ParallelMlpInput, Span};
 use crate::decoder::{Decoder, LayerInputs, Vb};
 use crate::error::Result;
-use crate::layout::{MlpKind, MoeLayout, NormKind, Projections, QkNorm};
+use crate::layout::{MlpKind, MlpLayout, MoeLayout, NormKind, Projections, QkNorm};
 
 /// One projection of a fused weight: its graph name and its rows.
 struct Part<'a> {
@@ -149,6 +149,30 @@ impl Decoder<'_> {
         self.op(vb.path(), Op::Linear, &[x, w, b])
     }
 
+    /// The cumulative sum of `x` `[.., n]` (f32) along its last axis: a product with an upper
+    /// triangular matrix of ones (exact in f32 up to 2^24).
+    pub(crate) fn cumulative_sum(&mut self, name: &str, x: ValueId) -> Result<ValueId> {
+        let n = self.g.info(x).shape.last().expect("a cumulative sum has an axis").clone();
+        let one = Dim::konst(1);
+        let iota = self.op(&format!("{name}.iota"), Op::Iota { len: n.clone() }, &[])?;
+        let rows = self.op(&format!("{name}.rows"), Op::Reshape { shape: vec![n.clone(), one.clone()] }, &[iota])?;
+        let cols = self.op(&format!("{name}.cols"), Op::Reshape { shape: vec![one, n] }, &[iota])?;
+        let upper = self.op(&format!("{name}.upper"), Op::Binary(BinaryOp::LessEqual), &[rows, cols])?;
+        let upper = self.op(&format!("{name}.upper_f32"), Op::Cast(DType::F32), &[upper])?;
+        self.op(name, Op::MatMul, &[x, upper])
+    }
+
+    /// The positions of the tokens of an attention mask `[b, n]` (i64, 0 = padding) counted
+    /// over the mask, padding at 0: `(cumsum(mask) - 1) * mask`.
+    pub(crate) fn mask_positions(&mut self, name: &str, mask: ValueId) -> Result<ValueId> {
+        let m = self.op(&format!("{name}.mask_f32"), Op::Cast(DType::F32), &[mask])?;
+        let count = self.cumulative_sum(&format!("{name}.cumsum"), m)?;
+        let count = self.op(&format!("{name}.count"), Op::Cast(DType::I64), &[count])?;
+        let one = self.op(&format!("{name}.one"), Op::Constant(Tensor::int(DType::I64, vec![], vec![1])?), &[])?;
+        let from_zero = self.op(&format!("{name}.from_zero"), Op::Binary(BinaryOp::Sub), &[count, one])?;
+        self.op(name, Op::Binary(BinaryOp::Mul), &[from_zero, mask])
+    }
+
     // ---- norms --------------------------------------------------------------------------------
 
     /// The family's norm over the last axis (`size` wide) with weights at `vb`.
@@ -164,6 +188,11 @@ impl Decoder<'_> {
                 let (w, dtype) = self.stored(&name, &[size])?;
                 let w = self.declare(&name, WeightExpr::OnePlus(Box::new(w)), dtype, &[size]);
                 self.op(vb.path(), Op::RmsNorm { eps }, &[x, w])
+            }
+            NormKind::Layer if !self.cfg.norm_affine => {
+                let ones = Tensor::float(self.opts.dtype, vec![size], vec![1.0; size])?;
+                let ones = self.op(&vb.name("unit_weight"), Op::Constant(ones), &[])?;
+                self.op(vb.path(), Op::LayerNorm { eps }, &[x, ones])
             }
             NormKind::Layer => {
                 let mut ins = vec![x, self.weight(vb, "weight", &[size])?];
@@ -191,16 +220,30 @@ impl Decoder<'_> {
     pub(crate) fn embed(&mut self, root: &Vb, ids: ValueId, positions: ValueId) -> Result<(ValueId, ValueId)> {
         let (cfg, layout) = (self.cfg, &self.arch.layout);
         let vb = root.pp(layout.embed);
-        let table = self.weight(&vb, "weight", &[cfg.vocab_size, cfg.hidden_size])?;
+        let width = cfg.embed_dim.unwrap_or(cfg.hidden_size);
+        let table = self.weight(&vb, "weight", &[cfg.vocab_size, width])?;
         let mut h = self.op(vb.path(), Op::Gather { axis: 0 }, &[table, ids])?;
         if let Some(s) = cfg.embedding_scale {
             h = self.scale(&vb.name("scaled"), h, s)?;
         }
+        if let (Some(_), Some([project_in, _])) = (cfg.embed_dim, layout.embed_projections) {
+            h = self.linear(&root.pp(project_in), cfg.hidden_size, width, false, h)?;
+        }
         if let Some(wpe) = layout.position_embed {
             let vb = root.pp(wpe);
-            let w = self.weight(&vb, "weight", &[cfg.max_position_embeddings, cfg.hidden_size])?;
+            let rows = cfg.max_position_embeddings + layout.position_offset;
+            let w = self.weight(&vb, "weight", &[rows, cfg.hidden_size])?;
+            let mut positions = positions;
+            if layout.position_offset > 0 {
+                let offset = Tensor::int(DType::I64, vec![], vec![layout.position_offset as i64])?;
+                let offset = self.op(&vb.name("offset"), Op::Constant(offset), &[])?;
+                positions = self.op(&vb.name("offset_ids"), Op::Binary(BinaryOp::Add), &[positions, offset])?;
+            }
             let p = self.op(&vb.name("gather"), Op::Gather { axis: 0 }, &[w, positions])?;
             h = self.op(&vb.name("add"), Op::Binary(BinaryOp::Add), &[h, p])?;
+        }
+        if let Some(norm) = layout.embed_norm {
+            h = self.norm(&root.pp(norm), cfg.hidden_size, h)?;
         }
         Ok((h, table))
     }
@@ -210,13 +253,20 @@ impl Decoder<'_> {
     /// the embedding `table` when tied.
     pub(crate) fn head(&mut self, root: &Vb, h: ValueId, table: ValueId) -> Result<ValueId> {
         let (cfg, layout) = (self.cfg, &self.arch.layout);
-        let h = self.norm(&root.pp(layout.final_norm), cfg.hidden_size, h)?;
+        let mut h = match cfg.post_residual_norms {
+            true => h,
+            false => self.norm(&root.pp(layout.final_norm), cfg.hidden_size, h)?,
+        };
+        let width = cfg.embed_dim.unwrap_or(cfg.hidden_size);
+        if let (Some(_), Some([_, project_out])) = (cfg.embed_dim, layout.embed_projections) {
+            h = self.linear(&root.pp(project_out), width, cfg.hidden_size, false, h)?;
+        }
         let stored = layout.heads.iter().find(|n| self.weights.has(&Vb::root(n).name("weight")));
         let w = match (stored, cfg.tie_word_embeddings) {
             (None, true) => table,
             (stored, _) => {
                 let name = stored.unwrap_or(&layout.heads[0]);
-                self.weight(&Vb::root(name), "weight", &[cfg.vocab_size, cfg.hidden_size])?
+                self.weight(&Vb::root(name), "weight", &[cfg.vocab_size, width])?
             }
         };
         let mut ins = vec![h, w];
@@ -246,10 +296,18 @@ impl Decoder<'_> {
         s: &LayerInputs,
         act: Activation,
     ) -> Result<ValueId> {
-        let norms = self.arch.layout.norms;
-        let pre_attention = norms.pre_attention.filter(|_| i > 0 || !norms.first_without_pre_attention);
-        let x = self.optional_norm(vb, pre_attention, h)?;
         let (cfg, spec) = (self.cfg, &self.cfg.layers[i]);
+        let norms = self.arch.layout.norms;
+        // OPT's `do_layer_norm_before` false: the pre-sublayer norms move after the residual adds
+        let (pre, post) = match cfg.post_residual_norms {
+            true => ((None, None), (norms.pre_attention, norms.pre_mlp)),
+            false => ((norms.pre_attention, norms.pre_mlp), (None, None)),
+        };
+        let pre_attention = match (cfg.parallel, norms.own_parallel) {
+            (Some(ParallelMlpInput::OwnNorm), Some([attention, _])) => Some(attention),
+            _ => pre.0.filter(|_| i > 0 || !norms.first_without_pre_attention),
+        };
+        let x = self.optional_norm(vb, pre_attention, h)?;
         let a = match &spec.mixer {
             Mixer::Attention(a) => self.attention(&vb.pp(self.arch.layout.attention.prefix), i, a, x, s)?,
         };
@@ -258,18 +316,18 @@ impl Decoder<'_> {
             return self.parallel_mlp(vb, spec, (h, x, a), input, act);
         }
         let mut h = self.residual(&vb.name("attn_residual"), h, a)?;
-        h = self.optional_norm(vb, norms.attention_residual, h)?;
+        h = self.optional_norm(vb, norms.attention_residual.or(post.0), h)?;
         if let (Some(cross), Some(&(k, v))) = (self.arch.layout.cross_attention, s.cross.get(i)) {
             let a = crate::seq2seq::cross_attention_spec(cfg, spec)?;
             let x = self.norm(&vb.pp(cross.norm), cfg.hidden_size, h)?;
             let c = self.cross_attention(&vb.pp(cross.prefix), a, x, k, v)?;
             h = self.residual(&vb.name("cross_residual"), h, c)?;
         }
-        let x = self.optional_norm(vb, norms.pre_mlp, h)?;
+        let x = self.optional_norm(vb, pre.1, h)?;
         let m = self.layer_mlp(vb, spec, x, act)?;
         let m = self.optional_norm(vb, norms.post_mlp, m)?;
         let h = self.residual(&vb.name("mlp_residual"), h, m)?;
-        self.optional_norm(vb, norms.mlp_residual, h)
+        self.optional_norm(vb, norms.mlp_residual.or(post.1), h)
     }
 
     /// The MLP half of a parallel block and the sum `attn + mlp + h` (transformers' order), from
@@ -284,7 +342,10 @@ impl Decoder<'_> {
     ) -> Result<ValueId> {
         let x = match input {
             ParallelMlpInput::AttentionInput => x,
-            ParallelMlpInput::OwnNorm => self.optional_norm(vb, self.arch.layout.norms.pre_mlp, h)?,
+            ParallelMlpInput::OwnNorm => {
+                let norms = self.arch.layout.norms;
+                self.optional_norm(vb, norms.own_parallel.map(|[_, mlp]| mlp).or(norms.pre_mlp), h)?
+            }
         };
         let m = self.layer_mlp(vb, spec, x, act)?;
         let am = self.op(&vb.name("parallel_sum"), Op::Binary(BinaryOp::Add), &[a, m])?;
@@ -472,8 +533,8 @@ impl Decoder<'_> {
         // an encoder's windows are in its sliding mask; a decoder's are the op's (causal)
         let (mask, window) = match (a.span, s.sliding_mask) {
             (Span::Sliding(_), Some(m)) => (m, None),
-            (Span::Sliding(w), None) => (s.mask, Some(w)),
-            (Span::Full, _) => (s.mask, None),
+            (Span::Sliding(w), None) => (s.mask_of(a), Some(w)),
+            (Span::Full, _) => (s.mask_of(a), None),
         };
         let softcap = self.cfg.attn_softcap.map(|c| c as f32);
         let op = Op::Attention { scale: a.scale as f32, softcap, sliding_window: window };
@@ -544,8 +605,21 @@ impl Decoder<'_> {
     // ---- MLP ----------------------------------------------------------------------------------
 
     fn mlp(&mut self, vb: &Vb, x: ValueId, act: Activation) -> Result<ValueId> {
-        let (hs, is, bias) = (self.cfg.hidden_size, self.cfg.intermediate_size, self.cfg.mlp_bias);
-        let layout = self.arch.layout.mlp;
+        let (is, bias) = (self.cfg.intermediate_size, self.cfg.mlp_bias);
+        self.mlp_of(vb, &self.arch.layout.mlp, is, bias, x, act)
+    }
+
+    /// An MLP of `layout`'s kind and names under `vb`, `is` wide.
+    fn mlp_of(
+        &mut self,
+        vb: &Vb,
+        layout: &MlpLayout,
+        is: usize,
+        bias: bool,
+        x: ValueId,
+        act: Activation,
+    ) -> Result<ValueId> {
+        let hs = self.cfg.hidden_size;
         let down = vb.pp(layout.down);
         match layout.kind {
             MlpKind::Gated { gate, up } => self.gated_mlp(vb, [gate, up, layout.down], is, bias, x, act),
@@ -572,17 +646,25 @@ impl Decoder<'_> {
                 let h = self.op(&vb.name("act"), Op::Activate(act), &[h])?;
                 self.conv1d(&down, hs, is, h)
             }
-            MlpKind::Plain(fc) => self.plain_mlp(vb, fc, &down, x, act),
+            MlpKind::Plain(fc) => self.plain_mlp(vb, fc, &down, [is, hs], x, act),
             MlpKind::GatedIf { gate, up, .. } if self.cfg.gated_mlp => {
                 self.gated_mlp(vb, [gate, up, layout.down], is, bias, x, act)
             }
-            MlpKind::GatedIf { plain, .. } => self.plain_mlp(vb, plain, &down, x, act),
+            MlpKind::GatedIf { plain, .. } => self.plain_mlp(vb, plain, &down, [is, hs], x, act),
         }
     }
 
     /// `down(act(fc(x)))` with linears `fc` (under `vb`) and `down`.
-    fn plain_mlp(&mut self, vb: &Vb, fc: &str, down: &Vb, x: ValueId, act: Activation) -> Result<ValueId> {
-        let (hs, is, bias) = (self.cfg.hidden_size, self.cfg.intermediate_size, self.cfg.mlp_bias);
+    fn plain_mlp(
+        &mut self,
+        vb: &Vb,
+        fc: &str,
+        down: &Vb,
+        [is, hs]: [usize; 2],
+        x: ValueId,
+        act: Activation,
+    ) -> Result<ValueId> {
+        let bias = self.cfg.mlp_bias;
         let h = self.linear(&vb.pp(fc), is, hs, bias, x)?;
         let h = self.op(&vb.pp(fc).name("act"), Op::Activate(act), &[h])?;
         self.linear(down, hs, is, bias, h)
@@ -623,13 +705,16 @@ impl Decoder<'_> {
         let m = cfg.moe.as_ref().expect("sparse layers come from a MoE config");
         let (e, is) = (m.num_experts, m.intermediate_size);
         let vb = layer.pp(layout.prefix);
-        let router = self.weight(&vb.pp(layout.router), "weight", &[e, hs])?;
+        let router = self.first_stored(&vb, layout.router, "weight");
+        let router = self.weight(&vb.pp(router), "weight", &[e, hs])?;
         let experts = vb.pp(layout.experts);
         let [gate, up, down] = if self.weights.has(&experts.pp(0).pp(layout.gate).name("weight")) {
             let mut stack = |leaf: &str, shape: [usize; 2]| self.stacked(&experts, leaf, e, shape);
             [stack(layout.gate, [is, hs])?, stack(layout.up, [is, hs])?, stack(layout.down, [hs, is])?]
         } else {
-            self.fused_experts(&layer.pp(layout.fused_prefix).pp(layout.experts), e, is)?
+            let fused = layer.pp(layout.fused_prefix);
+            let names = layout.fused.iter().find(|[gate_up, _]| self.weights.has(&fused.name(gate_up)));
+            self.fused_experts(&fused, *names.unwrap_or(&layout.fused[0]), e, is)?
         };
         // as the shapes are now; `Pass::ChooseMoeStrategies` sets it again for the shapes an
         // export runs (a decode component fixes `sequence` after building)
@@ -639,10 +724,15 @@ impl Decoder<'_> {
         let (Some(shared), Some(shared_is)) = (layout.shared, m.shared_expert_intermediate_size) else {
             return Ok(y);
         };
-        let s = self.gated_mlp(&vb.pp(shared.mlp), ["gate_proj", "up_proj", "down_proj"], shared_is, false, x, act)?;
-        let g = self.linear(&vb.pp(shared.gate), 1, hs, false, x)?;
-        let g = self.op(&vb.name("shared_gate"), Op::Unary(UnaryOp::Sigmoid), &[g])?;
-        let s = self.op(&vb.name("shared_scaled"), Op::Binary(BinaryOp::Mul), &[g, s])?;
+        let s = self.mlp_of(&layer.pp(shared.mlp.prefix), &shared.mlp, shared_is, false, x, act)?;
+        let s = match shared.gate {
+            Some(gate) => {
+                let g = self.linear(&layer.pp(gate), 1, hs, false, x)?;
+                let g = self.op(&vb.name("shared_gate"), Op::Unary(UnaryOp::Sigmoid), &[g])?;
+                self.op(&vb.name("shared_scaled"), Op::Binary(BinaryOp::Mul), &[g, s])?
+            }
+            None => s,
+        };
         self.op(vb.path(), Op::Binary(BinaryOp::Add), &[y, s])
     }
 
@@ -662,14 +752,21 @@ impl Decoder<'_> {
 
     /// transformers 5's stacked form: `gate_up_proj [E, 2 * inter, hidden]` split into its
     /// halves, `down_proj [E, hidden, inter]` as stored.
-    fn fused_experts(&mut self, experts: &Vb, e: usize, is: usize) -> Result<[ValueId; 3]> {
+    fn fused_experts(&mut self, vb: &Vb, [gate_up, down]: [&str; 2], e: usize, is: usize) -> Result<[ValueId; 3]> {
         let hs = self.cfg.hidden_size;
-        let (gate_up, dtype) = self.stored(&experts.name("gate_up_proj"), &[e, 2 * is, hs])?;
-        let gate = self.declare(&experts.name("gate_proj"), gate_up.clone().slice(1, 0, is), dtype, &[e, is, hs]);
-        let up = self.declare(&experts.name("up_proj"), gate_up.slice(1, is, 2 * is), dtype, &[e, is, hs]);
-        let (down, dtype) = self.stored(&experts.name("down_proj"), &[e, hs, is])?;
-        let down = self.declare(&experts.name("down_proj"), down, dtype, &[e, hs, is]);
+        let (w, dtype) = self.stored(&vb.name(gate_up), &[e, 2 * is, hs])?;
+        let experts = vb.pp("experts");
+        let gate = self.declare(&experts.name("gate_proj"), w.clone().slice(1, 0, is), dtype, &[e, is, hs]);
+        let up = self.declare(&experts.name("up_proj"), w.slice(1, is, 2 * is), dtype, &[e, is, hs]);
+        let (w, dtype) = self.stored(&vb.name(down), &[e, hs, is])?;
+        let down = self.declare(&experts.name("down_proj"), w, dtype, &[e, hs, is]);
         Ok([gate, up, down])
+    }
+
+    /// The first of `names` under `vb` whose `leaf` tensor the checkpoint has, else the first
+    /// (whose absence the caller's read reports).
+    fn first_stored(&self, vb: &Vb, names: &[&'static str], leaf: &str) -> &'static str {
+        names.iter().copied().find(|n| self.weights.has(&vb.pp(n).name(leaf))).unwrap_or(names[0])
     }
 }
 

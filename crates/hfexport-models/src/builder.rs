@@ -147,7 +147,8 @@ impl<'a> Decoder<'a> {
         };
         let slots = self.op("cache.slots", Op::Iota { len: len.clone() }, &[])?;
         let key_positions = self.op("cache.slot_ids", Op::Reshape { shape: vec![one, len] }, &[slots])?;
-        let mut shared = LayerInputs { ropes, mask, sliding_mask: None, cross, positions, key_positions };
+        let mut shared = LayerInputs { cross, ..LayerInputs::new(ropes, mask, positions, key_positions) };
+        self.alibi_masks(&mut shared, None)?;
         if cfg.relative_attention.is_some() {
             let root = self.root();
             shared.mask = self.relative_mask(&root, positions, key_positions, mask, false)?;
@@ -206,7 +207,8 @@ impl<'a> Decoder<'a> {
         let pad =
             self.op("mask.padding_keys", Op::Reshape { shape: vec![one.clone(), one.clone(), one, total] }, &[pad])?;
         let mask = self.op("mask", Op::Binary(BinaryOp::And), &[causal, pad])?;
-        let shared = LayerInputs { ropes, mask, sliding_mask: None, cross: vec![], positions, key_positions };
+        let mut shared = LayerInputs::new(ropes, mask, positions, key_positions);
+        self.alibi_masks(&mut shared, Some(am))?;
         self.logits(ids, &shared, act)?;
         self.cache_outputs(false)?;
         Ok(self.g)
@@ -300,7 +302,15 @@ impl<'a> Decoder<'a> {
             &[pad],
         )?;
         let mask = self.op("mask", Op::Binary(BinaryOp::And), &[causal, pad])?;
-        Ok(LayerInputs { ropes, mask, sliding_mask: None, cross: vec![], positions, key_positions: positions })
+        let mut shared = LayerInputs::new(ropes, mask, positions, positions);
+        if self.arch.layout.positions_from_mask {
+            // the causal mask is made above from `0..seq`; a window compares these, which differ
+            // from it by the row's padding only
+            shared.positions = self.mask_positions("position_ids.counted", attention_mask)?;
+            shared.key_positions = shared.positions;
+        }
+        self.alibi_masks(&mut shared, Some(attention_mask))?;
+        Ok(shared)
     }
 
     /// With a static cache, writes this call's keys and values into the layer's cache at the

@@ -7,7 +7,8 @@
 use hfexport_core::ops::Activation;
 use hfexport_core::{DType, Graph, RopeConfig, TensorInfo, ValueId};
 
-use crate::config::ModelConfig;
+use crate::alibi::AlibiKind;
+use crate::config::{AttentionSpec, ModelConfig};
 use crate::error::{ModelError, Result};
 use crate::families::Architecture;
 
@@ -75,12 +76,36 @@ pub(crate) struct LayerInputs {
     /// the keys come from a static cache), for sliding windows.
     pub(crate) positions: ValueId,
     pub(crate) key_positions: ValueId,
+    /// `mask` with each ALiBi layer kind's biases ([`crate::alibi`]), one per distinct kind.
+    pub(crate) alibi: Vec<(AlibiKind, ValueId)>,
 }
 
 impl LayerInputs {
     /// The inputs of layers without a rotary embedding (an encoder's).
     pub(crate) fn without_rope(mask: ValueId, positions: ValueId) -> LayerInputs {
-        LayerInputs { ropes: vec![], mask, sliding_mask: None, cross: vec![], positions, key_positions: positions }
+        LayerInputs::new(vec![], mask, positions, positions)
+    }
+
+    /// A decoder's inputs: rotary tables, the mask, query and key positions.
+    pub(crate) fn new(
+        ropes: Vec<(RopeConfig, ValueId, ValueId)>,
+        mask: ValueId,
+        positions: ValueId,
+        key_positions: ValueId,
+    ) -> LayerInputs {
+        LayerInputs { ropes, mask, sliding_mask: None, cross: vec![], positions, key_positions, alibi: vec![] }
+    }
+
+    /// The mask an attention layer adds to its scores: `mask`, with its linear biases when it
+    /// has ALiBi.
+    pub(crate) fn mask_of(&self, a: &AttentionSpec) -> ValueId {
+        match AlibiKind::of(a) {
+            Some(kind) => {
+                let (_, m) = self.alibi.iter().find(|(k, _)| *k == kind).expect("made for every layer's kind");
+                *m
+            }
+            None => self.mask,
+        }
     }
 
     /// The cos/sin tables of `rope` (made for every rope a layer uses).

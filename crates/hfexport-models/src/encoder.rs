@@ -195,11 +195,7 @@ impl Decoder<'_> {
         let is_pad = self.op("positions.is_pad", Op::Binary(BinaryOp::Equal), &[ids, pad_t])?;
         let real = self.op("positions.real", Op::Unary(UnaryOp::Not), &[is_pad])?;
         let real = self.op("positions.real_f32", Op::Cast(DType::F32), &[real])?;
-        let rows = self.op("positions.rows", Op::Reshape { shape: vec![seq.clone(), one.clone()] }, &[iota])?;
-        let cols = self.op("positions.cols", Op::Reshape { shape: vec![one, seq.clone()] }, &[iota])?;
-        let upper = self.op("positions.upper", Op::Binary(BinaryOp::LessEqual), &[rows, cols])?;
-        let upper = self.op("positions.upper_f32", Op::Cast(DType::F32), &[upper])?;
-        let count = self.op("positions.cumsum", Op::MatMul, &[real, upper])?;
+        let count = self.cumulative_sum("positions.cumsum", real)?;
         let count = self.op("positions.counted", Op::Binary(BinaryOp::Mul), &[count, real])?;
         let count = self.op("positions.count_i64", Op::Cast(DType::I64), &[count])?;
         self.op("position_ids", Op::Binary(BinaryOp::Add), &[count, pad_t])

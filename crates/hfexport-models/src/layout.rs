@@ -20,6 +20,18 @@ pub struct Layout {
     pub embed: &'static str,
     /// Learned absolute position embeddings (GPT-2 `wpe`).
     pub position_embed: Option<&'static str>,
+    /// What every position id is offset by in the learned table, which has that many more
+    /// rows (OPT: 2).
+    pub position_offset: usize,
+    /// A forward pass numbers its tokens over the attention mask (`cumsum(mask) - 1`, OPT)
+    /// rather than `0..sequence`, so left padding does not shift them.
+    pub positions_from_mask: bool,
+    /// Linears from the token embeddings' width to the hidden size and back before the head
+    /// (OPT's `project_in`, `project_out`, when `word_embed_proj_dim` differs).
+    pub embed_projections: Option<[&'static str; 2]>,
+    /// A norm over the token embeddings (Bloom's `word_embeddings_layernorm`); an encoder's,
+    /// after its token types, is [`EncoderLayout::embed_norm`].
+    pub embed_norm: Option<&'static str>,
     pub layers: &'static str,
     pub final_norm: &'static str,
     pub norm: NormKind,
@@ -210,26 +222,32 @@ pub enum HeadAct {
 pub struct MoeLayout {
     /// The block under the layer (`mlp`, Mixtral's `block_sparse_moe`).
     pub prefix: &'static str,
-    /// The router linear `[experts, hidden]`.
-    pub router: &'static str,
+    /// The router linear `[experts, hidden]`, names tried in order.
+    pub router: &'static [&'static str],
     pub experts: &'static str,
     /// Each expert's linears, as checkpoints store them (`experts.<e>.<gate>.weight`).
     pub gate: &'static str,
     pub up: &'static str,
     pub down: &'static str,
-    /// Where transformers 5's in-memory form keeps the stacked experts
-    /// (`<fused_prefix>.experts.gate_up_proj [E, 2 * inter, hidden]`, `.down_proj
-    /// [E, hidden, inter]`), read when the per-expert tensors are absent.
+    /// Where stacked experts are kept when the per-expert tensors are absent: under
+    /// `<fused_prefix>.`, the `[gate_up, down]` names tried in order (transformers 5's
+    /// in-memory `experts.gate_up_proj [E, 2 * inter, hidden]` and `experts.down_proj
+    /// [E, hidden, inter]`; GraniteMoe's files: `input_linear.weight`, `output_linear.weight`).
     pub fused_prefix: &'static str,
+    pub fused: &'static [[&'static str; 2]],
     pub shared: Option<SharedExpert>,
 }
 
-/// A dense gated MLP every token takes, scaled by `sigmoid(gate(x))` (Qwen2-MoE).
+/// A dense gated MLP every token takes (GraniteMoeShared's `shared_mlp`), scaled by
+/// `sigmoid(gate(x))` where it has a gate (Qwen2-MoE). Names are under the layer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SharedExpert {
-    pub mlp: &'static str,
-    pub gate: &'static str,
+    pub mlp: MlpLayout,
+    pub gate: Option<&'static str>,
 }
+
+/// transformers 5's in-memory names of stacked experts.
+pub const STACKED_EXPERTS: [&str; 2] = ["experts.gate_up_proj", "experts.down_proj"];
 
 /// The normalisation every norm of a family uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -257,6 +275,10 @@ pub struct LayerNorms {
     pub mlp_residual: Option<&'static str>,
     /// Layer 0 has no `pre_attention` norm (ModernBERT: the embeddings' norm precedes it).
     pub first_without_pre_attention: bool,
+    /// The attention's and the MLP's norms of a parallel block in which each half has its own,
+    /// where they are not `pre_attention` and `pre_mlp` (Falcon's new decoder: `ln_attn`,
+    /// `ln_mlp`).
+    pub own_parallel: Option<[&'static str; 2]>,
 }
 
 pub const NO_NORMS: LayerNorms = LayerNorms {
@@ -267,6 +289,7 @@ pub const NO_NORMS: LayerNorms = LayerNorms {
     attention_residual: None,
     mlp_residual: None,
     first_without_pre_attention: false,
+    own_parallel: None,
 };
 
 pub const PRE_NORMS: LayerNorms = LayerNorms {
@@ -277,6 +300,7 @@ pub const PRE_NORMS: LayerNorms = LayerNorms {
     attention_residual: None,
     mlp_residual: None,
     first_without_pre_attention: false,
+    own_parallel: None,
 };
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -11,6 +11,7 @@
 //! prefix-carrying weight handle), `blocks` is the block library and `builder` emits the core
 //! graphs of a task.
 
+mod alibi;
 mod blocks;
 pub mod builder;
 pub mod checkpoint;

@@ -41,6 +41,26 @@ pub struct ConfigSchema {
     /// Keys whose setting we do not build: a value other than null or false is refused naming
     /// the key (OLMoE's `clip_qkv`).
     pub refused: &'static [&'static str],
+    /// `(key, alias)`: the config class also reads `alias` as `key` (its `attribute_map`, or a
+    /// legacy keyword such as Bloom's `n_embed`); the alias wins when both are set, as
+    /// transformers sets it last.
+    pub aliases: &'static [(&'static str, &'static str)],
+    /// Attention with linear biases in place of rotary (Bloom always, Falcon with `alibi`).
+    pub alibi: Option<AlibiRule>,
+    /// Falcon's `new_decoder_architecture`: when the key is set, grouped KV heads from
+    /// `num_kv_heads` and always a parallel block, each half with its own norm (the layout's
+    /// `LayerNorms::own_parallel`) unless `num_ln_in_parallel_attn` is 1; unset, `kv_heads`
+    /// and `parallel` apply.
+    pub falcon_new_decoder: bool,
+    /// Whether the layout's `pre_attention` and `pre_mlp` norms come before their sublayer (and
+    /// the final norm is there); false: after each residual add, with no final norm (OPT's
+    /// `do_layer_norm_before`).
+    pub pre_norms: Flag,
+    /// Whether the LayerNorms have a weight and bias (OPT's `layer_norm_elementwise_affine`).
+    pub norm_affine: Flag,
+    /// The key of the token embeddings' own width, projected to and from the hidden size where
+    /// it differs (OPT's `word_embed_proj_dim`; the layout's `embed_projections`).
+    pub embed_dim: Option<&'static str>,
     /// A sparse mixture-of-experts MLP in the layers it selects (Qwen3-MoE, Mixtral, Qwen2-MoE).
     pub moe: Option<MoeSchema>,
     /// An encoder's config keys (BERT, RoBERTa): `type_vocab_size` and its class default.
@@ -104,9 +124,10 @@ pub struct MoeSchema {
     /// Qwen's `decoder_sparse_step` and `mlp_only_layers` choose the sparse layers (the others
     /// keep a dense MLP of `intermediate_size`); false: every layer is sparse (Mixtral).
     pub sparse_step: bool,
-    /// The default of `shared_expert_intermediate_size` when the family has a shared expert
-    /// (Qwen2-MoE).
-    pub shared_expert: Option<usize>,
+    /// The shared expert's intermediate size, its key and class default, when the family has
+    /// one (Qwen2-MoE's `shared_expert_intermediate_size`, GraniteMoeShared's
+    /// `shared_intermediate_size`); 0 is none.
+    pub shared_expert: Option<(&'static str, usize)>,
 }
 
 /// Whether the top-k routing weights are divided by their sum.
@@ -129,6 +150,9 @@ pub struct Softcapping {
 pub const NO_SOFTCAPPING: Softcapping = Softcapping { attention: false, logits: false };
 
 /// Config key names of the common quantities (GPT-2 spells them `n_embd`, `n_layer`, …).
+/// A key named `""` (no activation key: `&[]`) is one the config class does not have: its
+/// value is the class default whatever a file says (Bloom's MLP is always 4 x hidden, with
+/// tanh GELU).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Keys {
     pub hidden_size: &'static str,
@@ -332,6 +356,26 @@ pub struct Parallel {
     /// The MLP reads its own norm of `h` (the layout's `pre_mlp`: GPT-NeoX), else the
     /// attention's normed input (Phi, StableLM).
     pub own_mlp_norm: bool,
+}
+
+/// When a family's layers use ALiBi, and in which arithmetic.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AlibiRule {
+    pub when: Flag,
+    pub kind: Alibi,
+}
+
+/// Attention with linear biases: head `h` adds `slope_h * p` to its score of the key at
+/// position `p` (counted over the attention mask), the slopes `2^(-8i/n)` of the closest power
+/// of two `n` below the head count, then every other slope of `2n` for the remaining heads.
+/// Softmax ignores a shift of a whole row, so this equals the paper's `slope * (p - query)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Alibi {
+    /// Bloom's: slopes and products in f32, added to the scaled scores as they are.
+    Bloom,
+    /// Falcon's: the slopes, the positions and their products rounded to bfloat16, then
+    /// divided by `sqrt(head_dim)` (added to the scaled scores, so scaled like them).
+    Falcon,
 }
 
 /// How rotary embeddings are configured per layer.

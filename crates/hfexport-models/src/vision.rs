@@ -318,12 +318,7 @@ impl Decoder<'_> {
         let (h, table) = self.embed(root, text_ids, positions)?;
         let one = Dim::konst(1);
         let counted = self.op("image.placeholders_f32", Op::Cast(DType::F32), &[is_image])?;
-        let iota = self.op("image.positions", Op::Iota { len: q.clone() }, &[])?;
-        let rows = self.op("image.rows", Op::Reshape { shape: vec![q.clone(), one.clone()] }, &[iota])?;
-        let cols = self.op("image.cols", Op::Reshape { shape: vec![one.clone(), q.clone()] }, &[iota])?;
-        let upper = self.op("image.upper", Op::Binary(BinaryOp::LessEqual), &[rows, cols])?;
-        let upper = self.op("image.upper_f32", Op::Cast(DType::F32), &[upper])?;
-        let count = self.op("image.count", Op::MatMul, &[counted, upper])?;
+        let count = self.cumulative_sum("image.count", counted)?;
         let count = self.op("image.count_i64", Op::Cast(DType::I64), &[count])?;
         let first = self.op("image.one", int(1), &[])?;
         let rank = self.op("image.rank", Op::Binary(BinaryOp::Sub), &[count, first])?;

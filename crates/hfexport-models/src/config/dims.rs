@@ -14,7 +14,7 @@ pub(super) fn activation(f: &Fields, schema: &ConfigSchema) -> Result<String> {
         let (key, name) = given
             .into_iter()
             .find_map(|(k, v)| v.map(|v| (k, v)))
-            .unwrap_or((schema.keys.activation[0], schema.defaults.activation));
+            .unwrap_or((schema.keys.activation.first().copied().unwrap_or("hidden_act"), schema.defaults.activation));
         let rewritten = schema.keys.activation_rewrites.iter().find(|(from, _)| *from == name);
         (key, rewritten.map_or(name, |(_, to)| to).to_string())
     };
@@ -86,6 +86,19 @@ impl Dims {
 /// The KV heads as the family reads them (`num_key_value_heads`: null means "as many as
 /// attention heads" in every class).
 pub(super) fn kv_heads(f: &Fields, schema: &ConfigSchema, heads: usize) -> Result<usize> {
+    if falcon_new_decoder(f, schema)? {
+        let kv = match f.raw("num_kv_heads") {
+            None | Some(Value::Null) => heads,
+            Some(_) => f.size("num_kv_heads", None, MAX_HEADS)?,
+        };
+        if !heads.is_multiple_of(kv) {
+            return Err(f.err(
+                "num_kv_heads",
+                format!("num_attention_heads ({heads}) is not a multiple of num_kv_heads ({kv})"),
+            ));
+        }
+        return Ok(kv);
+    }
     let kv = match (schema.kv_heads, f.raw("num_key_value_heads")) {
         (KvHeads::MultiQuery(key, default), _) => match f.bool(key)?.unwrap_or(default) {
             true => 1,
@@ -102,6 +115,12 @@ pub(super) fn kv_heads(f: &Fields, schema: &ConfigSchema, heads: usize) -> Resul
         ));
     }
     Ok(kv)
+}
+
+/// Whether a Falcon config has the new decoder architecture (grouped KV heads, parallel
+/// blocks); false for every other family.
+pub(super) fn falcon_new_decoder(f: &Fields, schema: &ConfigSchema) -> Result<bool> {
+    Ok(schema.falcon_new_decoder && f.bool("new_decoder_architecture")?.unwrap_or(false))
 }
 
 /// `head_dim`: the key if set, else `hidden_size // num_attention_heads`; rope needs it even
@@ -130,6 +149,17 @@ pub(super) fn head_dim(
         return Err(f.err(key, format!("{dim} is odd; rotary embeddings need an even head dim")));
     }
     Ok(dim)
+}
+
+/// The token embeddings' own width (`schema.embed_dim`'s key, null meaning the hidden size),
+/// `None` where it is the hidden size.
+pub(super) fn embed_dim(f: &Fields, schema: &ConfigSchema, hidden: usize) -> Result<Option<usize>> {
+    let Some(key) = schema.embed_dim else { return Ok(None) };
+    let dim = match f.raw(key) {
+        None | Some(Value::Null) => hidden,
+        Some(_) => f.size(key, None, MAX_HIDDEN)?,
+    };
+    Ok((dim != hidden).then_some(dim))
 }
 
 pub(super) fn parse_eps(f: &Fields, schema: &ConfigSchema) -> Result<f64> {

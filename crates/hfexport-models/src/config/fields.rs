@@ -8,15 +8,24 @@ pub(super) struct Fields<'a> {
     pub(super) obj: &'a Map<String, Value>,
     pub(super) path: &'a Path,
     pub(super) prefix: &'a str,
+    /// The family's `(key, alias)` pairs ([`ConfigSchema::aliases`]).
+    pub(super) aliases: &'static [(&'static str, &'static str)],
 }
 
 impl<'a> Fields<'a> {
     pub(super) fn new(obj: &'a Map<String, Value>, path: &'a Path, prefix: &'a str) -> Fields<'a> {
-        Fields { obj, path, prefix }
+        Fields { obj, path, prefix, aliases: &[] }
     }
 
+    /// The same object read with a family's key aliases.
+    pub(super) fn with_aliases(&self, aliases: &'static [(&'static str, &'static str)]) -> Fields<'a> {
+        Fields { aliases, ..*self }
+    }
+
+    /// The value of `key`, or of its alias when that is set (non-null).
     pub(super) fn raw(&self, key: &str) -> Option<&'a Value> {
-        self.obj.get(key)
+        let alias = self.aliases.iter().find(|(k, _)| *k == key).and_then(|(_, a)| self.obj.get(*a));
+        alias.filter(|v| !v.is_null()).or_else(|| self.obj.get(key))
     }
 
     pub(super) fn err(&self, key: &str, msg: impl Into<String>) -> ModelError {

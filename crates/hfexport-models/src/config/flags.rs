@@ -29,6 +29,17 @@ pub enum ParallelMlpInput {
 
 /// Whether the layers are parallel blocks, as the family's class decides.
 pub(super) fn parallel_block(f: &Fields, schema: &ConfigSchema) -> Result<Option<ParallelMlpInput>> {
+    if falcon_new_decoder(f, schema)? {
+        // FalconDecoderLayer builds no norm the forward reads without `parallel_attn`
+        if f.bool("parallel_attn")? == Some(false) {
+            return Err(f.err("parallel_attn", "false with new_decoder_architecture is not supported"));
+        }
+        return Ok(Some(match f.int("num_ln_in_parallel_attn")? {
+            Some(1) => ParallelMlpInput::AttentionInput,
+            None | Some(2) => ParallelMlpInput::OwnNorm,
+            Some(n) => return Err(f.err("num_ln_in_parallel_attn", format!("{n} is not supported (1 or 2)"))),
+        }));
+    }
     let Some(p) = schema.parallel else { return Ok(None) };
     let on = flag(f, p.when)?;
     let input = if p.own_mlp_norm { ParallelMlpInput::OwnNorm } else { ParallelMlpInput::AttentionInput };
@@ -74,8 +85,10 @@ pub(super) fn parse_moe(f: &Fields, schema: &ConfigSchema, dims: &Dims) -> Resul
         NormTopK::Always => true,
     };
     let shared_expert_intermediate_size = match m.shared_expert {
-        Some(default) => Some(f.size("shared_expert_intermediate_size", Some(default), MAX_INTERMEDIATE)?),
-        None => None,
+        Some((key, default)) if f.int(key)?.unwrap_or(default as i64) != 0 => {
+            Some(f.size(key, Some(default), MAX_INTERMEDIATE)?)
+        }
+        _ => None,
     };
     let moe = MoeConfig { num_experts, top_k, intermediate_size, normalize, shared_expert_intermediate_size };
     Ok((Some(moe), sparse_layers))

@@ -11,6 +11,8 @@
 
 use hfexport_core::{Dim, RopeConfig};
 
+use crate::schema::Alibi;
+
 use super::*;
 
 /// One decoder (or encoder) layer: how it mixes tokens, and which MLP follows.
@@ -40,6 +42,8 @@ pub struct AttentionSpec {
     pub rope: Option<RopeConfig>,
     /// The factor of the attention scores (`head_dim ** -0.5` in most families).
     pub scale: f64,
+    /// Linear biases by key position added to the scores, in place of rotary (Bloom, Falcon).
+    pub alibi: Option<Alibi>,
 }
 
 /// The keys a query attends to.
@@ -109,7 +113,15 @@ pub(super) fn layer_specs(
             _ => Span::Full,
         })
         .collect();
-    let rotary = rotary_layers(f, schema, &spans)?;
+    let alibi = match schema.alibi {
+        Some(rule) if flag(f, rule.when)? => Some(rule.kind),
+        _ => None,
+    };
+    // ALiBi replaces rotary (Falcon's `rotary` is `not alibi`)
+    let rotary = match alibi {
+        Some(_) => vec![false; spans.len()],
+        None => rotary_layers(f, schema, &spans)?,
+    };
     let scales = attention_scales(f, schema, dims)?;
     let specs = spans.iter().enumerate().map(|(i, &span)| {
         let layer_rope = match span {
@@ -123,6 +135,7 @@ pub(super) fn layer_specs(
             span,
             rope: rotary[i].then(|| layer_rope.clone()),
             scale: scales[i],
+            alibi,
         };
         LayerSpec { mixer: Mixer::Attention(attention), sparse_mlp: sparse.get(i).copied().unwrap_or(false) }
     });

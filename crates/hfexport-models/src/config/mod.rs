@@ -101,6 +101,14 @@ pub struct ModelConfig {
     /// Attention and MLP side by side off the same residual (Phi, GPT-NeoX), and what the MLP
     /// reads.
     pub parallel: Option<ParallelMlpInput>,
+    /// The pre-sublayer norms are applied after each residual add instead, and there is no
+    /// final norm (OPT's `do_layer_norm_before` false).
+    pub post_residual_norms: bool,
+    /// LayerNorms have a weight and bias (false: OPT's `layer_norm_elementwise_affine`).
+    pub norm_affine: bool,
+    /// The token embeddings' width where it differs from the hidden size (OPT's
+    /// `word_embed_proj_dim`).
+    pub embed_dim: Option<usize>,
     /// The layout's q/k norm is applied (Phi's `qk_layernorm`; always where a layout has one).
     pub qk_norm: bool,
     /// The MLP is gated (T5's `gated-*` `feed_forward_proj`; the layout decides elsewhere).
@@ -322,6 +330,7 @@ impl ModelConfig {
             span: Span::Full,
             rope: None,
             scale: s.encoder_scale,
+            alibi: None,
         };
         let encoder_layer = LayerSpec { mixer: Mixer::Attention(attention), sparse_mlp: false };
         Some(ModelConfig {
@@ -368,10 +377,11 @@ fn normalise(top: &Fields) -> Result<ModelConfig> {
         return vision_language(top, entry, architecture, model_type);
     }
     let schema = &family_of(top, &architecture, model_type.as_deref())?.config;
+    let top = &top.with_aliases(schema.aliases);
     let nested;
     let f = match (schema.text_config, top.raw("text_config")) {
         (true, Some(Value::Object(obj))) => {
-            nested = Fields::new(obj, top.path, "text_config.");
+            nested = Fields::new(obj, top.path, "text_config.").with_aliases(schema.aliases);
             &nested
         }
         (true, Some(v)) if !v.is_null() => {
@@ -440,6 +450,9 @@ fn model_config(
         mlp_bias,
         norm_bias,
         parallel: parallel_block(f, schema)?,
+        post_residual_norms: !flag(f, schema.pre_norms)?,
+        norm_affine: flag(f, schema.norm_affine)?,
+        embed_dim: embed_dim(f, schema, dims.hidden_size)?,
         qk_norm: flag(f, schema.qk_norm)?,
         gated_mlp: schema.seq2seq.is_some_and(|s| s.t5) && feed_forward_proj(f)?.1,
         relative_attention: relative_attention(f, schema)?,

@@ -14,6 +14,7 @@ pub const SANDWICH_NORMS: LayerNorms = LayerNorms {
     attention_residual: None,
     mlp_residual: None,
     first_without_pre_attention: false,
+    own_parallel: None,
 };
 
 pub const FAMILY: Architecture = Architecture {

@@ -19,9 +19,11 @@ use crate::layout::{Layout, VisionLanguage};
 use crate::schema::ConfigSchema;
 
 pub mod bert;
+pub mod bloom;
 pub mod clip;
 pub mod cohere;
 pub mod distilbert;
+pub mod falcon;
 pub mod gemma;
 pub mod gemma2;
 pub mod gemma3;
@@ -31,6 +33,7 @@ pub mod gpt_bigcode;
 pub mod gpt_neox;
 pub mod gptj;
 pub mod granite;
+pub mod granite_moe;
 pub mod llama;
 pub mod llava;
 pub mod mistral;
@@ -38,6 +41,7 @@ pub mod mixtral;
 pub mod modernbert;
 pub mod olmo2;
 pub mod olmoe;
+pub mod opt;
 pub mod phi;
 pub mod phi3;
 pub mod qwen2;
@@ -83,6 +87,8 @@ pub const ARCHITECTURES: &[Architecture] = &[
     mixtral::FAMILY,
     qwen2_moe::FAMILY,
     olmoe::FAMILY,
+    granite_moe::GRANITE_MOE,
+    granite_moe::GRANITE_MOE_SHARED,
     granite::FAMILY,
     olmo2::FAMILY,
     smollm3::FAMILY,
@@ -95,6 +101,9 @@ pub const ARCHITECTURES: &[Architecture] = &[
     stablelm::FAMILY,
     glm::GLM,
     glm::GLM4,
+    falcon::FAMILY,
+    bloom::FAMILY,
+    opt::FAMILY,
     gpt2::FAMILY,
     gpt_bigcode::FAMILY,
     bert::FAMILY,

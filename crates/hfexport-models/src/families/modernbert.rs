@@ -40,6 +40,10 @@ pub const MODERNBERT_LAYOUT: Layout = Layout {
     roots: &["model.", ""],
     embed: "embeddings.tok_embeddings",
     position_embed: None,
+    embed_norm: None,
+    position_offset: 0,
+    positions_from_mask: false,
+    embed_projections: None,
     layers: "layers",
     final_norm: "final_norm",
     norms: LayerNorms {

@@ -28,13 +28,20 @@ pub const FAMILY: Architecture = Architecture {
             intermediate: Some(("moe_intermediate_size", 1408)),
             normalize: NormTopK::Key(false),
             sparse_step: true,
-            shared_expert: Some(5632),
+            shared_expert: Some(("shared_expert_intermediate_size", 5632)),
         }),
         ..LLAMA_SCHEMA
     },
     layout: Layout {
         moe: Some(MoeLayout {
-            shared: Some(SharedExpert { mlp: "shared_expert", gate: "shared_expert_gate" }),
+            shared: Some(SharedExpert {
+                mlp: MlpLayout {
+                    prefix: "mlp.shared_expert",
+                    kind: MlpKind::Gated { gate: "gate_proj", up: "up_proj" },
+                    down: "down_proj",
+                },
+                gate: Some("mlp.shared_expert_gate"),
+            }),
             ..QWEN_MOE_LAYOUT
         }),
         ..LLAMA_LAYOUT

@@ -8,12 +8,13 @@ use crate::schema::*;
 
 pub const QWEN_MOE_LAYOUT: MoeLayout = MoeLayout {
     prefix: "mlp",
-    router: "gate",
+    router: &["gate"],
     experts: "experts",
     gate: "gate_proj",
     up: "up_proj",
     down: "down_proj",
     fused_prefix: "mlp",
+    fused: &[STACKED_EXPERTS],
     shared: None,
 };
 

@@ -21,6 +21,10 @@ pub const VIT_LAYOUT: Layout = Layout {
     roots: &["vit.", ""],
     embed: "embeddings.patch_embeddings.projection",
     position_embed: None,
+    embed_norm: None,
+    position_offset: 0,
+    positions_from_mask: false,
+    embed_projections: None,
     final_norm: "layernorm",
     norms: LayerNorms { pre_attention: Some("layernorm_before"), pre_mlp: Some("layernorm_after"), ..NO_NORMS },
     attention: AttentionLayout {

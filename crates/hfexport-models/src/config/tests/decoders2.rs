@@ -2,6 +2,7 @@
 //! Cohere, StableLM, Starcoder2), on committed Hub configs where there is one.
 
 use super::*;
+use crate::schema::Alibi;
 
 #[test]
 fn every_layer_windows_do_not_read_layer_types() {
@@ -167,4 +168,114 @@ fn nested_yarn_truncate_is_the_containers() {
     assert!(matches!(c.rope.scaling, RopeScaling::Yarn { truncate: true, .. }), "{:?}", c.rope.scaling);
     let c = llama(&format!(r#"{{"rope_parameters": {yarn}}}"#)).unwrap();
     assert!(matches!(c.rope.scaling, RopeScaling::Yarn { truncate: false, .. }), "{:?}", c.rope.scaling);
+}
+
+/// Falcon's two block designs and their keys: the old decoder (one KV head by default, a
+/// parallel block off `input_layernorm`), the new one (grouped `num_kv_heads`, each half with its
+/// own norm unless `num_ln_in_parallel_attn` is 1), and `alibi` in place of rotary.
+#[test]
+fn falcon_configs_follow_the_decoder_they_name() {
+    let falcon = |extra: &str| {
+        let base = r#"{"architectures": ["FalconForCausalLM"], "model_type": "falcon", "vocab_size": 64,
+            "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 8, "num_kv_heads": 2}"#;
+        parse(&json_with(base, extra))
+    };
+    let c = falcon("{}").unwrap();
+    let a = c.layers[0].attention().unwrap().clone();
+    assert_eq!((a.heads, a.kv_heads, a.head_dim, a.alibi), (8, 1, 8, None), "multi_query by default");
+    assert_eq!(
+        (c.parallel, c.intermediate_size, c.hidden_act.as_str()),
+        (Some(ParallelMlpInput::AttentionInput), 256, "gelu")
+    );
+    assert!(!c.attention_bias && !c.o_bias && !c.mlp_bias && c.norm_bias && c.tie_word_embeddings);
+    assert_eq!(a.rope.map(|r| r.dim), Some(8));
+    let c = falcon(r#"{"multi_query": false, "parallel_attn": false, "bias": true, "ffn_hidden_size": 40}"#).unwrap();
+    assert_eq!((c.layers[0].attention().unwrap().kv_heads, c.parallel, c.intermediate_size), (8, None, 40));
+    assert!(c.attention_bias && c.o_bias && c.mlp_bias);
+    let c = falcon(r#"{"new_decoder_architecture": true}"#).unwrap();
+    assert_eq!((c.layers[0].attention().unwrap().kv_heads, c.parallel), (2, Some(ParallelMlpInput::OwnNorm)));
+    let c =
+        falcon(r#"{"new_decoder_architecture": true, "num_kv_heads": null, "num_ln_in_parallel_attn": 1}"#).unwrap();
+    assert_eq!((c.layers[0].attention().unwrap().kv_heads, c.parallel), (8, Some(ParallelMlpInput::AttentionInput)));
+    let c = falcon(r#"{"alibi": true, "n_embed": 32}"#).unwrap();
+    let a = c.layers[1].attention().unwrap();
+    assert_eq!((a.alibi, a.rope.is_none(), a.head_dim), (Some(Alibi::Falcon), true, 4), "n_embed wins");
+    for (extra, key) in [
+        (r#"{"new_decoder_architecture": true, "parallel_attn": false}"#, "parallel_attn"),
+        (r#"{"new_decoder_architecture": true, "num_ln_in_parallel_attn": 3}"#, "num_ln_in_parallel_attn"),
+        (r#"{"new_decoder_architecture": true, "num_kv_heads": 3}"#, "num_kv_heads"),
+    ] {
+        let msg = config_err(falcon(extra), key);
+        assert!(msg.contains("not supported") || msg.contains("multiple"), "{msg}");
+    }
+}
+
+/// Bloom as its Hub files spell it (`n_embed`, `num_attention_heads`, `n_layer`, no MLP size or
+/// activation key) and as transformers 5 saves it (`hidden_size`, `n_head`): ALiBi on every
+/// layer, no rotary; `apply_residual_connection_post_layernorm` is refused.
+#[test]
+fn bloom_configs_read_both_spellings() {
+    let hub = r#"{"architectures": ["BloomForCausalLM"], "model_type": "bloom", "vocab_size": 250880,
+        "n_embed": 1024, "n_layer": 24, "num_attention_heads": 16, "n_inner": null, "layer_norm_epsilon": 1e-05,
+        "apply_residual_connection_post_layernorm": false, "bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 3,
+        "offset_alibi": 100, "pretraining_tp": 1, "skip_bias_add": true, "slow_but_exact": false}"#;
+    let c = parse(hub).unwrap();
+    let a = c.layers[23].attention().unwrap();
+    assert_eq!((c.hidden_size, c.num_hidden_layers, a.heads, a.head_dim), (1024, 24, 16, 64));
+    assert_eq!((a.alibi, a.rope.is_none(), c.intermediate_size), (Some(Alibi::Bloom), true, 4096));
+    assert_eq!(
+        (c.hidden_act.as_str(), c.tie_word_embeddings, c.max_position_embeddings),
+        ("gelu_pytorch_tanh", true, 2048)
+    );
+    assert!(c.attention_bias && c.o_bias && c.mlp_bias && c.norm_bias && c.parallel.is_none());
+    let saved = r#"{"architectures": ["BloomForCausalLM"], "model_type": "bloom", "hidden_size": 48, "n_head": 6,
+        "n_layer": 2, "hidden_act": "relu", "intermediate_size": 7}"#;
+    let c = parse(saved).unwrap();
+    assert_eq!((c.hidden_size, c.layers[0].attention().unwrap().heads, c.intermediate_size), (48, 6, 192));
+    assert_eq!(c.hidden_act, "gelu_pytorch_tanh", "BloomConfig has no activation key");
+    let refused = json_with(saved, r#"{"apply_residual_connection_post_layernorm": true}"#);
+    let msg = config_err(parse(&refused), "apply_residual_connection_post_layernorm");
+    assert!(msg.contains("not supported"), "{msg}");
+}
+
+/// OPT's keys: `ffn_dim`, `enable_bias`, `do_layer_norm_before` (post-residual norms and no final
+/// norm when false), `layer_norm_elementwise_affine`, `word_embed_proj_dim` (kept only where it
+/// differs from the hidden size); `_remove_final_layer_norm` is refused.
+#[test]
+fn opt_configs_read_their_norm_placement_and_widths() {
+    let opt = |extra: &str| {
+        let base = r#"{"architectures": ["OPTForCausalLM"], "model_type": "opt", "vocab_size": 64, "hidden_size": 32,
+            "num_hidden_layers": 2, "num_attention_heads": 4, "ffn_dim": 48, "max_position_embeddings": 40}"#;
+        parse(&json_with(base, extra))
+    };
+    let c = opt(r#"{"word_embed_proj_dim": 32}"#).unwrap();
+    assert_eq!((c.intermediate_size, c.hidden_act.as_str(), c.embed_dim, c.norm_eps), (48, "relu", None, 1e-5));
+    assert!(!c.post_residual_norms && c.norm_affine && c.attention_bias && c.o_bias && c.mlp_bias);
+    assert!(c.layers[0].attention().unwrap().rope.is_none() && c.tie_word_embeddings);
+    assert_eq!((c.bos_token_id, c.eos_token_ids.as_slice(), c.pad_token_id), (Some(2), &[2][..], Some(1)));
+    let c = opt(r#"{"word_embed_proj_dim": 16, "do_layer_norm_before": false, "layer_norm_elementwise_affine": false,
+            "enable_bias": false, "_remove_final_layer_norm": false}"#)
+    .unwrap();
+    assert_eq!((c.embed_dim, c.post_residual_norms, c.norm_affine, c.attention_bias), (Some(16), true, false, false));
+    let msg = config_err(opt(r#"{"_remove_final_layer_norm": true}"#), "_remove_final_layer_norm");
+    assert!(msg.contains("not supported"), "{msg}");
+}
+
+/// GraniteMoe: Granite's multipliers, every layer sparse over `num_local_experts` (default 8,
+/// top 2, always renormalised); the shared variant's `shared_intermediate_size` of 0 is no
+/// shared MLP.
+#[test]
+fn granite_moe_configs_read_experts_and_the_shared_mlp() {
+    let c =
+        family("GraniteMoeForCausalLM", "granitemoe", r#"{"embedding_multiplier": 12.0, "residual_multiplier": 0.22}"#)
+            .unwrap();
+    let m = c.moe.as_ref().unwrap();
+    assert_eq!((m.num_experts, m.top_k, m.normalize, m.intermediate_size), (8, 2, true, 96));
+    assert_eq!((m.shared_expert_intermediate_size, sparse(&c)), (None, vec![true; 4]));
+    assert_eq!((c.embedding_scale, c.residual_multiplier), (Some(12.0), Some(0.22)));
+    let shared = |extra: &str| family("GraniteMoeSharedForCausalLM", "granitemoeshared", extra).unwrap();
+    assert_eq!(shared("{}").moe.unwrap().shared_expert_intermediate_size, None, "the class default 0");
+    let c = shared(r#"{"shared_intermediate_size": 24, "num_local_experts": 3, "num_experts_per_tok": 1}"#);
+    let m = c.moe.unwrap();
+    assert_eq!((m.num_experts, m.top_k, m.shared_expert_intermediate_size), (3, 1, Some(24)));
 }
