@@ -36,7 +36,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// Number of `Op` variants: [`ordinal`] numbers them `0..VARIANTS`.
-const VARIANTS: usize = 29;
+const VARIANTS: usize = 30;
 
 /// The position of `op`'s variant. No catch-all arm: a new variant does not compile until it
 /// is numbered here (then raise [`VARIANTS`] and add a case to [`cases`]).
@@ -71,6 +71,7 @@ fn ordinal(op: &Op) -> usize {
         Op::Moe { .. } => 26,
         Op::QuantLinear { .. } => 27,
         Op::QuantGather { .. } => 28,
+        Op::CumSum { .. } => 29,
     }
 }
 
@@ -378,6 +379,18 @@ fn cases() -> Vec<Case> {
         let mut b = Build::new(8);
         let x = b.float("x", &[B, K(3), K(4)], -2.0, 2.0);
         all.push(b.finish("Softmax", Op::Softmax { axis: 2 }, &[x]));
+    }
+    {
+        let mut b = Build::new(8);
+        let x = b.float("x", &[B, S, K(3)], -1.0, 1.0);
+        all.push(b.finish("CumSum", Op::CumSum { axis: 1 }, &[x]));
+    }
+    {
+        // an attention mask's running count, as ALiBi and OPT number positions
+        let mut b = Build::new(8);
+        let m = b.ints("mask", &[B, S], |i| (i % 3 != 0) as i64);
+        let c = b.op("cumsum", Op::CumSum { axis: 1 }, &[m]);
+        all.push(b.finish("CumSum(i64)", Op::Cast(DType::F32), &[c]));
     }
     {
         let mut b = Build::new(9);

@@ -46,6 +46,7 @@ pub fn native(op: &Op) -> bool {
         | Op::MatMul
         | Op::Reduce { .. }
         | Op::Softmax { .. }
+        | Op::CumSum { .. }
         | Op::Reshape { .. }
         | Op::Transpose { .. }
         | Op::Expand { .. }
@@ -352,6 +353,7 @@ fn lower_node(em: &mut Emit, dims: &mut DimLowering<SymVal>, n: &Node) -> Result
                 }
             }
         }
+        Op::CumSum { axis } => ("aten.cumsum.default", vec![("self", t(0)), ("dim", Arg::Int(*axis as i64))]),
         Op::Softmax { axis } => (
             "aten._softmax.default",
             vec![("self", t(0)), ("dim", Arg::Int(*axis as i64)), ("half_to_float", Arg::Bool(false))],

@@ -135,6 +135,7 @@ pub fn expand(g: &mut Graph, node: &Node, ins: &[ValueId]) -> Result<Vec<ValueId
         | Op::MatMul
         | Op::Reduce { .. }
         | Op::Softmax { .. }
+        | Op::CumSum { .. }
         | Op::Reshape { .. }
         | Op::Transpose { .. }
         | Op::Expand { .. }

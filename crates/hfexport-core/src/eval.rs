@@ -211,6 +211,7 @@ fn eval_node(node: &Node, ins: &[&Tensor], b: &Bindings) -> Result<Vec<Tensor>> 
         Op::MatMul => one(k::matmul(ins[0], ins[1])?),
         Op::Reduce { kind, axes, keep_dims } => one(k::reduce(*kind, ins[0], axes, *keep_dims)?),
         Op::Softmax { axis } => one(k::softmax(ins[0], *axis)?),
+        Op::CumSum { axis } => one(k::cumsum(ins[0], *axis)?),
         Op::Reshape { shape } => one(ins[0].clone().reshaped(eval_shape(shape, b)?)?),
         Op::Transpose { perm } => one(k::transpose(ins[0], perm)?),
         Op::Expand { shape } => one(k::expand(ins[0], &eval_shape(shape, b)?)?),

@@ -391,6 +391,28 @@ pub fn softmax(x: &Tensor, axis: usize) -> Result<Tensor> {
     Tensor::float(x.dtype(), x.shape().to_vec(), out)
 }
 
+/// The running sum of `x` (f32 or i64) along `axis`.
+pub fn cumsum(x: &Tensor, axis: usize) -> Result<Tensor> {
+    fn run<T: Copy + std::ops::Add<Output = T>>(v: &[T], (outer, n, inner): (usize, usize, usize)) -> Vec<T> {
+        let mut out = v.to_vec();
+        for o in 0..outer {
+            for i in 0..inner {
+                for j in 1..n {
+                    let at = |j: usize| o * n * inner + j * inner + i;
+                    out[at(j)] = out[at(j - 1)] + v[at(j)];
+                }
+            }
+        }
+        out
+    }
+    let split = split_at_axis(x.shape(), axis);
+    match x.data() {
+        TensorData::Float(v) => Tensor::float(x.dtype(), x.shape().to_vec(), run(v, split)),
+        TensorData::Int(v) => Tensor::int(x.dtype(), x.shape().to_vec(), run(v, split)),
+        _ => Err(Error::Tensor(format!("CumSum does not take {}", x.dtype()))),
+    }
+}
+
 /// A tensor of `shape` whose element i is `x`'s element `src[i]`.
 fn select(x: &Tensor, shape: Vec<usize>, src: &[usize]) -> Result<Tensor> {
     match x.data() {

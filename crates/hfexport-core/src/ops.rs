@@ -117,6 +117,11 @@ pub enum Op {
     Softmax {
         axis: usize,
     },
+    /// Running sum along `axis` (`y[i] = x[0] + ... + x[i]`), in the input's dtype: positions
+    /// counted over an attention mask.
+    CumSum {
+        axis: usize,
+    },
     Reshape {
         shape: Vec<Dim>,
     },
@@ -276,6 +281,7 @@ impl Op {
                 ReduceKind::Max => "ReduceMax",
             },
             Op::Softmax { .. } => "Softmax",
+            Op::CumSum { .. } => "CumSum",
             Op::Reshape { .. } => "Reshape",
             Op::Transpose { .. } => "Transpose",
             Op::Expand { .. } => "Expand",
@@ -318,6 +324,7 @@ impl Op {
             | Op::MatMul
             | Op::Reduce { .. }
             | Op::Softmax { .. }
+            | Op::CumSum { .. }
             | Op::Transpose { .. }
             | Op::Concat { .. }
             | Op::Gather { .. }
@@ -349,6 +356,7 @@ impl Op {
             | Op::MatMul
             | Op::Reduce { .. }
             | Op::Softmax { .. }
+            | Op::CumSum { .. }
             | Op::Reshape { .. }
             | Op::Transpose { .. }
             | Op::Expand { .. }
@@ -380,7 +388,7 @@ impl Op {
             Op::Constant(t) => format!("{}{:?}", t.dtype(), t.shape()),
             Op::Cast(d) => format!("to={d}"),
             Op::Reduce { axes, keep_dims, .. } => format!("axes={axes:?}, keep_dims={keep_dims}"),
-            Op::Softmax { axis } | Op::Concat { axis } | Op::Gather { axis } => {
+            Op::Softmax { axis } | Op::CumSum { axis } | Op::Concat { axis } | Op::Gather { axis } => {
                 format!("axis={axis}")
             }
             Op::Reshape { shape } | Op::Expand { shape } => format!("shape={}", dims(shape)),
@@ -532,6 +540,14 @@ impl Op {
             Op::Softmax { axis } => {
                 arity(ins, 1)?;
                 float_input(ins[0], 0)?;
+                check_axes(&[*axis], ins[0].rank())?;
+                one(ins[0].dtype, ins[0].shape.clone())
+            }
+            Op::CumSum { axis } => {
+                arity(ins, 1)?;
+                if !matches!(ins[0].dtype, DType::F32 | DType::I64) {
+                    return Err(format!("CumSum sums f32 or i64, got {}", ins[0].dtype));
+                }
                 check_axes(&[*axis], ins[0].rank())?;
                 one(ins[0].dtype, ins[0].shape.clone())
             }

@@ -141,6 +141,7 @@ enum Target {
     Mean,
     Amax,
     Softmax,
+    CumSum,
     Reshape,
     Permute,
     Expand,
@@ -199,6 +200,7 @@ fn target_of(name: &str) -> Option<Target> {
         "aten.mean.dim" => Mean,
         "aten.amax.default" => Amax,
         "aten._softmax.default" => Softmax,
+        "aten.cumsum.default" => CumSum,
         "aten.reshape.default" | "aten.view.default" => Reshape,
         "aten.permute.default" => Permute,
         "aten.expand.default" => Expand,
@@ -705,6 +707,7 @@ impl Pt2Runner {
                 .map_err(te)?,
             Amax => r.tensor("self")?.f_amax(r.ints("dim")?.as_slice(), r.bool_or("keepdim", false)?).map_err(te)?,
             Softmax => r.tensor("self")?.f_internal_softmax(r.int("dim")?, false).map_err(te)?,
+            CumSum => r.tensor("self")?.f_cumsum(r.int("dim")?, None::<Kind>).map_err(te)?,
             Reshape => {
                 let key = if n.args.contains_key("shape") { "shape" } else { "size" };
                 r.tensor("self")?.f_reshape(r.syms(key)?).map_err(te)?

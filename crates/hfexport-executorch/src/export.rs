@@ -38,6 +38,7 @@ pub fn native(op: &Op) -> bool {
         | Op::MatMul
         | Op::Reduce { .. }
         | Op::Softmax { .. }
+        | Op::CumSum { .. }
         | Op::Reshape { .. }
         | Op::Transpose { .. }
         | Op::Expand { .. }

@@ -221,6 +221,7 @@ fn kernel(target: &str) -> Option<Kernel> {
         "aten.mean.dim" => k!("aten::mean", "out", [("self", A), ("dim", A), ("keepdim", A), ("dtype", Lit::Null)]),
         "aten.amax.default" => k!("aten::amax", "out", [("self", A), ("dim", A), ("keepdim", A)]),
         "aten._softmax.default" => k!("aten::_softmax", "out", [("self", A), ("dim", A), ("half_to_float", A)]),
+        "aten.cumsum.default" => k!("aten::cumsum", "out", [("self", A), ("dim", A), ("dtype", Lit::Null)]),
         "aten.permute.default" => k!("aten::permute_copy", "out", [("self", A), ("dims", A)]),
         "aten.expand.default" => {
             k!("aten::expand_copy", "out", [("self", A), ("size", A), ("implicit", Lit::Bool(false))])

@@ -149,25 +149,16 @@ impl Decoder<'_> {
         self.op(vb.path(), Op::Linear, &[x, w, b])
     }
 
-    /// The cumulative sum of `x` `[.., n]` (f32) along its last axis: a product with an upper
-    /// triangular matrix of ones (exact in f32 up to 2^24).
+    /// The running sum of `x` (f32 or i64) along its last axis.
     pub(crate) fn cumulative_sum(&mut self, name: &str, x: ValueId) -> Result<ValueId> {
-        let n = self.g.info(x).shape.last().expect("a cumulative sum has an axis").clone();
-        let one = Dim::konst(1);
-        let iota = self.op(&format!("{name}.iota"), Op::Iota { len: n.clone() }, &[])?;
-        let rows = self.op(&format!("{name}.rows"), Op::Reshape { shape: vec![n.clone(), one.clone()] }, &[iota])?;
-        let cols = self.op(&format!("{name}.cols"), Op::Reshape { shape: vec![one, n] }, &[iota])?;
-        let upper = self.op(&format!("{name}.upper"), Op::Binary(BinaryOp::LessEqual), &[rows, cols])?;
-        let upper = self.op(&format!("{name}.upper_f32"), Op::Cast(DType::F32), &[upper])?;
-        self.op(name, Op::MatMul, &[x, upper])
+        let axis = self.g.info(x).shape.len() - 1;
+        self.op(name, Op::CumSum { axis }, &[x])
     }
 
     /// The positions of the tokens of an attention mask `[b, n]` (i64, 0 = padding) counted
     /// over the mask, padding at 0: `(cumsum(mask) - 1) * mask`.
     pub(crate) fn mask_positions(&mut self, name: &str, mask: ValueId) -> Result<ValueId> {
-        let m = self.op(&format!("{name}.mask_f32"), Op::Cast(DType::F32), &[mask])?;
-        let count = self.cumulative_sum(&format!("{name}.cumsum"), m)?;
-        let count = self.op(&format!("{name}.count"), Op::Cast(DType::I64), &[count])?;
+        let count = self.cumulative_sum(&format!("{name}.cumsum"), mask)?;
         let one = self.op(&format!("{name}.one"), Op::Constant(Tensor::int(DType::I64, vec![], vec![1])?), &[])?;
         let from_zero = self.op(&format!("{name}.from_zero"), Op::Binary(BinaryOp::Sub), &[count, one])?;
         self.op(name, Op::Binary(BinaryOp::Mul), &[from_zero, mask])

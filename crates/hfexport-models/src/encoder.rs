@@ -182,8 +182,7 @@ impl Decoder<'_> {
     }
 
     /// Position ids: `[1, seq]` from zero, or RoBERTa's `[batch, seq]` counted over the
-    /// non-padding tokens (`cumsum(ids != pad) * (ids != pad) + pad`, the cumulative sum a
-    /// product with a triangular matrix of ones, exact in f32 up to 2^24 tokens).
+    /// non-padding tokens (`cumsum(ids != pad) * (ids != pad) + pad`).
     fn encoder_positions(&mut self, enc: &EncoderLayout, ids: ValueId, seq: &Dim) -> Result<ValueId> {
         let one = Dim::konst(1);
         let iota = self.op("positions", Op::Iota { len: seq.clone() }, &[])?;
@@ -194,10 +193,9 @@ impl Decoder<'_> {
         let pad_t = self.op("positions.pad", Op::Constant(Tensor::int(DType::I64, vec![], vec![pad])?), &[])?;
         let is_pad = self.op("positions.is_pad", Op::Binary(BinaryOp::Equal), &[ids, pad_t])?;
         let real = self.op("positions.real", Op::Unary(UnaryOp::Not), &[is_pad])?;
-        let real = self.op("positions.real_f32", Op::Cast(DType::F32), &[real])?;
+        let real = self.op("positions.real_i64", Op::Cast(DType::I64), &[real])?;
         let count = self.cumulative_sum("positions.cumsum", real)?;
         let count = self.op("positions.counted", Op::Binary(BinaryOp::Mul), &[count, real])?;
-        let count = self.op("positions.count_i64", Op::Cast(DType::I64), &[count])?;
         self.op("position_ids", Op::Binary(BinaryOp::Add), &[count, pad_t])
     }
 

@@ -298,8 +298,7 @@ impl Decoder<'_> {
 
     /// The token embeddings of `ids` `[1, q]` with the rows of `image` put, in order, where
     /// `ids` holds the image placeholder (its own id is never looked up: it may lie past the
-    /// vocabulary). A placeholder's rank among the prompt's is a cumulative count, a product
-    /// with an upper triangular matrix of ones (exact in f32 up to 2^24 tokens).
+    /// vocabulary). A placeholder's rank among the prompt's is a cumulative count.
     pub(crate) fn embed_with_image(
         &mut self,
         root: &Vb,
@@ -317,9 +316,8 @@ impl Decoder<'_> {
         let text_ids = self.op("image.text_ids", Op::Where, &[is_image, zero, ids])?;
         let (h, table) = self.embed(root, text_ids, positions)?;
         let one = Dim::konst(1);
-        let counted = self.op("image.placeholders_f32", Op::Cast(DType::F32), &[is_image])?;
+        let counted = self.op("image.placeholders_i64", Op::Cast(DType::I64), &[is_image])?;
         let count = self.cumulative_sum("image.count", counted)?;
-        let count = self.op("image.count_i64", Op::Cast(DType::I64), &[count])?;
         let first = self.op("image.one", int(1), &[])?;
         let rank = self.op("image.rank", Op::Binary(BinaryOp::Sub), &[count, first])?;
         let rank = self.op("image.row_ids", Op::Where, &[is_image, rank, zero])?;

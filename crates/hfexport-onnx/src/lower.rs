@@ -46,6 +46,7 @@ pub fn native(op: &Op, opset: u32) -> bool {
         | Op::MatMul
         | Op::Reduce { .. }
         | Op::Softmax { .. }
+        | Op::CumSum { .. }
         | Op::Reshape { .. }
         | Op::Transpose { .. }
         | Op::Expand { .. }
@@ -404,6 +405,11 @@ impl<'g> Ctx<'g> {
                 }
             }
             Op::Softmax { axis } => ("Softmax".into(), ins.clone(), vec![attr_int("axis", *axis as i64)]),
+            Op::CumSum { axis } => {
+                // the axis is a 0-D input
+                let a = self.em.constant(&Tensor::i64(vec![], vec![*axis as i64])?);
+                ("CumSum".into(), vec![ins[0].clone(), a], vec![])
+            }
             Op::Reshape { shape } => {
                 let s = self.shape(shape)?;
                 ("Reshape".into(), vec![ins[0].clone(), s], vec![])

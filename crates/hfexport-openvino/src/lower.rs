@@ -46,6 +46,7 @@ pub fn native(op: &Op) -> bool {
         | Op::MatMul
         | Op::Reduce { .. }
         | Op::Softmax { .. }
+        | Op::CumSum { .. }
         | Op::Reshape { .. }
         | Op::Transpose { .. }
         | Op::Expand { .. }
@@ -605,6 +606,11 @@ impl<'g> Ctx<'g> {
                 one(self, ty, "opset1", vec![("keep_dims", keep_dims.to_string())], vec![ins[0], a])
             }
             Op::Softmax { axis } => one(self, "SoftMax", "opset8", vec![("axis", axis.to_string())], ins),
+            Op::CumSum { axis } => {
+                let a = self.em.scalar_i64(*axis as i64);
+                let attrs = vec![("exclusive", "false".to_string()), ("reverse", "false".to_string())];
+                one(self, "CumSum", "opset3", attrs, vec![ins[0], a])
+            }
             Op::Reshape { shape } => {
                 let s = self.shape(shape)?;
                 one(self, "Reshape", "opset1", vec![("special_zero", "false".into())], vec![ins[0], s])
