@@ -637,25 +637,25 @@ impl Decoder<'_> {
                 let h = self.op(&vb.name("act"), Op::Activate(act), &[h])?;
                 self.conv1d(&down, hs, is, h)
             }
-            MlpKind::Plain(fc) => self.plain_mlp(vb, fc, &down, [is, hs], x, act),
+            MlpKind::Plain(fc) => self.plain_mlp(vb, fc, &down, (is, bias), x, act),
             MlpKind::GatedIf { gate, up, .. } if self.cfg.gated_mlp => {
                 self.gated_mlp(vb, [gate, up, layout.down], is, bias, x, act)
             }
-            MlpKind::GatedIf { plain, .. } => self.plain_mlp(vb, plain, &down, [is, hs], x, act),
+            MlpKind::GatedIf { plain, .. } => self.plain_mlp(vb, plain, &down, (is, bias), x, act),
         }
     }
 
-    /// `down(act(fc(x)))` with linears `fc` (under `vb`) and `down`.
+    /// `down(act(fc(x)))` with linears `fc` (under `vb`) and `down`, `is` wide.
     fn plain_mlp(
         &mut self,
         vb: &Vb,
         fc: &str,
         down: &Vb,
-        [is, hs]: [usize; 2],
+        (is, bias): (usize, bool),
         x: ValueId,
         act: Activation,
     ) -> Result<ValueId> {
-        let bias = self.cfg.mlp_bias;
+        let hs = self.cfg.hidden_size;
         let h = self.linear(&vb.pp(fc), is, hs, bias, x)?;
         let h = self.op(&vb.pp(fc).name("act"), Op::Activate(act), &[h])?;
         self.linear(down, hs, is, bias, h)

@@ -5,6 +5,8 @@
 //! `num_hidden_layers`, `num_attention_heads` and the legacy `n_embed` read as they are).
 //! `apply_residual_connection_post_layernorm` (no released checkpoint sets it) is refused.
 
+use super::falcon::FAMILY as FALCON;
+use super::gpt_neox::MEGATRON_MLP;
 use super::llama::{LLAMA_LAYOUT, LLAMA_SCHEMA};
 use super::Architecture;
 use crate::layout::*;
@@ -55,14 +57,9 @@ pub const FAMILY: Architecture = Architecture {
         final_norm: "ln_f",
         norm: NormKind::Layer,
         norms: PRE_NORMS,
-        attention: AttentionLayout {
-            prefix: "self_attention",
-            qkv: Projections::FusedPerKvGroup("query_key_value"),
-            out: "dense",
-            qk_norm: QkNorm::None,
-            unbiased_key: false,
-        },
-        mlp: MlpLayout { prefix: "mlp", kind: MlpKind::Plain("dense_h_to_4h"), down: "dense_4h_to_h" },
+        // Falcon's attention module names (Falcon derives from Bloom's code)
+        attention: FALCON.layout.attention,
+        mlp: MEGATRON_MLP,
         ..LLAMA_LAYOUT
     },
 };

@@ -8,6 +8,7 @@
 //! `ln_mlp` (one `input_layernorm` when `num_ln_in_parallel_attn` is 1). Rotary over whole
 //! heads, or ALiBi with `alibi` (in Falcon's bfloat16 arithmetic).
 
+use super::gpt_neox::MEGATRON_MLP;
 use super::llama::{LLAMA_LAYOUT, LLAMA_SCHEMA};
 use super::Architecture;
 use crate::layout::*;
@@ -61,7 +62,7 @@ pub const FAMILY: Architecture = Architecture {
             qk_norm: QkNorm::None,
             unbiased_key: false,
         },
-        mlp: MlpLayout { prefix: "mlp", kind: MlpKind::Plain("dense_h_to_4h"), down: "dense_4h_to_h" },
+        mlp: MEGATRON_MLP,
         ..LLAMA_LAYOUT
     },
 };

@@ -56,7 +56,11 @@ pub const FAMILY: Architecture = Architecture {
             qk_norm: QkNorm::None,
             unbiased_key: false,
         },
-        mlp: MlpLayout { prefix: "mlp", kind: MlpKind::Plain("dense_h_to_4h"), down: "dense_4h_to_h" },
+        mlp: MEGATRON_MLP,
         ..LLAMA_LAYOUT
     },
 };
+
+/// The plain MLP of the Megatron-descended families (GPT-NeoX, Falcon, Bloom).
+pub const MEGATRON_MLP: MlpLayout =
+    MlpLayout { prefix: "mlp", kind: MlpKind::Plain("dense_h_to_4h"), down: "dense_4h_to_h" };

@@ -10,6 +10,7 @@
 
 use super::granite::FAMILY as GRANITE;
 use super::llama::LLAMA_LAYOUT;
+use super::qwen3_moe::QWEN_MOE_LAYOUT;
 use super::Architecture;
 use crate::layout::*;
 use crate::schema::*;
@@ -27,13 +28,9 @@ const GRANITE_MOE_SCHEMA: MoeSchema = MoeSchema {
 const GRANITE_MOE_LAYOUT: MoeLayout = MoeLayout {
     prefix: "block_sparse_moe",
     router: &["router.layer", "router"],
-    experts: "experts",
-    gate: "gate_proj",
-    up: "up_proj",
-    down: "down_proj",
     fused_prefix: "block_sparse_moe",
     fused: &[["input_linear.weight", "output_linear.weight"], STACKED_EXPERTS],
-    shared: None,
+    ..QWEN_MOE_LAYOUT
 };
 
 pub const GRANITE_MOE: Architecture = Architecture {
