@@ -110,3 +110,24 @@ fn unsupported_activation_lists_the_valid_ones() {
     let e = build_err(dir.path()).to_string();
     assert!(e.contains("relu2") && e.contains("silu") && e.contains("hidden_act"), "{e}");
 }
+
+/// MXFP4 is GPT-OSS's expert format: declared by another family it is refused naming the key;
+/// in a GPT-OSS checkpoint, blocks of the wrong dtype or shape are named with both.
+#[test]
+fn mxfp4_blocks_are_checked_and_only_gpt_oss_reads_them() {
+    let dir = broken("llama", |c, _| c["quantization_config"] = serde_json::json!({"quant_method": "mxfp4"}));
+    let e = build_err(dir.path()).to_string();
+    assert!(e.contains("quantization_config.quant_method") && e.contains("LlamaForCausalLM"), "{e}");
+    let blocks = "model.layers.1.mlp.experts.down_proj_blocks";
+    let dir = broken("gpt_oss", |_, t| {
+        let b = t[blocks].cast(DType::F32);
+        t.insert(blocks.into(), b);
+    });
+    let e = build_err(dir.path()).to_string();
+    assert!(e.contains(blocks) && e.contains("u8") && e.contains("f32"), "{e}");
+    let dir = broken("gpt_oss", |_, t| {
+        t.insert(blocks.into(), Tensor::from_le_bytes(DType::U8, vec![4, 64, 2, 16], &[0; 4 * 64 * 32]).unwrap());
+    });
+    let e = build_err(dir.path()).to_string();
+    assert!(e.contains(blocks) && e.contains("[4, 64, 1, 16]"), "{e}");
+}

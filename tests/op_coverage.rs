@@ -25,8 +25,8 @@ mod common;
 use hfexport::core::backend::{prepare, Backend, Lowering};
 use hfexport::core::plan::{ComponentSpec, Planned};
 use hfexport::core::{
-    Activation, BinaryOp, Dim, MemorySource, Op, QuantPart, QuantScheme, ReduceKind, RopeConfig, RopeScaling, UnaryOp,
-    ValueId, WeightExpr,
+    Activation, BinaryOp, Dim, Glu, MemorySource, Op, QuantPart, QuantScheme, ReduceKind, RopeConfig, RopeScaling,
+    UnaryOp, ValueId, WeightExpr,
 };
 use hfexport::quant::Rtn;
 use hfexport::{AutoExportConfig, DType, Evaluator, ExportConfig, ExportFormat, Graph, Tensor};
@@ -256,8 +256,14 @@ const BINARY: [BinaryOp; 14] = [
 
 /// `q [b, 4, s, 8], k/v [b, 2, s, 8]` and a causal mask `[b, 1, s, s]` with a hole (batch row
 /// 0 may not attend key 1); `additive`: the same mask as a float32 bias (0, -1.5 on the
-/// diagonal of row 1, the lowest value where masked).
-fn attention_case(name: &str, softcap: Option<f32>, window: Option<usize>, additive: bool, seed: u64) -> Case {
+/// diagonal of row 1, the lowest value where masked); `sinks`: one learned logit per head.
+fn attention_case(
+    name: &str,
+    softcap: Option<f32>,
+    window: Option<usize>,
+    (additive, sinks): (bool, bool),
+    seed: u64,
+) -> Case {
     let mut b = Build::new(seed);
     let q = b.float("q", &[B, K(4), S, K(8)], -1.0, 1.0);
     let k = b.float("k", &[B, K(2), S, K(8)], -1.0, 1.0);
@@ -280,7 +286,10 @@ fn attention_case(name: &str, softcap: Option<f32>, window: Option<usize>, addit
         let p = b.ints("positions", &[B, S], |i| (i % 5) as i64);
         ins.extend([p, p]);
     }
-    b.finish(name, Op::Attention { scale: 0.35, softcap, sliding_window: window }, &ins)
+    if sinks {
+        ins.push(b.float("sinks", &[K(4)], -1.0, 2.0));
+    }
+    b.finish(name, Op::Attention { scale: 0.35, softcap, sliding_window: window, sinks }, &ins)
 }
 
 /// `input.keys [1, 2, cache_len, 4]` written at `slots [1, q]` by `new [1, 2, q, 4]`, the
@@ -486,10 +495,11 @@ fn cases() -> Vec<Case> {
         let s = b.input("sin", &[B, S, K(8)], table(f32::sin));
         all.push(b.finish("ApplyRotary", Op::ApplyRotary, &[x, c, s]));
     }
-    all.push(attention_case("Attention", None, None, false, 19));
-    all.push(attention_case("Attention(softcap)", Some(2.0), None, false, 20));
-    all.push(attention_case("Attention(window)", None, Some(2), false, 21));
-    all.push(attention_case("Attention(additive mask)", None, None, true, 24));
+    all.push(attention_case("Attention", None, None, (false, false), 19));
+    all.push(attention_case("Attention(softcap)", Some(2.0), None, (false, false), 20));
+    all.push(attention_case("Attention(window)", None, Some(2), (false, false), 21));
+    all.push(attention_case("Attention(additive mask)", None, None, (true, false), 24));
+    all.push(attention_case("Attention(window, sinks)", None, Some(2), (false, true), 30));
     for bias in [false, true] {
         let mut b = Build::new(22);
         let x = b.float("x", &[B, S, K(4)], -1.0, 1.0);
@@ -526,14 +536,30 @@ fn cases() -> Vec<Case> {
     });
     all.push(b.finish("TopK(ties)", Op::TopK { k: 4 }, &[x]));
     // a symbolic sequence takes the dense strategy, one token per row the gathered one
-    for (seq, normalize, few_tokens, name) in [(S, true, false, "Moe(dense)"), (K(1), false, true, "Moe(gathered)")] {
+    // GPT-OSS's biased router and experts with the clamped SwiGLU, both strategies (weights
+    // wide enough that the clamp bites)
+    let clamped = Glu::Clamped { alpha: 1.702, limit: 0.6 };
+    let silu = Glu::Gated(Activation::Silu);
+    for (seq, normalize, few_tokens, glu, name) in [
+        (S, true, false, silu, "Moe(dense)"),
+        (K(1), false, true, silu, "Moe(gathered)"),
+        (S, true, false, clamped, "Moe(dense, biased, clamped)"),
+        (K(1), true, true, clamped, "Moe(gathered, biased, clamped)"),
+    ] {
+        let biased = glu == clamped;
         let mut b = Build::new(27);
         let x = b.float("x", &[B, seq, K(4)], -1.0, 1.0);
         let mut ins = vec![x, b.float("router", &[K(5), K(4)], -1.0, 1.0)];
         for (n, d) in [("gate", [K(5), K(6), K(4)]), ("up", [K(5), K(6), K(4)]), ("down", [K(5), K(4), K(6)])] {
             ins.push(b.float(n, &d, -0.5, 0.5));
         }
-        all.push(b.finish(name, Op::Moe { top_k: 2, normalize, act: Activation::Silu, few_tokens }, &ins));
+        if biased {
+            ins.push(b.float("router_b", &[K(5)], -0.5, 0.5));
+            for (n, d) in [("gate_b", [K(5), K(6)]), ("up_b", [K(5), K(6)]), ("down_b", [K(5), K(4)])] {
+                ins.push(b.float(n, &d, -0.5, 0.5));
+            }
+        }
+        all.push(b.finish(name, Op::Moe { top_k: 2, normalize, glu, biased, few_tokens }, &ins));
     }
     // symmetric int4 in groups (ONNX Runtime quantizes x to int8 per block: its tolerance),
     // asymmetric uint8 with zero points and a bias; quantized embedding rows alike

@@ -3,6 +3,7 @@ chosen so that what is new in the family changes the logits (windows shorter tha
 sequence, biases, partial rotary factors well apart)."""
 
 from fixture_spec import Spec
+from mxfp4 import store_experts_as_mxfp4
 from transformers import (
     BloomConfig,
     BloomForCausalLM,
@@ -22,6 +23,8 @@ from transformers import (
     GPTJForCausalLM,
     GPTNeoXConfig,
     GPTNeoXForCausalLM,
+    GptOssConfig,
+    GptOssForCausalLM,
     GraniteMoeConfig,
     GraniteMoeForCausalLM,
     GraniteMoeSharedConfig,
@@ -521,6 +524,44 @@ def decoder_round2_specs():
             None,
             "GraniteMoe's blocks, top-1 of 4 experts, plus an ungated shared_mlp of 48 (fused input_linear)",
             strict_greedy=True,
+        )
+    )
+
+    def without_rope(cfg):
+        # the file leaves the rope to GptOssConfig's default (yarn, factor 32, theta 150000)
+        del cfg["rope_parameters"]
+        return cfg
+
+    gpt_oss = GptOssConfig(
+        vocab_size=256,
+        hidden_size=64,
+        intermediate_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=16,
+        num_local_experts=4,
+        num_experts_per_tok=2,
+        sliding_window=3,
+        max_position_embeddings=64,
+        swiglu_limit=1.0,
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=0,
+        tie_word_embeddings=False,
+    )
+    specs.append(
+        Spec(
+            "gpt_oss",
+            48,
+            GptOssForCausalLM,
+            gpt_oss,
+            without_rope,
+            "the hub's MXFP4 experts (quantization_config mxfp4: gate_up/down blocks and scales), biased "
+            "router and experts, 4 experts top-2, clamped SwiGLU (limit 1 bites), a learned sink per head, "
+            "sliding window 3 on layer 0 and full attention on layer 1, biased q/k/v/o, the class's yarn rope",
+            strict_greedy=True,
+            post_save=store_experts_as_mxfp4,
         )
     )
     return specs

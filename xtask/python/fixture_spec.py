@@ -32,3 +32,7 @@ class Spec(NamedTuple):
     # (Gemma's sqrt(hidden)) and tied to the head, which otherwise makes every greedy run
     # repeat one token.
     embed_std: float | None = None
+    # Rewrites the saved folder into another stored form of the same model, before the goldens
+    # are computed from it (GPT-OSS's experts as MXFP4 blocks: the goldens are the model
+    # transformers loads from those).
+    post_save: Callable | None = None

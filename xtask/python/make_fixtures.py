@@ -766,6 +766,8 @@ def make_fixture(outdir, spec):
         cfg = post_edit(cfg)
         cfg_path.write_text(json.dumps(cfg, indent=2) + "\n")
     del model
+    if spec.post_save is not None:
+        spec.post_save(folder)
     if post_edit is not None:
         # A post-edit changes the form only: what transformers reads back is what was built.
         loaded = config_semantics(load(folder).config)

@@ -181,6 +181,7 @@ MOE_ARCHS = [
     "OlmoeForCausalLM",
     "GraniteMoeForCausalLM",
     "GraniteMoeSharedForCausalLM",
+    "GptOssForCausalLM",
 ]
 # Granite's MoE classes: every layer sparse, num_local_experts, Granite's multipliers.
 GRANITE_MOE_ARCHS = ("GraniteMoeForCausalLM", "GraniteMoeSharedForCausalLM")
@@ -968,7 +969,7 @@ def multiple_of_4(rng, lo, hi):
 def sparse_layer_flags(arch, layers, step, mlp_only):
     """Which layers get the sparse MoE block (the others keep a dense MLP), as the modeling code
     decides: Mixtral every layer; Qwen unless listed in mlp_only_layers, every `step`-th."""
-    if arch in ("MixtralForCausalLM", "OlmoeForCausalLM") + GRANITE_MOE_ARCHS:
+    if arch in ("MixtralForCausalLM", "OlmoeForCausalLM", "GptOssForCausalLM") + GRANITE_MOE_ARCHS:
         return [True] * layers
     return [i not in (mlp_only or []) and (i + 1) % step == 0 for i in range(layers)]
 
@@ -979,7 +980,11 @@ def sample_moe_family(rng, arch, turn, offset, L):
     kw = {}
     ignored = {}
     edits = []
-    qwen = arch not in ("MixtralForCausalLM", "OlmoeForCausalLM") + GRANITE_MOE_ARCHS
+    qwen = arch not in ("MixtralForCausalLM", "OlmoeForCausalLM", "GptOssForCausalLM") + GRANITE_MOE_ARCHS
+    gpt_oss = arch == "GptOssForCausalLM"
+    # GPT-OSS: every other case keeps its experts as the hub does, MXFP4 blocks of 32 values
+    # (hidden and expert sizes multiples of 32)
+    mxfp4 = gpt_oss and turn % 2 == 1
     rope_type = dealt_rope_type(turn, offset)
     dims = [4, 6, 8, 10, 12, 16, 20, 24, 32]
     if rope_type != "dynamic":
@@ -1006,6 +1011,9 @@ def sample_moe_family(rng, arch, turn, offset, L):
         extra = [e for e in range(1, heads) if (hidden + e) % 4 == 0]
         if extra and rng.random() < 0.25 and arch != "OlmoeForCausalLM":
             hidden, hd_source = hidden + rng.choice(extra), "derived(floor)"
+        if gpt_oss:
+            kw["head_dim"] = hidden // heads  # GptOssConfig's absent head_dim is 64, not derived
+            hd_source += ",written"
         if arch == "MixtralForCausalLM" and rope_type in ("dynamic", "yarn"):
             # MixtralConfig's head_dim defaults to None, which transformers' dynamic and yarn rope
             # read as such (getattr without `or`) and crash on: such files must say it.
@@ -1058,6 +1066,10 @@ def sample_moe_family(rng, arch, turn, offset, L):
         kw.update(num_experts=experts, intermediate_size=multiple_of_4(rng, 4, 48), norm_topk_prob=rng.random() < 0.5)
     else:
         kw.update(num_local_experts=experts, intermediate_size=multiple_of_4(rng, 4, 48))  # the experts' MLP
+    if mxfp4:
+        kw.update(hidden_size=rng.choice([32, 64, 96]), intermediate_size=rng.choice([32, 64]))
+        if kw["hidden_size"] // heads == kw["head_dim"] and hd_source == "explicit":
+            hd_source = "explicit(=derived)"
 
     rope, max_pos = sample_rope(rng, rope_type, L)
     if rope_type == "default" and rng.random() < 0.3:
@@ -1103,6 +1115,26 @@ def sample_moe_family(rng, arch, turn, offset, L):
         )
         if arch == "GraniteMoeSharedForCausalLM":
             kw["shared_intermediate_size"] = rng.choice([0, rng.randint(4, 64), rng.randint(4, 64)])
+    elif gpt_oss:
+        kw.update(
+            attention_bias=rng.random() < 0.8,
+            sliding_window=rng.randint(2, 6),
+            swiglu_alpha=rng.choice([1.702, 1.0, 2.5]),
+            swiglu_limit=rng.choice([7.0, 0.5, 1.0, 2.0]),
+        )
+        if rng.random() < 0.3:
+            kw["layer_types"] = [rng.choice(["full_attention", "sliding_attention"]) for _ in range(layers)]
+        if mxfp4:
+            edits.append("mxfp4")
+        if rope_type == "default":
+            # the old form writes no rope dict for the default rope, which GptOssConfig reads as
+            # its yarn: not the same model
+            old_form = False
+        if rng.random() < 0.25:
+            # no rope dict in the file: GptOssConfig's yarn (factor 32 over 4096 positions)
+            kw["rope_parameters"] = None
+            edits.append("rope-class-default")
+            old_form, hoist, stray_theta = False, None, False
     elif arch == "MixtralForCausalLM":
         kw["sliding_window"] = rng.choice([None, None, 2, 3, 4, 5, 6])
         if rng.random() < 0.1:
@@ -1344,7 +1376,7 @@ MOE_DROPPABLE = [
     "router_aux_loss_coef",
     "router_jitter_noise",
 ]
-MOE_MODEL_TYPES = ("qwen3_moe", "mixtral", "qwen2_moe", "olmoe", "granitemoe", "granitemoeshared")
+MOE_MODEL_TYPES = ("qwen3_moe", "mixtral", "qwen2_moe", "olmoe", "granitemoe", "granitemoeshared", "gpt_oss")
 
 
 def to_sparse_new(cfg, config_cls):
@@ -1365,7 +1397,7 @@ def to_sparse_new(cfg, config_cls):
         # head_dim when it is what the modeling code derives (Qwen3MoeConfig and Qwen2MoeConfig
         # have no such field; Mixtral's null default is dropped above, a value is kept)
         derived = cfg["hidden_size"] // cfg["num_attention_heads"]
-        if model_type != "mixtral" and out.get("head_dim") == derived:
+        if model_type not in ("mixtral", "gpt_oss") and out.get("head_dim") == derived:
             del out["head_dim"]
     derived_types = None
     if model_type == "gemma2":
@@ -1380,6 +1412,8 @@ def to_sparse_new(cfg, config_cls):
         derived_types = ["sliding_attention" if window is not None and not r else "full_attention" for r in no_rope]
         if out.get("no_rope_layers") == derived_rope:
             del out["no_rope_layers"]
+    elif model_type == "gpt_oss":
+        derived_types = ["sliding_attention" if (i + 1) % 2 else "full_attention" for i in range(n)]
     elif model_type == "qwen2_moe":
         use_sw, mwl = cfg.get("use_sliding_window", False), cfg.get("max_window_layers", 28)
         derived_types = [
@@ -1439,6 +1473,8 @@ def edit_new_family(cfg, case, config_cls):
         elif edit == "mlp_only_layers-null":
             assert out["mlp_only_layers"] == [], out["mlp_only_layers"]
             out = {k: (None if k == "mlp_only_layers" else v) for k, v in out.items()}
+        elif edit == "rope-class-default":
+            out = {k: v for k, v in out.items() if k not in ("rope_parameters", "rope_scaling")}
         elif edit == "num_experts-key":
             out = {("num_experts" if k == "num_local_experts" else k): v for k, v in out.items()}
     type_key = "type" if case["old_type_key"] else "rope_type"
@@ -1588,6 +1624,8 @@ MOE_SEMANTIC_KEYS = [
     "qkv_bias",
     "num_local_experts",
     "shared_intermediate_size",
+    "swiglu_alpha",
+    "swiglu_limit",
 ]
 
 
@@ -1726,11 +1764,11 @@ def describe_moe(case, loaded):
     flags = sparse_layer_flags(
         arch, case["kwargs"]["num_hidden_layers"], loaded["decoder_sparse_step"], loaded["mlp_only_layers"]
     )
-    always = arch in ("MixtralForCausalLM",) + GRANITE_MOE_ARCHS
+    always = arch in ("MixtralForCausalLM", "GptOssForCausalLM") + GRANITE_MOE_ARCHS
     norm = "always" if always else loaded["norm_topk_prob"]
     experts = loaded["num_experts"] or loaded["num_local_experts"]
     text = f"experts={experts} top_k={loaded['num_experts_per_tok']} norm_topk={norm}"
-    every_layer = arch in ("MixtralForCausalLM", "OlmoeForCausalLM") + GRANITE_MOE_ARCHS
+    every_layer = arch in ("MixtralForCausalLM", "OlmoeForCausalLM", "GptOssForCausalLM") + GRANITE_MOE_ARCHS
     if every_layer:
         text += f" expert_inter={loaded['intermediate_size']}"
     else:
@@ -1745,6 +1783,11 @@ def describe_moe(case, loaded):
         text += f",res={kw['residual_multiplier']},logits={kw['logits_scaling']})"
         if arch == "GraniteMoeSharedForCausalLM":
             text += f" shared_mlp={loaded['shared_intermediate_size']}"
+    if arch == "GptOssForCausalLM":
+        kw = case["kwargs"]
+        text += f" swiglu(alpha={loaded['swiglu_alpha']},limit={loaded['swiglu_limit']})"
+        text += f" window={kw['sliding_window']} types={'explicit' if 'layer_types' in kw else 'derived'}"
+        text += " attention_bias" if kw["attention_bias"] else ""
     if arch == "Qwen2MoeForCausalLM":
         kw = case["kwargs"]
         how = "explicit" if "layer_types" in kw else f"max_window_layers={kw['max_window_layers']}"
@@ -1832,6 +1875,7 @@ def main():
         "OPTForCausalLM": (transformers.OPTConfig, transformers.OPTForCausalLM),
         "GraniteMoeForCausalLM": (transformers.GraniteMoeConfig, transformers.GraniteMoeForCausalLM),
         "GraniteMoeSharedForCausalLM": (transformers.GraniteMoeSharedConfig, transformers.GraniteMoeSharedForCausalLM),
+        "GptOssForCausalLM": (transformers.GptOssConfig, transformers.GptOssForCausalLM),
     }
 
     from fixture_spec import attention_implementation
@@ -1951,6 +1995,10 @@ def main():
         if edited is not cfg:
             cfg_path.write_text(json.dumps(edited, indent=2) + "\n")
 
+        if "mxfp4" in case.get("edits", []):
+            from mxfp4 import store_experts_as_mxfp4
+
+            store_experts_as_mxfp4(folder)  # the goldens are the model transformers dequantizes
         weight_edits = [e for e in case.get("edits", []) if e in ("hub-names", "attn-bias-buffers")]
         if weight_edits:
             # The weights renamed (and extra buffers) must load as the same model.

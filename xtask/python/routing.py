@@ -6,9 +6,9 @@ import torch
 
 def routers(model):
     """The MoE routers: `...mlp.gate` / `...block_sparse_moe.gate` (GraniteMoe's
-    `...block_sparse_moe.router`) modules with a `top_k`, whose forward returns (router_logits,
-    scores, indices)."""
-    suffixes = (".mlp.gate", ".block_sparse_moe.gate", ".block_sparse_moe.router")
+    `...block_sparse_moe.router`, GPT-OSS's `...mlp.router`) modules with a `top_k`, whose
+    forward returns (router_logits, scores, indices)."""
+    suffixes = (".mlp.gate", ".block_sparse_moe.gate", ".block_sparse_moe.router", ".mlp.router")
     return [m for n, m in model.named_modules() if n.endswith(suffixes) and hasattr(m, "top_k")]
 
 

@@ -57,7 +57,7 @@ pub fn native(op: &Op) -> bool {
         Op::Linear | Op::CacheUpdate | Op::ScatterSlots | Op::LayerNorm { .. } => true,
         Op::Activate(act) => activation_target(*act).is_some(),
         // a sliding window is folded into the mask first (`Pass::FoldSlidingWindows`)
-        Op::Attention { softcap, sliding_window, .. } => softcap.is_none() && sliding_window.is_none(),
+        Op::Attention { softcap, sliding_window, sinks, .. } => softcap.is_none() && sliding_window.is_none() && !sinks,
         // torch.export's core ATen set has no RMS norm, rotary or gated MLP op
         Op::RmsNorm { .. } | Op::RotaryCosSin { .. } | Op::ApplyRotary | Op::GatedMlp { .. } => false,
         // `aten.topk` returns a pair, which the ATen graph's one-output calls do not model;
@@ -450,7 +450,7 @@ fn lower_node(em: &mut Emit, dims: &mut DimLowering<SymVal>, n: &Node) -> Result
                 vec![("self", t(0)), ("dim", Arg::Int(2)), ("index", Arg::Tensor(slots)), ("source", t(1))],
             )
         }
-        Op::Attention { scale, softcap: None, sliding_window: None } => {
+        Op::Attention { scale, softcap: None, sliding_window: None, sinks: false } => {
             let mask = attention_mask(em, n);
             (
                 "aten.scaled_dot_product_attention.default",

@@ -9,7 +9,7 @@ use crate::dim::Dim;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::graph::{Graph, Node, ValueId};
-use crate::ops::{moe_few_tokens, Activation, BinaryOp, Op, ReduceKind, UnaryOp};
+use crate::ops::{moe_few_tokens, Activation, BinaryOp, Glu, Op, ReduceKind, UnaryOp};
 use crate::rope::RopeConfig;
 use crate::tensor::Tensor;
 
@@ -69,11 +69,12 @@ pub fn drop_unread_weights(src: &Graph) -> Result<Graph> {
 /// here once instead of in every lowering.
 pub fn fold_sliding_windows(src: &Graph) -> Result<Graph> {
     rebuild(src, &mut |g, node, ins| match &node.op {
-        Op::Attention { scale, softcap, sliding_window: Some(w) } => {
+        Op::Attention { scale, softcap, sliding_window: Some(w), sinks } => {
             let mut e = Emitter { g, prefix: node.name.clone() };
             let mask = e.window_mask(ins[3], *w, ins[4], ins[5])?;
-            let op = Op::Attention { scale: *scale, softcap: *softcap, sliding_window: None };
-            g.add_node(&node.name, op, &[ins[0], ins[1], ins[2], mask])
+            let op = Op::Attention { scale: *scale, softcap: *softcap, sliding_window: None, sinks: *sinks };
+            let kept: Vec<ValueId> = [ins[0], ins[1], ins[2], mask].into_iter().chain(ins.get(6).copied()).collect();
+            g.add_node(&node.name, op, &kept)
         }
         _ => g.add_node(&node.name, node.op.clone(), ins),
     })
@@ -84,9 +85,9 @@ pub fn fold_sliding_windows(src: &Graph) -> Result<Graph> {
 /// batch row brings a static number of tokens `c` with `c * top_k <= experts`.
 pub fn choose_moe_strategies(src: &Graph) -> Result<Graph> {
     rebuild(src, &mut |g, node, ins| match &node.op {
-        Op::Moe { top_k, normalize, act, .. } => {
+        Op::Moe { top_k, normalize, glu, biased, .. } => {
             let few_tokens = moe_few_tokens(&g.info(ins[0]).shape, *top_k, &g.info(ins[1]).shape[0]);
-            let op = Op::Moe { top_k: *top_k, normalize: *normalize, act: *act, few_tokens };
+            let op = Op::Moe { top_k: *top_k, normalize: *normalize, glu: *glu, biased: *biased, few_tokens };
             g.add_node(&node.name, op, ins)
         }
         _ => g.add_node(&node.name, node.op.clone(), ins),
@@ -105,9 +106,10 @@ pub fn expand(g: &mut Graph, node: &Node, ins: &[ValueId]) -> Result<Vec<ValueId
             Ok(vec![c, s])
         }
         Op::ApplyRotary => Ok(vec![e.apply_rotary(ins[0], ins[1], ins[2])?]),
-        Op::Attention { scale, softcap, sliding_window } => {
+        Op::Attention { scale, softcap, sliding_window, sinks } => {
             let window = sliding_window.map(|w| (w, ins[4], ins[5]));
-            Ok(vec![e.attention(ins[0], ins[1], ins[2], ins[3], *scale, *softcap, window)?])
+            let sinks = sinks.then(|| ins[ins.len() - 1]);
+            Ok(vec![e.attention(ins[0], ins[1], ins[2], ins[3], (*scale, *softcap), window, sinks)?])
         }
         Op::Linear => Ok(vec![e.linear(ins[0], ins[1], ins.get(2).copied())?]),
         Op::GatedMlp { act } => Ok(vec![e.gated_mlp(ins, *act)?]),
@@ -115,7 +117,9 @@ pub fn expand(g: &mut Graph, node: &Node, ins: &[ValueId]) -> Result<Vec<ValueId
             let (v, i) = e.top_k(ins[0], *k)?;
             Ok(vec![v, i])
         }
-        Op::Moe { top_k, normalize, act, few_tokens } => Ok(vec![e.moe(ins, *top_k, *normalize, *act, *few_tokens)?]),
+        Op::Moe { top_k, normalize, glu, few_tokens, .. } => {
+            Ok(vec![e.moe(ins, *top_k, *normalize, *glu, *few_tokens)?])
+        }
         Op::QuantLinear { group, zero_point, .. } => {
             let n = 3 + usize::from(*zero_point);
             let w = e.dequantize(&ins[1..n], *group, *zero_point)?;
@@ -361,9 +365,9 @@ impl Emitter<'_> {
         k: ValueId,
         v: ValueId,
         mask: ValueId,
-        scale: f32,
-        softcap: Option<f32>,
+        (scale, softcap): (f32, Option<f32>),
         window: Option<(usize, ValueId, ValueId)>,
+        sinks: Option<ValueId>,
     ) -> Result<ValueId> {
         let dtype = self.dtype(q);
         let h = self.shape(q)[1].as_const().unwrap_or(1);
@@ -395,9 +399,28 @@ impl Emitter<'_> {
             let m = self.cast("mask_f32", mask, DType::F32)?;
             self.bin("masked", BinaryOp::Add, sc, m)?
         };
-        let p = self.op("softmax", Op::Softmax { axis: 3 }, &[sc])?;
+        let p = match sinks {
+            Some(sinks) => self.softmax_with_sinks(sc, sinks)?,
+            None => self.op("softmax", Op::Softmax { axis: 3 }, &[sc])?,
+        };
         let p = self.cast("probs", p, dtype)?;
         self.op("out", Op::MatMul, &[p, v])
+    }
+
+    /// The softmax of f32 scores `[b, h, s, t]` over `t` keys and one more logit per head
+    /// (`sinks [h]`), the sink's probability dropped: GPT-OSS's `cat([scores, sinks])`,
+    /// softmax, `[..., :-1]`.
+    fn softmax_with_sinks(&mut self, scores: ValueId, sinks: ValueId) -> Result<ValueId> {
+        let s = self.shape(scores);
+        let one = Dim::konst(1);
+        let sinks = self.cast("sinks_f32", sinks, DType::F32)?;
+        let col = vec![one.clone(), s[1].clone(), one.clone(), one];
+        let col = self.op("sinks_col", Op::Reshape { shape: col }, &[sinks])?;
+        let wide = vec![s[0].clone(), s[1].clone(), s[2].clone(), Dim::konst(1)];
+        let col = self.op("sinks_rows", Op::Expand { shape: wide }, &[col])?;
+        let all = self.op("with_sinks", Op::Concat { axis: 3 }, &[scores, col])?;
+        let p = self.op("softmax", Op::Softmax { axis: 3 }, &[all])?;
+        self.op("sinks_dropped", Op::Slice { axis: 3, start: Dim::konst(0), end: s[3].clone() }, &[p])
     }
 
     /// `(q - z) * s` over groups, in f32, then the scales' dtype: `q, s (, z)` of shapes
@@ -532,20 +555,15 @@ impl Emitter<'_> {
     /// cost grows with `top_k`, not the expert count. Otherwise (prefill, forward) every expert
     /// runs on every token as two wide matmuls and the outputs are weighted by the dense routing
     /// matrix (zero for the experts not selected), which keeps shapes static and matmuls large.
-    fn moe(
-        &mut self,
-        ins: &[ValueId],
-        top_k: usize,
-        normalize: bool,
-        act: Activation,
-        few_tokens: bool,
-    ) -> Result<ValueId> {
+    fn moe(&mut self, ins: &[ValueId], top_k: usize, normalize: bool, glu: Glu, few_tokens: bool) -> Result<ValueId> {
         let (x, router, wg, wu, wd) = (ins[0], ins[1], ins[2], ins[3], ins[4]);
+        let biases = ins.get(5..9).map(|b| [b[1], b[2], b[3]]);
         let (xs, dtype) = (self.shape(x), self.dtype(x));
         let hidden = xs[2].clone();
         let tokens = xs[0].mul(&xs[1]);
         let x2 = self.op("tokens", Op::Reshape { shape: vec![tokens.clone(), hidden.clone()] }, &[x])?;
-        let logits = self.op("router", Op::Linear, &[x2, router])?;
+        let router_ins: Vec<ValueId> = [x2, router].into_iter().chain(ins.get(5).copied()).collect();
+        let logits = self.op("router", Op::Linear, &router_ins)?;
         let logits = self.cast("router_f32", logits, DType::F32)?;
         let probs = self.op("router_probs", Op::Softmax { axis: 1 }, &[logits])?;
         let name = format!("{}/router_top_k", self.prefix);
@@ -560,9 +578,10 @@ impl Emitter<'_> {
             weights = self.bin("router_normalized", BinaryOp::Div, weights, sum)?;
         }
         let weights = self.cast("routing_weights", weights, dtype)?;
+        let experts = Experts { weights: [wg, wu, wd], biases, glu };
         let y = match few_tokens {
-            true => self.moe_gathered(x2, weights, picked, [wg, wu, wd], top_k, act)?,
-            false => self.moe_dense(x2, weights, picked, [wg, wu, wd], top_k, act)?,
+            true => self.moe_gathered(x2, weights, picked, &experts, top_k)?,
+            false => self.moe_dense(x2, weights, picked, &experts, top_k)?,
         };
         self.op("out", Op::Reshape { shape: xs }, &[y])
     }
@@ -574,10 +593,10 @@ impl Emitter<'_> {
         x: ValueId,
         weights: ValueId,
         picked: ValueId,
-        [wg, wu, wd]: [ValueId; 3],
+        experts: &Experts,
         k: usize,
-        act: Activation,
     ) -> Result<ValueId> {
+        let [wg, wu, wd] = experts.weights;
         let xs = self.shape(x);
         let (t, h) = (xs[0].clone(), xs[1].clone());
         let tk = t.mul(&Dim::from(k));
@@ -588,14 +607,22 @@ impl Emitter<'_> {
         let col =
             self.op("token_cols", Op::Expand { shape: vec![t.clone(), Dim::from(k), h.clone(), one.clone()] }, &[col])?;
         let col = self.op("token_per_pick", Op::Reshape { shape: vec![tk.clone(), h.clone(), one.clone()] }, &[col])?;
-        let g_w = self.op("gate_picked", Op::Gather { axis: 0 }, &[wg, flat])?;
-        let u_w = self.op("up_picked", Op::Gather { axis: 0 }, &[wu, flat])?;
-        let d_w = self.op("down_picked", Op::Gather { axis: 0 }, &[wd, flat])?;
-        let g = self.op("gate", Op::MatMul, &[g_w, col])?;
-        let u = self.op("up", Op::MatMul, &[u_w, col])?;
-        let a = self.activation(g, act)?;
-        let a = self.bin("gated", BinaryOp::Mul, a, u)?;
-        let d = self.op("down", Op::MatMul, &[d_w, a])?;
+        // each pick's expert bias `[e, n]` gathered as a column `[t*k, n, 1]`, added to its product
+        let project = |s: &mut Self, part: &str, w: ValueId, b: Option<ValueId>, input: ValueId| {
+            let picked_w = s.op(&format!("{part}_picked"), Op::Gather { axis: 0 }, &[w, flat])?;
+            let y = s.op(part, Op::MatMul, &[picked_w, input])?;
+            let Some(b) = b else { return Ok(y) };
+            let rows = s.shape(b)[1].clone();
+            let b = s.op(&format!("{part}_bias_picked"), Op::Gather { axis: 0 }, &[b, flat])?;
+            let b =
+                s.op(&format!("{part}_bias_col"), Op::Reshape { shape: vec![tk.clone(), rows, one.clone()] }, &[b])?;
+            s.bin(&format!("{part}_biased"), BinaryOp::Add, y, b)
+        };
+        let bias = |i: usize| experts.biases.map(|b| b[i]);
+        let g = project(self, "gate", wg, bias(0), col)?;
+        let u = project(self, "up", wu, bias(1), col)?;
+        let a = self.glu(g, u, experts.glu)?;
+        let d = project(self, "down", wd, bias(2), a)?;
         let d = self.op("per_pick", Op::Reshape { shape: vec![t.clone(), Dim::from(k), h.clone()] }, &[d])?;
         let w = self.op("pick_weights", Op::Reshape { shape: vec![t, Dim::from(k), one] }, &[weights])?;
         let d = self.bin("weighted", BinaryOp::Mul, d, w)?;
@@ -609,10 +636,10 @@ impl Emitter<'_> {
         x: ValueId,
         weights: ValueId,
         picked: ValueId,
-        [wg, wu, wd]: [ValueId; 3],
+        experts: &Experts,
         k: usize,
-        act: Activation,
     ) -> Result<ValueId> {
+        let [wg, wu, wd] = experts.weights;
         let (xs, ws, dtype) = (self.shape(x), self.shape(wg), self.dtype(x));
         let (t, h, e, inter) = (xs[0].clone(), xs[1].clone(), ws[0].clone(), ws[1].clone());
         let one = Dim::konst(1);
@@ -628,21 +655,64 @@ impl Emitter<'_> {
             self.op("routing_dense", Op::Reduce { kind: ReduceKind::Sum, axes: vec![1], keep_dims: false }, &[dense])?;
         let xt = self.op("tokens_last", Op::Transpose { perm: vec![1, 0] }, &[x])?;
         let rows = e.mul(&inter);
-        let project = |s: &mut Self, part: &str, w: ValueId| -> Result<ValueId> {
+        // an expert bias `[e, n]` as columns `[e, n, 1]` added to every token's product
+        let add_bias = |s: &mut Self, part: &str, y: ValueId, b: Option<ValueId>| -> Result<ValueId> {
+            let Some(b) = b else { return Ok(y) };
+            let bs = s.shape(b);
+            let b = s.op(
+                &format!("{part}_bias_col"),
+                Op::Reshape { shape: vec![bs[0].clone(), bs[1].clone(), one.clone()] },
+                &[b],
+            )?;
+            s.bin(&format!("{part}_biased"), BinaryOp::Add, y, b)
+        };
+        let bias = |i: usize| experts.biases.map(|b| b[i]);
+        let project = |s: &mut Self, part: &str, w: ValueId, b: Option<ValueId>| -> Result<ValueId> {
             let w2 = s.op(&format!("{part}_rows"), Op::Reshape { shape: vec![rows.clone(), h.clone()] }, &[w])?;
             let y = s.op(part, Op::MatMul, &[w2, xt])?;
-            s.op(&format!("{part}_per_expert"), Op::Reshape { shape: vec![e.clone(), inter.clone(), t.clone()] }, &[y])
+            let y = s.op(
+                &format!("{part}_per_expert"),
+                Op::Reshape { shape: vec![e.clone(), inter.clone(), t.clone()] },
+                &[y],
+            )?;
+            add_bias(s, part, y, b)
         };
-        let g = project(self, "gate", wg)?;
-        let u = project(self, "up", wu)?;
-        let a = self.activation(g, act)?;
-        let a = self.bin("gated", BinaryOp::Mul, a, u)?;
+        let g = project(self, "gate", wg, bias(0))?;
+        let u = project(self, "up", wu, bias(1))?;
+        let a = self.glu(g, u, experts.glu)?;
         let d = self.op("down", Op::MatMul, &[wd, a])?;
+        let d = add_bias(self, "down", d, bias(2))?;
         let dt = self.op("routing_per_expert", Op::Transpose { perm: vec![1, 0] }, &[dense])?;
         let dt = self.op("routing_col", Op::Reshape { shape: vec![e, one, t] }, &[dt])?;
         let d = self.bin("weighted", BinaryOp::Mul, d, dt)?;
         let y = self.op("combined", Op::Reduce { kind: ReduceKind::Sum, axes: vec![0], keep_dims: false }, &[d])?;
         self.op("tokens_first", Op::Transpose { perm: vec![1, 0] }, &[y])
+    }
+
+    /// An expert's gate and up projections combined (see [`Glu`]; `eval.rs: gated` computes
+    /// the same).
+    fn glu(&mut self, g: ValueId, u: ValueId, glu: Glu) -> Result<ValueId> {
+        match glu {
+            Glu::Gated(act) => {
+                let a = self.activation(g, act)?;
+                self.bin("gated", BinaryOp::Mul, a, u)
+            }
+            Glu::Clamped { alpha, limit } => {
+                let dtype = self.dtype(g);
+                let hi = self.scalar("glu_limit", dtype, limit as f64)?;
+                let lo = self.scalar("glu_neg_limit", dtype, -limit as f64)?;
+                let g = self.bin("glu_gate_clamped", BinaryOp::Min, g, hi)?;
+                let u = self.bin("glu_up_floor", BinaryOp::Max, u, lo)?;
+                let u = self.bin("glu_up_clamped", BinaryOp::Min, u, hi)?;
+                let a = self.scalar("glu_alpha", dtype, alpha as f64)?;
+                let ga = self.bin("glu_scaled", BinaryOp::Mul, g, a)?;
+                let s = self.un("glu_sigmoid", UnaryOp::Sigmoid, ga)?;
+                let glu = self.bin("glu", BinaryOp::Mul, g, s)?;
+                let one = self.scalar("glu_one", dtype, 1.0)?;
+                let u1 = self.bin("glu_up_plus_one", BinaryOp::Add, u, one)?;
+                self.bin("gated", BinaryOp::Mul, u1, glu)
+            }
+        }
     }
 
     /// Each activation's formula as primitives in `x`'s dtype (`eval.rs: activation` computes
@@ -695,4 +765,12 @@ impl Emitter<'_> {
         let hx = self.bin("gelu_half_x", BinaryOp::Mul, x, half)?;
         self.bin("gelu", BinaryOp::Mul, hx, th1)
     }
+}
+
+/// A `Moe`'s stacked experts: `[gate, up, down]` weights, their biases where given, and how
+/// gate and up combine.
+struct Experts {
+    weights: [ValueId; 3],
+    biases: Option<[ValueId; 3]>,
+    glu: Glu,
 }

@@ -11,7 +11,7 @@ use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::graph::{Graph, Node, Producer, ValueId};
 use crate::kernels as k;
-use crate::ops::{Activation, Op};
+use crate::ops::{Activation, Glu, Op};
 use crate::quant::dequantize;
 use crate::rope::RopeConfig;
 use crate::tensor::Tensor;
@@ -227,9 +227,10 @@ fn eval_node(node: &Node, ins: &[&Tensor], b: &Bindings) -> Result<Vec<Tensor>> 
             Ok(vec![c, s])
         }
         Op::ApplyRotary => one(apply_rotary(ins[0], ins[1], ins[2])?),
-        Op::Attention { scale, softcap, sliding_window } => {
+        Op::Attention { scale, softcap, sliding_window, sinks } => {
             let window = sliding_window.map(|w| (w, ins[4], ins[5]));
-            one(attention(ins[0], ins[1], ins[2], ins[3], *scale, *softcap, window)?)
+            let sinks = sinks.then(|| ins[ins.len() - 1]);
+            one(attention(ins[0], ins[1], ins[2], ins[3], *scale, *softcap, window, sinks)?)
         }
         Op::Linear => one(k::linear(ins[0], ins[1], ins.get(2).copied())?),
         Op::GatedMlp { act } => one(gated_mlp(ins, *act)?),
@@ -237,7 +238,7 @@ fn eval_node(node: &Node, ins: &[&Tensor], b: &Bindings) -> Result<Vec<Tensor>> 
             let (v, i) = top_k(ins[0], *k)?;
             Ok(vec![v, i])
         }
-        Op::Moe { top_k, normalize, act, .. } => one(moe(ins, *top_k, *normalize, *act)?),
+        Op::Moe { top_k, normalize, glu, .. } => one(moe(ins, *top_k, *normalize, *glu)?),
         Op::QuantLinear { zero_point, .. } => {
             let n = 3 + usize::from(*zero_point);
             let w = dequantize(ins[1], ins[2], zero_point.then(|| ins[3]))?;
@@ -343,6 +344,7 @@ fn apply_rotary(x: &Tensor, cos: &Tensor, sin: &Tensor) -> Result<Tensor> {
     Tensor::float(x.dtype(), x.shape().to_vec(), out)
 }
 
+#[allow(clippy::too_many_arguments)] // the op's inputs and attributes, as `Op::Attention` lists them
 fn attention(
     q: &Tensor,
     kk: &Tensor,
@@ -351,6 +353,7 @@ fn attention(
     scale: f32,
     softcap: Option<f32>,
     window: Option<(usize, &Tensor, &Tensor)>,
+    sinks: Option<&Tensor>,
 ) -> Result<Tensor> {
     let [b, h, s, d] = *q.shape() else {
         return Err(Error::Tensor("q must be rank 4".into()));
@@ -369,6 +372,8 @@ fn attention(
         None => None,
     };
     let (qv, kv, vv) = (q.as_f32()?, kk.as_f32()?, v.as_f32()?);
+    let sinks = sinks.map(k::to_f32);
+    let sinks = sinks.as_ref().map(|s| s.as_f32()).transpose()?;
     let low = q.dtype().min_finite();
     let round = |x: f32| Tensor::scalar_float(q.dtype(), x).as_f32().map(|v| v[0]);
     let mut out = vec![0f32; b * h * s * dv];
@@ -400,13 +405,16 @@ fn attention(
                     }
                     *x = if allowed { y } else { low };
                 }
-                // softmax in f32, then back to the query dtype (transformers' eager attention)
-                let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+                // softmax in f32, then back to the query dtype (transformers' eager attention);
+                // a sink is one more logit in the row whose probability is dropped
+                let sink = sinks.map(|s| s[hi]);
+                let max = row.iter().copied().chain(sink).fold(f32::NEG_INFINITY, f32::max);
                 let mut sum = 0f32;
                 row.iter_mut().for_each(|x| {
                     *x = (*x - max).exp();
                     sum += *x;
                 });
+                sum += sink.map_or(0f32, |s| (s - max).exp());
                 for x in row.iter_mut() {
                     *x = round(*x / sum)?;
                 }
@@ -490,13 +498,35 @@ fn top_k(x: &Tensor, k: usize) -> Result<(Tensor, Tensor)> {
 /// transformers' sparse MoE block: the router in x's dtype, its softmax, top-k and
 /// renormalisation in f32, the weights rounded to x's dtype; then each expert, in ascending
 /// order, on the tokens that selected it (as `Qwen3MoeExperts.forward` loops).
-fn moe(ins: &[&Tensor], top: usize, normalize: bool, act: Activation) -> Result<Tensor> {
+/// What an expert's gate and up projections make (see [`Glu`]), in their dtype.
+fn gated(g: &Tensor, u: &Tensor, glu: Glu) -> Result<Tensor> {
+    use crate::ops::BinaryOp;
+    match glu {
+        Glu::Gated(act) => k::binary(BinaryOp::Mul, &activate(g, act)?, u),
+        Glu::Clamped { alpha, limit } => {
+            let round = |v: f32| Tensor::scalar_float(g.dtype(), v).as_f32().map(|x| x[0]);
+            let (alpha, limit) = (round(alpha)?, round(limit)?);
+            let sigmoid = |x: f32| 1.0 / (1.0 + (-x).exp());
+            let out = g.as_f32()?.iter().zip(u.as_f32()?).map(|(&g, &u)| {
+                let g = round(g.min(limit))?;
+                let u = round(u.clamp(-limit, limit))?;
+                let glu = round(g * round(sigmoid(round(g * alpha)?))?)?;
+                round(round(u + 1.0)? * glu)
+            });
+            Tensor::float(g.dtype(), g.shape().to_vec(), out.collect::<Result<_>>()?)
+        }
+    }
+}
+
+fn moe(ins: &[&Tensor], top: usize, normalize: bool, glu: Glu) -> Result<Tensor> {
     use crate::ops::BinaryOp;
     let (x, router, wg, wu, wd) = (ins[0], ins[1], ins[2], ins[3], ins[4]);
+    // `[router, gate, up, down]` biases, when given
+    let bias = |i: usize| ins.get(5 + i).copied();
     let hidden = x.shape()[2];
     let tokens = x.numel() / hidden.max(1);
     let x2 = x.clone().reshaped(vec![tokens, hidden])?;
-    let probs = k::softmax(&k::linear(&x2, router, None)?.cast(DType::F32), 1)?;
+    let probs = k::softmax(&k::linear(&x2, router, bias(0))?.cast(DType::F32), 1)?;
     let (weights, experts) = top_k(&probs, top)?;
     let mut w = weights.as_f32()?.to_vec();
     if normalize {
@@ -520,8 +550,10 @@ fn moe(ins: &[&Tensor], top: usize, normalize: bool, act: Activation) -> Result<
             let s = t.shape()[1..].to_vec();
             k::gather(t, &Tensor::i64(vec![1], vec![e as i64])?, 0)?.reshaped(s)
         };
-        let (g, u) = (k::linear(&xe, &expert(wg)?, None)?, k::linear(&xe, &expert(wu)?, None)?);
-        let y = k::linear(&k::binary(BinaryOp::Mul, &activate(&g, act)?, &u)?, &expert(wd)?, None)?;
+        let expert_bias = |i: usize| bias(i).map(expert).transpose();
+        let g = k::linear(&xe, &expert(wg)?, expert_bias(1)?.as_ref())?;
+        let u = k::linear(&xe, &expert(wu)?, expert_bias(2)?.as_ref())?;
+        let y = k::linear(&gated(&g, &u, glu)?, &expert(wd)?, expert_bias(3)?.as_ref())?;
         let pw = Tensor::float(x.dtype(), vec![picks.len(), 1], picks.iter().map(|p| p.1).collect())?;
         let y = k::binary(BinaryOp::Mul, &y, &pw)?;
         for ((t, _), row) in picks.iter().zip(y.as_f32()?.chunks(hidden)) {

@@ -96,6 +96,16 @@ impl Activation {
     }
 }
 
+/// How an expert combines its gate and up projections.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Glu {
+    /// `act(gate) * up`.
+    Gated(Activation),
+    /// GPT-OSS's clamped SwiGLU: `g = min(gate, limit)`, `u = clamp(up, -limit, limit)`,
+    /// `g * sigmoid(alpha * g) * (u + 1)`.
+    Clamped { alpha: f32, limit: f32 },
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub enum Op {
     // ---- primitives ----
@@ -178,11 +188,15 @@ pub enum Op {
     /// is added to the scaled (and capped) scores in f32 before the softmax (what a patch turns
     /// a bool mask into for a runtime that mishandles bool masks); with 0 and the dtype's lowest
     /// value it gives the bool mask's result on every row with a key to attend, and in float32
-    /// on fully masked rows too. A sliding window needs a bool mask.
+    /// on fully masked rows too. A sliding window needs a bool mask. With `sinks`, a last input
+    /// `sinks [h]` (q's dtype) is one more logit per head that every query's softmax includes
+    /// and whose probability is dropped (GPT-OSS's learned attention sinks): the
+    /// probabilities of a row sum to less than one.
     Attention {
         scale: f32,
         softcap: Option<f32>,
         sliding_window: Option<usize>,
+        sinks: bool,
     },
     /// `x [..., in] · w[out, in]ᵀ (+ b[out])`.
     Linear,
@@ -208,17 +222,21 @@ pub enum Op {
     },
     /// A sparse mixture-of-experts MLP: `x [b, s, hidden], router [experts, hidden],
     /// gate [experts, inter, hidden], up [experts, inter, hidden], down [experts, hidden, inter]`
-    /// -> `[b, s, hidden]`. Per token: `p = softmax(x · routerᵀ)` in f32, the `top_k` largest
-    /// `p` and their experts, divided by their sum when `normalize`, rounded to x's dtype; the
-    /// output is `Σ p_e · down_e(act(gate_e(x)) * up_e(x))` over the selected experts (the
-    /// expert weights are stacked `[out, in]` linears, as the checkpoint stores each expert).
-    /// `few_tokens`: each batch row brings a static number of tokens `c` with
-    /// `c * top_k <= experts` (a decode step), which the plan knows and a backend may lower
-    /// differently (only the selected experts' weights per token).
+    /// (, when `biased`: router_bias [experts], gate_bias [experts, inter], up_bias
+    /// [experts, inter], down_bias [experts, hidden]: GPT-OSS's router and experts) ->
+    /// `[b, s, hidden]`.
+    /// Per token: `p = softmax(x · routerᵀ (+ b))` in f32, the `top_k` largest `p` and their
+    /// experts, divided by their sum when `normalize` (so a softmax over the chosen logits),
+    /// rounded to x's dtype; the output is `Σ p_e · down_e(glu(gate_e(x), up_e(x)))` over the
+    /// selected experts (the expert weights are stacked `[out, in]` linears, as the checkpoint
+    /// stores each expert). `few_tokens`: each batch row brings a static number of tokens `c`
+    /// with `c * top_k <= experts` (a decode step), which the plan knows and a backend may
+    /// lower differently (only the selected experts' weights per token).
     Moe {
         top_k: usize,
         normalize: bool,
-        act: Activation,
+        glu: Glu,
+        biased: bool,
         few_tokens: bool,
     },
     /// `Linear` over a quantized weight: `x [..., in], q [out, in] (i8, or u8 with zero
@@ -406,8 +424,11 @@ impl Op {
                     rope.attention_scaling()
                 )
             }
-            Op::Attention { scale, softcap, sliding_window } => {
+            Op::Attention { scale, softcap, sliding_window, sinks } => {
                 let mut s = format!("scale={scale}");
+                if *sinks {
+                    s += ", sinks";
+                }
                 if let Some(c) = softcap {
                     s += &format!(", softcap={c}");
                 }
@@ -421,8 +442,8 @@ impl Op {
             Op::QuantLinear { bits, group, zero_point } | Op::QuantGather { bits, group, zero_point } => {
                 format!("bits={bits}, group={group}, zero_point={zero_point}")
             }
-            Op::Moe { top_k, normalize, act, few_tokens } => {
-                format!("top_k={top_k}, normalize={normalize}, act={act:?}, few_tokens={few_tokens}")
+            Op::Moe { top_k, normalize, glu, biased, few_tokens } => {
+                format!("top_k={top_k}, normalize={normalize}, glu={glu:?}, biased={biased}, few_tokens={few_tokens}")
             }
             // attributes in the name (`Add`, `ReduceMax`) or none
             Op::Unary(_)
@@ -708,8 +729,8 @@ impl Op {
                 }
                 one(x.dtype, x.shape.clone())
             }
-            Op::Attention { sliding_window, .. } => {
-                arity(ins, if sliding_window.is_some() { 6 } else { 4 })?;
+            Op::Attention { sliding_window, sinks, .. } => {
+                arity(ins, 4 + 2 * usize::from(sliding_window.is_some()) + usize::from(*sinks))?;
                 let (q, k, v, m) = (ins[0], ins[1], ins[2], ins[3]);
                 float_input(q, 0)?;
                 if q.rank() != 4 || k.rank() != 4 || v.rank() != 4 {
@@ -751,6 +772,18 @@ impl Op {
                     let (qp, kp) = (ins[4], ins[5]);
                     if qp.dtype != DType::I64 || kp.dtype != DType::I64 || qp.rank() != 2 || kp.rank() != 2 {
                         return Err("q_pos / k_pos must be i64 [batch, seq]".into());
+                    }
+                }
+                if *sinks {
+                    let s = ins[ins.len() - 1];
+                    if s.shape != [q.shape[1].clone()] || s.dtype != q.dtype {
+                        return Err(format!(
+                            "sinks {}{} must be {}[{}] (one per query head)",
+                            s.dtype,
+                            shape_to_string(&s.shape),
+                            q.dtype,
+                            q.shape[1]
+                        ));
                     }
                 }
                 one(q.dtype, vec![q.shape[0].clone(), q.shape[1].clone(), q.shape[2].clone(), v.shape[3].clone()])
@@ -891,15 +924,15 @@ impl Op {
                 *shape.last_mut().expect("rank >= 1") = Dim::from(*k);
                 Ok(vec![ValueInfo::new(x.dtype, shape.clone()), ValueInfo::new(DType::I64, shape)])
             }
-            Op::Moe { top_k, .. } => {
-                arity(ins, 5)?;
+            Op::Moe { top_k, biased, .. } => {
+                arity(ins, if *biased { 9 } else { 5 })?;
                 let (x, r, g, u, d) = (ins[0], ins[1], ins[2], ins[3], ins[4]);
                 float_input(x, 0)?;
                 if x.rank() != 3 {
                     return Err(format!("x must be [batch, seq, hidden], got {}", shape_to_string(&x.shape)));
                 }
-                if [r, g, u, d].iter().any(|w| w.dtype != x.dtype) {
-                    return Err(format!("expert weights must be {} like x", x.dtype));
+                if ins[1..].iter().any(|w| w.dtype != x.dtype) {
+                    return Err(format!("expert weights and biases must be {} like x", x.dtype));
                 }
                 let hidden = &x.shape[2];
                 let fits = r.rank() == 2
@@ -917,6 +950,14 @@ impl Op {
                         shape_to_string(&u.shape),
                         shape_to_string(&d.shape)
                     ));
+                }
+                if *biased {
+                    let (e, i) = (g.shape[0].clone(), g.shape[1].clone());
+                    let want =
+                        [vec![e.clone()], vec![e.clone(), i.clone()], vec![e.clone(), i], vec![e, hidden.clone()]];
+                    if ins[5..].iter().zip(&want).any(|(b, w)| &b.shape != w) {
+                        return Err("biases do not fit the router and expert weights".into());
+                    }
                 }
                 match r.shape[0].as_const() {
                     Some(e) if *top_k >= 1 && *top_k as i64 <= e => one(x.dtype, x.shape.clone()),

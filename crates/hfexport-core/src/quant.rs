@@ -340,3 +340,43 @@ fn int_values(t: &Tensor) -> Result<Vec<f32>> {
         d => Err(Error::Tensor(format!("quantized values must be i8 or u8, got {d}"))),
     }
 }
+
+/// The FP4 (E2M1) values of MXFP4's 4-bit codes (OCP microscaling), as transformers'
+/// `integrations/mxfp4.py` tables them.
+const FP4_VALUES: [f32; 16] = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0];
+
+/// MXFP4 blocks decoded (GPT-OSS's experts as the hub stores them): `blocks [rows, groups, 16]`
+/// (two codes per byte, the even element in the low nibble) and `scales [rows, groups]` (E8M0
+/// exponents biased by 127) -> `[rows, groups * 32]` f32, each code's value times
+/// `2^(scale - 127)`; exact, as transformers' `ldexp` is.
+pub fn decode_mxfp4(blocks: &[u8], scales: &[u8]) -> Vec<f32> {
+    let mut out = Vec::with_capacity(blocks.len() * 2);
+    for (group, &scale) in blocks.chunks_exact(16).zip(scales) {
+        let factor = 2f32.powi(i32::from(scale) - 127);
+        for &byte in group {
+            out.push(FP4_VALUES[usize::from(byte & 0x0F)] * factor);
+            out.push(FP4_VALUES[usize::from(byte >> 4)] * factor);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Codes pair up low nibble first; the scale byte is a power of two biased by 127.
+    #[test]
+    fn mxfp4_decodes_codes_and_exponents() {
+        let mut blocks = vec![0u8; 32];
+        blocks[0] = 0x92; // 1.0 (code 2), then -0.5 (code 9)
+        blocks[15] = 0xF7; // 6.0, then -6.0
+        blocks[16] = 0x01; // second group: 0.5, then 0.0
+        let out = decode_mxfp4(&blocks, &[127 + 2, 127 - 1]);
+        assert_eq!(out.len(), 64);
+        assert_eq!(&out[..2], &[4.0, -2.0]);
+        assert_eq!(&out[30..32], &[24.0, -24.0]);
+        assert_eq!(&out[32..34], &[0.25, 0.0]);
+        assert!(out[2..30].iter().all(|&v| v == 0.0));
+    }
+}

@@ -82,6 +82,12 @@ pub enum WeightExpr {
     /// Each element repeated `times` times along the last axis, `[..., n]` -> `[..., n * times]`
     /// (per-channel scales spread over the blocks of a kernel that wants small blocks).
     Repeat { expr: Box<WeightExpr>, times: usize },
+    /// `expr[index]`: one entry of the leading axis, that axis dropped (one expert of a stored
+    /// `[experts, ...]` tensor); reads only that entry's bytes where the source has raw bytes.
+    Item { expr: Box<WeightExpr>, index: usize },
+    /// MXFP4 blocks decoded to f32 (see [`crate::quant::decode_mxfp4`]): u8 `blocks
+    /// [..., groups, 16]` and `scales [..., groups]` -> `[..., groups * 32]`.
+    Mxfp4 { blocks: Box<WeightExpr>, scales: Box<WeightExpr> },
 }
 
 impl WeightExpr {
@@ -98,7 +104,9 @@ impl WeightExpr {
             | WeightExpr::Quantize { expr, .. }
             | WeightExpr::Pack { expr, .. }
             | WeightExpr::Repeat { expr, .. }
+            | WeightExpr::Item { expr, .. }
             | WeightExpr::Rows { expr, .. } => expr.sources(),
+            WeightExpr::Mxfp4 { blocks, scales } => [blocks.sources(), scales.sources()].concat(),
             WeightExpr::Stack(parts) | WeightExpr::Interleave(parts) => {
                 parts.iter().flat_map(WeightExpr::sources).collect()
             }
@@ -238,6 +246,31 @@ impl WeightExpr {
                 i.shape[0] = rows.len();
                 Ok(i)
             }
+            WeightExpr::Item { expr, index } => {
+                let i = expr.info(src)?;
+                check_item(expr, &i.shape, *index)?;
+                Ok(TensorInfo { dtype: i.dtype, shape: i.shape[1..].to_vec() })
+            }
+            WeightExpr::Mxfp4 { blocks, scales } => {
+                let (b, s) = (blocks.info(src)?, scales.info(src)?);
+                let fits = b.dtype == DType::U8
+                    && s.dtype == DType::U8
+                    && b.shape.len() >= 2
+                    && b.shape.last() == Some(&16)
+                    && b.shape[..b.shape.len() - 1] == s.shape[..];
+                if !fits {
+                    return Err(Error::Weight {
+                        tensor: self.sources().join(","),
+                        msg: format!(
+                            "MXFP4 blocks {}{:?} and scales {}{:?} do not fit (u8 [..., groups, 16] and [..., groups])",
+                            b.dtype, b.shape, s.dtype, s.shape
+                        ),
+                    });
+                }
+                let mut shape = s.shape.clone();
+                *shape.last_mut().expect("rank >= 1") *= 32;
+                Ok(TensorInfo { dtype: DType::F32, shape })
+            }
         }
     }
 
@@ -331,6 +364,21 @@ impl WeightExpr {
                 packer.finish();
                 Tensor::from_le_bytes(DType::U8, info.shape, &packer.out)
             }
+            WeightExpr::Item { expr, index } => {
+                let info = self.info(src)?;
+                if let Some((bytes, dtype)) = self.raw_view(src) {
+                    return Tensor::from_le_bytes(dtype, info.shape, bytes);
+                }
+                let t = expr.materialize(src)?;
+                let size = t.numel() / t.shape()[0] * t.dtype().size();
+                let bytes = t.to_le_bytes();
+                Tensor::from_le_bytes(t.dtype(), info.shape, &bytes[index * size..(index + 1) * size])
+            }
+            WeightExpr::Mxfp4 { blocks, scales } => {
+                let info = self.info(src)?;
+                let (b, s) = (blocks.materialize(src)?, scales.materialize(src)?);
+                Tensor::f32(info.shape, crate::quant::decode_mxfp4(&b.to_le_bytes(), &s.to_le_bytes()))
+            }
             WeightExpr::Rows { expr, rows } => {
                 let t = expr.materialize(src)?;
                 check_rows(expr, t.shape(), rows)?;
@@ -376,6 +424,12 @@ impl WeightExpr {
                 let row = bytes.len() / len.max(1);
                 (end <= &len).then(|| (&bytes[start * row..end * row], dtype))
             }
+            WeightExpr::Item { expr, index } => {
+                let (bytes, dtype) = expr.raw_view(src)?;
+                let len = *expr.info(src).ok()?.shape.first()?;
+                let row = bytes.len() / len.max(1);
+                (index < &len).then(|| (&bytes[index * row..(index + 1) * row], dtype))
+            }
             _ => None,
         }
     }
@@ -414,6 +468,17 @@ fn check_rows(expr: &WeightExpr, shape: &[usize], rows: &[usize]) -> Result<()> 
         _ => Err(Error::Weight {
             tensor: expr.sources().join(","),
             msg: format!("rows up to {:?} are outside shape {shape:?}", rows.iter().max()),
+        }),
+    }
+}
+
+/// An item must be an entry of the leading axis of the tensor it reads.
+fn check_item(expr: &WeightExpr, shape: &[usize], index: usize) -> Result<()> {
+    match shape.first() {
+        Some(&len) if index < len => Ok(()),
+        _ => Err(Error::Weight {
+            tensor: expr.sources().join(","),
+            msg: format!("item {index} is outside the leading axis of shape {shape:?}"),
         }),
     }
 }
@@ -659,6 +724,8 @@ impl std::fmt::Display for WeightExpr {
             WeightExpr::OnePlus(e) => write!(f, "1+({e})"),
             WeightExpr::Quantize { expr, scheme, part, .. } => write!(f, "{part:?}<{}>({expr})", scheme.label()),
             WeightExpr::Repeat { expr, times } => write!(f, "repeat<{times}>({expr})"),
+            WeightExpr::Item { expr, index } => write!(f, "{expr}[{index}]"),
+            WeightExpr::Mxfp4 { blocks, scales } => write!(f, "mxfp4({blocks}, {scales})"),
             WeightExpr::Rows { expr, rows } => write!(f, "rows<{}>({expr})", rows.len()),
             WeightExpr::Pack { expr, high_first, per_row } => {
                 let order = if *high_first { "high" } else { "low" };
@@ -710,6 +777,28 @@ impl MemorySource {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// One expert of a stacked tensor, and MXFP4 blocks of one expert decoded to its rows;
+    /// an item past the leading axis is an error naming the tensor.
+    #[test]
+    fn items_and_mxfp4_blocks() {
+        let mut src = MemorySource::default();
+        src.insert("w", Tensor::f32(vec![2, 1, 2], vec![1.0, 2.0, 3.0, 4.0]).unwrap());
+        let item = |name: &str, index| WeightExpr::Item { expr: Box::new(WeightExpr::stored(name)), index };
+        assert_eq!(item("w", 1).materialize(&src).unwrap().as_f32().unwrap(), [3.0, 4.0]);
+        assert_eq!(item("w", 1).info(&src).unwrap().shape, [1, 2]);
+        assert!(item("w", 2).info(&src).unwrap_err().to_string().contains('w'));
+        let mut blocks = vec![0u8; 2 * 16];
+        blocks[16] = 0x32; // expert 1: 1.0, 1.5
+        src.insert("blocks", Tensor::from_le_bytes(DType::U8, vec![2, 1, 1, 16], &blocks).unwrap());
+        src.insert("scales", Tensor::from_le_bytes(DType::U8, vec![2, 1, 1], &[127, 128]).unwrap());
+        let e = WeightExpr::Mxfp4 { blocks: Box::new(item("blocks", 1)), scales: Box::new(item("scales", 1)) };
+        assert_eq!(e.info(&src).unwrap(), TensorInfo { dtype: DType::F32, shape: vec![1, 32] });
+        let t = e.materialize(&src).unwrap();
+        assert_eq!(&t.as_f32().unwrap()[..3], [2.0, 3.0, 0.0]);
+        let wrong = WeightExpr::Mxfp4 { blocks: Box::new(item("w", 0)), scales: Box::new(item("scales", 1)) };
+        assert!(wrong.info(&src).unwrap_err().to_string().contains("MXFP4"));
+    }
 
     /// Interleaved rows alternate between the parts; over two stacks the interleave goes
     /// inside, item by item, with the same bytes.

@@ -143,7 +143,7 @@ fn attention_equals_decomposition() {
         let k = r.tensor(&[2, kvh, t, 8], 1.0);
         let v = r.tensor(&[2, kvh, t, 8], 1.0);
         let m = causal_padded_mask(2, s, t, &[2, 0]);
-        let op = Op::Attention { scale: 0.35, softcap, sliding_window: None };
+        let op = Op::Attention { scale: 0.35, softcap, sliding_window: None, sinks: false };
         let diff = compare(op, &[("q", &q), ("k", &k), ("v", &v), ("m", &m)]);
         assert!(diff < 1e-5, "h={h} kvh={kvh} s={s} t={t}: {diff}");
     }
@@ -165,7 +165,7 @@ fn additive_mask_attention_equals_decomposition_and_bool_form() {
         let low = dtype.min_finite();
         let add: Vec<f32> = m.as_bool().unwrap().iter().map(|&k| if k { 0.0 } else { low }).collect();
         let add = Tensor::float(dtype, m.shape().to_vec(), add).unwrap();
-        let op = Op::Attention { scale: 0.35, softcap: None, sliding_window: None };
+        let op = Op::Attention { scale: 0.35, softcap: None, sliding_window: None, sinks: false };
         let additive = [("q", &q), ("k", &k), ("v", &v), ("m", &add)];
         assert!(compare(op.clone(), &additive) < tol, "{dtype}");
         let with_bool = run(
@@ -186,7 +186,7 @@ fn additive_mask_attention_equals_decomposition_and_bool_form() {
             g.add_input(n, t.dtype(), t.shape().iter().map(|&d| hfexport_core::Dim::from(d)).collect()).unwrap()
         })
         .collect();
-    let windowed = Op::Attention { scale: 0.35, softcap: None, sliding_window: Some(2) };
+    let windowed = Op::Attention { scale: 0.35, softcap: None, sliding_window: Some(2), sinks: false };
     assert!(g.add_node("attn", windowed, &ins).unwrap_err().to_string().contains("bool mask"));
 }
 
@@ -198,12 +198,12 @@ fn sliding_window_attention_equals_decomposition() {
     let v = r.tensor(&[1, 2, 7, 8], 1.0);
     let m = causal_padded_mask(1, 7, 7, &[0]);
     let pos = Tensor::i64(vec![1, 7], (0..7).collect()).unwrap();
-    let op = Op::Attention { scale: 0.35, softcap: None, sliding_window: Some(3) };
+    let op = Op::Attention { scale: 0.35, softcap: None, sliding_window: Some(3), sinks: false };
     let inputs = [("q", &q), ("k", &k), ("v", &v), ("m", &m), ("qp", &pos), ("kp", &pos)];
     assert!(compare(op.clone(), &inputs) < 1e-5);
     // the window changes the result: the last query no longer sees the first keys
     let full = run(
-        &one_node_graph(Op::Attention { scale: 0.35, softcap: None, sliding_window: None }, &inputs[..4]),
+        &one_node_graph(Op::Attention { scale: 0.35, softcap: None, sliding_window: None, sinks: false }, &inputs[..4]),
         &inputs[..4],
     );
     let graph = one_node_graph(op, &inputs);
@@ -267,4 +267,29 @@ fn cache_update_equals_decomposition() {
             }
         }
     }
+}
+
+/// Learned sinks (GPT-OSS): the decomposition (scores with one more column, softmax, the column
+/// dropped) equals the evaluator, with and without a window folded into the mask; the sinks
+/// take probability mass (the result differs from attention without them).
+#[test]
+fn attention_with_sinks_equals_decomposition() {
+    let mut r = Rng::new(31);
+    let q = r.tensor(&[2, 4, 5, 8], 1.0);
+    let k = r.tensor(&[2, 2, 5, 8], 1.0);
+    let v = r.tensor(&[2, 2, 5, 8], 1.0);
+    let m = causal_padded_mask(2, 5, 5, &[2, 0]);
+    let sinks = r.tensor(&[4], 2.0);
+    let pos = Tensor::i64(vec![2, 5], (0..10).map(|i| i % 5).collect()).unwrap();
+    let op = |window, sinks| Op::Attention { scale: 0.35, softcap: None, sliding_window: window, sinks };
+    let plain = [("q", &q), ("k", &k), ("v", &v), ("m", &m)];
+    let with_sinks = [("q", &q), ("k", &k), ("v", &v), ("m", &m), ("s", &sinks)];
+    assert!(compare(op(None, true), &with_sinks) < 1e-5);
+    let windowed = [("q", &q), ("k", &k), ("v", &v), ("m", &m), ("qp", &pos), ("kp", &pos), ("s", &sinks)];
+    assert!(compare(op(Some(2), true), &windowed) < 1e-5);
+    let graph = one_node_graph(op(Some(2), true), &windowed);
+    let folded = hfexport_core::decompose::fold_sliding_windows(&graph).unwrap();
+    assert_eq!(max_abs_diff(&run(&folded, &windowed)[0], &run(&graph, &windowed)[0]), 0.0);
+    let without = run(&one_node_graph(op(None, false), &plain), &plain);
+    assert!(max_abs_diff(&without[0], &run(&one_node_graph(op(None, true), &with_sinks), &with_sinks)[0]) > 1e-2);
 }

@@ -193,7 +193,7 @@ fn attention_graph(dtype: DType, pad: usize) -> (Graph, Vec<(&'static str, Tenso
     let m = Tensor::bool(vec![b, 1, s, s], m).unwrap();
     let inputs = vec![("q", q), ("k", k), ("v", v), ("m", m)];
     let refs: Vec<(&str, &Tensor)> = inputs.iter().map(|(n, t)| (*n, t)).collect();
-    let op = Op::Attention { scale: 0.35, softcap: None, sliding_window: None };
+    let op = Op::Attention { scale: 0.35, softcap: None, sliding_window: None, sinks: false };
     (common::one_node_graph(op, &refs), inputs)
 }
 

@@ -25,7 +25,7 @@ fn cache_attention_and_symbolic_reshape() {
     let keys = g.op("update", Op::CacheUpdate, &[cache, new, positions]).unwrap();
     let slots = g.op("slots", Op::Iota { len: len.clone() }, &[]).unwrap();
     let slots = g.op("slots_row", Op::Reshape { shape: vec![one.clone(), len] }, &[slots]).unwrap();
-    let attn = Op::Attention { scale: 0.5, softcap: None, sliding_window: Some(3) };
+    let attn = Op::Attention { scale: 0.5, softcap: None, sliding_window: Some(3), sinks: false };
     let out = g.op("attention", attn, &[query, keys, keys, mask, positions, slots]).unwrap();
     let flat = g.op("flatten", Op::Reshape { shape: vec![Dim::konst(4).mul(&q), Dim::konst(2)] }, &[out]).unwrap();
     let w = g.add_weight("proj.weight", WeightExpr::stored("proj.weight"), DType::F32, &[3, 2]);

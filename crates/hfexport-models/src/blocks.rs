@@ -8,13 +8,13 @@
 //! Gemma's `1 + w` norm weights an expression too, so nothing is computed or copied until a
 //! writer streams it. Every weight is checked for presence, dtype and shape as it is declared.
 
-use hfexport_core::ops::{moe_few_tokens, Activation, BinaryOp, UnaryOp};
+use hfexport_core::ops::{moe_few_tokens, Activation, BinaryOp, Glu, UnaryOp};
 use hfexport_core::{DType, Dim, Op, Tensor, ValueId, WeightExpr};
 
 use crate::config::{AttentionSpec, LayerSpec, Mixer, ParallelMlpInput, Span};
 use crate::decoder::{Decoder, LayerInputs, Vb};
 use crate::error::Result;
-use crate::layout::{MlpKind, MlpLayout, MoeLayout, NormKind, Projections, QkNorm};
+use crate::layout::{MlpKind, MlpLayout, MoeLayout, NormKind, Projections, QkNorm, StackedForm};
 
 /// One projection of a fused weight: its graph name and its rows.
 struct Part<'a> {
@@ -528,11 +528,13 @@ impl Decoder<'_> {
             (Span::Full, _) => (s.mask_of(a), None),
         };
         let softcap = self.cfg.attn_softcap.map(|c| c as f32);
-        let op = Op::Attention { scale: a.scale as f32, softcap, sliding_window: window };
+        let sinks = layout.sinks.map(|name| self.weight(vb, name, &[nh])).transpose()?;
+        let op = Op::Attention { scale: a.scale as f32, softcap, sliding_window: window, sinks: sinks.is_some() };
         let mut ins = vec![q, k, v, mask];
         if window.is_some() {
             ins.extend([s.positions, s.key_positions]);
         }
+        ins.extend(sinks);
         let o = self.op(&vb.name("attention"), op, &ins)?;
         self.merge_heads_out(vb, a, o)
     }
@@ -563,7 +565,7 @@ impl Decoder<'_> {
         let q = self.linear(&vb.pp(q), nh * hd, cfg.hidden_size, cfg.attention_bias, x)?;
         let q = self.split_heads(&vb.pp("q"), q, [nh, hd], None)?;
         let all = self.op(&vb.name("mask"), Op::Constant(Tensor::bool(vec![1, 1, 1, 1], vec![true])?), &[])?;
-        let op = Op::Attention { scale: a.scale as f32, softcap: None, sliding_window: None };
+        let op = Op::Attention { scale: a.scale as f32, softcap: None, sliding_window: None, sinks: false };
         let o = self.op(&vb.name("attention"), op, &[q, k, v, all])?;
         self.merge_heads_out(vb, a, o)
     }
@@ -696,22 +698,42 @@ impl Decoder<'_> {
         let m = cfg.moe.as_ref().expect("sparse layers come from a MoE config");
         let (e, is) = (m.num_experts, m.intermediate_size);
         let vb = layer.pp(layout.prefix);
-        let router = self.first_stored(&vb, layout.router, "weight");
-        let router = self.weight(&vb.pp(router), "weight", &[e, hs])?;
+        let router = vb.pp(self.first_stored(&vb, layout.router, "weight"));
+        let router_w = self.weight(&router, "weight", &[e, hs])?;
         let experts = vb.pp(layout.experts);
-        let [gate, up, down] = if self.weights.has(&experts.pp(0).pp(layout.gate).name("weight")) {
+        let stacked = if self.weights.has(&experts.pp(0).pp(layout.gate).name("weight")) {
             let mut stack = |leaf: &str, shape: [usize; 2]| self.stacked(&experts, leaf, e, shape);
-            [stack(layout.gate, [is, hs])?, stack(layout.up, [is, hs])?, stack(layout.down, [hs, is])?]
+            Stacked {
+                weights: [stack(layout.gate, [is, hs])?, stack(layout.up, [is, hs])?, stack(layout.down, [hs, is])?],
+                biases: None,
+            }
         } else {
             let fused = layer.pp(layout.fused_prefix);
-            let names = layout.fused.iter().find(|[gate_up, _]| self.weights.has(&fused.name(gate_up)));
-            self.fused_experts(&fused, *names.unwrap_or(&layout.fused[0]), e, is)?
+            let stored =
+                |name: &str| ["", "_blocks"].iter().any(|s| self.weights.has(&fused.name(format!("{name}{s}"))));
+            let names = *layout.fused.iter().find(|[gate_up, _]| stored(gate_up)).unwrap_or(&layout.fused[0]);
+            match layout.form {
+                StackedForm::GateRowsFirst => {
+                    Stacked { weights: self.fused_experts(&fused, names, e, is)?, biases: None }
+                }
+                StackedForm::TransposedInterleaved => self.interleaved_experts(&fused, names, e, is)?,
+            }
+        };
+        let mut ins = vec![x, router_w];
+        ins.extend(stacked.weights);
+        if m.biased {
+            let [gate, up, down] = stacked.biases.ok_or_else(|| self.unbiased_experts(&vb))?;
+            ins.extend([self.weight(&router, "bias", &[e])?, gate, up, down]);
+        }
+        let glu = match m.clamped_swiglu {
+            Some((alpha, limit)) => Glu::Clamped { alpha: alpha as f32, limit: limit as f32 },
+            None => Glu::Gated(act),
         };
         // as the shapes are now; `Pass::ChooseMoeStrategies` sets it again for the shapes an
         // export runs (a decode component fixes `sequence` after building)
         let few_tokens = moe_few_tokens(&self.g.info(x).shape, m.top_k, &Dim::from(e));
-        let op = Op::Moe { top_k: m.top_k, normalize: m.normalize, act, few_tokens };
-        let y = self.op(&vb.name("experts"), op, &[x, router, gate, up, down])?;
+        let op = Op::Moe { top_k: m.top_k, normalize: m.normalize, glu, biased: m.biased, few_tokens };
+        let y = self.op(&vb.name("experts"), op, &ins)?;
         let (Some(shared), Some(shared_is)) = (layout.shared, m.shared_expert_intermediate_size) else {
             return Ok(y);
         };
@@ -725,6 +747,15 @@ impl Decoder<'_> {
             None => s,
         };
         self.op(vb.path(), Op::Binary(BinaryOp::Add), &[y, s])
+    }
+
+    /// The error for a biased MoE config over experts stored without biases.
+    fn unbiased_experts(&self, vb: &Vb) -> crate::ModelError {
+        crate::ModelError::Config {
+            path: "config.json".into(),
+            key: "architectures".into(),
+            msg: format!("the experts under `{}` are stored per expert, without the biases this family has", vb.path()),
+        }
     }
 
     /// `experts.<e>.<leaf>.weight` for every expert, stacked `[experts, out, in]`, each expert
@@ -741,7 +772,7 @@ impl Decoder<'_> {
         Ok(self.declare(&name, WeightExpr::Stack(parts), dtype, &[n, shape[0], shape[1]]))
     }
 
-    /// transformers 5's stacked form: `gate_up_proj [E, 2 * inter, hidden]` split into its
+    /// [`StackedForm::GateRowsFirst`]: `gate_up_proj [E, 2 * inter, hidden]` split into its
     /// halves, `down_proj [E, hidden, inter]` as stored.
     fn fused_experts(&mut self, vb: &Vb, [gate_up, down]: [&str; 2], e: usize, is: usize) -> Result<[ValueId; 3]> {
         let hs = self.cfg.hidden_size;
@@ -754,11 +785,85 @@ impl Decoder<'_> {
         Ok([gate, up, down])
     }
 
+    /// GPT-OSS's stacked experts ([`StackedForm::TransposedInterleaved`]) as `[E, out, in]`
+    /// gate, up and down weights and their `[E, out]` biases, read one expert at a time: each
+    /// expert's `gate_up [hidden, 2 * inter]` transposed, its even rows the gate's and its odd
+    /// ones the up's; from MXFP4 blocks where the checkpoint has them.
+    fn interleaved_experts(&mut self, vb: &Vb, [gate_up, down]: [&str; 2], e: usize, is: usize) -> Result<Stacked> {
+        let hs = self.cfg.hidden_size;
+        let (evens, odds): (Vec<usize>, Vec<usize>) =
+            ((0..is).map(|i| 2 * i).collect(), (0..is).map(|i| 2 * i + 1).collect());
+        let gate_up_rows = self.expert_rows(vb, gate_up, e, [2 * is, hs])?;
+        let down_rows = self.expert_rows(vb, down, e, [hs, is])?;
+        let experts = vb.pp("experts");
+        let pick = |parts: &[WeightExpr], rows: &[usize]| -> Vec<WeightExpr> {
+            parts.iter().map(|p| WeightExpr::Rows { expr: Box::new(p.clone()), rows: rows.to_vec() }).collect()
+        };
+        let gate =
+            self.declare_stack(&experts.name("gate_proj"), pick(&gate_up_rows.0, &evens), gate_up_rows.1, [e, is, hs]);
+        let up =
+            self.declare_stack(&experts.name("up_proj"), pick(&gate_up_rows.0, &odds), gate_up_rows.1, [e, is, hs]);
+        let down_w = self.declare_stack(&experts.name("down_proj"), down_rows.0, down_rows.1, [e, hs, is]);
+        let (b, dtype) = self.stored(&vb.name(format!("{gate_up}_bias")), &[e, 2 * is])?;
+        let items: Vec<WeightExpr> = (0..e).map(|i| WeightExpr::Item { expr: Box::new(b.clone()), index: i }).collect();
+        let gate_b = self.declare_stack(&experts.name("gate_proj_bias"), pick(&items, &evens), dtype, [e, is, 0]);
+        let up_b = self.declare_stack(&experts.name("up_proj_bias"), pick(&items, &odds), dtype, [e, is, 0]);
+        let down_b = self.weight(vb, &format!("{down}_bias"), &[e, hs])?;
+        Ok(Stacked { weights: [gate, up, down_w], biases: Some([gate_b, up_b, down_b]) })
+    }
+
+    /// Each expert's `[out, in]` rows of the stacked `name`: from MXFP4 `<name>_blocks
+    /// [E, out, in / 32, 16]` and `<name>_scales [E, out, in / 32]` where stored, else the
+    /// transpose of each expert of `name [E, in, out]`; with the dtype they are read in.
+    fn expert_rows(&self, vb: &Vb, name: &str, e: usize, [out, inp]: [usize; 2]) -> Result<(Vec<WeightExpr>, DType)> {
+        let item = |expr: &WeightExpr, index| WeightExpr::Item { expr: Box::new(expr.clone()), index };
+        let blocks = vb.name(format!("{name}_blocks"));
+        if !self.weights.has(&blocks) {
+            let (w, dtype) = self.stored(&vb.name(name), &[e, inp, out])?;
+            return Ok(((0..e).map(|i| WeightExpr::Transpose(Box::new(item(&w, i)))).collect(), dtype));
+        }
+        if !inp.is_multiple_of(32) {
+            return Err(crate::ModelError::Config {
+                path: "config.json".into(),
+                key: "hidden_size".into(),
+                msg: format!("MXFP4 `{blocks}` needs input widths that are multiples of 32, got {inp}"),
+            });
+        }
+        let scales = vb.name(format!("{name}_scales"));
+        self.weights.expect_bytes(&blocks, &[e, out, inp / 32, 16])?;
+        self.weights.expect_bytes(&scales, &[e, out, inp / 32])?;
+        let (b, s) = (WeightExpr::stored(&blocks), WeightExpr::stored(&scales));
+        let parts = (0..e).map(|i| WeightExpr::Mxfp4 { blocks: Box::new(item(&b, i)), scales: Box::new(item(&s, i)) });
+        Ok((parts.collect(), DType::F32))
+    }
+
+    /// Per-expert parts (read in `stored` dtype, each cast on its own so the stack streams
+    /// expert by expert) stacked as the graph weight `name` of shape `[e, out, in]` (`in` 0: a
+    /// bias `[e, out]`).
+    fn declare_stack(
+        &mut self,
+        name: &str,
+        parts: Vec<WeightExpr>,
+        stored: DType,
+        [e, out, inp]: [usize; 3],
+    ) -> ValueId {
+        let dtype = self.opts.dtype;
+        let parts = parts.into_iter().map(|p| if stored != dtype { WeightExpr::Cast(Box::new(p), dtype) } else { p });
+        let shape: Vec<usize> = [e, out, inp].into_iter().filter(|&d| d != 0).collect();
+        self.g.add_weight(name, WeightExpr::Stack(parts.collect()), dtype, &shape)
+    }
+
     /// The first of `names` under `vb` whose `leaf` tensor the checkpoint has, else the first
     /// (whose absence the caller's read reports).
     fn first_stored(&self, vb: &Vb, names: &[&'static str], leaf: &str) -> &'static str {
         names.iter().copied().find(|n| self.weights.has(&vb.pp(n).name(leaf))).unwrap_or(names[0])
     }
+}
+
+/// A MoE layer's stacked `[gate, up, down]` weights and, where stored, their biases.
+struct Stacked {
+    weights: [ValueId; 3],
+    biases: Option<[ValueId; 3]>,
 }
 
 /// The channel order that turns rotate-every-two pairs `(2i, 2i + 1)` of the first `rotary`

@@ -39,6 +39,12 @@ pub struct Checkpoint {
     tensors: BTreeMap<String, usize>,
 }
 
+/// Whether the family of `config` reads MXFP4 experts (GPT-OSS's stacked form).
+fn reads_mxfp4(config: &ModelConfig) -> Result<bool> {
+    let moe = config.family()?.layout.moe;
+    Ok(moe.is_some_and(|m| m.form == crate::layout::StackedForm::TransposedInterleaved))
+}
+
 impl Checkpoint {
     /// Reads `config.json` and maps the weight files of `dir`: a folder, or a hub repo id
     /// (`org/name[@revision]`) whose snapshot the Hugging Face cache holds ([`crate::hub`]).
@@ -49,6 +55,13 @@ impl Checkpoint {
         let raw: Value =
             serde_json::from_str(&read_small_text(&path, 64 << 20)?).map_err(|e| ModelError::json(&path, &e))?;
         let prequantized = prequantized::from_config(&raw, &path)?;
+        if prequantized::method(&raw) == Some(prequantized::MXFP4) && !reads_mxfp4(&config)? {
+            return Err(ModelError::config(
+                &path,
+                "quantization_config.quant_method",
+                format!("`mxfp4` is read for GPT-OSS's experts only, not for {}", config.architecture),
+            ));
+        }
         let files = open_weight_files(dir)?;
         let tensors = index_tensors(&files)?;
         Ok(Checkpoint { config, prequantized, dir: dir.to_path_buf(), files, tensors })
@@ -147,6 +160,15 @@ impl Checkpoint {
 
     /// Checks that `name` exists, is a float tensor (f32/f16/bf16) and has `shape`.
     pub fn expect_tensor(&self, name: &str, shape: &[usize]) -> Result<TensorInfo> {
+        self.expect_stored(name, shape, true)
+    }
+
+    /// `name` as a u8 tensor of `shape` (MXFP4 blocks and scales), or an error naming it.
+    pub fn expect_bytes(&self, name: &str, shape: &[usize]) -> Result<TensorInfo> {
+        self.expect_stored(name, shape, false)
+    }
+
+    fn expect_stored(&self, name: &str, shape: &[usize], float: bool) -> Result<TensorInfo> {
         let info = self.tensor_info(name).ok_or_else(|| self.missing(name))?;
         let path = self.file_of(name).map_or_else(|| self.dir.clone(), |f| f.path().to_path_buf());
         let mismatch = |expected: String| ModelError::TensorMismatch {
@@ -155,8 +177,11 @@ impl Checkpoint {
             expected,
             actual: format!("{} {:?}", info.dtype, info.shape),
         };
-        if !info.dtype.is_float() {
+        if float && !info.dtype.is_float() {
             return Err(mismatch(format!("a float tensor (f32, f16 or bf16) {shape:?}")));
+        }
+        if !float && info.dtype != DType::U8 {
+            return Err(mismatch(format!("a u8 tensor {shape:?}")));
         }
         if info.shape != shape {
             return Err(mismatch(format!("shape {shape:?}")));

@@ -17,6 +17,11 @@ use crate::families::Architecture;
 /// family is stored in).
 pub trait Weights {
     fn expect(&self, name: &str, shape: &[usize]) -> Result<TensorInfo>;
+    /// A u8 tensor of a given shape (MXFP4 blocks and scales); a store of float weights only
+    /// has none.
+    fn expect_bytes(&self, name: &str, _shape: &[usize]) -> Result<TensorInfo> {
+        Err(ModelError::MissingTensor { tensor: name.to_string(), path: std::path::PathBuf::new() })
+    }
     fn has(&self, name: &str) -> bool;
     /// Dtype and shape of `name` when it exists (a GPTQ/AWQ module's parts among them).
     fn info(&self, _name: &str) -> Option<TensorInfo> {
@@ -27,6 +32,9 @@ pub trait Weights {
 impl Weights for crate::Checkpoint {
     fn expect(&self, name: &str, shape: &[usize]) -> Result<TensorInfo> {
         self.expect_tensor(name, shape)
+    }
+    fn expect_bytes(&self, name: &str, shape: &[usize]) -> Result<TensorInfo> {
+        crate::Checkpoint::expect_bytes(self, name, shape)
     }
     fn has(&self, name: &str) -> bool {
         self.tensor_info(name).is_some()

@@ -235,7 +235,20 @@ pub struct MoeLayout {
     /// [E, hidden, inter]`; GraniteMoe's files: `input_linear.weight`, `output_linear.weight`).
     pub fused_prefix: &'static str,
     pub fused: &'static [[&'static str; 2]],
+    pub form: StackedForm,
     pub shared: Option<SharedExpert>,
+}
+
+/// How stacked experts lay out their projections.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StackedForm {
+    /// `gate_up [E, 2 * inter, hidden]`, the gate's rows first, and `down [E, hidden, inter]`.
+    GateRowsFirst,
+    /// GPT-OSS's: `gate_up [E, hidden, 2 * inter]` whose columns alternate gate and up,
+    /// `down [E, inter, hidden]`, each with a `<name>_bias` (`[E, 2 * inter]`, `[E, hidden]`);
+    /// or, in an MXFP4 checkpoint, `<name>_blocks` / `<name>_scales` of the `[out, in]` rows
+    /// (transformers' `Mxfp4GptOssExperts`).
+    TransposedInterleaved,
 }
 
 /// A dense gated MLP every token takes (GraniteMoeShared's `shared_mlp`), scaled by
@@ -311,6 +324,9 @@ pub struct AttentionLayout {
     pub qk_norm: QkNorm,
     /// The key projection has no bias whatever the others have (Whisper).
     pub unbiased_key: bool,
+    /// Learned attention sinks `[heads]` under the attention (GPT-OSS's `sinks`): one more
+    /// logit in every query's softmax whose probability is dropped.
+    pub sinks: Option<&'static str>,
 }
 
 /// The q, k and v projections.

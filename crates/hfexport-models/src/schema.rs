@@ -61,6 +61,9 @@ pub struct ConfigSchema {
     /// The key of the token embeddings' own width, projected to and from the hidden size where
     /// it differs (OPT's `word_embed_proj_dim`; the layout's `embed_projections`).
     pub embed_dim: Option<&'static str>,
+    /// The rope dict (JSON) the config class sets when a file has neither `rope_parameters`
+    /// nor `rope_scaling` (GPT-OSS: yarn); `None`: the default rope over `rope_theta`.
+    pub default_rope: Option<&'static str>,
     /// A sparse mixture-of-experts MLP in the layers it selects (Qwen3-MoE, Mixtral, Qwen2-MoE).
     pub moe: Option<MoeSchema>,
     /// An encoder's config keys (BERT, RoBERTa): `type_vocab_size` and its class default.
@@ -110,7 +113,7 @@ pub struct ImageDefaults {
 }
 
 /// How a mixture-of-experts config is read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct MoeSchema {
     /// Expert-count keys, first present wins (an `attribute_map` makes `num_experts` and
     /// `num_local_experts` the same key in Qwen3-MoE and Mixtral).
@@ -128,6 +131,19 @@ pub struct MoeSchema {
     /// one (Qwen2-MoE's `shared_expert_intermediate_size`, GraniteMoeShared's
     /// `shared_intermediate_size`); 0 is none.
     pub shared_expert: Option<(&'static str, usize)>,
+    pub glu: MoeGlu,
+    /// The router and the experts' projections have biases (GPT-OSS).
+    pub biased: bool,
+}
+
+/// How an expert combines its gate and up projections.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum MoeGlu {
+    /// `act(gate) * up`, with the config's activation.
+    Activation,
+    /// GPT-OSS's clamped SwiGLU (`hfexport_core::Glu::Clamped`): the keys of its sigmoid gain
+    /// and its clamp, with their class defaults.
+    Clamped { alpha: (&'static str, f64), limit: (&'static str, f64) },
 }
 
 /// Whether the top-k routing weights are divided by their sum.

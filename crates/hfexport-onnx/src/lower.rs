@@ -16,7 +16,7 @@ use crate::proto::{
 use crate::{OnnxError, Result};
 use hfexport_core::config::OnnxQuantOps;
 use hfexport_core::graph::{Node, Producer};
-use hfexport_core::ops::{Activation, ReduceKind};
+use hfexport_core::ops::{Activation, Glu, ReduceKind};
 use hfexport_core::shape_program::{DimError, DimLowering, ShapeEmitter};
 use hfexport_core::{DType, Dim, Graph, Op, Tensor, ValueId, WeightExpr};
 
@@ -66,8 +66,9 @@ pub fn native(op: &Op, opset: u32) -> bool {
         Op::LayerNorm { .. } => opset >= OPSET_LAYER_NORM,
         Op::Activate(act) => activation_op(*act, opset).is_some(),
         // a sliding window is folded into the mask first (`Pass::FoldSlidingWindows`)
-        Op::Attention { softcap, sliding_window, .. } => {
-            opset >= OPSET_NATIVE_LLM_OPS && softcap.is_none() && sliding_window.is_none()
+        // ONNX `Attention` has no sink logits
+        Op::Attention { softcap, sliding_window, sinks, .. } => {
+            opset >= OPSET_NATIVE_LLM_OPS && softcap.is_none() && sliding_window.is_none() && !sinks
         }
         // no ONNX op computes rotary tables; the gated MLP is `Linear`s and elementwise ops
         Op::RotaryCosSin { .. } | Op::GatedMlp { .. } => false,
@@ -94,7 +95,7 @@ fn ort_block(group: usize) -> bool {
 /// ONNX runtimes, OpenVINO's reader among them, cannot read): a SwiGLU `Moe` as
 /// `com.microsoft.MoE`, which runs only the selected experts (float32 only on CPU).
 pub fn ort_cpu_contrib(op: &Op) -> bool {
-    matches!(op, Op::Moe { act: Activation::Silu, .. })
+    matches!(op, Op::Moe { glu: Glu::Gated(Activation::Silu), biased: false, .. })
 }
 
 /// The domain of ONNX Runtime's contrib ops.

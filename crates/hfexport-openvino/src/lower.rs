@@ -29,7 +29,7 @@
 use crate::ir::{element_type, Layer, Network, Out, PortInfo};
 use crate::{OvError, Result};
 use hfexport_core::graph::Node;
-use hfexport_core::ops::{Activation, ReduceKind};
+use hfexport_core::ops::{Activation, Glu, ReduceKind};
 use hfexport_core::shape_program::{DimError, DimLowering, ShapeEmitter};
 use hfexport_core::{BinaryOp, DType, Dim, Graph, Op, QuantPart, Tensor, UnaryOp, ValueId};
 use std::collections::HashMap;
@@ -58,7 +58,7 @@ pub fn native(op: &Op) -> bool {
         // every activation is one opset layer
         Op::LayerNorm { .. } | Op::Activate(_) => true,
         // a sliding window is folded into the mask first (`Pass::FoldSlidingWindows`)
-        Op::Attention { softcap, sliding_window, .. } => softcap.is_none() && sliding_window.is_none(),
+        Op::Attention { softcap, sliding_window, sinks, .. } => softcap.is_none() && sliding_window.is_none() && !sinks,
         // the RMS-norm decomposition is the pattern OpenVINO's `RMSFusion` matches, the rotary
         // one what `RoPEFusion` matches
         Op::RmsNorm { .. } | Op::RotaryCosSin { .. } | Op::ApplyRotary | Op::GatedMlp { .. } => false,
@@ -66,8 +66,9 @@ pub fn native(op: &Op) -> bool {
         // a SwiGLU MoE over a run-time number of tokens becomes the "tiled" expert block the
         // 2026.4 CPU plugin turns into its `GatherMatmul` (only the selected experts run); the
         // pass leaves a static token count (a stateful decode step is [1, 1]) unfused, so a
-        // decode step takes core's gathered experts, as do the other activations
-        Op::Moe { act, few_tokens, .. } => *act == Activation::Silu && !few_tokens,
+        // decode step takes core's gathered experts, as do the other activations and biased
+        // experts
+        Op::Moe { glu, biased, few_tokens, .. } => *glu == Glu::Gated(Activation::Silu) && !biased && !few_tokens,
         // NNCF's decompression pattern over `[rows, groups, group]` constants (`quant_weights`),
         // which the CPU plugin runs as a compressed FullyConnected / Gather (core's chain over
         // `[rows, cols]` would be constant-folded into float weights at compile time)
@@ -512,7 +513,8 @@ impl<'g> Ctx<'g> {
         if let Op::TopK { k } = n.op {
             return self.top_k(n, ins[0], k);
         }
-        if let Op::Moe { top_k, normalize, act: Activation::Silu, few_tokens: false } = n.op {
+        if let Op::Moe { top_k, normalize, glu: Glu::Gated(Activation::Silu), biased: false, few_tokens: false } = n.op
+        {
             let o = self.tiled_moe(n, &ins, top_k, normalize);
             self.vals[n.outputs[0].0] = Some(o);
             return Ok(());
@@ -708,7 +710,7 @@ impl<'g> Ctx<'g> {
                 let axis = self.em.scalar_i64(2);
                 one(self, "ScatterUpdate", "opset3", vec![], vec![ins[0], idx, ins[1], axis])
             }
-            Op::Attention { scale, softcap: None, sliding_window: None } => {
+            Op::Attention { scale, softcap: None, sliding_window: None, sinks: false } => {
                 let (q, k) = (self.g.info(n.inputs[0]).clone(), self.g.info(n.inputs[1]).clone());
                 let mut mask = self.attention_mask(n);
                 if self.grown.contains(&n.inputs[1]) {
@@ -931,7 +933,8 @@ impl<'g> Ctx<'g> {
     /// decomposed attention, e.g. with soft-capping, sizes its tensors by the whole cache, so
     /// its state keeps every slot and is written in place).
     fn grows(&self, v: ValueId) -> bool {
-        let native_attention = |m: &Node| matches!(m.op, Op::Attention { softcap: None, sliding_window: None, .. });
+        let native_attention =
+            |m: &Node| matches!(m.op, Op::Attention { softcap: None, sliding_window: None, sinks: false, .. });
         let read_natively =
             |update: ValueId| self.g.nodes().iter().filter(|m| m.inputs.contains(&update)).all(native_attention);
         self.opts.stateful

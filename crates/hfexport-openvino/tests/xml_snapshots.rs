@@ -80,7 +80,7 @@ fn stateful_static_cache_attention() {
     let slots = g
         .op("slots_row", Op::Reshape { shape: vec![one, Dim::sym(&g.symbols.get("cache_len").unwrap())] }, &[slots])
         .unwrap();
-    let attn = Op::Attention { scale: 0.5, softcap: None, sliding_window: Some(3) };
+    let attn = Op::Attention { scale: 0.5, softcap: None, sliding_window: Some(3), sinks: false };
     let out = g.op("attention", attn, &[query, keys, keys, mask, positions, slots]).unwrap();
     g.add_output("out", out).unwrap();
     g.add_output("output.keys", keys).unwrap();

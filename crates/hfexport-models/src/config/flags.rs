@@ -90,8 +90,31 @@ pub(super) fn parse_moe(f: &Fields, schema: &ConfigSchema, dims: &Dims) -> Resul
         }
         _ => None,
     };
-    let moe = MoeConfig { num_experts, top_k, intermediate_size, normalize, shared_expert_intermediate_size };
+    let clamped_swiglu = match m.glu {
+        MoeGlu::Activation => None,
+        MoeGlu::Clamped { alpha, limit } => {
+            let clamp = finite_or(f, limit)?;
+            if clamp <= 0.0 {
+                return Err(f.err(limit.0, format!("{clamp} must be positive (the clamp of the experts' SwiGLU)")));
+            }
+            Some((finite_or(f, alpha)?, clamp))
+        }
+    };
+    let moe = MoeConfig {
+        num_experts,
+        top_k,
+        intermediate_size,
+        normalize,
+        shared_expert_intermediate_size,
+        clamped_swiglu,
+        biased: m.biased,
+    };
     Ok((Some(moe), sparse_layers))
+}
+
+/// The number at `key`, its class default when absent or null.
+fn finite_or(f: &Fields, (key, default): (&str, f64)) -> Result<f64> {
+    Ok(f.number(key)?.unwrap_or(default))
 }
 
 /// `mlp_only_layers`: null or absent is none; entries are layer indices.

@@ -21,7 +21,9 @@ use serde_json::{Map, Value};
 use crate::error::{ModelError, Result};
 use crate::families::{self, Architecture};
 use crate::layout::{Layout, TowerKind, VisionLanguage};
-use crate::schema::{ConfigSchema, Defaults, EmbeddingScale, Flag, KvHeads, LayerRule, NormTopK, RopeRule, ScaleRule};
+use crate::schema::{
+    ConfigSchema, Defaults, EmbeddingScale, Flag, KvHeads, LayerRule, MoeGlu, NormTopK, RopeRule, ScaleRule,
+};
 
 mod dims;
 mod encoder;
@@ -298,6 +300,10 @@ pub struct MoeConfig {
     pub normalize: bool,
     /// The shared expert's intermediate size (Qwen2-MoE).
     pub shared_expert_intermediate_size: Option<usize>,
+    /// GPT-OSS's clamped SwiGLU `(alpha, limit)` in place of `act(gate) * up`.
+    pub clamped_swiglu: Option<(f64, f64)>,
+    /// The router and the experts' projections have biases (GPT-OSS).
+    pub biased: bool,
 }
 
 impl ModelConfig {

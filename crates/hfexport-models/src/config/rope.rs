@@ -11,7 +11,8 @@ pub(super) const LAYER_TYPE_KEYS: [&str; 2] = ["full_attention", "sliding_attent
 /// The rope of full-attention layers, and the sliding layers' own where the family has one.
 pub(super) fn parse_ropes(f: &Fields, schema: &ConfigSchema, dims: &Dims) -> Result<(RopeConfig, Option<RopeConfig>)> {
     let empty = Map::new();
-    let (key, dict) = rope_dict(f)?.unwrap_or(("rope_parameters", &empty));
+    let class_default = class_default_rope(f, schema)?;
+    let (key, dict) = rope_dict(f)?.unwrap_or(("rope_parameters", &class_default));
     let theta = schema.defaults.rope_theta;
     if let RopeRule::Fixed { dim_key, default_dim } = schema.rope {
         let dim = fixed_rotary_dim(f, dim_key, default_dim, dims.head_dim)?;
@@ -104,6 +105,24 @@ pub(super) fn parse_rope(
         }
     };
     Ok(RopeConfig { theta, dim, scaling })
+}
+
+/// The rope dict a config without one gets from its class: the schema's `default_rope` when
+/// neither `rope_parameters` nor `rope_scaling` is there (absent or null), else none (an empty
+/// dict: the default rope over `rope_theta`).
+fn class_default_rope(f: &Fields, schema: &ConfigSchema) -> Result<Map<String, Value>> {
+    let unset = |key: &str| f.raw(key).is_none_or(Value::is_null);
+    match schema.default_rope {
+        Some(json) if unset("rope_parameters") && unset("rope_scaling") => {
+            let mut dict: Map<String, Value> = serde_json::from_str(json).expect("a family's default rope is JSON");
+            // the class default of the base frequency stays the config's to override
+            if let Some(theta) = f.raw("rope_theta").filter(|v| !v.is_null()) {
+                dict.insert("rope_theta".into(), theta.clone());
+            }
+            Ok(dict)
+        }
+        _ => Ok(Map::new()),
+    }
 }
 
 /// `self.rope_parameters = rope_scaling or self.rope_parameters`: a non-empty `rope_scaling`

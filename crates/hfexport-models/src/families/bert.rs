@@ -53,6 +53,7 @@ pub const BERT_LAYOUT: Layout = Layout {
         out: "output.dense",
         qk_norm: QkNorm::None,
         unbiased_key: false,
+        sinks: None,
     },
     mlp: MlpLayout { prefix: "", kind: MlpKind::Plain("intermediate.dense"), down: "output.dense" },
     moe: None,

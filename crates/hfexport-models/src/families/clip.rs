@@ -52,6 +52,7 @@ pub const CLIP_VISION_LAYOUT: Layout = Layout {
         out: "out_proj",
         qk_norm: QkNorm::None,
         unbiased_key: false,
+        sinks: None,
     },
     mlp: MlpLayout { prefix: "mlp", kind: MlpKind::Plain("fc1"), down: "fc2" },
     encoder: Some(EncoderLayout {

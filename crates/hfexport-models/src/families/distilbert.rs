@@ -41,6 +41,7 @@ pub const DISTILBERT_LAYOUT: Layout = Layout {
         out: "out_lin",
         qk_norm: QkNorm::None,
         unbiased_key: false,
+        sinks: None,
     },
     mlp: MlpLayout { prefix: "ffn", kind: MlpKind::Plain("lin1"), down: "lin2" },
     encoder: Some(EncoderLayout {

@@ -61,6 +61,7 @@ pub const FAMILY: Architecture = Architecture {
             out: "dense",
             qk_norm: QkNorm::None,
             unbiased_key: false,
+            sinks: None,
         },
         mlp: MEGATRON_MLP,
         ..LLAMA_LAYOUT

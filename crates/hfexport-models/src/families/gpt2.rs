@@ -64,6 +64,7 @@ pub const FAMILY: Architecture = Architecture {
             out: "c_proj",
             qk_norm: QkNorm::None,
             unbiased_key: false,
+            sinks: None,
         },
         mlp: MlpLayout { prefix: "mlp", kind: MlpKind::PlainConv1d("c_fc"), down: "c_proj" },
         moe: None,

@@ -47,6 +47,7 @@ pub const FAMILY: Architecture = Architecture {
             out: "out_proj",
             qk_norm: QkNorm::None,
             unbiased_key: false,
+            sinks: None,
         },
         mlp: MlpLayout { prefix: "mlp", kind: MlpKind::Plain("fc_in"), down: "fc_out" },
         ..LLAMA_LAYOUT

@@ -23,6 +23,8 @@ const GRANITE_MOE_SCHEMA: MoeSchema = MoeSchema {
     normalize: NormTopK::Always,
     sparse_step: false,
     shared_expert: None,
+    glu: MoeGlu::Activation,
+    biased: false,
 };
 
 const GRANITE_MOE_LAYOUT: MoeLayout = MoeLayout {

@@ -28,6 +28,8 @@ pub const FAMILY: Architecture = Architecture {
             normalize: NormTopK::Always,
             sparse_step: false,
             shared_expert: None,
+            glu: MoeGlu::Activation,
+            biased: false,
         }),
         ..LLAMA_SCHEMA
     },

@@ -31,6 +31,7 @@ pub mod glm;
 pub mod gpt2;
 pub mod gpt_bigcode;
 pub mod gpt_neox;
+pub mod gpt_oss;
 pub mod gptj;
 pub mod granite;
 pub mod granite_moe;
@@ -89,6 +90,7 @@ pub const ARCHITECTURES: &[Architecture] = &[
     olmoe::FAMILY,
     granite_moe::GRANITE_MOE,
     granite_moe::GRANITE_MOE_SHARED,
+    gpt_oss::FAMILY,
     granite::FAMILY,
     olmo2::FAMILY,
     smollm3::FAMILY,

@@ -58,6 +58,7 @@ pub const MODERNBERT_LAYOUT: Layout = Layout {
         out: "Wo",
         qk_norm: QkNorm::None,
         unbiased_key: false,
+        sinks: None,
     },
     mlp: MlpLayout { prefix: "mlp", kind: MlpKind::GatedFused("Wi"), down: "Wo" },
     encoder: Some(EncoderLayout {

@@ -34,6 +34,8 @@ pub const FAMILY: Architecture = Architecture {
             normalize: NormTopK::Key(false),
             sparse_step: false,
             shared_expert: None,
+            glu: MoeGlu::Activation,
+            biased: false,
         }),
         refused: &["clip_qkv"],
         ..LLAMA_SCHEMA

@@ -29,6 +29,8 @@ pub const FAMILY: Architecture = Architecture {
             normalize: NormTopK::Key(false),
             sparse_step: true,
             shared_expert: Some(("shared_expert_intermediate_size", 5632)),
+            glu: MoeGlu::Activation,
+            biased: false,
         }),
         ..LLAMA_SCHEMA
     },

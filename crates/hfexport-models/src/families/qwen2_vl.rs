@@ -82,6 +82,7 @@ pub const QWEN2_VL_VISION_LAYOUT: Layout = Layout {
         out: "proj",
         qk_norm: QkNorm::None,
         unbiased_key: false,
+        sinks: None,
     },
     encoder: None,
     ..CLIP_VISION_LAYOUT

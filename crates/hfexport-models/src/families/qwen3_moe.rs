@@ -15,6 +15,7 @@ pub const QWEN_MOE_LAYOUT: MoeLayout = MoeLayout {
     down: "down_proj",
     fused_prefix: "mlp",
     fused: &[STACKED_EXPERTS],
+    form: StackedForm::GateRowsFirst,
     shared: None,
 };
 
@@ -39,6 +40,8 @@ pub const FAMILY: Architecture = Architecture {
             normalize: NormTopK::Key(false),
             sparse_step: true,
             shared_expert: None,
+            glu: MoeGlu::Activation,
+            biased: false,
         }),
         ..LLAMA_SCHEMA
     },

@@ -72,6 +72,7 @@ pub const T5_BASE: Layout = Layout {
         out: "o",
         qk_norm: QkNorm::None,
         unbiased_key: false,
+        sinks: None,
     },
     mlp: MlpLayout {
         prefix: "layer.2.DenseReluDense",

@@ -33,6 +33,7 @@ pub const VIT_LAYOUT: Layout = Layout {
         out: "output.dense",
         qk_norm: QkNorm::None,
         unbiased_key: false,
+        sinks: None,
     },
     encoder: Some(EncoderLayout {
         input: EncoderInput::Patches {

@@ -73,6 +73,7 @@ pub const WHISPER_BASE: Layout = Layout {
         out: "out_proj",
         qk_norm: QkNorm::None,
         unbiased_key: true,
+        sinks: None,
     },
     mlp: MlpLayout { prefix: "", kind: MlpKind::Plain("fc1"), down: "fc2" },
     moe: None,

@@ -279,3 +279,30 @@ fn granite_moe_configs_read_experts_and_the_shared_mlp() {
     let m = c.moe.unwrap();
     assert_eq!((m.num_experts, m.top_k, m.shared_expert_intermediate_size), (3, 1, Some(24)));
 }
+
+/// GPT-OSS: alternating sliding and full layers, biased attention, a biased MoE in every layer
+/// with the clamped SwiGLU, the class's yarn when the file has no rope dict (its own
+/// `rope_theta` kept), and the dict when it has one; a non-positive clamp names its key.
+#[test]
+fn gpt_oss_configs_read_the_class_rope_and_the_clamped_experts() {
+    use LayerType::{FullAttention as F, SlidingAttention as S};
+    let c = family("GptOssForCausalLM", "gpt_oss", r#"{"num_local_experts": 4}"#).unwrap();
+    assert_eq!((kinds(&c), c.sliding_window()), (vec![S, F, S, F], Some(128)));
+    assert!(c.attention_bias && c.o_bias && !c.mlp_bias);
+    let m = c.moe.as_ref().unwrap();
+    assert_eq!((m.num_experts, m.top_k, m.normalize, m.intermediate_size), (4, 4, true, 96));
+    assert_eq!((m.clamped_swiglu, m.biased, sparse(&c)), (Some((1.702, 7.0)), true, vec![true; 4]));
+    let RopeScaling::Yarn { factor, original_max_position_embeddings, truncate, .. } = c.rope.scaling else {
+        panic!("the class default is yarn, got {:?}", c.rope.scaling)
+    };
+    assert_eq!((factor, original_max_position_embeddings, truncate, c.rope.theta), (32.0, 4096, false, 150_000.0));
+    let c = family("GptOssForCausalLM", "gpt_oss", r#"{"rope_theta": 1000.0, "swiglu_limit": 2.5}"#).unwrap();
+    assert_eq!((c.rope.theta, c.moe.unwrap().clamped_swiglu), (1000.0, Some((1.702, 2.5))));
+    let c = family("GptOssForCausalLM", "gpt_oss", r#"{"rope_parameters": {"rope_type": "default"}}"#).unwrap();
+    assert_eq!((c.rope.scaling.clone(), c.rope.theta), (RopeScaling::Default, 150_000.0));
+    // (`family` drops a key given as null)
+    let c = family("GptOssForCausalLM", "gpt_oss", r#"{"attention_bias": false, "head_dim": null}"#).unwrap();
+    assert!(!c.attention_bias && !c.o_bias);
+    assert_eq!(c.layers[0].attention().unwrap().head_dim, 64, "absent: GptOssConfig's 64, not hidden / heads");
+    config_err(family("GptOssForCausalLM", "gpt_oss", r#"{"swiglu_limit": 0}"#), "swiglu_limit");
+}
