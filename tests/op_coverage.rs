@@ -26,7 +26,7 @@ use hfexport::core::backend::{prepare, Backend, Lowering};
 use hfexport::core::plan::{ComponentSpec, Planned};
 use hfexport::core::{
     Activation, BinaryOp, Dim, Glu, MemorySource, Op, QuantPart, QuantScheme, ReduceKind, RopeConfig, RopeScaling,
-    UnaryOp, ValueId, WeightExpr,
+    RouterScore, Routing, UnaryOp, ValueId, WeightExpr,
 };
 use hfexport::quant::Rtn;
 use hfexport::{AutoExportConfig, DType, Evaluator, ExportConfig, ExportFormat, Graph, Tensor};
@@ -536,30 +536,48 @@ fn cases() -> Vec<Case> {
     });
     all.push(b.finish("TopK(ties)", Op::TopK { k: 4 }, &[x]));
     // a symbolic sequence takes the dense strategy, one token per row the gathered one
-    // GPT-OSS's biased router and experts with the clamped SwiGLU, both strategies (weights
-    // wide enough that the clamp bites)
+    // GPT-OSS's biased router and experts with the clamped SwiGLU, DeepSeek's grouped routings
+    // (V2's softmax over the best groups' experts, V3's corrected sigmoid), both strategies
+    // (weights wide enough that the clamp bites)
     let clamped = Glu::Clamped { alpha: 1.702, limit: 0.6 };
     let silu = Glu::Gated(Activation::Silu);
-    for (seq, normalize, few_tokens, glu, name) in [
-        (S, true, false, silu, "Moe(dense)"),
-        (K(1), false, true, silu, "Moe(gathered)"),
-        (S, true, false, clamped, "Moe(dense, biased, clamped)"),
-        (K(1), true, true, clamped, "Moe(gathered, biased, clamped)"),
+    let softmax = |normalize| Routing::Softmax { normalize };
+    let v2 = Routing::Grouped { score: RouterScore::Softmax, groups: 3, top_groups: 2, normalize: false, scale: 1.5 };
+    let v3 = Routing::Grouped {
+        score: RouterScore::SigmoidCorrected,
+        groups: 3,
+        top_groups: 1,
+        normalize: true,
+        scale: 2.5,
+    };
+    for (seq, routing, few_tokens, glu, name) in [
+        (S, softmax(true), false, silu, "Moe(dense)"),
+        (K(1), softmax(false), true, silu, "Moe(gathered)"),
+        (S, softmax(true), false, clamped, "Moe(dense, biased, clamped)"),
+        (K(1), softmax(true), true, clamped, "Moe(gathered, biased, clamped)"),
+        (S, v2, false, silu, "Moe(dense, grouped softmax)"),
+        (K(1), v3, true, silu, "Moe(gathered, grouped corrected sigmoid)"),
+        (S, v3, false, silu, "Moe(dense, grouped corrected sigmoid)"),
     ] {
         let biased = glu == clamped;
+        let experts = if matches!(routing, Routing::Grouped { .. }) { 6 } else { 5 };
         let mut b = Build::new(27);
         let x = b.float("x", &[B, seq, K(4)], -1.0, 1.0);
-        let mut ins = vec![x, b.float("router", &[K(5), K(4)], -1.0, 1.0)];
-        for (n, d) in [("gate", [K(5), K(6), K(4)]), ("up", [K(5), K(6), K(4)]), ("down", [K(5), K(4), K(6)])] {
+        let mut ins = vec![x, b.float("router", &[K(experts), K(4)], -1.0, 1.0)];
+        let e = K(experts);
+        for (n, d) in [("gate", [e, K(6), K(4)]), ("up", [e, K(6), K(4)]), ("down", [e, K(4), K(6)])] {
             ins.push(b.float(n, &d, -0.5, 0.5));
         }
         if biased {
-            ins.push(b.float("router_b", &[K(5)], -0.5, 0.5));
-            for (n, d) in [("gate_b", [K(5), K(6)]), ("up_b", [K(5), K(6)]), ("down_b", [K(5), K(4)])] {
+            ins.push(b.float("router_b", &[e], -0.5, 0.5));
+            for (n, d) in [("gate_b", [e, K(6)]), ("up_b", [e, K(6)]), ("down_b", [e, K(4)])] {
                 ins.push(b.float(n, &d, -0.5, 0.5));
             }
         }
-        all.push(b.finish(name, Op::Moe { top_k: 2, normalize, glu, biased, few_tokens }, &ins));
+        if routing.corrected() {
+            ins.push(b.float("correction", &[e], -0.3, 0.3));
+        }
+        all.push(b.finish(name, Op::Moe { top_k: 2, routing, glu, biased, few_tokens }, &ins));
     }
     // symmetric int4 in groups (ONNX Runtime quantizes x to int8 per block: its tolerance),
     // asymmetric uint8 with zero points and a bias; quantized embedding rows alike

@@ -10,6 +10,10 @@ from transformers import (
     FalconConfig,
     FalconForCausalLM,
     Cohere2Config,
+    DeepseekV2Config,
+    DeepseekV2ForCausalLM,
+    DeepseekV3Config,
+    DeepseekV3ForCausalLM,
     Cohere2ForCausalLM,
     CohereConfig,
     CohereForCausalLM,
@@ -40,6 +44,20 @@ from transformers import (
     Starcoder2Config,
     Starcoder2ForCausalLM,
 )
+
+
+def random_score_corrections(folder):
+    """DeepSeek-V3's `e_score_correction_bias` is a buffer (zeros at init, which widening the
+    parameters leaves): drawn here so that it changes which experts are chosen."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    path = folder / "model.safetensors"
+    tensors = load_file(path)
+    gen = torch.Generator().manual_seed(7)
+    for name in [n for n in tensors if n.endswith("e_score_correction_bias")]:
+        tensors[name] = torch.randn(tensors[name].shape, generator=gen) * 0.1
+    save_file(tensors, str(path), metadata={"format": "pt"})
 
 
 def decoder_round2_specs():
@@ -562,6 +580,79 @@ def decoder_round2_specs():
             "sliding window 3 on layer 0 and full attention on layer 1, biased q/k/v/o, the class's yarn rope",
             strict_greedy=True,
             post_save=store_experts_as_mxfp4,
+        )
+    )
+
+    deepseek = dict(
+        vocab_size=256,
+        hidden_size=64,
+        intermediate_size=96,
+        moe_intermediate_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        kv_lora_rank=16,
+        qk_nope_head_dim=16,
+        qk_rope_head_dim=8,
+        v_head_dim=12,
+        n_routed_experts=8,
+        num_experts_per_tok=2,
+        n_group=4,
+        topk_group=2,
+        first_k_dense_replace=1,
+        max_position_embeddings=64,
+        bos_token_id=1,
+        eos_token_id=2,
+        tie_word_embeddings=False,
+    )
+    specs.append(
+        Spec(
+            "deepseek_v2",
+            49,
+            DeepseekV2ForCausalLM,
+            DeepseekV2Config(
+                **deepseek,
+                q_lora_rank=None,
+                n_shared_experts=2,
+                topk_method="group_limited_greedy",
+                routed_scaling_factor=1.5,
+            ),
+            None,
+            "multi-head latent attention with one q_proj (q_lora_rank null), kv_lora_rank 16, 16 + 8 "
+            "(interleaved rotary) query/key channels and 12 value channels per head, the latent cached; "
+            "layer 0 dense, layer 1 8 experts top-2 within the best 2 of 4 groups (group_limited_greedy, "
+            "softmax, routed_scaling_factor 1.5) plus 2 shared experts",
+            strict_greedy=True,
+        )
+    )
+    specs.append(
+        Spec(
+            "deepseek_v3",
+            51,
+            DeepseekV3ForCausalLM,
+            DeepseekV3Config(
+                **deepseek,
+                q_lora_rank=24,
+                n_shared_experts=1,
+                routed_scaling_factor=2.5,
+                rope_parameters={
+                    "rope_type": "yarn",
+                    "rope_theta": 10000.0,
+                    "factor": 4.0,
+                    "original_max_position_embeddings": 16,
+                    "beta_fast": 32.0,
+                    "beta_slow": 1.0,
+                    "mscale": 1.0,
+                    "mscale_all_dim": 1.0,
+                },
+            ),
+            None,
+            "latent attention with low-rank queries (q_lora_rank 24, q_a_layernorm), interleaved rotary, "
+            "yarn with mscale/mscale_all_dim (the score scale's correction); layer 0 dense, layer 1 8 experts "
+            "top-2 by sigmoid + e_score_correction_bias within the best 2 of 4 groups, renormalised, times 2.5, "
+            "plus a shared expert",
+            strict_greedy=True,
+            post_save=random_score_corrections,
         )
     )
     return specs

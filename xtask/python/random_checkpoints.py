@@ -182,7 +182,11 @@ MOE_ARCHS = [
     "GraniteMoeForCausalLM",
     "GraniteMoeSharedForCausalLM",
     "GptOssForCausalLM",
+    "DeepseekV2ForCausalLM",
+    "DeepseekV3ForCausalLM",
 ]
+# DeepSeek's: multi-head latent attention, grouped routing, dense first layers (sample_deepseek).
+DEEPSEEK_ARCHS = ("DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM")
 # Granite's MoE classes: every layer sparse, num_local_experts, Granite's multipliers.
 GRANITE_MOE_ARCHS = ("GraniteMoeForCausalLM", "GraniteMoeSharedForCausalLM")
 # The families sampled by sample_new_family / sample_moe_family and written by edit_new_family.
@@ -339,6 +343,7 @@ def sample_case(seed, index, archs=ARCHS):
     pad = rng.randint(1, L - 2)
     if arch in EXTRA_ARCHS:
         sample = sample_moe_family if arch in MOE_ARCHS else sample_new_family
+        sample = sample_deepseek if arch in DEEPSEEK_ARCHS else sample
         case = sample(rng, arch, turn, offset, L)
         case.update(seq_len=L, pad=pad, weight_seed=random.Random(f"hfexport-unseen-w:{seed}:{index}").randrange(2**31))
         return case
@@ -966,12 +971,91 @@ def multiple_of_4(rng, lo, hi):
     return 4 * rng.randint(math.ceil(lo / 4), hi // 4)
 
 
-def sparse_layer_flags(arch, layers, step, mlp_only):
+def sparse_layer_flags(arch, layers, step, mlp_only, first_dense=0):
     """Which layers get the sparse MoE block (the others keep a dense MLP), as the modeling code
-    decides: Mixtral every layer; Qwen unless listed in mlp_only_layers, every `step`-th."""
+    decides: Mixtral every layer; Qwen unless listed in mlp_only_layers, every `step`-th;
+    DeepSeek from first_k_dense_replace on."""
+    if arch in DEEPSEEK_ARCHS:
+        return [i >= first_dense for i in range(layers)]
     if arch in ("MixtralForCausalLM", "OlmoeForCausalLM", "GptOssForCausalLM") + GRANITE_MOE_ARCHS:
         return [True] * layers
     return [i not in (mlp_only or []) and (i + 1) % step == 0 for i in range(layers)]
+
+
+def sample_deepseek(rng, arch, turn, offset, L):
+    """sample_case for DEEPSEEK_ARCHS: latent attention (q_lora_rank null or a rank, the latent,
+    nope / rope / value channels per head, V3's rope_interleave), yarn's mscale_all_dim, the
+    experts in groups (V2's greedy or group-limited softmax, V3's corrected sigmoid), dense first
+    layers, shared experts, routed_scaling_factor; V3's score corrections drawn after saving."""
+    v3 = arch == "DeepseekV3ForCausalLM"
+    edits = []
+    rope_type = dealt_rope_type(turn, offset)
+    layers = rng.randint(1, 3)
+    heads = rng.choice([1, 2, 3, 4, 4, 6])
+    rope_dim = rng.choice([2, 4, 6, 8, 12, 16] if rope_type != "dynamic" else [4, 6, 8, 12, 16])
+    hidden = heads * multiple_of_4(rng, 4, 24)  # V2's config checks hidden % heads
+    experts = rng.choice([2, 4, 6, 8, 9, 12])
+    groups = rng.choice([g for g in divisors(experts) if not v3 or experts // g >= 2])
+    top_groups = rng.randint(1, groups)
+    top_k = rng.randint(1, min(top_groups * (experts // groups), experts))
+    kw = dict(
+        vocab_size=rng.randint(50, 300),
+        hidden_size=hidden,
+        intermediate_size=multiple_of_4(rng, 4, 96),
+        moe_intermediate_size=multiple_of_4(rng, 4, 48),
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=heads,
+        kv_lora_rank=rng.randint(2, 32),
+        q_lora_rank=rng.choice([None, rng.randint(2, 32)]),
+        qk_nope_head_dim=rng.randint(2, 16),
+        qk_rope_head_dim=rope_dim,
+        v_head_dim=rng.randint(2, 16),
+        n_routed_experts=experts,
+        num_experts_per_tok=top_k,
+        n_group=groups,
+        topk_group=top_groups,
+        n_shared_experts=rng.choice([0, 1, 2]),
+        first_k_dense_replace=rng.randint(0, layers - 1),
+        routed_scaling_factor=rng.choice([1.0, 2.5, 0.5, 16.0]),
+        hidden_act=rng.choice(["silu", "silu", "gelu_pytorch_tanh", "gelu_new"]),
+        rms_norm_eps=rng.choice([1e-6, 1e-5, 0.1]),
+        tie_word_embeddings=rng.random() < 0.3,
+        attention_bias=rng.random() < 0.3,
+        mlp_bias=rng.random() < 0.2,
+        bos_token_id=1,
+        eos_token_id=2,
+    )
+    if v3:
+        kw.update(norm_topk_prob=rng.random() < 0.7, rope_interleave=rng.random() < 0.7)
+        edits.append("score-corrections")
+    else:
+        kw["topk_method"] = rng.choice(["greedy", "group_limited_greedy"])
+        # V2's complex rotary views its channels in pairs: the rows it reads them from must have
+        # even strides (nope + rope and kv_lora + rope even), as every released V2 has
+        kw["qk_nope_head_dim"] += kw["qk_nope_head_dim"] % 2
+        kw["kv_lora_rank"] += kw["kv_lora_rank"] % 2
+    rope, max_pos = sample_rope(rng, rope_type, L)
+    if rope_type == "yarn" and rng.random() < 0.7:
+        # DeepSeek's yarn: mscale and mscale_all_dim (the score scale's correction)
+        m = rng.choice([0.707, 1.0])
+        rope.update(mscale=m, mscale_all_dim=rng.choice([m, 1.0, 0.0]))
+    kw["rope_parameters"] = rope
+    kw["max_position_embeddings"] = max_pos
+    old_form = rng.random() < 0.3
+    return {
+        "arch": arch,
+        "kwargs": kw,
+        "old_form": old_form,
+        "old_type_key": rng.random() < 0.5,
+        "sparse": rng.random() < 0.3,
+        "hoist": None,
+        "ignored": [],
+        "stray_theta": not old_form and rng.random() < 0.2,
+        "head_dim_source": "qk_rope_head_dim",
+        "edits": edits,
+        "variant": rope_type,
+    }
 
 
 def sample_moe_family(rng, arch, turn, offset, L):
@@ -1376,7 +1460,17 @@ MOE_DROPPABLE = [
     "router_aux_loss_coef",
     "router_jitter_noise",
 ]
-MOE_MODEL_TYPES = ("qwen3_moe", "mixtral", "qwen2_moe", "olmoe", "granitemoe", "granitemoeshared", "gpt_oss")
+MOE_MODEL_TYPES = (
+    "qwen3_moe",
+    "mixtral",
+    "qwen2_moe",
+    "olmoe",
+    "granitemoe",
+    "granitemoeshared",
+    "gpt_oss",
+    "deepseek_v2",
+    "deepseek_v3",
+)
 
 
 def to_sparse_new(cfg, config_cls):
@@ -1626,6 +1720,19 @@ MOE_SEMANTIC_KEYS = [
     "shared_intermediate_size",
     "swiglu_alpha",
     "swiglu_limit",
+    "kv_lora_rank",
+    "q_lora_rank",
+    "qk_nope_head_dim",
+    "qk_rope_head_dim",
+    "v_head_dim",
+    "n_routed_experts",
+    "n_group",
+    "topk_group",
+    "topk_method",
+    "routed_scaling_factor",
+    "first_k_dense_replace",
+    "n_shared_experts",
+    "rope_interleave",
 ]
 
 
@@ -1762,7 +1869,11 @@ def describe_moe(case, loaded):
     are sparse (M) or dense (D), the shared expert, and the routing margin the weights gave."""
     arch = case["arch"]
     flags = sparse_layer_flags(
-        arch, case["kwargs"]["num_hidden_layers"], loaded["decoder_sparse_step"], loaded["mlp_only_layers"]
+        arch,
+        case["kwargs"]["num_hidden_layers"],
+        loaded["decoder_sparse_step"],
+        loaded["mlp_only_layers"],
+        loaded["first_k_dense_replace"],
     )
     always = arch in ("MixtralForCausalLM", "GptOssForCausalLM") + GRANITE_MOE_ARCHS
     norm = "always" if always else loaded["norm_topk_prob"]
@@ -1783,6 +1894,13 @@ def describe_moe(case, loaded):
         text += f",res={kw['residual_multiplier']},logits={kw['logits_scaling']})"
         if arch == "GraniteMoeSharedForCausalLM":
             text += f" shared_mlp={loaded['shared_intermediate_size']}"
+    if arch in DEEPSEEK_ARCHS:
+        kw = case["kwargs"]
+        text += f" mla(q_lora={kw['q_lora_rank']},kv_lora={kw['kv_lora_rank']},nope={kw['qk_nope_head_dim']}"
+        text += f",rope={kw['qk_rope_head_dim']},v={kw['v_head_dim']},interleave={kw.get('rope_interleave', True)})"
+        method = kw.get("topk_method", "sigmoid+correction")
+        text += f" groups={kw['topk_group']}/{kw['n_group']}({method}) scale={kw['routed_scaling_factor']}"
+        text += f" shared={kw['n_shared_experts']}"
     if arch == "GptOssForCausalLM":
         kw = case["kwargs"]
         text += f" swiglu(alpha={loaded['swiglu_alpha']},limit={loaded['swiglu_limit']})"
@@ -1876,6 +1994,8 @@ def main():
         "GraniteMoeForCausalLM": (transformers.GraniteMoeConfig, transformers.GraniteMoeForCausalLM),
         "GraniteMoeSharedForCausalLM": (transformers.GraniteMoeSharedConfig, transformers.GraniteMoeSharedForCausalLM),
         "GptOssForCausalLM": (transformers.GptOssConfig, transformers.GptOssForCausalLM),
+        "DeepseekV2ForCausalLM": (transformers.DeepseekV2Config, transformers.DeepseekV2ForCausalLM),
+        "DeepseekV3ForCausalLM": (transformers.DeepseekV3Config, transformers.DeepseekV3ForCausalLM),
     }
 
     from fixture_spec import attention_implementation
@@ -1952,7 +2072,9 @@ def main():
         moe = arch in MOE_ARCHS
         if moe:
             step, mlp_only = getattr(config, "decoder_sparse_step", 1), getattr(config, "mlp_only_layers", [])
-            expected_routers = sum(sparse_layer_flags(arch, config.num_hidden_layers, step, mlp_only))
+            first_dense = getattr(config, "first_k_dense_replace", 0)
+            flags = sparse_layer_flags(arch, config.num_hidden_layers, step, mlp_only, first_dense)
+            expected_routers = sum(flags)
         for attempt in range(MAX_REDRAWS + 1 if moe else 1):
             # MoE: weights that route a near tie are redrawn, from a seed derived from the case's.
             weight_seed = case["weight_seed"]
@@ -1995,6 +2117,10 @@ def main():
         if edited is not cfg:
             cfg_path.write_text(json.dumps(edited, indent=2) + "\n")
 
+        if "score-corrections" in case.get("edits", []):
+            from decoder_fixtures import random_score_corrections
+
+            random_score_corrections(folder)  # a buffer: the weights' widening leaves it at zero
         if "mxfp4" in case.get("edits", []):
             from mxfp4 import store_experts_as_mxfp4
 

@@ -19,7 +19,11 @@ def router_gap(model, inputs):
     gaps = []
 
     def hook(module, args, out):
-        probs = torch.softmax(out[0].float(), dim=-1)
+        correction = getattr(module, "e_score_correction_bias", None)
+        if correction is not None:  # DeepSeek-V3 chooses by sigmoid + correction
+            probs = torch.sigmoid(out[0].float()) + correction.float()
+        else:
+            probs = torch.softmax(out[0].float(), dim=-1)
         if module.top_k < probs.shape[-1]:
             top = probs.topk(module.top_k + 1, dim=-1).values
             gaps.append((top[:, -2] - top[:, -1]).min().item())

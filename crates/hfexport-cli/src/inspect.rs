@@ -5,7 +5,7 @@ use crate::{forward_graph, open_checkpoint, task_of};
 use anyhow::Result;
 use hfexport::core::dim::shape_to_string;
 use hfexport::core::dump::{dump, op_histogram};
-use hfexport::models::config::{LayerSpec, Span};
+use hfexport::models::config::{LayerSpec, Mixer, Span};
 use hfexport::{BuildOptions, Checkpoint, Graph, Task};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -158,6 +158,17 @@ pub(crate) fn inspect(path: &Path, task: Option<&str>, full: bool, json: bool) -
         ),
         None => println!("rope         {}, max positions {}", rope_summary(c), c.max_position_embeddings),
     }
+    if let Some(Mixer::LatentAttention(l)) = c.layers.first().map(|l| &l.mixer) {
+        let q = l.q_lora_rank.map_or("one q_proj".to_string(), |r| format!("q_lora_rank {r}"));
+        println!(
+            "latent       {q}, kv_lora_rank {}, {} + {} query/key and {} value channels per head; cache {} per token",
+            l.kv_lora_rank,
+            l.nope_dim,
+            l.rope_dim,
+            l.v_dim,
+            l.kv_lora_rank + l.rope_dim
+        );
+    }
     if let Some(e) = &c.encoder {
         println!("encoder      task {}, {} labels, {} token types", task.name(), e.num_labels, e.type_vocab_size);
     }
@@ -284,7 +295,14 @@ fn graph_json(task: Task, g: &Graph) -> serde_json::Value {
 fn experts_summary(c: &hfexport::models::ModelConfig, m: &hfexport::models::config::MoeConfig) -> String {
     let sparse: Vec<String> =
         c.layers.iter().enumerate().filter(|(_, l)| l.sparse_mlp).map(|(i, _)| i.to_string()).collect();
-    let norm = if m.normalize { "renormalised" } else { "not renormalised" };
+    let mut norm = if m.normalize() { "renormalised" } else { "not renormalised" }.to_string();
+    if let hfexport::core::Routing::Grouped { score, groups, top_groups, scale, .. } = m.routing {
+        let by = match score {
+            hfexport::core::RouterScore::Softmax => "softmax",
+            hfexport::core::RouterScore::SigmoidCorrected => "corrected sigmoid",
+        };
+        norm += &format!(", by {by} within the best {top_groups} of {groups} groups, times {scale}");
+    }
     let layers = match sparse.len() == c.num_hidden_layers {
         true => format!("in every layer ({})", c.num_hidden_layers),
         false => format!("in layers {} of {}", sparse.join(", "), c.num_hidden_layers),
@@ -306,7 +324,7 @@ fn idle_expert_parameters(c: &hfexport::models::ModelConfig, m: &hfexport::model
 /// The rotary embedding(s) of a config: type, base and rotated channels, the sliding layers'
 /// own, and the layers without any.
 fn rope_summary(c: &hfexport::models::ModelConfig) -> String {
-    let rotary = c.layers.iter().filter(|l| l.attention().is_some_and(|a| a.rope.is_some())).count();
+    let rotary = c.layers.iter().filter(|l| l.rope().is_some()).count();
     if rotary == 0 {
         return "none".to_string();
     }

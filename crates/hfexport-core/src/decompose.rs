@@ -9,7 +9,7 @@ use crate::dim::Dim;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::graph::{Graph, Node, ValueId};
-use crate::ops::{moe_few_tokens, Activation, BinaryOp, Glu, Op, ReduceKind, UnaryOp};
+use crate::ops::{moe_few_tokens, Activation, BinaryOp, Glu, Op, ReduceKind, RouterScore, Routing, UnaryOp};
 use crate::rope::RopeConfig;
 use crate::tensor::Tensor;
 
@@ -85,9 +85,9 @@ pub fn fold_sliding_windows(src: &Graph) -> Result<Graph> {
 /// batch row brings a static number of tokens `c` with `c * top_k <= experts`.
 pub fn choose_moe_strategies(src: &Graph) -> Result<Graph> {
     rebuild(src, &mut |g, node, ins| match &node.op {
-        Op::Moe { top_k, normalize, glu, biased, .. } => {
+        Op::Moe { top_k, routing, glu, biased, .. } => {
             let few_tokens = moe_few_tokens(&g.info(ins[0]).shape, *top_k, &g.info(ins[1]).shape[0]);
-            let op = Op::Moe { top_k: *top_k, normalize: *normalize, glu: *glu, biased: *biased, few_tokens };
+            let op = Op::Moe { top_k: *top_k, routing: *routing, glu: *glu, biased: *biased, few_tokens };
             g.add_node(&node.name, op, ins)
         }
         _ => g.add_node(&node.name, node.op.clone(), ins),
@@ -117,9 +117,7 @@ pub fn expand(g: &mut Graph, node: &Node, ins: &[ValueId]) -> Result<Vec<ValueId
             let (v, i) = e.top_k(ins[0], *k)?;
             Ok(vec![v, i])
         }
-        Op::Moe { top_k, normalize, glu, few_tokens, .. } => {
-            Ok(vec![e.moe(ins, *top_k, *normalize, *glu, *few_tokens)?])
-        }
+        Op::Moe { top_k, routing, glu, few_tokens, .. } => Ok(vec![e.moe(ins, *top_k, *routing, *glu, *few_tokens)?]),
         Op::QuantLinear { group, zero_point, .. } => {
             let n = 3 + usize::from(*zero_point);
             let w = e.dequantize(&ins[1..n], *group, *zero_point)?;
@@ -555,28 +553,17 @@ impl Emitter<'_> {
     /// cost grows with `top_k`, not the expert count. Otherwise (prefill, forward) every expert
     /// runs on every token as two wide matmuls and the outputs are weighted by the dense routing
     /// matrix (zero for the experts not selected), which keeps shapes static and matmuls large.
-    fn moe(&mut self, ins: &[ValueId], top_k: usize, normalize: bool, glu: Glu, few_tokens: bool) -> Result<ValueId> {
+    fn moe(&mut self, ins: &[ValueId], top_k: usize, routing: Routing, glu: Glu, few_tokens: bool) -> Result<ValueId> {
         let (x, router, wg, wu, wd) = (ins[0], ins[1], ins[2], ins[3], ins[4]);
-        let biases = ins.get(5..9).map(|b| [b[1], b[2], b[3]]);
+        let biased = ins.len() >= 9;
+        let biases = ins.get(5..9).filter(|_| biased).map(|b| [b[1], b[2], b[3]]);
         let (xs, dtype) = (self.shape(x), self.dtype(x));
         let hidden = xs[2].clone();
         let tokens = xs[0].mul(&xs[1]);
         let x2 = self.op("tokens", Op::Reshape { shape: vec![tokens.clone(), hidden.clone()] }, &[x])?;
-        let router_ins: Vec<ValueId> = [x2, router].into_iter().chain(ins.get(5).copied()).collect();
-        let logits = self.op("router", Op::Linear, &router_ins)?;
-        let logits = self.cast("router_f32", logits, DType::F32)?;
-        let probs = self.op("router_probs", Op::Softmax { axis: 1 }, &[logits])?;
-        let name = format!("{}/router_top_k", self.prefix);
-        let top = self.g.add_node(&name, Op::TopK { k: top_k }, &[probs])?;
-        let (mut weights, picked) = (top[0], top[1]);
-        if normalize {
-            let sum = self.op(
-                "router_top_sum",
-                Op::Reduce { kind: ReduceKind::Sum, axes: vec![1], keep_dims: true },
-                &[weights],
-            )?;
-            weights = self.bin("router_normalized", BinaryOp::Div, weights, sum)?;
-        }
+        let router_bias = ins.get(5).copied().filter(|_| biased);
+        let correction = routing.corrected().then(|| ins[ins.len() - 1]);
+        let (weights, picked) = self.route([x2, router], router_bias, correction, top_k, routing)?;
         let weights = self.cast("routing_weights", weights, dtype)?;
         let experts = Experts { weights: [wg, wu, wd], biases, glu };
         let y = match few_tokens {
@@ -584,6 +571,132 @@ impl Emitter<'_> {
             false => self.moe_dense(x2, weights, picked, &experts, top_k)?,
         };
         self.op("out", Op::Reshape { shape: xs }, &[y])
+    }
+
+    /// Each token's `k` experts `[t, k]` (i64) and their weights (f32), as `routing` picks
+    /// them from the logits of `x [t, h]` (`eval.rs: route` computes the same).
+    fn route(
+        &mut self,
+        [x, router]: [ValueId; 2],
+        bias: Option<ValueId>,
+        correction: Option<ValueId>,
+        k: usize,
+        routing: Routing,
+    ) -> Result<(ValueId, ValueId)> {
+        let Routing::Grouped { score, groups, top_groups, normalize, scale } = routing else {
+            let Routing::Softmax { normalize } = routing else { unreachable!("matched above") };
+            let logits = self.op("router", Op::Linear, &[&[x, router][..], bias.as_slice()].concat())?;
+            let logits = self.cast("router_f32", logits, DType::F32)?;
+            let probs = self.op("router_probs", Op::Softmax { axis: 1 }, &[logits])?;
+            let top = self.g.add_node(&format!("{}/router_top_k", self.prefix), Op::TopK { k }, &[probs])?;
+            let weights = match normalize {
+                true => self.divide_by_sum("router", top[0], None)?,
+                false => top[0],
+            };
+            return Ok((weights, top[1]));
+        };
+        let (xf, rf) = (self.cast("router_x_f32", x, DType::F32)?, self.cast("router_w_f32", router, DType::F32)?);
+        let bf = bias.map(|b| self.cast("router_bias_f32", b, DType::F32)).transpose()?;
+        let logits = self.op("router", Op::Linear, &[&[xf, rf][..], bf.as_slice()].concat())?;
+        let scores = match score {
+            RouterScore::Softmax => self.op("router_scores", Op::Softmax { axis: 1 }, &[logits])?,
+            RouterScore::SigmoidCorrected => self.un("router_scores", UnaryOp::Sigmoid, logits)?,
+        };
+        let mut choice = match correction {
+            Some(c) => {
+                let c = self.cast("router_correction_f32", c, DType::F32)?;
+                self.bin("router_choice", BinaryOp::Add, scores, c)?
+            }
+            None => scores,
+        };
+        if groups > 1 {
+            choice = self.keep_top_groups(choice, score, groups, top_groups)?;
+        }
+        let top = self.g.add_node(&format!("{}/router_top_k", self.prefix), Op::TopK { k }, &[choice])?;
+        let picked = top[1];
+        // the chosen experts' uncorrected scores, by a one-hot product (exact)
+        let s = self.shape(scores);
+        let (t, e, one) = (s[0].clone(), s[1].clone(), Dim::konst(1));
+        let ids = self.op("router_expert_ids", Op::Iota { len: e.clone() }, &[])?;
+        let col =
+            self.op("router_picked_col", Op::Reshape { shape: vec![t.clone(), Dim::from(k), one.clone()] }, &[picked])?;
+        let hit = self.bin("router_picked_hit", BinaryOp::Equal, col, ids)?;
+        let hit = self.cast("router_picked_one_hot", hit, DType::F32)?;
+        let rows = self.op("router_score_rows", Op::Reshape { shape: vec![t, one, e] }, &[scores])?;
+        let picked_scores = self.bin("router_picked_scores", BinaryOp::Mul, hit, rows)?;
+        let sum = Op::Reduce { kind: ReduceKind::Sum, axes: vec![2], keep_dims: false };
+        let mut weights = self.op("router_weights", sum, &[picked_scores])?;
+        if normalize {
+            weights = self.divide_by_sum("router", weights, Some(1e-20))?;
+        }
+        let scale = self.scalar("router_scale", DType::F32, scale as f64)?;
+        Ok((self.bin("router_scaled", BinaryOp::Mul, weights, scale)?, picked))
+    }
+
+    /// `w [t, k]` divided by its sum over `k` (plus `eps`).
+    fn divide_by_sum(&mut self, part: &str, w: ValueId, eps: Option<f64>) -> Result<ValueId> {
+        let sum = Op::Reduce { kind: ReduceKind::Sum, axes: vec![1], keep_dims: true };
+        let mut sum = self.op(&format!("{part}_top_sum"), sum, &[w])?;
+        if let Some(eps) = eps {
+            let eps = self.scalar(&format!("{part}_sum_eps"), DType::F32, eps)?;
+            sum = self.bin(&format!("{part}_top_sum_eps"), BinaryOp::Add, sum, eps)?;
+        }
+        self.bin(&format!("{part}_normalized"), BinaryOp::Div, w, sum)
+    }
+
+    /// `choice [t, e]` with the experts outside the `top_groups` best of `groups` groups set to
+    /// 0 (`Softmax` scores: a group's best) or the lowest f32 (`SigmoidCorrected`: the sum of its
+    /// two best), DeepSeek's group-limited routing.
+    fn keep_top_groups(
+        &mut self,
+        choice: ValueId,
+        score: RouterScore,
+        groups: usize,
+        top_groups: usize,
+    ) -> Result<ValueId> {
+        let s = self.shape(choice);
+        let (t, e) = (s[0].clone(), s[1].as_const().unwrap_or(0) as usize);
+        let (size, g, one) = (Dim::from(e / groups), Dim::from(groups), Dim::konst(1));
+        let grouped = vec![t.clone(), g.clone(), size.clone()];
+        let per_group = self.op("router_groups", Op::Reshape { shape: grouped.clone() }, &[choice])?;
+        let group_scores = match score {
+            RouterScore::Softmax => {
+                let max = Op::Reduce { kind: ReduceKind::Max, axes: vec![2], keep_dims: false };
+                self.op("router_group_scores", max, &[per_group])?
+            }
+            RouterScore::SigmoidCorrected => {
+                let two =
+                    self.g.add_node(&format!("{}/router_group_top2", self.prefix), Op::TopK { k: 2 }, &[per_group])?;
+                let sum = Op::Reduce { kind: ReduceKind::Sum, axes: vec![2], keep_dims: false };
+                self.op("router_group_scores", sum, &[two[0]])?
+            }
+        };
+        let top = self.g.add_node(
+            &format!("{}/router_top_groups", self.prefix),
+            Op::TopK { k: top_groups },
+            &[group_scores],
+        )?;
+        let ids = self.op("router_group_ids", Op::Iota { len: g.clone() }, &[])?;
+        let col = self.op(
+            "router_kept_col",
+            Op::Reshape { shape: vec![t.clone(), Dim::from(top_groups), one.clone()] },
+            &[top[1]],
+        )?;
+        let hit = self.bin("router_kept_hit", BinaryOp::Equal, col, ids)?;
+        let hit = self.cast("router_kept_one_hot", hit, DType::F32)?;
+        let max = Op::Reduce { kind: ReduceKind::Max, axes: vec![1], keep_dims: false };
+        let kept = self.op("router_kept_groups", max, &[hit])?;
+        let kept = self.op("router_kept_col3", Op::Reshape { shape: vec![t.clone(), g, one] }, &[kept])?;
+        let kept = self.op("router_kept_experts", Op::Expand { shape: grouped }, &[kept])?;
+        let kept = self.op("router_kept_flat", Op::Reshape { shape: vec![t, Dim::from(e)] }, &[kept])?;
+        let half = self.scalar("router_half", DType::F32, 0.5)?;
+        let kept = self.bin("router_kept", BinaryOp::Greater, kept, half)?;
+        let fill = match score {
+            RouterScore::Softmax => 0.0,
+            RouterScore::SigmoidCorrected => DType::F32.min_finite() as f64,
+        };
+        let fill = self.scalar("router_masked_value", DType::F32, fill)?;
+        self.op("router_competing", Op::Where, &[kept, choice, fill])
     }
 
     /// `x [t, h]`: each token's `k` experts' weights gathered into `[t*k, inter, h]` and

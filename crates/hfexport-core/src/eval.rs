@@ -11,7 +11,7 @@ use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::graph::{Graph, Node, Producer, ValueId};
 use crate::kernels as k;
-use crate::ops::{Activation, Glu, Op};
+use crate::ops::{Activation, Glu, Op, RouterScore, Routing};
 use crate::quant::dequantize;
 use crate::rope::RopeConfig;
 use crate::tensor::Tensor;
@@ -238,7 +238,7 @@ fn eval_node(node: &Node, ins: &[&Tensor], b: &Bindings) -> Result<Vec<Tensor>> 
             let (v, i) = top_k(ins[0], *k)?;
             Ok(vec![v, i])
         }
-        Op::Moe { top_k, normalize, glu, .. } => one(moe(ins, *top_k, *normalize, *glu)?),
+        Op::Moe { top_k, routing, glu, .. } => one(moe(ins, *top_k, *routing, *glu)?),
         Op::QuantLinear { zero_point, .. } => {
             let n = 3 + usize::from(*zero_point);
             let w = dequantize(ins[1], ins[2], zero_point.then(|| ins[3]))?;
@@ -480,6 +480,80 @@ fn activation(act: Activation, a: f32) -> f32 {
 }
 
 /// The `k` largest of each last-axis row, largest first, equal values in index order.
+/// Each token's `top` experts (`[tokens * top]`) and their weights in f32, as `routing` picks
+/// them from the logits of `x2 [tokens, hidden]`.
+fn route(
+    x2: &Tensor,
+    router: &Tensor,
+    bias: Option<&Tensor>,
+    correction: Option<&Tensor>,
+    top: usize,
+    routing: Routing,
+) -> Result<(Vec<f32>, Vec<i64>)> {
+    let (score, groups, top_groups, normalize, scale) = match routing {
+        Routing::Softmax { normalize } => {
+            let probs = k::softmax(&k::linear(x2, router, bias)?.cast(DType::F32), 1)?;
+            let (weights, experts) = top_k(&probs, top)?;
+            let mut w = weights.as_f32()?.to_vec();
+            if normalize {
+                for row in w.chunks_mut(top) {
+                    let sum: f32 = row.iter().sum();
+                    row.iter_mut().for_each(|v| *v /= sum);
+                }
+            }
+            return Ok((w, experts.as_i64()?.to_vec()));
+        }
+        Routing::Grouped { score, groups, top_groups, normalize, scale } => {
+            (score, groups, top_groups, normalize, scale)
+        }
+    };
+    let f32 = |t: &Tensor| t.cast(DType::F32);
+    let logits = k::linear(&f32(x2), &f32(router), bias.map(f32).as_ref())?;
+    let e = logits.shape()[1];
+    let scores = match score {
+        RouterScore::Softmax => k::softmax(&logits, 1)?.as_f32()?.to_vec(),
+        RouterScore::SigmoidCorrected => logits.as_f32()?.iter().map(|&l| 1.0 / (1.0 + (-l).exp())).collect(),
+    };
+    let correction = match correction {
+        Some(c) => f32(c).as_f32()?.to_vec(),
+        None => vec![0.0; e],
+    };
+    let size = e / groups;
+    // masked experts: 0 under softmax (V2's masked_fill), -inf under the sigmoid (V3's)
+    let fill = if score == RouterScore::Softmax { 0.0 } else { f32::NEG_INFINITY };
+    let (mut weights, mut experts) = (vec![], vec![]);
+    for s in scores.chunks(e) {
+        let choice: Vec<f32> = s.iter().zip(&correction).map(|(a, b)| a + b).collect();
+        let group_scores: Vec<f32> = choice
+            .chunks(size)
+            .map(|g| match score {
+                RouterScore::Softmax => g.iter().copied().fold(f32::NEG_INFINITY, f32::max),
+                RouterScore::SigmoidCorrected => largest(g, 2).iter().map(|&i| g[i]).sum(),
+            })
+            .collect();
+        let kept = largest(&group_scores, top_groups);
+        let masked: Vec<f32> =
+            choice.iter().enumerate().map(|(i, &c)| if kept.contains(&(i / size)) { c } else { fill }).collect();
+        let picks = largest(&masked, top);
+        let mut w: Vec<f32> = picks.iter().map(|&i| s[i]).collect();
+        if normalize {
+            let sum = w.iter().sum::<f32>() + 1e-20;
+            w.iter_mut().for_each(|v| *v /= sum);
+        }
+        weights.extend(w.iter().map(|v| v * scale));
+        experts.extend(picks.iter().map(|&i| i as i64));
+    }
+    Ok((weights, experts))
+}
+
+/// The indices of the `k` largest of `values`, largest first, ties in index order.
+fn largest(values: &[f32], k: usize) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..values.len()).collect();
+    order.sort_by(|&a, &b| values[b].total_cmp(&values[a]));
+    order.truncate(k);
+    order
+}
+
 fn top_k(x: &Tensor, k: usize) -> Result<(Tensor, Tensor)> {
     let n = *x.shape().last().expect("rank >= 1");
     let (mut values, mut indices) = (vec![], vec![]);
@@ -495,9 +569,6 @@ fn top_k(x: &Tensor, k: usize) -> Result<(Tensor, Tensor)> {
     Ok((Tensor::float(x.dtype(), shape.clone(), values)?, Tensor::i64(shape, indices)?))
 }
 
-/// transformers' sparse MoE block: the router in x's dtype, its softmax, top-k and
-/// renormalisation in f32, the weights rounded to x's dtype; then each expert, in ascending
-/// order, on the tokens that selected it (as `Qwen3MoeExperts.forward` loops).
 /// What an expert's gate and up projections make (see [`Glu`]), in their dtype.
 fn gated(g: &Tensor, u: &Tensor, glu: Glu) -> Result<Tensor> {
     use crate::ops::BinaryOp;
@@ -518,23 +589,20 @@ fn gated(g: &Tensor, u: &Tensor, glu: Glu) -> Result<Tensor> {
     }
 }
 
-fn moe(ins: &[&Tensor], top: usize, normalize: bool, glu: Glu) -> Result<Tensor> {
+/// transformers' sparse MoE block: the routing weights in f32 (see [`route`]), rounded to x's
+/// dtype; then each expert, in ascending order, on the tokens that selected it (as
+/// `Qwen3MoeExperts.forward` loops).
+fn moe(ins: &[&Tensor], top: usize, routing: Routing, glu: Glu) -> Result<Tensor> {
     use crate::ops::BinaryOp;
     let (x, router, wg, wu, wd) = (ins[0], ins[1], ins[2], ins[3], ins[4]);
     // `[router, gate, up, down]` biases, when given
-    let bias = |i: usize| ins.get(5 + i).copied();
+    let bias = |i: usize| ins.get(5 + i).copied().filter(|_| ins.len() >= 9);
     let hidden = x.shape()[2];
     let tokens = x.numel() / hidden.max(1);
     let x2 = x.clone().reshaped(vec![tokens, hidden])?;
-    let probs = k::softmax(&k::linear(&x2, router, bias(0))?.cast(DType::F32), 1)?;
-    let (weights, experts) = top_k(&probs, top)?;
-    let mut w = weights.as_f32()?.to_vec();
-    if normalize {
-        for row in w.chunks_mut(top) {
-            let sum: f32 = row.iter().sum();
-            row.iter_mut().for_each(|v| *v /= sum);
-        }
-    }
+    let correction = routing.corrected().then(|| ins[ins.len() - 1]);
+    let (w, experts) = route(&x2, router, bias(0), correction, top, routing)?;
+    let experts = Tensor::i64(vec![tokens, top], experts)?;
     let w = Tensor::f32(vec![tokens, top], w)?.cast(x.dtype());
     let (w, experts) = (w.as_f32()?, experts.as_i64()?);
     let mut out = vec![0f32; tokens * hidden];

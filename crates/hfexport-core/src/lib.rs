@@ -50,7 +50,7 @@ pub use dtype::DType;
 pub use error::{Error, Result};
 pub use eval::Evaluator;
 pub use graph::{Graph, ValueId, ValueInfo};
-pub use ops::{Activation, BinaryOp, Glu, Op, ReduceKind, UnaryOp};
+pub use ops::{Activation, BinaryOp, Glu, Op, ReduceKind, RouterScore, Routing, UnaryOp};
 pub use quant::{QuantForm, QuantKernel, QuantKernelRef, QuantPart, QuantRecipe, QuantScheme};
 pub use rope::{RopeConfig, RopeScaling};
 pub use tensor::{Tensor, TensorData};

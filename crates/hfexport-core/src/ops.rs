@@ -96,6 +96,36 @@ impl Activation {
     }
 }
 
+/// How a `Moe` picks each token's experts and weighs them, from the router logits (in f32).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Routing {
+    /// `softmax(logits)`, the `top_k` largest, divided by their sum when `normalize`.
+    Softmax { normalize: bool },
+    /// DeepSeek's: the experts in `groups` equal groups of which only the `top_groups` best
+    /// compete (a group's score: its best expert's under `Softmax`, the sum of its two best
+    /// corrected scores under `SigmoidCorrected`); the `top_k` best competing experts, weighted
+    /// by their scores (uncorrected), divided by their sum (plus 1e-20) when `normalize`, times
+    /// `scale`. The logits are computed from x and the router cast to f32.
+    Grouped { score: RouterScore, groups: usize, top_groups: usize, normalize: bool, scale: f32 },
+}
+
+/// The expert scores of a [`Routing::Grouped`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RouterScore {
+    /// `softmax(logits)` (DeepSeek-V2).
+    Softmax,
+    /// `sigmoid(logits)`, experts chosen by `sigmoid + correction` (a `Moe` input `[experts]`,
+    /// DeepSeek-V3's `e_score_correction_bias`).
+    SigmoidCorrected,
+}
+
+impl Routing {
+    /// Whether the routing reads a correction input after the weights and biases.
+    pub fn corrected(&self) -> bool {
+        matches!(self, Routing::Grouped { score: RouterScore::SigmoidCorrected, .. })
+    }
+}
+
 /// How an expert combines its gate and up projections.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Glu {
@@ -225,8 +255,9 @@ pub enum Op {
     /// (, when `biased`: router_bias [experts], gate_bias [experts, inter], up_bias
     /// [experts, inter], down_bias [experts, hidden]: GPT-OSS's router and experts) ->
     /// `[b, s, hidden]`.
-    /// Per token: `p = softmax(x · routerᵀ (+ b))` in f32, the `top_k` largest `p` and their
-    /// experts, divided by their sum when `normalize` (so a softmax over the chosen logits),
+    /// (, with `Routing::Grouped { score: SigmoidCorrected, .. }`: the correction `[experts]`).
+    /// Per token: the `top_k` experts and their weights as `routing` picks them from the logits
+    /// `x · routerᵀ (+ b)` (`Softmax { normalize: true }` is a softmax over the chosen logits),
     /// rounded to x's dtype; the output is `Σ p_e · down_e(glu(gate_e(x), up_e(x)))` over the
     /// selected experts (the expert weights are stacked `[out, in]` linears, as the checkpoint
     /// stores each expert). `few_tokens`: each batch row brings a static number of tokens `c`
@@ -234,7 +265,7 @@ pub enum Op {
     /// lower differently (only the selected experts' weights per token).
     Moe {
         top_k: usize,
-        normalize: bool,
+        routing: Routing,
         glu: Glu,
         biased: bool,
         few_tokens: bool,
@@ -442,8 +473,8 @@ impl Op {
             Op::QuantLinear { bits, group, zero_point } | Op::QuantGather { bits, group, zero_point } => {
                 format!("bits={bits}, group={group}, zero_point={zero_point}")
             }
-            Op::Moe { top_k, normalize, glu, biased, few_tokens } => {
-                format!("top_k={top_k}, normalize={normalize}, glu={glu:?}, biased={biased}, few_tokens={few_tokens}")
+            Op::Moe { top_k, routing, glu, biased, few_tokens } => {
+                format!("top_k={top_k}, routing={routing:?}, glu={glu:?}, biased={biased}, few_tokens={few_tokens}")
             }
             // attributes in the name (`Add`, `ReduceMax`) or none
             Op::Unary(_)
@@ -924,8 +955,8 @@ impl Op {
                 *shape.last_mut().expect("rank >= 1") = Dim::from(*k);
                 Ok(vec![ValueInfo::new(x.dtype, shape.clone()), ValueInfo::new(DType::I64, shape)])
             }
-            Op::Moe { top_k, biased, .. } => {
-                arity(ins, if *biased { 9 } else { 5 })?;
+            Op::Moe { top_k, biased, routing, .. } => {
+                arity(ins, 5 + 4 * usize::from(*biased) + usize::from(routing.corrected()))?;
                 let (x, r, g, u, d) = (ins[0], ins[1], ins[2], ins[3], ins[4]);
                 float_input(x, 0)?;
                 if x.rank() != 3 {
@@ -957,6 +988,23 @@ impl Op {
                         [vec![e.clone()], vec![e.clone(), i.clone()], vec![e.clone(), i], vec![e, hidden.clone()]];
                     if ins[5..].iter().zip(&want).any(|(b, w)| &b.shape != w) {
                         return Err("biases do not fit the router and expert weights".into());
+                    }
+                }
+                if routing.corrected() && ins[ins.len() - 1].shape != [g.shape[0].clone()] {
+                    return Err("the routing correction must be [experts]".into());
+                }
+                if let Routing::Grouped { groups, top_groups, .. } = routing {
+                    let e = r.shape[0].as_const().unwrap_or(0) as usize;
+                    if *groups == 0 || e % groups != 0 || *top_groups == 0 || top_groups > groups {
+                        return Err(format!(
+                            "{e} experts do not split into {groups} groups of which {top_groups} compete"
+                        ));
+                    }
+                    if *top_k > top_groups * (e / groups) {
+                        return Err(format!(
+                            "top_k = {top_k} is more than the {} experts of {top_groups} groups",
+                            top_groups * (e / groups)
+                        ));
                     }
                 }
                 match r.shape[0].as_const() {

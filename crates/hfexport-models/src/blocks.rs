@@ -79,7 +79,7 @@ impl Decoder<'_> {
 
     /// A linear whose output channels are the stored ones in the order `rows` gives (all of them
     /// in order when `None`).
-    fn reordered_linear(
+    pub(crate) fn reordered_linear(
         &mut self,
         vb: &Vb,
         [out, inp]: [usize; 2],
@@ -301,6 +301,9 @@ impl Decoder<'_> {
         let x = self.optional_norm(vb, pre_attention, h)?;
         let a = match &spec.mixer {
             Mixer::Attention(a) => self.attention(&vb.pp(self.arch.layout.attention.prefix), i, a, x, s)?,
+            Mixer::LatentAttention(l) => {
+                self.latent_attention(&vb.pp(self.arch.layout.attention.prefix), i, l, x, s)?
+            }
         };
         let a = self.optional_norm(vb, norms.post_attention, a)?;
         if let Some(input) = cfg.parallel {
@@ -426,7 +429,13 @@ impl Decoder<'_> {
 
     /// `[b, s, heads*d]` -> `[b, heads, s, d]`, with the per-head norm in between where the
     /// family has one.
-    fn split_heads(&mut self, vb: &Vb, x: ValueId, [heads, d]: [usize; 2], norm: Option<HeadNorm>) -> Result<ValueId> {
+    pub(crate) fn split_heads(
+        &mut self,
+        vb: &Vb,
+        x: ValueId,
+        [heads, d]: [usize; 2],
+        norm: Option<HeadNorm>,
+    ) -> Result<ValueId> {
         let s = self.g.info(x).shape.clone();
         let shape = vec![s[0].clone(), s[1].clone(), Dim::from(heads), Dim::from(d)];
         let mut x = self.op(&vb.name("split_heads"), Op::Reshape { shape }, &[x])?;
@@ -475,7 +484,7 @@ impl Decoder<'_> {
 
     /// The rotary embedding over the first `dim` of the `d` channels of `x` `[b, h, s, d]` (all
     /// of them unless the rotary is partial).
-    fn rotate(
+    pub(crate) fn rotate(
         &mut self,
         name: &str,
         x: ValueId,
@@ -732,12 +741,16 @@ impl Decoder<'_> {
         // as the shapes are now; `Pass::ChooseMoeStrategies` sets it again for the shapes an
         // export runs (a decode component fixes `sequence` after building)
         let few_tokens = moe_few_tokens(&self.g.info(x).shape, m.top_k, &Dim::from(e));
-        let op = Op::Moe { top_k: m.top_k, normalize: m.normalize, glu, biased: m.biased, few_tokens };
+        if m.routing.corrected() {
+            let name = layout.correction.ok_or_else(|| self.uncorrected_router(&vb))?;
+            ins.push(self.weight(&router, name, &[e])?);
+        }
+        let op = Op::Moe { top_k: m.top_k, routing: m.routing, glu, biased: m.biased, few_tokens };
         let y = self.op(&vb.name("experts"), op, &ins)?;
         let (Some(shared), Some(shared_is)) = (layout.shared, m.shared_expert_intermediate_size) else {
             return Ok(y);
         };
-        let s = self.mlp_of(&layer.pp(shared.mlp.prefix), &shared.mlp, shared_is, false, x, act)?;
+        let s = self.mlp_of(&layer.pp(shared.mlp.prefix), &shared.mlp, shared_is, cfg.mlp_bias, x, act)?;
         let s = match shared.gate {
             Some(gate) => {
                 let g = self.linear(&layer.pp(gate), 1, hs, false, x)?;
@@ -747,6 +760,15 @@ impl Decoder<'_> {
             None => s,
         };
         self.op(vb.path(), Op::Binary(BinaryOp::Add), &[y, s])
+    }
+
+    /// The error for a routing that reads a correction in a family whose router has none.
+    fn uncorrected_router(&self, vb: &Vb) -> crate::ModelError {
+        crate::ModelError::Config {
+            path: "config.json".into(),
+            key: "architectures".into(),
+            msg: format!("the router under `{}` has no routing correction for this routing", vb.path()),
+        }
     }
 
     /// The error for a biased MoE config over experts stored without biases.
@@ -869,7 +891,7 @@ struct Stacked {
 /// The channel order that turns rotate-every-two pairs `(2i, 2i + 1)` of the first `rotary`
 /// channels of each of `heads` heads of size `d` into rotate-half pairs `(i, i + rotary/2)`:
 /// per head, the even rotary channels, then the odd ones, then the channels rotary leaves alone.
-fn pairs_as_halves(heads: usize, d: usize, rotary: usize) -> Vec<usize> {
+pub(crate) fn pairs_as_halves(heads: usize, d: usize, rotary: usize) -> Vec<usize> {
     (0..heads)
         .flat_map(|h| {
             let evens = (0..rotary).step_by(2);
@@ -882,7 +904,7 @@ fn pairs_as_halves(heads: usize, d: usize, rotary: usize) -> Vec<usize> {
 /// The norm of each head's queries or keys: one weight shared by the heads (at its `Vb`), or
 /// one row per head, stored together or `stacked` from per-head norms, with its columns in an
 /// order (see [`Decoder::head_rows_norm`]).
-enum HeadNorm {
+pub(crate) enum HeadNorm {
     Shared(Vb),
     Rows { vb: Vb, stacked: bool, order: Option<Vec<usize>> },
 }

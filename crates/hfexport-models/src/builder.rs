@@ -7,7 +7,7 @@
 //! ([`crate::families`]) composes them. Every weight is checked for presence, dtype and shape
 //! before the graph is returned, so a malformed checkpoint fails here with the tensor's name.
 
-use crate::config::ModelConfig;
+use crate::config::{LayerSpec, ModelConfig};
 use crate::decoder::{max_context, BuildOptions, Decoder, Kv, LayerInputs, Weights};
 use crate::error::{ModelError, Result};
 use crate::task::Task;
@@ -257,7 +257,7 @@ impl<'a> Decoder<'a> {
     /// the layers use (the sliding layers' own is `model.rotary_emb_local`).
     pub(crate) fn rotary(&mut self, positions: ValueId) -> Result<Vec<(RopeConfig, ValueId, ValueId)>> {
         let mut ropes: Vec<RopeConfig> = vec![];
-        for rope in self.cfg.layers.iter().filter_map(|l| l.attention()?.rope.as_ref()) {
+        for rope in self.cfg.layers.iter().filter_map(LayerSpec::rope) {
             if !ropes.contains(rope) {
                 ropes.push(rope.clone());
             }

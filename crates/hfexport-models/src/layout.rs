@@ -50,6 +50,10 @@ pub struct Layout {
     /// The relative position bias table `[num_buckets, heads]` under the first layer, shared by
     /// every layer of the stack (T5).
     pub relative_bias: Option<&'static str>,
+    /// Multi-head latent attention's projections under the attention prefix (DeepSeek), read
+    /// when the config's layers are [`Mixer::LatentAttention`](crate::config::Mixer); the
+    /// output projection is the attention layout's `out`.
+    pub latent: Option<LatentLayout>,
     /// The vision tower and projector in front of the text model of a vision-language
     /// checkpoint (LLaVA); set by [`resolve`], never in a text family's own layout.
     pub vision: Option<&'static VisionLayout>,
@@ -224,6 +228,9 @@ pub struct MoeLayout {
     pub prefix: &'static str,
     /// The router linear `[experts, hidden]`, names tried in order.
     pub router: &'static [&'static str],
+    /// The router's routing correction `[experts]` under it (DeepSeek-V3's
+    /// `e_score_correction_bias`), for the routings that read one.
+    pub correction: Option<&'static str>,
     pub experts: &'static str,
     /// Each expert's linears, as checkpoints store them (`experts.<e>.<gate>.weight`).
     pub gate: &'static str,
@@ -327,6 +334,20 @@ pub struct AttentionLayout {
     /// Learned attention sinks `[heads]` under the attention (GPT-OSS's `sinks`): one more
     /// logit in every query's softmax whose probability is dropped.
     pub sinks: Option<&'static str>,
+}
+
+/// The projections of multi-head latent attention: the queries through `q` (no `q_lora_rank`)
+/// or `q_b(norm_q(q_a(x)))`; the compressed latent and the shared rotary key from `kv_a`, the
+/// latent normed by `kv_norm`, expanded to each head's key and value channels by `kv_b`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LatentLayout {
+    pub q: &'static str,
+    pub q_a: &'static str,
+    pub q_norm: &'static str,
+    pub q_b: &'static str,
+    pub kv_a: &'static str,
+    pub kv_norm: &'static str,
+    pub kv_b: &'static str,
 }
 
 /// The q, k and v projections.

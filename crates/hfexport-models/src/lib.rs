@@ -21,6 +21,7 @@ mod encoder;
 pub mod error;
 pub mod families;
 pub mod hub;
+mod latent;
 pub mod layout;
 pub mod prequantized;
 pub mod safetensors;

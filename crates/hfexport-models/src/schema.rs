@@ -64,12 +64,27 @@ pub struct ConfigSchema {
     /// The rope dict (JSON) the config class sets when a file has neither `rope_parameters`
     /// nor `rope_scaling` (GPT-OSS: yarn); `None`: the default rope over `rope_theta`.
     pub default_rope: Option<&'static str>,
+    /// Multi-head latent attention in every layer (DeepSeek-V2/V3), its keys' class defaults.
+    pub latent: Option<LatentRule>,
     /// A sparse mixture-of-experts MLP in the layers it selects (Qwen3-MoE, Mixtral, Qwen2-MoE).
     pub moe: Option<MoeSchema>,
     /// An encoder's config keys (BERT, RoBERTa): `type_vocab_size` and its class default.
     pub encoder: Option<EncoderSchema>,
     /// An encoder-decoder's encoder keys (Whisper); the decoder's are [`Keys`].
     pub seq2seq: Option<Seq2SeqSchema>,
+}
+
+/// How multi-head latent attention is configured: the class defaults of `q_lora_rank` (`None`:
+/// one query projection), `kv_lora_rank`, `qk_nope_head_dim` and `v_head_dim` (the rotary
+/// channels are the head dim key's, `qk_rope_head_dim`), and whether the rotary pairs
+/// neighbouring channels (V2 always; V3's `rope_interleave`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LatentRule {
+    pub q_lora_rank: Option<usize>,
+    pub kv_lora_rank: usize,
+    pub nope_head_dim: usize,
+    pub v_head_dim: usize,
+    pub interleave: Flag,
 }
 
 /// The encoder stack of an encoder-decoder: each key with its class default.
@@ -130,10 +145,40 @@ pub struct MoeSchema {
     /// The shared expert's intermediate size, its key and class default, when the family has
     /// one (Qwen2-MoE's `shared_expert_intermediate_size`, GraniteMoeShared's
     /// `shared_intermediate_size`); 0 is none.
-    pub shared_expert: Option<(&'static str, usize)>,
+    pub shared_expert: Option<SharedSize>,
+    /// `first_k_dense_replace` and its class default: the layers below it keep a dense MLP
+    /// (DeepSeek), every other layer is sparse.
+    pub first_dense: Option<(&'static str, usize)>,
+    pub routing: RoutingRule,
     pub glu: MoeGlu,
     /// The router and the experts' projections have biases (GPT-OSS).
     pub biased: bool,
+}
+
+/// The intermediate size of a shared expert; 0 is none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SharedSize {
+    /// Its own key and class default (Qwen2-MoE's `shared_expert_intermediate_size`).
+    Key(&'static str, usize),
+    /// This many experts' worth, a key with its class default (DeepSeek's
+    /// `n_shared_experts` times `moe_intermediate_size`).
+    Experts(&'static str, usize),
+}
+
+/// How a MoE config chooses each token's experts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RoutingRule {
+    /// A softmax over the router logits, the top `num_experts_per_tok`, renormalised as
+    /// [`MoeSchema::normalize`] says.
+    Softmax,
+    /// DeepSeek-V2's: `topk_method` `greedy` (over every expert) or `group_limited_greedy`
+    /// (`n_group` groups, the `topk_group` with the best expert compete), softmax scores never
+    /// renormalised, times `routed_scaling_factor`.
+    DeepSeekV2,
+    /// DeepSeek-V3's: sigmoid scores, chosen with the router's `e_score_correction_bias` among
+    /// the `topk_group` of `n_group` groups whose two best corrected scores sum highest,
+    /// renormalised by `norm_topk_prob`, times `routed_scaling_factor`.
+    DeepSeekV3,
 }
 
 /// How an expert combines its gate and up projections.

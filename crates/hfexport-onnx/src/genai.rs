@@ -44,9 +44,23 @@ pub fn genai_model_type(model_type: &str) -> &'static str {
 }
 
 /// The refusal for an export GenAI cannot drive, before anything is written: it needs the
-/// generation components over a growing cache.
+/// generation components over a growing cache whose keys and values have one shape (its cache
+/// has one head size: not DeepSeek's latent cache).
 pub fn check_components(components: &[Planned]) -> Result<()> {
-    if components.iter().any(|c| c.spec.role == Role::Decode && c.spec.cache == CacheMode::Growing) {
+    let decode = components.iter().find(|c| c.spec.role == Role::Decode && c.spec.cache == CacheMode::Growing);
+    if let Some(decode) = decode {
+        let g = &decode.graph;
+        let shape = |name: &str| g.inputs().iter().find(|p| p.name == name).map(|p| g.info(p.value).shape.clone());
+        for p in g.inputs().iter().filter(|p| p.name.ends_with(".keys")) {
+            let values = p.name.trim_end_matches(".keys").to_string() + ".values";
+            if shape(&values).is_some_and(|v| v != g.info(p.value).shape) {
+                return Err(Error::Config(format!(
+                    "`genai` (ONNX Runtime GenAI) keeps keys and values of one shape, but `{}` and `{values}` \
+                     differ (a latent-attention cache): export without genai",
+                    p.name
+                )));
+            }
+        }
         return Ok(());
     }
     Err(Error::Config(

@@ -16,7 +16,7 @@ use crate::proto::{
 use crate::{OnnxError, Result};
 use hfexport_core::config::OnnxQuantOps;
 use hfexport_core::graph::{Node, Producer};
-use hfexport_core::ops::{Activation, Glu, ReduceKind};
+use hfexport_core::ops::{Activation, Glu, ReduceKind, Routing};
 use hfexport_core::shape_program::{DimError, DimLowering, ShapeEmitter};
 use hfexport_core::{DType, Dim, Graph, Op, Tensor, ValueId, WeightExpr};
 
@@ -95,7 +95,7 @@ fn ort_block(group: usize) -> bool {
 /// ONNX runtimes, OpenVINO's reader among them, cannot read): a SwiGLU `Moe` as
 /// `com.microsoft.MoE`, which runs only the selected experts (float32 only on CPU).
 pub fn ort_cpu_contrib(op: &Op) -> bool {
-    matches!(op, Op::Moe { glu: Glu::Gated(Activation::Silu), biased: false, .. })
+    matches!(op, Op::Moe { glu: Glu::Gated(Activation::Silu), biased: false, routing: Routing::Softmax { .. }, .. })
 }
 
 /// The domain of ONNX Runtime's contrib ops.
@@ -457,7 +457,9 @@ impl<'g> Ctx<'g> {
             Op::QuantGather { bits, group, zero_point } => {
                 return self.gather_block_quantized(n, &ins, &outs, (*bits, *group, *zero_point))
             }
-            Op::Moe { top_k, normalize, .. } => return self.ort_moe(n, &ins, &outs, *top_k, *normalize),
+            Op::Moe { top_k, routing: Routing::Softmax { normalize }, .. } => {
+                return self.ort_moe(n, &ins, &outs, *top_k, *normalize)
+            }
             Op::CacheUpdate | Op::ScatterSlots => {
                 let ns = self.g.info(n.inputs[1]).shape.clone();
                 let one = Dim::konst(1);
@@ -502,7 +504,8 @@ impl<'g> Ctx<'g> {
             | Op::ApplyRotary
             | Op::Attention { .. }
             | Op::RotaryCosSin { .. }
-            | Op::GatedMlp { .. } => {
+            | Op::GatedMlp { .. }
+            | Op::Moe { .. } => {
                 return Err(OnnxError::Lowering {
                     node: n.name.clone(),
                     op: n.op.name().into(),

@@ -29,7 +29,7 @@
 use crate::ir::{element_type, Layer, Network, Out, PortInfo};
 use crate::{OvError, Result};
 use hfexport_core::graph::Node;
-use hfexport_core::ops::{Activation, Glu, ReduceKind};
+use hfexport_core::ops::{Activation, Glu, ReduceKind, Routing};
 use hfexport_core::shape_program::{DimError, DimLowering, ShapeEmitter};
 use hfexport_core::{BinaryOp, DType, Dim, Graph, Op, QuantPart, Tensor, UnaryOp, ValueId};
 use std::collections::HashMap;
@@ -68,7 +68,9 @@ pub fn native(op: &Op) -> bool {
         // pass leaves a static token count (a stateful decode step is [1, 1]) unfused, so a
         // decode step takes core's gathered experts, as do the other activations and biased
         // experts
-        Op::Moe { glu, biased, few_tokens, .. } => *glu == Glu::Gated(Activation::Silu) && !biased && !few_tokens,
+        Op::Moe { glu, biased, few_tokens, routing, .. } => {
+            *glu == Glu::Gated(Activation::Silu) && !biased && !few_tokens && matches!(routing, Routing::Softmax { .. })
+        }
         // NNCF's decompression pattern over `[rows, groups, group]` constants (`quant_weights`),
         // which the CPU plugin runs as a compressed FullyConnected / Gather (core's chain over
         // `[rows, cols]` would be constant-folded into float weights at compile time)
@@ -513,7 +515,13 @@ impl<'g> Ctx<'g> {
         if let Op::TopK { k } = n.op {
             return self.top_k(n, ins[0], k);
         }
-        if let Op::Moe { top_k, normalize, glu: Glu::Gated(Activation::Silu), biased: false, few_tokens: false } = n.op
+        if let Op::Moe {
+            top_k,
+            routing: Routing::Softmax { normalize },
+            glu: Glu::Gated(Activation::Silu),
+            biased: false,
+            few_tokens: false,
+        } = n.op
         {
             let o = self.tiled_moe(n, &ins, top_k, normalize);
             self.vals[n.outputs[0].0] = Some(o);

@@ -58,9 +58,17 @@ pub(super) fn parse_moe(f: &Fields, schema: &ConfigSchema, dims: &Dims) -> Resul
         None => m.default_experts,
     };
     let n = dims.num_hidden_layers;
-    let sparse_layers: Vec<bool> = match m.sparse_step {
-        false => vec![true; n],
-        true => {
+    let sparse_layers: Vec<bool> = match (m.first_dense, m.sparse_step) {
+        (Some((key, default)), _) => {
+            let dense = match f.int(key)? {
+                None => default,
+                Some(k) if (0..=MAX_LAYERS as i64).contains(&k) => k as usize,
+                Some(k) => return Err(f.err(key, format!("{k} is not a layer count"))),
+            };
+            (0..n).map(|i| i >= dense).collect()
+        }
+        (None, false) => vec![true; n],
+        (None, true) => {
             let step = f.size("decoder_sparse_step", Some(1), MAX_LAYERS)?;
             let dense = mlp_only_layers(f)?;
             (0..n).map(|i| num_experts > 0 && !dense.contains(&(i as i64)) && (i + 1) % step == 0).collect()
@@ -70,7 +78,8 @@ pub(super) fn parse_moe(f: &Fields, schema: &ConfigSchema, dims: &Dims) -> Resul
         return Ok((None, vec![]));
     }
     let experts_key = key.unwrap_or(m.experts_keys[0]);
-    let top_k = f.size("num_experts_per_tok", Some(m.default_top_k), MAX_EXPERTS)?;
+    // a class default of 0: none (DeepSeek-V2's null, which transformers cannot route with)
+    let top_k = f.size("num_experts_per_tok", (m.default_top_k > 0).then_some(m.default_top_k), MAX_EXPERTS)?;
     if top_k > num_experts {
         return Err(
             f.err("num_experts_per_tok", format!("{top_k} is more than the {num_experts} experts ({experts_key})"))
@@ -85,11 +94,15 @@ pub(super) fn parse_moe(f: &Fields, schema: &ConfigSchema, dims: &Dims) -> Resul
         NormTopK::Always => true,
     };
     let shared_expert_intermediate_size = match m.shared_expert {
-        Some((key, default)) if f.int(key)?.unwrap_or(default as i64) != 0 => {
+        Some(SharedSize::Key(key, default)) if f.int(key)?.unwrap_or(default as i64) != 0 => {
             Some(f.size(key, Some(default), MAX_INTERMEDIATE)?)
+        }
+        Some(SharedSize::Experts(key, default)) if f.int(key)?.unwrap_or(default as i64) != 0 => {
+            Some(f.size(key, Some(default), MAX_EXPERTS)? * intermediate_size)
         }
         _ => None,
     };
+    let routing = routing(f, &m, (num_experts, top_k), normalize)?;
     let clamped_swiglu = match m.glu {
         MoeGlu::Activation => None,
         MoeGlu::Clamped { alpha, limit } => {
@@ -104,12 +117,58 @@ pub(super) fn parse_moe(f: &Fields, schema: &ConfigSchema, dims: &Dims) -> Resul
         num_experts,
         top_k,
         intermediate_size,
-        normalize,
+        routing,
         shared_expert_intermediate_size,
         clamped_swiglu,
         biased: m.biased,
     };
     Ok((Some(moe), sparse_layers))
+}
+
+/// How the config's experts are chosen ([`RoutingRule`]): DeepSeek's groups checked against the
+/// expert count and `num_experts_per_tok`, as its router would fail on them.
+fn routing(f: &Fields, m: &MoeSchema, (experts, top_k): (usize, usize), normalize: bool) -> Result<Routing> {
+    let (score, groups, top_groups, normalize, scale_default) = match m.routing {
+        RoutingRule::Softmax => return Ok(Routing::Softmax { normalize }),
+        RoutingRule::DeepSeekV2 => {
+            let (groups, top_groups) = match f.string("topk_method")?.unwrap_or("greedy") {
+                "greedy" => (1, 1),
+                "group_limited_greedy" => {
+                    (f.size("n_group", None, MAX_EXPERTS)?, f.size("topk_group", None, MAX_EXPERTS)?)
+                }
+                other => {
+                    return Err(
+                        f.err("topk_method", format!("`{other}` is not supported (greedy, group_limited_greedy)"))
+                    )
+                }
+            };
+            (RouterScore::Softmax, groups, top_groups, false, 1.0)
+        }
+        RoutingRule::DeepSeekV3 => {
+            let groups = f.size("n_group", Some(8), MAX_EXPERTS)?;
+            (RouterScore::SigmoidCorrected, groups, f.size("topk_group", Some(4), MAX_EXPERTS)?, normalize, 2.5)
+        }
+    };
+    if groups == 0 || !experts.is_multiple_of(groups) {
+        return Err(f.err("n_group", format!("{groups} does not divide the {experts} experts into equal groups")));
+    }
+    if score == RouterScore::SigmoidCorrected && experts / groups < 2 {
+        return Err(f.err("n_group", format!("{groups} groups of {experts} experts: a group needs two experts")));
+    }
+    if top_groups == 0 || top_groups > groups {
+        return Err(f.err("topk_group", format!("{top_groups} is not in 1..={groups} (n_group)")));
+    }
+    if top_k > top_groups * (experts / groups) {
+        return Err(f.err(
+            "num_experts_per_tok",
+            format!(
+                "{top_k} is more than the {} experts of the topk_group best groups",
+                top_groups * (experts / groups)
+            ),
+        ));
+    }
+    let scale = finite_or(f, ("routed_scaling_factor", scale_default))?;
+    Ok(Routing::Grouped { score, groups, top_groups, normalize, scale: scale as f32 })
 }
 
 /// The number at `key`, its class default when absent or null.

@@ -11,7 +11,7 @@
 
 use hfexport_core::{Dim, RopeConfig};
 
-use crate::schema::Alibi;
+use crate::schema::{Alibi, LatentRule};
 
 use super::*;
 
@@ -29,6 +29,32 @@ pub struct LayerSpec {
 pub enum Mixer {
     /// Softmax attention over keys and values (cached per layer in generation).
     Attention(AttentionSpec),
+    /// Multi-head latent attention (DeepSeek-V2/V3): every head's keys and values expanded from
+    /// one compressed latent per token plus one shared rotary key, which are what the cache
+    /// keeps (`kv_lora_rank + qk_rope_head_dim` values per token, as transformers caches them).
+    LatentAttention(LatentSpec),
+}
+
+/// One latent-attention layer's shape.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LatentSpec {
+    pub heads: usize,
+    /// `q_lora_rank`: the queries through a low-rank projection and its norm; `None`: one
+    /// `q_proj`.
+    pub q_lora_rank: Option<usize>,
+    pub kv_lora_rank: usize,
+    /// Each head's query and key channels without rotary (`qk_nope_head_dim`), with it
+    /// (`qk_rope_head_dim`, shared by the heads on the key side), and its value channels.
+    pub nope_dim: usize,
+    pub rope_dim: usize,
+    pub v_dim: usize,
+    pub rope: RopeConfig,
+    /// The rotary pairs channels `(2i, 2i + 1)`: the projections' rotary rows are read
+    /// reordered so that the rotate-half rotary applies (V2 always, V3's `rope_interleave`).
+    pub interleaved: bool,
+    /// `(qk_nope_head_dim + qk_rope_head_dim) ** -0.5`, times yarn's `mscale_all_dim` factor
+    /// squared.
+    pub scale: f64,
 }
 
 /// One attention layer's own shape and settings.
@@ -60,6 +86,15 @@ impl LayerSpec {
     pub fn attention(&self) -> Option<&AttentionSpec> {
         match &self.mixer {
             Mixer::Attention(a) => Some(a),
+            Mixer::LatentAttention(_) => None,
+        }
+    }
+
+    /// The rotary embedding of this layer, of whatever kind it is.
+    pub fn rope(&self) -> Option<&RopeConfig> {
+        match &self.mixer {
+            Mixer::Attention(a) => a.rope.as_ref(),
+            Mixer::LatentAttention(l) => Some(&l.rope),
         }
     }
 
@@ -67,7 +102,9 @@ impl LayerSpec {
     /// (`cache.layers.<i>.<name>`), in the order [`Self::cache`] gives their shapes.
     pub fn cache_names(&self) -> &'static [&'static str] {
         match &self.mixer {
-            Mixer::Attention(_) => &["keys", "values"],
+            // a latent layer's: the normed latent and the rotated shared key, in the slots
+            // transformers' cache gives them
+            Mixer::Attention(_) | Mixer::LatentAttention(_) => &["keys", "values"],
         }
     }
 
@@ -78,6 +115,13 @@ impl LayerSpec {
             Mixer::Attention(a) => {
                 let shape = vec![Dim::konst(1), Dim::from(a.kv_heads), len.clone(), Dim::from(a.head_dim)];
                 vec![shape.clone(), shape]
+            }
+            Mixer::LatentAttention(l) => {
+                let one = Dim::konst(1);
+                vec![
+                    vec![one.clone(), one.clone(), len.clone(), Dim::from(l.kv_lora_rank)],
+                    vec![one.clone(), one, len.clone(), Dim::from(l.rope_dim)],
+                ]
             }
         };
         self.cache_names().iter().copied().zip(shapes).collect()
@@ -122,6 +166,14 @@ pub(super) fn layer_specs(
         Some(_) => vec![false; spans.len()],
         None => rotary_layers(f, schema, &spans)?,
     };
+    if let Some(rule) = schema.latent {
+        let latent = latent_spec(f, &rule, dims, rope)?;
+        let layer = |i: usize| LayerSpec {
+            mixer: Mixer::LatentAttention(latent.clone()),
+            sparse_mlp: sparse.get(i).copied().unwrap_or(false),
+        };
+        return Ok((0..n).map(layer).collect());
+    }
     let scales = attention_scales(f, schema, dims)?;
     let specs = spans.iter().enumerate().map(|(i, &span)| {
         let layer_rope = match span {
@@ -140,4 +192,55 @@ pub(super) fn layer_specs(
         LayerSpec { mixer: Mixer::Attention(attention), sparse_mlp: sparse.get(i).copied().unwrap_or(false) }
     });
     Ok(specs.collect())
+}
+
+/// A latent-attention layer as `DeepseekV2Attention` reads its config: the ranks and per-head
+/// sizes with the class defaults (`q_lora_rank` null: one query projection), the rotary over
+/// the `qk_rope_head_dim` channels (`dims.head_dim`), and the score scale with yarn's
+/// `mscale_all_dim` correction.
+fn latent_spec(f: &Fields, rule: &LatentRule, dims: &Dims, rope: &RopeConfig) -> Result<LatentSpec> {
+    if dims.num_key_value_heads != dims.num_attention_heads {
+        // every head has its own expanded keys: transformers' repeat_kv fails on fewer
+        return Err(f.err(
+            "num_key_value_heads",
+            format!(
+                "{} differs from num_attention_heads ({}): latent attention expands keys for every head",
+                dims.num_key_value_heads, dims.num_attention_heads
+            ),
+        ));
+    }
+    let q_lora_rank = match (f.raw("q_lora_rank"), rule.q_lora_rank) {
+        (Some(Value::Null), _) | (None, None) => None,
+        (None, Some(default)) => Some(default),
+        (Some(_), _) => Some(f.size("q_lora_rank", None, MAX_HIDDEN)?),
+    };
+    let kv_lora_rank = f.size("kv_lora_rank", Some(rule.kv_lora_rank), MAX_HIDDEN)?;
+    let nope_dim = f.size("qk_nope_head_dim", Some(rule.nope_head_dim), MAX_HEAD_DIM)?;
+    let v_dim = f.size("v_head_dim", Some(rule.v_head_dim), MAX_HEAD_DIM)?;
+    let rope_dim = dims.head_dim;
+    for (key, v) in [("q_lora_rank", q_lora_rank.unwrap_or(1)), ("kv_lora_rank", kv_lora_rank), ("v_head_dim", v_dim)] {
+        if v == 0 {
+            return Err(f.err(key, "must be at least 1"));
+        }
+    }
+    let mut scale = ((nope_dim + rope_dim) as f64).powf(-0.5);
+    // `yarn_apply_mscale`: a rope other than the default with `mscale_all_dim` scales the
+    // scores by the square of yarn's magnitude correction
+    if let RopeScaling::Yarn { factor, mscale_all_dim: Some(m), .. } = rope.scaling {
+        if m != 0.0 && factor > 1.0 {
+            let mscale = 0.1 * m * factor.ln() + 1.0;
+            scale *= mscale * mscale;
+        }
+    }
+    Ok(LatentSpec {
+        heads: dims.num_attention_heads,
+        q_lora_rank,
+        kv_lora_rank,
+        nope_dim,
+        rope_dim,
+        v_dim,
+        rope: rope.clone(),
+        interleaved: flag(f, rule.interleave)?,
+        scale,
+    })
 }

@@ -15,14 +15,15 @@
 
 use std::path::{Path, PathBuf};
 
-use hfexport_core::{DType, RopeConfig, RopeScaling};
+use hfexport_core::{DType, RopeConfig, RopeScaling, RouterScore, Routing};
 use serde_json::{Map, Value};
 
 use crate::error::{ModelError, Result};
 use crate::families::{self, Architecture};
 use crate::layout::{Layout, TowerKind, VisionLanguage};
 use crate::schema::{
-    ConfigSchema, Defaults, EmbeddingScale, Flag, KvHeads, LayerRule, MoeGlu, NormTopK, RopeRule, ScaleRule,
+    ConfigSchema, Defaults, EmbeddingScale, Flag, KvHeads, LayerRule, MoeGlu, MoeSchema, NormTopK, RopeRule,
+    RoutingRule, ScaleRule, SharedSize,
 };
 
 mod dims;
@@ -46,7 +47,7 @@ use flags::*;
 pub use generation::GenerationConfig;
 use generation::*;
 use layer_spec::*;
-pub use layer_spec::{AttentionSpec, LayerSpec, Mixer, Span};
+pub use layer_spec::{AttentionSpec, LatentSpec, LayerSpec, Mixer, Span};
 use layers::*;
 use multimodal::*;
 use rope::*;
@@ -296,14 +297,23 @@ pub struct MoeConfig {
     pub top_k: usize,
     /// Each expert's intermediate size.
     pub intermediate_size: usize,
-    /// Whether the top-k routing weights are divided by their sum.
-    pub normalize: bool,
+    /// How each token's experts are chosen and weighed.
+    pub routing: Routing,
     /// The shared expert's intermediate size (Qwen2-MoE).
     pub shared_expert_intermediate_size: Option<usize>,
     /// GPT-OSS's clamped SwiGLU `(alpha, limit)` in place of `act(gate) * up`.
     pub clamped_swiglu: Option<(f64, f64)>,
     /// The router and the experts' projections have biases (GPT-OSS).
     pub biased: bool,
+}
+
+impl MoeConfig {
+    /// Whether the chosen experts' weights are divided by their sum.
+    pub fn normalize(&self) -> bool {
+        match self.routing {
+            Routing::Softmax { normalize } | Routing::Grouped { normalize, .. } => normalize,
+        }
+    }
 }
 
 impl ModelConfig {

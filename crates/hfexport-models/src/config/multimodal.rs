@@ -161,9 +161,11 @@ pub(super) fn merged_tower(
         _ => 10000.0,
     };
     tower.rope = RopeConfig { theta, dim: tower.head_dim, scaling: RopeScaling::Default };
+    // a vision tower's layers are attention layers (`encoder_side` of a tower config)
     for layer in &mut tower.layers {
-        let Mixer::Attention(a) = &mut layer.mixer;
-        a.rope = Some(tower.rope.clone());
+        if let Mixer::Attention(a) = &mut layer.mixer {
+            a.rope = Some(tower.rope.clone());
+        }
     }
     let channels = match vision.raw("in_channels") {
         Some(v) if !v.is_null() => vision.size("in_channels", Some(3), 64)?,

@@ -60,6 +60,7 @@ pub const BERT_LAYOUT: Layout = Layout {
     cross_attention: None,
     encoder_stack: None,
     relative_bias: None,
+    latent: None,
     vision: None,
     encoder: Some(EncoderLayout {
         input: EncoderInput::Tokens,

@@ -72,6 +72,7 @@ pub const FAMILY: Architecture = Architecture {
         cross_attention: None,
         encoder_stack: None,
         relative_bias: None,
+        latent: None,
         vision: None,
     },
 };

@@ -50,6 +50,8 @@ pub const FAMILY: Architecture = Architecture {
             normalize: NormTopK::Always,
             sparse_step: false,
             shared_expert: None,
+            first_dense: None,
+            routing: RoutingRule::Softmax,
             glu: MoeGlu::Clamped { alpha: ("swiglu_alpha", 1.702), limit: ("swiglu_limit", 7.0) },
             biased: true,
         }),

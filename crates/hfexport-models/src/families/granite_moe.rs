@@ -23,6 +23,8 @@ const GRANITE_MOE_SCHEMA: MoeSchema = MoeSchema {
     normalize: NormTopK::Always,
     sparse_step: false,
     shared_expert: None,
+    first_dense: None,
+    routing: RoutingRule::Softmax,
     glu: MoeGlu::Activation,
     biased: false,
 };
@@ -46,7 +48,10 @@ pub const GRANITE_MOE_SHARED: Architecture = Architecture {
     classes: &["GraniteMoeSharedForCausalLM"],
     model_types: &["granitemoeshared"],
     config: ConfigSchema {
-        moe: Some(MoeSchema { shared_expert: Some(("shared_intermediate_size", 0)), ..GRANITE_MOE_SCHEMA }),
+        moe: Some(MoeSchema {
+            shared_expert: Some(SharedSize::Key("shared_intermediate_size", 0)),
+            ..GRANITE_MOE_SCHEMA
+        }),
         ..GRANITE_MOE.config
     },
     layout: Layout {

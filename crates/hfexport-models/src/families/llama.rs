@@ -41,6 +41,7 @@ pub const LLAMA_LAYOUT: Layout = Layout {
     cross_attention: None,
     encoder_stack: None,
     relative_bias: None,
+    latent: None,
     vision: None,
 };
 
@@ -71,6 +72,7 @@ pub const LLAMA_SCHEMA: ConfigSchema = ConfigSchema {
     norm_affine: Flag::Always,
     embed_dim: None,
     default_rope: None,
+    latent: None,
     moe: None,
     encoder: None,
     seq2seq: None,

@@ -28,6 +28,8 @@ pub const FAMILY: Architecture = Architecture {
             normalize: NormTopK::Always,
             sparse_step: false,
             shared_expert: None,
+            first_dense: None,
+            routing: RoutingRule::Softmax,
             glu: MoeGlu::Activation,
             biased: false,
         }),

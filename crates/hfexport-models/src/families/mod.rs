@@ -22,6 +22,7 @@ pub mod bert;
 pub mod bloom;
 pub mod clip;
 pub mod cohere;
+pub mod deepseek;
 pub mod distilbert;
 pub mod falcon;
 pub mod gemma;
@@ -91,6 +92,8 @@ pub const ARCHITECTURES: &[Architecture] = &[
     granite_moe::GRANITE_MOE,
     granite_moe::GRANITE_MOE_SHARED,
     gpt_oss::FAMILY,
+    deepseek::DEEPSEEK_V2,
+    deepseek::DEEPSEEK_V3,
     granite::FAMILY,
     olmo2::FAMILY,
     smollm3::FAMILY,

@@ -34,6 +34,8 @@ pub const FAMILY: Architecture = Architecture {
             normalize: NormTopK::Key(false),
             sparse_step: false,
             shared_expert: None,
+            first_dense: None,
+            routing: RoutingRule::Softmax,
             glu: MoeGlu::Activation,
             biased: false,
         }),

@@ -9,6 +9,7 @@ use crate::schema::*;
 pub const QWEN_MOE_LAYOUT: MoeLayout = MoeLayout {
     prefix: "mlp",
     router: &["gate"],
+    correction: None,
     experts: "experts",
     gate: "gate_proj",
     up: "up_proj",
@@ -40,6 +41,8 @@ pub const FAMILY: Architecture = Architecture {
             normalize: NormTopK::Key(false),
             sparse_step: true,
             shared_expert: None,
+            first_dense: None,
+            routing: RoutingRule::Softmax,
             glu: MoeGlu::Activation,
             biased: false,
         }),

@@ -84,6 +84,7 @@ pub const T5_BASE: Layout = Layout {
     cross_attention: None,
     encoder_stack: None,
     relative_bias: Some("layer.0.SelfAttention.relative_attention_bias"),
+    latent: None,
     vision: None,
 };
 

@@ -81,6 +81,7 @@ pub const WHISPER_BASE: Layout = Layout {
     cross_attention: None,
     encoder_stack: None,
     relative_bias: None,
+    latent: None,
     vision: None,
 };
 

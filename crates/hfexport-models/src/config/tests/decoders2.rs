@@ -118,7 +118,7 @@ fn olmoe_configs_follow_their_class() {
     let olmoe = |extra: &str| family("OlmoeForCausalLM", "olmoe", extra);
     let c = olmoe(r#"{"num_experts": 6, "num_experts_per_tok": 2}"#).unwrap();
     let moe = c.moe.clone().unwrap();
-    assert_eq!((moe.num_experts, moe.top_k, moe.intermediate_size, moe.normalize), (6, 2, 96, false));
+    assert_eq!((moe.num_experts, moe.top_k, moe.intermediate_size, moe.normalize()), (6, 2, 96, false));
     assert_eq!(sparse(&c), [true; 4]);
     assert!(olmoe(r#"{"clip_qkv": null}"#).is_ok());
     let e = config_err(olmoe(r#"{"clip_qkv": 8.0}"#), "clip_qkv");
@@ -270,7 +270,7 @@ fn granite_moe_configs_read_experts_and_the_shared_mlp() {
         family("GraniteMoeForCausalLM", "granitemoe", r#"{"embedding_multiplier": 12.0, "residual_multiplier": 0.22}"#)
             .unwrap();
     let m = c.moe.as_ref().unwrap();
-    assert_eq!((m.num_experts, m.top_k, m.normalize, m.intermediate_size), (8, 2, true, 96));
+    assert_eq!((m.num_experts, m.top_k, m.normalize(), m.intermediate_size), (8, 2, true, 96));
     assert_eq!((m.shared_expert_intermediate_size, sparse(&c)), (None, vec![true; 4]));
     assert_eq!((c.embedding_scale, c.residual_multiplier), (Some(12.0), Some(0.22)));
     let shared = |extra: &str| family("GraniteMoeSharedForCausalLM", "granitemoeshared", extra).unwrap();
@@ -290,7 +290,7 @@ fn gpt_oss_configs_read_the_class_rope_and_the_clamped_experts() {
     assert_eq!((kinds(&c), c.sliding_window()), (vec![S, F, S, F], Some(128)));
     assert!(c.attention_bias && c.o_bias && !c.mlp_bias);
     let m = c.moe.as_ref().unwrap();
-    assert_eq!((m.num_experts, m.top_k, m.normalize, m.intermediate_size), (4, 4, true, 96));
+    assert_eq!((m.num_experts, m.top_k, m.normalize(), m.intermediate_size), (4, 4, true, 96));
     assert_eq!((m.clamped_swiglu, m.biased, sparse(&c)), (Some((1.702, 7.0)), true, vec![true; 4]));
     let RopeScaling::Yarn { factor, original_max_position_embeddings, truncate, .. } = c.rope.scaling else {
         panic!("the class default is yarn, got {:?}", c.rope.scaling)
@@ -305,4 +305,57 @@ fn gpt_oss_configs_read_the_class_rope_and_the_clamped_experts() {
     assert!(!c.attention_bias && !c.o_bias);
     assert_eq!(c.layers[0].attention().unwrap().head_dim, 64, "absent: GptOssConfig's 64, not hidden / heads");
     config_err(family("GptOssForCausalLM", "gpt_oss", r#"{"swiglu_limit": 0}"#), "swiglu_limit");
+}
+
+/// DeepSeek-V2/V3: latent attention from the MLA keys (the head dim is `qk_rope_head_dim`,
+/// whatever `head_dim` says; `q_lora_rank` by its class default; V3's `rope_interleave`; yarn's
+/// `mscale_all_dim` in the scale), dense layers below
+/// `first_k_dense_replace`, shared experts, and the routings with their group checks.
+#[test]
+fn deepseek_configs_read_latent_attention_and_grouped_routing() {
+    // (`family` drops null keys: the deepseek_v2 fixture's config has `q_lora_rank: null`)
+    let mla = r#"{"kv_lora_rank": 16, "qk_nope_head_dim": 16, "qk_rope_head_dim": 8,
+        "v_head_dim": 12, "head_dim": 99, "n_routed_experts": 8, "num_experts_per_tok": 2, "n_group": 4,
+        "topk_group": 2, "first_k_dense_replace": 1, "moe_intermediate_size": 32, "num_key_value_heads": 4}"#;
+    let v2 = |extra: &str| family("DeepseekV2ForCausalLM", "deepseek_v2", &json_with(mla, extra));
+    let c = v2("{}").unwrap();
+    let Mixer::LatentAttention(l) = &c.layers[0].mixer else { panic!("latent layers") };
+    assert_eq!((l.q_lora_rank, l.kv_lora_rank, l.nope_dim, l.rope_dim, l.v_dim), (Some(1536), 16, 16, 8, 12));
+    assert!(l.interleaved && (l.scale - 24f64.powf(-0.5)).abs() < 1e-12 && l.rope.dim == 8);
+    assert_eq!(sparse(&c), [false, true, true, true]);
+    let m = c.moe.as_ref().unwrap();
+    assert_eq!((m.num_experts, m.top_k, m.intermediate_size, m.shared_expert_intermediate_size), (8, 2, 32, Some(64)));
+    assert_eq!(
+        m.routing,
+        Routing::Grouped { score: RouterScore::Softmax, groups: 1, top_groups: 1, normalize: false, scale: 1.0 }
+    );
+    let c = v2(r#"{"topk_method": "group_limited_greedy", "routed_scaling_factor": 1.5}"#).unwrap();
+    let want = Routing::Grouped { score: RouterScore::Softmax, groups: 4, top_groups: 2, normalize: false, scale: 1.5 };
+    assert_eq!(c.moe.unwrap().routing, want);
+    config_err(v2(r#"{"topk_method": "noaux_tc"}"#), "topk_method");
+    config_err(v2(r#"{"topk_method": "group_limited_greedy", "n_group": 3}"#), "n_group");
+    config_err(
+        v2(r#"{"topk_method": "group_limited_greedy", "topk_group": 1, "num_experts_per_tok": 3}"#),
+        "num_experts_per_tok",
+    );
+    config_err(v2(r#"{"num_key_value_heads": 2}"#), "num_key_value_heads");
+    let v3 = |extra: &str| family("DeepseekV3ForCausalLM", "deepseek_v3", &json_with(mla, extra));
+    let yarn = r#"{"q_lora_rank": 24, "rope_interleave": false, "norm_topk_prob": false, "rope_parameters":
+        {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64, "mscale": 1.0, "mscale_all_dim": 1.0}}"#;
+    let c = v3(yarn).unwrap();
+    let Mixer::LatentAttention(l) = &c.layers[1].mixer else { panic!("latent layers") };
+    let mscale = 0.1 * 4f64.ln() + 1.0;
+    assert!(
+        !l.interleaved && l.q_lora_rank == Some(24) && (l.scale - 24f64.powf(-0.5) * mscale * mscale).abs() < 1e-12
+    );
+    let m = c.moe.unwrap();
+    let want = Routing::Grouped {
+        score: RouterScore::SigmoidCorrected,
+        groups: 4,
+        top_groups: 2,
+        normalize: false,
+        scale: 2.5,
+    };
+    assert_eq!((m.routing, m.shared_expert_intermediate_size), (want, Some(32)));
+    config_err(v3(r#"{"n_group": 8}"#), "n_group"); // groups of one expert: no two best
 }

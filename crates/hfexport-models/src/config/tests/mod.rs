@@ -632,7 +632,7 @@ fn moe_configs() {
     let c =
         family("Qwen3MoeForCausalLM", "qwen3_moe", r#"{"decoder_sparse_step": 2, "mlp_only_layers": [3]}"#).unwrap();
     let m = c.moe.as_ref().unwrap();
-    assert_eq!((m.num_experts, m.top_k, m.intermediate_size, m.normalize), (128, 8, 768, false));
+    assert_eq!((m.num_experts, m.top_k, m.intermediate_size, m.normalize()), (128, 8, 768, false));
     assert_eq!(sparse(&c), [false, true, false, false]);
     assert_eq!(m.shared_expert_intermediate_size, None);
     // Qwen3-MoE slides every layer only with use_sliding_window
@@ -641,7 +641,7 @@ fn moe_configs() {
     // Mixtral: every layer sparse, always renormalised, experts of intermediate_size
     let c = family("MixtralForCausalLM", "mixtral", r#"{"num_local_experts": 4, "norm_topk_prob": false}"#).unwrap();
     let m = c.moe.as_ref().unwrap();
-    assert_eq!((m.num_experts, m.top_k, m.intermediate_size, m.normalize), (4, 2, c.intermediate_size, true));
+    assert_eq!((m.num_experts, m.top_k, m.intermediate_size, m.normalize()), (4, 2, c.intermediate_size, true));
     assert_eq!((c.norm_eps, c.rope.theta), (1e-5, 1e6));
     assert!(sparse(&c).iter().all(|&s| s));
     // Qwen2-MoE: shared expert, qkv bias on by default, sliding_window 0 when unused
