@@ -11,7 +11,9 @@
 //!
 //! A second test exports other random checkpoints to every format (ONNX at the default opset and
 //! at opset 23 with native attention, OpenVINO IR, `.pt2`) and runs each in its own runtime from
-//! Python (`tests/python/run_exports.py`): the same logits within 1e-4. It also exports them for
+//! Python (`tests/python/run_exports.py`): the same logits within 1e-4 (both tests: or within
+//! twice transformers' own float32 error against float64, where a random config's logits are
+//! that ill-conditioned: a Gemma 3 of head dim 256 with a scale of 8^-0.5). It also exports them for
 //! generation (static cache, multi-token decode; OpenVINO stateful) and runs each format's plain
 //! Python loop (`tests/python/unseen_generation.py`): the same greedy tokens as transformers'
 //! `generate(use_cache=False)` (see that script for why not the cached one).
@@ -86,6 +88,9 @@ struct Case {
     name: String,
     dir: PathBuf,
     description: String,
+    /// [`ATOL`], or twice transformers' own float32 error on the case (its float32 logits
+    /// against float64), where the config's logits are that ill-conditioned.
+    tolerance: f32,
 }
 
 /// How many random checkpoints: in total, or as many per family (every family the script deals,
@@ -128,6 +133,7 @@ fn generate(python: &Path, out: &Path, seed: u64, count: Count) -> Vec<Case> {
             name: c["name"].as_str().unwrap().to_string(),
             dir: out.join(c["dir"].as_str().unwrap()),
             description: c["description"].as_str().unwrap().to_string(),
+            tolerance: ATOL.max(2.0 * c["f32_noise"].as_f64().expect("index.json: f32_noise") as f32),
         })
         .collect();
     let want = index["count"].as_u64().expect("index.json: count") as usize;
@@ -211,7 +217,7 @@ fn random_checkpoints_match_transformers() {
             Ok(worst) => {
                 let line =
                     worst.iter().map(|(c, d, at)| format!("{c} {d:.1e} at {at:?}")).collect::<Vec<_>>().join(", ");
-                let bad: Vec<_> = worst.iter().filter(|(_, d, _)| *d > ATOL).collect();
+                let bad: Vec<_> = worst.iter().filter(|(_, d, _)| *d > case.tolerance).collect();
                 let verdict = if bad.is_empty() { "ok  " } else { "FAIL" };
                 println!("{verdict} {} {line}", case.name);
                 if !bad.is_empty() {
@@ -221,8 +227,8 @@ fn random_checkpoints_match_transformers() {
                         .collect::<Vec<_>>()
                         .join("; ");
                     failures.push(format!(
-                        "{} (index {i}): {what} > {ATOL:e}\n    config: {}",
-                        case.name, case.description
+                        "{} (index {i}): {what} > {:e}\n    config: {}",
+                        case.name, case.tolerance, case.description
                     ));
                 }
             }
@@ -326,9 +332,10 @@ fn random_checkpoints_export_to_every_format_and_match_transformers() {
             cases.iter().find(|c| key.starts_with(&c.dir.join("golden.safetensors").to_string_lossy().into_owned()));
         let label = key.rsplit(' ').next().unwrap_or("");
         println!("{} {label}: worst |diff| {d:.1e}", name.map_or("?", |c| c.name.as_str()));
-        if d.is_nan() || *d > ATOL as f64 {
+        let tol = name.map_or(ATOL, |c| c.tolerance);
+        if d.is_nan() || *d > tol as f64 {
             let config = name.map_or(String::new(), |c| c.description.clone());
-            failures.push(format!("{key}: worst |diff| {d:e} > {ATOL:e}\n    config: {config}"));
+            failures.push(format!("{key}: worst |diff| {d:e} > {tol:e}\n    config: {config}"));
         }
     }
 

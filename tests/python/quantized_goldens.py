@@ -24,6 +24,7 @@ import warnings
 warnings.filterwarnings("ignore")
 import torch  # noqa: E402
 from fixture_goldens import load_causal_lm, save_goldens  # noqa: E402
+from safetensors.torch import load_file, save_file  # noqa: E402
 from transformers.pytorch_utils import Conv1D  # noqa: E402
 
 
@@ -103,6 +104,19 @@ def quantize_model(model, recipe, xnnpack):
             mod.weight = torch.nn.Parameter(fake_quant(mod.weight.t(), *layer).t().contiguous())
 
 
+def float_blocks_as_weights(folder):
+    """transformers 5.23 saves a GPT-OSS model it dequantized from MXFP4 with its float experts
+    under the `*_blocks` names and no quantization_config, which it then cannot load (the
+    experts are re-initialised): the float tensors take their own names back."""
+    path = f"{folder}/model.safetensors"
+    tensors = load_file(path)
+    bad = [n for n, t in tensors.items() if n.endswith("_blocks") and t.is_floating_point()]
+    if bad:
+        for name in bad:
+            tensors[name.removesuffix("_blocks")] = tensors.pop(name)
+        save_file(tensors, path, metadata={"format": "pt"})
+
+
 def main():
     for job in json.load(open(sys.argv[1])):
         model = load_causal_lm(job["fixture"])
@@ -112,6 +126,7 @@ def main():
         if job.get("save"):
             # the fake-quantized model as a checkpoint (its golden beside it), for generate()
             model.save_pretrained(job["save"])
+            float_blocks_as_weights(job["save"])
             save_goldens(model, job["fixture"], f"{job['save']}/golden.safetensors")
 
 

@@ -16,7 +16,8 @@ reads the same way) plus golden.safetensors:
     batch.logits          f32    [2, L, vocab]
 
 and OUTDIR/index.json: {"seed", "count", "archs", "transformers", "torch", "cases": [{"name",
-"dir", "architecture", "seq_len", "pad", "description"}]}.
+"dir", "architecture", "seq_len", "pad", "f32_noise" (transformers' float32 logits against float64),
+"description"}]}.
 
 --archs (comma list of class or short names, or `all`; default $HFEXPORT_UNSEEN_ARCHS, else
 llama,mistral,qwen2,qwen3) are dealt round-robin; with the default four, every case is what it
@@ -1036,7 +1037,8 @@ def sample_deepseek(rng, arch, turn, offset, L):
         kw["qk_nope_head_dim"] += kw["qk_nope_head_dim"] % 2
         kw["kv_lora_rank"] += kw["kv_lora_rank"] % 2
     rope, max_pos = sample_rope(rng, rope_type, L)
-    if rope_type == "yarn" and rng.random() < 0.7:
+    # (transformers' scale correction reads `factor`, which a yarn dict may leave null)
+    if rope_type == "yarn" and rope.get("factor") is not None and rng.random() < 0.7:
         # DeepSeek's yarn: mscale and mscale_all_dim (the score scale's correction)
         m = rng.choice([0.707, 1.0])
         rope.update(mscale=m, mscale_all_dim=rng.choice([m, 1.0, 0.0]))
@@ -1217,6 +1219,7 @@ def sample_moe_family(rng, arch, turn, offset, L):
         if rng.random() < 0.25:
             # no rope dict in the file: GptOssConfig's yarn (factor 32 over 4096 positions)
             kw["rope_parameters"] = None
+            kw["max_position_embeddings"] = max(kw["max_position_embeddings"], L)  # no dynamic scaling past it
             edits.append("rope-class-default")
             old_form, hoist, stray_theta = False, None, False
     elif arch == "MixtralForCausalLM":
@@ -2011,6 +2014,26 @@ def main():
             out = load(folder)(input_ids=ids, attention_mask=mask).logits
         return out.to(torch.float32).contiguous()
 
+    def float32_error(folder, runs):
+        """transformers' own float32 error: the largest |float32 - float64| logit over the
+        unpadded positions of `runs` ((ids, mask, float32 logits)); a config whose logits are
+        that ill-conditioned is compared within twice it. 0 for a model transformers cannot run
+        in float64 (GPT-2's reorder_and_upcast_attn asserts float32)."""
+        wide = AutoModelForCausalLM.from_pretrained(
+            folder,
+            dtype=torch.float64,
+            attn_implementation=attention_implementation(folder),
+            experts_implementation="eager",  # grouped_mm has no float64
+        ).eval()
+        try:
+            with torch.no_grad():
+                outs = [(wide(input_ids=i, attention_mask=m).logits, m, l) for i, m, l in runs]
+        except RuntimeError as e:
+            if "upcasting" not in str(e):
+                raise
+            return 0.0
+        return max((w - l.double())[m.bool()].abs().max().item() for w, m, l in outs)
+
     def router_gap(model, inputs, expected_routers):
         """`routing.router_gap`, after checking the routers are the sparse layers'."""
         found = len(routing.routers(model))
@@ -2145,6 +2168,7 @@ def main():
         for key, t in (("single", single_logits), ("batch", batch_logits[batch_mask.bool()])):
             if not torch.isfinite(t).all():
                 sys.exit(f"{name}: transformers gave non-finite {key} logits")
+        noise = float32_error(folder, [(single_ids, single_mask, single_logits), (batch_ids, batch_mask, batch_logits)])
         goldens = {
             "single.input_ids": single_ids,
             "single.attention_mask": single_mask,
@@ -2171,6 +2195,7 @@ def main():
                 "architecture": arch,
                 "seq_len": L,
                 "pad": pad,
+                "f32_noise": noise,
                 "description": describe_new(case, loaded) if new_family else describe(case, loaded),
             }
         )

@@ -750,6 +750,14 @@ impl Decoder<'_> {
         let (Some(shared), Some(shared_is)) = (layout.shared, m.shared_expert_intermediate_size) else {
             return Ok(y);
         };
+        if shared_is == 0 {
+            // a shared MLP of width 0 adds its down projection's bias, where it has one
+            if !cfg.mlp_bias {
+                return Ok(y);
+            }
+            let b = self.weight(&layer.pp(shared.mlp.prefix).pp(shared.mlp.down), "bias", &[hs])?;
+            return self.op(vb.path(), Op::Binary(BinaryOp::Add), &[y, b]);
+        }
         let s = self.mlp_of(&layer.pp(shared.mlp.prefix), &shared.mlp, shared_is, cfg.mlp_bias, x, act)?;
         let s = match shared.gate {
             Some(gate) => {

@@ -97,9 +97,12 @@ pub(super) fn parse_moe(f: &Fields, schema: &ConfigSchema, dims: &Dims) -> Resul
         Some(SharedSize::Key(key, default)) if f.int(key)?.unwrap_or(default as i64) != 0 => {
             Some(f.size(key, Some(default), MAX_INTERMEDIATE)?)
         }
-        Some(SharedSize::Experts(key, default)) if f.int(key)?.unwrap_or(default as i64) != 0 => {
-            Some(f.size(key, Some(default), MAX_EXPERTS)? * intermediate_size)
-        }
+        // DeepSeek builds its shared MLP whatever the count: of width 0 it still adds the down
+        // projection's bias (with `mlp_bias`)
+        Some(SharedSize::Experts(key, default)) => match f.int(key)? {
+            Some(0) => Some(0),
+            _ => Some(f.size(key, Some(default), MAX_EXPERTS)? * intermediate_size),
+        },
         _ => None,
     };
     let routing = routing(f, &m, (num_experts, top_k), normalize)?;

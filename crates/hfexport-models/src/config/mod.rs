@@ -299,7 +299,8 @@ pub struct MoeConfig {
     pub intermediate_size: usize,
     /// How each token's experts are chosen and weighed.
     pub routing: Routing,
-    /// The shared expert's intermediate size (Qwen2-MoE).
+    /// The shared expert's intermediate size (Qwen2-MoE); 0: only its down projection's bias
+    /// (a DeepSeek config with `n_shared_experts` 0).
     pub shared_expert_intermediate_size: Option<usize>,
     /// GPT-OSS's clamped SwiGLU `(alpha, limit)` in place of `act(gate) * up`.
     pub clamped_swiglu: Option<(f64, f64)>,

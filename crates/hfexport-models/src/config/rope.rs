@@ -44,7 +44,9 @@ pub(super) fn parse_ropes(f: &Fields, schema: &ConfigSchema, dims: &Dims) -> Res
     };
     let container = Fields::new(dict, f.path, &prefixes[0]);
     let full = parse_rope(f, full.as_ref().unwrap_or(&none), schema, dims, theta)?;
-    let full = if nested { container_truncate(full, &container)? } else { full };
+    // a flat dict is nested under `full_attention` by transformers, whose yarn then reads
+    // `truncate` from the nested container, where it is not: its own is never read
+    let full = container_truncate(full, if nested { &container } else { &none })?;
     let local_theta = legacy_theta(local_theta, DEFAULT_THETA)?;
     let sliding = match if nested { layer_type_rope(f, dict, "sliding_attention", &prefixes[2])? } else { None } {
         Some(d) => container_truncate(parse_rope(&none, &d, schema, dims, local_theta)?, &container)?,
