@@ -21,13 +21,13 @@ struct Session<'g> {
 
 impl<'g> Session<'g> {
     fn new(ev: Evaluator<'g>, ckpt: &Checkpoint) -> Session<'g> {
-        let c = &ckpt.config;
-        let shape = vec![1, c.num_key_value_heads, CACHE, c.head_dim];
-        let n: usize = shape.iter().product();
+        // each layer's caches as its spec says (a latent-attention layer's differ in width)
         let mut caches = BTreeMap::new();
-        for i in 0..c.num_hidden_layers {
-            for kind in ["keys", "values"] {
-                caches.insert(cache_name(i, kind), Tensor::f32(shape.clone(), vec![0.0; n]).unwrap());
+        for (i, layer) in ckpt.config.layers.iter().enumerate() {
+            for (kind, dims) in layer.cache(&hfexport_core::Dim::from(CACHE)) {
+                let shape: Vec<usize> = dims.iter().map(|d| d.as_const().unwrap() as usize).collect();
+                let n: usize = shape.iter().product();
+                caches.insert(cache_name(i, kind), Tensor::f32(shape, vec![0.0; n]).unwrap());
             }
         }
         Session { ev, caches, next_pos: 0 }

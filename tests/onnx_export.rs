@@ -152,8 +152,11 @@ fn ort_cpu_fusions_lower_moe_blocks_to_the_contrib_op() {
         export(name, &dir.join("export"), config);
         let model = std::fs::read(dir.join("export/model.onnx")).unwrap();
         let has = |op: &str| model.windows(op.len()).any(|w| w == op.as_bytes());
-        // a plain SwiGLU: GPT-OSS's biased experts with their clamped SwiGLU are decomposed
-        let swiglu = |m: &hfexport_models::config::MoeConfig| m.clamped_swiglu.is_none() && !m.biased;
+        // a plain SwiGLU routed by softmax: GPT-OSS's biased experts with their clamped SwiGLU and
+        // DeepSeek's grouped routings are decomposed
+        let swiglu = |m: &hfexport_models::config::MoeConfig| {
+            m.clamped_swiglu.is_none() && !m.biased && matches!(m.routing, hfexport::core::Routing::Softmax { .. })
+        };
         let moe = ckpt.config.moe.as_ref().is_some_and(swiglu) && ckpt.config.hidden_act == "silu";
         assert_eq!(has("com.microsoft"), moe, "{name}: the contrib domain only for MoE blocks");
         if !moe {
