@@ -97,7 +97,8 @@ def quantize_model(model, recipe, xnnpack):
         elif mod is emb:
             if embed:
                 mod.weight = torch.nn.Parameter(fake_quant(mod.weight, *embed))
-        elif isinstance(mod, torch.nn.Linear):
+        elif isinstance(mod, torch.nn.Linear) and mod.weight.numel() > 0:
+            # (DeepSeek builds its shared MLP of `n_shared_experts` 0 with empty linears)
             mod.weight = torch.nn.Parameter(fake_quant(mod.weight, *layer))
         elif isinstance(mod, Conv1D):
             # GPT-2's linears store [in, out]: quantized per output channel like the others
