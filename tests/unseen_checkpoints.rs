@@ -1,7 +1,8 @@
 //! The builder and the reference evaluator on checkpoints nobody has seen: random tiny configs of
 //! every supported family (Llama, Mistral, Qwen2, Qwen3, Phi-3, Gemma 1/2/3, Granite, OLMo 2,
-//! SmolLM3, GPT-2, Starcoder2, Phi, GPT-NeoX, GPTBigCode, GPT-J, Cohere 1/2, StableLM, GLM, GLM-4, the
-//! four MoE families) across the space transformers accepts (sizes, head dims unlike
+//! SmolLM3, GPT-2, Starcoder2, Phi, GPT-NeoX, GPTBigCode, GPT-J, Cohere 1/2, StableLM, GLM, GLM-4,
+//! Falcon, Bloom, OPT, the MoE families up to GPT-OSS (MXFP4 experts among them) and DeepSeek-V2/V3
+//! (latent attention, grouped routing)) across the space transformers accepts (sizes, head dims unlike
 //! hidden/heads, kv-head counts, rope types and forms, partial rotary, longrope, scaling lengths,
 //! sliding windows and mixed layer types, per-layer-type rope, NoPE layers, soft-caps,
 //! multipliers, parallel blocks,

@@ -995,7 +995,7 @@ impl Op {
                 }
                 if let Routing::Grouped { groups, top_groups, .. } = routing {
                     let e = r.shape[0].as_const().unwrap_or(0) as usize;
-                    if *groups == 0 || e % groups != 0 || *top_groups == 0 || top_groups > groups {
+                    if *groups == 0 || !e.is_multiple_of(*groups) || *top_groups == 0 || top_groups > groups {
                         return Err(format!(
                             "{e} experts do not split into {groups} groups of which {top_groups} compete"
                         ));

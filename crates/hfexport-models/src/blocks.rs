@@ -792,14 +792,9 @@ impl Decoder<'_> {
     /// checked (present, shape) so a missing or odd one is an error naming its tensor, and
     /// cast on its own (the stack streams expert by expert).
     fn stacked(&mut self, experts: &Vb, leaf: &str, n: usize, shape: [usize; 2]) -> Result<ValueId> {
-        let dtype = self.opts.dtype;
-        let mut parts = Vec::with_capacity(n);
-        for i in 0..n {
-            let (expr, stored) = self.stored(&experts.pp(i).pp(leaf).name("weight"), &shape)?;
-            parts.push(if stored != dtype { WeightExpr::Cast(Box::new(expr), dtype) } else { expr });
-        }
-        let name = experts.pp(leaf).name("weight");
-        Ok(self.declare(&name, WeightExpr::Stack(parts), dtype, &[n, shape[0], shape[1]]))
+        let parts = (0..n).map(|i| self.stored(&experts.pp(i).pp(leaf).name("weight"), &shape));
+        let parts = parts.collect::<Result<Vec<_>>>()?;
+        Ok(self.declare_stack(&experts.pp(leaf).name("weight"), parts, &[n, shape[0], shape[1]]))
     }
 
     /// [`StackedForm::GateRowsFirst`]: `gate_up_proj [E, 2 * inter, hidden]` split into its
@@ -826,18 +821,19 @@ impl Decoder<'_> {
         let gate_up_rows = self.expert_rows(vb, gate_up, e, [2 * is, hs])?;
         let down_rows = self.expert_rows(vb, down, e, [hs, is])?;
         let experts = vb.pp("experts");
-        let pick = |parts: &[WeightExpr], rows: &[usize]| -> Vec<WeightExpr> {
-            parts.iter().map(|p| WeightExpr::Rows { expr: Box::new(p.clone()), rows: rows.to_vec() }).collect()
+        // each part with the dtype it is read in
+        let pick = |(parts, dtype): &(Vec<WeightExpr>, DType), rows: &[usize]| -> Vec<(WeightExpr, DType)> {
+            let row = |p: &WeightExpr| WeightExpr::Rows { expr: Box::new(p.clone()), rows: rows.to_vec() };
+            parts.iter().map(|p| (row(p), *dtype)).collect()
         };
-        let gate =
-            self.declare_stack(&experts.name("gate_proj"), pick(&gate_up_rows.0, &evens), gate_up_rows.1, [e, is, hs]);
-        let up =
-            self.declare_stack(&experts.name("up_proj"), pick(&gate_up_rows.0, &odds), gate_up_rows.1, [e, is, hs]);
-        let down_w = self.declare_stack(&experts.name("down_proj"), down_rows.0, down_rows.1, [e, hs, is]);
+        let gate = self.declare_stack(&experts.name("gate_proj"), pick(&gate_up_rows, &evens), &[e, is, hs]);
+        let up = self.declare_stack(&experts.name("up_proj"), pick(&gate_up_rows, &odds), &[e, is, hs]);
+        let down_parts = down_rows.0.into_iter().map(|p| (p, down_rows.1)).collect();
+        let down_w = self.declare_stack(&experts.name("down_proj"), down_parts, &[e, hs, is]);
         let (b, dtype) = self.stored(&vb.name(format!("{gate_up}_bias")), &[e, 2 * is])?;
-        let items: Vec<WeightExpr> = (0..e).map(|i| WeightExpr::Item { expr: Box::new(b.clone()), index: i }).collect();
-        let gate_b = self.declare_stack(&experts.name("gate_proj_bias"), pick(&items, &evens), dtype, [e, is, 0]);
-        let up_b = self.declare_stack(&experts.name("up_proj_bias"), pick(&items, &odds), dtype, [e, is, 0]);
+        let items = ((0..e).map(|i| WeightExpr::Item { expr: Box::new(b.clone()), index: i }).collect(), dtype);
+        let gate_b = self.declare_stack(&experts.name("gate_proj_bias"), pick(&items, &evens), &[e, is]);
+        let up_b = self.declare_stack(&experts.name("up_proj_bias"), pick(&items, &odds), &[e, is]);
         let down_b = self.weight(vb, &format!("{down}_bias"), &[e, hs])?;
         Ok(Stacked { weights: [gate, up, down_w], biases: Some([gate_b, up_b, down_b]) })
     }
@@ -867,20 +863,13 @@ impl Decoder<'_> {
         Ok((parts.collect(), DType::F32))
     }
 
-    /// Per-expert parts (read in `stored` dtype, each cast on its own so the stack streams
-    /// expert by expert) stacked as the graph weight `name` of shape `[e, out, in]` (`in` 0: a
-    /// bias `[e, out]`).
-    fn declare_stack(
-        &mut self,
-        name: &str,
-        parts: Vec<WeightExpr>,
-        stored: DType,
-        [e, out, inp]: [usize; 3],
-    ) -> ValueId {
+    /// Per-expert parts, each with the dtype it is read in and cast on its own (so the stack
+    /// streams expert by expert), stacked as the graph weight `name` of `shape`.
+    fn declare_stack(&mut self, name: &str, parts: Vec<(WeightExpr, DType)>, shape: &[usize]) -> ValueId {
         let dtype = self.opts.dtype;
-        let parts = parts.into_iter().map(|p| if stored != dtype { WeightExpr::Cast(Box::new(p), dtype) } else { p });
-        let shape: Vec<usize> = [e, out, inp].into_iter().filter(|&d| d != 0).collect();
-        self.g.add_weight(name, WeightExpr::Stack(parts.collect()), dtype, &shape)
+        let cast =
+            |(p, stored): (WeightExpr, DType)| if stored != dtype { WeightExpr::Cast(Box::new(p), dtype) } else { p };
+        self.g.add_weight(name, WeightExpr::Stack(parts.into_iter().map(cast).collect()), dtype, shape)
     }
 
     /// The first of `names` under `vb` whose `leaf` tensor the checkpoint has, else the first

@@ -8,6 +8,7 @@
 //! (`quantization_config.quant_method: mxfp4`), decoded as transformers dequantizes them.
 
 use super::llama::{LLAMA_LAYOUT, LLAMA_SCHEMA};
+use super::mixtral::MIXTRAL_MOE;
 use super::qwen3_moe::QWEN_MOE_LAYOUT;
 use super::Architecture;
 use crate::layout::*;
@@ -41,19 +42,14 @@ pub const FAMILY: Architecture = Architecture {
             r#"{"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0, "beta_slow": 1.0, "truncate": false,
                 "original_max_position_embeddings": 4096}"#,
         ),
+        // Mixtral's routing (a softmax over the chosen logits is the renormalised top-k of the
+        // full softmax), with biases and the clamped SwiGLU
         moe: Some(MoeSchema {
-            experts_keys: &["num_local_experts", "num_experts"],
             default_experts: 128,
             default_top_k: 4,
-            intermediate: None,
-            // a softmax over the chosen logits: the renormalised top-k of the full softmax
-            normalize: NormTopK::Always,
-            sparse_step: false,
-            shared_expert: None,
-            first_dense: None,
-            routing: RoutingRule::Softmax,
             glu: MoeGlu::Clamped { alpha: ("swiglu_alpha", 1.702), limit: ("swiglu_limit", 7.0) },
             biased: true,
+            ..MIXTRAL_MOE
         }),
         ..LLAMA_SCHEMA
     },

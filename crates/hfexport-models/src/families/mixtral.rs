@@ -6,6 +6,22 @@ use super::Architecture;
 use crate::layout::*;
 use crate::schema::*;
 
+/// Every layer sparse over `num_local_experts` (an `attribute_map` makes `num_experts` the same
+/// key), top-k always renormalised, experts as wide as `intermediate_size`.
+pub const MIXTRAL_MOE: MoeSchema = MoeSchema {
+    experts_keys: &["num_local_experts", "num_experts"],
+    default_experts: 8,
+    default_top_k: 2,
+    intermediate: None,
+    normalize: NormTopK::Always,
+    sparse_step: false,
+    shared_expert: None,
+    first_dense: None,
+    routing: RoutingRule::Softmax,
+    glu: MoeGlu::Activation,
+    biased: false,
+};
+
 pub const FAMILY: Architecture = Architecture {
     classes: &["MixtralForCausalLM"],
     model_types: &["mixtral"],
@@ -20,19 +36,7 @@ pub const FAMILY: Architecture = Architecture {
         },
         layers: LayerRule::EveryLayer { default_window: None },
         biases: NO_BIASES,
-        moe: Some(MoeSchema {
-            experts_keys: &["num_local_experts", "num_experts"],
-            default_experts: 8,
-            default_top_k: 2,
-            intermediate: None,
-            normalize: NormTopK::Always,
-            sparse_step: false,
-            shared_expert: None,
-            first_dense: None,
-            routing: RoutingRule::Softmax,
-            glu: MoeGlu::Activation,
-            biased: false,
-        }),
+        moe: Some(MIXTRAL_MOE),
         ..LLAMA_SCHEMA
     },
     layout: Layout {
