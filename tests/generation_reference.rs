@@ -6,8 +6,9 @@
 mod common;
 use common::{fixture, fixtures};
 use hfexport_core::{Evaluator, Tensor};
+use hfexport_models::config::Mixer;
 use hfexport_models::safetensors::read_all;
-use hfexport_models::{build_generation, cache_name, BuildOptions, Checkpoint};
+use hfexport_models::{build_generation, cache_name, BuildOptions, Checkpoint, LatentForm};
 use std::collections::BTreeMap;
 
 const CACHE: usize = 32;
@@ -124,6 +125,43 @@ fn three_tokens_at_once_equal_three_steps() {
             assert!(d < 1e-5, "{name}: cache {k} differs by {d}");
         }
     }
+}
+
+/// Multi-head latent attention's absorbed form (the decode default) gives the expanded form's
+/// logits and caches, step by step, on every fixture with latent layers.
+#[test]
+fn absorbed_latent_attention_equals_expanded() {
+    let latent = |c: &Checkpoint| c.config.layers.iter().any(|l| matches!(l.mixer, Mixer::LatentAttention(_)));
+    let mut seen = 0;
+    for name in fixtures() {
+        let ckpt = Checkpoint::open(&fixture(name)).unwrap();
+        if !latent(&ckpt) {
+            continue;
+        }
+        seen += 1;
+        let graph = |form: LatentForm| {
+            let opts = BuildOptions { latent: form, ..BuildOptions::default() };
+            let g = build_generation(&ckpt.config, &ckpt, &opts, Some(CACHE), true).unwrap().remove(0).graph;
+            let absorbs = g.nodes().iter().any(|n| n.name.ends_with(".q_latent"));
+            assert_eq!(absorbs, form == LatentForm::Absorbed, "{name}: {form:?} graph");
+            g
+        };
+        let (expanded, absorbed) = (graph(LatentForm::Expanded), graph(LatentForm::Absorbed));
+        let mut e = Session::new(Evaluator::new(&expanded, &ckpt).unwrap(), &ckpt);
+        let mut a = Session::new(Evaluator::new(&absorbed, &ckpt).unwrap(), &ckpt);
+        let max_diff = |x: &Tensor, y: &Tensor| {
+            x.as_f32().unwrap().iter().zip(y.as_f32().unwrap()).map(|(p, q)| (p - q).abs()).fold(0f32, f32::max)
+        };
+        for tokens in [&[3i64, 17, 42, 9, 100][..], &[7], &[64], &[21, 5]] {
+            let d = max_diff(&e.step(tokens), &a.step(tokens));
+            assert!(d < 1e-4, "{name}: logits after {tokens:?} differ by {d}");
+        }
+        for (k, c) in &e.caches {
+            let d = max_diff(c, &a.caches[k]);
+            assert!(d < 1e-5, "{name}: cache {k} differs by {d}");
+        }
+    }
+    assert!(seen > 0 || std::env::var("HFEXPORT_FIXTURES").is_ok(), "no fixture has latent attention");
 }
 
 /// A position beyond the static cache is an error naming it, not a panic or a silent wrap.

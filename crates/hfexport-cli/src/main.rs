@@ -169,6 +169,11 @@ pub(crate) struct ExportArgs {
     /// --config, whose other keys (group_size, symmetric, lm_head, embeddings, exclude) stay.
     #[arg(long, value_parser = ["int4", "int8"])]
     pub(crate) quantize: Option<String>,
+    /// Multi-head latent attention (DeepSeek-V2/V3): auto (absorbed in the decode components of
+    /// a generation export, expanded elsewhere), expanded, or absorbed. Sets
+    /// `latent_attention` of --config.
+    #[arg(long, value_parser = hfexport::LatentForm::NAMES)]
+    pub(crate) latent_attention: Option<String>,
     /// Run the export in its runtime against the reference evaluator before the folder is
     /// committed; recorded in export.json, and a mismatch fails the export.
     #[arg(long)]

@@ -63,6 +63,45 @@ pub struct CommonConfig {
     /// Weight quantization (`"quantizer"`: `"int4"`, `"int8"` or a recipe object; see
     /// [`crate::quant::QuantRecipe::from_json`]); `None` exports float weights.
     pub quantizer: Option<crate::quant::QuantRecipe>,
+    /// How multi-head latent attention is computed (`"latent_attention"`; DeepSeek-V2/V3).
+    pub latent_attention: LatentForm,
+}
+
+/// The two forms of multi-head latent attention (hfexport-models' `latent.rs`), equal in value: `Expanded`
+/// turns the latent of every key position into each head's keys and values before attending,
+/// `Absorbed` folds that expansion into the queries and the output instead and attends over
+/// the latent itself. The expansion costs `kv_lora_rank x heads x (nope + v)` multiply-adds
+/// per key position per call, the absorbed attention `heads x (2 kv_lora_rank + rope)` per
+/// key position per query: absorbed wins by far when few queries meet a long cache (a decode
+/// step), expanded when the queries are as many as the keys (a prompt).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LatentForm {
+    /// Absorbed in the decode components of a generation export, expanded elsewhere.
+    #[default]
+    Auto,
+    Expanded,
+    Absorbed,
+}
+
+impl LatentForm {
+    pub const NAMES: [&'static str; 3] = ["auto", "expanded", "absorbed"];
+
+    pub fn parse(s: &str) -> Option<LatentForm> {
+        [LatentForm::Auto, LatentForm::Expanded, LatentForm::Absorbed].into_iter().find(|f| f.name() == s)
+    }
+
+    pub fn name(self) -> &'static str {
+        Self::NAMES[self as usize]
+    }
+
+    /// The form a component builds: `Auto` resolved by whether it is a decode component.
+    pub fn in_component(self, decode: bool) -> LatentForm {
+        match (self, decode) {
+            (LatentForm::Auto, true) => LatentForm::Absorbed,
+            (LatentForm::Auto, false) => LatentForm::Expanded,
+            (form, _) => form,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -129,13 +168,14 @@ pub enum ExportConfig {
     Openvino(OpenvinoConfig),
 }
 
-const COMMON_KEYS: [&str; 6] = [
+const COMMON_KEYS: [&str; 7] = [
     "export_format",
     "dynamic",
     "strict",
     "dynamic_shapes",
     "prefer_deferred_runtime_asserts_over_guards",
     "quantizer",
+    "latent_attention",
 ];
 pub const ONNX_OPSETS: std::ops::RangeInclusive<u32> = 17..=24;
 const ORT_FUSIONS: [&str; 4] = ["cpu", "cuda", "webgpu", "dml"];
@@ -282,8 +322,13 @@ fn parse_common(obj: &Map<String, Value>) -> Result<CommonConfig> {
         None | Some(Value::Null) => None,
         Some(v) => Some(crate::quant::QuantRecipe::from_json(v)?),
     };
+    let latent_attention = match get_str(obj, "latent_attention")? {
+        None => LatentForm::Auto,
+        Some(s) => LatentForm::parse(s).ok_or_else(|| bad_value("latent_attention", s, &LatentForm::NAMES))?,
+    };
     Ok(CommonConfig {
         quantizer,
+        latent_attention,
         dynamic: get_bool(obj, "dynamic", false)?,
         strict: get_bool(obj, "strict", false)?,
         dynamic_shapes: match obj.get("dynamic_shapes") {
@@ -391,6 +436,7 @@ impl ExportConfig {
             "dynamic_shapes": c.dynamic_shapes.as_ref().map(dynamic_shapes_to_json),
             "prefer_deferred_runtime_asserts_over_guards": c.prefer_deferred_runtime_asserts_over_guards,
             "quantizer": c.quantizer.as_ref().map(|r| r.to_json()),
+            "latent_attention": c.latent_attention.name(),
         });
         let extra = match self {
             ExportConfig::Dynamo(_) => json!({}),
@@ -476,6 +522,7 @@ mod tests {
                    "dynamic_shapes": {"input_ids": {"0": {"name": "batch", "min": 1, "max": 8}, "1": "auto"}}}),
             json!({"export_format": "executorch", "backend": "portable", "alloc_graph_output": false}),
             json!({"export_format": "dynamo", "prefer_deferred_runtime_asserts_over_guards": true}),
+            json!({"export_format": "openvino", "latent_attention": "expanded"}),
         ] {
             let c = AutoExportConfig::from_dict(&d).unwrap();
             assert_eq!(AutoExportConfig::from_dict(&c.to_dict()).unwrap(), c);
@@ -494,6 +541,8 @@ mod tests {
         assert!(e.contains("qdq") && e.contains("standard") && e.contains("contrib"), "{e}");
         let e = err(json!({"export_format": "onnx", "quant_ops": "standard", "opset_version": 18}));
         assert!(e.contains("opset_version 21"), "{e}");
+        let e = err(json!({"export_format": "onnx", "latent_attention": "fused"}));
+        assert!(e.contains("latent_attention `fused`") && e.contains("absorbed"), "{e}");
         let e = err(json!({"export_format": "executorch", "backend": "vulkan"}));
         assert!(e.contains("vulkan") && e.contains("portable"), "{e}");
         let e = err(json!({"export_format": "onnx", "opset_version": 12}));

@@ -44,7 +44,7 @@ pub mod venv;
 pub mod verify;
 pub mod weights;
 
-pub use config::{AutoExportConfig, ExportConfig, ExportFormat};
+pub use config::{AutoExportConfig, ExportConfig, ExportFormat, LatentForm};
 pub use dim::{Bindings, Dim, SymRange, Symbol, SymbolScope};
 pub use dtype::DType;
 pub use error::{Error, Result};

@@ -595,6 +595,18 @@ impl Builder<'_> {
     /// to rank 3 around `bmm`.
     fn matmul(&mut self, a: usize, b: usize, out: &str, meta: &TensorMeta) -> Result<usize> {
         let rank = meta.sizes.len();
+        let batch_of = |t: usize| self.m.tensor(t).map(|t| t.sizes[..t.sizes.len().saturating_sub(2)].to_vec());
+        if batch_of(a) != batch_of(b) {
+            return Err(ProgramError {
+                value: out.into(),
+                target: "aten.matmul.default".into(),
+                msg: format!(
+                    "batch axes {:?} and {:?} differ: only equal batch axes are lowered",
+                    batch_of(a),
+                    batch_of(b)
+                ),
+            });
+        }
         match rank {
             2 => return Ok(self.out_call("aten::mm", "out", vec![a, b], out, meta)),
             3 => return Ok(self.out_call("aten::bmm", "out", vec![a, b], out, meta)),

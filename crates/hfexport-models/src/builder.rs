@@ -75,6 +75,8 @@ pub fn build_generation(
 ) -> Result<Vec<Planned>> {
     let arch = &cfg.family()?;
     let decoder = |name: &str| Decoder::new(cfg, arch, weights, opts, name);
+    let decode_opts = BuildOptions { latent: opts.latent.in_component(true), ..opts.clone() };
+    let decoding = || Decoder::new(cfg, arch, weights, &decode_opts, "decode");
     let planned =
         |role: Role, cache: CacheMode, graph: Graph| Planned { spec: ComponentSpec::generation(role, cache), graph };
     let (stat, grow) = (CacheMode::StaticInPlace, CacheMode::Growing);
@@ -95,10 +97,10 @@ pub fn build_generation(
         components.extend(crate::vision::image_components(cfg, arch, weights, opts)?);
     }
     components.extend(match static_cache {
-        Some(n) if multi_token_decode => vec![planned(Role::Decode, stat, decoder("decode").static_decode(n)?)],
+        Some(n) if multi_token_decode => vec![planned(Role::Decode, stat, decoding().static_decode(n)?)],
         Some(n) => {
             // the prompt goes through the multi-token graph, later steps through one fixed at 1
-            let mut decode = decoder("decode").static_decode(n)?;
+            let mut decode = decoding().static_decode(n)?;
             decode.substitute_symbol("sequence", &Dim::konst(1))?;
             vec![
                 planned(Role::Prefill, stat, decoder("prefill").static_decode(n)?),
@@ -107,7 +109,7 @@ pub fn build_generation(
         }
         None => vec![
             Planned { spec: ComponentSpec::growing_prefill(), graph: decoder("prefill").growing_prefill()? },
-            planned(Role::Decode, grow, decoder("decode").growing_decode()?),
+            planned(Role::Decode, grow, decoding().growing_decode()?),
         ],
     });
     Ok(components)

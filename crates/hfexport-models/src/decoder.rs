@@ -52,11 +52,13 @@ pub struct BuildOptions {
     /// Dtype of the graph's float values and weights (weights are cast lazily).
     pub dtype: DType,
     pub max_batch: i64,
+    /// How multi-head latent attention is computed (DeepSeek-V2/V3).
+    pub latent: hfexport_core::LatentForm,
 }
 
 impl Default for BuildOptions {
     fn default() -> Self {
-        BuildOptions { dtype: DType::F32, max_batch: DEFAULT_MAX_BATCH }
+        BuildOptions { dtype: DType::F32, max_batch: DEFAULT_MAX_BATCH, latent: hfexport_core::LatentForm::Auto }
     }
 }
 

@@ -35,5 +35,6 @@ pub use checkpoint::Checkpoint;
 pub use config::{GenerationConfig, ModelConfig};
 pub use decoder::{max_context, BuildOptions, Weights, DEFAULT_MAX_BATCH};
 pub use error::{ModelError, Result};
+pub use hfexport_core::LatentForm;
 pub use seq2seq::cross_name;
 pub use task::Task;

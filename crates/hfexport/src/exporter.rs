@@ -156,7 +156,8 @@ impl AutoHfExporter {
     /// [`AutoHfExporter::plan`] for a model config and any source of weight shapes (no bytes
     /// are read: a test can plan a full-size model without its weights).
     pub fn plan_model(&self, req: &ExportRequest, model: &ModelConfig, weights: &dyn Weights) -> Result<ExportPlan> {
-        let opts = BuildOptions { dtype: req.dtype, ..Default::default() };
+        let latent = self.config.common().latent_attention;
+        let opts = BuildOptions { dtype: req.dtype, latent, ..Default::default() };
         let task = req.task_of(model);
         let mut components = match &req.generation {
             None => vec![build_forward(model, weights, task, &opts)?],

@@ -40,6 +40,6 @@ pub use exporter::{
     COPIED_FILES,
 };
 pub use hfexport_core::backend::verification_atol;
-pub use hfexport_core::{AutoExportConfig, DType, Evaluator, ExportConfig, ExportFormat, Graph, Tensor};
+pub use hfexport_core::{AutoExportConfig, DType, Evaluator, ExportConfig, ExportFormat, Graph, LatentForm, Tensor};
 pub use hfexport_models::{build, BuildOptions, Checkpoint, ModelConfig, Task};
 pub use samples::{cases_for, generation_case, sample_cases, sample_sizes, SampleCase};
