@@ -158,7 +158,8 @@ def run(label, export, prompt_len=128, steps=64):
         buffers[n] = ort.OrtValue.ortvalue_from_numpy(np.zeros_like(v.numpy()))
 
     rng = np.random.default_rng(0)
-    prompt = rng.integers(0, 150000, size=prompt_len).tolist()
+    vocab = next(o.shape[-1] for o in sess.get_outputs() if o.name in ("logits", outs[0]))
+    prompt = rng.integers(0, vocab if isinstance(vocab, int) else 32000, size=prompt_len).tolist()
     t = time.perf_counter()
     tok = step(prompt, 0)
     prefill_s = time.perf_counter() - t
