@@ -11,7 +11,7 @@ use common::{fixture, fixtures, python};
 use hfexport::core::metadata::ExportMetadata;
 use hfexport::{AutoExportConfig, AutoHfExporter, DType, ExportRequest, Generation, Task};
 use hfexport_models::safetensors::read_all;
-use hfexport_models::Checkpoint;
+use hfexport_models::{Checkpoint, GenerationConfig};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -25,9 +25,18 @@ fn export_decode_with(
     generation: Generation,
     config: serde_json::Value,
 ) -> hfexport::Result<ExportMetadata> {
+    export_model_with(&fixture(name), out, generation, config)
+}
+
+fn export_model_with(
+    model: &Path,
+    out: &Path,
+    generation: Generation,
+    config: serde_json::Value,
+) -> hfexport::Result<ExportMetadata> {
     let config = AutoExportConfig::from_dict(&config).unwrap();
     let req = ExportRequest {
-        model: fixture(name),
+        model: model.to_path_buf(),
         output: out.to_path_buf(),
         task: Some(Task::CausalLm),
         dtype: DType::F32,
@@ -203,16 +212,19 @@ fn genai_eos(dir: &Path) -> Vec<i64> {
     }
 }
 
-/// `tokens` up to and including the first of `eos`, where ONNX Runtime GenAI stops.
+/// `tokens` before the first of `eos`, where ONNX Runtime GenAI stops (its sequence leaves that
+/// EOS out).
 fn until_eos(tokens: &[i64], eos: &[i64]) -> Vec<i64> {
-    let end = tokens.iter().position(|t| eos.contains(t)).map_or(tokens.len(), |i| i + 1);
+    let end = tokens.iter().position(|t| eos.contains(t)).unwrap_or(tokens.len());
     tokens[..end].to_vec()
 }
 
 /// `"genai": true` folders of every fixture, loaded by ONNX Runtime GenAI itself (`og.Model`
 /// on the folder, tests/python/generate_genai.py, one process for all) give transformers'
-/// greedy tokens, up to the first EOS token of the config, where GenAI stops; an int4 folder
-/// gives the tokens of a plain onnxruntime loop over the same `decode.onnx`.
+/// greedy tokens, up to the first EOS token of the config, where GenAI stops (an EOS named only
+/// by config.json counts, a class default does not, and a checkpoint naming none is refused, as
+/// GenAI would stop at token 0 where transformers goes on); an int4 folder gives the tokens of a
+/// plain onnxruntime loop over the same `decode.onnx`.
 #[test]
 fn genai_folders_give_transformers_tokens_in_onnxruntime_genai() {
     let tmp = tempfile::tempdir().unwrap();
@@ -234,13 +246,39 @@ fn genai_folders_give_transformers_tokens_in_onnxruntime_genai() {
             assert!(!dir.exists(), "{name}: a refused export writes nothing");
             continue;
         }
-        let meta = export_decode_with(name, &dir, GROWING, genai.clone()).unwrap();
-        let names: Vec<&str> = meta.components.iter().map(|c| c.name()).collect();
-        assert_eq!(names, ["prefill", "decode"], "{name}");
         let golden = fixture(name).join("golden.safetensors");
         let tokens = read_all(&golden).unwrap()["greedy.tokens"].as_i64().unwrap().to_vec();
+        let mut model = fixture(name);
+        if GenerationConfig::stop_token_ids(&model).unwrap().is_empty() {
+            // naming no EOS, it is refused (GenAI would stop at token 0); the same weights with
+            // an EOS the greedy tokens never reach run
+            let e = export_decode_with(name, &dir, GROWING, genai.clone()).unwrap_err().to_string();
+            assert!(e.contains("names no eos_token_id"), "{name}: {e}");
+            assert!(!dir.exists(), "{name}: a refused export writes nothing");
+            let unreached = (0..).find(|t| !tokens.contains(t)).unwrap();
+            model = copy_with_eos(tmp.path(), name, "generation_config.json", Some(unreached));
+        }
+        let meta = export_model_with(&model, &dir, GROWING, genai.clone()).unwrap();
+        let names: Vec<&str> = meta.components.iter().map(|c| c.name()).collect();
+        assert_eq!(names, ["prefill", "decode"], "{name}");
         job(&dir, &golden, tokens);
     }
+    // an EOS named only by config.json (no generation_config.json) is where transformers stops:
+    // a greedy token after the first two here, not LlamaConfig's default 2
+    let golden = fixture("llama").join("golden.safetensors");
+    let tokens = read_all(&golden).unwrap()["greedy.tokens"].as_i64().unwrap().to_vec();
+    let stop = (2..tokens.len()).map(|i| tokens[i]).find(|t| !tokens[..2].contains(t)).unwrap();
+    let eos_in_config = copy_with_eos(tmp.path(), "llama", "config.json", Some(stop));
+    let dir = tmp.path().join("llama-eos-in-config-genai");
+    export_model_with(&eos_in_config, &dir, GROWING, genai.clone()).unwrap();
+    assert_eq!(genai_eos(&dir), [stop]);
+    job(&dir, &golden, tokens);
+    // none named: transformers stops nowhere, which GenAI cannot say (it would stop at token 0)
+    let no_eos = copy_with_eos(tmp.path(), "llama", "config.json", None);
+    let dir = tmp.path().join("llama-no-eos-genai");
+    let e = export_model_with(&no_eos, &dir, GROWING, genai.clone()).unwrap_err().to_string();
+    assert!(e.contains("genai") && e.contains("names no eos_token_id"), "{e}");
+    assert!(!dir.exists(), "a refused export writes nothing");
     // int4: the reference is onnxruntime's own greedy loop over the folder's decode graph
     let dir = tmp.path().join("llama-int4");
     let mut quantized = genai.clone();
@@ -272,6 +310,33 @@ fn genai_folders_give_transformers_tokens_in_onnxruntime_genai() {
         .map(|(d, w)| format!("{d}: GenAI {:?} != {w:?}", got.get(d)))
         .collect();
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// A copy of fixture `name` whose special tokens are `eos` alone, named in `file` (the other of
+/// config.json and generation_config.json names none; generation_config.json is left out when
+/// `file` is config.json): `<tmp>/<name>-eos-<eos>-in-<file>`.
+fn copy_with_eos(tmp: &Path, name: &str, file: &str, eos: Option<i64>) -> PathBuf {
+    let dir = tmp.join(format!("{name}-eos-{}-in-{file}", eos.map_or("none".to_string(), |e| e.to_string())));
+    std::fs::create_dir_all(&dir).unwrap();
+    for entry in std::fs::read_dir(fixture(name)).unwrap() {
+        let path = entry.unwrap().path();
+        std::fs::copy(&path, dir.join(path.file_name().unwrap())).unwrap();
+    }
+    if file == "config.json" {
+        std::fs::remove_file(dir.join("generation_config.json")).ok();
+    }
+    for f in ["config.json", "generation_config.json"].iter().filter(|f| dir.join(f).exists()) {
+        let mut json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join(f)).unwrap()).unwrap();
+        let obj = json.as_object_mut().unwrap();
+        for key in ["bos_token_id", "eos_token_id", "pad_token_id"] {
+            obj.remove(key);
+        }
+        if let (true, Some(eos)) = (*f == file, eos) {
+            obj.insert("eos_token_id".into(), eos.into());
+        }
+        std::fs::write(dir.join(f), serde_json::to_string(&json).unwrap()).unwrap();
+    }
+    dir
 }
 
 /// GenAI drives a growing cache: a static-cache export with `genai` is refused before anything

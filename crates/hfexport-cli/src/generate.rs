@@ -321,8 +321,8 @@ pub(crate) fn generate(a: &GenerateArgs) -> Result<()> {
             meta.components.iter().map(|c| c.name()).collect::<Vec<_>>().join(", ")
         );
     }
-    // EOS ids of the copied generation_config.json (none when the file or the key is absent)
-    let eos = hfexport::models::GenerationConfig::from_dir(dir)?.eos_token_ids;
+    // where transformers' generate stops, from the copied generation_config.json / config.json
+    let eos = hfexport::models::GenerationConfig::stop_token_ids(dir)?;
     let format = ExportFormat::parse(&meta.format)?;
     let t0 = Instant::now();
     let mut generator = hfexport::backend(format)?.runtime()?.open_generator(dir)?;

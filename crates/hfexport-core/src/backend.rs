@@ -124,6 +124,12 @@ pub trait Backend: Send + Sync {
         Ok(DefaultBounds::default())
     }
 
+    /// The refusal, before anything is written, of a model that [`Backend::runtime_files`] could
+    /// not describe truthfully to its runtime. The default refuses none.
+    fn check_model(&self, _model: &ModelFacts, _cfg: &ExportConfig) -> Result<()> {
+        Ok(())
+    }
+
     /// Files another runtime needs to load the export as it is, written into `dir` once every
     /// component is written and described (ONNX with `"genai"`: ONNX Runtime GenAI's
     /// `genai_config.json`). The default writes none.

@@ -82,6 +82,13 @@ impl Backend for Onnx {
         Ok(files.into_iter().map(|files| Written { files, note: None }).collect())
     }
 
+    fn check_model(&self, model: &ModelFacts, cfg: &ExportConfig) -> Result<()> {
+        match onnx_config(cfg)?.genai {
+            true => crate::genai::check_model(model),
+            false => Ok(()),
+        }
+    }
+
     fn runtime_files(
         &self,
         components: &[Component],

@@ -70,6 +70,21 @@ pub fn check_components(components: &[Planned]) -> Result<()> {
     ))
 }
 
+/// The refusal of a model whose generation stops at no token: GenAI takes `eos_token_id` in
+/// `[0, vocab_size)` only and, without one, stops at token 0, where transformers' `generate`
+/// goes on. No config can say "never": the checkpoint must name its EOS.
+pub fn check_model(model: &ModelFacts) -> Result<()> {
+    match model.eos_token_ids.is_empty() {
+        true => Err(Error::Config(
+            "`genai`: the checkpoint names no eos_token_id (in generation_config.json, or config.json when it has \
+             none), so transformers' generate stops at no token, which ONNX Runtime GenAI cannot express (it stops \
+             at token 0 without one): add eos_token_id to generation_config.json, or export without genai"
+                .into(),
+        )),
+        false => Ok(()),
+    }
+}
+
 /// `genai_config.json` for the export's components, as ONNX Runtime GenAI 0.18 reads it.
 pub fn genai_config(components: &[Component], model: &ModelFacts) -> Result<Value> {
     let decode = components

@@ -224,6 +224,8 @@ impl AutoHfExporter {
         let ckpt = Checkpoint::open(&req.model)?;
         let model = ckpt.dir().to_path_buf();
         let ExportPlan { components, runtime_checks, notes } = self.plan(req, &ckpt)?;
+        let facts = model_facts(&ckpt.config, &model)?;
+        backend.check_model(&facts, &self.config)?;
         let staged = StagedDir::create(&req.output, req.force)?;
         for stale in staged.removed_stale() {
             observer.note(&format!("removed {}, the staging folder of an interrupted export", stale.display()));
@@ -250,7 +252,7 @@ impl AutoHfExporter {
             described.push(backend.describe(planned, w.files, &self.config));
         }
         copy_side_files(&model, staged.path())?;
-        backend.runtime_files(&described, &model_facts(&ckpt.config, &model)?, staged.path(), &self.config)?;
+        backend.runtime_files(&described, &facts, staged.path(), &self.config)?;
         let verification = match self.verify {
             true => {
                 let mut v = self.verify_all(&components, &described, &ckpt, staged.path(), req.dtype, observer)?;
@@ -384,7 +386,7 @@ fn model_facts(config: &ModelConfig, dir: &Path) -> Result<ModelFacts> {
         head_dim: config.head_dim,
         context_length: hfexport_models::max_context(config) as usize,
         bos_token_id: gen.bos_token_id.or(config.bos_token_id),
-        eos_token_ids: if gen.eos_token_ids.is_empty() { config.eos_token_ids.clone() } else { gen.eos_token_ids },
+        eos_token_ids: GenerationConfig::stop_token_ids(dir)?,
         pad_token_id: gen.pad_token_id.or(config.pad_token_id),
         sampling,
     })

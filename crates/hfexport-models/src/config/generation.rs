@@ -51,6 +51,37 @@ impl GenerationConfig {
     }
 }
 
+impl GenerationConfig {
+    /// The ids transformers 5.23's `generate` stops at for the checkpoint (or export) in `dir`:
+    /// `generation_config.json`'s `eos_token_id` when that file exists (none when it lacks the
+    /// key), else the `eos_token_id` that `config.json` itself spells out (or its
+    /// `text_config`'s), never a class default: transformers derives a missing generation
+    /// config from the keys a config file sets, so a Llama file without the key stops nowhere,
+    /// although `LlamaConfig` defaults it to 2.
+    pub fn stop_token_ids(dir: &Path) -> Result<Vec<i64>> {
+        if dir.join("generation_config.json").is_file() {
+            return Ok(GenerationConfig::from_dir(dir)?.eos_token_ids);
+        }
+        let path = dir.join("config.json");
+        if !path.is_file() {
+            return Ok(vec![]);
+        }
+        let text = read_small_text(&path, MAX_CONFIG_BYTES)?;
+        let value: Value = serde_json::from_str(&text).map_err(|e| ModelError::json(&path, &e))?;
+        let text_config = value.get("text_config").filter(|t| t.get("eos_token_id").is_some());
+        let (obj, prefix) = match text_config {
+            Some(t) if value.get("eos_token_id").is_none() => (t, "text_config."),
+            _ => (&value, ""),
+        };
+        let Value::Object(obj) = obj else { return Ok(vec![]) };
+        let f = Fields::new(obj, &path, prefix);
+        match f.raw("eos_token_id") {
+            Some(Value::Array(list)) => eos_list(&f, list),
+            _ => Ok(f.int("eos_token_id")?.into_iter().collect()),
+        }
+    }
+}
+
 pub(super) type TokenIds = (Option<i64>, Vec<i64>, Option<i64>);
 
 /// `bos_token_id`, `eos_token_id` (an integer or a list) and `pad_token_id`; absent keys take

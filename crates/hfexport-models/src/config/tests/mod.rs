@@ -740,3 +740,22 @@ fn unsupported_settings_name_key_value_and_accepted_values() {
     let msg = config_err(t5, "feed_forward_proj");
     assert!(msg.contains("`mish` is not supported"), "{msg}");
 }
+
+/// Where transformers' `generate` stops: generation_config.json's EOS when the file exists
+/// (none when it lacks the key), else what config.json itself spells out, never a class default.
+#[test]
+fn stop_token_ids_follow_transformers_generate() {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, text: &str| std::fs::write(dir.path().join(name), text).unwrap();
+    let stops = || GenerationConfig::stop_token_ids(dir.path()).unwrap();
+    write("config.json", r#"{"architectures": ["LlamaForCausalLM"]}"#);
+    assert_eq!(stops(), Vec::<i64>::new(), "LlamaConfig's default 2 is not a stop token");
+    write("config.json", r#"{"eos_token_id": [7, 9]}"#);
+    assert_eq!(stops(), [7, 9]);
+    write("config.json", r#"{"text_config": {"eos_token_id": 5}}"#);
+    assert_eq!(stops(), [5]);
+    write("generation_config.json", r#"{"bos_token_id": 1}"#);
+    assert_eq!(stops(), Vec::<i64>::new(), "the file's missing key is not filled from config.json");
+    write("generation_config.json", r#"{"eos_token_id": 3}"#);
+    assert_eq!(stops(), [3]);
+}
