@@ -16,6 +16,7 @@ use crate::config::{ExportConfig, ExportFormat};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::generation::Generator;
+use crate::graph::{Graph, Node};
 use crate::metadata::Component;
 use crate::ops::Op;
 use crate::passes::{Pass, PassManager, PatchRegistry, Stage};
@@ -128,6 +129,13 @@ pub trait Backend: Send + Sync {
     /// not describe truthfully to its runtime. The default refuses none.
     fn check_model(&self, _model: &ModelFacts, _cfg: &ExportConfig) -> Result<()> {
         Ok(())
+    }
+
+    /// Whether `prepare` leaves this grouped-query `Attention` node of `g` as it is, with no
+    /// `decompose::fold_query_groups`: where the runtime attends grouped heads without copies
+    /// itself and needs the query axis to be the new tokens. The default folds.
+    fn keeps_query_groups(&self, _g: &Graph, _attention: &Node, _cfg: &ExportConfig) -> bool {
+        false
     }
 
     /// Files another runtime needs to load the export as it is, written into `dir` once every
@@ -247,9 +255,12 @@ pub fn prepare(
     let format = backend.format();
     let owned = cfg.clone();
     let select = Arc::new(move |op: &Op| backend.lowering(op, &owned) == Lowering::Decompose);
+    let owned = cfg.clone();
+    let keep = Arc::new(move |g: &Graph, attention: &Node| backend.keeps_query_groups(g, attention, &owned));
     let mut pm = PassManager::new(PatchRegistry::builtin(), backend.runtime_pins());
     pm.add(Pass::Patches { stage: Stage::Build, format: None })
         .add(Pass::FoldSlidingWindows)
+        .add(Pass::FoldQueryGroups { keep })
         .add(Pass::ChooseMoeStrategies)
         .add(Pass::Decompose { name: format.as_str(), select })
         .add(Pass::Patches { stage: Stage::Backend, format: Some(format) });

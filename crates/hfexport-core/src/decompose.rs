@@ -80,6 +80,31 @@ pub fn fold_sliding_windows(src: &Graph) -> Result<Graph> {
     })
 }
 
+/// Grouped-query attention with no copy of the keys and values per query head: the `g` query
+/// heads that share a key head ride along its query axis (`q [b, kvh * g, s, d]` viewed as
+/// `[b, kvh, g * s, d]`, the mask spread to match), one attention per key head, and the result
+/// viewed back as `[b, h, s, dv]`. Without it every backend's attention (decomposed, or a
+/// runtime's own without grouped heads) repeats the cache per query head on every call, which
+/// dominated long-context decode steps (`cargo xtask bench generate-onnx`'s int4 graph at 2000
+/// positions: 174 ms a token with the repeat, 60 without). Attention with sinks (one logit per
+/// query head) or a window still to fold keeps its heads, as does every node `keep` picks (a
+/// node of `src`, where a runtime's own attention wants the heads as they are).
+pub fn fold_query_groups(src: &Graph, keep: &dyn Fn(&Graph, &Node) -> bool) -> Result<Graph> {
+    rebuild(src, &mut |g, node, ins| match &node.op {
+        Op::Attention { sliding_window: None, sinks: false, .. } if !keep(src, node) => {
+            let (h, kvh) = (g.info(ins[0]).shape[1].as_const(), g.info(ins[1]).shape[1].as_const());
+            match (h, kvh) {
+                (Some(h), Some(kvh)) if kvh > 0 && h > kvh && h % kvh == 0 => {
+                    let mut e = Emitter { g, prefix: node.name.clone() };
+                    e.grouped_attention(&node.name, node.op.clone(), ins, h / kvh)
+                }
+                _ => g.add_node(&node.name, node.op.clone(), ins),
+            }
+        }
+        _ => g.add_node(&node.name, node.op.clone(), ins),
+    })
+}
+
 /// Sets each `Moe`'s `few_tokens` from its input's shape as the export will run it (a decode
 /// component is the prefill graph with `sequence` fixed to 1, after the block was built): each
 /// batch row brings a static number of tokens `c` with `c * top_k <= experts`.
@@ -403,6 +428,38 @@ impl Emitter<'_> {
         };
         let p = self.cast("probs", p, dtype)?;
         self.op("out", Op::MatMul, &[p, v])
+    }
+
+    /// `op` (an `Attention` over `q [b, h, s, d]`, `k` and `v` `[b, h / groups, t, ...]` and
+    /// `mask`) with each key head's `groups` query heads along its query axis (see
+    /// [`fold_query_groups`]); the attention keeps the node's name. A mask whose head axis is
+    /// neither 1 nor `h` leaves the node as it is.
+    fn grouped_attention(&mut self, name: &str, op: Op, ins: &[ValueId], groups: i64) -> Result<Vec<ValueId>> {
+        let (q, k, v, mask) = (ins[0], ins[1], ins[2], ins[3]);
+        let (qs, ks, ms) = (self.shape(q), self.shape(k), self.shape(mask));
+        let rows = qs[2].mul(&Dim::konst(groups));
+        let mask = match ms[1].as_const() {
+            // one mask for every head: the same rows for each member of a group
+            Some(1) => {
+                let wide = vec![ms[0].clone(), Dim::konst(groups), qs[2].clone(), ms[3].clone()];
+                let m = self.op("mask_groups", Op::Expand { shape: wide }, &[mask])?;
+                let flat = vec![ms[0].clone(), Dim::konst(1), rows.clone(), ms[3].clone()];
+                self.op("mask_rows", Op::Reshape { shape: flat }, &[m])?
+            }
+            // a mask per query head (ALiBi's biases): the heads of a group are consecutive
+            Some(n) if Dim::konst(n) == qs[1] => {
+                let wide = vec![ms[0].clone(), qs[1].clone(), qs[2].clone(), ms[3].clone()];
+                let m = self.op("mask_heads", Op::Expand { shape: wide }, &[mask])?;
+                let flat = vec![ms[0].clone(), ks[1].clone(), rows.clone(), ms[3].clone()];
+                self.op("mask_rows", Op::Reshape { shape: flat }, &[m])?
+            }
+            _ => return self.g.add_node(name, op, ins),
+        };
+        let folded = vec![qs[0].clone(), ks[1].clone(), rows, qs[3].clone()];
+        let q = self.op("query_rows", Op::Reshape { shape: folded }, &[q])?;
+        let o = self.g.op(name, op, &[q, k, v, mask])?;
+        let shape = vec![qs[0].clone(), qs[1].clone(), qs[2].clone(), self.shape(v)[3].clone()];
+        Ok(vec![self.op("heads", Op::Reshape { shape }, &[o])?])
     }
 
     /// The softmax of f32 scores `[b, h, s, t]` over `t` keys and one more logit per head

@@ -9,7 +9,7 @@
 //! pinned and installed versions fall in it, and warns when a pin has left it.
 
 use crate::config::ExportFormat;
-use crate::decompose::{choose_moe_strategies, decompose, fold_sliding_windows, rebuild};
+use crate::decompose::{choose_moe_strategies, decompose, fold_query_groups, fold_sliding_windows, rebuild};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::graph::{Graph, Producer};
@@ -223,6 +223,11 @@ pub enum Pass {
     },
     /// Fold attention sliding windows into the masks (`decompose::fold_sliding_windows`).
     FoldSlidingWindows,
+    /// Put each key head's group of query heads along its query axis
+    /// (`decompose::fold_query_groups`), except in the attention nodes `keep` picks.
+    FoldQueryGroups {
+        keep: std::sync::Arc<KeepAttention>,
+    },
     /// Set each `Moe`'s `few_tokens` from its shapes (`decompose::choose_moe_strategies`).
     ChooseMoeStrategies,
     /// Apply the registry's patches for a stage and format.
@@ -238,6 +243,7 @@ impl Pass {
             Pass::Verify => "verify".into(),
             Pass::Decompose { name, .. } => format!("decompose:{name}"),
             Pass::FoldSlidingWindows => "fold-sliding-windows".into(),
+            Pass::FoldQueryGroups { .. } => "fold-query-groups".into(),
             Pass::ChooseMoeStrategies => "choose-moe-strategies".into(),
             Pass::Patches { stage, format } => {
                 format!("patches:{stage:?}:{}", format.map_or("any", |f| f.as_str())).to_lowercase()
@@ -245,6 +251,9 @@ impl Pass {
         }
     }
 }
+
+/// Picks the attention nodes of a graph whose query heads stay as they are.
+pub type KeepAttention = dyn Fn(&Graph, &crate::graph::Node) -> bool + Send + Sync;
 
 /// What a pipeline did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -281,6 +290,7 @@ impl PassManager {
                 Pass::Verify => {}
                 Pass::Decompose { select, .. } => g = decompose(&g, &**select).map_err(wrap)?,
                 Pass::FoldSlidingWindows => g = fold_sliding_windows(&g).map_err(wrap)?,
+                Pass::FoldQueryGroups { keep } => g = fold_query_groups(&g, &**keep).map_err(wrap)?,
                 Pass::ChooseMoeStrategies => g = choose_moe_strategies(&g).map_err(wrap)?,
                 Pass::Patches { stage, format } => {
                     for patch in self.registry.patches().iter().filter(|x| x.wanted(*stage, *format, &self.versions)) {

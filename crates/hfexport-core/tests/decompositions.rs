@@ -216,6 +216,34 @@ fn sliding_window_attention_equals_decomposition() {
     assert_eq!(max_abs_diff(&run(&folded, &inputs)[0], &windowed[0]), 0.0);
 }
 
+/// Folding a key head's query heads along its query axis gives the same attention, leaves no
+/// attention with more query heads than key heads, and keeps a per-head (ALiBi) mask per head.
+#[test]
+fn query_groups_fold_into_the_query_axis() {
+    let mut r = Rng::new(5);
+    for (h, kvh, s, t, per_head) in [(4, 2, 3, 5, false), (6, 1, 1, 7, false), (8, 2, 2, 2, true), (4, 4, 3, 3, false)]
+    {
+        let q = r.tensor(&[2, h, s, 8], 1.0);
+        let k = r.tensor(&[2, kvh, t, 8], 1.0);
+        let v = r.tensor(&[2, kvh, t, 6], 1.0);
+        let m = match per_head {
+            true => r.tensor(&[2, h, s, t], 1.0),
+            false => causal_padded_mask(2, s, t, &[1, 0]),
+        };
+        let op = Op::Attention { scale: 0.35, softcap: Some(4.0), sliding_window: None, sinks: false };
+        let inputs = [("q", &q), ("k", &k), ("v", &v), ("m", &m)];
+        let graph = one_node_graph(op, &inputs);
+        let folded = hfexport_core::decompose::fold_query_groups(&graph, &|_, _| false).unwrap();
+        verify(&folded).unwrap();
+        for n in folded.nodes().iter().filter(|n| matches!(n.op, Op::Attention { .. })) {
+            assert_eq!(folded.info(n.inputs[0]).shape[1], folded.info(n.inputs[1]).shape[1], "h={h} kvh={kvh}");
+        }
+        assert_eq!(folded.nodes().len() > 1, h > kvh, "h={h} kvh={kvh}: folded only when grouped");
+        let diff = max_abs_diff(&run(&folded, &inputs)[0], &run(&graph, &inputs)[0]);
+        assert!(diff < 1e-6, "h={h} kvh={kvh} per_head={per_head}: {diff}");
+    }
+}
+
 #[test]
 fn linear_and_gated_mlp_equal_decomposition() {
     let mut r = Rng::new(5);

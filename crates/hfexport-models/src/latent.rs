@@ -123,33 +123,13 @@ impl Decoder<'_> {
         let q_latent = self.heads_minor(&vb.name("q_latent_heads"), q, p.q_nope)?;
         let q = self.op(&vb.name("query"), Op::Concat { axis: 3 }, &[q_latent, p.q_rot])?;
         let k = self.op(&vb.name("k"), Op::Concat { axis: 3 }, &[p.latent, p.k_rot])?;
-        // one key head for all: the heads ride along the query axis ([b, 1, h * s, ...]), so
-        // no runtime broadcasts the latent to every head
-        let (q, mask) = self.heads_as_queries(vb, q, p.mask)?;
-        let o = self.op(&vb.name("attention"), attention(l), &[q, k, p.latent, mask])?;
-        let os = self.g.info(o).shape.clone();
-        let ls = self.g.info(p.q_nope).shape.clone();
-        let split = vec![os[0].clone(), Dim::from(h), ls[2].clone(), os[3].clone()];
-        let o = self.op(&vb.name("attended_split"), Op::Reshape { shape: split }, &[o])?;
+        // one key head for all (`fold_query_groups` puts the heads along its query axis)
+        let o = self.op(&vb.name("attention"), attention(l), &[q, k, p.latent, p.mask])?;
         let o = self.heads_major(&vb.name("attended_heads"), o)?;
         let o = self.op(&vb.name("attended_columns"), Op::Transpose { perm: vec![0, 2, 1] }, &[o])?;
         let o = self.op(&vb.name("values"), Op::MatMul, &[w_uv, o])?;
         let o = self.op(&vb.name("values_rows"), Op::Transpose { perm: vec![0, 2, 1] }, &[o])?;
         self.heads_minor(&vb.name("values_heads"), o, p.q_nope)
-    }
-
-    /// Queries `[b, h, s, c]` as `[b, 1, h * s, c]`, and the mask `[b|1, 1, s|1, t]` spread to
-    /// match: `[b|1, 1, h * s, t]`.
-    fn heads_as_queries(&mut self, vb: &Vb, q: ValueId, mask: ValueId) -> Result<(ValueId, ValueId)> {
-        let [b, h, s, c] = <[Dim; 4]>::try_from(self.g.info(q).shape.clone()).expect("[b, h, s, c]");
-        let rows = h.mul(&s);
-        let q =
-            self.op(&vb.name("query_rows"), Op::Reshape { shape: vec![b, Dim::konst(1), rows.clone(), c] }, &[q])?;
-        let ms = self.g.info(mask).shape.clone();
-        let wide = vec![ms[0].clone(), h, s, ms[3].clone()];
-        let mask = self.op(&vb.name("mask_heads"), Op::Expand { shape: wide }, &[mask])?;
-        let flat = vec![ms[0].clone(), Dim::konst(1), rows, ms[3].clone()];
-        Ok((q, self.op(&vb.name("mask_rows"), Op::Reshape { shape: flat }, &[mask])?))
     }
 
     /// `[b, h, s, c]` -> `[h, b * s, c]`.

@@ -6,9 +6,10 @@ use crate::lower::{native, LowerOptions};
 use crate::writer::write_components;
 use hfexport_core::backend::{compiled_in, Backend, Lowering, Runtime, WeightProgress, Written};
 use hfexport_core::config::{ExportFormat, OpenvinoConfig};
+use hfexport_core::graph::{Node, Producer};
 use hfexport_core::metadata::Component;
 use hfexport_core::plan::Planned;
-use hfexport_core::{Error, ExportConfig, Op, Result, TensorSource};
+use hfexport_core::{Error, ExportConfig, Graph, Op, Result, TensorSource};
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -73,6 +74,21 @@ impl Backend for Openvino {
     /// Stateful models keep their caches as variables of the infer request.
     fn keeps_cache_in_runtime(&self, cfg: &ExportConfig) -> bool {
         openvino_config(cfg).is_ok_and(|c| c.stateful)
+    }
+
+    /// Keys read straight from a state (a stateful export's cache, grown by the new rows) are
+    /// what the CPU plugin fuses into `ScaledDotProductAttentionWithKVCache`, which takes
+    /// grouped heads as they are and refuses a query axis longer than the new keys.
+    fn keeps_query_groups(&self, g: &Graph, attention: &Node, cfg: &ExportConfig) -> bool {
+        let from_cache = match g.producer(attention.inputs[1]) {
+            Producer::Node { node, .. } => {
+                let n = &g.nodes()[node];
+                matches!(n.op, Op::Concat { .. } | Op::CacheUpdate)
+                    && n.inputs.first().is_some_and(|&v| matches!(g.producer(v), Producer::Input(_)))
+            }
+            _ => false,
+        };
+        from_cache && self.keeps_cache_in_runtime(cfg)
     }
 
     fn runtime(&self) -> Result<&'static dyn Runtime> {
