@@ -10,24 +10,14 @@
 
 use super::granite::FAMILY as GRANITE;
 use super::llama::LLAMA_LAYOUT;
+use super::mixtral::MIXTRAL_MOE;
 use super::qwen3_moe::QWEN_MOE_LAYOUT;
 use super::Architecture;
 use crate::layout::*;
 use crate::schema::*;
 
-const GRANITE_MOE_SCHEMA: MoeSchema = MoeSchema {
-    experts_keys: &["num_local_experts"],
-    default_experts: 8,
-    default_top_k: 2,
-    intermediate: None,
-    normalize: NormTopK::Always,
-    sparse_step: false,
-    shared_expert: None,
-    first_dense: None,
-    routing: RoutingRule::Softmax,
-    glu: MoeGlu::Activation,
-    biased: false,
-};
+/// Mixtral's, read from `num_local_experts` only.
+const GRANITE_MOE_SCHEMA: MoeSchema = MoeSchema { experts_keys: &["num_local_experts"], ..MIXTRAL_MOE };
 
 const GRANITE_MOE_LAYOUT: MoeLayout = MoeLayout {
     prefix: "block_sparse_moe",

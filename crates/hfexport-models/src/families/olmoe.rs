@@ -3,6 +3,7 @@
 //! `norm_topk_prob`). `clip_qkv` (a clamp of q, k and v) is refused when set.
 
 use super::llama::{LLAMA_LAYOUT, LLAMA_SCHEMA};
+use super::mixtral::MIXTRAL_MOE;
 use super::qwen3_moe::QWEN_MOE_LAYOUT;
 use super::Architecture;
 use crate::layout::*;
@@ -27,17 +28,10 @@ pub const FAMILY: Architecture = Architecture {
         },
         biases: ATTENTION_BIASES,
         moe: Some(MoeSchema {
-            experts_keys: &["num_local_experts", "num_experts"],
             default_experts: 64,
             default_top_k: 8,
-            intermediate: None,
             normalize: NormTopK::Key(false),
-            sparse_step: false,
-            shared_expert: None,
-            first_dense: None,
-            routing: RoutingRule::Softmax,
-            glu: MoeGlu::Activation,
-            biased: false,
+            ..MIXTRAL_MOE
         }),
         refused: &["clip_qkv"],
         ..LLAMA_SCHEMA
