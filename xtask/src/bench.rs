@@ -747,24 +747,14 @@ const MOE_COLUMNS: [(&str, &str, &str, &str); 3] = [
 const MOE_GOAL_RATIO: f64 = 1.5;
 
 fn moe_tensors(experts: usize) -> Vec<(String, Vec<usize>)> {
-    let mut t = vec![
-        ("model.embed_tokens.weight".to_string(), vec![VOCAB, HIDDEN]),
-        ("model.norm.weight".to_string(), vec![HIDDEN]),
-    ];
-    for i in 0..MOE_LAYERS {
-        let p = format!("model.layers.{i}.");
-        t.extend(qwen3_layer_norms_and_attention(&p));
+    decoder_tensors([VOCAB, HIDDEN, MOE_LAYERS], false, |p| {
+        let mut t = qwen3_layer_norms_and_attention(p);
         t.push((format!("{p}mlp.gate.weight"), vec![experts, HIDDEN]));
         for e in 0..experts {
-            t.extend([
-                (format!("{p}mlp.experts.{e}.gate_proj.weight"), vec![MOE_INTER, HIDDEN]),
-                (format!("{p}mlp.experts.{e}.up_proj.weight"), vec![MOE_INTER, HIDDEN]),
-                (format!("{p}mlp.experts.{e}.down_proj.weight"), vec![HIDDEN, MOE_INTER]),
-            ]);
+            t.extend(dense_mlp(&format!("{p}mlp.experts.{e}."), HIDDEN, MOE_INTER));
         }
-    }
-    t.sort();
-    t
+        t
+    })
 }
 
 fn moe_config(experts: usize) -> String {
@@ -1088,37 +1078,65 @@ fn bench_genai(root: &Path, opts: &Opts) -> Result<()> {
 
 /// The norms and attention tensors of decoder layer `p` (`model.layers.<i>.`) in Qwen3's shape,
 /// shared by the dense and the MoE bench checkpoints.
-fn qwen3_layer_norms_and_attention(p: &str) -> [(String, Vec<usize>); 8] {
-    [
-        (format!("{p}input_layernorm.weight"), vec![HIDDEN]),
-        (format!("{p}post_attention_layernorm.weight"), vec![HIDDEN]),
+fn qwen3_layer_norms_and_attention(p: &str) -> Vec<(String, Vec<usize>)> {
+    let mut t = layer_norms(p, HIDDEN).to_vec();
+    t.extend([
         (format!("{p}self_attn.q_proj.weight"), vec![HEADS * HEAD_DIM, HIDDEN]),
         (format!("{p}self_attn.k_proj.weight"), vec![KV_HEADS * HEAD_DIM, HIDDEN]),
         (format!("{p}self_attn.v_proj.weight"), vec![KV_HEADS * HEAD_DIM, HIDDEN]),
         (format!("{p}self_attn.o_proj.weight"), vec![HIDDEN, HEADS * HEAD_DIM]),
         (format!("{p}self_attn.q_norm.weight"), vec![HEAD_DIM]),
         (format!("{p}self_attn.k_norm.weight"), vec![HEAD_DIM]),
-    ]
+    ]);
+    t
 }
 
 /// Every tensor of HF's Qwen3ForCausalLM with tied embeddings: (name, shape), in name order as
 /// the safetensors Python writer stores them.
 fn qwen3_tensors() -> Vec<(String, Vec<usize>)> {
+    decoder_tensors([VOCAB, HIDDEN, LAYERS], false, |p| {
+        [qwen3_layer_norms_and_attention(p), dense_mlp(&format!("{p}mlp."), HIDDEN, INTERMEDIATE).to_vec()].concat()
+    })
+}
+
+/// A Llama-style decoder checkpoint's tensors in name order: `lm_head` (when `untied`), the
+/// embeddings and the final norm of `[vocab, hidden, layers]`, and `layer(prefix)` for each layer
+/// (`model.layers.<i>.`).
+fn decoder_tensors(
+    [vocab, hidden, layers]: [usize; 3],
+    untied: bool,
+    layer: impl Fn(&str) -> Vec<(String, Vec<usize>)>,
+) -> Vec<(String, Vec<usize>)> {
     let mut t = vec![
-        ("model.embed_tokens.weight".to_string(), vec![VOCAB, HIDDEN]),
-        ("model.norm.weight".to_string(), vec![HIDDEN]),
+        ("model.embed_tokens.weight".to_string(), vec![vocab, hidden]),
+        ("model.norm.weight".to_string(), vec![hidden]),
     ];
-    for i in 0..LAYERS {
-        let p = format!("model.layers.{i}.");
-        t.extend(qwen3_layer_norms_and_attention(&p));
-        t.extend([
-            (format!("{p}mlp.gate_proj.weight"), vec![INTERMEDIATE, HIDDEN]),
-            (format!("{p}mlp.up_proj.weight"), vec![INTERMEDIATE, HIDDEN]),
-            (format!("{p}mlp.down_proj.weight"), vec![HIDDEN, INTERMEDIATE]),
-        ]);
+    if untied {
+        t.push(("lm_head.weight".to_string(), vec![vocab, hidden]));
+    }
+    for i in 0..layers {
+        t.extend(layer(&format!("model.layers.{i}.")));
     }
     t.sort();
     t
+}
+
+/// A layer's two norms (`input_layernorm`, `post_attention_layernorm`) under `p`.
+fn layer_norms(p: &str, hidden: usize) -> [(String, Vec<usize>); 2] {
+    [
+        (format!("{p}input_layernorm.weight"), vec![hidden]),
+        (format!("{p}post_attention_layernorm.weight"), vec![hidden]),
+    ]
+}
+
+/// A gated MLP's `gate_proj`, `up_proj` and `down_proj` under `mlp` (`model.layers.<i>.mlp.`, or
+/// an expert's `....mlp.experts.<e>.`).
+fn dense_mlp(mlp: &str, hidden: usize, intermediate: usize) -> [(String, Vec<usize>); 3] {
+    [
+        (format!("{mlp}gate_proj.weight"), vec![intermediate, hidden]),
+        (format!("{mlp}up_proj.weight"), vec![intermediate, hidden]),
+        (format!("{mlp}down_proj.weight"), vec![hidden, intermediate]),
+    ]
 }
 
 /// The safetensors header (length prefix included) and the size of the data after it.

@@ -56,27 +56,17 @@ fn config() -> String {
 
 /// Every tensor of the cut LlamaForCausalLM, in name order.
 fn tensors() -> Vec<(String, Vec<usize>)> {
-    let mut t = vec![
-        ("lm_head.weight".to_string(), vec![VOCAB, HIDDEN]),
-        ("model.embed_tokens.weight".to_string(), vec![VOCAB, HIDDEN]),
-        ("model.norm.weight".to_string(), vec![HIDDEN]),
-    ];
-    for i in 0..LAYERS {
-        let p = format!("model.layers.{i}.");
+    decoder_tensors([VOCAB, HIDDEN, LAYERS], true, |p| {
+        let mut t = layer_norms(p, HIDDEN).to_vec();
         t.extend([
-            (format!("{p}input_layernorm.weight"), vec![HIDDEN]),
-            (format!("{p}post_attention_layernorm.weight"), vec![HIDDEN]),
             (format!("{p}self_attn.q_proj.weight"), vec![HEADS * HEAD_DIM, HIDDEN]),
             (format!("{p}self_attn.k_proj.weight"), vec![KV_HEADS * HEAD_DIM, HIDDEN]),
             (format!("{p}self_attn.v_proj.weight"), vec![KV_HEADS * HEAD_DIM, HIDDEN]),
             (format!("{p}self_attn.o_proj.weight"), vec![HIDDEN, HEADS * HEAD_DIM]),
-            (format!("{p}mlp.gate_proj.weight"), vec![INTERMEDIATE, HIDDEN]),
-            (format!("{p}mlp.up_proj.weight"), vec![INTERMEDIATE, HIDDEN]),
-            (format!("{p}mlp.down_proj.weight"), vec![HIDDEN, INTERMEDIATE]),
         ]);
-    }
-    t.sort();
-    t
+        t.extend(dense_mlp(&format!("{p}mlp."), HIDDEN, INTERMEDIATE));
+        t
+    })
 }
 
 /// One measured export.

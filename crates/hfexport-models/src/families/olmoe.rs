@@ -27,12 +27,7 @@ pub const FAMILY: Architecture = Architecture {
             ..NO_DEFAULTS
         },
         biases: ATTENTION_BIASES,
-        moe: Some(MoeSchema {
-            default_experts: 64,
-            default_top_k: 8,
-            normalize: NormTopK::Key(false),
-            ..MIXTRAL_MOE
-        }),
+        moe: Some(MoeSchema { default_experts: 64, default_top_k: 8, normalize: NormTopK::Key(false), ..MIXTRAL_MOE }),
         refused: &["clip_qkv"],
         ..LLAMA_SCHEMA
     },
