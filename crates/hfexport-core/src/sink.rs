@@ -13,6 +13,9 @@
 //! - **Alignment and padding** ([`WeightSink::align_to`], [`WeightSink::pad_to`]) and the
 //!   position of every byte ([`WeightSink::position`]), which each container records in its
 //!   index (64-bit throughout: offsets beyond 4 GiB are ordinary).
+//! - **Zero blocks become holes**: a whole block of zeros (padding, a zero-initialised table) is
+//!   skipped, not written, so the file is sparse there and reads as zeros; `finish` sets the
+//!   length. A checkpoint's zero regions cost no disk in the export either.
 //! - **A CRC-32 while streaming** ([`WeightSink::start_crc`]), for zip entries, so the data is
 //!   read once; and [`WeightSink::patch`] to fill a header field once the data is known.
 //!
@@ -276,10 +279,8 @@ impl WeightSink {
             drop(w.jobs);
             let _ = w.thread.join();
         }
-        if self.direct {
-            // the last block was written whole
-            self.file.set_len(len)?;
-        }
+        // trims the last block (written whole with direct I/O) and extends over a final hole
+        self.file.set_len(len)?;
         self.file.sync_all()?;
         Ok(len)
     }
@@ -329,7 +330,7 @@ fn spawn_writer(file: File) -> Writer {
         .name("hfexport-writer".into())
         .spawn(move || {
             for mut job in incoming {
-                let r = file.write_all_at(&job.buf.bytes()[..job.len], job.offset).map(|()| job.buf);
+                let r = write_sparse(&file, &job.buf.bytes()[..job.len], job.offset).map(|()| job.buf);
                 let failed = r.is_err();
                 if report.send(r).is_err() || failed {
                     return;
@@ -338,6 +339,28 @@ fn spawn_writer(file: File) -> Writer {
         })
         .expect("spawning the writer thread");
     Writer { jobs, done, thread }
+}
+
+/// Writes `bytes` at `offset` but for its whole blocks of zeros, which are left as holes (the
+/// file is created truncated, so a hole reads as zeros). Offsets of jobs are block multiples.
+fn write_sparse(file: &File, bytes: &[u8], offset: u64) -> std::io::Result<()> {
+    let zero = |block: &[u8]| block.iter().fold(0u8, |acc, &b| acc | b) == 0;
+    let mut run_start: Option<usize> = None;
+    for (i, block) in bytes.chunks(BLOCK).enumerate() {
+        let at = i * BLOCK;
+        match (zero(block), run_start) {
+            (true, Some(start)) => {
+                file.write_all_at(&bytes[start..at], offset + start as u64)?;
+                run_start = None;
+            }
+            (false, None) => run_start = Some(at),
+            _ => {}
+        }
+    }
+    match run_start {
+        Some(start) => file.write_all_at(&bytes[start..], offset + start as u64),
+        None => Ok(()),
+    }
 }
 
 #[cfg(test)]
@@ -385,6 +408,31 @@ mod tests {
         expected[tail..tail + 4].copy_from_slice(b"tail");
         expected[BUF_LEN - 2..BUF_LEN + 2].copy_from_slice(b"span");
         assert_eq!(direct, expected);
+    }
+
+    #[test]
+    fn zero_blocks_are_holes() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        for (name, mut sink) in [
+            ("direct", WeightSink::create(&dir.path().join("a")).unwrap()),
+            ("buffered", WeightSink::create_buffered(&dir.path().join("b")).unwrap()),
+        ] {
+            let path = sink.path().to_path_buf();
+            sink.write_all(b"head").unwrap();
+            sink.pad_to(4 * BUF_LEN as u64).unwrap();
+            sink.write_all(b"middle").unwrap();
+            sink.pad_to(8 * BUF_LEN as u64 + 3).unwrap();
+            assert_eq!(sink.finish().unwrap(), 8 * BUF_LEN as u64 + 3);
+            let bytes = std::fs::read(&path).unwrap();
+            let mut expected = vec![0; 8 * BUF_LEN + 3];
+            expected[..4].copy_from_slice(b"head");
+            expected[4 * BUF_LEN..4 * BUF_LEN + 6].copy_from_slice(b"middle");
+            assert!(bytes == expected, "{name}: the bytes differ");
+            // two data blocks on disk (and maybe some metadata), not 64 MiB
+            let on_disk = std::fs::metadata(&path).unwrap().blocks() * 512;
+            assert!(on_disk <= 16 * BLOCK as u64, "{name}: {on_disk} bytes on disk for two blocks of data");
+        }
     }
 
     #[test]
