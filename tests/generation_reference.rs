@@ -4,7 +4,7 @@
 //! three tokens in one call equal three single-token calls.
 
 mod common;
-use common::{fixture, fixtures};
+use common::{fixture, fixtures, recurrent_fixtures};
 use hfexport_core::{Evaluator, Tensor};
 use hfexport_models::config::Mixer;
 use hfexport_models::safetensors::read_all;
@@ -83,6 +83,48 @@ fn greedy_generation_matches_transformers() {
             got.push(argmax_last(&s.step(&[next])));
         }
         assert_eq!(got, want, "{name}: greedy tokens differ from transformers'");
+    }
+}
+
+/// A recurrent model's generation export is one `decode` (of one token per call, whatever
+/// `multi_token_decode` says, when the model scans), whose caches are each layer's state (and a
+/// hybrid's attention layers' keys and values): fed the golden's sequence
+/// token by token it gives transformers' forward logits at every position (within 1e-4), and
+/// fed the prompt so, transformers' 16 greedy tokens.
+#[test]
+fn recurrent_states_step_through_the_prompt() {
+    for name in recurrent_fixtures() {
+        let ckpt = Checkpoint::open(&fixture(name)).unwrap();
+        let planned = build_generation(&ckpt.config, &ckpt, &BuildOptions::default(), Some(CACHE), true).unwrap();
+        assert_eq!(planned.len(), 1, "{name}: one decode component");
+        let g = &planned[0].graph;
+        // a scan without a loop lowering takes one token per call; a convolution takes any number
+        let one_token = g.info(g.input("input_ids").unwrap().value).shape[1].as_const() == Some(1);
+        assert_eq!(one_token, ckpt.config.scans(), "{name}");
+        let gold = read_all(fixture(name).join("golden.safetensors")).unwrap();
+        let ids = gold["single.input_ids"].as_i64().unwrap().to_vec();
+        let want = gold["single.logits"].as_f32().unwrap().to_vec();
+        let vocab = ckpt.config.vocab_size;
+        let mut s = Session::new(Evaluator::new(g, &ckpt).unwrap(), &ckpt);
+        for (p, &t) in ids.iter().enumerate() {
+            let got = s.step(&[t]);
+            let worst = got.as_f32().unwrap().iter().zip(&want[p * vocab..][..vocab]).map(|(a, b)| (a - b).abs());
+            let worst = worst.fold(0f32, f32::max);
+            assert!(worst <= 1e-4, "{name}: position {p}: |diff| {worst:e} from transformers' forward logits");
+        }
+        let prompt = gold["greedy.prompt_ids"].as_i64().unwrap().to_vec();
+        let tokens = gold["greedy.tokens"].as_i64().unwrap().to_vec();
+        let mut s = Session::new(Evaluator::new(g, &ckpt).unwrap(), &ckpt);
+        let mut logits = None;
+        for &t in &prompt {
+            logits = Some(s.step(&[t]));
+        }
+        let mut got = vec![argmax_last(&logits.unwrap())];
+        while got.len() < tokens.len() {
+            let next = *got.last().unwrap();
+            got.push(argmax_last(&s.step(&[next])));
+        }
+        assert_eq!(got, tokens, "{name}: greedy tokens differ from transformers'");
     }
 }
 

@@ -36,7 +36,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// Number of `Op` variants: [`ordinal`] numbers them `0..VARIANTS`.
-const VARIANTS: usize = 30;
+const VARIANTS: usize = 31;
 
 /// The position of `op`'s variant. No catch-all arm: a new variant does not compile until it
 /// is numbered here (then raise [`VARIANTS`] and add a case to [`cases`]).
@@ -72,6 +72,7 @@ fn ordinal(op: &Op) -> usize {
         Op::QuantLinear { .. } => 27,
         Op::QuantGather { .. } => 28,
         Op::CumSum { .. } => 29,
+        Op::SelectiveScan => 30,
     }
 }
 
@@ -221,7 +222,7 @@ impl Build {
     }
 }
 
-const UNARY: [UnaryOp; 10] = [
+const UNARY: [UnaryOp; 11] = [
     UnaryOp::Neg,
     UnaryOp::Exp,
     UnaryOp::Sqrt,
@@ -231,6 +232,7 @@ const UNARY: [UnaryOp; 10] = [
     UnaryOp::Cos,
     UnaryOp::Sin,
     UnaryOp::Erf,
+    UnaryOp::Log,
     UnaryOp::Not,
 ];
 
@@ -326,7 +328,7 @@ fn cases() -> Vec<Case> {
         let mut b = Build::new(2);
         let x = match u {
             UnaryOp::Not => b.bools("x", &[B, K(3)]),
-            UnaryOp::Sqrt | UnaryOp::Reciprocal => b.float("x", &[B, K(3)], 0.5, 2.0),
+            UnaryOp::Sqrt | UnaryOp::Reciprocal | UnaryOp::Log => b.float("x", &[B, K(3)], 0.5, 2.0),
             UnaryOp::Erf => b.float("x", &[B, K(3)], -2.5, 2.5),
             _ => b.float("x", &[B, K(3)], -1.0, 1.0),
         };
@@ -529,6 +531,17 @@ fn cases() -> Vec<Case> {
     let mut b = Build::new(25);
     let x = b.float("x", &[B, S, K(6)], -1.0, 1.0);
     all.push(b.finish("TopK", Op::TopK { k: 3 }, &[x]));
+    // 6 channels in 2 groups over a fixed sequence of 3 (unrolled: no backend loops yet)
+    {
+        let mut b = Build::new(31);
+        let x = b.float("x", &[B, K(6), K(3)], -1.0, 1.0);
+        let dt = b.float("dt", &[B, K(6), K(3)], 0.05, 1.0);
+        let a = b.float("a", &[K(6), K(2)], -2.0, -0.1);
+        let bm = b.float("b", &[B, K(3), K(2), K(2)], -1.0, 1.0);
+        let cm = b.float("c", &[B, K(3), K(2), K(2)], -1.0, 1.0);
+        let h0 = b.float("h0", &[B, K(6), K(2)], -1.0, 1.0);
+        all.push(b.finish("SelectiveScan", Op::SelectiveScan, &[x, dt, a, bm, cm, h0]));
+    }
     // equal values come out in index order, as torch.topk and ONNX TopK give them
     let mut b = Build::new(26);
     let x = b.input("x", &[B, K(6)], |shape, n| {

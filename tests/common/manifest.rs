@@ -6,10 +6,22 @@ use std::sync::OnceLock;
 
 use super::MANIFEST;
 
-/// Names of the committed tiny checkpoints, in manifest order; `HFEXPORT_FIXTURES=a,b` narrows
-/// the list for a local run (an unknown name panics, so a typo cannot pass vacuously).
+/// Names of the committed causal-LM checkpoints with attention caches, in manifest order;
+/// `HFEXPORT_FIXTURES=a,b` narrows the list for a local run (an unknown name panics, so a typo
+/// cannot pass vacuously).
 pub fn fixtures() -> Vec<&'static str> {
-    narrowed(manifest_fixtures().iter().filter(|(_, task)| *task == "causal-lm").map(|(n, _)| *n).collect())
+    causal_lms(false)
+}
+
+/// The causal-LM checkpoints whose layers keep a recurrent state (Mamba), in manifest order;
+/// narrowed like [`fixtures`].
+pub fn recurrent_fixtures() -> Vec<&'static str> {
+    causal_lms(true)
+}
+
+fn causal_lms(recurrent: bool) -> Vec<&'static str> {
+    let all = manifest_fixtures().into_iter().filter(|f| f.task == "causal-lm" && f.recurrent == recurrent);
+    narrowed(all.map(|f| f.name).collect())
 }
 
 /// Tasks exported for generation (components and caches), not as one forward graph.
@@ -18,21 +30,22 @@ const GENERATING: [&str; 3] = ["causal-lm", "automatic-speech-recognition", "tex
 /// The encoder fixtures (BERT, RoBERTa, ...) with their task, in manifest order; narrowed by
 /// `HFEXPORT_FIXTURES` like [`fixtures`].
 pub fn encoder_fixtures() -> Vec<(&'static str, &'static str)> {
-    let all: Vec<_> = manifest_fixtures().into_iter().filter(|(_, task)| !GENERATING.contains(task)).collect();
+    let all: Vec<_> =
+        manifest_fixtures().into_iter().filter(|f| !GENERATING.contains(&f.task)).map(|f| (f.name, f.task)).collect();
     let names = narrowed(all.iter().map(|(n, _)| *n).collect());
     all.into_iter().filter(|(n, _)| names.contains(n)).collect()
 }
 
 /// The encoder-decoder fixtures (Whisper, T5), in manifest order; narrowed like [`fixtures`].
 pub fn seq2seq_fixtures() -> Vec<&'static str> {
-    let all = manifest_fixtures().into_iter().filter(|(_, task)| GENERATING[1..].contains(task));
-    narrowed(all.map(|(n, _)| n).collect())
+    let all = manifest_fixtures().into_iter().filter(|f| GENERATING[1..].contains(&f.task));
+    narrowed(all.map(|f| f.name).collect())
 }
 
 /// The speech encoder-decoder fixtures (Whisper), in manifest order; narrowed like [`fixtures`].
 pub fn speech_fixtures() -> Vec<&'static str> {
-    let all = manifest_fixtures().into_iter().filter(|(_, task)| *task == "automatic-speech-recognition");
-    narrowed(all.map(|(n, _)| n).collect())
+    let all = manifest_fixtures().into_iter().filter(|f| f.task == "automatic-speech-recognition");
+    narrowed(all.map(|f| f.name).collect())
 }
 
 /// `HFEXPORT_FIXTURES=a,b` keeps those of `all` (a name in no list panics, so a typo cannot
@@ -40,7 +53,7 @@ pub fn speech_fixtures() -> Vec<&'static str> {
 fn narrowed(all: Vec<&'static str>) -> Vec<&'static str> {
     match std::env::var("HFEXPORT_FIXTURES") {
         Ok(only) if !only.is_empty() => {
-            let known: Vec<&str> = manifest_fixtures().iter().map(|(n, _)| *n).collect();
+            let known: Vec<&str> = manifest_fixtures().iter().map(|f| f.name).collect();
             only.split(',')
                 .inspect(|n| assert!(known.contains(n), "HFEXPORT_FIXTURES: no fixture `{n}`"))
                 .filter_map(|n| all.iter().find(|a| **a == n).copied())
@@ -50,9 +63,18 @@ fn narrowed(all: Vec<&'static str>) -> Vec<&'static str> {
     }
 }
 
-/// (name, task) of every fixture.
-fn manifest_fixtures() -> Vec<(&'static str, &'static str)> {
-    static NAMES: OnceLock<Vec<(&'static str, &'static str)>> = OnceLock::new();
+/// One fixture of the manifest.
+#[derive(Debug, Clone, Copy)]
+struct Entry {
+    name: &'static str,
+    task: &'static str,
+    /// Its layers keep a recurrent state, not an attention cache.
+    recurrent: bool,
+}
+
+/// Every fixture of the manifest.
+fn manifest_fixtures() -> Vec<Entry> {
+    static NAMES: OnceLock<Vec<Entry>> = OnceLock::new();
     NAMES
         .get_or_init(|| {
             let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(MANIFEST);
@@ -66,7 +88,8 @@ fn manifest_fixtures() -> Vec<(&'static str, &'static str)> {
                         f["name"].as_str().unwrap_or_else(|| panic!("{}: a fixture without name", path.display()));
                     let task = f["task"].as_str().unwrap_or_else(|| panic!("{}: `{name}` has no task", path.display()));
                     let leak = |s: &str| &*Box::leak(s.to_string().into_boxed_str());
-                    (leak(name), leak(task))
+                    let recurrent = f["recurrent"].as_bool().unwrap_or(false);
+                    Entry { name: leak(name), task: leak(task), recurrent }
                 })
                 .collect()
         })

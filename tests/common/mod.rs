@@ -8,7 +8,7 @@ use std::path::PathBuf;
 mod manifest;
 /// The committed tiny checkpoints with transformers' goldens (tests/fixtures/manifest.json).
 #[allow(unused_imports)]
-pub use manifest::{fixtures, seq2seq_fixtures, speech_fixtures};
+pub use manifest::{fixtures, recurrent_fixtures, seq2seq_fixtures, speech_fixtures};
 
 /// The manifest, relative to this package.
 const MANIFEST: &str = "tests/fixtures/manifest.json";

@@ -36,3 +36,6 @@ class Spec(NamedTuple):
     # are computed from it (GPT-OSS's experts as MXFP4 blocks: the goldens are the model
     # transformers loads from those).
     post_save: Callable | None = None
+    # The layers keep a recurrent state instead of a KV cache (Mamba): the manifest says so, and
+    # tests that build on attention caches (growing caches, multi-token decode) leave it out.
+    recurrent: bool = False

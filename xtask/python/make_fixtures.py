@@ -29,6 +29,7 @@ state between calls, and the goldens must describe the checkpoint on disk, not t
 memory). Everything is float32 with eager attention, and fully deterministic.
 """
 
+import inspect
 import json
 import shutil
 import struct
@@ -44,6 +45,7 @@ import transformers
 from decoder_fixtures import decoder_round2_specs
 from fixture_spec import Spec, attention_implementation
 from routing import router_gap
+from ssm_fixtures import ssm_specs
 from safetensors.torch import save_file
 from transformers import (
     AutoModelForCausalLM,
@@ -205,6 +207,7 @@ def fixture_specs():
     specs.extend(new_family_specs())
     specs.extend(moe_specs())
     specs.extend(decoder_round2_specs())
+    specs.extend(ssm_specs())
     return specs
 
 
@@ -688,6 +691,7 @@ def greedy_by_hand(folder, prompt):
     were rotated with the short ones), and runs the whole sequence again: so does this loop."""
     model = load(folder)
     recompute_at = model.config.original_max_position_embeddings + 1 if isinstance(model, Phi3ForCausalLM) else None
+    recurrent = "cache_params" in inspect.signature(model.forward).parameters
     ids = prompt
     past = None
     new = []
@@ -697,14 +701,19 @@ def greedy_by_hand(folder, prompt):
         for _ in range(NEW_TOKENS):
             if past is not None and ids.shape[1] == recompute_at:
                 past, step_ids = None, ids
-            out = model(
-                input_ids=step_ids,
-                attention_mask=torch.ones_like(ids),
-                position_ids=torch.arange(ids.shape[1] - step_ids.shape[1], ids.shape[1]).unsqueeze(0),
-                past_key_values=past,
-                use_cache=True,
-            )
-            past = out.past_key_values
+            if recurrent:
+                # a state-space model's cache is `cache_params`, and it takes no positions
+                out = model(input_ids=step_ids, cache_params=past, use_cache=True)
+                past = out.cache_params
+            else:
+                out = model(
+                    input_ids=step_ids,
+                    attention_mask=torch.ones_like(ids),
+                    position_ids=torch.arange(ids.shape[1] - step_ids.shape[1], ids.shape[1]).unsqueeze(0),
+                    past_key_values=past,
+                    use_cache=True,
+                )
+                past = out.past_key_values
             last = out.logits[:, -1]
             top2 = last.topk(2, dim=-1).values
             margin = min(margin, (top2[:, 0] - top2[:, 1]).min().item())
@@ -1243,6 +1252,7 @@ def write_manifest(outdir, specs):
             "architecture": s.model_cls.__name__,
             "task": getattr(s, "task", "causal-lm"),
             "covers": covers.get(s.name) or s.covers,
+            **({"recurrent": True} if getattr(s, "recurrent", False) else {}),
         }
         for s in specs
     ]

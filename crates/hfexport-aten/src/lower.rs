@@ -66,6 +66,8 @@ pub fn native(op: &Op) -> bool {
         // int8 constants and a plain dequantize chain (`_to_copy`, `sub`, `mul`, `view`)
         // feeding `linear` / `index_select`: what `torch.export.load` runs without torchao
         Op::QuantLinear { .. } | Op::QuantGather { .. } => false,
+        // unrolled over a static sequence by core (no `higher_order.scan` call is written yet)
+        Op::SelectiveScan => false,
     }
 }
 
@@ -309,6 +311,7 @@ fn lower_node(em: &mut Emit, dims: &mut DimLowering<SymVal>, n: &Node) -> Result
                 UnaryOp::Cos => "aten.cos.default",
                 UnaryOp::Sin => "aten.sin.default",
                 UnaryOp::Erf => "aten.erf.default",
+                UnaryOp::Log => "aten.log.default",
                 UnaryOp::Not => "aten.logical_not.default",
             },
             vec![("self", t(0))],
@@ -496,6 +499,7 @@ fn lower_node(em: &mut Emit, dims: &mut DimLowering<SymVal>, n: &Node) -> Result
         | Op::GatedMlp { .. }
         | Op::TopK { .. }
         | Op::Moe { .. }
+        | Op::SelectiveScan
         | Op::QuantLinear { zero_point: true, .. }
         | Op::QuantGather { .. } => {
             return Err(err(&n.name, n.op.name(), "has no native ATen lowering; it should have been decomposed"))

@@ -5,7 +5,7 @@ use crate::{forward_graph, open_checkpoint, task_of};
 use anyhow::Result;
 use hfexport::core::dim::shape_to_string;
 use hfexport::core::dump::{dump, op_histogram};
-use hfexport::models::config::{LayerSpec, Mixer, Span};
+use hfexport::models::config::{LayerMlp, LayerSpec, Mixer, Span};
 use hfexport::{BuildOptions, Checkpoint, Graph, Task};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -137,15 +137,20 @@ pub(crate) fn inspect(path: &Path, task: Option<&str>, full: bool, json: bool) -
         0 => String::new(),
         v => format!(", vocab {v}"),
     };
-    println!(
-        "sizes        layers {}, hidden {}, intermediate {}, heads {} (kv {}), head_dim {}{vocab}",
-        c.num_hidden_layers,
-        c.hidden_size,
-        c.intermediate_size,
-        c.num_attention_heads,
-        c.num_key_value_heads,
-        c.head_dim,
-    );
+    let attends = c.layers.iter().any(|l| !matches!(l.mixer, Mixer::Mamba(_) | Mixer::Mamba2(_) | Mixer::ShortConv(_)));
+    match attends {
+        true => println!(
+            "sizes        layers {}, hidden {}, intermediate {}, heads {} (kv {}), head_dim {}{vocab}",
+            c.num_hidden_layers,
+            c.hidden_size,
+            c.intermediate_size,
+            c.num_attention_heads,
+            c.num_key_value_heads,
+            c.head_dim,
+        ),
+        // a pure state-space model has no heads, and its MLP is none
+        false => println!("sizes        layers {}, hidden {}{vocab}", c.num_hidden_layers, c.hidden_size),
+    }
     match c.encoder.as_ref().and_then(|e| e.image.as_ref()) {
         Some(img) => println!(
             "image        {}x{}, {} channels, {}x{} patches ({} per image)",
@@ -168,6 +173,9 @@ pub(crate) fn inspect(path: &Path, task: Option<&str>, full: bool, json: bool) -
             l.v_dim,
             l.kv_lora_rank + l.rope_dim
         );
+    }
+    if let Some(line) = recurrent_summary(c) {
+        println!("recurrent    {line}");
     }
     if let Some(e) = &c.encoder {
         println!("encoder      task {}, {} labels, {} token types", task.name(), e.num_labels, e.type_vocab_size);
@@ -294,7 +302,7 @@ fn graph_json(task: Task, g: &Graph) -> serde_json::Value {
 /// `8 (top-2, renormalised), experts of 32, in layers 0, 2 of 3, shared expert of 40`.
 fn experts_summary(c: &hfexport::models::ModelConfig, m: &hfexport::models::config::MoeConfig) -> String {
     let sparse: Vec<String> =
-        c.layers.iter().enumerate().filter(|(_, l)| l.sparse_mlp).map(|(i, _)| i.to_string()).collect();
+        c.layers.iter().enumerate().filter(|(_, l)| l.mlp == LayerMlp::Sparse).map(|(i, _)| i.to_string()).collect();
     let mut norm = if m.normalize() { "renormalised" } else { "not renormalised" }.to_string();
     if let hfexport::core::Routing::Grouped { score, groups, top_groups, scale, .. } = m.routing {
         let by = match score {
@@ -317,7 +325,7 @@ fn experts_summary(c: &hfexport::models::ModelConfig, m: &hfexport::models::conf
 /// Weights of the experts a token does not run: `experts - top_k` of them in each sparse layer.
 fn idle_expert_parameters(c: &hfexport::models::ModelConfig, m: &hfexport::models::config::MoeConfig) -> u64 {
     let per_expert = 3 * m.intermediate_size * c.hidden_size;
-    let sparse = c.layers.iter().filter(|l| l.sparse_mlp).count();
+    let sparse = c.layers.iter().filter(|l| l.mlp == LayerMlp::Sparse).count();
     (sparse * (m.num_experts - m.top_k) * per_expert) as u64
 }
 
@@ -341,4 +349,52 @@ fn rope_summary(c: &hfexport::models::ModelConfig) -> String {
         s += &format!("; {} of {} layers without", c.num_hidden_layers - rotary, c.num_hidden_layers);
     }
     s
+}
+
+/// The state-space layers of a model, their shape and what each keeps; `None` without any.
+fn recurrent_summary(c: &hfexport::ModelConfig) -> Option<String> {
+    let mut kinds: Vec<(String, usize)> = vec![];
+    for layer in &c.layers {
+        let kind = match &layer.mixer {
+            Mixer::Mamba(m) => format!(
+                "Mamba ({} channels, state {}, conv {}, dt rank {}; keeps [{}, {}] + [{}, {}])",
+                m.inner,
+                m.state,
+                m.conv_kernel,
+                m.dt_rank,
+                m.inner,
+                m.conv_kernel - 1,
+                m.inner,
+                m.state
+            ),
+            Mixer::Mamba2(m) => format!(
+                "Mamba2 ({} heads of {} in {} groups, state {}, conv {}; keeps [{}, {}] + [{}, {}, {}])",
+                m.heads,
+                m.head_dim,
+                m.groups,
+                m.state,
+                m.conv_kernel,
+                m.conv_channels(),
+                m.conv_kernel - 1,
+                m.heads,
+                m.head_dim,
+                m.state
+            ),
+            Mixer::ShortConv(s) => {
+                format!(
+                    "short conv ({} channels, {} taps; keeps [{}, {}])",
+                    s.channels,
+                    s.kernel,
+                    s.channels,
+                    s.kernel - 1
+                )
+            }
+            Mixer::Attention(_) | Mixer::LatentAttention(_) => "attention".to_string(),
+        };
+        match kinds.iter_mut().find(|(k, _)| *k == kind) {
+            Some((_, n)) => *n += 1,
+            None => kinds.push((kind, 1)),
+        }
+    }
+    c.recurrent().then(|| kinds.iter().map(|(k, n)| format!("{n} x {k}")).collect::<Vec<_>>().join(", "))
 }

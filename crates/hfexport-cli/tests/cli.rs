@@ -241,7 +241,7 @@ fn bad_input_is_an_error_not_a_panic() {
 fn unsupported_architectures_are_said_so() {
     let tmp = tempfile::tempdir().unwrap();
     let cases = [
-        ("mamba", "`MambaForCausalLM` (model_type `mamba`) is not supported"),
+        ("jamba", "`JambaForCausalLM` (model_type `jamba`) is not supported"),
         ("codegen", "`CodeGenForCausalLM` (model_type `codegen`) is not supported"),
         ("rwkv", "`RwkvForCausalLM` (model_type `rwkv`) is not supported"),
     ];
@@ -271,7 +271,7 @@ fn unsupported_architectures_are_said_so() {
     let list: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let classes: Vec<&str> = list.as_array().unwrap().iter().map(|c| c["class"].as_str().unwrap()).collect();
     assert!(classes.contains(&"LlamaForCausalLM") && classes.contains(&"WhisperForConditionalGeneration"));
-    assert!(!classes.contains(&"MambaForCausalLM"));
+    assert!(!classes.contains(&"JambaForCausalLM"));
     let md = hfexport(&["inspect", "--supported", "--markdown"]);
     assert_eq!(String::from_utf8_lossy(&md.stdout), hfexport_models::task::supported_markdown());
 }

@@ -153,6 +153,10 @@ pub fn expand(g: &mut Graph, node: &Node, ins: &[ValueId]) -> Result<Vec<ValueId
             Ok(vec![e.quant_gather(&ins[..n], ins[n], *group, *zero_point)?])
         }
         Op::CacheUpdate | Op::ScatterSlots => Ok(vec![e.cache_update(ins[0], ins[1], ins[2])?]),
+        Op::SelectiveScan => {
+            let (y, h) = e.selective_scan(ins)?;
+            Ok(vec![y, h])
+        }
         // primitives: nothing to expand (listed, so a new op says which kind it is)
         Op::Constant(_)
         | Op::Unary(_)
@@ -209,6 +213,59 @@ impl Emitter<'_> {
     }
     fn shape(&self, x: ValueId) -> Vec<Dim> {
         self.g.info(x).shape.clone()
+    }
+
+    /// [`Op::SelectiveScan`] unrolled over its static sequence, one step per position, each
+    /// the decode step transformers' `selective_state_update` computes (in f32) on the state
+    /// viewed as `[b, g, d / g, n]` (each group's channels against its B and C); the outputs
+    /// concatenated. A run-time sequence length needs the backend's own loop: refused here.
+    fn selective_scan(&mut self, ins: &[ValueId]) -> Result<(ValueId, ValueId)> {
+        let len_dim = self.shape(ins[0])[2].clone();
+        let Some(len) = len_dim.as_const() else {
+            return Err(Error::Config(format!(
+                "`{}`: a selective scan over a sequence of run-time length (`{len_dim}`) needs a loop, which this \
+                 format's lowering does not have yet; export with a fixed sequence (without --dynamic), or for \
+                 generation (--for-generation --static-cache N: the decode step takes one token per call)",
+                self.prefix
+            )));
+        };
+        let [x, dt, a, b, c, h0] = [ins[0], ins[1], ins[2], ins[3], ins[4], ins[5]];
+        let (xs, bs) = (self.shape(x), self.shape(b));
+        let (batch, d, g, n) = (xs[0].clone(), xs[1].clone(), bs[2].clone(), bs[3].clone());
+        let per_group = Dim::konst(d.as_const().unwrap_or(0) / g.as_const().unwrap_or(1));
+        let grouped = |last: Dim| vec![batch.clone(), g.clone(), per_group.clone(), last];
+        let a = self.op("a_groups", Op::Reshape { shape: vec![g.clone(), per_group.clone(), n.clone()] }, &[a])?;
+        let mut h = self.op("state_groups", Op::Reshape { shape: grouped(n.clone()) }, &[h0])?;
+        let mut ys = Vec::with_capacity(len as usize);
+        for t in 0..len {
+            let at = |axis| Op::Slice { axis, start: Dim::konst(t), end: Dim::konst(t + 1) };
+            let x_t = self.op(&format!("x.{t}"), at(2), &[x])?;
+            let x_t = self.op(&format!("x_groups.{t}"), Op::Reshape { shape: grouped(Dim::konst(1)) }, &[x_t])?;
+            let dt_t = self.op(&format!("dt.{t}"), at(2), &[dt])?;
+            let dt_t = self.op(&format!("dt_groups.{t}"), Op::Reshape { shape: grouped(Dim::konst(1)) }, &[dt_t])?;
+            // B_t, C_t [b, 1, g, n] -> [b, g, 1, n]; C_t as columns [b, g, n, 1]
+            let row = vec![batch.clone(), g.clone(), Dim::konst(1), n.clone()];
+            let b_t = self.op(&format!("b.{t}"), at(1), &[b])?;
+            let b_t = self.op(&format!("b_groups.{t}"), Op::Reshape { shape: row }, &[b_t])?;
+            let column = vec![batch.clone(), g.clone(), n.clone(), Dim::konst(1)];
+            let c_t = self.op(&format!("c.{t}"), at(1), &[c])?;
+            let c_t = self.op(&format!("c_col.{t}"), Op::Reshape { shape: column }, &[c_t])?;
+            let da = self.bin(&format!("dt_a.{t}"), BinaryOp::Mul, dt_t, a)?;
+            let da = self.un(&format!("decay.{t}"), UnaryOp::Exp, da)?;
+            let db = self.bin(&format!("db.{t}"), BinaryOp::Mul, dt_t, b_t)?;
+            let dbx = self.bin(&format!("dbx.{t}"), BinaryOp::Mul, db, x_t)?;
+            let kept = self.bin(&format!("kept.{t}"), BinaryOp::Mul, da, h)?;
+            h = self.bin(&format!("state.{t}"), BinaryOp::Add, kept, dbx)?;
+            let y_t = self.op(&format!("y_groups.{t}"), Op::MatMul, &[h, c_t])?;
+            let flat = vec![batch.clone(), d.clone(), Dim::konst(1)];
+            ys.push(self.op(&format!("y.{t}"), Op::Reshape { shape: flat }, &[y_t])?);
+        }
+        let y = match ys[..] {
+            [one] => one,
+            _ => self.op("y", Op::Concat { axis: 2 }, &ys)?,
+        };
+        let state = self.op("state", Op::Reshape { shape: vec![batch, d, n] }, &[h])?;
+        Ok((y, state))
     }
     fn dtype(&self, x: ValueId) -> DType {
         self.g.info(x).dtype

@@ -249,6 +249,10 @@ fn eval_node(node: &Node, ins: &[&Tensor], b: &Bindings) -> Result<Vec<Tensor>> 
             one(k::gather(&w, ins[ins.len() - 1], 0)?)
         }
         Op::CacheUpdate | Op::ScatterSlots => one(cache_update(ins[0], ins[1], ins[2])?),
+        Op::SelectiveScan => {
+            let (y, h) = selective_scan(ins)?;
+            Ok(vec![y, h])
+        }
     }
 }
 
@@ -446,6 +450,37 @@ fn cache_update(cache: &Tensor, new: &Tensor, slots: &Tensor) -> Result<Tensor> 
         }
     }
     Tensor::float(cache.dtype(), cache.shape().to_vec(), out)
+}
+
+/// [`Op::SelectiveScan`] step by step in f32, in transformers' order: `dB = dt * B`,
+/// `dBx = dB * x`, `h = exp(dt * A) * h + dBx`, `y = h · C`.
+fn selective_scan(ins: &[&Tensor]) -> Result<(Tensor, Tensor)> {
+    let (x, h0) = (ins[0], ins[5]);
+    let [b, d, len] = *x.shape() else { return Err(Error::Tensor("x must be rank 3".into())) };
+    let (g, n) = (ins[3].shape()[2], ins[2].shape()[1]);
+    let per_group = d / g;
+    let [xs, dt, a, bs, cs] = [0, 1, 2, 3, 4].map(|i| ins[i].as_f32());
+    let (xs, dt, a, bs, cs) = (xs?, dt?, a?, bs?, cs?);
+    let mut h = h0.as_f32()?.to_vec();
+    let mut y = vec![0f32; b * d * len];
+    for bi in 0..b {
+        for t in 0..len {
+            for di in 0..d {
+                let at_group = ((bi * len + t) * g + di / per_group) * n;
+                let (bt, ct) = (&bs[at_group..][..n], &cs[at_group..][..n]);
+                let at = (bi * d + di) * len + t;
+                let (step, xv) = (dt[at], xs[at]);
+                let state = &mut h[(bi * d + di) * n..][..n];
+                let mut acc = 0f32;
+                for j in 0..n {
+                    state[j] = (step * a[di * n + j]).exp() * state[j] + step * bt[j] * xv;
+                    acc += state[j] * ct[j];
+                }
+                y[at] = acc;
+            }
+        }
+    }
+    Ok((Tensor::float(x.dtype(), x.shape().to_vec(), y)?, Tensor::float(h0.dtype(), h0.shape().to_vec(), h)?))
 }
 
 /// `ins`: x, gate, up, down weights, then optionally the three biases.

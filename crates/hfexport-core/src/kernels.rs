@@ -110,6 +110,7 @@ pub fn unary(op: UnaryOp, x: &Tensor) -> Result<Tensor> {
                 UnaryOp::Cos => f32::cos,
                 UnaryOp::Sin => f32::sin,
                 UnaryOp::Erf => erf,
+                UnaryOp::Log => f32::ln,
                 UnaryOp::Not => unreachable!("Not on floats is rejected by inference"),
             };
             Tensor::float(x.dtype(), shape, v.iter().map(|&a| f(a)).collect())

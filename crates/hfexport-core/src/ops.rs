@@ -25,6 +25,8 @@ pub enum UnaryOp {
     Sin,
     /// The Gauss error function (exact GELU is built on it).
     Erf,
+    /// The natural logarithm (softplus is built on it).
+    Log,
     Not,
 }
 
@@ -287,6 +289,15 @@ pub enum Op {
         group: usize,
         zero_point: bool,
     },
+    /// The selective scan of Mamba and Mamba2 over the sequence, in f32: `x [b, d, L],
+    /// dt [b, d, L] (after softplus), A [d, n], B [b, L, g, n], C [b, L, g, n], h0 [b, d, n]`
+    /// -> `y [b, d, L]`, `h [b, d, n]`. The `d` channels form `g` equal groups (Mamba2's
+    /// `n_groups`; Mamba has one), channel `c` reading group `c / (d / g)` of B and C. Per step,
+    /// as transformers' recurrent path: `h = exp(dt_t * A) * h + (dt_t * B_t) * x_t`,
+    /// `y_t = h · C_t`. The `D` skip and the gate are the caller's. The recurrence is O(L): a
+    /// backend without a loop lowering gets the steps unrolled over a static `L` (a decode step
+    /// is one), never a quadratic form.
+    SelectiveScan,
 }
 
 impl Op {
@@ -303,6 +314,7 @@ impl Op {
                 UnaryOp::Cos => "Cos",
                 UnaryOp::Sin => "Sin",
                 UnaryOp::Erf => "Erf",
+                UnaryOp::Log => "Log",
                 UnaryOp::Not => "Not",
             },
             Op::Binary(b) => match b {
@@ -350,6 +362,7 @@ impl Op {
             Op::Moe { .. } => "Moe",
             Op::QuantLinear { .. } => "QuantLinear",
             Op::QuantGather { .. } => "QuantGather",
+            Op::SelectiveScan => "SelectiveScan",
             Op::CacheUpdate => "CacheUpdate",
             Op::ScatterSlots => "ScatterSlots",
         }
@@ -390,7 +403,8 @@ impl Op {
             | Op::TopK { .. }
             | Op::Moe { .. }
             | Op::QuantLinear { .. }
-            | Op::QuantGather { .. } => {}
+            | Op::QuantGather { .. }
+            | Op::SelectiveScan => {}
         }
     }
 
@@ -426,7 +440,8 @@ impl Op {
             | Op::TopK { .. }
             | Op::Moe { .. }
             | Op::QuantLinear { .. }
-            | Op::QuantGather { .. } => true,
+            | Op::QuantGather { .. }
+            | Op::SelectiveScan => true,
         }
     }
 
@@ -484,7 +499,8 @@ impl Op {
             | Op::ApplyRotary
             | Op::Linear
             | Op::CacheUpdate
-            | Op::ScatterSlots => String::new(),
+            | Op::ScatterSlots
+            | Op::SelectiveScan => String::new(),
         };
         if s.is_empty() {
             s
@@ -890,6 +906,7 @@ impl Op {
                 }
                 one(dtype, ids.shape.iter().cloned().chain([w[1].clone()]).collect())
             }
+            Op::SelectiveScan => selective_scan_infos(ins),
             Op::CacheUpdate | Op::ScatterSlots => {
                 arity(ins, 3)?;
                 let (c, n, p) = (ins[0], ins[1], ins[2]);
@@ -1090,4 +1107,36 @@ fn check_axes(axes: &[usize], rank: usize) -> Result<(), String> {
 fn bcast(a: &[Dim], b: &[Dim]) -> Result<Vec<Dim>, String> {
     broadcast_shapes(a, b)
         .ok_or_else(|| format!("shapes {} and {} do not broadcast", shape_to_string(a), shape_to_string(b)))
+}
+
+/// [`Op::SelectiveScan`]'s outputs: `y` like `x`, the last state like `h0`, once every input
+/// is f32 and they agree on `b`, `d`, `L`, `g` (dividing `d`) and `n`.
+fn selective_scan_infos(ins: &[&ValueInfo]) -> Result<Vec<ValueInfo>, String> {
+    arity(ins, 6)?;
+    let (x, dt, a, b, c, h) = (ins[0], ins[1], ins[2], ins[3], ins[4], ins[5]);
+    if let Some((i, v)) = ins.iter().enumerate().find(|(_, v)| v.dtype != DType::F32) {
+        return Err(format!("input {i} must be f32, got {}", v.dtype));
+    }
+    let ranks = [x, dt, a, b, c, h].map(ValueInfo::rank);
+    let fits = ranks == [3, 3, 2, 4, 4, 3]
+        && dt.shape == x.shape
+        && a.shape[0] == x.shape[1]
+        && b.shape == c.shape
+        && b.shape[0] == x.shape[0]
+        && b.shape[1] == x.shape[2]
+        && b.shape[3] == a.shape[1]
+        && h.shape == [x.shape[0].clone(), x.shape[1].clone(), a.shape[1].clone()];
+    let groups_divide = match (x.shape[1].as_const(), b.shape[2].as_const()) {
+        (Some(d), Some(g)) => g > 0 && d % g == 0,
+        _ => false,
+    };
+    if !fits || !groups_divide {
+        let all: Vec<String> = ins.iter().map(|v| shape_to_string(&v.shape)).collect();
+        return Err(format!(
+            "x [b, d, L], dt [b, d, L], A [d, n], B [b, L, g, n], C [b, L, g, n], h0 [b, d, n] with static d and g \
+             dividing it do not fit: {}",
+            all.join(", ")
+        ));
+    }
+    Ok(vec![x.clone(), h.clone()])
 }

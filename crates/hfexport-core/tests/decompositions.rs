@@ -359,3 +359,34 @@ fn moe_routings_equal_decomposition() {
     }
     assert!(max_abs_diff(&outs[0], &outs[2]) > 1e-3 && max_abs_diff(&outs[0], &outs[4]) > 1e-3);
 }
+
+#[test]
+fn selective_scan_equals_its_unrolled_steps() {
+    let positive = |t: Tensor, f: fn(f32) -> f32| {
+        Tensor::f32(t.shape().to_vec(), t.as_f32().unwrap().iter().map(|&v| f(v)).collect()).unwrap()
+    };
+    // one group (Mamba) and three (Mamba2's n_groups) over 6 channels
+    for (g, seed) in [(1, 34), (3, 35)] {
+        let mut r = Rng::new(seed);
+        let (b, d, len, n) = (2, 6, 7, 3);
+        let x = r.tensor(&[b, d, len], 1.0);
+        // softplus outputs: positive steps; A = -exp(A_log): negative
+        let dt = positive(r.tensor(&[b, d, len], 1.0), |v| v.abs() + 0.01);
+        let a = positive(r.tensor(&[d, n], 1.0), |v| -v.exp());
+        let (bm, cm, h0) = (r.tensor(&[b, len, g, n], 1.0), r.tensor(&[b, len, g, n], 1.0), r.tensor(&[b, d, n], 1.0));
+        let ins = [("x", &x), ("dt", &dt), ("a", &a), ("b", &bm), ("c", &cm), ("h0", &h0)];
+        assert!(compare(Op::SelectiveScan, &ins) < 1e-5, "{g} groups");
+        // the last channel's first output: h = exp(dt A) h0 + dt B x, y = h · C, over its group
+        let out = run(&one_node_graph(Op::SelectiveScan, &ins), &ins);
+        let f = |t: &Tensor| t.as_f32().unwrap().to_vec();
+        let (xs, dts, av, bv, cv, hv) = (f(&x), f(&dt), f(&a), f(&bm), f(&cm), f(&h0));
+        let (c, group) = (d - 1, g - 1);
+        let y: f32 = (0..n)
+            .map(|j| {
+                let (step, at) = (dts[c * len], group * n + j);
+                ((step * av[c * n + j]).exp() * hv[c * n + j] + step * bv[at] * xs[c * len]) * cv[at]
+            })
+            .sum();
+        assert!((out[0].as_f32().unwrap()[c * len] - y).abs() < 1e-5, "{g} groups");
+    }
+}

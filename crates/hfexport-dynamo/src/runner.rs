@@ -175,6 +175,7 @@ fn target_of(name: &str) -> Option<Target> {
         "aten.cos.default" => Unary(tch::Tensor::f_cos),
         "aten.sin.default" => Unary(tch::Tensor::f_sin),
         "aten.erf.default" => Unary(tch::Tensor::f_erf),
+        "aten.log.default" => Unary(tch::Tensor::f_log),
         "aten.relu.default" => Unary(tch::Tensor::f_relu),
         // exact GELU; a program passing `approximate` (a string) is refused at load
         "aten.gelu.default" => Unary(|x| x.f_gelu("none")),

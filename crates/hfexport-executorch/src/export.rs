@@ -72,6 +72,8 @@ pub fn native(op: &Op) -> bool {
         // int8 constants dequantized by portable kernels feeding `linear` / `index_select`
         // (a symmetric `QuantLinear` is an XNNPACK delegate instead: [`HfBackend::lowering`])
         Op::QuantLinear { .. } | Op::QuantGather { .. } => false,
+        // unrolled over a static sequence by core (the program has no loop)
+        Op::SelectiveScan => false,
     }
 }
 

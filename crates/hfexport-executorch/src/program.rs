@@ -203,6 +203,7 @@ fn kernel(target: &str) -> Option<Kernel> {
         "aten.logical_not.default" => unary("aten::logical_not"),
         "aten.neg.default" => unary("aten::neg"),
         "aten.exp.default" => unary("aten::exp"),
+        "aten.log.default" => unary("aten::log"),
         "aten.sqrt.default" => unary("aten::sqrt"),
         "aten.reciprocal.default" => unary("aten::reciprocal"),
         "aten.tanh.default" => unary("aten::tanh"),
@@ -306,6 +307,27 @@ impl Builder<'_> {
             self.m.operators.push((name.to_string(), overload.to_string()));
             n
         })
+    }
+
+    /// The cache input `port` holding its updated contents `value`: the input itself when a call
+    /// wrote it in place (`index_put_`), else after `copy_(input, value)` (a recurrent state,
+    /// computed whole), so the caller's buffer is what the method updates.
+    fn write_back(&mut self, port: &str, value: &str) -> Result<usize> {
+        let new = self.value(value, "output")?;
+        let input = self.a.user_inputs.iter().find(|(p, _)| p == port).map(|(_, v)| v.clone());
+        let Some(cache) = input.and_then(|v| self.names.get(&v).copied()) else {
+            return Err(ProgramError {
+                value: value.into(),
+                target: "copy_".into(),
+                msg: format!("updates `{port}`, which is not a user input"),
+            });
+        };
+        if new != cache {
+            let op = self.op("aten::copy_", "");
+            let non_blocking = self.push(Value::Bool(false));
+            self.m.instrs.push(Instr { call: Call::Kernel(op), args: vec![cache, new, non_blocking, cache] });
+        }
+        Ok(cache)
     }
 
     fn value(&mut self, name: &str, target: &str) -> Result<usize> {
@@ -748,7 +770,7 @@ pub fn build(a: &AtenGraph, weights: &[Weight], scope: &SymbolScope, alloc: Allo
         b.names.insert(out_name, v);
     }
     // [updated caches, user outputs, updated caches] (DESIGN.md)
-    let mutations: Vec<usize> = a.mutations.iter().map(|(_, v)| b.value(v, "output")).collect::<Result<_>>()?;
+    let mutations: Vec<usize> = a.mutations.iter().map(|(port, v)| b.write_back(port, v)).collect::<Result<_>>()?;
     b.m.outputs.extend(&mutations);
     for (_, v) in &a.user_outputs {
         let i = b.value(v, "output")?;

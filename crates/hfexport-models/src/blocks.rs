@@ -11,7 +11,7 @@
 use hfexport_core::ops::{moe_few_tokens, Activation, BinaryOp, Glu, UnaryOp};
 use hfexport_core::{DType, Dim, Op, Tensor, ValueId, WeightExpr};
 
-use crate::config::{AttentionSpec, LayerSpec, Mixer, ParallelMlpInput, Span};
+use crate::config::{AttentionSpec, LayerMlp, LayerSpec, Mixer, ParallelMlpInput, Span};
 use crate::decoder::{Decoder, LayerInputs, Vb};
 use crate::error::Result;
 use crate::layout::{MlpKind, MlpLayout, MoeLayout, NormKind, Projections, QkNorm, StackedForm};
@@ -304,12 +304,18 @@ impl Decoder<'_> {
             Mixer::LatentAttention(l) => {
                 self.latent_attention(&vb.pp(self.arch.layout.attention.prefix), i, l, x, s)?
             }
+            Mixer::Mamba(m) => self.mamba_mixer(&vb.pp(self.ssm_prefix()?), i, m, x, s)?,
+            Mixer::Mamba2(m) => self.mamba2_mixer(&vb.pp(self.ssm_prefix()?), i, m, x, s)?,
+            Mixer::ShortConv(c) => self.short_conv_mixer(&vb.pp(self.ssm_prefix()?), i, c, x, s)?,
         };
         let a = self.optional_norm(vb, norms.post_attention, a)?;
         if let Some(input) = cfg.parallel {
             return self.parallel_mlp(vb, spec, (h, x, a), input, act);
         }
         let mut h = self.residual(&vb.name("attn_residual"), h, a)?;
+        if spec.mlp == LayerMlp::None {
+            return Ok(h);
+        }
         h = self.optional_norm(vb, norms.attention_residual.or(post.0), h)?;
         if let (Some(cross), Some(&(k, v))) = (self.arch.layout.cross_attention, s.cross.get(i)) {
             let a = crate::seq2seq::cross_attention_spec(cfg, spec)?;
@@ -322,6 +328,15 @@ impl Decoder<'_> {
         let m = self.optional_norm(vb, norms.post_mlp, m)?;
         let h = self.residual(&vb.name("mlp_residual"), h, m)?;
         self.optional_norm(vb, norms.mlp_residual.or(post.1), h)
+    }
+
+    /// The block name of a state-space mixer under its layer.
+    fn ssm_prefix(&self) -> Result<&'static str> {
+        self.arch.layout.ssm.ok_or_else(|| crate::ModelError::Config {
+            path: "config.json".into(),
+            key: "architectures".into(),
+            msg: format!("{}: the family's layout names no state-space mixer", self.cfg.architecture),
+        })
     }
 
     /// The MLP half of a parallel block and the sum `attn + mlp + h` (transformers' order), from
@@ -349,7 +364,7 @@ impl Decoder<'_> {
     /// The layer's MLP: the sparse one where its spec says so, else the dense one.
     fn layer_mlp(&mut self, vb: &Vb, spec: &LayerSpec, x: ValueId, act: Activation) -> Result<ValueId> {
         match self.arch.layout.moe {
-            Some(moe) if spec.sparse_mlp => self.moe(vb, &moe, x, act),
+            Some(moe) if spec.mlp == LayerMlp::Sparse => self.moe(vb, &moe, x, act),
             _ => self.mlp(&vb.pp(self.arch.layout.mlp.prefix), x, act),
         }
     }

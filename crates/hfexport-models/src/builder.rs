@@ -66,6 +66,11 @@ pub fn cache_name(layer: usize, kind: &str) -> String {
 /// - static cache: the same graph as `prefill`, and a `decode` whose `sequence` is 1.
 /// - no static cache: `prefill` (the forward graph at batch 1, caches out) and `decode` over a
 ///   growing cache (`past_len` symbolic, caches one call longer out).
+/// - a model with recurrent layers (Mamba, LFM2's convolutions): a static cache only (each
+///   recurrent layer's cache is its fixed-size state, updated in place); a model that scans
+///   (Mamba, Mamba2), unless the format loops over a run-time sequence
+///   (`BuildOptions::sequence_loops`), gets `decode` at one token per call whatever
+///   `multi_token_decode` says: the prompt goes through it token by token.
 pub fn build_generation(
     cfg: &ModelConfig,
     weights: &dyn Weights,
@@ -89,6 +94,15 @@ pub fn build_generation(
             key: "architectures".into(),
             msg: format!("{} exports for generation with a static cache: add --static-cache N", cfg.architecture),
         });
+    }
+    if cfg.recurrent() {
+        let Some(n) = static_cache else { return Err(decoding().needs_static_cache()) };
+        if cfg.scans() && !opts.sequence_loops {
+            // no graph of this format loops over a prompt: it goes through the one-token step
+            let mut decode = decoding().static_decode(n)?;
+            decode.substitute_symbol("sequence", &Dim::konst(1))?;
+            return Ok(vec![planned(Role::Decode, stat, decode)]);
+        }
     }
     if arch.layout.encoder_stack.is_some() {
         components.push(crate::seq2seq::encoder_component(cfg, arch, weights, opts)?);
@@ -304,7 +318,8 @@ impl<'a> Decoder<'a> {
             &[pad],
         )?;
         let mask = self.op("mask", Op::Binary(BinaryOp::And), &[causal, pad])?;
-        let mut shared = LayerInputs::new(ropes, mask, positions, positions);
+        let mut shared =
+            LayerInputs { padding: Some(attention_mask), ..LayerInputs::new(ropes, mask, positions, positions) };
         if self.arch.layout.positions_from_mask {
             // the causal mask is made above from `0..seq`; a window compares these, which differ
             // from it by the row's padding only

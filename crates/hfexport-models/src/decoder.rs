@@ -54,11 +54,21 @@ pub struct BuildOptions {
     pub max_batch: i64,
     /// How multi-head latent attention is computed (DeepSeek-V2/V3).
     pub latent: hfexport_core::LatentForm,
+    /// The format runs a recurrence over a run-time sequence (it lowers
+    /// [`hfexport_core::Op::SelectiveScan`] natively: ONNX's `Scan`): a recurrent model's
+    /// generation export then has a prefill or multi-token decode like any other; without, its
+    /// one decode takes one token per call.
+    pub sequence_loops: bool,
 }
 
 impl Default for BuildOptions {
     fn default() -> Self {
-        BuildOptions { dtype: DType::F32, max_batch: DEFAULT_MAX_BATCH, latent: hfexport_core::LatentForm::Auto }
+        BuildOptions {
+            dtype: DType::F32,
+            max_batch: DEFAULT_MAX_BATCH,
+            latent: hfexport_core::LatentForm::Auto,
+            sequence_loops: false,
+        }
     }
 }
 
@@ -88,6 +98,9 @@ pub(crate) struct LayerInputs {
     pub(crate) key_positions: ValueId,
     /// `mask` with each ALiBi layer kind's biases ([`crate::alibi`]), one per distinct kind.
     pub(crate) alibi: Vec<(AlibiKind, ValueId)>,
+    /// A forward graph's `attention_mask` `[batch, seq]` (int64, 0 = padding), which a
+    /// state-space layer multiplies its inputs by.
+    pub(crate) padding: Option<ValueId>,
 }
 
 impl LayerInputs {
@@ -103,7 +116,16 @@ impl LayerInputs {
         positions: ValueId,
         key_positions: ValueId,
     ) -> LayerInputs {
-        LayerInputs { ropes, mask, sliding_mask: None, cross: vec![], positions, key_positions, alibi: vec![] }
+        LayerInputs {
+            ropes,
+            mask,
+            sliding_mask: None,
+            cross: vec![],
+            positions,
+            key_positions,
+            alibi: vec![],
+            padding: None,
+        }
     }
 
     /// The mask an attention layer adds to its scores: `mask`, with its linear biases when it

@@ -54,6 +54,10 @@ pub struct Layout {
     /// when the config's layers are [`Mixer::LatentAttention`](crate::config::Mixer); the
     /// output projection is the attention layout's `out`.
     pub latent: Option<LatentLayout>,
+    /// The state-space mixer's block name under each layer (Mamba's `mixer`), read when the
+    /// config's layers are [`Mixer::Mamba`](crate::config::Mixer); its tensors carry the
+    /// names of transformers' `MambaMixer`.
+    pub ssm: Option<&'static str>,
     /// The vision tower and projector in front of the text model of a vision-language
     /// checkpoint (LLaVA); set by [`resolve`], never in a text family's own layout.
     pub vision: Option<&'static VisionLayout>,

@@ -27,6 +27,7 @@ pub mod prequantized;
 pub mod safetensors;
 pub mod schema;
 mod seq2seq;
+mod ssm;
 pub mod task;
 pub mod vision;
 

@@ -72,7 +72,72 @@ pub struct ConfigSchema {
     pub encoder: Option<EncoderSchema>,
     /// An encoder-decoder's encoder keys (Whisper); the decoder's are [`Keys`].
     pub seq2seq: Option<Seq2SeqSchema>,
+    /// State-space layers in place of attention (Mamba): how their keys are read.
+    pub ssm: Option<SsmRule>,
+    /// LFM2's `block_auto_adjust_ff_dim`: when set (class default true), the MLP's width is
+    /// `int(2 * intermediate_size / 3)`, times `block_ffn_dim_multiplier` (1.0; null: no
+    /// rounding) rounded up to a multiple of `block_multiple_of` (256).
+    pub ffn_auto_adjust: bool,
 }
+
+/// Where a family's state-space layers are and how their mixer keys are read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SsmRule {
+    pub mixer: SsmMixer,
+    pub layers: SsmLayers,
+}
+
+/// Which layers have the state-space mixer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SsmLayers {
+    /// Every layer (Mamba, Mamba2).
+    Every,
+    /// The layers `layer_types` names `kind` (Granite 4.0: `linear_attention`, legacy `mamba`;
+    /// LFM2: `conv`); the others attend (`full_attention`, legacy `attention`). Without
+    /// `layer_types`: the layers the `attention` key does not list (LFM2's `full_attn_idxs`;
+    /// absent too: every layer attends), or with no such key every layer (Granite 4.0).
+    LayerTypes { kind: &'static str, attention: Option<&'static str> },
+}
+
+/// The state-space mixer of a family.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SsmMixer {
+    /// `MambaConfig`: `state_size` (16), `expand` (2: the inner width is `expand *
+    /// hidden_size`, whatever `intermediate_size` says), `conv_kernel` (4), `time_step_rank`
+    /// (`"auto"`: `ceil(hidden_size / 16)`), `use_conv_bias` (true), `use_bias` (false).
+    Mamba,
+    /// Mamba2's (and Bamba's) mixer, its keys and their class defaults; `time_step_limit`
+    /// (`(0, inf)`) in every class.
+    Mamba2(Mamba2Keys),
+    /// LFM2's gated short convolution: `conv_L_cache` taps (3), `conv_bias` (false).
+    ShortConv,
+}
+
+/// The keys of a Mamba2 mixer, each with its class default.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Mamba2Keys {
+    pub heads: (&'static str, usize),
+    /// `None`: `"auto"` only, `expand * hidden_size / heads`.
+    pub head_dim: (&'static str, Option<usize>),
+    pub groups: (&'static str, usize),
+    pub state: (&'static str, usize),
+    pub conv_kernel: (&'static str, usize),
+    pub expand: (&'static str, usize),
+    pub conv_bias: (&'static str, bool),
+    pub bias: (&'static str, bool),
+}
+
+/// `Mamba2Config`'s keys.
+pub const MAMBA2_KEYS: Mamba2Keys = Mamba2Keys {
+    heads: ("num_heads", 128),
+    head_dim: ("head_dim", Some(64)),
+    groups: ("n_groups", 8),
+    state: ("state_size", 128),
+    conv_kernel: ("conv_kernel", 4),
+    expand: ("expand", 2),
+    conv_bias: ("use_conv_bias", true),
+    bias: ("use_bias", false),
+};
 
 /// How multi-head latent attention is configured: the class defaults of `q_lora_rank` (`None`:
 /// one query projection), `kv_lora_rank`, `qk_nope_head_dim` and `v_head_dim` (the rotary
@@ -153,6 +218,9 @@ pub struct MoeSchema {
     pub glu: MoeGlu,
     /// The router and the experts' projections have biases (GPT-OSS).
     pub biased: bool,
+    /// An expert count of 0 means no mixture of experts: every layer has the dense MLP
+    /// (Granite 4.0's `num_local_experts`, whose dense MLP is its `shared_mlp`).
+    pub zero_experts_dense: bool,
 }
 
 /// The intermediate size of a shared expert; 0 is none.
@@ -461,4 +529,7 @@ pub enum RopeRule {
     /// default type, over the first `dim_key` channels of each head (its class default given,
     /// else all of them); rope keys are not read (GPT-J's fixed sinusoids).
     Fixed { dim_key: &'static str, default_dim: Option<usize> },
+    /// One rope for every attention layer when `key` is `value`, none otherwise (Granite 4.0's
+    /// `position_embedding_type`: `"rope"`, else no position encoding).
+    WhenKey { key: &'static str, value: &'static str },
 }

@@ -63,6 +63,23 @@ struct CacheBuffer {
     input: String,
     output: String,
     value: DynTensor,
+    /// A recurrent layer's state (no slot axis): the whole tensor is the past, so a new prompt
+    /// starts from zeros.
+    recurrent: bool,
+}
+
+impl CacheBuffer {
+    /// Zeroes the buffer in place (it stays bound).
+    fn zero(&mut self) {
+        let n: i64 = self.value.shape().iter().product();
+        let bytes = self.value.data_type().byte_size(n as usize).unwrap_or(0);
+        let ptr = self.value.data_ptr_mut();
+        if !ptr.is_null() {
+            // SAFETY: a host tensor of `bytes` bytes allocated by ONNX Runtime's CPU allocator,
+            // owned by this buffer; no run is in progress while `&mut self` is held.
+            unsafe { ptr.cast::<u8>().write_bytes(0, bytes) };
+        }
+    }
 }
 
 /// One loaded graph with its IoBinding (the caches bound once, for good).
@@ -101,10 +118,10 @@ impl BoundGraph {
                 return Err(err(format!("{here}: cache input `{}` is not a tensor", input.name())));
             };
             let symbolic = shape.iter().filter(|&&d| d < 0).count();
-            if symbolic != 1 {
+            if symbolic > 1 {
                 return Err(err(format!(
-                    "{here}: cache input `{}` has shape {:?} with {symbolic} symbolic axes; a static cache has exactly \
-                     one (the cache length)",
+                    "{here}: cache input `{}` has shape {:?} with {symbolic} symbolic axes; a static cache has at most \
+                     one (the cache length; none for a recurrent state)",
                     input.name(),
                     &shape[..]
                 )));
@@ -292,10 +309,12 @@ impl generation::Session for OrtSession {
     }
 
     /// Stale slots of a static cache need no clearing: the mask hides every slot past the
-    /// current position, and each is overwritten before it becomes visible.
+    /// current position, and each is overwritten before it becomes visible. A recurrent state
+    /// has no slots: it is zeroed.
     fn reset(&mut self) -> hfexport_core::Result<()> {
-        if let Engine::Growing(g) = &mut self.engine {
-            g.values.clear();
+        match &mut self.engine {
+            Engine::Growing(g) => g.values.clear(),
+            Engine::Static(s) => s.caches.iter_mut().filter(|c| c.recurrent).for_each(CacheBuffer::zero),
         }
         Ok(())
     }
@@ -405,19 +424,16 @@ impl StaticCache {
         let allocator = Allocator::default();
         let mut caches = vec![];
         for (name, ty, shape) in specs {
+            let recurrent = shape.iter().all(|&d| d >= 0);
             let shape: Vec<i64> = shape.iter().map(|&d| if d < 0 { slots as i64 } else { d }).collect();
-            let mut value = DynTensor::new(&allocator, ty, shape.clone()).map_err(|e| {
+            let value = DynTensor::new(&allocator, ty, shape.clone()).map_err(|e| {
                 err(format!("{}: cannot allocate cache `{name}` {ty:?}{shape:?}: {e}", decode_path.display()))
             })?;
+            let (input, output) = (format!("input.{name}"), format!("output.{name}"));
+            let mut buffer = CacheBuffer { input, output, name, value, recurrent };
             // Zeroed once, here (ort zeroes new host tensors too; this does not rely on it).
-            let bytes = ty.byte_size(shape.iter().product::<i64>() as usize).unwrap_or(0);
-            let ptr = value.data_ptr_mut();
-            if !ptr.is_null() {
-                // SAFETY: a host tensor of `bytes` bytes just allocated by ONNX Runtime's CPU
-                // allocator, owned by `value` and not shared yet.
-                unsafe { ptr.cast::<u8>().write_bytes(0, bytes) };
-            }
-            caches.push(CacheBuffer { input: format!("input.{name}"), output: format!("output.{name}"), name, value });
+            buffer.zero();
+            caches.push(buffer);
         }
         let decode = BoundGraph::bind(decode, decode_path, &mut caches)?;
         let prefill = match prefill {

@@ -10,8 +10,8 @@
 //! them; the exporter runs that decomposition.
 
 use crate::proto::{
-    attribute_proto::AttributeType, tensor_proto::DataType, tensor_shape_proto, type_proto, AttributeProto, NodeProto,
-    TensorProto, TensorShapeProto, TypeProto, ValueInfoProto,
+    attribute_proto::AttributeType, tensor_proto::DataType, tensor_shape_proto, type_proto, AttributeProto, GraphProto,
+    NodeProto, TensorProto, TensorShapeProto, TypeProto, ValueInfoProto,
 };
 use crate::{OnnxError, Result};
 use hfexport_core::config::OnnxQuantOps;
@@ -80,6 +80,8 @@ pub fn native(op: &Op, opset: u32) -> bool {
         // of two from 16 (a per-channel head over a hidden size that is not one is decomposed:
         // standard `Cast`/`Mul` ops feeding `Gemm` / `Gather`)
         Op::QuantLinear { group, .. } | Op::QuantGather { group, .. } => ort_block(*group),
+        // one `Scan` over the sequence, whose body is the recurrent step ([`Ctx::selective_scan`])
+        Op::SelectiveScan => true,
     }
 }
 
@@ -445,6 +447,7 @@ impl<'g> Ctx<'g> {
                 ("Range".into(), vec![zero, limit, one], vec![])
             }
             Op::Linear => return self.linear(n, &ins, &outs),
+            Op::SelectiveScan => return self.selective_scan(n, &ins, &outs),
             Op::QuantLinear { bits, group, zero_point } if self.quant_ops == OnnxQuantOps::Standard => {
                 return self.dq_matmul(n, &ins, &outs, (*bits, *group, *zero_point))
             }
@@ -514,6 +517,91 @@ impl<'g> Ctx<'g> {
             }
         };
         self.em.push(&op_type, &n.name, inputs, outs, attrs);
+        Ok(())
+    }
+
+    /// [`Op::SelectiveScan`] as one `Scan` over the sequence (O(L) for any run-time length):
+    /// states the scan state `h` and `A` (viewed `[g, d / g, n]`, carried unchanged, so the body
+    /// reads no outer-scope value), scan inputs `x`, `dt` (axis 2), `B`, `C` (axis 1); the body is
+    /// the step of core's decomposition on the state viewed `[b, g, d / g, n]`, and `y` is
+    /// stacked along axis 2.
+    fn selective_scan(&mut self, n: &Node, ins: &[String], outs: &[String]) -> Result<()> {
+        let (x, a) = (self.g.info(n.inputs[0]), self.g.info(n.inputs[2]));
+        let consts = [x.shape[1].as_const(), self.g.info(n.inputs[3]).shape[2].as_const(), a.shape[1].as_const()];
+        let [Some(d), Some(g), Some(states)] = consts else {
+            return Err(OnnxError::Lowering {
+                node: n.name.clone(),
+                op: n.op.name().into(),
+                msg: "channels, groups and state size must be static".into(),
+            });
+        };
+        let per_group = d / g;
+        let a_groups = self.const_i64(&[g, per_group, states]);
+        let a_groups = self.em.helper("Reshape", vec![ins[2].clone(), a_groups], vec![]);
+
+        // the body's names are unique in the whole model (ONNX forbids shadowing outer names)
+        let mut body = Emit { nodes: vec![], fresh: self.em.fresh };
+        let port = |p: &str| format!("{}.{p}", n.name);
+        let [h, a, x_t, dt_t, b_t, c_t, h_out, a_out, y_t] =
+            ["h", "a", "x_t", "dt_t", "b_t", "c_t", "h_out", "a_out", "y_t"].map(port);
+        let shape =
+            |b: &mut Emit, dims: &[i64]| b.constant(&Tensor::i64(vec![dims.len()], dims.to_vec()).expect("1-D"));
+        let [s_state, s_column, s_row, s_c, s_flat, s_y] = [
+            vec![-1, g, per_group, states],
+            vec![-1, g, per_group, 1],
+            vec![-1, g, 1, states],
+            vec![-1, g, states, 1],
+            vec![-1, d, states],
+            vec![-1, d],
+        ]
+        .map(|dims| shape(&mut body, &dims));
+        let reshape = |b: &mut Emit, v: &str, s: &str| b.helper("Reshape", vec![v.into(), s.into()], vec![]);
+        let state = reshape(&mut body, &h, &s_state);
+        let (xg, dt) = (reshape(&mut body, &x_t, &s_column), reshape(&mut body, &dt_t, &s_column));
+        let (bg, cg) = (reshape(&mut body, &b_t, &s_row), reshape(&mut body, &c_t, &s_c));
+        let dt_a = body.helper("Mul", vec![dt.clone(), a.clone()], vec![]);
+        let decay = body.helper("Exp", vec![dt_a], vec![]);
+        let db = body.helper("Mul", vec![dt, bg], vec![]);
+        let dbx = body.helper("Mul", vec![db, xg], vec![]);
+        let kept = body.helper("Mul", vec![decay, state], vec![]);
+        let next = body.helper("Add", vec![kept, dbx], vec![]);
+        let y = body.helper("MatMul", vec![next.clone(), cg], vec![]);
+        body.push("Reshape", &h_out, vec![next, s_flat], vec![h_out.clone()], vec![]);
+        body.push("Identity", &a_out, vec![a.clone()], vec![a_out.clone()], vec![]);
+        body.push("Reshape", &y_t, vec![y, s_y], vec![y_t.clone()], vec![]);
+        self.em.fresh = body.fresh;
+        let any_f32 = |name: &String| ValueInfoProto {
+            name: Some(name.clone()),
+            r#type: Some(TypeProto {
+                value: Some(type_proto::Value::TensorType(type_proto::Tensor {
+                    elem_type: Some(onnx_dtype(DType::F32) as i32),
+                    shape: None,
+                })),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let graph = GraphProto {
+            name: Some(port("step")),
+            node: body.nodes,
+            input: [&h, &a, &x_t, &dt_t, &b_t, &c_t].map(any_f32).to_vec(),
+            output: [&h_out, &a_out, &y_t].map(any_f32).to_vec(),
+            ..Default::default()
+        };
+        let attrs = vec![
+            AttributeProto {
+                name: Some("body".into()),
+                g: Some(graph),
+                r#type: Some(AttributeType::Graph as i32),
+                ..Default::default()
+            },
+            attr_int("num_scan_inputs", 4),
+            attr_ints("scan_input_axes", &[2, 2, 1, 1]),
+            attr_ints("scan_output_axes", &[2]),
+        ];
+        let a_final = self.em.tmp("scan_a");
+        let inputs = vec![ins[5].clone(), a_groups, ins[0].clone(), ins[1].clone(), ins[3].clone(), ins[4].clone()];
+        self.em.push("Scan", &n.name, inputs, vec![outs[1].clone(), a_final, outs[0].clone()], attrs);
         Ok(())
     }
 

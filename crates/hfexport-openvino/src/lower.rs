@@ -75,6 +75,8 @@ pub fn native(op: &Op) -> bool {
         // which the CPU plugin runs as a compressed FullyConnected / Gather (core's chain over
         // `[rows, cols]` would be constant-folded into float weights at compile time)
         Op::QuantLinear { .. } | Op::QuantGather { .. } => true,
+        // unrolled over a static sequence by core (a `TensorIterator` body is not written yet)
+        Op::SelectiveScan => false,
     }
 }
 
@@ -566,6 +568,7 @@ impl<'g> Ctx<'g> {
                         UnaryOp::Cos => "Cos",
                         UnaryOp::Sin => "Sin",
                         UnaryOp::Erf => "Erf",
+                        UnaryOp::Log => "Log",
                         UnaryOp::Not => "LogicalNot",
                         UnaryOp::Reciprocal => unreachable!("handled above"),
                     };
@@ -762,6 +765,7 @@ impl<'g> Ctx<'g> {
             | Op::RotaryCosSin { .. }
             | Op::ApplyRotary
             | Op::GatedMlp { .. }
+            | Op::SelectiveScan
             | Op::TopK { .. }
             | Op::Moe { .. } => {
                 return Err(OvError::Lowering {

@@ -6,11 +6,11 @@ use crate::samples::sample_sizes;
 use crate::verification::{compare_with_float, merge, verify_component};
 use crate::{Error, Result};
 use hfexport_core::artifact::StagedDir;
-use hfexport_core::backend::{prepare, Backend, ModelFacts};
+use hfexport_core::backend::{prepare, Backend, Lowering, ModelFacts};
 use hfexport_core::fault;
 use hfexport_core::metadata::{self, ExportMetadata, QuantQuality, Source, Verification};
 use hfexport_core::plan::{Exit, Planned, Role};
-use hfexport_core::{dynamic, AutoExportConfig, DType, ExportConfig};
+use hfexport_core::{dynamic, AutoExportConfig, DType, ExportConfig, Op};
 use hfexport_models::{
     build_forward, build_generation, BuildOptions, Checkpoint, GenerationConfig, ModelConfig, Task, Weights,
 };
@@ -157,7 +157,8 @@ impl AutoHfExporter {
     /// are read: a test can plan a full-size model without its weights).
     pub fn plan_model(&self, req: &ExportRequest, model: &ModelConfig, weights: &dyn Weights) -> Result<ExportPlan> {
         let latent = self.config.common().latent_attention;
-        let opts = BuildOptions { dtype: req.dtype, latent, ..Default::default() };
+        let sequence_loops = self.backend().lowering(&Op::SelectiveScan, &self.config) == Lowering::Native;
+        let opts = BuildOptions { dtype: req.dtype, latent, sequence_loops, ..Default::default() };
         let task = req.task_of(model);
         let mut components = match &req.generation {
             None => vec![build_forward(model, weights, task, &opts)?],
@@ -198,8 +199,10 @@ impl AutoHfExporter {
             // a GPTQ/AWQ checkpoint's modules stay quantized (never a float copy)
             c.graph = hfexport_quant::load_prequantized(&c.graph, &|n| weights.info(n))?;
             if let Some(recipe) = &common.quantizer {
-                let form = self.backend().quant_form(recipe, &self.config)?;
-                c.graph = hfexport_quant::quantize_graph(&c.graph, recipe, form)?;
+                let mut recipe = recipe.clone();
+                recipe.exclude.extend(model.kept_float()?);
+                let form = self.backend().quant_form(&recipe, &self.config)?;
+                c.graph = hfexport_quant::quantize_graph(&c.graph, &recipe, form)?;
             }
         }
         // what the user left open, the backend may bound (ExecuTorch: to fit its memory plan)
@@ -208,7 +211,16 @@ impl AutoHfExporter {
         for (c, maxima) in components.iter_mut().zip(&defaults.maxima) {
             dynamic::narrow(&mut c.graph, maxima)?;
         }
-        Ok(ExportPlan { components, runtime_checks, notes: defaults.note.into_iter().collect() })
+        let mut notes: Vec<String> = defaults.note.into_iter().collect();
+        if req.generation.is_some() && model.scans() && !sequence_loops {
+            notes.push(format!(
+                "{} scans its state over the sequence and {} has no loop lowering: `decode` takes one token per call, \
+                 and the prompt goes through it token by token (export.json: `input_ids` [1, 1], no `prefill`)",
+                model.architecture,
+                self.config.format().as_str()
+            ));
+        }
+        Ok(ExportPlan { components, runtime_checks, notes })
     }
 
     /// Runs the export; the output folder appears only if everything succeeded.

@@ -76,11 +76,20 @@ impl Dims {
             },
             num_attention_heads,
             num_key_value_heads: kv_heads(f, schema, num_attention_heads)?,
-            head_dim: head_dim(f, k.head_dim, d, hidden_size, num_attention_heads, schema.rope != RopeRule::None)?,
+            head_dim: head_dim(f, k.head_dim, d, hidden_size, num_attention_heads, rotary(f, schema)?)?,
             max_position_embeddings: f.size(k.max_position_embeddings, d.max_position_embeddings, MAX_POSITIONS)?,
         };
         Ok(dims)
     }
+}
+
+/// Whether some layer may be rotary (a rotary head needs an even size).
+fn rotary(f: &Fields, schema: &ConfigSchema) -> Result<bool> {
+    Ok(match schema.rope {
+        RopeRule::None => false,
+        RopeRule::WhenKey { key, value } => f.string(key)? == Some(value),
+        _ => true,
+    })
 }
 
 /// The KV heads as the family reads them (`num_key_value_heads`: null means "as many as
@@ -243,4 +252,26 @@ pub(super) fn softcaps(f: &Fields, schema: &ConfigSchema) -> Result<(Option<f64>
         cap("attn_logit_softcapping", s.attention, d.attn_softcap)?,
         cap("final_logit_softcapping", s.logits, d.final_softcap)?,
     ))
+}
+
+/// The MLP's width as LFM2's `Lfm2MLP` derives it when `block_auto_adjust_ff_dim` (class
+/// default true): two thirds of `intermediate_size`, times `block_ffn_dim_multiplier` (1.0),
+/// rounded up to a multiple of `block_multiple_of` (256); a null multiplier skips both.
+pub(super) fn adjusted_ffn(f: &Fields, schema: &ConfigSchema, intermediate: usize) -> Result<usize> {
+    if !schema.ffn_auto_adjust || !f.bool("block_auto_adjust_ff_dim")?.unwrap_or(true) {
+        return Ok(intermediate);
+    }
+    let width = 2 * intermediate / 3;
+    let multiplier = match f.raw("block_ffn_dim_multiplier") {
+        Some(Value::Null) => return Ok(width),
+        None => 1.0,
+        Some(_) => f.number("block_ffn_dim_multiplier")?.unwrap_or(1.0),
+    };
+    let multiple = f.size("block_multiple_of", Some(256), MAX_INTERMEDIATE)?;
+    let width = (multiplier * width as f64) as usize;
+    let rounded = width.div_ceil(multiple) * multiple;
+    if rounded == 0 || rounded > MAX_INTERMEDIATE {
+        return Err(f.err("block_ffn_dim_multiplier", format!("gives an MLP of {rounded} channels")));
+    }
+    Ok(rounded)
 }

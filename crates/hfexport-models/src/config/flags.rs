@@ -53,11 +53,14 @@ pub(super) fn parse_moe(f: &Fields, schema: &ConfigSchema, dims: &Dims) -> Resul
     let Some(m) = schema.moe else { return Ok((None, vec![])) };
     let key = m.experts_keys.iter().copied().find(|k| f.raw(k).is_some_and(|v| !v.is_null()));
     let num_experts = match key {
-        Some(k) if f.int(k)? == Some(0) && m.sparse_step => 0,
+        Some(k) if f.int(k)? == Some(0) && (m.sparse_step || m.zero_experts_dense) => 0,
         Some(k) => f.size(k, None, MAX_EXPERTS)?,
         None => m.default_experts,
     };
     let n = dims.num_hidden_layers;
+    if num_experts == 0 && m.zero_experts_dense {
+        return Ok((None, vec![]));
+    }
     let sparse_layers: Vec<bool> = match (m.first_dense, m.sparse_step) {
         (Some((key, default)), _) => {
             let dense = match f.int(key)? {

@@ -11,7 +11,7 @@
 
 use hfexport_core::{Dim, RopeConfig};
 
-use crate::schema::{Alibi, LatentRule};
+use crate::schema::{Alibi, LatentRule, Mamba2Keys, SsmLayers, SsmMixer, SsmRule};
 
 use super::*;
 
@@ -19,9 +19,28 @@ use super::*;
 #[derive(Debug, Clone, PartialEq)]
 pub struct LayerSpec {
     pub mixer: Mixer,
-    /// The MLP is the mixture of experts of [`ModelConfig::moe`] (false: the dense MLP of
-    /// `intermediate_size`).
-    pub sparse_mlp: bool,
+    pub mlp: LayerMlp,
+}
+
+/// The MLP after a layer's mixer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LayerMlp {
+    /// The dense MLP of `intermediate_size`.
+    Dense,
+    /// The mixture of experts of [`ModelConfig::moe`].
+    Sparse,
+    /// None: the mixer is the whole layer (Mamba's blocks).
+    None,
+}
+
+impl LayerMlp {
+    /// The sparse MLP where `sparse` says so, else the dense one.
+    pub fn dense_or_sparse(sparse: bool) -> LayerMlp {
+        match sparse {
+            true => LayerMlp::Sparse,
+            false => LayerMlp::Dense,
+        }
+    }
 }
 
 /// How a layer mixes information across positions.
@@ -33,6 +52,71 @@ pub enum Mixer {
     /// one compressed latent per token plus one shared rotary key, which are what the cache
     /// keeps (`kv_lora_rank + qk_rope_head_dim` values per token, as transformers caches them).
     LatentAttention(LatentSpec),
+    /// Mamba's selective state-space mixer: what it keeps between generation calls is a fixed
+    /// size whatever the position: the last `conv_kernel - 1` inputs of its causal convolution
+    /// and the state of its recurrence.
+    Mamba(MambaSpec),
+    /// Mamba2's mixer (state-space duality): one scalar decay per head, B and C shared by the
+    /// heads of a group, a gated RMS norm per group before the output projection.
+    Mamba2(Mamba2Spec),
+    /// LFM2's gated short convolution: `B * x` convolved over the last `kernel` positions (no
+    /// activation), times `C`; it keeps only the convolution's last inputs.
+    ShortConv(ShortConvSpec),
+}
+
+/// One short-convolution mixer (`Lfm2ShortConv`) over the hidden size's channels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ShortConvSpec {
+    /// The hidden size: the convolution's channels.
+    pub channels: usize,
+    /// `conv_L_cache`: the convolution's taps.
+    pub kernel: usize,
+    /// `conv_bias`: the projections and the convolution have biases.
+    pub bias: bool,
+}
+
+/// One Mamba2 mixer's shape (`Mamba2Config`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Mamba2Spec {
+    pub heads: usize,
+    pub head_dim: usize,
+    /// `n_groups`: the heads share B and C (and the gated norm) in this many groups.
+    pub groups: usize,
+    pub state: usize,
+    pub conv_kernel: usize,
+    pub conv_bias: bool,
+    pub bias: bool,
+    /// `time_step_limit`: the step sizes are clamped to this range (the class default
+    /// `(0, inf)` changes nothing after the softplus).
+    pub dt_limit: (f64, f64),
+}
+
+impl Mamba2Spec {
+    /// `heads * head_dim`: the scan's channels.
+    pub fn inner(&self) -> usize {
+        self.heads * self.head_dim
+    }
+
+    /// The channels the convolution runs over: the scan's input, then B and C of every group.
+    pub fn conv_channels(&self) -> usize {
+        self.inner() + 2 * self.groups * self.state
+    }
+}
+
+/// One Mamba mixer's shape (`MambaConfig`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MambaSpec {
+    /// `expand * hidden_size`: the channels of the convolution and the scan.
+    pub inner: usize,
+    /// `state_size`: the state per channel.
+    pub state: usize,
+    /// `conv_kernel`: the causal depthwise convolution's taps.
+    pub conv_kernel: usize,
+    /// `time_step_rank`: the low-rank width of the step size's projection.
+    pub dt_rank: usize,
+    /// `use_conv_bias`, `use_bias` (the in and out projections').
+    pub conv_bias: bool,
+    pub bias: bool,
 }
 
 /// One latent-attention layer's shape.
@@ -86,7 +170,7 @@ impl LayerSpec {
     pub fn attention(&self) -> Option<&AttentionSpec> {
         match &self.mixer {
             Mixer::Attention(a) => Some(a),
-            Mixer::LatentAttention(_) => None,
+            Mixer::LatentAttention(_) | Mixer::Mamba(_) | Mixer::Mamba2(_) | Mixer::ShortConv(_) => None,
         }
     }
 
@@ -95,6 +179,7 @@ impl LayerSpec {
         match &self.mixer {
             Mixer::Attention(a) => a.rope.as_ref(),
             Mixer::LatentAttention(l) => Some(&l.rope),
+            Mixer::Mamba(_) | Mixer::Mamba2(_) | Mixer::ShortConv(_) => None,
         }
     }
 
@@ -105,6 +190,9 @@ impl LayerSpec {
             // a latent layer's: the normed latent and the rotated shared key, in the slots
             // transformers' cache gives them
             Mixer::Attention(_) | Mixer::LatentAttention(_) => &["keys", "values"],
+            // the convolution's last inputs and the scan's state
+            Mixer::Mamba(_) | Mixer::Mamba2(_) => &["conv", "ssm"],
+            Mixer::ShortConv(_) => &["conv"],
         }
     }
 
@@ -123,12 +211,45 @@ impl LayerSpec {
                     vec![one.clone(), one, len.clone(), Dim::from(l.rope_dim)],
                 ]
             }
+            // fixed sizes: a recurrent layer's cache does not grow with the position
+            Mixer::Mamba(m) => vec![
+                vec![Dim::konst(1), Dim::from(m.inner), Dim::from(m.conv_kernel - 1)],
+                vec![Dim::konst(1), Dim::from(m.inner), Dim::from(m.state)],
+            ],
+            Mixer::Mamba2(m) => vec![
+                vec![Dim::konst(1), Dim::from(m.conv_channels()), Dim::from(m.conv_kernel - 1)],
+                vec![Dim::konst(1), Dim::from(m.heads), Dim::from(m.head_dim), Dim::from(m.state)],
+            ],
+            Mixer::ShortConv(c) => vec![vec![Dim::konst(1), Dim::from(c.channels), Dim::from(c.kernel - 1)]],
         };
         self.cache_names().iter().copied().zip(shapes).collect()
     }
 }
 
 impl ModelConfig {
+    /// Modules a quantized export keeps float whatever the recipe says (transformers' names):
+    /// each Mamba mixer's `dt_proj`, whose input is the low-rank time step (`hidden / 16`
+    /// channels, rarely a multiple of a group) and whose error the softplus and the exponential
+    /// decay amplify.
+    pub fn kept_float(&self) -> Result<Vec<String>> {
+        let layout = self.family()?.layout;
+        let (Some(mixer), Some(root)) = (layout.ssm, layout.roots.first()) else { return Ok(vec![]) };
+        let layer = |i: usize| format!("{root}{}.{i}.{mixer}.dt_proj", layout.layers);
+        let mamba = self.layers.iter().enumerate().filter(|(_, l)| matches!(l.mixer, Mixer::Mamba(_)));
+        Ok(mamba.map(|(i, _)| layer(i)).collect())
+    }
+
+    /// Whether some layer's recurrence runs over the sequence (a scan: Mamba, Mamba2), which a
+    /// format without a loop lowering can only unroll over a fixed length.
+    pub fn scans(&self) -> bool {
+        self.layers.iter().any(|l| matches!(l.mixer, Mixer::Mamba(_) | Mixer::Mamba2(_)))
+    }
+
+    /// Whether some layer keeps a recurrent state (its cache does not grow with the position).
+    pub fn recurrent(&self) -> bool {
+        self.layers.iter().any(|l| matches!(l.mixer, Mixer::Mamba(_) | Mixer::Mamba2(_) | Mixer::ShortConv(_)))
+    }
+
     /// The window of the sliding layers; `None` when no layer slides.
     pub fn sliding_window(&self) -> Option<usize> {
         self.layers.iter().filter_map(LayerSpec::attention).find_map(|a| match a.span {
@@ -149,6 +270,10 @@ pub(super) fn layer_specs(
     sparse: &[bool],
 ) -> Result<Vec<LayerSpec>> {
     let n = dims.num_hidden_layers;
+    if let Some(rule @ SsmRule { layers: SsmLayers::Every, .. }) = schema.ssm {
+        let mixer = ssm_mixer(f, rule, dims)?;
+        return Ok(vec![LayerSpec { mixer, mlp: LayerMlp::None }; n]);
+    }
     let (types, window) = parse_layers(f, schema, n)?;
     let spans: Vec<Span> = types
         .iter()
@@ -170,11 +295,17 @@ pub(super) fn layer_specs(
         let latent = latent_spec(f, &rule, dims, rope)?;
         let layer = |i: usize| LayerSpec {
             mixer: Mixer::LatentAttention(latent.clone()),
-            sparse_mlp: sparse.get(i).copied().unwrap_or(false),
+            mlp: LayerMlp::dense_or_sparse(sparse.get(i).copied().unwrap_or(false)),
         };
         return Ok((0..n).map(layer).collect());
     }
     let scales = attention_scales(f, schema, dims)?;
+    let recurrent = match schema.ssm {
+        Some(rule @ SsmRule { layers: SsmLayers::LayerTypes { kind, attention }, .. }) => {
+            hybrid_layers(f, n, (kind, attention), &ssm_mixer(f, rule, dims)?)?
+        }
+        _ => vec![None; n],
+    };
     let specs = spans.iter().enumerate().map(|(i, &span)| {
         let layer_rope = match span {
             Span::Sliding(_) => sliding_rope.unwrap_or(rope),
@@ -189,7 +320,10 @@ pub(super) fn layer_specs(
             scale: scales[i],
             alibi,
         };
-        LayerSpec { mixer: Mixer::Attention(attention), sparse_mlp: sparse.get(i).copied().unwrap_or(false) }
+        LayerSpec {
+            mixer: recurrent[i].clone().unwrap_or(Mixer::Attention(attention)),
+            mlp: LayerMlp::dense_or_sparse(sparse.get(i).copied().unwrap_or(false)),
+        }
     });
     Ok(specs.collect())
 }
@@ -243,4 +377,147 @@ fn latent_spec(f: &Fields, rule: &LatentRule, dims: &Dims, rope: &RopeConfig) ->
         interleaved: flag(f, rule.interleave)?,
         scale,
     })
+}
+
+/// A Mamba mixer as `MambaConfig` reads its keys, with the class defaults.
+fn mamba_spec(f: &Fields, dims: &Dims) -> Result<MambaSpec> {
+    let hidden = dims.hidden_size;
+    let expand = f.size("expand", Some(2), MAX_HIDDEN)?;
+    let inner = expand.checked_mul(hidden).filter(|&w| w <= MAX_INTERMEDIATE).ok_or_else(|| {
+        f.err("expand", format!("{expand} times hidden_size {hidden} exceeds {MAX_INTERMEDIATE} channels"))
+    })?;
+    let conv_kernel = conv_kernel(f, ("conv_kernel", 4))?;
+    let dt_rank = match f.raw("time_step_rank") {
+        None | Some(Value::Null) => hidden.div_ceil(16),
+        Some(Value::String(s)) if s == "auto" => hidden.div_ceil(16),
+        Some(_) => f.size("time_step_rank", None, MAX_HIDDEN)?,
+    };
+    Ok(MambaSpec {
+        inner,
+        state: f.size("state_size", Some(16), MAX_HEAD_DIM)?,
+        conv_kernel,
+        dt_rank,
+        conv_bias: f.bool("use_conv_bias")?.unwrap_or(true),
+        bias: f.bool("use_bias")?.unwrap_or(false),
+    })
+}
+
+/// The state-space mixer `rule` reads.
+fn ssm_mixer(f: &Fields, rule: SsmRule, dims: &Dims) -> Result<Mixer> {
+    Ok(match rule.mixer {
+        SsmMixer::Mamba => Mixer::Mamba(mamba_spec(f, dims)?),
+        SsmMixer::Mamba2(keys) => Mixer::Mamba2(mamba2_spec(f, &keys, dims)?),
+        SsmMixer::ShortConv => Mixer::ShortConv(ShortConvSpec {
+            channels: dims.hidden_size,
+            kernel: conv_kernel(f, ("conv_L_cache", 3))?,
+            bias: f.bool("conv_bias")?.unwrap_or(false),
+        }),
+    })
+}
+
+/// A hybrid's layers: `mixer` where `layer_types` names `kind`, `None` (attention) where it
+/// names `full_attention`; without `layer_types`, attention at the indices the `attention`
+/// key lists (absent: every layer), or `mixer` everywhere when the family has no such key.
+fn hybrid_layers(
+    f: &Fields,
+    n: usize,
+    (kind, attention): (&str, Option<&str>),
+    mixer: &Mixer,
+) -> Result<Vec<Option<Mixer>>> {
+    let kinds = match (explicit_layer_types(f, n)?, attention) {
+        (Some(kinds), _) => kinds,
+        (None, None) => vec![kind.to_string(); n],
+        (None, Some(key)) => {
+            let listed = match f.raw(key) {
+                None | Some(Value::Null) => (0..n as i64).collect(),
+                Some(Value::Array(list)) => list
+                    .iter()
+                    .map(|v| v.as_i64().filter(|i| (0..n as i64).contains(i)))
+                    .collect::<Option<Vec<i64>>>()
+                    .ok_or_else(|| f.err(key, format!("must list layer indices below {n}")))?,
+                Some(v) => return Err(f.err(key, format!("must be a list of layer indices, got {}", describe(v)))),
+            };
+            (0..n as i64).map(|i| if listed.contains(&i) { "full_attention" } else { kind }.to_string()).collect()
+        }
+    };
+    let layer = |(i, k): (usize, &String)| match k.as_str() {
+        "full_attention" => Ok(None),
+        k if k == kind => Ok(Some(mixer.clone())),
+        other => Err(f.err(
+            "layer_types",
+            format!("entry {i} is `{other}`, which is not supported (supported: {kind}, full_attention)"),
+        )),
+    };
+    kinds.iter().enumerate().map(layer).collect()
+}
+
+/// The convolution's taps under `key` (class default `default`): at least two, one carried.
+fn conv_kernel(f: &Fields, (key, default): (&str, usize)) -> Result<usize> {
+    let k = f.size(key, Some(default), MAX_HIDDEN)?;
+    if k < 2 {
+        return Err(f.err(key, format!("{k} is not supported (at least 2 taps)")));
+    }
+    Ok(k)
+}
+
+/// A Mamba2 mixer as its config class reads `keys`, with the class defaults and the
+/// `validate_architecture` check (`hidden_size * expand == heads * head_dim`; an `"auto"` head
+/// size is that quotient).
+fn mamba2_spec(f: &Fields, keys: &Mamba2Keys, dims: &Dims) -> Result<Mamba2Spec> {
+    let heads = f.size(keys.heads.0, Some(keys.heads.1), MAX_HEADS)?;
+    let expand = f.size(keys.expand.0, Some(keys.expand.1), MAX_HIDDEN)?;
+    let inner = dims.hidden_size.checked_mul(expand).filter(|&w| w <= MAX_INTERMEDIATE);
+    let head_dim = match (f.raw(keys.head_dim.0), keys.head_dim.1) {
+        (None | Some(Value::Null), None) => inner.map_or(0, |w| w / heads),
+        (Some(Value::String(s)), _) if s == "auto" => inner.map_or(0, |w| w / heads),
+        (_, default) => f.size(keys.head_dim.0, default, MAX_HEAD_DIM)?,
+    };
+    if inner.is_none() || inner != heads.checked_mul(head_dim) {
+        return Err(f.err(
+            keys.heads.0,
+            format!(
+                "hidden_size * {} ({} * {expand}) must equal {} * {} ({heads} * {head_dim})",
+                keys.expand.0, dims.hidden_size, keys.heads.0, keys.head_dim.0
+            ),
+        ));
+    }
+    let groups = f.size(keys.groups.0, Some(keys.groups.1), MAX_HEADS)?;
+    if !heads.is_multiple_of(groups) {
+        return Err(f.err(keys.groups.0, format!("{groups} does not divide {} ({heads})", keys.heads.0)));
+    }
+    Ok(Mamba2Spec {
+        heads,
+        head_dim,
+        groups,
+        state: f.size(keys.state.0, Some(keys.state.1), MAX_HEAD_DIM)?,
+        conv_kernel: conv_kernel(f, keys.conv_kernel)?,
+        conv_bias: f.bool(keys.conv_bias.0)?.unwrap_or(keys.conv_bias.1),
+        bias: f.bool(keys.bias.0)?.unwrap_or(keys.bias.1),
+        dt_limit: time_step_limit(f)?,
+    })
+}
+
+/// `time_step_limit`: two numbers, either of which may be transformers' encoding of an
+/// infinity (`{"__float__": "Infinity"}`); the class default `(0, inf)`.
+fn time_step_limit(f: &Fields) -> Result<(f64, f64)> {
+    let key = "time_step_limit";
+    let number = |v: &Value| match v {
+        Value::Number(n) => n.as_f64(),
+        Value::Object(o) => match o.get("__float__").and_then(Value::as_str) {
+            Some("Infinity") => Some(f64::INFINITY),
+            Some("-Infinity") => Some(f64::NEG_INFINITY),
+            _ => None,
+        },
+        _ => None,
+    };
+    match f.raw(key) {
+        None | Some(Value::Null) => Ok((0.0, f64::INFINITY)),
+        Some(Value::Array(pair)) => match pair.iter().map(number).collect::<Option<Vec<f64>>>().as_deref() {
+            Some(&[lo, hi]) if lo <= hi => Ok((lo, hi)),
+            _ => Err(
+                f.err(key, format!("must be two numbers (low <= high), got {}", describe(&Value::Array(pair.clone()))))
+            ),
+        },
+        Some(v) => Err(f.err(key, format!("must be two numbers (low <= high), got {}", describe(v)))),
+    }
 }

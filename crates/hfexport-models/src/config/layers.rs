@@ -194,6 +194,7 @@ pub(super) fn rotary_layers(f: &Fields, schema: &ConfigSchema, spans: &[Span]) -
         RopeRule::Uniform | RopeRule::PerLayerType { .. } | RopeRule::Fixed { .. } => Ok(vec![true; n]),
         RopeRule::SlidingOnly => Ok(spans.iter().map(|s| *s != Span::Full).collect()),
         RopeRule::NoRopeLayers => no_rope_layers(f, n),
+        RopeRule::WhenKey { key, value } => Ok(vec![f.string(key)? == Some(value); n]),
     }
 }
 

@@ -47,7 +47,9 @@ use flags::*;
 pub use generation::GenerationConfig;
 use generation::*;
 use layer_spec::*;
-pub use layer_spec::{AttentionSpec, LatentSpec, LayerSpec, Mixer, Span};
+pub use layer_spec::{
+    AttentionSpec, LatentSpec, LayerMlp, LayerSpec, Mamba2Spec, MambaSpec, Mixer, ShortConvSpec, Span,
+};
 use layers::*;
 use multimodal::*;
 use rope::*;
@@ -349,7 +351,7 @@ impl ModelConfig {
             scale: s.encoder_scale,
             alibi: None,
         };
-        let encoder_layer = LayerSpec { mixer: Mixer::Attention(attention), sparse_mlp: false };
+        let encoder_layer = LayerSpec { mixer: Mixer::Attention(attention), mlp: LayerMlp::Dense };
         Some(ModelConfig {
             num_hidden_layers: n,
             num_attention_heads: s.encoder_heads,
@@ -450,7 +452,7 @@ fn model_config(
         model_type,
         vocab_size: dims.vocab_size,
         hidden_size: dims.hidden_size,
-        intermediate_size: dims.intermediate_size,
+        intermediate_size: adjusted_ffn(f, schema, dims.intermediate_size)?,
         num_hidden_layers: dims.num_hidden_layers,
         num_attention_heads: dims.num_attention_heads,
         num_key_value_heads: dims.num_key_value_heads,

@@ -62,6 +62,7 @@ pub const BERT_LAYOUT: Layout = Layout {
     relative_bias: None,
     latent: None,
     vision: None,
+    ssm: None,
     encoder: Some(EncoderLayout {
         input: EncoderInput::Tokens,
         token_type_embed: Some("embeddings.token_type_embeddings"),

@@ -74,5 +74,6 @@ pub const FAMILY: Architecture = Architecture {
         relative_bias: None,
         latent: None,
         vision: None,
+        ssm: None,
     },
 };

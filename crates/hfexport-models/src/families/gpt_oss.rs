@@ -49,6 +49,7 @@ pub const FAMILY: Architecture = Architecture {
             default_top_k: 4,
             glu: MoeGlu::Clamped { alpha: ("swiglu_alpha", 1.702), limit: ("swiglu_limit", 7.0) },
             biased: true,
+            zero_experts_dense: false,
             ..MIXTRAL_MOE
         }),
         ..LLAMA_SCHEMA

@@ -43,6 +43,7 @@ pub const LLAMA_LAYOUT: Layout = Layout {
     relative_bias: None,
     latent: None,
     vision: None,
+    ssm: None,
 };
 
 pub const LLAMA_SCHEMA: ConfigSchema = ConfigSchema {
@@ -76,6 +77,8 @@ pub const LLAMA_SCHEMA: ConfigSchema = ConfigSchema {
     moe: None,
     encoder: None,
     seq2seq: None,
+    ssm: None,
+    ffn_auto_adjust: false,
 };
 
 pub const FAMILY: Architecture = Architecture {

@@ -36,8 +36,12 @@ pub mod gpt_oss;
 pub mod gptj;
 pub mod granite;
 pub mod granite_moe;
+pub mod granite_moe_hybrid;
+pub mod lfm2;
 pub mod llama;
 pub mod llava;
+pub mod mamba;
+pub mod mamba2;
 pub mod mistral;
 pub mod mixtral;
 pub mod modernbert;
@@ -119,6 +123,10 @@ pub const ARCHITECTURES: &[Architecture] = &[
     modernbert::FAMILY,
     whisper::FAMILY,
     t5::FAMILY,
+    mamba::FAMILY,
+    mamba2::FAMILY,
+    granite_moe_hybrid::FAMILY,
+    lfm2::FAMILY,
 ];
 
 /// The vision-language classes: a vision tower in front of a text family named by

@@ -45,6 +45,7 @@ pub const FAMILY: Architecture = Architecture {
             routing: RoutingRule::Softmax,
             glu: MoeGlu::Activation,
             biased: false,
+            zero_experts_dense: false,
         }),
         ..LLAMA_SCHEMA
     },

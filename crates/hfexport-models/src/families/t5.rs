@@ -86,6 +86,7 @@ pub const T5_BASE: Layout = Layout {
     relative_bias: Some("layer.0.SelfAttention.relative_attention_bias"),
     latent: None,
     vision: None,
+    ssm: None,
 };
 
 pub const T5_ENCODER: Layout = Layout {

@@ -83,6 +83,7 @@ pub const WHISPER_BASE: Layout = Layout {
     relative_bias: None,
     latent: None,
     vision: None,
+    ssm: None,
 };
 
 pub const WHISPER_ENCODER: Layout = Layout { roots: &["model.encoder."], ..WHISPER_BASE };

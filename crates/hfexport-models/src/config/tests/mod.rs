@@ -3,6 +3,7 @@
 use super::*;
 
 mod decoders2;
+mod ssm;
 
 const PATH: &str = "/ckpt/config.json";
 
@@ -49,7 +50,7 @@ fn scales(c: &ModelConfig) -> Vec<f64> {
 
 /// Per layer: whether its MLP is the sparse one.
 fn sparse(c: &ModelConfig) -> Vec<bool> {
-    c.layers.iter().map(|l| l.sparse_mlp).collect()
+    c.layers.iter().map(|l| l.mlp == LayerMlp::Sparse).collect()
 }
 
 fn parse(text: &str) -> Result<ModelConfig> {

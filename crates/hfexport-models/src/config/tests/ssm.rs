@@ -1,0 +1,65 @@
+//! The config reader on the state-space families (issue 34): Mamba's and Mamba2's keys with
+//! their class defaults, transformers' encoding of infinities, and the settings refused.
+
+use super::*;
+
+fn mamba(class: &str, model_type: &str, extra: &str) -> Result<ModelConfig> {
+    let base = format!(
+        r#"{{"architectures": ["{class}"], "model_type": "{model_type}", "vocab_size": 128, "hidden_size": 64,
+            "num_hidden_layers": 2}}"#
+    );
+    parse(&json_with(&base, extra))
+}
+
+/// state-spaces/mamba-130m-hf's config.json as the Hub has it (committed): `intermediate_size`,
+/// `n_layer` and `time_step_rank` spelled out, tied head.
+#[test]
+fn mamba_130m_hub_config() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/hub/mamba-130m/config.json");
+    let c = ModelConfig::from_json_str(&std::fs::read_to_string(&path).unwrap(), &path).unwrap();
+    let Mixer::Mamba(m) = &c.layers[0].mixer else { panic!("Mamba layers") };
+    assert_eq!((m.inner, m.state, m.conv_kernel, m.dt_rank, m.conv_bias, m.bias), (1536, 16, 4, 48, true, false));
+    assert_eq!((c.layers.len(), c.layers[0].mlp, c.tie_word_embeddings), (24, LayerMlp::None, true));
+    assert!(c.recurrent());
+    let cache = c.layers[0].cache(&hfexport_core::Dim::konst(8));
+    let shapes: Vec<Vec<i64>> = cache.iter().map(|(_, s)| s.iter().map(|d| d.as_const().unwrap()).collect()).collect();
+    assert_eq!(shapes, [vec![1, 1536, 3], vec![1, 1536, 16]]);
+}
+
+#[test]
+fn mamba_class_defaults() {
+    let c = mamba("MambaForCausalLM", "mamba", "{}").unwrap();
+    let Mixer::Mamba(m) = &c.layers[0].mixer else { panic!("Mamba layers") };
+    // expand 2, state 16, kernel 4, "auto" rank ceil(64 / 16), conv bias, no projection bias
+    assert_eq!((m.inner, m.state, m.conv_kernel, m.dt_rank, m.conv_bias, m.bias), (128, 16, 4, 4, true, false));
+    assert_eq!((c.norm_eps, c.tie_word_embeddings, c.eos_token_ids.clone()), (1e-5, true, vec![0]));
+    // `intermediate_size` is not read: MambaConfig recomputes it from `expand`
+    let c = mamba("MambaForCausalLM", "mamba", r#"{"expand": 3, "intermediate_size": 7, "time_step_rank": 5}"#);
+    let Mixer::Mamba(m) = &c.unwrap().layers[0].mixer else { panic!("Mamba layers") };
+    assert_eq!((m.inner, m.dt_rank), (192, 5));
+    let e = mamba("MambaForCausalLM", "mamba", r#"{"conv_kernel": 1}"#).unwrap_err().to_string();
+    assert!(e.contains("conv_kernel") && e.contains("not supported"), "{e}");
+}
+
+#[test]
+fn mamba2_keys_and_checks() {
+    let c = mamba("Mamba2ForCausalLM", "mamba2", r#"{"num_heads": 8, "head_dim": 16, "n_groups": 2}"#).unwrap();
+    let Mixer::Mamba2(m) = &c.layers[0].mixer else { panic!("Mamba2 layers") };
+    assert_eq!((m.heads, m.head_dim, m.groups, m.state, m.conv_kernel), (8, 16, 2, 128, 4));
+    assert_eq!((m.inner(), m.conv_channels(), m.dt_limit), (128, 128 + 2 * 2 * 128, (0.0, f64::INFINITY)));
+    assert_eq!((c.tie_word_embeddings, c.eos_token_ids.clone(), c.pad_token_id), (false, vec![2], Some(1)));
+    // transformers writes an infinity as {"__float__": "Infinity"}
+    let limit = r#"{"num_heads": 8, "head_dim": 16, "n_groups": 2,
+        "time_step_limit": [0.1, {"__float__": "Infinity"}]}"#;
+    let Mixer::Mamba2(m) = &mamba("Mamba2ForCausalLM", "mamba2", limit).unwrap().layers[0].mixer else { panic!() };
+    assert_eq!(m.dt_limit, (0.1, f64::INFINITY));
+    for (extra, key) in [
+        (r#"{"num_heads": 8, "head_dim": 8, "n_groups": 2}"#, "num_heads"),
+        (r#"{"num_heads": 8, "head_dim": 16, "n_groups": 3}"#, "n_groups"),
+        (r#"{"num_heads": 8, "head_dim": 16, "n_groups": 2, "time_step_limit": [1.0]}"#, "time_step_limit"),
+        (r#"{"num_heads": 8, "head_dim": 16, "n_groups": 2, "time_step_limit": "wide"}"#, "time_step_limit"),
+    ] {
+        let e = mamba("Mamba2ForCausalLM", "mamba2", extra).unwrap_err().to_string();
+        assert!(e.contains(key), "{extra}: {e}");
+    }
+}
