@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Random tiny state-space checkpoints nobody has seen (Mamba, Mamba2, Granite 4.0's hybrid,
-LFM2), with transformers' outputs for each.
+LFM2, Falcon-H1), with transformers' outputs for each.
 
 Usage: random_ssm.py OUTDIR [--seed S] [--per-arch N]
 
@@ -32,6 +32,11 @@ The configs sample what transformers 5.23 accepts:
     Hub's `full_attn_idxs`), conv_L_cache 2-5, conv_bias, heads and KV heads, head size,
     block_ff_dim with or without block_auto_adjust_ff_dim (multiplier, multiple_of), tied or
     untied head;
+  - FalconH1: attention beside a Mamba2 mixer in every layer, the mixer's width from
+    mamba_expand or mamba_d_ssm, head size "auto" or explicit, mamba_rms_norm with the norm before
+    or after the gate (or no norm), separate in/out projection biases, attention head_dim
+    explicit or hidden / heads, KV heads, every muP multiplier (keys, attention and mixer in and
+    out, the five ssm_multipliers, mlp_multipliers, embedding, lm head) random;
   - all: hidden_act silu or gelu_pytorch_tanh (the convolution's activation).
 """
 
@@ -41,7 +46,7 @@ import random
 import sys
 from pathlib import Path
 
-ARCHS = ["MambaForCausalLM", "Mamba2ForCausalLM", "GraniteMoeHybridForCausalLM", "Lfm2ForCausalLM"]
+ARCHS = ["MambaForCausalLM", "Mamba2ForCausalLM", "GraniteMoeHybridForCausalLM", "Lfm2ForCausalLM", "FalconH1ForCausalLM"]
 PAD_ID = 0
 STD = 0.15
 MIN_LEN, MAX_LEN = 5, 12
@@ -81,6 +86,8 @@ def sample(rng, arch):
         return sample_granite(rng, common), True
     if arch == "Lfm2ForCausalLM":
         return sample_lfm2(rng, common), True
+    if arch == "FalconH1ForCausalLM":
+        return sample_falcon_h1(rng, common), True
     heads = rng.choice([1, 2, 3, 4, 6, 8])
     groups = rng.choice([g for g in range(1, heads + 1) if heads % g == 0])
     expand = rng.choice([1, 2, 4])
@@ -184,6 +191,66 @@ def sample_lfm2(rng, common):
     return kw
 
 
+def sample_falcon_h1(rng, common):
+    """FalconH1Config kwargs: the mixer's mamba_* keys and width, attention, the gated norm's
+    placement and every muP multiplier."""
+    kw = {k: common[k] for k in ("vocab_size", "tie_word_embeddings", "pad_token_id", "bos_token_id", "eos_token_id")}
+    heads = rng.choice([1, 2, 3, 4, 6])
+    groups = rng.choice([g for g in range(1, heads + 1) if heads % g == 0])
+    mamba_head = rng.choice(range(2, 17))
+    attn_heads = rng.choice([1, 2, 4])
+    attn_head_dim = rng.choice([4, 6, 8, 16])
+    hidden = rng.choice([attn_heads * attn_head_dim, rng.randint(8, 64)])
+    inner = heads * mamba_head
+    if rng.random() < 0.5:
+        kw["mamba_d_ssm"] = inner
+    else:
+        # the width from mamba_expand * hidden: the heads' size follows
+        expand = rng.choice([1, 2])
+        hidden = rng.choice([h for h in range(8, 65) if (h * expand) % heads == 0])
+        kw.update(mamba_d_ssm=None, mamba_expand=expand)
+        inner = hidden * expand
+        mamba_head = inner // heads
+    if rng.random() < 0.5 or hidden != attn_heads * attn_head_dim:
+        kw["head_dim"] = attn_head_dim
+    if rng.random() < 0.5:
+        kw["mamba_d_head"] = mamba_head
+    mult = lambda: rng.choice([1.0, 0.5, 0.8, 1.25, 2.0])
+    kw.update(
+        num_hidden_layers=rng.randint(1, 3),
+        hidden_size=hidden,
+        intermediate_size=rng.randint(4, 96),
+        num_attention_heads=attn_heads,
+        num_key_value_heads=rng.choice([h for h in (1, attn_heads) if attn_heads % h == 0]),
+        mamba_n_heads=heads,
+        mamba_n_groups=groups,
+        mamba_d_state=rng.randint(1, 16),
+        mamba_d_conv=rng.randint(2, 5),
+        mamba_chunk_size=rng.randint(1, 8),
+        mamba_conv_bias=rng.random() < 0.7,
+        mamba_proj_bias=rng.random() < 0.5,
+        projectors_bias=rng.random() < 0.5,
+        mamba_rms_norm=rng.random() < 0.6,
+        mamba_norm_before_gate=rng.random() < 0.5,
+        attention_bias=rng.random() < 0.3,
+        mlp_bias=rng.random() < 0.3,
+        hidden_act=common["hidden_act"],
+        rms_norm_eps=common["layer_norm_epsilon"],
+        max_position_embeddings=64,
+        rope_parameters={"rope_type": "default", "rope_theta": rng.choice([10000.0, 1000000.0])},
+        embedding_multiplier=mult(),
+        lm_head_multiplier=mult(),
+        key_multiplier=mult(),
+        attention_in_multiplier=mult(),
+        attention_out_multiplier=mult(),
+        ssm_in_multiplier=mult(),
+        ssm_out_multiplier=mult(),
+        ssm_multipliers=[mult() for _ in range(5)],
+        mlp_multipliers=[mult(), mult()],
+    )
+    return kw
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("outdir")
@@ -205,6 +272,7 @@ def main():
         "MambaForCausalLM": (transformers.MambaConfig, transformers.MambaForCausalLM),
         "Mamba2ForCausalLM": (transformers.Mamba2Config, transformers.Mamba2ForCausalLM),
         "GraniteMoeHybridForCausalLM": (transformers.GraniteMoeHybridConfig, transformers.GraniteMoeHybridForCausalLM),
+        "FalconH1ForCausalLM": (transformers.FalconH1Config, transformers.FalconH1ForCausalLM),
         "Lfm2ForCausalLM": (transformers.Lfm2Config, transformers.Lfm2ForCausalLM),
     }
 

@@ -4,6 +4,8 @@ kernel other than the class's 4)."""
 
 from fixture_spec import Spec
 from transformers import (
+    FalconH1Config,
+    FalconH1ForCausalLM,
     GraniteMoeHybridConfig,
     GraniteMoeHybridForCausalLM,
     Lfm2Config,
@@ -124,6 +126,38 @@ def ssm_specs():
         eos_token_id=2,
         pad_token_id=0,
     )
+    falcon_h1 = FalconH1Config(
+        vocab_size=256,
+        hidden_size=64,
+        intermediate_size=96,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=16,
+        max_position_embeddings=64,
+        mamba_d_ssm=96,
+        mamba_n_heads=6,
+        mamba_n_groups=2,
+        mamba_d_state=8,
+        mamba_d_conv=3,
+        mamba_chunk_size=4,
+        mamba_rms_norm=True,
+        mamba_proj_bias=True,
+        projectors_bias=True,
+        embedding_multiplier=2.0,
+        lm_head_multiplier=0.5,
+        mlp_multipliers=[0.7, 1.3],
+        key_multiplier=0.8,
+        attention_in_multiplier=1.2,
+        attention_out_multiplier=0.6,
+        ssm_in_multiplier=0.9,
+        ssm_out_multiplier=1.1,
+        ssm_multipliers=[1.5, 0.5, 0.8, 1.25, 0.75],
+        rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=0,
+    )
     return [
         Spec(
             "mamba",
@@ -180,6 +214,20 @@ def ssm_specs():
             "LFM2: gated short convolutions (3 taps) and one attention layer (per-head q/k RMS norms) by the "
             "Hub's full_attn_idxs, SwiGLU of the adjusted width (2/3 of block_ff_dim 96, times 1.5, rounded up to "
             "32: 96), final embedding_norm, tied head; the cache mixes KV slots and conv inputs",
+            strict_greedy=True,
+            recurrent=True,
+        ),
+        Spec(
+            "falcon_h1",
+            69,
+            FalconH1ForCausalLM,
+            falcon_h1,
+            None,
+            "Falcon-H1: attention (rope, 4 heads over 2 KV heads) beside a Mamba2 mixer (6 heads of 16 from "
+            "mamba_d_ssm 96, not expand * hidden, in 2 groups, state 8, conv 3) in every layer, gated RMS norm before "
+            "the gate, biased in/out projections, every muP multiplier away from 1 (keys, both mixers' inputs and "
+            "outputs, the five in_proj parts, MLP gate and down, embeddings, lm head), untied head; the cache keeps "
+            "each layer's KV slots and its recurrent states",
             strict_greedy=True,
             recurrent=True,
         ),

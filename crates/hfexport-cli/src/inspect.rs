@@ -351,6 +351,23 @@ fn rope_summary(c: &hfexport::models::ModelConfig) -> String {
     s
 }
 
+/// A Mamba2 mixer's shape and what it keeps.
+fn mamba2_summary(m: &hfexport::models::config::Mamba2Spec) -> String {
+    format!(
+        "Mamba2 ({} heads of {} in {} groups, state {}, conv {}; keeps [{}, {}] + [{}, {}, {}])",
+        m.heads,
+        m.head_dim,
+        m.groups,
+        m.state,
+        m.conv_kernel,
+        m.conv_channels(),
+        m.conv_kernel - 1,
+        m.heads,
+        m.head_dim,
+        m.state
+    )
+}
+
 /// The state-space layers of a model, their shape and what each keeps; `None` without any.
 fn recurrent_summary(c: &hfexport::ModelConfig) -> Option<String> {
     let mut kinds: Vec<(String, usize)> = vec![];
@@ -367,19 +384,8 @@ fn recurrent_summary(c: &hfexport::ModelConfig) -> Option<String> {
                 m.inner,
                 m.state
             ),
-            Mixer::Mamba2(m) => format!(
-                "Mamba2 ({} heads of {} in {} groups, state {}, conv {}; keeps [{}, {}] + [{}, {}, {}])",
-                m.heads,
-                m.head_dim,
-                m.groups,
-                m.state,
-                m.conv_kernel,
-                m.conv_channels(),
-                m.conv_kernel - 1,
-                m.heads,
-                m.head_dim,
-                m.state
-            ),
+            Mixer::Mamba2(m) => mamba2_summary(m),
+            Mixer::AttentionAndMamba2(_, m) => format!("attention beside {}", mamba2_summary(m)),
             Mixer::ShortConv(s) => {
                 format!(
                     "short conv ({} channels, {} taps; keeps [{}, {}])",

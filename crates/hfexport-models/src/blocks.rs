@@ -57,7 +57,7 @@ impl Decoder<'_> {
     }
 
     /// `x * factor`.
-    fn scale(&mut self, name: &str, x: ValueId, factor: f64) -> Result<ValueId> {
+    pub(crate) fn scale(&mut self, name: &str, x: ValueId, factor: f64) -> Result<ValueId> {
         let c = self.scalar(&format!("{name}.factor"), factor)?;
         self.op(name, Op::Binary(BinaryOp::Mul), &[x, c])
     }
@@ -307,6 +307,7 @@ impl Decoder<'_> {
             Mixer::Mamba(m) => self.mamba_mixer(&vb.pp(self.ssm_prefix()?), i, m, x, s)?,
             Mixer::Mamba2(m) => self.mamba2_mixer(&vb.pp(self.ssm_prefix()?), i, m, x, s)?,
             Mixer::ShortConv(c) => self.short_conv_mixer(&vb.pp(self.ssm_prefix()?), i, c, x, s)?,
+            Mixer::AttentionAndMamba2(a, m) => self.attention_and_mamba2(vb, i, (a, m), x, s)?,
         };
         let a = self.optional_norm(vb, norms.post_attention, a)?;
         if let Some(input) = cfg.parallel {
@@ -328,6 +329,28 @@ impl Decoder<'_> {
         let m = self.optional_norm(vb, norms.post_mlp, m)?;
         let h = self.residual(&vb.name("mlp_residual"), h, m)?;
         self.optional_norm(vb, norms.mlp_residual.or(post.1), h)
+    }
+
+    /// Falcon-H1's parallel mixers: `mamba(x) * ssm_out + attention(x * attention_in) *
+    /// attention_out` (the multipliers 1.0 without µP).
+    fn attention_and_mamba2(
+        &mut self,
+        vb: &Vb,
+        i: usize,
+        (a, m): (&AttentionSpec, &crate::config::Mamba2Spec),
+        x: ValueId,
+        s: &LayerInputs,
+    ) -> Result<ValueId> {
+        let mup = self.cfg.mup.clone();
+        let factor = |pick: fn(&crate::config::Mup) -> f64| mup.as_ref().map_or(1.0, pick);
+        let attention = vb.pp(self.arch.layout.attention.prefix);
+        let xa = self.scale(&attention.name("input_scaled"), x, factor(|m| m.attention_in))?;
+        let y = self.attention(&attention, i, a, xa, s)?;
+        let y = self.scale(&attention.name("output_scaled"), y, factor(|m| m.attention_out))?;
+        let mixer = vb.pp(self.ssm_prefix()?);
+        let z = self.mamba2_mixer(&mixer, i, m, x, s)?;
+        let z = self.scale(&mixer.name("output_scaled"), z, factor(|m| m.ssm_out))?;
+        self.op(&vb.name("mixers_sum"), Op::Binary(BinaryOp::Add), &[z, y])
     }
 
     /// The block name of a state-space mixer under its layer.
@@ -536,6 +559,9 @@ impl Decoder<'_> {
             }
             QkNorm::None | QkNorm::Whole(_) => [None, None],
         };
+        if let Some(mup) = &self.cfg.mup {
+            k = self.scale(&vb.name("k_scaled"), k, mup.key)?;
+        }
         let mut q = self.split_heads(&vb.pp("q"), q, [nh, hd], q_norm)?;
         let mut k = self.split_heads(&vb.pp("k"), k, [nkv, hd], k_norm)?;
         let v = self.split_heads(&vb.pp("v"), v, [nkv, hd], None)?;
@@ -623,7 +649,32 @@ impl Decoder<'_> {
 
     fn mlp(&mut self, vb: &Vb, x: ValueId, act: Activation) -> Result<ValueId> {
         let (is, bias) = (self.cfg.intermediate_size, self.cfg.mlp_bias);
+        if let (Some(mup), MlpKind::Gated { gate, up }) = (&self.cfg.mup, self.arch.layout.mlp.kind) {
+            let names = [gate, up, self.arch.layout.mlp.down];
+            return self.scaled_gated_mlp(vb, names, (is, bias), mup.mlp, x, act);
+        }
         self.mlp_of(vb, &self.arch.layout.mlp, is, bias, x, act)
+    }
+
+    /// Falcon-H1's MLP: `down(act(gate(x) * m0) * up(x)) * m1`, the µP `mlp_multipliers` `[m0,
+    /// m1]` around linears named `[gate, up, down]` under `vb`.
+    fn scaled_gated_mlp(
+        &mut self,
+        vb: &Vb,
+        [gate, up, down]: [&str; 3],
+        (is, bias): (usize, bool),
+        [m0, m1]: [f64; 2],
+        x: ValueId,
+        act: Activation,
+    ) -> Result<ValueId> {
+        let hs = self.cfg.hidden_size;
+        let g = self.linear(&vb.pp(gate), is, hs, bias, x)?;
+        let g = self.scale(&vb.pp(gate).name("scaled"), g, m0)?;
+        let g = self.op(&vb.pp(gate).name("act"), Op::Activate(act), &[g])?;
+        let u = self.linear(&vb.pp(up), is, hs, bias, x)?;
+        let h = self.op(&vb.name("gated"), Op::Binary(BinaryOp::Mul), &[g, u])?;
+        let y = self.linear(&vb.pp(down), hs, is, bias, h)?;
+        self.scale(&vb.pp(down).name("scaled"), y, m1)
     }
 
     /// An MLP of `layout`'s kind and names under `vb`, `is` wide.

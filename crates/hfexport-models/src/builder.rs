@@ -358,7 +358,7 @@ impl<'a> Decoder<'a> {
         match &mut self.kv {
             Kv::Tokens => {}
             Kv::Present { outputs } | Kv::StaticCache { outputs, .. } | Kv::Growing { outputs, .. } => {
-                outputs.push(vec![k, v])
+                record_cache(outputs, layer, vec![k, v])
             }
         }
         Ok((k, v))
@@ -396,5 +396,16 @@ impl<'a> Decoder<'a> {
             }
         }
         Ok(())
+    }
+}
+
+/// Adds `states` to layer `layer`'s cache outputs: a new entry for its first mixer, appended
+/// for a second one of the same layer (Falcon-H1's attention, then its Mamba2 mixer).
+pub(crate) fn record_cache(outputs: &mut Vec<Vec<ValueId>>, layer: usize, states: Vec<ValueId>) {
+    if outputs.len() == layer + 1 {
+        outputs[layer].extend(states);
+    } else {
+        debug_assert_eq!(outputs.len(), layer, "layers record their caches in order");
+        outputs.push(states);
     }
 }

@@ -78,6 +78,10 @@ pub struct ConfigSchema {
     /// `int(2 * intermediate_size / 3)`, times `block_ffn_dim_multiplier` (1.0; null: no
     /// rounding) rounded up to a multiple of `block_multiple_of` (256).
     pub ffn_auto_adjust: bool,
+    /// Falcon-H1's µP multipliers (`key_multiplier`, `attention_in_multiplier`,
+    /// `attention_out_multiplier`, `ssm_in_multiplier`, `ssm_out_multiplier`,
+    /// `ssm_multipliers`, `mlp_multipliers`): [`crate::config::Mup`].
+    pub mup: bool,
 }
 
 /// Where a family's state-space layers are and how their mixer keys are read.
@@ -97,6 +101,9 @@ pub enum SsmLayers {
     /// `layer_types`: the layers the `attention` key does not list (LFM2's `full_attn_idxs`;
     /// absent too: every layer attends), or with no such key every layer (Granite 4.0).
     LayerTypes { kind: &'static str, attention: Option<&'static str> },
+    /// Every layer has attention and the mixer side by side off the same normed input, their
+    /// outputs summed (Falcon-H1).
+    Parallel,
 }
 
 /// The state-space mixer of a family.
@@ -108,7 +115,7 @@ pub enum SsmMixer {
     Mamba,
     /// Mamba2's (and Bamba's) mixer, its keys and their class defaults; `time_step_limit`
     /// (`(0, inf)`) in every class.
-    Mamba2(Mamba2Keys),
+    Mamba2(&'static Mamba2Keys),
     /// LFM2's gated short convolution: `conv_L_cache` taps (3), `conv_bias` (false).
     ShortConv,
 }
@@ -125,6 +132,23 @@ pub struct Mamba2Keys {
     pub expand: (&'static str, usize),
     pub conv_bias: (&'static str, bool),
     pub bias: (&'static str, bool),
+    /// The output projection's bias where its key differs from `bias`'s (Falcon-H1's
+    /// `projectors_bias`); `None`: `bias`.
+    pub out_bias: Option<(&'static str, bool)>,
+    /// The key of the scan's width where it need not be `expand * hidden_size` (Falcon-H1's
+    /// `mamba_d_ssm`; null there: `expand * hidden_size`); `None`: always that product.
+    pub inner: Option<&'static str>,
+    /// Whether the gated RMS norm is there and on which side of the gate, where the config
+    /// says (Falcon-H1's `mamba_rms_norm`, `mamba_norm_before_gate`); `None`: always there,
+    /// after the gate (Mamba2, Bamba).
+    pub norm: Option<GatedNormKeys>,
+}
+
+/// The keys of an optional gated norm, each with its class default.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GatedNormKeys {
+    pub enabled: (&'static str, bool),
+    pub before_gate: (&'static str, bool),
 }
 
 /// `Mamba2Config`'s keys.
@@ -137,6 +161,9 @@ pub const MAMBA2_KEYS: Mamba2Keys = Mamba2Keys {
     expand: ("expand", 2),
     conv_bias: ("use_conv_bias", true),
     bias: ("use_bias", false),
+    out_bias: None,
+    inner: None,
+    norm: None,
 };
 
 /// How multi-head latent attention is configured: the class defaults of `q_lora_rank` (`None`:

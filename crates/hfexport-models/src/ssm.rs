@@ -20,7 +20,7 @@
 use hfexport_core::ops::{Activation, BinaryOp, ReduceKind, UnaryOp};
 use hfexport_core::{DType, Dim, Op, Tensor, ValueId};
 
-use crate::config::{Mamba2Spec, MambaSpec, ShortConvSpec};
+use crate::config::{GatedNorm, Mamba2Spec, MambaSpec, ShortConvSpec};
 use crate::decoder::{Decoder, Kv, LayerInputs, Vb};
 use crate::error::{ModelError, Result};
 
@@ -84,8 +84,14 @@ impl Decoder<'_> {
         s: &LayerInputs,
     ) -> Result<ValueId> {
         let (hidden, inner, channels) = (self.cfg.hidden_size, m.inner(), m.conv_channels());
-        let x = self.mask_padding(&vb.name("masked_input"), x, s)?;
-        let proj = self.linear(&vb.pp("in_proj"), inner + channels + m.heads, hidden, m.bias, x)?;
+        let mut x = self.mask_padding(&vb.name("masked_input"), x, s)?;
+        if let Some(mup) = &self.cfg.mup {
+            x = self.scale(&vb.name("input_scaled"), x, mup.ssm_in)?;
+        }
+        let mut proj = self.linear(&vb.pp("in_proj"), inner + channels + m.heads, hidden, m.bias, x)?;
+        if let Some(mup) = self.cfg.mup.clone() {
+            proj = self.mup_scaled(vb, m, proj, mup.ssm)?;
+        }
         let gate = self.cut(vb, "gate_part", proj, 0, inner)?;
         let xbc = self.cut(vb, "conv_part", proj, inner, channels)?;
         let dt = self.cut(vb, "dt_part", proj, inner + channels, m.heads)?;
@@ -114,7 +120,20 @@ impl Decoder<'_> {
         let y = self.op(&vb.name("y.rows"), Op::Transpose { perm: vec![0, 2, 1] }, &[y])?;
         let y = self.gated_group_norm(&vb.pp("norm"), m, y, gate)?;
         let y = self.cast(&vb.name("y.dtype"), y, self.opts.dtype)?;
-        self.linear(&vb.pp("out_proj"), hidden, inner, m.bias, y)
+        self.linear(&vb.pp("out_proj"), hidden, inner, m.out_bias, y)
+    }
+
+    /// Falcon-H1's `mup_vector`: the input projection's output `[b, s, inner + channels +
+    /// heads]` times `[gate, x, B, C, dt]`'s multipliers, each over its part.
+    fn mup_scaled(&mut self, vb: &Vb, m: &Mamba2Spec, proj: ValueId, factors: [f64; 5]) -> Result<ValueId> {
+        let (inner, gn) = (m.inner(), m.groups * m.state);
+        let widths = [inner, inner, gn, gn, m.heads];
+        let values: Vec<f32> =
+            widths.iter().zip(factors).flat_map(|(&w, f)| std::iter::repeat_n(f as f32, w)).collect();
+        let n = values.len();
+        let t = Tensor::float(self.opts.dtype, vec![n], values)?;
+        let v = self.op(&vb.name("mup_vector"), Op::Constant(t), &[])?;
+        self.op(&vb.name("in_proj.mup"), Op::Binary(BinaryOp::Mul), &[proj, v])
     }
 
     /// LFM2's gated short convolution of layer `layer` (its `conv` `Vb`) over `x`
@@ -230,13 +249,28 @@ impl Decoder<'_> {
         self.op(&vb.name("dt.channels"), Op::Reshape { shape: vec![batch, Dim::from(m.inner()), seq] }, &[dt])
     }
 
-    /// `MambaRMSNormGated`: `y * silu(gate)` in f32, RMS-normed within each group's channels,
-    /// times the weight (`y` and `gate` `[b, s, heads * head_dim]`); f32 out.
+    /// The gate and the gated RMS norm as `m.norm` places them (`y` and `gate` `[b, s, heads *
+    /// head_dim]`, `y` f32): `MambaRMSNormGated` normalises `y * silu(gate)`, Falcon-H1 may
+    /// gate the normed `y` or not norm at all; f32 out.
     fn gated_group_norm(&mut self, vb: &Vb, m: &Mamba2Spec, y: ValueId, gate: ValueId) -> Result<ValueId> {
-        let inner = m.inner();
         let gate = self.cast(&vb.name("gate.f32"), gate, DType::F32)?;
         let z = self.op(&vb.name("gate.silu"), Op::Activate(Activation::Silu), &[gate])?;
-        let y = self.op(&vb.name("gated"), Op::Binary(BinaryOp::Mul), &[y, z])?;
+        match m.norm {
+            GatedNorm::AfterGate => {
+                let y = self.op(&vb.name("gated"), Op::Binary(BinaryOp::Mul), &[y, z])?;
+                self.group_rms_norm(vb, m, y)
+            }
+            GatedNorm::BeforeGate => {
+                let y = self.group_rms_norm(vb, m, y)?;
+                self.op(&vb.name("gated"), Op::Binary(BinaryOp::Mul), &[y, z])
+            }
+            GatedNorm::None => self.op(&vb.name("gated"), Op::Binary(BinaryOp::Mul), &[y, z]),
+        }
+    }
+
+    /// `y` `[b, s, inner]` (f32) RMS-normed within each group's channels, times the weight.
+    fn group_rms_norm(&mut self, vb: &Vb, m: &Mamba2Spec, y: ValueId) -> Result<ValueId> {
+        let inner = m.inner();
         let shape = self.g.info(y).shape.clone();
         let size = inner / m.groups;
         let grouped = vec![shape[0].clone(), shape[1].clone(), Dim::from(m.groups), Dim::from(size)];
@@ -267,17 +301,18 @@ impl Decoder<'_> {
         self.op(name, Op::Binary(BinaryOp::Mul), &[x, m])
     }
 
-    /// The layer's carried states (the convolution's inputs, the scan's state), as its
-    /// `LayerSpec::cache` lists them: the cache's in a generation graph, zeros of the cache's
-    /// shapes (at `x`'s batch) in a forward one.
+    /// The layer's carried states (the convolution's inputs, the scan's state), the last `N`
+    /// tensors its `LayerSpec::cache` lists (an attention beside the mixer has the first two):
+    /// the cache's in a generation graph, zeros of the cache's shapes (at `x`'s batch) in a
+    /// forward one.
     fn recurrent_states<const N: usize>(&mut self, vb: &Vb, layer: usize, x: ValueId) -> Result<[ValueId; N]> {
         let states = match &self.kv {
-            Kv::StaticCache { inputs, .. } => inputs[layer].clone(),
+            Kv::StaticCache { inputs, .. } => inputs[layer][inputs[layer].len().saturating_sub(N)..].to_vec(),
             Kv::Tokens => {
                 let batch = self.g.info(x).shape[0].clone();
                 let shapes = self.cfg.layers[layer].cache(&Dim::konst(0));
                 let mut states = vec![];
-                for (name, shape) in shapes {
+                for (name, shape) in shapes.into_iter().rev().take(N).rev() {
                     let dims: Vec<usize> = shape.iter().map(|d| d.as_const().unwrap_or(1) as usize).collect();
                     let zeros = Tensor::float(self.opts.dtype, dims.clone(), vec![0.0; dims.iter().product()])?;
                     let z = self.op(&vb.name(format!("{name}_state.zeros")), Op::Constant(zeros), &[])?;
@@ -314,8 +349,7 @@ impl Decoder<'_> {
     fn keep_states(&mut self, layer: usize, states: Vec<ValueId>) -> Result<()> {
         match &mut self.kv {
             Kv::StaticCache { outputs, .. } => {
-                debug_assert_eq!(outputs.len(), layer, "layers record their caches in order");
-                outputs.push(states);
+                crate::builder::record_cache(outputs, layer, states);
                 Ok(())
             }
             Kv::Tokens => Ok(()),

@@ -213,6 +213,36 @@ pub(super) fn embedding_scale(f: &Fields, schema: &ConfigSchema, dims: &Dims) ->
     })
 }
 
+/// Falcon-H1's µP multipliers where the family has them.
+pub(super) fn mup_multipliers(f: &Fields, schema: &ConfigSchema) -> Result<Option<Mup>> {
+    if !schema.mup {
+        return Ok(None);
+    }
+    let one = |key: &str| -> Result<f64> { Ok(f.number(key)?.unwrap_or(1.0)) };
+    Ok(Some(Mup {
+        key: one("key_multiplier")?,
+        attention_in: one("attention_in_multiplier")?,
+        attention_out: one("attention_out_multiplier")?,
+        ssm_in: one("ssm_in_multiplier")?,
+        ssm_out: one("ssm_out_multiplier")?,
+        ssm: numbers(f, "ssm_multipliers")?,
+        mlp: numbers(f, "mlp_multipliers")?,
+    }))
+}
+
+/// `N` finite numbers under `key`; absent or null: all 1.0.
+fn numbers<const N: usize>(f: &Fields, key: &str) -> Result<[f64; N]> {
+    let bad = |v: &Value| f.err(key, format!("must be a list of {N} numbers, got {}", describe(v)));
+    match f.raw(key) {
+        None | Some(Value::Null) => Ok([1.0; N]),
+        Some(v @ Value::Array(items)) => {
+            let xs: Option<Vec<f64>> = items.iter().map(|x| x.as_f64().filter(|x| x.is_finite())).collect();
+            xs.and_then(|xs| xs.try_into().ok()).ok_or_else(|| bad(v))
+        }
+        Some(v) => Err(bad(v)),
+    }
+}
+
 /// Granite's `residual_multiplier` and `logits_scaling` (1.0 by default).
 pub(super) fn granite_multipliers(f: &Fields, schema: &ConfigSchema) -> Result<(Option<f64>, Option<f64>)> {
     if !schema.granite_multipliers {

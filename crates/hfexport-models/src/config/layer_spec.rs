@@ -11,7 +11,7 @@
 
 use hfexport_core::{Dim, RopeConfig};
 
-use crate::schema::{Alibi, LatentRule, Mamba2Keys, SsmLayers, SsmMixer, SsmRule};
+use crate::schema::{Alibi, GatedNormKeys, LatentRule, Mamba2Keys, SsmLayers, SsmMixer, SsmRule};
 
 use super::*;
 
@@ -62,6 +62,9 @@ pub enum Mixer {
     /// LFM2's gated short convolution: `B * x` convolved over the last `kernel` positions (no
     /// activation), times `C`; it keeps only the convolution's last inputs.
     ShortConv(ShortConvSpec),
+    /// Attention and a Mamba2 mixer side by side off the same normed input, their outputs
+    /// summed (Falcon-H1): it keeps the attention's keys and values and the mixer's states.
+    AttentionAndMamba2(AttentionSpec, Mamba2Spec),
 }
 
 /// One short-convolution mixer (`Lfm2ShortConv`) over the hidden size's channels.
@@ -85,7 +88,10 @@ pub struct Mamba2Spec {
     pub state: usize,
     pub conv_kernel: usize,
     pub conv_bias: bool,
+    /// The input projection's bias, and the output projection's.
     pub bias: bool,
+    pub out_bias: bool,
+    pub norm: GatedNorm,
     /// `time_step_limit`: the step sizes are clamped to this range (the class default
     /// `(0, inf)` changes nothing after the softplus).
     pub dt_limit: (f64, f64),
@@ -101,6 +107,17 @@ impl Mamba2Spec {
     pub fn conv_channels(&self) -> usize {
         self.inner() + 2 * self.groups * self.state
     }
+}
+
+/// Where a Mamba2 mixer's gated RMS norm (per group of heads) is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GatedNorm {
+    /// `norm(y * silu(gate))` (Mamba2, Bamba; Falcon-H1's `mamba_norm_before_gate` false).
+    AfterGate,
+    /// `norm(y) * silu(gate)` (Falcon-H1's class default).
+    BeforeGate,
+    /// No norm: `y * silu(gate)` (Falcon-H1's `mamba_rms_norm` false, its class default).
+    None,
 }
 
 /// One Mamba mixer's shape (`MambaConfig`).
@@ -169,7 +186,7 @@ impl LayerSpec {
     /// The attention of this layer, `None` for a layer of another kind.
     pub fn attention(&self) -> Option<&AttentionSpec> {
         match &self.mixer {
-            Mixer::Attention(a) => Some(a),
+            Mixer::Attention(a) | Mixer::AttentionAndMamba2(a, _) => Some(a),
             Mixer::LatentAttention(_) | Mixer::Mamba(_) | Mixer::Mamba2(_) | Mixer::ShortConv(_) => None,
         }
     }
@@ -177,7 +194,7 @@ impl LayerSpec {
     /// The rotary embedding of this layer, of whatever kind it is.
     pub fn rope(&self) -> Option<&RopeConfig> {
         match &self.mixer {
-            Mixer::Attention(a) => a.rope.as_ref(),
+            Mixer::Attention(a) | Mixer::AttentionAndMamba2(a, _) => a.rope.as_ref(),
             Mixer::LatentAttention(l) => Some(&l.rope),
             Mixer::Mamba(_) | Mixer::Mamba2(_) | Mixer::ShortConv(_) => None,
         }
@@ -193,17 +210,26 @@ impl LayerSpec {
             // the convolution's last inputs and the scan's state
             Mixer::Mamba(_) | Mixer::Mamba2(_) => &["conv", "ssm"],
             Mixer::ShortConv(_) => &["conv"],
+            // the attention's, then the mixer's
+            Mixer::AttentionAndMamba2(..) => &["keys", "values", "conv", "ssm"],
         }
     }
 
     /// The tensors this layer keeps between generation calls, `(name, shape)` in the order the
     /// graph's `input.cache.layers.<i>.*` are declared; `len` is the cache's positions.
     pub fn cache(&self, len: &Dim) -> Vec<(&'static str, Vec<Dim>)> {
+        let kv = |a: &AttentionSpec| {
+            let shape = vec![Dim::konst(1), Dim::from(a.kv_heads), len.clone(), Dim::from(a.head_dim)];
+            vec![shape.clone(), shape]
+        };
+        let mamba2 = |m: &Mamba2Spec| {
+            vec![
+                vec![Dim::konst(1), Dim::from(m.conv_channels()), Dim::from(m.conv_kernel - 1)],
+                vec![Dim::konst(1), Dim::from(m.heads), Dim::from(m.head_dim), Dim::from(m.state)],
+            ]
+        };
         let shapes = match &self.mixer {
-            Mixer::Attention(a) => {
-                let shape = vec![Dim::konst(1), Dim::from(a.kv_heads), len.clone(), Dim::from(a.head_dim)];
-                vec![shape.clone(), shape]
-            }
+            Mixer::Attention(a) => kv(a),
             Mixer::LatentAttention(l) => {
                 let one = Dim::konst(1);
                 vec![
@@ -216,11 +242,9 @@ impl LayerSpec {
                 vec![Dim::konst(1), Dim::from(m.inner), Dim::from(m.conv_kernel - 1)],
                 vec![Dim::konst(1), Dim::from(m.inner), Dim::from(m.state)],
             ],
-            Mixer::Mamba2(m) => vec![
-                vec![Dim::konst(1), Dim::from(m.conv_channels()), Dim::from(m.conv_kernel - 1)],
-                vec![Dim::konst(1), Dim::from(m.heads), Dim::from(m.head_dim), Dim::from(m.state)],
-            ],
+            Mixer::Mamba2(m) => mamba2(m),
             Mixer::ShortConv(c) => vec![vec![Dim::konst(1), Dim::from(c.channels), Dim::from(c.kernel - 1)]],
+            Mixer::AttentionAndMamba2(a, m) => [kv(a), mamba2(m)].concat(),
         };
         self.cache_names().iter().copied().zip(shapes).collect()
     }
@@ -242,12 +266,15 @@ impl ModelConfig {
     /// Whether some layer's recurrence runs over the sequence (a scan: Mamba, Mamba2), which a
     /// format without a loop lowering can only unroll over a fixed length.
     pub fn scans(&self) -> bool {
-        self.layers.iter().any(|l| matches!(l.mixer, Mixer::Mamba(_) | Mixer::Mamba2(_)))
+        self.layers.iter().any(|l| matches!(l.mixer, Mixer::Mamba(_) | Mixer::Mamba2(_) | Mixer::AttentionAndMamba2(..)))
     }
 
     /// Whether some layer keeps a recurrent state (its cache does not grow with the position).
     pub fn recurrent(&self) -> bool {
-        self.layers.iter().any(|l| matches!(l.mixer, Mixer::Mamba(_) | Mixer::Mamba2(_) | Mixer::ShortConv(_)))
+        let recurrent = |m: &Mixer| {
+            matches!(m, Mixer::Mamba(_) | Mixer::Mamba2(_) | Mixer::ShortConv(_) | Mixer::AttentionAndMamba2(..))
+        };
+        self.layers.iter().any(|l| recurrent(&l.mixer))
     }
 
     /// The window of the sliding layers; `None` when no layer slides.
@@ -306,6 +333,11 @@ pub(super) fn layer_specs(
         }
         _ => vec![None; n],
     };
+    // beside every layer's attention (only a Mamba2 mixer is read so: `SsmMixer` of Falcon-H1)
+    let parallel = match schema.ssm {
+        Some(rule @ SsmRule { layers: SsmLayers::Parallel, .. }) => Some(ssm_mixer(f, rule, dims)?),
+        _ => None,
+    };
     let specs = spans.iter().enumerate().map(|(i, &span)| {
         let layer_rope = match span {
             Span::Sliding(_) => sliding_rope.unwrap_or(rope),
@@ -320,10 +352,12 @@ pub(super) fn layer_specs(
             scale: scales[i],
             alibi,
         };
-        LayerSpec {
-            mixer: recurrent[i].clone().unwrap_or(Mixer::Attention(attention)),
-            mlp: LayerMlp::dense_or_sparse(sparse.get(i).copied().unwrap_or(false)),
-        }
+        let mixer = match (&recurrent[i], parallel.clone()) {
+            (_, Some(Mixer::Mamba2(m))) => Mixer::AttentionAndMamba2(attention, m),
+            (Some(mixer), _) => mixer.clone(),
+            (None, _) => Mixer::Attention(attention),
+        };
+        LayerSpec { mixer, mlp: LayerMlp::dense_or_sparse(sparse.get(i).copied().unwrap_or(false)) }
     });
     Ok(specs.collect())
 }
@@ -406,7 +440,7 @@ fn mamba_spec(f: &Fields, dims: &Dims) -> Result<MambaSpec> {
 fn ssm_mixer(f: &Fields, rule: SsmRule, dims: &Dims) -> Result<Mixer> {
     Ok(match rule.mixer {
         SsmMixer::Mamba => Mixer::Mamba(mamba_spec(f, dims)?),
-        SsmMixer::Mamba2(keys) => Mixer::Mamba2(mamba2_spec(f, &keys, dims)?),
+        SsmMixer::Mamba2(keys) => Mixer::Mamba2(mamba2_spec(f, keys, dims)?),
         SsmMixer::ShortConv => Mixer::ShortConv(ShortConvSpec {
             channels: dims.hidden_size,
             kernel: conv_kernel(f, ("conv_L_cache", 3))?,
@@ -466,22 +500,27 @@ fn conv_kernel(f: &Fields, (key, default): (&str, usize)) -> Result<usize> {
 fn mamba2_spec(f: &Fields, keys: &Mamba2Keys, dims: &Dims) -> Result<Mamba2Spec> {
     let heads = f.size(keys.heads.0, Some(keys.heads.1), MAX_HEADS)?;
     let expand = f.size(keys.expand.0, Some(keys.expand.1), MAX_HIDDEN)?;
-    let inner = dims.hidden_size.checked_mul(expand).filter(|&w| w <= MAX_INTERMEDIATE);
+    let inner = match keys.inner.map(|k| (k, f.raw(k))) {
+        None | Some((_, None | Some(Value::Null))) => dims.hidden_size.checked_mul(expand).filter(|&w| w <= MAX_INTERMEDIATE),
+        Some((key, Some(_))) => Some(f.size(key, None, MAX_INTERMEDIATE)?),
+    };
     let head_dim = match (f.raw(keys.head_dim.0), keys.head_dim.1) {
         (None | Some(Value::Null), None) => inner.map_or(0, |w| w / heads),
         (Some(Value::String(s)), _) if s == "auto" => inner.map_or(0, |w| w / heads),
         (_, default) => f.size(keys.head_dim.0, default, MAX_HEAD_DIM)?,
     };
     if inner.is_none() || inner != heads.checked_mul(head_dim) {
+        let width = match inner.zip(keys.inner) {
+            Some((w, key)) if f.raw(key).is_some_and(|v| !v.is_null()) => format!("{key} ({w})"),
+            _ => format!("hidden_size * {} ({} * {expand})", keys.expand.0, dims.hidden_size),
+        };
         return Err(f.err(
             keys.heads.0,
-            format!(
-                "hidden_size * {} ({} * {expand}) must equal {} * {} ({heads} * {head_dim})",
-                keys.expand.0, dims.hidden_size, keys.heads.0, keys.head_dim.0
-            ),
+            format!("{width} must equal {} * {} ({heads} * {head_dim})", keys.heads.0, keys.head_dim.0),
         ));
     }
     let groups = f.size(keys.groups.0, Some(keys.groups.1), MAX_HEADS)?;
+    let bias = f.bool(keys.bias.0)?.unwrap_or(keys.bias.1);
     if !heads.is_multiple_of(groups) {
         return Err(f.err(keys.groups.0, format!("{groups} does not divide {} ({heads})", keys.heads.0)));
     }
@@ -492,8 +531,23 @@ fn mamba2_spec(f: &Fields, keys: &Mamba2Keys, dims: &Dims) -> Result<Mamba2Spec>
         state: f.size(keys.state.0, Some(keys.state.1), MAX_HEAD_DIM)?,
         conv_kernel: conv_kernel(f, keys.conv_kernel)?,
         conv_bias: f.bool(keys.conv_bias.0)?.unwrap_or(keys.conv_bias.1),
-        bias: f.bool(keys.bias.0)?.unwrap_or(keys.bias.1),
+        bias,
+        out_bias: match keys.out_bias {
+            Some((key, default)) => f.bool(key)?.unwrap_or(default),
+            None => bias,
+        },
+        norm: gated_norm(f, keys.norm)?,
         dt_limit: time_step_limit(f)?,
+    })
+}
+
+/// Where the gated norm is, as `keys` read it (`None`: always there, after the gate).
+fn gated_norm(f: &Fields, keys: Option<GatedNormKeys>) -> Result<GatedNorm> {
+    let Some(GatedNormKeys { enabled, before_gate }) = keys else { return Ok(GatedNorm::AfterGate) };
+    Ok(match (f.bool(enabled.0)?.unwrap_or(enabled.1), f.bool(before_gate.0)?.unwrap_or(before_gate.1)) {
+        (false, _) => GatedNorm::None,
+        (true, true) => GatedNorm::BeforeGate,
+        (true, false) => GatedNorm::AfterGate,
     })
 }
 

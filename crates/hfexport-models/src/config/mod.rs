@@ -48,7 +48,7 @@ pub use generation::GenerationConfig;
 use generation::*;
 use layer_spec::*;
 pub use layer_spec::{
-    AttentionSpec, LatentSpec, LayerMlp, LayerSpec, Mamba2Spec, MambaSpec, Mixer, ShortConvSpec, Span,
+    AttentionSpec, GatedNorm, LatentSpec, LayerMlp, LayerSpec, Mamba2Spec, MambaSpec, Mixer, ShortConvSpec, Span,
 };
 use layers::*;
 use multimodal::*;
@@ -129,6 +129,8 @@ pub struct ModelConfig {
     pub residual_multiplier: Option<f64>,
     /// Logits are divided by this (Granite's `logits_scaling`; Cohere's `1 / logit_scale`).
     pub logits_scaling: Option<f64>,
+    /// Falcon-H1's µP multipliers inside each layer.
+    pub mup: Option<Mup>,
     /// `tanh(scores / c) * c` before the mask (Gemma 2's `attn_logit_softcapping`).
     pub attn_softcap: Option<f64>,
     /// `tanh(logits / c) * c` (Gemma 2/3's `final_logit_softcapping`).
@@ -147,6 +149,21 @@ pub struct ModelConfig {
     /// The image side of a vision-language model (LLaVA); the fields above are its text
     /// model's (`text_config`).
     pub vision: Option<Box<VisionConfig>>,
+}
+
+/// Falcon-H1's µP multipliers (`FalconH1Config`, every one 1.0 by default): the factor of the
+/// keys, of the attention's input and output, of the Mamba2 mixer's input and output, of the
+/// five parts of its input projection (`ssm_multipliers`: gate, x, B, C, dt; transformers'
+/// `mup_vector`), and of the MLP's gate projection and output (`mlp_multipliers`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Mup {
+    pub key: f64,
+    pub attention_in: f64,
+    pub attention_out: f64,
+    pub ssm_in: f64,
+    pub ssm_out: f64,
+    pub ssm: [f64; 5],
+    pub mlp: [f64; 2],
 }
 
 /// A vision-language model's image side, resolved (LlavaConfig's keys).
@@ -479,6 +496,7 @@ fn model_config(
         embedding_scale: embedding_scale(f, schema, &dims)?,
         residual_multiplier,
         logits_scaling,
+        mup: mup_multipliers(f, schema)?,
         attn_softcap,
         final_softcap,
         moe,

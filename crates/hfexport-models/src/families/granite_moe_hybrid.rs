@@ -13,7 +13,7 @@ use crate::layout::*;
 use crate::schema::*;
 
 /// Bamba's mixer as `GraniteMoeHybridConfig` names its keys.
-const GRANITE_HYBRID_MAMBA: Mamba2Keys = Mamba2Keys {
+pub(super) const GRANITE_HYBRID_MAMBA: Mamba2Keys = Mamba2Keys {
     heads: ("mamba_n_heads", 128),
     head_dim: ("mamba_d_head", None),
     groups: ("mamba_n_groups", 1),
@@ -22,6 +22,9 @@ const GRANITE_HYBRID_MAMBA: Mamba2Keys = Mamba2Keys {
     expand: ("mamba_expand", 2),
     conv_bias: ("mamba_conv_bias", true),
     bias: ("mamba_proj_bias", false),
+    out_bias: None,
+    inner: None,
+    norm: None,
 };
 
 const SHARED_MLP: MlpLayout =
@@ -48,7 +51,7 @@ pub const FAMILY: Architecture = Architecture {
             }
         }),
         ssm: Some(SsmRule {
-            mixer: SsmMixer::Mamba2(GRANITE_HYBRID_MAMBA),
+            mixer: SsmMixer::Mamba2(&GRANITE_HYBRID_MAMBA),
             layers: SsmLayers::LayerTypes { kind: "linear_attention", attention: None },
         }),
         ..GRANITE_MOE_SHARED.config

@@ -79,6 +79,7 @@ pub const LLAMA_SCHEMA: ConfigSchema = ConfigSchema {
     seq2seq: None,
     ssm: None,
     ffn_auto_adjust: false,
+    mup: false,
 };
 
 pub const FAMILY: Architecture = Architecture {

@@ -21,7 +21,7 @@ pub const FAMILY: Architecture = Architecture {
             pad_token_id: Some(1),
             ..MAMBA.config.defaults
         },
-        ssm: Some(SsmRule { mixer: SsmMixer::Mamba2(MAMBA2_KEYS), layers: SsmLayers::Every }),
+        ssm: Some(SsmRule { mixer: SsmMixer::Mamba2(&MAMBA2_KEYS), layers: SsmLayers::Every }),
         ..MAMBA.config
     },
     layout: MAMBA.layout,

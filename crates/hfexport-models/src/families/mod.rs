@@ -25,6 +25,7 @@ pub mod cohere;
 pub mod deepseek;
 pub mod distilbert;
 pub mod falcon;
+pub mod falcon_h1;
 pub mod gemma;
 pub mod gemma2;
 pub mod gemma3;
@@ -126,6 +127,7 @@ pub const ARCHITECTURES: &[Architecture] = &[
     mamba::FAMILY,
     mamba2::FAMILY,
     granite_moe_hybrid::FAMILY,
+    falcon_h1::FAMILY,
     lfm2::FAMILY,
 ];
 

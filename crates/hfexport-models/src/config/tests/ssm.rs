@@ -63,3 +63,52 @@ fn mamba2_keys_and_checks() {
         assert!(e.contains(key), "{extra}: {e}");
     }
 }
+
+fn falcon_h1(extra: &str) -> Result<ModelConfig> {
+    let base = r#"{"architectures": ["FalconH1ForCausalLM"], "model_type": "falcon_h1", "vocab_size": 128,
+        "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+        "intermediate_size": 96, "mamba_n_heads": 8, "mamba_d_state": 16}"#;
+    parse(&json_with(base, extra))
+}
+
+#[test]
+fn falcon_h1_layers_norms_and_multipliers() {
+    let c = falcon_h1("{}").unwrap();
+    let Mixer::AttentionAndMamba2(a, m) = &c.layers[0].mixer else { panic!("parallel layers") };
+    // the width is mamba_expand (2) * hidden without mamba_d_ssm; "auto" head size 128 / 8
+    assert_eq!((a.heads, a.kv_heads, a.head_dim, a.rope.is_some()), (4, 2, 16, true));
+    assert_eq!((m.heads, m.head_dim, m.groups, m.state, m.conv_kernel), (8, 16, 1, 16, 4));
+    // class defaults: no gated norm (mamba_rms_norm false), no projection biases, conv bias
+    assert_eq!((m.norm, m.bias, m.out_bias, m.conv_bias), (GatedNorm::None, false, false, true));
+    assert_eq!(c.mup, Some(Mup { key: 1.0, attention_in: 1.0, attention_out: 1.0, ssm_in: 1.0, ssm_out: 1.0, ssm: [1.0; 5], mlp: [1.0; 2] }));
+    assert_eq!((c.embedding_scale, c.logits_scaling, c.layers[0].mlp), (Some(1.0), Some(1.0), LayerMlp::Dense));
+    let names: Vec<&str> = c.layers[1].cache(&hfexport_core::Dim::konst(8)).iter().map(|(n, _)| *n).collect();
+    assert_eq!(names, ["keys", "values", "conv", "ssm"]);
+    assert!(c.recurrent() && c.scans());
+
+    let c = falcon_h1(
+        r#"{"mamba_d_ssm": 96, "mamba_n_heads": 6, "mamba_rms_norm": true, "mamba_proj_bias": true,
+            "key_multiplier": 0.5, "ssm_multipliers": [1, 2, 3, 4, 5], "mlp_multipliers": [0.25, 4],
+            "embedding_multiplier": 3.0, "lm_head_multiplier": 0.25}"#,
+    )
+    .unwrap();
+    let Mixer::AttentionAndMamba2(_, m) = &c.layers[0].mixer else { panic!("parallel layers") };
+    assert_eq!((m.inner(), m.head_dim, m.norm, m.bias, m.out_bias), (96, 16, GatedNorm::BeforeGate, true, false));
+    let mup = c.mup.unwrap();
+    assert_eq!((mup.key, mup.ssm, mup.mlp), (0.5, [1.0, 2.0, 3.0, 4.0, 5.0], [0.25, 4.0]));
+    assert_eq!((c.embedding_scale, c.logits_scaling), (Some(3.0), Some(4.0)));
+    let c = falcon_h1(r#"{"mamba_rms_norm": true, "mamba_norm_before_gate": false, "projectors_bias": true}"#);
+    let Mixer::AttentionAndMamba2(_, m) = &c.unwrap().layers[0].mixer else { panic!("parallel layers") };
+    assert_eq!((m.norm, m.bias, m.out_bias), (GatedNorm::AfterGate, false, true));
+
+    for (extra, key) in [
+        (r#"{"mamba_d_ssm": 100}"#, "mamba_d_ssm (100) must equal mamba_n_heads * mamba_d_head"),
+        (r#"{"mamba_d_head": 8}"#, "hidden_size * mamba_expand (64 * 2) must equal"),
+        (r#"{"ssm_multipliers": [1, 2]}"#, "ssm_multipliers"),
+        (r#"{"mlp_multipliers": "large"}"#, "mlp_multipliers"),
+        (r#"{"lm_head_multiplier": 0}"#, "lm_head_multiplier"),
+    ] {
+        let e = falcon_h1(extra).unwrap_err().to_string();
+        assert!(e.contains(key), "{extra}: {e}");
+    }
+}
