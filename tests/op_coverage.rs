@@ -36,7 +36,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// Number of `Op` variants: [`ordinal`] numbers them `0..VARIANTS`.
-const VARIANTS: usize = 31;
+const VARIANTS: usize = 32;
 
 /// The position of `op`'s variant. No catch-all arm: a new variant does not compile until it
 /// is numbered here (then raise [`VARIANTS`] and add a case to [`cases`]).
@@ -73,6 +73,7 @@ fn ordinal(op: &Op) -> usize {
         Op::QuantGather { .. } => 28,
         Op::CumSum { .. } => 29,
         Op::SelectiveScan => 30,
+        Op::DeltaScan => 31,
     }
 }
 
@@ -541,6 +542,17 @@ fn cases() -> Vec<Case> {
         let cm = b.float("c", &[B, K(3), K(2), K(2)], -1.0, 1.0);
         let h0 = b.float("h0", &[B, K(6), K(2)], -1.0, 1.0);
         all.push(b.finish("SelectiveScan", Op::SelectiveScan, &[x, dt, a, bm, cm, h0]));
+    }
+    // 2 heads, dk 3, dv 2 over a fixed sequence of 3 (L2-normalised-like small keys)
+    {
+        let mut b = Build::new(32);
+        let q = b.float("q", &[B, K(2), K(3), K(3)], -0.6, 0.6);
+        let k = b.float("k", &[B, K(2), K(3), K(3)], -0.6, 0.6);
+        let v = b.float("v", &[B, K(2), K(3), K(2)], -1.0, 1.0);
+        let g = b.float("g", &[B, K(2), K(3)], -1.0, -0.01);
+        let beta = b.float("beta", &[B, K(2), K(3)], 0.1, 0.9);
+        let s0 = b.float("s0", &[B, K(2), K(3), K(2)], -1.0, 1.0);
+        all.push(b.finish("DeltaScan", Op::DeltaScan, &[q, k, v, g, beta, s0]));
     }
     // equal values come out in index order, as torch.topk and ONNX TopK give them
     let mut b = Build::new(26);

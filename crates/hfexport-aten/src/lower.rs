@@ -67,7 +67,7 @@ pub fn native(op: &Op) -> bool {
         // feeding `linear` / `index_select`: what `torch.export.load` runs without torchao
         Op::QuantLinear { .. } | Op::QuantGather { .. } => false,
         // unrolled over a static sequence by core (no `higher_order.scan` call is written yet)
-        Op::SelectiveScan => false,
+        Op::SelectiveScan | Op::DeltaScan => false,
     }
 }
 
@@ -500,6 +500,7 @@ fn lower_node(em: &mut Emit, dims: &mut DimLowering<SymVal>, n: &Node) -> Result
         | Op::TopK { .. }
         | Op::Moe { .. }
         | Op::SelectiveScan
+        | Op::DeltaScan
         | Op::QuantLinear { zero_point: true, .. }
         | Op::QuantGather { .. } => {
             return Err(err(&n.name, n.op.name(), "has no native ATen lowering; it should have been decomposed"))

@@ -157,6 +157,10 @@ pub fn expand(g: &mut Graph, node: &Node, ins: &[ValueId]) -> Result<Vec<ValueId
             let (y, h) = e.selective_scan(ins)?;
             Ok(vec![y, h])
         }
+        Op::DeltaScan => {
+            let (o, s) = e.delta_scan(ins)?;
+            Ok(vec![o, s])
+        }
         // primitives: nothing to expand (listed, so a new op says which kind it is)
         Op::Constant(_)
         | Op::Unary(_)
@@ -220,15 +224,7 @@ impl Emitter<'_> {
     /// viewed as `[b, g, d / g, n]` (each group's channels against its B and C); the outputs
     /// concatenated. A run-time sequence length needs the backend's own loop: refused here.
     fn selective_scan(&mut self, ins: &[ValueId]) -> Result<(ValueId, ValueId)> {
-        let len_dim = self.shape(ins[0])[2].clone();
-        let Some(len) = len_dim.as_const() else {
-            return Err(Error::Config(format!(
-                "`{}`: a selective scan over a sequence of run-time length (`{len_dim}`) needs a loop, which this \
-                 format's lowering does not have yet; export with a fixed sequence (without --dynamic), or for \
-                 generation (--for-generation --static-cache N: the decode step takes one token per call)",
-                self.prefix
-            )));
-        };
+        let len = self.static_steps("a selective scan", &self.shape(ins[0])[2].clone())?;
         let [x, dt, a, b, c, h0] = [ins[0], ins[1], ins[2], ins[3], ins[4], ins[5]];
         let (xs, bs) = (self.shape(x), self.shape(b));
         let (batch, d, g, n) = (xs[0].clone(), xs[1].clone(), bs[2].clone(), bs[3].clone());
@@ -267,6 +263,54 @@ impl Emitter<'_> {
         let state = self.op("state", Op::Reshape { shape: vec![batch, d, n] }, &[h])?;
         Ok((y, state))
     }
+    /// The steps of a recurrence over `len`, which must be static: a run-time length needs the
+    /// backend's own loop, refused here naming the scan.
+    fn static_steps(&self, what: &str, len: &Dim) -> Result<i64> {
+        len.as_const().ok_or_else(|| {
+            Error::Config(format!(
+                "`{}`: {what} over a sequence of run-time length (`{len}`) needs a loop, which this format's \
+                 lowering does not have yet; export with a fixed sequence (without --dynamic), or for generation \
+                 (--for-generation --static-cache N: the decode step takes one token per call)",
+                self.prefix
+            ))
+        })
+    }
+
+    /// [`Op::DeltaScan`] unrolled over its static sequence, one step per position as
+    /// transformers' `torch_recurrent_gated_delta_rule` computes it (in f32): `S *= exp(g_t)`,
+    /// `delta = (v_t - k_t S) * beta_t`, `S += k_t^T delta`, `o_t = q_t S` (rows `[b, h, 1, *]`);
+    /// the outputs concatenated.
+    fn delta_scan(&mut self, ins: &[ValueId]) -> Result<(ValueId, ValueId)> {
+        let len = self.static_steps("a gated delta rule", &self.shape(ins[0])[2].clone())?;
+        let [q, k, v, g, beta, mut s] = [ins[0], ins[1], ins[2], ins[3], ins[4], ins[5]];
+        let gs = self.shape(g);
+        let column = vec![gs[0].clone(), gs[1].clone(), Dim::konst(1), Dim::konst(1)];
+        let mut os = Vec::with_capacity(len as usize);
+        for t in 0..len {
+            let at = |axis| Op::Slice { axis, start: Dim::konst(t), end: Dim::konst(t + 1) };
+            let [q_t, k_t, v_t] = [("q", q), ("k", k), ("v", v)].map(|(n, x)| self.op(&format!("{n}.{t}"), at(2), &[x]));
+            let (q_t, k_t, v_t) = (q_t?, k_t?, v_t?);
+            let g_t = self.op(&format!("g.{t}"), at(2), &[g])?;
+            let g_t = self.op(&format!("g_col.{t}"), Op::Reshape { shape: column.clone() }, &[g_t])?;
+            let beta_t = self.op(&format!("beta.{t}"), at(2), &[beta])?;
+            let beta_t = self.op(&format!("beta_col.{t}"), Op::Reshape { shape: column.clone() }, &[beta_t])?;
+            let decay = self.un(&format!("decay.{t}"), UnaryOp::Exp, g_t)?;
+            s = self.bin(&format!("decayed.{t}"), BinaryOp::Mul, s, decay)?;
+            let kv = self.op(&format!("kv.{t}"), Op::MatMul, &[k_t, s])?;
+            let diff = self.bin(&format!("diff.{t}"), BinaryOp::Sub, v_t, kv)?;
+            let delta = self.bin(&format!("delta.{t}"), BinaryOp::Mul, diff, beta_t)?;
+            let k_col = self.op(&format!("k_col.{t}"), Op::Transpose { perm: vec![0, 1, 3, 2] }, &[k_t])?;
+            let update = self.op(&format!("update.{t}"), Op::MatMul, &[k_col, delta])?;
+            s = self.bin(&format!("state.{t}"), BinaryOp::Add, s, update)?;
+            os.push(self.op(&format!("o.{t}"), Op::MatMul, &[q_t, s])?);
+        }
+        let o = match os[..] {
+            [one] => one,
+            _ => self.op("o", Op::Concat { axis: 2 }, &os)?,
+        };
+        Ok((o, s))
+    }
+
     fn dtype(&self, x: ValueId) -> DType {
         self.g.info(x).dtype
     }

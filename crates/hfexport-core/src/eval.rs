@@ -253,6 +253,10 @@ fn eval_node(node: &Node, ins: &[&Tensor], b: &Bindings) -> Result<Vec<Tensor>> 
             let (y, h) = selective_scan(ins)?;
             Ok(vec![y, h])
         }
+        Op::DeltaScan => {
+            let (o, s) = delta_scan(ins)?;
+            Ok(vec![o, s])
+        }
     }
 }
 
@@ -481,6 +485,46 @@ fn selective_scan(ins: &[&Tensor]) -> Result<(Tensor, Tensor)> {
         }
     }
     Ok((Tensor::float(x.dtype(), x.shape().to_vec(), y)?, Tensor::float(h0.dtype(), h0.shape().to_vec(), h)?))
+}
+
+/// [`Op::DeltaScan`] step by step in f32, in transformers' order: `S *= exp(g)`, `kv = S^T k`,
+/// `delta = (v - kv) * beta`, `S += k delta^T`, `o = S^T q`.
+fn delta_scan(ins: &[&Tensor]) -> Result<(Tensor, Tensor)> {
+    let (v, s0) = (ins[2], ins[5]);
+    let [b, h, len, dk] = *ins[0].shape() else { return Err(Error::Tensor("q must be rank 4".into())) };
+    let dv = v.shape()[3];
+    let [q, k, vs, g, beta] = [0, 1, 2, 3, 4].map(|i| ins[i].as_f32());
+    let (q, k, vs, g, beta) = (q?, k?, vs?, g?, beta?);
+    let mut s = s0.as_f32()?.to_vec();
+    let mut o = vec![0f32; b * h * len * dv];
+    let mut kv = vec![0f32; dv];
+    for bh in 0..b * h {
+        let state = &mut s[bh * dk * dv..][..dk * dv];
+        for t in 0..len {
+            let at = bh * len + t;
+            let (q_t, k_t, v_t) = (&q[at * dk..][..dk], &k[at * dk..][..dk], &vs[at * dv..][..dv]);
+            let decay = g[at].exp();
+            state.iter_mut().for_each(|x| *x *= decay);
+            kv.fill(0.0);
+            for i in 0..dk {
+                for j in 0..dv {
+                    kv[j] += state[i * dv + j] * k_t[i];
+                }
+            }
+            for i in 0..dk {
+                for j in 0..dv {
+                    state[i * dv + j] += k_t[i] * ((v_t[j] - kv[j]) * beta[at]);
+                }
+            }
+            let out = &mut o[at * dv..][..dv];
+            for i in 0..dk {
+                for j in 0..dv {
+                    out[j] += state[i * dv + j] * q_t[i];
+                }
+            }
+        }
+    }
+    Ok((Tensor::float(v.dtype(), v.shape().to_vec(), o)?, Tensor::float(s0.dtype(), s0.shape().to_vec(), s)?))
 }
 
 /// `ins`: x, gate, up, down weights, then optionally the three biases.

@@ -298,6 +298,14 @@ pub enum Op {
     /// backend without a loop lowering gets the steps unrolled over a static `L` (a decode step
     /// is one), never a quadratic form.
     SelectiveScan,
+    /// The gated delta rule of Qwen3-Next's and Qwen3.5's linear attention over the sequence,
+    /// in f32: `q [b, h, L, dk]` (L2-normalised and scaled), `k [b, h, L, dk]` (L2-normalised),
+    /// `v [b, h, L, dv]`, `g [b, h, L]` (the log decay), `beta [b, h, L]`, `S0 [b, h, dk, dv]`
+    /// -> `o [b, h, L, dv]`, `S [b, h, dk, dv]`. Per step, as transformers'
+    /// `torch_recurrent_gated_delta_rule`: `S = S * exp(g_t)`, `delta = (v_t - S^T k_t) *
+    /// beta_t`, `S = S + k_t (outer) delta`, `o_t = S^T q_t`. Like [`Op::SelectiveScan`], a
+    /// recurrence O(L): a backend without a loop gets it unrolled over a static `L`.
+    DeltaScan,
 }
 
 impl Op {
@@ -363,6 +371,7 @@ impl Op {
             Op::QuantLinear { .. } => "QuantLinear",
             Op::QuantGather { .. } => "QuantGather",
             Op::SelectiveScan => "SelectiveScan",
+            Op::DeltaScan => "DeltaScan",
             Op::CacheUpdate => "CacheUpdate",
             Op::ScatterSlots => "ScatterSlots",
         }
@@ -404,7 +413,8 @@ impl Op {
             | Op::Moe { .. }
             | Op::QuantLinear { .. }
             | Op::QuantGather { .. }
-            | Op::SelectiveScan => {}
+            | Op::SelectiveScan
+            | Op::DeltaScan => {}
         }
     }
 
@@ -441,7 +451,8 @@ impl Op {
             | Op::Moe { .. }
             | Op::QuantLinear { .. }
             | Op::QuantGather { .. }
-            | Op::SelectiveScan => true,
+            | Op::SelectiveScan
+            | Op::DeltaScan => true,
         }
     }
 
@@ -500,7 +511,8 @@ impl Op {
             | Op::Linear
             | Op::CacheUpdate
             | Op::ScatterSlots
-            | Op::SelectiveScan => String::new(),
+            | Op::SelectiveScan
+            | Op::DeltaScan => String::new(),
         };
         if s.is_empty() {
             s
@@ -907,6 +919,7 @@ impl Op {
                 one(dtype, ids.shape.iter().cloned().chain([w[1].clone()]).collect())
             }
             Op::SelectiveScan => selective_scan_infos(ins),
+            Op::DeltaScan => delta_scan_infos(ins),
             Op::CacheUpdate | Op::ScatterSlots => {
                 arity(ins, 3)?;
                 let (c, n, p) = (ins[0], ins[1], ins[2]);
@@ -1107,6 +1120,32 @@ fn check_axes(axes: &[usize], rank: usize) -> Result<(), String> {
 fn bcast(a: &[Dim], b: &[Dim]) -> Result<Vec<Dim>, String> {
     broadcast_shapes(a, b)
         .ok_or_else(|| format!("shapes {} and {} do not broadcast", shape_to_string(a), shape_to_string(b)))
+}
+
+/// [`Op::DeltaScan`]'s outputs: `o` like `v`, the last state like `S0`, once every input is f32
+/// and they agree on `b`, `h`, `L`, `dk` and `dv`.
+fn delta_scan_infos(ins: &[&ValueInfo]) -> Result<Vec<ValueInfo>, String> {
+    arity(ins, 6)?;
+    let (q, k, v, g, beta, s) = (ins[0], ins[1], ins[2], ins[3], ins[4], ins[5]);
+    if let Some((i, x)) = ins.iter().enumerate().find(|(_, x)| x.dtype != DType::F32) {
+        return Err(format!("input {i} must be f32, got {}", x.dtype));
+    }
+    let ranks = [q, k, v, g, beta, s].map(ValueInfo::rank);
+    let fits = ranks == [4, 4, 4, 3, 3, 4]
+        && q.shape == k.shape
+        && v.shape[..3] == q.shape[..3]
+        && g.shape[..] == q.shape[..3]
+        && beta.shape == g.shape
+        && s.shape == [q.shape[0].clone(), q.shape[1].clone(), q.shape[3].clone(), v.shape[3].clone()];
+    if !fits {
+        let all: Vec<String> = ins.iter().map(|x| shape_to_string(&x.shape)).collect();
+        return Err(format!(
+            "q [b, h, L, dk], k [b, h, L, dk], v [b, h, L, dv], g [b, h, L], beta [b, h, L], S0 [b, h, dk, dv] do \
+             not fit: {}",
+            all.join(", ")
+        ));
+    }
+    Ok(vec![v.clone(), s.clone()])
 }
 
 /// [`Op::SelectiveScan`]'s outputs: `y` like `x`, the last state like `h0`, once every input

@@ -73,7 +73,7 @@ pub fn native(op: &Op) -> bool {
         // (a symmetric `QuantLinear` is an XNNPACK delegate instead: [`HfBackend::lowering`])
         Op::QuantLinear { .. } | Op::QuantGather { .. } => false,
         // unrolled over a static sequence by core (the program has no loop)
-        Op::SelectiveScan => false,
+        Op::SelectiveScan | Op::DeltaScan => false,
     }
 }
 

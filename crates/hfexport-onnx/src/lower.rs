@@ -80,8 +80,24 @@ pub fn native(op: &Op, opset: u32) -> bool {
         // of two from 16 (a per-channel head over a hidden size that is not one is decomposed:
         // standard `Cast`/`Mul` ops feeding `Gemm` / `Gather`)
         Op::QuantLinear { group, .. } | Op::QuantGather { group, .. } => ort_block(*group),
-        // one `Scan` over the sequence, whose body is the recurrent step ([`Ctx::selective_scan`])
-        Op::SelectiveScan => true,
+        // one `Scan` over the sequence, whose body is the recurrent step ([`Ctx::selective_scan`],
+        // [`Ctx::delta_scan`])
+        Op::SelectiveScan | Op::DeltaScan => true,
+    }
+}
+
+/// A loop body's port `name`: an f32 tensor of any shape.
+fn f32_port(name: &String) -> ValueInfoProto {
+    ValueInfoProto {
+        name: Some(name.clone()),
+        r#type: Some(TypeProto {
+            value: Some(type_proto::Value::TensorType(type_proto::Tensor {
+                elem_type: Some(onnx_dtype(DType::F32) as i32),
+                shape: None,
+            })),
+            ..Default::default()
+        }),
+        ..Default::default()
     }
 }
 
@@ -448,6 +464,7 @@ impl<'g> Ctx<'g> {
             }
             Op::Linear => return self.linear(n, &ins, &outs),
             Op::SelectiveScan => return self.selective_scan(n, &ins, &outs),
+            Op::DeltaScan => return self.delta_scan(n, &ins, &outs),
             Op::QuantLinear { bits, group, zero_point } if self.quant_ops == OnnxQuantOps::Standard => {
                 return self.dq_matmul(n, &ins, &outs, (*bits, *group, *zero_point))
             }
@@ -570,22 +587,11 @@ impl<'g> Ctx<'g> {
         body.push("Identity", &a_out, vec![a.clone()], vec![a_out.clone()], vec![]);
         body.push("Reshape", &y_t, vec![y, s_y], vec![y_t.clone()], vec![]);
         self.em.fresh = body.fresh;
-        let any_f32 = |name: &String| ValueInfoProto {
-            name: Some(name.clone()),
-            r#type: Some(TypeProto {
-                value: Some(type_proto::Value::TensorType(type_proto::Tensor {
-                    elem_type: Some(onnx_dtype(DType::F32) as i32),
-                    shape: None,
-                })),
-                ..Default::default()
-            }),
-            ..Default::default()
-        };
         let graph = GraphProto {
             name: Some(port("step")),
             node: body.nodes,
-            input: [&h, &a, &x_t, &dt_t, &b_t, &c_t].map(any_f32).to_vec(),
-            output: [&h_out, &a_out, &y_t].map(any_f32).to_vec(),
+            input: [&h, &a, &x_t, &dt_t, &b_t, &c_t].map(f32_port).to_vec(),
+            output: [&h_out, &a_out, &y_t].map(f32_port).to_vec(),
             ..Default::default()
         };
         let attrs = vec![
@@ -602,6 +608,58 @@ impl<'g> Ctx<'g> {
         let a_final = self.em.tmp("scan_a");
         let inputs = vec![ins[5].clone(), a_groups, ins[0].clone(), ins[1].clone(), ins[3].clone(), ins[4].clone()];
         self.em.push("Scan", &n.name, inputs, vec![outs[1].clone(), a_final, outs[0].clone()], attrs);
+        Ok(())
+    }
+
+    /// [`Op::DeltaScan`] as one `Scan` over the sequence (axis 2 of `q`, `k`, `v`, `g`, `beta`;
+    /// the state `S` carried): the body is the step of core's decomposition on rows `[b, h, 1,
+    /// *]` (`Reshape`'s 0 keeps `b` and `h`), and `o` is stacked along axis 2.
+    fn delta_scan(&mut self, n: &Node, ins: &[String], outs: &[String]) -> Result<()> {
+        let mut body = Emit { nodes: vec![], fresh: self.em.fresh };
+        let port = |p: &str| format!("{}.{p}", n.name);
+        let [s, q_t, k_t, v_t, g_t, beta_t, s_out, o_t] =
+            ["s", "q_t", "k_t", "v_t", "g_t", "beta_t", "s_out", "o_t"].map(port);
+        let shape =
+            |b: &mut Emit, dims: &[i64]| b.constant(&Tensor::i64(vec![dims.len()], dims.to_vec()).expect("1-D"));
+        let [row, column, scalar, flat] = [vec![0, 0, 1, -1], vec![0, 0, -1, 1], vec![0, 0, 1, 1], vec![0, 0, -1]]
+            .map(|dims| shape(&mut body, &dims));
+        let reshape = |b: &mut Emit, v: &str, to: &str| b.helper("Reshape", vec![v.into(), to.into()], vec![]);
+        let g = reshape(&mut body, &g_t, &scalar);
+        let decay = body.helper("Exp", vec![g], vec![]);
+        let decayed = body.helper("Mul", vec![s.clone(), decay], vec![]);
+        let k_row = reshape(&mut body, &k_t, &row);
+        let kv = body.helper("MatMul", vec![k_row, decayed.clone()], vec![]);
+        let v_row = reshape(&mut body, &v_t, &row);
+        let diff = body.helper("Sub", vec![v_row, kv], vec![]);
+        let beta = reshape(&mut body, &beta_t, &scalar);
+        let delta = body.helper("Mul", vec![diff, beta], vec![]);
+        let k_col = reshape(&mut body, &k_t, &column);
+        let update = body.helper("MatMul", vec![k_col, delta], vec![]);
+        body.push("Add", &s_out, vec![decayed, update], vec![s_out.clone()], vec![]);
+        let q_row = reshape(&mut body, &q_t, &row);
+        let o = body.helper("MatMul", vec![q_row, s_out.clone()], vec![]);
+        body.push("Reshape", &o_t, vec![o, flat], vec![o_t.clone()], vec![]);
+        self.em.fresh = body.fresh;
+        let graph = GraphProto {
+            name: Some(port("step")),
+            node: body.nodes,
+            input: [&s, &q_t, &k_t, &v_t, &g_t, &beta_t].map(f32_port).to_vec(),
+            output: [&s_out, &o_t].map(f32_port).to_vec(),
+            ..Default::default()
+        };
+        let attrs = vec![
+            AttributeProto {
+                name: Some("body".into()),
+                g: Some(graph),
+                r#type: Some(AttributeType::Graph as i32),
+                ..Default::default()
+            },
+            attr_int("num_scan_inputs", 5),
+            attr_ints("scan_input_axes", &[2; 5]),
+            attr_ints("scan_output_axes", &[2]),
+        ];
+        let inputs = vec![ins[5].clone(), ins[0].clone(), ins[1].clone(), ins[2].clone(), ins[3].clone(), ins[4].clone()];
+        self.em.push("Scan", &n.name, inputs, vec![outs[1].clone(), outs[0].clone()], attrs);
         Ok(())
     }
 

@@ -76,7 +76,7 @@ pub fn native(op: &Op) -> bool {
         // `[rows, cols]` would be constant-folded into float weights at compile time)
         Op::QuantLinear { .. } | Op::QuantGather { .. } => true,
         // unrolled over a static sequence by core (a `TensorIterator` body is not written yet)
-        Op::SelectiveScan => false,
+        Op::SelectiveScan | Op::DeltaScan => false,
     }
 }
 
@@ -766,6 +766,7 @@ impl<'g> Ctx<'g> {
             | Op::ApplyRotary
             | Op::GatedMlp { .. }
             | Op::SelectiveScan
+            | Op::DeltaScan
             | Op::TopK { .. }
             | Op::Moe { .. } => {
                 return Err(OvError::Lowering {

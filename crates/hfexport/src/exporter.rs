@@ -157,7 +157,9 @@ impl AutoHfExporter {
     /// are read: a test can plan a full-size model without its weights).
     pub fn plan_model(&self, req: &ExportRequest, model: &ModelConfig, weights: &dyn Weights) -> Result<ExportPlan> {
         let latent = self.config.common().latent_attention;
-        let sequence_loops = self.backend().lowering(&Op::SelectiveScan, &self.config) == Lowering::Native;
+        // every recurrence a model may hold must loop natively
+        let native = |op: Op| self.backend().lowering(&op, &self.config) == Lowering::Native;
+        let sequence_loops = native(Op::SelectiveScan) && native(Op::DeltaScan);
         let opts = BuildOptions { dtype: req.dtype, latent, sequence_loops, ..Default::default() };
         let task = req.task_of(model);
         let mut components = match &req.generation {
