@@ -37,7 +37,7 @@ fn run_case_on(name: &str, case: &str, decomposed: bool) {
     if decomposed {
         // a recurrence unrolls over a static sequence only (a backend without a loop sees
         // the export's fixed length): the golden's
-        if g.nodes().iter().any(|n| n.op == Op::SelectiveScan) {
+        if g.nodes().iter().any(|n| matches!(n.op, Op::SelectiveScan | Op::DeltaScan)) {
             let len = gold[&format!("{case}.input_ids")].shape()[1];
             g.substitute_symbol("sequence", &Dim::from(len)).unwrap();
         }

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Random tiny state-space checkpoints nobody has seen (Mamba, Mamba2, Granite 4.0's hybrid,
-LFM2, Falcon-H1), with transformers' outputs for each.
+LFM2, Falcon-H1, Qwen3.5, Qwen3-Next), with transformers' outputs for each.
 
 Usage: random_ssm.py OUTDIR [--seed S] [--per-arch N]
 
@@ -37,6 +37,11 @@ The configs sample what transformers 5.23 accepts:
     or after the gate (or no norm), separate in/out projection biases, attention head_dim
     explicit or hidden / heads, KV heads, every muP multiplier (keys, attention and mixer in and
     out, the five ssm_multipliers, mlp_multipliers, embedding, lm head) random;
+  - Qwen3_5 / Qwen3Next: a random pattern of gated DeltaNet and gated attention layers, key and
+    value heads (value heads a multiple), key and value head sizes, conv kernel 2-5, attention
+    heads, KV heads, head_dim with partial rotary 0.25, 0.5 or 1 (Qwen3.5: M-RoPE sections
+    summing to the rotary half), attention bias; Qwen3-Next: 2-4 experts top-1/2, renormalised
+    or not, the shared expert's width, decoder_sparse_step, mlp_only_layers;
   - all: hidden_act silu or gelu_pytorch_tanh (the convolution's activation).
 """
 
@@ -46,7 +51,15 @@ import random
 import sys
 from pathlib import Path
 
-ARCHS = ["MambaForCausalLM", "Mamba2ForCausalLM", "GraniteMoeHybridForCausalLM", "Lfm2ForCausalLM", "FalconH1ForCausalLM"]
+ARCHS = [
+    "MambaForCausalLM",
+    "Mamba2ForCausalLM",
+    "GraniteMoeHybridForCausalLM",
+    "Lfm2ForCausalLM",
+    "FalconH1ForCausalLM",
+    "Qwen3_5ForCausalLM",
+    "Qwen3NextForCausalLM",
+]
 PAD_ID = 0
 STD = 0.15
 MIN_LEN, MAX_LEN = 5, 12
@@ -88,6 +101,8 @@ def sample(rng, arch):
         return sample_lfm2(rng, common), True
     if arch == "FalconH1ForCausalLM":
         return sample_falcon_h1(rng, common), True
+    if arch in ("Qwen3_5ForCausalLM", "Qwen3NextForCausalLM"):
+        return sample_delta_net(rng, common, arch == "Qwen3NextForCausalLM"), True
     heads = rng.choice([1, 2, 3, 4, 6, 8])
     groups = rng.choice([g for g in range(1, heads + 1) if heads % g == 0])
     expand = rng.choice([1, 2, 4])
@@ -251,6 +266,59 @@ def sample_falcon_h1(rng, common):
     return kw
 
 
+def sample_delta_net(rng, common, next_):
+    """Qwen3_5TextConfig / Qwen3NextConfig kwargs: a layer pattern with at least one DeltaNet and
+    one attention layer, the DeltaNet's heads and sizes, the gated attention, Qwen3-Next's experts."""
+    kw = {k: common[k] for k in ("vocab_size", "tie_word_embeddings", "pad_token_id", "bos_token_id", "eos_token_id")}
+    layers = rng.randint(2, 4)
+    linear, full = rng.sample(range(layers), 2)
+    kinds = [rng.choice(["linear_attention", "full_attention"]) for _ in range(layers)]
+    kinds[linear], kinds[full] = "linear_attention", "full_attention"
+    heads = rng.choice([1, 2, 4])
+    head_dim = rng.choice([8, 16])
+    factor = rng.choice([0.25, 0.5, 1.0])
+    rope = {"rope_type": "default", "rope_theta": rng.choice([10000.0, 1000000.0]), "partial_rotary_factor": factor}
+    if not next_:
+        half = int(head_dim * factor) // 2
+        t = rng.randint(0, half)
+        h = rng.randint(0, half - t)
+        rope.update(mrope_section=[t, h, half - t - h], mrope_interleaved=True)
+    key_heads = rng.randint(1, 3)
+    kw.update(
+        num_hidden_layers=layers,
+        layer_types=kinds,
+        hidden_size=rng.randint(8, 64),
+        intermediate_size=rng.randint(4, 96),
+        num_attention_heads=heads,
+        num_key_value_heads=rng.choice([h for h in (1, heads) if heads % h == 0]),
+        head_dim=head_dim,
+        attention_bias=rng.random() < 0.3,
+        linear_num_key_heads=key_heads,
+        linear_num_value_heads=key_heads * rng.randint(1, 3),
+        linear_key_head_dim=rng.randint(2, 16),
+        linear_value_head_dim=rng.randint(2, 16),
+        linear_conv_kernel_dim=rng.randint(2, 5),
+        hidden_act=common["hidden_act"],
+        # the gated norm of a random DeltaNet amplifies rounding up to 1 / sqrt(eps) where q . k
+        # is near 0 (ssm_fixtures.py); a larger eps bounds it
+        rms_norm_eps=rng.choice([1e-3, 1e-2]),
+        max_position_embeddings=64,
+        rope_parameters=rope,
+    )
+    if next_:
+        experts = rng.randint(2, 4)
+        kw.update(
+            num_experts=experts,
+            num_experts_per_tok=rng.randint(1, 2),
+            norm_topk_prob=rng.random() < 0.7,
+            moe_intermediate_size=rng.randint(4, 48),
+            shared_expert_intermediate_size=rng.randint(4, 48),
+            decoder_sparse_step=rng.choice([1, 1, 2]),
+            mlp_only_layers=[i for i in range(layers) if rng.random() < 0.25],
+        )
+    return kw
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("outdir")
@@ -273,6 +341,8 @@ def main():
         "Mamba2ForCausalLM": (transformers.Mamba2Config, transformers.Mamba2ForCausalLM),
         "GraniteMoeHybridForCausalLM": (transformers.GraniteMoeHybridConfig, transformers.GraniteMoeHybridForCausalLM),
         "FalconH1ForCausalLM": (transformers.FalconH1Config, transformers.FalconH1ForCausalLM),
+        "Qwen3_5ForCausalLM": (transformers.Qwen3_5TextConfig, transformers.Qwen3_5ForCausalLM),
+        "Qwen3NextForCausalLM": (transformers.Qwen3NextConfig, transformers.Qwen3NextForCausalLM),
         "Lfm2ForCausalLM": (transformers.Lfm2Config, transformers.Lfm2ForCausalLM),
     }
 

@@ -14,6 +14,10 @@ from transformers import (
     Mamba2ForCausalLM,
     MambaConfig,
     MambaForCausalLM,
+    Qwen3_5ForCausalLM,
+    Qwen3_5TextConfig,
+    Qwen3NextConfig,
+    Qwen3NextForCausalLM,
 )
 
 
@@ -158,6 +162,49 @@ def ssm_specs():
         eos_token_id=2,
         pad_token_id=0,
     )
+    delta = dict(
+        vocab_size=256,
+        hidden_size=64,
+        intermediate_size=96,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=16,
+        linear_num_key_heads=2,
+        linear_num_value_heads=4,
+        linear_key_head_dim=8,
+        linear_value_head_dim=8,
+        linear_conv_kernel_dim=3,
+        # A random DeltaNet's first-token head output is (q . k) * beta * v, and the gated RMS norm
+        # makes it sign(q . k) * v / rms(v): where q . k is near 0, f32 rounding (and int8 noise)
+        # is amplified up to 1 / sqrt(eps). eps 1e-2 bounds that at 10x; checkpoints use 1e-6,
+        # where trained weights keep the norm's input away from 0.
+        rms_norm_eps=1e-2,
+        layer_types=["linear_attention", "full_attention", "linear_attention", "linear_attention"],
+        max_position_embeddings=64,
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=0,
+    )
+    qwen3_5 = Qwen3_5TextConfig(
+        **delta,
+        rope_parameters={
+            "rope_type": "default",
+            "rope_theta": 10000.0,
+            "partial_rotary_factor": 0.25,
+            "mrope_section": [1, 1, 0],
+            "mrope_interleaved": True,
+        },
+    )
+    qwen3_next = Qwen3NextConfig(
+        **delta,
+        rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.5},
+        num_experts=4,
+        num_experts_per_tok=2,
+        moe_intermediate_size=32,
+        shared_expert_intermediate_size=64,
+        mlp_only_layers=[2],
+    )
     return [
         Spec(
             "mamba",
@@ -228,6 +275,32 @@ def ssm_specs():
             "the gate, biased in/out projections, every muP multiplier away from 1 (keys, both mixers' inputs and "
             "outputs, the five in_proj parts, MLP gate and down, embeddings, lm head), untied head; the cache keeps "
             "each layer's KV slots and its recurrent states",
+            strict_greedy=True,
+            recurrent=True,
+        ),
+        Spec(
+            "qwen3_5",
+            70,
+            Qwen3_5ForCausalLM,
+            qwen3_5,
+            None,
+            "Qwen3.5 text: gated DeltaNet layers (2 key heads of 8 repeated to 4 value heads of 8, conv 3 over q/k/v, "
+            "separate in_proj_qkv / z / b / a, L2-normed q/k, the delta rule, gated RMS norm) and one gated attention "
+            "layer (query and output gate per head in q_proj, zero-centred q/k norms, partial rotary 0.25 as M-RoPE "
+            "sections [1, 1, 0]) by layer_types, zero-centred norms, dense SwiGLU; the cache mixes KV slots, conv "
+            "inputs and [1, 4, 8, 8] states; rms_norm_eps 1e-2 (see the config)",
+            strict_greedy=True,
+            recurrent=True,
+        ),
+        Spec(
+            "qwen3_next",
+            71,
+            Qwen3NextForCausalLM,
+            qwen3_next,
+            None,
+            "Qwen3-Next: Qwen3.5's layers with the DeltaNet's fused in_proj_qkvz / in_proj_ba (per key head), partial "
+            "rotary 0.5, and Qwen2-MoE's experts (4, top-2, renormalised) with the gated shared expert, a dense MLP "
+            "on mlp_only_layers [2]",
             strict_greedy=True,
             recurrent=True,
         ),

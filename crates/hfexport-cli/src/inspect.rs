@@ -395,6 +395,19 @@ fn recurrent_summary(c: &hfexport::ModelConfig) -> Option<String> {
                     s.kernel - 1
                 )
             }
+            Mixer::GatedDeltaNet(d) => format!(
+                "gated DeltaNet ({} key heads, {} value heads, key {} / value {}, conv {}; keeps [{}, {}] + [{}, {}, {}])",
+                d.key_heads,
+                d.value_heads,
+                d.key_dim,
+                d.value_dim,
+                d.conv_kernel,
+                d.conv_channels(),
+                d.conv_kernel - 1,
+                d.value_heads,
+                d.key_dim,
+                d.value_dim
+            ),
             Mixer::Attention(_) | Mixer::LatentAttention(_) => "attention".to_string(),
         };
         match kinds.iter_mut().find(|(k, _)| *k == kind) {

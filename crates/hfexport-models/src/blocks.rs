@@ -82,25 +82,39 @@ impl Decoder<'_> {
     pub(crate) fn reordered_linear(
         &mut self,
         vb: &Vb,
+        shape: [usize; 2],
+        bias: bool,
+        rows: Option<&[usize]>,
+        x: ValueId,
+    ) -> Result<ValueId> {
+        self.selected_linear((vb, vb), shape, bias, rows, x)
+    }
+
+    /// A linear over the rows `rows` (all, in order, when `None`) of the `[out, inp]` weight
+    /// stored at `stored`, declared (and named in the graph) as `named`'s: one part of a
+    /// projection that holds two (Qwen3-Next's `[query | gate]` per head).
+    pub(crate) fn selected_linear(
+        &mut self,
+        (stored, named): (&Vb, &Vb),
         [out, inp]: [usize; 2],
         bias: bool,
         rows: Option<&[usize]>,
         x: ValueId,
     ) -> Result<ValueId> {
-        let mut read = |leaf: &str, shape: &[usize]| -> Result<ValueId> {
-            let name = vb.name(leaf);
-            let (expr, dtype) = self.stored(&name, shape)?;
+        let kept = rows.map_or(out, <[usize]>::len);
+        let mut read = |leaf: &str, shape: &[usize], declared: &[usize]| -> Result<ValueId> {
+            let (expr, dtype) = self.stored(&stored.name(leaf), shape)?;
             let expr = match rows {
                 Some(rows) => WeightExpr::Rows { expr: Box::new(expr), rows: rows.to_vec() },
                 None => expr,
             };
-            Ok(self.declare(&name, expr, dtype, shape))
+            Ok(self.declare(&named.name(leaf), expr, dtype, declared))
         };
-        let mut ins = vec![x, read("weight", &[out, inp])?];
+        let mut ins = vec![x, read("weight", &[out, inp], &[kept, inp])?];
         if bias {
-            ins.push(read("bias", &[out])?);
+            ins.push(read("bias", &[out], &[kept])?);
         }
-        self.op(vb.path(), Op::Linear, &ins)
+        self.op(named.path(), Op::Linear, &ins)
     }
 
     /// One linear per part of a fused weight stored at `vb` (`[sum of rows, in]`, or `[in, sum]`
@@ -308,6 +322,7 @@ impl Decoder<'_> {
             Mixer::Mamba2(m) => self.mamba2_mixer(&vb.pp(self.ssm_prefix()?), i, m, x, s)?,
             Mixer::ShortConv(c) => self.short_conv_mixer(&vb.pp(self.ssm_prefix()?), i, c, x, s)?,
             Mixer::AttentionAndMamba2(a, m) => self.attention_and_mamba2(vb, i, (a, m), x, s)?,
+            Mixer::GatedDeltaNet(d) => self.gated_delta_net(&vb.pp(self.ssm_prefix()?), i, d, x, s)?,
         };
         let a = self.optional_norm(vb, norms.post_attention, a)?;
         if let Some(input) = cfg.parallel {
@@ -406,15 +421,24 @@ impl Decoder<'_> {
     fn qkv(&mut self, vb: &Vb, a: &AttentionSpec, x: ValueId) -> Result<(ValueId, ValueId, ValueId)> {
         let (hs, bias) = (self.cfg.hidden_size, self.cfg.attention_bias);
         let (q_rows, kv_rows) = (a.heads * a.head_dim, a.kv_heads * a.head_dim);
+        let stored_q_rows = if self.arch.layout.attention.output_gate { 2 * q_rows } else { q_rows };
         let parts = [
             Part { name: "q_proj", rows: q_rows },
             Part { name: "k_proj", rows: kv_rows },
             Part { name: "v_proj", rows: kv_rows },
         ];
-        let (q_order, k_order) = (self.rotary_order(a, a.heads), self.rotary_order(a, a.kv_heads));
+        let (mut q_order, k_order) = (self.rotary_order(a, a.heads), self.rotary_order(a, a.kv_heads));
+        if self.arch.layout.attention.output_gate {
+            // each head's query rows of its stored `[query | gate]` pair
+            let query = gated_rows(a.heads, a.head_dim, 0);
+            q_order = Some(match q_order {
+                Some(order) => order.iter().map(|&r| query[r]).collect(),
+                None => query,
+            });
+        }
         let outs = match self.arch.layout.attention.qkv {
             Projections::Separate { q, k, v } => vec![
-                self.reordered_linear(&vb.pp(q), [q_rows, hs], bias, q_order.as_deref(), x)?,
+                self.reordered_linear(&vb.pp(q), [stored_q_rows, hs], bias, q_order.as_deref(), x)?,
                 self.reordered_linear(
                     &vb.pp(k),
                     [kv_rows, hs],
@@ -586,17 +610,49 @@ impl Decoder<'_> {
         }
         ins.extend(sinks);
         let o = self.op(&vb.name("attention"), op, &ins)?;
-        self.merge_heads_out(vb, a, o)
+        match layout.output_gate {
+            true => {
+                let gate = self.output_gate(vb, a, x)?;
+                self.merge_heads_out_gated(vb, a, o, Some(gate))
+            }
+            false => self.merge_heads_out(vb, a, o),
+        }
+    }
+
+    /// `sigmoid` of the gate rows of the query projection (`[query | gate]` per head) over `x`:
+    /// `[b, s, heads * head_dim]`.
+    fn output_gate(&mut self, vb: &Vb, a: &AttentionSpec, x: ValueId) -> Result<ValueId> {
+        let Projections::Separate { q, .. } = self.arch.layout.attention.qkv else {
+            return Err(crate::ModelError::Config {
+                path: "config.json".into(),
+                key: "architectures".into(),
+                msg: "an attention output gate needs a separate query projection".into(),
+            });
+        };
+        let (q_rows, hs) = (a.heads * a.head_dim, self.cfg.hidden_size);
+        let rows = gated_rows(a.heads, a.head_dim, 1);
+        let stored = vb.pp(q);
+        let gate = self.selected_linear((&stored, &stored.pp("gate")), [2 * q_rows, hs], self.cfg.attention_bias, Some(&rows), x)?;
+        self.op(&vb.name("output_gate"), Op::Unary(UnaryOp::Sigmoid), &[gate])
     }
 
     /// `[b, heads, s, d]` -> `[b, s, heads * d]` through the output projection.
     fn merge_heads_out(&mut self, vb: &Vb, a: &AttentionSpec, o: ValueId) -> Result<ValueId> {
+        self.merge_heads_out_gated(vb, a, o, None)
+    }
+
+    /// [`Self::merge_heads_out`], the merged heads times `gate` `[b, s, heads * head_dim]`
+    /// first when there is one.
+    fn merge_heads_out_gated(&mut self, vb: &Vb, a: &AttentionSpec, o: ValueId, gate: Option<ValueId>) -> Result<ValueId> {
         let (cfg, layout) = (self.cfg, self.arch.layout.attention);
         let (hd, nh) = (a.head_dim, a.heads);
         let o = self.op(&vb.name("heads_last"), Op::Transpose { perm: vec![0, 2, 1, 3] }, &[o])?;
         let sh = self.g.info(o).shape.clone();
         let merged = vec![sh[0].clone(), sh[1].clone(), Dim::from(nh * hd)];
-        let o = self.op(&vb.name("merge_heads"), Op::Reshape { shape: merged }, &[o])?;
+        let mut o = self.op(&vb.name("merge_heads"), Op::Reshape { shape: merged }, &[o])?;
+        if let Some(gate) = gate {
+            o = self.op(&vb.name("gated"), Op::Binary(BinaryOp::Mul), &[o, gate])?;
+        }
         let out = vb.pp(layout.out);
         match layout.qkv {
             Projections::FusedConv1d(_) => self.conv1d(&out, cfg.hidden_size, nh * hd, o),
@@ -970,4 +1026,10 @@ pub(crate) fn pairs_as_halves(heads: usize, d: usize, rotary: usize) -> Vec<usiz
 pub(crate) enum HeadNorm {
     Shared(Vb),
     Rows { vb: Vb, stacked: bool, order: Option<Vec<usize>> },
+}
+
+/// The rows of part `part` (0: query, 1: gate) of a `[heads * 2 * d, ...]` projection stored as
+/// `[query d | gate d]` per head.
+pub(crate) fn gated_rows(heads: usize, d: usize, part: usize) -> Vec<usize> {
+    (0..heads).flat_map(|h| (h * 2 + part) * d..(h * 2 + part + 1) * d).collect()
 }

@@ -338,6 +338,10 @@ pub struct AttentionLayout {
     /// Learned attention sinks `[heads]` under the attention (GPT-OSS's `sinks`): one more
     /// logit in every query's softmax whose probability is dropped.
     pub sinks: Option<&'static str>,
+    /// The query projection gives each head's query and then its output gate (`[query |
+    /// gate]` per head, twice the rows); the attention's output is multiplied by
+    /// `sigmoid(gate)` before the output projection (Qwen3-Next, Qwen3.5).
+    pub output_gate: bool,
 }
 
 /// The projections of multi-head latent attention: the queries through `q` (no `q_lora_rank`)

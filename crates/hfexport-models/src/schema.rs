@@ -104,6 +104,10 @@ pub enum SsmLayers {
     /// Every layer has attention and the mixer side by side off the same normed input, their
     /// outputs summed (Falcon-H1).
     Parallel,
+    /// As `LayerTypes` (`full_attention` attends, `kind` has the mixer); without `layer_types`,
+    /// every `interval`-th layer attends (the key and its class default: Qwen3-Next's
+    /// `full_attention_interval`, 4).
+    Interval { kind: &'static str, interval: (&'static str, usize) },
 }
 
 /// The state-space mixer of a family.
@@ -118,6 +122,21 @@ pub enum SsmMixer {
     Mamba2(&'static Mamba2Keys),
     /// LFM2's gated short convolution: `conv_L_cache` taps (3), `conv_bias` (false).
     ShortConv,
+    /// The gated DeltaNet of Qwen3-Next and Qwen3.5 (`linear_num_key_heads`,
+    /// `linear_num_value_heads`, `linear_key_head_dim`, `linear_value_head_dim`,
+    /// `linear_conv_kernel_dim` with their class defaults, the same in both), its projections
+    /// stored as `projections` says.
+    GatedDeltaNet(DeltaNetProjections),
+}
+
+/// How a gated DeltaNet's input projections are stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeltaNetProjections {
+    /// Qwen3-Next: `in_proj_qkvz` (per key head: `[q dk | k dk | v r * dv | z r * dv]`, `r` the
+    /// value heads per key head) and `in_proj_ba` (per key head: `[b r | a r]`).
+    Fused,
+    /// Qwen3.5: `in_proj_qkv` (`[q | k | v]`), `in_proj_z`, `in_proj_b`, `in_proj_a`.
+    Separate,
 }
 
 /// The keys of a Mamba2 mixer, each with its class default.

@@ -20,7 +20,8 @@
 use hfexport_core::ops::{Activation, BinaryOp, ReduceKind, UnaryOp};
 use hfexport_core::{DType, Dim, Op, Tensor, ValueId};
 
-use crate::config::{GatedNorm, Mamba2Spec, MambaSpec, ShortConvSpec};
+use crate::config::{DeltaNetSpec, GatedNorm, Mamba2Spec, MambaSpec, ShortConvSpec};
+use crate::schema::DeltaNetProjections;
 use crate::decoder::{Decoder, Kv, LayerInputs, Vb};
 use crate::error::{ModelError, Result};
 
@@ -158,6 +159,145 @@ impl Decoder<'_> {
         self.keep_states(layer, vec![new_state])?;
         let y = self.op(&vb.name("gated"), Op::Binary(BinaryOp::Mul), &[gate?, rows])?;
         self.linear(&vb.pp("out_proj"), h, h, c.bias, y)
+    }
+
+    /// The gated DeltaNet of layer `layer` (its `linear_attn` `Vb`) over `x` `[b, s, hidden]`, as
+    /// transformers' `Qwen3NextGatedDeltaNet`: q, k, v through a causal convolution (SiLU), q and
+    /// k L2-normalised per head (q also scaled by `key_dim ** -0.5`) and repeated to the value
+    /// heads, `beta = sigmoid(b)`, `g = -exp(A_log) * softplus(a + dt_bias)`, the delta rule
+    /// ([`Op::DeltaScan`]) from the carried state, then per value head the RMS norm times
+    /// `silu(z)` and `out_proj`.
+    pub(crate) fn gated_delta_net(
+        &mut self,
+        vb: &Vb,
+        layer: usize,
+        d: &DeltaNetSpec,
+        x: ValueId,
+        s: &LayerInputs,
+    ) -> Result<ValueId> {
+        let (hidden, keys, values, hv) = (self.cfg.hidden_size, d.keys(), d.values(), d.value_heads);
+        let x = self.mask_padding(&vb.name("masked_input"), x, s)?;
+        let [qkv, z, b, a] = self.delta_net_projections(vb, d, x)?;
+        let [conv_state, ssm_state] = self.recurrent_states(vb, layer, qkv)?;
+        let conv = Conv { channels: d.conv_channels(), kernel: d.conv_kernel, bias: false, activated: true };
+        let (rows, new_conv) = self.causal_conv(&vb.pp("conv1d"), conv, qkv, conv_state, s)?;
+        let q = self.cut(vb, "q_part", rows, 0, keys)?;
+        let k = self.cut(vb, "k_part", rows, keys, keys)?;
+        let v = self.cut(vb, "v_part", rows, 2 * keys, values)?;
+        let q = self.delta_net_keys(&vb.pp("q"), d, q, Some((d.key_dim as f64).powf(-0.5)))?;
+        let k = self.delta_net_keys(&vb.pp("k"), d, k, None)?;
+        let v = self.per_head_f32(&vb.pp("v"), v, [hv, d.value_dim])?;
+        let beta = self.cast(&vb.name("b.f32"), b, DType::F32)?;
+        let beta = self.op(&vb.name("beta"), Op::Unary(UnaryOp::Sigmoid), &[beta])?;
+        let beta = self.op(&vb.name("beta.heads"), Op::Transpose { perm: vec![0, 2, 1] }, &[beta])?;
+        let g = self.delta_net_decay(vb, hv, a)?;
+        let out = self.g.add_node(&vb.name("delta_rule"), Op::DeltaScan, &[q, k, v, g, beta, ssm_state])?;
+        self.keep_states(layer, vec![new_conv, out[1]])?;
+        // [b, hv, s, dv] -> [b, s, hv, dv] in the graph's dtype; the norm per head, gated
+        let o = self.op(&vb.name("o.rows"), Op::Transpose { perm: vec![0, 2, 1, 3] }, &[out[0]])?;
+        let o = self.cast(&vb.name("o.dtype"), o, self.opts.dtype)?;
+        let zs = self.g.info(z).shape.clone();
+        let heads = vec![zs[0].clone(), zs[1].clone(), Dim::from(hv), Dim::from(d.value_dim)];
+        let z = self.op(&vb.name("z.heads"), Op::Reshape { shape: heads }, &[z])?;
+        let norm = vb.pp("norm");
+        let w = self.weight(&norm, "weight", &[d.value_dim])?;
+        let eps = self.cfg.norm_eps as f32;
+        let o = self.op(&norm.name("rms"), Op::RmsNorm { eps }, &[o, w])?;
+        let z = self.cast(&vb.name("z.f32"), z, DType::F32)?;
+        let z = self.op(&vb.name("z.silu"), Op::Activate(Activation::Silu), &[z])?;
+        let o = self.cast(&vb.name("o.f32"), o, DType::F32)?;
+        let o = self.op(&vb.name("gated"), Op::Binary(BinaryOp::Mul), &[o, z])?;
+        let o = self.cast(&vb.name("gated.dtype"), o, self.opts.dtype)?;
+        let o = self.op(&vb.name("gated.flat"), Op::Reshape { shape: zs }, &[o])?;
+        self.linear(&vb.pp("out_proj"), hidden, values, false, o)
+    }
+
+    /// `[q | k | v]` `[b, s, 2 * keys + values]`, `z` `[b, s, values]`, `b` and `a` `[b, s,
+    /// value_heads]` from the stored projections: Qwen3.5's four linears, or Qwen3-Next's two
+    /// fused ones read with their rows regrouped (per key head `[q | k | v | z]` and `[b | a]`,
+    /// to all q, all k, ...).
+    fn delta_net_projections(&mut self, vb: &Vb, d: &DeltaNetSpec, x: ValueId) -> Result<[ValueId; 4]> {
+        let (hidden, keys, values, hv) = (self.cfg.hidden_size, d.keys(), d.values(), d.value_heads);
+        match d.projections {
+            DeltaNetProjections::Separate => Ok([
+                self.linear(&vb.pp("in_proj_qkv"), 2 * keys + values, hidden, false, x)?,
+                self.linear(&vb.pp("in_proj_z"), values, hidden, false, x)?,
+                self.linear(&vb.pp("in_proj_b"), hv, hidden, false, x)?,
+                self.linear(&vb.pp("in_proj_a"), hv, hidden, false, x)?,
+            ]),
+            DeltaNetProjections::Fused => {
+                let (kh, r) = (d.key_heads, hv / d.key_heads);
+                let (dk, dv) = (d.key_dim, d.value_dim);
+                let group = 2 * dk + 2 * r * dv;
+                // the rows of part `(offset, len)` of every key head's group, head by head
+                let part = |group: usize, (offset, len): (usize, usize)| {
+                    (0..kh).flat_map(move |h| (h * group + offset)..(h * group + offset + len))
+                };
+                let parts = [(0, dk), (dk, dk), (2 * dk, r * dv), (2 * dk + r * dv, r * dv)];
+                let order: Vec<usize> = parts.iter().flat_map(|&p| part(group, p)).collect();
+                let qkvz = self.reordered_linear(&vb.pp("in_proj_qkvz"), [kh * group, hidden], false, Some(&order), x)?;
+                let order: Vec<usize> = [(0, r), (r, r)].iter().flat_map(|&p| part(2 * r, p)).collect();
+                let ba = self.reordered_linear(&vb.pp("in_proj_ba"), [2 * hv, hidden], false, Some(&order), x)?;
+                Ok([
+                    self.cut(vb, "qkv_part", qkvz, 0, 2 * keys + values)?,
+                    self.cut(vb, "z_part", qkvz, 2 * keys + values, values)?,
+                    self.cut(vb, "b_part", ba, 0, hv)?,
+                    self.cut(vb, "a_part", ba, hv, hv)?,
+                ])
+            }
+        }
+    }
+
+    /// `x` `[b, s, heads * d]` as `[b, heads, s, d]` in f32.
+    fn per_head_f32(&mut self, vb: &Vb, x: ValueId, [heads, d]: [usize; 2]) -> Result<ValueId> {
+        let x = self.split_heads(vb, x, [heads, d], None)?;
+        self.cast(&vb.name("f32"), x, DType::F32)
+    }
+
+    /// DeltaNet queries or keys `[b, s, key_heads * key_dim]` as the rule reads them: per head
+    /// L2-normalised in f32 (`x * rsqrt(sum(x^2) + 1e-6)`), times `scale` (the queries'), each
+    /// key head repeated for its value heads: `[b, value_heads, s, key_dim]`.
+    fn delta_net_keys(&mut self, vb: &Vb, d: &DeltaNetSpec, x: ValueId, scale: Option<f64>) -> Result<ValueId> {
+        let x = self.per_head_f32(vb, x, [d.key_heads, d.key_dim])?;
+        let sq = self.op(&vb.name("square"), Op::Binary(BinaryOp::Mul), &[x, x])?;
+        let sum = Op::Reduce { kind: ReduceKind::Sum, axes: vec![3], keep_dims: true };
+        let sum = self.op(&vb.name("sum"), sum, &[sq])?;
+        let eps = self.op(&vb.name("eps"), Op::Constant(Tensor::scalar_float(DType::F32, 1e-6)), &[])?;
+        let sum = self.op(&vb.name("sum_eps"), Op::Binary(BinaryOp::Add), &[sum, eps])?;
+        let root = self.op(&vb.name("root"), Op::Unary(UnaryOp::Sqrt), &[sum])?;
+        let inv = self.op(&vb.name("rsqrt"), Op::Unary(UnaryOp::Reciprocal), &[root])?;
+        let mut x = self.op(&vb.name("l2"), Op::Binary(BinaryOp::Mul), &[x, inv])?;
+        if let Some(scale) = scale {
+            let c = self.op(&vb.name("scale"), Op::Constant(Tensor::scalar_float(DType::F32, scale as f32)), &[])?;
+            x = self.op(&vb.name("scaled"), Op::Binary(BinaryOp::Mul), &[x, c])?;
+        }
+        let r = d.value_heads / d.key_heads;
+        if r == 1 {
+            return Ok(x);
+        }
+        // head i of the values reads key head i / r (`repeat_interleave`)
+        let s = self.g.info(x).shape.clone();
+        let (kh, dk) = (Dim::from(d.key_heads), Dim::from(d.key_dim));
+        let one = vec![s[0].clone(), kh.clone(), Dim::konst(1), s[2].clone(), dk.clone()];
+        let x = self.op(&vb.name("heads.column"), Op::Reshape { shape: one }, &[x])?;
+        let wide = vec![s[0].clone(), kh, Dim::from(r), s[2].clone(), dk.clone()];
+        let x = self.op(&vb.name("heads.repeated"), Op::Expand { shape: wide }, &[x])?;
+        let flat = vec![s[0].clone(), Dim::from(d.value_heads), s[2].clone(), dk];
+        self.op(&vb.name("heads.values"), Op::Reshape { shape: flat }, &[x])
+    }
+
+    /// The log decay `g = -exp(A_log) * softplus(a + dt_bias)` per value head, `[b, heads, s]`
+    /// in f32, from `a` `[b, s, heads]`.
+    fn delta_net_decay(&mut self, vb: &Vb, heads: usize, a: ValueId) -> Result<ValueId> {
+        let a = self.cast(&vb.name("a.f32"), a, DType::F32)?;
+        let bias = self.weight(vb, "dt_bias", &[heads])?;
+        let bias = self.cast(&vb.name("dt_bias.f32"), bias, DType::F32)?;
+        let a = self.op(&vb.name("a.biased"), Op::Binary(BinaryOp::Add), &[a, bias])?;
+        let step = self.softplus(&vb.name("a"), a)?;
+        let a_log = self.weight(vb, "A_log", &[heads])?;
+        let rate = self.decay_rates(vb, a_log)?;
+        let g = self.op(&vb.name("g"), Op::Binary(BinaryOp::Mul), &[rate, step])?;
+        self.op(&vb.name("g.heads"), Op::Transpose { perm: vec![0, 2, 1] }, &[g])
     }
 
     /// Channels `from..from + len` of `x` `[b, s, w]` (a part of a fused projection).

@@ -87,9 +87,9 @@ pub fn native(op: &Op, opset: u32) -> bool {
 }
 
 /// A loop body's port `name`: an f32 tensor of any shape.
-fn f32_port(name: &String) -> ValueInfoProto {
+fn f32_port(name: &str) -> ValueInfoProto {
     ValueInfoProto {
-        name: Some(name.clone()),
+        name: Some(name.to_string()),
         r#type: Some(TypeProto {
             value: Some(type_proto::Value::TensorType(type_proto::Tensor {
                 elem_type: Some(onnx_dtype(DType::F32) as i32),
@@ -590,8 +590,8 @@ impl<'g> Ctx<'g> {
         let graph = GraphProto {
             name: Some(port("step")),
             node: body.nodes,
-            input: [&h, &a, &x_t, &dt_t, &b_t, &c_t].map(f32_port).to_vec(),
-            output: [&h_out, &a_out, &y_t].map(f32_port).to_vec(),
+            input: [&h, &a, &x_t, &dt_t, &b_t, &c_t].map(|p| f32_port(p)).to_vec(),
+            output: [&h_out, &a_out, &y_t].map(|p| f32_port(p)).to_vec(),
             ..Default::default()
         };
         let attrs = vec![
@@ -643,8 +643,8 @@ impl<'g> Ctx<'g> {
         let graph = GraphProto {
             name: Some(port("step")),
             node: body.nodes,
-            input: [&s, &q_t, &k_t, &v_t, &g_t, &beta_t].map(f32_port).to_vec(),
-            output: [&s_out, &o_t].map(f32_port).to_vec(),
+            input: [&s, &q_t, &k_t, &v_t, &g_t, &beta_t].map(|p| f32_port(p)).to_vec(),
+            output: [&s_out, &o_t].map(|p| f32_port(p)).to_vec(),
             ..Default::default()
         };
         let attrs = vec![

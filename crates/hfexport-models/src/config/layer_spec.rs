@@ -11,7 +11,7 @@
 
 use hfexport_core::{Dim, RopeConfig};
 
-use crate::schema::{Alibi, GatedNormKeys, LatentRule, Mamba2Keys, SsmLayers, SsmMixer, SsmRule};
+use crate::schema::{Alibi, DeltaNetProjections, GatedNormKeys, LatentRule, Mamba2Keys, SsmLayers, SsmMixer, SsmRule};
 
 use super::*;
 
@@ -65,6 +65,40 @@ pub enum Mixer {
     /// Attention and a Mamba2 mixer side by side off the same normed input, their outputs
     /// summed (Falcon-H1): it keeps the attention's keys and values and the mixer's states.
     AttentionAndMamba2(AttentionSpec, Mamba2Spec),
+    /// The gated DeltaNet (Qwen3-Next, Qwen3.5): linear attention whose state per value head
+    /// is a `[key_dim, value_dim]` matrix updated by the gated delta rule; it keeps that state
+    /// and its convolution's last inputs.
+    GatedDeltaNet(DeltaNetSpec),
+}
+
+/// One gated DeltaNet layer's shape.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeltaNetSpec {
+    pub key_heads: usize,
+    /// A multiple of `key_heads`: each key head's query and key serve this many / `key_heads`.
+    pub value_heads: usize,
+    pub key_dim: usize,
+    pub value_dim: usize,
+    /// `linear_conv_kernel_dim`: the taps of the convolution over q, k and v (no bias).
+    pub conv_kernel: usize,
+    pub projections: DeltaNetProjections,
+}
+
+impl DeltaNetSpec {
+    /// The channels of the queries and of the keys (`key_heads * key_dim` each).
+    pub fn keys(&self) -> usize {
+        self.key_heads * self.key_dim
+    }
+
+    /// The channels of the values (`value_heads * value_dim`).
+    pub fn values(&self) -> usize {
+        self.value_heads * self.value_dim
+    }
+
+    /// The channels the convolution runs over: q, k and v.
+    pub fn conv_channels(&self) -> usize {
+        2 * self.keys() + self.values()
+    }
 }
 
 /// One short-convolution mixer (`Lfm2ShortConv`) over the hidden size's channels.
@@ -187,7 +221,11 @@ impl LayerSpec {
     pub fn attention(&self) -> Option<&AttentionSpec> {
         match &self.mixer {
             Mixer::Attention(a) | Mixer::AttentionAndMamba2(a, _) => Some(a),
-            Mixer::LatentAttention(_) | Mixer::Mamba(_) | Mixer::Mamba2(_) | Mixer::ShortConv(_) => None,
+            Mixer::LatentAttention(_)
+            | Mixer::Mamba(_)
+            | Mixer::Mamba2(_)
+            | Mixer::ShortConv(_)
+            | Mixer::GatedDeltaNet(_) => None,
         }
     }
 
@@ -196,7 +234,7 @@ impl LayerSpec {
         match &self.mixer {
             Mixer::Attention(a) | Mixer::AttentionAndMamba2(a, _) => a.rope.as_ref(),
             Mixer::LatentAttention(l) => Some(&l.rope),
-            Mixer::Mamba(_) | Mixer::Mamba2(_) | Mixer::ShortConv(_) => None,
+            Mixer::Mamba(_) | Mixer::Mamba2(_) | Mixer::ShortConv(_) | Mixer::GatedDeltaNet(_) => None,
         }
     }
 
@@ -208,7 +246,7 @@ impl LayerSpec {
             // transformers' cache gives them
             Mixer::Attention(_) | Mixer::LatentAttention(_) => &["keys", "values"],
             // the convolution's last inputs and the scan's state
-            Mixer::Mamba(_) | Mixer::Mamba2(_) => &["conv", "ssm"],
+            Mixer::Mamba(_) | Mixer::Mamba2(_) | Mixer::GatedDeltaNet(_) => &["conv", "ssm"],
             Mixer::ShortConv(_) => &["conv"],
             // the attention's, then the mixer's
             Mixer::AttentionAndMamba2(..) => &["keys", "values", "conv", "ssm"],
@@ -245,6 +283,10 @@ impl LayerSpec {
             Mixer::Mamba2(m) => mamba2(m),
             Mixer::ShortConv(c) => vec![vec![Dim::konst(1), Dim::from(c.channels), Dim::from(c.kernel - 1)]],
             Mixer::AttentionAndMamba2(a, m) => [kv(a), mamba2(m)].concat(),
+            Mixer::GatedDeltaNet(d) => vec![
+                vec![Dim::konst(1), Dim::from(d.conv_channels()), Dim::from(d.conv_kernel - 1)],
+                vec![Dim::konst(1), Dim::from(d.value_heads), Dim::from(d.key_dim), Dim::from(d.value_dim)],
+            ],
         };
         self.cache_names().iter().copied().zip(shapes).collect()
     }
@@ -266,13 +308,16 @@ impl ModelConfig {
     /// Whether some layer's recurrence runs over the sequence (a scan: Mamba, Mamba2), which a
     /// format without a loop lowering can only unroll over a fixed length.
     pub fn scans(&self) -> bool {
-        self.layers.iter().any(|l| matches!(l.mixer, Mixer::Mamba(_) | Mixer::Mamba2(_) | Mixer::AttentionAndMamba2(..)))
+        let scans = |m: &Mixer| {
+            matches!(m, Mixer::Mamba(_) | Mixer::Mamba2(_) | Mixer::AttentionAndMamba2(..) | Mixer::GatedDeltaNet(_))
+        };
+        self.layers.iter().any(|l| scans(&l.mixer))
     }
 
     /// Whether some layer keeps a recurrent state (its cache does not grow with the position).
     pub fn recurrent(&self) -> bool {
         let recurrent = |m: &Mixer| {
-            matches!(m, Mixer::Mamba(_) | Mixer::Mamba2(_) | Mixer::ShortConv(_) | Mixer::AttentionAndMamba2(..))
+            !matches!(m, Mixer::Attention(_) | Mixer::LatentAttention(_))
         };
         self.layers.iter().any(|l| recurrent(&l.mixer))
     }
@@ -329,7 +374,10 @@ pub(super) fn layer_specs(
     let scales = attention_scales(f, schema, dims)?;
     let recurrent = match schema.ssm {
         Some(rule @ SsmRule { layers: SsmLayers::LayerTypes { kind, attention }, .. }) => {
-            hybrid_layers(f, n, (kind, attention), &ssm_mixer(f, rule, dims)?)?
+            hybrid_layers(f, n, (kind, Attends::Listed(attention)), &ssm_mixer(f, rule, dims)?)?
+        }
+        Some(rule @ SsmRule { layers: SsmLayers::Interval { kind, interval }, .. }) => {
+            hybrid_layers(f, n, (kind, Attends::Every(interval)), &ssm_mixer(f, rule, dims)?)?
         }
         _ => vec![None; n],
     };
@@ -441,6 +489,7 @@ fn ssm_mixer(f: &Fields, rule: SsmRule, dims: &Dims) -> Result<Mixer> {
     Ok(match rule.mixer {
         SsmMixer::Mamba => Mixer::Mamba(mamba_spec(f, dims)?),
         SsmMixer::Mamba2(keys) => Mixer::Mamba2(mamba2_spec(f, keys, dims)?),
+        SsmMixer::GatedDeltaNet(projections) => Mixer::GatedDeltaNet(delta_net_spec(f, projections)?),
         SsmMixer::ShortConv => Mixer::ShortConv(ShortConvSpec {
             channels: dims.hidden_size,
             kernel: conv_kernel(f, ("conv_L_cache", 3))?,
@@ -449,19 +498,29 @@ fn ssm_mixer(f: &Fields, rule: SsmRule, dims: &Dims) -> Result<Mixer> {
     })
 }
 
+/// Which layers of a hybrid attend when `layer_types` does not say.
+#[derive(Debug, Clone, Copy)]
+enum Attends {
+    /// Those the key lists (absent: every layer); no key: none.
+    Listed(Option<&'static str>),
+    /// Every `interval`-th (the key and its class default).
+    Every((&'static str, usize)),
+}
+
 /// A hybrid's layers: `mixer` where `layer_types` names `kind`, `None` (attention) where it
-/// names `full_attention`; without `layer_types`, attention at the indices the `attention`
-/// key lists (absent: every layer), or `mixer` everywhere when the family has no such key.
-fn hybrid_layers(
-    f: &Fields,
-    n: usize,
-    (kind, attention): (&str, Option<&str>),
-    mixer: &Mixer,
-) -> Result<Vec<Option<Mixer>>> {
-    let kinds = match (explicit_layer_types(f, n)?, attention) {
+/// names `full_attention`; without `layer_types`, attention where `attends` says.
+fn hybrid_layers(f: &Fields, n: usize, (kind, attends): (&str, Attends), mixer: &Mixer) -> Result<Vec<Option<Mixer>>> {
+    let kinds = match (explicit_layer_types(f, n)?, attends) {
         (Some(kinds), _) => kinds,
-        (None, None) => vec![kind.to_string(); n],
-        (None, Some(key)) => {
+        (None, Attends::Listed(None)) => vec![kind.to_string(); n],
+        (None, Attends::Every((key, default))) => {
+            let every = f.size(key, Some(default), MAX_LAYERS)?;
+            if every == 0 {
+                return Err(f.err(key, "must be at least 1"));
+            }
+            (0..n).map(|i| if (i + 1) % every == 0 { "full_attention" } else { kind }.to_string()).collect()
+        }
+        (None, Attends::Listed(Some(key))) => {
             let listed = match f.raw(key) {
                 None | Some(Value::Null) => (0..n as i64).collect(),
                 Some(Value::Array(list)) => list
@@ -483,6 +542,27 @@ fn hybrid_layers(
         )),
     };
     kinds.iter().enumerate().map(layer).collect()
+}
+
+/// A gated DeltaNet as `Qwen3NextConfig` / `Qwen3_5TextConfig` read its keys, with their
+/// class defaults; the value heads must be a multiple of the key heads (they repeat).
+fn delta_net_spec(f: &Fields, projections: DeltaNetProjections) -> Result<DeltaNetSpec> {
+    let key_heads = f.size("linear_num_key_heads", Some(16), MAX_HEADS)?;
+    let value_heads = f.size("linear_num_value_heads", Some(32), MAX_HEADS)?;
+    if !value_heads.is_multiple_of(key_heads) {
+        return Err(f.err(
+            "linear_num_value_heads",
+            format!("{value_heads} is not a multiple of linear_num_key_heads ({key_heads})"),
+        ));
+    }
+    Ok(DeltaNetSpec {
+        key_heads,
+        value_heads,
+        key_dim: f.size("linear_key_head_dim", Some(128), MAX_HEAD_DIM)?,
+        value_dim: f.size("linear_value_head_dim", Some(128), MAX_HEAD_DIM)?,
+        conv_kernel: conv_kernel(f, ("linear_conv_kernel_dim", 4))?,
+        projections,
+    })
 }
 
 /// The convolution's taps under `key` (class default `default`): at least two, one carried.

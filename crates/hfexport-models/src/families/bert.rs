@@ -54,6 +54,7 @@ pub const BERT_LAYOUT: Layout = Layout {
         qk_norm: QkNorm::None,
         unbiased_key: false,
         sinks: None,
+        output_gate: false,
     },
     mlp: MlpLayout { prefix: "", kind: MlpKind::Plain("intermediate.dense"), down: "output.dense" },
     moe: None,

@@ -53,6 +53,7 @@ pub const CLIP_VISION_LAYOUT: Layout = Layout {
         qk_norm: QkNorm::None,
         unbiased_key: false,
         sinks: None,
+        output_gate: false,
     },
     mlp: MlpLayout { prefix: "mlp", kind: MlpKind::Plain("fc1"), down: "fc2" },
     encoder: Some(EncoderLayout {

@@ -42,6 +42,7 @@ pub const DISTILBERT_LAYOUT: Layout = Layout {
         qk_norm: QkNorm::None,
         unbiased_key: false,
         sinks: None,
+        output_gate: false,
     },
     mlp: MlpLayout { prefix: "ffn", kind: MlpKind::Plain("lin1"), down: "lin2" },
     encoder: Some(EncoderLayout {

@@ -65,6 +65,7 @@ pub const FAMILY: Architecture = Architecture {
             qk_norm: QkNorm::None,
             unbiased_key: false,
             sinks: None,
+            output_gate: false,
         },
         mlp: MlpLayout { prefix: "mlp", kind: MlpKind::PlainConv1d("c_fc"), down: "c_proj" },
         moe: None,

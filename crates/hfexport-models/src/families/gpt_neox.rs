@@ -56,6 +56,7 @@ pub const FAMILY: Architecture = Architecture {
             qk_norm: QkNorm::None,
             unbiased_key: false,
             sinks: None,
+            output_gate: false,
         },
         mlp: MEGATRON_MLP,
         ..LLAMA_LAYOUT

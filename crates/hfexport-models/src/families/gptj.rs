@@ -48,6 +48,7 @@ pub const FAMILY: Architecture = Architecture {
             qk_norm: QkNorm::None,
             unbiased_key: false,
             sinks: None,
+            output_gate: false,
         },
         mlp: MlpLayout { prefix: "mlp", kind: MlpKind::Plain("fc_in"), down: "fc_out" },
         ..LLAMA_LAYOUT

@@ -34,6 +34,7 @@ pub const LLAMA_LAYOUT: Layout = Layout {
         qk_norm: QkNorm::None,
         unbiased_key: false,
         sinks: None,
+        output_gate: false,
     },
     mlp: MlpLayout { prefix: "mlp", kind: MlpKind::Gated { gate: "gate_proj", up: "up_proj" }, down: "down_proj" },
     moe: None,

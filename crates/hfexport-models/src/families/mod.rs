@@ -55,7 +55,9 @@ pub mod qwen2;
 pub mod qwen2_moe;
 pub mod qwen2_vl;
 pub mod qwen3;
+pub mod qwen3_5;
 pub mod qwen3_moe;
+pub mod qwen3_next;
 pub mod roberta;
 pub mod smollm3;
 pub mod stablelm;
@@ -128,6 +130,8 @@ pub const ARCHITECTURES: &[Architecture] = &[
     mamba2::FAMILY,
     granite_moe_hybrid::FAMILY,
     falcon_h1::FAMILY,
+    qwen3_next::FAMILY,
+    qwen3_5::FAMILY,
     lfm2::FAMILY,
 ];
 
@@ -251,9 +255,9 @@ mod tests {
         let e = unsupported("MptForCausalLM", Some("mpt")).to_string();
         assert!(e.contains("`MptForCausalLM` (model_type `mpt`) is not supported"), "{e}");
         assert!(e.contains("nearest supported: "), "{e}");
-        let e = unsupported("Qwen3_5ForCausalLM", None).to_string();
-        assert!(e.contains("`Qwen3_5ForCausalLM` is not supported"), "{e}");
-        assert!(e.contains("nearest supported: Qwen3ForCausalLM, "), "{e}");
+        let e = unsupported("Qwen3_5MoeForCausalLM", None).to_string();
+        assert!(e.contains("`Qwen3_5MoeForCausalLM` is not supported"), "{e}");
+        assert!(e.contains("nearest supported: Qwen3MoeForCausalLM, Qwen3_5ForCausalLM, "), "{e}");
         // an unknown head of a known family lists the family's own classes first
         let e = unsupported("LlamaForTokenClassification", Some("llama")).to_string();
         assert!(e.contains("nearest supported: LlamaForCausalLM, "), "{e}");

@@ -59,6 +59,7 @@ pub const MODERNBERT_LAYOUT: Layout = Layout {
         qk_norm: QkNorm::None,
         unbiased_key: false,
         sinks: None,
+        output_gate: false,
     },
     mlp: MlpLayout { prefix: "mlp", kind: MlpKind::GatedFused("Wi"), down: "Wo" },
     encoder: Some(EncoderLayout {

@@ -83,6 +83,7 @@ pub const QWEN2_VL_VISION_LAYOUT: Layout = Layout {
         qk_norm: QkNorm::None,
         unbiased_key: false,
         sinks: None,
+        output_gate: false,
     },
     encoder: None,
     ..CLIP_VISION_LAYOUT

@@ -73,6 +73,7 @@ pub const T5_BASE: Layout = Layout {
         qk_norm: QkNorm::None,
         unbiased_key: false,
         sinks: None,
+        output_gate: false,
     },
     mlp: MlpLayout {
         prefix: "layer.2.DenseReluDense",

@@ -34,6 +34,7 @@ pub const VIT_LAYOUT: Layout = Layout {
         qk_norm: QkNorm::None,
         unbiased_key: false,
         sinks: None,
+        output_gate: false,
     },
     encoder: Some(EncoderLayout {
         input: EncoderInput::Patches {

@@ -74,6 +74,7 @@ pub const WHISPER_BASE: Layout = Layout {
         qk_norm: QkNorm::None,
         unbiased_key: true,
         sinks: None,
+        output_gate: false,
     },
     mlp: MlpLayout { prefix: "", kind: MlpKind::Plain("fc1"), down: "fc2" },
     moe: None,

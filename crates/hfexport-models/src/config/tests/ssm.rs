@@ -2,6 +2,7 @@
 //! their class defaults, transformers' encoding of infinities, and the settings refused.
 
 use super::*;
+use crate::schema::DeltaNetProjections;
 
 fn mamba(class: &str, model_type: &str, extra: &str) -> Result<ModelConfig> {
     let base = format!(
@@ -109,6 +110,59 @@ fn falcon_h1_layers_norms_and_multipliers() {
         (r#"{"lm_head_multiplier": 0}"#, "lm_head_multiplier"),
     ] {
         let e = falcon_h1(extra).unwrap_err().to_string();
+        assert!(e.contains(key), "{extra}: {e}");
+    }
+}
+
+fn delta_net(class: &str, model_type: &str, extra: &str) -> Result<ModelConfig> {
+    let base = format!(
+        r#"{{"architectures": ["{class}"], "model_type": "{model_type}", "vocab_size": 128, "hidden_size": 64,
+            "num_hidden_layers": 8, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
+            "intermediate_size": 96}}"#
+    );
+    parse(&json_with(&base, extra))
+}
+
+#[test]
+fn qwen3_5_and_qwen3_next_layers() {
+    let c = delta_net("Qwen3_5ForCausalLM", "qwen3_5_text", "{}").unwrap();
+    // without layer_types every 4th layer attends (full_attention_interval, 4)
+    let attends: Vec<bool> = c.layers.iter().map(|l| l.attention().is_some()).collect();
+    assert_eq!(attends, [false, false, false, true, false, false, false, true]);
+    let Mixer::GatedDeltaNet(d) = &c.layers[0].mixer else { panic!("DeltaNet layers") };
+    assert_eq!((d.key_heads, d.value_heads, d.key_dim, d.value_dim, d.conv_kernel), (16, 32, 128, 128, 4));
+    assert_eq!((d.projections, d.conv_channels()), (DeltaNetProjections::Separate, 2 * 16 * 128 + 32 * 128));
+    let shapes: Vec<Vec<i64>> = c.layers[0]
+        .cache(&hfexport_core::Dim::konst(8))
+        .iter()
+        .map(|(_, s)| s.iter().map(|d| d.as_const().unwrap()).collect())
+        .collect();
+    assert_eq!(shapes, [vec![1, 8192, 3], vec![1, 32, 128, 128]]);
+    // the class default partial rotary 0.25 of head_dim 16
+    let a = c.layers[3].attention().unwrap();
+    assert_eq!((a.rope.as_ref().unwrap().dim, c.norm_eps), (4, 1e-6));
+    assert!(c.recurrent() && c.scans() && c.moe.is_none());
+
+    let c = delta_net(
+        "Qwen3NextForCausalLM",
+        "qwen3_next",
+        r#"{"full_attention_interval": 2, "linear_num_key_heads": 2, "linear_num_value_heads": 6,
+            "num_experts": 4, "num_experts_per_tok": 2, "mlp_only_layers": [0]}"#,
+    )
+    .unwrap();
+    let attends: Vec<bool> = c.layers.iter().map(|l| l.attention().is_some()).collect();
+    assert_eq!(attends, [false, true, false, true, false, true, false, true]);
+    let Mixer::GatedDeltaNet(d) = &c.layers[0].mixer else { panic!("DeltaNet layers") };
+    assert_eq!((d.key_heads, d.value_heads, d.projections), (2, 6, DeltaNetProjections::Fused));
+    let mlps: Vec<LayerMlp> = c.layers.iter().map(|l| l.mlp).collect();
+    assert_eq!(mlps[..2], [LayerMlp::Dense, LayerMlp::Sparse]);
+
+    for (extra, key) in [
+        (r#"{"linear_num_key_heads": 4, "linear_num_value_heads": 6}"#, "linear_num_value_heads"),
+        (r#"{"linear_conv_kernel_dim": 1}"#, "linear_conv_kernel_dim"),
+        (r#"{"num_hidden_layers": 2, "layer_types": ["linear_attention", "sliding_attention"]}"#, "layer_types"),
+    ] {
+        let e = delta_net("Qwen3_5ForCausalLM", "qwen3_5_text", extra).unwrap_err().to_string();
         assert!(e.contains(key), "{extra}: {e}");
     }
 }
