@@ -102,43 +102,83 @@ fn unseen_batch_and_length_run() {
     }
 }
 
-/// The text model inside a multimodal Gemma 3 checkpoint (`Gemma3ForConditionalGeneration`:
-/// config in `text_config`, tensors under `language_model.model.` or `model.language_model.`,
-/// a vision tower beside them) is the `gemma3` fixture's model: the same logits.
+/// The text model inside a multimodal checkpoint (config in `text_config`, tensors under its
+/// text roots, a vision tower beside them) is the text fixture's model: the same logits.
+/// Gemma 3 (`Gemma3ForConditionalGeneration`: `language_model.model.` or
+/// `model.language_model.`) and Qwen3.5 (`Qwen3_5ForConditionalGeneration`:
+/// `model.language_model.`, with the multi-token-prediction head `mtp.` beside it).
 #[test]
-fn the_text_model_of_a_multimodal_gemma3_checkpoint_matches_transformers() {
-    let src = fixture("gemma3");
-    let mut text: serde_json::Value = serde_json::from_slice(&std::fs::read(src.join("config.json")).unwrap()).unwrap();
-    text.as_object_mut().unwrap().remove("architectures");
-    text["model_type"] = "gemma3_text".into();
-    let config = serde_json::json!({
-        "architectures": ["Gemma3ForConditionalGeneration"], "model_type": "gemma3",
-        "tie_word_embeddings": true, "text_config": text, "vision_config": {"model_type": "siglip_vision_model"},
-    });
-    let tensors = read_all(src.join("model.safetensors")).unwrap();
-    for prefix in ["language_model.model.", "model.language_model."] {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("config.json"), config.to_string()).unwrap();
-        let renamed: Vec<(String, &Tensor)> =
-            tensors.iter().map(|(k, t)| (k.replacen("model.", prefix, 1), t)).collect();
-        let vision = Tensor::f32(vec![2, 2], vec![1.0; 4]).unwrap();
-        let mut list: Vec<(&str, &Tensor)> = renamed.iter().map(|(k, t)| (k.as_str(), *t)).collect();
-        list.push(("vision_tower.vision_model.embeddings.patch_embedding.weight", &vision));
-        hfexport_models::safetensors::write_safetensors(dir.path().join("model.safetensors"), &list, &BTreeMap::new())
+fn the_text_model_of_a_multimodal_checkpoint_matches_transformers() {
+    let cases: [(&str, &str, &str, serde_json::Value, &[&str], &[&str]); 2] = [
+        (
+            "gemma3",
+            "Gemma3ForConditionalGeneration",
+            "gemma3_text",
+            serde_json::json!({"model_type": "gemma3", "tie_word_embeddings": true,
+                "vision_config": {"model_type": "siglip_vision_model"}}),
+            &["language_model.model.", "model.language_model."],
+            &["vision_tower.vision_model.embeddings.patch_embedding.weight"],
+        ),
+        (
+            "qwen3_5",
+            "Qwen3_5ForConditionalGeneration",
+            "qwen3_5_text",
+            serde_json::json!({"model_type": "qwen3_5", "tie_word_embeddings": false,
+                "vision_config": {"model_type": "qwen3_5_vision"}}),
+            &["model.language_model."],
+            &["model.visual.patch_embed.proj.weight", "mtp.fc.weight"],
+        ),
+    ];
+    for (name, class, text_type, top, prefixes, extra) in cases {
+        let src = fixture(name);
+        let mut text: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(src.join("config.json")).unwrap()).unwrap();
+        text.as_object_mut().unwrap().remove("architectures");
+        text["model_type"] = text_type.into();
+        let mut config = top.clone();
+        config["architectures"] = serde_json::json!([class]);
+        config["text_config"] = text;
+        let tensors = read_all(src.join("model.safetensors")).unwrap();
+        for prefix in prefixes {
+            let dir = tempfile::tempdir().unwrap();
+            std::fs::write(dir.path().join("config.json"), config.to_string()).unwrap();
+            let renamed: Vec<(String, &Tensor)> =
+                tensors.iter().map(|(k, t)| (k.replacen("model.", prefix, 1), t)).collect();
+            let other = Tensor::f32(vec![2, 2], vec![1.0; 4]).unwrap();
+            let mut list: Vec<(&str, &Tensor)> = renamed.iter().map(|(k, t)| (k.as_str(), *t)).collect();
+            list.extend(extra.iter().map(|k| (*k, &other)));
+            hfexport_models::safetensors::write_safetensors(dir.path().join("model.safetensors"), &list, &BTreeMap::new())
+                .unwrap();
+            let ckpt = Checkpoint::open(dir.path()).unwrap();
+            assert_eq!(ckpt.config.architecture, class);
+            // an export says the vision tower is left out
+            let exporter = hfexport::AutoHfExporter::from_config(
+                hfexport::AutoExportConfig::from_dict(&serde_json::json!({"export_format": "onnx"})).unwrap(),
+            )
             .unwrap();
-        let ckpt = Checkpoint::open(dir.path()).unwrap();
-        let g = build(&ckpt.config, &ckpt, Task::CausalLm, &BuildOptions::default()).unwrap();
-        let ev = Evaluator::new(&g, &ckpt).unwrap();
-        let gold = goldens("gemma3");
-        for case in ["single", "batch"] {
-            let inputs: BTreeMap<String, Tensor> = ["input_ids", "attention_mask"]
-                .iter()
-                .map(|k| (k.to_string(), gold[&format!("{case}.{k}")].clone()))
-                .collect();
-            let out = ev.run(&inputs).unwrap();
-            let (d, at) =
-                worst_unpadded(&out["logits"], &gold[&format!("{case}.logits")], &inputs["attention_mask"]).unwrap();
-            assert!(d <= ATOL, "{prefix} {case}: worst |diff| {d:e} at {at:?}");
+            let req = hfexport::ExportRequest {
+                model: dir.path().to_path_buf(),
+                output: dir.path().join("out"),
+                task: Some(Task::CausalLm),
+                dtype: hfexport::DType::F32,
+                force: false,
+                generation: None,
+            };
+            let notes = exporter.plan(&req, &ckpt).unwrap().notes;
+            assert!(notes.iter().any(|n| n.contains("only its text model is exported")), "{class}: {notes:?}");
+            let g = build(&ckpt.config, &ckpt, Task::CausalLm, &BuildOptions::default()).unwrap();
+            let ev = Evaluator::new(&g, &ckpt).unwrap();
+            let gold = goldens(name);
+            for case in ["single", "batch"] {
+                let inputs: BTreeMap<String, Tensor> = ["input_ids", "attention_mask"]
+                    .iter()
+                    .map(|k| (k.to_string(), gold[&format!("{case}.{k}")].clone()))
+                    .collect();
+                let out = ev.run(&inputs).unwrap();
+                let (d, at) =
+                    worst_unpadded(&out["logits"], &gold[&format!("{case}.logits")], &inputs["attention_mask"]).unwrap();
+                assert!(d <= ATOL, "{class} {prefix} {case}: worst |diff| {d:e} at {at:?}");
+            }
         }
     }
 }

@@ -214,6 +214,13 @@ impl AutoHfExporter {
             dynamic::narrow(&mut c.graph, maxima)?;
         }
         let mut notes: Vec<String> = defaults.note.into_iter().collect();
+        if model.family()?.config.text_config && model.vision.is_none() {
+            notes.push(format!(
+                "{} is an image-text checkpoint: only its text model is exported (its vision tower is not built for \
+                 this class yet), so the export takes text only",
+                model.architecture
+            ));
+        }
         if req.generation.is_some() && model.scans() && !sequence_loops {
             notes.push(format!(
                 "{} scans its state over the sequence and {} has no loop lowering: `decode` takes one token per call, \

@@ -132,6 +132,7 @@ pub const ARCHITECTURES: &[Architecture] = &[
     falcon_h1::FAMILY,
     qwen3_next::FAMILY,
     qwen3_5::FAMILY,
+    qwen3_5::CONDITIONAL_GENERATION,
     lfm2::FAMILY,
 ];
 

@@ -7,6 +7,7 @@
 
 use super::qwen3_next::{QWEN3_NEXT_LAYOUT, QWEN3_NEXT_SCHEMA};
 use super::Architecture;
+use crate::layout::*;
 use crate::schema::*;
 
 pub const FAMILY: Architecture = Architecture {
@@ -28,4 +29,15 @@ pub const FAMILY: Architecture = Architecture {
         ..QWEN3_NEXT_SCHEMA
     },
     layout: QWEN3_NEXT_LAYOUT,
+};
+
+/// The text model of a Qwen3.5 image-text checkpoint (`Qwen3_5ForConditionalGeneration`, what
+/// the Hub's Qwen3.5 models are): read from `text_config`, stored under `model.language_model.`
+/// beside the vision tower (`model.visual.`) and the multi-token-prediction head (`mtp.`), which
+/// are not built.
+pub const CONDITIONAL_GENERATION: Architecture = Architecture {
+    classes: &["Qwen3_5ForConditionalGeneration"],
+    model_types: &["qwen3_5"],
+    config: ConfigSchema { text_config: true, ..FAMILY.config },
+    layout: Layout { roots: &["model.language_model."], ..QWEN3_NEXT_LAYOUT },
 };
