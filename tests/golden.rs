@@ -105,11 +105,12 @@ fn unseen_batch_and_length_run() {
 /// The text model inside a multimodal checkpoint (config in `text_config`, tensors under its
 /// text roots, a vision tower beside them) is the text fixture's model: the same logits.
 /// Gemma 3 (`Gemma3ForConditionalGeneration`: `language_model.model.` or
-/// `model.language_model.`) and Qwen3.5 (`Qwen3_5ForConditionalGeneration`:
-/// `model.language_model.`, with the multi-token-prediction head `mtp.` beside it).
+/// `model.language_model.`) and Qwen3.5 and Qwen3.5-MoE (`Qwen3_5ForConditionalGeneration`,
+/// `Qwen3_5MoeForConditionalGeneration`: `model.language_model.`, with the multi-token-prediction
+/// head `mtp.` beside it).
 #[test]
 fn the_text_model_of_a_multimodal_checkpoint_matches_transformers() {
-    let cases: [(&str, &str, &str, serde_json::Value, &[&str], &[&str]); 2] = [
+    let cases: [(&str, &str, &str, serde_json::Value, &[&str], &[&str]); 3] = [
         (
             "gemma3",
             "Gemma3ForConditionalGeneration",
@@ -125,6 +126,15 @@ fn the_text_model_of_a_multimodal_checkpoint_matches_transformers() {
             "qwen3_5_text",
             serde_json::json!({"model_type": "qwen3_5", "tie_word_embeddings": false,
                 "vision_config": {"model_type": "qwen3_5_vision"}}),
+            &["model.language_model."],
+            &["model.visual.patch_embed.proj.weight", "mtp.fc.weight"],
+        ),
+        (
+            "qwen3_5_moe",
+            "Qwen3_5MoeForConditionalGeneration",
+            "qwen3_5_moe_text",
+            serde_json::json!({"model_type": "qwen3_5_moe", "tie_word_embeddings": false,
+                "vision_config": {"model_type": "qwen3_5_moe_vision"}}),
             &["model.language_model."],
             &["model.visual.patch_embed.proj.weight", "mtp.fc.weight"],
         ),

@@ -37,11 +37,12 @@ The configs sample what transformers 5.23 accepts:
     or after the gate (or no norm), separate in/out projection biases, attention head_dim
     explicit or hidden / heads, KV heads, every muP multiplier (keys, attention and mixer in and
     out, the five ssm_multipliers, mlp_multipliers, embedding, lm head) random;
-  - Qwen3_5 / Qwen3Next: a random pattern of gated DeltaNet and gated attention layers, key and
+  - Qwen3_5 / Qwen3Next / Qwen3_5Moe: a random pattern of gated DeltaNet and gated attention layers, key and
     value heads (value heads a multiple), key and value head sizes, conv kernel 2-5, attention
     heads, KV heads, head_dim with partial rotary 0.25, 0.5 or 1 (Qwen3.5: M-RoPE sections
     summing to the rotary half), attention bias; Qwen3-Next: 2-4 experts top-1/2, renormalised
-    or not, the shared expert's width, decoder_sparse_step, mlp_only_layers;
+    or not, the shared expert's width, decoder_sparse_step, mlp_only_layers; Qwen3.5-MoE: experts
+    in every layer with the shared expert;
   - all: hidden_act silu or gelu_pytorch_tanh (the convolution's activation).
 """
 
@@ -59,6 +60,7 @@ ARCHS = [
     "FalconH1ForCausalLM",
     "Qwen3_5ForCausalLM",
     "Qwen3NextForCausalLM",
+    "Qwen3_5MoeForCausalLM",
 ]
 PAD_ID = 0
 STD = 0.15
@@ -101,8 +103,8 @@ def sample(rng, arch):
         return sample_lfm2(rng, common), True
     if arch == "FalconH1ForCausalLM":
         return sample_falcon_h1(rng, common), True
-    if arch in ("Qwen3_5ForCausalLM", "Qwen3NextForCausalLM"):
-        return sample_delta_net(rng, common, arch == "Qwen3NextForCausalLM"), True
+    if arch in ("Qwen3_5ForCausalLM", "Qwen3NextForCausalLM", "Qwen3_5MoeForCausalLM"):
+        return sample_delta_net(rng, common, arch), True
     heads = rng.choice([1, 2, 3, 4, 6, 8])
     groups = rng.choice([g for g in range(1, heads + 1) if heads % g == 0])
     expand = rng.choice([1, 2, 4])
@@ -266,9 +268,11 @@ def sample_falcon_h1(rng, common):
     return kw
 
 
-def sample_delta_net(rng, common, next_):
-    """Qwen3_5TextConfig / Qwen3NextConfig kwargs: a layer pattern with at least one DeltaNet and
-    one attention layer, the DeltaNet's heads and sizes, the gated attention, Qwen3-Next's experts."""
+def sample_delta_net(rng, common, arch):
+    """Qwen3_5TextConfig / Qwen3NextConfig / Qwen3_5MoeTextConfig kwargs: a layer pattern with at
+    least one DeltaNet and one attention layer, the DeltaNet's heads and sizes, the gated
+    attention, the experts of the MoE classes."""
+    next_ = arch == "Qwen3NextForCausalLM"
     kw = {k: common[k] for k in ("vocab_size", "tie_word_embeddings", "pad_token_id", "bos_token_id", "eos_token_id")}
     layers = rng.randint(2, 4)
     linear, full = rng.sample(range(layers), 2)
@@ -305,6 +309,15 @@ def sample_delta_net(rng, common, next_):
         max_position_embeddings=64,
         rope_parameters=rope,
     )
+    if arch == "Qwen3_5MoeForCausalLM":
+        # experts in every layer, always renormalised: no dense MLP
+        del kw["intermediate_size"]
+        kw.update(
+            num_experts=rng.randint(2, 4),
+            num_experts_per_tok=rng.randint(1, 2),
+            moe_intermediate_size=rng.randint(4, 48),
+            shared_expert_intermediate_size=rng.randint(4, 48),
+        )
     if next_:
         experts = rng.randint(2, 4)
         kw.update(
@@ -343,6 +356,7 @@ def main():
         "FalconH1ForCausalLM": (transformers.FalconH1Config, transformers.FalconH1ForCausalLM),
         "Qwen3_5ForCausalLM": (transformers.Qwen3_5TextConfig, transformers.Qwen3_5ForCausalLM),
         "Qwen3NextForCausalLM": (transformers.Qwen3NextConfig, transformers.Qwen3NextForCausalLM),
+        "Qwen3_5MoeForCausalLM": (transformers.Qwen3_5MoeTextConfig, transformers.Qwen3_5MoeForCausalLM),
         "Lfm2ForCausalLM": (transformers.Lfm2Config, transformers.Lfm2ForCausalLM),
     }
 

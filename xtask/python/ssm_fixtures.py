@@ -15,6 +15,8 @@ from transformers import (
     MambaConfig,
     MambaForCausalLM,
     Qwen3_5ForCausalLM,
+    Qwen3_5MoeForCausalLM,
+    Qwen3_5MoeTextConfig,
     Qwen3_5TextConfig,
     Qwen3NextConfig,
     Qwen3NextForCausalLM,
@@ -205,6 +207,15 @@ def ssm_specs():
         shared_expert_intermediate_size=64,
         mlp_only_layers=[2],
     )
+    moe_delta = {k: v for k, v in delta.items() if k != "intermediate_size"}
+    qwen3_5_moe = Qwen3_5MoeTextConfig(
+        **moe_delta,
+        rope_parameters=qwen3_5.rope_parameters,
+        num_experts=4,
+        num_experts_per_tok=2,
+        moe_intermediate_size=32,
+        shared_expert_intermediate_size=64,
+    )
     return [
         Spec(
             "mamba",
@@ -301,6 +312,17 @@ def ssm_specs():
             "Qwen3-Next: Qwen3.5's layers with the DeltaNet's fused in_proj_qkvz / in_proj_ba (per key head), partial "
             "rotary 0.5, and Qwen2-MoE's experts (4, top-2, renormalised) with the gated shared expert, a dense MLP "
             "on mlp_only_layers [2]",
+            strict_greedy=True,
+            recurrent=True,
+        ),
+        Spec(
+            "qwen3_5_moe",
+            73,
+            Qwen3_5MoeForCausalLM,
+            qwen3_5_moe,
+            None,
+            "Qwen3.5-MoE text: Qwen3.5's DeltaNet and gated attention layers with experts in every layer (4, top-2, "
+            "always renormalised, no intermediate_size) and the gated shared expert",
             strict_greedy=True,
             recurrent=True,
         ),

@@ -56,6 +56,7 @@ pub mod qwen2_moe;
 pub mod qwen2_vl;
 pub mod qwen3;
 pub mod qwen3_5;
+pub mod qwen3_5_moe;
 pub mod qwen3_moe;
 pub mod qwen3_next;
 pub mod roberta;
@@ -133,6 +134,8 @@ pub const ARCHITECTURES: &[Architecture] = &[
     qwen3_next::FAMILY,
     qwen3_5::FAMILY,
     qwen3_5::CONDITIONAL_GENERATION,
+    qwen3_5_moe::FAMILY,
+    qwen3_5_moe::CONDITIONAL_GENERATION,
     lfm2::FAMILY,
 ];
 
@@ -256,9 +259,9 @@ mod tests {
         let e = unsupported("MptForCausalLM", Some("mpt")).to_string();
         assert!(e.contains("`MptForCausalLM` (model_type `mpt`) is not supported"), "{e}");
         assert!(e.contains("nearest supported: "), "{e}");
-        let e = unsupported("Qwen3_5MoeForCausalLM", None).to_string();
-        assert!(e.contains("`Qwen3_5MoeForCausalLM` is not supported"), "{e}");
-        assert!(e.contains("nearest supported: Qwen3MoeForCausalLM, Qwen3_5ForCausalLM, "), "{e}");
+        let e = unsupported("Qwen3VLForCausalLM", None).to_string();
+        assert!(e.contains("`Qwen3VLForCausalLM` is not supported"), "{e}");
+        assert!(e.contains("nearest supported: "), "{e}");
         // an unknown head of a known family lists the family's own classes first
         let e = unsupported("LlamaForTokenClassification", Some("llama")).to_string();
         assert!(e.contains("nearest supported: LlamaForCausalLM, "), "{e}");
