@@ -270,10 +270,13 @@ fn quantized_exports_verify_in_every_runtime() {
         // Gated DeltaNet models (Qwen3.5, Qwen3-Next): ExecuTorch takes the portable kernels
         // (XNNPACK's int8 activations per token moved the qwen3_5 fixture's logits by 1.27 for
         // a tolerance of 0.91). Their quantized ONNX exports are left out, and not because they
-        // pass: ONNX Runtime disagrees with the evaluator by about 1 in the logits (qwen3_5
-        // int8 forward, qwen3_next int4 generation), with MatMulNBits at accuracy level 4 or 0
-        // and with standard DequantizeLinear alike, while OpenVINO, libtorch and ExecuTorch
-        // agree and the float exports agree within 2e-5: not understood yet (issue 40's note)
+        // pass: ONNX Runtime's logits are about 1 from the evaluator's (qwen3_5 int8 forward,
+        // qwen3_next int4 generation; the float exports agree within 2e-5). Measured on the
+        // qwen3_5 int8 file: MatMulNBits at accuracy level 0 instead of 4 moves the logits by
+        // 0.9, and with a single kind of linear quantized (k_proj alone) ONNX Runtime (level 0)
+        // and OpenVINO reading the same file are 0.05-0.4 apart, so these random DeltaNet models
+        // amplify the runtimes' activation rounding beyond the tolerance calibrated on other
+        // families (2.9% of the largest logit); whether trained checkpoints do is not known yet
         let delta = model.layers.iter().any(|l| matches!(l.mixer, hfexport::models::config::Mixer::GatedDeltaNet(_)));
         for quantizer in ["int8", "int4"] {
             for (label, mut config) in configs() {
