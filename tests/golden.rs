@@ -102,6 +102,11 @@ fn unseen_batch_and_length_run() {
     }
 }
 
+/// A multimodal checkpoint made from a text fixture: the fixture, the class, the text config's
+/// `model_type`, the top-level config, the text roots to store it under, tensors beside it.
+type MultimodalCase =
+    (&'static str, &'static str, &'static str, serde_json::Value, &'static [&'static str], &'static [&'static str]);
+
 /// The text model inside a multimodal checkpoint (config in `text_config`, tensors under its
 /// text roots, a vision tower beside them) is the text fixture's model: the same logits.
 /// Gemma 3 (`Gemma3ForConditionalGeneration`: `language_model.model.` or
@@ -110,7 +115,7 @@ fn unseen_batch_and_length_run() {
 /// head `mtp.` beside it).
 #[test]
 fn the_text_model_of_a_multimodal_checkpoint_matches_transformers() {
-    let cases: [(&str, &str, &str, serde_json::Value, &[&str], &[&str]); 3] = [
+    let cases: [MultimodalCase; 3] = [
         (
             "gemma3",
             "Gemma3ForConditionalGeneration",
@@ -157,8 +162,12 @@ fn the_text_model_of_a_multimodal_checkpoint_matches_transformers() {
             let other = Tensor::f32(vec![2, 2], vec![1.0; 4]).unwrap();
             let mut list: Vec<(&str, &Tensor)> = renamed.iter().map(|(k, t)| (k.as_str(), *t)).collect();
             list.extend(extra.iter().map(|k| (*k, &other)));
-            hfexport_models::safetensors::write_safetensors(dir.path().join("model.safetensors"), &list, &BTreeMap::new())
-                .unwrap();
+            hfexport_models::safetensors::write_safetensors(
+                dir.path().join("model.safetensors"),
+                &list,
+                &BTreeMap::new(),
+            )
+            .unwrap();
             let ckpt = Checkpoint::open(dir.path()).unwrap();
             assert_eq!(ckpt.config.architecture, class);
             // an export says the vision tower is left out
@@ -186,7 +195,8 @@ fn the_text_model_of_a_multimodal_checkpoint_matches_transformers() {
                     .collect();
                 let out = ev.run(&inputs).unwrap();
                 let (d, at) =
-                    worst_unpadded(&out["logits"], &gold[&format!("{case}.logits")], &inputs["attention_mask"]).unwrap();
+                    worst_unpadded(&out["logits"], &gold[&format!("{case}.logits")], &inputs["attention_mask"])
+                        .unwrap();
                 assert!(d <= ATOL, "{class} {prefix} {case}: worst |diff| {d:e} at {at:?}");
             }
         }

@@ -189,7 +189,11 @@ fn disk_usage(dir: &Path) -> u64 {
         .map(|e| {
             let e = e.unwrap();
             let meta = e.metadata().unwrap();
-            if meta.is_dir() { disk_usage(&e.path()) } else { meta.blocks() * 512 }
+            if meta.is_dir() {
+                disk_usage(&e.path())
+            } else {
+                meta.blocks() * 512
+            }
         })
         .sum()
 }
@@ -243,7 +247,10 @@ fn every_container_indexes_weights_beyond_4_gib() {
         assert!(!norms.is_empty(), "{format}: no entry holds the final norm's bytes");
         assert!(norms.iter().all(|e| e.1 > FOUR_GIB), "{format}: the final norm is at {norms:?}, not past 4 GiB");
         let on_disk = disk_usage(&out);
-        assert!(on_disk < 64 << 20, "{format}: the export occupies {on_disk} bytes on disk; zero blocks should be holes");
+        assert!(
+            on_disk < 64 << 20,
+            "{format}: the export occupies {on_disk} bytes on disk; zero blocks should be holes"
+        );
         println!("{format}: {} entries, table at {:?}, norm at {:?}", entries.len(), tables[0].1, norms[0].1);
         std::fs::remove_dir_all(&out).unwrap();
     }

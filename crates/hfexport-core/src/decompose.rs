@@ -288,7 +288,8 @@ impl Emitter<'_> {
         let mut os = Vec::with_capacity(len as usize);
         for t in 0..len {
             let at = |axis| Op::Slice { axis, start: Dim::konst(t), end: Dim::konst(t + 1) };
-            let [q_t, k_t, v_t] = [("q", q), ("k", k), ("v", v)].map(|(n, x)| self.op(&format!("{n}.{t}"), at(2), &[x]));
+            let [q_t, k_t, v_t] =
+                [("q", q), ("k", k), ("v", v)].map(|(n, x)| self.op(&format!("{n}.{t}"), at(2), &[x]));
             let (q_t, k_t, v_t) = (q_t?, k_t?, v_t?);
             let g_t = self.op(&format!("g.{t}"), at(2), &[g])?;
             let g_t = self.op(&format!("g_col.{t}"), Op::Reshape { shape: column.clone() }, &[g_t])?;

@@ -632,7 +632,13 @@ impl Decoder<'_> {
         let (q_rows, hs) = (a.heads * a.head_dim, self.cfg.hidden_size);
         let rows = gated_rows(a.heads, a.head_dim, 1);
         let stored = vb.pp(q);
-        let gate = self.selected_linear((&stored, &stored.pp("gate")), [2 * q_rows, hs], self.cfg.attention_bias, Some(&rows), x)?;
+        let gate = self.selected_linear(
+            (&stored, &stored.pp("gate")),
+            [2 * q_rows, hs],
+            self.cfg.attention_bias,
+            Some(&rows),
+            x,
+        )?;
         self.op(&vb.name("output_gate"), Op::Unary(UnaryOp::Sigmoid), &[gate])
     }
 
@@ -643,7 +649,13 @@ impl Decoder<'_> {
 
     /// [`Self::merge_heads_out`], the merged heads times `gate` `[b, s, heads * head_dim]`
     /// first when there is one.
-    fn merge_heads_out_gated(&mut self, vb: &Vb, a: &AttentionSpec, o: ValueId, gate: Option<ValueId>) -> Result<ValueId> {
+    fn merge_heads_out_gated(
+        &mut self,
+        vb: &Vb,
+        a: &AttentionSpec,
+        o: ValueId,
+        gate: Option<ValueId>,
+    ) -> Result<ValueId> {
         let (cfg, layout) = (self.cfg, self.arch.layout.attention);
         let (hd, nh) = (a.head_dim, a.heads);
         let o = self.op(&vb.name("heads_last"), Op::Transpose { perm: vec![0, 2, 1, 3] }, &[o])?;

@@ -21,9 +21,9 @@ use hfexport_core::ops::{Activation, BinaryOp, ReduceKind, UnaryOp};
 use hfexport_core::{DType, Dim, Op, Tensor, ValueId};
 
 use crate::config::{DeltaNetSpec, GatedNorm, Mamba2Spec, MambaSpec, ShortConvSpec};
-use crate::schema::DeltaNetProjections;
 use crate::decoder::{Decoder, Kv, LayerInputs, Vb};
 use crate::error::{ModelError, Result};
+use crate::schema::DeltaNetProjections;
 
 /// `torch.nn.functional.softplus`'s default threshold: above it, softplus is the input.
 const SOFTPLUS_THRESHOLD: f32 = 20.0;
@@ -235,7 +235,8 @@ impl Decoder<'_> {
                 };
                 let parts = [(0, dk), (dk, dk), (2 * dk, r * dv), (2 * dk + r * dv, r * dv)];
                 let order: Vec<usize> = parts.iter().flat_map(|&p| part(group, p)).collect();
-                let qkvz = self.reordered_linear(&vb.pp("in_proj_qkvz"), [kh * group, hidden], false, Some(&order), x)?;
+                let qkvz =
+                    self.reordered_linear(&vb.pp("in_proj_qkvz"), [kh * group, hidden], false, Some(&order), x)?;
                 let order: Vec<usize> = [(0, r), (r, r)].iter().flat_map(|&p| part(2 * r, p)).collect();
                 let ba = self.reordered_linear(&vb.pp("in_proj_ba"), [2 * hv, hidden], false, Some(&order), x)?;
                 Ok([

@@ -658,7 +658,8 @@ impl<'g> Ctx<'g> {
             attr_ints("scan_input_axes", &[2; 5]),
             attr_ints("scan_output_axes", &[2]),
         ];
-        let inputs = vec![ins[5].clone(), ins[0].clone(), ins[1].clone(), ins[2].clone(), ins[3].clone(), ins[4].clone()];
+        let inputs =
+            vec![ins[5].clone(), ins[0].clone(), ins[1].clone(), ins[2].clone(), ins[3].clone(), ins[4].clone()];
         self.em.push("Scan", &n.name, inputs, vec![outs[1].clone(), outs[0].clone()], attrs);
         Ok(())
     }

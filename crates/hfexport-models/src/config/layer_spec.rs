@@ -316,9 +316,7 @@ impl ModelConfig {
 
     /// Whether some layer keeps a recurrent state (its cache does not grow with the position).
     pub fn recurrent(&self) -> bool {
-        let recurrent = |m: &Mixer| {
-            !matches!(m, Mixer::Attention(_) | Mixer::LatentAttention(_))
-        };
+        let recurrent = |m: &Mixer| !matches!(m, Mixer::Attention(_) | Mixer::LatentAttention(_));
         self.layers.iter().any(|l| recurrent(&l.mixer))
     }
 
@@ -581,7 +579,9 @@ fn mamba2_spec(f: &Fields, keys: &Mamba2Keys, dims: &Dims) -> Result<Mamba2Spec>
     let heads = f.size(keys.heads.0, Some(keys.heads.1), MAX_HEADS)?;
     let expand = f.size(keys.expand.0, Some(keys.expand.1), MAX_HIDDEN)?;
     let inner = match keys.inner.map(|k| (k, f.raw(k))) {
-        None | Some((_, None | Some(Value::Null))) => dims.hidden_size.checked_mul(expand).filter(|&w| w <= MAX_INTERMEDIATE),
+        None | Some((_, None | Some(Value::Null))) => {
+            dims.hidden_size.checked_mul(expand).filter(|&w| w <= MAX_INTERMEDIATE)
+        }
         Some((key, Some(_))) => Some(f.size(key, None, MAX_INTERMEDIATE)?),
     };
     let head_dim = match (f.raw(keys.head_dim.0), keys.head_dim.1) {

@@ -48,7 +48,8 @@ pub use generation::GenerationConfig;
 use generation::*;
 use layer_spec::*;
 pub use layer_spec::{
-    AttentionSpec, DeltaNetSpec, GatedNorm, LatentSpec, LayerMlp, LayerSpec, Mamba2Spec, MambaSpec, Mixer, ShortConvSpec, Span,
+    AttentionSpec, DeltaNetSpec, GatedNorm, LatentSpec, LayerMlp, LayerSpec, Mamba2Spec, MambaSpec, Mixer,
+    ShortConvSpec, Span,
 };
 use layers::*;
 use multimodal::*;

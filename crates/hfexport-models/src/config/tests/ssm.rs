@@ -81,7 +81,18 @@ fn falcon_h1_layers_norms_and_multipliers() {
     assert_eq!((m.heads, m.head_dim, m.groups, m.state, m.conv_kernel), (8, 16, 1, 16, 4));
     // class defaults: no gated norm (mamba_rms_norm false), no projection biases, conv bias
     assert_eq!((m.norm, m.bias, m.out_bias, m.conv_bias), (GatedNorm::None, false, false, true));
-    assert_eq!(c.mup, Some(Mup { key: 1.0, attention_in: 1.0, attention_out: 1.0, ssm_in: 1.0, ssm_out: 1.0, ssm: [1.0; 5], mlp: [1.0; 2] }));
+    assert_eq!(
+        c.mup,
+        Some(Mup {
+            key: 1.0,
+            attention_in: 1.0,
+            attention_out: 1.0,
+            ssm_in: 1.0,
+            ssm_out: 1.0,
+            ssm: [1.0; 5],
+            mlp: [1.0; 2]
+        })
+    );
     assert_eq!((c.embedding_scale, c.logits_scaling, c.layers[0].mlp), (Some(1.0), Some(1.0), LayerMlp::Dense));
     let names: Vec<&str> = c.layers[1].cache(&hfexport_core::Dim::konst(8)).iter().map(|(n, _)| *n).collect();
     assert_eq!(names, ["keys", "values", "conv", "ssm"]);
