@@ -202,3 +202,61 @@ fn the_text_model_of_a_multimodal_checkpoint_matches_transformers() {
         }
     }
 }
+
+/// Qwen3.5-MoE's experts as transformers 5 holds them in memory (and some checkpoints store
+/// them): per layer `mlp.experts.gate_up_proj` `[E, 2 * inter, hidden]` (gate rows first) and
+/// `mlp.experts.down_proj` `[E, hidden, inter]`, made here from the per-expert fixture: the
+/// same logits.
+#[test]
+fn fused_experts_of_qwen3_5_moe_match_transformers() {
+    let src = fixture("qwen3_5_moe");
+    let tensors = read_all(src.join("model.safetensors")).unwrap();
+    let expert =
+        |layer: &str, e: usize, leaf: &str| tensors.get(&format!("{layer}.experts.{e}.{leaf}.weight")).cloned();
+    let mut out: Vec<(String, Tensor)> = vec![];
+    for (name, t) in &tensors {
+        if name.contains(".experts.") {
+            continue;
+        }
+        out.push((name.clone(), t.clone()));
+    }
+    let layers: std::collections::BTreeSet<String> =
+        tensors.keys().filter_map(|k| k.split_once(".experts.").map(|(layer, _)| layer.to_string())).collect();
+    assert!(!layers.is_empty(), "the fixture stores experts one by one");
+    for layer in layers {
+        let (mut gate_up, mut down, mut shape) = (vec![], vec![], (0, 0, 0));
+        let mut e = 0;
+        while let (Some(g), Some(u), Some(d)) =
+            (expert(&layer, e, "gate_proj"), expert(&layer, e, "up_proj"), expert(&layer, e, "down_proj"))
+        {
+            let (inter, hidden) = (g.shape()[0], g.shape()[1]);
+            shape = (e + 1, inter, hidden);
+            gate_up.extend_from_slice(g.as_f32().unwrap());
+            gate_up.extend_from_slice(u.as_f32().unwrap());
+            down.extend_from_slice(d.as_f32().unwrap());
+            e += 1;
+        }
+        let (n, inter, hidden) = shape;
+        out.push((format!("{layer}.experts.gate_up_proj"), Tensor::f32(vec![n, 2 * inter, hidden], gate_up).unwrap()));
+        out.push((format!("{layer}.experts.down_proj"), Tensor::f32(vec![n, hidden, inter], down).unwrap()));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(src.join("config.json"), dir.path().join("config.json")).unwrap();
+    let list: Vec<(&str, &Tensor)> = out.iter().map(|(k, t)| (k.as_str(), t)).collect();
+    hfexport_models::safetensors::write_safetensors(dir.path().join("model.safetensors"), &list, &BTreeMap::new())
+        .unwrap();
+    let ckpt = Checkpoint::open(dir.path()).unwrap();
+    let g = build(&ckpt.config, &ckpt, Task::CausalLm, &BuildOptions::default()).unwrap();
+    let ev = Evaluator::new(&g, &ckpt).unwrap();
+    let gold = goldens("qwen3_5_moe");
+    for case in ["single", "batch"] {
+        let inputs: BTreeMap<String, Tensor> = ["input_ids", "attention_mask"]
+            .iter()
+            .map(|k| (k.to_string(), gold[&format!("{case}.{k}")].clone()))
+            .collect();
+        let out = ev.run(&inputs).unwrap();
+        let (d, at) =
+            worst_unpadded(&out["logits"], &gold[&format!("{case}.logits")], &inputs["attention_mask"]).unwrap();
+        assert!(d <= ATOL, "fused experts {case}: worst |diff| {d:e} at {at:?}");
+    }
+}
