@@ -86,6 +86,36 @@ pub fn native(op: &Op, opset: u32) -> bool {
     }
 }
 
+/// The attributes of a `Scan` whose f32 body graph `name` is `nodes` with ports `(inputs,
+/// outputs)`: the states first, then one scan input per entry of `input_axes` (the axis each is
+/// sliced along); every scan output stacked along axis 2.
+fn scan_attrs(
+    name: String,
+    nodes: Vec<NodeProto>,
+    (inputs, outputs): (&[&String], &[&String]),
+    input_axes: &[i64],
+) -> Vec<AttributeProto> {
+    let graph = GraphProto {
+        name: Some(name),
+        node: nodes,
+        input: inputs.iter().map(|p| f32_port(p)).collect(),
+        output: outputs.iter().map(|p| f32_port(p)).collect(),
+        ..Default::default()
+    };
+    let states = inputs.len() - input_axes.len();
+    vec![
+        AttributeProto {
+            name: Some("body".into()),
+            g: Some(graph),
+            r#type: Some(AttributeType::Graph as i32),
+            ..Default::default()
+        },
+        attr_int("num_scan_inputs", input_axes.len() as i64),
+        attr_ints("scan_input_axes", input_axes),
+        attr_ints("scan_output_axes", &vec![2; outputs.len() - states]),
+    ]
+}
+
 /// A loop body's port `name`: an f32 tensor of any shape.
 fn f32_port(name: &str) -> ValueInfoProto {
     ValueInfoProto {
@@ -587,24 +617,8 @@ impl<'g> Ctx<'g> {
         body.push("Identity", &a_out, vec![a.clone()], vec![a_out.clone()], vec![]);
         body.push("Reshape", &y_t, vec![y, s_y], vec![y_t.clone()], vec![]);
         self.em.fresh = body.fresh;
-        let graph = GraphProto {
-            name: Some(port("step")),
-            node: body.nodes,
-            input: [&h, &a, &x_t, &dt_t, &b_t, &c_t].map(|p| f32_port(p)).to_vec(),
-            output: [&h_out, &a_out, &y_t].map(|p| f32_port(p)).to_vec(),
-            ..Default::default()
-        };
-        let attrs = vec![
-            AttributeProto {
-                name: Some("body".into()),
-                g: Some(graph),
-                r#type: Some(AttributeType::Graph as i32),
-                ..Default::default()
-            },
-            attr_int("num_scan_inputs", 4),
-            attr_ints("scan_input_axes", &[2, 2, 1, 1]),
-            attr_ints("scan_output_axes", &[2]),
-        ];
+        let ports = (&[&h, &a, &x_t, &dt_t, &b_t, &c_t][..], &[&h_out, &a_out, &y_t][..]);
+        let attrs = scan_attrs(port("step"), body.nodes, ports, &[2, 2, 1, 1]);
         let a_final = self.em.tmp("scan_a");
         let inputs = vec![ins[5].clone(), a_groups, ins[0].clone(), ins[1].clone(), ins[3].clone(), ins[4].clone()];
         self.em.push("Scan", &n.name, inputs, vec![outs[1].clone(), a_final, outs[0].clone()], attrs);
@@ -640,24 +654,8 @@ impl<'g> Ctx<'g> {
         let o = body.helper("MatMul", vec![q_row, s_out.clone()], vec![]);
         body.push("Reshape", &o_t, vec![o, flat], vec![o_t.clone()], vec![]);
         self.em.fresh = body.fresh;
-        let graph = GraphProto {
-            name: Some(port("step")),
-            node: body.nodes,
-            input: [&s, &q_t, &k_t, &v_t, &g_t, &beta_t].map(|p| f32_port(p)).to_vec(),
-            output: [&s_out, &o_t].map(|p| f32_port(p)).to_vec(),
-            ..Default::default()
-        };
-        let attrs = vec![
-            AttributeProto {
-                name: Some("body".into()),
-                g: Some(graph),
-                r#type: Some(AttributeType::Graph as i32),
-                ..Default::default()
-            },
-            attr_int("num_scan_inputs", 5),
-            attr_ints("scan_input_axes", &[2; 5]),
-            attr_ints("scan_output_axes", &[2]),
-        ];
+        let ports = (&[&s, &q_t, &k_t, &v_t, &g_t, &beta_t][..], &[&s_out, &o_t][..]);
+        let attrs = scan_attrs(port("step"), body.nodes, ports, &[2; 5]);
         let inputs =
             vec![ins[5].clone(), ins[0].clone(), ins[1].clone(), ins[2].clone(), ins[3].clone(), ins[4].clone()];
         self.em.push("Scan", &n.name, inputs, vec![outs[1].clone(), outs[0].clone()], attrs);

@@ -513,9 +513,6 @@ fn hybrid_layers(f: &Fields, n: usize, (kind, attends): (&str, Attends), mixer: 
         (None, Attends::Listed(None)) => vec![kind.to_string(); n],
         (None, Attends::Every((key, default))) => {
             let every = f.size(key, Some(default), MAX_LAYERS)?;
-            if every == 0 {
-                return Err(f.err(key, "must be at least 1"));
-            }
             (0..n).map(|i| if (i + 1) % every == 0 { "full_attention" } else { kind }.to_string()).collect()
         }
         (None, Attends::Listed(Some(key))) => {
