@@ -11,12 +11,10 @@
 
 mod common;
 
-use common::{fixture, fixtures, python, script, widened, worst_unpadded};
+use common::{causal_lm_request, fixture, fixtures, python, script, widened, worst_unpadded};
 use hfexport::core::metadata::ExportMetadata;
 use hfexport::dynamo::archive::Pt2Archive;
-use hfexport::{
-    AutoExportConfig, AutoHfExporter, Checkpoint, DType, Evaluator, ExportRequest, Generation, Task, Tensor,
-};
+use hfexport::{AutoExportConfig, AutoHfExporter, Checkpoint, Evaluator, Generation, Task, Tensor};
 use hfexport_models::safetensors::{read_all, write_safetensors};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -28,15 +26,10 @@ fn export(name: &str, out: &Path, generation: Option<Generation>) -> ExportMetad
 
 fn export_model(model: &Path, out: &Path, generation: Option<Generation>) -> ExportMetadata {
     let config = AutoExportConfig::from_dict(&serde_json::json!({"export_format": "dynamo", "dynamic": true})).unwrap();
-    let req = ExportRequest {
-        model: model.to_path_buf(),
-        output: out.to_path_buf(),
-        task: Some(Task::CausalLm),
-        dtype: DType::F32,
-        force: false,
-        generation,
-    };
-    AutoHfExporter::from_config(config).unwrap().export(&req, &mut |_| {}).unwrap()
+    AutoHfExporter::from_config(config)
+        .unwrap()
+        .export(&causal_lm_request(model, out, generation), &mut |_| {})
+        .unwrap()
 }
 
 #[test]

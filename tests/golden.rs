@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{fixtures, recurrent_fixtures, worst_unpadded};
+use common::{causal_lm_request, fixtures, recurrent_fixtures, worst_unpadded};
 use hfexport_core::decompose::decompose;
 use hfexport_core::{Dim, Evaluator, Op, Tensor};
 use hfexport_models::safetensors::read_all;
@@ -102,6 +102,24 @@ fn unseen_batch_and_length_run() {
     }
 }
 
+/// The causal-LM graph of `ckpt` in the evaluator gives fixture `name`'s golden logits (single
+/// and left-padded batch) within [`ATOL`]; `label` names the checkpoint in a failure.
+fn assert_goldens(ckpt: &Checkpoint, name: &str, label: &str) {
+    let g = build(&ckpt.config, ckpt, Task::CausalLm, &BuildOptions::default()).unwrap();
+    let ev = Evaluator::new(&g, ckpt).unwrap();
+    let gold = goldens(name);
+    for case in ["single", "batch"] {
+        let inputs: BTreeMap<String, Tensor> = ["input_ids", "attention_mask"]
+            .iter()
+            .map(|k| (k.to_string(), gold[&format!("{case}.{k}")].clone()))
+            .collect();
+        let out = ev.run(&inputs).unwrap();
+        let (d, at) =
+            worst_unpadded(&out["logits"], &gold[&format!("{case}.logits")], &inputs["attention_mask"]).unwrap();
+        assert!(d <= ATOL, "{label} {case}: worst |diff| {d:e} at {at:?}");
+    }
+}
+
 /// A multimodal checkpoint made from a text fixture: the fixture, the class, the text config's
 /// `model_type`, the top-level config, the text roots to store it under, tensors beside it.
 type MultimodalCase =
@@ -175,30 +193,10 @@ fn the_text_model_of_a_multimodal_checkpoint_matches_transformers() {
                 hfexport::AutoExportConfig::from_dict(&serde_json::json!({"export_format": "onnx"})).unwrap(),
             )
             .unwrap();
-            let req = hfexport::ExportRequest {
-                model: dir.path().to_path_buf(),
-                output: dir.path().join("out"),
-                task: Some(Task::CausalLm),
-                dtype: hfexport::DType::F32,
-                force: false,
-                generation: None,
-            };
+            let req = causal_lm_request(dir.path(), &dir.path().join("out"), None);
             let notes = exporter.plan(&req, &ckpt).unwrap().notes;
             assert!(notes.iter().any(|n| n.contains("only its text model is exported")), "{class}: {notes:?}");
-            let g = build(&ckpt.config, &ckpt, Task::CausalLm, &BuildOptions::default()).unwrap();
-            let ev = Evaluator::new(&g, &ckpt).unwrap();
-            let gold = goldens(name);
-            for case in ["single", "batch"] {
-                let inputs: BTreeMap<String, Tensor> = ["input_ids", "attention_mask"]
-                    .iter()
-                    .map(|k| (k.to_string(), gold[&format!("{case}.{k}")].clone()))
-                    .collect();
-                let out = ev.run(&inputs).unwrap();
-                let (d, at) =
-                    worst_unpadded(&out["logits"], &gold[&format!("{case}.logits")], &inputs["attention_mask"])
-                        .unwrap();
-                assert!(d <= ATOL, "{class} {prefix} {case}: worst |diff| {d:e} at {at:?}");
-            }
+            assert_goldens(&ckpt, name, &format!("{class} {prefix}"));
         }
     }
 }
@@ -245,18 +243,5 @@ fn fused_experts_of_qwen3_5_moe_match_transformers() {
     let list: Vec<(&str, &Tensor)> = out.iter().map(|(k, t)| (k.as_str(), t)).collect();
     hfexport_models::safetensors::write_safetensors(dir.path().join("model.safetensors"), &list, &BTreeMap::new())
         .unwrap();
-    let ckpt = Checkpoint::open(dir.path()).unwrap();
-    let g = build(&ckpt.config, &ckpt, Task::CausalLm, &BuildOptions::default()).unwrap();
-    let ev = Evaluator::new(&g, &ckpt).unwrap();
-    let gold = goldens("qwen3_5_moe");
-    for case in ["single", "batch"] {
-        let inputs: BTreeMap<String, Tensor> = ["input_ids", "attention_mask"]
-            .iter()
-            .map(|k| (k.to_string(), gold[&format!("{case}.{k}")].clone()))
-            .collect();
-        let out = ev.run(&inputs).unwrap();
-        let (d, at) =
-            worst_unpadded(&out["logits"], &gold[&format!("{case}.logits")], &inputs["attention_mask"]).unwrap();
-        assert!(d <= ATOL, "fused experts {case}: worst |diff| {d:e} at {at:?}");
-    }
+    assert_goldens(&Checkpoint::open(dir.path()).unwrap(), "qwen3_5_moe", "fused experts");
 }

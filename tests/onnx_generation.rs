@@ -6,10 +6,10 @@
 //! (the script checks the bound buffer after each step). All give transformers' 16 greedy tokens.
 
 mod common;
-use common::{fixture, fixtures, python};
+use common::{causal_lm_request, fixture, fixtures, python};
 
 use hfexport::core::metadata::ExportMetadata;
-use hfexport::{AutoExportConfig, AutoHfExporter, DType, ExportRequest, Generation, Task};
+use hfexport::{AutoExportConfig, AutoHfExporter, Generation};
 use hfexport_models::safetensors::read_all;
 use hfexport_models::{Checkpoint, GenerationConfig};
 use std::path::{Path, PathBuf};
@@ -35,14 +35,7 @@ fn export_model_with(
     config: serde_json::Value,
 ) -> hfexport::Result<ExportMetadata> {
     let config = AutoExportConfig::from_dict(&config).unwrap();
-    let req = ExportRequest {
-        model: model.to_path_buf(),
-        output: out.to_path_buf(),
-        task: Some(Task::CausalLm),
-        dtype: DType::F32,
-        force: false,
-        generation: Some(generation),
-    };
+    let req = causal_lm_request(model, out, Some(generation));
     AutoHfExporter::from_config(config)?.export(&req, &mut |_| {})
 }
 

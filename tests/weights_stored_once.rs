@@ -6,10 +6,10 @@
 //! runtimes with transformers' greedy tokens is checked by each format's generation test.
 
 mod common;
-use common::widened;
+use common::{causal_lm_request, widened};
 
 use hfexport::core::metadata::ExportMetadata;
-use hfexport::{AutoExportConfig, AutoHfExporter, DType, ExportRequest, Generation, Task};
+use hfexport::{AutoExportConfig, AutoHfExporter, Generation};
 use std::collections::BTreeSet;
 use std::path::Path;
 
@@ -18,14 +18,7 @@ fn export(model: &Path, config: serde_json::Value, out: &Path, generation: Optio
     // weight in the smallest program)
     let mut config = config;
     config["dynamic"] = generation.is_some().into();
-    let req = ExportRequest {
-        model: model.to_path_buf(),
-        output: out.to_path_buf(),
-        task: Some(Task::CausalLm),
-        dtype: DType::F32,
-        force: false,
-        generation,
-    };
+    let req = causal_lm_request(model, out, generation);
     let exporter = AutoHfExporter::from_config(AutoExportConfig::from_dict(&config).unwrap()).unwrap();
     exporter.export(&req, &mut |_| {}).unwrap_or_else(|e| panic!("{config}: {e}"))
 }

@@ -83,6 +83,23 @@ pub fn widened(name: &str, vocab: usize, dir: &std::path::Path) -> PathBuf {
     dir.to_path_buf()
 }
 
+/// A float32 causal-LM export of `model` into `out` (not forced over an existing folder), for
+/// generation when `generation` says so.
+pub fn causal_lm_request(
+    model: &std::path::Path,
+    out: &std::path::Path,
+    generation: Option<hfexport::Generation>,
+) -> hfexport::ExportRequest {
+    hfexport::ExportRequest {
+        model: model.to_path_buf(),
+        output: out.to_path_buf(),
+        task: Some(hfexport::Task::CausalLm),
+        dtype: hfexport::DType::F32,
+        force: false,
+        generation,
+    }
+}
+
 /// Exports `model` for generation with a static cache of `slots` (multi-token decode) in every
 /// format with `--verify`; the failures, including a task outside `tasks` or components other
 /// than `components`.

@@ -126,6 +126,18 @@ def sample(rng, arch):
     return kw, limit == "default"
 
 
+def mamba_draws(rng):
+    """The `mamba_*` keys Granite 4.0 and Falcon-H1 draw alike (in this order, so a seed gives
+    the same configs): state size, conv taps, chunk size, conv and projection biases."""
+    return dict(
+        mamba_d_state=rng.randint(1, 16),
+        mamba_d_conv=rng.randint(2, 5),
+        mamba_chunk_size=rng.randint(1, 8),
+        mamba_conv_bias=rng.random() < 0.7,
+        mamba_proj_bias=rng.random() < 0.5,
+    )
+
+
 def sample_granite(rng, common):
     """GraniteMoeHybridConfig kwargs: the mamba_* keys, a layer pattern, attention and experts."""
     kw = {k: v for k, v in common.items() if k not in ("state_size", "conv_kernel", "use_bias", "use_conv_bias")}
@@ -150,11 +162,7 @@ def sample_granite(rng, common):
         mamba_n_heads=heads,
         mamba_n_groups=groups,
         mamba_expand=expand,
-        mamba_d_state=rng.randint(1, 16),
-        mamba_d_conv=rng.randint(2, 5),
-        mamba_chunk_size=rng.randint(1, 8),
-        mamba_conv_bias=rng.random() < 0.7,
-        mamba_proj_bias=rng.random() < 0.5,
+        **mamba_draws(rng),
         num_attention_heads=attn_heads,
         num_key_value_heads=rng.choice([h for h in (1, attn_heads) if attn_heads % h == 0]),
         layer_types=kinds,
@@ -241,11 +249,7 @@ def sample_falcon_h1(rng, common):
         num_key_value_heads=rng.choice([h for h in (1, attn_heads) if attn_heads % h == 0]),
         mamba_n_heads=heads,
         mamba_n_groups=groups,
-        mamba_d_state=rng.randint(1, 16),
-        mamba_d_conv=rng.randint(2, 5),
-        mamba_chunk_size=rng.randint(1, 8),
-        mamba_conv_bias=rng.random() < 0.7,
-        mamba_proj_bias=rng.random() < 0.5,
+        **mamba_draws(rng),
         projectors_bias=rng.random() < 0.5,
         mamba_rms_norm=rng.random() < 0.6,
         mamba_norm_before_gate=rng.random() < 0.5,
