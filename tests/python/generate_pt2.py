@@ -13,23 +13,20 @@ in place: the loop never reads a cache back, and checks after every call that th
 first cache tensor holds new keys at the call's slots. A growing cache is returned by each call
 (the user outputs after `logits`) and passed to the next. Also checks that each program
 survives `run_decompositions()` + `torch.export.save` + `torch.export.load`, once per kind of
-program in this process: a program calling the same set of operators, with the same symbolic
-input shapes, as one already checked is not retraced again. Retracing fails on an operator or a
-shape guard, never on a weight value or a layer count, and it is most of this script's time
-(about 20 s a program): run_pt2.py already retraces every fixture's forward export, and here
-each family's cache construct (static, growing, sliding window, MoE) is still retraced once.
+program in this process (pt2_kinds.py): each family's cache construct (static, growing, sliding
+window, MoE) is retraced once.
 """
 import json
 import os
 import sys
 import tempfile
 import warnings
-import zipfile
 
 warnings.filterwarnings("ignore")
 import torch  # noqa: E402
 from safetensors.numpy import load_file  # noqa: E402
 from torch.export.pt2_archive._package import load_pt2  # noqa: E402
+from pt2_kinds import program_kind  # noqa: E402
 
 DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
 
@@ -40,20 +37,8 @@ def main():
     json.dump(result, open(out, "w"))
 
 
-# the kinds of program (`program_kind`) that went through run_decompositions + save + load here
+# the kinds of program that went through run_decompositions + save + load here
 RESAVED = set()
-
-
-def program_kind(path, comp):
-    """What retracing program `comp["name"]` of the archive `path` depends on: the operators it
-    calls and the symbolic axes of its inputs (a constant axis, a head count or a layer's head
-    dim, is `#`; the number of cache inputs does not count)."""
-    with zipfile.ZipFile(path) as z:
-        (program,) = [e for e in z.namelist() if e.endswith(f"/models/{comp['name']}.json")]
-        nodes = json.loads(z.read(program))["graph_module"]["graph"]["nodes"]
-    ops = sorted({n["target"] for n in nodes})
-    shapes = sorted({tuple("#" if d.isdigit() else d for d in p["shape"]) for p in comp["inputs"]})
-    return json.dumps([ops, shapes])
 
 
 def load(export, comp, archives):
@@ -62,7 +47,7 @@ def load(export, comp, archives):
     if path not in archives:
         archives[path] = load_pt2(path).exported_programs
     ep = archives[path][comp["name"]]
-    kind = program_kind(path, comp)
+    kind = program_kind(path, comp["name"], comp["inputs"])
     if kind not in RESAVED:
         with tempfile.TemporaryDirectory() as tmp:
             again = os.path.join(tmp, "resaved.pt2")

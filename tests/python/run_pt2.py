@@ -1,14 +1,15 @@
 """Runs hfexport `.pt2` exports the way a Python user would, for the Rust test suite.
 
-usage: run_pt2.py JOBS.json
+usage: run_pt2.py JOBS.json KINDS.json
 
 JOBS: a list of {"model": MODEL.pt2, "out": OUT.safetensors, "cases": [CASE.safetensors, ...]},
 all run in this one process (one torch import for every export). For each job,
 `torch.export.load(path).module()(input_ids=…, attention_mask=…)` on each case; the logits of
 case i are written to OUT as `<i>`. Then the program must be a well-formed ExportedProgram:
 `run_decompositions()`, `torch.export.save` and `torch.export.load` again, and the reloaded
-program must give the same logits (written as `<i>.resaved`). A job that fails stops the run
-with an error naming its program.
+program must give the same logits (written as `<i>.resaved`), once per kind of program
+(pt2_kinds.py): KINDS maps each MODEL to the MODEL of its kind that was retraced. A job that
+fails stops the run with an error naming its program.
 """
 import json
 import os
@@ -16,12 +17,22 @@ import sys
 import tempfile
 import warnings
 
+from pt2_kinds import program_kind
+
 warnings.filterwarnings("ignore")
 import torch  # noqa: E402
 from safetensors.torch import load_file, save_file  # noqa: E402
 
 
-def run(path, out_path, cases):
+
+def kind_of(path):
+    """The program kind of a forward export's one program, `model`."""
+    meta = json.load(open(os.path.join(os.path.dirname(path), "export.json")))
+    (comp,) = meta["components"]
+    return program_kind(path, comp["name"], comp["inputs"])
+
+
+def run(path, out_path, cases, retrace):
     try:
         ep = torch.export.load(path)
     except RuntimeError:
@@ -36,6 +47,9 @@ def run(path, out_path, cases):
         module = ep.module()
         for i, f in enumerate(feeds):
             outputs[str(i)] = module(**f).contiguous()
+        if not retrace:
+            save_file(outputs, out_path)
+            return
         with tempfile.TemporaryDirectory() as tmp:
             again = os.path.join(tmp, "resaved.pt2")
             torch.export.save(ep.run_decompositions(), again)
@@ -46,12 +60,16 @@ def run(path, out_path, cases):
 
 
 def main():
-    (jobs,) = sys.argv[1:]
+    jobs, kinds_path = sys.argv[1:]
+    first_of_kind, kinds = {}, {}
     for job in json.load(open(jobs)):
+        model = job["model"]
+        kinds[model] = first_of_kind.setdefault(kind_of(model), model)
         try:
-            run(job["model"], job["out"], job["cases"])
+            run(model, job["out"], job["cases"], kinds[model] == model)
         except Exception as e:
-            raise RuntimeError(f"{job['model']}: {e}") from e
+            raise RuntimeError(f"{model}: {e}") from e
+    json.dump(kinds, open(kinds_path, "w"))
 
 
 if __name__ == "__main__":

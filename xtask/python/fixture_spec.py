@@ -16,6 +16,16 @@ def attention_implementation(folder):
     return "sdpa" if cfg.get("model_type") == "falcon" and cfg.get("alibi") else "eager"
 
 
+def causal_lm_class(folder):
+    """The class config.json names (`architectures[0]`), which from_pretrained builds as it is:
+    transformers 5.23 maps no config to some causal LMs (Mistral4Config: its hub checkpoints are
+    image-text ones), so AutoModelForCausalLM cannot load them."""
+    import transformers
+
+    cfg = json.loads((Path(folder) / "config.json").read_text())
+    return getattr(transformers, (cfg.get("architectures") or [""])[0], transformers.AutoModelForCausalLM)
+
+
 class Spec(NamedTuple):
     name: str
     seed: int

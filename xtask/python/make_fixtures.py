@@ -43,12 +43,12 @@ import safetensors.torch
 import torch
 import transformers
 from decoder_fixtures import decoder_round2_specs
-from fixture_spec import Spec, attention_implementation
+from fixture_spec import Spec, attention_implementation, causal_lm_class
 from routing import router_gap
 from ssm_fixtures import ssm_specs
+from flagship_fixtures import flagship_specs
 from safetensors.torch import save_file
 from transformers import (
-    AutoModelForCausalLM,
     Gemma2Config,
     Gemma2ForCausalLM,
     Gemma3ForCausalLM,
@@ -208,6 +208,7 @@ def fixture_specs():
     specs.extend(moe_specs())
     specs.extend(decoder_round2_specs())
     specs.extend(ssm_specs())
+    specs.extend(flagship_specs())
     return specs
 
 
@@ -649,7 +650,7 @@ def canonical_metadata_order(path):
 
 
 def load(folder):
-    model = AutoModelForCausalLM.from_pretrained(
+    model = causal_lm_class(folder).from_pretrained(
         folder, dtype=torch.float32, attn_implementation=attention_implementation(folder)
     )
     return model.eval()

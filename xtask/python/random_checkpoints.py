@@ -185,13 +185,20 @@ MOE_ARCHS = [
     "GptOssForCausalLM",
     "DeepseekV2ForCausalLM",
     "DeepseekV3ForCausalLM",
+    "Glm4MoeForCausalLM",
+    "Ernie4_5_MoeForCausalLM",
+    "Mistral4ForCausalLM",
 ]
-# DeepSeek's: multi-head latent attention, grouped routing, dense first layers (sample_deepseek).
-DEEPSEEK_ARCHS = ("DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM")
+# The 2026 flagships that attend (issue 40; sample_flagship): GLM-4.5's DeepSeek-V3 routing over
+# grouped-query attention, ERNIE 4.5's biases and interleaved rotary (dense and MoE).
+FLAGSHIP_ARCHS = ["Glm4MoeForCausalLM", "Ernie4_5ForCausalLM", "Ernie4_5_MoeForCausalLM"]
+# DeepSeek's: multi-head latent attention, grouped routing, dense first layers (sample_deepseek;
+# Mistral 4's softmax groups and query scaling too).
+DEEPSEEK_ARCHS = ("DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM", "Mistral4ForCausalLM")
 # Granite's MoE classes: every layer sparse, num_local_experts, Granite's multipliers.
 GRANITE_MOE_ARCHS = ("GraniteMoeForCausalLM", "GraniteMoeSharedForCausalLM")
 # The families sampled by sample_new_family / sample_moe_family and written by edit_new_family.
-EXTRA_ARCHS = NEW_ARCHS + MOE_ARCHS
+EXTRA_ARCHS = NEW_ARCHS + MOE_ARCHS + ["Ernie4_5ForCausalLM"]
 ALL_ARCHS = ARCHS + EXTRA_ARCHS
 ROPE_TYPES = ["default", "linear", "dynamic", "llama3", "yarn"]
 PAD_ID = 0
@@ -345,6 +352,7 @@ def sample_case(seed, index, archs=ARCHS):
     if arch in EXTRA_ARCHS:
         sample = sample_moe_family if arch in MOE_ARCHS else sample_new_family
         sample = sample_deepseek if arch in DEEPSEEK_ARCHS else sample
+        sample = sample_flagship if arch in FLAGSHIP_ARCHS else sample
         case = sample(rng, arch, turn, offset, L)
         case.update(seq_len=L, pad=pad, weight_seed=random.Random(f"hfexport-unseen-w:{seed}:{index}").randrange(2**31))
         return case
@@ -972,12 +980,17 @@ def multiple_of_4(rng, lo, hi):
     return 4 * rng.randint(math.ceil(lo / 4), hi // 4)
 
 
-def sparse_layer_flags(arch, layers, step, mlp_only, first_dense=0):
+def sparse_layer_flags(arch, layers, step, mlp_only, first_dense=0, ernie=(1, 1, -1)):
     """Which layers get the sparse MoE block (the others keep a dense MLP), as the modeling code
     decides: Mixtral every layer; Qwen unless listed in mlp_only_layers, every `step`-th;
-    DeepSeek from first_k_dense_replace on."""
-    if arch in DEEPSEEK_ARCHS:
+    DeepSeek and GLM-4.5 from first_k_dense_replace on; ERNIE every `interval`-th layer (1-based)
+    from `start` to `end` (0-based, both included; -1 the last), `ernie` = (interval, start, end)."""
+    if arch in DEEPSEEK_ARCHS + ("Glm4MoeForCausalLM",):
         return [i >= first_dense for i in range(layers)]
+    if arch == "Ernie4_5_MoeForCausalLM":
+        interval, start, end = ernie
+        end = layers - 1 if end == -1 else end
+        return [(i + 1) % interval == 0 and start <= i <= end for i in range(layers)]
     if arch in ("MixtralForCausalLM", "OlmoeForCausalLM", "GptOssForCausalLM") + GRANITE_MOE_ARCHS:
         return [True] * layers
     return [i not in (mlp_only or []) and (i + 1) % step == 0 for i in range(layers)]
@@ -989,6 +1002,7 @@ def sample_deepseek(rng, arch, turn, offset, L):
     experts in groups (V2's greedy or group-limited softmax, V3's corrected sigmoid), dense first
     layers, shared experts, routed_scaling_factor; V3's score corrections drawn after saving."""
     v3 = arch == "DeepseekV3ForCausalLM"
+    m4 = arch == "Mistral4ForCausalLM"
     edits = []
     rope_type = dealt_rope_type(turn, offset)
     layers = rng.randint(1, 3)
@@ -996,7 +1010,7 @@ def sample_deepseek(rng, arch, turn, offset, L):
     rope_dim = rng.choice([2, 4, 6, 8, 12, 16] if rope_type != "dynamic" else [4, 6, 8, 12, 16])
     hidden = heads * multiple_of_4(rng, 4, 24)  # V2's config checks hidden % heads
     experts = rng.choice([2, 4, 6, 8, 9, 12])
-    groups = rng.choice([g for g in divisors(experts) if not v3 or experts // g >= 2])
+    groups = rng.choice([g for g in divisors(experts) if not (v3 or m4) or experts // g >= 2])
     top_groups = rng.randint(1, groups)
     top_k = rng.randint(1, min(top_groups * (experts // groups), experts))
     kw = dict(
@@ -1027,21 +1041,131 @@ def sample_deepseek(rng, arch, turn, offset, L):
         bos_token_id=1,
         eos_token_id=2,
     )
-    if v3:
+    if v3 or m4:
         kw.update(norm_topk_prob=rng.random() < 0.7, rope_interleave=rng.random() < 0.7)
+    if v3:
         edits.append("score-corrections")
-    else:
+    elif not m4:
         kw["topk_method"] = rng.choice(["greedy", "group_limited_greedy"])
         # V2's complex rotary views its channels in pairs: the rows it reads them from must have
         # even strides (nope + rope and kv_lora + rope even), as every released V2 has
         kw["qk_nope_head_dim"] += kw["qk_nope_head_dim"] % 2
         kw["kv_lora_rank"] += kw["kv_lora_rank"] % 2
+    if m4 and rope_type == "default":
+        # transformers' default rope ignores Mistral 4's partial factor (its rotary then spans
+        # the whole head and the forward fails): the class's yarn instead
+        rope_type = "yarn"
     rope, max_pos = sample_rope(rng, rope_type, L)
     # (transformers' scale correction reads `factor`, which a yarn dict may leave null)
     if rope_type == "yarn" and rope.get("factor") is not None and rng.random() < 0.7:
         # DeepSeek's yarn: mscale and mscale_all_dim (the score scale's correction)
         m = rng.choice([0.707, 1.0])
         rope.update(mscale=m, mscale_all_dim=rng.choice([m, 1.0, 0.0]))
+    old_form = rng.random() < 0.3
+    if m4:
+        # Llama 4's query scaling reads both keys from the rope dict whatever its type; the
+        # partial factor (of the whole head) as the class sets it, or written out
+        rope["llama_4_scaling_beta"] = rng.choice([0.1, 0.5, 0.0])
+        rope.setdefault("original_max_position_embeddings", rng.randint(1, L))
+        if rope.get("factor", 1.0) is None:
+            rope["factor"] = rng.choice([2.0, 4.0])  # Mistral4's yarn mscale reads it unguarded
+        if rng.random() < 0.5:
+            rope["partial_rotary_factor"] = rope_dim / (rope_dim + kw["qk_nope_head_dim"])
+        old_form = False  # rope_scaling would not carry the scaling keys through
+    kw["rope_parameters"] = rope
+    kw["max_position_embeddings"] = max_pos
+    return {
+        "arch": arch,
+        "kwargs": kw,
+        "old_form": old_form,
+        "old_type_key": rng.random() < 0.5,
+        "sparse": rng.random() < 0.3,
+        "hoist": None,
+        "ignored": [],
+        "stray_theta": not old_form and rng.random() < 0.2,
+        "head_dim_source": "qk_rope_head_dim",
+        "edits": edits,
+        "variant": rope_type,
+    }
+
+
+def sample_flagship(rng, arch, turn, offset, L):
+    """sample_case for FLAGSHIP_ARCHS. GLM-4.5: head dims unlike hidden/heads, kv-head counts,
+    partial rotary (absent: the class's 0.5), q/k norms and q/k/v biases by key, DeepSeek-V3's
+    groups with score corrections drawn after saving, dense first layers, shared experts. ERNIE
+    4.5: `use_bias` (the MoE model's head too), `head_dim` (the dense class's default 128, or
+    explicit); the MoE model's layer window (interval, start, end) always holding a sparse layer,
+    shared experts (0 included), corrections drawn after saving."""
+    edits = []
+    rope_type = dealt_rope_type(turn, offset)
+    layers = rng.randint(1, 3)
+    heads = rng.choice([1, 2, 3, 4, 4, 6])
+    kv = rng.choice([1, heads, rng.choice(divisors(heads))])
+    dims = [4, 6, 8, 12, 16, 20, 24] + ([] if rope_type == "dynamic" else [2])
+    hidden = multiple_of_4(rng, 8, 96)
+    head_dim = rng.choice(dims)
+    kw = dict(
+        vocab_size=rng.randint(50, 300),
+        hidden_size=hidden,
+        intermediate_size=multiple_of_4(rng, 4, 96),
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=kv,
+        head_dim=head_dim,
+        hidden_act=rng.choice(["silu", "silu", "gelu_pytorch_tanh", "gelu_new"]),
+        rms_norm_eps=rng.choice([1e-6, 1e-5, 0.1]),
+        tie_word_embeddings=rng.random() < 0.4,
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=0,
+    )
+    rope, max_pos = sample_rope(rng, rope_type, L)
+    if arch == "Glm4MoeForCausalLM":
+        head_dim = 2 * rng.randint(1, 12)  # the rotary half of an odd head would be fractional
+        kw["head_dim"] = head_dim
+        experts = rng.choice([2, 4, 6, 8, 9, 12])
+        groups = rng.choice([g for g in divisors(experts) if experts // g >= 2])
+        top_groups = rng.randint(1, groups)
+        kw.update(
+            moe_intermediate_size=multiple_of_4(rng, 4, 48),
+            n_routed_experts=experts,
+            num_experts_per_tok=rng.randint(1, top_groups * (experts // groups)),
+            n_group=groups,
+            topk_group=top_groups,
+            n_shared_experts=rng.choice([0, 1, 2]),
+            first_k_dense_replace=rng.randint(0, layers - 1),
+            routed_scaling_factor=rng.choice([1.0, 2.5, 0.5]),
+            norm_topk_prob=rng.random() < 0.7,
+            attention_bias=rng.random() < 0.5,
+            use_qk_norm=rng.random() < 0.5,
+        )
+        # partial rotary: the class's 0.5 when absent, else a factor giving whole pairs
+        factors = [f for f in (0.25, 0.5, 0.75, 1.0) if (head_dim * f) % 2 == 0 and head_dim * f >= 2]
+        factor = rng.choice(factors)
+        if factor != 0.5 or rng.random() < 0.5:
+            rope["partial_rotary_factor"] = factor
+        edits.append("score-corrections")
+    else:
+        kw["use_bias"] = rng.random() < 0.6
+        kw["head_dim"] += kw["head_dim"] % 2  # interleaved pairs
+        if arch == "Ernie4_5ForCausalLM" and rng.random() < 0.2:
+            del kw["head_dim"]  # the dense class's 128
+    if arch == "Ernie4_5_MoeForCausalLM":
+        experts = rng.randint(2, 8)
+        while True:
+            window = (rng.choice([1, 1, 2]), rng.randint(0, layers - 1), rng.choice([-1, rng.randint(0, layers - 1)]))
+            if any(sparse_layer_flags(arch, layers, 1, None, ernie=window)):
+                break
+        kw.update(
+            moe_intermediate_size=multiple_of_4(rng, 4, 48),
+            moe_num_experts=experts,
+            moe_k=rng.randint(1, experts),
+            moe_num_shared_experts=rng.choice([0, 1, 2]),
+            moe_layer_interval=window[0],
+            moe_layer_start_index=window[1],
+            moe_layer_end_index=window[2],
+        )
+        edits.append("score-corrections")
     kw["rope_parameters"] = rope
     kw["max_position_embeddings"] = max_pos
     old_form = rng.random() < 0.3
@@ -1054,7 +1178,7 @@ def sample_deepseek(rng, arch, turn, offset, L):
         "hoist": None,
         "ignored": [],
         "stray_theta": not old_form and rng.random() < 0.2,
-        "head_dim_source": "qk_rope_head_dim",
+        "head_dim_source": "explicit" if "head_dim" in kw else "class-default",
         "edits": edits,
         "variant": rope_type,
     }
@@ -1473,6 +1597,9 @@ MOE_MODEL_TYPES = (
     "gpt_oss",
     "deepseek_v2",
     "deepseek_v3",
+    "mistral4",
+    "glm4_moe",
+    "ernie4_5_moe",
 )
 
 
@@ -1736,6 +1863,11 @@ MOE_SEMANTIC_KEYS = [
     "first_k_dense_replace",
     "n_shared_experts",
     "rope_interleave",
+    "use_qk_norm",
+    "moe_num_shared_experts",
+    "moe_layer_interval",
+    "moe_layer_start_index",
+    "moe_layer_end_index",
 ]
 
 
@@ -1877,8 +2009,9 @@ def describe_moe(case, loaded):
         loaded["decoder_sparse_step"],
         loaded["mlp_only_layers"],
         loaded["first_k_dense_replace"],
+        (loaded["moe_layer_interval"], loaded["moe_layer_start_index"], loaded["moe_layer_end_index"]),
     )
-    always = arch in ("MixtralForCausalLM", "GptOssForCausalLM") + GRANITE_MOE_ARCHS
+    always = arch in ("MixtralForCausalLM", "GptOssForCausalLM", "Ernie4_5_MoeForCausalLM") + GRANITE_MOE_ARCHS
     norm = "always" if always else loaded["norm_topk_prob"]
     experts = loaded["num_experts"] or loaded["num_local_experts"]
     text = f"experts={experts} top_k={loaded['num_experts_per_tok']} norm_topk={norm}"
@@ -1897,11 +2030,19 @@ def describe_moe(case, loaded):
         text += f",res={kw['residual_multiplier']},logits={kw['logits_scaling']})"
         if arch == "GraniteMoeSharedForCausalLM":
             text += f" shared_mlp={loaded['shared_intermediate_size']}"
+    if arch == "Glm4MoeForCausalLM":
+        kw = case["kwargs"]
+        text += f" groups={kw['topk_group']}/{kw['n_group']}(sigmoid+correction) scale={kw['routed_scaling_factor']}"
+        text += f" shared={kw['n_shared_experts']} first_dense={kw['first_k_dense_replace']}"
+    if arch == "Ernie4_5_MoeForCausalLM":
+        kw = case["kwargs"]
+        text += f" (interval={kw['moe_layer_interval']},start={kw['moe_layer_start_index']}"
+        text += f",end={kw['moe_layer_end_index']}) shared={kw['moe_num_shared_experts']} softmax+correction"
     if arch in DEEPSEEK_ARCHS:
         kw = case["kwargs"]
         text += f" mla(q_lora={kw['q_lora_rank']},kv_lora={kw['kv_lora_rank']},nope={kw['qk_nope_head_dim']}"
         text += f",rope={kw['qk_rope_head_dim']},v={kw['v_head_dim']},interleave={kw.get('rope_interleave', True)})"
-        method = kw.get("topk_method", "sigmoid+correction")
+        method = kw.get("topk_method", "softmax,two-best" if arch == "Mistral4ForCausalLM" else "sigmoid+correction")
         text += f" groups={kw['topk_group']}/{kw['n_group']}({method}) scale={kw['routed_scaling_factor']}"
         text += f" shared={kw['n_shared_experts']}"
     if arch == "GptOssForCausalLM":
@@ -1956,7 +2097,6 @@ def main():
     import transformers
     import routing
     from safetensors.torch import save_file
-    from transformers import AutoModelForCausalLM
 
     transformers.utils.logging.set_verbosity_error()
     transformers.utils.logging.disable_progress_bar()
@@ -1999,12 +2139,16 @@ def main():
         "GptOssForCausalLM": (transformers.GptOssConfig, transformers.GptOssForCausalLM),
         "DeepseekV2ForCausalLM": (transformers.DeepseekV2Config, transformers.DeepseekV2ForCausalLM),
         "DeepseekV3ForCausalLM": (transformers.DeepseekV3Config, transformers.DeepseekV3ForCausalLM),
+        "Glm4MoeForCausalLM": (transformers.Glm4MoeConfig, transformers.Glm4MoeForCausalLM),
+        "Ernie4_5ForCausalLM": (transformers.Ernie4_5Config, transformers.Ernie4_5ForCausalLM),
+        "Ernie4_5_MoeForCausalLM": (transformers.Ernie4_5_MoeConfig, transformers.Ernie4_5_MoeForCausalLM),
+        "Mistral4ForCausalLM": (transformers.Mistral4Config, transformers.Mistral4ForCausalLM),
     }
 
-    from fixture_spec import attention_implementation
+    from fixture_spec import attention_implementation, causal_lm_class
 
     def load(folder):
-        model = AutoModelForCausalLM.from_pretrained(
+        model = causal_lm_class(folder).from_pretrained(
             folder, dtype=torch.float32, attn_implementation=attention_implementation(folder)
         )
         return model.eval()
@@ -2019,7 +2163,7 @@ def main():
         unpadded positions of `runs` ((ids, mask, float32 logits)); a config whose logits are
         that ill-conditioned is compared within twice it. 0 for a model transformers cannot run
         in float64 (GPT-2's reorder_and_upcast_attn asserts float32)."""
-        wide = AutoModelForCausalLM.from_pretrained(
+        wide = causal_lm_class(folder).from_pretrained(
             folder,
             dtype=torch.float64,
             attn_implementation=attention_implementation(folder),
@@ -2096,7 +2240,8 @@ def main():
         if moe:
             step, mlp_only = getattr(config, "decoder_sparse_step", 1), getattr(config, "mlp_only_layers", [])
             first_dense = getattr(config, "first_k_dense_replace", 0)
-            flags = sparse_layer_flags(arch, config.num_hidden_layers, step, mlp_only, first_dense)
+            ernie = tuple(getattr(config, f"moe_layer_{k}", d) for k, d in (("interval", 1), ("start_index", 1), ("end_index", -1)))
+            flags = sparse_layer_flags(arch, config.num_hidden_layers, step, mlp_only, first_dense, ernie)
             expected_routers = sum(flags)
         for attempt in range(MAX_REDRAWS + 1 if moe else 1):
             # MoE: weights that route a near tie are redrawn, from a seed derived from the case's.

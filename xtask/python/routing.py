@@ -20,8 +20,11 @@ def router_gap(model, inputs):
 
     def hook(module, args, out):
         correction = getattr(module, "e_score_correction_bias", None)
-        if correction is not None:  # DeepSeek-V3 chooses by sigmoid + correction
+        statics = getattr(module, "moe_statics", None)
+        if correction is not None:  # DeepSeek-V3 and GLM-4.5 choose by sigmoid + correction
             probs = torch.sigmoid(out[0].float()) + correction.float()
+        elif statics is not None:  # ERNIE 4.5 chooses by softmax + correction
+            probs = torch.softmax(out[0].float(), dim=-1) + statics.e_score_correction_bias.float().squeeze()
         else:
             probs = torch.softmax(out[0].float(), dim=-1)
         if module.top_k < probs.shape[-1]:

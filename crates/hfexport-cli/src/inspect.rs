@@ -306,8 +306,9 @@ fn experts_summary(c: &hfexport::models::ModelConfig, m: &hfexport::models::conf
     let mut norm = if m.normalize() { "renormalised" } else { "not renormalised" }.to_string();
     if let hfexport::core::Routing::Grouped { score, groups, top_groups, scale, .. } = m.routing {
         let by = match score {
-            hfexport::core::RouterScore::Softmax => "softmax",
+            hfexport::core::RouterScore::Softmax | hfexport::core::RouterScore::SoftmaxTwoBest => "softmax",
             hfexport::core::RouterScore::SigmoidCorrected => "corrected sigmoid",
+            hfexport::core::RouterScore::SoftmaxCorrected => "corrected softmax",
         };
         norm += &format!(", by {by} within the best {top_groups} of {groups} groups, times {scale}");
     }

@@ -757,9 +757,9 @@ impl Emitter<'_> {
         let (xf, rf) = (self.cast("router_x_f32", x, DType::F32)?, self.cast("router_w_f32", router, DType::F32)?);
         let bf = bias.map(|b| self.cast("router_bias_f32", b, DType::F32)).transpose()?;
         let logits = self.op("router", Op::Linear, &[&[xf, rf][..], bf.as_slice()].concat())?;
-        let scores = match score {
-            RouterScore::Softmax => self.op("router_scores", Op::Softmax { axis: 1 }, &[logits])?,
-            RouterScore::SigmoidCorrected => self.un("router_scores", UnaryOp::Sigmoid, logits)?,
+        let scores = match score.sigmoid() {
+            false => self.op("router_scores", Op::Softmax { axis: 1 }, &[logits])?,
+            true => self.un("router_scores", UnaryOp::Sigmoid, logits)?,
         };
         let mut choice = match correction {
             Some(c) => {
@@ -803,9 +803,9 @@ impl Emitter<'_> {
         self.bin(&format!("{part}_normalized"), BinaryOp::Div, w, sum)
     }
 
-    /// `choice [t, e]` with the experts outside the `top_groups` best of `groups` groups set to
-    /// 0 (`Softmax` scores: a group's best) or the lowest f32 (`SigmoidCorrected`: the sum of its
-    /// two best), DeepSeek's group-limited routing.
+    /// `choice [t, e]` with the experts outside the `top_groups` best of `groups` groups (each
+    /// scored by its best or its two best, [`RouterScore::group_by_two`]) set to
+    /// [`RouterScore::masked_value`], DeepSeek's group-limited routing.
     fn keep_top_groups(
         &mut self,
         choice: ValueId,
@@ -818,16 +818,16 @@ impl Emitter<'_> {
         let (size, g, one) = (Dim::from(e / groups), Dim::from(groups), Dim::konst(1));
         let grouped = vec![t.clone(), g.clone(), size.clone()];
         let per_group = self.op("router_groups", Op::Reshape { shape: grouped.clone() }, &[choice])?;
-        let group_scores = match score {
-            RouterScore::Softmax => {
-                let max = Op::Reduce { kind: ReduceKind::Max, axes: vec![2], keep_dims: false };
-                self.op("router_group_scores", max, &[per_group])?
-            }
-            RouterScore::SigmoidCorrected => {
+        let group_scores = match score.group_by_two() {
+            true => {
                 let two =
                     self.g.add_node(&format!("{}/router_group_top2", self.prefix), Op::TopK { k: 2 }, &[per_group])?;
                 let sum = Op::Reduce { kind: ReduceKind::Sum, axes: vec![2], keep_dims: false };
                 self.op("router_group_scores", sum, &[two[0]])?
+            }
+            false => {
+                let max = Op::Reduce { kind: ReduceKind::Max, axes: vec![2], keep_dims: false };
+                self.op("router_group_scores", max, &[per_group])?
             }
         };
         let top = self.g.add_node(
@@ -850,11 +850,7 @@ impl Emitter<'_> {
         let kept = self.op("router_kept_flat", Op::Reshape { shape: vec![t, Dim::from(e)] }, &[kept])?;
         let half = self.scalar("router_half", DType::F32, 0.5)?;
         let kept = self.bin("router_kept", BinaryOp::Greater, kept, half)?;
-        let fill = match score {
-            RouterScore::Softmax => 0.0,
-            RouterScore::SigmoidCorrected => DType::F32.min_finite() as f64,
-        };
-        let fill = self.scalar("router_masked_value", DType::F32, fill)?;
+        let fill = self.scalar("router_masked_value", DType::F32, score.masked_value() as f64)?;
         self.op("router_competing", Op::Where, &[kept, choice, fill])
     }
 

@@ -11,7 +11,7 @@ use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::graph::{Graph, Node, Producer, ValueId};
 use crate::kernels as k;
-use crate::ops::{Activation, Glu, Op, RouterScore, Routing};
+use crate::ops::{Activation, Glu, Op, Routing};
 use crate::quant::dequantize;
 use crate::rope::RopeConfig;
 use crate::tensor::Tensor;
@@ -589,25 +589,24 @@ fn route(
     let f32 = |t: &Tensor| t.cast(DType::F32);
     let logits = k::linear(&f32(x2), &f32(router), bias.map(f32).as_ref())?;
     let e = logits.shape()[1];
-    let scores = match score {
-        RouterScore::Softmax => k::softmax(&logits, 1)?.as_f32()?.to_vec(),
-        RouterScore::SigmoidCorrected => logits.as_f32()?.iter().map(|&l| 1.0 / (1.0 + (-l).exp())).collect(),
+    let scores = match score.sigmoid() {
+        false => k::softmax(&logits, 1)?.as_f32()?.to_vec(),
+        true => logits.as_f32()?.iter().map(|&l| 1.0 / (1.0 + (-l).exp())).collect(),
     };
     let correction = match correction {
         Some(c) => f32(c).as_f32()?.to_vec(),
         None => vec![0.0; e],
     };
     let size = e / groups;
-    // masked experts: 0 under softmax (V2's masked_fill), -inf under the sigmoid (V3's)
-    let fill = if score == RouterScore::Softmax { 0.0 } else { f32::NEG_INFINITY };
+    let fill = score.masked_value();
     let (mut weights, mut experts) = (vec![], vec![]);
     for s in scores.chunks(e) {
         let choice: Vec<f32> = s.iter().zip(&correction).map(|(a, b)| a + b).collect();
         let group_scores: Vec<f32> = choice
             .chunks(size)
-            .map(|g| match score {
-                RouterScore::Softmax => g.iter().copied().fold(f32::NEG_INFINITY, f32::max),
-                RouterScore::SigmoidCorrected => largest(g, 2).iter().map(|&i| g[i]).sum(),
+            .map(|g| match score.group_by_two() {
+                false => g.iter().copied().fold(f32::NEG_INFINITY, f32::max),
+                true => largest(g, 2).iter().map(|&i| g[i]).sum(),
             })
             .collect();
         let kept = largest(&group_scores, top_groups);

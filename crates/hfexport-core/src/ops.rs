@@ -103,28 +103,61 @@ impl Activation {
 pub enum Routing {
     /// `softmax(logits)`, the `top_k` largest, divided by their sum when `normalize`.
     Softmax { normalize: bool },
-    /// DeepSeek's: the experts in `groups` equal groups of which only the `top_groups` best
-    /// compete (a group's score: its best expert's under `Softmax`, the sum of its two best
-    /// corrected scores under `SigmoidCorrected`); the `top_k` best competing experts, weighted
-    /// by their scores (uncorrected), divided by their sum (plus 1e-20) when `normalize`, times
-    /// `scale`. The logits are computed from x and the router cast to f32.
+    /// Group-limited routing (DeepSeek's): the experts in `groups` equal groups of which only
+    /// the `top_groups` best compete (a group's score as [`RouterScore::group_by_two`] says);
+    /// the `top_k` best competing experts, weighted by their scores (uncorrected), divided by
+    /// their sum (plus 1e-20) when `normalize`, times `scale`. The logits are computed from x
+    /// and the router cast to f32. One group is plain top-k over the (corrected) scores.
     Grouped { score: RouterScore, groups: usize, top_groups: usize, normalize: bool, scale: f32 },
 }
 
-/// The expert scores of a [`Routing::Grouped`].
+/// The expert scores of a [`Routing::Grouped`] and how they choose.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RouterScore {
-    /// `softmax(logits)` (DeepSeek-V2).
+    /// `softmax(logits)`; a group's score is its best expert's (DeepSeek-V2).
     Softmax,
+    /// `softmax(logits)`; a group's score is the sum of its two best (Mistral 4).
+    SoftmaxTwoBest,
     /// `sigmoid(logits)`, experts chosen by `sigmoid + correction` (a `Moe` input `[experts]`,
-    /// DeepSeek-V3's `e_score_correction_bias`).
+    /// DeepSeek-V3's and GLM-4.5's `e_score_correction_bias`); a group's score is the sum of
+    /// its two best corrected scores.
     SigmoidCorrected,
+    /// `softmax(logits)`, experts chosen by `softmax + correction` (ERNIE 4.5's
+    /// `moe_statics.e_score_correction_bias`); a group's score is the sum of its two best.
+    SoftmaxCorrected,
+}
+
+impl RouterScore {
+    /// Whether the scores are `sigmoid(logits)` rather than `softmax(logits)`.
+    pub fn sigmoid(self) -> bool {
+        self == RouterScore::SigmoidCorrected
+    }
+
+    /// Whether experts are chosen by their scores plus a correction input.
+    pub fn corrected(self) -> bool {
+        matches!(self, RouterScore::SigmoidCorrected | RouterScore::SoftmaxCorrected)
+    }
+
+    /// Whether a group's score is the sum of its two best (else its best).
+    pub fn group_by_two(self) -> bool {
+        self != RouterScore::Softmax
+    }
+
+    /// What an expert outside the competing groups scores: 0 for uncorrected scores (as
+    /// transformers' `masked_fill`), the lowest f32 for corrected ones (which may be negative).
+    pub fn masked_value(self) -> f32 {
+        if self.corrected() {
+            f32::MIN
+        } else {
+            0.0
+        }
+    }
 }
 
 impl Routing {
     /// Whether the routing reads a correction input after the weights and biases.
     pub fn corrected(&self) -> bool {
-        matches!(self, Routing::Grouped { score: RouterScore::SigmoidCorrected, .. })
+        matches!(self, Routing::Grouped { score, .. } if score.corrected())
     }
 }
 

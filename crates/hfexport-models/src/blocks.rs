@@ -11,7 +11,7 @@
 use hfexport_core::ops::{moe_few_tokens, Activation, BinaryOp, Glu, UnaryOp};
 use hfexport_core::{DType, Dim, Op, Tensor, ValueId, WeightExpr};
 
-use crate::config::{AttentionSpec, LayerMlp, LayerSpec, Mixer, ParallelMlpInput, Span};
+use crate::config::{AttentionSpec, LayerMlp, LayerSpec, Mixer, ParallelMlpInput, QueryScale, Span};
 use crate::decoder::{Decoder, LayerInputs, Vb};
 use crate::error::Result;
 use crate::layout::{MlpKind, MlpLayout, MoeLayout, NormKind, Projections, QkNorm, StackedForm};
@@ -275,7 +275,7 @@ impl Decoder<'_> {
             }
         };
         let mut ins = vec![h, w];
-        if layout.head_bias {
+        if cfg.head_bias {
             ins.push(self.weight(&Vb::root(layout.heads[0]), "bias", &[cfg.vocab_size])?);
         }
         let mut logits = self.op("lm_head", Op::Linear, &ins)?;
@@ -542,6 +542,36 @@ impl Decoder<'_> {
         };
         let w = self.declare(&name, w, dtype, &[heads, d]);
         self.op(vb.path(), Op::Binary(BinaryOp::Mul), &[normed, w])
+    }
+
+    /// `q [b, h, s, d]` times its position's factor `1 + beta * ln(1 + floor((p + offset) /
+    /// divisor))` ([`QueryScale`]), the positions `[b or 1, s]` (int64, so the floor is an
+    /// exact integer division).
+    pub(crate) fn scale_queries_by_position(
+        &mut self,
+        name: &str,
+        q: ValueId,
+        positions: ValueId,
+        qs: QueryScale,
+    ) -> Result<ValueId> {
+        let int = |v: usize| Op::Constant(Tensor::i64(vec![], vec![v as i64]).expect("a scalar"));
+        let offset = self.op(&format!("{name}.offset"), int(qs.offset), &[])?;
+        let divisor = self.op(&format!("{name}.divisor"), int(qs.divisor), &[])?;
+        let p = self.op(&format!("{name}.shifted"), Op::Binary(BinaryOp::Add), &[positions, offset])?;
+        let p = self.op(&format!("{name}.blocks"), Op::Binary(BinaryOp::Div), &[p, divisor])?;
+        let p = self.op(&format!("{name}.blocks_f32"), Op::Cast(DType::F32), &[p])?;
+        let f32_scalar = |v: f64| Op::Constant(Tensor::scalar_float(DType::F32, v as f32));
+        let one = self.op(&format!("{name}.one"), f32_scalar(1.0), &[])?;
+        let beta = self.op(&format!("{name}.beta"), f32_scalar(qs.beta), &[])?;
+        let f = self.op(&format!("{name}.log_arg"), Op::Binary(BinaryOp::Add), &[p, one])?;
+        let f = self.op(&format!("{name}.log"), Op::Unary(UnaryOp::Log), &[f])?;
+        let f = self.op(&format!("{name}.times_beta"), Op::Binary(BinaryOp::Mul), &[f, beta])?;
+        let f = self.op(&format!("{name}.factor_f32"), Op::Binary(BinaryOp::Add), &[f, one])?;
+        let f = self.op(&format!("{name}.factor"), Op::Cast(self.opts.dtype), &[f])?;
+        let ps = self.g.info(positions).shape.clone();
+        let shape = vec![ps[0].clone(), Dim::konst(1), ps[1].clone(), Dim::konst(1)];
+        let f = self.op(&format!("{name}.per_query"), Op::Reshape { shape }, &[f])?;
+        self.op(name, Op::Binary(BinaryOp::Mul), &[q, f])
     }
 
     /// The rotary embedding over the first `dim` of the `d` channels of `x` `[b, h, s, d]` (all
@@ -877,7 +907,7 @@ impl Decoder<'_> {
         let few_tokens = moe_few_tokens(&self.g.info(x).shape, m.top_k, &Dim::from(e));
         if m.routing.corrected() {
             let name = layout.correction.ok_or_else(|| self.uncorrected_router(&vb))?;
-            ins.push(self.weight(&router, name, &[e])?);
+            ins.push(self.correction(&vb, name, e)?);
         }
         let op = Op::Moe { top_k: m.top_k, routing: m.routing, glu, biased: m.biased, few_tokens };
         let y = self.op(&vb.name("experts"), op, &ins)?;
@@ -902,6 +932,18 @@ impl Decoder<'_> {
             None => s,
         };
         self.op(vb.path(), Op::Binary(BinaryOp::Add), &[y, s])
+    }
+
+    /// The routing correction `[experts]` at `block.name`, stored so or as `[1, experts]`
+    /// (ERNIE 4.5's `moe_statics`, one row per expert group of which it has one).
+    fn correction(&mut self, block: &Vb, name: &str, e: usize) -> Result<ValueId> {
+        let full = block.name(name);
+        if self.weights.info(&full).is_some_and(|i| i.shape == [1, e]) {
+            let (stored, dtype) = self.stored(&full, &[1, e])?;
+            let expr = WeightExpr::Item { expr: Box::new(stored), index: 0 };
+            return Ok(self.declare(&full, expr, dtype, &[e]));
+        }
+        self.weight(block, name, &[e])
     }
 
     /// The error for a routing that reads a correction in a family whose router has none.

@@ -55,7 +55,11 @@ impl Decoder<'_> {
                 self.reordered_linear(&vb.pp(layout.q_b), [h * qk, rank], false, q_rows.as_deref(), a)?
             }
         };
-        let q = self.split_heads(&vb.pp("q"), q, [h, qk], None)?;
+        let mut q = self.split_heads(&vb.pp("q"), q, [h, qk], None)?;
+        if let Some(qs) = l.query_scale {
+            // per position, so before or after the rotary alike
+            q = self.scale_queries_by_position(&vb.name("q_scaled"), q, s.positions, qs)?;
+        }
         let q_nope = self.channels(&vb.name("q_nope"), q, 0, nope)?;
         let q_rot = self.channels(&vb.name("q_rot"), q, nope, qk)?;
         // the latent and the shared rotary key, one "head" each: [b, 1, s, rank], [b, 1, s, rope]

@@ -11,8 +11,6 @@ pub struct Layout {
     pub roots: &'static [&'static str],
     /// Names of an untied output head, tried in order.
     pub heads: &'static [&'static str],
-    /// The head has a bias, stored even when its weight is tied (Phi).
-    pub head_bias: bool,
     /// The rotary embedding pairs channels `(2i, 2i + 1)` (GPT-J's rotate-every-two) rather than
     /// `(i, i + dim/2)`: the q and k projections' rows are read reordered so the rotate-half
     /// rotary applies (scores are unchanged by one reordering of both q and k channels).
@@ -232,8 +230,9 @@ pub struct MoeLayout {
     pub prefix: &'static str,
     /// The router linear `[experts, hidden]`, names tried in order.
     pub router: &'static [&'static str],
-    /// The router's routing correction `[experts]` under it (DeepSeek-V3's
-    /// `e_score_correction_bias`), for the routings that read one.
+    /// The routing correction `[experts]` under the block (DeepSeek-V3's
+    /// `gate.e_score_correction_bias`, ERNIE 4.5's `moe_statics.e_score_correction_bias`), for
+    /// the routings that read one.
     pub correction: Option<&'static str>,
     pub experts: &'static str,
     /// Each expert's linears, as checkpoints store them (`experts.<e>.<gate>.weight`).

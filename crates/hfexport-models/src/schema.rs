@@ -2,6 +2,8 @@
 //! transformers' class defaults, the rules that derive layer kinds, biases, scales and ropes),
 //! and the presets most families start from. `config/` interprets them.
 
+pub use hfexport_core::RouterScore;
+
 /// How a family's `config.json` is read: the config class of its `model_type`.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ConfigSchema {
@@ -196,6 +198,13 @@ pub struct LatentRule {
     pub nope_head_dim: usize,
     pub v_head_dim: usize,
     pub interleave: Flag,
+    /// The rope's `partial_rotary_factor` is a fraction of the whole query/key head (`nope +
+    /// rope` channels), which must come to the `qk_rope_head_dim` rotary channels (Mistral 4,
+    /// whose config sets it so); false: only 1.0, of the rotary channels.
+    pub partial_of_head: bool,
+    /// Llama 4's query scaling by position ([`crate::config::QueryScale`]), from the rope
+    /// dict's `llama_4_scaling_beta` and `original_max_position_embeddings` (Mistral 4).
+    pub llama4_query_scale: bool,
 }
 
 /// The encoder stack of an encoder-decoder: each key with its class default.
@@ -250,16 +259,12 @@ pub struct MoeSchema {
     /// `None`: the dense `intermediate_size` (Mixtral).
     pub intermediate: Option<(&'static str, usize)>,
     pub normalize: NormTopK,
-    /// Qwen's `decoder_sparse_step` and `mlp_only_layers` choose the sparse layers (the others
-    /// keep a dense MLP of `intermediate_size`); false: every layer is sparse (Mixtral).
-    pub sparse_step: bool,
+    /// Which layers have the sparse MLP (the others keep a dense MLP of `intermediate_size`).
+    pub layers: MoeLayers,
     /// The shared expert's intermediate size, its key and class default, when the family has
     /// one (Qwen2-MoE's `shared_expert_intermediate_size`, GraniteMoeShared's
     /// `shared_intermediate_size`); 0 is none.
     pub shared_expert: Option<SharedSize>,
-    /// `first_k_dense_replace` and its class default: the layers below it keep a dense MLP
-    /// (DeepSeek), every other layer is sparse.
-    pub first_dense: Option<(&'static str, usize)>,
     pub routing: RoutingRule,
     pub glu: MoeGlu,
     /// The router and the experts' projections have biases (GPT-OSS).
@@ -269,18 +274,36 @@ pub struct MoeSchema {
     pub zero_experts_dense: bool,
 }
 
+/// Which layers of a MoE config have the sparse MLP.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MoeLayers {
+    /// Every layer (Mixtral).
+    Every,
+    /// Qwen's `decoder_sparse_step` (every step-th layer, 1-based) less `mlp_only_layers`.
+    SparseStep,
+    /// The layers from `first_k_dense_replace` on (its key and class default; DeepSeek).
+    FirstDense(&'static str, usize),
+    /// ERNIE 4.5's: layer `i` with `(i + 1) % moe_layer_interval == 0` between
+    /// `moe_layer_start_index` and `moe_layer_end_index` (-1: the last layer), both included;
+    /// the three class defaults.
+    Interval { interval: usize, start: usize, end: i64 },
+}
+
 /// The intermediate size of a shared expert; 0 is none.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SharedSize {
     /// Its own key and class default (Qwen2-MoE's `shared_expert_intermediate_size`).
     Key(&'static str, usize),
     /// This many experts' worth, a key with its class default (DeepSeek's
-    /// `n_shared_experts` times `moe_intermediate_size`).
+    /// `n_shared_experts` times `moe_intermediate_size`); of 0 a shared MLP of width 0, whose
+    /// down projection's bias (with `mlp_bias`) is still added.
     Experts(&'static str, usize),
+    /// This many experts' worth, none when 0 (ERNIE 4.5's `moe_num_shared_experts`).
+    ExpertsIfAny(&'static str, usize),
 }
 
 /// How a MoE config chooses each token's experts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub enum RoutingRule {
     /// A softmax over the router logits, the top `num_experts_per_tok`, renormalised as
     /// [`MoeSchema::normalize`] says.
@@ -289,10 +312,16 @@ pub enum RoutingRule {
     /// (`n_group` groups, the `topk_group` with the best expert compete), softmax scores never
     /// renormalised, times `routed_scaling_factor`.
     DeepSeekV2,
-    /// DeepSeek-V3's: sigmoid scores, chosen with the router's `e_score_correction_bias` among
-    /// the `topk_group` of `n_group` groups whose two best corrected scores sum highest,
-    /// renormalised by `norm_topk_prob`, times `routed_scaling_factor`.
-    DeepSeekV3,
+    /// Group-limited as DeepSeek-V3's, scored as `score` says (V3 and GLM-4.5: sigmoid plus
+    /// the router's `e_score_correction_bias`; Mistral 4: softmax) among the `topk_group` of
+    /// `n_group` groups whose two best scores sum highest, renormalised by `norm_topk_prob`,
+    /// times `routed_scaling_factor`; the class defaults of those three keys.
+    Grouped { score: RouterScore, groups: usize, top_groups: usize, scale: f64 },
+    /// ERNIE 4.5's: softmax scores, chosen by `softmax + e_score_correction_bias` (the router's
+    /// `moe_statics`), weighted by the chosen probabilities always renormalised (their sum
+    /// clamped at `moe_norm_min`, 1e-12: the same quotient in f32 as the +1e-20 of
+    /// [`hfexport_core::Routing::Grouped`] for any sum of top-k probabilities).
+    SoftmaxCorrected,
 }
 
 /// How an expert combines its gate and up projections.
@@ -479,11 +508,19 @@ pub struct Biases {
     pub mlp: Flag,
     /// LayerNorm bias (GPT-2's LayerNorms always have one; ModernBERT's `norm_bias`).
     pub norm: Flag,
+    /// The LM head's bias (Phi, GPT-J; ERNIE 4.5-MoE's `use_bias`).
+    pub head: Flag,
 }
 
-pub const NO_BIASES: Biases = Biases { qkv: Flag::Never, o: Flag::Never, mlp: Flag::Never, norm: Flag::Never };
-pub const ATTENTION_BIASES: Biases =
-    Biases { qkv: Flag::Key("attention_bias"), o: Flag::Key("attention_bias"), mlp: Flag::Never, norm: Flag::Never };
+pub const NO_BIASES: Biases =
+    Biases { qkv: Flag::Never, o: Flag::Never, mlp: Flag::Never, norm: Flag::Never, head: Flag::Never };
+pub const ATTENTION_BIASES: Biases = Biases {
+    qkv: Flag::Key("attention_bias"),
+    o: Flag::Key("attention_bias"),
+    mlp: Flag::Never,
+    norm: Flag::Never,
+    head: Flag::Never,
+};
 
 /// The attention's score scale.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

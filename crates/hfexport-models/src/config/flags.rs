@@ -2,10 +2,10 @@
 
 use super::*;
 
-/// The q/k/v, output and MLP biases as the family's class reads them.
-pub(super) fn parse_biases(f: &Fields, schema: &ConfigSchema) -> Result<(bool, bool, bool, bool)> {
+/// The q/k/v, output, MLP, norm and head biases as the family's class reads them.
+pub(super) fn parse_biases(f: &Fields, schema: &ConfigSchema) -> Result<(bool, bool, bool, bool, bool)> {
     let b = &schema.biases;
-    Ok((flag(f, b.qkv)?, flag(f, b.o)?, flag(f, b.mlp)?, flag(f, b.norm)?))
+    Ok((flag(f, b.qkv)?, flag(f, b.o)?, flag(f, b.mlp)?, flag(f, b.norm)?, flag(f, b.head)?))
 }
 
 /// A boolean setting as the family's class reads it.
@@ -53,7 +53,7 @@ pub(super) fn parse_moe(f: &Fields, schema: &ConfigSchema, dims: &Dims) -> Resul
     let Some(m) = schema.moe else { return Ok((None, vec![])) };
     let key = m.experts_keys.iter().copied().find(|k| f.raw(k).is_some_and(|v| !v.is_null()));
     let num_experts = match key {
-        Some(k) if f.int(k)? == Some(0) && (m.sparse_step || m.zero_experts_dense) => 0,
+        Some(k) if f.int(k)? == Some(0) && (m.layers == MoeLayers::SparseStep || m.zero_experts_dense) => 0,
         Some(k) => f.size(k, None, MAX_EXPERTS)?,
         None => m.default_experts,
     };
@@ -61,8 +61,9 @@ pub(super) fn parse_moe(f: &Fields, schema: &ConfigSchema, dims: &Dims) -> Resul
     if num_experts == 0 && m.zero_experts_dense {
         return Ok((None, vec![]));
     }
-    let sparse_layers: Vec<bool> = match (m.first_dense, m.sparse_step) {
-        (Some((key, default)), _) => {
+    let sparse_layers: Vec<bool> = match m.layers {
+        MoeLayers::Every => vec![true; n],
+        MoeLayers::FirstDense(key, default) => {
             let dense = match f.int(key)? {
                 None => default,
                 Some(k) if (0..=MAX_LAYERS as i64).contains(&k) => k as usize,
@@ -70,11 +71,19 @@ pub(super) fn parse_moe(f: &Fields, schema: &ConfigSchema, dims: &Dims) -> Resul
             };
             (0..n).map(|i| i >= dense).collect()
         }
-        (None, false) => vec![true; n],
-        (None, true) => {
+        MoeLayers::SparseStep => {
             let step = f.size("decoder_sparse_step", Some(1), MAX_LAYERS)?;
             let dense = mlp_only_layers(f)?;
             (0..n).map(|i| num_experts > 0 && !dense.contains(&(i as i64)) && (i + 1) % step == 0).collect()
+        }
+        MoeLayers::Interval { interval, start, end } => {
+            let interval = f.size("moe_layer_interval", Some(interval), MAX_LAYERS)?;
+            let start = f.int("moe_layer_start_index")?.unwrap_or(start as i64);
+            let end = match f.int("moe_layer_end_index")?.unwrap_or(end) {
+                -1 => n as i64 - 1,
+                end => end,
+            };
+            (0..n).map(|i| (i + 1) % interval == 0 && (start..=end).contains(&(i as i64))).collect()
         }
     };
     if !sparse_layers.contains(&true) {
@@ -104,6 +113,10 @@ pub(super) fn parse_moe(f: &Fields, schema: &ConfigSchema, dims: &Dims) -> Resul
         // projection's bias (with `mlp_bias`)
         Some(SharedSize::Experts(key, default)) => match f.int(key)? {
             Some(0) => Some(0),
+            _ => Some(f.size(key, Some(default), MAX_EXPERTS)? * intermediate_size),
+        },
+        Some(SharedSize::ExpertsIfAny(key, default)) => match f.int(key)? {
+            Some(0) => None,
             _ => Some(f.size(key, Some(default), MAX_EXPERTS)? * intermediate_size),
         },
         _ => None,
@@ -150,15 +163,19 @@ fn routing(f: &Fields, m: &MoeSchema, (experts, top_k): (usize, usize), normaliz
             };
             (RouterScore::Softmax, groups, top_groups, false, 1.0)
         }
-        RoutingRule::DeepSeekV3 => {
-            let groups = f.size("n_group", Some(8), MAX_EXPERTS)?;
-            (RouterScore::SigmoidCorrected, groups, f.size("topk_group", Some(4), MAX_EXPERTS)?, normalize, 2.5)
+        RoutingRule::Grouped { score, groups, top_groups, scale } => {
+            let groups = f.size("n_group", Some(groups), MAX_EXPERTS)?;
+            (score, groups, f.size("topk_group", Some(top_groups), MAX_EXPERTS)?, normalize, scale)
+        }
+        RoutingRule::SoftmaxCorrected => {
+            let score = RouterScore::SoftmaxCorrected;
+            return Ok(Routing::Grouped { score, groups: 1, top_groups: 1, normalize: true, scale: 1.0 });
         }
     };
     if groups == 0 || !experts.is_multiple_of(groups) {
         return Err(f.err("n_group", format!("{groups} does not divide the {experts} experts into equal groups")));
     }
-    if score == RouterScore::SigmoidCorrected && experts / groups < 2 {
+    if score.group_by_two() && experts / groups < 2 {
         return Err(f.err("n_group", format!("{groups} groups of {experts} experts: a group needs two experts")));
     }
     if top_groups == 0 || top_groups > groups {

@@ -190,6 +190,19 @@ pub struct LatentSpec {
     /// `(qk_nope_head_dim + qk_rope_head_dim) ** -0.5`, times yarn's `mscale_all_dim` factor
     /// squared.
     pub scale: f64,
+    /// The queries multiplied by a factor of their position (Mistral 4).
+    pub query_scale: Option<QueryScale>,
+}
+
+/// Llama 4's query scaling by position (`get_llama_4_attn_scale`): the queries at position `p`
+/// are multiplied by `1 + beta * ln(1 + floor((p + offset) / divisor))`, which is 1 below
+/// `divisor - offset` (Mistral 4: `llama_4_scaling_beta` and `original_max_position_embeddings`
+/// of its rope dict, offset 0).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct QueryScale {
+    pub beta: f64,
+    pub divisor: usize,
+    pub offset: usize,
 }
 
 /// One attention layer's own shape and settings.
@@ -362,7 +375,7 @@ pub(super) fn layer_specs(
         None => rotary_layers(f, schema, &spans)?,
     };
     if let Some(rule) = schema.latent {
-        let latent = latent_spec(f, &rule, dims, rope)?;
+        let latent = latent_spec(f, schema, &rule, dims, rope)?;
         let layer = |i: usize| LayerSpec {
             mixer: Mixer::LatentAttention(latent.clone()),
             mlp: LayerMlp::dense_or_sparse(sparse.get(i).copied().unwrap_or(false)),
@@ -412,7 +425,13 @@ pub(super) fn layer_specs(
 /// sizes with the class defaults (`q_lora_rank` null: one query projection), the rotary over
 /// the `qk_rope_head_dim` channels (`dims.head_dim`), and the score scale with yarn's
 /// `mscale_all_dim` correction.
-fn latent_spec(f: &Fields, rule: &LatentRule, dims: &Dims, rope: &RopeConfig) -> Result<LatentSpec> {
+fn latent_spec(
+    f: &Fields,
+    schema: &ConfigSchema,
+    rule: &LatentRule,
+    dims: &Dims,
+    rope: &RopeConfig,
+) -> Result<LatentSpec> {
     if dims.num_key_value_heads != dims.num_attention_heads {
         // every head has its own expanded keys: transformers' repeat_kv fails on fewer
         return Err(f.err(
@@ -456,7 +475,26 @@ fn latent_spec(f: &Fields, rule: &LatentRule, dims: &Dims, rope: &RopeConfig) ->
         rope: rope.clone(),
         interleaved: flag(f, rule.interleave)?,
         scale,
+        query_scale: if rule.llama4_query_scale { Some(llama4_query_scale(f, schema)?) } else { None },
     })
+}
+
+/// Mistral 4's query scaling: `llama_4_scaling_beta` and `original_max_position_embeddings` of
+/// the rope dict, both required (transformers' attention reads them unconditionally).
+fn llama4_query_scale(f: &Fields, schema: &ConfigSchema) -> Result<QueryScale> {
+    let missing = |key: &str| {
+        f.err(
+            rope_dict(f).ok().flatten().map_or("rope_parameters", |(name, _)| name),
+            format!("has no `{key}`, which this architecture's attention scales its queries with"),
+        )
+    };
+    let beta = rope_dict_number(f, schema, "llama_4_scaling_beta")?.ok_or_else(|| missing("llama_4_scaling_beta"))?;
+    let key = "original_max_position_embeddings";
+    let divisor = rope_dict_number(f, schema, key)?.ok_or_else(|| missing(key))?;
+    if !(divisor >= 1.0 && divisor.fract() == 0.0 && beta.is_finite()) {
+        return Err(f.err(key, format!("{divisor} must be a positive integer (with a finite llama_4_scaling_beta)")));
+    }
+    Ok(QueryScale { beta, divisor: divisor as usize, offset: 0 })
 }
 
 /// A Mamba mixer as `MambaConfig` reads its keys, with the class defaults.

@@ -22,7 +22,7 @@ use crate::error::{ModelError, Result};
 use crate::families::{self, Architecture};
 use crate::layout::{Layout, TowerKind, VisionLanguage};
 use crate::schema::{
-    ConfigSchema, Defaults, EmbeddingScale, Flag, KvHeads, LayerRule, MoeGlu, MoeSchema, NormTopK, RopeRule,
+    ConfigSchema, Defaults, EmbeddingScale, Flag, KvHeads, LayerRule, MoeGlu, MoeLayers, MoeSchema, NormTopK, RopeRule,
     RoutingRule, ScaleRule, SharedSize,
 };
 
@@ -48,7 +48,7 @@ pub use generation::GenerationConfig;
 use generation::*;
 use layer_spec::*;
 pub use layer_spec::{
-    AttentionSpec, DeltaNetSpec, GatedNorm, LatentSpec, LayerMlp, LayerSpec, Mamba2Spec, MambaSpec, Mixer,
+    AttentionSpec, DeltaNetSpec, GatedNorm, LatentSpec, LayerMlp, LayerSpec, Mamba2Spec, MambaSpec, Mixer, QueryScale,
     ShortConvSpec, Span,
 };
 use layers::*;
@@ -104,6 +104,8 @@ pub struct ModelConfig {
     pub mlp_bias: bool,
     /// Biases of the LayerNorms (always in BERT and GPT-2, ModernBERT's `norm_bias`).
     pub norm_bias: bool,
+    /// The LM head's bias (Phi, GPT-J; ERNIE 4.5-MoE's `use_bias`).
+    pub head_bias: bool,
     /// Attention and MLP side by side off the same residual (Phi, GPT-NeoX), and what the MLP
     /// reads.
     pub parallel: Option<ParallelMlpInput>,
@@ -449,7 +451,7 @@ fn model_config(
     let (rope, sliding_rope) = parse_ropes(f, schema, &dims)?;
     let (moe, sparse) = parse_moe(f, schema, &dims)?;
     let layers = layer_specs(f, schema, &dims, (&rope, sliding_rope.as_ref()), &sparse)?;
-    let (attention_bias, o_bias, mlp_bias, norm_bias) = parse_biases(f, schema)?;
+    let (attention_bias, o_bias, mlp_bias, norm_bias, head_bias) = parse_biases(f, schema)?;
     let (bos_token_id, eos_token_ids, pad_token_id) = parse_token_ids(f, d)?;
     let (residual_multiplier, granite_logits) = granite_multipliers(f, schema)?;
     let logits_scaling =
@@ -486,6 +488,7 @@ fn model_config(
         o_bias,
         mlp_bias,
         norm_bias,
+        head_bias,
         parallel: parallel_block(f, schema)?,
         post_residual_norms: !flag(f, schema.pre_norms)?,
         norm_affine: flag(f, schema.norm_affine)?,

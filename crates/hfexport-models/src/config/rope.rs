@@ -3,6 +3,7 @@
 //! forms merged as transformers merges them, validated per rope type.
 
 use super::*;
+use crate::schema::LatentRule;
 
 pub(super) const SUPPORTED_ROPE_TYPES: &str = "default, linear, dynamic, llama3, yarn, longrope";
 pub(super) const DEFAULT_THETA: f64 = 10_000.0;
@@ -69,6 +70,14 @@ pub(super) fn layer_type_rope<'b>(
     }
 }
 
+/// A number of the rope dict transformers keeps (the file's, else the class default's), for
+/// keys other code reads from it (Mistral 4's `llama_4_scaling_beta`); `None` when absent.
+pub(super) fn rope_dict_number(f: &Fields, schema: &ConfigSchema, key: &str) -> Result<Option<f64>> {
+    let class_default = class_default_rope(f, schema)?;
+    let (name, dict) = rope_dict(f)?.unwrap_or(("rope_parameters", &class_default));
+    Fields::new(dict, f.path, &format!("{name}.")).number(key)
+}
+
 /// One rope from its dict `d` (keys prefixed as in the file), with `f` the config top level
 /// for the keys transformers also reads there; `default_theta` when neither sets `rope_theta`.
 pub(super) fn parse_rope(
@@ -78,7 +87,10 @@ pub(super) fn parse_rope(
     dims: &Dims,
     default_theta: f64,
 ) -> Result<RopeConfig> {
-    let dim = rotary_dim(f, d, schema, dims.head_dim)?;
+    let dim = match schema.latent {
+        Some(rule) if rule.partial_of_head => latent_rotary_dim(f, d, &rule, dims.head_dim)?,
+        _ => rotary_dim(f, d, schema, dims.head_dim)?,
+    };
     let theta = rope_theta(f, d, schema.keys.rope_theta, default_theta)?;
     let rope_type = rope_type(d)?;
     let rope_type = match schema.rope_type_rewrites.iter().find(|(from, _)| *from == rope_type) {
@@ -192,6 +204,28 @@ pub(super) fn rotary_dim(f: &Fields, d: &Fields, schema: &ConfigSchema, head_dim
         ));
     }
     Ok(dim)
+}
+
+/// The rotary channels of a latent attention whose `partial_rotary_factor` is of the whole
+/// query/key head (Mistral 4): `int((nope + rope) * factor)` (absent: `rope / (nope + rope)`,
+/// as the config class sets it) must be the `qk_rope_head_dim` channels (`rope`), which
+/// transformers' rotary embedding and its `q_rot` slice both assume.
+fn latent_rotary_dim(f: &Fields, d: &Fields, rule: &LatentRule, rope: usize) -> Result<usize> {
+    let head = rope + f.size("qk_nope_head_dim", Some(rule.nope_head_dim), MAX_HEAD_DIM)?;
+    let key = "partial_rotary_factor";
+    let src = if d.raw(key).is_some() { d } else { f };
+    let Some(p) = src.number(key)? else { return Ok(rope) };
+    let dim = (head as f64 * p) as usize;
+    if dim != rope {
+        return Err(src.err(
+            key,
+            format!(
+                "{p} rotates {dim} of the {head} query/key channels, not the qk_rope_head_dim ({rope}) \
+                 that latent attention rotates"
+            ),
+        ));
+    }
+    Ok(rope)
 }
 
 /// A fixed rope's rotated channels: the key's even count up to the head size (absent: the class

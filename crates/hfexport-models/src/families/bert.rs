@@ -21,7 +21,7 @@ pub const BERT_SCHEMA: ConfigSchema = ConfigSchema {
         pad_token_id: Some(0),
         ..NO_DEFAULTS
     },
-    biases: Biases { qkv: Flag::Always, o: Flag::Always, mlp: Flag::Always, norm: Flag::Always },
+    biases: Biases { qkv: Flag::Always, o: Flag::Always, mlp: Flag::Always, norm: Flag::Always, head: Flag::Never },
     rope: RopeRule::None,
     heads_divide_hidden: true,
     encoder: Some(EncoderSchema { type_vocab_size: Some(2), image: None, head_keys: false }),
@@ -31,7 +31,6 @@ pub const BERT_SCHEMA: ConfigSchema = ConfigSchema {
 pub const BERT_LAYOUT: Layout = Layout {
     roots: &["bert.", ""],
     heads: &[],
-    head_bias: false,
     interleaved_rotary: false,
     embed: "embeddings.word_embeddings",
     position_embed: Some("embeddings.position_embeddings"),

@@ -41,7 +41,7 @@ pub const FAMILY: Architecture = Architecture {
             ..NO_DEFAULTS
         },
         aliases: &[("hidden_size", "n_embed"), ("n_layer", "num_hidden_layers"), ("n_head", "num_attention_heads")],
-        biases: Biases { qkv: Flag::Always, o: Flag::Always, mlp: Flag::Always, norm: Flag::Always },
+        biases: Biases { qkv: Flag::Always, o: Flag::Always, mlp: Flag::Always, norm: Flag::Always, head: Flag::Never },
         rope: RopeRule::None,
         alibi: Some(AlibiRule { when: Flag::Always, kind: Alibi::Bloom }),
         refused: &["apply_residual_connection_post_layernorm"],

@@ -33,6 +33,7 @@ pub const FAMILY: Architecture = Architecture {
             o: Flag::Key("attention_bias"),
             mlp: Flag::Never,
             norm: Flag::Never,
+            head: Flag::Never,
         },
         parallel: Some(Parallel { when: Flag::Always, own_mlp_norm: false }),
         qk_norm: Flag::Key("use_qk_norm"),

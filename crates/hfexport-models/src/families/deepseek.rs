@@ -49,9 +49,8 @@ const V2_MOE: MoeSchema = MoeSchema {
     default_top_k: 0,
     intermediate: Some(("moe_intermediate_size", 1407)),
     normalize: NormTopK::Key(false),
-    sparse_step: false,
     shared_expert: Some(SharedSize::Experts("n_shared_experts", 2)),
-    first_dense: Some(("first_k_dense_replace", 0)),
+    layers: MoeLayers::FirstDense("first_k_dense_replace", 0),
     routing: RoutingRule::DeepSeekV2,
     glu: MoeGlu::Activation,
     biased: false,
@@ -64,6 +63,8 @@ const LATENT: LatentRule = LatentRule {
     nope_head_dim: 128,
     v_head_dim: 128,
     interleave: Flag::Always,
+    partial_of_head: false,
+    llama4_query_scale: false,
 };
 
 pub const DEEPSEEK_V2: Architecture = Architecture {
@@ -113,15 +114,20 @@ pub const DEEPSEEK_V3: Architecture = Architecture {
             intermediate: Some(("moe_intermediate_size", 2048)),
             normalize: NormTopK::Key(true),
             shared_expert: Some(SharedSize::Experts("n_shared_experts", 1)),
-            first_dense: Some(("first_k_dense_replace", 3)),
-            routing: RoutingRule::DeepSeekV3,
+            layers: MoeLayers::FirstDense("first_k_dense_replace", 3),
+            routing: RoutingRule::Grouped {
+                score: RouterScore::SigmoidCorrected,
+                groups: 8,
+                top_groups: 4,
+                scale: 2.5,
+            },
             ..V2_MOE
         }),
         ..DEEPSEEK_V2.config
     },
     layout: Layout {
         moe: Some(MoeLayout {
-            correction: Some("e_score_correction_bias"),
+            correction: Some("gate.e_score_correction_bias"),
             ..DEEPSEEK_LAYOUT.moe.expect("DeepSeek's layout has experts")
         }),
         ..DEEPSEEK_LAYOUT

@@ -39,7 +39,13 @@ pub const FAMILY: Architecture = Architecture {
             ..NO_DEFAULTS
         },
         aliases: &[("hidden_size", "n_embed")],
-        biases: Biases { qkv: Flag::Key("bias"), o: Flag::Key("bias"), mlp: Flag::Key("bias"), norm: Flag::Always },
+        biases: Biases {
+            qkv: Flag::Key("bias"),
+            o: Flag::Key("bias"),
+            mlp: Flag::Key("bias"),
+            norm: Flag::Always,
+            head: Flag::Never,
+        },
         parallel: Some(Parallel { when: Flag::KeyDefault("parallel_attn", true), own_mlp_norm: false }),
         kv_heads: KvHeads::MultiQuery("multi_query", true),
         falcon_new_decoder: true,

@@ -28,6 +28,7 @@ const GLM_SCHEMA: ConfigSchema = ConfigSchema {
         o: Flag::Never,
         mlp: Flag::Never,
         norm: Flag::Never,
+        head: Flag::Never,
     },
     partial_rotary: Some(0.5),
     ..LLAMA_SCHEMA

@@ -38,7 +38,7 @@ pub const FAMILY: Architecture = Architecture {
             eos_token_id: Some(50256),
             ..NO_DEFAULTS
         },
-        biases: Biases { qkv: Flag::Always, o: Flag::Always, mlp: Flag::Always, norm: Flag::Always },
+        biases: Biases { qkv: Flag::Always, o: Flag::Always, mlp: Flag::Always, norm: Flag::Always, head: Flag::Never },
         scale: ScaleRule::Gpt2 { by_layer_key: true },
         rope: RopeRule::None,
         ..LLAMA_SCHEMA
@@ -46,7 +46,6 @@ pub const FAMILY: Architecture = Architecture {
     layout: Layout {
         roots: &["transformer.", ""],
         heads: &["lm_head"],
-        head_bias: false,
         interleaved_rotary: false,
         embed: "wte",
         position_embed: Some("wpe"),

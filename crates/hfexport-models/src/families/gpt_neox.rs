@@ -37,6 +37,7 @@ pub const FAMILY: Architecture = Architecture {
             o: Flag::KeyDefault("attention_bias", true),
             mlp: Flag::Always,
             norm: Flag::Always,
+            head: Flag::Never,
         },
         partial_rotary: Some(0.25),
         parallel: Some(Parallel { when: Flag::KeyDefault("use_parallel_residual", true), own_mlp_norm: true }),

@@ -26,7 +26,7 @@ pub const FAMILY: Architecture = Architecture {
             eos_token_id: Some(50256),
             ..NO_DEFAULTS
         },
-        biases: Biases { qkv: Flag::Never, o: Flag::Never, mlp: Flag::Always, norm: Flag::Always },
+        biases: Biases { qkv: Flag::Never, o: Flag::Never, mlp: Flag::Always, norm: Flag::Always, head: Flag::Always },
         rope: RopeRule::Fixed { dim_key: "rotary_dim", default_dim: Some(64) },
         parallel: Some(Parallel { when: Flag::Always, own_mlp_norm: false }),
         heads_divide_hidden: true,
@@ -34,7 +34,6 @@ pub const FAMILY: Architecture = Architecture {
     },
     layout: Layout {
         roots: &["transformer."],
-        head_bias: true,
         interleaved_rotary: true,
         embed: "wte",
         layers: "h",

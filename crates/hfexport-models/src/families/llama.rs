@@ -10,12 +10,12 @@ pub const LLAMA_BIASES: Biases = Biases {
     o: Flag::Key("attention_bias"),
     mlp: Flag::Key("mlp_bias"),
     norm: Flag::Never,
+    head: Flag::Never,
 };
 
 pub const LLAMA_LAYOUT: Layout = Layout {
     roots: &["model."],
     heads: &["lm_head"],
-    head_bias: false,
     interleaved_rotary: false,
     embed: "embed_tokens",
     position_embed: None,

@@ -24,12 +24,14 @@ pub mod clip;
 pub mod cohere;
 pub mod deepseek;
 pub mod distilbert;
+pub mod ernie4_5;
 pub mod falcon;
 pub mod falcon_h1;
 pub mod gemma;
 pub mod gemma2;
 pub mod gemma3;
 pub mod glm;
+pub mod glm4_moe;
 pub mod gpt2;
 pub mod gpt_bigcode;
 pub mod gpt_neox;
@@ -44,6 +46,7 @@ pub mod llava;
 pub mod mamba;
 pub mod mamba2;
 pub mod mistral;
+pub mod mistral4;
 pub mod mixtral;
 pub mod modernbert;
 pub mod olmo2;
@@ -114,6 +117,10 @@ pub const ARCHITECTURES: &[Architecture] = &[
     stablelm::FAMILY,
     glm::GLM,
     glm::GLM4,
+    glm4_moe::FAMILY,
+    ernie4_5::FAMILY,
+    ernie4_5::MOE,
+    mistral4::FAMILY,
     falcon::FAMILY,
     bloom::FAMILY,
     opt::FAMILY,

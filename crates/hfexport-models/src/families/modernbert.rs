@@ -30,6 +30,7 @@ pub const MODERNBERT_SCHEMA: ConfigSchema = ConfigSchema {
         o: Flag::Key("attention_bias"),
         mlp: Flag::Key("mlp_bias"),
         norm: Flag::Key("norm_bias"),
+        head: Flag::Never,
     },
     rope: RopeRule::PerLayerType { global_theta: Some("global_rope_theta"), local_theta: "local_rope_theta" },
     encoder: Some(EncoderSchema { type_vocab_size: None, image: None, head_keys: true }),

@@ -36,6 +36,7 @@ pub const FAMILY: Architecture = Architecture {
             o: Flag::KeyDefault("enable_bias", true),
             mlp: Flag::KeyDefault("enable_bias", true),
             norm: Flag::Always,
+            head: Flag::Never,
         },
         rope: RopeRule::None,
         pre_norms: Flag::KeyDefault("do_layer_norm_before", true),

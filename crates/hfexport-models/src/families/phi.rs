@@ -27,14 +27,19 @@ pub const FAMILY: Architecture = Architecture {
             eos_token_id: Some(2),
             ..NO_DEFAULTS
         },
-        biases: Biases { qkv: Flag::Always, o: Flag::Always, mlp: Flag::Always, norm: Flag::Always },
+        biases: Biases {
+            qkv: Flag::Always,
+            o: Flag::Always,
+            mlp: Flag::Always,
+            norm: Flag::Always,
+            head: Flag::Always,
+        },
         partial_rotary: Some(0.5),
         parallel: Some(Parallel { when: Flag::Always, own_mlp_norm: false }),
         qk_norm: Flag::Key("qk_layernorm"),
         ..LLAMA_SCHEMA
     },
     layout: Layout {
-        head_bias: true,
         final_norm: "final_layernorm",
         norm: NormKind::Layer,
         norms: LayerNorms { pre_attention: Some("input_layernorm"), ..NO_NORMS },

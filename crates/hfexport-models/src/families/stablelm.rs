@@ -26,7 +26,13 @@ pub const FAMILY: Architecture = Architecture {
             eos_token_id: Some(0),
             ..NO_DEFAULTS
         },
-        biases: Biases { qkv: Flag::Key("use_qkv_bias"), o: Flag::Never, mlp: Flag::Never, norm: Flag::Always },
+        biases: Biases {
+            qkv: Flag::Key("use_qkv_bias"),
+            o: Flag::Never,
+            mlp: Flag::Never,
+            norm: Flag::Always,
+            head: Flag::Never,
+        },
         partial_rotary: Some(0.25),
         parallel: Some(Parallel { when: Flag::Key("use_parallel_residual"), own_mlp_norm: false }),
         qk_norm: Flag::Key("qk_layernorm"),

@@ -33,6 +33,7 @@ pub const FAMILY: Architecture = Architecture {
             o: Flag::KeyDefault("use_bias", true),
             mlp: Flag::KeyDefault("use_bias", true),
             norm: Flag::Always,
+            head: Flag::Never,
         },
         ..LLAMA_SCHEMA
     },

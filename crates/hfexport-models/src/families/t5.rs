@@ -54,7 +54,6 @@ pub const T5_SCHEMA: ConfigSchema = ConfigSchema {
 pub const T5_BASE: Layout = Layout {
     roots: &[""],
     heads: &["lm_head"],
-    head_bias: false,
     interleaved_rotary: false,
     embed: "shared",
     position_embed: None,

@@ -7,7 +7,13 @@ use crate::schema::*;
 
 /// `ViTConfig`: pre-LN layers with biases (`qkv_bias`), a final LayerNorm, patches in.
 pub const VIT_SCHEMA: ConfigSchema = ConfigSchema {
-    biases: Biases { qkv: Flag::KeyDefault("qkv_bias", true), o: Flag::Always, mlp: Flag::Always, norm: Flag::Always },
+    biases: Biases {
+        qkv: Flag::KeyDefault("qkv_bias", true),
+        o: Flag::Always,
+        mlp: Flag::Always,
+        norm: Flag::Always,
+        head: Flag::Never,
+    },
     defaults: Defaults { vocab_size: Some(0), max_position_embeddings: Some(0), ..BERT_SCHEMA.defaults },
     encoder: Some(EncoderSchema {
         type_vocab_size: None,

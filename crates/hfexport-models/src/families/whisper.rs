@@ -37,7 +37,7 @@ pub const WHISPER_SCHEMA: ConfigSchema = ConfigSchema {
         pad_token_id: Some(50256),
         ..NO_DEFAULTS
     },
-    biases: Biases { qkv: Flag::Always, o: Flag::Always, mlp: Flag::Always, norm: Flag::Always },
+    biases: Biases { qkv: Flag::Always, o: Flag::Always, mlp: Flag::Always, norm: Flag::Always, head: Flag::Never },
     rope: RopeRule::None,
     heads_divide_hidden: true,
     seq2seq: Some(Seq2SeqSchema {
@@ -55,7 +55,6 @@ pub const WHISPER_SCHEMA: ConfigSchema = ConfigSchema {
 pub const WHISPER_BASE: Layout = Layout {
     roots: &["model.decoder."],
     heads: &["proj_out"],
-    head_bias: false,
     interleaved_rotary: false,
     embed: "embed_tokens",
     position_embed: Some("embed_positions"),

@@ -3,6 +3,7 @@
 use super::*;
 
 mod decoders2;
+mod flagships;
 mod ssm;
 
 const PATH: &str = "/ckpt/config.json";

@@ -1,0 +1,95 @@
+//! The config reader on the 2026 flagships that attend (issue 40): GLM-4.5's routing defaults,
+//! ERNIE 4.5's biases and MoE layer window, Mistral 4's softmax groups, partial factor over the
+//! whole head and query scaling, and the settings refused.
+
+use super::*;
+
+#[test]
+fn glm4_moe_reads_deepseek_v3_routing_with_its_own_defaults() {
+    let base = r#"{"hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 24,
+        "n_routed_experts": 8, "moe_intermediate_size": 32, "num_hidden_layers": 3}"#;
+    let glm = |extra: &str| family("Glm4MoeForCausalLM", "glm4_moe", &json_with(base, extra));
+    let c = glm("{}").unwrap();
+    let m = c.moe.as_ref().unwrap();
+    let want = Routing::Grouped {
+        score: RouterScore::SigmoidCorrected,
+        groups: 1,
+        top_groups: 1,
+        normalize: true,
+        scale: 1.0,
+    };
+    assert_eq!((m.routing, m.top_k, m.shared_expert_intermediate_size), (want, 8, Some(32)));
+    assert_eq!(sparse(&c), [false, true, true], "first_k_dense_replace defaults to 1");
+    assert_eq!(c.rope.dim, 12, "partial_rotary_factor defaults to 0.5 of head_dim 24");
+    assert!(!c.attention_bias && !c.o_bias && !c.head_bias);
+    let c = glm(r#"{"attention_bias": true, "use_qk_norm": true, "partial_rotary_factor": 1.0}"#).unwrap();
+    assert!(c.attention_bias && !c.o_bias && c.rope.dim == 24);
+}
+
+#[test]
+fn ernie_reads_biases_and_the_moe_layer_window() {
+    // (`family` drops a key given as null: no head_dim)
+    let base = r#"{"hidden_size": 64, "num_attention_heads": 8, "num_key_value_heads": 2, "num_hidden_layers": 4,
+        "moe_num_experts": 6, "moe_k": 2, "moe_intermediate_size": 32, "head_dim": null}"#;
+    let dense = family("Ernie4_5ForCausalLM", "ernie4_5", &json_with(base, r#"{"use_bias": true}"#)).unwrap();
+    assert!(dense.attention_bias && dense.o_bias && dense.mlp_bias && !dense.head_bias);
+    assert_eq!(dense.layers[0].attention().unwrap().head_dim, 128, "Ernie4_5Config's head_dim");
+    let moe = |extra: &str| family("Ernie4_5_MoeForCausalLM", "ernie4_5_moe", &json_with(base, extra));
+    let c = moe(r#"{"use_bias": true}"#).unwrap();
+    assert!(c.head_bias, "the MoE model's head has a bias with use_bias");
+    assert_eq!(c.layers[0].attention().unwrap().head_dim, 8, "no head_dim in the MoE class: hidden / heads");
+    assert_eq!(sparse(&c), [false, true, true, true], "from moe_layer_start_index 1 to the last");
+    let m = c.moe.as_ref().unwrap();
+    let want = Routing::Grouped {
+        score: RouterScore::SoftmaxCorrected,
+        groups: 1,
+        top_groups: 1,
+        normalize: true,
+        scale: 1.0,
+    };
+    assert_eq!((m.routing, m.top_k, m.shared_expert_intermediate_size), (want, 2, Some(64)));
+    let c = moe(r#"{"moe_layer_interval": 2, "moe_layer_start_index": 0, "moe_layer_end_index": 2,
+        "moe_num_shared_experts": 0}"#)
+    .unwrap();
+    assert_eq!(sparse(&c), [false, true, false, false]);
+    assert_eq!(c.moe.unwrap().shared_expert_intermediate_size, None, "0 shared experts: none");
+    config_err(moe(r#"{"moe_layer_interval": 0}"#), "moe_layer_interval");
+}
+
+#[test]
+fn mistral4_reads_softmax_groups_partial_factor_and_query_scaling() {
+    let base = r#"{"hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 4, "num_hidden_layers": 2,
+        "kv_lora_rank": 16, "q_lora_rank": 24, "qk_nope_head_dim": 16, "qk_rope_head_dim": 8, "v_head_dim": 12,
+        "n_routed_experts": 8, "num_experts_per_tok": 2, "n_group": 4, "topk_group": 2, "moe_intermediate_size": 32}"#;
+    let m4 = |extra: &str| family("Mistral4ForCausalLM", "mistral4", &json_with(base, extra));
+    // no rope dict: the class's yarn with beta 0.1 over 8192 positions, partial factor 8 / 24
+    let c = m4("{}").unwrap();
+    let Mixer::LatentAttention(l) = &c.layers[0].mixer else { panic!("latent layers") };
+    assert_eq!(l.query_scale, Some(QueryScale { beta: 0.1, divisor: 8192, offset: 0 }));
+    assert_eq!(l.rope.dim, 8);
+    let want =
+        Routing::Grouped { score: RouterScore::SoftmaxTwoBest, groups: 4, top_groups: 2, normalize: true, scale: 1.0 };
+    assert_eq!(c.moe.unwrap().routing, want);
+    assert_eq!(sparse(&m4("{}").unwrap()), [true, true], "first_k_dense_replace defaults to 0");
+    let yarn = |extra: &str| {
+        m4(&format!(
+            r#"{{"rope_parameters": {{"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 4 {extra}}}}}"#
+        ))
+    };
+    let e = config_err(yarn(""), "rope_parameters");
+    assert!(e.contains("llama_4_scaling_beta"), "{e}");
+    let e = config_err(
+        yarn(r#", "llama_4_scaling_beta": 0.5, "partial_rotary_factor": 0.5"#),
+        "rope_parameters.partial_rotary_factor",
+    );
+    assert!(e.contains("rotates 12 of the 24"), "{e}");
+    let c = yarn(r#", "llama_4_scaling_beta": 0.5, "partial_rotary_factor": 0.3333333333333333"#).unwrap();
+    let Mixer::LatentAttention(l) = &c.layers[1].mixer else { panic!("latent layers") };
+    assert_eq!((l.rope.dim, l.query_scale.unwrap().divisor), (8, 4));
+    let e = config_err(
+        m4(r#"{"rope_parameters": {"rope_type": "default", "llama_4_scaling_beta": 0.5,
+        "original_max_position_embeddings": 4}}"#),
+        "rope_parameters.rope_type",
+    );
+    assert!(e.contains("not accepted by this architecture"), "{e}");
+}

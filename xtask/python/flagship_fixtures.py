@@ -1,0 +1,152 @@
+"""The fixtures of the 2026 flagship families that attend (issue 40; the gated DeltaNet ones are in
+ssm_fixtures.py), in manifest order: each config chosen so that what is new in the family changes
+the logits (partial rotary, q/k norms, biases on every linear, routing corrections that move the
+choice, dense and sparse layers side by side)."""
+
+from decoder_fixtures import random_score_corrections
+from fixture_spec import Spec
+from transformers import (
+    Ernie4_5Config,
+    Ernie4_5ForCausalLM,
+    Ernie4_5_MoeConfig,
+    Ernie4_5_MoeForCausalLM,
+    Glm4MoeConfig,
+    Glm4MoeForCausalLM,
+    Mistral4Config,
+    Mistral4ForCausalLM,
+)
+
+
+def flagship_specs():
+    glm4_moe = Glm4MoeConfig(
+        vocab_size=256,
+        hidden_size=64,
+        intermediate_size=96,
+        moe_intermediate_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=24,
+        partial_rotary_factor=0.5,
+        attention_bias=True,
+        use_qk_norm=True,
+        n_routed_experts=8,
+        num_experts_per_tok=2,
+        n_group=2,
+        topk_group=1,
+        n_shared_experts=1,
+        first_k_dense_replace=1,
+        routed_scaling_factor=1.5,
+        max_position_embeddings=64,
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=0,
+    )
+    ernie = dict(
+        vocab_size=256,
+        hidden_size=64,
+        intermediate_size=96,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=24,
+        use_bias=True,
+        max_position_embeddings=64,
+        rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
+    )
+    ernie_moe = Ernie4_5_MoeConfig(
+        **ernie,
+        num_hidden_layers=3,
+        moe_intermediate_size=32,
+        moe_num_experts=6,
+        moe_k=2,
+        moe_num_shared_experts=1,
+        moe_layer_start_index=1,
+        moe_layer_end_index=1,
+        tie_word_embeddings=False,
+    )
+    mistral4 = Mistral4Config(
+        vocab_size=256,
+        hidden_size=64,
+        intermediate_size=96,
+        moe_intermediate_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        kv_lora_rank=16,
+        q_lora_rank=24,
+        qk_nope_head_dim=16,
+        qk_rope_head_dim=8,
+        v_head_dim=12,
+        n_routed_experts=8,
+        num_experts_per_tok=2,
+        n_group=4,
+        topk_group=2,
+        n_shared_experts=1,
+        first_k_dense_replace=1,
+        routed_scaling_factor=1.5,
+        max_position_embeddings=64,
+        rope_parameters={
+            "rope_type": "yarn",
+            "rope_theta": 10000.0,
+            "factor": 4.0,
+            "original_max_position_embeddings": 4,
+            "beta_fast": 32.0,
+            "beta_slow": 1.0,
+            "mscale": 1.0,
+            "mscale_all_dim": 1.0,
+            "llama_4_scaling_beta": 0.5,
+        },
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=0,
+    )
+    return [
+        Spec(
+            "glm4_moe",
+            81,
+            Glm4MoeForCausalLM,
+            glm4_moe,
+            None,
+            "DeepSeek-V3 routing (sigmoid + e_score_correction_bias within the best 1 of 2 groups, "
+            "renormalised, times 1.5) over grouped-query attention: q/k/v biases, per-head RMS q/k norms, "
+            "head_dim 24 apart from hidden/heads, rotate-half rotary over half of each head; layer 0 dense, "
+            "layer 1 8 experts top-2 plus a shared expert",
+            strict_greedy=True,
+            post_save=random_score_corrections,
+        ),
+        Spec(
+            "ernie4_5",
+            82,
+            Ernie4_5ForCausalLM,
+            Ernie4_5Config(**ernie, num_hidden_layers=2),
+            None,
+            "biases on q/k/v/o and the MLP (use_bias), rotary over interleaved channel pairs, head_dim 24 "
+            "apart from hidden/heads, 2 KV heads, tied head",
+            strict_greedy=True,
+        ),
+        Spec(
+            "ernie4_5_moe",
+            83,
+            Ernie4_5_MoeForCausalLM,
+            ernie_moe,
+            None,
+            "6 experts top-2 chosen by softmax + moe_statics.e_score_correction_bias ([1, experts]) and "
+            "weighted by the renormalised probabilities, a shared expert with biases, experts on layer 1 "
+            "only (moe_layer_start/end_index), dense layers 0 and 2, an untied head with a bias (use_bias)",
+            strict_greedy=True,
+            post_save=random_score_corrections,
+        ),
+        Spec(
+            "mistral4",
+            84,
+            Mistral4ForCausalLM,
+            mistral4,
+            None,
+            "DeepSeek-V3's latent attention (q_lora_rank 24, kv_lora_rank 16, 16 + 8 interleaved rotary query/key "
+            "channels, 12 value channels, the latent cached) with the rope's partial_rotary_factor over the "
+            "whole head (8/24), Llama 4's query scaling by position (beta 0.5 over 4 positions: every position "
+            "from 4 on scaled), yarn with mscale_all_dim; layer 0 dense, layer 1 8 experts top-2 by softmax "
+            "within the best 2 of 4 groups (their two best summed), renormalised, times 1.5, plus a shared expert",
+            strict_greedy=True,
+        ),
+    ]
