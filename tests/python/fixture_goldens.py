@@ -6,16 +6,15 @@ import sys
 
 import torch
 from safetensors.torch import load_file, save_file
-from transformers import AutoModelForCausalLM
 
 # the fixture generators' rule for which attention implementation is the class's model
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "xtask", "python"))
-from fixture_spec import attention_implementation  # noqa: E402
+from fixture_spec import attention_implementation, causal_lm_class  # noqa: E402
 
 
 def load_causal_lm(folder):
     """A checkpoint in float32 with the attention implementation its goldens were made with."""
-    return AutoModelForCausalLM.from_pretrained(
+    return causal_lm_class(folder).from_pretrained(
         folder, dtype=torch.float32, attn_implementation=attention_implementation(folder)
     ).eval()
 

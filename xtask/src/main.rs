@@ -3,6 +3,7 @@
 mod bench;
 mod codegen;
 mod fuzz;
+mod parallel;
 mod python;
 mod versions;
 
@@ -30,7 +31,9 @@ commands:
                                 when a pin has left a patch's range
   test [ARGS...]                setup --group test, then `cargo test --workspace --features
                                 hfexport-cli/tch [ARGS...]` with HFEXPORT_PYTHON=<repo>/.venv/bin/python
-                                and LIBTORCH=<the venv's torch> (the libtorch runner links it)
+                                and LIBTORCH=<the venv's torch> (the libtorch runner links it);
+                                without ARGS the test binaries run HFEXPORT_TEST_JOBS (2) at a
+                                time, then the doc tests, then a table of times
   codegen [onnx|executorch] [--check]
                                 regenerate crates/hfexport-onnx/src/generated/onnx.rs from the
                                 vendored crates/hfexport-onnx/proto/onnx.proto (needs protoc:
@@ -201,18 +204,27 @@ fn test(root: &Path, cargo_args: &[String]) -> Result<ExitCode> {
         python.display(),
         torch.display()
     );
-    let mut cargo = Command::new(cargo_bin());
-    cargo
-        .args(["test", "--workspace", "--features", TEST_FEATURES])
-        .args(cargo_args)
-        .env("HFEXPORT_PYTHON", &python)
-        .env("LIBTORCH", &torch)
-        .env("LIBTORCH_CXX11_ABI", "1")
-        .env("HFEXPORT_EXECUTORCH", &executorch)
-        // the test binaries of crates without an rpath to libtorch and executorch (the facade, the
-        // workspace tests)
-        .env("LD_LIBRARY_PATH", ld_library_path(&[torch.join("lib"), executorch.join("lib")]))
-        .current_dir(root);
+    let cargo_test = || {
+        let mut cargo = Command::new(cargo_bin());
+        cargo
+            .args(["test", "--workspace", "--features", TEST_FEATURES])
+            .env("HFEXPORT_PYTHON", &python)
+            .env("LIBTORCH", &torch)
+            .env("LIBTORCH_CXX11_ABI", "1")
+            .env("HFEXPORT_EXECUTORCH", &executorch)
+            // the test binaries of crates without an rpath to libtorch and executorch (the
+            // facade, the workspace tests)
+            .env("LD_LIBRARY_PATH", ld_library_path(&[torch.join("lib"), executorch.join("lib")]))
+            .current_dir(root);
+        cargo
+    };
+    if cargo_args.is_empty() {
+        // the whole suite: binaries side by side (parallel.rs says why)
+        let jobs = std::env::var("HFEXPORT_TEST_JOBS").ok().and_then(|j| j.parse().ok()).unwrap_or(2);
+        return parallel::run(cargo_test, jobs);
+    }
+    let mut cargo = cargo_test();
+    cargo.args(cargo_args);
     let status = cargo.status().with_context(|| format!("could not start `{}`", describe(&cargo)))?;
     Ok(exit_code(status))
 }

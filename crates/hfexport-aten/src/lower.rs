@@ -322,7 +322,8 @@ fn lower_node(em: &mut Emit, dims: &mut DimLowering<SymVal>, n: &Node) -> Result
                 BinaryOp::Add => "aten.add.Tensor",
                 BinaryOp::Sub => "aten.sub.Tensor",
                 BinaryOp::Mul => "aten.mul.Tensor",
-                BinaryOp::Div if int_div => return Err(err(&n.name, "Div", "integer division is not lowered to ATen")),
+                // the IR's integer division floors (its divisors are positive)
+                BinaryOp::Div if int_div => "aten.floor_divide.default",
                 BinaryOp::Div => "aten.div.Tensor",
                 BinaryOp::Pow => "aten.pow.Tensor_Tensor",
                 BinaryOp::Max => "aten.maximum.default",

@@ -184,6 +184,7 @@ fn target_of(name: &str) -> Option<Target> {
         "aten.sub.Tensor" => SubTensor,
         "aten.mul.Tensor" => Binary(tch::Tensor::f_mul),
         "aten.div.Tensor" => Binary(tch::Tensor::f_div),
+        "aten.floor_divide.default" => Binary(tch::Tensor::f_floor_divide),
         "aten.pow.Tensor_Tensor" => Binary(tch::Tensor::f_pow),
         "aten.maximum.default" => Binary(tch::Tensor::f_maximum),
         "aten.minimum.default" => Binary(tch::Tensor::f_minimum),

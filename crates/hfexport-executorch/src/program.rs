@@ -190,6 +190,7 @@ fn kernel(target: &str) -> Option<Kernel> {
         "aten.sub.Tensor" => k!("aten::sub", "out", [("self", A), ("other", A), ("alpha", Lit::Int(1))]),
         "aten.mul.Tensor" => binary("aten::mul", "out"),
         "aten.div.Tensor" => binary("aten::div", "out"),
+        "aten.floor_divide.default" => binary("aten::floor_divide", "out"),
         "aten.pow.Tensor_Tensor" => k!("aten::pow", "Tensor_Tensor_out", [("self", A), ("exponent", A)]),
         "aten.maximum.default" => binary("aten::maximum", "out"),
         "aten.minimum.default" => binary("aten::minimum", "out"),

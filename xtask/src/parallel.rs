@@ -1,0 +1,160 @@
+//! `cargo xtask test` without arguments: the workspace's test binaries two at a time.
+//!
+//! `cargo test` runs one test binary after another, and most of the suite's time is a binary
+//! waiting on one Python runtime process (torch, OpenVINO, ONNX Runtime, ExecuTorch) that keeps
+//! one core busy while the other idles. Here cargo builds every test binary (`--no-run`,
+//! reading the executables from its JSON messages), then a pool of `HFEXPORT_TEST_JOBS`
+//! workers (default 2) runs them, the slowest known binaries first so the tail stays short.
+//! Each binary runs as cargo would run it (from its package's directory, with its libtest
+//! arguments), its output is printed whole when it ends, and a table of durations closes the
+//! run. Doc tests follow through `cargo test --doc`. A failed binary fails the run; every
+//! binary still runs (`--no-fail-fast`, as CI wants every failure at once).
+
+use std::collections::VecDeque;
+use std::ffi::{OsStr, OsString};
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+
+/// Binaries known to take minutes, started first (longest processing time first).
+const SLOW_FIRST: &[&str] = &[
+    "dynamo_export",
+    "unseen_checkpoints",
+    "openvino_runtime",
+    "onnx_export",
+    "executorch_runtime",
+    "libtorch_runtime",
+    "state_space",
+    "generate",
+    "encoders",
+];
+
+/// One test binary cargo built.
+struct Binary {
+    name: String,
+    executable: PathBuf,
+    /// The package's directory, where cargo runs its tests.
+    dir: PathBuf,
+}
+
+/// How one binary ended.
+struct Outcome {
+    name: String,
+    passed: bool,
+    took: Duration,
+}
+
+/// Builds the test binaries with `cargo_test()` (a `cargo test` with the features and
+/// environment set), runs them `jobs` at a time, then the doc tests; the exit code is a failure
+/// if any binary or doc test failed.
+pub fn run(cargo_test: impl Fn() -> Command, jobs: usize) -> Result<ExitCode> {
+    let started = Instant::now();
+    let mut cargo = cargo_test();
+    let binaries = build(&mut cargo)?;
+    println!("==> {} test binaries, {jobs} at a time (HFEXPORT_TEST_JOBS)", binaries.len());
+    let libs = cargo.get_envs().find(|(k, _)| *k == "LD_LIBRARY_PATH").and_then(|(_, v)| v.map(|v| v.to_owned()));
+    let outcomes = run_pool(binaries, jobs, libs);
+    println!("==> doc tests");
+    let doc = cargo_test().arg("--doc").status().context("could not start cargo test --doc")?.success();
+    report(&outcomes, started.elapsed());
+    let failed: Vec<&str> = outcomes.iter().filter(|o| !o.passed).map(|o| o.name.as_str()).collect();
+    if !failed.is_empty() || !doc {
+        println!("FAILED: {}{}", failed.join(", "), if doc { "" } else { " doc tests" });
+        return Ok(ExitCode::FAILURE);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `cargo test --no-run --message-format=json-render-diagnostics`: the test executables, slow
+/// ones first.
+fn build(cargo: &mut Command) -> Result<Vec<Binary>> {
+    let mut child = cargo
+        .args(["--no-run", "--message-format=json-render-diagnostics"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .context("could not start cargo test --no-run")?;
+    let mut binaries = vec![];
+    for line in BufReader::new(child.stdout.take().expect("piped")).lines() {
+        let msg: serde_json::Value = match serde_json::from_str(&line?) {
+            Ok(v) => v,
+            Err(_) => continue,
+        };
+        if msg["reason"] != "compiler-artifact" || msg["profile"]["test"] != true {
+            continue;
+        }
+        let (Some(exe), Some(manifest), Some(name)) =
+            (msg["executable"].as_str(), msg["manifest_path"].as_str(), msg["target"]["name"].as_str())
+        else {
+            continue;
+        };
+        let dir = Path::new(manifest).parent().context("a manifest path has a directory")?.to_path_buf();
+        binaries.push(Binary { name: name.to_string(), executable: exe.into(), dir });
+    }
+    let status = child.wait()?;
+    if !status.success() {
+        bail!("building the tests failed ({status})");
+    }
+    let rank = |b: &Binary| SLOW_FIRST.iter().position(|s| *s == b.name).unwrap_or(SLOW_FIRST.len());
+    binaries.sort_by_key(rank);
+    Ok(binaries)
+}
+
+/// Runs every binary on `jobs` worker threads; each prints its output whole when it ends.
+fn run_pool(binaries: Vec<Binary>, jobs: usize, libs: Option<OsString>) -> Vec<Outcome> {
+    let queue = Arc::new(Mutex::new(VecDeque::from(binaries)));
+    let outcomes = Arc::new(Mutex::new(vec![]));
+    let workers: Vec<_> = (0..jobs.max(1))
+        .map(|_| {
+            let (queue, outcomes, libs) = (Arc::clone(&queue), Arc::clone(&outcomes), libs.clone());
+            std::thread::spawn(move || loop {
+                let Some(binary) = queue.lock().expect("queue").pop_front() else { break };
+                let outcome = run_binary(&binary, libs.as_deref());
+                outcomes.lock().expect("outcomes").push(outcome);
+            })
+        })
+        .collect();
+    for w in workers {
+        w.join().expect("a test worker panicked");
+    }
+    Arc::try_unwrap(outcomes).map(|m| m.into_inner().expect("outcomes")).unwrap_or_default()
+}
+
+/// One binary as cargo runs it (from its package's directory, `libs` as its
+/// LD_LIBRARY_PATH), its output captured and printed at the end.
+fn run_binary(b: &Binary, libs: Option<&OsStr>) -> Outcome {
+    let started = Instant::now();
+    let mut cmd = Command::new(&b.executable);
+    cmd.current_dir(&b.dir).stdin(Stdio::null());
+    if let Some(libs) = libs {
+        cmd.env("LD_LIBRARY_PATH", libs);
+    }
+    let output = cmd.output();
+    let took = started.elapsed();
+    let passed = match &output {
+        Ok(o) => {
+            let mut text = String::from_utf8_lossy(&o.stdout).into_owned();
+            text.push_str(&String::from_utf8_lossy(&o.stderr));
+            println!("==> {} ({:.0} s, {})\n{text}", b.name, took.as_secs_f64(), o.status);
+            o.status.success()
+        }
+        Err(e) => {
+            println!("==> {}: could not start {}: {e}", b.name, b.executable.display());
+            false
+        }
+    };
+    Outcome { name: b.name.clone(), passed, took }
+}
+
+/// Each binary's time, slowest first, and the run's.
+fn report(outcomes: &[Outcome], total: Duration) {
+    let mut sorted: Vec<&Outcome> = outcomes.iter().collect();
+    sorted.sort_by_key(|o| std::cmp::Reverse(o.took));
+    println!("==> test binaries by time ({:.0} s in all, with the build)", total.as_secs_f64());
+    for o in sorted {
+        println!("  {:>6.0} s  {}{}", o.took.as_secs_f64(), o.name, if o.passed { "" } else { "  FAILED" });
+    }
+}
