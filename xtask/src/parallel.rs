@@ -31,11 +31,20 @@ const SLOW_FIRST: &[&str] = &[
     "state_space",
     "generate",
     "encoders",
+    "vision_language",
+    "openvino_export",
+    "onnx_runtime",
+    "onnx_generation",
 ];
+
+/// Environment changes of the cargo command, applied to each binary.
+type Envs = Vec<(OsString, Option<OsString>)>;
 
 /// One test binary cargo built.
 struct Binary {
     name: String,
+    /// The package's directory name (`main` for the workspace tests).
+    package: String,
     executable: PathBuf,
     /// The package's directory, where cargo runs its tests.
     dir: PathBuf,
@@ -56,8 +65,9 @@ pub fn run(cargo_test: impl Fn() -> Command, jobs: usize) -> Result<ExitCode> {
     let mut cargo = cargo_test();
     let binaries = build(&mut cargo)?;
     println!("==> {} test binaries, {jobs} at a time (HFEXPORT_TEST_JOBS)", binaries.len());
-    let libs = cargo.get_envs().find(|(k, _)| *k == "LD_LIBRARY_PATH").and_then(|(_, v)| v.map(|v| v.to_owned()));
-    let outcomes = run_pool(binaries, jobs, libs);
+    // what the cargo command sets for its tests (HFEXPORT_PYTHON, LIBTORCH, LD_LIBRARY_PATH, ...)
+    let envs: Envs = cargo.get_envs().map(|(k, v)| (k.to_owned(), v.map(OsStr::to_owned))).collect();
+    let outcomes = run_pool(binaries, jobs, Arc::new(envs));
     println!("==> doc tests");
     let doc = cargo_test().arg("--doc").status().context("could not start cargo test --doc")?.success();
     report(&outcomes, started.elapsed());
@@ -92,7 +102,9 @@ fn build(cargo: &mut Command) -> Result<Vec<Binary>> {
             continue;
         };
         let dir = Path::new(manifest).parent().context("a manifest path has a directory")?.to_path_buf();
-        binaries.push(Binary { name: name.to_string(), executable: exe.into(), dir });
+        // the package too: two packages have a `vision_language` test
+        let package = dir.file_name().map(|d| d.to_string_lossy().into_owned()).unwrap_or_default();
+        binaries.push(Binary { name: name.to_string(), package, executable: exe.into(), dir });
     }
     let status = child.wait()?;
     if !status.success() {
@@ -104,15 +116,15 @@ fn build(cargo: &mut Command) -> Result<Vec<Binary>> {
 }
 
 /// Runs every binary on `jobs` worker threads; each prints its output whole when it ends.
-fn run_pool(binaries: Vec<Binary>, jobs: usize, libs: Option<OsString>) -> Vec<Outcome> {
+fn run_pool(binaries: Vec<Binary>, jobs: usize, envs: Arc<Envs>) -> Vec<Outcome> {
     let queue = Arc::new(Mutex::new(VecDeque::from(binaries)));
     let outcomes = Arc::new(Mutex::new(vec![]));
     let workers: Vec<_> = (0..jobs.max(1))
         .map(|_| {
-            let (queue, outcomes, libs) = (Arc::clone(&queue), Arc::clone(&outcomes), libs.clone());
+            let (queue, outcomes, envs) = (Arc::clone(&queue), Arc::clone(&outcomes), Arc::clone(&envs));
             std::thread::spawn(move || loop {
                 let Some(binary) = queue.lock().expect("queue").pop_front() else { break };
-                let outcome = run_binary(&binary, libs.as_deref());
+                let outcome = run_binary(&binary, &envs);
                 outcomes.lock().expect("outcomes").push(outcome);
             })
         })
@@ -123,14 +135,17 @@ fn run_pool(binaries: Vec<Binary>, jobs: usize, libs: Option<OsString>) -> Vec<O
     Arc::try_unwrap(outcomes).map(|m| m.into_inner().expect("outcomes")).unwrap_or_default()
 }
 
-/// One binary as cargo runs it (from its package's directory, `libs` as its
-/// LD_LIBRARY_PATH), its output captured and printed at the end.
-fn run_binary(b: &Binary, libs: Option<&OsStr>) -> Outcome {
+/// One binary as cargo runs it (from its package's directory, with `envs`), its output
+/// captured and printed at the end.
+fn run_binary(b: &Binary, envs: &Envs) -> Outcome {
     let started = Instant::now();
     let mut cmd = Command::new(&b.executable);
     cmd.current_dir(&b.dir).stdin(Stdio::null());
-    if let Some(libs) = libs {
-        cmd.env("LD_LIBRARY_PATH", libs);
+    for (k, v) in envs {
+        match v {
+            Some(v) => cmd.env(k, v),
+            None => cmd.env_remove(k),
+        };
     }
     let output = cmd.output();
     let took = started.elapsed();
@@ -138,15 +153,15 @@ fn run_binary(b: &Binary, libs: Option<&OsStr>) -> Outcome {
         Ok(o) => {
             let mut text = String::from_utf8_lossy(&o.stdout).into_owned();
             text.push_str(&String::from_utf8_lossy(&o.stderr));
-            println!("==> {} ({:.0} s, {})\n{text}", b.name, took.as_secs_f64(), o.status);
+            println!("==> {}/{} ({:.0} s, {})\n{text}", b.package, b.name, took.as_secs_f64(), o.status);
             o.status.success()
         }
         Err(e) => {
-            println!("==> {}: could not start {}: {e}", b.name, b.executable.display());
+            println!("==> {}/{}: could not start {}: {e}", b.package, b.name, b.executable.display());
             false
         }
     };
-    Outcome { name: b.name.clone(), passed, took }
+    Outcome { name: format!("{}/{}", b.package, b.name), passed, took }
 }
 
 /// Each binary's time, slowest first, and the run's.
