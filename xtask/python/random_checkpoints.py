@@ -1074,6 +1074,12 @@ def sample_deepseek(rng, arch, turn, offset, L):
         old_form = False  # rope_scaling would not carry the scaling keys through
     kw["rope_parameters"] = rope
     kw["max_position_embeddings"] = max_pos
+    return latent_or_flagship_case(rng, arch, kw, old_form, "qk_rope_head_dim", edits, rope_type)
+
+
+def latent_or_flagship_case(rng, arch, kw, old_form, head_dim_source, edits, variant):
+    """The case dict of sample_deepseek and sample_flagship: no hoisted or ignored keys, a
+    sparse config.json three times in ten, a stray top-level rope_theta once in five new forms."""
     return {
         "arch": arch,
         "kwargs": kw,
@@ -1083,9 +1089,9 @@ def sample_deepseek(rng, arch, turn, offset, L):
         "hoist": None,
         "ignored": [],
         "stray_theta": not old_form and rng.random() < 0.2,
-        "head_dim_source": "qk_rope_head_dim",
+        "head_dim_source": head_dim_source,
         "edits": edits,
-        "variant": rope_type,
+        "variant": variant,
     }
 
 
@@ -1168,20 +1174,8 @@ def sample_flagship(rng, arch, turn, offset, L):
         edits.append("score-corrections")
     kw["rope_parameters"] = rope
     kw["max_position_embeddings"] = max_pos
-    old_form = rng.random() < 0.3
-    return {
-        "arch": arch,
-        "kwargs": kw,
-        "old_form": old_form,
-        "old_type_key": rng.random() < 0.5,
-        "sparse": rng.random() < 0.3,
-        "hoist": None,
-        "ignored": [],
-        "stray_theta": not old_form and rng.random() < 0.2,
-        "head_dim_source": "explicit" if "head_dim" in kw else "class-default",
-        "edits": edits,
-        "variant": rope_type,
-    }
+    source = "explicit" if "head_dim" in kw else "class-default"
+    return latent_or_flagship_case(rng, arch, kw, rng.random() < 0.3, source, edits, rope_type)
 
 
 def sample_moe_family(rng, arch, turn, offset, L):

@@ -34,7 +34,7 @@ use crate::{cargo_bin, describe, run};
 pub const USAGE: &str = "usage: cargo xtask bench export-onnx [--python] [--keep]\n       cargo xtask bench \
                          generate-onnx [--python] [--keep]\n       cargo xtask bench openvino [--python] [--keep]\n       \
                          cargo xtask bench executorch [--python] [--keep]\n       cargo xtask bench moe [--keep]\n       \
-                         cargo xtask bench quant [--keep]\n       cargo xtask bench scale [--keep]\n       cargo xtask bench mla [--keep]\n       cargo xtask bench ssm [--keep]";
+                         cargo xtask bench quant [--keep]\n       cargo xtask bench scale [--keep]\n       cargo xtask bench mla [--keep]\n       cargo xtask bench ssm [--keep]\n       cargo xtask bench deltanet [--keep]";
 
 /// Goals of the ONNX export of a 0.6B model on a developer machine.
 const GOAL_WALL_S: f64 = 10.0;
@@ -109,8 +109,20 @@ struct Opts {
 
 pub fn bench(root: &Path, args: &[String]) -> Result<ExitCode> {
     let Some((what, flags)) = args.split_first() else { bail!("{USAGE}") };
-    if !["export-onnx", "generate-onnx", "openvino", "executorch", "moe", "quant", "genai", "scale", "mla", "ssm"]
-        .contains(&what.as_str())
+    if ![
+        "export-onnx",
+        "generate-onnx",
+        "openvino",
+        "executorch",
+        "moe",
+        "quant",
+        "genai",
+        "scale",
+        "mla",
+        "ssm",
+        "deltanet",
+    ]
+    .contains(&what.as_str())
     {
         bail!("unknown benchmark `{what}`\n{USAGE}");
     }
@@ -132,6 +144,7 @@ pub fn bench(root: &Path, args: &[String]) -> Result<ExitCode> {
         "scale" => scale::bench_scale(root, &opts)?,
         "mla" => mla::bench_mla(root, &opts)?,
         "ssm" => ssm::bench_ssm(root, &opts)?,
+        "deltanet" => ssm::bench_deltanet(root, &opts)?,
         _ => export_onnx(root, &opts)?,
     }
     Ok(ExitCode::SUCCESS)

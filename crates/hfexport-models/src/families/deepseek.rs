@@ -18,6 +18,16 @@ use super::Architecture;
 use crate::layout::*;
 use crate::schema::*;
 
+/// DeepSeek's ungated `mlp.shared_experts` (ERNIE 4.5's too).
+pub const SHARED_EXPERTS: SharedExpert = SharedExpert {
+    mlp: MlpLayout {
+        prefix: "mlp.shared_experts",
+        kind: MlpKind::Gated { gate: "gate_proj", up: "up_proj" },
+        down: "down_proj",
+    },
+    gate: None,
+};
+
 const DEEPSEEK_LAYOUT: Layout = Layout {
     latent: Some(LatentLayout {
         q: "q_proj",
@@ -28,17 +38,7 @@ const DEEPSEEK_LAYOUT: Layout = Layout {
         kv_norm: "kv_a_layernorm",
         kv_b: "kv_b_proj",
     }),
-    moe: Some(MoeLayout {
-        shared: Some(SharedExpert {
-            mlp: MlpLayout {
-                prefix: "mlp.shared_experts",
-                kind: MlpKind::Gated { gate: "gate_proj", up: "up_proj" },
-                down: "down_proj",
-            },
-            gate: None,
-        }),
-        ..QWEN_MOE_LAYOUT
-    }),
+    moe: Some(MoeLayout { shared: Some(SHARED_EXPERTS), ..QWEN_MOE_LAYOUT }),
     ..LLAMA_LAYOUT
 };
 
@@ -87,6 +87,22 @@ pub const DEEPSEEK_V2: Architecture = Architecture {
     layout: DEEPSEEK_LAYOUT,
 };
 
+/// DeepSeek-V3's latent attention (`rope_interleave`), which Mistral 4 starts from.
+pub const V3_LATENT: LatentRule = LatentRule { interleave: Flag::KeyDefault("rope_interleave", true), ..LATENT };
+
+/// DeepSeek-V3's experts and routing, which GLM-4.5 and Mistral 4 start from.
+pub const V3_MOE: MoeSchema = MoeSchema {
+    experts_keys: &["n_routed_experts", "num_local_experts"],
+    default_experts: 256,
+    default_top_k: 8,
+    intermediate: Some(("moe_intermediate_size", 2048)),
+    normalize: NormTopK::Key(true),
+    shared_expert: Some(SharedSize::Experts("n_shared_experts", 1)),
+    layers: MoeLayers::FirstDense("first_k_dense_replace", 3),
+    routing: RoutingRule::Grouped { score: RouterScore::SigmoidCorrected, groups: 8, top_groups: 4, scale: 2.5 },
+    ..V2_MOE
+};
+
 pub const DEEPSEEK_V3: Architecture = Architecture {
     classes: &["DeepseekV3ForCausalLM"],
     model_types: &["deepseek_v3"],
@@ -106,23 +122,8 @@ pub const DEEPSEEK_V3: Architecture = Architecture {
         // DeepseekV3Config has no validate_architecture, nor `mlp_bias` (its MLPs are Qwen2-MoE's)
         heads_divide_hidden: false,
         biases: Biases { mlp: Flag::Never, ..LLAMA_SCHEMA.biases },
-        latent: Some(LatentRule { interleave: Flag::KeyDefault("rope_interleave", true), ..LATENT }),
-        moe: Some(MoeSchema {
-            experts_keys: &["n_routed_experts", "num_local_experts"],
-            default_experts: 256,
-            default_top_k: 8,
-            intermediate: Some(("moe_intermediate_size", 2048)),
-            normalize: NormTopK::Key(true),
-            shared_expert: Some(SharedSize::Experts("n_shared_experts", 1)),
-            layers: MoeLayers::FirstDense("first_k_dense_replace", 3),
-            routing: RoutingRule::Grouped {
-                score: RouterScore::SigmoidCorrected,
-                groups: 8,
-                top_groups: 4,
-                scale: 2.5,
-            },
-            ..V2_MOE
-        }),
+        latent: Some(V3_LATENT),
+        moe: Some(V3_MOE),
         ..DEEPSEEK_V2.config
     },
     layout: Layout {

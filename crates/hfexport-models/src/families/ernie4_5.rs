@@ -9,6 +9,7 @@
 //! MLP (biased with `use_bias`). Multi-token prediction weights (`mtp*`) are not part of the
 //! causal LM, as in transformers.
 
+use super::deepseek::SHARED_EXPERTS;
 use super::llama::{LLAMA_LAYOUT, LLAMA_SCHEMA};
 use super::qwen3_moe::QWEN_MOE_LAYOUT;
 use super::Architecture;
@@ -82,14 +83,7 @@ pub const MOE: Architecture = Architecture {
     layout: Layout {
         moe: Some(MoeLayout {
             correction: Some("moe_statics.e_score_correction_bias"),
-            shared: Some(SharedExpert {
-                mlp: MlpLayout {
-                    prefix: "mlp.shared_experts",
-                    kind: MlpKind::Gated { gate: "gate_proj", up: "up_proj" },
-                    down: "down_proj",
-                },
-                gate: None,
-            }),
+            shared: Some(SHARED_EXPERTS),
             ..QWEN_MOE_LAYOUT
         }),
         ..ERNIE_LAYOUT

@@ -7,16 +7,11 @@
 //! one group and a scale of 1. Multi-token prediction layers (`num_nextn_predict_layers`,
 //! stored as layers past `num_hidden_layers`) are not part of the causal LM, as in transformers.
 
-use super::deepseek::DEEPSEEK_V3;
+use super::deepseek::{DEEPSEEK_V3, V3_MOE};
 use super::llama::{LLAMA_LAYOUT, LLAMA_SCHEMA};
 use super::Architecture;
 use crate::layout::*;
 use crate::schema::*;
-
-const V3_MOE: MoeSchema = match DEEPSEEK_V3.config.moe {
-    Some(moe) => moe,
-    None => panic!("DeepSeek-V3 has experts"),
-};
 
 pub const FAMILY: Architecture = Architecture {
     classes: &["Glm4MoeForCausalLM"],

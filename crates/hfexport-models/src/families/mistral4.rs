@@ -9,21 +9,11 @@
 //! positions, sets). The `default` rope type is refused: transformers' default rotary ignores
 //! the partial factor and its forward fails.
 
-use super::deepseek::{DEEPSEEK_V2, DEEPSEEK_V3};
+use super::deepseek::{DEEPSEEK_V2, DEEPSEEK_V3, V3_LATENT, V3_MOE};
 use super::Architecture;
 use crate::schema::*;
 
 const V3: ConfigSchema = DEEPSEEK_V3.config;
-
-const V3_MOE: MoeSchema = match V3.moe {
-    Some(moe) => moe,
-    None => panic!("DeepSeek-V3 has experts"),
-};
-
-const V3_LATENT: LatentRule = match V3.latent {
-    Some(latent) => latent,
-    None => panic!("DeepSeek-V3 has latent attention"),
-};
 
 pub const FAMILY: Architecture = Architecture {
     classes: &["Mistral4ForCausalLM"],
