@@ -575,6 +575,9 @@ fn cases() -> Vec<Case> {
         normalize: true,
         scale: 2.5,
     };
+    // Llama 4's: sigmoids of the top logits scaling the experts' input
+    let llama4 =
+        Routing::Grouped { score: RouterScore::Sigmoid, groups: 1, top_groups: 1, normalize: false, scale: 1.0 };
     for (seq, routing, few_tokens, glu, name) in [
         (S, softmax(true), false, silu, "Moe(dense)"),
         (K(1), softmax(false), true, silu, "Moe(gathered)"),
@@ -583,8 +586,11 @@ fn cases() -> Vec<Case> {
         (S, v2, false, silu, "Moe(dense, grouped softmax)"),
         (K(1), v3, true, silu, "Moe(gathered, grouped corrected sigmoid)"),
         (S, v3, false, silu, "Moe(dense, grouped corrected sigmoid)"),
+        (S, llama4, false, silu, "Moe(dense, sigmoid weighing the input)"),
+        (K(1), llama4, true, silu, "Moe(gathered, sigmoid weighing the input)"),
     ] {
         let biased = glu == clamped;
+        let weigh_input = routing == llama4;
         let experts = if matches!(routing, Routing::Grouped { .. }) { 6 } else { 5 };
         let mut b = Build::new(27);
         let x = b.float("x", &[B, seq, K(4)], -1.0, 1.0);
@@ -602,7 +608,7 @@ fn cases() -> Vec<Case> {
         if routing.corrected() {
             ins.push(b.float("correction", &[e], -0.3, 0.3));
         }
-        all.push(b.finish(name, Op::Moe { top_k: 2, routing, glu, biased, few_tokens }, &ins));
+        all.push(b.finish(name, Op::Moe { top_k: 2, routing, glu, biased, few_tokens, weigh_input }, &ins));
     }
     // symmetric int4 in groups (ONNX Runtime quantizes x to int8 per block: its tolerance),
     // asymmetric uint8 with zero points and a bias; quantized embedding rows alike

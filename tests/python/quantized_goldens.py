@@ -78,6 +78,12 @@ def excluded(name, recipe):
     return any(name == e or name.startswith(e + ".") for e in recipe.get("exclude", []))
 
 
+def router(mod):
+    """Llama 4's router is an nn.Linear; the exports keep every router float (a `Moe` input, as
+    the other families' router modules, which are not linears)."""
+    return type(mod).__name__ == "Llama4Router"
+
+
 def quantize_model(model, recipe, xnnpack):
     bits = 4 if recipe["weights"] == "int4" else 8
     layer = (bits, recipe_group(recipe), recipe["symmetric"], xnnpack)
@@ -97,7 +103,7 @@ def quantize_model(model, recipe, xnnpack):
         elif mod is emb:
             if embed:
                 mod.weight = torch.nn.Parameter(fake_quant(mod.weight, *embed))
-        elif isinstance(mod, torch.nn.Linear) and mod.weight.numel() > 0:
+        elif isinstance(mod, torch.nn.Linear) and mod.weight.numel() > 0 and not router(mod):
             # (DeepSeek builds its shared MLP of `n_shared_experts` 0 with empty linears)
             mod.weight = torch.nn.Parameter(fake_quant(mod.weight, *layer))
         elif isinstance(mod, Conv1D):

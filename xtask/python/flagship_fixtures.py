@@ -12,6 +12,8 @@ from transformers import (
     Ernie4_5_MoeForCausalLM,
     Glm4MoeConfig,
     Glm4MoeForCausalLM,
+    Llama4ForCausalLM,
+    Llama4TextConfig,
     Mistral4Config,
     Mistral4ForCausalLM,
 )
@@ -100,6 +102,36 @@ def flagship_specs():
         eos_token_id=2,
         pad_token_id=0,
     )
+    llama4 = Llama4TextConfig(
+        vocab_size=256,
+        hidden_size=64,
+        intermediate_size=32,
+        intermediate_size_mlp=96,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=16,
+        num_local_experts=4,
+        num_experts_per_tok=2,
+        interleave_moe_layer_step=2,
+        no_rope_layer_interval=2,
+        attention_chunk_size=4,
+        attn_temperature_tuning=True,
+        floor_scale=4,
+        attn_scale=0.5,
+        max_position_embeddings=64,
+        rope_parameters={
+            "rope_type": "llama3",
+            "rope_theta": 500000.0,
+            "factor": 8.0,
+            "low_freq_factor": 1.0,
+            "high_freq_factor": 4.0,
+            "original_max_position_embeddings": 16,
+        },
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=0,
+    )
     return [
         Spec(
             "glm4_moe",
@@ -147,6 +179,19 @@ def flagship_specs():
             "whole head (8/24), Llama 4's query scaling by position (beta 0.5 over 4 positions: every position "
             "from 4 on scaled), yarn with mscale_all_dim; layer 0 dense, layer 1 8 experts top-2 by softmax "
             "within the best 2 of 4 groups (their two best summed), renormalised, times 1.5, plus a shared expert",
+            strict_greedy=True,
+        ),
+        Spec(
+            "llama4",
+            85,
+            Llama4ForCausalLM,
+            llama4,
+            None,
+            "layers 0 and 2 rotary (llama3 scaling, complex-pair channels) with the weightless L2 q/k norm, "
+            "attending within chunks of 4 positions (every prompt and generation crosses chunks); layers 1 and 3 "
+            "without rope, full attention, queries scaled by 1 + 0.5 ln(1 + floor((p + 1) / 4)); layers 1 and 3 "
+            "MoE (4 experts top-2 by logit, their sigmoids scaling the experts' input, fused transposed experts, "
+            "a shared expert of 32), layers 0 and 2 dense of 96 (intermediate_size_mlp)",
             strict_greedy=True,
         ),
     ]

@@ -188,10 +188,12 @@ MOE_ARCHS = [
     "Glm4MoeForCausalLM",
     "Ernie4_5_MoeForCausalLM",
     "Mistral4ForCausalLM",
+    "Llama4ForCausalLM",
 ]
 # The 2026 flagships that attend (issue 40; sample_flagship): GLM-4.5's DeepSeek-V3 routing over
-# grouped-query attention, ERNIE 4.5's biases and interleaved rotary (dense and MoE).
-FLAGSHIP_ARCHS = ["Glm4MoeForCausalLM", "Ernie4_5ForCausalLM", "Ernie4_5_MoeForCausalLM"]
+# grouped-query attention, ERNIE 4.5's biases and interleaved rotary (dense and MoE), Llama 4's
+# chunked and NoPE layers with its input-weighted experts.
+FLAGSHIP_ARCHS = ["Glm4MoeForCausalLM", "Ernie4_5ForCausalLM", "Ernie4_5_MoeForCausalLM", "Llama4ForCausalLM"]
 # DeepSeek's: multi-head latent attention, grouped routing, dense first layers (sample_deepseek;
 # Mistral 4's softmax groups and query scaling too).
 DEEPSEEK_ARCHS = ("DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM", "Mistral4ForCausalLM")
@@ -980,11 +982,14 @@ def multiple_of_4(rng, lo, hi):
     return 4 * rng.randint(math.ceil(lo / 4), hi // 4)
 
 
-def sparse_layer_flags(arch, layers, step, mlp_only, first_dense=0, ernie=(1, 1, -1)):
+def sparse_layer_flags(arch, layers, step, mlp_only, first_dense=0, ernie=(1, 1, -1), moe_layers=()):
     """Which layers get the sparse MoE block (the others keep a dense MLP), as the modeling code
     decides: Mixtral every layer; Qwen unless listed in mlp_only_layers, every `step`-th;
     DeepSeek and GLM-4.5 from first_k_dense_replace on; ERNIE every `interval`-th layer (1-based)
-    from `start` to `end` (0-based, both included; -1 the last), `ernie` = (interval, start, end)."""
+    from `start` to `end` (0-based, both included; -1 the last), `ernie` = (interval, start, end);
+    Llama 4 the `moe_layers` its config derived (from interleave_moe_layer_step or listed)."""
+    if arch == "Llama4ForCausalLM":
+        return [i in moe_layers for i in range(layers)]
     if arch in DEEPSEEK_ARCHS + ("Glm4MoeForCausalLM",):
         return [i >= first_dense for i in range(layers)]
     if arch == "Ernie4_5_MoeForCausalLM":
@@ -1151,7 +1156,7 @@ def sample_flagship(rng, arch, turn, offset, L):
         if factor != 0.5 or rng.random() < 0.5:
             rope["partial_rotary_factor"] = factor
         edits.append("score-corrections")
-    else:
+    elif arch != "Llama4ForCausalLM":
         kw["use_bias"] = rng.random() < 0.6
         kw["head_dim"] += kw["head_dim"] % 2  # interleaved pairs
         if arch == "Ernie4_5ForCausalLM" and rng.random() < 0.2:
@@ -1172,10 +1177,44 @@ def sample_flagship(rng, arch, turn, offset, L):
             moe_layer_end_index=window[2],
         )
         edits.append("score-corrections")
+    if arch == "Llama4ForCausalLM":
+        sample_llama4(rng, kw, layers)
     kw["rope_parameters"] = rope
     kw["max_position_embeddings"] = max_pos
     source = "explicit" if "head_dim" in kw else "class-default"
     return latent_or_flagship_case(rng, arch, kw, rng.random() < 0.3, source, edits, rope_type)
+
+
+def sample_llama4(rng, kw, layers):
+    """Llama 4's keys of a sample_flagship case: the experts' and the dense layers' widths, which
+    layers are sparse (listed or by step, none included) and rotary (listed or by interval),
+    layer_types given or derived, chunk sizes that do and do not split the prompt, the NoPE
+    layers' temperature on or off with divisors that change it within a prompt, the L2 q/k norm
+    and biases by key."""
+    kw["head_dim"] += kw["head_dim"] % 2  # complex channel pairs
+    experts = rng.randint(1, 8)
+    kw.update(
+        intermediate_size=multiple_of_4(rng, 4, 48),
+        intermediate_size_mlp=multiple_of_4(rng, 4, 96),
+        num_local_experts=experts,
+        num_experts_per_tok=rng.randint(1, min(experts, 3)),
+        attention_chunk_size=rng.choice([1, 2, 3, 4, 8, 8192]),
+        attn_temperature_tuning=rng.random() < 0.8,
+        floor_scale=rng.choice([1, 2, 3, 8192]),
+        attn_scale=rng.choice([0.1, 0.5, 1.0]),
+        use_qk_norm=rng.random() < 0.7,
+        attention_bias=rng.random() < 0.3,
+    )
+    if rng.random() < 0.3:
+        kw["moe_layers"] = sorted(rng.sample(range(layers), rng.randint(0, layers)))
+    else:
+        kw["interleave_moe_layer_step"] = rng.randint(1, 2)
+    if rng.random() < 0.3:
+        kw["no_rope_layers"] = [rng.randint(0, 1) for _ in range(layers)]
+    else:
+        kw["no_rope_layer_interval"] = rng.randint(1, 3)
+    if rng.random() < 0.25:
+        kw["layer_types"] = [rng.choice(["full_attention", "chunked_attention"]) for _ in range(layers)]
 
 
 def sample_moe_family(rng, arch, turn, offset, L):
@@ -1594,6 +1633,7 @@ MOE_MODEL_TYPES = (
     "mistral4",
     "glm4_moe",
     "ernie4_5_moe",
+    "llama4_text",
 )
 
 
@@ -1862,6 +1902,13 @@ MOE_SEMANTIC_KEYS = [
     "moe_layer_interval",
     "moe_layer_start_index",
     "moe_layer_end_index",
+    "intermediate_size_mlp",
+    "moe_layers",
+    "no_rope_layers",
+    "attention_chunk_size",
+    "attn_temperature_tuning",
+    "floor_scale",
+    "attn_scale",
 ]
 
 
@@ -2004,6 +2051,7 @@ def describe_moe(case, loaded):
         loaded["mlp_only_layers"],
         loaded["first_k_dense_replace"],
         (loaded["moe_layer_interval"], loaded["moe_layer_start_index"], loaded["moe_layer_end_index"]),
+        loaded["moe_layers"] or (),
     )
     always = arch in ("MixtralForCausalLM", "GptOssForCausalLM", "Ernie4_5_MoeForCausalLM") + GRANITE_MOE_ARCHS
     norm = "always" if always else loaded["norm_topk_prob"]
@@ -2028,6 +2076,12 @@ def describe_moe(case, loaded):
         kw = case["kwargs"]
         text += f" groups={kw['topk_group']}/{kw['n_group']}(sigmoid+correction) scale={kw['routed_scaling_factor']}"
         text += f" shared={kw['n_shared_experts']} first_dense={kw['first_k_dense_replace']}"
+    if arch == "Llama4ForCausalLM":
+        kw = case["kwargs"]
+        rope = "".join("R" if r else "N" for r in loaded["no_rope_layers"])
+        text += f" mlp_inter={loaded['intermediate_size_mlp']} rope_layers={rope} chunk={loaded['attention_chunk_size']}"
+        text += f" temperature={loaded['attn_temperature_tuning']}(scale={loaded['attn_scale']},floor={loaded['floor_scale']})"
+        text += f" qk_l2={loaded['use_qk_norm']} types={'explicit' if 'layer_types' in kw else 'derived'}"
     if arch == "Ernie4_5_MoeForCausalLM":
         kw = case["kwargs"]
         text += f" (interval={kw['moe_layer_interval']},start={kw['moe_layer_start_index']}"
@@ -2137,6 +2191,7 @@ def main():
         "Ernie4_5ForCausalLM": (transformers.Ernie4_5Config, transformers.Ernie4_5ForCausalLM),
         "Ernie4_5_MoeForCausalLM": (transformers.Ernie4_5_MoeConfig, transformers.Ernie4_5_MoeForCausalLM),
         "Mistral4ForCausalLM": (transformers.Mistral4Config, transformers.Mistral4ForCausalLM),
+        "Llama4ForCausalLM": (transformers.Llama4TextConfig, transformers.Llama4ForCausalLM),
     }
 
     from fixture_spec import attention_implementation, causal_lm_class
@@ -2235,7 +2290,8 @@ def main():
             step, mlp_only = getattr(config, "decoder_sparse_step", 1), getattr(config, "mlp_only_layers", [])
             first_dense = getattr(config, "first_k_dense_replace", 0)
             ernie = tuple(getattr(config, f"moe_layer_{k}", d) for k, d in (("interval", 1), ("start_index", 1), ("end_index", -1)))
-            flags = sparse_layer_flags(arch, config.num_hidden_layers, step, mlp_only, first_dense, ernie)
+            listed = getattr(config, "moe_layers", None) or ()
+            flags = sparse_layer_flags(arch, config.num_hidden_layers, step, mlp_only, first_dense, ernie, listed)
             expected_routers = sum(flags)
         for attempt in range(MAX_REDRAWS + 1 if moe else 1):
             # MoE: weights that route a near tie are redrawn, from a seed derived from the case's.

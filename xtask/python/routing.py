@@ -7,8 +7,9 @@ import torch
 def routers(model):
     """The MoE routers: `...mlp.gate` / `...block_sparse_moe.gate` (GraniteMoe's
     `...block_sparse_moe.router`, GPT-OSS's `...mlp.router`) modules with a `top_k`, whose
-    forward returns (router_logits, scores, indices)."""
-    suffixes = (".mlp.gate", ".block_sparse_moe.gate", ".block_sparse_moe.router", ".mlp.router")
+    forward returns (router_logits, scores, indices); Llama 4's `...feed_forward.router`, whose
+    returns (scores, router_logits)."""
+    suffixes = (".mlp.gate", ".block_sparse_moe.gate", ".block_sparse_moe.router", ".mlp.router", ".feed_forward.router")
     return [m for n, m in model.named_modules() if n.endswith(suffixes) and hasattr(m, "top_k")]
 
 
@@ -21,7 +22,9 @@ def router_gap(model, inputs):
     def hook(module, args, out):
         correction = getattr(module, "e_score_correction_bias", None)
         statics = getattr(module, "moe_statics", None)
-        if correction is not None:  # DeepSeek-V3 and GLM-4.5 choose by sigmoid + correction
+        if type(module).__name__ == "Llama4Router":  # Llama 4 chooses by the logits themselves
+            probs = out[1].float()
+        elif correction is not None:  # DeepSeek-V3 and GLM-4.5 choose by sigmoid + correction
             probs = torch.sigmoid(out[0].float()) + correction.float()
         elif statics is not None:  # ERNIE 4.5 chooses by softmax + correction
             probs = torch.softmax(out[0].float(), dim=-1) + statics.e_score_correction_bias.float().squeeze()

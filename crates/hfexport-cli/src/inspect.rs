@@ -97,6 +97,7 @@ pub(crate) fn inspect(path: &Path, task: Option<&str>, full: bool, json: bool) -
         let layers: Vec<usize> = (c.layers.iter().enumerate()).filter(|(_, l)| slides(l)).map(|(i, _)| i).collect();
         (w, layers)
     });
+    let chunked = chunked_layers(c);
     let total = parameter_count(&graphs);
     let active = c.moe.as_ref().map(|m| total - idle_expert_parameters(c, m));
     let mut dtypes: BTreeMap<String, usize> = BTreeMap::new();
@@ -117,6 +118,7 @@ pub(crate) fn inspect(path: &Path, task: Option<&str>, full: bool, json: bool) -
             },
             "rope": rope_summary(c),
             "sliding_window": sliding.as_ref().map(|(w, layers)| json!({"window": w, "layers": layers})),
+            "chunked_attention": chunked.as_ref().map(|(n, layers)| json!({"chunk": n, "layers": layers})),
             "experts": c.moe.as_ref().map(|m| experts_summary(c, m)),
             "tied_embeddings": c.tie_word_embeddings,
             "parameters": {"total": total, "active_per_token": active.unwrap_or(total)},
@@ -220,6 +222,9 @@ pub(crate) fn inspect(path: &Path, task: Option<&str>, full: bool, json: bool) -
     if let Some(r) = &c.relative_attention {
         println!("positions    relative, {} buckets up to distance {}", r.num_buckets, r.max_distance);
     }
+    if let Some((n, layers)) = &chunked {
+        println!("chunked      chunks of {n} on {} of {} layers", layers.len(), c.num_hidden_layers);
+    }
     if let Some((w, layers)) = &sliding {
         println!("sliding      window {w} on {} of {} layers", layers.len(), c.num_hidden_layers);
     }
@@ -307,10 +312,14 @@ fn experts_summary(c: &hfexport::models::ModelConfig, m: &hfexport::models::conf
     if let hfexport::core::Routing::Grouped { score, groups, top_groups, scale, .. } = m.routing {
         let by = match score {
             hfexport::core::RouterScore::Softmax | hfexport::core::RouterScore::SoftmaxTwoBest => "softmax",
+            hfexport::core::RouterScore::Sigmoid => "sigmoid",
             hfexport::core::RouterScore::SigmoidCorrected => "corrected sigmoid",
             hfexport::core::RouterScore::SoftmaxCorrected => "corrected softmax",
         };
         norm += &format!(", by {by} within the best {top_groups} of {groups} groups, times {scale}");
+    }
+    if m.weigh_input {
+        norm += ", weighing the experts' input";
     }
     let layers = match sparse.len() == c.num_hidden_layers {
         true => format!("in every layer ({})", c.num_hidden_layers),
@@ -328,6 +337,16 @@ fn idle_expert_parameters(c: &hfexport::models::ModelConfig, m: &hfexport::model
     let per_expert = 3 * m.intermediate_size * c.hidden_size;
     let sparse = c.layers.iter().filter(|l| l.mlp == LayerMlp::Sparse).count();
     (sparse * (m.num_experts - m.top_k) * per_expert) as u64
+}
+
+/// The chunk size of the chunked-attention layers (Llama 4's) and their indices, if any.
+fn chunked_layers(c: &hfexport::models::ModelConfig) -> Option<(usize, Vec<usize>)> {
+    let chunk = |l: &LayerSpec| match l.attention().map(|a| a.span) {
+        Some(Span::Chunked(n)) => Some(n),
+        _ => None,
+    };
+    let n = c.layers.iter().find_map(chunk)?;
+    Some((n, c.layers.iter().enumerate().filter(|(_, l)| chunk(l).is_some()).map(|(i, _)| i).collect()))
 }
 
 /// The rotary embedding(s) of a config: type, base and rotated channels, the sliding layers'

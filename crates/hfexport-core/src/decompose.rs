@@ -110,9 +110,16 @@ pub fn fold_query_groups(src: &Graph, keep: &dyn Fn(&Graph, &Node) -> bool) -> R
 /// batch row brings a static number of tokens `c` with `c * top_k <= experts`.
 pub fn choose_moe_strategies(src: &Graph) -> Result<Graph> {
     rebuild(src, &mut |g, node, ins| match &node.op {
-        Op::Moe { top_k, routing, glu, biased, .. } => {
+        Op::Moe { top_k, routing, glu, biased, weigh_input, .. } => {
             let few_tokens = moe_few_tokens(&g.info(ins[0]).shape, *top_k, &g.info(ins[1]).shape[0]);
-            let op = Op::Moe { top_k: *top_k, routing: *routing, glu: *glu, biased: *biased, few_tokens };
+            let op = Op::Moe {
+                top_k: *top_k,
+                routing: *routing,
+                glu: *glu,
+                biased: *biased,
+                few_tokens,
+                weigh_input: *weigh_input,
+            };
             g.add_node(&node.name, op, ins)
         }
         _ => g.add_node(&node.name, node.op.clone(), ins),
@@ -142,7 +149,10 @@ pub fn expand(g: &mut Graph, node: &Node, ins: &[ValueId]) -> Result<Vec<ValueId
             let (v, i) = e.top_k(ins[0], *k)?;
             Ok(vec![v, i])
         }
-        Op::Moe { top_k, routing, glu, few_tokens, .. } => Ok(vec![e.moe(ins, *top_k, *routing, *glu, *few_tokens)?]),
+        Op::Moe { top_k, routing, glu, few_tokens, weigh_input, .. } => {
+            let experts = (*glu, *weigh_input);
+            Ok(vec![e.moe(ins, *top_k, *routing, experts, *few_tokens)?])
+        }
         Op::QuantLinear { group, zero_point, .. } => {
             let n = 3 + usize::from(*zero_point);
             let w = e.dequantize(&ins[1..n], *group, *zero_point)?;
@@ -712,7 +722,14 @@ impl Emitter<'_> {
     /// cost grows with `top_k`, not the expert count. Otherwise (prefill, forward) every expert
     /// runs on every token as two wide matmuls and the outputs are weighted by the dense routing
     /// matrix (zero for the experts not selected), which keeps shapes static and matmuls large.
-    fn moe(&mut self, ins: &[ValueId], top_k: usize, routing: Routing, glu: Glu, few_tokens: bool) -> Result<ValueId> {
+    fn moe(
+        &mut self,
+        ins: &[ValueId],
+        top_k: usize,
+        routing: Routing,
+        (glu, weigh_input): (Glu, bool),
+        few_tokens: bool,
+    ) -> Result<ValueId> {
         let (x, router, wg, wu, wd) = (ins[0], ins[1], ins[2], ins[3], ins[4]);
         let biased = ins.len() >= 9;
         let biases = ins.get(5..9).filter(|_| biased).map(|b| [b[1], b[2], b[3]]);
@@ -724,7 +741,7 @@ impl Emitter<'_> {
         let correction = routing.corrected().then(|| ins[ins.len() - 1]);
         let (weights, picked) = self.route([x2, router], router_bias, correction, top_k, routing)?;
         let weights = self.cast("routing_weights", weights, dtype)?;
-        let experts = Experts { weights: [wg, wu, wd], biases, glu };
+        let experts = Experts { weights: [wg, wu, wd], biases, glu, weigh_input };
         let y = match few_tokens {
             true => self.moe_gathered(x2, weights, picked, &experts, top_k)?,
             false => self.moe_dense(x2, weights, picked, &experts, top_k)?,
@@ -874,7 +891,16 @@ impl Emitter<'_> {
             self.op("token_col", Op::Reshape { shape: vec![t.clone(), one.clone(), h.clone(), one.clone()] }, &[x])?;
         let col =
             self.op("token_cols", Op::Expand { shape: vec![t.clone(), Dim::from(k), h.clone(), one.clone()] }, &[col])?;
-        let col = self.op("token_per_pick", Op::Reshape { shape: vec![tk.clone(), h.clone(), one.clone()] }, &[col])?;
+        let mut col =
+            self.op("token_per_pick", Op::Reshape { shape: vec![tk.clone(), h.clone(), one.clone()] }, &[col])?;
+        if experts.weigh_input {
+            let w = self.op(
+                "input_weights",
+                Op::Reshape { shape: vec![tk.clone(), one.clone(), one.clone()] },
+                &[weights],
+            )?;
+            col = self.bin("token_weighted", BinaryOp::Mul, col, w)?;
+        }
         // each pick's expert bias `[e, n]` gathered as a column `[t*k, n, 1]`, added to its product
         let project = |s: &mut Self, part: &str, w: ValueId, b: Option<ValueId>, input: ValueId| {
             let picked_w = s.op(&format!("{part}_picked"), Op::Gather { axis: 0 }, &[w, flat])?;
@@ -891,9 +917,11 @@ impl Emitter<'_> {
         let u = project(self, "up", wu, bias(1), col)?;
         let a = self.glu(g, u, experts.glu)?;
         let d = project(self, "down", wd, bias(2), a)?;
-        let d = self.op("per_pick", Op::Reshape { shape: vec![t.clone(), Dim::from(k), h.clone()] }, &[d])?;
-        let w = self.op("pick_weights", Op::Reshape { shape: vec![t, Dim::from(k), one] }, &[weights])?;
-        let d = self.bin("weighted", BinaryOp::Mul, d, w)?;
+        let mut d = self.op("per_pick", Op::Reshape { shape: vec![t.clone(), Dim::from(k), h.clone()] }, &[d])?;
+        if !experts.weigh_input {
+            let w = self.op("pick_weights", Op::Reshape { shape: vec![t, Dim::from(k), one] }, &[weights])?;
+            d = self.bin("weighted", BinaryOp::Mul, d, w)?;
+        }
         self.op("combined", Op::Reduce { kind: ReduceKind::Sum, axes: vec![1], keep_dims: false }, &[d])
     }
 
@@ -921,6 +949,8 @@ impl Emitter<'_> {
         let dense = self.bin("routing_spread", BinaryOp::Mul, hit, w)?;
         let dense =
             self.op("routing_dense", Op::Reduce { kind: ReduceKind::Sum, axes: vec![1], keep_dims: false }, &[dense])?;
+        let dt = self.op("routing_per_expert", Op::Transpose { perm: vec![1, 0] }, &[dense])?;
+        let dt = self.op("routing_col", Op::Reshape { shape: vec![e.clone(), one.clone(), t.clone()] }, &[dt])?;
         let xt = self.op("tokens_last", Op::Transpose { perm: vec![1, 0] }, &[x])?;
         let rows = e.mul(&inter);
         // an expert bias `[e, n]` as columns `[e, n, 1]` added to every token's product
@@ -943,16 +973,21 @@ impl Emitter<'_> {
                 Op::Reshape { shape: vec![e.clone(), inter.clone(), t.clone()] },
                 &[y],
             )?;
+            // an expert's input scaled by its weight: its (linear) projections scaled so
+            let y = match experts.weigh_input {
+                true => s.bin(&format!("{part}_weighted"), BinaryOp::Mul, y, dt)?,
+                false => y,
+            };
             add_bias(s, part, y, b)
         };
         let g = project(self, "gate", wg, bias(0))?;
         let u = project(self, "up", wu, bias(1))?;
         let a = self.glu(g, u, experts.glu)?;
         let d = self.op("down", Op::MatMul, &[wd, a])?;
-        let d = add_bias(self, "down", d, bias(2))?;
-        let dt = self.op("routing_per_expert", Op::Transpose { perm: vec![1, 0] }, &[dense])?;
-        let dt = self.op("routing_col", Op::Reshape { shape: vec![e, one, t] }, &[dt])?;
-        let d = self.bin("weighted", BinaryOp::Mul, d, dt)?;
+        let mut d = add_bias(self, "down", d, bias(2))?;
+        if !experts.weigh_input {
+            d = self.bin("weighted", BinaryOp::Mul, d, dt)?;
+        }
         let y = self.op("combined", Op::Reduce { kind: ReduceKind::Sum, axes: vec![0], keep_dims: false }, &[d])?;
         self.op("tokens_first", Op::Transpose { perm: vec![1, 0] }, &[y])
     }
@@ -1041,4 +1076,6 @@ struct Experts {
     weights: [ValueId; 3],
     biases: Option<[ValueId; 3]>,
     glu: Glu,
+    /// The routing weights scale each expert's input (`Op::Moe`'s `weigh_input`).
+    weigh_input: bool,
 }

@@ -238,7 +238,7 @@ fn eval_node(node: &Node, ins: &[&Tensor], b: &Bindings) -> Result<Vec<Tensor>> 
             let (v, i) = top_k(ins[0], *k)?;
             Ok(vec![v, i])
         }
-        Op::Moe { top_k, routing, glu, .. } => one(moe(ins, *top_k, *routing, *glu)?),
+        Op::Moe { top_k, routing, glu, weigh_input, .. } => one(moe(ins, *top_k, *routing, (*glu, *weigh_input))?),
         Op::QuantLinear { zero_point, .. } => {
             let n = 3 + usize::from(*zero_point);
             let w = dequantize(ins[1], ins[2], zero_point.then(|| ins[3]))?;
@@ -670,7 +670,7 @@ fn gated(g: &Tensor, u: &Tensor, glu: Glu) -> Result<Tensor> {
 /// transformers' sparse MoE block: the routing weights in f32 (see [`route`]), rounded to x's
 /// dtype; then each expert, in ascending order, on the tokens that selected it (as
 /// `Qwen3MoeExperts.forward` loops).
-fn moe(ins: &[&Tensor], top: usize, routing: Routing, glu: Glu) -> Result<Tensor> {
+fn moe(ins: &[&Tensor], top: usize, routing: Routing, (glu, weigh_input): (Glu, bool)) -> Result<Tensor> {
     use crate::ops::BinaryOp;
     let (x, router, wg, wu, wd) = (ins[0], ins[1], ins[2], ins[3], ins[4]);
     // `[router, gate, up, down]` biases, when given
@@ -691,7 +691,11 @@ fn moe(ins: &[&Tensor], top: usize, routing: Routing, glu: Glu) -> Result<Tensor
             continue;
         }
         let rows = Tensor::i64(vec![picks.len()], picks.iter().map(|p| p.0 as i64).collect())?;
-        let xe = k::gather(&x2, &rows, 0)?;
+        let pw = Tensor::float(x.dtype(), vec![picks.len(), 1], picks.iter().map(|p| p.1).collect())?;
+        let mut xe = k::gather(&x2, &rows, 0)?;
+        if weigh_input {
+            xe = k::binary(BinaryOp::Mul, &xe, &pw)?;
+        }
         let expert = |t: &Tensor| -> Result<Tensor> {
             let s = t.shape()[1..].to_vec();
             k::gather(t, &Tensor::i64(vec![1], vec![e as i64])?, 0)?.reshaped(s)
@@ -700,8 +704,10 @@ fn moe(ins: &[&Tensor], top: usize, routing: Routing, glu: Glu) -> Result<Tensor
         let g = k::linear(&xe, &expert(wg)?, expert_bias(1)?.as_ref())?;
         let u = k::linear(&xe, &expert(wu)?, expert_bias(2)?.as_ref())?;
         let y = k::linear(&gated(&g, &u, glu)?, &expert(wd)?, expert_bias(3)?.as_ref())?;
-        let pw = Tensor::float(x.dtype(), vec![picks.len(), 1], picks.iter().map(|p| p.1).collect())?;
-        let y = k::binary(BinaryOp::Mul, &y, &pw)?;
+        let y = match weigh_input {
+            true => y,
+            false => k::binary(BinaryOp::Mul, &y, &pw)?,
+        };
         for ((t, _), row) in picks.iter().zip(y.as_f32()?.chunks(hidden)) {
             let dst = &mut out[t * hidden..(t + 1) * hidden];
             dst.iter_mut().zip(row).for_each(|(d, v)| *d += v);

@@ -122,6 +122,9 @@ pub enum RouterScore {
     /// DeepSeek-V3's and GLM-4.5's `e_score_correction_bias`); a group's score is the sum of
     /// its two best corrected scores.
     SigmoidCorrected,
+    /// `sigmoid(logits)`, experts chosen by them; a group's score is the sum of its two best
+    /// (Llama 4's router, in one group).
+    Sigmoid,
     /// `softmax(logits)`, experts chosen by `softmax + correction` (ERNIE 4.5's
     /// `moe_statics.e_score_correction_bias`); a group's score is the sum of its two best.
     SoftmaxCorrected,
@@ -130,7 +133,7 @@ pub enum RouterScore {
 impl RouterScore {
     /// Whether the scores are `sigmoid(logits)` rather than `softmax(logits)`.
     pub fn sigmoid(self) -> bool {
-        self == RouterScore::SigmoidCorrected
+        matches!(self, RouterScore::Sigmoid | RouterScore::SigmoidCorrected)
     }
 
     /// Whether experts are chosen by their scores plus a correction input.
@@ -297,13 +300,16 @@ pub enum Op {
     /// selected experts (the expert weights are stacked `[out, in]` linears, as the checkpoint
     /// stores each expert). `few_tokens`: each batch row brings a static number of tokens `c`
     /// with `c * top_k <= experts` (a decode step), which the plan knows and a backend may
-    /// lower differently (only the selected experts' weights per token).
+    /// lower differently (only the selected experts' weights per token). `weigh_input`: the
+    /// weights scale each expert's input instead, `Σ down_e(glu(gate_e(p_e x), up_e(p_e x)))`
+    /// (Llama 4, whose experts see every token pre-scaled by its router score).
     Moe {
         top_k: usize,
         routing: Routing,
         glu: Glu,
         biased: bool,
         few_tokens: bool,
+        weigh_input: bool,
     },
     /// `Linear` over a quantized weight: `x [..., in], q [out, in] (i8, or u8 with zero
     /// points), scales [out, in / group] (x's dtype) (, zero_points u8 [out, in / group]
@@ -532,9 +538,10 @@ impl Op {
             Op::QuantLinear { bits, group, zero_point } | Op::QuantGather { bits, group, zero_point } => {
                 format!("bits={bits}, group={group}, zero_point={zero_point}")
             }
-            Op::Moe { top_k, routing, glu, biased, few_tokens } => {
-                format!("top_k={top_k}, routing={routing:?}, glu={glu:?}, biased={biased}, few_tokens={few_tokens}")
-            }
+            Op::Moe { top_k, routing, glu, biased, few_tokens, weigh_input } => format!(
+                "top_k={top_k}, routing={routing:?}, glu={glu:?}, biased={biased}, few_tokens={few_tokens}, \
+                 weigh_input={weigh_input}"
+            ),
             // attributes in the name (`Add`, `ReduceMax`) or none
             Op::Unary(_)
             | Op::Binary(_)
@@ -1018,8 +1025,12 @@ impl Op {
                 *shape.last_mut().expect("rank >= 1") = Dim::from(*k);
                 Ok(vec![ValueInfo::new(x.dtype, shape.clone()), ValueInfo::new(DType::I64, shape)])
             }
-            Op::Moe { top_k, biased, routing, .. } => {
+            Op::Moe { top_k, biased, routing, weigh_input, .. } => {
                 arity(ins, 5 + 4 * usize::from(*biased) + usize::from(routing.corrected()))?;
+                if *weigh_input && *biased {
+                    // an expert weighed 0 would still add its biases
+                    return Err("experts weighed by their input have no biases".into());
+                }
                 let (x, r, g, u, d) = (ins[0], ins[1], ins[2], ins[3], ins[4]);
                 float_input(x, 0)?;
                 if x.rank() != 3 {

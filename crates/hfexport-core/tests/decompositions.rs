@@ -322,9 +322,10 @@ fn attention_with_sinks_equals_decomposition() {
     assert!(max_abs_diff(&without[0], &run(&one_node_graph(op(None, true), &with_sinks), &with_sinks)[0]) > 1e-2);
 }
 
-/// Every routing (softmax, DeepSeek-V2's grouped softmax, V3's corrected sigmoid) with both
-/// strategies: the decomposition equals the evaluator, and the grouped routings choose
-/// otherwise than a plain softmax top-k would.
+/// Every routing (softmax, DeepSeek-V2's grouped softmax, V3's corrected sigmoid, Llama 4's
+/// sigmoid weighing the experts' input) with both strategies: the decomposition equals the
+/// evaluator, the grouped routings choose otherwise than a plain softmax top-k would, and
+/// weighing the input differs from weighing the output.
 #[test]
 fn moe_routings_equal_decomposition() {
     use hfexport_core::{Glu, RouterScore, Routing};
@@ -334,30 +335,41 @@ fn moe_routings_equal_decomposition() {
     let (g, u, d) = (r.tensor(&[6, 4, 8], 0.5), r.tensor(&[6, 4, 8], 0.5), r.tensor(&[6, 8, 4], 0.5));
     let correction = r.tensor(&[6], 0.3);
     let silu = Glu::Gated(hfexport_core::Activation::Silu);
+    let sigmoid =
+        Routing::Grouped { score: RouterScore::Sigmoid, groups: 1, top_groups: 1, normalize: false, scale: 1.0 };
     let routings = [
-        Routing::Softmax { normalize: true },
-        Routing::Grouped { score: RouterScore::Softmax, groups: 3, top_groups: 1, normalize: false, scale: 1.5 },
-        Routing::Grouped {
-            score: RouterScore::SigmoidCorrected,
-            groups: 3,
-            top_groups: 2,
-            normalize: true,
-            scale: 2.5,
-        },
+        (Routing::Softmax { normalize: true }, false),
+        (
+            Routing::Grouped { score: RouterScore::Softmax, groups: 3, top_groups: 1, normalize: false, scale: 1.5 },
+            false,
+        ),
+        (
+            Routing::Grouped {
+                score: RouterScore::SigmoidCorrected,
+                groups: 3,
+                top_groups: 2,
+                normalize: true,
+                scale: 2.5,
+            },
+            false,
+        ),
+        (sigmoid, false),
+        (sigmoid, true),
     ];
     let mut outs = vec![];
-    for routing in routings {
+    for (routing, weigh_input) in routings {
         for few_tokens in [false, true] {
-            let op = Op::Moe { top_k: 2, routing, glu: silu, biased: false, few_tokens };
+            let op = Op::Moe { top_k: 2, routing, glu: silu, biased: false, few_tokens, weigh_input };
             let mut ins = vec![("x", &x), ("r", &router), ("g", &g), ("u", &u), ("d", &d)];
             if routing.corrected() {
                 ins.push(("c", &correction));
             }
-            assert!(compare(op.clone(), &ins) < 1e-5, "{routing:?} few_tokens={few_tokens}");
+            assert!(compare(op.clone(), &ins) < 1e-5, "{routing:?} few_tokens={few_tokens} weigh_input={weigh_input}");
             outs.push(run(&one_node_graph(op, &ins), &ins).remove(0));
         }
     }
     assert!(max_abs_diff(&outs[0], &outs[2]) > 1e-3 && max_abs_diff(&outs[0], &outs[4]) > 1e-3);
+    assert!(max_abs_diff(&outs[6], &outs[8]) > 1e-3, "weighing the input changes the output");
 }
 
 #[test]

@@ -504,6 +504,12 @@ impl Decoder<'_> {
         x = match norm {
             Some(HeadNorm::Shared(norm)) => self.norm(&norm, d, x)?,
             Some(HeadNorm::Rows { vb, stacked, order }) => self.head_rows_norm(&vb, [heads, d], (stacked, order), x)?,
+            Some(HeadNorm::Unit) => {
+                let ones = Tensor::float(self.opts.dtype, vec![d], vec![1.0; d])?;
+                let ones = self.op(&vb.name("unit_norm_weight"), Op::Constant(ones), &[])?;
+                let eps = self.cfg.norm_eps as f32;
+                self.op(&vb.name("unit_norm"), Op::RmsNorm { eps }, &[x, ones])?
+            }
             None => x,
         };
         self.op(&vb.name("heads_first"), Op::Transpose { perm: vec![0, 2, 1, 3] }, &[x])
@@ -611,7 +617,8 @@ impl Decoder<'_> {
                 let rows = |n: &str| HeadNorm::Rows { vb: vb.pp(n), stacked, order: order.clone() };
                 [Some(rows(qn)), Some(rows(kn))]
             }
-            QkNorm::None | QkNorm::Whole(_) => [None, None],
+            QkNorm::UnitOnRotary if a.rope.is_some() => [Some(HeadNorm::Unit), Some(HeadNorm::Unit)],
+            QkNorm::None | QkNorm::Whole(_) | QkNorm::UnitOnRotary => [None, None],
         };
         if let Some(mup) = &self.cfg.mup {
             k = self.scale(&vb.name("k_scaled"), k, mup.key)?;
@@ -624,11 +631,15 @@ impl Decoder<'_> {
             q = self.rotate(&vb.name("q_rotary"), q, tables, [rope.dim, hd])?;
             k = self.rotate(&vb.name("k_rotary"), k, tables, [rope.dim, hd])?;
         }
+        if let Some(qs) = a.query_scale {
+            q = self.scale_queries_by_position(&vb.name("q_temperature"), q, s.positions, qs)?;
+        }
         let (k, v) = self.cached_kv(vb.path(), layer, k, v, s.positions)?;
         // an encoder's windows are in its sliding mask; a decoder's are the op's (causal)
         let (mask, window) = match (a.span, s.sliding_mask) {
             (Span::Sliding(_), Some(m)) => (m, None),
             (Span::Sliding(w), None) => (s.mask_of(a), Some(w)),
+            (Span::Chunked(_), _) => (s.chunked_mask.expect("made when a layer is chunked"), None),
             (Span::Full, _) => (s.mask_of(a), None),
         };
         let softcap = self.cfg.attn_softcap.map(|c| c as f32);
@@ -890,6 +901,9 @@ impl Decoder<'_> {
                     Stacked { weights: self.fused_experts(&fused, names, e, is)?, biases: None }
                 }
                 StackedForm::TransposedInterleaved => self.interleaved_experts(&fused, names, e, is)?,
+                StackedForm::TransposedGateFirst => {
+                    Stacked { weights: self.transposed_experts(&fused, names, e, is)?, biases: None }
+                }
             }
         };
         let mut ins = vec![x, router_w];
@@ -909,7 +923,14 @@ impl Decoder<'_> {
             let name = layout.correction.ok_or_else(|| self.uncorrected_router(&vb))?;
             ins.push(self.correction(&vb, name, e)?);
         }
-        let op = Op::Moe { top_k: m.top_k, routing: m.routing, glu, biased: m.biased, few_tokens };
+        let op = Op::Moe {
+            top_k: m.top_k,
+            routing: m.routing,
+            glu,
+            biased: m.biased,
+            few_tokens,
+            weigh_input: m.weigh_input,
+        };
         let y = self.op(&vb.name("experts"), op, &ins)?;
         let (Some(shared), Some(shared_is)) = (layout.shared, m.shared_expert_intermediate_size) else {
             return Ok(y);
@@ -983,6 +1004,27 @@ impl Decoder<'_> {
         let up = self.declare(&experts.name("up_proj"), w.slice(1, is, 2 * is), dtype, &[e, is, hs]);
         let (w, dtype) = self.stored(&vb.name(down), &[e, hs, is])?;
         let down = self.declare(&experts.name("down_proj"), w, dtype, &[e, hs, is]);
+        Ok([gate, up, down])
+    }
+
+    /// Llama 4's stacked experts ([`StackedForm::TransposedGateFirst`]) as `[E, out, in]` gate,
+    /// up and down weights, read one expert at a time: each expert's `gate_up [hidden,
+    /// 2 * inter]` transposed, its first `inter` rows the gate's, and `down [inter, hidden]`
+    /// transposed.
+    fn transposed_experts(&mut self, vb: &Vb, [gate_up, down]: [&str; 2], e: usize, is: usize) -> Result<[ValueId; 3]> {
+        let hs = self.cfg.hidden_size;
+        let (gate_up_rows, dtype) = self.expert_rows(vb, gate_up, e, [2 * is, hs])?;
+        let (down_rows, down_dtype) = self.expert_rows(vb, down, e, [hs, is])?;
+        let experts = vb.pp("experts");
+        let part = |start: usize| -> Vec<(WeightExpr, DType)> {
+            let slice =
+                |p: &WeightExpr| WeightExpr::Slice { expr: Box::new(p.clone()), axis: 0, start, end: start + is };
+            gate_up_rows.iter().map(|p| (slice(p), dtype)).collect()
+        };
+        let gate = self.declare_stack(&experts.name("gate_proj"), part(0), &[e, is, hs]);
+        let up = self.declare_stack(&experts.name("up_proj"), part(is), &[e, is, hs]);
+        let down_parts = down_rows.into_iter().map(|p| (p, down_dtype)).collect();
+        let down = self.declare_stack(&experts.name("down_proj"), down_parts, &[e, hs, is]);
         Ok([gate, up, down])
     }
 
@@ -1079,7 +1121,13 @@ pub(crate) fn pairs_as_halves(heads: usize, d: usize, rotary: usize) -> Vec<usiz
 /// order (see [`Decoder::head_rows_norm`]).
 pub(crate) enum HeadNorm {
     Shared(Vb),
-    Rows { vb: Vb, stacked: bool, order: Option<Vec<usize>> },
+    Rows {
+        vb: Vb,
+        stacked: bool,
+        order: Option<Vec<usize>>,
+    },
+    /// An RMS norm without weight (Llama 4's L2 norm).
+    Unit,
 }
 
 /// The rows of part `part` (0: query, 1: gate) of a `[heads * 2 * d, ...]` projection stored as

@@ -7,13 +7,13 @@
 //! ([`crate::families`]) composes them. Every weight is checked for presence, dtype and shape
 //! before the graph is returned, so a malformed checkpoint fails here with the tensor's name.
 
-use crate::config::{LayerSpec, ModelConfig};
+use crate::config::{LayerSpec, ModelConfig, Span};
 use crate::decoder::{max_context, BuildOptions, Decoder, Kv, LayerInputs, Weights};
 use crate::error::{ModelError, Result};
 use crate::task::Task;
 use hfexport_core::ops::{Activation, BinaryOp};
 use hfexport_core::plan::{CacheMode, ComponentSpec, Entry, Exit, Planned, Role};
-use hfexport_core::{DType, Dim, Graph, Op, RopeConfig, ValueId};
+use hfexport_core::{DType, Dim, Graph, Op, RopeConfig, Tensor, ValueId};
 
 /// Builds the forward graph of `task`: inputs `input_ids`, `attention_mask` (int64
 /// `[batch, seq]`), output `logits` `[batch, seq, vocab]`.
@@ -255,6 +255,7 @@ impl<'a> Decoder<'a> {
     }
 
     fn logits(&mut self, ids: ValueId, shared: &LayerInputs, act: Activation) -> Result<()> {
+        let shared = &LayerInputs { chunked_mask: self.chunked_mask(shared)?, ..shared.clone() };
         let root = self.root();
         let (mut h, table) = match self.image {
             Some(image) => self.embed_with_image(&root, ids, image, shared.positions)?,
@@ -267,6 +268,39 @@ impl<'a> Decoder<'a> {
         let logits = self.head(&root, h, table)?;
         self.g.add_output("logits", logits)?;
         Ok(())
+    }
+
+    /// `s.mask` and, per query, the keys of its chunk where a layer is chunked (Llama 4): the
+    /// chunk of a forward pass's token is counted over the attention mask (from each row's
+    /// first token, as transformers skips the left padding), of a generation step's by its
+    /// position and cache slot.
+    fn chunked_mask(&mut self, s: &LayerInputs) -> Result<Option<ValueId>> {
+        let chunk = self.cfg.layers.iter().filter_map(LayerSpec::attention).find_map(|a| match a.span {
+            Span::Chunked(n) => Some(n),
+            Span::Full | Span::Sliding(_) => None,
+        });
+        let Some(chunk) = chunk else { return Ok(None) };
+        let (queries, keys) = match s.padding {
+            Some(am) => {
+                let counted = self.mask_positions("mask.chunk_positions", am)?;
+                (counted, counted)
+            }
+            None => (s.positions, s.key_positions),
+        };
+        let size = self.op("mask.chunk_size", Op::Constant(Tensor::i64(vec![], vec![chunk as i64])?), &[])?;
+        let one = Dim::konst(1);
+        let mut chunk_of = |name: &str, p: ValueId, query: bool| -> Result<ValueId> {
+            let c = self.op(&format!("mask.{name}_chunks"), Op::Binary(BinaryOp::Div), &[p, size])?;
+            let ps = self.g.info(p).shape.clone();
+            let shape = match query {
+                true => vec![ps[0].clone(), one.clone(), ps[1].clone(), one.clone()],
+                false => vec![ps[0].clone(), one.clone(), one.clone(), ps[1].clone()],
+            };
+            self.op(&format!("mask.{name}_chunk_ids"), Op::Reshape { shape }, &[c])
+        };
+        let (q, k) = (chunk_of("query", queries, true)?, chunk_of("key", keys, false)?);
+        let same = self.op("mask.same_chunk", Op::Binary(BinaryOp::Equal), &[q, k])?;
+        Ok(Some(self.op("mask.chunked", Op::Binary(BinaryOp::And), &[s.mask, same])?))
     }
 
     /// Rotary tables for `positions` `[b|1, s]`, in the graph's dtype, for each distinct rope

@@ -83,6 +83,7 @@ pub fn max_context(cfg: &ModelConfig) -> i64 {
 }
 
 /// Per-layer activations shared by every layer: rotary tables, mask and positions.
+#[derive(Clone)]
 pub(crate) struct LayerInputs {
     /// `(rope, cos, sin)` for each distinct rope the layers use.
     pub(crate) ropes: Vec<(RopeConfig, ValueId, ValueId)>,
@@ -90,6 +91,8 @@ pub(crate) struct LayerInputs {
     /// The mask of the sliding layers where it differs from `mask` by more than the window
     /// the attention op applies (an encoder's bidirectional windows).
     pub(crate) sliding_mask: Option<ValueId>,
+    /// `mask` within each query's chunk, when a layer is chunked (`Decoder::chunked_mask`).
+    pub(crate) chunked_mask: Option<ValueId>,
     /// Per decoder layer: the encoder's cross-attention keys and values (Whisper's decode).
     pub(crate) cross: Vec<(ValueId, ValueId)>,
     /// Positions of the queries and of the keys (the same in a forward pass; cache slots when
@@ -120,6 +123,7 @@ impl LayerInputs {
             ropes,
             mask,
             sliding_mask: None,
+            chunked_mask: None,
             cross: vec![],
             positions,
             key_positions,

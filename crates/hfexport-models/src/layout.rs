@@ -259,6 +259,9 @@ pub enum StackedForm {
     /// or, in an MXFP4 checkpoint, `<name>_blocks` / `<name>_scales` of the `[out, in]` rows
     /// (transformers' `Mxfp4GptOssExperts`).
     TransposedInterleaved,
+    /// Llama 4's: `gate_up [E, hidden, 2 * inter]` whose first `inter` columns are the gate's,
+    /// `down [E, inter, hidden]`, no biases.
+    TransposedGateFirst,
 }
 
 /// A dense gated MLP every token takes (GraniteMoeShared's `shared_mlp`), scaled by
@@ -391,6 +394,10 @@ pub enum QkNorm {
     /// The same with each head's row stored as its own norm, `<name>.norms.<head>.weight`
     /// (StableLM's `qk_layernorm`).
     PerHeadNorms([&'static str; 2]),
+    /// Per head over `head_dim`, an RMS norm without weight, in the rotary layers only (Llama 4's
+    /// L2 norm, which transformers applies after the rotary: the same, as a rotation keeps
+    /// each head's norm).
+    UnitOnRotary,
 }
 
 /// The q/k norm names of most families.

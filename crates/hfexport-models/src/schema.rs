@@ -287,6 +287,9 @@ pub enum MoeLayers {
     /// `moe_layer_start_index` and `moe_layer_end_index` (-1: the last layer), both included;
     /// the three class defaults.
     Interval { interval: usize, start: usize, end: i64 },
+    /// Llama 4's: the layers listed in `moe_layers`, else every `interleave_moe_layer_step`-th
+    /// (1-based; class default 1).
+    ListedOrStep,
 }
 
 /// The intermediate size of a shared expert; 0 is none.
@@ -322,6 +325,9 @@ pub enum RoutingRule {
     /// clamped at `moe_norm_min`, 1e-12: the same quotient in f32 as the +1e-20 of
     /// [`hfexport_core::Routing::Grouped`] for any sum of top-k probabilities).
     SoftmaxCorrected,
+    /// Llama 4's: the `num_experts_per_tok` largest router logits, whose sigmoids scale the
+    /// chosen experts' input (`hfexport_core::Op::Moe`'s `weigh_input`), never renormalised.
+    SigmoidInput,
 }
 
 /// How an expert combines its gate and up projections.
@@ -488,6 +494,10 @@ pub enum LayerRule {
     /// full and the others local; the window (`sliding_window`) is half of `local_attention`,
     /// on both sides of a token (ModernBERT).
     LocalGlobal { default_every: usize, default_local: usize },
+    /// `layer_types` (`full_attention`, `chunked_attention`), else the rotary layers (as the
+    /// rope rule's `no_rope_layers` says) chunked; the chunk is `attention_chunk_size` (class
+    /// default given; null refused when a layer is chunked) (Llama 4).
+    Chunked { default_chunk: usize },
 }
 
 /// Where a boolean setting comes from: a projection's bias, a parallel block, a q/k norm.
@@ -603,6 +613,10 @@ pub enum RopeRule {
     /// Layers listed 0 in `no_rope_layers` (default: every `no_rope_layer_interval`-th) have
     /// no rotary embedding (SmolLM3).
     NoRopeLayers,
+    /// [`Self::NoRopeLayers`], and with `attn_temperature_tuning` (default true) the queries
+    /// of the layers without rope scaled by position: `1 + attn_scale * ln(1 + floor((p + 1) /
+    /// floor_scale))` (class defaults 0.1 and 8192; Llama 4).
+    NoRopeLayersTuned,
     /// No rotary embedding; learned absolute positions instead (GPT-2).
     None,
     /// Only the sliding layers are rotary; the full-attention layers have no position encoding

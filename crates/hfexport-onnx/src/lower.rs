@@ -143,7 +143,16 @@ fn ort_block(group: usize) -> bool {
 /// ONNX runtimes, OpenVINO's reader among them, cannot read): a SwiGLU `Moe` as
 /// `com.microsoft.MoE`, which runs only the selected experts (float32 only on CPU).
 pub fn ort_cpu_contrib(op: &Op) -> bool {
-    matches!(op, Op::Moe { glu: Glu::Gated(Activation::Silu), biased: false, routing: Routing::Softmax { .. }, .. })
+    matches!(
+        op,
+        Op::Moe {
+            glu: Glu::Gated(Activation::Silu),
+            biased: false,
+            routing: Routing::Softmax { .. },
+            weigh_input: false,
+            ..
+        }
+    )
 }
 
 /// The domain of ONNX Runtime's contrib ops.

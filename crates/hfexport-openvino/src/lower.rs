@@ -68,8 +68,12 @@ pub fn native(op: &Op) -> bool {
         // pass leaves a static token count (a stateful decode step is [1, 1]) unfused, so a
         // decode step takes core's gathered experts, as do the other activations and biased
         // experts
-        Op::Moe { glu, biased, few_tokens, routing, .. } => {
-            *glu == Glu::Gated(Activation::Silu) && !biased && !few_tokens && matches!(routing, Routing::Softmax { .. })
+        Op::Moe { glu, biased, few_tokens, routing, weigh_input, .. } => {
+            *glu == Glu::Gated(Activation::Silu)
+                && !biased
+                && !few_tokens
+                && !weigh_input
+                && matches!(routing, Routing::Softmax { .. })
         }
         // NNCF's decompression pattern over `[rows, groups, group]` constants (`quant_weights`),
         // which the CPU plugin runs as a compressed FullyConnected / Gather (core's chain over
@@ -523,6 +527,7 @@ impl<'g> Ctx<'g> {
             glu: Glu::Gated(Activation::Silu),
             biased: false,
             few_tokens: false,
+            weigh_input: false,
         } = n.op
         {
             let o = self.tiled_moe(n, &ins, top_k, normalize);

@@ -85,6 +85,16 @@ pub(super) fn parse_moe(f: &Fields, schema: &ConfigSchema, dims: &Dims) -> Resul
             };
             (0..n).map(|i| (i + 1) % interval == 0 && (start..=end).contains(&(i as i64))).collect()
         }
+        MoeLayers::ListedOrStep => match f.raw("moe_layers") {
+            None | Some(Value::Null) => {
+                let step = f.size("interleave_moe_layer_step", Some(1), MAX_LAYERS)?;
+                (0..n).map(|i| (i + 1) % step == 0).collect()
+            }
+            Some(_) => {
+                let listed = layer_list(f, "moe_layers")?;
+                (0..n).map(|i| listed.contains(&(i as i64))).collect()
+            }
+        },
     };
     if !sparse_layers.contains(&true) {
         return Ok((None, vec![]));
@@ -140,6 +150,7 @@ pub(super) fn parse_moe(f: &Fields, schema: &ConfigSchema, dims: &Dims) -> Resul
         shared_expert_intermediate_size,
         clamped_swiglu,
         biased: m.biased,
+        weigh_input: m.routing == RoutingRule::SigmoidInput,
     };
     Ok((Some(moe), sparse_layers))
 }
@@ -171,6 +182,10 @@ fn routing(f: &Fields, m: &MoeSchema, (experts, top_k): (usize, usize), normaliz
             let score = RouterScore::SoftmaxCorrected;
             return Ok(Routing::Grouped { score, groups: 1, top_groups: 1, normalize: true, scale: 1.0 });
         }
+        RoutingRule::SigmoidInput => {
+            let score = RouterScore::Sigmoid;
+            return Ok(Routing::Grouped { score, groups: 1, top_groups: 1, normalize: false, scale: 1.0 });
+        }
     };
     if groups == 0 || !experts.is_multiple_of(groups) {
         return Err(f.err("n_group", format!("{groups} does not divide the {experts} experts into equal groups")));
@@ -201,18 +216,21 @@ fn finite_or(f: &Fields, (key, default): (&str, f64)) -> Result<f64> {
 
 /// `mlp_only_layers`: null or absent is none; entries are layer indices.
 pub(super) fn mlp_only_layers(f: &Fields) -> Result<Vec<i64>> {
-    match f.raw("mlp_only_layers") {
+    layer_list(f, "mlp_only_layers")
+}
+
+/// A list of layer indices at `key` (empty when absent or null).
+fn layer_list(f: &Fields, key: &str) -> Result<Vec<i64>> {
+    match f.raw(key) {
         None | Some(Value::Null) => Ok(vec![]),
         Some(Value::Array(list)) => list
             .iter()
             .enumerate()
             .map(|(i, v)| {
-                v.as_i64().ok_or_else(|| {
-                    f.err("mlp_only_layers", format!("entry {i} must be an integer, got {}", describe(v)))
-                })
+                v.as_i64().ok_or_else(|| f.err(key, format!("entry {i} must be an integer, got {}", describe(v))))
             })
             .collect(),
-        Some(v) => Err(f.err("mlp_only_layers", format!("must be a list, got {}", describe(v)))),
+        Some(v) => Err(f.err(key, format!("must be a list, got {}", describe(v)))),
     }
 }
 

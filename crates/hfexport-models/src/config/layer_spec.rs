@@ -218,6 +218,8 @@ pub struct AttentionSpec {
     pub scale: f64,
     /// Linear biases by key position added to the scores, in place of rotary (Bloom, Falcon).
     pub alibi: Option<Alibi>,
+    /// The queries multiplied by a factor of their position (Llama 4's layers without rope).
+    pub query_scale: Option<QueryScale>,
 }
 
 /// The keys a query attends to.
@@ -227,6 +229,9 @@ pub enum Span {
     Full,
     /// The last `n` positions, the query's own included (both sides within `n` in an encoder).
     Sliding(usize),
+    /// The earlier positions of the query's chunk of `n` (chunks counted from each sequence's
+    /// first token: a left-padded row's from its first unpadded one; Llama 4).
+    Chunked(usize),
 }
 
 impl LayerSpec {
@@ -337,7 +342,7 @@ impl ModelConfig {
     pub fn sliding_window(&self) -> Option<usize> {
         self.layers.iter().filter_map(LayerSpec::attention).find_map(|a| match a.span {
             Span::Sliding(w) => Some(w),
-            Span::Full => None,
+            Span::Full | Span::Chunked(_) => None,
         })
     }
 }
@@ -361,7 +366,8 @@ pub(super) fn layer_specs(
     let spans: Vec<Span> = types
         .iter()
         .map(|t| match (t, window) {
-            (LayerType::SlidingAttention, Some(w)) => Span::Sliding(w),
+            (LayerType::Sliding, Some(w)) => Span::Sliding(w),
+            (LayerType::Chunked, Some(n)) => Span::Chunked(n),
             _ => Span::Full,
         })
         .collect();
@@ -383,6 +389,7 @@ pub(super) fn layer_specs(
         return Ok((0..n).map(layer).collect());
     }
     let scales = attention_scales(f, schema, dims)?;
+    let temperature = nope_temperature(f, schema)?;
     let recurrent = match schema.ssm {
         Some(rule @ SsmRule { layers: SsmLayers::LayerTypes { kind, attention }, .. }) => {
             hybrid_layers(f, n, (kind, Attends::Listed(attention)), &ssm_mixer(f, rule, dims)?)?
@@ -400,7 +407,7 @@ pub(super) fn layer_specs(
     let specs = spans.iter().enumerate().map(|(i, &span)| {
         let layer_rope = match span {
             Span::Sliding(_) => sliding_rope.unwrap_or(rope),
-            Span::Full => rope,
+            Span::Full | Span::Chunked(_) => rope,
         };
         let attention = AttentionSpec {
             heads: dims.num_attention_heads,
@@ -410,6 +417,7 @@ pub(super) fn layer_specs(
             rope: rotary[i].then(|| layer_rope.clone()),
             scale: scales[i],
             alibi,
+            query_scale: temperature.filter(|_| !rotary[i]),
         };
         let mixer = match (&recurrent[i], parallel.clone()) {
             (_, Some(Mixer::Mamba2(m))) => Mixer::AttentionAndMamba2(attention, m),
@@ -477,6 +485,17 @@ fn latent_spec(
         scale,
         query_scale: if rule.llama4_query_scale { Some(llama4_query_scale(f, schema)?) } else { None },
     })
+}
+
+/// Llama 4's temperature of the queries of the layers without rope ([`RopeRule::NoRopeLayersTuned`]),
+/// `None` without `attn_temperature_tuning` or for another rope rule.
+fn nope_temperature(f: &Fields, schema: &ConfigSchema) -> Result<Option<QueryScale>> {
+    if schema.rope != RopeRule::NoRopeLayersTuned || !f.bool("attn_temperature_tuning")?.unwrap_or(true) {
+        return Ok(None);
+    }
+    let beta = f.number("attn_scale")?.unwrap_or(0.1);
+    let divisor = f.size("floor_scale", Some(8192), MAX_POSITIONS)?;
+    Ok(Some(QueryScale { beta, divisor, offset: 1 }))
 }
 
 /// Mistral 4's query scaling: `llama_4_scaling_beta` and `original_max_position_embeddings` of

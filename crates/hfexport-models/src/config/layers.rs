@@ -8,8 +8,12 @@ use super::*;
 /// [`layer_specs`](super::layer_spec) turns into its [`Span`](super::Span).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum LayerType {
-    FullAttention,
-    SlidingAttention,
+    /// `full_attention`.
+    Full,
+    /// `sliding_attention`.
+    Sliding,
+    /// `chunked_attention`: attention within fixed chunks of positions (Llama 4).
+    Chunked,
 }
 
 /// transformers' `ALLOWED_ATTN_LAYER_TYPES`: anything else in `layer_types` is invalid there.
@@ -47,11 +51,11 @@ pub(super) fn parse_layers(f: &Fields, schema: &ConfigSchema, n: usize) -> Resul
     let explicit = explicit_layer_types(f, n)?;
     let (types, window) = match schema.layers {
         // LlamaModel, GemmaModel, GPT2Model, …: no sliding attention at all.
-        LayerRule::Full => (vec![LayerType::FullAttention; n], None),
+        LayerRule::Full => (vec![LayerType::Full; n], None),
         LayerRule::Mistral { default_window } => mistral_layers(f, explicit, n, default_window)?,
         LayerRule::EveryLayer { default_window } => {
             let window = sliding_window(f, default_window)?;
-            let kind = if window.is_some() { LayerType::SlidingAttention } else { LayerType::FullAttention };
+            let kind = if window.is_some() { LayerType::Sliding } else { LayerType::Full };
             (vec![kind; n], window)
         }
         LayerRule::Qwen => qwen_layers(f, explicit, n)?,
@@ -63,8 +67,8 @@ pub(super) fn parse_layers(f: &Fields, schema: &ConfigSchema, n: usize) -> Resul
                     let period = pattern_period(f, pattern_keys, period)?;
                     (0..n)
                         .map(|i| match (i + 1) % period {
-                            0 => LayerType::FullAttention,
-                            _ => LayerType::SlidingAttention,
+                            0 => LayerType::Full,
+                            _ => LayerType::Sliding,
                         })
                         .collect()
                 }
@@ -80,8 +84,8 @@ pub(super) fn parse_layers(f: &Fields, schema: &ConfigSchema, n: usize) -> Resul
                 None => no_rope_layers(f, n)?
                     .into_iter()
                     .map(|rotary| match window.is_some() && !rotary {
-                        true => LayerType::SlidingAttention,
-                        false => LayerType::FullAttention,
+                        true => LayerType::Sliding,
+                        false => LayerType::Full,
                     })
                     .collect(),
             };
@@ -90,8 +94,8 @@ pub(super) fn parse_layers(f: &Fields, schema: &ConfigSchema, n: usize) -> Resul
         LayerRule::UniformWhenUsed { default_window } => {
             let use_sliding = f.bool("use_sliding_window")?.unwrap_or(false);
             match sliding_window(f, Some(default_window))?.filter(|_| use_sliding) {
-                Some(w) => (vec![LayerType::SlidingAttention; n], Some(w)),
-                None => (vec![LayerType::FullAttention; n], None),
+                Some(w) => (vec![LayerType::Sliding; n], Some(w)),
+                None => (vec![LayerType::Full; n], None),
             }
         }
         LayerRule::LocalGlobal { default_every, default_local } => {
@@ -101,8 +105,8 @@ pub(super) fn parse_layers(f: &Fields, schema: &ConfigSchema, n: usize) -> Resul
                     let every = f.size("global_attn_every_n_layers", Some(default_every), MAX_LAYERS)?;
                     (0..n)
                         .map(|i| match i % every {
-                            0 => LayerType::FullAttention,
-                            _ => LayerType::SlidingAttention,
+                            0 => LayerType::Full,
+                            _ => LayerType::Sliding,
                         })
                         .collect()
                 }
@@ -114,6 +118,28 @@ pub(super) fn parse_layers(f: &Fields, schema: &ConfigSchema, n: usize) -> Resul
                 _ => f.size("local_attention", Some(default_local), 2 * MAX_SLIDING_WINDOW)? / 2,
             };
             (types, Some(half))
+        }
+        LayerRule::Chunked { default_chunk } => {
+            let types = match explicit {
+                Some(names) => layer_types_of(f, &names, CHUNKED_KINDS)?,
+                // Llama4TextConfig: the rotary layers are chunked
+                None => no_rope_layers(f, n)?
+                    .into_iter()
+                    .map(|rotary| match rotary {
+                        true => LayerType::Chunked,
+                        false => LayerType::Full,
+                    })
+                    .collect(),
+            };
+            let chunk = match f.raw("attention_chunk_size") {
+                Some(Value::Null) => None,
+                _ => Some(f.size("attention_chunk_size", Some(default_chunk), MAX_SLIDING_WINDOW)?),
+            };
+            if types.contains(&LayerType::Chunked) && chunk.is_none() {
+                // transformers' create_chunked_causal_mask fails so
+                return Err(f.err("attention_chunk_size", "is null but there are chunked_attention layers"));
+            }
+            return Ok((types, chunk));
         }
         LayerRule::EvenBelowMaxWindow => {
             // the config class stores 0 when `use_sliding_window` is false
@@ -128,8 +154,8 @@ pub(super) fn parse_layers(f: &Fields, schema: &ConfigSchema, n: usize) -> Resul
                     let below = f.int("max_window_layers")?.unwrap_or(DEFAULT_MAX_WINDOW_LAYERS);
                     (0..n)
                         .map(|i| match i % 2 == 0 && (i as i64) < below && use_sliding {
-                            true => LayerType::SlidingAttention,
-                            false => LayerType::FullAttention,
+                            true => LayerType::Sliding,
+                            false => LayerType::Full,
                         })
                         .collect()
                 }
@@ -137,7 +163,7 @@ pub(super) fn parse_layers(f: &Fields, schema: &ConfigSchema, n: usize) -> Resul
             (types, window)
         }
     };
-    let sliding = types.contains(&LayerType::SlidingAttention);
+    let sliding = types.contains(&LayerType::Sliding);
     if sliding && window.is_none() {
         let why = match schema.layers {
             LayerRule::Qwen | LayerRule::UseSlidingWindow | LayerRule::EvenBelowMaxWindow => {
@@ -166,7 +192,7 @@ pub(super) fn mistral_layers(
         // MinistralAttention computes `head_dim ** -0.5` without a fallback
         return Err(f.err("head_dim", "is required when a Mistral config has `layer_types` (read as Ministral)"));
     }
-    let kind = if window.is_some() { LayerType::SlidingAttention } else { LayerType::FullAttention };
+    let kind = if window.is_some() { LayerType::Sliding } else { LayerType::Full };
     let types = match explicit {
         Some(names) if ministral => supported_layer_types(f, &names)?,
         _ => vec![kind; n],
@@ -193,7 +219,7 @@ pub(super) fn rotary_layers(f: &Fields, schema: &ConfigSchema, spans: &[Span]) -
         RopeRule::None => Ok(vec![false; n]),
         RopeRule::Uniform | RopeRule::PerLayerType { .. } | RopeRule::Fixed { .. } => Ok(vec![true; n]),
         RopeRule::SlidingOnly => Ok(spans.iter().map(|s| *s != Span::Full).collect()),
-        RopeRule::NoRopeLayers => no_rope_layers(f, n),
+        RopeRule::NoRopeLayers | RopeRule::NoRopeLayersTuned => no_rope_layers(f, n),
         RopeRule::WhenKey { key, value } => Ok(vec![f.string(key)? == Some(value); n]),
     }
 }
@@ -203,10 +229,9 @@ pub(super) fn rotary_layers(f: &Fields, schema: &ConfigSchema, spans: &[Span]) -
 pub(super) fn no_rope_layers(f: &Fields, n: usize) -> Result<Vec<bool>> {
     let key = "no_rope_layers";
     match f.raw(key) {
-        None | Some(Value::Null) => {
-            let interval = f.count_lenient("no_rope_layer_interval", MAX_LAYERS)?.unwrap_or(4);
-            Ok((0..n).map(|i| (i + 1) % interval != 0).collect())
-        }
+        // an empty list reads as none (Llama4TextConfig's `if self.no_rope_layers`)
+        None | Some(Value::Null) => default_no_rope_layers(f, n),
+        Some(Value::Array(list)) if list.is_empty() => default_no_rope_layers(f, n),
         Some(Value::Array(list)) if list.len() == n => list
             .iter()
             .enumerate()
@@ -219,6 +244,12 @@ pub(super) fn no_rope_layers(f: &Fields, n: usize) -> Result<Vec<bool>> {
         Some(Value::Array(list)) => Err(f.err(key, format!("has {} entries but there are {n} layers", list.len()))),
         Some(v) => Err(f.err(key, format!("must be a list, got {}", describe(v)))),
     }
+}
+
+/// Every `no_rope_layer_interval`-th layer (1-based, class default 4) without rope.
+fn default_no_rope_layers(f: &Fields, n: usize) -> Result<Vec<bool>> {
+    let interval = f.count_lenient("no_rope_layer_interval", MAX_LAYERS)?.unwrap_or(4);
+    Ok((0..n).map(|i| (i + 1) % interval != 0).collect())
 }
 
 /// Qwen2/Qwen3: `sliding_window` only counts with `use_sliding_window`; without an explicit
@@ -236,8 +267,8 @@ pub(super) fn qwen_layers(
             let first_sliding = f.int("max_window_layers")?.unwrap_or(DEFAULT_MAX_WINDOW_LAYERS);
             (0..n)
                 .map(|i| match window {
-                    Some(_) if i as i64 >= first_sliding => LayerType::SlidingAttention,
-                    _ => LayerType::FullAttention,
+                    Some(_) if i as i64 >= first_sliding => LayerType::Sliding,
+                    _ => LayerType::Full,
                 })
                 .collect()
         }
@@ -282,17 +313,28 @@ pub(super) fn explicit_layer_types(f: &Fields, n: usize) -> Result<Option<Vec<St
 
 /// The layer kinds we can build.
 pub(super) fn supported_layer_types(f: &Fields, names: &[String]) -> Result<Vec<LayerType>> {
+    layer_types_of(f, names, ATTENTION_KINDS)
+}
+
+/// The layer kinds most families' `layer_types` may name.
+const ATTENTION_KINDS: &[(&str, LayerType)] =
+    &[("full_attention", LayerType::Full), ("sliding_attention", LayerType::Sliding)];
+
+/// Llama 4's.
+const CHUNKED_KINDS: &[(&str, LayerType)] =
+    &[("full_attention", LayerType::Full), ("chunked_attention", LayerType::Chunked)];
+
+/// `names` read as the `kinds` a family builds; any other is refused, naming the entry.
+fn layer_types_of(f: &Fields, names: &[String], kinds: &[(&str, LayerType)]) -> Result<Vec<LayerType>> {
+    let supported: Vec<&str> = kinds.iter().map(|(n, _)| *n).collect();
     names
         .iter()
         .enumerate()
-        .map(|(i, s)| match s.as_str() {
-            "full_attention" => Ok(LayerType::FullAttention),
-            "sliding_attention" => Ok(LayerType::SlidingAttention),
-            other => Err(f.err(
+        .map(|(i, s)| match kinds.iter().find(|(n, _)| n == s) {
+            Some((_, kind)) => Ok(*kind),
+            None => Err(f.err(
                 "layer_types",
-                format!(
-                    "entry {i} is `{other}`, which is not supported (supported: full_attention, sliding_attention)"
-                ),
+                format!("entry {i} is `{s}`, which is not supported (supported: {})", supported.join(", ")),
             )),
         })
         .collect()

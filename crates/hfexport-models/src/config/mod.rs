@@ -328,6 +328,8 @@ pub struct MoeConfig {
     pub clamped_swiglu: Option<(f64, f64)>,
     /// The router and the experts' projections have biases (GPT-OSS).
     pub biased: bool,
+    /// The routing weights scale the chosen experts' input, not their output (Llama 4).
+    pub weigh_input: bool,
 }
 
 impl MoeConfig {
@@ -370,6 +372,7 @@ impl ModelConfig {
             rope: None,
             scale: s.encoder_scale,
             alibi: None,
+            query_scale: None,
         };
         let encoder_layer = LayerSpec { mixer: Mixer::Attention(attention), mlp: LayerMlp::Dense };
         Some(ModelConfig {

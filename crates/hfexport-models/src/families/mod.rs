@@ -42,6 +42,7 @@ pub mod granite_moe;
 pub mod granite_moe_hybrid;
 pub mod lfm2;
 pub mod llama;
+pub mod llama4;
 pub mod llava;
 pub mod mamba;
 pub mod mamba2;
@@ -121,6 +122,8 @@ pub const ARCHITECTURES: &[Architecture] = &[
     ernie4_5::FAMILY,
     ernie4_5::MOE,
     mistral4::FAMILY,
+    llama4::CAUSAL_LM,
+    llama4::CONDITIONAL_GENERATION,
     falcon::FAMILY,
     bloom::FAMILY,
     opt::FAMILY,

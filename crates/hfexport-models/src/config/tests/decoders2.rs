@@ -12,7 +12,7 @@ fn every_layer_windows_do_not_read_layer_types() {
         "layer_types": ["full_attention", "sliding_attention", "full_attention", "sliding_attention"]}"#;
     for (class, model_type) in [("MixtralForCausalLM", "mixtral"), ("Starcoder2ForCausalLM", "starcoder2")] {
         let c = family(class, model_type, types).unwrap();
-        assert_eq!((kinds(&c).as_slice(), c.sliding_window()), (&[LayerType::SlidingAttention; 4][..], Some(8)));
+        assert_eq!((kinds(&c).as_slice(), c.sliding_window()), (&[LayerType::Sliding; 4][..], Some(8)));
         let c = family(class, model_type, "{}").unwrap();
         assert_eq!(c.sliding_window(), None, "{class}: no window by default");
     }
@@ -144,7 +144,7 @@ fn glm_configs_follow_their_class() {
 /// Cohere2: every 4th layer full and without rope (`sliding_window_pattern`, or `layer_types`).
 #[test]
 fn cohere2_rotates_its_sliding_layers_only() {
-    use LayerType::{FullAttention as F, SlidingAttention as S};
+    use LayerType::{Full as F, Sliding as S};
     let cohere2 = |extra: &str| family("Cohere2ForCausalLM", "cohere2", extra);
     let c = cohere2(r#"{"sliding_window": 8}"#).unwrap();
     assert_eq!((kinds(&c), rotary(&c), c.sliding_window()), (vec![S, S, S, F], vec![true, true, true, false], Some(8)));
@@ -285,7 +285,7 @@ fn granite_moe_configs_read_experts_and_the_shared_mlp() {
 /// `rope_theta` kept), and the dict when it has one; a non-positive clamp names its key.
 #[test]
 fn gpt_oss_configs_read_the_class_rope_and_the_clamped_experts() {
-    use LayerType::{FullAttention as F, SlidingAttention as S};
+    use LayerType::{Full as F, Sliding as S};
     let c = family("GptOssForCausalLM", "gpt_oss", r#"{"num_local_experts": 4}"#).unwrap();
     assert_eq!((kinds(&c), c.sliding_window()), (vec![S, F, S, F], Some(128)));
     assert!(c.attention_bias && c.o_bias && !c.mlp_bias);

@@ -1,6 +1,7 @@
 //! The config reader on the 2026 flagships that attend (issue 40): GLM-4.5's routing defaults,
 //! ERNIE 4.5's biases and MoE layer window, Mistral 4's softmax groups, partial factor over the
-//! whole head and query scaling, and the settings refused.
+//! whole head and query scaling, Llama 4's chunked and NoPE layers and input-weighted experts,
+//! and the settings refused.
 
 use super::*;
 
@@ -92,4 +93,58 @@ fn mistral4_reads_softmax_groups_partial_factor_and_query_scaling() {
         "rope_parameters.rope_type",
     );
     assert!(e.contains("not accepted by this architecture"), "{e}");
+}
+
+#[test]
+fn llama4_reads_chunked_and_nope_layers_and_input_weighted_experts() {
+    let base = r#"{"hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
+        "intermediate_size": 32, "intermediate_size_mlp": 96, "num_local_experts": 4, "num_hidden_layers": 4}"#;
+    let l4 = |extra: &str| family("Llama4ForCausalLM", "llama4_text", &json_with(base, extra));
+    // the class defaults: every 4th layer without rope (full, its queries tuned), the others
+    // chunked by 8192; every layer sparse (step 1), top-1, the shared expert as wide as an expert
+    let c = l4("{}").unwrap();
+    let spans: Vec<Span> = c.layers.iter().map(|l| l.attention().unwrap().span).collect();
+    assert_eq!(spans, [Span::Chunked(8192), Span::Chunked(8192), Span::Chunked(8192), Span::Full]);
+    assert_eq!(rotary(&c), [true, true, true, false]);
+    let scales: Vec<_> = c.layers.iter().map(|l| l.attention().unwrap().query_scale).collect();
+    assert_eq!(scales, [None, None, None, Some(QueryScale { beta: 0.1, divisor: 8192, offset: 1 })]);
+    assert_eq!(sparse(&c), [true; 4]);
+    assert_eq!(c.intermediate_size, 96, "the dense layers are intermediate_size_mlp wide");
+    let m = c.moe.as_ref().unwrap();
+    let want = Routing::Grouped { score: RouterScore::Sigmoid, groups: 1, top_groups: 1, normalize: false, scale: 1.0 };
+    assert_eq!((m.routing, m.top_k, m.intermediate_size, m.weigh_input), (want, 1, 32, true));
+    assert_eq!(m.shared_expert_intermediate_size, Some(32));
+    assert!(c.qk_norm, "use_qk_norm defaults to true");
+    let c = l4(r#"{"interleave_moe_layer_step": 2, "no_rope_layer_interval": 2, "attention_chunk_size": 3,
+        "attn_temperature_tuning": false, "use_qk_norm": false}"#)
+    .unwrap();
+    assert_eq!(sparse(&c), [false, true, false, true]);
+    assert_eq!(kinds(&c), [LayerType::Chunked, LayerType::Full].repeat(2));
+    assert!(c.layers.iter().all(|l| l.attention().unwrap().query_scale.is_none()) && !c.qk_norm);
+    // listed layers win over the step and the interval; an empty no_rope_layers is the default
+    let c = l4(r#"{"moe_layers": [0], "interleave_moe_layer_step": 2, "no_rope_layers": [],
+        "layer_types": ["full_attention", "chunked_attention", "full_attention", "full_attention"]}"#)
+    .unwrap();
+    assert_eq!(sparse(&c), [true, false, false, false]);
+    assert_eq!(rotary(&c), [true, true, true, false]);
+    assert_eq!(kinds(&c)[..2], [LayerType::Full, LayerType::Chunked]);
+    // (`json_with` drops a key given as null: set it after)
+    let mut v: Value = serde_json::from_str(&json_with(
+        base,
+        r#"{"architectures": ["Llama4ForCausalLM"], "model_type": "llama4_text", "vocab_size": 128}"#,
+    ))
+    .unwrap();
+    v["attention_chunk_size"] = Value::Null;
+    let e = config_err(parse(&v.to_string()), "attention_chunk_size");
+    assert!(e.contains("chunked_attention"), "{e}");
+    let sliding = r#"{"layer_types": ["sliding_attention", "full_attention", "full_attention", "full_attention"]}"#;
+    let e = config_err(l4(sliding), "layer_types");
+    assert!(e.contains("full_attention, chunked_attention"), "{e}");
+    // the image-text class: the text model from text_config
+    let text = json_with(base, r#"{"model_type": "llama4_text", "attention_chunk_size": 5}"#);
+    let c = parse(&format!(
+        r#"{{"architectures": ["Llama4ForConditionalGeneration"], "model_type": "llama4", "text_config": {text}}}"#
+    ))
+    .unwrap();
+    assert_eq!((c.hidden_size, c.layers[0].attention().unwrap().span), (64, Span::Chunked(5)));
 }

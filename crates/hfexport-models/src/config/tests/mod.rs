@@ -33,8 +33,9 @@ const LLAMA: &str = r#"{
 /// Each layer's attention kind, as `layer_types` names them.
 fn kinds(c: &ModelConfig) -> Vec<LayerType> {
     let kind = |l: &LayerSpec| match l.attention().expect("an attention layer").span {
-        Span::Full => LayerType::FullAttention,
-        Span::Sliding(_) => LayerType::SlidingAttention,
+        Span::Full => LayerType::Full,
+        Span::Sliding(_) => LayerType::Sliding,
+        Span::Chunked(_) => LayerType::Chunked,
     };
     c.layers.iter().map(kind).collect()
 }
@@ -82,7 +83,7 @@ fn llama_config_normalises() {
     assert_eq!(c.hidden_act, "silu");
     assert_eq!(c.norm_eps, 1e-5);
     assert_eq!(c.rope, RopeConfig { theta: 500000.0, dim: 16, scaling: RopeScaling::Default });
-    assert_eq!(kinds(&c), vec![LayerType::FullAttention; 4]);
+    assert_eq!(kinds(&c), vec![LayerType::Full; 4]);
     assert_eq!(c.sliding_window(), None);
     assert_eq!(c.dtype, Some(DType::BF16));
     assert_eq!((c.bos_token_id, c.eos_token_ids.as_slice(), c.pad_token_id), (Some(1), &[2, 7][..], None));
@@ -311,7 +312,7 @@ const QWEN2: &str = r#"{
 
 #[test]
 fn qwen2_layer_types_follow_max_window_layers() {
-    use LayerType::{FullAttention as F, SlidingAttention as S};
+    use LayerType::{Full as F, Sliding as S};
     let c = parse(QWEN2).unwrap();
     assert_eq!(kinds(&c), [F, F, S, S]);
     assert_eq!(c.sliding_window(), Some(32));
@@ -360,11 +361,11 @@ fn qwen2_layer_types_follow_max_window_layers() {
 fn mistral_sliding_window_applies_to_every_layer() {
     let mistral = json_with(LLAMA, r#"{"architectures": ["MistralForCausalLM"], "model_type": "mistral"}"#);
     let c = parse(&json_with(&mistral, r#"{"sliding_window": 16}"#)).unwrap();
-    assert_eq!((kinds(&c).as_slice(), c.sliding_window()), (&[LayerType::SlidingAttention; 4][..], Some(16)));
+    assert_eq!((kinds(&c).as_slice(), c.sliding_window()), (&[LayerType::Sliding; 4][..], Some(16)));
     // The class default window is 4096; an explicit null disables it.
     assert_eq!(parse(&mistral).unwrap().sliding_window(), Some(4096));
     let c = parse(&mistral.replacen('{', r#"{"sliding_window": null,"#, 1)).unwrap();
-    assert_eq!((kinds(&c).as_slice(), c.sliding_window()), (&[LayerType::FullAttention; 4][..], None));
+    assert_eq!((kinds(&c).as_slice(), c.sliding_window()), (&[LayerType::Full; 4][..], None));
     config_err(parse(&json_with(&mistral, r#"{"sliding_window": -1}"#)), "sliding_window");
 }
 
@@ -374,7 +375,7 @@ fn mistral_with_layer_types_is_read_as_ministral() {
     let types = r#"{"sliding_window": 8, "head_dim": 16,
         "layer_types": ["full_attention", "sliding_attention", "full_attention", "sliding_attention"]}"#;
     let c = parse(&json_with(&mistral, types)).unwrap();
-    use LayerType::{FullAttention as F, SlidingAttention as S};
+    use LayerType::{Full as F, Sliding as S};
     assert_eq!((kinds(&c).as_slice(), c.sliding_window()), (&[F, S, F, S][..], Some(8)));
     // Ministral has no head_dim fallback: transformers fails on it, we say so
     let no_head_dim = r#"{"layer_types": ["full_attention", "full_attention", "full_attention", "full_attention"]}"#;
@@ -399,7 +400,7 @@ fn family(class: &str, model_type: &str, extra: &str) -> Result<ModelConfig> {
 
 #[test]
 fn family_defaults_and_derived_values() {
-    use LayerType::{FullAttention as F, SlidingAttention as S};
+    use LayerType::{Full as F, Sliding as S};
     // Gemma 2: alternating windows, soft-caps and query_pre_attn_scalar from the class
     let c = family("Gemma2ForCausalLM", "gemma2", "{}").unwrap();
     assert_eq!(kinds(&c), [S, F, S, F]);
@@ -501,7 +502,7 @@ fn modernbert_configs_follow_their_class() {
         (c.norm_eps, c.hidden_act.as_str(), c.pad_token_id, c.sliding_window()),
         (1e-5, "gelu", Some(50283), Some(64))
     );
-    let full: Vec<usize> = (0..22).filter(|&i| kinds(&c)[i] == LayerType::FullAttention).collect();
+    let full: Vec<usize> = (0..22).filter(|&i| kinds(&c)[i] == LayerType::Full).collect();
     assert_eq!(full, [0, 3, 6, 9, 12, 15, 18, 21]);
     assert_eq!((c.rope.theta, c.sliding_rope.as_ref().map(|r| r.theta)), (160_000.0, Some(10_000.0)));
     assert!(!(c.attention_bias || c.o_bias || c.mlp_bias || c.norm_bias));
@@ -517,7 +518,7 @@ fn modernbert_configs_follow_their_class() {
             "local_attention": 10, "sliding_window": 3, "norm_bias": true, "classifier_pooling": "mean"}"#,
     )
     .unwrap();
-    assert_eq!(kinds(&c).iter().filter(|t| **t == LayerType::SlidingAttention).count(), 2);
+    assert_eq!(kinds(&c).iter().filter(|t| **t == LayerType::Sliding).count(), 2);
     assert_eq!(
         (c.rope.theta, c.sliding_rope.as_ref().map(|r| r.theta), c.sliding_window()),
         (500.0, Some(50.0), Some(3))
@@ -639,7 +640,7 @@ fn moe_configs() {
     assert_eq!(m.shared_expert_intermediate_size, None);
     // Qwen3-MoE slides every layer only with use_sliding_window
     let c = family("Qwen3MoeForCausalLM", "qwen3_moe", r#"{"use_sliding_window": true}"#).unwrap();
-    assert_eq!((c.sliding_window(), kinds(&c)[3]), (Some(4096), LayerType::SlidingAttention));
+    assert_eq!((c.sliding_window(), kinds(&c)[3]), (Some(4096), LayerType::Sliding));
     // Mixtral: every layer sparse, always renormalised, experts of intermediate_size
     let c = family("MixtralForCausalLM", "mixtral", r#"{"num_local_experts": 4, "norm_topk_prob": false}"#).unwrap();
     let m = c.moe.as_ref().unwrap();
