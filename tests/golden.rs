@@ -130,10 +130,11 @@ type MultimodalCase =
 /// Gemma 3 (`Gemma3ForConditionalGeneration`: `language_model.model.` or
 /// `model.language_model.`) and Qwen3.5 and Qwen3.5-MoE (`Qwen3_5ForConditionalGeneration`,
 /// `Qwen3_5MoeForConditionalGeneration`: `model.language_model.`, with the multi-token-prediction
-/// head `mtp.` beside it).
+/// head `mtp.` beside it) and Llama 4 (`Llama4ForConditionalGeneration`: `language_model.model.`
+/// and `language_model.lm_head`).
 #[test]
 fn the_text_model_of_a_multimodal_checkpoint_matches_transformers() {
-    let cases: [MultimodalCase; 3] = [
+    let cases: [MultimodalCase; 4] = [
         (
             "gemma3",
             "Gemma3ForConditionalGeneration",
@@ -161,6 +162,14 @@ fn the_text_model_of_a_multimodal_checkpoint_matches_transformers() {
             &["model.language_model."],
             &["model.visual.patch_embed.proj.weight", "mtp.fc.weight"],
         ),
+        (
+            "llama4",
+            "Llama4ForConditionalGeneration",
+            "llama4_text",
+            serde_json::json!({"model_type": "llama4", "vision_config": {"model_type": "llama4_vision_model"}}),
+            &["language_model.model."],
+            &["vision_model.patch_embedding.linear.weight", "multi_modal_projector.linear_1.weight"],
+        ),
     ];
     for (name, class, text_type, top, prefixes, extra) in cases {
         let src = fixture(name);
@@ -175,8 +184,10 @@ fn the_text_model_of_a_multimodal_checkpoint_matches_transformers() {
         for prefix in prefixes {
             let dir = tempfile::tempdir().unwrap();
             std::fs::write(dir.path().join("config.json"), config.to_string()).unwrap();
-            let renamed: Vec<(String, &Tensor)> =
-                tensors.iter().map(|(k, t)| (k.replacen("model.", prefix, 1), t)).collect();
+            // a causal LM inside the image-text model: its head beside its `model.`
+            let head = if *prefix == "language_model.model." { "language_model.lm_head." } else { "lm_head." };
+            let rename = |k: &str| k.replacen("model.", prefix, 1).replacen("lm_head.", head, 1);
+            let renamed: Vec<(String, &Tensor)> = tensors.iter().map(|(k, t)| (rename(k), t)).collect();
             let other = Tensor::f32(vec![2, 2], vec![1.0; 4]).unwrap();
             let mut list: Vec<(&str, &Tensor)> = renamed.iter().map(|(k, t)| (k.as_str(), *t)).collect();
             list.extend(extra.iter().map(|k| (*k, &other)));
