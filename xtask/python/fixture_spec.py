@@ -17,12 +17,16 @@ def attention_implementation(folder):
 
 
 def causal_lm_class(folder):
-    """The class config.json names (`architectures[0]`), which from_pretrained builds as it is:
-    transformers 5.23 maps no config to some causal LMs (Mistral4Config: its hub checkpoints are
-    image-text ones), so AutoModelForCausalLM cannot load them."""
+    """AutoModelForCausalLM, as users load a checkpoint (it reads a `mistral` config with
+    `layer_types` as Ministral's, which MistralForCausalLM itself would not); for a `model_type`
+    it maps to no causal LM (Mistral4Config: its hub checkpoints are image-text ones), the class
+    config.json names (`architectures[0]`)."""
     import transformers
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
     cfg = json.loads((Path(folder) / "config.json").read_text())
+    if cfg.get("model_type") in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
+        return transformers.AutoModelForCausalLM
     return getattr(transformers, (cfg.get("architectures") or [""])[0], transformers.AutoModelForCausalLM)
 
 

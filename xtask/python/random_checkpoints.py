@@ -1075,7 +1075,11 @@ def sample_deepseek(rng, arch, turn, offset, L):
         if rope.get("factor", 1.0) is None:
             rope["factor"] = rng.choice([2.0, 4.0])  # Mistral4's yarn mscale reads it unguarded
         if rng.random() < 0.5:
-            rope["partial_rotary_factor"] = rope_dim / (rope_dim + kw["qk_nope_head_dim"])
+            head = rope_dim + kw["qk_nope_head_dim"]
+            factor = rope_dim / head
+            while int(head * factor) < rope_dim:  # transformers' int(): 2 / 17 * 17 is 1.999...
+                factor = math.nextafter(factor, 1.0)
+            rope["partial_rotary_factor"] = factor
         old_form = False  # rope_scaling would not carry the scaling keys through
     kw["rope_parameters"] = rope
     kw["max_position_embeddings"] = max_pos

@@ -84,6 +84,13 @@ fn mistral4_reads_softmax_groups_partial_factor_and_query_scaling() {
         "rope_parameters.partial_rotary_factor",
     );
     assert!(e.contains("rotates 12 of the 24"), "{e}");
+    // 2 / 17 as Python writes it: read exactly (serde_json's float_roundtrip), 17 times it is 2
+    let c = m4(r#"{"qk_nope_head_dim": 15, "qk_rope_head_dim": 2, "rope_parameters": {"rope_type": "yarn",
+        "factor": 4.0, "original_max_position_embeddings": 4, "llama_4_scaling_beta": 0.5,
+        "partial_rotary_factor": 0.11764705882352941}}"#)
+    .unwrap();
+    let Mixer::LatentAttention(l) = &c.layers[0].mixer else { panic!("latent layers") };
+    assert_eq!(l.rope.dim, 2);
     let c = yarn(r#", "llama_4_scaling_beta": 0.5, "partial_rotary_factor": 0.3333333333333333"#).unwrap();
     let Mixer::LatentAttention(l) = &c.layers[1].mixer else { panic!("latent layers") };
     assert_eq!((l.rope.dim, l.query_scale.unwrap().divisor), (8, 4));
