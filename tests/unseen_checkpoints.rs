@@ -380,6 +380,10 @@ fn random_checkpoints_export_to_every_format_and_match_transformers() {
     for (key, v) in &tokens {
         let case = cases.iter().find(|c| key.starts_with(&*c.dir.to_string_lossy()));
         let label = key.rsplit(' ').next().unwrap_or("");
+        if let Some(why) = v["unchecked"].as_str() {
+            println!("left out {} {label} generation: {why}", case.map_or("?", |c| c.name.as_str()));
+            continue;
+        }
         let ok = v["got"] == v["want"];
         if v["cached"] != v["want"] {
             println!(
@@ -584,6 +588,10 @@ fn random_checkpoints_quantized_match_transformers() {
         serde_json::from_value(run_script(&python, "unseen_generation.py", tmp.path(), "gen_jobs", &gen_jobs)).unwrap();
     assert_eq!(tokens.len(), cases.len() * 2, "{tokens:?}");
     for (key, v) in &tokens {
+        if let Some(why) = v["unchecked"].as_str() {
+            println!("left out {key} quantized generation: {why}");
+            continue;
+        }
         println!("{key} quantized generation: {} vs transformers {}", v["got"], v["want"]);
         if v["got"] != v["want"] {
             failures.push(format!("{key}: quantized tokens {} != transformers' {}", v["got"], v["want"]));

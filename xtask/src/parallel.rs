@@ -7,8 +7,7 @@
 //! workers (default 2) runs them, the slowest known binaries first so the tail stays short.
 //! Each binary runs as cargo would run it (from its package's directory, with its libtest
 //! arguments), its output is printed whole when it ends, and a table of durations closes the
-//! run. Doc tests follow through `cargo test --doc --profile test` (the binaries' build
-//! reused). A failed binary fails the run; every
+//! run. Doc tests follow through `cargo test --doc`. A failed binary fails the run; every
 //! binary still runs (`--no-fail-fast`, as CI wants every failure at once).
 
 use std::collections::VecDeque;
@@ -70,11 +69,7 @@ pub fn run(cargo_test: impl Fn() -> Command, jobs: usize) -> Result<ExitCode> {
     let envs: Envs = cargo.get_envs().map(|(k, v)| (k.to_owned(), v.map(OsStr::to_owned))).collect();
     let outcomes = run_pool(binaries, jobs, Arc::new(envs));
     println!("==> doc tests");
-    // in the test binaries' profile: `--doc` alone builds the dev profile, every crate again
-    // (3-4 minutes of CI)
-    let mut doc = cargo_test();
-    doc.args(["--doc", "--profile", "test"]);
-    let doc = doc.status().context("could not start cargo test --doc")?.success();
+    let doc = cargo_test().arg("--doc").status().context("could not start cargo test --doc")?.success();
     report(&outcomes, started.elapsed());
     let failed: Vec<&str> = outcomes.iter().filter(|o| !o.passed).map(|o| o.name.as_str()).collect();
     if !failed.is_empty() || !doc {
