@@ -2010,7 +2010,7 @@ def describe_new(case, loaded):
                 f"softcap(attn={loaded['attn_logit_softcapping']},final={loaded['final_logit_softcapping']})"
             )
         if loaded["layer_types"] is not None and arch != "SmolLM3ForCausalLM":
-            short = "".join("S" if t == "sliding_attention" else "F" for t in loaded["layer_types"])
+            short = layer_letters(loaded["layer_types"])
             parts.append(f"sliding_window={loaded['sliding_window']} layers={short}")
         elif arch in ("Phi3ForCausalLM", "Qwen3MoeForCausalLM", "MixtralForCausalLM", "Starcoder2ForCausalLM"):
             if loaded["sliding_window"] is not None:
@@ -2028,7 +2028,7 @@ def describe_new(case, loaded):
             rope_layers = "".join("R" if r else "N" for r in loaded["no_rope_layers"])
             parts.append(f"rope-layers={rope_layers}")
             if loaded["use_sliding_window"]:
-                short = "".join("S" if t == "sliding_attention" else "F" for t in loaded["layer_types"])
+                short = layer_letters(loaded["layer_types"])
                 parts.append(f"sliding_window={loaded['sliding_window']} layers={short}")
     if case["edits"]:
         parts.append(f"edits({','.join(case['edits'])})")
@@ -2042,6 +2042,11 @@ def describe_new(case, loaded):
         parts.append("sparse-config")
     parts.append(f"L={case['seq_len']} pad={case['pad']}")
     return " ".join(parts)
+
+
+def layer_letters(types):
+    """`layer_types` as one letter a layer: S sliding, C chunked (Llama 4), F full."""
+    return "".join({"sliding_attention": "S", "chunked_attention": "C"}.get(t, "F") for t in types)
 
 
 def describe_moe(case, loaded):
