@@ -231,11 +231,24 @@ fn genai_folders_give_transformers_tokens_in_onnxruntime_genai() {
     };
     for name in fixtures() {
         let dir = tmp.path().join(name);
-        let latent = Checkpoint::open(&fixture(name)).unwrap().config.layers.iter().any(|l| l.attention().is_none());
-        if latent {
-            // GenAI's cache has one head size: a latent-attention export is refused, writing nothing
+        let layers = Checkpoint::open(&fixture(name)).unwrap().config.layers;
+        let attention: Vec<_> = layers.iter().filter_map(|l| l.attention()).collect();
+        // GenAI's cache has one head size and one entry per layer: a latent-attention export,
+        // one with per-layer heads or with layers reusing others' keys is refused, writing nothing
+        let refusal = match () {
+            _ if attention.len() < layers.len() => Some("latent-attention cache"),
+            _ if attention.iter().any(|a| a.kv_source.is_some()) => Some("reuse an earlier layer's keys"),
+            _ if attention
+                .iter()
+                .any(|a| (a.kv_heads, a.head_dim) != (attention[0].kv_heads, attention[0].head_dim)) =>
+            {
+                Some("per-layer heads")
+            }
+            _ => None,
+        };
+        if let Some(why) = refusal {
             let e = export_decode_with(name, &dir, GROWING, genai.clone()).unwrap_err().to_string();
-            assert!(e.contains("genai") && e.contains("latent-attention cache"), "{name}: {e}");
+            assert!(e.contains("genai") && e.contains(why), "{name}: {e}");
             assert!(!dir.exists(), "{name}: a refused export writes nothing");
             continue;
         }

@@ -566,6 +566,8 @@ fn cases() -> Vec<Case> {
     // (weights wide enough that the clamp bites)
     let clamped = Glu::Clamped { alpha: 1.702, limit: 0.6 };
     let silu = Glu::Gated(Activation::Silu);
+    // Gemma 4's experts (tanh GELU) chosen on the router's own input
+    let gelu_tanh = Glu::Gated(Activation::GeluTanh);
     let softmax = |normalize| Routing::Softmax { normalize };
     let v2 = Routing::Grouped { score: RouterScore::Softmax, groups: 3, top_groups: 2, normalize: false, scale: 1.5 };
     let v3 = Routing::Grouped {
@@ -588,9 +590,12 @@ fn cases() -> Vec<Case> {
         (S, v3, false, silu, "Moe(dense, grouped corrected sigmoid)"),
         (S, llama4, false, silu, "Moe(dense, sigmoid weighing the input)"),
         (K(1), llama4, true, silu, "Moe(gathered, sigmoid weighing the input)"),
+        (S, softmax(true), false, gelu_tanh, "Moe(dense, a router of its own)"),
+        (K(1), softmax(true), true, gelu_tanh, "Moe(gathered, a router of its own)"),
     ] {
         let biased = glu == clamped;
         let weigh_input = routing == llama4;
+        let own_router = glu == gelu_tanh;
         let experts = if matches!(routing, Routing::Grouped { .. }) { 6 } else { 5 };
         let mut b = Build::new(27);
         let x = b.float("x", &[B, seq, K(4)], -1.0, 1.0);
@@ -608,7 +613,12 @@ fn cases() -> Vec<Case> {
         if routing.corrected() {
             ins.push(b.float("correction", &[e], -0.3, 0.3));
         }
-        all.push(b.finish(name, Op::Moe { top_k: 2, routing, glu, biased, few_tokens, weigh_input }, &ins));
+        if own_router {
+            ins.push(b.float("router_x", &[B, seq, K(4)], -1.0, 1.0));
+            ins.push(b.float("expert_scale", &[e], 0.5, 1.5));
+        }
+        let op = Op::Moe { top_k: 2, routing, glu, biased, few_tokens, weigh_input, own_router };
+        all.push(b.finish(name, op, &ins));
     }
     // symmetric int4 in groups (ONNX Runtime quantizes x to int8 per block: its tolerance),
     // asymmetric uint8 with zero points and a bias; quantized embedding rows alike

@@ -78,10 +78,10 @@ def excluded(name, recipe):
     return any(name == e or name.startswith(e + ".") for e in recipe.get("exclude", []))
 
 
-def router(mod):
-    """Llama 4's router is an nn.Linear; the exports keep every router float (a `Moe` input, as
-    the other families' router modules, which are not linears)."""
-    return type(mod).__name__ == "Llama4Router"
+def router(name, mod):
+    """Llama 4's router is an nn.Linear, Gemma 4's has one (`router.proj`); the exports keep every
+    router float (a `Moe` input, as the other families' router modules, which are not linears)."""
+    return type(mod).__name__ == "Llama4Router" or name.endswith("router.proj")
 
 
 def quantize_model(model, recipe, xnnpack):
@@ -103,7 +103,7 @@ def quantize_model(model, recipe, xnnpack):
         elif mod is emb:
             if embed:
                 mod.weight = torch.nn.Parameter(fake_quant(mod.weight, *embed))
-        elif isinstance(mod, torch.nn.Linear) and mod.weight.numel() > 0 and not router(mod):
+        elif isinstance(mod, torch.nn.Linear) and mod.weight.numel() > 0 and not router(name, mod):
             # (DeepSeek builds its shared MLP of `n_shared_experts` 0 with empty linears)
             mod.weight = torch.nn.Parameter(fake_quant(mod.weight, *layer))
         elif isinstance(mod, Conv1D):

@@ -10,6 +10,8 @@ from transformers import (
     Ernie4_5ForCausalLM,
     Ernie4_5_MoeConfig,
     Ernie4_5_MoeForCausalLM,
+    Gemma4ForCausalLM,
+    Gemma4TextConfig,
     Glm4MoeConfig,
     Glm4MoeForCausalLM,
     Llama4ForCausalLM,
@@ -17,6 +19,20 @@ from transformers import (
     Mistral4Config,
     Mistral4ForCausalLM,
 )
+
+
+def random_layer_scalars(folder):
+    """Gemma 4's `layer_scalar` is a buffer (ones at init, which widening the parameters leaves):
+    drawn here so that each layer's factor changes the logits."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    path = folder / "model.safetensors"
+    tensors = load_file(path)
+    gen = torch.Generator().manual_seed(11)
+    for name in [n for n in tensors if n.endswith("layer_scalar")]:
+        tensors[name] = 0.6 + 0.8 * torch.rand(tensors[name].shape, generator=gen)
+    save_file(tensors, str(path), metadata={"format": "pt"})
 
 
 def flagship_specs():
@@ -132,6 +148,62 @@ def flagship_specs():
         eos_token_id=2,
         pad_token_id=0,
     )
+    gemma4 = Gemma4TextConfig(
+        vocab_size=256,
+        hidden_size=64,
+        intermediate_size=64,
+        num_hidden_layers=6,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=16,
+        global_head_dim=32,
+        num_global_key_value_heads=1,
+        attention_k_eq_v=True,
+        sliding_window=3,
+        layer_types=["sliding_attention"] * 3 + ["full_attention", "sliding_attention", "full_attention"],
+        rope_parameters={
+            "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+            "full_attention": {
+                "rope_type": "proportional",
+                "partial_rotary_factor": 0.25,
+                "factor": 2.0,
+                "rope_theta": 1000000.0,
+            },
+        },
+        hidden_size_per_layer_input=8,
+        vocab_size_per_layer_input=256,
+        num_kv_shared_layers=2,
+        use_double_wide_mlp=True,
+        final_logit_softcapping=10.0,
+        max_position_embeddings=64,
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=0,
+    )
+    gemma4_moe = Gemma4TextConfig(
+        vocab_size=256,
+        hidden_size=64,
+        intermediate_size=48,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=16,
+        global_head_dim=24,
+        attention_k_eq_v=True,
+        sliding_window=4,
+        layer_types=["sliding_attention", "full_attention"] * 2,
+        hidden_size_per_layer_input=0,
+        enable_moe_block=True,
+        num_experts=6,
+        top_k_experts=2,
+        moe_intermediate_size=16,
+        final_logit_softcapping=30.0,
+        max_position_embeddings=64,
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=0,
+        tie_word_embeddings=False,
+    )
     return [
         Spec(
             "glm4_moe",
@@ -193,5 +265,37 @@ def flagship_specs():
             "MoE (4 experts top-2 by logit, their sigmoids scaling the experts' input, fused transposed experts, "
             "a shared expert of 32), layers 0 and 2 dense of 96 (intermediate_size_mlp)",
             strict_greedy=True,
+        ),
+        Spec(
+            "gemma4",
+            86,
+            Gemma4ForCausalLM,
+            gemma4,
+            None,
+            "sliding layers (window 3) of head_dim 16 and 2 KV heads with the default rope; full layers 3 and 5 "
+            "of global_head_dim 32 and 1 KV head whose values are the key projection (attention_k_eq_v), with a "
+            "proportional rope (a quarter of each head turning, frequencies halved); layers 4 and 5 reuse the "
+            "keys and values of layers 2 and 3 (num_kv_shared_layers 2) with MLPs twice as wide; per-layer "
+            "embeddings of 8; plain RMS norms incl. q/k and weightless v norms, unit attention scale, random "
+            "layer_scalar factors, final soft-cap 10, tied head",
+            strict_greedy=True,
+            embed_std=0.08,
+            post_save=random_layer_scalars,
+        ),
+        Spec(
+            "gemma4_moe",
+            89,
+            Gemma4ForCausalLM,
+            gemma4_moe,
+            None,
+            "the 26B-A4B layout: every layer's dense MLP (48) beside 6 experts top-2 (16 wide, fused gate_up_proj), "
+            "routed on their own weightless norm of the residual times router.scale and hidden**-0.5, softmax "
+            "top-k renormalised and weighed by per_expert_scale, the experts reading pre_feedforward_layernorm_2; "
+            "the two outputs normed and summed; sliding (window 4, head_dim 16, 2 KV heads) and full layers "
+            "(global_head_dim 24, values from the keys, the default proportional rope), no per-layer embeddings, "
+            "random layer_scalar factors, final soft-cap 30, untied head",
+            strict_greedy=True,
+            embed_std=0.08,
+            post_save=random_layer_scalars,
         ),
     ]

@@ -599,8 +599,10 @@ def moe_specs():
 
 
 def is_norm_weight(name):
-    """RMSNorm / LayerNorm scales (GPT-2 names its LayerNorms ln_1, ln_2, ln_f)."""
-    return name.endswith(".weight") and ("norm" in name or ".ln_" in name)
+    """RMSNorm / LayerNorm scales (GPT-2 names its LayerNorms ln_1, ln_2, ln_f), and the factors
+    that multiply like one (Gemma 4's router.scale and router.per_expert_scale)."""
+    factor = name.endswith(("router.scale", "router.per_expert_scale"))
+    return factor or (name.endswith(".weight") and ("norm" in name or ".ln_" in name))
 
 
 # Family-specific config.json keys the summary prints when present.
@@ -870,7 +872,8 @@ def make_fixture(outdir, spec):
     print(f"   rope_parameters: {getattr(loaded, 'rope_parameters', None)}")
     print(f"   layer_types:     {getattr(loaded, 'layer_types', None)}")
     print(f"   sliding_window:  {getattr(loaded, 'sliding_window', None)}")
-    print(f"   head_dim:        {getattr(loaded, 'head_dim', None)}  tie_word_embeddings: {loaded.tie_word_embeddings}")
+    head_dim = cfg.get("head_dim")  # the file's: a heterogeneous config (Gemma 4) refuses the global one
+    print(f"   head_dim:        {head_dim}  tie_word_embeddings: {loaded.tie_word_embeddings}")
     family = {k: cfg[k] for k in FAMILY_KEYS if k in cfg}
     if family:
         print(f"   family keys:     {family}")

@@ -192,15 +192,22 @@ MOE_ARCHS = [
 ]
 # The 2026 flagships that attend (issue 40; sample_flagship): GLM-4.5's DeepSeek-V3 routing over
 # grouped-query attention, ERNIE 4.5's biases and interleaved rotary (dense and MoE), Llama 4's
-# chunked and NoPE layers with its input-weighted experts.
-FLAGSHIP_ARCHS = ["Glm4MoeForCausalLM", "Ernie4_5ForCausalLM", "Ernie4_5_MoeForCausalLM", "Llama4ForCausalLM"]
+# chunked and NoPE layers with its input-weighted experts, Gemma 4's per-layer heads, shared keys
+# and values and per-layer embeddings.
+FLAGSHIP_ARCHS = [
+    "Glm4MoeForCausalLM",
+    "Ernie4_5ForCausalLM",
+    "Ernie4_5_MoeForCausalLM",
+    "Llama4ForCausalLM",
+    "Gemma4ForCausalLM",
+]
 # DeepSeek's: multi-head latent attention, grouped routing, dense first layers (sample_deepseek;
 # Mistral 4's softmax groups and query scaling too).
 DEEPSEEK_ARCHS = ("DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM", "Mistral4ForCausalLM")
 # Granite's MoE classes: every layer sparse, num_local_experts, Granite's multipliers.
 GRANITE_MOE_ARCHS = ("GraniteMoeForCausalLM", "GraniteMoeSharedForCausalLM")
 # The families sampled by sample_new_family / sample_moe_family and written by edit_new_family.
-EXTRA_ARCHS = NEW_ARCHS + MOE_ARCHS + ["Ernie4_5ForCausalLM"]
+EXTRA_ARCHS = NEW_ARCHS + MOE_ARCHS + ["Ernie4_5ForCausalLM", "Gemma4ForCausalLM"]
 ALL_ARCHS = ARCHS + EXTRA_ARCHS
 ROPE_TYPES = ["default", "linear", "dynamic", "llama3", "yarn"]
 PAD_ID = 0
@@ -990,6 +997,8 @@ def sparse_layer_flags(arch, layers, step, mlp_only, first_dense=0, ernie=(1, 1,
     Llama 4 the `moe_layers` its config derived (from interleave_moe_layer_step or listed)."""
     if arch == "Llama4ForCausalLM":
         return [i in moe_layers for i in range(layers)]
+    if arch == "Gemma4ForCausalLM":  # enable_moe_block: experts beside every dense MLP
+        return [True] * layers
     if arch in DEEPSEEK_ARCHS + ("Glm4MoeForCausalLM",):
         return [i >= first_dense for i in range(layers)]
     if arch == "Ernie4_5_MoeForCausalLM":
@@ -1111,6 +1120,8 @@ def sample_flagship(rng, arch, turn, offset, L):
     4.5: `use_bias` (the MoE model's head too), `head_dim` (the dense class's default 128, or
     explicit); the MoE model's layer window (interval, start, end) always holding a sparse layer,
     shared experts (0 included), corrections drawn after saving."""
+    if arch == "Gemma4ForCausalLM":
+        return sample_gemma4(rng, L)
     edits = []
     rope_type = dealt_rope_type(turn, offset)
     layers = rng.randint(1, 3)
@@ -1187,6 +1198,102 @@ def sample_flagship(rng, arch, turn, offset, L):
     kw["max_position_embeddings"] = max_pos
     source = "explicit" if "head_dim" in kw else "class-default"
     return latent_or_flagship_case(rng, arch, kw, rng.random() < 0.3, source, edits, rope_type)
+
+
+def sample_gemma4(rng, L):
+    """A Gemma4ForCausalLM case: head sizes and KV heads of the full layers apart from the sliding
+    ones (stored as per_layer_config, or as the hub's global_head_dim keys), values from the keys
+    or not, layer_types given or the 5:1 default (the last layer always full), windows within
+    and past the prompt, the sliding and full ropes of the default, linear and proportional
+    types (a fraction of the head turning, frequencies scaled or not), shared keys and values
+    over 0 to all-but-one-of-each-kind last layers, double-wide MLPs, per-layer embeddings of
+    several widths or none, soft-capped logits, biases, tied or untied heads; the per-layer
+    factors (`layer_scalar`, a buffer) drawn after saving."""
+    layers = rng.randint(2, 7)
+    heads = rng.choice([1, 2, 4, 4, 6])
+    dims = [4, 6, 8, 12, 16]
+    head_dim, global_head_dim = rng.choice(dims), rng.choice(dims + [24, 32])
+    k_eq_v = rng.random() < 0.5
+    kw = dict(
+        vocab_size=rng.randint(50, 300),
+        hidden_size=multiple_of_4(rng, 8, 96),
+        intermediate_size=multiple_of_4(rng, 4, 96),
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=rng.choice(divisors(heads)),
+        head_dim=head_dim,
+        global_head_dim=global_head_dim,
+        attention_k_eq_v=k_eq_v,
+        hidden_activation=rng.choice(["gelu_pytorch_tanh", "gelu_pytorch_tanh", "silu", "gelu"]),
+        rms_norm_eps=rng.choice([1e-6, 1e-5, 0.1]),
+        sliding_window=rng.randint(1, L + 2),
+        attention_bias=rng.random() < 0.2,
+        final_logit_softcapping=rng.choice([None, None, 5.0, 30.0]),
+        tie_word_embeddings=rng.random() < 0.6,
+        max_position_embeddings=rng.choice([64, 131072]),
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=0,
+    )
+    if k_eq_v and rng.random() < 0.7:
+        kw["num_global_key_value_heads"] = rng.choice(divisors(heads))
+    share = rng.random() < 0.6
+    if share or rng.random() < 0.6:
+        kw["layer_types"] = [rng.choice(["sliding_attention", "full_attention"]) for _ in range(layers)]
+        if share:  # a full and a sliding layer before the last, so that some last layers can share
+            kw["layer_types"][rng.randrange(layers - 1)] = "full_attention"
+            kw["layer_types"][0] = "sliding_attention" if kw["layer_types"][0] == "full_attention" else "full_attention"
+    types = kw.get("layer_types") or ["sliding_attention" if (i + 1) % 6 else "full_attention" for i in range(layers)]
+    types = types[:-1] + ["full_attention"]  # Gemma4TextConfig forces the last layer full
+    kw["hidden_size_per_layer_input"] = rng.choice([0, 4, 8, 12])
+    kw["vocab_size_per_layer_input"] = kw["vocab_size"]
+    # shared layers: each kind among them needs an earlier layer of its kind, every kind one
+    shareable = [n for n in range(layers) if set(types[: layers - n]) == set(types)]
+    kw["num_kv_shared_layers"] = rng.choice(shareable[1:] if share and len(shareable) > 1 else shareable)
+    if rng.random() < 0.35:  # the 26B-A4B's experts beside every dense MLP
+        experts = rng.randint(2, 8)
+        kw.update(
+            enable_moe_block=True,
+            num_experts=experts,
+            top_k_experts=rng.randint(1, min(experts, 3)),
+            moe_intermediate_size=multiple_of_4(rng, 4, 48),
+        )
+    if kw["num_kv_shared_layers"] and not kw["hidden_size_per_layer_input"]:
+        # transformers 5.23 slices the per-layer inputs before the shared layers unconditionally
+        # (`_maybe_slice_kv_shared_inputs`), so a prompt fails without them: the E2B/E4B checkpoints
+        # that share keys always have them
+        kw["hidden_size_per_layer_input"] = rng.choice([4, 8, 12])
+    kw["use_double_wide_mlp"] = rng.random() < 0.5
+
+    def rope(kind):
+        rope_type = rng.choice(["default", "linear", "proportional", "proportional"])
+        theta = rng.choice([10000.0, 1000000.0, 100.0])
+        if rope_type == "default":
+            return {"rope_type": "default", "rope_theta": theta}
+        if rope_type == "linear":
+            return {"rope_type": "linear", "factor": rng.choice([2.0, 0.5]), "rope_theta": theta}
+        out = {"rope_type": "proportional", "rope_theta": theta}
+        if rng.random() < 0.8:
+            out["partial_rotary_factor"] = rng.choice([0.25, 0.5, 0.3, 1.0])
+        if rng.random() < 0.5:
+            out["factor"] = rng.choice([2.0, 8.0])
+        return out
+
+    kw["rope_parameters"] = {"sliding_attention": rope("sliding"), "full_attention": rope("full")}
+    edits = ["layer-scalars"] + (["gemma4-hub-form"] if rng.random() < 0.5 else [])
+    case = latent_or_flagship_case(rng, "Gemma4ForCausalLM", kw, False, "explicit", edits, "gemma4")
+    case["stray_theta"] = False  # the ropes are per layer kind: no top-level theta to shadow
+    return case
+
+
+def gemma4_hub_form(cfg, kw):
+    """The hub's Gemma 4 config.json: `global_head_dim` (and `num_global_key_value_heads`) in place
+    of the `per_layer_config` that 5.23 derives from them and saves."""
+    out = {k: v for k, v in cfg.items() if k != "per_layer_config"}
+    out["global_head_dim"] = kw["global_head_dim"]
+    if "num_global_key_value_heads" in kw:
+        out["num_global_key_value_heads"] = kw["num_global_key_value_heads"]
+    return out
 
 
 def sample_llama4(rng, kw, layers):
@@ -1739,6 +1846,8 @@ def edit_new_family(cfg, case, config_cls):
             out = {k: v for k, v in out.items() if k not in ("rope_parameters", "rope_scaling")}
         elif edit == "num_experts-key":
             out = {("num_experts" if k == "num_local_experts" else k): v for k, v in out.items()}
+        elif edit == "gemma4-hub-form":
+            out = gemma4_hub_form(out, kw)
     type_key = "type" if case["old_type_key"] else "rope_type"
     if case["old_form"]:
         if case["arch"] == "Phi3ForCausalLM":
@@ -1917,6 +2026,13 @@ MOE_SEMANTIC_KEYS = [
 
 
 def semantics_new(c, arch):
+    if arch == "Gemma4ForCausalLM":
+        # a heterogeneous config refuses the global head_dim: compare what it saves
+        out = c.to_dict()
+        for key in ("transformers_version", "_name_or_path", "architectures", "dtype", "output_attentions"):
+            out.pop(key, None)
+        out["head_dim"] = json.dumps(out.get("per_layer_config"), sort_keys=True) + f"/{out.get('head_dim')}"
+        return out
     keys = NEW_SEMANTIC_KEYS + (MOE_SEMANTIC_KEYS if arch in MOE_ARCHS else [])
     out = {k: getattr(c, k, None) for k in keys}
     if arch == "GemmaForCausalLM":
@@ -1938,7 +2054,9 @@ def describe_new(case, loaded):
     kw = case["kwargs"]
     arch = case["arch"]
     parts = [short_name(arch)]
-    if arch in OWN_KEY_ARCHS:
+    if arch == "Gemma4ForCausalLM":
+        parts += describe_gemma4(kw, case, loaded)
+    elif arch in OWN_KEY_ARCHS:
         parts += [
             f"h={kw['hidden_size']} heads={loaded['num_attention_heads']} head_dim={loaded['head_dim']}",
             f"layers={loaded['num_hidden_layers']} vocab={kw['vocab_size']}",
@@ -2042,6 +2160,30 @@ def describe_new(case, loaded):
         parts.append("sparse-config")
     parts.append(f"L={case['seq_len']} pad={case['pad']}")
     return " ".join(parts)
+
+
+def describe_gemma4(kw, case, loaded):
+    """The describe_new parts of a Gemma 4 case."""
+    rope = loaded["rope_parameters"]
+
+    def rope_text(r):
+        args = ",".join(f"{k}={v}" for k, v in r.items() if k not in ("rope_type", "rope_theta"))
+        return f"{r['rope_type']}({args}) theta={r['rope_theta']:g}"
+
+    kv_global = kw.get("num_global_key_value_heads") if kw["attention_k_eq_v"] else None
+    return [
+        f"h={kw['hidden_size']} heads={kw['num_attention_heads']}/kv={kw['num_key_value_heads']} "
+        f"head_dim={kw['head_dim']} full: head_dim={kw['global_head_dim']} kv={kv_global or kw['num_key_value_heads']}",
+        f"layers={kw['num_hidden_layers']} inter={kw['intermediate_size']} vocab={kw['vocab_size']}",
+        f"rope sliding={rope_text(rope['sliding_attention'])} full={rope_text(rope['full_attention'])}",
+        f"sliding_window={loaded['sliding_window']} layers={layer_letters(loaded['layer_types'])}",
+        (f"experts={kw['num_experts']} top{kw['top_k_experts']} moe_inter={kw['moe_intermediate_size']} "
+         if kw.get("enable_moe_block") else "")
+        + f"k_eq_v={kw['attention_k_eq_v']} kv_shared={kw['num_kv_shared_layers']} "
+        f"double_wide={kw['use_double_wide_mlp']} ple={kw['hidden_size_per_layer_input']}",
+        f"act={kw['hidden_activation']} eps={kw['rms_norm_eps']:g} softcap={kw['final_logit_softcapping']}",
+        "tied" if kw["tie_word_embeddings"] else "untied",
+    ] + (["attention_bias"] if kw["attention_bias"] else [])
 
 
 def layer_letters(types):
@@ -2201,6 +2343,7 @@ def main():
         "Ernie4_5_MoeForCausalLM": (transformers.Ernie4_5_MoeConfig, transformers.Ernie4_5_MoeForCausalLM),
         "Mistral4ForCausalLM": (transformers.Mistral4Config, transformers.Mistral4ForCausalLM),
         "Llama4ForCausalLM": (transformers.Llama4TextConfig, transformers.Llama4ForCausalLM),
+        "Gemma4ForCausalLM": (transformers.Gemma4TextConfig, transformers.Gemma4ForCausalLM),
     }
 
     from fixture_spec import attention_implementation, causal_lm_class
@@ -2294,7 +2437,7 @@ def main():
         batch_mask = torch.ones_like(batch_ids)
         batch_mask[0, :pad] = 0
 
-        moe = arch in MOE_ARCHS
+        moe = arch in MOE_ARCHS or bool(kwargs.get("enable_moe_block"))
         if moe:
             step, mlp_only = getattr(config, "decoder_sparse_step", 1), getattr(config, "mlp_only_layers", [])
             first_dense = getattr(config, "first_k_dense_replace", 0)
@@ -2313,7 +2456,9 @@ def main():
                 for pname, p in model.named_parameters():  # tied parameters are listed once
                     noise = torch.randn_like(p) * STD
                     # norm weights around 1 (GPT-2 names its LayerNorms ln_1, ln_2, ln_f)
+                    # (and the factors that multiply like one: Gemma 4's router.scale, per_expert_scale)
                     is_norm = pname.endswith(".weight") and ("norm" in pname or ".ln_" in pname)
+                    is_norm = is_norm or pname.endswith(("router.scale", "router.per_expert_scale"))
                     p.copy_(1.0 + noise if is_norm else noise)
             if not moe:
                 break
@@ -2344,6 +2489,10 @@ def main():
         if edited is not cfg:
             cfg_path.write_text(json.dumps(edited, indent=2) + "\n")
 
+        if "layer-scalars" in case.get("edits", []):
+            from flagship_fixtures import random_layer_scalars
+
+            random_layer_scalars(folder)  # a buffer: the weights' widening leaves it at one
         if "score-corrections" in case.get("edits", []):
             from decoder_fixtures import random_score_corrections
 

@@ -225,6 +225,9 @@ pub(crate) fn inspect(path: &Path, task: Option<&str>, full: bool, json: bool) -
     if let Some((n, layers)) = &chunked {
         println!("chunked      chunks of {n} on {} of {} layers", layers.len(), c.num_hidden_layers);
     }
+    if let Some(line) = per_layer_summary(c) {
+        println!("per layer    {line}");
+    }
     if let Some((w, layers)) = &sliding {
         println!("sliding      window {w} on {} of {} layers", layers.len(), c.num_hidden_layers);
     }
@@ -307,7 +310,7 @@ fn graph_json(task: Task, g: &Graph) -> serde_json::Value {
 /// `8 (top-2, renormalised), experts of 32, in layers 0, 2 of 3, shared expert of 40`.
 fn experts_summary(c: &hfexport::models::ModelConfig, m: &hfexport::models::config::MoeConfig) -> String {
     let sparse: Vec<String> =
-        c.layers.iter().enumerate().filter(|(_, l)| l.mlp == LayerMlp::Sparse).map(|(i, _)| i.to_string()).collect();
+        c.layers.iter().enumerate().filter(|(_, l)| l.mlp.has_experts()).map(|(i, _)| i.to_string()).collect();
     let mut norm = if m.normalize() { "renormalised" } else { "not renormalised" }.to_string();
     if let hfexport::core::Routing::Grouped { score, groups, top_groups, scale, .. } = m.routing {
         let by = match score {
@@ -320,6 +323,9 @@ fn experts_summary(c: &hfexport::models::ModelConfig, m: &hfexport::models::conf
     }
     if m.weigh_input {
         norm += ", weighing the experts' input";
+    }
+    if c.layers.iter().any(|l| matches!(l.mlp, LayerMlp::DenseAndSparse(_))) {
+        norm += ", beside the dense MLP";
     }
     let layers = match sparse.len() == c.num_hidden_layers {
         true => format!("in every layer ({})", c.num_hidden_layers),
@@ -335,8 +341,35 @@ fn experts_summary(c: &hfexport::models::ModelConfig, m: &hfexport::models::conf
 /// Weights of the experts a token does not run: `experts - top_k` of them in each sparse layer.
 fn idle_expert_parameters(c: &hfexport::models::ModelConfig, m: &hfexport::models::config::MoeConfig) -> u64 {
     let per_expert = 3 * m.intermediate_size * c.hidden_size;
-    let sparse = c.layers.iter().filter(|l| l.mlp == LayerMlp::Sparse).count();
+    let sparse = c.layers.iter().filter(|l| l.mlp.has_experts()).count();
     (sparse * (m.num_experts - m.top_k) * per_expert) as u64
+}
+
+/// What differs by layer beyond the kinds above (Gemma 4): other head sizes, layers reusing
+/// an earlier layer's keys and values, per-layer embeddings; `None` when nothing does.
+fn per_layer_summary(c: &hfexport::models::ModelConfig) -> Option<String> {
+    let mut parts = vec![];
+    let heads = |a: &hfexport::models::config::AttentionSpec| (a.head_dim, a.kv_heads);
+    let odd: Vec<String> = (c.layers.iter().enumerate())
+        .filter_map(|(i, l)| l.attention().filter(|a| heads(a) != (c.head_dim, c.num_key_value_heads)).map(|a| (i, a)))
+        .map(|(i, a)| format!("{i}: head_dim {} (kv {})", a.head_dim, a.kv_heads))
+        .collect();
+    if !odd.is_empty() {
+        parts.push(format!("layers {}", odd.join(", ")));
+    }
+    let shared: Vec<String> = (c.layers.iter().enumerate())
+        .filter_map(|(i, l)| l.attention().and_then(|a| a.kv_source).map(|s| format!("{i} <- {s}")))
+        .collect();
+    if !shared.is_empty() {
+        parts.push(format!("keys and values reused (layer <- source): {}", shared.join(", ")));
+    }
+    if c.layers.iter().filter_map(|l| l.attention()).any(|a| a.values_from_keys) {
+        parts.push("full layers' values from the key projection".to_string());
+    }
+    if let Some(p) = c.per_layer_input {
+        parts.push(format!("per-layer embeddings of {} (vocab {})", p.size, p.vocab));
+    }
+    (!parts.is_empty()).then(|| parts.join("; "))
 }
 
 /// The chunk size of the chunked-attention layers (Llama 4's) and their indices, if any.

@@ -110,7 +110,7 @@ pub fn fold_query_groups(src: &Graph, keep: &dyn Fn(&Graph, &Node) -> bool) -> R
 /// batch row brings a static number of tokens `c` with `c * top_k <= experts`.
 pub fn choose_moe_strategies(src: &Graph) -> Result<Graph> {
     rebuild(src, &mut |g, node, ins| match &node.op {
-        Op::Moe { top_k, routing, glu, biased, weigh_input, .. } => {
+        Op::Moe { top_k, routing, glu, biased, weigh_input, own_router, .. } => {
             let few_tokens = moe_few_tokens(&g.info(ins[0]).shape, *top_k, &g.info(ins[1]).shape[0]);
             let op = Op::Moe {
                 top_k: *top_k,
@@ -119,6 +119,7 @@ pub fn choose_moe_strategies(src: &Graph) -> Result<Graph> {
                 biased: *biased,
                 few_tokens,
                 weigh_input: *weigh_input,
+                own_router: *own_router,
             };
             g.add_node(&node.name, op, ins)
         }
@@ -149,9 +150,9 @@ pub fn expand(g: &mut Graph, node: &Node, ins: &[ValueId]) -> Result<Vec<ValueId
             let (v, i) = e.top_k(ins[0], *k)?;
             Ok(vec![v, i])
         }
-        Op::Moe { top_k, routing, glu, few_tokens, weigh_input, .. } => {
+        Op::Moe { top_k, routing, glu, few_tokens, weigh_input, own_router, .. } => {
             let experts = (*glu, *weigh_input);
-            Ok(vec![e.moe(ins, *top_k, *routing, experts, *few_tokens)?])
+            Ok(vec![e.moe(ins, *top_k, *routing, experts, (*few_tokens, *own_router))?])
         }
         Op::QuantLinear { group, zero_point, .. } => {
             let n = 3 + usize::from(*zero_point);
@@ -728,8 +729,13 @@ impl Emitter<'_> {
         top_k: usize,
         routing: Routing,
         (glu, weigh_input): (Glu, bool),
-        few_tokens: bool,
+        (few_tokens, own_router): (bool, bool),
     ) -> Result<ValueId> {
+        // a router of its own: its input and the experts' factors, last
+        let (own, ins) = match own_router {
+            true => (Some((ins[ins.len() - 2], ins[ins.len() - 1])), &ins[..ins.len() - 2]),
+            false => (None, ins),
+        };
         let (x, router, wg, wu, wd) = (ins[0], ins[1], ins[2], ins[3], ins[4]);
         let biased = ins.len() >= 9;
         let biases = ins.get(5..9).filter(|_| biased).map(|b| [b[1], b[2], b[3]]);
@@ -739,7 +745,19 @@ impl Emitter<'_> {
         let x2 = self.op("tokens", Op::Reshape { shape: vec![tokens.clone(), hidden.clone()] }, &[x])?;
         let router_bias = ins.get(5).copied().filter(|_| biased);
         let correction = routing.corrected().then(|| ins[ins.len() - 1]);
-        let (weights, picked) = self.route([x2, router], router_bias, correction, top_k, routing)?;
+        let routed = match own {
+            Some((r, _)) => {
+                self.op("router_tokens", Op::Reshape { shape: vec![tokens.clone(), hidden.clone()] }, &[r])?
+            }
+            None => x2,
+        };
+        let (mut weights, picked) = self.route([routed, router], router_bias, correction, top_k, routing)?;
+        if let Some((_, scale)) = own {
+            // each chosen expert's factor, gathered by its index
+            let scale = self.cast("expert_scale_f32", scale, DType::F32)?;
+            let factors = self.op("expert_factors", Op::Gather { axis: 0 }, &[scale, picked])?;
+            weights = self.op("scaled_weights", Op::Binary(BinaryOp::Mul), &[weights, factors])?;
+        }
         let weights = self.cast("routing_weights", weights, dtype)?;
         let experts = Experts { weights: [wg, wu, wd], biases, glu, weigh_input };
         let y = match few_tokens {

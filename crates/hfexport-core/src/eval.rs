@@ -238,7 +238,9 @@ fn eval_node(node: &Node, ins: &[&Tensor], b: &Bindings) -> Result<Vec<Tensor>> 
             let (v, i) = top_k(ins[0], *k)?;
             Ok(vec![v, i])
         }
-        Op::Moe { top_k, routing, glu, weigh_input, .. } => one(moe(ins, *top_k, *routing, (*glu, *weigh_input))?),
+        Op::Moe { top_k, routing, glu, weigh_input, own_router, .. } => {
+            one(moe(ins, *top_k, *routing, (*glu, *weigh_input), *own_router)?)
+        }
         Op::QuantLinear { zero_point, .. } => {
             let n = 3 + usize::from(*zero_point);
             let w = dequantize(ins[1], ins[2], zero_point.then(|| ins[3]))?;
@@ -670,8 +672,19 @@ fn gated(g: &Tensor, u: &Tensor, glu: Glu) -> Result<Tensor> {
 /// transformers' sparse MoE block: the routing weights in f32 (see [`route`]), rounded to x's
 /// dtype; then each expert, in ascending order, on the tokens that selected it (as
 /// `Qwen3MoeExperts.forward` loops).
-fn moe(ins: &[&Tensor], top: usize, routing: Routing, (glu, weigh_input): (Glu, bool)) -> Result<Tensor> {
+fn moe(
+    ins: &[&Tensor],
+    top: usize,
+    routing: Routing,
+    (glu, weigh_input): (Glu, bool),
+    own_router: bool,
+) -> Result<Tensor> {
     use crate::ops::BinaryOp;
+    // a router of its own: its input and the experts' factors, last
+    let (own, ins) = match own_router {
+        true => (Some((ins[ins.len() - 2], ins[ins.len() - 1])), &ins[..ins.len() - 2]),
+        false => (None, ins),
+    };
     let (x, router, wg, wu, wd) = (ins[0], ins[1], ins[2], ins[3], ins[4]);
     // `[router, gate, up, down]` biases, when given
     let bias = |i: usize| ins.get(5 + i).copied().filter(|_| ins.len() >= 9);
@@ -679,7 +692,16 @@ fn moe(ins: &[&Tensor], top: usize, routing: Routing, (glu, weigh_input): (Glu, 
     let tokens = x.numel() / hidden.max(1);
     let x2 = x.clone().reshaped(vec![tokens, hidden])?;
     let correction = routing.corrected().then(|| ins[ins.len() - 1]);
-    let (w, experts) = route(&x2, router, bias(0), correction, top, routing)?;
+    let routed = match own {
+        Some((r, _)) => r.clone().reshaped(vec![tokens, hidden])?,
+        None => x2.clone(),
+    };
+    let (mut w, experts) = route(&routed, router, bias(0), correction, top, routing)?;
+    if let Some((_, scale)) = own {
+        let scale = scale.cast(DType::F32);
+        let scale = scale.as_f32()?;
+        w.iter_mut().zip(&experts).for_each(|(w, &e)| *w *= scale[e as usize]);
+    }
     let experts = Tensor::i64(vec![tokens, top], experts)?;
     let w = Tensor::f32(vec![tokens, top], w)?.cast(x.dtype());
     let (w, experts) = (w.as_f32()?, experts.as_i64()?);

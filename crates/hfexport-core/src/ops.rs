@@ -303,6 +303,10 @@ pub enum Op {
     /// lower differently (only the selected experts' weights per token). `weigh_input`: the
     /// weights scale each expert's input instead, `Σ down_e(glu(gate_e(p_e x), up_e(p_e x)))`
     /// (Llama 4, whose experts see every token pre-scaled by its router score).
+    /// `own_router`: a router module of its own (Gemma 4's), two more inputs, last: the logits
+    /// are computed from `router_x [b, s, hidden]` instead of `x` (its own norm of the residual,
+    /// while the experts read another), and each chosen expert's weight is multiplied by its
+    /// entry of `expert_scale [experts]` (after any renormalisation).
     Moe {
         top_k: usize,
         routing: Routing,
@@ -310,6 +314,7 @@ pub enum Op {
         biased: bool,
         few_tokens: bool,
         weigh_input: bool,
+        own_router: bool,
     },
     /// `Linear` over a quantized weight: `x [..., in], q [out, in] (i8, or u8 with zero
     /// points), scales [out, in / group] (x's dtype) (, zero_points u8 [out, in / group]
@@ -538,9 +543,9 @@ impl Op {
             Op::QuantLinear { bits, group, zero_point } | Op::QuantGather { bits, group, zero_point } => {
                 format!("bits={bits}, group={group}, zero_point={zero_point}")
             }
-            Op::Moe { top_k, routing, glu, biased, few_tokens, weigh_input } => format!(
+            Op::Moe { top_k, routing, glu, biased, few_tokens, weigh_input, own_router } => format!(
                 "top_k={top_k}, routing={routing:?}, glu={glu:?}, biased={biased}, few_tokens={few_tokens}, \
-                 weigh_input={weigh_input}"
+                 weigh_input={weigh_input}, own_router={own_router}"
             ),
             // attributes in the name (`Add`, `ReduceMax`) or none
             Op::Unary(_)
@@ -1025,8 +1030,23 @@ impl Op {
                 *shape.last_mut().expect("rank >= 1") = Dim::from(*k);
                 Ok(vec![ValueInfo::new(x.dtype, shape.clone()), ValueInfo::new(DType::I64, shape)])
             }
-            Op::Moe { top_k, biased, routing, weigh_input, .. } => {
-                arity(ins, 5 + 4 * usize::from(*biased) + usize::from(routing.corrected()))?;
+            Op::Moe { top_k, biased, routing, weigh_input, own_router, .. } => {
+                let (corrected, own) = (usize::from(routing.corrected()), 2 * usize::from(*own_router));
+                arity(ins, 5 + 4 * usize::from(*biased) + corrected + own)?;
+                if *own_router {
+                    let (router_x, scale) = (ins[ins.len() - 2], ins[ins.len() - 1]);
+                    if router_x.shape != ins[0].shape || router_x.dtype != ins[0].dtype {
+                        return Err(format!(
+                            "router_x {} must be shaped and typed like x {}",
+                            shape_to_string(&router_x.shape),
+                            shape_to_string(&ins[0].shape)
+                        ));
+                    }
+                    if scale.shape != [ins[1].shape[0].clone()] || scale.dtype != ins[0].dtype {
+                        return Err(format!("expert_scale {} must be [experts]", shape_to_string(&scale.shape)));
+                    }
+                }
+                let ins = &ins[..ins.len() - own];
                 if *weigh_input && *biased {
                     // an expert weighed 0 would still add its biases
                     return Err("experts weighed by their input have no biases".into());

@@ -1,5 +1,6 @@
 //! Rotary position embedding parameters and inverse frequencies, as transformers defines them
-//! (`modeling_rope_utils.py`: default, linear, dynamic, llama3, yarn and longrope rope types).
+//! (`modeling_rope_utils.py`: default, linear, dynamic, llama3, yarn, longrope and proportional
+//! rope types).
 //!
 //! Frequencies are computed in f32 with the same operation order as transformers, so the
 //! exported constants equal the buffers of the PyTorch module. Two types depend on the input
@@ -49,6 +50,13 @@ pub enum RopeScaling {
         original_max_position_embeddings: usize,
         attention_factor: f64,
     },
+    /// Gemma 4's proportional rope: over the whole head (`dim`), the first
+    /// `int(partial_rotary_factor * dim // 2)` channel pairs at the default frequencies, the
+    /// others at frequency 0 (left as they are), every frequency divided by `factor`.
+    Proportional {
+        factor: f64,
+        partial_rotary_factor: f64,
+    },
 }
 
 impl RopeScaling {
@@ -92,6 +100,7 @@ impl RopeConfig {
             RopeScaling::Llama3 { .. } => "llama3",
             RopeScaling::Yarn { .. } => "yarn",
             RopeScaling::LongRope { .. } => "longrope",
+            RopeScaling::Proportional { .. } => "proportional",
         }
     }
 
@@ -134,6 +143,11 @@ impl RopeConfig {
                 self.yarn_inv_freq(*factor, *original_max_position_embeddings, *beta_fast, *beta_slow, *truncate)
             }
             RopeScaling::LongRope { short_factor, .. } => self.scaled_inv_freq(short_factor),
+            RopeScaling::Proportional { factor, partial_rotary_factor } => {
+                let rotated = (partial_rotary_factor * self.dim as f64 / 2.0).floor() as usize;
+                let keep = |(i, f): (usize, &f32)| if i < rotated { *f } else { 0.0 };
+                plain.iter().enumerate().map(keep).map(|f| f / *factor as f32).collect()
+            }
         }
     }
 

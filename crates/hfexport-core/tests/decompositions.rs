@@ -356,20 +356,31 @@ fn moe_routings_equal_decomposition() {
         (sigmoid, false),
         (sigmoid, true),
     ];
+    // Gemma 4's: the experts chosen from another input than the one they read, each weighed by
+    // a factor of its own
+    let router_x = Tensor::f32(x.shape().to_vec(), x.as_f32().unwrap().iter().map(|v| 1.0 - v * v).collect()).unwrap();
+    let expert_scale = r.tensor(&[6], 1.0);
     let mut outs = vec![];
-    for (routing, weigh_input) in routings {
+    let cases =
+        routings.iter().map(|&(r, w)| (r, w, false)).chain([(Routing::Softmax { normalize: true }, false, true)]);
+    for (routing, weigh_input, own_router) in cases {
         for few_tokens in [false, true] {
-            let op = Op::Moe { top_k: 2, routing, glu: silu, biased: false, few_tokens, weigh_input };
+            let op = Op::Moe { top_k: 2, routing, glu: silu, biased: false, few_tokens, weigh_input, own_router };
             let mut ins = vec![("x", &x), ("r", &router), ("g", &g), ("u", &u), ("d", &d)];
             if routing.corrected() {
                 ins.push(("c", &correction));
             }
-            assert!(compare(op.clone(), &ins) < 1e-5, "{routing:?} few_tokens={few_tokens} weigh_input={weigh_input}");
+            if own_router {
+                ins.extend([("router_x", &router_x), ("expert_scale", &expert_scale)]);
+            }
+            let what = format!("{routing:?} few_tokens={few_tokens} weigh_input={weigh_input} own_router={own_router}");
+            assert!(compare(op.clone(), &ins) < 1e-5, "{what}");
             outs.push(run(&one_node_graph(op, &ins), &ins).remove(0));
         }
     }
     assert!(max_abs_diff(&outs[0], &outs[2]) > 1e-3 && max_abs_diff(&outs[0], &outs[4]) > 1e-3);
     assert!(max_abs_diff(&outs[6], &outs[8]) > 1e-3, "weighing the input changes the output");
+    assert!(max_abs_diff(&outs[0], &outs[10]) > 1e-3, "a router of its own changes the output");
 }
 
 #[test]

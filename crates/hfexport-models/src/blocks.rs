@@ -11,10 +11,10 @@
 use hfexport_core::ops::{moe_few_tokens, Activation, BinaryOp, Glu, UnaryOp};
 use hfexport_core::{DType, Dim, Op, Tensor, ValueId, WeightExpr};
 
-use crate::config::{AttentionSpec, LayerMlp, LayerSpec, Mixer, ParallelMlpInput, QueryScale, Span};
+use crate::config::{AttentionSpec, LayerMlp, LayerSpec, Mixer, ParallelMlpInput, PerLayerInput, QueryScale, Span};
 use crate::decoder::{Decoder, LayerInputs, Vb};
 use crate::error::Result;
-use crate::layout::{MlpKind, MlpLayout, MoeLayout, NormKind, Projections, QkNorm, StackedForm};
+use crate::layout::{MlpKind, MlpLayout, MoeLayout, NormKind, PerLayerInputLayout, Projections, QkNorm, StackedForm};
 
 /// One projection of a fused weight: its graph name and its rows.
 struct Part<'a> {
@@ -290,9 +290,8 @@ impl Decoder<'_> {
 
     // ---- decoder layer ------------------------------------------------------------------------
 
-    /// One decoder layer: its mixer (as its [`LayerSpec`](crate::config::LayerSpec) says) and
-    /// MLP, each with the norms the layout places around it, scaled by the residual multiplier,
-    /// added to the residual stream.
+    /// One decoder layer: its mixer and MLP ([`Self::layer_body`]), then the layout's per-layer
+    /// extras: the per-layer embedding's residual and the layer's stored factor.
     pub(crate) fn decoder_layer(
         &mut self,
         vb: &Vb,
@@ -301,6 +300,78 @@ impl Decoder<'_> {
         s: &LayerInputs,
         act: Activation,
     ) -> Result<ValueId> {
+        let layout = self.arch.layout;
+        let mut h = self.layer_body(vb, i, h, s, act)?;
+        if let (Some(per_layer), Some(names)) = (s.per_layer, layout.per_layer_inputs) {
+            h = self.per_layer_residual(vb, i, names, h, per_layer, act)?;
+        }
+        match layout.layer_scalar {
+            Some(leaf) => {
+                let w = self.weight(vb, leaf, &[1])?;
+                self.op(&vb.name("scaled"), Op::Binary(BinaryOp::Mul), &[h, w])
+            }
+            None => Ok(h),
+        }
+    }
+
+    /// `h + norm(up(act(gate(h)) * p_i))`, `p_i` layer `i`'s slice of the per-layer embeddings
+    /// `per_layer` `[b, s, layers, size]`.
+    fn per_layer_residual(
+        &mut self,
+        vb: &Vb,
+        i: usize,
+        names: PerLayerInputLayout,
+        h: ValueId,
+        per_layer: ValueId,
+        act: Activation,
+    ) -> Result<ValueId> {
+        let (hs, size) = (self.cfg.hidden_size, self.g.info(per_layer).shape[3].clone());
+        let p = size.as_const().expect("a fixed width") as usize;
+        let slice = Op::Slice { axis: 2, start: Dim::from(i), end: Dim::from(i + 1) };
+        let mine = self.op(&vb.name("per_layer_input.slice"), slice, &[per_layer])?;
+        let sh = self.g.info(h).shape.clone();
+        let shape = vec![sh[0].clone(), sh[1].clone(), size];
+        let mine = self.op(&vb.name("per_layer_input"), Op::Reshape { shape }, &[mine])?;
+        let g = self.linear(&vb.pp(names.gate), p, hs, false, h)?;
+        let g = self.op(&vb.pp(names.gate).name("act"), Op::Activate(act), &[g])?;
+        let g = self.op(&vb.name("per_layer_input.gated"), Op::Binary(BinaryOp::Mul), &[g, mine])?;
+        let y = self.linear(&vb.pp(names.up), hs, p, false, g)?;
+        let y = self.norm(&vb.pp(names.norm), hs, y)?;
+        self.op(&vb.name("per_layer_residual"), Op::Binary(BinaryOp::Add), &[h, y])
+    }
+
+    /// The per-layer embeddings `[b, s, layers, size]` of tokens `ids` whose (scaled) embeddings
+    /// are `h`: `(norm(proj(h) / sqrt(hidden)) + embed(ids) * sqrt(size)) / sqrt(2)`.
+    pub(crate) fn per_layer_inputs(
+        &mut self,
+        root: &Vb,
+        names: PerLayerInputLayout,
+        pli: PerLayerInput,
+        ids: ValueId,
+        h: ValueId,
+    ) -> Result<ValueId> {
+        let (n, hs) = (self.cfg.num_hidden_layers, self.cfg.hidden_size);
+        let width = n * pli.size;
+        let sh = self.g.info(h).shape.clone();
+        let per_layer = vec![sh[0].clone(), sh[1].clone(), Dim::from(n), Dim::from(pli.size)];
+        let embed = root.pp(names.embed);
+        let table = self.weight(&embed, "weight", &[pli.vocab, width])?;
+        let t = self.op(embed.path(), Op::Gather { axis: 0 }, &[table, ids])?;
+        let t = self.scale(&embed.name("scaled"), t, (pli.size as f64).sqrt())?;
+        let t = self.op(&embed.name("per_layer"), Op::Reshape { shape: per_layer.clone() }, &[t])?;
+        let projection = root.pp(names.projection);
+        let p = self.linear(&projection, width, hs, false, h)?;
+        let p = self.scale(&projection.name("scaled"), p, (hs as f64).powf(-0.5))?;
+        let p = self.op(&projection.name("per_layer"), Op::Reshape { shape: per_layer }, &[p])?;
+        let p = self.norm(&root.pp(names.projection_norm), pli.size, p)?;
+        let sum = self.op(&root.name("per_layer_inputs.sum"), Op::Binary(BinaryOp::Add), &[p, t])?;
+        self.scale(&root.name("per_layer_inputs"), sum, 0.5f64.sqrt())
+    }
+
+    /// The mixer and MLP of a layer (as its [`LayerSpec`](crate::config::LayerSpec) says), each
+    /// with the norms the layout places around it, scaled by the residual multiplier, added to
+    /// the residual stream.
+    fn layer_body(&mut self, vb: &Vb, i: usize, h: ValueId, s: &LayerInputs, act: Activation) -> Result<ValueId> {
         let (cfg, spec) = (self.cfg, &self.cfg.layers[i]);
         let norms = self.arch.layout.norms;
         // OPT's `do_layer_norm_before` false: the pre-sublayer norms move after the residual adds
@@ -340,7 +411,7 @@ impl Decoder<'_> {
             h = self.residual(&vb.name("cross_residual"), h, c)?;
         }
         let x = self.optional_norm(vb, pre.1, h)?;
-        let m = self.layer_mlp(vb, spec, x, act)?;
+        let m = self.layer_mlp(vb, spec, (h, x), act)?;
         let m = self.optional_norm(vb, norms.post_mlp, m)?;
         let h = self.residual(&vb.name("mlp_residual"), h, m)?;
         self.optional_norm(vb, norms.mlp_residual.or(post.1), h)
@@ -394,17 +465,54 @@ impl Decoder<'_> {
                 self.optional_norm(vb, norms.own_parallel.map(|[_, mlp]| mlp).or(norms.pre_mlp), h)?
             }
         };
-        let m = self.layer_mlp(vb, spec, x, act)?;
+        let m = self.layer_mlp(vb, spec, (h, x), act)?;
         let am = self.op(&vb.name("parallel_sum"), Op::Binary(BinaryOp::Add), &[a, m])?;
         self.residual(&vb.name("parallel_residual"), h, am)
     }
 
-    /// The layer's MLP: the sparse one where its spec says so, else the dense one.
-    fn layer_mlp(&mut self, vb: &Vb, spec: &LayerSpec, x: ValueId, act: Activation) -> Result<ValueId> {
-        match self.arch.layout.moe {
-            Some(moe) if spec.mlp == LayerMlp::Sparse => self.moe(vb, &moe, x, act),
-            _ => self.mlp(&vb.pp(self.arch.layout.mlp.prefix), x, act),
+    /// The layer's MLP over `x`, the normed residual `h`: the sparse one where its spec says
+    /// so, else the dense one (widened, or with experts beside it, where it says so).
+    fn layer_mlp(&mut self, vb: &Vb, spec: &LayerSpec, (h, x): (ValueId, ValueId), act: Activation) -> Result<ValueId> {
+        let dense = vb.pp(self.arch.layout.mlp.prefix);
+        let is = self.cfg.intermediate_size;
+        match (self.arch.layout.moe, spec.mlp) {
+            (Some(moe), LayerMlp::Sparse) => self.moe(vb, &moe, (x, None), act),
+            (Some(moe), LayerMlp::DenseAndSparse(n)) => {
+                let d = self.mlp(&dense, n * is, x, act)?;
+                self.experts_beside(vb, &moe, (h, d), act)
+            }
+            (_, LayerMlp::Widened(n)) => self.mlp(&dense, n * is, x, act),
+            _ => self.mlp(&dense, is, x, act),
         }
+    }
+
+    /// The dense MLP's output `d` and the experts beside it over the residual `h`, combined as
+    /// the layout's [`crate::layout::BesideDense`] says.
+    fn experts_beside(
+        &mut self,
+        vb: &Vb,
+        moe: &MoeLayout,
+        (h, d): (ValueId, ValueId),
+        act: Activation,
+    ) -> Result<ValueId> {
+        let hs = self.cfg.hidden_size;
+        let beside = moe.beside.ok_or_else(|| crate::ModelError::Config {
+            path: "config.json".into(),
+            key: "architectures".into(),
+            msg: format!("{}: the layout says not how experts beside a dense MLP combine", self.cfg.architecture),
+        })?;
+        let d = self.norm(&vb.pp(beside.dense_norm), hs, d)?;
+        let ones = Tensor::float(self.opts.dtype, vec![hs], vec![1.0; hs])?;
+        let ones = self.op(&vb.name("router_input.unit_weight"), Op::Constant(ones), &[])?;
+        let eps = self.cfg.norm_eps as f32;
+        let r = self.op(&vb.name("router_input.normed"), Op::RmsNorm { eps }, &[h, ones])?;
+        let scale = self.weight(vb, beside.router_scale, &[hs])?;
+        let r = self.op(&vb.name("router_input.scaled"), Op::Binary(BinaryOp::Mul), &[r, scale])?;
+        let r = self.scale(&vb.name("router_input"), r, (hs as f64).powf(-0.5))?;
+        let x = self.norm(&vb.pp(beside.pre_norm), hs, h)?;
+        let y = self.moe(vb, moe, (x, Some(r)), act)?;
+        let y = self.norm(&vb.pp(beside.experts_norm), hs, y)?;
+        self.op(&vb.name("dense_and_experts"), Op::Binary(BinaryOp::Add), &[d, y])
     }
 
     fn residual(&mut self, name: &str, h: ValueId, x: ValueId) -> Result<ValueId> {
@@ -437,17 +545,17 @@ impl Decoder<'_> {
             });
         }
         let outs = match self.arch.layout.attention.qkv {
-            Projections::Separate { q, k, v } => vec![
-                self.reordered_linear(&vb.pp(q), [stored_q_rows, hs], bias, q_order.as_deref(), x)?,
-                self.reordered_linear(
-                    &vb.pp(k),
-                    [kv_rows, hs],
-                    bias && !self.arch.layout.attention.unbiased_key,
-                    k_order.as_deref(),
-                    x,
-                )?,
-                self.linear(&vb.pp(v), kv_rows, hs, bias, x)?,
-            ],
+            Projections::Separate { q, k, v } => {
+                let q = self.reordered_linear(&vb.pp(q), [stored_q_rows, hs], bias, q_order.as_deref(), x)?;
+                let key_bias = bias && !self.arch.layout.attention.unbiased_key;
+                let k = self.reordered_linear(&vb.pp(k), [kv_rows, hs], key_bias, k_order.as_deref(), x)?;
+                let v = match a.values_from_keys {
+                    true => k,
+                    false => self.linear(&vb.pp(v), kv_rows, hs, bias, x)?,
+                };
+                vec![q, k, v]
+            }
+            _ if a.values_from_keys => return Err(self.needs_separate("values from the key projection")),
             _ if q_order.is_some() => {
                 return Err(crate::ModelError::Config {
                     path: "config.json".into(),
@@ -601,14 +709,61 @@ impl Decoder<'_> {
 
     fn attention(&mut self, vb: &Vb, layer: usize, a: &AttentionSpec, x: ValueId, s: &LayerInputs) -> Result<ValueId> {
         let layout = self.arch.layout.attention;
-        let (hd, nh, nkv) = (a.head_dim, a.heads, a.kv_heads);
-        let (mut q, mut k, v) = self.qkv(vb, a, x)?;
+        let (hd, nh) = (a.head_dim, a.heads);
         let qk_norm = if self.cfg.qk_norm { layout.qk_norm } else { QkNorm::None };
-        if let QkNorm::Whole([qn, kn]) = qk_norm {
+        let [q_norm, k_norm] = self.head_norms(vb, a, qk_norm);
+        let (mut q, k, v) = match a.kv_source {
+            // the keys and values of an earlier layer: only the queries are this layer's
+            Some(source) => {
+                let Projections::Separate { q, .. } = layout.qkv else {
+                    return Err(self.needs_separate("keys and values shared between layers"));
+                };
+                let (shape, order) = ([nh * hd, self.cfg.hidden_size], self.rotary_order(a, nh));
+                let q = self.reordered_linear(&vb.pp(q), shape, self.cfg.attention_bias, order.as_deref(), x)?;
+                let (k, v) = self.layer_kv.get(&source).copied().expect("a source layer is built first");
+                (q, None, Some((k, v)))
+            }
+            None => {
+                let (q, k, v) = self.qkv(vb, a, x)?;
+                (q, Some((k, v)), None)
+            }
+        };
+        if let QkNorm::Whole([qn, _]) = qk_norm {
             q = self.norm(&vb.pp(qn), nh * hd, q)?;
-            k = self.norm(&vb.pp(kn), nkv * hd, k)?;
         }
-        let [q_norm, k_norm] = match qk_norm {
+        let k = k.map(|kv| self.project_keys(vb, a, kv, qk_norm)).transpose()?;
+        let mut q = self.split_heads(&vb.pp("q"), q, [nh, hd], q_norm)?;
+        let k = k.map(|kv| self.split_keys_values(vb, a, kv, k_norm)).transpose()?;
+        let rope = a.rope.as_ref().map(|r| (r.dim, s.tables(r)));
+        if let Some((dim, tables)) = rope {
+            q = self.rotate(&vb.name("q_rotary"), q, tables, [dim, hd])?;
+        }
+        let k = match (k, rope) {
+            (Some((k, v)), Some((dim, tables))) => Some((self.rotate(&vb.name("k_rotary"), k, tables, [dim, hd])?, v)),
+            (k, _) => k,
+        };
+        if let Some(qs) = a.query_scale {
+            q = self.scale_queries_by_position(&vb.name("q_temperature"), q, s.positions, qs)?;
+        }
+        let (k, v) = match (k, v) {
+            (Some((k, v)), _) => {
+                let (k, v) = self.cached_kv(vb.path(), layer, k, v, s.positions)?;
+                self.layer_kv.insert(layer, (k, v));
+                (k, v)
+            }
+            (None, Some(kv)) => {
+                self.record_no_cache(layer);
+                kv
+            }
+            (None, None) => unreachable!("a layer has its own keys or another's"),
+        };
+        self.attend(vb, a, (q, k, v), x, s)
+    }
+
+    /// The per-head norms of the queries and keys the layout has (`Whole` norms are applied
+    /// before the heads are split).
+    fn head_norms(&self, vb: &Vb, a: &AttentionSpec, qk_norm: QkNorm) -> [Option<HeadNorm>; 2] {
+        match qk_norm {
             QkNorm::PerHead([qn, kn]) => [Some(HeadNorm::Shared(vb.pp(qn))), Some(HeadNorm::Shared(vb.pp(kn)))],
             QkNorm::PerHeadRows([qn, kn]) | QkNorm::PerHeadNorms([qn, kn]) => {
                 // the channels of each head are reordered as the projections' rows are
@@ -619,22 +774,52 @@ impl Decoder<'_> {
             }
             QkNorm::UnitOnRotary if a.rope.is_some() => [Some(HeadNorm::Unit), Some(HeadNorm::Unit)],
             QkNorm::None | QkNorm::Whole(_) | QkNorm::UnitOnRotary => [None, None],
-        };
+        }
+    }
+
+    /// The key projection `[b, s, kv_heads * d]` normed as a whole and scaled where the layout
+    /// and config say (before the heads are split).
+    fn project_keys(
+        &mut self,
+        vb: &Vb,
+        a: &AttentionSpec,
+        (mut k, v): (ValueId, ValueId),
+        qk_norm: QkNorm,
+    ) -> Result<(ValueId, ValueId)> {
+        if let QkNorm::Whole([_, kn]) = qk_norm {
+            k = self.norm(&vb.pp(kn), a.kv_heads * a.head_dim, k)?;
+        }
         if let Some(mup) = &self.cfg.mup {
             k = self.scale(&vb.name("k_scaled"), k, mup.key)?;
         }
-        let mut q = self.split_heads(&vb.pp("q"), q, [nh, hd], q_norm)?;
-        let mut k = self.split_heads(&vb.pp("k"), k, [nkv, hd], k_norm)?;
-        let v = self.split_heads(&vb.pp("v"), v, [nkv, hd], None)?;
-        if let Some(rope) = &a.rope {
-            let tables = s.tables(rope);
-            q = self.rotate(&vb.name("q_rotary"), q, tables, [rope.dim, hd])?;
-            k = self.rotate(&vb.name("k_rotary"), k, tables, [rope.dim, hd])?;
-        }
-        if let Some(qs) = a.query_scale {
-            q = self.scale_queries_by_position(&vb.name("q_temperature"), q, s.positions, qs)?;
-        }
-        let (k, v) = self.cached_kv(vb.path(), layer, k, v, s.positions)?;
+        Ok((k, v))
+    }
+
+    /// The keys and values `[b, kv_heads, s, d]`, each head normed where the layout says.
+    fn split_keys_values(
+        &mut self,
+        vb: &Vb,
+        a: &AttentionSpec,
+        (k, v): (ValueId, ValueId),
+        k_norm: Option<HeadNorm>,
+    ) -> Result<(ValueId, ValueId)> {
+        let shape = [a.kv_heads, a.head_dim];
+        let k = self.split_heads(&vb.pp("k"), k, shape, k_norm)?;
+        let v_norm = self.arch.layout.attention.v_norm.then_some(HeadNorm::Unit);
+        Ok((k, self.split_heads(&vb.pp("v"), v, shape, v_norm)?))
+    }
+
+    /// The attention op over `q`, `k`, `v` with the layer's mask, window, soft-cap and sinks,
+    /// then the heads merged through the output projection (and gate).
+    fn attend(
+        &mut self,
+        vb: &Vb,
+        a: &AttentionSpec,
+        (q, k, v): (ValueId, ValueId, ValueId),
+        x: ValueId,
+        s: &LayerInputs,
+    ) -> Result<ValueId> {
+        let (layout, nh) = (self.arch.layout.attention, a.heads);
         // an encoder's windows are in its sliding mask; a decoder's are the op's (causal)
         let (mask, window) = match (a.span, s.sliding_mask) {
             (Span::Sliding(_), Some(m)) => (m, None),
@@ -657,6 +842,15 @@ impl Decoder<'_> {
                 self.merge_heads_out_gated(vb, a, o, Some(gate))
             }
             false => self.merge_heads_out(vb, a, o),
+        }
+    }
+
+    /// The error of a layout whose fused projections cannot give what `what` needs.
+    fn needs_separate(&self, what: &str) -> crate::ModelError {
+        crate::ModelError::Config {
+            path: "config.json".into(),
+            key: "architectures".into(),
+            msg: format!("{}: {what} needs separate q/k/v projections", self.cfg.architecture),
         }
     }
 
@@ -756,8 +950,9 @@ impl Decoder<'_> {
 
     // ---- MLP ----------------------------------------------------------------------------------
 
-    fn mlp(&mut self, vb: &Vb, x: ValueId, act: Activation) -> Result<ValueId> {
-        let (is, bias) = (self.cfg.intermediate_size, self.cfg.mlp_bias);
+    /// The dense MLP, `is` wide.
+    fn mlp(&mut self, vb: &Vb, is: usize, x: ValueId, act: Activation) -> Result<ValueId> {
+        let bias = self.cfg.mlp_bias;
         if let (Some(mup), MlpKind::Gated { gate, up }) = (&self.cfg.mup, self.arch.layout.mlp.kind) {
             let names = [gate, up, self.arch.layout.mlp.down];
             return self.scaled_gated_mlp(vb, names, (is, bias), mup.mlp, x, act);
@@ -877,7 +1072,13 @@ impl Decoder<'_> {
 
     /// The sparse MLP of layer `layer` (its `Vb`): router, stacked experts and, where the family
     /// has one, the shared expert scaled by its sigmoid gate.
-    fn moe(&mut self, layer: &Vb, layout: &MoeLayout, x: ValueId, act: Activation) -> Result<ValueId> {
+    fn moe(
+        &mut self,
+        layer: &Vb,
+        layout: &MoeLayout,
+        (x, router_x): (ValueId, Option<ValueId>),
+        act: Activation,
+    ) -> Result<ValueId> {
         let (cfg, hs) = (self.cfg, self.cfg.hidden_size);
         let m = cfg.moe.as_ref().expect("sparse layers come from a MoE config");
         let (e, is) = (m.num_experts, m.intermediate_size);
@@ -930,7 +1131,11 @@ impl Decoder<'_> {
             biased: m.biased,
             few_tokens,
             weigh_input: m.weigh_input,
+            own_router: router_x.is_some(),
         };
+        if let (Some(r), Some(beside)) = (router_x, layout.beside) {
+            ins.extend([r, self.weight(layer, beside.expert_scale, &[e])?]);
+        }
         let y = self.op(&vb.name("experts"), op, &ins)?;
         let (Some(shared), Some(shared_is)) = (layout.shared, m.shared_expert_intermediate_size) else {
             return Ok(y);

@@ -255,12 +255,16 @@ impl<'a> Decoder<'a> {
     }
 
     fn logits(&mut self, ids: ValueId, shared: &LayerInputs, act: Activation) -> Result<()> {
-        let shared = &LayerInputs { chunked_mask: self.chunked_mask(shared)?, ..shared.clone() };
+        let mut shared = LayerInputs { chunked_mask: self.chunked_mask(shared)?, ..shared.clone() };
         let root = self.root();
         let (mut h, table) = match self.image {
             Some(image) => self.embed_with_image(&root, ids, image, shared.positions)?,
             None => self.embed(&root, ids, shared.positions)?,
         };
+        if let (Some(pli), Some(names)) = (self.cfg.per_layer_input, self.arch.layout.per_layer_inputs) {
+            shared.per_layer = Some(self.per_layer_inputs(&root, names, pli, ids, h)?);
+        }
+        let shared = &shared;
         let layers = root.pp(self.arch.layout.layers);
         for i in 0..self.cfg.num_hidden_layers {
             h = self.decoder_layer(&layers.pp(i), i, h, shared, act)?;
@@ -396,6 +400,16 @@ impl<'a> Decoder<'a> {
             }
         }
         Ok((k, v))
+    }
+
+    /// Records that `layer` keeps no cache (it attends over another layer's).
+    pub(crate) fn record_no_cache(&mut self, layer: usize) {
+        match &mut self.kv {
+            Kv::Tokens => {}
+            Kv::Present { outputs } | Kv::StaticCache { outputs, .. } | Kv::Growing { outputs, .. } => {
+                record_cache(outputs, layer, vec![])
+            }
+        }
     }
 
     /// Declares `input.cache.layers.<i>.*` of every layer, as its [`crate::config::LayerSpec::cache`] says,

@@ -104,6 +104,8 @@ pub(crate) struct LayerInputs {
     /// A forward graph's `attention_mask` `[batch, seq]` (int64, 0 = padding), which a
     /// state-space layer multiplies its inputs by.
     pub(crate) padding: Option<ValueId>,
+    /// The per-layer embeddings `[b, s, layers, size]` (Gemma 4's PLE), when the model has them.
+    pub(crate) per_layer: Option<ValueId>,
 }
 
 impl LayerInputs {
@@ -129,6 +131,7 @@ impl LayerInputs {
             key_positions,
             alibi: vec![],
             padding: None,
+            per_layer: None,
         }
     }
 
@@ -177,6 +180,9 @@ pub(crate) struct Decoder<'a> {
     pub(crate) kv: Kv,
     /// A vision-language decode's `image_embeds` input, merged at the image placeholders.
     pub(crate) image: Option<ValueId>,
+    /// Each attention layer's keys and values as it attended over them (cache included), for
+    /// the layers that reuse them ([`crate::config::AttentionSpec::kv_source`]).
+    pub(crate) layer_kv: std::collections::HashMap<usize, (ValueId, ValueId)>,
 }
 
 impl<'a> Decoder<'a> {
@@ -187,7 +193,16 @@ impl<'a> Decoder<'a> {
         opts: &'a BuildOptions,
         name: &str,
     ) -> Decoder<'a> {
-        Decoder { cfg, arch, weights, opts, g: Graph::new(name), kv: Kv::Tokens, image: None }
+        Decoder {
+            cfg,
+            arch,
+            weights,
+            opts,
+            g: Graph::new(name),
+            kv: Kv::Tokens,
+            image: None,
+            layer_kv: Default::default(),
+        }
     }
 
     /// This decoder writing into `g` (a component built from two configs: Whisper's encoder).

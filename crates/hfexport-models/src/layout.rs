@@ -59,6 +59,26 @@ pub struct Layout {
     /// The vision tower and projector in front of the text model of a vision-language
     /// checkpoint (LLaVA); set by [`resolve`], never in a text family's own layout.
     pub vision: Option<&'static VisionLayout>,
+    /// Per-layer embeddings (Gemma 4's PLE), read where the config has them.
+    pub per_layer_inputs: Option<PerLayerInputLayout>,
+    /// A stored factor `[1]` under each layer that its output is multiplied by (Gemma 4's
+    /// `layer_scalar`).
+    pub layer_scalar: Option<&'static str>,
+}
+
+/// Per-layer embeddings: a second token embedding of `layers * size` channels (`embed`, scaled
+/// by `sqrt(size)`) added to a projection of the token embeddings (`projection`, scaled by
+/// `hidden ** -0.5`, RMS-normed per layer by `projection_norm`), the sum times `2 ** -0.5`;
+/// each layer then adds `norm(up(act(gate(h)) * its slice))` to its output. The first three
+/// names are under the root, the last three under each layer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PerLayerInputLayout {
+    pub embed: &'static str,
+    pub projection: &'static str,
+    pub projection_norm: &'static str,
+    pub gate: &'static str,
+    pub up: &'static str,
+    pub norm: &'static str,
 }
 
 /// A vision-language model's image side: a vision tower whose features a projector maps into
@@ -247,6 +267,22 @@ pub struct MoeLayout {
     pub fused: &'static [[&'static str; 2]],
     pub form: StackedForm,
     pub shared: Option<SharedExpert>,
+    /// How experts beside a dense MLP are routed and combined (Gemma 4), names under the layer.
+    pub beside: Option<BesideDense>,
+}
+
+/// Experts beside the layer's dense MLP, both reading the residual stream `h` (Gemma 4): the
+/// router's input is `h` RMS-normed without weight, times `router_scale` `[hidden]` and
+/// `hidden ** -0.5`; the experts read `pre_norm(h)`, each expert's output weighed by its
+/// `expert_scale` `[experts]` too; the layer's MLP output is `dense_norm(dense) +
+/// experts_norm(experts)`, then the layout's `post_mlp` norm.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BesideDense {
+    pub router_scale: &'static str,
+    pub expert_scale: &'static str,
+    pub pre_norm: &'static str,
+    pub dense_norm: &'static str,
+    pub experts_norm: &'static str,
 }
 
 /// How stacked experts lay out their projections.
@@ -344,6 +380,8 @@ pub struct AttentionLayout {
     /// gate]` per head, twice the rows); the attention's output is multiplied by
     /// `sigmoid(gate)` before the output projection (Qwen3-Next, Qwen3.5).
     pub output_gate: bool,
+    /// The values are RMS-normed per head without a weight (Gemma 4's `v_norm`).
+    pub v_norm: bool,
 }
 
 /// The projections of multi-head latent attention: the queries through `q` (no `q_lora_rank`)

@@ -84,6 +84,46 @@ pub struct ConfigSchema {
     /// `attention_out_multiplier`, `ssm_in_multiplier`, `ssm_out_multiplier`,
     /// `ssm_multipliers`, `mlp_multipliers`): [`crate::config::Mup`].
     pub mup: bool,
+    /// Attention shapes that differ by layer (Gemma 4): transformers' `per_layer_config`, else
+    /// the full-attention layers' head size and KV heads from their own keys.
+    pub per_layer_heads: Option<PerLayerHeads>,
+    /// The boolean key under which the full-attention layers' values are their keys'
+    /// projection (Gemma 4's `attention_k_eq_v`: no `v_proj`), unnormed and without rotary.
+    pub values_from_keys: Option<&'static str>,
+    /// The last layers reuse the keys and values of an earlier layer (Gemma 4, Gemma 3n).
+    pub kv_sharing: Option<KvSharing>,
+    /// Per-layer embeddings (Gemma 4's PLE): the keys of their width and vocabulary, with the
+    /// class defaults.
+    pub per_layer_inputs: Option<PerLayerInputKeys>,
+}
+
+/// How the attention shapes of each layer are read (`Gemma4TextConfig`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PerLayerHeads {
+    /// Without `per_layer_config`, the full-attention layers' head size: the key and its class
+    /// default (`global_head_dim`, 512).
+    pub global_head_dim: (&'static str, usize),
+    /// ... and their KV heads (`num_global_key_value_heads`; null or absent: the config's),
+    /// read only where `values_from_keys` is set.
+    pub global_kv_heads: &'static str,
+}
+
+/// Keys and values shared by the last layers (`kv_sharing_modes`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KvSharing {
+    /// How many of the last layers reuse (`num_kv_shared_layers`, class default 0): each the
+    /// keys and values of the last earlier layer of its attention kind.
+    pub layers: &'static str,
+    /// The boolean key that doubles those layers' MLP width (`use_double_wide_mlp`).
+    pub wide_mlp: Option<&'static str>,
+}
+
+/// The keys of per-layer embeddings, each with its class default; a width of 0 or null means
+/// none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PerLayerInputKeys {
+    pub size: (&'static str, usize),
+    pub vocab: (&'static str, usize),
 }
 
 /// Where a family's state-space layers are and how their mixer keys are read.
@@ -272,6 +312,9 @@ pub struct MoeSchema {
     /// An expert count of 0 means no mixture of experts: every layer has the dense MLP
     /// (Granite 4.0's `num_local_experts`, whose dense MLP is its `shared_mlp`).
     pub zero_experts_dense: bool,
+    /// The sparse layers keep their dense MLP, the experts beside it (Gemma 4; the layout's
+    /// [`crate::layout::MoeLayout::beside`] says how the two are combined).
+    pub beside_dense: bool,
 }
 
 /// Which layers of a MoE config have the sparse MLP.
@@ -290,6 +333,9 @@ pub enum MoeLayers {
     /// Llama 4's: the layers listed in `moe_layers`, else every `interleave_moe_layer_step`-th
     /// (1-based; class default 1).
     ListedOrStep,
+    /// Every layer when the boolean key is set (class default false), none otherwise (Gemma 4's
+    /// `enable_moe_block`).
+    WhenKey(&'static str),
 }
 
 /// The intermediate size of a shared expert; 0 is none.
@@ -480,7 +526,9 @@ pub enum LayerRule {
     Qwen,
     /// `layer_types`, else every `period`-th layer (1-based) full and the others sliding;
     /// `pattern_keys` may override the period (Gemma 2: 2, Gemma 3: 6).
-    Pattern { period: usize, pattern_keys: &'static [&'static str], default_window: usize },
+    /// `last_full`: the last layer attends fully whatever `layer_types` says (Gemma 4's config
+    /// class forces it so).
+    Pattern { period: usize, pattern_keys: &'static [&'static str], default_window: usize, last_full: bool },
     /// `layer_types` when given, else the layers without rope slide; `sliding_window` only with
     /// `use_sliding_window` (SmolLM3).
     UseSlidingWindow,

@@ -51,7 +51,19 @@ pub fn check_components(components: &[Planned]) -> Result<()> {
     if let Some(decode) = decode {
         let g = &decode.graph;
         let shape = |name: &str| g.inputs().iter().find(|p| p.name == name).map(|p| g.info(p.value).shape.clone());
-        for p in g.inputs().iter().filter(|p| p.name.ends_with(".keys")) {
+        let keys: Vec<_> = g.inputs().iter().filter(|p| p.name.ends_with(".keys")).collect();
+        let heads = |p: &&hfexport_core::graph::Port| {
+            let s = g.info(p.value).shape.clone();
+            (s[1].clone(), s[3].clone())
+        };
+        if let Some(p) = keys.iter().find(|p| heads(p) != heads(&keys[0])) {
+            return Err(Error::Config(format!(
+                "`genai` (ONNX Runtime GenAI) has one KV-head count and head size for every layer, but `{}` and \
+                 `{}` differ (per-layer heads): export without genai",
+                keys[0].name, p.name
+            )));
+        }
+        for p in keys.iter().copied() {
             let values = p.name.trim_end_matches(".keys").to_string() + ".values";
             if shape(&values).is_some_and(|v| v != g.info(p.value).shape) {
                 return Err(Error::Config(format!(
@@ -74,6 +86,14 @@ pub fn check_components(components: &[Planned]) -> Result<()> {
 /// `[0, vocab_size)` only and, without one, stops at token 0, where transformers' `generate`
 /// goes on. No config can say "never": the checkpoint must name its EOS.
 pub fn check_model(model: &ModelFacts) -> Result<()> {
+    if model.kv_layers != model.num_layers {
+        return Err(Error::Config(format!(
+            "`genai` (ONNX Runtime GenAI) keeps a key/value cache for every layer, but {} of the {} layers reuse an \
+             earlier layer's keys and values (num_kv_shared_layers): export without genai",
+            model.num_layers - model.kv_layers,
+            model.num_layers
+        )));
+    }
     match model.eos_token_ids.is_empty() {
         true => Err(Error::Config(
             "`genai`: the checkpoint names no eos_token_id (in generation_config.json, or config.json when it has \

@@ -150,6 +150,7 @@ pub fn ort_cpu_contrib(op: &Op) -> bool {
             biased: false,
             routing: Routing::Softmax { .. },
             weigh_input: false,
+            own_router: false,
             ..
         }
     )

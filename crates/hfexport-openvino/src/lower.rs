@@ -68,11 +68,12 @@ pub fn native(op: &Op) -> bool {
         // pass leaves a static token count (a stateful decode step is [1, 1]) unfused, so a
         // decode step takes core's gathered experts, as do the other activations and biased
         // experts
-        Op::Moe { glu, biased, few_tokens, routing, weigh_input, .. } => {
+        Op::Moe { glu, biased, few_tokens, routing, weigh_input, own_router, .. } => {
             *glu == Glu::Gated(Activation::Silu)
                 && !biased
                 && !few_tokens
                 && !weigh_input
+                && !own_router
                 && matches!(routing, Routing::Softmax { .. })
         }
         // NNCF's decompression pattern over `[rows, groups, group]` constants (`quant_weights`),
@@ -528,6 +529,7 @@ impl<'g> Ctx<'g> {
             biased: false,
             few_tokens: false,
             weigh_input: false,
+            own_router: false,
         } = n.op
         {
             let o = self.tiled_moe(n, &ins, top_k, normalize);

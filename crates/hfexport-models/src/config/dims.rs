@@ -46,6 +46,7 @@ pub(super) fn tie_word_embeddings(top: &Fields, d: &Defaults) -> Result<bool> {
 
 // Sizes
 
+#[derive(Clone)]
 pub(super) struct Dims {
     pub(super) vocab_size: usize,
     pub(super) hidden_size: usize,

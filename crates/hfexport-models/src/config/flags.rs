@@ -85,6 +85,7 @@ pub(super) fn parse_moe(f: &Fields, schema: &ConfigSchema, dims: &Dims) -> Resul
             };
             (0..n).map(|i| (i + 1) % interval == 0 && (start..=end).contains(&(i as i64))).collect()
         }
+        MoeLayers::WhenKey(key) => vec![f.bool(key)?.unwrap_or(false); n],
         MoeLayers::ListedOrStep => match f.raw("moe_layers") {
             None | Some(Value::Null) => {
                 let step = f.size("interleave_moe_layer_step", Some(1), MAX_LAYERS)?;
@@ -100,6 +101,10 @@ pub(super) fn parse_moe(f: &Fields, schema: &ConfigSchema, dims: &Dims) -> Resul
         return Ok((None, vec![]));
     }
     let experts_key = key.unwrap_or(m.experts_keys[0]);
+    if num_experts == 0 {
+        // a class default of none (Gemma 4's): required once a layer is sparse
+        return Err(f.err(experts_key, "is missing (the sparse layers need their expert count)"));
+    }
     // a class default of 0: none (DeepSeek-V2's null, which transformers cannot route with)
     let top_k = f.size("num_experts_per_tok", (m.default_top_k > 0).then_some(m.default_top_k), MAX_EXPERTS)?;
     if top_k > num_experts {
@@ -108,7 +113,8 @@ pub(super) fn parse_moe(f: &Fields, schema: &ConfigSchema, dims: &Dims) -> Resul
         );
     }
     let intermediate_size = match m.intermediate {
-        Some((key, default)) => f.size(key, Some(default), MAX_INTERMEDIATE)?,
+        // a class default of 0: none, the key is required
+        Some((key, default)) => f.size(key, (default > 0).then_some(default), MAX_INTERMEDIATE)?,
         None => dims.intermediate_size,
     };
     let normalize = match m.normalize {

@@ -27,13 +27,23 @@ pub struct LayerSpec {
 pub enum LayerMlp {
     /// The dense MLP of `intermediate_size`.
     Dense,
+    /// The dense MLP this many times as wide (Gemma 4's double-wide MLP in its KV-sharing
+    /// layers).
+    Widened(usize),
     /// The mixture of experts of [`ModelConfig::moe`].
     Sparse,
+    /// The dense MLP `n` times as wide and the mixture of experts beside it (Gemma 4).
+    DenseAndSparse(usize),
     /// None: the mixer is the whole layer (Mamba's blocks).
     None,
 }
 
 impl LayerMlp {
+    /// Whether the layer runs the mixture of experts (alone or beside its dense MLP).
+    pub fn has_experts(self) -> bool {
+        matches!(self, LayerMlp::Sparse | LayerMlp::DenseAndSparse(_))
+    }
+
     /// The sparse MLP where `sparse` says so, else the dense one.
     pub fn dense_or_sparse(sparse: bool) -> LayerMlp {
         match sparse {
@@ -220,6 +230,13 @@ pub struct AttentionSpec {
     pub alibi: Option<Alibi>,
     /// The queries multiplied by a factor of their position (Llama 4's layers without rope).
     pub query_scale: Option<QueryScale>,
+    /// The earlier layer whose keys and values (this call's, cache included) this layer attends
+    /// over: it has no key or value projections and keeps no cache of its own (Gemma 4's
+    /// `num_kv_shared_layers`).
+    pub kv_source: Option<usize>,
+    /// The values are the key projection's output (before the key norm and rotary; Gemma 4's
+    /// `attention_k_eq_v` in its full-attention layers).
+    pub values_from_keys: bool,
 }
 
 /// The keys a query attends to.
@@ -260,6 +277,8 @@ impl LayerSpec {
     /// (`cache.layers.<i>.<name>`), in the order [`Self::cache`] gives their shapes.
     pub fn cache_names(&self) -> &'static [&'static str] {
         match &self.mixer {
+            // it attends over another layer's
+            Mixer::Attention(a) if a.kv_source.is_some() => &[],
             // a latent layer's: the normed latent and the rotated shared key, in the slots
             // transformers' cache gives them
             Mixer::Attention(_) | Mixer::LatentAttention(_) => &["keys", "values"],
@@ -285,6 +304,7 @@ impl LayerSpec {
             ]
         };
         let shapes = match &self.mixer {
+            Mixer::Attention(a) if a.kv_source.is_some() => vec![],
             Mixer::Attention(a) => kv(a),
             Mixer::LatentAttention(l) => {
                 let one = Dim::konst(1);
@@ -356,6 +376,7 @@ pub(super) fn layer_specs(
     dims: &Dims,
     (rope, sliding_rope): (&RopeConfig, Option<&RopeConfig>),
     sparse: &[bool],
+    heads: &[Heads],
 ) -> Result<Vec<LayerSpec>> {
     let n = dims.num_hidden_layers;
     if let Some(rule @ SsmRule { layers: SsmLayers::Every, .. }) = schema.ssm {
@@ -390,6 +411,12 @@ pub(super) fn layer_specs(
     }
     let scales = attention_scales(f, schema, dims)?;
     let temperature = nope_temperature(f, schema)?;
+    let kv_sources = kv_sources(f, schema.kv_sharing, &types)?;
+    let widened = wide_shared_mlp(f, schema.kv_sharing)?;
+    let values_from_keys = match schema.values_from_keys {
+        Some(key) => f.bool(key)?.unwrap_or(false),
+        None => false,
+    };
     let recurrent = match schema.ssm {
         Some(rule @ SsmRule { layers: SsmLayers::LayerTypes { kind, attention }, .. }) => {
             hybrid_layers(f, n, (kind, Attends::Listed(attention)), &ssm_mixer(f, rule, dims)?)?
@@ -411,20 +438,28 @@ pub(super) fn layer_specs(
         };
         let attention = AttentionSpec {
             heads: dims.num_attention_heads,
-            kv_heads: dims.num_key_value_heads,
-            head_dim: dims.head_dim,
+            kv_heads: heads[i].kv_heads,
+            head_dim: heads[i].head_dim,
             span,
             rope: rotary[i].then(|| layer_rope.clone()),
             scale: scales[i],
             alibi,
             query_scale: temperature.filter(|_| !rotary[i]),
+            kv_source: kv_sources[i],
+            values_from_keys: values_from_keys && types[i] == LayerType::Full,
+        };
+        let times = if kv_sources[i].is_some() && widened { 2 } else { 1 };
+        let mlp = match (sparse.get(i).copied().unwrap_or(false), schema.moe.is_some_and(|m| m.beside_dense)) {
+            (true, true) => LayerMlp::DenseAndSparse(times),
+            (false, _) if times > 1 => LayerMlp::Widened(times),
+            (sparse, _) => LayerMlp::dense_or_sparse(sparse),
         };
         let mixer = match (&recurrent[i], parallel.clone()) {
             (_, Some(Mixer::Mamba2(m))) => Mixer::AttentionAndMamba2(attention, m),
             (Some(mixer), _) => mixer.clone(),
             (None, _) => Mixer::Attention(attention),
         };
-        LayerSpec { mixer, mlp: LayerMlp::dense_or_sparse(sparse.get(i).copied().unwrap_or(false)) }
+        LayerSpec { mixer, mlp }
     });
     Ok(specs.collect())
 }

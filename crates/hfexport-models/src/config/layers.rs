@@ -59,9 +59,9 @@ pub(super) fn parse_layers(f: &Fields, schema: &ConfigSchema, n: usize) -> Resul
             (vec![kind; n], window)
         }
         LayerRule::Qwen => qwen_layers(f, explicit, n)?,
-        LayerRule::Pattern { period, pattern_keys, default_window } => {
+        LayerRule::Pattern { period, pattern_keys, default_window, last_full } => {
             let window = sliding_window(f, Some(default_window))?;
-            let types = match explicit {
+            let mut types = match explicit {
                 Some(names) => supported_layer_types(f, &names)?,
                 None => {
                     let period = pattern_period(f, pattern_keys, period)?;
@@ -73,6 +73,9 @@ pub(super) fn parse_layers(f: &Fields, schema: &ConfigSchema, n: usize) -> Resul
                         .collect()
                 }
             };
+            if let (true, Some(last)) = (last_full, types.last_mut()) {
+                *last = LayerType::Full;
+            }
             (types, window)
         }
         LayerRule::UseSlidingWindow => {

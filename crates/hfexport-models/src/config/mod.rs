@@ -34,6 +34,7 @@ mod generation;
 mod layer_spec;
 mod layers;
 mod multimodal;
+mod per_layer;
 mod rope;
 #[cfg(test)]
 mod tests;
@@ -53,6 +54,7 @@ pub use layer_spec::{
 };
 use layers::*;
 use multimodal::*;
+use per_layer::*;
 use rope::*;
 
 /// Upper bounds on sizes: far above any real model, low enough that a typo or a hostile file
@@ -152,6 +154,16 @@ pub struct ModelConfig {
     /// The image side of a vision-language model (LLaVA); the fields above are its text
     /// model's (`text_config`).
     pub vision: Option<Box<VisionConfig>>,
+    /// Per-layer embeddings (Gemma 4's PLE).
+    pub per_layer_input: Option<PerLayerInput>,
+}
+
+/// Per-layer embeddings: `size` channels per layer from a table of `vocab` tokens
+/// (`hidden_size_per_layer_input`, `vocab_size_per_layer_input`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PerLayerInput {
+    pub size: usize,
+    pub vocab: usize,
 }
 
 /// Falcon-H1's µP multipliers (`FalconH1Config`, every one 1.0 by default): the factor of the
@@ -373,6 +385,8 @@ impl ModelConfig {
             scale: s.encoder_scale,
             alibi: None,
             query_scale: None,
+            kv_source: None,
+            values_from_keys: false,
         };
         let encoder_layer = LayerSpec { mixer: Mixer::Attention(attention), mlp: LayerMlp::Dense };
         Some(ModelConfig {
@@ -451,9 +465,10 @@ fn model_config(
             format!("{} is not a multiple of num_attention_heads ({})", dims.hidden_size, dims.num_attention_heads),
         ));
     }
-    let (rope, sliding_rope) = parse_ropes(f, schema, &dims)?;
+    let heads = layer_heads(f, schema, &dims)?;
+    let (rope, sliding_rope) = parse_ropes(f, schema, &dims, kind_head_dims(f, schema, &dims, &heads)?)?;
     let (moe, sparse) = parse_moe(f, schema, &dims)?;
-    let layers = layer_specs(f, schema, &dims, (&rope, sliding_rope.as_ref()), &sparse)?;
+    let layers = layer_specs(f, schema, &dims, (&rope, sliding_rope.as_ref()), &sparse, &heads)?;
     let (attention_bias, o_bias, mlp_bias, norm_bias, head_bias) = parse_biases(f, schema)?;
     let (bos_token_id, eos_token_ids, pad_token_id) = parse_token_ids(f, d)?;
     let (residual_multiplier, granite_logits) = granite_multipliers(f, schema)?;
@@ -465,9 +480,14 @@ fn model_config(
             return Err(f.err(key, format!("{} is not supported (only null)", describe(v))));
         }
     }
-    if f.raw("use_bidirectional_attention").is_some_and(|v| !v.is_null())
-        && f.bool("use_bidirectional_attention")? == Some(true)
-    {
+    // Gemma 4's `"vision"` makes only image tokens attend both ways: text is causal
+    let bidirectional = match f.raw("use_bidirectional_attention") {
+        None | Some(Value::Null) => false,
+        Some(Value::String(s)) if s == "vision" => false,
+        Some(Value::String(s)) if s == "all" => true,
+        Some(_) => f.bool("use_bidirectional_attention")? == Some(true),
+    };
+    if bidirectional {
         return Err(f.err("use_bidirectional_attention", "bidirectional attention (an encoder use) is not supported"));
     }
     Ok(ModelConfig {
@@ -514,6 +534,7 @@ fn model_config(
         encoder: parse_encoder(f, schema, dims.hidden_size)?,
         seq2seq: parse_seq2seq(f, schema, &dims, pad_token_id)?,
         vision: None,
+        per_layer_input: per_layer_input(f, schema.per_layer_inputs)?,
     })
 }
 

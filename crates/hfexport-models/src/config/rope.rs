@@ -5,12 +5,18 @@
 use super::*;
 use crate::schema::LatentRule;
 
-pub(super) const SUPPORTED_ROPE_TYPES: &str = "default, linear, dynamic, llama3, yarn, longrope";
+pub(super) const SUPPORTED_ROPE_TYPES: &str = "default, linear, dynamic, llama3, yarn, longrope, proportional";
 pub(super) const DEFAULT_THETA: f64 = 10_000.0;
 pub(super) const LAYER_TYPE_KEYS: [&str; 2] = ["full_attention", "sliding_attention"];
 
-/// The rope of full-attention layers, and the sliding layers' own where the family has one.
-pub(super) fn parse_ropes(f: &Fields, schema: &ConfigSchema, dims: &Dims) -> Result<(RopeConfig, Option<RopeConfig>)> {
+/// The rope of full-attention layers, and the sliding layers' own where the family has one;
+/// `[full, sliding]`: the head sizes of those layers, where they differ by kind (Gemma 4).
+pub(super) fn parse_ropes(
+    f: &Fields,
+    schema: &ConfigSchema,
+    dims: &Dims,
+    [full_head, sliding_head]: [usize; 2],
+) -> Result<(RopeConfig, Option<RopeConfig>)> {
     let empty = Map::new();
     let class_default = class_default_rope(f, schema)?;
     let (key, dict) = rope_dict(f)?.unwrap_or(("rope_parameters", &class_default));
@@ -44,14 +50,19 @@ pub(super) fn parse_ropes(f: &Fields, schema: &ConfigSchema, dims: &Dims) -> Res
         false => Some(Fields::new(dict, f.path, &prefixes[0])),
     };
     let container = Fields::new(dict, f.path, &prefixes[0]);
-    let full = parse_rope(f, full.as_ref().unwrap_or(&none), schema, dims, theta)?;
+    let (full_dims, sliding_dims) =
+        (Dims { head_dim: full_head, ..dims.clone() }, Dims { head_dim: sliding_head, ..dims.clone() });
+    let full = parse_rope(f, full.as_ref().unwrap_or(&none), schema, &full_dims, theta)?;
     // a flat dict is nested under `full_attention` by transformers, whose yarn then reads
     // `truncate` from the nested container, where it is not: its own is never read
     let full = container_truncate(full, if nested { &container } else { &none })?;
     let local_theta = legacy_theta(local_theta, DEFAULT_THETA)?;
     let sliding = match if nested { layer_type_rope(f, dict, "sliding_attention", &prefixes[2])? } else { None } {
-        Some(d) => container_truncate(parse_rope(&none, &d, schema, dims, local_theta)?, &container)?,
-        None => RopeConfig { theta: local_theta, dim: full.dim, scaling: RopeScaling::Default },
+        Some(d) => container_truncate(parse_rope(&none, &d, schema, &sliding_dims, local_theta)?, &container)?,
+        None if full_head == sliding_head => {
+            RopeConfig { theta: local_theta, dim: full.dim, scaling: RopeScaling::Default }
+        }
+        None => RopeConfig { theta: local_theta, dim: sliding_head, scaling: RopeScaling::Default },
     };
     Ok((full, Some(sliding)))
 }
@@ -87,12 +98,14 @@ pub(super) fn parse_rope(
     dims: &Dims,
     default_theta: f64,
 ) -> Result<RopeConfig> {
+    let rope_type = rope_type(d)?;
     let dim = match schema.latent {
+        // a proportional rope spans the whole head: its factor says how much of it turns
+        _ if rope_type == "proportional" => dims.head_dim,
         Some(rule) if rule.partial_of_head => latent_rotary_dim(f, d, &rule, dims.head_dim)?,
         _ => rotary_dim(f, d, schema, dims.head_dim)?,
     };
     let theta = rope_theta(f, d, schema.keys.rope_theta, default_theta)?;
-    let rope_type = rope_type(d)?;
     let rope_type = match schema.rope_type_rewrites.iter().find(|(from, _)| *from == rope_type) {
         Some((_, to)) => to.to_string(),
         None => rope_type,
@@ -112,6 +125,7 @@ pub(super) fn parse_rope(
         "llama3" => llama3_scaling(f, d, max_pos)?,
         "yarn" => yarn_scaling(f, d, theta, max_pos)?,
         "longrope" => longrope_scaling(f, d, dim, max_pos)?,
+        "proportional" => proportional_scaling(d)?,
         other => {
             return Err(
                 d.err(type_key, format!("rope type `{other}` is not supported (supported: {SUPPORTED_ROPE_TYPES})"))
@@ -119,6 +133,21 @@ pub(super) fn parse_rope(
         }
     };
     Ok(RopeConfig { theta, dim, scaling })
+}
+
+/// `proportional` (`_compute_proportional_rope_parameters`): `factor` (1.0) divides every
+/// frequency, `partial_rotary_factor` (1.0) of the head's channel pairs turn.
+fn proportional_scaling(d: &Fields) -> Result<RopeScaling> {
+    let factor = match d.raw("factor") {
+        None | Some(Value::Null) => 1.0,
+        Some(_) => d.required_positive("factor", "proportional")?,
+    };
+    let key = "partial_rotary_factor";
+    let partial_rotary_factor = d.number(key)?.unwrap_or(1.0);
+    if !(0.0..=1.0).contains(&partial_rotary_factor) {
+        return Err(d.err(key, format!("{partial_rotary_factor} is not a fraction of the head (0 to 1)")));
+    }
+    Ok(RopeScaling::Proportional { factor, partial_rotary_factor })
 }
 
 /// The rope dict a config without one gets from its class: the schema's `default_rope` when

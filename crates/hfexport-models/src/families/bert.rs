@@ -54,6 +54,7 @@ pub const BERT_LAYOUT: Layout = Layout {
         unbiased_key: false,
         sinks: None,
         output_gate: false,
+        v_norm: false,
     },
     mlp: MlpLayout { prefix: "", kind: MlpKind::Plain("intermediate.dense"), down: "output.dense" },
     moe: None,
@@ -62,6 +63,8 @@ pub const BERT_LAYOUT: Layout = Layout {
     relative_bias: None,
     latent: None,
     vision: None,
+    per_layer_inputs: None,
+    layer_scalar: None,
     ssm: None,
     encoder: Some(EncoderLayout {
         input: EncoderInput::Tokens,

@@ -54,6 +54,7 @@ pub const CLIP_VISION_LAYOUT: Layout = Layout {
         unbiased_key: false,
         sinks: None,
         output_gate: false,
+        v_norm: false,
     },
     mlp: MlpLayout { prefix: "mlp", kind: MlpKind::Plain("fc1"), down: "fc2" },
     encoder: Some(EncoderLayout {

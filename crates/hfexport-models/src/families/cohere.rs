@@ -56,7 +56,12 @@ pub const COHERE2: Architecture = Architecture {
     classes: &["Cohere2ForCausalLM"],
     model_types: &["cohere2"],
     config: ConfigSchema {
-        layers: LayerRule::Pattern { period: 4, pattern_keys: &["sliding_window_pattern"], default_window: 4096 },
+        layers: LayerRule::Pattern {
+            period: 4,
+            pattern_keys: &["sliding_window_pattern"],
+            default_window: 4096,
+            last_full: false,
+        },
         rope: RopeRule::SlidingOnly,
         qk_norm: Flag::Never,
         ..FAMILY.config

@@ -55,6 +55,7 @@ const V2_MOE: MoeSchema = MoeSchema {
     glu: MoeGlu::Activation,
     biased: false,
     zero_experts_dense: false,
+    beside_dense: false,
 };
 
 const LATENT: LatentRule = LatentRule {

@@ -77,6 +77,7 @@ pub const MOE: Architecture = Architecture {
             glu: MoeGlu::Activation,
             biased: false,
             zero_experts_dense: false,
+            beside_dense: false,
         }),
         ..ERNIE_SCHEMA
     },

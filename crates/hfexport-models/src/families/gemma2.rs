@@ -32,7 +32,7 @@ pub const FAMILY: Architecture = Architecture {
             final_softcap: Some(30.0),
             ..GEMMA_DEFAULTS
         },
-        layers: LayerRule::Pattern { period: 2, pattern_keys: &[], default_window: 4096 },
+        layers: LayerRule::Pattern { period: 2, pattern_keys: &[], default_window: 4096, last_full: false },
         biases: ATTENTION_BIASES,
         scale: ScaleRule::QueryPreAttnScalar,
         embedding_scale: EmbeddingScale::SqrtHidden,

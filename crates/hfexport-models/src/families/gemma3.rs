@@ -25,6 +25,7 @@ pub const GEMMA3_SCHEMA: ConfigSchema = ConfigSchema {
         period: 6,
         pattern_keys: &["sliding_window_pattern", "_sliding_window_pattern"],
         default_window: 4096,
+        last_full: false,
     },
     biases: ATTENTION_BIASES,
     scale: ScaleRule::QueryPreAttnScalar,

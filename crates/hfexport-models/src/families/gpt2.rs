@@ -65,6 +65,7 @@ pub const FAMILY: Architecture = Architecture {
             unbiased_key: false,
             sinks: None,
             output_gate: false,
+            v_norm: false,
         },
         mlp: MlpLayout { prefix: "mlp", kind: MlpKind::PlainConv1d("c_fc"), down: "c_proj" },
         moe: None,
@@ -74,6 +75,8 @@ pub const FAMILY: Architecture = Architecture {
         relative_bias: None,
         latent: None,
         vision: None,
+        per_layer_inputs: None,
+        layer_scalar: None,
         ssm: None,
     },
 };

@@ -58,6 +58,7 @@ pub const FAMILY: Architecture = Architecture {
             unbiased_key: false,
             sinks: None,
             output_gate: false,
+            v_norm: false,
         },
         mlp: MEGATRON_MLP,
         ..LLAMA_LAYOUT

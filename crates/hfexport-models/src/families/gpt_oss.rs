@@ -32,7 +32,7 @@ pub const FAMILY: Architecture = Architecture {
             ..LLAMA_SCHEMA.defaults
         },
         // `layer_types`, else sliding where `(i + 1) % 2` (the even layers)
-        layers: LayerRule::Pattern { period: 2, pattern_keys: &[], default_window: 128 },
+        layers: LayerRule::Pattern { period: 2, pattern_keys: &[], default_window: 128, last_full: false },
         biases: Biases {
             qkv: Flag::KeyDefault("attention_bias", true),
             o: Flag::KeyDefault("attention_bias", true),
@@ -50,6 +50,7 @@ pub const FAMILY: Architecture = Architecture {
             glu: MoeGlu::Clamped { alpha: ("swiglu_alpha", 1.702), limit: ("swiglu_limit", 7.0) },
             biased: true,
             zero_experts_dense: false,
+            beside_dense: false,
             ..MIXTRAL_MOE
         }),
         ..LLAMA_SCHEMA

@@ -48,6 +48,7 @@ pub const FAMILY: Architecture = Architecture {
             unbiased_key: false,
             sinks: None,
             output_gate: false,
+            v_norm: false,
         },
         mlp: MlpLayout { prefix: "mlp", kind: MlpKind::Plain("fc_in"), down: "fc_out" },
         ..LLAMA_LAYOUT

@@ -45,6 +45,7 @@ pub const FAMILY: Architecture = Architecture {
         moe: Some(MoeSchema {
             intermediate: Some(("intermediate_size", 11008)),
             zero_experts_dense: true,
+            beside_dense: false,
             ..match GRANITE_MOE_SHARED.config.moe {
                 Some(m) => m,
                 None => panic!("GraniteMoeShared has experts"),

@@ -35,6 +35,7 @@ pub const LLAMA_LAYOUT: Layout = Layout {
         unbiased_key: false,
         sinks: None,
         output_gate: false,
+        v_norm: false,
     },
     mlp: MlpLayout { prefix: "mlp", kind: MlpKind::Gated { gate: "gate_proj", up: "up_proj" }, down: "down_proj" },
     moe: None,
@@ -44,6 +45,8 @@ pub const LLAMA_LAYOUT: Layout = Layout {
     relative_bias: None,
     latent: None,
     vision: None,
+    per_layer_inputs: None,
+    layer_scalar: None,
     ssm: None,
 };
 
@@ -81,6 +84,10 @@ pub const LLAMA_SCHEMA: ConfigSchema = ConfigSchema {
     ssm: None,
     ffn_auto_adjust: false,
     mup: false,
+    per_layer_heads: None,
+    values_from_keys: None,
+    kv_sharing: None,
+    per_layer_inputs: None,
 };
 
 pub const FAMILY: Architecture = Architecture {

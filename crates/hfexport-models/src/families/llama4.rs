@@ -51,6 +51,7 @@ const LLAMA4_SCHEMA: ConfigSchema = ConfigSchema {
         glu: MoeGlu::Activation,
         biased: false,
         zero_experts_dense: false,
+        beside_dense: false,
     }),
     ..LLAMA_SCHEMA
 };
@@ -71,6 +72,7 @@ const LLAMA4_LAYOUT: Layout = Layout {
         fused: &[STACKED_EXPERTS],
         form: StackedForm::TransposedGateFirst,
         shared: Some(SharedExpert { mlp: MlpLayout { prefix: "feed_forward.shared_expert", ..MLP }, gate: None }),
+        beside: None,
     }),
     ..LLAMA_LAYOUT
 };

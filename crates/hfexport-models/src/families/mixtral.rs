@@ -20,6 +20,7 @@ pub const MIXTRAL_MOE: MoeSchema = MoeSchema {
     glu: MoeGlu::Activation,
     biased: false,
     zero_experts_dense: false,
+    beside_dense: false,
 };
 
 pub const FAMILY: Architecture = Architecture {

@@ -30,6 +30,7 @@ pub mod falcon_h1;
 pub mod gemma;
 pub mod gemma2;
 pub mod gemma3;
+pub mod gemma4;
 pub mod glm;
 pub mod glm4_moe;
 pub mod gpt2;
@@ -97,6 +98,7 @@ pub const ARCHITECTURES: &[Architecture] = &[
     gemma2::FAMILY,
     gemma3::CAUSAL_LM,
     gemma3::CONDITIONAL_GENERATION,
+    gemma4::CAUSAL_LM,
     qwen3_moe::FAMILY,
     mixtral::FAMILY,
     qwen2_moe::FAMILY,

@@ -61,6 +61,7 @@ pub const MODERNBERT_LAYOUT: Layout = Layout {
         unbiased_key: false,
         sinks: None,
         output_gate: false,
+        v_norm: false,
     },
     mlp: MlpLayout { prefix: "mlp", kind: MlpKind::GatedFused("Wi"), down: "Wo" },
     encoder: Some(EncoderLayout {

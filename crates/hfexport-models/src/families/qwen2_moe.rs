@@ -33,6 +33,7 @@ pub const FAMILY: Architecture = Architecture {
             glu: MoeGlu::Activation,
             biased: false,
             zero_experts_dense: false,
+            beside_dense: false,
         }),
         ..LLAMA_SCHEMA
     },

@@ -84,6 +84,7 @@ pub const QWEN2_VL_VISION_LAYOUT: Layout = Layout {
         unbiased_key: false,
         sinks: None,
         output_gate: false,
+        v_norm: false,
     },
     encoder: None,
     ..CLIP_VISION_LAYOUT

@@ -32,6 +32,7 @@ pub const FAMILY: Architecture = Architecture {
             glu: MoeGlu::Activation,
             biased: false,
             zero_experts_dense: false,
+            beside_dense: false,
         }),
         ..QWEN3_5.config
     },

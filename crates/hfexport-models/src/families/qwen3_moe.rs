@@ -18,6 +18,7 @@ pub const QWEN_MOE_LAYOUT: MoeLayout = MoeLayout {
     fused: &[STACKED_EXPERTS],
     form: StackedForm::GateRowsFirst,
     shared: None,
+    beside: None,
 };
 
 pub const FAMILY: Architecture = Architecture {
@@ -45,6 +46,7 @@ pub const FAMILY: Architecture = Architecture {
             glu: MoeGlu::Activation,
             biased: false,
             zero_experts_dense: false,
+            beside_dense: false,
         }),
         ..LLAMA_SCHEMA
     },

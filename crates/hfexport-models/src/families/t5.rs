@@ -73,6 +73,7 @@ pub const T5_BASE: Layout = Layout {
         unbiased_key: false,
         sinks: None,
         output_gate: false,
+        v_norm: false,
     },
     mlp: MlpLayout {
         prefix: "layer.2.DenseReluDense",
@@ -86,6 +87,8 @@ pub const T5_BASE: Layout = Layout {
     relative_bias: Some("layer.0.SelfAttention.relative_attention_bias"),
     latent: None,
     vision: None,
+    per_layer_inputs: None,
+    layer_scalar: None,
     ssm: None,
 };
 

@@ -41,6 +41,7 @@ pub const VIT_LAYOUT: Layout = Layout {
         unbiased_key: false,
         sinks: None,
         output_gate: false,
+        v_norm: false,
     },
     encoder: Some(EncoderLayout {
         input: EncoderInput::Patches {

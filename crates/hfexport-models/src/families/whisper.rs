@@ -74,6 +74,7 @@ pub const WHISPER_BASE: Layout = Layout {
         unbiased_key: true,
         sinks: None,
         output_gate: false,
+        v_norm: false,
     },
     mlp: MlpLayout { prefix: "", kind: MlpKind::Plain("fc1"), down: "fc2" },
     moe: None,
@@ -83,6 +84,8 @@ pub const WHISPER_BASE: Layout = Layout {
     relative_bias: None,
     latent: None,
     vision: None,
+    per_layer_inputs: None,
+    layer_scalar: None,
     ssm: None,
 };
 

@@ -155,3 +155,71 @@ fn llama4_reads_chunked_and_nope_layers_and_input_weighted_experts() {
     .unwrap();
     assert_eq!((c.hidden_size, c.layers[0].attention().unwrap().span), (64, Span::Chunked(5)));
 }
+
+#[test]
+fn gemma4_reads_per_layer_heads_shared_keys_and_per_layer_embeddings() {
+    let base = r#"{"hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
+        "intermediate_size": 32, "num_hidden_layers": 6, "vocab_size": 128, "vocab_size_per_layer_input": 128,
+        "layer_types": ["sliding_attention", "sliding_attention", "sliding_attention", "full_attention",
+                        "sliding_attention", "sliding_attention"]}"#;
+    let g4 = |extra: &str| family("Gemma4ForCausalLM", "gemma4_text", &json_with(base, extra));
+    let heads = |c: &ModelConfig| -> Vec<(usize, usize)> {
+        c.layers.iter().map(|l| l.attention().map(|a| (a.head_dim, a.kv_heads)).unwrap()).collect()
+    };
+    // the hub's form: the full layers (3, and 5 forced full) of global_head_dim (class default
+    // 512); their KV heads stay the config's without attention_k_eq_v
+    let c = g4(r#"{"num_global_key_value_heads": 1}"#).unwrap();
+    assert_eq!(
+        kinds(&c),
+        [LayerType::Sliding; 3]
+            .iter()
+            .chain(&[LayerType::Full, LayerType::Sliding, LayerType::Full])
+            .copied()
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(heads(&c), [(16, 2), (16, 2), (16, 2), (512, 2), (16, 2), (512, 2)]);
+    assert_eq!(c.per_layer_input, Some(PerLayerInput { size: 256, vocab: 128 }));
+    // the full layers' proportional rope over their whole head, a quarter of it turning
+    assert_eq!(c.rope.dim, 512);
+    assert_eq!(c.rope.scaling, RopeScaling::Proportional { factor: 1.0, partial_rotary_factor: 0.25 });
+    assert_eq!((c.sliding_rope.as_ref().unwrap().dim, c.sliding_rope.as_ref().unwrap().theta), (16, 10000.0));
+    let c = g4(r#"{"global_head_dim": 32, "num_global_key_value_heads": 1, "attention_k_eq_v": true,
+        "num_kv_shared_layers": 2, "use_double_wide_mlp": true, "hidden_size_per_layer_input": 0}"#)
+    .unwrap();
+    assert_eq!(heads(&c)[3], (32, 1));
+    let from_keys: Vec<bool> = c.layers.iter().map(|l| l.attention().unwrap().values_from_keys).collect();
+    assert_eq!(from_keys, [false, false, false, true, false, true]);
+    let sources: Vec<Option<usize>> = c.layers.iter().map(|l| l.attention().unwrap().kv_source).collect();
+    assert_eq!(sources, [None, None, None, None, Some(2), Some(3)]);
+    assert_eq!(c.layers[5].mlp, LayerMlp::Widened(2));
+    assert!(c.layers[5].cache(&hfexport_core::Dim::konst(4)).is_empty(), "a layer reusing keys keeps no cache");
+    assert_eq!(c.per_layer_input, None);
+    // transformers' saved form wins; a per-layer attribute other than the heads is refused
+    let c = g4(r#"{"per_layer_config": {"3": {"head_dim": 8, "num_key_value_heads": 4}, "5": {"head_dim": 8,
+        "num_key_value_heads": 4}}, "global_head_dim": 64}"#)
+    .unwrap();
+    assert_eq!(heads(&c)[3], (8, 4));
+    let e = config_err(
+        g4(r#"{"per_layer_config": {"3": {"intermediate_size": 8}}}"#),
+        "per_layer_config.3.intermediate_size",
+    );
+    assert!(e.contains("not supported"), "{e}");
+    let e = config_err(g4(r#"{"per_layer_config": {"3": {"head_dim": 8}}}"#), "per_layer_config");
+    assert!(e.contains("layers 3 and 5"), "{e}");
+    // every shared layer's kind needs an earlier layer of that kind
+    let e = config_err(g4(r#"{"num_kv_shared_layers": 3}"#), "num_kv_shared_layers");
+    assert!(e.contains("layer"), "{e}");
+    // experts beside every dense MLP: their count, k and width have no class default
+    let e = config_err(g4(r#"{"enable_moe_block": true}"#), "num_experts");
+    assert!(e.contains("missing"), "{e}");
+    let c = g4(r#"{"enable_moe_block": true, "num_experts": 4, "top_k_experts": 2, "moe_intermediate_size": 8,
+        "num_kv_shared_layers": 2, "use_double_wide_mlp": true}"#)
+    .unwrap();
+    let mlps: Vec<LayerMlp> = c.layers.iter().map(|l| l.mlp).collect();
+    assert_eq!(mlps, [vec![LayerMlp::DenseAndSparse(1); 4], vec![LayerMlp::DenseAndSparse(2); 2]].concat());
+    let m = c.moe.as_ref().unwrap();
+    assert_eq!((m.num_experts, m.top_k, m.intermediate_size, m.normalize()), (4, 2, 8, true));
+    let e = config_err(g4(r#"{"use_bidirectional_attention": "all"}"#), "use_bidirectional_attention");
+    assert!(e.contains("not supported"), "{e}");
+    assert!(g4(r#"{"use_bidirectional_attention": "vision"}"#).is_ok(), "text attends causally");
+}

@@ -191,8 +191,8 @@ fn heads_must_divide() {
 
 #[test]
 fn unsupported_rope_types_name_key_and_supported_values() {
-    let msg = config_err(llama(r#"{"rope_parameters": {"rope_type": "proportional"}}"#), "rope_parameters.rope_type");
-    assert!(msg.contains("proportional") && msg.contains("longrope") && msg.contains("yarn"), "{msg}");
+    let msg = config_err(llama(r#"{"rope_parameters": {"rope_type": "axial"}}"#), "rope_parameters.rope_type");
+    assert!(msg.contains("axial") && msg.contains("proportional") && msg.contains("yarn"), "{msg}");
     let msg = config_err(
         llama(r#"{"rope_parameters": {"rope_type": "longrope", "short_factor": [1], "long_factor": [1]}}"#),
         "rope_parameters.original_max_position_embeddings",

@@ -1,0 +1,158 @@
+//! Layers that differ from the config's global shape (Gemma 4): head sizes and KV heads per
+//! layer (transformers' `per_layer_config`), the last layers reusing an earlier layer's keys and
+//! values (`num_kv_shared_layers`), and per-layer embeddings.
+
+use super::*;
+use crate::schema::{KvSharing, PerLayerHeads, PerLayerInputKeys};
+
+/// The attention shape of one layer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Heads {
+    pub(super) head_dim: usize,
+    pub(super) kv_heads: usize,
+}
+
+/// The only attributes a `per_layer_config` entry may override here.
+const OVERRIDABLE: [&str; 2] = ["head_dim", "num_key_value_heads"];
+
+/// Every layer's head size and KV heads: the config's, or as `per_layer_config` says (absent:
+/// the full-attention layers' from the rule's global keys, as `Gemma4TextConfig` fills it in).
+/// The layers of one kind must agree: transformers builds one rotary table per kind from them.
+pub(super) fn layer_heads(f: &Fields, schema: &ConfigSchema, dims: &Dims) -> Result<Vec<Heads>> {
+    let n = dims.num_hidden_layers;
+    let global = Heads { head_dim: dims.head_dim, kv_heads: dims.num_key_value_heads };
+    let Some(rule) = schema.per_layer_heads else { return Ok(vec![global; n]) };
+    let (types, _) = parse_layers(f, schema, n)?;
+    let key = "per_layer_config";
+    let heads = match f.raw(key) {
+        Some(Value::Null) => vec![global; n],
+        Some(Value::Object(entries)) => explicit_heads(f, entries, global, n)?,
+        Some(v) => return Err(f.err(key, format!("must be an object of layer overrides, got {}", describe(v)))),
+        None => {
+            let full = global_heads(f, schema, rule, global)?;
+            types.iter().map(|t| if *t == LayerType::Full { full } else { global }).collect()
+        }
+    };
+    for (i, h) in heads.iter().enumerate() {
+        if h.kv_heads == 0 || !dims.num_attention_heads.is_multiple_of(h.kv_heads) {
+            return Err(f.err(
+                key,
+                format!(
+                    "layer {i} has {} KV heads, which do not divide num_attention_heads ({})",
+                    h.kv_heads, dims.num_attention_heads
+                ),
+            ));
+        }
+        if let Some(j) = (0..i).find(|&j| types[j] == types[i] && heads[j] != *h) {
+            return Err(f.err(
+                key,
+                format!(
+                    "layers {j} and {i} are of one attention kind but differ in head_dim or num_key_value_heads, \
+                     which transformers' rotary embedding refuses"
+                ),
+            ));
+        }
+    }
+    Ok(heads)
+}
+
+/// The full-attention layers' shape without `per_layer_config`: `global_head_dim` (class
+/// default), and `num_global_key_value_heads` when set and the values come from the keys.
+fn global_heads(f: &Fields, schema: &ConfigSchema, rule: PerLayerHeads, global: Heads) -> Result<Heads> {
+    let head_dim = f.size(rule.global_head_dim.0, Some(rule.global_head_dim.1), MAX_HEAD_DIM)?;
+    let from_keys = match schema.values_from_keys {
+        Some(key) => f.bool(key)?.unwrap_or(false),
+        None => true,
+    };
+    let kv_heads = match f.raw(rule.global_kv_heads) {
+        Some(v) if !v.is_null() && from_keys => f.size(rule.global_kv_heads, None, MAX_HEADS)?,
+        _ => global.kv_heads,
+    };
+    Ok(Heads { head_dim, kv_heads })
+}
+
+/// `per_layer_config`: layer indices to overrides of [`OVERRIDABLE`] attributes only.
+fn explicit_heads(f: &Fields, entries: &Map<String, Value>, global: Heads, n: usize) -> Result<Vec<Heads>> {
+    let mut heads = vec![global; n];
+    for (index, overrides) in entries {
+        let name = format!("per_layer_config.{index}");
+        let i = index.parse::<usize>().ok().filter(|&i| i < n).ok_or_else(|| {
+            f.err("per_layer_config", format!("`{index}` is not a layer index below num_hidden_layers ({n})"))
+        })?;
+        let Value::Object(o) = overrides else {
+            return Err(f.err(&name, format!("must be an object of overrides, got {}", describe(overrides))));
+        };
+        if let Some(k) = o.keys().find(|k| !OVERRIDABLE.contains(&k.as_str())) {
+            return Err(f.err(
+                &format!("{name}.{k}"),
+                format!("a per-layer `{k}` is not supported (only {} may differ by layer)", OVERRIDABLE.join(" and ")),
+            ));
+        }
+        let prefix = format!("{}{name}.", f.prefix);
+        let layer = Fields::new(o, f.path, &prefix);
+        heads[i] = Heads {
+            head_dim: layer.size("head_dim", Some(global.head_dim), MAX_HEAD_DIM)?,
+            kv_heads: layer.size("num_key_value_heads", Some(global.kv_heads), MAX_HEADS)?,
+        };
+    }
+    Ok(heads)
+}
+
+/// The head sizes `[full, sliding]` of the full-attention and sliding layers (the config's
+/// where no layer is of that kind), for their rotary embeddings.
+pub(super) fn kind_head_dims(f: &Fields, schema: &ConfigSchema, dims: &Dims, heads: &[Heads]) -> Result<[usize; 2]> {
+    if schema.per_layer_heads.is_none() {
+        return Ok([dims.head_dim; 2]);
+    }
+    let (types, _) = parse_layers(f, schema, dims.num_hidden_layers)?;
+    let of =
+        |kind: LayerType| types.iter().zip(heads).find(|(t, _)| **t == kind).map_or(dims.head_dim, |(_, h)| h.head_dim);
+    Ok([of(LayerType::Full), of(LayerType::Sliding)])
+}
+
+/// The layer whose keys and values each layer reuses (`kv_sharing_modes`): the last
+/// `num_kv_shared_layers` take those of the last earlier layer of their kind; `None` for the
+/// layers that make their own.
+pub(super) fn kv_sources(f: &Fields, rule: Option<KvSharing>, types: &[LayerType]) -> Result<Vec<Option<usize>>> {
+    let n = types.len();
+    let Some(rule) = rule else { return Ok(vec![None; n]) };
+    let shared = match f.int(rule.layers)? {
+        None | Some(0) => return Ok(vec![None; n]),
+        Some(k) if k > 0 => k as usize,
+        Some(k) => return Err(f.err(rule.layers, format!("{k} is not a layer count"))),
+    };
+    let first = n.checked_sub(shared).filter(|&first| first > 0).ok_or_else(|| {
+        f.err(rule.layers, format!("{shared} shared layers leave none of the {n} layers to make keys and values"))
+    })?;
+    let producer = |t: LayerType| (0..first).rev().find(|&i| types[i] == t);
+    (0..n)
+        .map(|i| match i < first {
+            true => Ok(None),
+            false => producer(types[i]).map(Some).ok_or_else(|| {
+                f.err(
+                    rule.layers,
+                    format!("layer {i}'s attention kind has no earlier layer whose keys and values it could reuse"),
+                )
+            }),
+        })
+        .collect()
+}
+
+/// Whether the shared layers' MLP is twice as wide (`use_double_wide_mlp`).
+pub(super) fn wide_shared_mlp(f: &Fields, rule: Option<KvSharing>) -> Result<bool> {
+    match rule.and_then(|r| r.wide_mlp) {
+        Some(key) => Ok(f.bool(key)?.unwrap_or(false)),
+        None => Ok(false),
+    }
+}
+
+/// Per-layer embeddings, when the family has them and their width is not 0 or null.
+pub(super) fn per_layer_input(f: &Fields, keys: Option<PerLayerInputKeys>) -> Result<Option<PerLayerInput>> {
+    let Some(PerLayerInputKeys { size, vocab }) = keys else { return Ok(None) };
+    let width = match f.raw(size.0) {
+        Some(Value::Null) => return Ok(None),
+        Some(Value::Number(n)) if n.as_u64() == Some(0) => return Ok(None),
+        _ => f.size(size.0, Some(size.1), MAX_HIDDEN)?,
+    };
+    Ok(Some(PerLayerInput { size: width, vocab: f.size(vocab.0, Some(vocab.1), MAX_VOCAB)? }))
+}
