@@ -12,9 +12,8 @@ from export.json (the one symbolic axis, `cache_len`, at its maximum) that the p
 in place: the loop never reads a cache back, and checks after every call that the caller's
 first cache tensor holds new keys at the call's slots. A growing cache is returned by each call
 (the user outputs after `logits`) and passed to the next. Also checks that each program
-survives `run_decompositions()` + `torch.export.save` + `torch.export.load`, once per kind of
-program in this process (pt2_kinds.py): each family's cache construct (static, growing, sliding
-window, MoE) is retraced once.
+survives `run_decompositions()` + `torch.export.save` + `torch.export.load` when it brings an
+operator or input signature no program before it in this process had (pt2_kinds.py).
 """
 import json
 import os
@@ -26,7 +25,7 @@ warnings.filterwarnings("ignore")
 import torch  # noqa: E402
 from safetensors.numpy import load_file  # noqa: E402
 from torch.export.pt2_archive._package import load_pt2  # noqa: E402
-from pt2_kinds import program_kind  # noqa: E402
+from pt2_kinds import Coverage  # noqa: E402
 
 DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
 
@@ -37,8 +36,9 @@ def main():
     json.dump(result, open(out, "w"))
 
 
-# the kinds of program that went through run_decompositions + save + load here
-RESAVED = set()
+# the operators and input signatures of the programs that went through run_decompositions +
+# save + load here
+RESAVED = Coverage()
 
 
 def load(export, comp, archives):
@@ -47,13 +47,11 @@ def load(export, comp, archives):
     if path not in archives:
         archives[path] = load_pt2(path).exported_programs
     ep = archives[path][comp["name"]]
-    kind = program_kind(path, comp["name"], comp["inputs"])
-    if kind not in RESAVED:
+    if RESAVED.needs_retrace(path, comp["name"], comp["inputs"]):
         with tempfile.TemporaryDirectory() as tmp:
             again = os.path.join(tmp, "resaved.pt2")
             torch.export.save(ep.run_decompositions(), again)
             torch.export.load(again)
-        RESAVED.add(kind)
     return ep.module()
 
 

@@ -1,20 +1,40 @@
-"""Which `.pt2` programs retracing can tell apart, shared by run_pt2.py and generate_pt2.py.
+"""Which `.pt2` programs to retrace, shared by run_pt2.py and generate_pt2.py.
 
 `ep.run_decompositions()` + `torch.export.save` + `torch.export.load` retraces a program: it
 fails on an operator or a shape guard, never on a weight value or a layer count, and it is most
-of the torch scripts' time (seconds a program). So each script retraces one program per kind: the
-operators it calls and the symbolic axes of its inputs (a constant axis, a head count or a
-layer's head dim, is `#`; the number of inputs does not count)."""
+of the torch scripts' time (seconds to tens of seconds a program). So each script retraces a
+program only when it brings something no program retraced before in this process had: an
+operator, or a signature of symbolic input shapes (a constant axis, a head count or a layer's
+head dim, is `#`; the number of inputs does not count). Every operator and every input
+signature of the suite is retraced at least once, by the first program that has it; counting
+every distinct set of them as its own kind instead retraced 69 of 100 programs."""
 import json
 import zipfile
 
 
-def program_kind(path, name, inputs):
-    """The kind of program `name` of the archive `path`, whose inputs export.json lists."""
+def program_parts(path, name, inputs):
+    """The operators of program `name` of the archive `path` and the symbolic signatures of
+    its inputs, which export.json lists."""
     with zipfile.ZipFile(path) as z:
         (program,) = [e for e in z.namelist() if e.endswith(f"/models/{name}.json")]
         nodes = json.loads(z.read(program))["graph_module"]["graph"]["nodes"]
-    ops = sorted({n["target"] for n in nodes})
-    shapes = sorted({tuple("#" if d.isdigit() else d for d in p["shape"]) for p in inputs})
-    return json.dumps([ops, shapes])
+    ops = {n["target"] for n in nodes}
+    shapes = {json.dumps(["#" if d.isdigit() else d for d in p["shape"]]) for p in inputs}
+    return ops, shapes
 
+
+class Coverage:
+    """The operators and input signatures the programs retraced so far had."""
+
+    def __init__(self):
+        self.ops, self.shapes = set(), set()
+
+    def needs_retrace(self, path, name, inputs):
+        """Whether program `name` of `path` has an operator or input signature not yet
+        retraced; if so it counts as retraced from now on (the caller retraces it)."""
+        ops, shapes = program_parts(path, name, inputs)
+        if ops <= self.ops and shapes <= self.shapes:
+            return False
+        self.ops |= ops
+        self.shapes |= shapes
+        return True

@@ -100,7 +100,8 @@ def quantize_model(model, recipe, xnnpack):
         if mod is out:
             if head:
                 mod.weight = torch.nn.Parameter(fake_quant(mod.weight, *head))
-        elif mod is emb:
+        elif mod is emb or name.endswith("embed_tokens_per_layer"):
+            # (Gemma 4's per-layer embeddings are looked up by the token ids too)
             if embed:
                 mod.weight = torch.nn.Parameter(fake_quant(mod.weight, *embed))
         elif isinstance(mod, torch.nn.Linear) and mod.weight.numel() > 0 and not router(name, mod):

@@ -7,9 +7,10 @@ all run in this one process (one torch import for every export). For each job,
 `torch.export.load(path).module()(input_ids=…, attention_mask=…)` on each case; the logits of
 case i are written to OUT as `<i>`. Then the program must be a well-formed ExportedProgram:
 `run_decompositions()`, `torch.export.save` and `torch.export.load` again, and the reloaded
-program must give the same logits (written as `<i>.resaved`), once per kind of program
-(pt2_kinds.py): KINDS maps each MODEL to the MODEL of its kind that was retraced. A job that
-fails stops the run with an error naming its program.
+program must give the same logits (written as `<i>.resaved`), for the programs that bring an
+operator or input signature no earlier one had (pt2_kinds.py): KINDS maps each MODEL to itself
+when it was retraced, else to the last MODEL retraced before it. A job that fails stops the run
+with an error naming its program.
 """
 import json
 import os
@@ -17,7 +18,7 @@ import sys
 import tempfile
 import warnings
 
-from pt2_kinds import program_kind
+from pt2_kinds import Coverage
 
 warnings.filterwarnings("ignore")
 import torch  # noqa: E402
@@ -25,11 +26,11 @@ from safetensors.torch import load_file, save_file  # noqa: E402
 
 
 
-def kind_of(path):
-    """The program kind of a forward export's one program, `model`."""
+def needs_retrace(coverage, path):
+    """Whether a forward export's one program, `model`, brings something new to `coverage`."""
     meta = json.load(open(os.path.join(os.path.dirname(path), "export.json")))
     (comp,) = meta["components"]
-    return program_kind(path, comp["name"], comp["inputs"])
+    return coverage.needs_retrace(path, comp["name"], comp["inputs"])
 
 
 def run(path, out_path, cases, retrace):
@@ -61,12 +62,14 @@ def run(path, out_path, cases, retrace):
 
 def main():
     jobs, kinds_path = sys.argv[1:]
-    first_of_kind, kinds = {}, {}
+    coverage, kinds, last = Coverage(), {}, None
     for job in json.load(open(jobs)):
         model = job["model"]
-        kinds[model] = first_of_kind.setdefault(kind_of(model), model)
+        retrace = needs_retrace(coverage, model)
+        last = model if retrace else last
+        kinds[model] = last
         try:
-            run(model, job["out"], job["cases"], kinds[model] == model)
+            run(model, job["out"], job["cases"], retrace)
         except Exception as e:
             raise RuntimeError(f"{model}: {e}") from e
     json.dump(kinds, open(kinds_path, "w"))

@@ -7,8 +7,10 @@
 //! workers (default 2) runs them, the slowest known binaries first so the tail stays short.
 //! Each binary runs as cargo would run it (from its package's directory, with its libtest
 //! arguments), its output is printed whole when it ends, and a table of durations closes the
-//! run. Doc tests follow through `cargo test --doc`. A failed binary fails the run; every
-//! binary still runs (`--no-fail-fast`, as CI wants every failure at once).
+//! run. The doc tests (`cargo test --doc`, whose build of the libraries for rustdoc takes
+//! minutes on a clean clone) are the pool's last job, so that their build runs while the other
+//! worker is still on the longest binary instead of after it. A failed binary fails the run;
+//! every binary still runs (`--no-fail-fast`, as CI wants every failure at once).
 
 use std::collections::VecDeque;
 use std::ffi::{OsStr, OsString};
@@ -40,6 +42,12 @@ const SLOW_FIRST: &[&str] = &[
 /// Environment changes of the cargo command, applied to each binary.
 type Envs = Vec<(OsString, Option<OsString>)>;
 
+/// What a pool worker runs: a test binary, or the doc tests through cargo.
+enum Job {
+    Binary(Binary),
+    DocTests(Command),
+}
+
 /// One test binary cargo built.
 struct Binary {
     name: String,
@@ -58,22 +66,23 @@ struct Outcome {
 }
 
 /// Builds the test binaries with `cargo_test()` (a `cargo test` with the features and
-/// environment set), runs them `jobs` at a time, then the doc tests; the exit code is a failure
-/// if any binary or doc test failed.
+/// environment set), runs them and the doc tests `jobs` at a time; the exit code is a failure
+/// if any binary or the doc tests failed.
 pub fn run(cargo_test: impl Fn() -> Command, jobs: usize) -> Result<ExitCode> {
     let started = Instant::now();
     let mut cargo = cargo_test();
     let binaries = build(&mut cargo)?;
-    println!("==> {} test binaries, {jobs} at a time (HFEXPORT_TEST_JOBS)", binaries.len());
+    println!("==> {} test binaries and the doc tests, {jobs} at a time (HFEXPORT_TEST_JOBS)", binaries.len());
     // what the cargo command sets for its tests (HFEXPORT_PYTHON, LIBTORCH, LD_LIBRARY_PATH, ...)
     let envs: Envs = cargo.get_envs().map(|(k, v)| (k.to_owned(), v.map(OsStr::to_owned))).collect();
-    let outcomes = run_pool(binaries, jobs, Arc::new(envs));
-    println!("==> doc tests");
-    let doc = cargo_test().arg("--doc").status().context("could not start cargo test --doc")?.success();
+    let mut doc = cargo_test();
+    doc.arg("--doc");
+    let queue = binaries.into_iter().map(Job::Binary).chain([Job::DocTests(doc)]).collect();
+    let outcomes = run_pool(queue, jobs, Arc::new(envs));
     report(&outcomes, started.elapsed());
     let failed: Vec<&str> = outcomes.iter().filter(|o| !o.passed).map(|o| o.name.as_str()).collect();
-    if !failed.is_empty() || !doc {
-        println!("FAILED: {}{}", failed.join(", "), if doc { "" } else { " doc tests" });
+    if !failed.is_empty() {
+        println!("FAILED: {}", failed.join(", "));
         return Ok(ExitCode::FAILURE);
     }
     Ok(ExitCode::SUCCESS)
@@ -115,16 +124,19 @@ fn build(cargo: &mut Command) -> Result<Vec<Binary>> {
     Ok(binaries)
 }
 
-/// Runs every binary on `jobs` worker threads; each prints its output whole when it ends.
-fn run_pool(binaries: Vec<Binary>, jobs: usize, envs: Arc<Envs>) -> Vec<Outcome> {
-    let queue = Arc::new(Mutex::new(VecDeque::from(binaries)));
+/// Runs every job on `jobs` worker threads; each prints its output whole when it ends.
+fn run_pool(queue: VecDeque<Job>, jobs: usize, envs: Arc<Envs>) -> Vec<Outcome> {
+    let queue = Arc::new(Mutex::new(queue));
     let outcomes = Arc::new(Mutex::new(vec![]));
     let workers: Vec<_> = (0..jobs.max(1))
         .map(|_| {
             let (queue, outcomes, envs) = (Arc::clone(&queue), Arc::clone(&outcomes), Arc::clone(&envs));
             std::thread::spawn(move || loop {
-                let Some(binary) = queue.lock().expect("queue").pop_front() else { break };
-                let outcome = run_binary(&binary, &envs);
+                let Some(job) = queue.lock().expect("queue").pop_front() else { break };
+                let outcome = match job {
+                    Job::Binary(binary) => run_binary(&binary, &envs),
+                    Job::DocTests(cargo) => run_doc_tests(cargo),
+                };
                 outcomes.lock().expect("outcomes").push(outcome);
             })
         })
@@ -147,21 +159,31 @@ fn run_binary(b: &Binary, envs: &Envs) -> Outcome {
             None => cmd.env_remove(k),
         };
     }
-    let output = cmd.output();
+    finish(format!("{}/{}", b.package, b.name), started, cmd.output())
+}
+
+/// The outcome of job `name` started at `started`, its output printed whole.
+fn finish(name: String, started: Instant, output: std::io::Result<std::process::Output>) -> Outcome {
     let took = started.elapsed();
     let passed = match &output {
         Ok(o) => {
             let mut text = String::from_utf8_lossy(&o.stdout).into_owned();
             text.push_str(&String::from_utf8_lossy(&o.stderr));
-            println!("==> {}/{} ({:.0} s, {})\n{text}", b.package, b.name, took.as_secs_f64(), o.status);
+            println!("==> {name} ({:.0} s, {})\n{text}", took.as_secs_f64(), o.status);
             o.status.success()
         }
         Err(e) => {
-            println!("==> {}/{}: could not start {}: {e}", b.package, b.name, b.executable.display());
+            println!("==> {name}: could not start: {e}");
             false
         }
     };
-    Outcome { name: format!("{}/{}", b.package, b.name), passed, took }
+    Outcome { name, passed, took }
+}
+
+/// `cargo test --doc` (building the libraries for rustdoc first), its output printed whole.
+fn run_doc_tests(mut cargo: Command) -> Outcome {
+    let started = Instant::now();
+    finish("doc tests".to_string(), started, cargo.stdin(Stdio::null()).output())
 }
 
 /// Each binary's time, slowest first, and the run's.

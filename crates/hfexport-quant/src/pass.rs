@@ -6,8 +6,8 @@
 //! - each `Linear` reading a weight inside the decoder layers into `QuantLinear` with the
 //!   recipe's `weights` scheme;
 //! - the output head (the node the builders name `lm_head`) with the `lm_head` scheme;
-//! - the token embedding (a row `Gather` of a weight by the `input_ids` input) into
-//!   `QuantGather` with the `embeddings` scheme;
+//! - the token embeddings (each row `Gather` of a weight by the `input_ids` input: Gemma 4's
+//!   per-layer embeddings too) into `QuantGather` with the `embeddings` scheme;
 //!
 //! except modules the recipe's `exclude` names (by the weight's name without `.weight`, as
 //! transformers names modules, or by node name). Gated MLPs are expanded into their three
