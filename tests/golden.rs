@@ -130,11 +130,13 @@ type MultimodalCase =
 /// Gemma 3 (`Gemma3ForConditionalGeneration`: `language_model.model.` or
 /// `model.language_model.`) and Qwen3.5 and Qwen3.5-MoE (`Qwen3_5ForConditionalGeneration`,
 /// `Qwen3_5MoeForConditionalGeneration`: `model.language_model.`, with the multi-token-prediction
-/// head `mtp.` beside it) and Llama 4 (`Llama4ForConditionalGeneration`: `language_model.model.`
-/// and `language_model.lm_head`).
+/// head `mtp.` beside it), Llama 4 (`Llama4ForConditionalGeneration`: `language_model.model.`
+/// and `language_model.lm_head`) and Gemma 4 (`Gemma4ForConditionalGeneration`:
+/// `model.language_model.`, vision and audio towers beside it, whose media placeholder tokens
+/// are embedded as the padding token).
 #[test]
 fn the_text_model_of_a_multimodal_checkpoint_matches_transformers() {
-    let cases: [MultimodalCase; 4] = [
+    let cases: [MultimodalCase; 5] = [
         (
             "gemma3",
             "Gemma3ForConditionalGeneration",
@@ -169,6 +171,15 @@ fn the_text_model_of_a_multimodal_checkpoint_matches_transformers() {
             serde_json::json!({"model_type": "llama4", "vision_config": {"model_type": "llama4_vision_model"}}),
             &["language_model.model."],
             &["vision_model.patch_embedding.linear.weight", "multi_modal_projector.linear_1.weight"],
+        ),
+        (
+            "gemma4",
+            "Gemma4ForConditionalGeneration",
+            "gemma4_text",
+            serde_json::json!({"model_type": "gemma4", "image_token_id": 300, "audio_token_id": 301,
+                "vision_config": {"model_type": "gemma4_vision"}, "audio_config": {"model_type": "gemma4_audio"}}),
+            &["model.language_model."],
+            &["model.vision_tower.patch_embedder.input_proj.weight", "model.embed_audio.embedding_projection.weight"],
         ),
     ];
     for (name, class, text_type, top, prefixes, extra) in cases {
@@ -208,8 +219,31 @@ fn the_text_model_of_a_multimodal_checkpoint_matches_transformers() {
             let notes = exporter.plan(&req, &ckpt).unwrap().notes;
             assert!(notes.iter().any(|n| n.contains("only its text model is exported")), "{class}: {notes:?}");
             assert_goldens(&ckpt, name, &format!("{class} {prefix}"));
+            if !ckpt.config.placeholder_ids.is_empty() {
+                assert_placeholders_embed_as_padding(&ckpt, class);
+            }
         }
     }
+}
+
+/// A media placeholder without its media gives the logits of the padding token in its place
+/// (the placeholders are past the vocabulary here: looked up as themselves, they would fail).
+fn assert_placeholders_embed_as_padding(ckpt: &Checkpoint, class: &str) {
+    let g = build(&ckpt.config, ckpt, Task::CausalLm, &BuildOptions::default()).unwrap();
+    let ev = Evaluator::new(&g, ckpt).unwrap();
+    let pad = ckpt.config.pad_token_id.unwrap_or(0);
+    let logits = |ids: Vec<i64>| {
+        let n = ids.len();
+        let inputs = BTreeMap::from([
+            ("input_ids".to_string(), Tensor::i64(vec![1, n], ids).unwrap()),
+            ("attention_mask".to_string(), Tensor::i64(vec![1, n], vec![1; n]).unwrap()),
+        ]);
+        ev.run(&inputs).unwrap().remove("logits").unwrap()
+    };
+    let (p, q) = (ckpt.config.placeholder_ids[0], ckpt.config.placeholder_ids[1]);
+    let with = logits(vec![3, p, 11, q, 5]);
+    assert_eq!(with, logits(vec![3, pad, 11, pad, 5]), "{class}: placeholders embed as padding");
+    assert_ne!(with, logits(vec![3, 4, 11, 4, 5]), "{class}: the check can fail");
 }
 
 /// Qwen3.5-MoE's experts as transformers 5 holds them in memory (and some checkpoints store

@@ -612,15 +612,17 @@ impl Decoder<'_> {
         x = match norm {
             Some(HeadNorm::Shared(norm)) => self.norm(&norm, d, x)?,
             Some(HeadNorm::Rows { vb, stacked, order }) => self.head_rows_norm(&vb, [heads, d], (stacked, order), x)?,
-            Some(HeadNorm::Unit) => {
-                let ones = Tensor::float(self.opts.dtype, vec![d], vec![1.0; d])?;
-                let ones = self.op(&vb.name("unit_norm_weight"), Op::Constant(ones), &[])?;
-                let eps = self.cfg.norm_eps as f32;
-                self.op(&vb.name("unit_norm"), Op::RmsNorm { eps }, &[x, ones])?
-            }
+            Some(HeadNorm::Unit) => self.unit_norm(&vb.name("unit_norm"), x, d)?,
             None => x,
         };
         self.op(&vb.name("heads_first"), Op::Transpose { perm: vec![0, 2, 1, 3] }, &[x])
+    }
+
+    /// An RMS norm without weight over the last axis (`d` wide) of `x`, with the config's epsilon.
+    pub(crate) fn unit_norm(&mut self, name: &str, x: ValueId, d: usize) -> Result<ValueId> {
+        let ones = Tensor::float(self.opts.dtype, vec![d], vec![1.0; d])?;
+        let ones = self.op(&format!("{name}_weight"), Op::Constant(ones), &[])?;
+        self.op(name, Op::RmsNorm { eps: self.cfg.norm_eps as f32 }, &[x, ones])
     }
 
     /// A LayerNorm without bias over the last axis of `x` `[b, s, heads, d]` whose weight has one
@@ -742,6 +744,16 @@ impl Decoder<'_> {
             (Some((k, v)), Some((dim, tables))) => Some((self.rotate(&vb.name("k_rotary"), k, tables, [dim, hd])?, v)),
             (k, _) => k,
         };
+        // Llama 4's L2 norm comes after the rotary, whose cos and sin a rope's attention factor
+        // (yarn's, longrope's) scales: the norm undoes that factor
+        let l2 = qk_norm == QkNorm::UnitOnRotary && rope.is_some();
+        if l2 {
+            q = self.unit_norm(&vb.name("q_l2_norm"), q, hd)?;
+        }
+        let k = match k {
+            Some((k, v)) if l2 => Some((self.unit_norm(&vb.name("k_l2_norm"), k, hd)?, v)),
+            k => k,
+        };
         if let Some(qs) = a.query_scale {
             q = self.scale_queries_by_position(&vb.name("q_temperature"), q, s.positions, qs)?;
         }
@@ -772,7 +784,7 @@ impl Decoder<'_> {
                 let rows = |n: &str| HeadNorm::Rows { vb: vb.pp(n), stacked, order: order.clone() };
                 [Some(rows(qn)), Some(rows(kn))]
             }
-            QkNorm::UnitOnRotary if a.rope.is_some() => [Some(HeadNorm::Unit), Some(HeadNorm::Unit)],
+            // Llama 4's comes after the rotary (in `attention`)
             QkNorm::None | QkNorm::Whole(_) | QkNorm::UnitOnRotary => [None, None],
         }
     }

@@ -257,9 +257,12 @@ impl<'a> Decoder<'a> {
     fn logits(&mut self, ids: ValueId, shared: &LayerInputs, act: Activation) -> Result<()> {
         let mut shared = LayerInputs { chunked_mask: self.chunked_mask(shared)?, ..shared.clone() };
         let root = self.root();
-        let (mut h, table) = match self.image {
-            Some(image) => self.embed_with_image(&root, ids, image, shared.positions)?,
-            None => self.embed(&root, ids, shared.positions)?,
+        let (ids, (mut h, table)) = match self.image {
+            Some(image) => (ids, self.embed_with_image(&root, ids, image, shared.positions)?),
+            None => {
+                let ids = self.without_placeholders(ids)?;
+                (ids, self.embed(&root, ids, shared.positions)?)
+            }
         };
         if let (Some(pli), Some(names)) = (self.cfg.per_layer_input, self.arch.layout.per_layer_inputs) {
             shared.per_layer = Some(self.per_layer_inputs(&root, names, pli, ids, h)?);
@@ -272,6 +275,28 @@ impl<'a> Decoder<'a> {
         let logits = self.head(&root, h, table)?;
         self.g.add_output("logits", logits)?;
         Ok(())
+    }
+
+    /// `ids` with the config's media placeholders as the padding token (Gemma 4 embeds them so
+    /// when no media come with them); `ids` itself when there are none.
+    fn without_placeholders(&mut self, ids: ValueId) -> Result<ValueId> {
+        let cfg = self.cfg;
+        let (placeholders, pad) = (&cfg.placeholder_ids, cfg.pad_token_id.unwrap_or(0));
+        if placeholders.is_empty() {
+            return Ok(ids);
+        }
+        let int = |v: i64| Op::Constant(Tensor::i64(vec![], vec![v]).expect("a scalar"));
+        let mut any = None;
+        for (i, &p) in placeholders.iter().enumerate() {
+            let c = self.op(&format!("placeholders.{i}"), int(p), &[])?;
+            let hit = self.op(&format!("placeholders.{i}.hit"), Op::Binary(BinaryOp::Equal), &[ids, c])?;
+            any = Some(match any {
+                Some(prev) => self.op(&format!("placeholders.{i}.any"), Op::Binary(BinaryOp::Or), &[prev, hit])?,
+                None => hit,
+            });
+        }
+        let pad = self.op("placeholders.pad", int(pad), &[])?;
+        self.op("input_ids.text", Op::Where, &[any.expect("some placeholder"), pad, ids])
     }
 
     /// `s.mask` and, per query, the keys of its chunk where a layer is chunked (Llama 4): the

@@ -432,9 +432,9 @@ pub enum QkNorm {
     /// The same with each head's row stored as its own norm, `<name>.norms.<head>.weight`
     /// (StableLM's `qk_layernorm`).
     PerHeadNorms([&'static str; 2]),
-    /// Per head over `head_dim`, an RMS norm without weight, in the rotary layers only (Llama 4's
-    /// L2 norm, which transformers applies after the rotary: the same, as a rotation keeps
-    /// each head's norm).
+    /// Per head over `head_dim`, an RMS norm without weight, in the rotary layers only, after
+    /// the rotary (Llama 4's L2 norm: it undoes the factor a yarn or longrope rope scales cos
+    /// and sin by, so it cannot come first).
     UnitOnRotary,
 }
 

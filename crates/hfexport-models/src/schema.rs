@@ -11,6 +11,10 @@ pub struct ConfigSchema {
     pub defaults: Defaults,
     /// A multimodal checkpoint whose text model is read from `text_config` (Gemma 3).
     pub text_config: bool,
+    /// Top-level keys (with their class defaults) of media placeholder tokens that the model
+    /// embeds as the padding token when no media come with them (Gemma 4's image, video and
+    /// audio tokens: `llm_input_ids` in its text-only forward).
+    pub placeholders: &'static [(&'static str, i64)],
     pub layers: LayerRule,
     pub biases: Biases,
     pub scale: ScaleRule,

@@ -156,6 +156,9 @@ pub struct ModelConfig {
     pub vision: Option<Box<VisionConfig>>,
     /// Per-layer embeddings (Gemma 4's PLE).
     pub per_layer_input: Option<PerLayerInput>,
+    /// Token ids embedded as `pad_token_id` (Gemma 4's media placeholders, which a text-only
+    /// forward replaces so: [`ConfigSchema::placeholders`]).
+    pub placeholder_ids: Vec<i64>,
 }
 
 /// Per-layer embeddings: `size` channels per layer from a table of `vocab` tokens
@@ -535,6 +538,7 @@ fn model_config(
         seq2seq: parse_seq2seq(f, schema, &dims, pad_token_id)?,
         vision: None,
         per_layer_input: per_layer_input(f, schema.per_layer_inputs)?,
+        placeholder_ids: placeholder_ids(top, schema)?,
     })
 }
 

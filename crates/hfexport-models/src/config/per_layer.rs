@@ -146,6 +146,19 @@ pub(super) fn wide_shared_mlp(f: &Fields, rule: Option<KvSharing>) -> Result<boo
     }
 }
 
+/// The media placeholder ids of the top-level config (class defaults where absent; null: none).
+pub(super) fn placeholder_ids(top: &Fields, schema: &ConfigSchema) -> Result<Vec<i64>> {
+    let mut ids = vec![];
+    for &(key, default) in schema.placeholders {
+        match top.raw(key) {
+            Some(Value::Null) => {}
+            None => ids.push(default),
+            Some(_) => ids.push(top.int(key)?.expect("not null")),
+        }
+    }
+    Ok(ids)
+}
+
 /// Per-layer embeddings, when the family has them and their width is not 0 or null.
 pub(super) fn per_layer_input(f: &Fields, keys: Option<PerLayerInputKeys>) -> Result<Option<PerLayerInput>> {
     let Some(PerLayerInputKeys { size, vocab }) = keys else { return Ok(None) };

@@ -112,3 +112,19 @@ pub const CAUSAL_LM: Architecture = Architecture {
     config: GEMMA4_SCHEMA,
     layout: GEMMA4_LAYOUT,
 };
+
+/// The text model of a `Gemma4ForConditionalGeneration` checkpoint (the hub's Gemma 4 models):
+/// read from `text_config`, stored under `model.language_model.`, the head tied or `lm_head`;
+/// the media placeholders (`image_token_id`, `video_token_id`, `audio_token_id`) embedded as
+/// the padding token, as its text-only forward does. The vision and audio towers are not built
+/// (the export says so).
+pub const CONDITIONAL_GENERATION: Architecture = Architecture {
+    classes: &["Gemma4ForConditionalGeneration"],
+    model_types: &["gemma4"],
+    config: ConfigSchema {
+        text_config: true,
+        placeholders: &[("image_token_id", 258_880), ("video_token_id", 258_884), ("audio_token_id", 258_881)],
+        ..GEMMA4_SCHEMA
+    },
+    layout: Layout { roots: &["model.language_model."], heads: &["lm_head"], ..GEMMA4_LAYOUT },
+};

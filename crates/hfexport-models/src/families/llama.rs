@@ -84,6 +84,7 @@ pub const LLAMA_SCHEMA: ConfigSchema = ConfigSchema {
     ssm: None,
     ffn_auto_adjust: false,
     mup: false,
+    placeholders: &[],
     per_layer_heads: None,
     values_from_keys: None,
     kv_sharing: None,
