@@ -390,8 +390,14 @@ fn rope_summary(c: &hfexport::models::ModelConfig) -> String {
         return "none".to_string();
     }
     let one = |r: &hfexport::core::RopeConfig| {
-        let partial =
-            if r.dim < c.head_dim { format!(", {} of {} channels", r.dim, c.head_dim) } else { String::new() };
+        let partial = match r.scaling {
+            // Gemma 4's: over the whole head (of its layer kind), a fraction of the pairs turning
+            hfexport::core::RopeScaling::Proportional { factor, partial_rotary_factor } => {
+                format!(", {partial_rotary_factor} of {} channels turning, frequencies / {factor}", r.dim)
+            }
+            _ if r.dim < c.head_dim => format!(", {} of {} channels", r.dim, c.head_dim),
+            _ => String::new(),
+        };
         format!("{} (theta {}{partial})", r.rope_type(), r.theta)
     };
     let mut s = one(&c.rope);
