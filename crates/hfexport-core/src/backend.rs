@@ -67,9 +67,9 @@ pub struct ModelFacts {
     pub vocab_size: usize,
     pub hidden_size: usize,
     pub num_layers: usize,
-    /// The layers that keep keys and values of their own (fewer than `num_layers` where some
-    /// reuse an earlier layer's: Gemma 4's `num_kv_shared_layers`).
-    pub kv_layers: usize,
+    /// The layers that attend over an earlier layer's keys and values, keeping none of their own
+    /// (Gemma 4's `num_kv_shared_layers`).
+    pub shared_kv_layers: usize,
     pub num_heads: usize,
     pub num_kv_heads: usize,
     pub head_dim: usize,

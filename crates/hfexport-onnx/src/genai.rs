@@ -86,12 +86,11 @@ pub fn check_components(components: &[Planned]) -> Result<()> {
 /// `[0, vocab_size)` only and, without one, stops at token 0, where transformers' `generate`
 /// goes on. No config can say "never": the checkpoint must name its EOS.
 pub fn check_model(model: &ModelFacts) -> Result<()> {
-    if model.kv_layers != model.num_layers {
+    if model.shared_kv_layers > 0 {
         return Err(Error::Config(format!(
             "`genai` (ONNX Runtime GenAI) keeps a key/value cache for every layer, but {} of the {} layers reuse an \
              earlier layer's keys and values (num_kv_shared_layers): export without genai",
-            model.num_layers - model.kv_layers,
-            model.num_layers
+            model.shared_kv_layers, model.num_layers
         )));
     }
     match model.eos_token_ids.is_empty() {

@@ -402,7 +402,7 @@ fn model_facts(config: &ModelConfig, dir: &Path) -> Result<ModelFacts> {
         vocab_size: config.vocab_size,
         hidden_size: config.hidden_size,
         num_layers: config.num_hidden_layers,
-        kv_layers: config.layers.iter().filter(|l| l.cache_names().contains(&"keys")).count(),
+        shared_kv_layers: config.layers.iter().filter_map(|l| l.attention()).filter(|a| a.kv_source.is_some()).count(),
         num_heads: config.num_attention_heads,
         num_kv_heads: config.num_key_value_heads,
         head_dim: config.head_dim,
