@@ -2459,6 +2459,12 @@ def main():
                     # (and the factors that multiply like one: Gemma 4's router.scale, per_expert_scale)
                     is_norm = pname.endswith(".weight") and ("norm" in pname or ".ln_" in pname)
                     is_norm = is_norm or pname.endswith(("router.scale", "router.per_expert_scale"))
+                    if pname.endswith("router.proj.weight"):
+                        # Gemma 4's router reads a unit-RMS input times hidden**-0.5: weights of
+                        # the common spread give near-uniform probabilities, whose ties no redraw
+                        # escapes
+                        noise = noise * 10
+
                     p.copy_(1.0 + noise if is_norm else noise)
             if not moe:
                 break
