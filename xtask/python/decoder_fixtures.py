@@ -46,18 +46,26 @@ from transformers import (
 )
 
 
-def random_score_corrections(folder):
-    """DeepSeek-V3's `e_score_correction_bias` is a buffer (zeros at init, which widening the
-    parameters leaves): drawn here so that it changes which experts are chosen."""
+def redraw_buffers(folder, suffix, seed, draw):
+    """Rewrites the saved tensors named `...suffix` (buffers, which widening the parameters
+    leaves at their init) as `draw(shape, generator)`, the generator seeded with `seed`."""
     import torch
     from safetensors.torch import load_file, save_file
 
     path = folder / "model.safetensors"
     tensors = load_file(path)
-    gen = torch.Generator().manual_seed(7)
-    for name in [n for n in tensors if n.endswith("e_score_correction_bias")]:
-        tensors[name] = torch.randn(tensors[name].shape, generator=gen) * 0.1
+    gen = torch.Generator().manual_seed(seed)
+    for name in [n for n in tensors if n.endswith(suffix)]:
+        tensors[name] = draw(tensors[name].shape, gen)
     save_file(tensors, str(path), metadata={"format": "pt"})
+
+
+def random_score_corrections(folder):
+    """DeepSeek-V3's `e_score_correction_bias` is a buffer (zeros at init): drawn here so that it
+    changes which experts are chosen."""
+    import torch
+
+    redraw_buffers(folder, "e_score_correction_bias", 7, lambda s, g: torch.randn(s, generator=g) * 0.1)
 
 
 def decoder_round2_specs():

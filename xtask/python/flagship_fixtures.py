@@ -3,7 +3,7 @@ ssm_fixtures.py), in manifest order: each config chosen so that what is new in t
 the logits (partial rotary, q/k norms, biases on every linear, routing corrections that move the
 choice, dense and sparse layers side by side)."""
 
-from decoder_fixtures import random_score_corrections
+from decoder_fixtures import random_score_corrections, redraw_buffers
 from fixture_spec import Spec
 from transformers import (
     Ernie4_5Config,
@@ -22,17 +22,11 @@ from transformers import (
 
 
 def random_layer_scalars(folder):
-    """Gemma 4's `layer_scalar` is a buffer (ones at init, which widening the parameters leaves):
-    drawn here so that each layer's factor changes the logits."""
+    """Gemma 4's `layer_scalar` is a buffer (ones at init): drawn here so that each layer's factor
+    changes the logits."""
     import torch
-    from safetensors.torch import load_file, save_file
 
-    path = folder / "model.safetensors"
-    tensors = load_file(path)
-    gen = torch.Generator().manual_seed(11)
-    for name in [n for n in tensors if n.endswith("layer_scalar")]:
-        tensors[name] = 0.6 + 0.8 * torch.rand(tensors[name].shape, generator=gen)
-    save_file(tensors, str(path), metadata={"format": "pt"})
+    redraw_buffers(folder, "layer_scalar", 11, lambda s, g: 0.6 + 0.8 * torch.rand(s, generator=g))
 
 
 def flagship_specs():
