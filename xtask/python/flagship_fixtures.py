@@ -10,6 +10,8 @@ from transformers import (
     Ernie4_5ForCausalLM,
     Ernie4_5_MoeConfig,
     Ernie4_5_MoeForCausalLM,
+    Gemma3nForCausalLM,
+    Gemma3nTextConfig,
     Gemma4ForCausalLM,
     Gemma4TextConfig,
     Glm4MoeConfig,
@@ -198,6 +200,32 @@ def flagship_specs():
         pad_token_id=0,
         tie_word_embeddings=False,
     )
+    gemma3n = Gemma3nTextConfig(
+        vocab_size=256,
+        vocab_size_per_layer_input=200,
+        hidden_size=64,
+        intermediate_size=[64, 96, 64, 80, 64, 48],
+        num_hidden_layers=6,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=16,
+        sliding_window=3,
+        layer_types=["sliding_attention", "sliding_attention", "full_attention"] * 2,
+        rope_parameters={
+            "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+            "full_attention": {"rope_type": "linear", "factor": 2.0, "rope_theta": 1000000.0},
+        },
+        hidden_size_per_layer_input=8,
+        num_kv_shared_layers=2,
+        activation_sparsity_pattern=[0.95, 0.8, 0.0, 0.0, 0.5, 0.0],
+        altup_num_inputs=4,
+        laurel_rank=8,
+        final_logit_softcapping=10.0,
+        max_position_embeddings=64,
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=0,
+    )
     return [
         Spec(
             "glm4_moe",
@@ -291,5 +319,21 @@ def flagship_specs():
             strict_greedy=True,
             embed_std=0.08,
             post_save=random_layer_scalars,
+        ),
+        Spec(
+            "gemma3n",
+            90,
+            Gemma3nForCausalLM,
+            gemma3n,
+            None,
+            "AltUp's 4 residual streams (router, prediction and correction coefficients, scaled correction), "
+            "LAuReL of rank 8 beside each attention, per-layer MLP widths (64, 96, 64, 80, 64, 48) with gates "
+            "sparsified at 0.95, 0.8 and 0.5 on layers 0, 1 and 4; sliding layers (window 3) with the default "
+            "rope and full layers 2 and 5 with a linear one (factor 2); layers 4 and 5 reuse the keys and values "
+            "of layers 3 and 2 (num_kv_shared_layers 2); per-layer embeddings of 8 from a 200-token table (ids "
+            "past it read row 0); plain RMS norms incl. q/k and weightless v norms, unit attention scale, final "
+            "soft-cap 10, tied head",
+            strict_greedy=True,
+            embed_std=0.08,
         ),
     ]

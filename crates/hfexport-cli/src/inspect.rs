@@ -324,7 +324,7 @@ fn experts_summary(c: &hfexport::models::ModelConfig, m: &hfexport::models::conf
     if m.weigh_input {
         norm += ", weighing the experts' input";
     }
-    if c.layers.iter().any(|l| matches!(l.mlp, LayerMlp::DenseAndSparse(_))) {
+    if c.layers.iter().any(|l| matches!(l.mlp, LayerMlp::DenseAndSparse)) {
         norm += ", beside the dense MLP";
     }
     let layers = match sparse.len() == c.num_hidden_layers {

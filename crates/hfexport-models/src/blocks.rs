@@ -8,10 +8,10 @@
 //! Gemma's `1 + w` norm weights an expression too, so nothing is computed or copied until a
 //! writer streams it. Every weight is checked for presence, dtype and shape as it is declared.
 
-use hfexport_core::ops::{moe_few_tokens, Activation, BinaryOp, Glu, UnaryOp};
+use hfexport_core::ops::{moe_few_tokens, Activation, BinaryOp, Glu, ReduceKind, UnaryOp};
 use hfexport_core::{DType, Dim, Op, Tensor, ValueId, WeightExpr};
 
-use crate::config::{AttentionSpec, LayerMlp, LayerSpec, Mixer, ParallelMlpInput, PerLayerInput, QueryScale, Span};
+use crate::config::{AttentionSpec, DenseMlp, LayerMlp, LayerSpec, Mixer, ParallelMlpInput, PerLayerInput, QueryScale, Span};
 use crate::decoder::{Decoder, LayerInputs, Vb};
 use crate::error::Result;
 use crate::layout::{MlpKind, MlpLayout, MoeLayout, NormKind, PerLayerInputLayout, Projections, QkNorm, StackedForm};
@@ -51,7 +51,7 @@ impl Decoder<'_> {
     }
 
     /// A scalar of the graph's dtype (rounded to it, as transformers' tensors of that dtype are).
-    fn scalar(&mut self, name: &str, v: f64) -> Result<ValueId> {
+    pub(crate) fn scalar(&mut self, name: &str, v: f64) -> Result<ValueId> {
         let t = Tensor::scalar_float(self.opts.dtype, v as f32);
         self.op(name, Op::Constant(t), &[])
     }
@@ -291,7 +291,8 @@ impl Decoder<'_> {
     // ---- decoder layer ------------------------------------------------------------------------
 
     /// One decoder layer: its mixer and MLP ([`Self::layer_body`]), then the layout's per-layer
-    /// extras: the per-layer embedding's residual and the layer's stored factor.
+    /// extras: the per-layer embedding's residual and the layer's stored factor. Over AltUp's
+    /// streams (Gemma 3n), the layer that wraps the body in their prediction and correction.
     pub(crate) fn decoder_layer(
         &mut self,
         vb: &Vb,
@@ -301,9 +302,13 @@ impl Decoder<'_> {
         act: Activation,
     ) -> Result<ValueId> {
         let layout = self.arch.layout;
+        if let (Some(altup), Some(names)) = (self.cfg.altup, layout.altup) {
+            return self.altup_layer(vb, i, (altup, names), h, s, act);
+        }
         let mut h = self.layer_body(vb, i, h, s, act)?;
         if let (Some(per_layer), Some(names)) = (s.per_layer, layout.per_layer_inputs) {
-            h = self.per_layer_residual(vb, i, names, h, per_layer, act)?;
+            let y = self.per_layer_update(vb, i, names, h, per_layer, act)?;
+            h = self.op(&vb.name("per_layer_residual"), Op::Binary(BinaryOp::Add), &[h, y])?;
         }
         match layout.layer_scalar {
             Some(leaf) => {
@@ -314,9 +319,9 @@ impl Decoder<'_> {
         }
     }
 
-    /// `h + norm(up(act(gate(h)) * p_i))`, `p_i` layer `i`'s slice of the per-layer embeddings
-    /// `per_layer` `[b, s, layers, size]`.
-    fn per_layer_residual(
+    /// `norm(up(act(gate(h)) * p_i))`, `p_i` layer `i`'s slice of the per-layer embeddings
+    /// `per_layer` `[b, s, layers, size]`: what the per-layer embedding adds to the residual.
+    pub(crate) fn per_layer_update(
         &mut self,
         vb: &Vb,
         i: usize,
@@ -336,8 +341,7 @@ impl Decoder<'_> {
         let g = self.op(&vb.pp(names.gate).name("act"), Op::Activate(act), &[g])?;
         let g = self.op(&vb.name("per_layer_input.gated"), Op::Binary(BinaryOp::Mul), &[g, mine])?;
         let y = self.linear(&vb.pp(names.up), hs, p, false, g)?;
-        let y = self.norm(&vb.pp(names.norm), hs, y)?;
-        self.op(&vb.name("per_layer_residual"), Op::Binary(BinaryOp::Add), &[h, y])
+        self.norm(&vb.pp(names.norm), hs, y)
     }
 
     /// The per-layer embeddings `[b, s, layers, size]` of tokens `ids` whose (scaled) embeddings
@@ -356,6 +360,7 @@ impl Decoder<'_> {
         let per_layer = vec![sh[0].clone(), sh[1].clone(), Dim::from(n), Dim::from(pli.size)];
         let embed = root.pp(names.embed);
         let table = self.weight(&embed, "weight", &[pli.vocab, width])?;
+        let ids = self.ids_below(&embed.name("ids"), ids, pli.vocab)?;
         let t = self.op(embed.path(), Op::Gather { axis: 0 }, &[table, ids])?;
         let t = self.scale(&embed.name("scaled"), t, (pli.size as f64).sqrt())?;
         let t = self.op(&embed.name("per_layer"), Op::Reshape { shape: per_layer.clone() }, &[t])?;
@@ -368,10 +373,23 @@ impl Decoder<'_> {
         self.scale(&root.name("per_layer_inputs"), sum, 0.5f64.sqrt())
     }
 
+    /// `ids` with those at or past `rows` (the table's end) as 0, as Gemma 3n reads its smaller
+    /// per-layer table; `ids` itself when the vocabulary fits.
+    fn ids_below(&mut self, name: &str, ids: ValueId, rows: usize) -> Result<ValueId> {
+        if rows >= self.cfg.vocab_size {
+            return Ok(ids);
+        }
+        let int = |v: i64| Op::Constant(Tensor::i64(vec![], vec![v]).expect("a scalar"));
+        let end = self.op(&format!("{name}.end"), int(rows as i64), &[])?;
+        let zero = self.op(&format!("{name}.zero"), int(0), &[])?;
+        let inside = self.op(&format!("{name}.inside"), Op::Binary(BinaryOp::Less), &[ids, end])?;
+        self.op(name, Op::Where, &[inside, ids, zero])
+    }
+
     /// The mixer and MLP of a layer (as its [`LayerSpec`](crate::config::LayerSpec) says), each
     /// with the norms the layout places around it, scaled by the residual multiplier, added to
     /// the residual stream.
-    fn layer_body(&mut self, vb: &Vb, i: usize, h: ValueId, s: &LayerInputs, act: Activation) -> Result<ValueId> {
+    pub(crate) fn layer_body(&mut self, vb: &Vb, i: usize, h: ValueId, s: &LayerInputs, act: Activation) -> Result<ValueId> {
         let (cfg, spec) = (self.cfg, &self.cfg.layers[i]);
         let norms = self.arch.layout.norms;
         // OPT's `do_layer_norm_before` false: the pre-sublayer norms move after the residual adds
@@ -400,6 +418,9 @@ impl Decoder<'_> {
             return self.parallel_mlp(vb, spec, (h, x, a), input, act);
         }
         let mut h = self.residual(&vb.name("attn_residual"), h, a)?;
+        if let (Some(rank), Some(names)) = (cfg.laurel_rank, self.arch.layout.laurel) {
+            h = self.laurel(&vb.pp(names.prefix), names, rank, (h, x))?;
+        }
         if spec.mlp == LayerMlp::None {
             return Ok(h);
         }
@@ -471,18 +492,16 @@ impl Decoder<'_> {
     }
 
     /// The layer's MLP over `x`, the normed residual `h`: the sparse one where its spec says
-    /// so, else the dense one (widened, or with experts beside it, where it says so).
+    /// so, else the dense one of its width (with experts beside it where it says so).
     fn layer_mlp(&mut self, vb: &Vb, spec: &LayerSpec, (h, x): (ValueId, ValueId), act: Activation) -> Result<ValueId> {
         let dense = vb.pp(self.arch.layout.mlp.prefix);
-        let is = self.cfg.intermediate_size;
         match (self.arch.layout.moe, spec.mlp) {
             (Some(moe), LayerMlp::Sparse) => self.moe(vb, &moe, (x, None), act),
-            (Some(moe), LayerMlp::DenseAndSparse(n)) => {
-                let d = self.mlp(&dense, n * is, x, act)?;
+            (Some(moe), LayerMlp::DenseAndSparse) => {
+                let d = self.mlp(&dense, spec.dense, x, act)?;
                 self.experts_beside(vb, &moe, (h, d), act)
             }
-            (_, LayerMlp::Widened(n)) => self.mlp(&dense, n * is, x, act),
-            _ => self.mlp(&dense, is, x, act),
+            _ => self.mlp(&dense, spec.dense, x, act),
         }
     }
 
@@ -963,13 +982,50 @@ impl Decoder<'_> {
     // ---- MLP ----------------------------------------------------------------------------------
 
     /// The dense MLP, `is` wide.
-    fn mlp(&mut self, vb: &Vb, is: usize, x: ValueId, act: Activation) -> Result<ValueId> {
-        let bias = self.cfg.mlp_bias;
-        if let (Some(mup), MlpKind::Gated { gate, up }) = (&self.cfg.mup, self.arch.layout.mlp.kind) {
-            let names = [gate, up, self.arch.layout.mlp.down];
-            return self.scaled_gated_mlp(vb, names, (is, bias), mup.mlp, x, act);
+    fn mlp(&mut self, vb: &Vb, dense: DenseMlp, x: ValueId, act: Activation) -> Result<ValueId> {
+        let (bias, is) = (self.cfg.mlp_bias, dense.width);
+        match (&self.cfg.mup, self.arch.layout.mlp.kind, dense.gate_cutoff) {
+            (Some(mup), MlpKind::Gated { gate, up }, _) => {
+                let names = [gate, up, self.arch.layout.mlp.down];
+                self.scaled_gated_mlp(vb, names, (is, bias), mup.mlp, x, act)
+            }
+            (None, MlpKind::Gated { gate, up }, Some(cutoff)) => {
+                let names = [gate, up, self.arch.layout.mlp.down];
+                self.sparse_gated_mlp(vb, names, (is, bias), cutoff, x, act)
+            }
+            _ => self.mlp_of(vb, &self.arch.layout.mlp, is, bias, x, act),
         }
-        self.mlp_of(vb, &self.arch.layout.mlp, is, bias, x, act)
+    }
+
+    /// Gemma 3n's MLP on its sparse layers: `down(act(relu(g - mean(g) - std(g) * cutoff)) *
+    /// up(x))`, `g = gate(x)`, the mean and (biased) deviation over `g`'s channels
+    /// (transformers' `_gaussian_topk`: keeping about the top `Φ(cutoff)` of a normal gate).
+    fn sparse_gated_mlp(
+        &mut self,
+        vb: &Vb,
+        [gate, up, down]: [&str; 3],
+        (is, bias): (usize, bool),
+        cutoff: f64,
+        x: ValueId,
+        act: Activation,
+    ) -> Result<ValueId> {
+        let hs = self.cfg.hidden_size;
+        let g = self.linear(&vb.pp(gate), is, hs, bias, x)?;
+        let name = |what: &str| vb.pp(gate).name(what);
+        let mean = Op::Reduce { kind: ReduceKind::Mean, axes: vec![self.g.info(g).shape.len() - 1], keep_dims: true };
+        let m = self.op(&name("mean"), mean.clone(), &[g])?;
+        let centred = self.op(&name("centred"), Op::Binary(BinaryOp::Sub), &[g, m])?;
+        let sq = self.op(&name("centred.squared"), Op::Binary(BinaryOp::Mul), &[centred, centred])?;
+        let var = self.op(&name("variance"), mean, &[sq])?;
+        let std = self.op(&name("std"), Op::Unary(UnaryOp::Sqrt), &[var])?;
+        // transformers rounds the quantile to float32 before it scales the deviation
+        let margin = self.scale(&name("margin"), std, cutoff as f32 as f64)?;
+        let shifted = self.op(&name("shifted"), Op::Binary(BinaryOp::Sub), &[centred, margin])?;
+        let g = self.op(&name("sparse"), Op::Activate(Activation::Relu), &[shifted])?;
+        let g = self.op(&name("act"), Op::Activate(act), &[g])?;
+        let u = self.linear(&vb.pp(up), is, hs, bias, x)?;
+        let gu = self.op(&vb.name("gated"), Op::Binary(BinaryOp::Mul), &[g, u])?;
+        self.linear(&vb.pp(down), hs, is, bias, gu)
     }
 
     /// Falcon-H1's MLP: `down(act(gate(x) * m0) * up(x)) * m1`, the µP `mlp_multipliers` `[m0,

@@ -268,9 +268,16 @@ impl<'a> Decoder<'a> {
             shared.per_layer = Some(self.per_layer_inputs(&root, names, pli, ids, h)?);
         }
         let shared = &shared;
+        let altup = self.cfg.altup.zip(self.arch.layout.altup);
+        if let Some((altup, names)) = altup {
+            h = self.altup_streams(&root, names, altup.streams, h)?;
+        }
         let layers = root.pp(self.arch.layout.layers);
         for i in 0..self.cfg.num_hidden_layers {
             h = self.decoder_layer(&layers.pp(i), i, h, shared, act)?;
+        }
+        if let Some((altup, names)) = altup {
+            h = self.altup_merge(&root, names, altup.streams, h)?;
         }
         let logits = self.head(&root, h, table)?;
         self.g.add_output("logits", logits)?;

@@ -64,6 +64,44 @@ pub struct Layout {
     /// A stored factor `[1]` under each layer that its output is multiplied by (Gemma 4's
     /// `layer_scalar`).
     pub layer_scalar: Option<&'static str>,
+    /// AltUp's residual streams (Gemma 3n), read where the config has them.
+    pub altup: Option<AltUpLayout>,
+    /// LAuReL's low-rank residual beside each attention (Gemma 3n).
+    pub laurel: Option<LaurelLayout>,
+}
+
+/// AltUp (Gemma 3n): the residual is `n` streams, the first the token embeddings, the others
+/// their projections (`projections`, each rescaled to the embeddings' RMS); a layer computes on
+/// the active stream of a prediction mixing all streams, and a correction spreads what it added
+/// over the others. After the last layer the others are projected back (`unembed`, rescaled
+/// to the first's RMS) and the streams averaged. The first two names are under the root, the
+/// block `prefix` under each layer, the others under it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AltUpLayout {
+    pub projections: &'static str,
+    pub unembed: &'static str,
+    pub prefix: &'static str,
+    /// `[n]`-wide linear of the normed (`router_norm`) active stream over `hidden` (`1 / hidden`
+    /// scaled), whose `tanh` weighs the streams in the prediction and the correction.
+    pub router: &'static str,
+    pub router_norm: &'static str,
+    /// `[n * n, n]`: the prediction's mixing matrix per token from the router's weights.
+    pub prediction: &'static str,
+    /// `[n, n]`: each stream's share of the layer's innovation.
+    pub correction: &'static str,
+    /// `[hidden]`: the factor of the active stream's correction before the per-layer
+    /// embeddings read it.
+    pub output_scale: &'static str,
+}
+
+/// LAuReL: `x + norm(right(left(x)))` over the attention's normed input `x`, added to the
+/// attention's residual and the sum divided by `sqrt(2)`; the names under the block `prefix`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LaurelLayout {
+    pub prefix: &'static str,
+    pub left: &'static str,
+    pub right: &'static str,
+    pub norm: &'static str,
 }
 
 /// Per-layer embeddings: a second token embedding of `layers * size` channels (`embed`, scaled

@@ -12,6 +12,7 @@
 //! graphs of a task.
 
 mod alibi;
+mod altup;
 mod blocks;
 pub mod builder;
 pub mod checkpoint;

@@ -99,6 +99,37 @@ pub struct ConfigSchema {
     /// Per-layer embeddings (Gemma 4's PLE): the keys of their width and vocabulary, with the
     /// class defaults.
     pub per_layer_inputs: Option<PerLayerInputKeys>,
+    /// MLP widths and gates that differ by layer (Gemma 3n): `intermediate_size` may be a list
+    /// (one per layer), and some layers' gates are sparsified.
+    pub per_layer_mlp: Option<PerLayerMlp>,
+    /// Residual streams beside the one the layers compute on (Gemma 3n's AltUp).
+    pub altup: Option<AltUpKeys>,
+    /// A low-rank residual beside each attention (Gemma 3n's LAuReL): the key of its rank and
+    /// the class default.
+    pub laurel: Option<(&'static str, usize)>,
+}
+
+/// How per-layer MLP shapes are read (`Gemma3nTextConfig`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PerLayerMlp {
+    /// The list of each layer's target sparsity of its gate (`activation_sparsity_pattern`);
+    /// absent or null: `default_sparsity` on the first `default_layers` layers when there are
+    /// more than that many, the others dense.
+    pub sparsity: &'static str,
+    pub default_layers: usize,
+    pub default_sparsity: f64,
+}
+
+/// The keys of AltUp's streams (`Gemma3nTextConfig`), each with its class default.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AltUpKeys {
+    /// `altup_num_inputs`: the streams, the first the embeddings' own.
+    pub streams: (&'static str, usize),
+    /// `altup_active_idx`: the stream the layers compute on.
+    pub active: (&'static str, usize),
+    /// `altup_correct_scale`: the active stream's correction is scaled before it feeds the
+    /// per-layer embeddings.
+    pub correct_scale: (&'static str, bool),
 }
 
 /// How the attention shapes of each layer are read (`Gemma4TextConfig`).
@@ -115,9 +146,10 @@ pub struct PerLayerHeads {
 /// Keys and values shared by the last layers (`kv_sharing_modes`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct KvSharing {
-    /// How many of the last layers reuse (`num_kv_shared_layers`, class default 0): each the
-    /// keys and values of the last earlier layer of its attention kind.
-    pub layers: &'static str,
+    /// How many of the last layers reuse (`num_kv_shared_layers`) and the class default (Gemma
+    /// 4: 0, Gemma 3n: 15): each the keys and values of the last earlier layer of its
+    /// attention kind.
+    pub layers: (&'static str, usize),
     /// The boolean key that doubles those layers' MLP width (`use_double_wide_mlp`).
     pub wide_mlp: Option<&'static str>,
 }

@@ -65,6 +65,10 @@ impl Dims {
         let num_attention_heads = f.size(k.num_attention_heads, d.num_attention_heads, MAX_HEADS)?;
         let intermediate_size = match (f.raw(k.intermediate_size), d.intermediate_times_hidden) {
             (None | Some(Value::Null), Some(times)) => times * hidden_size,
+            // one per layer (Gemma 3n): each layer's is in its spec, the first stands for them
+            (Some(Value::Array(_)), _) if schema.per_layer_mlp.is_some() => {
+                super::per_layer::intermediate_sizes(f, k.intermediate_size)?[0]
+            }
             _ => f.size(k.intermediate_size, d.intermediate_size, MAX_INTERMEDIATE)?,
         };
         let dims = Dims {

@@ -20,20 +20,19 @@ use super::*;
 pub struct LayerSpec {
     pub mixer: Mixer,
     pub mlp: LayerMlp,
+    /// The dense MLP's shape, where [`Self::mlp`] has one.
+    pub dense: DenseMlp,
 }
 
 /// The MLP after a layer's mixer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LayerMlp {
-    /// The dense MLP of `intermediate_size`.
+    /// The dense MLP of [`LayerSpec::dense`].
     Dense,
-    /// The dense MLP this many times as wide (Gemma 4's double-wide MLP in its KV-sharing
-    /// layers).
-    Widened(usize),
     /// The mixture of experts of [`ModelConfig::moe`].
     Sparse,
-    /// The dense MLP `n` times as wide and the mixture of experts beside it (Gemma 4).
-    DenseAndSparse(usize),
+    /// The dense MLP and the mixture of experts beside it (Gemma 4).
+    DenseAndSparse,
     /// None: the mixer is the whole layer (Mamba's blocks).
     None,
 }
@@ -41,7 +40,7 @@ pub enum LayerMlp {
 impl LayerMlp {
     /// Whether the layer runs the mixture of experts (alone or beside its dense MLP).
     pub fn has_experts(self) -> bool {
-        matches!(self, LayerMlp::Sparse | LayerMlp::DenseAndSparse(_))
+        matches!(self, LayerMlp::Sparse | LayerMlp::DenseAndSparse)
     }
 
     /// The sparse MLP where `sparse` says so, else the dense one.
@@ -376,12 +375,12 @@ pub(super) fn layer_specs(
     dims: &Dims,
     (rope, sliding_rope): (&RopeConfig, Option<&RopeConfig>),
     sparse: &[bool],
-    heads: &[Heads],
+    (heads, mlps): (&[Heads], &[DenseMlp]),
 ) -> Result<Vec<LayerSpec>> {
     let n = dims.num_hidden_layers;
     if let Some(rule @ SsmRule { layers: SsmLayers::Every, .. }) = schema.ssm {
         let mixer = ssm_mixer(f, rule, dims)?;
-        return Ok(vec![LayerSpec { mixer, mlp: LayerMlp::None }; n]);
+        return Ok(mlps.iter().map(|&dense| LayerSpec { mixer: mixer.clone(), mlp: LayerMlp::None, dense }).collect());
     }
     let (types, window) = parse_layers(f, schema, n)?;
     let spans: Vec<Span> = types
@@ -406,6 +405,7 @@ pub(super) fn layer_specs(
         let layer = |i: usize| LayerSpec {
             mixer: Mixer::LatentAttention(latent.clone()),
             mlp: LayerMlp::dense_or_sparse(sparse.get(i).copied().unwrap_or(false)),
+            dense: mlps[i],
         };
         return Ok((0..n).map(layer).collect());
     }
@@ -449,9 +449,9 @@ pub(super) fn layer_specs(
             values_from_keys: values_from_keys && types[i] == LayerType::Full,
         };
         let times = if kv_sources[i].is_some() && widened { 2 } else { 1 };
+        let dense = DenseMlp { width: times * mlps[i].width, ..mlps[i] };
         let mlp = match (sparse.get(i).copied().unwrap_or(false), schema.moe.is_some_and(|m| m.beside_dense)) {
-            (true, true) => LayerMlp::DenseAndSparse(times),
-            (false, _) if times > 1 => LayerMlp::Widened(times),
+            (true, true) => LayerMlp::DenseAndSparse,
             (sparse, _) => LayerMlp::dense_or_sparse(sparse),
         };
         let mixer = match (&recurrent[i], parallel.clone()) {
@@ -459,7 +459,7 @@ pub(super) fn layer_specs(
             (Some(mixer), _) => mixer.clone(),
             (None, _) => Mixer::Attention(attention),
         };
-        LayerSpec { mixer, mlp }
+        LayerSpec { mixer, mlp, dense }
     });
     Ok(specs.collect())
 }

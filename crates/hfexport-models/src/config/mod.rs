@@ -48,6 +48,7 @@ use flags::*;
 pub use generation::GenerationConfig;
 use generation::*;
 use layer_spec::*;
+pub use per_layer::{AltUp, DenseMlp};
 pub use layer_spec::{
     AttentionSpec, DeltaNetSpec, GatedNorm, LatentSpec, LayerMlp, LayerSpec, Mamba2Spec, MambaSpec, Mixer, QueryScale,
     ShortConvSpec, Span,
@@ -159,6 +160,10 @@ pub struct ModelConfig {
     /// Token ids embedded as `pad_token_id` (Gemma 4's media placeholders, which a text-only
     /// forward replaces so: [`ConfigSchema::placeholders`]).
     pub placeholder_ids: Vec<i64>,
+    /// AltUp's residual streams (Gemma 3n).
+    pub altup: Option<AltUp>,
+    /// LAuReL's rank (Gemma 3n): a low-rank residual beside each attention.
+    pub laurel_rank: Option<usize>,
 }
 
 /// Per-layer embeddings: `size` channels per layer from a table of `vocab` tokens
@@ -391,7 +396,8 @@ impl ModelConfig {
             kv_source: None,
             values_from_keys: false,
         };
-        let encoder_layer = LayerSpec { mixer: Mixer::Attention(attention), mlp: LayerMlp::Dense };
+        let dense = DenseMlp { width: s.encoder_ffn, gate_cutoff: None };
+        let encoder_layer = LayerSpec { mixer: Mixer::Attention(attention), mlp: LayerMlp::Dense, dense };
         Some(ModelConfig {
             num_hidden_layers: n,
             num_attention_heads: s.encoder_heads,
@@ -471,7 +477,9 @@ fn model_config(
     let heads = layer_heads(f, schema, &dims)?;
     let (rope, sliding_rope) = parse_ropes(f, schema, &dims, kind_head_dims(f, schema, &dims, &heads)?)?;
     let (moe, sparse) = parse_moe(f, schema, &dims)?;
-    let layers = layer_specs(f, schema, &dims, (&rope, sliding_rope.as_ref()), &sparse, &heads)?;
+    let intermediate_size = adjusted_ffn(f, schema, dims.intermediate_size)?;
+    let mlps = dense_mlps(f, schema, &dims, intermediate_size)?;
+    let layers = layer_specs(f, schema, &dims, (&rope, sliding_rope.as_ref()), &sparse, (&heads, &mlps))?;
     let (attention_bias, o_bias, mlp_bias, norm_bias, head_bias) = parse_biases(f, schema)?;
     let (bos_token_id, eos_token_ids, pad_token_id) = parse_token_ids(f, d)?;
     let (residual_multiplier, granite_logits) = granite_multipliers(f, schema)?;
@@ -498,7 +506,7 @@ fn model_config(
         model_type,
         vocab_size: dims.vocab_size,
         hidden_size: dims.hidden_size,
-        intermediate_size: adjusted_ffn(f, schema, dims.intermediate_size)?,
+        intermediate_size,
         num_hidden_layers: dims.num_hidden_layers,
         num_attention_heads: dims.num_attention_heads,
         num_key_value_heads: dims.num_key_value_heads,
@@ -539,6 +547,8 @@ fn model_config(
         vision: None,
         per_layer_input: per_layer_input(f, schema.per_layer_inputs)?,
         placeholder_ids: placeholder_ids(top, schema)?,
+        altup: altup(f, schema.altup)?,
+        laurel_rank: laurel_rank(f, schema.laurel)?,
     })
 }
 

@@ -1,9 +1,11 @@
-//! Layers that differ from the config's global shape (Gemma 4): head sizes and KV heads per
-//! layer (transformers' `per_layer_config`), the last layers reusing an earlier layer's keys and
-//! values (`num_kv_shared_layers`), and per-layer embeddings.
+//! Layers that differ from the config's global shape (Gemma 4, Gemma 3n): head sizes and KV
+//! heads per layer (transformers' `per_layer_config`), the last layers reusing an earlier
+//! layer's keys and values (`num_kv_shared_layers`), per-layer embeddings, MLP widths and gate
+//! sparsity per layer, and the residual streams and low-rank residuals around the layers
+//! (AltUp, LAuReL).
 
 use super::*;
-use crate::schema::{KvSharing, PerLayerHeads, PerLayerInputKeys};
+use crate::schema::{AltUpKeys, KvSharing, PerLayerHeads, PerLayerInputKeys, PerLayerMlp};
 
 /// The attention shape of one layer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -116,13 +118,14 @@ pub(super) fn kind_head_dims(f: &Fields, schema: &ConfigSchema, dims: &Dims, hea
 pub(super) fn kv_sources(f: &Fields, rule: Option<KvSharing>, types: &[LayerType]) -> Result<Vec<Option<usize>>> {
     let n = types.len();
     let Some(rule) = rule else { return Ok(vec![None; n]) };
-    let shared = match f.int(rule.layers)? {
-        None | Some(0) => return Ok(vec![None; n]),
-        Some(k) if k > 0 => k as usize,
-        Some(k) => return Err(f.err(rule.layers, format!("{k} is not a layer count"))),
+    let (key, default) = rule.layers;
+    let shared = match f.int(key)?.unwrap_or(default as i64) {
+        0 => return Ok(vec![None; n]),
+        k if k > 0 => k as usize,
+        k => return Err(f.err(key, format!("{k} is not a layer count"))),
     };
     let first = n.checked_sub(shared).filter(|&first| first > 0).ok_or_else(|| {
-        f.err(rule.layers, format!("{shared} shared layers leave none of the {n} layers to make keys and values"))
+        f.err(key, format!("{shared} shared layers leave none of the {n} layers to make keys and values"))
     })?;
     let producer = |t: LayerType| (0..first).rev().find(|&i| types[i] == t);
     (0..n)
@@ -130,7 +133,7 @@ pub(super) fn kv_sources(f: &Fields, rule: Option<KvSharing>, types: &[LayerType
             true => Ok(None),
             false => producer(types[i]).map(Some).ok_or_else(|| {
                 f.err(
-                    rule.layers,
+                    key,
                     format!("layer {i}'s attention kind has no earlier layer whose keys and values it could reuse"),
                 )
             }),
@@ -168,4 +171,127 @@ pub(super) fn per_layer_input(f: &Fields, keys: Option<PerLayerInputKeys>) -> Re
         _ => f.size(size.0, Some(size.1), MAX_HIDDEN)?,
     };
     Ok(Some(PerLayerInput { size: width, vocab: f.size(vocab.0, Some(vocab.1), MAX_VOCAB)? }))
+}
+
+/// One layer's dense MLP: its width and, where its gate is sparsified (Gemma 3n's
+/// `activation_sparsity_pattern`), the gate's cutoff in standard deviations above its mean.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DenseMlp {
+    pub width: usize,
+    /// `Φ⁻¹(sparsity)`: the gate becomes `relu(g - mean(g) - std(g) * cutoff)` over its
+    /// channels (transformers' `_gaussian_topk`) before the activation.
+    pub gate_cutoff: Option<f64>,
+}
+
+/// `intermediate_size` given as one width per layer.
+pub(super) fn intermediate_sizes(f: &Fields, key: &str) -> Result<Vec<usize>> {
+    let bad = |v: &Value| f.err(key, format!("must be a positive integer or a list of them, got {}", describe(v)));
+    match f.raw(key) {
+        Some(v @ Value::Array(items)) if !items.is_empty() => items
+            .iter()
+            .map(|x| x.as_u64().filter(|&x| x > 0 && x as usize <= MAX_INTERMEDIATE).map(|x| x as usize))
+            .collect::<Option<Vec<usize>>>()
+            .ok_or_else(|| bad(v)),
+        Some(v) => Err(bad(v)),
+        None => Err(f.err(key, "is missing")),
+    }
+}
+
+/// Every layer's dense MLP: `width` (the config's, adjusted), or the layer's entry of an
+/// `intermediate_size` list, with the gate sparsity the family reads.
+pub(super) fn dense_mlps(f: &Fields, schema: &ConfigSchema, dims: &Dims, width: usize) -> Result<Vec<DenseMlp>> {
+    let n = dims.num_hidden_layers;
+    let Some(rule) = schema.per_layer_mlp else { return Ok(vec![DenseMlp { width, gate_cutoff: None }; n]) };
+    let key = schema.keys.intermediate_size;
+    let widths = match f.raw(key) {
+        Some(Value::Array(_)) => intermediate_sizes(f, key)?,
+        _ => vec![width; n],
+    };
+    if widths.len() != n {
+        return Err(f.err(key, format!("lists {} widths for {n} layers (num_hidden_layers)", widths.len())));
+    }
+    let sparsity = gate_sparsity(f, rule, n)?;
+    let mlp = |(width, p): (usize, f64)| DenseMlp { width, gate_cutoff: (p > 0.0).then(|| normal_quantile(p)) };
+    Ok(widths.into_iter().zip(sparsity).map(mlp).collect())
+}
+
+/// Each layer's target sparsity of its gate: the list under the rule's key, else the class
+/// default (the first layers sparse when there are more than that many).
+fn gate_sparsity(f: &Fields, rule: PerLayerMlp, n: usize) -> Result<Vec<f64>> {
+    let key = rule.sparsity;
+    let bad = |v: &Value| f.err(key, format!("must list {n} fractions in [0, 1) (one per layer), got {}", describe(v)));
+    match f.raw(key) {
+        None | Some(Value::Null) => {
+            let sparse = if n > rule.default_layers { rule.default_layers } else { 0 };
+            Ok((0..n).map(|i| if i < sparse { rule.default_sparsity } else { 0.0 }).collect())
+        }
+        Some(v @ Value::Array(items)) if items.len() == n => items
+            .iter()
+            .map(|x| x.as_f64().filter(|p| (0.0..1.0).contains(p)))
+            .collect::<Option<Vec<f64>>>()
+            .ok_or_else(|| bad(v)),
+        // a single number is one per layer only in a list transformers fills in itself
+        Some(v) => Err(bad(v)),
+    }
+}
+
+/// `Φ⁻¹(p)`, the standard normal quantile (Acklam's rational approximation, relative error
+/// below 1.2e-9: far inside the float32 that transformers computes it in).
+fn normal_quantile(p: f64) -> f64 {
+    const A: [f64; 6] = [
+        -3.969683028665376e1,
+        2.209460984245205e2,
+        -2.759285104469687e2,
+        1.383577518672690e2,
+        -3.066479806614716e1,
+        2.506628277459239,
+    ];
+    const B: [f64; 5] =
+        [-5.447609879822406e1, 1.615858368580409e2, -1.556989798598866e2, 6.680131188771972e1, -1.328068155288572e1];
+    const C: [f64; 6] = [
+        -7.784894002430293e-3,
+        -3.223964580411365e-1,
+        -2.400758277161838,
+        -2.549732539343734,
+        4.374664141464968,
+        2.938163982698783,
+    ];
+    const D: [f64; 4] = [7.784695709041462e-3, 3.224671290700398e-1, 2.445134137142996, 3.754408661907416];
+    let poly = |c: &[f64], x: f64| c.iter().fold(0.0, |acc, &k| acc * x + k);
+    let tail = |q: f64| poly(&C, q) / (poly(&D, q) * q + 1.0);
+    const LOW: f64 = 0.02425;
+    match p {
+        p if p < LOW => tail((-2.0 * p.ln()).sqrt()),
+        p if p > 1.0 - LOW => -tail((-2.0 * (1.0 - p).ln()).sqrt()),
+        p => {
+            let q = p - 0.5;
+            let r = q * q;
+            q * poly(&A, r) / (poly(&B, r) * r + 1.0)
+        }
+    }
+}
+
+/// AltUp's streams (Gemma 3n): how many, the one the layers compute on, and whether its
+/// correction is scaled before the per-layer embeddings read it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AltUp {
+    pub streams: usize,
+    pub active: usize,
+    pub correct_scale: bool,
+}
+
+pub(super) fn altup(f: &Fields, keys: Option<AltUpKeys>) -> Result<Option<AltUp>> {
+    let Some(k) = keys else { return Ok(None) };
+    let streams = f.size(k.streams.0, Some(k.streams.1), 64)?;
+    let active = f.int(k.active.0)?.unwrap_or(k.active.1 as i64);
+    if !(0..streams as i64).contains(&active) {
+        return Err(f.err(k.active.0, format!("{active} is not one of the {streams} streams ({})", k.streams.0)));
+    }
+    let correct_scale = f.bool(k.correct_scale.0)?.unwrap_or(k.correct_scale.1);
+    Ok(Some(AltUp { streams, active: active as usize, correct_scale }))
+}
+
+/// LAuReL's rank, where the family has it.
+pub(super) fn laurel_rank(f: &Fields, key: Option<(&'static str, usize)>) -> Result<Option<usize>> {
+    key.map(|(key, default)| f.size(key, Some(default), MAX_HIDDEN)).transpose()
 }

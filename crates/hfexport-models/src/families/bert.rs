@@ -65,6 +65,8 @@ pub const BERT_LAYOUT: Layout = Layout {
     vision: None,
     per_layer_inputs: None,
     layer_scalar: None,
+    altup: None,
+    laurel: None,
     ssm: None,
     encoder: Some(EncoderLayout {
         input: EncoderInput::Tokens,

@@ -62,7 +62,7 @@ pub const GEMMA4_SCHEMA: ConfigSchema = ConfigSchema {
         global_kv_heads: "num_global_key_value_heads",
     }),
     values_from_keys: Some("attention_k_eq_v"),
-    kv_sharing: Some(KvSharing { layers: "num_kv_shared_layers", wide_mlp: Some("use_double_wide_mlp") }),
+    kv_sharing: Some(KvSharing { layers: ("num_kv_shared_layers", 0), wide_mlp: Some("use_double_wide_mlp") }),
     per_layer_inputs: Some(PerLayerInputKeys {
         size: ("hidden_size_per_layer_input", 256),
         vocab: ("vocab_size_per_layer_input", 262_144),

@@ -77,6 +77,8 @@ pub const FAMILY: Architecture = Architecture {
         vision: None,
         per_layer_inputs: None,
         layer_scalar: None,
+        altup: None,
+        laurel: None,
         ssm: None,
     },
 };

@@ -47,6 +47,8 @@ pub const LLAMA_LAYOUT: Layout = Layout {
     vision: None,
     per_layer_inputs: None,
     layer_scalar: None,
+    altup: None,
+    laurel: None,
     ssm: None,
 };
 
@@ -89,6 +91,9 @@ pub const LLAMA_SCHEMA: ConfigSchema = ConfigSchema {
     values_from_keys: None,
     kv_sharing: None,
     per_layer_inputs: None,
+    per_layer_mlp: None,
+    altup: None,
+    laurel: None,
 };
 
 pub const FAMILY: Architecture = Architecture {

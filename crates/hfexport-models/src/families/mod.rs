@@ -30,6 +30,7 @@ pub mod falcon_h1;
 pub mod gemma;
 pub mod gemma2;
 pub mod gemma3;
+pub mod gemma3n;
 pub mod gemma4;
 pub mod glm;
 pub mod glm4_moe;
@@ -98,6 +99,7 @@ pub const ARCHITECTURES: &[Architecture] = &[
     gemma2::FAMILY,
     gemma3::CAUSAL_LM,
     gemma3::CONDITIONAL_GENERATION,
+    gemma3n::CAUSAL_LM,
     gemma4::CAUSAL_LM,
     gemma4::CONDITIONAL_GENERATION,
     qwen3_moe::FAMILY,

@@ -89,6 +89,8 @@ pub const T5_BASE: Layout = Layout {
     vision: None,
     per_layer_inputs: None,
     layer_scalar: None,
+    altup: None,
+    laurel: None,
     ssm: None,
 };
 

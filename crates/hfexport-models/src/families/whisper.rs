@@ -86,6 +86,8 @@ pub const WHISPER_BASE: Layout = Layout {
     vision: None,
     per_layer_inputs: None,
     layer_scalar: None,
+    altup: None,
+    laurel: None,
     ssm: None,
 };
 

@@ -191,7 +191,7 @@ fn gemma4_reads_per_layer_heads_shared_keys_and_per_layer_embeddings() {
     assert_eq!(from_keys, [false, false, false, true, false, true]);
     let sources: Vec<Option<usize>> = c.layers.iter().map(|l| l.attention().unwrap().kv_source).collect();
     assert_eq!(sources, [None, None, None, None, Some(2), Some(3)]);
-    assert_eq!(c.layers[5].mlp, LayerMlp::Widened(2));
+    assert_eq!((c.layers[5].mlp, c.layers[5].dense.width, c.layers[3].dense.width), (LayerMlp::Dense, 2 * 32, 32));
     assert!(c.layers[5].cache(&hfexport_core::Dim::konst(4)).is_empty(), "a layer reusing keys keeps no cache");
     assert_eq!(c.per_layer_input, None);
     // transformers' saved form wins; a per-layer attribute other than the heads is refused
@@ -215,8 +215,8 @@ fn gemma4_reads_per_layer_heads_shared_keys_and_per_layer_embeddings() {
     let c = g4(r#"{"enable_moe_block": true, "num_experts": 4, "top_k_experts": 2, "moe_intermediate_size": 8,
         "num_kv_shared_layers": 2, "use_double_wide_mlp": true}"#)
     .unwrap();
-    let mlps: Vec<LayerMlp> = c.layers.iter().map(|l| l.mlp).collect();
-    assert_eq!(mlps, [vec![LayerMlp::DenseAndSparse(1); 4], vec![LayerMlp::DenseAndSparse(2); 2]].concat());
+    let mlps: Vec<(LayerMlp, usize)> = c.layers.iter().map(|l| (l.mlp, l.dense.width / c.intermediate_size)).collect();
+    assert_eq!(mlps, [vec![(LayerMlp::DenseAndSparse, 1); 4], vec![(LayerMlp::DenseAndSparse, 2); 2]].concat());
     let m = c.moe.as_ref().unwrap();
     assert_eq!((m.num_experts, m.top_k, m.intermediate_size, m.normalize()), (4, 2, 8, true));
     let e = config_err(g4(r#"{"use_bidirectional_attention": "all"}"#), "use_bidirectional_attention");
