@@ -114,7 +114,12 @@ impl Graph {
 
     /// Adds a lazy weight whose dtype and shape were read from the checkpoint metadata.
     pub fn add_weight(&mut self, name: &str, expr: WeightExpr, dtype: DType, shape: &[usize]) -> ValueId {
-        let dims = shape.iter().map(|&d| Dim::from(d)).collect();
+        let dims: Vec<Dim> = shape.iter().map(|&d| Dim::from(d)).collect();
+        // a block that reads one module twice (Gemma 3n's AltUp router) declares it twice: one weight
+        let same = |w: &&Weight| w.name == name && w.expr == expr && self.values[w.value.0].dtype == dtype;
+        if let Some(w) = self.weights.iter().rev().find(same).filter(|w| self.values[w.value.0].shape == dims) {
+            return w.value;
+        }
         let v = self.push_value(ValueInfo::new(dtype, dims), Producer::Weight(self.weights.len()));
         self.weights.push(Weight { name: name.to_string(), expr, value: v });
         v

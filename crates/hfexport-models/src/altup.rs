@@ -109,7 +109,7 @@ impl Decoder<'_> {
     fn altup_predict(&mut self, vb: &Vb, (altup, names): (AltUp, AltUpLayout), streams: ValueId) -> Result<ValueId> {
         let n = altup.streams;
         let active = self.stream(&vb.name("active"), streams, altup.active)?;
-        let modalities = self.altup_router(vb, names, n, active)?;
+        let modalities = self.altup_router(vb, names, (n, "predict"), active)?;
         let c = self.linear(&vb.pp(names.prediction), n * n, n, false, modalities)?;
         let sh = self.g.info(c).shape.clone();
         let square = vec![sh[0].clone(), sh[1].clone(), Dim::from(n), Dim::from(n)];
@@ -128,7 +128,7 @@ impl Decoder<'_> {
         out: ValueId,
     ) -> Result<ValueId> {
         let n = altup.streams;
-        let modalities = self.altup_router(vb, names, n, out)?;
+        let modalities = self.altup_router(vb, names, (n, "correct"), out)?;
         let active = self.stream(&vb.name("corrected_active"), predictions, altup.active)?;
         let innovation = self.op(&vb.name("innovation"), Op::Binary(BinaryOp::Sub), &[out, active])?;
         let innovation = self.unsqueeze_stream(&vb.name("innovation.stream"), innovation)?;
@@ -141,13 +141,17 @@ impl Decoder<'_> {
     }
 
     /// The streams' weights `[b, s, n]` of a stream's value `x`: `tanh(router(norm(x) /
-    /// hidden))`.
-    fn altup_router(&mut self, vb: &Vb, names: AltUpLayout, n: usize, x: ValueId) -> Result<ValueId> {
-        let hs = self.cfg.hidden_size;
-        let r = self.norm(&vb.pp(names.router_norm), hs, x)?;
-        let r = self.scale(&vb.pp(names.router).name("input"), r, 1.0 / hs as f64)?;
-        let r = self.linear(&vb.pp(names.router), n, hs, false, r)?;
-        self.op(&vb.pp(names.router).name("tanh"), Op::Unary(UnaryOp::Tanh), &[r])
+    /// hidden))`. A layer routes twice (`step`: its prediction, its correction) over one
+    /// router: the weights are declared once, the nodes named by the step.
+    fn altup_router(&mut self, vb: &Vb, names: AltUpLayout, (n, step): (usize, &str), x: ValueId) -> Result<ValueId> {
+        let (hs, eps) = (self.cfg.hidden_size, self.cfg.norm_eps as f32);
+        let name = |what: &str| vb.name(format!("{step}.{what}"));
+        let norm = self.weight(&vb.pp(names.router_norm), "weight", &[hs])?;
+        let r = self.op(&name("router_norm"), Op::RmsNorm { eps }, &[x, norm])?;
+        let r = self.scale(&name("router_input"), r, 1.0 / hs as f64)?;
+        let w = self.weight(&vb.pp(names.router), "weight", &[n, hs])?;
+        let r = self.op(&name("router"), Op::Linear, &[r, w])?;
+        self.op(&name("modalities"), Op::Unary(UnaryOp::Tanh), &[r])
     }
 
     /// `proj(x) * target / sqrt(max(mean(proj(x)²), 1e-5))`, `target` an RMS `[b, s, 1]`.
