@@ -193,13 +193,14 @@ MOE_ARCHS = [
 # The 2026 flagships that attend (issue 40; sample_flagship): GLM-4.5's DeepSeek-V3 routing over
 # grouped-query attention, ERNIE 4.5's biases and interleaved rotary (dense and MoE), Llama 4's
 # chunked and NoPE layers with its input-weighted experts, Gemma 4's per-layer heads, shared keys
-# and values and per-layer embeddings.
+# and values and per-layer embeddings, Gemma 3n's AltUp streams, LAuReL and sparse gates.
 FLAGSHIP_ARCHS = [
     "Glm4MoeForCausalLM",
     "Ernie4_5ForCausalLM",
     "Ernie4_5_MoeForCausalLM",
     "Llama4ForCausalLM",
     "Gemma4ForCausalLM",
+    "Gemma3nForCausalLM",
 ]
 # DeepSeek's: multi-head latent attention, grouped routing, dense first layers (sample_deepseek;
 # Mistral 4's softmax groups and query scaling too).
@@ -207,7 +208,7 @@ DEEPSEEK_ARCHS = ("DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM", "Mistral4For
 # Granite's MoE classes: every layer sparse, num_local_experts, Granite's multipliers.
 GRANITE_MOE_ARCHS = ("GraniteMoeForCausalLM", "GraniteMoeSharedForCausalLM")
 # The families sampled by sample_new_family / sample_moe_family and written by edit_new_family.
-EXTRA_ARCHS = NEW_ARCHS + MOE_ARCHS + ["Ernie4_5ForCausalLM", "Gemma4ForCausalLM"]
+EXTRA_ARCHS = NEW_ARCHS + MOE_ARCHS + ["Ernie4_5ForCausalLM", "Gemma4ForCausalLM", "Gemma3nForCausalLM"]
 ALL_ARCHS = ARCHS + EXTRA_ARCHS
 ROPE_TYPES = ["default", "linear", "dynamic", "llama3", "yarn"]
 PAD_ID = 0
@@ -1122,6 +1123,8 @@ def sample_flagship(rng, arch, turn, offset, L):
     shared experts (0 included), corrections drawn after saving."""
     if arch == "Gemma4ForCausalLM":
         return sample_gemma4(rng, L)
+    if arch == "Gemma3nForCausalLM":
+        return sample_gemma3n(rng, L)
     edits = []
     rope_type = dealt_rope_type(turn, offset)
     layers = rng.randint(1, 3)
@@ -1282,6 +1285,73 @@ def sample_gemma4(rng, L):
     kw["rope_parameters"] = {"sliding_attention": rope("sliding"), "full_attention": rope("full")}
     edits = ["layer-scalars"] + (["gemma4-hub-form"] if rng.random() < 0.5 else [])
     case = latent_or_flagship_case(rng, "Gemma4ForCausalLM", kw, False, "explicit", edits, "gemma4")
+    case["stray_theta"] = False  # the ropes are per layer kind: no top-level theta to shadow
+    return case
+
+
+def sample_gemma3n(rng, L):
+    """A Gemma3nForCausalLM case: AltUp's stream count (1 to 5), active stream and correction
+    scale, LAuReL's rank, one MLP width for all layers or a list, gates sparsified at drawn
+    fractions on drawn layers (the class default leaves configs of 10 layers or fewer dense),
+    layer_types given or the 4:1 default, windows within and past the prompt, the default or
+    linear rope per kind with their own bases, shared keys and values over 1 to all-but-one-of-
+    each-kind last layers (the class default 15 fails on fewer layers), per-layer embeddings of
+    several widths from a table as large as the vocabulary or smaller (ids past it read row 0),
+    soft-capped logits, biases, tied or untied heads."""
+    layers = rng.randint(2, 7)
+    heads = rng.choice([1, 2, 4, 4, 6])
+    hidden = heads * multiple_of_4(rng, 4, 48 // heads + 4)  # Gemma3nTextConfig: a multiple of the heads
+    vocab = rng.randint(50, 300)
+    per_layer_width = rng.random() < 0.5
+    kw = dict(
+        vocab_size=vocab,
+        vocab_size_per_layer_input=rng.choice([vocab, rng.randint(vocab // 2, vocab)]),
+        hidden_size=hidden,
+        # wide enough that a sparsified gate keeps a few channels: over 8 the top 5% is at most
+        # one channel at its cutoff, whose every float32 rounding moves the logits ~1e-4
+        intermediate_size=[multiple_of_4(rng, 32, 128) for _ in range(layers)]
+        if per_layer_width
+        else multiple_of_4(rng, 32, 128),
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=rng.choice(divisors(heads)),
+        head_dim=rng.choice([4, 6, 8, 12, 16]),
+        hidden_activation=rng.choice(["gelu_pytorch_tanh", "gelu_pytorch_tanh", "silu", "gelu"]),
+        rms_norm_eps=rng.choice([1e-6, 1e-5, 0.1]),
+        sliding_window=rng.randint(1, L + 2),
+        attention_bias=rng.random() < 0.2,
+        final_logit_softcapping=rng.choice([5.0, 30.0, 30.0]),
+        tie_word_embeddings=rng.random() < 0.6,
+        max_position_embeddings=rng.choice([64, 32768]),
+        # not 1: an RMS norm over one channel is its sign, which a 1e-8 error flips near 0
+        hidden_size_per_layer_input=rng.choice([2, 4, 8, 12]),
+        activation_sparsity_pattern=[rng.choice([0.0, 0.0, 0.5, 0.8, 0.95]) for _ in range(layers)],
+        altup_num_inputs=rng.choice([1, 2, 3, 4, 4, 5]),
+        altup_correct_scale=rng.random() < 0.7,
+        laurel_rank=rng.choice([1, 4, 8, 16]),
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=0,
+    )
+    kw["altup_active_idx"] = rng.choice([0, 0, rng.randrange(kw["altup_num_inputs"])])
+    share = rng.random() < 0.6
+    if share or rng.random() < 0.6:
+        kw["layer_types"] = [rng.choice(["sliding_attention", "full_attention"]) for _ in range(layers)]
+        # both kinds before the last layer, so that some last layers can share
+        kw["layer_types"][0] = "sliding_attention"
+        kw["layer_types"][rng.randrange(1, layers)] = "full_attention"
+    types = kw.get("layer_types") or ["full_attention" if (i + 1) % 5 == 0 else "sliding_attention" for i in range(layers)]
+    shareable = [n for n in range(layers) if set(types[: layers - n]) == set(types)]
+    kw["num_kv_shared_layers"] = rng.choice(shareable[1:] if share and len(shareable) > 1 else shareable)
+
+    def rope():
+        theta = rng.choice([10000.0, 1000000.0, 100.0])
+        if rng.random() < 0.6:
+            return {"rope_type": "default", "rope_theta": theta}
+        return {"rope_type": "linear", "factor": rng.choice([2.0, 0.5]), "rope_theta": theta}
+
+    kw["rope_parameters"] = {"sliding_attention": rope(), "full_attention": rope()}
+    case = latent_or_flagship_case(rng, "Gemma3nForCausalLM", kw, False, "explicit", [], "gemma3n")
     case["stray_theta"] = False  # the ropes are per layer kind: no top-level theta to shadow
     return case
 
@@ -2026,8 +2096,9 @@ MOE_SEMANTIC_KEYS = [
 
 
 def semantics_new(c, arch):
-    if arch == "Gemma4ForCausalLM":
-        # a heterogeneous config refuses the global head_dim: compare what it saves
+    if arch in ("Gemma4ForCausalLM", "Gemma3nForCausalLM"):
+        # a heterogeneous config refuses the global head_dim (Gemma 4), and many keys are the
+        # family's own: compare what it saves
         out = c.to_dict()
         for key in ("transformers_version", "_name_or_path", "architectures", "dtype", "output_attentions"):
             out.pop(key, None)
@@ -2056,6 +2127,8 @@ def describe_new(case, loaded):
     parts = [short_name(arch)]
     if arch == "Gemma4ForCausalLM":
         parts += describe_gemma4(kw, case, loaded)
+    elif arch == "Gemma3nForCausalLM":
+        parts += describe_gemma3n(kw, loaded)
     elif arch in OWN_KEY_ARCHS:
         parts += [
             f"h={kw['hidden_size']} heads={loaded['num_attention_heads']} head_dim={loaded['head_dim']}",
@@ -2181,6 +2254,28 @@ def describe_gemma4(kw, case, loaded):
          if kw.get("enable_moe_block") else "")
         + f"k_eq_v={kw['attention_k_eq_v']} kv_shared={kw['num_kv_shared_layers']} "
         f"double_wide={kw['use_double_wide_mlp']} ple={kw['hidden_size_per_layer_input']}",
+        f"act={kw['hidden_activation']} eps={kw['rms_norm_eps']:g} softcap={kw['final_logit_softcapping']}",
+        "tied" if kw["tie_word_embeddings"] else "untied",
+    ] + (["attention_bias"] if kw["attention_bias"] else [])
+
+
+def describe_gemma3n(kw, loaded):
+    """The describe_new parts of a Gemma 3n case."""
+    rope = loaded["rope_parameters"]
+
+    def rope_text(r):
+        args = ",".join(f"{k}={v}" for k, v in r.items() if k not in ("rope_type", "rope_theta"))
+        return f"{r['rope_type']}({args}) theta={r['rope_theta']:g}"
+
+    return [
+        f"h={kw['hidden_size']} heads={kw['num_attention_heads']}/kv={kw['num_key_value_heads']} "
+        f"head_dim={kw['head_dim']} layers={kw['num_hidden_layers']} inter={kw['intermediate_size']}",
+        f"vocab={kw['vocab_size']} ple={kw['hidden_size_per_layer_input']}x{kw['vocab_size_per_layer_input']}",
+        f"rope sliding={rope_text(rope['sliding_attention'])} full={rope_text(rope['full_attention'])}",
+        f"sliding_window={loaded['sliding_window']} layers={layer_letters(loaded['layer_types'])} "
+        f"kv_shared={kw['num_kv_shared_layers']}",
+        f"altup={kw['altup_num_inputs']} active={kw['altup_active_idx']} scale={kw['altup_correct_scale']} "
+        f"laurel={kw['laurel_rank']} sparsity={kw['activation_sparsity_pattern']}",
         f"act={kw['hidden_activation']} eps={kw['rms_norm_eps']:g} softcap={kw['final_logit_softcapping']}",
         "tied" if kw["tie_word_embeddings"] else "untied",
     ] + (["attention_bias"] if kw["attention_bias"] else [])
@@ -2344,6 +2439,7 @@ def main():
         "Mistral4ForCausalLM": (transformers.Mistral4Config, transformers.Mistral4ForCausalLM),
         "Llama4ForCausalLM": (transformers.Llama4TextConfig, transformers.Llama4ForCausalLM),
         "Gemma4ForCausalLM": (transformers.Gemma4TextConfig, transformers.Gemma4ForCausalLM),
+        "Gemma3nForCausalLM": (transformers.Gemma3nTextConfig, transformers.Gemma3nForCausalLM),
     }
 
     from fixture_spec import attention_implementation, causal_lm_class
@@ -2361,7 +2457,8 @@ def main():
 
     def float32_error(folder, runs):
         """transformers' own float32 error: the largest |float32 - float64| logit over the
-        unpadded positions of `runs` ((ids, mask, float32 logits)); a config whose logits are
+        unpadded positions of `runs` ((ids, mask, float32 logits)), float64 computing each row's
+        unpadded tokens alone (which the attention mask makes the same function); a config whose logits are
         that ill-conditioned is compared within twice it. 0 for a model transformers cannot run
         in float64 (GPT-2's reorder_and_upcast_attn asserts float32)."""
         wide = causal_lm_class(folder).from_pretrained(
@@ -2370,14 +2467,16 @@ def main():
             attn_implementation=attention_implementation(folder),
             experts_implementation="eager",  # grouped_mm has no float64
         ).eval()
+        # each row alone without its padding: in float64 a padded row's fully masked positions
+        # can turn to NaN (Gemma 3n's eager attention), which 0 * NaN carries into its real ones
+        rows = [(i[r][m[r].bool()][None], l[r][m[r].bool()]) for i, m, l in runs for r in range(len(i))]
         try:
             with torch.no_grad():
-                outs = [(wide(input_ids=i, attention_mask=m).logits, m, l) for i, m, l in runs]
+                return max((wide(input_ids=i).logits[0] - l.double()).abs().max().item() for i, l in rows)
         except RuntimeError as e:
             if "upcasting" not in str(e):
                 raise
             return 0.0
-        return max((w - l.double())[m.bool()].abs().max().item() for w, m, l in outs)
 
     def router_gap(model, inputs, expected_routers):
         """`routing.router_gap`, after checking the routers are the sparse layers'."""

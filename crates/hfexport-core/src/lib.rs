@@ -50,6 +50,8 @@ pub use dtype::DType;
 pub use error::{Error, Result};
 pub use eval::Evaluator;
 pub use graph::{Graph, ValueId, ValueInfo};
+/// The error function in f64, which stable Rust lacks (the gate cutoffs of Gemma 3n invert it).
+pub use kernels::erf64;
 pub use ops::{Activation, BinaryOp, Glu, Op, ReduceKind, RouterScore, Routing, UnaryOp};
 pub use quant::{QuantForm, QuantKernel, QuantKernelRef, QuantPart, QuantRecipe, QuantScheme};
 pub use rope::{RopeConfig, RopeScaling};

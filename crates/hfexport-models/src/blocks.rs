@@ -1018,9 +1018,10 @@ impl Decoder<'_> {
         let sq = self.op(&name("centred.squared"), Op::Binary(BinaryOp::Mul), &[centred, centred])?;
         let var = self.op(&name("variance"), mean, &[sq])?;
         let std = self.op(&name("std"), Op::Unary(UnaryOp::Sqrt), &[var])?;
-        // transformers rounds the quantile to float32 before it scales the deviation
+        // transformers' order of rounding: the quantile in float32, `g - (mean + std * q)`
         let margin = self.scale(&name("margin"), std, cutoff as f32 as f64)?;
-        let shifted = self.op(&name("shifted"), Op::Binary(BinaryOp::Sub), &[centred, margin])?;
+        let cut = self.op(&name("cutoff"), Op::Binary(BinaryOp::Add), &[m, margin])?;
+        let shifted = self.op(&name("shifted"), Op::Binary(BinaryOp::Sub), &[g, cut])?;
         let g = self.op(&name("sparse"), Op::Activate(Activation::Relu), &[shifted])?;
         let g = self.op(&name("act"), Op::Activate(act), &[g])?;
         let u = self.linear(&vb.pp(up), is, hs, bias, x)?;

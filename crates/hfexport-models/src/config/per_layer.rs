@@ -211,7 +211,7 @@ pub(super) fn dense_mlps(f: &Fields, schema: &ConfigSchema, dims: &Dims, width: 
         return Err(f.err(key, format!("lists {} widths for {n} layers (num_hidden_layers)", widths.len())));
     }
     let sparsity = gate_sparsity(f, rule, n)?;
-    let mlp = |(width, p): (usize, f64)| DenseMlp { width, gate_cutoff: (p > 0.0).then(|| normal_quantile(p)) };
+    let mlp = |(width, p): (usize, f64)| DenseMlp { width, gate_cutoff: (p > 0.0).then(|| torch_normal_icdf(p)) };
     Ok(widths.into_iter().zip(sparsity).map(mlp).collect())
 }
 
@@ -235,8 +235,23 @@ fn gate_sparsity(f: &Fields, rule: PerLayerMlp, n: usize) -> Result<Vec<f64>> {
     }
 }
 
+/// torch's `Normal(0, 1).icdf(p)` on a float32 `p`, as transformers computes the gate's cutoff:
+/// `erfinv(2p - 1) * sqrt(2)`, each step rounded to float32 as torch's are (the cutoff moves the
+/// gate of every channel near it: one ulp off moves a small model's logits ~1e-5).
+fn torch_normal_icdf(p: f64) -> f64 {
+    let y = 2.0 * p as f32 - 1.0;
+    ((erfinv(y as f64) as f32) * std::f32::consts::SQRT_2) as f64
+}
+
+/// `erfinv(y)` for `|y| < 1`: [`normal_quantile`] refined by a Newton step on `erf`.
+fn erfinv(y: f64) -> f64 {
+    let x = normal_quantile((y + 1.0) / 2.0) / std::f64::consts::SQRT_2;
+    let slope = std::f64::consts::FRAC_2_SQRT_PI * (-x * x).exp();
+    x - (hfexport_core::erf64(x) - y) / slope
+}
+
 /// `Φ⁻¹(p)`, the standard normal quantile (Acklam's rational approximation, relative error
-/// below 1.2e-9: far inside the float32 that transformers computes it in).
+/// below 1.2e-9).
 fn normal_quantile(p: f64) -> f64 {
     const A: [f64; 6] = [
         -3.969683028665376e1,

@@ -34,6 +34,8 @@ pub const GEMMA3N_SCHEMA: ConfigSchema = ConfigSchema {
     // every fifth layer full, none forced
     layers: LayerRule::Pattern { period: 5, pattern_keys: &[], default_window: 512, last_full: false },
     default_rope: Some(GEMMA3N_ROPE),
+    // `Gemma3nTextConfig.validate_architecture`
+    heads_divide_hidden: true,
     aliases: &[],
     moe: None,
     per_layer_heads: None,

@@ -223,3 +223,34 @@ fn gemma4_reads_per_layer_heads_shared_keys_and_per_layer_embeddings() {
     assert!(e.contains("not supported"), "{e}");
     assert!(g4(r#"{"use_bidirectional_attention": "vision"}"#).is_ok(), "text attends causally");
 }
+
+#[test]
+fn gemma3n_reads_per_layer_mlps_altup_and_laurel() {
+    let base = r#"{"hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
+        "intermediate_size": [32, 48, 32, 64], "num_hidden_layers": 4, "vocab_size": 128,
+        "vocab_size_per_layer_input": 100, "hidden_size_per_layer_input": 8, "num_kv_shared_layers": 1,
+        "layer_types": ["sliding_attention", "full_attention", "sliding_attention", "full_attention"],
+        "activation_sparsity_pattern": [0.95, 0.8, 0.0, 0.99]}"#;
+    let g3n = |extra: &str| family("Gemma3nForCausalLM", "gemma3n_text", &json_with(base, extra));
+    let c = g3n("{}").unwrap();
+    let widths: Vec<usize> = c.layers.iter().map(|l| l.dense.width).collect();
+    assert_eq!(widths, [32, 48, 32, 64]);
+    // torch's float32 Normal(0, 1).icdf, bit for bit
+    let cutoffs: Vec<Option<f64>> = c.layers.iter().map(|l| l.dense.gate_cutoff).collect();
+    assert_eq!(cutoffs, [Some(1.6448535919189453), Some(0.8416212797164917), None, Some(2.326348304748535)]);
+    assert_eq!(c.altup, Some(crate::config::AltUp { streams: 4, active: 0, correct_scale: true }));
+    assert_eq!((c.laurel_rank, c.per_layer_input.map(|p| (p.size, p.vocab))), (Some(64), Some((8, 100))));
+    let sources: Vec<Option<usize>> = c.layers.iter().map(|l| l.attention().unwrap().kv_source).collect();
+    assert_eq!(sources, [None, None, None, Some(1)]);
+    // the class default shares 15 layers, which 4 cannot
+    let e = config_err(g3n(r#"{"num_kv_shared_layers": null}"#), "num_kv_shared_layers");
+    assert!(e.contains("15 shared layers"), "{e}");
+    let e = config_err(g3n(r#"{"intermediate_size": [32, 48]}"#), "intermediate_size");
+    assert!(e.contains("2 widths for 4 layers"), "{e}");
+    let e = config_err(g3n(r#"{"activation_sparsity_pattern": [0.95, 1.0, 0.0, 0.0]}"#), "activation_sparsity_pattern");
+    assert!(e.contains("[0, 1)"), "{e}");
+    let e = config_err(g3n(r#"{"altup_active_idx": 4}"#), "altup_active_idx");
+    assert!(e.contains("not one of the 4 streams"), "{e}");
+    let e = config_err(g3n(r#"{"hidden_size": 66}"#), "hidden_size");
+    assert!(e.contains("multiple of num_attention_heads"), "{e}");
+}
