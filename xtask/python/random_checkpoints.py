@@ -1834,9 +1834,10 @@ def to_sparse_new(cfg, config_cls):
         if out.get("mlp_only_layers") == []:
             del out["mlp_only_layers"]  # absent: []
         # head_dim when it is what the modeling code derives (Qwen3MoeConfig and Qwen2MoeConfig
-        # have no such field; Mixtral's null default is dropped above, a value is kept)
+        # have no such field; Mixtral's null default is dropped above, a value is kept; Llama
+        # 4's class default is 128, whatever the hidden size)
         derived = cfg["hidden_size"] // cfg["num_attention_heads"]
-        if model_type not in ("mixtral", "gpt_oss") and out.get("head_dim") == derived:
+        if model_type not in ("mixtral", "gpt_oss", "llama4_text") and out.get("head_dim") == derived:
             del out["head_dim"]
     derived_types = None
     if model_type == "gemma2":
