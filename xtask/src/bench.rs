@@ -24,6 +24,7 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 
+mod kv_sharing;
 mod mla;
 mod scale;
 mod ssm;
@@ -34,7 +35,7 @@ use crate::{cargo_bin, describe, run};
 pub const USAGE: &str = "usage: cargo xtask bench export-onnx [--python] [--keep]\n       cargo xtask bench \
                          generate-onnx [--python] [--keep]\n       cargo xtask bench openvino [--python] [--keep]\n       \
                          cargo xtask bench executorch [--python] [--keep]\n       cargo xtask bench moe [--keep]\n       \
-                         cargo xtask bench quant [--keep]\n       cargo xtask bench scale [--keep]\n       cargo xtask bench mla [--keep]\n       cargo xtask bench ssm [--keep]\n       cargo xtask bench deltanet [--keep]";
+                         cargo xtask bench quant [--keep]\n       cargo xtask bench scale [--keep]\n       cargo xtask bench mla [--keep]\n       cargo xtask bench ssm [--keep]\n       cargo xtask bench deltanet [--keep]\n       cargo xtask bench kv-sharing [--keep]";
 
 /// Goals of the ONNX export of a 0.6B model on a developer machine.
 const GOAL_WALL_S: f64 = 10.0;
@@ -121,6 +122,7 @@ pub fn bench(root: &Path, args: &[String]) -> Result<ExitCode> {
         "mla",
         "ssm",
         "deltanet",
+        "kv-sharing",
     ]
     .contains(&what.as_str())
     {
@@ -145,6 +147,7 @@ pub fn bench(root: &Path, args: &[String]) -> Result<ExitCode> {
         "mla" => mla::bench_mla(root, &opts)?,
         "ssm" => ssm::bench_ssm(root, &opts)?,
         "deltanet" => ssm::bench_deltanet(root, &opts)?,
+        "kv-sharing" => kv_sharing::bench_kv_sharing(root, &opts)?,
         _ => export_onnx(root, &opts)?,
     }
     Ok(ExitCode::SUCCESS)

@@ -6,8 +6,9 @@
 //! - each `Linear` reading a weight inside the decoder layers into `QuantLinear` with the
 //!   recipe's `weights` scheme;
 //! - the output head (the node the builders name `lm_head`) with the `lm_head` scheme;
-//! - the token embeddings (each row `Gather` of a weight by the `input_ids` input: Gemma 4's
-//!   per-layer embeddings too) into `QuantGather` with the `embeddings` scheme;
+//! - the token embeddings (each row `Gather` of a weight by the `input_ids` input, or by ids a
+//!   `Where` remapped from it: Gemma 4's and Gemma 3n's per-layer embeddings too) into
+//!   `QuantGather` with the `embeddings` scheme;
 //!
 //! except modules the recipe's `exclude` names (by the weight's name without `.weight`, as
 //! transformers names modules, or by node name). Gated MLPs are expanded into their three
@@ -31,12 +32,12 @@ use std::collections::HashMap;
 pub fn quantize_graph(g: &Graph, recipe: &QuantRecipe, form: QuantForm) -> Result<Graph> {
     // a gated MLP's three projections become `Linear`s first (every backend decomposes it)
     let g = &decompose(g, &|op| matches!(op, Op::GatedMlp { .. }))?;
-    let ids = g.inputs().iter().find(|p| p.name == "input_ids").map(|p| p.value);
+    let ids = token_ids(g);
     let mut done: HashMap<(ValueId, QuantScheme), Vec<ValueId>> = HashMap::new();
     let rewritten = rebuild(g, &mut |out, node, ins| {
         let slot = match node.op {
             Op::Linear => Some(1),
-            Op::Gather { axis: 0 } if ids.is_some_and(|v| node.inputs[1] == v) => Some(0),
+            Op::Gather { axis: 0 } if ids.contains(&node.inputs[1]) => Some(0),
             _ => None,
         };
         let weight = slot.and_then(|s| match out.producer(ins[s]) {
@@ -78,6 +79,20 @@ pub fn quantize_graph(g: &Graph, recipe: &QuantRecipe, form: QuantForm) -> Resul
         }
     })?;
     drop_unread_weights(&rewritten)
+}
+
+/// The `input_ids` input and the values a `Where` makes of it: ids remapped before a table
+/// reads them (Gemma 4's media placeholders as the padding token, Gemma 3n's ids past its
+/// per-layer table as 0) are still the tokens' ids, and the tables that read them embeddings.
+fn token_ids(g: &Graph) -> std::collections::HashSet<ValueId> {
+    let mut ids: std::collections::HashSet<ValueId> =
+        g.inputs().iter().filter(|p| p.name == "input_ids").map(|p| p.value).collect();
+    for node in g.nodes() {
+        if matches!(node.op, Op::Where) && node.inputs[1..].iter().any(|v| ids.contains(v)) {
+            ids.extend(&node.outputs);
+        }
+    }
+    ids
 }
 
 /// Adds the lazy parts of `weight` quantized by `scheme`: values, scales (in the weight's

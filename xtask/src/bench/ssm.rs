@@ -104,7 +104,7 @@ fn bench_recurrent(root: &Path, opts: &Opts, model: &Recurrent, extra: usize) ->
 
 /// `hfexport export --format onnx --for-generation` with a static cache of `cache_len` slots and
 /// multi-token decode (the prompt in one call).
-fn export_for_generation(exe: &Path, ckpt: &Path, out: &Path, cache_len: usize, log: &Path) -> Result<()> {
+pub(super) fn export_for_generation(exe: &Path, ckpt: &Path, out: &Path, cache_len: usize, log: &Path) -> Result<()> {
     prepare_run(ckpt)?;
     let mut cmd = Command::new(exe);
     cmd.arg("export").arg("--model").arg(ckpt).args(["--format", "onnx", "--dynamic", "--for-generation"]);
@@ -131,10 +131,10 @@ fn cache_bytes_of_export(root: &Path, ckpt: &Path, name: &str, cache_len: usize)
 
 /// A generation export's cache inputs (`input.*` of its `decode` component) in bytes, the
 /// `cache_len` axis at `len`, the batch at 1: in all, and those that grow with the sequence.
-struct CacheBytes {
-    total: u64,
+pub(super) struct CacheBytes {
+    pub(super) total: u64,
     growing: u64,
-    tensors: usize,
+    pub(super) tensors: usize,
 }
 
 impl CacheBytes {
@@ -143,7 +143,7 @@ impl CacheBytes {
     }
 }
 
-fn cache_bytes(export: &Path, len: usize) -> Result<CacheBytes> {
+pub(super) fn cache_bytes(export: &Path, len: usize) -> Result<CacheBytes> {
     let path = export.join("export.json");
     let meta: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?)
@@ -181,7 +181,7 @@ fn cache_bytes(export: &Path, len: usize) -> Result<CacheBytes> {
     Ok(bytes)
 }
 
-fn gib(bytes: u64) -> String {
+pub(super) fn gib(bytes: u64) -> String {
     format!("{:.1} MiB", bytes as f64 / (1u64 << 20) as f64)
 }
 
