@@ -441,10 +441,14 @@ fn fitting_group(dir: &Path) -> Option<usize> {
     })
 }
 
-/// Whether a case's config has experts (`num_experts` or `num_local_experts` above zero).
+/// Whether a case's config has experts (under any family's key: `num_experts`, Mixtral's and
+/// Llama 4's `num_local_experts`, DeepSeek's, GLM-4.5's and Mistral 4's `n_routed_experts`,
+/// ERNIE 4.5's `moe_num_experts`, above zero).
 fn is_moe(dir: &Path) -> bool {
     let cfg: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.join("config.json")).unwrap()).unwrap();
-    ["num_experts", "num_local_experts"].iter().any(|k| cfg[k].as_u64().is_some_and(|n| n > 0))
+    ["num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts"]
+        .iter()
+        .any(|k| cfg[k].as_u64().is_some_and(|n| n > 0))
 }
 
 /// Quantized exports of random checkpoints: even cases int4 symmetric in the widest group that
