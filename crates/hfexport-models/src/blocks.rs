@@ -11,7 +11,9 @@
 use hfexport_core::ops::{moe_few_tokens, Activation, BinaryOp, Glu, ReduceKind, UnaryOp};
 use hfexport_core::{DType, Dim, Op, Tensor, ValueId, WeightExpr};
 
-use crate::config::{AttentionSpec, DenseMlp, LayerMlp, LayerSpec, Mixer, ParallelMlpInput, PerLayerInput, QueryScale, Span};
+use crate::config::{
+    AttentionSpec, DenseMlp, LayerMlp, LayerSpec, Mixer, ParallelMlpInput, PerLayerInput, QueryScale, Span,
+};
 use crate::decoder::{Decoder, LayerInputs, Vb};
 use crate::error::Result;
 use crate::layout::{MlpKind, MlpLayout, MoeLayout, NormKind, PerLayerInputLayout, Projections, QkNorm, StackedForm};
@@ -389,7 +391,14 @@ impl Decoder<'_> {
     /// The mixer and MLP of a layer (as its [`LayerSpec`](crate::config::LayerSpec) says), each
     /// with the norms the layout places around it, scaled by the residual multiplier, added to
     /// the residual stream.
-    pub(crate) fn layer_body(&mut self, vb: &Vb, i: usize, h: ValueId, s: &LayerInputs, act: Activation) -> Result<ValueId> {
+    pub(crate) fn layer_body(
+        &mut self,
+        vb: &Vb,
+        i: usize,
+        h: ValueId,
+        s: &LayerInputs,
+        act: Activation,
+    ) -> Result<ValueId> {
         let (cfg, spec) = (self.cfg, &self.cfg.layers[i]);
         let norms = self.arch.layout.norms;
         // OPT's `do_layer_norm_before` false: the pre-sublayer norms move after the residual adds

@@ -72,7 +72,9 @@ pub(super) fn bench_kv_sharing(root: &Path, opts: &Opts) -> Result<()> {
 
 fn config(shared: usize) -> String {
     let types: Vec<String> = (0..LAYERS)
-        .map(|i| if (i + 1) % FULL_EVERY == 0 { "\"full_attention\"" } else { "\"sliding_attention\"" }.to_string())
+        .map(|i| {
+            if (i + 1).is_multiple_of(FULL_EVERY) { "\"full_attention\"" } else { "\"sliding_attention\"" }.to_string()
+        })
         .collect();
     format!(
         r#"{{
@@ -107,7 +109,7 @@ fn config(shared: usize) -> String {
 fn tensors() -> Vec<(String, Vec<usize>)> {
     let mut t = decoder_tensors([VOCAB, HIDDEN, LAYERS], false, |p| {
         let i: usize = p.trim_end_matches('.').rsplit('.').next().and_then(|i| i.parse().ok()).unwrap_or(0);
-        let d = if (i + 1) % FULL_EVERY == 0 { GLOBAL_HEAD_DIM } else { HEAD_DIM };
+        let d = if (i + 1).is_multiple_of(FULL_EVERY) { GLOBAL_HEAD_DIM } else { HEAD_DIM };
         let mut t = layer_norms(p, HIDDEN).to_vec();
         t.extend(dense_mlp(&format!("{p}mlp."), HIDDEN, INTERMEDIATE));
         let a = format!("{p}self_attn.");

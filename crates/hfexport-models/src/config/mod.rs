@@ -48,7 +48,6 @@ use flags::*;
 pub use generation::GenerationConfig;
 use generation::*;
 use layer_spec::*;
-pub use per_layer::{AltUp, DenseMlp};
 pub use layer_spec::{
     AttentionSpec, DeltaNetSpec, GatedNorm, LatentSpec, LayerMlp, LayerSpec, Mamba2Spec, MambaSpec, Mixer, QueryScale,
     ShortConvSpec, Span,
@@ -56,6 +55,7 @@ pub use layer_spec::{
 use layers::*;
 use multimodal::*;
 use per_layer::*;
+pub use per_layer::{AltUp, DenseMlp};
 use rope::*;
 
 /// Upper bounds on sizes: far above any real model, low enough that a typo or a hostile file

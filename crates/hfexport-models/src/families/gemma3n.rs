@@ -45,7 +45,11 @@ pub const GEMMA3N_SCHEMA: ConfigSchema = ConfigSchema {
         size: ("hidden_size_per_layer_input", 256),
         vocab: ("vocab_size_per_layer_input", 262_144),
     }),
-    per_layer_mlp: Some(PerLayerMlp { sparsity: "activation_sparsity_pattern", default_layers: 10, default_sparsity: 0.95 }),
+    per_layer_mlp: Some(PerLayerMlp {
+        sparsity: "activation_sparsity_pattern",
+        default_layers: 10,
+        default_sparsity: 0.95,
+    }),
     altup: Some(AltUpKeys {
         streams: ("altup_num_inputs", 4),
         active: ("altup_active_idx", 0),
@@ -68,7 +72,12 @@ pub const GEMMA3N_LAYOUT: Layout = Layout {
         correction: "correction_coefs",
         output_scale: "correct_output_scale",
     }),
-    laurel: Some(LaurelLayout { prefix: "laurel", left: "linear_left", right: "linear_right", norm: "post_laurel_norm" }),
+    laurel: Some(LaurelLayout {
+        prefix: "laurel",
+        left: "linear_left",
+        right: "linear_right",
+        norm: "post_laurel_norm",
+    }),
     ..GEMMA4_LAYOUT
 };
 
