@@ -16,6 +16,25 @@ def attention_implementation(folder):
     return "sdpa" if cfg.get("model_type") == "falcon" and cfg.get("alibi") else "eager"
 
 
+def without_gemma3n_towers():
+    """Gemma3nModel builds its vision tower from timm (MobileNetV5, not installed here) and its
+    audio tower with AutoModel; a text-only forward calls neither, so the fixtures of its text
+    model (media-token tables included) get empty modules in their place and store no tower
+    weights, which hfexport does not read."""
+    import torch
+    import transformers
+    from transformers.models.gemma3n import modeling_gemma3n
+
+    class TextOnly:
+        @staticmethod
+        def from_config(config, **kwargs):
+            if config.model_type in ("gemma3n_vision", "gemma3n_audio"):
+                return torch.nn.Module()
+            return transformers.AutoModel.from_config(config, **kwargs)
+
+    modeling_gemma3n.AutoModel = TextOnly
+
+
 def causal_lm_class(folder):
     """AutoModelForCausalLM, as users load a checkpoint (it reads a `mistral` config with
     `layer_types` as Ministral's, which MistralForCausalLM itself would not); for a `model_type`
@@ -25,6 +44,8 @@ def causal_lm_class(folder):
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
     cfg = json.loads((Path(folder) / "config.json").read_text())
+    if cfg.get("model_type") == "gemma3n":
+        without_gemma3n_towers()
     if cfg.get("model_type") in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
         return transformers.AutoModelForCausalLM
     return getattr(transformers, (cfg.get("architectures") or [""])[0], transformers.AutoModelForCausalLM)

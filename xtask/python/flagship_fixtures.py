@@ -4,14 +4,18 @@ the logits (partial rotary, q/k norms, biases on every linear, routing correctio
 choice, dense and sparse layers side by side)."""
 
 from decoder_fixtures import random_score_corrections, redraw_buffers
-from fixture_spec import Spec
+from fixture_spec import Spec, without_gemma3n_towers
 from transformers import (
     Ernie4_5Config,
     Ernie4_5ForCausalLM,
     Ernie4_5_MoeConfig,
     Ernie4_5_MoeForCausalLM,
+    Gemma3nAudioConfig,
+    Gemma3nConfig,
     Gemma3nForCausalLM,
+    Gemma3nForConditionalGeneration,
     Gemma3nTextConfig,
+    Gemma3nVisionConfig,
     Gemma4ForCausalLM,
     Gemma4TextConfig,
     Glm4MoeConfig,
@@ -226,6 +230,20 @@ def flagship_specs():
         eos_token_id=2,
         pad_token_id=0,
     )
+    # the hub's form: the text model inside the image-audio-text class, whose vision and audio
+    # hard tokens (ids 200..223, 224..255, the per-layer table ending at the first) have tables
+    # of their own; the towers, which a text-only forward never calls, are empty modules
+    without_gemma3n_towers()
+    gemma3n_multimodal = Gemma3nConfig(
+        text_config=Gemma3nTextConfig(**{**gemma3n.to_dict(), "num_hidden_layers": 4, "num_kv_shared_layers": 1,
+            "intermediate_size": 64, "activation_sparsity_pattern": [0.95, 0.0, 0.5, 0.0],
+            "layer_types": ["sliding_attention", "full_attention"] * 2}),
+        vision_config=Gemma3nVisionConfig(vocab_offset=200, vocab_size=24, hidden_size=40, rms_norm_eps=1e-5),
+        audio_config=Gemma3nAudioConfig(vocab_offset=224, vocab_size=32, hidden_size=48, rms_norm_eps=1e-6),
+        image_token_id=201,
+        audio_token_id=225,
+        tie_word_embeddings=True,
+    )
     return [
         Spec(
             "glm4_moe",
@@ -333,6 +351,20 @@ def flagship_specs():
             "of layers 3 and 2 (num_kv_shared_layers 2); per-layer embeddings of 8 from a 200-token table (ids "
             "past it read row 0); plain RMS norms incl. q/k and weightless v norms, unit attention scale, final "
             "soft-cap 10, tied head",
+            strict_greedy=True,
+            embed_std=0.08,
+        ),
+        Spec(
+            "gemma3n_multimodal",
+            91,
+            Gemma3nForConditionalGeneration,
+            gemma3n_multimodal,
+            None,
+            "the hub's Gemma3nForConditionalGeneration form (text_config, model.language_model.*, towers left out): "
+            "vision tokens 200..223 and audio tokens 224..255 embedded by embed_vision / embed_audio (a table of 40 "
+            "and 48 wide, normed with the tower's epsilon, projected, normed without weight), the per-layer table "
+            "ending at 200; 4 layers of the gemma3n fixture's text model (AltUp, LAuReL, sparse gates on layers 0 "
+            "and 2, layer 3 reusing layer 1's keys and values), tied head",
             strict_greedy=True,
             embed_std=0.08,
         ),

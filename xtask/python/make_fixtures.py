@@ -787,7 +787,7 @@ def make_fixture(outdir, spec):
         assert not diff, f"{name}: the config.json post-edit changed the config transformers reads: {diff}"
 
     gen = torch.Generator().manual_seed(1000 + seed)
-    vocab = config.vocab_size
+    vocab = config.get_text_config().vocab_size  # a multimodal checkpoint's text model's
 
     single_ids = random_ids(gen, (1, SEQ), vocab)
     single_mask = torch.ones_like(single_ids)
@@ -863,8 +863,9 @@ def make_fixture(outdir, spec):
         assert f.metadata() == metadata
         assert all(torch.equal(f.get_tensor(k), v) for k, v in goldens.items())
 
-    # Summary, from the config as transformers reads the saved folder.
-    loaded = load(folder).config
+    # Summary, from the (text) config as transformers reads the saved folder.
+    full = load(folder).config
+    loaded = full.get_text_config()
     size = sum(f.stat().st_size for f in folder.iterdir())
     print(f"== {name}  ({model_cls.__name__}, seed {seed}, {size / 1024:.0f} KiB)")
     print(f"   files:           {sorted(f.name for f in folder.iterdir())}")
@@ -873,7 +874,7 @@ def make_fixture(outdir, spec):
     print(f"   layer_types:     {getattr(loaded, 'layer_types', None)}")
     print(f"   sliding_window:  {getattr(loaded, 'sliding_window', None)}")
     head_dim = cfg.get("head_dim")  # the file's: a heterogeneous config (Gemma 4) refuses the global one
-    print(f"   head_dim:        {head_dim}  tie_word_embeddings: {loaded.tie_word_embeddings}")
+    print(f"   head_dim:        {head_dim}  tie_word_embeddings: {full.tie_word_embeddings}")
     family = {k: cfg[k] for k in FAMILY_KEYS if k in cfg}
     if family:
         print(f"   family keys:     {family}")

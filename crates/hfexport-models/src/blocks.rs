@@ -255,6 +255,42 @@ impl Decoder<'_> {
         Ok((h, table))
     }
 
+    /// `h` with the rows of media tokens (ids in a [`MediaTokens`] range) replaced by their own
+    /// table's embedding, as Gemma 3n's text-only forward embeds them; `h` itself when the
+    /// config has no such tables.
+    pub(crate) fn media_token_embeddings(&mut self, ids: ValueId, mut h: ValueId) -> Result<ValueId> {
+        let tables = self.arch.layout.media_embedders;
+        for (m, names) in self.cfg.media_tokens.clone().iter().zip(tables) {
+            let vb = Vb::root(names.prefix);
+            let int = |v: i64| Op::Constant(Tensor::i64(vec![], vec![v]).expect("a scalar"));
+            let start = self.op(&vb.name("start"), int(m.start), &[])?;
+            let mut inside = self.op(&vb.name("from"), Op::Binary(BinaryOp::GreaterEqual), &[ids, start])?;
+            if let Some(end) = m.end {
+                let end = self.op(&vb.name("end"), int(end), &[])?;
+                let below = self.op(&vb.name("below"), Op::Binary(BinaryOp::Less), &[ids, end])?;
+                inside = self.op(&vb.name("inside"), Op::Binary(BinaryOp::And), &[inside, below])?;
+            }
+            // elsewhere its last row, as transformers reads a dummy id there
+            let local = self.op(&vb.name("local"), Op::Binary(BinaryOp::Sub), &[ids, start])?;
+            let last = self.op(&vb.name("last"), int(m.vocab as i64 - 1), &[])?;
+            let local = self.op(&vb.name("rows"), Op::Where, &[inside, local, last])?;
+            let table = self.weight(&vb.pp(names.embedding), "weight", &[m.vocab, m.hidden])?;
+            let e = self.op(&vb.pp(names.embedding).path().to_string(), Op::Gather { axis: 0 }, &[table, local])?;
+            let eps = m.eps as f32;
+            let w = self.weight(&vb.pp(names.norm), "weight", &[m.hidden])?;
+            let e = self.op(vb.pp(names.norm).path(), Op::RmsNorm { eps }, &[e, w])?;
+            let e = self.linear(&vb.pp(names.projection), self.cfg.hidden_size, m.hidden, false, e)?;
+            let ones = Tensor::float(self.opts.dtype, vec![self.cfg.hidden_size], vec![1.0; self.cfg.hidden_size])?;
+            let ones = self.op(&vb.name("post_norm.unit_weight"), Op::Constant(ones), &[])?;
+            let e = self.op(&vb.name("post_norm"), Op::RmsNorm { eps }, &[e, ones])?;
+            let sh = self.g.info(ids).shape.clone();
+            let shape = vec![sh[0].clone(), sh[1].clone(), Dim::konst(1)];
+            let inside = self.op(&vb.name("inside.rows"), Op::Reshape { shape }, &[inside])?;
+            h = self.op(&vb.name("embedded"), Op::Where, &[inside, e, h])?;
+        }
+        Ok(h)
+    }
+
     /// Final norm, head, logit scaling and soft-capping. The head is the checkpoint's own where
     /// it stores one (transformers 5 keeps a stored head even when the config says tied), else
     /// the embedding `table` when tied.

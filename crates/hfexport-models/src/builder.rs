@@ -261,7 +261,8 @@ impl<'a> Decoder<'a> {
             Some(image) => (ids, self.embed_with_image(&root, ids, image, shared.positions)?),
             None => {
                 let ids = self.without_placeholders(ids)?;
-                (ids, self.embed(&root, ids, shared.positions)?)
+                let (h, table) = self.embed(&root, ids, shared.positions)?;
+                (ids, (self.media_token_embeddings(ids, h)?, table))
             }
         };
         if let (Some(pli), Some(names)) = (self.cfg.per_layer_input, self.arch.layout.per_layer_inputs) {

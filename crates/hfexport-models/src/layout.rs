@@ -68,6 +68,19 @@ pub struct Layout {
     pub altup: Option<AltUpLayout>,
     /// LAuReL's low-rank residual beside each attention (Gemma 3n).
     pub laurel: Option<LaurelLayout>,
+    /// The tables of the schema's `media_tokens`, in its order (full names from the checkpoint's
+    /// top, not under the text model's root).
+    pub media_embedders: &'static [MediaEmbedderLayout],
+}
+
+/// One media-token table (Gemma 3n's `Gemma3nMultimodalEmbedder`): `post_norm(projection(
+/// norm(embedding[id - offset])))`, `post_norm` without a weight.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MediaEmbedderLayout {
+    pub prefix: &'static str,
+    pub embedding: &'static str,
+    pub norm: &'static str,
+    pub projection: &'static str,
 }
 
 /// AltUp (Gemma 3n): the residual is `n` streams, the first the token embeddings, the others

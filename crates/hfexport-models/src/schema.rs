@@ -15,6 +15,10 @@ pub struct ConfigSchema {
     /// embeds as the padding token when no media come with them (Gemma 4's image, video and
     /// audio tokens: `llm_input_ids` in its text-only forward).
     pub placeholders: &'static [(&'static str, i64)],
+    /// Token ids past the text vocabulary's own that a multimodal checkpoint embeds with tables
+    /// of their own (Gemma 3n's `embed_vision`, `embed_audio`), read from its sub-configs; in the
+    /// order of the layout's [`crate::layout::Layout::media_embedders`].
+    pub media_tokens: &'static [MediaTokenKeys],
     pub layers: LayerRule,
     pub biases: Biases,
     pub scale: ScaleRule,
@@ -107,6 +111,19 @@ pub struct ConfigSchema {
     /// A low-rank residual beside each attention (Gemma 3n's LAuReL): the key of its rank and
     /// the class default.
     pub laurel: Option<(&'static str, usize)>,
+}
+
+/// A sub-config (`vision_config`) whose hard tokens have their own table: ids from its
+/// `vocab_offset` to the next such offset (the last: on), each read at `id - vocab_offset` of
+/// `vocab_size` rows of `hidden_size`, normed (`rms_norm_eps`), projected to the text model's
+/// width and normed without a weight. The class defaults beside the key.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MediaTokenKeys {
+    pub config: &'static str,
+    pub offset: i64,
+    pub vocab: usize,
+    pub hidden: usize,
+    pub eps: f64,
 }
 
 /// How per-layer MLP shapes are read (`Gemma3nTextConfig`).

@@ -55,7 +55,7 @@ pub use layer_spec::{
 use layers::*;
 use multimodal::*;
 use per_layer::*;
-pub use per_layer::{AltUp, DenseMlp};
+pub use per_layer::{AltUp, DenseMlp, MediaTokens};
 use rope::*;
 
 /// Upper bounds on sizes: far above any real model, low enough that a typo or a hostile file
@@ -160,6 +160,8 @@ pub struct ModelConfig {
     /// Token ids embedded as `pad_token_id` (Gemma 4's media placeholders, which a text-only
     /// forward replaces so: [`ConfigSchema::placeholders`]).
     pub placeholder_ids: Vec<i64>,
+    /// Token ids embedded by tables of their own (Gemma 3n's media tokens).
+    pub media_tokens: Vec<MediaTokens>,
     /// AltUp's residual streams (Gemma 3n).
     pub altup: Option<AltUp>,
     /// LAuReL's rank (Gemma 3n): a low-rank residual beside each attention.
@@ -547,6 +549,7 @@ fn model_config(
         vision: None,
         per_layer_input: per_layer_input(f, schema.per_layer_inputs)?,
         placeholder_ids: placeholder_ids(top, schema)?,
+        media_tokens: media_tokens(top, schema)?,
         altup: altup(f, schema.altup)?,
         laurel_rank: laurel_rank(f, schema.laurel)?,
     })

@@ -2,7 +2,8 @@
 //! heads per layer (transformers' `per_layer_config`), the last layers reusing an earlier
 //! layer's keys and values (`num_kv_shared_layers`), per-layer embeddings, MLP widths and gate
 //! sparsity per layer, and the residual streams and low-rank residuals around the layers
-//! (AltUp, LAuReL).
+//! (AltUp, LAuReL); and the token ids a multimodal checkpoint gives other than text embeddings
+//! (media placeholders, media-token tables).
 
 use super::*;
 use crate::schema::{AltUpKeys, KvSharing, PerLayerHeads, PerLayerInputKeys, PerLayerMlp};
@@ -160,6 +161,50 @@ pub(super) fn placeholder_ids(top: &Fields, schema: &ConfigSchema) -> Result<Vec
         }
     }
     Ok(ids)
+}
+
+/// Token ids from `start` (to `end`, else on) embedded by a table of their own (Gemma 3n's
+/// `embed_vision`, `embed_audio`): `vocab` rows of `hidden`, its norms' epsilon `eps`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MediaTokens {
+    pub start: i64,
+    pub end: Option<i64>,
+    pub vocab: usize,
+    pub hidden: usize,
+    pub eps: f64,
+}
+
+/// The media-token tables of the top-level config's sub-configs (class defaults where a
+/// sub-config or key is absent), in the schema's order; each range ends where the next
+/// larger offset starts.
+pub(super) fn media_tokens(top: &Fields, schema: &ConfigSchema) -> Result<Vec<MediaTokens>> {
+    let mut out = vec![];
+    for keys in schema.media_tokens {
+        let prefix = format!("{}{}.", top.prefix, keys.config);
+        let empty = Map::new();
+        let obj = match top.raw(keys.config) {
+            Some(Value::Object(o)) => o,
+            None | Some(Value::Null) => &empty,
+            Some(v) => return Err(top.err(keys.config, format!("must be an object, got {}", describe(v)))),
+        };
+        let f = Fields::new(obj, top.path, &prefix);
+        let start = f.int("vocab_offset")?.unwrap_or(keys.offset);
+        if start < 0 {
+            return Err(f.err("vocab_offset", format!("{start} is not a token id")));
+        }
+        out.push(MediaTokens {
+            start,
+            end: None,
+            vocab: f.size("vocab_size", Some(keys.vocab), MAX_VOCAB)?,
+            hidden: f.size("hidden_size", Some(keys.hidden), MAX_HIDDEN)?,
+            eps: f.number("rms_norm_eps")?.unwrap_or(keys.eps),
+        });
+    }
+    let starts: Vec<i64> = out.iter().map(|m| m.start).collect();
+    for m in &mut out {
+        m.end = starts.iter().copied().filter(|&s| s > m.start).min();
+    }
+    Ok(out)
 }
 
 /// Per-layer embeddings, when the family has them and their width is not 0 or null.

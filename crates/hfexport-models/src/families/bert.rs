@@ -67,6 +67,7 @@ pub const BERT_LAYOUT: Layout = Layout {
     layer_scalar: None,
     altup: None,
     laurel: None,
+    media_embedders: &[],
     ssm: None,
     encoder: Some(EncoderLayout {
         input: EncoderInput::Tokens,

@@ -87,3 +87,37 @@ pub const CAUSAL_LM: Architecture = Architecture {
     config: GEMMA3N_SCHEMA,
     layout: GEMMA3N_LAYOUT,
 };
+
+/// The text model of a `Gemma3nForConditionalGeneration` checkpoint (the hub's Gemma 3n):
+/// read from `text_config`, stored under `model.language_model.`, the head tied (or `lm_head`);
+/// the vision and audio hard tokens (ids from `vision_config.vocab_offset` and
+/// `audio_config.vocab_offset`) embedded by `model.embed_vision` and `model.embed_audio`, as its
+/// text-only forward does. The vision and audio towers are not built (the export says so).
+pub const CONDITIONAL_GENERATION: Architecture = Architecture {
+    classes: &["Gemma3nForConditionalGeneration"],
+    model_types: &["gemma3n"],
+    config: ConfigSchema {
+        text_config: true,
+        media_tokens: &[
+            MediaTokenKeys { config: "vision_config", offset: 262_144, vocab: 128, hidden: 2048, eps: 1e-6 },
+            MediaTokenKeys { config: "audio_config", offset: 262_272, vocab: 128, hidden: 1536, eps: 1e-6 },
+        ],
+        ..GEMMA3N_SCHEMA
+    },
+    layout: Layout {
+        roots: &["model.language_model."],
+        heads: &["lm_head"],
+        media_embedders: &[MEDIA_EMBEDDER_VISION, MEDIA_EMBEDDER_AUDIO],
+        ..GEMMA3N_LAYOUT
+    },
+};
+
+const MEDIA_EMBEDDER_VISION: MediaEmbedderLayout = MediaEmbedderLayout {
+    prefix: "model.embed_vision",
+    embedding: "embedding",
+    norm: "hard_embedding_norm",
+    projection: "embedding_projection",
+};
+
+const MEDIA_EMBEDDER_AUDIO: MediaEmbedderLayout =
+    MediaEmbedderLayout { prefix: "model.embed_audio", ..MEDIA_EMBEDDER_VISION };

@@ -79,6 +79,7 @@ pub const FAMILY: Architecture = Architecture {
         layer_scalar: None,
         altup: None,
         laurel: None,
+        media_embedders: &[],
         ssm: None,
     },
 };

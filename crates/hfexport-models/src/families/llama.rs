@@ -49,6 +49,7 @@ pub const LLAMA_LAYOUT: Layout = Layout {
     layer_scalar: None,
     altup: None,
     laurel: None,
+    media_embedders: &[],
     ssm: None,
 };
 
@@ -87,6 +88,7 @@ pub const LLAMA_SCHEMA: ConfigSchema = ConfigSchema {
     ffn_auto_adjust: false,
     mup: false,
     placeholders: &[],
+    media_tokens: &[],
     per_layer_heads: None,
     values_from_keys: None,
     kv_sharing: None,

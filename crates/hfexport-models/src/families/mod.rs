@@ -100,6 +100,7 @@ pub const ARCHITECTURES: &[Architecture] = &[
     gemma3::CAUSAL_LM,
     gemma3::CONDITIONAL_GENERATION,
     gemma3n::CAUSAL_LM,
+    gemma3n::CONDITIONAL_GENERATION,
     gemma4::CAUSAL_LM,
     gemma4::CONDITIONAL_GENERATION,
     qwen3_moe::FAMILY,

@@ -91,6 +91,7 @@ pub const T5_BASE: Layout = Layout {
     layer_scalar: None,
     altup: None,
     laurel: None,
+    media_embedders: &[],
     ssm: None,
 };
 

@@ -88,6 +88,7 @@ pub const WHISPER_BASE: Layout = Layout {
     layer_scalar: None,
     altup: None,
     laurel: None,
+    media_embedders: &[],
     ssm: None,
 };
 

@@ -254,3 +254,28 @@ fn gemma3n_reads_per_layer_mlps_altup_and_laurel() {
     let e = config_err(g3n(r#"{"hidden_size": 66}"#), "hidden_size");
     assert!(e.contains("multiple of num_attention_heads"), "{e}");
 }
+
+#[test]
+fn gemma3n_multimodal_reads_its_media_token_tables() {
+    let text = r#"{"hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
+        "intermediate_size": 32, "num_hidden_layers": 2, "vocab_size": 262400, "num_kv_shared_layers": 0,
+        "layer_types": ["sliding_attention", "full_attention"]}"#;
+    let cg = |extra: &str| {
+        let top = format!(
+            r#"{{"model_type": "gemma3n", "architectures": ["Gemma3nForConditionalGeneration"],
+            "text_config": {text}{extra}}}"#
+        );
+        ModelConfig::from_json_str(&top, std::path::Path::new(PATH))
+    };
+    // the class defaults: vision tokens from 262144 up to the audio ones at 262272
+    let c = cg("").unwrap();
+    let ranges: Vec<(i64, Option<i64>, usize, usize)> =
+        c.media_tokens.iter().map(|m| (m.start, m.end, m.vocab, m.hidden)).collect();
+    assert_eq!(ranges, [(262_144, Some(262_272), 128, 2048), (262_272, None, 128, 1536)]);
+    let c = cg(r#", "vision_config": {"vocab_offset": 300, "vocab_size": 8, "hidden_size": 16, "rms_norm_eps": 1e-5},
+        "audio_config": {"vocab_offset": 308, "hidden_size": 24}"#)
+    .unwrap();
+    assert_eq!((c.media_tokens[0].start, c.media_tokens[0].end, c.media_tokens[0].eps), (300, Some(308), 1e-5));
+    let e = config_err(cg(r#", "vision_config": 3"#), "vision_config");
+    assert!(e.contains("must be an object"), "{e}");
+}
