@@ -275,7 +275,7 @@ impl Decoder<'_> {
             let last = self.op(&vb.name("last"), int(m.vocab as i64 - 1), &[])?;
             let local = self.op(&vb.name("rows"), Op::Where, &[inside, local, last])?;
             let table = self.weight(&vb.pp(names.embedding), "weight", &[m.vocab, m.hidden])?;
-            let e = self.op(&vb.pp(names.embedding).path().to_string(), Op::Gather { axis: 0 }, &[table, local])?;
+            let e = self.op(vb.pp(names.embedding).path(), Op::Gather { axis: 0 }, &[table, local])?;
             let eps = m.eps as f32;
             let w = self.weight(&vb.pp(names.norm), "weight", &[m.hidden])?;
             let e = self.op(vb.pp(names.norm).path(), Op::RmsNorm { eps }, &[e, w])?;
