@@ -132,10 +132,11 @@ impl Decoder<'_> {
         let active = self.stream(&vb.name("corrected_active"), predictions, altup.active)?;
         let innovation = self.op(&vb.name("innovation"), Op::Binary(BinaryOp::Sub), &[out, active])?;
         let innovation = self.unsqueeze_stream(&vb.name("innovation.stream"), innovation)?;
-        let c = self.linear(&vb.pp(names.correction), n, n, false, modalities)?;
-        let one = self.stream_column(&vb.pp(names.correction).name("one"), vec![1.0; 1])?;
-        let c = self.op(&vb.pp(names.correction).name("shares"), Op::Reshape { shape: self.column(c, n) }, &[c])?;
-        let c = self.op(&vb.pp(names.correction).name("plus_one"), Op::Binary(BinaryOp::Add), &[c, one])?;
+        let correction = vb.pp(names.correction);
+        let c = self.linear(&correction, n, n, false, modalities)?;
+        let one = self.scalar(&correction.name("one"), 1.0)?;
+        let c = self.op(&correction.name("plus_one"), Op::Binary(BinaryOp::Add), &[c, one])?;
+        let c = self.op(&correction.name("shares"), Op::Reshape { shape: self.per_stream(c, n) }, &[c])?;
         let shares = self.op(&vb.name("shares"), Op::Binary(BinaryOp::Mul), &[innovation, c])?;
         self.op(&vb.name("corrected"), Op::Binary(BinaryOp::Add), &[predictions, shares])
     }
@@ -194,8 +195,8 @@ impl Decoder<'_> {
         self.op(name, Op::Reshape { shape }, &[x])
     }
 
-    /// `[b, s, n]` as `[b, s, n, 1]`: one factor per stream.
-    fn column(&self, x: ValueId, n: usize) -> Vec<Dim> {
+    /// The shape `[b, s, n, 1]` of `[b, s, n]` factors `x`: one per stream, over its channels.
+    fn per_stream(&self, x: ValueId, n: usize) -> Vec<Dim> {
         let sh = &self.g.info(x).shape;
         vec![sh[0].clone(), sh[1].clone(), Dim::from(n), Dim::konst(1)]
     }
