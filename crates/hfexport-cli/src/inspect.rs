@@ -345,8 +345,9 @@ fn idle_expert_parameters(c: &hfexport::models::ModelConfig, m: &hfexport::model
     (sparse * (m.num_experts - m.top_k) * per_expert) as u64
 }
 
-/// What differs by layer beyond the kinds above (Gemma 4): other head sizes, layers reusing
-/// an earlier layer's keys and values, per-layer embeddings; `None` when nothing does.
+/// What differs by layer beyond the kinds above (Gemma 4, Gemma 3n): other head sizes, layers
+/// reusing an earlier layer's keys and values, per-layer embeddings, MLP widths and sparse gates,
+/// AltUp's streams, LAuReL, media-token tables; `None` when nothing does.
 fn per_layer_summary(c: &hfexport::models::ModelConfig) -> Option<String> {
     let mut parts = vec![];
     let heads = |a: &hfexport::models::config::AttentionSpec| (a.head_dim, a.kv_heads);
@@ -368,6 +369,26 @@ fn per_layer_summary(c: &hfexport::models::ModelConfig) -> Option<String> {
     }
     if let Some(p) = c.per_layer_input {
         parts.push(format!("per-layer embeddings of {} (vocab {})", p.size, p.vocab));
+    }
+    let widths: Vec<usize> = c.layers.iter().map(|l| l.dense.width).collect();
+    if widths.iter().any(|&w| w != c.intermediate_size) {
+        parts.push(format!("MLP widths {widths:?}"));
+    }
+    let sparse: Vec<String> = (c.layers.iter().enumerate())
+        .filter_map(|(i, l)| l.dense.gate_cutoff.map(|q| format!("{i} (cut at mean + {q:.3} std)")))
+        .collect();
+    if !sparse.is_empty() {
+        parts.push(format!("gates sparsified in layers {}", sparse.join(", ")));
+    }
+    if let Some(a) = c.altup {
+        parts.push(format!("{} AltUp streams (layers compute on stream {})", a.streams, a.active));
+    }
+    if let Some(rank) = c.laurel_rank {
+        parts.push(format!("LAuReL of rank {rank}"));
+    }
+    for m in &c.media_tokens {
+        let end = m.end.map_or("..".to_string(), |e| format!("..{e}"));
+        parts.push(format!("ids {}{end} embedded by a table of {} x {}", m.start, m.vocab, m.hidden));
     }
     (!parts.is_empty()).then(|| parts.join("; "))
 }

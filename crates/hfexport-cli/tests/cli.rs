@@ -122,6 +122,17 @@ fn inspect_describes_the_checkpoint() {
             "Moe x1",
         ],
     );
+    // what Gemma 3n varies by layer and around the layers
+    assert_inspect_prints(
+        "gemma3n_multimodal",
+        &[
+            "Gemma3nForConditionalGeneration",
+            "keys and values reused (layer <- source): 3 <- 1",
+            "gates sparsified in layers 0 (cut at mean + 1.645 std), 2 (cut at mean + 0.000 std)",
+            "4 AltUp streams (layers compute on stream 0); LAuReL of rank 8",
+            "ids 200..224 embedded by a table of 24 x 40; ids 224.. embedded by a table of 32 x 48",
+        ],
+    );
 }
 
 /// `inspect --json`: a checkpoint's facts as one object; an export folder's export.json.
