@@ -161,11 +161,13 @@ pub(super) fn merged_tower(
         _ => 10000.0,
     };
     tower.rope = RopeConfig { theta, dim: tower.head_dim, scaling: RopeScaling::Default };
-    // a vision tower's layers are attention layers (`encoder_side` of a tower config)
+    // a vision tower's layers are attention layers (`encoder_side` of a tower config) with an
+    // MLP of that width
     for layer in &mut tower.layers {
         if let Mixer::Attention(a) = &mut layer.mixer {
             a.rope = Some(tower.rope.clone());
         }
+        layer.dense.width = tower.intermediate_size;
     }
     let channels = match vision.raw("in_channels") {
         Some(v) if !v.is_null() => vision.size("in_channels", Some(3), 64)?,
