@@ -58,6 +58,11 @@ impl Decoder<'_> {
         self.op(name, Op::Constant(t), &[])
     }
 
+    /// A scalar i64 constant (a token id or a bound of one).
+    pub(crate) fn id_scalar(&mut self, name: &str, v: i64) -> Result<ValueId> {
+        self.op(name, Op::Constant(Tensor::i64(vec![], vec![v])?), &[])
+    }
+
     /// `x * factor`.
     pub(crate) fn scale(&mut self, name: &str, x: ValueId, factor: f64) -> Result<ValueId> {
         let c = self.scalar(&format!("{name}.factor"), factor)?;
@@ -262,17 +267,16 @@ impl Decoder<'_> {
         let tables = self.arch.layout.media_embedders;
         for (m, names) in self.cfg.media_tokens.clone().iter().zip(tables) {
             let vb = Vb::root(names.prefix);
-            let int = |v: i64| Op::Constant(Tensor::i64(vec![], vec![v]).expect("a scalar"));
-            let start = self.op(&vb.name("start"), int(m.start), &[])?;
+            let start = self.id_scalar(&vb.name("start"), m.start)?;
             let mut inside = self.op(&vb.name("from"), Op::Binary(BinaryOp::GreaterEqual), &[ids, start])?;
             if let Some(end) = m.end {
-                let end = self.op(&vb.name("end"), int(end), &[])?;
+                let end = self.id_scalar(&vb.name("end"), end)?;
                 let below = self.op(&vb.name("below"), Op::Binary(BinaryOp::Less), &[ids, end])?;
                 inside = self.op(&vb.name("inside"), Op::Binary(BinaryOp::And), &[inside, below])?;
             }
             // elsewhere its last row, as transformers reads a dummy id there
             let local = self.op(&vb.name("local"), Op::Binary(BinaryOp::Sub), &[ids, start])?;
-            let last = self.op(&vb.name("last"), int(m.vocab as i64 - 1), &[])?;
+            let last = self.id_scalar(&vb.name("last"), m.vocab as i64 - 1)?;
             let local = self.op(&vb.name("rows"), Op::Where, &[inside, local, last])?;
             let table = self.weight(&vb.pp(names.embedding), "weight", &[m.vocab, m.hidden])?;
             let e = self.op(vb.pp(names.embedding).path(), Op::Gather { axis: 0 }, &[table, local])?;
@@ -417,9 +421,8 @@ impl Decoder<'_> {
         if rows >= self.cfg.vocab_size {
             return Ok(ids);
         }
-        let int = |v: i64| Op::Constant(Tensor::i64(vec![], vec![v]).expect("a scalar"));
-        let end = self.op(&format!("{name}.end"), int(rows as i64), &[])?;
-        let zero = self.op(&format!("{name}.zero"), int(0), &[])?;
+        let end = self.id_scalar(&format!("{name}.end"), rows as i64)?;
+        let zero = self.id_scalar(&format!("{name}.zero"), 0)?;
         let inside = self.op(&format!("{name}.inside"), Op::Binary(BinaryOp::Less), &[ids, end])?;
         self.op(name, Op::Where, &[inside, ids, zero])
     }
@@ -734,9 +737,8 @@ impl Decoder<'_> {
         positions: ValueId,
         qs: QueryScale,
     ) -> Result<ValueId> {
-        let int = |v: usize| Op::Constant(Tensor::i64(vec![], vec![v as i64]).expect("a scalar"));
-        let offset = self.op(&format!("{name}.offset"), int(qs.offset), &[])?;
-        let divisor = self.op(&format!("{name}.divisor"), int(qs.divisor), &[])?;
+        let offset = self.id_scalar(&format!("{name}.offset"), qs.offset as i64)?;
+        let divisor = self.id_scalar(&format!("{name}.divisor"), qs.divisor as i64)?;
         let p = self.op(&format!("{name}.shifted"), Op::Binary(BinaryOp::Add), &[positions, offset])?;
         let p = self.op(&format!("{name}.blocks"), Op::Binary(BinaryOp::Div), &[p, divisor])?;
         let p = self.op(&format!("{name}.blocks_f32"), Op::Cast(DType::F32), &[p])?;
@@ -1063,8 +1065,8 @@ impl Decoder<'_> {
         let sq = self.op(&name("centred.squared"), Op::Binary(BinaryOp::Mul), &[centred, centred])?;
         let var = self.op(&name("variance"), mean, &[sq])?;
         let std = self.op(&name("std"), Op::Unary(UnaryOp::Sqrt), &[var])?;
-        // transformers' order of rounding: the quantile in float32, `g - (mean + std * q)`
-        let margin = self.scale(&name("margin"), std, cutoff as f32 as f64)?;
+        // transformers' order of rounding: `g - (mean + std * q)` (q already torch's float32)
+        let margin = self.scale(&name("margin"), std, cutoff)?;
         let cut = self.op(&name("cutoff"), Op::Binary(BinaryOp::Add), &[m, margin])?;
         let shifted = self.op(&name("shifted"), Op::Binary(BinaryOp::Sub), &[g, cut])?;
         let g = self.op(&name("sparse"), Op::Activate(Activation::Relu), &[shifted])?;

@@ -293,17 +293,16 @@ impl<'a> Decoder<'a> {
         if placeholders.is_empty() {
             return Ok(ids);
         }
-        let int = |v: i64| Op::Constant(Tensor::i64(vec![], vec![v]).expect("a scalar"));
         let mut any = None;
         for (i, &p) in placeholders.iter().enumerate() {
-            let c = self.op(&format!("placeholders.{i}"), int(p), &[])?;
+            let c = self.id_scalar(&format!("placeholders.{i}"), p)?;
             let hit = self.op(&format!("placeholders.{i}.hit"), Op::Binary(BinaryOp::Equal), &[ids, c])?;
             any = Some(match any {
                 Some(prev) => self.op(&format!("placeholders.{i}.any"), Op::Binary(BinaryOp::Or), &[prev, hit])?,
                 None => hit,
             });
         }
-        let pad = self.op("placeholders.pad", int(pad), &[])?;
+        let pad = self.id_scalar("placeholders.pad", pad)?;
         self.op("input_ids.text", Op::Where, &[any.expect("some placeholder"), pad, ids])
     }
 
