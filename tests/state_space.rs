@@ -251,25 +251,9 @@ fn quantized_exports_verify_in_every_runtime() {
     for name in recurrent_fixtures() {
         // a mixture of experts takes the asymmetric recipes: runtimes that quantize activations
         // (ONNX Runtime's MatMulNBits, XNNPACK) move routing probabilities by more than a random
-        // router's near ties (as tests/unseen_checkpoints.rs does). Its ONNX forward export is
-        // left out for that reason: over 16 positions ONNX Runtime's int8 activations flip an
-        // expert choice of the fixture's router (top-2 gap 5.6e-3) and the logits move by 0.5
-        // (the one-token decode of the generation export verifies).
+        // router's near ties (as tests/unseen_checkpoints.rs does)
         let model = Checkpoint::open(&fixture(name)).unwrap().config;
         let moe = model.moe.is_some();
-        let gated = model.layers.iter().any(|l| matches!(l.mixer, hfexport::models::config::Mixer::ShortConv(_)));
-        // Gated DeltaNet models (Qwen3.5, Qwen3-Next): ExecuTorch takes the portable kernels
-        // (XNNPACK's int8 activations per token move the qwen3_5 fixture's int8 forward logits by
-        // 1.17 for a tolerance of 0.95). Their quantized ONNX exports are left out, and not because they
-        // pass: ONNX Runtime's logits are about 1 from the evaluator's (qwen3_5 int8 forward,
-        // qwen3_next int4 generation; the float exports agree within 2e-5). Measured on the
-        // qwen3_5 int8 file: MatMulNBits at accuracy level 0 instead of 4 moves the logits by
-        // 0.9, and with one kind of linear quantized at a time ONNX Runtime (level 0) and
-        // OpenVINO reading the same file are 0.05 (v_proj) to 0.43 (in_proj_qkv) apart, so these
-        // random DeltaNet models amplify the runtimes' activation rounding beyond the tolerance
-        // calibrated on other families (2.9% of the largest logit); whether trained checkpoints
-        // do is not known yet
-        let delta = model.layers.iter().any(|l| matches!(l.mixer, hfexport::models::config::Mixer::GatedDeltaNet(_)));
         for quantizer in ["int8", "int4"] {
             for (label, mut config) in configs() {
                 config["quantizer"] = match moe {
@@ -280,19 +264,7 @@ fn quantized_exports_verify_in_every_runtime() {
                     // XNNPACK's linears take no zero points: the portable kernels dequantize
                     config["backend"] = "portable".into();
                 }
-                if delta && label == "onnx" {
-                    continue;
-                }
-                if (gated || delta) && label == "executorch" {
-                    // LFM2's gate multiplies two projections whose activations XNNPACK rounds
-                    // to int8 per token: 16 positions move by just over its 10% tolerance (0.450
-                    // for 0.446 measured); the portable kernels compute in float
-                    config["backend"] = "portable".into();
-                }
                 for (kind, generation) in [("generation", generation), ("forward", None)] {
-                    if moe && generation.is_none() && label == "onnx" {
-                        continue;
-                    }
                     if generation.is_none() {
                         config["dynamic"] = false.into();
                     }
@@ -304,9 +276,14 @@ fn quantized_exports_verify_in_every_runtime() {
                             if let Err(e) = verified(&meta) {
                                 failures.push(format!("{what}: {e}"));
                             }
-                            let moved = meta.verification.as_ref().and_then(|v| v.against_float.as_ref());
-                            if moved.is_none() {
+                            let v = meta.verification.as_ref();
+                            if v.and_then(|v| v.against_float.as_ref()).is_none() {
                                 failures.push(format!("{what}: no comparison against the float model"));
+                            }
+                            // ONNX Runtime and XNNPACK round activations: the reference measures by how much
+                            let rounds = label == "onnx" || (label == "executorch" && !moe);
+                            if v.and_then(|v| v.activation_rounding).is_some() != rounds {
+                                failures.push(format!("{what}: activation rounding measured: {}", !rounds));
                             }
                         }
                     }

@@ -21,7 +21,7 @@ use crate::metadata::Component;
 use crate::ops::Op;
 use crate::passes::{Pass, PassManager, PatchRegistry, Stage};
 use crate::plan::Planned;
-use crate::quant::{QuantForm, QuantRecipe};
+use crate::quant::{ActivationRounding, QuantForm, QuantRecipe};
 use crate::tensor::Tensor;
 use crate::weights::{TensorSource, WeightExpr};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -205,19 +205,13 @@ pub trait Runner {
     fn atol(&self, dtype: DType) -> f32 {
         verification_atol(dtype)
     }
-    /// For a component with quantized weights: the extra tolerance, as a fraction of the
-    /// largest reference output magnitude, of a runtime that quantizes activations too (ONNX
-    /// Runtime's `MatMulNBits` at accuracy level 4); 0 for runtimes that dequantize exactly.
-    fn quantized_rtol(&self) -> f32 {
-        0.0
+    /// How the runtime rounds the inputs of quantized linears (ONNX Runtime's `MatMulNBits`
+    /// at accuracy level 4, XNNPACK's dynamically quantized linears); `None` for runtimes that
+    /// compute them in float from exactly dequantized weights.
+    fn activation_rounding(&self) -> Option<ActivationRounding> {
+        None
     }
 }
-
-/// [`Runner::quantized_rtol`] of a runtime that quantizes activations to int8 (ONNX Runtime's
-/// `MatMulNBits` at accuracy level 4 per block, XNNPACK's dynamically quantized linears per
-/// token): `--verify` of int4 exports of four fixtures (llama, qwen3, gpt2, mixtral) measured
-/// 1.8–2.9% of the largest logit in ONNX Runtime, and 2.9% for llama in XNNPACK.
-pub const ACTIVATION_QUANT_RTOL: f32 = 0.1;
 
 /// What [`Backend::runtime`] returns: the `runtime` a cargo feature compiled in, else a
 /// config error saying what is `missing` and which feature builds it in.

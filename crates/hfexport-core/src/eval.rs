@@ -12,7 +12,7 @@ use crate::error::{Error, Result};
 use crate::graph::{Graph, Node, Producer, ValueId};
 use crate::kernels as k;
 use crate::ops::{Activation, Glu, Op, Routing};
-use crate::quant::dequantize;
+use crate::quant::{dequantize, ActivationRounding};
 use crate::rope::RopeConfig;
 use crate::tensor::Tensor;
 use crate::weights::TensorSource;
@@ -60,6 +60,16 @@ impl<'g> Evaluator<'g> {
 
     /// Runs the graph; `inputs` must hold every graph input by name.
     pub fn run(&self, inputs: &BTreeMap<String, Tensor>) -> Result<BTreeMap<String, Tensor>> {
+        self.run_with(inputs, None)
+    }
+
+    /// [`Evaluator::run`] with every `QuantLinear`'s input rounded as `rounding` says (how a
+    /// runtime that quantizes activations computes it); `None` is the exact graph.
+    pub fn run_with(
+        &self,
+        inputs: &BTreeMap<String, Tensor>,
+        rounding: Option<ActivationRounding>,
+    ) -> Result<BTreeMap<String, Tensor>> {
         let g = self.graph;
         let bindings = bind_inputs(g, inputs)?;
         let mut slots: Vec<Slot> = (0..g.num_values()).map(|_| Slot::Empty).collect();
@@ -83,6 +93,14 @@ impl<'g> Evaluator<'g> {
                         Slot::Empty => Err(eval_err(node, format!("input %{} was not computed", v.0))),
                     })
                     .collect::<Result<Vec<&Tensor>>>()?;
+                let rounded = match (&node.op, rounding) {
+                    (Op::QuantLinear { group, .. }, Some(r)) => {
+                        r.apply(ins[0], *group).map_err(|e| eval_err(node, e.to_string()))?
+                    }
+                    _ => None,
+                };
+                let ins: Vec<&Tensor> =
+                    rounded.iter().chain(ins.iter().skip(usize::from(rounded.is_some())).copied()).collect();
                 eval_node(node, &ins, &bindings).map_err(|e| match e {
                     Error::Tensor(msg) | Error::Dim(msg) => eval_err(node, msg),
                     other => other,

@@ -98,6 +98,12 @@ pub struct Verification {
     pub max_abs_diff: f32,
     pub atol: f32,
     pub inputs: Vec<String>,
+    /// For a runtime that rounds the inputs of quantized linears to int8: the largest change
+    /// that rounding makes to the reference's outputs on these samples. The runtime is compared
+    /// with the reference rounding alike, within the usual tolerance plus this (or, where its
+    /// kernels computed in float, with the exact reference within the usual tolerance).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub activation_rounding: Option<f32>,
     /// A quantized export's reference logits against the float model's, on the same samples.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub against_float: Option<QuantQuality>,

@@ -304,6 +304,69 @@ impl std::hash::Hash for QuantKernelRef {
     }
 }
 
+/// How a runtime rounds the input of a quantized linear before its integer dot products, so
+/// the reference evaluator can compute as it does ([`crate::Evaluator::run_with`]) and
+/// `--verify` can compare like with like.
+#[derive(Debug, Clone, Copy)]
+pub enum ActivationRounding {
+    /// Symmetric int8 over blocks of the input features, `scale = max|x| / 127` (ONNX
+    /// Runtime's `MatMulNBits` at accuracy level 4). The function gives the block length for a
+    /// weight quantized in groups of `group` over `cols` input features, or `None` where the
+    /// runtime computes in float (the lowering's choice).
+    Int8Blocks(fn(usize, usize) -> Option<usize>),
+    /// Asymmetric int8 per row, the range widened to hold 0 (XNNPACK's dynamically quantized
+    /// linears: `scale = (max - min) / 255`, an integer zero point).
+    Int8PerRow,
+}
+
+impl ActivationRounding {
+    /// `x [..., cols]` rounded as the runtime rounds it for a weight in groups of `group`, or
+    /// `None` where the runtime does not round it.
+    pub fn apply(self, x: &Tensor, group: usize) -> Result<Option<Tensor>> {
+        let cols = *x.shape().last().unwrap_or(&1);
+        let block = match self {
+            ActivationRounding::Int8Blocks(block) => match block(group, cols) {
+                Some(b) => b,
+                None => return Ok(None),
+            },
+            ActivationRounding::Int8PerRow => cols,
+        };
+        if block == 0 || !cols.is_multiple_of(block) {
+            return Err(Error::Tensor(format!("activation blocks of {block} do not divide {cols} features")));
+        }
+        let mut v = x.cast(DType::F32).as_f32()?.to_vec();
+        for b in v.chunks_mut(block) {
+            match self {
+                ActivationRounding::Int8Blocks(_) => round_symmetric(b),
+                ActivationRounding::Int8PerRow => round_asymmetric(b),
+            }
+        }
+        Ok(Some(Tensor::f32(x.shape().to_vec(), v)?.cast(x.dtype())))
+    }
+}
+
+/// `x` to `round(x * 127 / max|x|)` in `[-127, 127]` and back.
+fn round_symmetric(x: &mut [f32]) {
+    let amax = x.iter().fold(0f32, |m, v| m.max(v.abs()));
+    if amax == 0.0 {
+        return;
+    }
+    let (scale, recip) = (amax / 127.0, 127.0 / amax);
+    x.iter_mut().for_each(|v| *v = (*v * recip).round_ties_even().clamp(-127.0, 127.0) * scale);
+}
+
+/// `x` to int8 with `scale = (max - min) / 255` over a range holding 0 and the zero point
+/// `round(-128 - min / scale)`, and back.
+fn round_asymmetric(x: &mut [f32]) {
+    let (lo, hi) = x.iter().fold((0f32, 0f32), |(lo, hi), v| (lo.min(*v), hi.max(*v)));
+    if hi == lo {
+        return;
+    }
+    let scale = (hi - lo) / 255.0;
+    let zero = (-128.0 - lo / scale).round_ties_even().clamp(-128.0, 127.0);
+    x.iter_mut().for_each(|v| *v = (((*v / scale).round_ties_even() + zero).clamp(-128.0, 127.0) - zero) * scale);
+}
+
 /// `(q - z) * s` back to a float `[rows, cols]` tensor of the scales' dtype (computed in f32).
 pub fn dequantize(values: &Tensor, scales: &Tensor, zero_points: Option<&Tensor>) -> Result<Tensor> {
     let (rows, cols) = match values.shape() {
@@ -364,6 +427,36 @@ pub fn decode_mxfp4(blocks: &[u8], scales: &[u8]) -> Vec<f32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// ONNX Runtime's blocks: `round(x * 127 / max|x|)` per block, ties to even; a block the
+    /// runtime computes in float is left alone.
+    #[test]
+    fn activations_round_per_block_as_mlas_does() {
+        let x = Tensor::f32(vec![1, 4], vec![1.0, -0.5, 0.25, 0.0]).unwrap();
+        let blocks = ActivationRounding::Int8Blocks(|g, _| (g == 2).then_some(2));
+        let r = blocks.apply(&x, 2).unwrap().unwrap();
+        // block [1, -0.5]: scale 1/127, -63.5 -> -64 (even); block [0.25, 0]: exact
+        assert_eq!(r.as_f32().unwrap(), &[1.0, -64.0 / 127.0, 0.25, 0.0]);
+        assert!(blocks.apply(&x, 4).unwrap().is_none());
+    }
+
+    /// XNNPACK's rows: the range widened to 0, 255 steps, an integer zero point.
+    #[test]
+    fn activations_round_per_row_with_a_zero_point() {
+        let x = Tensor::f32(vec![2, 3], vec![0.1, 0.5, 1.0, -2.0, -1.0, -0.3]).unwrap();
+        let r = ActivationRounding::Int8PerRow.apply(&x, 3).unwrap().unwrap();
+        let r = r.as_f32().unwrap();
+        for (row, lo) in [(0, 0f32), (1, -2.0)] {
+            let hi = if row == 0 { 1.0 } else { 0.0 };
+            let scale = (hi - lo) / 255.0;
+            for i in 0..3 {
+                let (got, want) = (r[row * 3 + i], x.as_f32().unwrap()[row * 3 + i]);
+                assert!((got - want).abs() <= scale / 2.0 + 1e-7, "{got} vs {want}");
+                let steps = got / scale;
+                assert!((steps - steps.round()).abs() < 1e-3, "{got} is not on the grid of {scale}");
+            }
+        }
+    }
 
     /// Codes pair up low nibble first; the scale byte is a power of two biased by 127.
     #[test]

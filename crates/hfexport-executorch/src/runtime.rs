@@ -13,10 +13,11 @@
 use crate::dump::PteFile;
 use crate::program::{dtype_of, scalar_type};
 use cxx::UniquePtr;
-use hfexport_core::backend::{verification_atol, Runner, Runtime, ACTIVATION_QUANT_RTOL};
+use hfexport_core::backend::{verification_atol, Runner, Runtime};
 use hfexport_core::config::ExecutorchBackend;
 use hfexport_core::generation::Generator;
 use hfexport_core::metadata::Component;
+use hfexport_core::ActivationRounding;
 use hfexport_core::{DType, ExportConfig, Tensor};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -121,12 +122,9 @@ impl Runner for EtComponent {
         }
     }
 
-    /// XNNPACK's quantized linears quantize activations to int8 per token.
-    fn quantized_rtol(&self) -> f32 {
-        match self.xnnpack {
-            true => ACTIVATION_QUANT_RTOL,
-            false => 0.0,
-        }
+    /// XNNPACK's quantized linears round activations to int8 per token.
+    fn activation_rounding(&self) -> Option<ActivationRounding> {
+        self.xnnpack.then_some(ActivationRounding::Int8PerRow)
     }
 }
 

@@ -702,9 +702,7 @@ impl<'g> Ctx<'g> {
     fn matmul_nbits(&mut self, n: &Node, ins: &[String], outs: &[String], (bits, group, zp): Quant) -> Result<()> {
         let w = self.g.info(n.inputs[1]).shape.clone();
         let (rows, cols) = (w[0].as_const().unwrap_or(0), w[1].as_const().unwrap_or(0));
-        // MLAS's fast kernels take blocks of 16..=256: a wider group (a per-channel head) is
-        // cut into blocks of 128 sharing the row's scale (and zero point), the same weights
-        let block = if group > 256 && cols % 128 == 0 { 128 } else { group as i64 };
+        let block = matmul_nbits_block(group, cols as usize) as i64;
         let spread = (group as i64 / block) as usize;
         let blocks = cols / block;
         let b = self.quant_initializer(n, 1, ".B", bits == 4, 1, vec![rows, blocks, block * bits as i64 / 8])?;
@@ -1004,4 +1002,22 @@ impl<'g> Ctx<'g> {
         let weight_names = g.weights().iter().map(|w| self.names[w.value.0].clone()).collect();
         Ok(Lowered { nodes: self.em.nodes, inputs, outputs, weight_names, derived: self.derived })
     }
+}
+
+/// `MatMulNBits`' block length for a weight quantized in groups of `group` over `cols` inputs.
+/// MLAS's fast kernels take blocks of 16..=256: a wider group (a per-channel head) is cut into
+/// blocks of 128 sharing the row's scale (and zero point), the same weights.
+fn matmul_nbits_block(group: usize, cols: usize) -> usize {
+    if group > 256 && cols.is_multiple_of(128) {
+        128
+    } else {
+        group
+    }
+}
+
+/// The blocks over which ONNX Runtime rounds a `QuantLinear`'s input to int8 (`MatMulNBits` at
+/// accuracy level 4), or `None` where the op is lowered to float `Gemm` ([`ort_block`]): the
+/// runner's [`hfexport_core::ActivationRounding::Int8Blocks`].
+pub(crate) fn rounded_block(group: usize, cols: usize) -> Option<usize> {
+    ort_block(group).then(|| matmul_nbits_block(group, cols))
 }

@@ -16,10 +16,11 @@
 //! allows a single environment per process); the first successful load fixes both.
 
 use crate::{OnnxError, Result};
-use hfexport_core::backend::{Runner, Runtime, ACTIVATION_QUANT_RTOL};
+use hfexport_core::backend::{Runner, Runtime};
 use hfexport_core::generation::Generator;
 use hfexport_core::metadata::Component;
 use hfexport_core::venv::find_in_venvs;
+use hfexport_core::ActivationRounding;
 use hfexport_core::{DType, ExportConfig, Tensor, TensorData};
 use ort::environment::Environment;
 use ort::session::{Session, SessionInputValue};
@@ -280,9 +281,9 @@ impl Runner for OrtRunner {
         Ok(self.0.run(inputs)?)
     }
 
-    /// Accuracy level 4 quantizes `A` to int8 per block of `K` (`lower.rs: matmul_nbits`).
-    fn quantized_rtol(&self) -> f32 {
-        ACTIVATION_QUANT_RTOL
+    /// Accuracy level 4 rounds `A` to int8 per block of `K` (`lower.rs: matmul_nbits`).
+    fn activation_rounding(&self) -> Option<ActivationRounding> {
+        Some(ActivationRounding::Int8Blocks(crate::lower::rounded_block))
     }
 
     fn compares(&self, output: &str) -> bool {

@@ -27,37 +27,59 @@ pub fn verify_component(
     let past = if runner.stateful() { 0 } else { SAMPLE_PAST };
     let cases = cases_for(planned, vocab, past)?;
     let quantized = planned.graph.nodes().iter().any(|n| matches!(n.op, hfexport_core::Op::QuantLinear { .. }));
-    let rtol = if quantized { runner.quantized_rtol() } else { 0.0 };
+    let rounding = runner.activation_rounding().filter(|_| quantized);
     progress.note(&format!(
         "verifying `{}` in {runtime} against the reference evaluator ({} sample inputs)",
         planned.spec.name,
         cases.len()
     ));
     let ev = Evaluator::new(&planned.graph, src)?;
-    let (mut worst, mut largest) = (None, 0f32);
+    let (mut exact, mut alike, mut moved) = (None, None, None);
     for (i, case) in cases.iter().enumerate() {
         progress.verify_case(&planned.spec.name, i, cases.len());
         let got = runner.run(&case.inputs)?;
         let mut want = ev.run(&case.inputs)?;
         want.retain(|name, _| runner.compares(name));
-        compare_outputs(&runtime, case, &got, &want, &mut worst)?;
-        for t in want.values().filter(|t| t.dtype().is_float()) {
-            largest = t.cast(DType::F32).as_f32()?.iter().fold(largest, |m, v| m.max(v.abs()));
+        compare_outputs(&runtime, case, &got, &want, &mut exact)?;
+        if let Some(r) = rounding {
+            let mut rounded = ev.run_with(&case.inputs, Some(r))?;
+            rounded.retain(|name, _| want.contains_key(name));
+            compare_outputs(&runtime, case, &got, &rounded, &mut alike)?;
+            compare_outputs(&runtime, case, &rounded, &want, &mut moved)?;
         }
     }
-    let atol = runner.atol(dtype) + rtol * largest;
+    let base = runner.atol(dtype);
+    let moved = rounding.map(|_| moved.as_ref().map_or(0.0, |w| w.4));
+    // A runtime that rounds activations is compared with the reference rounding them alike,
+    // unless its kernels computed in float after all (then the exact reference within `base`).
+    // The two rarely agree exactly: where a value lands within float rounding of a rounding
+    // boundary, one side rounds it up and the other down, and every later token carries the
+    // step. On the fixtures 53 of 60 quantized verifications matched within 1.5e-5, the others
+    // by 6-37% of how far rounding moves the reference, which is the tolerance added.
+    let (worst, atol) = match moved {
+        Some(m) if exact.as_ref().is_some_and(|w| w.4 > base) => {
+            let alike = alike.map(|mut w| {
+                w.0 = format!("{} (the reference with the runtime's int8 activations)", w.0);
+                w
+            });
+            (alike, base + m)
+        }
+        _ => (exact, base),
+    };
     let max_abs_diff = worst.as_ref().map_or(0.0, |w| w.4);
     if let Some((tensor, index, got, expected, diff)) = worst.filter(|w| w.4 > atol) {
         return Err(Error::VerificationMismatch { runtime, tensor, index, got, expected, diff, atol });
     }
     progress.verify_case(&planned.spec.name, cases.len(), cases.len());
-    progress.note(&format!("verified: max |diff| {max_abs_diff:e} (atol {atol:e})"));
+    let rounded = moved.map_or(String::new(), |m| format!("; int8 activations move the reference by {m:e}"));
+    progress.note(&format!("verified: max |diff| {max_abs_diff:e} (atol {atol:e}{rounded})"));
     Ok(Verification {
         runtime,
         reference: format!("hfexport {} reference evaluator", env!("CARGO_PKG_VERSION")),
         max_abs_diff,
         atol,
         inputs: cases.into_iter().map(|c| c.name).collect(),
+        activation_rounding: moved,
         against_float: None,
     })
 }
