@@ -293,6 +293,7 @@ pub(crate) fn generate(a: &GenerateArgs) -> Result<()> {
     }
     let tokenizer = load_tokenizer(dir)?;
     let meta = ExportMetadata::read(dir)?;
+    hfexport::core::integrity::check_component_sizes(dir, &meta)?;
     let encoded = match meta.by_role(Role::Encoder) {
         Some(_) => Some(encode(dir, &meta, a, tokenizer.as_ref())?),
         None if a.inputs.is_some() || a.audio.is_some() => bail!(

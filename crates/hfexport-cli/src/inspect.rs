@@ -84,6 +84,22 @@ pub(crate) fn supported(json: bool, markdown: bool) -> Result<()> {
 }
 
 /// `inspect` of a checkpoint folder or an export folder; `json`: one JSON object on stdout.
+/// `inspect --check`: every file of the export folder read back against export.json's sizes
+/// and CRC-32s.
+pub(crate) fn check(path: &Path) -> Result<()> {
+    if !path.join(hfexport::core::metadata::FILE_NAME).is_file() {
+        anyhow::bail!(
+            "{}: --check takes an export folder (one with {})",
+            path.display(),
+            hfexport::core::metadata::FILE_NAME
+        );
+    }
+    let m = hfexport::core::metadata::ExportMetadata::read(path)?;
+    let (files, bytes) = hfexport::core::integrity::check_files(path, &m)?;
+    println!("{}: whole ({files} files, {bytes} bytes, sizes and CRC-32s as export.json records)", path.display());
+    Ok(())
+}
+
 pub(crate) fn inspect(path: &Path, task: Option<&str>, full: bool, json: bool) -> Result<()> {
     if path.join(hfexport::core::metadata::FILE_NAME).is_file() {
         return inspect_export(path, json);

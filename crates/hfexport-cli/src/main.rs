@@ -50,6 +50,10 @@ enum Command {
         /// Print one JSON object instead (an export folder: its export.json).
         #[arg(long, conflicts_with = "dump")]
         json: bool,
+        /// An export folder: read every file back and compare its size and CRC-32 with what
+        /// export.json records; fails naming the first damaged file.
+        #[arg(long, conflicts_with_all = ["dump", "json", "task"])]
+        check: bool,
     },
     /// Runs a graph on inputs from a safetensors file and writes its outputs to another.
     Run {
@@ -211,6 +215,9 @@ fn real_main() -> Result<()> {
     match Cli::parse().command {
         Command::Export(args) => export::export(&args),
         Command::Inspect { supported: true, json, markdown, .. } => inspect::supported(json, markdown),
+        Command::Inspect { path, check: true, .. } => {
+            inspect::check(&path.context("inspect --check needs an export folder")?)
+        }
         Command::Inspect { path, task, dump: full, json, .. } => {
             let path = path.context("inspect needs a checkpoint or export folder (or --supported)")?;
             inspect::inspect(&path, task.as_deref(), full, json)

@@ -87,6 +87,7 @@ pub(crate) fn run_export(
     runtime: Option<&str>,
 ) -> Result<()> {
     let meta = ExportMetadata::read(dir)?;
+    hfexport::core::integrity::check_component_sizes(dir, &meta)?;
     let comp = meta.component(component)?;
     let format = ExportFormat::parse(&meta.format)?;
     let backend = hfexport::backend(format)?;

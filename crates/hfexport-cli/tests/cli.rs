@@ -435,3 +435,87 @@ fn hub_repo_ids_resolve_offline_from_the_cache() {
     let e = stderr(&o);
     assert_eq!(e.matches("No such file or directory").count(), 1, "{e}");
 }
+
+/// Whole or refused: every container kind (ONNX external data, OpenVINO `.bin`, the `.pt2`
+/// zip, the `.pte`), cut short by one byte, is refused by `inspect --check`, `run` and
+/// `generate` naming the file; one flipped byte is found by `inspect --check`.
+#[test]
+fn truncated_or_changed_exports_are_refused_naming_the_file() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (inputs, _) = golden_inputs("llama", "single", tmp.path());
+    let formats = [
+        ("onnx", "model.onnx.data"),
+        ("openvino", "openvino_model.bin"),
+        ("dynamo", "model.pt2"),
+        ("executorch", "model.pte"),
+    ];
+    for (format, container) in formats {
+        let good = tmp.path().join(format);
+        let o = hfexport(&[
+            "export",
+            "--model",
+            fixture("llama").to_str().unwrap(),
+            "--output",
+            good.to_str().unwrap(),
+            "--format",
+            format,
+        ]);
+        assert!(o.status.success(), "{format}: {}", stderr(&o));
+        let o = hfexport(&["inspect", good.to_str().unwrap(), "--check"]);
+        assert!(o.status.success(), "{format}: {}", stderr(&o));
+        assert!(String::from_utf8_lossy(&o.stdout).contains("whole"), "{format}");
+
+        let cut = tmp.path().join(format!("{format}-cut"));
+        copy_dir(&good, &cut);
+        let file = cut.join(container);
+        let len = std::fs::metadata(&file).unwrap().len();
+        std::fs::OpenOptions::new().write(true).open(&file).unwrap().set_len(len - 1).unwrap();
+        let want = format!("{container} has {} bytes, export.json records {len}", len - 1);
+        let run = ["run", cut.to_str().unwrap(), "--inputs", inputs.to_str().unwrap(), "--outputs", "unused"];
+        for args in [&["inspect", cut.to_str().unwrap(), "--check"][..], &run[..]] {
+            let o = hfexport(args);
+            assert!(!o.status.success() && stderr(&o).contains(&want), "{format} {args:?}: {}", stderr(&o));
+        }
+
+        let flipped = tmp.path().join(format!("{format}-flipped"));
+        copy_dir(&good, &flipped);
+        let mut bytes = std::fs::read(flipped.join(container)).unwrap();
+        let at = bytes.len() / 2;
+        bytes[at] ^= 0x10;
+        std::fs::write(flipped.join(container), bytes).unwrap();
+        let o = hfexport(&["inspect", flipped.to_str().unwrap(), "--check"]);
+        assert!(!o.status.success(), "{format}: a flipped byte passed the check");
+        assert!(stderr(&o).contains(&format!("{container} has CRC-32")), "{format}: {}", stderr(&o));
+    }
+
+    // generation: the decode graph cut short
+    let gen = tmp.path().join("generation");
+    let o = hfexport(&[
+        "export",
+        "--model",
+        fixture("llama").to_str().unwrap(),
+        "--output",
+        gen.to_str().unwrap(),
+        "--format",
+        "onnx",
+        "--dynamic",
+        "--for-generation",
+        "--static-cache",
+        "32",
+        "--multi-token-decode",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let data = gen.join("model.onnx.data");
+    let len = std::fs::metadata(&data).unwrap().len();
+    std::fs::OpenOptions::new().write(true).open(&data).unwrap().set_len(len / 2).unwrap();
+    let o = hfexport(&["generate", gen.to_str().unwrap(), "--prompt-ids", "1,2,3", "--max-new-tokens", "2"]);
+    assert!(!o.status.success() && stderr(&o).contains("model.onnx.data has"), "{}", stderr(&o));
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+    }
+}

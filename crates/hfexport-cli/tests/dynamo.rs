@@ -50,6 +50,7 @@ fn pt2_archives_read_back_and_bad_ones_are_clear_errors() {
     assert!(stdout(&o).contains("logits: f32[1, 2, 256]"), "{}", stdout(&o));
 
     let good = std::fs::read(&pt2).unwrap();
+    forget_file_records(&out);
     let expect = |bytes: &[u8], want: &str| {
         std::fs::write(&pt2, bytes).unwrap();
         let o = run();

@@ -143,6 +143,7 @@ impl GenerationExport {
     /// a `prefill` when its cache grows outside the runtime. Errors name the folder.
     pub fn read(dir: &Path, format: ExportFormat) -> Result<GenerationExport> {
         let meta = ExportMetadata::read(dir)?;
+        crate::integrity::check_component_sizes(dir, &meta)?;
         let fail = |msg: String| Error::Generation(format!("{}: {msg}", dir.display()));
         let f = format.as_str();
         if meta.format != f {

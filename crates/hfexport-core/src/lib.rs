@@ -29,6 +29,7 @@ pub mod eval;
 pub mod fault;
 pub mod generation;
 pub mod graph;
+pub mod integrity;
 mod kernels;
 pub mod limits;
 pub mod metadata;

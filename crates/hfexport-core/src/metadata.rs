@@ -33,6 +33,9 @@ pub struct ExportMetadata {
     /// Upstream runtime versions the export was built and checked for.
     pub runtime_pins: BTreeMap<String, String>,
     pub verification: Option<Verification>,
+    /// Every file of the folder but this one, with its size and CRC-32 (`integrity.rs`).
+    #[serde(default)]
+    pub files: Vec<crate::integrity::FileRecord>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -306,6 +306,7 @@ impl AutoHfExporter {
             runtime_checks,
             runtime_pins: backend.runtime_pins(),
             verification,
+            files: hfexport_core::integrity::record_files(staged.path())?,
         };
         meta.write(staged.path())?;
         staged.commit()?;
@@ -420,6 +421,7 @@ fn model_facts(config: &ModelConfig, dir: &Path) -> Result<ModelFacts> {
 /// evaluator (as `--verify` does before commit). export.json is not changed.
 pub fn verify_export(dir: &Path, checkpoint: &Path) -> Result<Verification> {
     let meta = ExportMetadata::read(dir)?;
+    hfexport_core::integrity::check_component_sizes(dir, &meta)?;
     let exporter = AutoHfExporter::from_config(AutoExportConfig::from_dict(&meta.config)?)?.with_verify(true);
     exporter.check_verify_available()?;
     let dtype = DType::from_user_name(&meta.dtype)
