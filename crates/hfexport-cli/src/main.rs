@@ -38,11 +38,9 @@ enum Command {
         /// With --supported: the Markdown table of docs/supported.md.
         #[arg(long, requires = "supported", conflicts_with = "json")]
         markdown: bool,
-        /// causal-lm | feature-extraction | fill-mask | sequence-classification |
-        /// token-classification | question-answering; default: the task of the checkpoint's
-        /// class (`architectures[0]`: `BertForMaskedLM` is fill-mask, `BertModel`
-        /// feature-extraction)
-        #[arg(long)]
+        /// Default: the task of the checkpoint's class (`architectures[0]`: `BertForMaskedLM`
+        /// is fill-mask, `BertModel` feature-extraction)
+        #[arg(long, value_parser = tasks())]
         task: Option<String>,
         /// Print the whole graph, one node per line.
         #[arg(long)]
@@ -73,11 +71,9 @@ enum Command {
         /// checkpoint folder, the artifact's runtime for an export folder.
         #[arg(long)]
         runtime: Option<String>,
-        /// causal-lm | feature-extraction | fill-mask | sequence-classification |
-        /// token-classification | question-answering; default: the task of the checkpoint's
-        /// class (`architectures[0]`: `BertForMaskedLM` is fill-mask, `BertModel`
-        /// feature-extraction)
-        #[arg(long)]
+        /// Default: the task of the checkpoint's class (`architectures[0]`: `BertForMaskedLM`
+        /// is fill-mask, `BertModel` feature-extraction)
+        #[arg(long, value_parser = tasks())]
         task: Option<String>,
     },
     /// Greedy generation with a generation export (`export --dynamic --for-generation
@@ -134,10 +130,8 @@ pub(crate) struct ExportArgs {
     /// The export folder (refused if not empty, unless --force).
     #[arg(long)]
     pub(crate) output: PathBuf,
-    /// causal-lm | feature-extraction | fill-mask | sequence-classification |
-    /// token-classification | question-answering; default: the task of the checkpoint's class
-    /// (`architectures[0]`)
-    #[arg(long)]
+    /// Default: the task of the checkpoint's class (`architectures[0]`)
+    #[arg(long, value_parser = tasks())]
     pub(crate) task: Option<String>,
     /// float32 | float16 | bfloat16
     #[arg(long, default_value = "float32")]
@@ -243,6 +237,11 @@ fn real_main() -> Result<()> {
 /// The checkpoint at `path`, or the hub cache's snapshot of a repo id (`org/name[@rev]`).
 pub(crate) fn open_checkpoint(path: &Path) -> Result<Checkpoint> {
     Checkpoint::open(path).with_context(|| format!("cannot open checkpoint {}", path.display()))
+}
+
+/// `--task`'s values, listed by `--help`: every task's name, and its aliases.
+fn tasks() -> clap::builder::PossibleValuesParser {
+    Task::ALL.map(|t| clap::builder::PossibleValue::new(t.name()).aliases(t.aliases())).into()
 }
 
 /// `--task`, else the task of the checkpoint's class.

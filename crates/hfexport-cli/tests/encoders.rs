@@ -173,8 +173,15 @@ fn tasks_an_encoder_cannot_do_are_clear_errors() {
     let o = export("vit_cls", &["--task", "fill-mask"]);
     let said = stderr(&o);
     assert!(said.contains("cannot do the task `fill-mask`; valid: feature-extraction, image-classification"), "{said}");
+    // an unknown task is refused listing every task (`--help` lists the same)
     let o = export("bert_mlm", &["--task", "summarization"]);
-    assert!(stderr(&o).contains("task `summarization` is not supported"), "{}", stderr(&o));
+    let said = stderr(&o);
+    assert!(said.contains("invalid value 'summarization' for '--task <TASK>'"), "{said}");
+    for task in hfexport::Task::ALL {
+        assert!(said.contains(task.name()), "{said}");
+    }
+    let help = String::from_utf8_lossy(&hfexport(&["export", "--help"]).stdout).into_owned();
+    assert!(hfexport::Task::ALL.iter().all(|t| help.contains(t.name())), "{help}");
     let o = export("bert_mlm", &["--for-generation", "--dynamic"]);
     assert!(stderr(&o).contains("the task here is `fill-mask`"), "{}", stderr(&o));
     assert!(!out.exists());

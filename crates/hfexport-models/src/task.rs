@@ -63,16 +63,20 @@ impl Task {
         }
     }
 
-    /// A task by its name, or the names transformers' pipelines use for it.
+    /// The other names `--task` takes for this task: those of transformers' pipelines.
+    pub fn aliases(self) -> &'static [&'static str] {
+        match self {
+            Task::CausalLm => &["text-generation"],
+            Task::SequenceClassification => &["text-classification"],
+            Task::TokenClassification => &["ner"],
+            Task::SpeechRecognition => &["speech-recognition", "asr"],
+            _ => &[],
+        }
+    }
+
+    /// A task by its name, or one of its [`Task::aliases`].
     pub fn parse(s: &str) -> Result<Task, String> {
-        let alias = match s {
-            "text-generation" => "causal-lm",
-            "text-classification" => "sequence-classification",
-            "ner" => "token-classification",
-            "speech-recognition" | "asr" => "automatic-speech-recognition",
-            other => other,
-        };
-        Task::ALL.into_iter().find(|t| t.name() == alias).ok_or_else(|| {
+        Task::ALL.into_iter().find(|t| t.name() == s || t.aliases().contains(&s)).ok_or_else(|| {
             let names: Vec<&str> = Task::ALL.iter().map(|t| t.name()).collect();
             format!("task `{s}` is not supported; valid: {}", names.join(", "))
         })
