@@ -1,6 +1,6 @@
 //! The ATen side shared by the two PyTorch-family writers (`.pt2` and `.pte` both speak ATen):
 //! [`graph`], a graph of ATen operator calls with its signature (user inputs, parameters,
-//! lifted constants, user outputs, mutated inputs), and [`lower`], the lowering table from core
+//! lifted constants, user outputs, mutated inputs), and [`lower`](mod@lower), the lowering table from core
 //! ops to it.
 
 pub mod graph;

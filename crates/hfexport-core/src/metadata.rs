@@ -83,7 +83,7 @@ pub struct Component {
     pub aliases: Vec<AliasPair>,
     /// Cache pairs folded into runtime state (OpenVINO `stateful=true`): one variable per former
     /// `input.<name>`/`output.<name>` pair, named `<name>`; those ports are then absent from
-    /// `inputs`/`outputs`, and `beam_idx` (int32 [batch]) reorders the states.
+    /// `inputs`/`outputs`, and `beam_idx` (int32 `[batch]`) reorders the states.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub states: Vec<String>,
 }
@@ -178,7 +178,7 @@ impl Component {
     /// The component of a stateful export: every cache pair `input.<n>` / `output.<n>` (a
     /// static cache's in-place pair or a growing cache's past and present) becomes the state
     /// `<n>`, those ports leave `inputs`/`outputs` (and the aliases go), and `beam_idx` int32
-    /// [batch] is an input.
+    /// `[batch]` is an input.
     pub fn fold_cache_pairs_into_states(mut self) -> Component {
         let states: Vec<String> = self
             .inputs

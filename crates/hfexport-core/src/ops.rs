@@ -290,8 +290,8 @@ pub enum Op {
     },
     /// A sparse mixture-of-experts MLP: `x [b, s, hidden], router [experts, hidden],
     /// gate [experts, inter, hidden], up [experts, inter, hidden], down [experts, hidden, inter]`
-    /// (, when `biased`: router_bias [experts], gate_bias [experts, inter], up_bias
-    /// [experts, inter], down_bias [experts, hidden]: GPT-OSS's router and experts) ->
+    /// (, when `biased`: `router_bias [experts]`, `gate_bias [experts, inter]`, `up_bias
+    /// [experts, inter]`, `down_bias [experts, hidden]`: GPT-OSS's router and experts) ->
     /// `[b, s, hidden]`.
     /// (, with `Routing::Grouped { score: SigmoidCorrected, .. }`: the correction `[experts]`).
     /// Per token: the `top_k` experts and their weights as `routing` picks them from the logits

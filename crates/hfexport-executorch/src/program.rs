@@ -4,7 +4,7 @@
 //! ExecuTorch runs `.out` kernels only, each call listing every schema argument in order, then
 //! its `out` tensor, then one return slot (the `out` again). This module maps each functional
 //! ATen call of the shared lowering (`hfexport-aten`) to the kernel the wheel's libraries
-//! register ([`kernel`]), with rewrites where they register nothing: `matmul` becomes views
+//! register (`kernel.rs`), with rewrites where they register nothing: `matmul` becomes views
 //! around `bmm`, a cache's `index_copy` becomes an in-place `index_put_` into the cache input
 //! itself, so the cache is updated where the caller bound it, and a reshape is an `et_view`
 //! that aliases its input's memory (as upstream's `remove_view_copy`), a copy only when returned. SymInt arithmetic becomes

@@ -3,7 +3,7 @@
 //!
 //! This module holds the graph plans (forward, static-cache decode, growing-cache prefill and
 //! decode: inputs, masks, positions, rotary tables and caches); what happens between the
-//! embedding and the logits is the family's blocks ([`crate::blocks`]) as its definition
+//! embedding and the logits is the family's blocks (`blocks.rs`) as its definition
 //! ([`crate::families`]) composes them. Every weight is checked for presence, dtype and shape
 //! before the graph is returned, so a malformed checkpoint fails here with the tensor's name.
 

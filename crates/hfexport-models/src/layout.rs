@@ -36,7 +36,7 @@ pub struct Layout {
     pub norms: LayerNorms,
     pub attention: AttentionLayout,
     pub mlp: MlpLayout,
-    /// The sparse MLP of the layers [`MoeSchema`] selects.
+    /// The sparse MLP of the layers [`crate::schema::MoeSchema`] selects.
     pub moe: Option<MoeLayout>,
     /// What an encoder adds: its embeddings' extras, pooler and task heads (BERT, RoBERTa).
     pub encoder: Option<EncoderLayout>,
@@ -57,7 +57,7 @@ pub struct Layout {
     /// names of transformers' `MambaMixer`.
     pub ssm: Option<&'static str>,
     /// The vision tower and projector in front of the text model of a vision-language
-    /// checkpoint (LLaVA); set by [`resolve`], never in a text family's own layout.
+    /// checkpoint (LLaVA); set by the vision-language config (`config/multimodal.rs`), never in a text family's own layout.
     pub vision: Option<&'static VisionLayout>,
     /// Per-layer embeddings (Gemma 4's PLE), read where the config has them.
     pub per_layer_inputs: Option<PerLayerInputLayout>,
@@ -369,7 +369,7 @@ pub enum NormKind {
     Rms,
     /// `(1 + w) * x / rms(x)` (Gemma).
     RmsOnePlus,
-    /// LayerNorm with weight and (per [`Biases::norm`]) bias (GPT-2).
+    /// LayerNorm with weight and (per [`crate::schema::Biases::norm`]) bias (GPT-2).
     Layer,
 }
 

@@ -4,7 +4,7 @@
 //! the host-side inputs those need ([`patch_inputs`], [`mrope_positions`]).
 //!
 //! A CLIP tower is an image encoder built from the block library like ViT
-//! ([`Decoder::patch_inputs`], pre-LN layers) from its own config ([`VisionConfig::tower`]); it
+//! (`Decoder::patch_inputs`, pre-LN layers) from its own config ([`VisionConfig::tower`]); it
 //! stops at the deepest hidden state `vision_feature_layer` asks for and returns those states
 //! (CLS dropped by the `default` strategy), concatenated; the projector is two linears with an
 //! activation between. Qwen2-VL's tower reads the processor's patch rows, rotates each patch by

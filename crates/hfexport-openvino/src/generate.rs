@@ -4,7 +4,7 @@
 //! Stateful exports (`stateful=true`, export.json lists the component's `states`): one
 //! `decode` model whose caches live in the infer request as variables; a new request starts
 //! from zeros, so each prompt gets one, and nothing is passed between calls but the tokens,
-//! the mask, the positions and `beam_idx` = [0]. Stateless exports keep the ONNX-style
+//! the mask, the positions and `beam_idx` = `[0]`. Stateless exports keep the ONNX-style
 //! `input.<name>`/`output.<name>` pairs: each call's outputs are fed back as the next call's
 //! inputs (a static cache starts as zeros sized from the model's inputs, one dynamic axis set
 //! to the cache length; a growing one comes from `prefill`).

@@ -6,7 +6,7 @@
 //!
 //! - [`exporter`]: the one pipeline (plan, shapes, staged folder, backend passes and writer,
 //!   `export.json`, commit) and [`verify_export`];
-//! - [`backends`]: the list of backends compiled in (the only place naming format features);
+//! - [`backends`](mod@backends): the list of backends compiled in (the only place naming format features);
 //! - [`verification`]: any component in its runtime against the reference evaluator;
 //! - [`samples`]: sample inputs fitted to a component's I/O contract;
 //! - [`audio`] and [`image`]: a WAV to Whisper's features, a PNG or JPEG to a vision tower's

@@ -170,7 +170,7 @@ const SAMPLE_QUERY: i64 = 3;
 
 /// One sample input of a generation component, by the contract of docs/io-contracts.md: a cache holding
 /// `past` tokens (deterministic nonzero values in every slot, so a wrong mask shows; all zeros
-/// when `past` is 0, the state a stateful model starts from) and [`SAMPLE_QUERY`] new tokens at
+/// when `past` is 0, the state a stateful model starts from) and `SAMPLE_QUERY` new tokens at
 /// the positions after them (one, when the graph fixes the query length). A static cache (`attention_mask` [1, 1, q, slots], bool) gets 12 slots, or
 /// its fixed size; a growing cache gets an all-ones `attention_mask` [1, past + q]; a prefill
 /// with no cache input starts at position 0.

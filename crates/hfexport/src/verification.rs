@@ -1,4 +1,4 @@
-//! Verification in the artifact's runtime (`hfexport export --verify`, [`verify_export`]).
+//! Verification in the artifact's runtime (`hfexport export --verify`, [`crate::verify_export`]).
 //!
 //! Each component runs in its real runtime (the backend's [`Runner`]) and the graph it was
 //! written from runs in the reference evaluator, on sample inputs fitted to the component's

@@ -7,7 +7,7 @@ use crate::layout::*;
 use crate::schema::*;
 
 /// `CLIPVisionConfig`: the vision tower of LLaVA (`vision_config`), pre-LN layers with biases,
-/// `quick_gelu`, patches in; read through [`resolve`]'s vision-language entry, never as a class
+/// `quick_gelu`, patches in; read through the vision-language entry, never as a class
 /// of its own.
 pub const CLIP_VISION: Architecture = Architecture {
     classes: &[],

@@ -39,7 +39,7 @@ pub const TEXT: Architecture = Architecture {
 };
 
 /// `Qwen2VLVisionConfig`: pre-LN blocks (LayerNorm eps fixed at 1e-6), a fused `qkv` with bias,
-/// `quick_gelu`, MLP width `embed_dim x mlp_ratio`; read through [`resolve`]'s vision-language
+/// `quick_gelu`, MLP width `embed_dim x mlp_ratio`; read through the vision-language
 /// entry.
 pub const QWEN2_VL_VISION: Architecture = Architecture {
     classes: &[],
