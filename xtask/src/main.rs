@@ -29,6 +29,11 @@ commands:
                                 then each registered patch with its upstream range, whether
                                 the pinned and installed versions fall in it, and a warning
                                 when a pin has left a patch's range
+  check-publish                 every library crate packages (`cargo package --workspace
+                                --no-verify`: metadata, versions of path dependencies,
+                                readme and licence; needs the crates.io index) and the API
+                                docs build without a warning (`cargo doc --workspace
+                                --no-deps`, RUSTDOCFLAGS=-D warnings)
   test [ARGS...]                setup --group test, then `cargo test --workspace --features
                                 hfexport-cli/tch [ARGS...]` with HFEXPORT_PYTHON=<repo>/.venv/bin/python
                                 and LIBTORCH=<the venv's torch> (the libtorch runner links it);
@@ -129,6 +134,11 @@ fn dispatch(args: Vec<String>) -> Result<ExitCode> {
             check_versions(&root, strict)?;
             Ok(ExitCode::SUCCESS)
         }
+        "check-publish" => {
+            no_args(command, rest)?;
+            check_publish(&root)?;
+            Ok(ExitCode::SUCCESS)
+        }
         "test" => test(&root, rest),
         "codegen" => {
             let (mut which, mut check) = (codegen::Which::All, false);
@@ -151,6 +161,17 @@ fn dispatch(args: Vec<String>) -> Result<ExitCode> {
         }
         other => bail!("unknown command `{other}`\n{USAGE}"),
     }
+}
+
+/// `check-publish`: what publishing the crates needs, checked without publishing.
+fn check_publish(root: &Path) -> Result<()> {
+    let mut package = Command::new(cargo_bin());
+    package.args(["package", "--workspace", "--no-verify", "--allow-dirty", "--exclude", "xtask"]);
+    package.args(["--exclude", "hfexport-workspace-tests"]);
+    run(package.current_dir(root))?;
+    let mut doc = Command::new(cargo_bin());
+    doc.args(["doc", "--workspace", "--no-deps", "--exclude", "xtask"]).env("RUSTDOCFLAGS", "-D warnings");
+    run(doc.current_dir(root))
 }
 
 fn no_args(command: &str, rest: &[String]) -> Result<()> {
