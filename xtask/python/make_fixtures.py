@@ -1223,6 +1223,26 @@ def make_seq2seq_fixture(outdir, spec):
     print(f"   tokens:   {golden['single.tokens'].tolist()}")
 
 
+# The README's demo checkpoint: it also gets a tokenizer, so `hfexport generate --prompt` on its
+# exports reads and prints text.
+DEMO = "qwen3"
+
+
+def write_demo_tokenizer(dst, vocab_size):
+    """A BPE tokenizer of exactly the model's vocabulary, trained on demo_corpus.txt (the opening
+    of Lewis Carroll's Alice's Adventures in Wonderland, 1865, in the public domain), words
+    marked by the metaspace as SentencePiece does."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE(unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Metaspace()
+    tok.decoder = decoders.Metaspace()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=["<unk>"], show_progress=False)
+    tok.train([str(Path(__file__).parent / "demo_corpus.txt")], trainer)
+    assert tok.get_vocab_size() == vocab_size, (tok.get_vocab_size(), vocab_size)
+    tok.save(str(dst / "tokenizer.json"))
+
+
 def main():
     if len(sys.argv) < 2:
         sys.exit("usage: make_fixtures.py OUTDIR [NAME...]")
@@ -1241,6 +1261,8 @@ def main():
     for spec in specs:
         if not only or spec.name in only:
             make_fixture(outdir, spec)
+            if spec.name == DEMO:
+                write_demo_tokenizer(outdir / spec.name, spec.config.vocab_size)
     for spec in encoders:
         if not only or spec.name in only:
             make_encoder_fixture(outdir, spec)

@@ -325,6 +325,29 @@ fn prompt_text_goes_through_the_exports_tokenizer() {
     );
 }
 
+/// The README's demo speaks: the demo checkpoint's tokenizer (a BPE of exactly its 256 ids)
+/// encodes a prompt and decodes transformers' greedy tokens to text.
+#[test]
+fn the_demo_checkpoint_reads_and_prints_text() {
+    require_onnxruntime();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("demo");
+    export("qwen3", &dir, &STATIC_MULTI);
+    assert!(dir.join("tokenizer.json").is_file(), "the export carries the demo's tokenizer");
+    let o = hfexport(&["generate", s(&dir), "--prompt", "Alice was beginning", "--max-new-tokens", "4", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap_or_else(|e| panic!("{e}: {}", stdout(&o)));
+    let prompt: Vec<i64> = v["prompt"].as_array().unwrap().iter().map(|t| t.as_i64().unwrap()).collect();
+    assert!(!prompt.is_empty() && prompt.iter().all(|&t| (0..256).contains(&t)), "{v}");
+    let (prompt, want) = golden("qwen3");
+    let o = hfexport(&["generate", s(&dir), "--prompt-ids", &join(&prompt), "--max-new-tokens", "16", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap_or_else(|e| panic!("{e}: {}", stdout(&o)));
+    let ids: Vec<i64> = v["ids"].as_array().unwrap().iter().map(|t| t.as_i64().unwrap()).collect();
+    assert_eq!(ids, want);
+    assert!(v["text"].as_str().is_some_and(|t| t.trim().len() >= 8), "{v}");
+}
+
 #[test]
 fn other_static_cache_exports_generate_too() {
     require_onnxruntime();
