@@ -37,8 +37,9 @@ commands:
   test [ARGS...]                setup --group test, then `cargo test --workspace --features
                                 hfexport-cli/tch [ARGS...]` with HFEXPORT_PYTHON=<repo>/.venv/bin/python
                                 and LIBTORCH=<the venv's torch> (the libtorch runner links it);
-                                without ARGS the test binaries and the doc tests run
-                                HFEXPORT_TEST_JOBS (2) at a time, then a table of times
+                                without ARGS the test binaries run HFEXPORT_TEST_JOBS (2)
+                                at a time, then a table of times (no doc tests: the code
+                                examples are crates/hfexport/examples/, run as tests)
   codegen [onnx|executorch] [--check]
                                 regenerate crates/hfexport-onnx/src/generated/onnx.rs from the
                                 vendored crates/hfexport-onnx/proto/onnx.proto (needs protoc:

@@ -7,10 +7,10 @@
 //! workers (default 2) runs them, the slowest known binaries first so the tail stays short.
 //! Each binary runs as cargo would run it (from its package's directory, with its libtest
 //! arguments), its output is printed whole when it ends, and a table of durations closes the
-//! run. The doc tests (`cargo test --doc`, whose build of the libraries for rustdoc takes
-//! minutes on a clean clone) are the pool's last job, so that their build runs while the other
-//! worker is still on the longest binary instead of after it. A failed binary fails the run;
-//! every binary still runs (`--no-fail-fast`, as CI wants every failure at once).
+//! run. There are no doc tests to run: the workspace's code examples are programs
+//! (`crates/hfexport/examples/`, run as tests), which saves `cargo test --doc`'s rustdoc build of
+//! every library (about 5 minutes of a clean clone's pool). A failed binary fails the run; every
+//! binary still runs (`--no-fail-fast`, as CI wants every failure at once).
 
 use std::collections::VecDeque;
 use std::ffi::{OsStr, OsString};
@@ -42,12 +42,6 @@ const SLOW_FIRST: &[&str] = &[
 /// Environment changes of the cargo command, applied to each binary.
 type Envs = Vec<(OsString, Option<OsString>)>;
 
-/// What a pool worker runs: a test binary, or the doc tests through cargo.
-enum Job {
-    Binary(Binary),
-    DocTests(Command),
-}
-
 /// One test binary cargo built.
 struct Binary {
     name: String,
@@ -66,19 +60,16 @@ struct Outcome {
 }
 
 /// Builds the test binaries with `cargo_test()` (a `cargo test` with the features and
-/// environment set), runs them and the doc tests `jobs` at a time; the exit code is a failure
-/// if any binary or the doc tests failed.
+/// environment set) and runs them `jobs` at a time; the exit code is a failure if any binary
+/// failed.
 pub fn run(cargo_test: impl Fn() -> Command, jobs: usize) -> Result<ExitCode> {
     let started = Instant::now();
     let mut cargo = cargo_test();
     let binaries = build(&mut cargo)?;
-    println!("==> {} test binaries and the doc tests, {jobs} at a time (HFEXPORT_TEST_JOBS)", binaries.len());
+    println!("==> {} test binaries, {jobs} at a time (HFEXPORT_TEST_JOBS)", binaries.len());
     // what the cargo command sets for its tests (HFEXPORT_PYTHON, LIBTORCH, LD_LIBRARY_PATH, ...)
     let envs: Envs = cargo.get_envs().map(|(k, v)| (k.to_owned(), v.map(OsStr::to_owned))).collect();
-    let mut doc = cargo_test();
-    doc.arg("--doc");
-    let queue = binaries.into_iter().map(Job::Binary).chain([Job::DocTests(doc)]).collect();
-    let outcomes = run_pool(queue, jobs, Arc::new(envs));
+    let outcomes = run_pool(binaries.into_iter().collect(), jobs, Arc::new(envs));
     report(&outcomes, started.elapsed());
     let failed: Vec<&str> = outcomes.iter().filter(|o| !o.passed).map(|o| o.name.as_str()).collect();
     if !failed.is_empty() {
@@ -124,19 +115,16 @@ fn build(cargo: &mut Command) -> Result<Vec<Binary>> {
     Ok(binaries)
 }
 
-/// Runs every job on `jobs` worker threads; each prints its output whole when it ends.
-fn run_pool(queue: VecDeque<Job>, jobs: usize, envs: Arc<Envs>) -> Vec<Outcome> {
+/// Runs every binary on `jobs` worker threads; each prints its output whole when it ends.
+fn run_pool(queue: VecDeque<Binary>, jobs: usize, envs: Arc<Envs>) -> Vec<Outcome> {
     let queue = Arc::new(Mutex::new(queue));
     let outcomes = Arc::new(Mutex::new(vec![]));
     let workers: Vec<_> = (0..jobs.max(1))
         .map(|_| {
             let (queue, outcomes, envs) = (Arc::clone(&queue), Arc::clone(&outcomes), Arc::clone(&envs));
             std::thread::spawn(move || loop {
-                let Some(job) = queue.lock().expect("queue").pop_front() else { break };
-                let outcome = match job {
-                    Job::Binary(binary) => run_binary(&binary, &envs),
-                    Job::DocTests(cargo) => run_doc_tests(cargo),
-                };
+                let Some(binary) = queue.lock().expect("queue").pop_front() else { break };
+                let outcome = run_binary(&binary, &envs);
                 outcomes.lock().expect("outcomes").push(outcome);
             })
         })
@@ -178,12 +166,6 @@ fn finish(name: String, started: Instant, output: std::io::Result<std::process::
         }
     };
     Outcome { name, passed, took }
-}
-
-/// `cargo test --doc` (building the libraries for rustdoc first), its output printed whole.
-fn run_doc_tests(mut cargo: Command) -> Outcome {
-    let started = Instant::now();
-    finish("doc tests".to_string(), started, cargo.stdin(Stdio::null()).output())
 }
 
 /// Each binary's time, slowest first, and the run's.

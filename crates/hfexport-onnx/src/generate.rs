@@ -24,13 +24,8 @@
 //! [`OrtSession`] is only these runtime calls; the loop around them (the prompt's calls, the
 //! position, the static cache's bounds, the stop rules) is core's [`GenerationLoop`].
 //!
-//! ```no_run
-//! # fn main() -> hfexport_onnx::Result<()> {
-//! use hfexport_onnx::generate::Generator;
-//! let mut g = Generator::load("out/llama-decode")?;
-//! let tokens = g.generate(&[1, 17, 42], 16, &[2])?;
-//! # Ok(()) }
-//! ```
+//! `crates/hfexport/examples/generate_onnx.rs` is a whole program that exports a checkpoint for
+//! generation and generates with it (a test runs it on the demo checkpoint).
 
 use crate::runtime::{environment, to_ort};
 use crate::{OnnxError, Result};
