@@ -99,8 +99,10 @@ impl<'g> Evaluator<'g> {
                     }
                     _ => None,
                 };
-                let ins: Vec<&Tensor> =
-                    rounded.iter().chain(ins.iter().skip(usize::from(rounded.is_some())).copied()).collect();
+                let mut ins = ins;
+                if let Some(x) = &rounded {
+                    ins[0] = x;
+                }
                 eval_node(node, &ins, &bindings).map_err(|e| match e {
                     Error::Tensor(msg) | Error::Dim(msg) => eval_err(node, msg),
                     other => other,
