@@ -168,7 +168,7 @@ fn dispatch(args: Vec<String>) -> Result<ExitCode> {
 fn check_publish(root: &Path) -> Result<()> {
     let mut package = Command::new(cargo_bin());
     package.args(["package", "--workspace", "--no-verify", "--allow-dirty", "--exclude", "xtask"]);
-    package.args(["--exclude", "hfexport-workspace-tests"]);
+    package.args(["--exclude", "hfexport-workspace-tests", "--exclude", "hfexport-python"]);
     run(package.current_dir(root))?;
     let mut doc = Command::new(cargo_bin());
     doc.args(["doc", "--workspace", "--no-deps", "--exclude", "xtask"]).env("RUSTDOCFLAGS", "-D warnings");

@@ -4,7 +4,8 @@
 use crate::ExportArgs;
 use anyhow::{bail, Context, Result};
 use hfexport::core::limits;
-use hfexport::{ExportProgress, Task};
+use hfexport::core::metadata::ExportMetadata;
+use hfexport::{ExportProgress, ProgressLines, Task};
 use indicatif::{HumanBytes, ProgressBar, ProgressStyle};
 use std::io::IsTerminal;
 use std::path::Path;
@@ -62,18 +63,23 @@ impl ExportProgress for Bar {
     }
 }
 
-/// The export config: `--config` file, then flags on top.
+/// The JSON of an option that takes a file or the JSON inline: the file's when `arg` names one.
+fn json_arg(option: &str, arg: &str) -> Result<serde_json::Value> {
+    let path = Path::new(arg);
+    if path.is_file() {
+        let text = limits::read_text(path, limits::CONFIG_JSON).with_context(|| format!("cannot read {arg}"))?;
+        return serde_json::from_str(&text).with_context(|| format!("{option} {arg} is not valid JSON"));
+    }
+    serde_json::from_str(arg).with_context(|| format!("{option} `{arg}` is neither a JSON file nor valid inline JSON"))
+}
+
+/// The export config: `--config` (a file or inline JSON), then flags on top.
 fn export_config(a: &ExportArgs) -> Result<hfexport::ExportConfig> {
     let mut dict = match &a.config {
-        Some(p) => {
-            let text =
-                limits::read_text(p, limits::CONFIG_JSON).with_context(|| format!("cannot read {}", p.display()))?;
-            serde_json::from_str::<serde_json::Value>(&text)
-                .with_context(|| format!("{} is not valid JSON", p.display()))?
-        }
+        Some(c) => json_arg("--config", c)?,
         None => serde_json::json!({}),
     };
-    let obj = dict.as_object_mut().context("the --config file must hold a JSON object")?;
+    let obj = dict.as_object_mut().context("--config must hold a JSON object")?;
     if let Some(f) = &a.format {
         obj.insert("export_format".into(), f.clone().into());
     }
@@ -81,15 +87,7 @@ fn export_config(a: &ExportArgs) -> Result<hfexport::ExportConfig> {
         obj.insert("dynamic".into(), true.into());
     }
     if let Some(ds) = &a.dynamic_shapes {
-        let text = match Path::new(ds).is_file() {
-            true => {
-                limits::read_text(Path::new(ds), limits::CONFIG_JSON).with_context(|| format!("cannot read {ds}"))?
-            }
-            false => ds.clone(),
-        };
-        let v: serde_json::Value =
-            serde_json::from_str(&text).context("--dynamic-shapes is neither a JSON object nor a JSON file")?;
-        obj.insert("dynamic_shapes".into(), v);
+        obj.insert("dynamic_shapes".into(), json_arg("--dynamic-shapes", ds)?);
     }
     if let Some(q) = &a.quantize {
         match obj.get_mut("quantizer") {
@@ -118,7 +116,8 @@ fn export_config(a: &ExportArgs) -> Result<hfexport::ExportConfig> {
     Ok(hfexport::AutoExportConfig::from_dict(&dict)?)
 }
 
-pub(crate) fn export(a: &ExportArgs) -> Result<()> {
+/// The export `a` asks for, reporting to `observer`: its metadata (what export.json holds).
+pub(crate) fn run_export(a: &ExportArgs, observer: &mut dyn ExportProgress) -> Result<ExportMetadata> {
     let config = export_config(a)?;
     let dtype = hfexport::DType::from_user_name(&a.dtype)
         .with_context(|| format!("--dtype `{}` is not valid; valid: float32, float16, bfloat16", a.dtype))?;
@@ -134,12 +133,17 @@ pub(crate) fn export(a: &ExportArgs) -> Result<()> {
         force: a.force,
         generation,
     };
+    Ok(exporter.export_with(&req, observer)?)
+}
+
+/// `hfexport export`: the export, then what it wrote (and how it verified) on stdout.
+pub(crate) fn export(a: &ExportArgs) -> Result<()> {
     let t0 = Instant::now();
     // a bar on a terminal, plain lines otherwise (a log, CI), nothing with --quiet
     let meta = match (a.quiet, std::io::stderr().is_terminal()) {
-        (true, _) => exporter.export(&req, &mut |_| {})?,
-        (false, true) => exporter.export_with(&req, &mut Bar::default())?,
-        (false, false) => exporter.export(&req, &mut |msg| eprintln!("{msg}"))?,
+        (true, _) => run_export(a, &mut ProgressLines(&mut |_| {}))?,
+        (false, true) => run_export(a, &mut Bar::default())?,
+        (false, false) => run_export(a, &mut ProgressLines(&mut |msg| eprintln!("{msg}")))?,
     };
     let mut files: Vec<&str> = vec![];
     for f in meta.components.iter().flat_map(|c| c.files.iter().map(String::as_str)) {

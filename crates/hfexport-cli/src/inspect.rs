@@ -11,13 +11,9 @@ use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::path::Path;
 
-/// What `export.json` says about an export folder; `json`: the file itself, as it is.
-fn inspect_export(path: &Path, json: bool) -> Result<()> {
+/// What `export.json` says about an export folder.
+fn inspect_export(path: &Path) -> Result<()> {
     let m = hfexport::core::metadata::ExportMetadata::read(path)?;
-    if json {
-        println!("{}", serde_json::to_string_pretty(&m)?);
-        return Ok(());
-    }
     println!("export       {} ({} format, {}, task {})", path.display(), m.format, m.dtype, m.task);
     println!(
         "source       {} ({}) from {}",
@@ -83,10 +79,17 @@ pub(crate) fn supported(json: bool, markdown: bool) -> Result<()> {
     Ok(())
 }
 
-/// `inspect` of a checkpoint folder or an export folder; `json`: one JSON object on stdout.
 /// `inspect --check`: every file of the export folder read back against export.json's sizes
 /// and CRC-32s.
 pub(crate) fn check(path: &Path) -> Result<()> {
+    let (files, bytes) = check_export(path)?;
+    println!("{}: whole ({files} files, {bytes} bytes, sizes and CRC-32s as export.json records)", path.display());
+    Ok(())
+}
+
+/// Every file of the export folder `path` read back against export.json's sizes and CRC-32s:
+/// the number of files and their bytes, or an error naming the first damaged file.
+pub fn check_export(path: &Path) -> Result<(usize, u64)> {
     if !path.join(hfexport::core::metadata::FILE_NAME).is_file() {
         anyhow::bail!(
             "{}: --check takes an export folder (one with {})",
@@ -95,35 +98,49 @@ pub(crate) fn check(path: &Path) -> Result<()> {
         );
     }
     let m = hfexport::core::metadata::ExportMetadata::read(path)?;
-    let (files, bytes) = hfexport::core::integrity::check_files(path, &m)?;
-    println!("{}: whole ({files} files, {bytes} bytes, sizes and CRC-32s as export.json records)", path.display());
-    Ok(())
+    Ok(hfexport::core::integrity::check_files(path, &m)?)
 }
 
-pub(crate) fn inspect(path: &Path, task: Option<&str>, full: bool, json: bool) -> Result<()> {
-    if path.join(hfexport::core::metadata::FILE_NAME).is_file() {
-        return inspect_export(path, json);
-    }
-    let ckpt = open_checkpoint(path)?;
-    let c = &ckpt.config;
-    let task = task_of(&ckpt, task)?;
-    let graphs = graphs_of(&ckpt, task)?;
-    let sliding = c.sliding_window().map(|w| {
-        let slides = |l: &LayerSpec| l.attention().is_some_and(|a| matches!(a.span, Span::Sliding(_)));
-        let layers: Vec<usize> = (c.layers.iter().enumerate()).filter(|(_, l)| slides(l)).map(|(i, _)| i).collect();
-        (w, layers)
-    });
-    let chunked = chunked_layers(c);
-    let total = parameter_count(&graphs);
-    let active = c.moe.as_ref().map(|m| total - idle_expert_parameters(c, m));
-    let mut dtypes: BTreeMap<String, usize> = BTreeMap::new();
-    for name in ckpt.tensor_names() {
-        if let Some(info) = ckpt.tensor_info(name) {
-            *dtypes.entry(info.dtype.to_string()).or_default() += 1;
+/// What `inspect` says about a checkpoint, computed once for the text and the JSON.
+struct Facts {
+    graphs: Vec<(String, Graph)>,
+    task: Task,
+    /// The window and the layers that slide.
+    sliding: Option<(usize, Vec<usize>)>,
+    /// The chunk and the layers that attend within chunks.
+    chunked: Option<(usize, Vec<usize>)>,
+    total: u64,
+    /// Parameters a token uses (experts not chosen left out), for a mixture of experts.
+    active: Option<u64>,
+    /// Stored tensors by dtype.
+    dtypes: BTreeMap<String, usize>,
+}
+
+impl Facts {
+    fn of(ckpt: &Checkpoint, task: Option<&str>) -> Result<Facts> {
+        let c = &ckpt.config;
+        let task = task_of(ckpt, task)?;
+        let graphs = graphs_of(ckpt, task)?;
+        let sliding = c.sliding_window().map(|w| {
+            let slides = |l: &LayerSpec| l.attention().is_some_and(|a| matches!(a.span, Span::Sliding(_)));
+            let layers: Vec<usize> = (c.layers.iter().enumerate()).filter(|(_, l)| slides(l)).map(|(i, _)| i).collect();
+            (w, layers)
+        });
+        let total = parameter_count(&graphs);
+        let active = c.moe.as_ref().map(|m| total - idle_expert_parameters(c, m));
+        let mut dtypes: BTreeMap<String, usize> = BTreeMap::new();
+        for name in ckpt.tensor_names() {
+            if let Some(info) = ckpt.tensor_info(name) {
+                *dtypes.entry(info.dtype.to_string()).or_default() += 1;
+            }
         }
+        Ok(Facts { graphs, task, sliding, chunked: chunked_layers(c), total, active, dtypes })
     }
-    if json {
-        let v = json!({
+
+    /// `inspect --json` of a checkpoint.
+    fn json(&self, path: &Path, ckpt: &Checkpoint) -> Value {
+        let c = &ckpt.config;
+        let mut v = json!({
             "checkpoint": path.display().to_string(),
             "architecture": c.architecture,
             "model_type": c.model_type,
@@ -133,22 +150,44 @@ pub(crate) fn inspect(path: &Path, task: Option<&str>, full: bool, json: bool) -
                 "vocab": c.vocab_size, "max_positions": c.max_position_embeddings,
             },
             "rope": rope_summary(c),
-            "sliding_window": sliding.as_ref().map(|(w, layers)| json!({"window": w, "layers": layers})),
-            "chunked_attention": chunked.as_ref().map(|(n, layers)| json!({"chunk": n, "layers": layers})),
+            "sliding_window": self.sliding.as_ref().map(|(w, layers)| json!({"window": w, "layers": layers})),
+            "chunked_attention": self.chunked.as_ref().map(|(n, layers)| json!({"chunk": n, "layers": layers})),
             "experts": c.moe.as_ref().map(|m| experts_summary(c, m)),
             "tied_embeddings": c.tie_word_embeddings,
-            "parameters": {"total": total, "active_per_token": active.unwrap_or(total)},
-            "stored": {"tensors": ckpt.tensor_names().count(), "dtypes": dtypes},
-            "graph": graph_json(task, &graphs[0].1),
+            "parameters": {"total": self.total, "active_per_token": self.active.unwrap_or(self.total)},
+            "stored": {"tensors": ckpt.tensor_names().count(), "dtypes": self.dtypes},
+            "graph": graph_json(self.task, &self.graphs[0].1),
         });
-        let mut v = v;
-        if graphs.len() > 1 {
+        if self.graphs.len() > 1 {
             v["components"] =
-                graphs.iter().map(|(name, g)| json!({"name": name, "graph": graph_json(task, g)})).collect();
+                self.graphs.iter().map(|(name, g)| json!({"name": name, "graph": graph_json(self.task, g)})).collect();
         }
-        println!("{}", serde_json::to_string_pretty(&v)?);
+        v
+    }
+}
+
+/// `inspect --json` as a value: an export folder's export.json, else the checkpoint's facts
+/// (sizes, rope, windows, experts, parameters, stored dtypes, graph ports) for `task`.
+pub fn inspect_json(path: &Path, task: Option<&str>) -> Result<Value> {
+    if path.join(hfexport::core::metadata::FILE_NAME).is_file() {
+        return Ok(serde_json::to_value(hfexport::core::metadata::ExportMetadata::read(path)?)?);
+    }
+    let ckpt = open_checkpoint(path)?;
+    Ok(Facts::of(&ckpt, task)?.json(path, &ckpt))
+}
+
+/// `inspect` of a checkpoint folder or an export folder; `json`: one JSON object on stdout.
+pub(crate) fn inspect(path: &Path, task: Option<&str>, full: bool, json: bool) -> Result<()> {
+    if json {
+        println!("{}", serde_json::to_string_pretty(&inspect_json(path, task)?)?);
         return Ok(());
     }
+    if path.join(hfexport::core::metadata::FILE_NAME).is_file() {
+        return inspect_export(path);
+    }
+    let ckpt = open_checkpoint(path)?;
+    let c = &ckpt.config;
+    let Facts { graphs, task, sliding, chunked, total, active, dtypes } = Facts::of(&ckpt, task)?;
     println!("checkpoint   {}", path.display());
     println!("architecture {} ({})", c.architecture, c.model_type.as_deref().unwrap_or("?"));
     let vocab = match c.vocab_size {

@@ -35,8 +35,14 @@ pub enum Lowering {
     Decompose,
 }
 
-/// Progress of a writer: (weights done, weights in all, name of the current one).
-pub type WeightProgress<'a> = &'a mut dyn FnMut(usize, usize, &str);
+/// Progress of a writer: (weights done, weights in all, name of the current one). An error
+/// (the caller cancelled: [`cancelled`]) stops the writer, which returns it as its I/O error.
+pub type WeightProgress<'a> = &'a mut dyn FnMut(usize, usize, &str) -> std::io::Result<()>;
+
+/// The error a [`WeightProgress`] returns to stop a writer: the export was cancelled.
+pub fn cancelled() -> std::io::Error {
+    std::io::Error::new(std::io::ErrorKind::Interrupted, "the export was cancelled")
+}
 
 /// What a backend wrote for one component.
 #[derive(Debug, Clone, PartialEq)]

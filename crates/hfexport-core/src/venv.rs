@@ -2,7 +2,9 @@
 //! setup` install them.
 //!
 //! The runners load their runtime at run time from a pip-installed wheel. They look, in order:
-//! in a `.venv/` above the current folder, above each given path (the model's folder) and above
+//! in the folders of `HFEXPORT_SITE_PACKAGES` (the Python package sets it to its interpreter's
+//! import path, so that `hfexport.export(..., verify=True)` finds the runtime installed beside
+//! it, whichever way that interpreter was started); in a `.venv/` above the current folder, above each given path (the model's folder) and above
 //! the running executable (so a test binary, the CLI and a library user inside the repository
 //! find the pinned wheels of `<repo>/.venv/` without configuration); then in the active virtual
 //! environment (`VIRTUAL_ENV`); then in the site-packages and user site of the `python3` on
@@ -10,6 +12,9 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+
+/// Site-packages folders searched first (`os.pathsep`-separated), before any `.venv/`.
+pub const SITE_PACKAGES_ENV: &str = "HFEXPORT_SITE_PACKAGES";
 
 /// The first file under `site-packages/<package_dir>` whose name satisfies `matches`, in the
 /// places the module doc lists, in that order. On failure, every place searched (for the
@@ -19,6 +24,15 @@ pub fn find_in_venvs(
     package_dir: &str,
     matches: &dyn Fn(&str) -> bool,
 ) -> std::result::Result<PathBuf, Vec<String>> {
+    let mut searched: Vec<String> = vec![];
+    if let Some(sites) = std::env::var_os(SITE_PACKAGES_ENV).filter(|v| !v.is_empty()) {
+        for site in std::env::split_paths(&sites) {
+            if let Some(found) = in_package(&site.join(package_dir), matches) {
+                return Ok(found);
+            }
+        }
+        searched.push(format!("{SITE_PACKAGES_ENV}={}", sites.to_string_lossy()));
+    }
     let mut starts: Vec<PathBuf> = vec![];
     if let Ok(cwd) = std::env::current_dir() {
         starts.push(cwd);
@@ -37,7 +51,7 @@ pub fn find_in_venvs(
             }
         }
     }
-    let mut searched: Vec<String> = starts.iter().map(|s| format!("a .venv/ above {}", s.display())).collect();
+    searched.extend(starts.iter().map(|s| format!("a .venv/ above {}", s.display())));
     match std::env::var_os("VIRTUAL_ENV").filter(|v| !v.is_empty()) {
         Some(venv) => {
             let venv = PathBuf::from(venv);

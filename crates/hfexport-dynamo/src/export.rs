@@ -36,8 +36,6 @@ pub fn runtime_pins() -> BTreeMap<String, String> {
     BTreeMap::from([("torch".to_string(), "2.13.0".to_string())])
 }
 
-pub type Progress<'a> = &'a mut dyn FnMut(usize, usize, &str);
-
 /// What an export wrote.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Written {
@@ -121,7 +119,7 @@ pub fn write_archive(
     components: &[Planned],
     src: &dyn TensorSource,
     dir: &Path,
-    progress: Progress,
+    progress: WeightProgress,
 ) -> Result<Written> {
     let mut names = HashSet::new();
     for c in components {
@@ -159,7 +157,7 @@ pub fn write_archive(
             let expected = byte_size(meta);
             let done = table.len();
             let (file, size) = table.place(&w.expr, || -> Result<(String, u64)> {
-                progress(done, total, fqn);
+                progress(done, total, fqn).map_err(io)?;
                 let file = format!("weight_{done}");
                 let mut streamed = 0u64;
                 let mut err = None;

@@ -24,8 +24,6 @@ pub fn runtime_pins() -> BTreeMap<String, String> {
 /// The largest arena the plan accepts: ExecuTorch allocates it whole when the method loads.
 pub const MAX_ARENA: u64 = 8 << 30;
 
-pub type Progress<'a> = &'a mut dyn FnMut(usize, usize, &str);
-
 /// Whether ExecuTorch lowers `op` natively (else core decomposes it first). Every variant is
 /// listed, so a new op does not compile until it is decided here.
 pub fn native(op: &Op) -> bool {
@@ -283,7 +281,7 @@ pub fn export_program(
     src: &dyn TensorSource,
     dir: &Path,
     cfg: &ExecutorchConfig,
-    progress: Progress,
+    progress: WeightProgress,
 ) -> Result<Vec<u64>> {
     let mut methods = vec![];
     for (name, g) in components {
@@ -311,7 +309,7 @@ pub fn export_program(
     let n = layout.blobs();
     let mut done = 0;
     let mut stream = |out: &mut WeightSink, blob: &pte::Blob, expected: u64| -> Result<u64> {
-        progress(done, n, &blob.name());
+        progress(done, n, &blob.name()).map_err(io)?;
         let written = match blob {
             pte::Blob::Weight { expr, .. } => expr.stream_le_bytes(src, &mut |b| out.write_all(b))?,
             pte::Blob::Tensor(t) => {

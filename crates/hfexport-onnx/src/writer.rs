@@ -12,7 +12,7 @@ use crate::proto::{
     GraphProto, ModelProto, OperatorSetIdProto, StringStringEntryProto, TensorProto,
 };
 use crate::{OnnxError, Result};
-use hfexport_core::backend::WeightTable;
+use hfexport_core::backend::{WeightProgress, WeightTable};
 use hfexport_core::config::OnnxQuantOps;
 use hfexport_core::plan::Planned;
 use hfexport_core::sink::WeightSink;
@@ -25,9 +25,6 @@ use std::path::Path;
 pub const ALIGN: u64 = 4096;
 /// ONNX IR version written (ONNX 1.16+, ONNX Runtime 1.18+).
 pub const IR_VERSION: i64 = 10;
-
-/// Called once per weight written: (index, count, weight name).
-pub type Progress<'a> = &'a mut dyn FnMut(usize, usize, &str);
 
 fn io_err(path: &Path) -> impl Fn(std::io::Error) -> OnnxError + '_ {
     move |source| OnnxError::Io { path: path.to_path_buf(), source }
@@ -45,7 +42,7 @@ pub fn write_components(
     dir: &Path,
     opset: u32,
     quant_ops: OnnxQuantOps,
-    progress: Progress,
+    progress: WeightProgress,
 ) -> Result<Vec<Vec<String>>> {
     let data_path = dir.join(DATA_FILE);
     let mut out = WeightSink::create(&data_path).map_err(io_err(&data_path))?;
@@ -61,7 +58,7 @@ pub fn write_components(
         let mut initializers = Vec::with_capacity(inits.len());
         for init in inits {
             let (at, len) = table.place(&init.expr, || -> Result<(u64, u64)> {
-                progress(done, total, &init.name);
+                progress(done, total, &init.name).map_err(io_err(&data_path))?;
                 done += 1;
                 let numel = init.dims.iter().product::<i64>() as u64;
                 let expected = match init.nibbles {

@@ -5,7 +5,7 @@
 use crate::ir::Network;
 use crate::lower::{lower, ConstSource, LowerOptions};
 use crate::{OvError, Result};
-use hfexport_core::backend::{distinct_weights, WeightTable};
+use hfexport_core::backend::{distinct_weights, WeightProgress, WeightTable};
 use hfexport_core::plan::Planned;
 use hfexport_core::sink::WeightSink;
 use hfexport_core::{DType, Graph, TensorSource, WeightExpr};
@@ -14,8 +14,6 @@ use std::path::Path;
 
 /// Alignment of each constant in the `.bin` (the reader needs none; it helps mmap'd loads).
 pub const ALIGN: u64 = 64;
-
-pub type Progress<'a> = &'a mut dyn FnMut(usize, usize, &str);
 
 fn io_err(path: &Path) -> impl Fn(std::io::Error) -> OvError + '_ {
     move |source| OvError::Io { path: path.to_path_buf(), source }
@@ -42,7 +40,7 @@ pub fn write_components(
     src: &dyn TensorSource,
     dir: &Path,
     opts: LowerOptions,
-    progress: Progress,
+    progress: WeightProgress,
 ) -> Result<Vec<Vec<String>>> {
     let bin_name = bin_name(components);
     let bin_path = dir.join(&bin_name);
@@ -79,7 +77,7 @@ pub fn write_components(
                     let w = &g.weights()[*index];
                     let packed = WeightExpr::Pack { expr: Box::new(w.expr.clone()), high_first: false, per_row: false };
                     table.place(&packed, || {
-                        progress(done, total, &w.name);
+                        progress(done, total, &w.name).map_err(io_err(&bin_path))?;
                         done += 1;
                         append(&mut |out| packed.stream_le_bytes(src, &mut |b| out.write_all(b)).map_err(OvError::from))
                     })?
@@ -90,7 +88,7 @@ pub fn write_components(
                     let key =
                         if *compress { WeightExpr::Cast(Box::new(w.expr.clone()), DType::F16) } else { w.expr.clone() };
                     table.place(&key, || {
-                        progress(done, total, &w.name);
+                        progress(done, total, &w.name).map_err(io_err(&bin_path))?;
                         done += 1;
                         append(&mut |out| write_weight(g, *index, *compress, src, out))
                     })?

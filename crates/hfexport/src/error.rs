@@ -31,6 +31,10 @@ pub enum Error {
         diff: f32,
         atol: f32,
     },
+    /// The progress observer asked to stop ([`crate::ExportProgress::cancelled`]); the output
+    /// folder does not appear.
+    #[error("the export was cancelled")]
+    Cancelled,
     /// `--verify` could not compare (an output missing or of another shape, inputs it cannot make).
     #[error("verification in {runtime} failed: {msg}")]
     VerificationFailed { runtime: String, msg: String },

@@ -89,6 +89,12 @@ pub trait ExportProgress {
     /// `--verify`: sample input `done` (0-based) of `total` of component `name` is being run in
     /// the runtime and the reference evaluator (`done == total`: the component is verified).
     fn verify_case(&mut self, _name: &str, _done: usize, _total: usize) {}
+    /// Asked after each weight and each verified sample: `true` stops the export with
+    /// [`Error::Cancelled`] (the staging folder is removed; the output folder does not appear).
+    /// The Python package answers `true` once its callback raised or Ctrl-C was pressed.
+    fn cancelled(&self) -> bool {
+        false
+    }
 }
 
 /// [`ExportProgress`] as lines through a closure: every note, and every 16th weight (and the
@@ -260,9 +266,17 @@ impl AutoHfExporter {
             if i == 1 {
                 fault::point(fault::WEIGHTS);
             }
-            observer.weight(i, n, name, files_bytes(staged.path()))
+            observer.weight(i, n, name, files_bytes(staged.path()));
+            match observer.cancelled() {
+                true => Err(hfexport_core::backend::cancelled()),
+                false => Ok(()),
+            }
         };
-        let written = backend.write(&prepared, &ckpt, staged.path(), &self.config, &mut step)?;
+        let written = backend.write(&prepared, &ckpt, staged.path(), &self.config, &mut step);
+        if observer.cancelled() {
+            return Err(Error::Cancelled);
+        }
+        let written = written?;
         observer.weights_written();
         fault::point(fault::GRAPH);
         let mut described = vec![];

@@ -37,6 +37,9 @@ pub fn verify_component(
     let (mut exact, mut alike, mut moved) = (None, None, None);
     for (i, case) in cases.iter().enumerate() {
         progress.verify_case(&planned.spec.name, i, cases.len());
+        if progress.cancelled() {
+            return Err(Error::Cancelled);
+        }
         let got = runner.run(&case.inputs)?;
         let mut want = ev.run(&case.inputs)?;
         want.retain(|name, _| runner.compares(name));
