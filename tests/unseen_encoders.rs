@@ -2,8 +2,9 @@
 //! checkpoints of every head, configured across the space transformers accepts
 //! (`tests/python/random_encoders.py`: head counts and dims, layers, activations, epsilons, token
 //! types, label counts, tied or untied decoders, padding ids, sequence lengths, ModernBERT's
-//! windows, layer kinds, rope thetas, biases and poolings), generated with their goldens by
-//! transformers at test time. Each must match transformers at 1e-4 in the reference evaluator,
+//! windows, layer kinds, rope thetas, biases and poolings; sentence-transformers folders with random
+//! Pooling modes and Normalize), generated with their goldens by transformers (and
+//! sentence-transformers) at test time. Each must match transformers at 1e-4 in the reference evaluator,
 //! padded rows included, and export to every format with `--verify` (its runtime against the
 //! evaluator, on padded samples).
 
@@ -19,8 +20,8 @@ use std::path::Path;
 use std::process::Command;
 
 const SEED: u64 = 20_261_202;
-/// Each of the 23 dealt classes once or twice.
-const COUNT: usize = 30;
+/// Each of the 29 dealt classes (6 of them sentence-transformers folders) once or twice.
+const COUNT: usize = 34;
 
 struct Case {
     name: String,
@@ -107,7 +108,7 @@ fn random_encoders_match_transformers_and_verify_in_every_runtime() {
             let req = ExportRequest {
                 model: case.dir.clone(),
                 output: tmp.path().join("exports").join(&case.name).join(format),
-                task: None,
+                task: Some(case.task),
                 dtype: DType::F32,
                 force: false,
                 generation: None,

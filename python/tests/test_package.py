@@ -168,8 +168,14 @@ class Package(unittest.TestCase):
                 os.kill(os.getpid(), signal.SIGINT)
 
         out = self.tmp / "interrupted"
-        with self.assertRaises(KeyboardInterrupt):
-            hfexport.export(FIXTURE, "onnx", out, verify=True, progress=interrupt)
+        # the handler an interactive interpreter has (a process started with SIGINT ignored,
+        # as a background job of a shell script is, inherits no handler)
+        previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+        try:
+            with self.assertRaises(KeyboardInterrupt):
+                hfexport.export(FIXTURE, "onnx", out, verify=True, progress=interrupt)
+        finally:
+            signal.signal(signal.SIGINT, previous)
         self.assertFalse(out.exists(), "an interrupted export leaves no output folder")
 
     def test_inspect(self):

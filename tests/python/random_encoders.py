@@ -48,7 +48,18 @@ CLASSES = [
     ("modernbert", "ModernBertForSequenceClassification", "sequence-classification"),
     ("modernbert", "ModernBertForTokenClassification", "token-classification"),
     ("modernbert", "ModernBertForQuestionAnswering", "question-answering"),
+    # sentence-transformers folders over the bare encoders (SentenceTransformer saves them)
+    ("bert", "BertModel", "sentence-embedding"),
+    ("xlm-roberta", "XLMRobertaModel", "sentence-embedding"),
+    ("modernbert", "ModernBertModel", "sentence-embedding"),
+    ("distilbert", "DistilBertModel", "sentence-embedding"),
+    ("roberta", "RobertaModel", "sentence-embedding"),
+    ("bert", "BertModel", "sentence-embedding"),
 ]
+POOLING_MODES = ["cls", "max", "mean", "mean_sqrt_len_tokens", "weightedmean", "lasttoken"]
+LEGACY_FLAGS = {"cls": "pooling_mode_cls_token", "max": "pooling_mode_max_tokens", "mean": "pooling_mode_mean_tokens",
+                "mean_sqrt_len_tokens": "pooling_mode_mean_sqrt_len_tokens",
+                "weightedmean": "pooling_mode_weightedmean_tokens", "lasttoken": "pooling_mode_lasttoken"}
 CONFIGS = {
     "bert": "BertConfig",
     "roberta": "RobertaConfig",
@@ -76,6 +87,7 @@ def outputs_of(task, model):
         "token-classification": ["logits"],
         "question-answering": ["start_logits", "end_logits"],
         "image-classification": ["logits"],
+        "sentence-embedding": ["token_embeddings", "sentence_embedding"],
     }[task]
 
 
@@ -171,6 +183,9 @@ def main():
         folder = out / name
         model.save_pretrained(folder, safe_serialization=True)
         model = getattr(transformers, cls_name).from_pretrained(folder, attn_implementation="eager").eval()
+        if task == "sentence-embedding":
+            model, pooling = sentence_transformer(rng, folder, config)
+            kw["pooling"] = pooling
         gen = torch.Generator().manual_seed(i)
         golden = {}
         for case, rows in [("single", 1), ("batch", 2)]:
@@ -194,17 +209,50 @@ def main():
             if kw.get("type_vocab_size", 0) > 1:
                 inputs["token_type_ids"] = torch.randint(0, kw["type_vocab_size"], (rows, seq), generator=gen)
             with torch.no_grad():
-                res = model(**inputs)
+                res = model(dict(inputs)) if task == "sentence-embedding" else model(**inputs)
             for k, v in inputs.items():
                 golden[f"{case}.{k}"] = v.contiguous()
-            for k in outputs_of(task, model.base_model):
-                golden[f"{case}.{k}"] = getattr(res, k).float().contiguous()
+            for k in outputs_of(task, getattr(model, "base_model", model)):
+                value = res[k] if task == "sentence-embedding" else getattr(res, k)
+                golden[f"{case}.{k}"] = value.float().contiguous()
         save_file(golden, str(folder / "golden.safetensors"))
         desc = f"{cls_name} " + json.dumps({k: v for k, v in kw.items() if "dropout" not in k and k != "id2label"})
         desc += f" labels {config.num_labels} seq {seq}"
         cases.append({"name": name, "dir": name, "task": task, "description": desc})
         print(desc)
     (out / "index.json").write_text(json.dumps({"cases": cases}, indent=1))
+
+
+def sentence_transformer(rng, folder, config):
+    """`folder` made a sentence-transformers checkpoint by SentenceTransformer.save: the encoder,
+    a Pooling of 1-3 random modes (a single mode sometimes rewritten in the legacy
+    `pooling_mode_*` form the hub's older folders use), a Normalize or not, and a small WordPiece
+    tokenizer (SentenceTransformer loads one; the goldens feed ids). Returns the model loaded
+    back from the folder, and the pooling as the description says it."""
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.base.modules import Normalize, Transformer
+    from sentence_transformers.sentence_transformer.modules import Pooling
+
+    words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(config.vocab_size)]
+    (folder / "vocab.txt").write_text("\n".join(words[: config.vocab_size]) + "\n")
+    transformers.BertTokenizerFast(vocab_file=str(folder / "vocab.txt")).save_pretrained(folder)
+    modes = rng.sample(POOLING_MODES, rng.choice([1, 1, 2, 3]))
+    normalize = rng.random() < 0.5
+    encoder = Transformer(str(folder), model_kwargs={"attn_implementation": "eager"})
+    modules = [encoder, Pooling(config.hidden_size if hasattr(config, "hidden_size") else config.dim,
+                                pooling_mode=modes[0] if len(modes) == 1 else tuple(modes))]
+    if normalize:
+        modules.append(Normalize())
+    SentenceTransformer(modules=modules, device="cpu").save(str(folder))
+    legacy = len(modes) == 1 and rng.random() < 0.5
+    if legacy:
+        path = folder / "1_Pooling" / "config.json"
+        cfg = json.loads(path.read_text())
+        cfg.pop("pooling_mode")
+        cfg.update({flag: mode == modes[0] for mode, flag in LEGACY_FLAGS.items()})
+        path.write_text(json.dumps(cfg, indent=2))
+    model = SentenceTransformer(str(folder), device="cpu", model_kwargs={"attn_implementation": "eager"}).eval()
+    return model, {"modes": modes, "normalize": normalize, "legacy": legacy}
 
 
 def pad_of(kw):

@@ -906,6 +906,10 @@ class EncoderSpec(NamedTuple):
     task: str
     outputs: tuple  # the forward's output names the goldens keep
     covers: str = ""
+    # task sentence-embedding: the Pooling module's config.json and whether a Normalize follows
+    # (the goldens are then SentenceTransformer's own forward over the saved folder)
+    pooling: dict = None
+    normalize: bool = False
 
 
 def encoder_config(cls, **kw):
@@ -937,6 +941,7 @@ def encoder_specs():
         BertForSequenceClassification,
         BertModel,
         RobertaConfig,
+        RobertaModel,
         RobertaForSequenceClassification,
         RobertaForTokenClassification,
         XLMRobertaConfig,
@@ -1020,6 +1025,24 @@ def encoder_specs():
             "sequence-classification", ("logits",), "mean pooling over the unpadded tokens, head_dim 16, 3 labels",
         ),
         EncoderSpec(
+            "bert_st", 116, BertModel, encoder_config(BertConfig, num_hidden_layers=1), "sentence-embedding",
+            ("token_embeddings", "sentence_embedding"),
+            "sentence-transformers folder as the hub keeps all-MiniLM-L6-v2: legacy pooling_mode_mean_tokens, Normalize",
+            pooling={"word_embedding_dimension": 32, "pooling_mode_cls_token": False, "pooling_mode_mean_tokens": True,
+                     "pooling_mode_max_tokens": False, "pooling_mode_mean_sqrt_len_tokens": False},
+            normalize=True,
+        ),
+        EncoderSpec(
+            "roberta_st", 117, RobertaModel,
+            encoder_config(RobertaConfig, type_vocab_size=1, pad_token_id=1, num_hidden_layers=1, hidden_size=16,
+                           num_attention_heads=2),
+            "sentence-embedding", ("token_embeddings", "sentence_embedding"),
+            "sentence-transformers 5+ pooling_mode list: every mode concatenated (cls, max, mean, mean_sqrt_len_tokens, "
+            "weightedmean, lasttoken), no Normalize",
+            pooling={"embedding_dimension": 16, "include_prompt": True,
+                     "pooling_mode": ["cls", "max", "mean", "mean_sqrt_len_tokens", "weightedmean", "lasttoken"]},
+        ),
+        EncoderSpec(
             "modernbert_tok", 115, ModernBertForTokenClassification,
             modernbert_config(ModernBertConfig, num_labels=5, local_attention=2, decoder_bias=False),
             "token-classification", ("logits",), "prediction head before the classifier, window 1 each side",
@@ -1071,10 +1094,44 @@ def fresh_model(outdir, spec):
     return folder, model
 
 
+def write_sentence_transformers_folder(folder, spec):
+    """The files sentence-transformers keeps beside a checkpoint (as the hub's all-MiniLM-L6-v2
+    has them): modules.json, the Pooling module's config, an empty Normalize folder, and a small
+    WordPiece tokenizer (SentenceTransformer loads one; the goldens feed ids)."""
+    from transformers import BertTokenizerFast
+
+    modules = [{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+               {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}]
+    if spec.normalize:
+        modules.append({"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"})
+        (folder / "2_Normalize").mkdir()
+    (folder / "1_Pooling").mkdir()
+    (folder / "modules.json").write_text(json.dumps(modules, indent=2) + "\n")
+    (folder / "1_Pooling" / "config.json").write_text(json.dumps(spec.pooling, indent=2) + "\n")
+    (folder / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": 32, "do_lower_case": False}) + "\n")
+    words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    words += [f"w{i}" for i in range(spec.config.vocab_size - len(words))]
+    vocab = folder / "vocab.txt"
+    vocab.write_text("\n".join(words) + "\n")
+    BertTokenizerFast(vocab_file=str(vocab)).save_pretrained(folder)
+
+
+def sentence_transformers_goldens(folder, inputs):
+    """token_embeddings and sentence_embedding of SentenceTransformer's own forward over `folder`."""
+    from sentence_transformers import SentenceTransformer
+
+    st = SentenceTransformer(str(folder), device="cpu", model_kwargs={"attn_implementation": "eager"}).eval()
+    with torch.no_grad():
+        out = st(dict(inputs))
+    return {k: out[k] for k in ("token_embeddings", "sentence_embedding")}
+
+
 def make_encoder_fixture(outdir, spec):
     folder, model = fresh_model(outdir, spec)
     model.save_pretrained(folder, safe_serialization=True)
     del model
+    if spec.pooling is not None:
+        write_sentence_transformers_folder(folder, spec)
     model = spec.model_cls.from_pretrained(folder, dtype=torch.float32, attn_implementation="eager").eval()
     gen = torch.Generator().manual_seed(1000 + spec.seed)
     golden = {}
@@ -1085,12 +1142,16 @@ def make_encoder_fixture(outdir, spec):
             inputs = {"pixel_values": torch.randn((rows, c, h, w), generator=gen)}
         else:
             inputs = encoder_inputs(gen, spec, model.config, rows, pad)
-        with torch.no_grad():
-            out = model(**inputs)
+        if spec.pooling is not None:
+            out = sentence_transformers_goldens(folder, inputs)
+        else:
+            with torch.no_grad():
+                out = model(**inputs)
+            out = {k: getattr(out, k) for k in spec.outputs}
         for k, v in inputs.items():
             golden[f"{case}.{k}"] = v.contiguous()
         for k in spec.outputs:
-            golden[f"{case}.{k}"] = getattr(out, k).to(torch.float32).contiguous()
+            golden[f"{case}.{k}"] = out[k].to(torch.float32).contiguous()
     save_file(golden, str(folder / "golden.safetensors"))
     for f in folder.glob("*.safetensors"):
         canonical_metadata_order(f) if f.name == "model.safetensors" else None

@@ -2,7 +2,9 @@
 //! binary: `run` on the checkpoint (the reference evaluator) reproduces transformers' outputs at
 //! 1e-4, and each format's export, checked with `--verify`, reproduces them at 1e-3 in its
 //! runtime through `run` (ONNX Runtime, OpenVINO, libtorch, ExecuTorch), padded rows included.
-//! A task the checkpoint cannot do is a clear error.
+//! sentence-transformers folders (`--task sentence-embedding`: pooling and normalisation in the
+//! graph) reproduce `SentenceTransformer`'s own forward the same way. A task the checkpoint
+//! cannot do is a clear error.
 
 mod common;
 
@@ -30,13 +32,13 @@ fn row(t: &Tensor, r: usize) -> Tensor {
     }
 }
 
-/// `run PATH` on `inputs`; the outputs by name.
-fn run(tmp: &Path, tag: &str, path: &Path, inputs: &BTreeMap<String, Tensor>) -> BTreeMap<String, Tensor> {
+/// `run PATH` on `inputs` (`--task TASK`, read for a checkpoint); the outputs by name.
+fn run(tmp: &Path, tag: &str, path: &Path, task: &str, inputs: &BTreeMap<String, Tensor>) -> BTreeMap<String, Tensor> {
     let inp = tmp.join(format!("{tag}-in.safetensors"));
     let feeds: Vec<(&str, &Tensor)> = inputs.iter().map(|(k, v)| (k.as_str(), v)).collect();
     write_safetensors(&inp, &feeds, &BTreeMap::new()).unwrap();
     let out = tmp.join(format!("{tag}-out.safetensors"));
-    let o = hfexport(&["run", s(path), "--inputs", s(&inp), "--outputs", s(&out)]);
+    let o = hfexport(&["run", s(path), "--task", task, "--inputs", s(&inp), "--outputs", s(&out)]);
     assert!(o.status.success(), "{tag}: run failed: {}", stderr(&o));
     read_all(&out).unwrap()
 }
@@ -98,12 +100,12 @@ fn encoders_match_transformers_in_the_evaluator_and_every_runtime() {
     require_executorch();
     let tmp = tempfile::tempdir().unwrap();
     let encoders = encoder_fixtures();
-    assert!(encoders.len() >= 11, "the manifest lists the encoder fixtures: {encoders:?}");
+    assert!(encoders.len() >= 17, "the manifest lists the encoder fixtures: {encoders:?}");
     for (name, task) in encoders {
         let fx = fixture(name);
         let gold = read_all(fx.join("golden.safetensors")).unwrap();
         for case in ["single", "batch"] {
-            let out = run(tmp.path(), &format!("{name}-{case}-ref"), &fx, &golden_inputs(&gold, case));
+            let out = run(tmp.path(), &format!("{name}-{case}-ref"), &fx, task, &golden_inputs(&gold, case));
             check(&format!("{name} reference"), &gold, case, None, &out, 1e-4);
         }
         for format in ["onnx", "openvino", "dynamo", "executorch"] {
@@ -114,6 +116,8 @@ fn encoders_match_transformers_in_the_evaluator_and_every_runtime() {
                 s(&fx),
                 "--format",
                 format,
+                "--task",
+                task,
                 "--dynamic",
                 "--verify",
                 "--output",
@@ -130,12 +134,12 @@ fn encoders_match_transformers_in_the_evaluator_and_every_runtime() {
                     "executorch" => {
                         for r in 0..batch {
                             let one: BTreeMap<_, _> = inputs.iter().map(|(k, v)| (k.clone(), row(v, r))).collect();
-                            let out = run(tmp.path(), &format!("{name}-{format}-{case}-{r}"), &dir, &one);
+                            let out = run(tmp.path(), &format!("{name}-{format}-{case}-{r}"), &dir, task, &one);
                             check(&format!("{name} {format} row {r}"), &gold, case, Some(r), &out, 1e-3);
                         }
                     }
                     _ => {
-                        let out = run(tmp.path(), &format!("{name}-{format}-{case}"), &dir, &inputs);
+                        let out = run(tmp.path(), &format!("{name}-{format}-{case}"), &dir, task, &inputs);
                         check(&format!("{name} {format}"), &gold, case, None, &out, 1e-3);
                     }
                 }
@@ -162,6 +166,11 @@ fn tasks_an_encoder_cannot_do_are_clear_errors() {
         "{}",
         stderr(&o)
     );
+    // sentence embeddings need sentence-transformers' modules.json, and a token input
+    let o = export("bert", &["--task", "sentence-embedding"]);
+    assert!(stderr(&o).contains("modules.json") && stderr(&o).contains("sentence-transformers"), "{}", stderr(&o));
+    let o = export("vit", &["--task", "sentence-embedding"]);
+    assert!(stderr(&o).contains("ViTModel cannot do the task `sentence-embedding`"), "{}", stderr(&o));
     let o = export("bert_cls", &["--task", "question-answering"]);
     assert!(stderr(&o).contains("qa_outputs.weight"), "{}", stderr(&o));
     let o = export("qwen3", &["--task", "fill-mask"]);

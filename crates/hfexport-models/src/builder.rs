@@ -41,8 +41,10 @@ pub fn build(cfg: &ModelConfig, weights: &dyn Weights, task: Task, opts: &BuildO
 /// The forward component of `task` ([`build`] with its spec).
 pub fn build_forward(cfg: &ModelConfig, weights: &dyn Weights, task: Task, opts: &BuildOptions) -> Result<Planned> {
     let mut spec = ComponentSpec::forward();
-    if task == Task::FeatureExtraction {
-        spec.exit = Exit::HiddenStates;
+    match task {
+        Task::FeatureExtraction => spec.exit = Exit::HiddenStates,
+        Task::SentenceEmbedding => spec.exit = Exit::Embeddings,
+        _ => {}
     }
     let graph = build(cfg, weights, task, opts)?;
     if graph.input("pixel_values").is_some() {

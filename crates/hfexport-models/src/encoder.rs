@@ -15,6 +15,7 @@ use hfexport_core::{DType, Dim, Graph, Op, Tensor, ValueId};
 use crate::decoder::{Decoder, LayerInputs, Vb};
 use crate::error::{ModelError, Result};
 use crate::layout::{ClassifierHead, EncoderInput, EncoderLayout, EncoderPositions, HeadAct, HeadActivation, MlmHead};
+use crate::sentence::{PoolingMode, SentenceModules};
 use crate::task::Task;
 
 /// What an encoder's inputs become: the embeddings, the word embedding table (a masked-LM
@@ -276,6 +277,105 @@ impl Decoder<'_> {
         self.op("pooling.mean", Op::Binary(BinaryOp::Div), &[sum, n])
     }
 
+    /// sentence-transformers' pooling of `h` `[batch, sequence, hidden]` over the tokens
+    /// `attention_mask` keeps, each mode in turn and concatenated, then its `Normalize`
+    /// (`crate::sentence`; the formulas of its `Pooling._forward_padded`, down to the clamps).
+    fn sentence_embedding(&mut self, m: &SentenceModules, h: ValueId, attention_mask: ValueId) -> Result<ValueId> {
+        let shape = self.g.info(h).shape.clone();
+        let (b, s) = (shape[0].clone(), shape[1].clone());
+        let dtype = self.opts.dtype;
+        let keep = self.op("pooling.keep", Op::Cast(DType::Bool), &[attention_mask])?;
+        let mask = self.op("pooling.mask", Op::Cast(dtype), &[attention_mask])?;
+        // positions 1..=sequence, [1, sequence], in int64 (exact at any length, unlike bf16)
+        let iota = self.op("pooling.positions", Op::Iota { len: s.clone() }, &[])?;
+        let iota = self.op("pooling.positions_row", Op::Reshape { shape: vec![Dim::konst(1), s.clone()] }, &[iota])?;
+        let one = self.id_scalar("pooling.one", 1)?;
+        let from_one = self.op("pooling.positions_from_one", Op::Binary(BinaryOp::Add), &[iota, one])?;
+        // the kept positions counted from 1, 0 where padded
+        let kept = self.op("pooling.kept_positions", Op::Binary(BinaryOp::Mul), &[attention_mask, from_one])?;
+        let tiny = self.scalar("pooling.clamp", 1e-9)?;
+        let sum_over_seq = Op::Reduce { kind: ReduceKind::Sum, axes: vec![1], keep_dims: true };
+        let mut parts = vec![];
+        for (i, mode) in m.pooling.iter().enumerate() {
+            let name = |what: &str| format!("pooling.{i}.{}.{what}", mode.name());
+            let part = match mode {
+                PoolingMode::Mean | PoolingMode::MeanSqrtLen => {
+                    let sum = self.weighted_rows(&name("sum"), mask, h)?;
+                    let n = self.op(&name("count"), sum_over_seq.clone(), &[mask])?;
+                    let n = self.op(&name("count_clamped"), Op::Binary(BinaryOp::Max), &[n, tiny])?;
+                    let n = match mode {
+                        PoolingMode::Mean => n,
+                        _ => self.op(&name("sqrt_count"), Op::Unary(UnaryOp::Sqrt), &[n])?,
+                    };
+                    self.op(&name("pooled"), Op::Binary(BinaryOp::Div), &[sum, n])?
+                }
+                PoolingMode::WeightedMean => {
+                    let w = self.op(&name("weights"), Op::Cast(dtype), &[kept])?;
+                    let sum = self.weighted_rows(&name("sum"), w, h)?;
+                    let n = self.op(&name("weight_sum"), sum_over_seq.clone(), &[w])?;
+                    let n = self.op(&name("weight_sum_clamped"), Op::Binary(BinaryOp::Max), &[n, tiny])?;
+                    self.op(&name("pooled"), Op::Binary(BinaryOp::Div), &[sum, n])?
+                }
+                PoolingMode::Max => {
+                    let shape3 = vec![b.clone(), s.clone(), Dim::konst(1)];
+                    let keep3 = self.op(&name("keep"), Op::Reshape { shape: shape3 }, &[keep])?;
+                    let low = self.scalar(&name("minus_inf"), f64::NEG_INFINITY)?;
+                    let x = self.op(&name("masked"), Op::Where, &[keep3, h, low])?;
+                    let max = Op::Reduce { kind: ReduceKind::Max, axes: vec![1], keep_dims: false };
+                    self.op(&name("pooled"), max, &[x])?
+                }
+                PoolingMode::Cls | PoolingMode::LastToken => {
+                    let max = Op::Reduce { kind: ReduceKind::Max, axes: vec![1], keep_dims: true };
+                    let at = match mode {
+                        // the first kept position: max of -position over the kept ones; none
+                        // kept: position 1, as sentence-transformers' argmax of zeros
+                        PoolingMode::Cls => {
+                            let padded = self.id_scalar(&name("padded"), -(1 << 40))?;
+                            let neg = self.op(&name("minus_positions"), Op::Unary(UnaryOp::Neg), &[from_one])?;
+                            let x = self.op(&name("kept_first"), Op::Where, &[keep, neg, padded])?;
+                            let minus_first = self.op(&name("minus_first"), max, &[x])?;
+                            let none =
+                                self.op(&name("none_kept"), Op::Binary(BinaryOp::Equal), &[minus_first, padded])?;
+                            let first = self.op(&name("first"), Op::Unary(UnaryOp::Neg), &[minus_first])?;
+                            self.op(&name("first_or_one"), Op::Where, &[none, one, first])?
+                        }
+                        // the last kept position (none kept: 0, no position, a zero vector, as
+                        // sentence-transformers' gather of h * mask gives)
+                        _ => self.op(&name("last"), max, &[kept])?,
+                    };
+                    let pick = self.op(&name("pick"), Op::Binary(BinaryOp::Equal), &[from_one, at])?;
+                    let pick = self.op(&name("pick_float"), Op::Cast(dtype), &[pick])?;
+                    self.weighted_rows(&name("pooled"), pick, h)?
+                }
+            };
+            parts.push(part);
+        }
+        let mut e = match parts.len() {
+            1 => parts[0],
+            _ => self.op("pooling.concat", Op::Concat { axis: 1 }, &parts)?,
+        };
+        if m.normalize {
+            let sq = self.op("normalize.square", Op::Binary(BinaryOp::Mul), &[e, e])?;
+            let sum = Op::Reduce { kind: ReduceKind::Sum, axes: vec![1], keep_dims: true };
+            let n = self.op("normalize.sum", sum, &[sq])?;
+            let n = self.op("normalize.norm", Op::Unary(UnaryOp::Sqrt), &[n])?;
+            let eps = self.scalar("normalize.eps", 1e-12)?;
+            let n = self.op("normalize.clamped", Op::Binary(BinaryOp::Max), &[n, eps])?;
+            e = self.op("normalize", Op::Binary(BinaryOp::Div), &[e, n])?;
+        }
+        Ok(e)
+    }
+
+    /// `Σ_s w[b, s] · h[b, s, :]` `[batch, hidden]`: `w` `[batch, sequence]` as one matmul row per
+    /// sequence.
+    fn weighted_rows(&mut self, name: &str, w: ValueId, h: ValueId) -> Result<ValueId> {
+        let shape = self.g.info(h).shape.clone();
+        let (b, s, hs) = (shape[0].clone(), shape[1].clone(), shape[2].clone());
+        let rows = self.op(&format!("{name}.rows"), Op::Reshape { shape: vec![b.clone(), Dim::konst(1), s] }, &[w])?;
+        let sum = self.op(&format!("{name}.matmul"), Op::MatMul, &[rows, h])?;
+        self.op(name, Op::Reshape { shape: vec![b, hs] }, &[sum])
+    }
+
     /// `norm(act(dense(x)))`: the masked-LM transform (ModernBERT's prediction head).
     fn transform(&mut self, m: MlmHead, x: ValueId, act: Activation) -> Result<ValueId> {
         let hs = self.cfg.hidden_size;
@@ -316,6 +416,19 @@ impl Decoder<'_> {
                     let p = self.pooler(root, pooler, h)?;
                     self.g.add_output("pooler_output", p)?;
                 }
+            }
+            Task::SentenceEmbedding => {
+                let modules = self.cfg.sentence.clone().ok_or_else(|| ModelError::Config {
+                    path: crate::sentence::MODULES_FILE.into(),
+                    key: "<root>".into(),
+                    msg: "task sentence-embedding needs a sentence-transformers checkpoint (modules.json with a \
+                          Pooling module beside config.json)"
+                        .into(),
+                })?;
+                let am = attention_mask.ok_or_else(|| self.task_error(task))?;
+                self.g.add_output("token_embeddings", h)?;
+                let e = self.sentence_embedding(&modules, h, am)?;
+                self.g.add_output("sentence_embedding", e)?;
             }
             Task::FillMask => {
                 let x = self.transform(enc.mlm, h, act)?;

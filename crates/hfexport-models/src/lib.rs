@@ -27,6 +27,7 @@ pub mod layout;
 pub mod prequantized;
 pub mod safetensors;
 pub mod schema;
+pub mod sentence;
 mod seq2seq;
 mod ssm;
 pub mod task;

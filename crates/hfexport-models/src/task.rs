@@ -11,6 +11,10 @@ pub enum Task {
     CausalLm,
     /// `last_hidden_state`, and `pooler_output` where the checkpoint has a pooler.
     FeatureExtraction,
+    /// `token_embeddings` `[batch, sequence, hidden]` and `sentence_embedding` `[batch, dim]`:
+    /// a sentence-transformers checkpoint's pooling (and normalisation) over the encoder, as
+    /// `SentenceTransformer.encode` computes it (`crate::sentence`).
+    SentenceEmbedding,
     /// `logits` `[batch, sequence, vocab]` of the masked-LM head.
     FillMask,
     /// `logits` `[batch, num_labels]`.
@@ -34,9 +38,10 @@ pub enum Task {
 }
 
 impl Task {
-    pub const ALL: [Task; 10] = [
+    pub const ALL: [Task; 11] = [
         Task::CausalLm,
         Task::FeatureExtraction,
+        Task::SentenceEmbedding,
         Task::FillMask,
         Task::SequenceClassification,
         Task::TokenClassification,
@@ -52,6 +57,7 @@ impl Task {
         match self {
             Task::CausalLm => "causal-lm",
             Task::FeatureExtraction => "feature-extraction",
+            Task::SentenceEmbedding => "sentence-embedding",
             Task::FillMask => "fill-mask",
             Task::SequenceClassification => "sequence-classification",
             Task::TokenClassification => "token-classification",
@@ -113,6 +119,7 @@ impl Task {
             (Task::Text2TextGeneration, None) => stack == Some(StackInput::Tokens),
             (Task::ImageTextToText, None) => arch.layout.vision.is_some(),
             (Task::FeatureExtraction, Some(_)) => true,
+            (Task::SentenceEmbedding, Some(EncoderInput::Tokens)) => true,
             (Task::ImageClassification, Some(EncoderInput::Patches { .. })) => true,
             (
                 Task::FillMask | Task::SequenceClassification | Task::TokenClassification | Task::QuestionAnswering,

@@ -150,6 +150,9 @@ pub struct ModelConfig {
     pub pad_token_id: Option<i64>,
     /// An encoder's own settings (BERT, RoBERTa); `None` for a decoder.
     pub encoder: Option<EncoderConfig>,
+    /// The pooling (and normalisation) of a sentence-transformers checkpoint (`modules.json`
+    /// beside `config.json`: [`crate::sentence`]); `None` elsewhere.
+    pub sentence: Option<crate::sentence::SentenceModules>,
     /// The encoder stack of an encoder-decoder (Whisper); the fields above are its decoder's.
     pub seq2seq: Option<Seq2SeqConfig>,
     /// The image side of a vision-language model (LLaVA); the fields above are its text
@@ -368,7 +371,8 @@ impl ModelConfig {
     pub fn from_dir(dir: &Path) -> Result<ModelConfig> {
         let path = dir.join("config.json");
         let text = read_small_text(&path, MAX_CONFIG_BYTES)?;
-        ModelConfig::from_json_str(&text, &path)
+        let config = ModelConfig::from_json_str(&text, &path)?;
+        Ok(ModelConfig { sentence: crate::sentence::read(dir)?, ..config })
     }
 
     /// Parses and validates config text; `path` only names the file in errors.
@@ -545,6 +549,7 @@ fn model_config(
         eos_token_ids,
         pad_token_id,
         encoder: parse_encoder(f, schema, dims.hidden_size)?,
+        sentence: None,
         seq2seq: parse_seq2seq(f, schema, &dims, pad_token_id)?,
         vision: None,
         per_layer_input: per_layer_input(f, schema.per_layer_inputs)?,
