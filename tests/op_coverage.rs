@@ -532,7 +532,7 @@ fn cases() -> Vec<Case> {
     let mut b = Build::new(25);
     let x = b.float("x", &[B, S, K(6)], -1.0, 1.0);
     all.push(b.finish("TopK", Op::TopK { k: 3 }, &[x]));
-    // 6 channels in 2 groups over a fixed sequence of 3 (unrolled: no backend loops yet)
+    // 6 channels in 2 groups over a fixed sequence of 3 (ONNX and OpenVINO loop, the others unroll)
     {
         let mut b = Build::new(31);
         let x = b.float("x", &[B, K(6), K(3)], -1.0, 1.0);

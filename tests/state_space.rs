@@ -2,15 +2,16 @@
 //!
 //! Generation: a static-cache export's caches are each layer's convolution inputs and scan
 //! state, updated in place (io-binding in ONNX Runtime, state variables in OpenVINO (and bound
-//! tensors stateless), mutated inputs in libtorch and ExecuTorch). ONNX runs the prompt in one
-//! call through its `Scan` (a multi-token decode, or a prefill and a one-token decode); the other
-//! formats have one `decode` of one token per call, which takes the prompt token by token. The
+//! tensors stateless), mutated inputs in libtorch and ExecuTorch). ONNX and OpenVINO run the
+//! prompt in one call through their loops (`Scan`, `TensorIterator`: a multi-token decode, or a
+//! prefill and a one-token decode); `.pt2` and `.pte` have one `decode` of one token per call,
+//! which takes the prompt token by token. The
 //! runtime's generator gives transformers' 16 greedy tokens, twice in a row (a new prompt
 //! starts from a zero state), after `--verify` passed. Forward exports at a fixed sequence
 //! verify against the reference evaluator (which equals transformers within 1e-4: `golden.rs`)
-//! in every format; ONNX's `--dynamic` forward gives transformers' logits in ONNX Runtime, the
-//! others refuse a run-time sequence. A growing cache is refused; a refused export leaves no
-//! folder.
+//! in every format; ONNX's and OpenVINO's `--dynamic` forward give transformers' logits in their
+//! runtimes, the others refuse a run-time sequence. A growing cache is refused; a refused export
+//! leaves no folder.
 //!
 //! Random checkpoints nobody has seen (`xtask/python/random_ssm.py`: state sizes, conv kernels,
 //! expansions, time-step ranks, head counts and sizes, group counts, chunk sizes that do and do
@@ -74,10 +75,15 @@ fn verified(meta: &ExportMetadata) -> Result<(), String> {
     }
 }
 
+/// Whether `format` lowers a scan to the runtime's own loop over a run-time sequence.
+fn loops(format: ExportFormat) -> bool {
+    matches!(format, ExportFormat::Onnx | ExportFormat::Openvino)
+}
+
 /// Exports `model` for generation in every runtime (after `--verify`), with a multi-token
 /// decode and with a prefill, and checks that each gives `want` from `prompt`, twice in a row;
-/// the failures. ONNX runs the prompt in one call (its `Scan`); the other formats have one
-/// `decode` of one token per call whatever was asked.
+/// the failures. ONNX and OpenVINO run the prompt in one call (their loops); the other formats
+/// have one `decode` of one token per call whatever was asked.
 fn generate_everywhere(model: &Path, out: &Path, prompt: &[i64], want: &[i64]) -> Vec<String> {
     let scans = Checkpoint::open(model).unwrap().config.scans();
     let mut failures = vec![];
@@ -88,7 +94,7 @@ fn generate_everywhere(model: &Path, out: &Path, prompt: &[i64], want: &[i64]) -
             // a scan without a loop lowering: one one-token decode; OpenVINO's stateful decode
             // takes the prompt itself
             let one_component = multi_token_decode
-                || (scans && format != ExportFormat::Onnx)
+                || (scans && !loops(format))
                 || (label == "openvino" && config.get("stateful").is_none());
             let expected: &[&str] = if one_component { &["decode"] } else { &["prefill", "decode"] };
             let dir = out.join(format!("{}-{multi_token_decode}", label.replace(' ', "_")));
@@ -189,9 +195,10 @@ fn forward_exports_at_a_fixed_sequence_verify_in_every_runtime() {
     }
 }
 
-/// ONNX runs the scan over any sequence (one `Scan`): a `--dynamic` forward export gives
-/// transformers' logits in ONNX Runtime for one sequence and a left-padded batch; the other
-/// formats, with no loop lowering yet, refuse a run-time sequence naming the scan (a model
+/// ONNX and OpenVINO run the scan over any sequence (one `Scan`, one `TensorIterator`): a
+/// `--dynamic` forward export gives transformers' logits in their runtimes for one sequence and
+/// a left-padded batch; `.pt2` and `.pte`, with no loop lowering, refuse a run-time sequence
+/// naming the scan (a model
 /// whose recurrent layers only convolve, LFM2, exports it everywhere and verifies). A growing
 /// cache is refused everywhere. A refused export leaves no folder.
 #[test]
@@ -204,10 +211,10 @@ fn a_run_time_sequence_needs_a_loop_and_a_growing_cache_is_refused() {
             let format = ExportFormat::parse(config["export_format"].as_str().unwrap()).unwrap();
             let scans = Checkpoint::open(&fixture(name)).unwrap().config.scans();
             match export(name, &out, &config, None) {
-                Ok(meta) if format != ExportFormat::Onnx && !scans => {
+                Ok(meta) if !loops(format) && !scans => {
                     verified(&meta).unwrap_or_else(|e| panic!("{name} {label}: {e}"))
                 }
-                Ok(meta) if format == ExportFormat::Onnx => {
+                Ok(meta) if loops(format) => {
                     verified(&meta).unwrap_or_else(|e| panic!("{name} {label}: {e}"));
                     let cfg = AutoExportConfig::from_dict(&config).unwrap();
                     let runtime = backend(format).unwrap().runtime().unwrap();
@@ -226,7 +233,7 @@ fn a_run_time_sequence_needs_a_loop_and_a_growing_cache_is_refused() {
                 Ok(_) => panic!("{name} {label}: a run-time sequence exported without a loop lowering"),
                 Err(e) => {
                     let e = e.to_string();
-                    assert!(format != ExportFormat::Onnx, "{name} {label}: {e}");
+                    assert!(!loops(format), "{name} {label}: {e}");
                     assert!(e.contains("run-time length") && e.contains("loop"), "{name} {label}: {e}");
                     assert!(!out.exists(), "{name} {label}: a refused export left {}", out.display());
                 }

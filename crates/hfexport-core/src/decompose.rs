@@ -195,6 +195,76 @@ pub fn expand(g: &mut Graph, node: &Node, ins: &[ValueId]) -> Result<Vec<ValueId
     }
 }
 
+/// How a sequence loop feeds one input of a recurrence op to its [`ScanStep`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LoopInput {
+    /// One position per step along `axis` (the step sees length 1 there).
+    Sliced { axis: usize },
+    /// A state: the first step reads the op's input, each later one the step's output `from`.
+    Carried { from: usize },
+    /// The whole tensor at every step.
+    Invariant,
+}
+
+/// How a sequence loop gathers one output of a recurrence op from its [`ScanStep`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LoopOutput {
+    /// Every step's output, concatenated along `axis`.
+    Stacked { axis: usize },
+    /// The last step's (a state's final value).
+    Last,
+}
+
+/// One position of a recurrence op ([`Op::SelectiveScan`], [`Op::DeltaScan`]) as a graph of
+/// its own, for a backend whose runtime loops over a run-time sequence (OpenVINO's
+/// `TensorIterator`): the body's inputs are the op's, in order (a sliced one at length 1 on its
+/// axis), its outputs the op's for one position. The step is the one the unrolled
+/// decomposition repeats, so a loop computes what the evaluator does.
+#[derive(Debug, Clone)]
+pub struct ScanStep {
+    pub body: Graph,
+    pub inputs: Vec<LoopInput>,
+    pub outputs: Vec<LoopOutput>,
+}
+
+/// The [`ScanStep`] of recurrence `node` of `g`.
+pub fn scan_step(g: &Graph, node: &Node) -> Result<ScanStep> {
+    use LoopInput::{Carried, Invariant, Sliced};
+    use LoopOutput::{Last, Stacked};
+    // the sequence axis of `[b, d, L]` and `[b, h, L, *]` inputs, and of `B`, `C` `[b, L, g, n]`
+    let (seq, rows, state) = (Sliced { axis: 2 }, Sliced { axis: 1 }, Carried { from: 1 });
+    let (names, inputs) = match node.op {
+        Op::SelectiveScan => (["x", "dt", "a", "b", "c", "h"], [seq, seq, Invariant, rows, rows, state]),
+        Op::DeltaScan => (["q", "k", "v", "g", "beta", "s"], [seq, seq, seq, seq, seq, state]),
+        _ => return Err(g.invalid(format!("node `{}`: {} is not a recurrence", node.name, node.op.name()))),
+    };
+    let mut body = Graph::new(&format!("{}/step", node.name));
+    body.symbols = g.symbols.clone();
+    let mut ins = [ValueId(0); 6];
+    for (i, (&v, how)) in node.inputs.iter().zip(&inputs).enumerate() {
+        let info = g.info(v);
+        let mut shape = info.shape.clone();
+        if let Sliced { axis } = how {
+            shape[*axis] = Dim::konst(1);
+        }
+        ins[i] = body.add_input(names[i], info.dtype, shape)?;
+    }
+    let mut e = Emitter { g: &mut body, prefix: node.name.clone() };
+    let (out, state) = match node.op {
+        Op::SelectiveScan => {
+            let groups = e.shape(ins[3])[2].clone();
+            let (a, h) = e.scan_groups(ins[2], ins[5], &groups)?;
+            let (y, h) = e.selective_step("step", [ins[0], ins[1], a, ins[3], ins[4]], h)?;
+            let shape = e.shape(ins[5]);
+            (y, e.op("state", Op::Reshape { shape }, &[h])?)
+        }
+        _ => e.delta_step("step", [ins[0], ins[1], ins[2], ins[3], ins[4]], ins[5])?,
+    };
+    body.add_output("out", out)?;
+    body.add_output("state", state)?;
+    Ok(ScanStep { body, inputs: inputs.to_vec(), outputs: vec![Stacked { axis: 2 }, Last] })
+}
+
 /// Emits primitives under a name prefix (`layers.0.mlp/gate`), with short helpers.
 struct Emitter<'a> {
     g: &'a mut Graph,
@@ -230,50 +300,72 @@ impl Emitter<'_> {
         self.g.info(x).shape.clone()
     }
 
-    /// [`Op::SelectiveScan`] unrolled over its static sequence, one step per position, each
-    /// the decode step transformers' `selective_state_update` computes (in f32) on the state
-    /// viewed as `[b, g, d / g, n]` (each group's channels against its B and C); the outputs
-    /// concatenated. A run-time sequence length needs the backend's own loop: refused here.
+    /// [`Op::SelectiveScan`] unrolled over its static sequence, one [`Emitter::selective_step`]
+    /// per position; the outputs concatenated. A run-time sequence length needs the backend's
+    /// own loop over [`scan_step`]: refused here.
     fn selective_scan(&mut self, ins: &[ValueId]) -> Result<(ValueId, ValueId)> {
         let len = self.static_steps("a selective scan", &self.shape(ins[0])[2].clone())?;
         let [x, dt, a, b, c, h0] = [ins[0], ins[1], ins[2], ins[3], ins[4], ins[5]];
-        let (xs, bs) = (self.shape(x), self.shape(b));
-        let (batch, d, g, n) = (xs[0].clone(), xs[1].clone(), bs[2].clone(), bs[3].clone());
-        let per_group = Dim::konst(d.as_const().unwrap_or(0) / g.as_const().unwrap_or(1));
-        let grouped = |last: Dim| vec![batch.clone(), g.clone(), per_group.clone(), last];
-        let a = self.op("a_groups", Op::Reshape { shape: vec![g.clone(), per_group.clone(), n.clone()] }, &[a])?;
-        let mut h = self.op("state_groups", Op::Reshape { shape: grouped(n.clone()) }, &[h0])?;
+        let groups = self.shape(b)[2].clone();
+        let (a, mut h) = self.scan_groups(a, h0, &groups)?;
         let mut ys = Vec::with_capacity(len as usize);
         for t in 0..len {
             let at = |axis| Op::Slice { axis, start: Dim::konst(t), end: Dim::konst(t + 1) };
             let x_t = self.op(&format!("x.{t}"), at(2), &[x])?;
-            let x_t = self.op(&format!("x_groups.{t}"), Op::Reshape { shape: grouped(Dim::konst(1)) }, &[x_t])?;
             let dt_t = self.op(&format!("dt.{t}"), at(2), &[dt])?;
-            let dt_t = self.op(&format!("dt_groups.{t}"), Op::Reshape { shape: grouped(Dim::konst(1)) }, &[dt_t])?;
-            // B_t, C_t [b, 1, g, n] -> [b, g, 1, n]; C_t as columns [b, g, n, 1]
-            let row = vec![batch.clone(), g.clone(), Dim::konst(1), n.clone()];
             let b_t = self.op(&format!("b.{t}"), at(1), &[b])?;
-            let b_t = self.op(&format!("b_groups.{t}"), Op::Reshape { shape: row }, &[b_t])?;
-            let column = vec![batch.clone(), g.clone(), n.clone(), Dim::konst(1)];
             let c_t = self.op(&format!("c.{t}"), at(1), &[c])?;
-            let c_t = self.op(&format!("c_col.{t}"), Op::Reshape { shape: column }, &[c_t])?;
-            let da = self.bin(&format!("dt_a.{t}"), BinaryOp::Mul, dt_t, a)?;
-            let da = self.un(&format!("decay.{t}"), UnaryOp::Exp, da)?;
-            let db = self.bin(&format!("db.{t}"), BinaryOp::Mul, dt_t, b_t)?;
-            let dbx = self.bin(&format!("dbx.{t}"), BinaryOp::Mul, db, x_t)?;
-            let kept = self.bin(&format!("kept.{t}"), BinaryOp::Mul, da, h)?;
-            h = self.bin(&format!("state.{t}"), BinaryOp::Add, kept, dbx)?;
-            let y_t = self.op(&format!("y_groups.{t}"), Op::MatMul, &[h, c_t])?;
-            let flat = vec![batch.clone(), d.clone(), Dim::konst(1)];
-            ys.push(self.op(&format!("y.{t}"), Op::Reshape { shape: flat }, &[y_t])?);
+            let (y, next) = self.selective_step(&t.to_string(), [x_t, dt_t, a, b_t, c_t], h)?;
+            ys.push(y);
+            h = next;
         }
         let y = match ys[..] {
             [one] => one,
             _ => self.op("y", Op::Concat { axis: 2 }, &ys)?,
         };
-        let state = self.op("state", Op::Reshape { shape: vec![batch, d, n] }, &[h])?;
+        let hs = self.shape(h0);
+        let state = self.op("state", Op::Reshape { shape: hs }, &[h])?;
         Ok((y, state))
     }
+
+    /// `A [d, n]` viewed `[g, d / g, n]` and the state `h [b, d, n]` viewed `[b, g, d / g, n]`:
+    /// each group's channels against its `B` and `C`.
+    fn scan_groups(&mut self, a: ValueId, h: ValueId, groups: &Dim) -> Result<(ValueId, ValueId)> {
+        let hs = self.shape(h);
+        let (batch, d, n) = (hs[0].clone(), hs[1].clone(), hs[2].clone());
+        let per_group = Dim::konst(d.as_const().unwrap_or(0) / groups.as_const().unwrap_or(1));
+        let a = self.op("a_groups", Op::Reshape { shape: vec![groups.clone(), per_group.clone(), n.clone()] }, &[a])?;
+        let h = self.op("state_groups", Op::Reshape { shape: vec![batch, groups.clone(), per_group, n] }, &[h])?;
+        Ok((a, h))
+    }
+
+    /// One position of a selective scan, the decode step transformers' `selective_state_update`
+    /// computes (in f32): `x_t`, `dt_t` `[b, d, 1]`, `A` and the state grouped
+    /// ([`Emitter::scan_groups`]), `B_t`, `C_t` `[b, 1, g, n]`; returns `y_t [b, d, 1]` and
+    /// the next grouped state. `t` names the step's nodes.
+    fn selective_step(&mut self, t: &str, [x, dt, a, b, c]: [ValueId; 5], h: ValueId) -> Result<(ValueId, ValueId)> {
+        let (xs, hs) = (self.shape(x), self.shape(h));
+        let (batch, d) = (xs[0].clone(), xs[1].clone());
+        let (g, per_group, n) = (hs[1].clone(), hs[2].clone(), hs[3].clone());
+        let grouped = vec![batch.clone(), g.clone(), per_group, Dim::konst(1)];
+        let x = self.op(&format!("x_groups.{t}"), Op::Reshape { shape: grouped.clone() }, &[x])?;
+        let dt = self.op(&format!("dt_groups.{t}"), Op::Reshape { shape: grouped }, &[dt])?;
+        // B_t [b, 1, g, n] -> [b, g, 1, n]; C_t as columns [b, g, n, 1]
+        let row = vec![batch.clone(), g.clone(), Dim::konst(1), n.clone()];
+        let b = self.op(&format!("b_groups.{t}"), Op::Reshape { shape: row }, &[b])?;
+        let column = vec![batch.clone(), g, n, Dim::konst(1)];
+        let c = self.op(&format!("c_col.{t}"), Op::Reshape { shape: column }, &[c])?;
+        let da = self.bin(&format!("dt_a.{t}"), BinaryOp::Mul, dt, a)?;
+        let da = self.un(&format!("decay.{t}"), UnaryOp::Exp, da)?;
+        let db = self.bin(&format!("db.{t}"), BinaryOp::Mul, dt, b)?;
+        let dbx = self.bin(&format!("dbx.{t}"), BinaryOp::Mul, db, x)?;
+        let kept = self.bin(&format!("kept.{t}"), BinaryOp::Mul, da, h)?;
+        let h = self.bin(&format!("state.{t}"), BinaryOp::Add, kept, dbx)?;
+        let y = self.op(&format!("y_groups.{t}"), Op::MatMul, &[h, c])?;
+        let y = self.op(&format!("y.{t}"), Op::Reshape { shape: vec![batch, d, Dim::konst(1)] }, &[y])?;
+        Ok((y, h))
+    }
+
     /// The steps of a recurrence over `len`, which must be static: a run-time length needs the
     /// backend's own loop, refused here naming the scan.
     fn static_steps(&self, what: &str, len: &Dim) -> Result<i64> {
@@ -287,40 +379,46 @@ impl Emitter<'_> {
         })
     }
 
-    /// [`Op::DeltaScan`] unrolled over its static sequence, one step per position as
-    /// transformers' `torch_recurrent_gated_delta_rule` computes it (in f32): `S *= exp(g_t)`,
-    /// `delta = (v_t - k_t S) * beta_t`, `S += k_t^T delta`, `o_t = q_t S` (rows `[b, h, 1, *]`);
-    /// the outputs concatenated.
+    /// [`Op::DeltaScan`] unrolled over its static sequence, one [`Emitter::delta_step`] per
+    /// position; the outputs concatenated.
     fn delta_scan(&mut self, ins: &[ValueId]) -> Result<(ValueId, ValueId)> {
         let len = self.static_steps("a gated delta rule", &self.shape(ins[0])[2].clone())?;
         let [q, k, v, g, beta, mut s] = [ins[0], ins[1], ins[2], ins[3], ins[4], ins[5]];
-        let gs = self.shape(g);
-        let column = vec![gs[0].clone(), gs[1].clone(), Dim::konst(1), Dim::konst(1)];
         let mut os = Vec::with_capacity(len as usize);
         for t in 0..len {
             let at = |axis| Op::Slice { axis, start: Dim::konst(t), end: Dim::konst(t + 1) };
-            let [q_t, k_t, v_t] =
-                [("q", q), ("k", k), ("v", v)].map(|(n, x)| self.op(&format!("{n}.{t}"), at(2), &[x]));
-            let (q_t, k_t, v_t) = (q_t?, k_t?, v_t?);
-            let g_t = self.op(&format!("g.{t}"), at(2), &[g])?;
-            let g_t = self.op(&format!("g_col.{t}"), Op::Reshape { shape: column.clone() }, &[g_t])?;
-            let beta_t = self.op(&format!("beta.{t}"), at(2), &[beta])?;
-            let beta_t = self.op(&format!("beta_col.{t}"), Op::Reshape { shape: column.clone() }, &[beta_t])?;
-            let decay = self.un(&format!("decay.{t}"), UnaryOp::Exp, g_t)?;
-            s = self.bin(&format!("decayed.{t}"), BinaryOp::Mul, s, decay)?;
-            let kv = self.op(&format!("kv.{t}"), Op::MatMul, &[k_t, s])?;
-            let diff = self.bin(&format!("diff.{t}"), BinaryOp::Sub, v_t, kv)?;
-            let delta = self.bin(&format!("delta.{t}"), BinaryOp::Mul, diff, beta_t)?;
-            let k_col = self.op(&format!("k_col.{t}"), Op::Transpose { perm: vec![0, 1, 3, 2] }, &[k_t])?;
-            let update = self.op(&format!("update.{t}"), Op::MatMul, &[k_col, delta])?;
-            s = self.bin(&format!("state.{t}"), BinaryOp::Add, s, update)?;
-            os.push(self.op(&format!("o.{t}"), Op::MatMul, &[q_t, s])?);
+            let mut slice = |name: &str, x| self.op(&format!("{name}.{t}"), at(2), &[x]);
+            let step = [slice("q", q)?, slice("k", k)?, slice("v", v)?, slice("g", g)?, slice("beta", beta)?];
+            let (o, next) = self.delta_step(&t.to_string(), step, s)?;
+            os.push(o);
+            s = next;
         }
         let o = match os[..] {
             [one] => one,
             _ => self.op("o", Op::Concat { axis: 2 }, &os)?,
         };
         Ok((o, s))
+    }
+
+    /// One position of the gated delta rule as transformers' `torch_recurrent_gated_delta_rule`
+    /// computes it (in f32): `q_t`, `k_t` `[b, h, 1, dk]`, `v_t [b, h, 1, dv]`, `g_t`,
+    /// `beta_t` `[b, h, 1]`, the state `S [b, h, dk, dv]`: `S *= exp(g_t)`,
+    /// `delta = (v_t - k_t S) * beta_t`, `S += k_t^T delta`, `o_t = q_t S`; returns `o_t` and
+    /// the next state.
+    fn delta_step(&mut self, t: &str, [q, k, v, g, beta]: [ValueId; 5], s: ValueId) -> Result<(ValueId, ValueId)> {
+        let gs = self.shape(g);
+        let column = vec![gs[0].clone(), gs[1].clone(), Dim::konst(1), Dim::konst(1)];
+        let g = self.op(&format!("g_col.{t}"), Op::Reshape { shape: column.clone() }, &[g])?;
+        let beta = self.op(&format!("beta_col.{t}"), Op::Reshape { shape: column }, &[beta])?;
+        let decay = self.un(&format!("decay.{t}"), UnaryOp::Exp, g)?;
+        let s = self.bin(&format!("decayed.{t}"), BinaryOp::Mul, s, decay)?;
+        let kv = self.op(&format!("kv.{t}"), Op::MatMul, &[k, s])?;
+        let diff = self.bin(&format!("diff.{t}"), BinaryOp::Sub, v, kv)?;
+        let delta = self.bin(&format!("delta.{t}"), BinaryOp::Mul, diff, beta)?;
+        let k_col = self.op(&format!("k_col.{t}"), Op::Transpose { perm: vec![0, 1, 3, 2] }, &[k])?;
+        let update = self.op(&format!("update.{t}"), Op::MatMul, &[k_col, delta])?;
+        let s = self.bin(&format!("state.{t}"), BinaryOp::Add, s, update)?;
+        Ok((self.op(&format!("o.{t}"), Op::MatMul, &[q, s])?, s))
     }
 
     fn dtype(&self, x: ValueId) -> DType {

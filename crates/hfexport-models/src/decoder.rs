@@ -55,7 +55,8 @@ pub struct BuildOptions {
     /// How multi-head latent attention is computed (DeepSeek-V2/V3).
     pub latent: hfexport_core::LatentForm,
     /// The format runs a recurrence over a run-time sequence (it lowers
-    /// [`hfexport_core::Op::SelectiveScan`] natively: ONNX's `Scan`): a recurrent model's
+    /// [`hfexport_core::Op::SelectiveScan`] and `DeltaScan` natively: ONNX's `Scan`, OpenVINO's
+    /// `TensorIterator`): a recurrent model's
     /// generation export then has a prefill or multi-token decode like any other; without, its
     /// one decode takes one token per call.
     pub sequence_loops: bool,

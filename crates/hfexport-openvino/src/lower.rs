@@ -26,8 +26,9 @@
 //! `openvino-static-query-cache-scatter` makes of a one-token decode's `CacheUpdate`s, which the
 //! CPU plugin fails to compile grown) writes its state in place with `ScatterUpdate` instead.
 
-use crate::ir::{element_type, Layer, Network, Out, PortInfo};
+use crate::ir::{element_type, Body, Layer, Network, Out, PortInfo, PortMapEntry};
 use crate::{OvError, Result};
+use hfexport_core::decompose::{scan_step, LoopInput, LoopOutput};
 use hfexport_core::graph::Node;
 use hfexport_core::ops::{Activation, Glu, ReduceKind, Routing};
 use hfexport_core::shape_program::{DimError, DimLowering, ShapeEmitter};
@@ -80,8 +81,8 @@ pub fn native(op: &Op) -> bool {
         // which the CPU plugin runs as a compressed FullyConnected / Gather (core's chain over
         // `[rows, cols]` would be constant-folded into float weights at compile time)
         Op::QuantLinear { .. } | Op::QuantGather { .. } => true,
-        // unrolled over a static sequence by core (a `TensorIterator` body is not written yet)
-        Op::SelectiveScan | Op::DeltaScan => false,
+        // one `TensorIterator` over any sequence, its body core's one-step graph
+        Op::SelectiveScan | Op::DeltaScan => true,
     }
 }
 
@@ -102,10 +103,11 @@ pub enum ConstSource {
     },
 }
 
-/// A lowered network and the `Const` layers whose bytes the writer must place.
+/// A lowered network and the `Const` layers whose bytes the writer must place, each by its
+/// path ([`Network::layer_mut`]: a body's constants sit inside their `TensorIterator`).
 pub struct Lowered {
     pub net: Network,
-    pub consts: Vec<(usize, ConstSource)>,
+    pub consts: Vec<(Vec<usize>, ConstSource)>,
 }
 
 /// Options of the lowering.
@@ -182,7 +184,7 @@ fn port(dtype: DType, dims: Vec<i64>) -> PortInfo {
 /// The layer list being built, the constants to place, and how to read each graph input.
 struct Emit {
     net: Network,
-    consts: Vec<(usize, ConstSource)>,
+    consts: Vec<(Vec<usize>, ConstSource)>,
     /// Where a graph input's dims are read: its Parameter, or a state's `ReadValue` (the CPU
     /// plugin's stateful SDPA fusion allows a `ShapeOf` there, not after the beam `Gather`).
     inputs: HashMap<String, Out>,
@@ -199,7 +201,8 @@ impl Emit {
         inputs: Vec<Out>,
         outputs: Vec<PortInfo>,
     ) -> usize {
-        self.net.add(Layer { name, ty, version, data, inputs, outputs, decompression: false, output_names: None })
+        let layer = Layer { name, ty, version, data, inputs, outputs, decompression: false, output_names: None, body: None };
+        self.net.add(layer)
     }
 
     fn helper_name(&mut self, ty: &str) -> String {
@@ -244,7 +247,7 @@ impl Emit {
         let shape = out.dims.iter().map(i64::to_string).collect::<Vec<_>>().join(", ");
         let data = vec![("element_type", out.element_type().to_string()), ("shape", shape)];
         let layer = self.layer(name, "Const", "opset1", data, vec![], vec![out]);
-        self.consts.push((layer, src));
+        self.consts.push((vec![layer], src));
         Out { layer, index: 0 }
     }
 
@@ -521,6 +524,9 @@ impl<'g> Ctx<'g> {
         let ins: Vec<Out> = n.inputs.iter().map(|v| self.val(*v)).collect();
         if let Op::TopK { k } = n.op {
             return self.top_k(n, ins[0], k);
+        }
+        if matches!(n.op, Op::SelectiveScan | Op::DeltaScan) {
+            return self.tensor_iterator(n, &ins);
         }
         if let Op::Moe {
             top_k,
@@ -822,6 +828,58 @@ impl<'g> Ctx<'g> {
 
     /// `TopK-11` (values and i64 indices, largest first; `stable` keeps equal values in index
     /// order, as torch.topk).
+    /// [`Op::SelectiveScan`] and [`Op::DeltaScan`] as one `TensorIterator` over the sequence
+    /// (O(L) for any run-time length): its body is core's one-step graph ([`scan_step`]),
+    /// lowered as any graph; sliced inputs are cut one position per iteration, states carried by
+    /// back edges, per-step outputs concatenated, and a state's last value is the layer's.
+    fn tensor_iterator(&mut self, n: &Node, ins: &[Out]) -> Result<()> {
+        let step = scan_step(self.g, n)?;
+        let body = lower(&step.body, LowerOptions { stateful: false, compress_to_fp16: false })?;
+        let layer_of = |ty: &str, name: &str| {
+            let found = body.net.layers.iter().position(|l| {
+                l.ty == ty && if ty == "Result" { l.output_names.as_deref() == Some(name) } else { l.name == name }
+            });
+            found.ok_or_else(|| OvError::Lowering {
+                node: n.name.clone(),
+                op: n.op.name().into(),
+                msg: format!("the step graph has no {ty} `{name}`"),
+            })
+        };
+        let (body_ins, body_outs) = (step.body.inputs(), step.body.outputs());
+        let mut port_map = vec![];
+        let mut back_edges = vec![];
+        for (i, how) in step.inputs.iter().enumerate() {
+            let param = layer_of("Parameter", &body_ins[i].name)?;
+            let axis = match *how {
+                LoopInput::Sliced { axis } => Some(axis),
+                LoopInput::Carried { from } => {
+                    back_edges.push((layer_of("Result", &body_outs[from].name)?, param));
+                    None
+                }
+                LoopInput::Invariant => None,
+            };
+            port_map.push(PortMapEntry { output: false, external_port_id: i, internal_layer_id: param, axis });
+        }
+        for (j, how) in step.outputs.iter().enumerate() {
+            let axis = match *how {
+                LoopOutput::Stacked { axis } => Some(axis),
+                LoopOutput::Last => None,
+            };
+            let result = layer_of("Result", &body_outs[j].name)?;
+            port_map.push(PortMapEntry { output: true, external_port_id: ins.len() + j, internal_layer_id: result, axis });
+        }
+        let ports = n.outputs.iter().map(|&o| self.info_port(o)).collect();
+        let layer = self.em.layer(n.name.clone(), "TensorIterator", "opset1", vec![], ins.to_vec(), ports);
+        self.em.net.layers[layer].body = Some(Box::new(Body { net: body.net, port_map, back_edges }));
+        for (path, src) in body.consts {
+            self.em.consts.push(([&[layer][..], &path].concat(), src));
+        }
+        for (j, &o) in n.outputs.iter().enumerate() {
+            self.vals[o.0] = Some(Out { layer, index: j });
+        }
+        Ok(())
+    }
+
     fn top_k(&mut self, n: &Node, x: Out, k: usize) -> Result<()> {
         let kc = self.em.scalar_i64(k as i64);
         let data = vec![

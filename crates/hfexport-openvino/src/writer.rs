@@ -54,7 +54,7 @@ pub fn write_components(
         let g = &c.graph;
         let lowered = lower(g, opts)?;
         let mut net: Network = lowered.net;
-        for (layer, source) in &lowered.consts {
+        for (path, source) in &lowered.consts {
             let mut append = |write: &mut dyn FnMut(&mut dyn Write) -> Result<u64>| -> Result<(u64, u64)> {
                 let at = out.align_to(ALIGN).map_err(io_err(&bin_path))?;
                 let size = write(&mut out)?;
@@ -94,7 +94,7 @@ pub fn write_components(
                     })?
                 }
             };
-            let data = &mut net.layers[*layer].data;
+            let data = &mut net.layer_mut(path).expect("a lowered constant's path").data;
             data.push(("offset", at.to_string()));
             data.push(("size", size.to_string()));
         }
