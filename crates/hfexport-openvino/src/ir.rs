@@ -211,7 +211,8 @@ impl Network {
         }
         let _ = writeln!(x, "{t0}</layers>\n{t0}<edges>");
         for (fl, fp, tl, tp) in edges {
-            let _ = writeln!(x, "{t1}<edge from-layer=\"{fl}\" from-port=\"{fp}\" to-layer=\"{tl}\" to-port=\"{tp}\" />");
+            let _ =
+                writeln!(x, "{t1}<edge from-layer=\"{fl}\" from-port=\"{fp}\" to-layer=\"{tl}\" to-port=\"{tp}\" />");
         }
         let _ = writeln!(x, "{t0}</edges>");
     }
@@ -228,7 +229,8 @@ impl Body {
             if let Some(axis) = e.axis {
                 let _ = write!(x, " axis=\"{axis}\"");
             }
-            let _ = write!(x, " external_port_id=\"{}\" internal_layer_id=\"{}\"", e.external_port_id, e.internal_layer_id);
+            let _ =
+                write!(x, " external_port_id=\"{}\" internal_layer_id=\"{}\"", e.external_port_id, e.internal_layer_id);
             if e.axis.is_some() {
                 x.push_str(" start=\"0\" end=\"-1\" stride=\"1\" part_size=\"1\"");
             }

@@ -201,7 +201,8 @@ impl Emit {
         inputs: Vec<Out>,
         outputs: Vec<PortInfo>,
     ) -> usize {
-        let layer = Layer { name, ty, version, data, inputs, outputs, decompression: false, output_names: None, body: None };
+        let layer =
+            Layer { name, ty, version, data, inputs, outputs, decompression: false, output_names: None, body: None };
         self.net.add(layer)
     }
 
@@ -866,7 +867,12 @@ impl<'g> Ctx<'g> {
                 LoopOutput::Last => None,
             };
             let result = layer_of("Result", &body_outs[j].name)?;
-            port_map.push(PortMapEntry { output: true, external_port_id: ins.len() + j, internal_layer_id: result, axis });
+            port_map.push(PortMapEntry {
+                output: true,
+                external_port_id: ins.len() + j,
+                internal_layer_id: result,
+                axis,
+            });
         }
         let ports = n.outputs.iter().map(|&o| self.info_port(o)).collect();
         let layer = self.em.layer(n.name.clone(), "TensorIterator", "opset1", vec![], ins.to_vec(), ports);

@@ -39,7 +39,7 @@ pub(super) fn bench_kv_sharing(root: &Path, opts: &Opts) -> Result<()> {
     for (i, (ckpt, label)) in [(&shared, "shared"), (&unshared, "unshared")].into_iter().enumerate() {
         let out = bench_dir.join(format!("kv-sharing-{label}-onnx"));
         println!("==> [{}/{steps}] {label}: onnx, static cache {CACHE_LEN} -> {}", 4 + 2 * i, out.display());
-        export_for_generation(&exe, ckpt, &out, CACHE_LEN, &bench_dir.join(format!("kv-sharing-{label}.log")))?;
+        export_for_generation(&exe, "onnx", ckpt, &out, CACHE_LEN, &bench_dir.join(format!("kv-sharing-{label}.log")))?;
         let cache = cache_bytes(&out, CACHE_LEN)?;
         println!("==> [{}/{steps}] {label}: prompt {PROMPT}, {STEPS} timed steps", 5 + 2 * i);
         let mut run = venv.command();

@@ -1,7 +1,7 @@
 //! `cargo xtask bench ssm [--keep]` and `cargo xtask bench deltanet [--keep]`: models whose
-//! layers keep a fixed-size recurrent state, in ONNX Runtime: decode time per token early and
-//! late in a sequence (the state does not grow, so they should be close), and a long prompt in
-//! one call (ONNX's `Scan`) against as many decode steps.
+//! layers keep a fixed-size recurrent state, in ONNX Runtime and OpenVINO: decode time per token
+//! early and late in a sequence (the state does not grow, so they should be close), and a long
+//! prompt in one call (ONNX's `Scan`, OpenVINO's `TensorIterator`) against as many decode steps.
 //!
 //! - `ssm`: a Mamba2 of state-spaces/mamba2-130m's shapes (24 layers, hidden 768, 24 heads of
 //!   64, state 128, one group, conv of 4, tied 50288-token head).
@@ -12,14 +12,26 @@
 //!   export's `export.json`) are printed beside those of a dense Qwen3 of the same width (the
 //!   Qwen3-0.6B shapes of the other benches: 28 layers of 8 KV heads of 128).
 //!
-//! Each checkpoint has random bfloat16 weights; it is exported for generation to ONNX (float32,
-//! static cache, multi-token decode) and run by `bench_generate.py` (caches bound in place)
-//! once per prompt length: the prompt in one call, then `STEPS` timed single-token steps.
+//! Each checkpoint has random bfloat16 weights; it is exported for generation to ONNX and to
+//! OpenVINO (float32, static cache, multi-token decode; OpenVINO stateful) and run once per
+//! prompt length by `bench_generate.py` (onnxruntime, caches bound in place) and
+//! `bench_openvino.py` (the states in the runtime): the prompt in one call, then `STEPS` timed
+//! single-token steps.
 
 use super::*;
 
 /// Timed single-token steps after each prompt.
 const STEPS: usize = 32;
+
+/// Each runtime's export format, its timing script and the prefix of the script's lines.
+const RUNTIMES: [(&str, &str, &str); 2] =
+    [("onnx", "bench_generate.py", "GEN"), ("openvino", "bench_openvino.py", "OV")];
+
+/// The progress lines' step count: the build, the checkpoint, then per runtime its export and
+/// one run per prompt, and `extra` more.
+fn step_count(model: &Recurrent, extra: usize) -> usize {
+    2 + RUNTIMES.len() * (1 + model.prompts.len()) + extra
+}
 
 /// One recurrent model to time.
 struct Recurrent {
@@ -37,6 +49,7 @@ struct Recurrent {
 
 /// One timed loop.
 struct Timed {
+    runtime: &'static str,
     prompt: usize,
     decode_ms: Option<f64>,
     prefill_ms: Option<f64>,
@@ -53,7 +66,7 @@ pub(super) fn bench_deltanet(root: &Path, opts: &Opts) -> Result<()> {
     let model = qwen3_5();
     let (results, cache) = bench_recurrent(root, opts, &model, 1)?;
     // the dense model of the same width: its export only, for its cache description
-    let steps = 4 + model.prompts.len() + 1;
+    let steps = step_count(&model, 1);
     let dense_ckpt = target_dir(root).join("bench").join("qwen3-0.6b-bf16");
     println!(
         "==> [{steps}/{steps}] dense Qwen3 {}: onnx, static cache {} (its cache only)",
@@ -77,37 +90,57 @@ pub(super) fn bench_deltanet(root: &Path, opts: &Opts) -> Result<()> {
 /// Exports `model` and times it at each prompt length; `extra` more steps follow (counted in
 /// the step numbers). Also the export's cache at `cache_len` tokens.
 fn bench_recurrent(root: &Path, opts: &Opts, model: &Recurrent, extra: usize) -> Result<(Vec<Timed>, CacheBytes)> {
-    let steps = 4 + model.prompts.len() + extra;
+    let steps = step_count(model, extra);
     let Prepared { bench_dir, venv, exe, .. } = prepare_build(root, steps, &[])?;
     let ckpt = bench_dir.join(model.checkpoint);
-    println!("==> [3/{steps}] checkpoint {}", ckpt.display());
+    let mut step = 3;
+    println!("==> [{step}/{steps}] checkpoint {}", ckpt.display());
     ensure_random_checkpoint(&ckpt, &model.tensors, &model.config)?;
-    let out = bench_dir.join(format!("{}-onnx", model.name));
-    println!("==> [4/{steps}] onnx, static cache {}, multi-token decode -> {}", model.cache_len, out.display());
-    export_for_generation(&exe, &ckpt, &out, model.cache_len, &bench_dir.join(format!("{}-onnx.log", model.name)))?;
-    let cache = cache_bytes(&out, model.cache_len)?;
-    let mut results = vec![];
-    for (i, prompt) in model.prompts.into_iter().enumerate() {
-        println!("==> [{}/{steps}] prompt {prompt} in one call, {STEPS} timed steps", 5 + i);
-        let mut run = venv.command();
-        run.arg(root.join("xtask").join("python").join("bench_generate.py")).arg("run").arg(model.name).arg(&out);
-        run.args([prompt.to_string(), STEPS.to_string()]);
-        let r = pairs(&mut run, &format!("GEN {} ", model.name))?;
-        let number = |k: &str| r.iter().find(|(key, _)| key == k).and_then(|(_, v)| v.parse::<f64>().ok());
-        results.push(Timed { prompt, decode_ms: number("decode_ms_tok"), prefill_ms: number("prefill_ms") });
+    let (mut results, mut cache) = (vec![], None);
+    for (format, script, prefix) in RUNTIMES {
+        step += 1;
+        let out = bench_dir.join(format!("{}-{format}", model.name));
+        println!(
+            "==> [{step}/{steps}] {format}, static cache {}, multi-token decode -> {}",
+            model.cache_len,
+            out.display()
+        );
+        let log = bench_dir.join(format!("{}-{format}.log", model.name));
+        export_for_generation(&exe, format, &ckpt, &out, model.cache_len, &log)?;
+        if cache.is_none() {
+            cache = Some(cache_bytes(&out, model.cache_len)?);
+        }
+        for prompt in model.prompts {
+            step += 1;
+            println!("==> [{step}/{steps}] {format}: prompt {prompt} in one call, {STEPS} timed steps");
+            let mut run = venv.command();
+            run.arg(root.join("xtask").join("python").join(script)).arg("run").arg(model.name).arg(&out);
+            run.args([prompt.to_string(), STEPS.to_string()]);
+            let r = pairs(&mut run, &format!("{prefix} {} ", model.name))?;
+            let number = |k: &str| r.iter().find(|(key, _)| key == k).and_then(|(_, v)| v.parse::<f64>().ok());
+            let (decode_ms, prefill_ms) = (number("decode_ms_tok"), number("prefill_ms"));
+            results.push(Timed { runtime: format, prompt, decode_ms, prefill_ms });
+        }
+        if !opts.keep {
+            remove_dir(&out)?;
+        }
     }
-    if !opts.keep {
-        remove_dir(&out)?;
-    }
-    Ok((results, cache))
+    Ok((results, cache.expect("one export at least")))
 }
 
-/// `hfexport export --format onnx --for-generation` with a static cache of `cache_len` slots and
-/// multi-token decode (the prompt in one call).
-pub(super) fn export_for_generation(exe: &Path, ckpt: &Path, out: &Path, cache_len: usize, log: &Path) -> Result<()> {
+/// `hfexport export --format <format> --for-generation` with a static cache of `cache_len` slots
+/// and multi-token decode (the prompt in one call).
+pub(super) fn export_for_generation(
+    exe: &Path,
+    format: &str,
+    ckpt: &Path,
+    out: &Path,
+    cache_len: usize,
+    log: &Path,
+) -> Result<()> {
     prepare_run(ckpt)?;
     let mut cmd = Command::new(exe);
-    cmd.arg("export").arg("--model").arg(ckpt).args(["--format", "onnx", "--dynamic", "--for-generation"]);
+    cmd.arg("export").arg("--model").arg(ckpt).args(["--format", format, "--dynamic", "--for-generation"]);
     cmd.args(["--static-cache", &cache_len.to_string(), "--multi-token-decode", "--force", "--output"]).arg(out);
     let m = measure(&mut cmd, log)?;
     if !m.status.success() {
@@ -123,7 +156,7 @@ fn cache_bytes_of_export(root: &Path, ckpt: &Path, name: &str, cache_len: usize)
     let bench_dir = target_dir(root).join("bench");
     let exe = target_dir(root).join("release").join(format!("hfexport{}", std::env::consts::EXE_SUFFIX));
     let out = bench_dir.join(name);
-    export_for_generation(&exe, ckpt, &out, cache_len, &bench_dir.join(format!("{name}.log")))?;
+    export_for_generation(&exe, "onnx", ckpt, &out, cache_len, &bench_dir.join(format!("{name}.log")))?;
     let bytes = cache_bytes(&out, cache_len)?;
     remove_dir(&out)?;
     Ok(bytes)
@@ -187,25 +220,30 @@ pub(super) fn gib(bytes: u64) -> String {
 
 fn print_table(model: &Recurrent, results: &[Timed]) {
     println!(
-        "\n{}: {}, ONNX Runtime, float32, batch 1, static cache {}; each prompt in one call, {STEPS} timed steps after it",
+        "\n{}: {}, float32, batch 1, static cache {}; each prompt in one call, {STEPS} timed steps after it",
         model.name, model.what, model.cache_len
     );
     let ms = |v: Option<f64>| v.map_or("n/a".to_string(), |v| format!("{v:.2} ms"));
-    println!("  {:<10}{:>18}{:>16}", "prompt", "decode/token", "prefill");
+    println!("  {:<10}{:<10}{:>18}{:>16}", "runtime", "prompt", "decode/token", "prefill");
     for t in results {
-        println!("  {:<10}{:>18}{:>16}", t.prompt, ms(t.decode_ms), ms(t.prefill_ms));
+        println!("  {:<10}{:<10}{:>18}{:>16}", t.runtime, t.prompt, ms(t.decode_ms), ms(t.prefill_ms));
     }
     let [first, middle, last] = model.prompts;
-    let at = |p: usize| results.iter().find(|t| t.prompt == p);
-    if let (Some(Timed { decode_ms: Some(e), .. }), Some(Timed { decode_ms: Some(l), .. })) = (at(first), at(last)) {
-        println!("  decode at {last} vs {first}: {:.2}x", l / e);
-    }
-    if let Some(Timed { prefill_ms: Some(p), decode_ms: Some(d), .. }) = at(middle) {
-        let steps = middle as f64 * d;
-        println!(
-            "  {middle}-token prompt in one call: {p:.0} ms; {middle} decode steps: {steps:.0} ms ({:.1}x)",
-            steps / p
-        );
+    let mut runtimes: Vec<&str> = results.iter().map(|t| t.runtime).collect();
+    runtimes.dedup();
+    for runtime in runtimes {
+        let at = |p: usize| results.iter().find(|t| t.runtime == runtime && t.prompt == p);
+        if let (Some(Timed { decode_ms: Some(e), .. }), Some(Timed { decode_ms: Some(l), .. })) = (at(first), at(last))
+        {
+            println!("  {runtime}: decode at {last} vs {first}: {:.2}x", l / e);
+        }
+        if let Some(Timed { prefill_ms: Some(p), decode_ms: Some(d), .. }) = at(middle) {
+            let steps = middle as f64 * d;
+            println!(
+                "  {runtime}: {middle}-token prompt in one call: {p:.0} ms; {middle} decode steps: {steps:.0} ms ({:.1}x)",
+                steps / p
+            );
+        }
     }
 }
 
