@@ -87,8 +87,10 @@ pub struct Architecture {
 
 /// Every family read from a config of its own: decoders, encoders, encoder-decoders, and the
 /// text models of multimodal classes (an entry without classes is only reached through
-/// [`VISION_LANGUAGE`] or a `text_config`).
-pub const ARCHITECTURES: &[Architecture] = &[
+/// [`VISION_LANGUAGE`] or a `text_config`). A `static`, not a `const`: each entry has one
+/// address, which `config::family_of` compares (every use of a `const` may be a copy of its
+/// own, as unoptimised builds make them).
+pub static ARCHITECTURES: &[Architecture] = &[
     llama::FAMILY,
     mistral::FAMILY,
     qwen2::FAMILY,
@@ -157,7 +159,7 @@ pub const ARCHITECTURES: &[Architecture] = &[
 
 /// The vision-language classes: a vision tower in front of a text family named by
 /// `text_config.model_type`, resolved at load time.
-pub const VISION_LANGUAGE: &[VisionLanguage] = &[qwen2_vl::QWEN2_VL, llava::LLAVA];
+pub static VISION_LANGUAGE: &[VisionLanguage] = &[qwen2_vl::QWEN2_VL, llava::LLAVA];
 
 /// One exported class as the registry lists it.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
