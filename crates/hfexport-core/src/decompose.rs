@@ -217,8 +217,9 @@ pub enum LoopOutput {
 
 /// One position of a recurrence op ([`Op::SelectiveScan`], [`Op::DeltaScan`]) as a graph of
 /// its own, for a backend whose runtime loops over a run-time sequence (OpenVINO's
-/// `TensorIterator`): the body's inputs are the op's, in order (a sliced one at length 1 on its
-/// axis), its outputs the op's for one position. The step is the one the unrolled
+/// `TensorIterator`, ONNX's `Scan`): the body's inputs are the op's, in order (a sliced one at
+/// length 1 on its axis), its outputs the op's for one position; every name in it starts with
+/// the node's (ONNX forbids a body to shadow an outer name). The step is the one the unrolled
 /// decomposition repeats, so a loop computes what the evaluator does.
 #[derive(Debug, Clone)]
 pub struct ScanStep {
@@ -247,7 +248,7 @@ pub fn scan_step(g: &Graph, node: &Node) -> Result<ScanStep> {
         if let Sliced { axis } = how {
             shape[*axis] = Dim::konst(1);
         }
-        ins[i] = body.add_input(names[i], info.dtype, shape)?;
+        ins[i] = body.add_input(&format!("{}.{}", node.name, names[i]), info.dtype, shape)?;
     }
     let mut e = Emitter { g: &mut body, prefix: node.name.clone() };
     let (out, state) = match node.op {
@@ -260,8 +261,8 @@ pub fn scan_step(g: &Graph, node: &Node) -> Result<ScanStep> {
         }
         _ => e.delta_step("step", [ins[0], ins[1], ins[2], ins[3], ins[4]], ins[5])?,
     };
-    body.add_output("out", out)?;
-    body.add_output("state", state)?;
+    body.add_output(&format!("{}.out", node.name), out)?;
+    body.add_output(&format!("{}.state", node.name), state)?;
     Ok(ScanStep { body, inputs: inputs.to_vec(), outputs: vec![Stacked { axis: 2 }, Last] })
 }
 

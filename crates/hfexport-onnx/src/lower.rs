@@ -15,6 +15,7 @@ use crate::proto::{
 };
 use crate::{OnnxError, Result};
 use hfexport_core::config::OnnxQuantOps;
+use hfexport_core::decompose::{scan_step, LoopInput, LoopOutput};
 use hfexport_core::graph::{Node, Producer};
 use hfexport_core::ops::{Activation, Glu, ReduceKind, Routing};
 use hfexport_core::shape_program::{DimError, DimLowering, ShapeEmitter};
@@ -88,12 +89,12 @@ pub fn native(op: &Op, opset: u32) -> bool {
 
 /// The attributes of a `Scan` whose f32 body graph `name` is `nodes` with ports `(inputs,
 /// outputs)`: the states first, then one scan input per entry of `input_axes` (the axis each is
-/// sliced along); every scan output stacked along axis 2.
+/// sliced along); the scan outputs stacked along `output_axes`.
 fn scan_attrs(
     name: String,
     nodes: Vec<NodeProto>,
-    (inputs, outputs): (&[&String], &[&String]),
-    input_axes: &[i64],
+    (inputs, outputs): (&[String], &[String]),
+    (input_axes, output_axes): (&[i64], &[i64]),
 ) -> Vec<AttributeProto> {
     let graph = GraphProto {
         name: Some(name),
@@ -102,7 +103,6 @@ fn scan_attrs(
         output: outputs.iter().map(|p| f32_port(p)).collect(),
         ..Default::default()
     };
-    let states = inputs.len() - input_axes.len();
     vec![
         AttributeProto {
             name: Some("body".into()),
@@ -112,7 +112,7 @@ fn scan_attrs(
         },
         attr_int("num_scan_inputs", input_axes.len() as i64),
         attr_ints("scan_input_axes", input_axes),
-        attr_ints("scan_output_axes", &vec![2; outputs.len() - states]),
+        attr_ints("scan_output_axes", output_axes),
     ]
 }
 
@@ -206,14 +206,28 @@ pub struct Derived {
 }
 
 pub fn lower(g: &Graph, opset: u32, quant_ops: OnnxQuantOps) -> Result<Lowered> {
-    let mut cx = Ctx::new(g, opset, quant_ops)?;
+    Ok(lower_nested(g, opset, quant_ops, "", 0)?.0)
+}
+
+/// [`lower`] with every value named under `prefix` and helper names counted from `fresh` (a
+/// loop body's names must not shadow the outer graph's); also the next fresh number.
+fn lower_nested(
+    g: &Graph,
+    opset: u32,
+    quant_ops: OnnxQuantOps,
+    prefix: &str,
+    fresh: usize,
+) -> Result<(Lowered, usize)> {
+    let mut cx = Ctx::new(g, opset, quant_ops, prefix)?;
+    cx.em.fresh = fresh;
     for n in g.nodes() {
         cx.lower_node(n).map_err(|e| match e {
             OnnxError::Lowering { .. } => e,
             other => OnnxError::Lowering { node: n.name.clone(), op: n.op.name().into(), msg: other.to_string() },
         })?;
     }
-    cx.finish()
+    let fresh = cx.em.fresh;
+    Ok((cx.finish()?, fresh))
 }
 
 struct Ctx<'g> {
@@ -394,8 +408,8 @@ fn value_info(name: &str, dtype: DType, shape: &[Dim]) -> ValueInfoProto {
 }
 
 impl<'g> Ctx<'g> {
-    fn new(g: &'g Graph, opset: u32, quant_ops: OnnxQuantOps) -> Result<Ctx<'g>> {
-        let mut names: Vec<String> = (0..g.num_values()).map(|i| format!("v{i}")).collect();
+    fn new(g: &'g Graph, opset: u32, quant_ops: OnnxQuantOps, prefix: &str) -> Result<Ctx<'g>> {
+        let mut names: Vec<String> = (0..g.num_values()).map(|i| format!("{prefix}v{i}")).collect();
         for p in g.inputs() {
             names[p.value.0] = p.name.clone();
         }
@@ -503,8 +517,7 @@ impl<'g> Ctx<'g> {
                 ("Range".into(), vec![zero, limit, one], vec![])
             }
             Op::Linear => return self.linear(n, &ins, &outs),
-            Op::SelectiveScan => return self.selective_scan(n, &ins, &outs),
-            Op::DeltaScan => return self.delta_scan(n, &ins, &outs),
+            Op::SelectiveScan | Op::DeltaScan => return self.scan(n, &ins, &outs),
             Op::QuantLinear { bits, group, zero_point } if self.quant_ops == OnnxQuantOps::Standard => {
                 return self.dq_matmul(n, &ins, &outs, (*bits, *group, *zero_point))
             }
@@ -577,98 +590,67 @@ impl<'g> Ctx<'g> {
         Ok(())
     }
 
-    /// [`Op::SelectiveScan`] as one `Scan` over the sequence (O(L) for any run-time length):
-    /// states the scan state `h` and `A` (viewed `[g, d / g, n]`, carried unchanged, so the body
-    /// reads no outer-scope value), scan inputs `x`, `dt` (axis 2), `B`, `C` (axis 1); the body is
-    /// the step of core's decomposition on the state viewed `[b, g, d / g, n]`, and `y` is
-    /// stacked along axis 2.
-    fn selective_scan(&mut self, n: &Node, ins: &[String], outs: &[String]) -> Result<()> {
-        let (x, a) = (self.g.info(n.inputs[0]), self.g.info(n.inputs[2]));
-        let consts = [x.shape[1].as_const(), self.g.info(n.inputs[3]).shape[2].as_const(), a.shape[1].as_const()];
-        let [Some(d), Some(g), Some(states)] = consts else {
-            return Err(OnnxError::Lowering {
-                node: n.name.clone(),
-                op: n.op.name().into(),
-                msg: "channels, groups and state size must be static".into(),
-            });
-        };
-        let per_group = d / g;
-        let a_groups = self.const_i64(&[g, per_group, states]);
-        let a_groups = self.em.helper("Reshape", vec![ins[2].clone(), a_groups], vec![]);
-
-        // the body's names are unique in the whole model (ONNX forbids shadowing outer names)
-        let mut body = Emit { nodes: vec![], fresh: self.em.fresh };
-        let port = |p: &str| format!("{}.{p}", n.name);
-        let [h, a, x_t, dt_t, b_t, c_t, h_out, a_out, y_t] =
-            ["h", "a", "x_t", "dt_t", "b_t", "c_t", "h_out", "a_out", "y_t"].map(port);
-        let shape =
-            |b: &mut Emit, dims: &[i64]| b.constant(&Tensor::i64(vec![dims.len()], dims.to_vec()).expect("1-D"));
-        let [s_state, s_column, s_row, s_c, s_flat, s_y] = [
-            vec![-1, g, per_group, states],
-            vec![-1, g, per_group, 1],
-            vec![-1, g, 1, states],
-            vec![-1, g, states, 1],
-            vec![-1, d, states],
-            vec![-1, d],
-        ]
-        .map(|dims| shape(&mut body, &dims));
-        let reshape = |b: &mut Emit, v: &str, s: &str| b.helper("Reshape", vec![v.into(), s.into()], vec![]);
-        let state = reshape(&mut body, &h, &s_state);
-        let (xg, dt) = (reshape(&mut body, &x_t, &s_column), reshape(&mut body, &dt_t, &s_column));
-        let (bg, cg) = (reshape(&mut body, &b_t, &s_row), reshape(&mut body, &c_t, &s_c));
-        let dt_a = body.helper("Mul", vec![dt.clone(), a.clone()], vec![]);
-        let decay = body.helper("Exp", vec![dt_a], vec![]);
-        let db = body.helper("Mul", vec![dt, bg], vec![]);
-        let dbx = body.helper("Mul", vec![db, xg], vec![]);
-        let kept = body.helper("Mul", vec![decay, state], vec![]);
-        let next = body.helper("Add", vec![kept, dbx], vec![]);
-        let y = body.helper("MatMul", vec![next.clone(), cg], vec![]);
-        body.push("Reshape", &h_out, vec![next, s_flat], vec![h_out.clone()], vec![]);
-        body.push("Identity", &a_out, vec![a.clone()], vec![a_out.clone()], vec![]);
-        body.push("Reshape", &y_t, vec![y, s_y], vec![y_t.clone()], vec![]);
-        self.em.fresh = body.fresh;
-        let ports = (&[&h, &a, &x_t, &dt_t, &b_t, &c_t][..], &[&h_out, &a_out, &y_t][..]);
-        let attrs = scan_attrs(port("step"), body.nodes, ports, &[2, 2, 1, 1]);
-        let a_final = self.em.tmp("scan_a");
-        let inputs = vec![ins[5].clone(), a_groups, ins[0].clone(), ins[1].clone(), ins[3].clone(), ins[4].clone()];
-        self.em.push("Scan", &n.name, inputs, vec![outs[1].clone(), a_final, outs[0].clone()], attrs);
-        Ok(())
-    }
-
-    /// [`Op::DeltaScan`] as one `Scan` over the sequence (axis 2 of `q`, `k`, `v`, `g`, `beta`;
-    /// the state `S` carried): the body is the step of core's decomposition on rows `[b, h, 1,
-    /// *]` (`Reshape`'s 0 keeps `b` and `h`), and `o` is stacked along axis 2.
-    fn delta_scan(&mut self, n: &Node, ins: &[String], outs: &[String]) -> Result<()> {
-        let mut body = Emit { nodes: vec![], fresh: self.em.fresh };
-        let port = |p: &str| format!("{}.{p}", n.name);
-        let [s, q_t, k_t, v_t, g_t, beta_t, s_out, o_t] =
-            ["s", "q_t", "k_t", "v_t", "g_t", "beta_t", "s_out", "o_t"].map(port);
-        let shape =
-            |b: &mut Emit, dims: &[i64]| b.constant(&Tensor::i64(vec![dims.len()], dims.to_vec()).expect("1-D"));
-        let [row, column, scalar, flat] = [vec![0, 0, 1, -1], vec![0, 0, -1, 1], vec![0, 0, 1, 1], vec![0, 0, -1]]
-            .map(|dims| shape(&mut body, &dims));
-        let reshape = |b: &mut Emit, v: &str, to: &str| b.helper("Reshape", vec![v.into(), to.into()], vec![]);
-        let g = reshape(&mut body, &g_t, &scalar);
-        let decay = body.helper("Exp", vec![g], vec![]);
-        let decayed = body.helper("Mul", vec![s.clone(), decay], vec![]);
-        let k_row = reshape(&mut body, &k_t, &row);
-        let kv = body.helper("MatMul", vec![k_row, decayed.clone()], vec![]);
-        let v_row = reshape(&mut body, &v_t, &row);
-        let diff = body.helper("Sub", vec![v_row, kv], vec![]);
-        let beta = reshape(&mut body, &beta_t, &scalar);
-        let delta = body.helper("Mul", vec![diff, beta], vec![]);
-        let k_col = reshape(&mut body, &k_t, &column);
-        let update = body.helper("MatMul", vec![k_col, delta], vec![]);
-        body.push("Add", &s_out, vec![decayed, update], vec![s_out.clone()], vec![]);
-        let q_row = reshape(&mut body, &q_t, &row);
-        let o = body.helper("MatMul", vec![q_row, s_out.clone()], vec![]);
-        body.push("Reshape", &o_t, vec![o, flat], vec![o_t.clone()], vec![]);
-        self.em.fresh = body.fresh;
-        let ports = (&[&s, &q_t, &k_t, &v_t, &g_t, &beta_t][..], &[&s_out, &o_t][..]);
-        let attrs = scan_attrs(port("step"), body.nodes, ports, &[2; 5]);
-        let inputs =
-            vec![ins[5].clone(), ins[0].clone(), ins[1].clone(), ins[2].clone(), ins[3].clone(), ins[4].clone()];
-        self.em.push("Scan", &n.name, inputs, vec![outs[1].clone(), outs[0].clone()], attrs);
+    /// [`Op::SelectiveScan`] and [`Op::DeltaScan`] as one `Scan` over the sequence (O(L) for
+    /// any run-time length): the body is core's one-step graph ([`scan_step`]) lowered as any
+    /// graph, its values named under the node's. The scan state holds the carried inputs and
+    /// the invariant ones (carried unchanged, so the body reads no outer-scope value); a scan
+    /// input's slice comes without its axis, so the body unsqueezes it back to the step's length
+    /// 1, and squeezes each per-step output before `Scan` stacks it.
+    fn scan(&mut self, n: &Node, ins: &[String], outs: &[String]) -> Result<()> {
+        let step = scan_step(self.g, n)?;
+        let (lowered, fresh) =
+            lower_nested(&step.body, self.opset, self.quant_ops, &format!("{}.", n.name), self.em.fresh)?;
+        // the nodes before the step's (reading the body's inputs) and after (reading its outputs)
+        let mut pre = Emit { nodes: vec![], fresh };
+        let (body_ins, body_outs) = (step.body.inputs(), step.body.outputs());
+        let (mut states, mut state_outs, mut finals) = (vec![], vec![], vec![]);
+        let (mut sliced, mut scanned, mut input_axes) = (vec![], vec![], vec![]);
+        for (i, how) in step.inputs.iter().enumerate() {
+            let port = body_ins[i].name.clone();
+            match *how {
+                LoopInput::Sliced { axis } => {
+                    let slice = format!("{port}.slice");
+                    let axes = pre.constant(&Tensor::i64(vec![1], vec![axis as i64]).expect("1-D"));
+                    pre.push("Unsqueeze", &port, vec![slice.clone(), axes], vec![port.clone()], vec![]);
+                    sliced.push(slice);
+                    scanned.push(ins[i].clone());
+                    input_axes.push(axis as i64);
+                }
+                LoopInput::Carried { from } => {
+                    states.push((port, ins[i].clone()));
+                    state_outs.push(body_outs[from].name.clone());
+                    finals.push(outs[from].clone());
+                }
+                LoopInput::Invariant => {
+                    let kept = format!("{port}.kept");
+                    pre.push("Identity", &kept, vec![port.clone()], vec![kept.clone()], vec![]);
+                    states.push((port, ins[i].clone()));
+                    state_outs.push(kept);
+                    finals.push(pre.tmp("scan_invariant"));
+                }
+            }
+        }
+        let mut post = Emit { nodes: vec![], fresh: pre.fresh };
+        let (mut stacked, mut stacked_outs, mut output_axes) = (vec![], vec![], vec![]);
+        for (j, how) in step.outputs.iter().enumerate() {
+            if let LoopOutput::Stacked { axis } = *how {
+                let squeezed = format!("{}.squeezed", body_outs[j].name);
+                let axes = post.constant(&Tensor::i64(vec![1], vec![axis as i64]).expect("1-D"));
+                let port = body_outs[j].name.clone();
+                post.push("Squeeze", &squeezed, vec![port, axes], vec![squeezed.clone()], vec![]);
+                stacked.push(squeezed);
+                stacked_outs.push(outs[j].clone());
+                output_axes.push(axis as i64);
+            }
+        }
+        self.em.fresh = post.fresh;
+        let nodes = [pre.nodes, lowered.nodes, post.nodes].concat();
+        let (state_ins, outer_states): (Vec<String>, Vec<String>) = states.into_iter().unzip();
+        let ports = ([state_ins, sliced].concat(), [state_outs, stacked].concat());
+        let axes = (&input_axes[..], &output_axes[..]);
+        let attrs = scan_attrs(format!("{}.step", n.name), nodes, (&ports.0[..], &ports.1[..]), axes);
+        let outputs = [finals, stacked_outs].concat();
+        self.em.push("Scan", &n.name, [outer_states, scanned].concat(), outputs, attrs);
         Ok(())
     }
 

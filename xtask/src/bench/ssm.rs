@@ -27,10 +27,10 @@ const STEPS: usize = 32;
 const RUNTIMES: [(&str, &str, &str); 2] =
     [("onnx", "bench_generate.py", "GEN"), ("openvino", "bench_openvino.py", "OV")];
 
-/// The progress lines' step count: the build, the checkpoint, then per runtime its export and
+/// The progress lines' step count: the setup, the build, the checkpoint, then per runtime its export and
 /// one run per prompt, and `extra` more.
 fn step_count(model: &Recurrent, extra: usize) -> usize {
-    2 + RUNTIMES.len() * (1 + model.prompts.len()) + extra
+    3 + RUNTIMES.len() * (1 + model.prompts.len()) + extra
 }
 
 /// One recurrent model to time.
