@@ -57,6 +57,8 @@ CLASSES = [
     ("bert", "BertModel", "sentence-embedding"),
 ]
 POOLING_MODES = ["cls", "max", "mean", "mean_sqrt_len_tokens", "weightedmean", "lasttoken"]
+# the activations hfexport builds for a sentence-transformers Dense module
+DENSE_ACTIVATIONS = [torch.nn.Identity, torch.nn.Tanh, torch.nn.Sigmoid, torch.nn.ReLU, torch.nn.GELU, torch.nn.SiLU]
 LEGACY_FLAGS = {"cls": "pooling_mode_cls_token", "max": "pooling_mode_max_tokens", "mean": "pooling_mode_mean_tokens",
                 "mean_sqrt_len_tokens": "pooling_mode_mean_sqrt_len_tokens",
                 "weightedmean": "pooling_mode_weightedmean_tokens", "lasttoken": "pooling_mode_lasttoken"}
@@ -226,12 +228,13 @@ def main():
 def sentence_transformer(rng, folder, config):
     """`folder` made a sentence-transformers checkpoint by SentenceTransformer.save: the encoder,
     a Pooling of 1-3 random modes (a single mode sometimes rewritten in the legacy
-    `pooling_mode_*` form the hub's older folders use), a Normalize or not, and a small WordPiece
-    tokenizer (SentenceTransformer loads one; the goldens feed ids). Returns the model loaded
-    back from the folder, and the pooling as the description says it."""
+    `pooling_mode_*` form the hub's older folders use), 0-2 Dense modules (random widths, bias,
+    activation, residual; torch's default initialisation under the case's seed), a Normalize or
+    not, and a small WordPiece tokenizer (SentenceTransformer loads one; the goldens feed ids).
+    Returns the model loaded back from the folder, and the modules as the description says them."""
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.base.modules import Normalize, Transformer
-    from sentence_transformers.sentence_transformer.modules import Pooling
+    from sentence_transformers.sentence_transformer.modules import Dense, Pooling
 
     words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(config.vocab_size)]
     (folder / "vocab.txt").write_text("\n".join(words[: config.vocab_size]) + "\n")
@@ -239,8 +242,16 @@ def sentence_transformer(rng, folder, config):
     modes = rng.sample(POOLING_MODES, rng.choice([1, 1, 2, 3]))
     normalize = rng.random() < 0.5
     encoder = Transformer(str(folder), model_kwargs={"attn_implementation": "eager"})
-    modules = [encoder, Pooling(config.hidden_size if hasattr(config, "hidden_size") else config.dim,
-                                pooling_mode=modes[0] if len(modes) == 1 else tuple(modes))]
+    hidden = config.hidden_size if hasattr(config, "hidden_size") else config.dim
+    modules = [encoder, Pooling(hidden, pooling_mode=modes[0] if len(modes) == 1 else tuple(modes))]
+    width, dense = hidden * len(modes), []
+    for _ in range(rng.choice([0, 0, 1, 2])):
+        out = rng.choice([width, rng.randint(4, 24)])
+        act = rng.choice(DENSE_ACTIVATIONS)
+        bias, residual = rng.random() < 0.7, rng.random() < 0.4
+        modules.append(Dense(width, out, bias=bias, activation_function=act(), use_residual=residual))
+        dense.append(f"{act.__name__} {width}->{out}{'' if bias else ' no bias'}{' residual' if residual else ''}")
+        width = out
     if normalize:
         modules.append(Normalize())
     SentenceTransformer(modules=modules, device="cpu").save(str(folder))
@@ -252,7 +263,7 @@ def sentence_transformer(rng, folder, config):
         cfg.update({flag: mode == modes[0] for mode, flag in LEGACY_FLAGS.items()})
         path.write_text(json.dumps(cfg, indent=2))
     model = SentenceTransformer(str(folder), device="cpu", model_kwargs={"attn_implementation": "eager"}).eval()
-    return model, {"modes": modes, "normalize": normalize, "legacy": legacy}
+    return model, {"modes": modes, "dense": dense, "normalize": normalize, "legacy": legacy}
 
 
 def pad_of(kw):

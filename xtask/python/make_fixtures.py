@@ -906,9 +906,12 @@ class EncoderSpec(NamedTuple):
     task: str
     outputs: tuple  # the forward's output names the goldens keep
     covers: str = ""
-    # task sentence-embedding: the Pooling module's config.json and whether a Normalize follows
-    # (the goldens are then SentenceTransformer's own forward over the saved folder)
+    # task sentence-embedding: the Pooling module's config.json, the Dense modules after it (the
+    # keyword arguments of sentence-transformers' Dense, its weights drawn from the seed), and
+    # whether a Normalize follows (the goldens are then SentenceTransformer's own forward over
+    # the saved folder)
     pooling: dict = None
+    dense: tuple = ()
     normalize: bool = False
 
 
@@ -1038,9 +1041,16 @@ def encoder_specs():
                            num_attention_heads=2),
             "sentence-embedding", ("token_embeddings", "sentence_embedding"),
             "sentence-transformers 5+ pooling_mode list: every mode concatenated (cls, max, mean, mean_sqrt_len_tokens, "
-            "weightedmean, lasttoken), no Normalize",
+            "weightedmean, lasttoken), then three Dense modules (tanh 96 -> 24; identity with the input added; GELU "
+            "without bias, its residual projected 24 -> 12), no Normalize",
             pooling={"embedding_dimension": 16, "include_prompt": True,
                      "pooling_mode": ["cls", "max", "mean", "mean_sqrt_len_tokens", "weightedmean", "lasttoken"]},
+            dense=(
+                {"in_features": 96, "out_features": 24},
+                {"in_features": 24, "out_features": 24, "activation_function": torch.nn.Identity(), "use_residual": True},
+                {"in_features": 24, "out_features": 12, "bias": False, "activation_function": torch.nn.GELU(),
+                 "use_residual": True},
+            ),
         ),
         EncoderSpec(
             "modernbert_tok", 115, ModernBertForTokenClassification,
@@ -1096,15 +1106,28 @@ def fresh_model(outdir, spec):
 
 def write_sentence_transformers_folder(folder, spec):
     """The files sentence-transformers keeps beside a checkpoint (as the hub's all-MiniLM-L6-v2
-    has them): modules.json, the Pooling module's config, an empty Normalize folder, and a small
-    WordPiece tokenizer (SentenceTransformer loads one; the goldens feed ids)."""
+    has them): modules.json, the Pooling module's config, each Dense module (saved by
+    sentence-transformers: config.json and model.safetensors), an empty Normalize folder, and a
+    small WordPiece tokenizer (SentenceTransformer loads one; the goldens feed ids)."""
+    from sentence_transformers.sentence_transformer.modules import Dense
     from transformers import BertTokenizerFast
 
     modules = [{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
                {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}]
+    gen = torch.Generator().manual_seed(2000 + spec.seed)
+    for kwargs in spec.dense:
+        i = len(modules)
+        dense = Dense(**kwargs)
+        with torch.no_grad():
+            for p in dense.parameters():
+                p.copy_(torch.randn(p.shape, generator=gen) * 0.3)
+        (folder / f"{i}_Dense").mkdir()
+        dense.save(str(folder / f"{i}_Dense"))
+        modules.append({"idx": i, "name": str(i), "path": f"{i}_Dense", "type": "sentence_transformers.models.Dense"})
     if spec.normalize:
-        modules.append({"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"})
-        (folder / "2_Normalize").mkdir()
+        i = len(modules)
+        modules.append({"idx": i, "name": str(i), "path": f"{i}_Normalize", "type": "sentence_transformers.models.Normalize"})
+        (folder / f"{i}_Normalize").mkdir()
     (folder / "1_Pooling").mkdir()
     (folder / "modules.json").write_text(json.dumps(modules, indent=2) + "\n")
     (folder / "1_Pooling" / "config.json").write_text(json.dumps(spec.pooling, indent=2) + "\n")

@@ -35,8 +35,10 @@ pub struct Checkpoint {
     pub prequantized: Option<PreQuant>,
     dir: PathBuf,
     files: Vec<SafetensorsFile>,
-    /// Tensor name -> index into `files`.
-    tensors: BTreeMap<String, usize>,
+    /// Tensor name -> (index into `files`, its name in that file): the same name but for a
+    /// sentence-transformers `Dense` module's tensors, mapped under the module's prefix
+    /// (`sentence.2.linear.weight` is `linear.weight` of `2_Dense/model.safetensors`).
+    tensors: BTreeMap<String, (usize, String)>,
 }
 
 /// Whether the family of `config` reads MXFP4 experts (GPT-OSS's stacked form).
@@ -62,8 +64,15 @@ impl Checkpoint {
                 format!("`mxfp4` is read for GPT-OSS's experts only, not for {}", config.architecture),
             ));
         }
-        let files = open_weight_files(dir)?;
-        let tensors = index_tensors(&files)?;
+        let mut files = open_weight_files(dir)?;
+        let mut tensors = index_tensors(&files)?;
+        for dense in config.sentence.iter().flat_map(|m| &m.dense) {
+            let file = SafetensorsFile::open(&dense.file)?;
+            for (name, _) in file.tensors() {
+                tensors.insert(format!("{}.{name}", dense.prefix), (files.len(), name.to_string()));
+            }
+            files.push(file);
+        }
         Ok(Checkpoint { config, prequantized, dir: dir.to_path_buf(), files, tensors })
     }
 
@@ -81,16 +90,22 @@ impl Checkpoint {
         self.files.iter().map(SafetensorsFile::path)
     }
 
-    /// The file holding `name`.
-    fn file_of(&self, name: &str) -> Option<&SafetensorsFile> {
-        self.tensors.get(name).map(|&i| &self.files[i])
+    /// The file holding `name`, and its name there.
+    fn file_of(&self, name: &str) -> Option<(&SafetensorsFile, &str)> {
+        self.tensors.get(name).map(|(i, inner)| (&self.files[*i], inner.as_str()))
+    }
+
+    /// Dtype and shape of the stored tensor `name`.
+    fn stored_info(&self, name: &str) -> Option<TensorInfo> {
+        let (file, inner) = self.file_of(name)?;
+        file.info(inner)
     }
 
     /// Dtype and shape of `name` from its file header (or, for a GPTQ/AWQ module, of a virtual
     /// tensor: see [`crate::prequantized`]).
     pub fn tensor_info(&self, name: &str) -> Option<TensorInfo> {
         match self.file_of(name) {
-            Some(f) => f.info(name),
+            Some(_) => self.stored_info(name),
             None => self.virtual_info(name),
         }
     }
@@ -112,8 +127,8 @@ impl Checkpoint {
     fn virtual_info(&self, name: &str) -> Option<TensorInfo> {
         let (prefix, part) = self.virtual_parts(name)?;
         let pq = self.prequantized?;
-        let qweight = self.file_of(&format!("{prefix}.qweight"))?.info(&format!("{prefix}.qweight"))?;
-        let scales = self.file_of(&format!("{prefix}.scales"))?.info(&format!("{prefix}.scales"))?;
+        let qweight = self.stored_info(&format!("{prefix}.qweight"))?;
+        let scales = self.stored_info(&format!("{prefix}.scales"))?;
         match part {
             "" => pq.part_info(prequantized::VALUES, &qweight, &scales).map(|i| TensorInfo { dtype: DType::F32, ..i }),
             p => pq.part_info(p, &qweight, &scales),
@@ -147,13 +162,14 @@ impl Checkpoint {
 
     /// The stored bytes of `name` (a view of the mmap).
     pub fn tensor_bytes(&self, name: &str) -> Option<&[u8]> {
-        self.file_of(name)?.bytes(name)
+        let (file, inner) = self.file_of(name)?;
+        file.bytes(inner)
     }
 
     /// Decodes `name`.
     pub fn load_tensor(&self, name: &str) -> Result<Tensor> {
         match self.file_of(name) {
-            Some(file) => file.load(name),
+            Some((file, inner)) => file.load(inner),
             None => Err(self.missing(name)),
         }
     }
@@ -170,7 +186,7 @@ impl Checkpoint {
 
     fn expect_stored(&self, name: &str, shape: &[usize], float: bool) -> Result<TensorInfo> {
         let info = self.tensor_info(name).ok_or_else(|| self.missing(name))?;
-        let path = self.file_of(name).map_or_else(|| self.dir.clone(), |f| f.path().to_path_buf());
+        let path = self.file_of(name).map_or_else(|| self.dir.clone(), |(f, _)| f.path().to_path_buf());
         let mismatch = |expected: String| ModelError::TensorMismatch {
             tensor: name.to_string(),
             path: path.clone(),
@@ -209,17 +225,17 @@ impl TensorSource for Checkpoint {
                 .load_virtual(name)
                 .map_err(|e| CoreError::Weight { tensor: name.to_string(), msg: e.to_string() });
         }
-        let file = self.file_of(name).ok_or_else(|| self.unknown(name))?;
-        file.load(name).map_err(|e| CoreError::Weight { tensor: name.to_string(), msg: e.to_string() })
+        let (file, inner) = self.file_of(name).ok_or_else(|| self.unknown(name))?;
+        file.load(inner).map_err(|e| CoreError::Weight { tensor: name.to_string(), msg: e.to_string() })
     }
 
     fn raw(&self, name: &str) -> Option<&[u8]> {
-        self.file_of(name)?.bytes(name)
+        self.tensor_bytes(name)
     }
 
     fn release(&self, name: &str) {
-        if let Some(f) = self.file_of(name) {
-            f.release(name);
+        if let Some((file, inner)) = self.file_of(name) {
+            file.release(inner);
         }
     }
 
@@ -263,18 +279,18 @@ fn list_safetensors(dir: &Path) -> Result<Vec<PathBuf>> {
 }
 
 /// Builds the name -> file map; a name stored in two files is an error.
-fn index_tensors(files: &[SafetensorsFile]) -> Result<BTreeMap<String, usize>> {
-    let mut tensors: BTreeMap<String, usize> = BTreeMap::new();
+fn index_tensors(files: &[SafetensorsFile]) -> Result<BTreeMap<String, (usize, String)>> {
+    let mut tensors: BTreeMap<String, (usize, String)> = BTreeMap::new();
     for (i, file) in files.iter().enumerate() {
         for (name, _) in file.tensors() {
-            if let Some(&first) = tensors.get(name) {
+            if let Some((first, _)) = tensors.get(name) {
                 return Err(ModelError::DuplicateTensor {
                     tensor: name.to_string(),
-                    first: files[first].path().to_path_buf(),
+                    first: files[*first].path().to_path_buf(),
                     second: file.path().to_path_buf(),
                 });
             }
-            tensors.insert(name.to_string(), i);
+            tensors.insert(name.to_string(), (i, name.to_string()));
         }
     }
     Ok(tensors)

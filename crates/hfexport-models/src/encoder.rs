@@ -15,7 +15,7 @@ use hfexport_core::{DType, Dim, Graph, Op, Tensor, ValueId};
 use crate::decoder::{Decoder, LayerInputs, Vb};
 use crate::error::{ModelError, Result};
 use crate::layout::{ClassifierHead, EncoderInput, EncoderLayout, EncoderPositions, HeadAct, HeadActivation, MlmHead};
-use crate::sentence::{PoolingMode, SentenceModules};
+use crate::sentence::{Dense, DenseActivation, PoolingMode, SentenceModules};
 use crate::task::Task;
 
 /// What an encoder's inputs become: the embeddings, the word embedding table (a masked-LM
@@ -354,6 +354,9 @@ impl Decoder<'_> {
             1 => parts[0],
             _ => self.op("pooling.concat", Op::Concat { axis: 1 }, &parts)?,
         };
+        for d in &m.dense {
+            e = self.dense(d, e)?;
+        }
         if m.normalize {
             let sq = self.op("normalize.square", Op::Binary(BinaryOp::Mul), &[e, e])?;
             let sum = Op::Reduce { kind: ReduceKind::Sum, axes: vec![1], keep_dims: true };
@@ -364,6 +367,36 @@ impl Decoder<'_> {
             e = self.op("normalize", Op::Binary(BinaryOp::Div), &[e, n])?;
         }
         Ok(e)
+    }
+
+    /// A sentence-transformers `Dense` module over `x` `[batch, in]`: `act(x Wᵀ + b)`, plus `x`
+    /// (or `x Rᵀ` when the widths differ) with `use_residual`.
+    fn dense(&mut self, d: &Dense, x: ValueId) -> Result<ValueId> {
+        let width = self.g.info(x).shape[1].as_const();
+        if width != Some(d.in_features as i64) {
+            return Err(ModelError::config(
+                &d.file.with_file_name("config.json"),
+                "in_features",
+                format!("is {}, but the module's input is {} wide", d.in_features, width.unwrap_or(-1)),
+            ));
+        }
+        let vb = Vb::root(&d.prefix);
+        let y = self.linear(&vb.pp("linear"), d.out_features, d.in_features, d.bias, x)?;
+        let name = vb.name("activation");
+        let y = match d.activation {
+            DenseActivation::Identity => y,
+            DenseActivation::Tanh => self.op(&name, Op::Unary(UnaryOp::Tanh), &[y])?,
+            DenseActivation::Sigmoid => self.op(&name, Op::Unary(UnaryOp::Sigmoid), &[y])?,
+            DenseActivation::Act(a) => self.op(&name, Op::Activate(a), &[y])?,
+        };
+        if !d.residual {
+            return Ok(y);
+        }
+        let r = match d.in_features == d.out_features {
+            true => x,
+            false => self.linear(&vb.pp("residual"), d.out_features, d.in_features, false, x)?,
+        };
+        self.op(&vb.name("residual_add"), Op::Binary(BinaryOp::Add), &[y, r])
     }
 
     /// `Σ_s w[b, s] · h[b, s, :]` `[batch, hidden]`: `w` `[batch, sequence]` as one matmul row per
