@@ -375,7 +375,7 @@ impl Decoder<'_> {
         let width = self.g.info(x).shape[1].as_const();
         if width != Some(d.in_features as i64) {
             return Err(ModelError::config(
-                &d.file.with_file_name("config.json"),
+                d.file.with_file_name("config.json"),
                 "in_features",
                 format!("is {}, but the module's input is {} wide", d.in_features, width.unwrap_or(-1)),
             ));
