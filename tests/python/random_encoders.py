@@ -48,12 +48,15 @@ CLASSES = [
     ("modernbert", "ModernBertForSequenceClassification", "sequence-classification"),
     ("modernbert", "ModernBertForTokenClassification", "token-classification"),
     ("modernbert", "ModernBertForQuestionAnswering", "question-answering"),
+    ("camembert", "CamembertForMaskedLM", "fill-mask"),
+    ("camembert", "CamembertForSequenceClassification", "sequence-classification"),
     # sentence-transformers folders over the bare encoders (SentenceTransformer saves them)
     ("bert", "BertModel", "sentence-embedding"),
     ("xlm-roberta", "XLMRobertaModel", "sentence-embedding"),
     ("modernbert", "ModernBertModel", "sentence-embedding"),
     ("distilbert", "DistilBertModel", "sentence-embedding"),
     ("roberta", "RobertaModel", "sentence-embedding"),
+    ("camembert", "CamembertModel", "sentence-embedding"),
     ("bert", "BertModel", "sentence-embedding"),
 ]
 POOLING_MODES = ["cls", "max", "mean", "mean_sqrt_len_tokens", "weightedmean", "lasttoken"]
@@ -66,6 +69,7 @@ CONFIGS = {
     "bert": "BertConfig",
     "roberta": "RobertaConfig",
     "xlm-roberta": "XLMRobertaConfig",
+    "camembert": "CamembertConfig",
     "distilbert": "DistilBertConfig",
     "vit": "ViTConfig",
     "modernbert": "ModernBertConfig",
@@ -97,7 +101,7 @@ def sample(rng, index):
     family, cls_name, task = CLASSES[index % len(CLASSES)]
     heads, head_dim = rng.choice([1, 2, 3, 4, 6]), rng.choice([4, 8, 12, 16])
     seq = rng.randint(5, 12)
-    roberta = family in ("roberta", "xlm-roberta")
+    roberta = family in ("roberta", "xlm-roberta", "camembert")
     pad = 1 if roberta else rng.choice([0, 0, 5])
     kw = dict(
         vocab_size=rng.randint(40, 120),

@@ -949,6 +949,8 @@ def encoder_specs():
         RobertaForTokenClassification,
         XLMRobertaConfig,
         XLMRobertaForMaskedLM,
+        CamembertConfig,
+        CamembertForQuestionAnswering,
         ModernBertConfig,
         ModernBertForMaskedLM,
         ModernBertForSequenceClassification,
@@ -987,6 +989,11 @@ def encoder_specs():
             "xlm_roberta_mlm", 107, XLMRobertaForMaskedLM,
             encoder_config(XLMRobertaConfig, type_vocab_size=1, pad_token_id=1, tie_word_embeddings=False),
             "fill-mask", ("logits",), "untied masked-LM decoder, exact gelu head",
+        ),
+        EncoderSpec(
+            "camembert_qa", 118, CamembertForQuestionAnswering,
+            encoder_config(CamembertConfig, type_vocab_size=1, pad_token_id=1),
+            "question-answering", ("start_logits", "end_logits"), "CamemBERT: RoBERTa's layout, span head",
         ),
         EncoderSpec(
             "distilbert_mlm", 108, DistilBertForMaskedLM, distilbert_config(DistilBertConfig),

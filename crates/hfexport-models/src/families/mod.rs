@@ -20,6 +20,7 @@ use crate::schema::ConfigSchema;
 
 pub mod bert;
 pub mod bloom;
+pub mod camembert;
 pub mod clip;
 pub mod cohere;
 pub mod deepseek;
@@ -140,6 +141,7 @@ pub static ARCHITECTURES: &[Architecture] = &[
     bert::FAMILY,
     roberta::FAMILY,
     xlm_roberta::FAMILY,
+    camembert::FAMILY,
     distilbert::FAMILY,
     vit::FAMILY,
     modernbert::FAMILY,
