@@ -267,12 +267,8 @@ impl Decoder<'_> {
     /// ModernBERT's `classifier_pooling = "mean"`: the mean of `h` over the tokens
     /// `attention_mask` keeps, `[batch, hidden]`.
     fn mean_pool(&mut self, h: ValueId, attention_mask: ValueId) -> Result<ValueId> {
-        let shape = self.g.info(h).shape.clone();
-        let (b, s, hs) = (shape[0].clone(), shape[1].clone(), shape[2].clone());
         let m = self.op("pooling.mask", Op::Cast(self.opts.dtype), &[attention_mask])?;
-        let rows = self.op("pooling.rows", Op::Reshape { shape: vec![b.clone(), Dim::konst(1), s] }, &[m])?;
-        let sum = self.op("pooling.sum", Op::MatMul, &[rows, h])?;
-        let sum = self.op("pooling.sum_2d", Op::Reshape { shape: vec![b, hs] }, &[sum])?;
+        let sum = self.weighted_rows("pooling.sum", m, h)?;
         let n = self.op("pooling.count", Op::Reduce { kind: ReduceKind::Sum, axes: vec![1], keep_dims: true }, &[m])?;
         self.op("pooling.mean", Op::Binary(BinaryOp::Div), &[sum, n])
     }
