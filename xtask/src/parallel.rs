@@ -25,7 +25,8 @@ use anyhow::{bail, Context, Result};
 /// Binaries known to take minutes, started first (longest processing time first).
 const SLOW_FIRST: &[&str] = &[
     "dynamo_export",
-    // builds the wheel (cargo, both cores) while the other worker waits on torch
+    // builds the wheel (cargo on both cores, unoptimised: about a minute) while the other
+    // worker waits on torch
     "python_package",
     "unseen_checkpoints",
     "openvino_runtime",
