@@ -50,6 +50,8 @@ CLASSES = [
     ("modernbert", "ModernBertForQuestionAnswering", "question-answering"),
     ("camembert", "CamembertForMaskedLM", "fill-mask"),
     ("camembert", "CamembertForSequenceClassification", "sequence-classification"),
+    ("xlm-roberta-xl", "XLMRobertaXLForTokenClassification", "token-classification"),
+    ("xlm-roberta-xl", "XLMRobertaXLModel", "feature-extraction"),
     # sentence-transformers folders over the bare encoders (SentenceTransformer saves them)
     ("bert", "BertModel", "sentence-embedding"),
     ("xlm-roberta", "XLMRobertaModel", "sentence-embedding"),
@@ -70,6 +72,7 @@ CONFIGS = {
     "roberta": "RobertaConfig",
     "xlm-roberta": "XLMRobertaConfig",
     "camembert": "CamembertConfig",
+    "xlm-roberta-xl": "XLMRobertaXLConfig",
     "distilbert": "DistilBertConfig",
     "vit": "ViTConfig",
     "modernbert": "ModernBertConfig",
@@ -101,7 +104,7 @@ def sample(rng, index):
     family, cls_name, task = CLASSES[index % len(CLASSES)]
     heads, head_dim = rng.choice([1, 2, 3, 4, 6]), rng.choice([4, 8, 12, 16])
     seq = rng.randint(5, 12)
-    roberta = family in ("roberta", "xlm-roberta", "camembert")
+    roberta = family in ("roberta", "xlm-roberta", "camembert", "xlm-roberta-xl")
     pad = 1 if roberta else rng.choice([0, 0, 5])
     kw = dict(
         vocab_size=rng.randint(40, 120),

@@ -951,6 +951,8 @@ def encoder_specs():
         XLMRobertaForMaskedLM,
         CamembertConfig,
         CamembertForQuestionAnswering,
+        XLMRobertaXLConfig,
+        XLMRobertaXLForMaskedLM,
         ModernBertConfig,
         ModernBertForMaskedLM,
         ModernBertForSequenceClassification,
@@ -994,6 +996,11 @@ def encoder_specs():
             "camembert_qa", 118, CamembertForQuestionAnswering,
             encoder_config(CamembertConfig, type_vocab_size=1, pad_token_id=1),
             "question-answering", ("start_logits", "end_logits"), "CamemBERT: RoBERTa's layout, span head",
+        ),
+        EncoderSpec(
+            "xlm_roberta_xl_mlm", 119, XLMRobertaXLForMaskedLM,
+            encoder_config(XLMRobertaXLConfig, type_vocab_size=1, pad_token_id=1, layer_norm_eps=1e-5),
+            "fill-mask", ("logits",), "XLM-R XL: pre-LN layers, no embedding norm, final encoder LayerNorm",
         ),
         EncoderSpec(
             "distilbert_mlm", 108, DistilBertForMaskedLM, distilbert_config(DistilBertConfig),

@@ -74,6 +74,7 @@ pub mod t5;
 pub mod vit;
 pub mod whisper;
 pub mod xlm_roberta;
+pub mod xlm_roberta_xl;
 
 /// One model family.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -142,6 +143,7 @@ pub static ARCHITECTURES: &[Architecture] = &[
     roberta::FAMILY,
     xlm_roberta::FAMILY,
     camembert::FAMILY,
+    xlm_roberta_xl::FAMILY,
     distilbert::FAMILY,
     vit::FAMILY,
     modernbert::FAMILY,
