@@ -131,3 +131,46 @@ fn mxfp4_blocks_are_checked_and_only_gpt_oss_reads_them() {
     let e = build_err(dir.path()).to_string();
     assert!(e.contains(blocks) && e.contains("[4, 64, 1, 16]"), "{e}");
 }
+
+/// The sentence-transformers fixture copied whole, one Dense module's `config.json` edited.
+fn dense_edited(module: &str, edit: impl FnOnce(&mut serde_json::Value)) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let src = fixture("roberta_st");
+    for entry in std::fs::read_dir(&src).unwrap() {
+        let path = entry.unwrap().path();
+        let to = dir.path().join(path.file_name().unwrap());
+        match path.is_dir() {
+            true => {
+                std::fs::create_dir(&to).unwrap();
+                for f in std::fs::read_dir(&path).unwrap() {
+                    let f = f.unwrap().path();
+                    std::fs::copy(&f, to.join(f.file_name().unwrap())).unwrap();
+                }
+            }
+            false => drop(std::fs::copy(&path, &to).unwrap()),
+        }
+    }
+    let cfg_path = dir.path().join(module).join("config.json");
+    let mut cfg: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&cfg_path).unwrap()).unwrap();
+    edit(&mut cfg);
+    std::fs::write(&cfg_path, serde_json::to_string(&cfg).unwrap()).unwrap();
+    dir
+}
+
+fn sentence_err(dir: &Path) -> String {
+    let ckpt = Checkpoint::open(dir).unwrap();
+    let e = build(&ckpt.config, &ckpt, Task::SentenceEmbedding, &BuildOptions::default()).expect_err("must fail");
+    e.to_string()
+}
+
+#[test]
+fn a_dense_module_missing_a_tensor_or_of_another_width_is_named() {
+    // the config says bias, the module's file has none: the file and its own tensor name
+    let dir = dense_edited("4_Dense", |c| c["bias"] = true.into());
+    let e = sentence_err(dir.path());
+    assert!(e.contains("`linear.bias`") && e.contains("4_Dense/model.safetensors"), "{e}");
+    // a Dense whose input width is not the previous module's output
+    let dir = dense_edited("3_Dense", |c| c["in_features"] = 20.into());
+    let e = sentence_err(dir.path());
+    assert!(e.contains("3_Dense/config.json") && e.contains("in_features") && e.contains("is 20"), "{e}");
+}

@@ -3,15 +3,16 @@
 
 Usage: random_encoders.py OUTDIR --seed S --count N
 
-Writes N folders (save_pretrained of a randomly configured BERT / RoBERTa / XLM-RoBERTa / DistilBERT /
-ModernBERT / ViT with one
+Writes N folders (save_pretrained of a randomly configured BERT / RoBERTa / XLM-RoBERTa / CamemBERT /
+XLM-RoBERTa-XL / DistilBERT / ELECTRA / ALBERT / MPNet / ModernBERT / ViT with one
 of its heads, classes dealt round-robin) with golden.safetensors: for the cases `single` ([1, L])
 and `batch` ([2, L], row 1 right-padded), the inputs (`input_ids`, `attention_mask`, and
 `token_type_ids` when type_vocab_size > 1) and every output of the forward. OUTDIR/index.json
 lists {name, dir, task, description}. The sampled space: heads 1-6 of head_dim 4-16, 1-3 layers,
 any intermediate size, the activations the configs accept (gelu, gelu_new, relu, silu,
 gelu_pytorch_tanh, quick_gelu), layer_norm_eps, 1-3 token types, 1-6 labels (id2label or
-num_labels), tied or untied masked-LM decoders, BERT padding ids other than 0, sequence lengths
+num_labels), tied or untied masked-LM decoders, ELECTRA's and ALBERT's embedding widths, ALBERT's
+layer groups, MPNet's bias table rows, BERT padding ids other than 0, sequence lengths
 5-12 within max_position_embeddings; ModernBERT's windows, global layer periods or explicit layer
 types, rope thetas (legacy keys or rope_parameters), biases, head activations and poolings.
 """
@@ -52,6 +53,14 @@ CLASSES = [
     ("camembert", "CamembertForSequenceClassification", "sequence-classification"),
     ("xlm-roberta-xl", "XLMRobertaXLForTokenClassification", "token-classification"),
     ("xlm-roberta-xl", "XLMRobertaXLModel", "feature-extraction"),
+    ("electra", "ElectraForMaskedLM", "fill-mask"),
+    ("electra", "ElectraForSequenceClassification", "sequence-classification"),
+    ("electra", "ElectraForQuestionAnswering", "question-answering"),
+    ("albert", "AlbertModel", "feature-extraction"),
+    ("albert", "AlbertForMaskedLM", "fill-mask"),
+    ("albert", "AlbertForTokenClassification", "token-classification"),
+    ("mpnet", "MPNetForMaskedLM", "fill-mask"),
+    ("mpnet", "MPNetForSequenceClassification", "sequence-classification"),
     # sentence-transformers folders over the bare encoders (SentenceTransformer saves them)
     ("bert", "BertModel", "sentence-embedding"),
     ("xlm-roberta", "XLMRobertaModel", "sentence-embedding"),
@@ -59,6 +68,8 @@ CLASSES = [
     ("distilbert", "DistilBertModel", "sentence-embedding"),
     ("roberta", "RobertaModel", "sentence-embedding"),
     ("camembert", "CamembertModel", "sentence-embedding"),
+    ("electra", "ElectraModel", "sentence-embedding"),
+    ("mpnet", "MPNetModel", "sentence-embedding"),
     ("bert", "BertModel", "sentence-embedding"),
 ]
 POOLING_MODES = ["cls", "max", "mean", "mean_sqrt_len_tokens", "weightedmean", "lasttoken"]
@@ -74,6 +85,9 @@ CONFIGS = {
     "camembert": "CamembertConfig",
     "xlm-roberta-xl": "XLMRobertaXLConfig",
     "distilbert": "DistilBertConfig",
+    "electra": "ElectraConfig",
+    "albert": "AlbertConfig",
+    "mpnet": "MPNetConfig",
     "vit": "ViTConfig",
     "modernbert": "ModernBertConfig",
 }
@@ -104,7 +118,7 @@ def sample(rng, index):
     family, cls_name, task = CLASSES[index % len(CLASSES)]
     heads, head_dim = rng.choice([1, 2, 3, 4, 6]), rng.choice([4, 8, 12, 16])
     seq = rng.randint(5, 12)
-    roberta = family in ("roberta", "xlm-roberta", "camembert", "xlm-roberta-xl")
+    roberta = family in ("roberta", "xlm-roberta", "camembert", "xlm-roberta-xl", "mpnet")
     pad = 1 if roberta else rng.choice([0, 0, 5])
     kw = dict(
         vocab_size=rng.randint(40, 120),
@@ -138,6 +152,16 @@ def sample(rng, index):
             pooler_output_size=rng.choice([None, rng.randint(4, 40)]),
             pooler_act=rng.choice(["tanh", "tanh", "relu", "gelu"]),
         )
+    if family in ("electra", "albert"):
+        # embeddings as wide as the layers (ELECTRA then has no projection) or of their own width
+        kw["embedding_size"] = rng.choice([kw["hidden_size"], rng.randint(4, 40)])
+    if family == "albert":
+        # groups beyond the layer count leave some unused; non-dividing counts share unevenly
+        kw.update(num_hidden_groups=rng.randint(1, 3), inner_group_num=rng.randint(1, 2))
+    if family == "mpnet":
+        # no token types; a bias table of at least the 32 buckets MPNet always uses
+        kw.pop("type_vocab_size")
+        kw["relative_attention_num_buckets"] = rng.choice([32, 32, 40, 64])
     if family == "modernbert":
         kw = {MODERNBERT_KEYS.get(k, k): v for k, v in kw.items() if k != "type_vocab_size"}
         kw.update(modernbert_keys(rng, kw["num_hidden_layers"], kw["pad_token_id"]))

@@ -334,7 +334,12 @@ impl Emitter<'_> {
     fn scan_groups(&mut self, a: ValueId, h: ValueId, groups: &Dim) -> Result<(ValueId, ValueId)> {
         let hs = self.shape(h);
         let (batch, d, n) = (hs[0].clone(), hs[1].clone(), hs[2].clone());
-        let per_group = Dim::konst(d.as_const().unwrap_or(0) / groups.as_const().unwrap_or(1));
+        // shape inference of both scans requires static channels and groups
+        let (Some(d_n), Some(g_n)) = (d.as_const(), groups.as_const()) else {
+            let msg = format!("node `{}`: scan channels ({d}) and groups ({groups}) must be static", self.prefix);
+            return Err(Error::Verify { graph: self.g.name.clone(), msg });
+        };
+        let per_group = Dim::konst(d_n / g_n);
         let a = self.op("a_groups", Op::Reshape { shape: vec![groups.clone(), per_group.clone(), n.clone()] }, &[a])?;
         let h = self.op("state_groups", Op::Reshape { shape: vec![batch, groups.clone(), per_group, n] }, &[h])?;
         Ok((a, h))

@@ -228,11 +228,13 @@ impl Decoder<'_> {
 
     /// Token embeddings (scaled as the family scales them), plus learned absolute positions
     /// where the family has them. Returns the hidden states and the embedding table (for a
-    /// tied head).
+    /// tied head). Where the embeddings have a width of their own, OPT projects the words to
+    /// the hidden size first (`embed_projections`); otherwise the positions share the words'
+    /// width and an encoder projects the sum (ELECTRA, ALBERT).
     pub(crate) fn embed(&mut self, root: &Vb, ids: ValueId, positions: ValueId) -> Result<(ValueId, ValueId)> {
         let (cfg, layout) = (self.cfg, &self.arch.layout);
         let vb = root.pp(layout.embed);
-        let width = cfg.embed_dim.unwrap_or(cfg.hidden_size);
+        let mut width = cfg.embed_width();
         let table = self.weight(&vb, "weight", &[cfg.vocab_size, width])?;
         let mut h = self.op(vb.path(), Op::Gather { axis: 0 }, &[table, ids])?;
         if let Some(s) = cfg.embedding_scale {
@@ -240,11 +242,12 @@ impl Decoder<'_> {
         }
         if let (Some(_), Some([project_in, _])) = (cfg.embed_dim, layout.embed_projections) {
             h = self.linear(&root.pp(project_in), cfg.hidden_size, width, false, h)?;
+            width = cfg.hidden_size;
         }
         if let Some(wpe) = layout.position_embed {
             let vb = root.pp(wpe);
             let rows = cfg.max_position_embeddings + layout.position_offset;
-            let w = self.weight(&vb, "weight", &[rows, cfg.hidden_size])?;
+            let w = self.weight(&vb, "weight", &[rows, width])?;
             let mut positions = positions;
             if layout.position_offset > 0 {
                 let offset = Tensor::int(DType::I64, vec![], vec![layout.position_offset as i64])?;
@@ -255,7 +258,7 @@ impl Decoder<'_> {
             h = self.op(&vb.name("add"), Op::Binary(BinaryOp::Add), &[h, p])?;
         }
         if let Some(norm) = layout.embed_norm {
-            h = self.norm(&root.pp(norm), cfg.hidden_size, h)?;
+            h = self.norm(&root.pp(norm), width, h)?;
         }
         Ok((h, table))
     }
@@ -304,7 +307,7 @@ impl Decoder<'_> {
             true => h,
             false => self.norm(&root.pp(layout.final_norm), cfg.hidden_size, h)?,
         };
-        let width = cfg.embed_dim.unwrap_or(cfg.hidden_size);
+        let width = cfg.embed_width();
         if let (Some(_), Some([_, project_out])) = (cfg.embed_dim, layout.embed_projections) {
             h = self.linear(&root.pp(project_out), width, cfg.hidden_size, false, h)?;
         }

@@ -169,7 +169,7 @@ impl<'a> Decoder<'a> {
         self.alibi_masks(&mut shared, None)?;
         if cfg.relative_attention.is_some() {
             let root = self.root();
-            shared.mask = self.relative_mask(&root, positions, key_positions, mask, false)?;
+            shared.mask = self.relative_mask(&self.t5_bias_table(&root), positions, key_positions, mask, false)?;
         }
         self.logits(ids, &shared, act)?;
         self.cache_outputs(true)?;

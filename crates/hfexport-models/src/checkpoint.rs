@@ -69,7 +69,11 @@ impl Checkpoint {
         for dense in config.sentence.iter().flat_map(|m| &m.dense) {
             let file = SafetensorsFile::open(&dense.file)?;
             for (name, _) in file.tensors() {
-                tensors.insert(format!("{}.{name}", dense.prefix), (files.len(), name.to_string()));
+                let mapped = format!("{}.{name}", dense.prefix);
+                if let Some((first, _)) = tensors.insert(mapped.clone(), (files.len(), name.to_string())) {
+                    let first = files[first].path().to_path_buf();
+                    return Err(ModelError::DuplicateTensor { tensor: mapped, first, second: dense.file.clone() });
+                }
             }
             files.push(file);
         }
@@ -205,8 +209,15 @@ impl Checkpoint {
         Ok(info)
     }
 
+    /// The error for a tensor the model needs and the checkpoint lacks; a sentence-transformers
+    /// Dense module's own (`sentence.<idx>.linear.bias`) is named as its file holds it.
     fn missing(&self, name: &str) -> ModelError {
-        ModelError::MissingTensor { tensor: name.to_string(), path: self.dir.clone() }
+        let dense = self.config.sentence.iter().flat_map(|m| &m.dense);
+        let in_dense = dense.filter_map(|d| Some((d, name.strip_prefix(&d.prefix)?.strip_prefix('.')?))).next();
+        match in_dense {
+            Some((d, inner)) => ModelError::MissingTensor { tensor: inner.to_string(), path: d.file.clone() },
+            None => ModelError::MissingTensor { tensor: name.to_string(), path: self.dir.clone() },
+        }
     }
 
     fn unknown(&self, name: &str) -> CoreError {

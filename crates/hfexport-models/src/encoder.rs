@@ -1,9 +1,11 @@
-//! Encoder graphs (BERT, RoBERTa, XLM-RoBERTa, DistilBERT, ModernBERT, ViT): bidirectional
+//! Encoder graphs (BERT, RoBERTa, XLM-RoBERTa, DistilBERT, ELECTRA, ALBERT, MPNet, ModernBERT, ViT): bidirectional
 //! layers over the whole sequence, then the head of the task.
 //!
 //! The layers are the block library's (`decoder_layer` with the family's norms, rotary where
 //! the family has it); what differs from a decoder is here: the embeddings (word + learned
-//! position + token type, then a norm), a padding-only mask (every token attends to every
+//! position + token type, then a norm, then a projection where they are narrower than the
+//! layers), ALBERT's layers shared along the depth, a padding-only mask (with MPNet's relative
+//! position bias added) (every token attends to every
 //! unpadded token; a sliding layer only to those within its window on either side), and the
 //! task heads of [`crate::layout::EncoderLayout`]. Inputs keep
 //! transformers' names: `input_ids`, `attention_mask` (int64 `[batch, sequence]`) and
@@ -35,9 +37,8 @@ impl Decoder<'_> {
             EncoderInput::Tokens => self.token_inputs(&root, &enc)?,
             EncoderInput::Patches { .. } => self.patch_inputs(&root, &enc)?,
         };
-        let layers = root.pp(arch.layout.layers);
-        for i in 0..cfg.num_hidden_layers {
-            h = self.decoder_layer(&layers.pp(i), i, h, &shared, act)?;
+        for (i, layer) in self.encoder_layers(&root, &enc) {
+            h = self.decoder_layer(&layer, i, h, &shared, act)?;
         }
         if !arch.layout.final_norm.is_empty() {
             h = self.norm(&root.pp(arch.layout.final_norm), cfg.hidden_size, h)?;
@@ -46,15 +47,32 @@ impl Decoder<'_> {
         Ok(self.g)
     }
 
+    /// The layers in the order they run, each with its index among `num_hidden_layers` (which
+    /// its config entry is): `layers.<i>`, or under ALBERT's sharing every layer of the group
+    /// layer `i` runs.
+    fn encoder_layers(&self, root: &Vb, enc: &EncoderLayout) -> Vec<(usize, Vb)> {
+        let n = self.cfg.num_hidden_layers;
+        let groups = self.cfg.encoder.as_ref().and_then(|e| e.layer_groups);
+        match (groups, enc.layer_groups) {
+            (Some(groups), Some(names)) => (0..n)
+                .flat_map(|i| {
+                    let group = root.pp(names.groups).pp(groups.group_of(i, n)).pp(names.inner);
+                    (0..groups.inner).map(move |j| (i, group.pp(j)))
+                })
+                .collect(),
+            _ => (0..n).map(|i| (i, root.pp(self.arch.layout.layers).pp(i))).collect(),
+        }
+    }
+
     /// `input_ids`, `attention_mask` (and `token_type_ids`) in: the embeddings, the word
     /// embedding table, the layers' masks and rotary tables, and the `attention_mask` input.
     fn token_inputs(&mut self, root: &Vb, enc: &EncoderLayout) -> Result<EncoderInputs> {
         let cfg = self.cfg;
         let types_n = cfg.encoder.as_ref().map_or(0, |e| e.type_vocab_size);
         // RoBERTa's positions start after the padding id: fewer tokens fit
-        let first = match enc.positions {
-            EncoderPositions::FromZero => 0,
-            EncoderPositions::AfterPadding => self.pad_id()? as usize + 1,
+        let first = match self.position_padding(enc)? {
+            None => 0,
+            Some(pad) => pad as usize + 1,
         };
         let max_seq = cfg.max_position_embeddings.saturating_sub(first).max(1) as i64;
         let batch = Dim::sym(&self.g.symbols.declare("batch", 1, self.opts.max_batch)?);
@@ -70,7 +88,13 @@ impl Decoder<'_> {
         let (h, words) = self.encoder_embeddings(root, enc, ids, positions, types)?;
         let one = Dim::konst(1);
         let keys = self.op("mask.padding", Op::Cast(DType::Bool), &[am])?;
-        let mask = self.op("mask", Op::Reshape { shape: vec![batch, one.clone(), one, seq.clone()] }, &[keys])?;
+        let mut mask = self.op("mask", Op::Reshape { shape: vec![batch, one.clone(), one, seq.clone()] }, &[keys])?;
+        if let (Some(_), Some(table)) = (self.cfg.relative_attention, enc.relative_bias) {
+            // MPNet's bias is over the sequence's own positions, whatever the padding
+            let iota = self.op("bias.positions", Op::Iota { len: seq.clone() }, &[])?;
+            let at = self.op("bias.position_ids", Op::Reshape { shape: vec![Dim::konst(1), seq.clone()] }, &[iota])?;
+            mask = self.relative_mask(&root.pp(table), at, at, mask, true)?;
+        }
         let mut shared = LayerInputs::without_rope(mask, positions);
         shared.ropes = self.rotary(positions)?;
         shared.sliding_mask = self.window_mask(&seq, mask)?;
@@ -174,6 +198,15 @@ impl Decoder<'_> {
         }
     }
 
+    /// The padding id positions are numbered after; `None`: numbered from zero.
+    fn position_padding(&self, enc: &EncoderLayout) -> Result<Option<i64>> {
+        match enc.positions {
+            EncoderPositions::FromZero => Ok(None),
+            EncoderPositions::AfterPadding => self.pad_id().map(Some),
+            EncoderPositions::AfterFixedPadding(pad) => Ok(Some(pad)),
+        }
+    }
+
     fn pad_id(&self) -> Result<i64> {
         self.cfg.pad_token_id.ok_or_else(|| ModelError::Config {
             path: "config.json".into(),
@@ -187,10 +220,9 @@ impl Decoder<'_> {
     fn encoder_positions(&mut self, enc: &EncoderLayout, ids: ValueId, seq: &Dim) -> Result<ValueId> {
         let one = Dim::konst(1);
         let iota = self.op("positions", Op::Iota { len: seq.clone() }, &[])?;
-        if enc.positions == EncoderPositions::FromZero {
+        let Some(pad) = self.position_padding(enc)? else {
             return self.op("position_ids", Op::Reshape { shape: vec![one, seq.clone()] }, &[iota]);
-        }
-        let pad = self.pad_id()?;
+        };
         let pad_t = self.op("positions.pad", Op::Constant(Tensor::int(DType::I64, vec![], vec![pad])?), &[])?;
         let is_pad = self.op("positions.is_pad", Op::Binary(BinaryOp::Equal), &[ids, pad_t])?;
         let real = self.op("positions.real", Op::Unary(UnaryOp::Not), &[is_pad])?;
@@ -200,8 +232,9 @@ impl Decoder<'_> {
         self.op("position_ids", Op::Binary(BinaryOp::Add), &[count, pad_t])
     }
 
-    /// `norm(word[ids] + position[positions] + token_type[types or 0])`, and the word
-    /// embedding table (a masked-LM decoder may be tied to it).
+    /// `norm(word[ids] + position[positions] + token_type[types or 0])`, projected to the
+    /// hidden size where the embeddings have a width of their own, and the word embedding
+    /// table (a masked-LM decoder may be tied to it).
     fn encoder_embeddings(
         &mut self,
         root: &Vb,
@@ -210,21 +243,26 @@ impl Decoder<'_> {
         positions: ValueId,
         types: Option<ValueId>,
     ) -> Result<(ValueId, ValueId)> {
-        let hs = self.cfg.hidden_size;
+        let (hs, width) = (self.cfg.hidden_size, self.cfg.embed_width());
         let (mut h, words) = self.embed(root, ids, positions)?;
         if let Some(tte) = enc.token_type_embed {
             h = self.token_types(&root.pp(tte), h, types)?;
         }
         if let Some(norm) = enc.embed_norm {
-            h = self.norm(&root.pp(norm), hs, h)?;
+            h = self.norm(&root.pp(norm), width, h)?;
+        }
+        if let Some(project) = enc.embed_projection.map(|p| root.pp(p)) {
+            if self.cfg.embed_dim.is_some() || self.weights.has(&project.name("weight")) {
+                h = self.linear(&project, hs, width, true, h)?;
+            }
         }
         Ok((h, words))
     }
 
     /// `h + token_type[types or 0]`.
     fn token_types(&mut self, vb: &Vb, h: ValueId, types: Option<ValueId>) -> Result<ValueId> {
-        let (hs, n_types) = (self.cfg.hidden_size, self.cfg.encoder.as_ref().map_or(1, |e| e.type_vocab_size));
-        let table = self.weight(vb, "weight", &[n_types, hs])?;
+        let (width, n_types) = (self.cfg.embed_width(), self.cfg.encoder.as_ref().map_or(1, |e| e.type_vocab_size));
+        let table = self.weight(vb, "weight", &[n_types, width])?;
         let types = match types {
             Some(t) => t,
             // one token type: every token is type 0
@@ -405,12 +443,13 @@ impl Decoder<'_> {
         self.op(name, Op::Reshape { shape: vec![b, hs] }, &[sum])
     }
 
-    /// `norm(act(dense(x)))`: the masked-LM transform (ModernBERT's prediction head).
+    /// `norm(act(dense(x)))`: the masked-LM transform (ModernBERT's prediction head), from the
+    /// hidden size to the embeddings' width (the decoder's input).
     fn transform(&mut self, m: MlmHead, x: ValueId, act: Activation) -> Result<ValueId> {
-        let hs = self.cfg.hidden_size;
+        let (hs, width) = (self.cfg.hidden_size, self.cfg.embed_width());
         let heads = self.cfg.encoder.as_ref().map(|e| &e.heads);
         let dense = Vb::root(m.dense);
-        let x = self.linear(&dense, hs, hs, heads.is_none_or(|h| h.dense_bias), x)?;
+        let x = self.linear(&dense, width, hs, heads.is_none_or(|h| h.dense_bias), x)?;
         let act = match m.act {
             HeadActivation::Hidden => act,
             HeadActivation::Gelu => Activation::Gelu,
@@ -424,7 +463,7 @@ impl Decoder<'_> {
             }
         };
         let x = self.op(&dense.name("act"), Op::Activate(act), &[x])?;
-        self.norm(&Vb::root(m.norm), hs, x)
+        self.norm(&Vb::root(m.norm), width, x)
     }
 
     fn encoder_head(
@@ -483,6 +522,7 @@ impl Decoder<'_> {
                         let x = match act {
                             HeadAct::Tanh => self.op(&name, Op::Unary(UnaryOp::Tanh), &[x])?,
                             HeadAct::Relu => self.op(&name, Op::Activate(Activation::Relu), &[x])?,
+                            HeadAct::Gelu => self.op(&name, Op::Activate(Activation::Gelu), &[x])?,
                         };
                         self.linear(&top.pp(out), labels, hs, true, x)?
                     }
@@ -525,10 +565,10 @@ impl Decoder<'_> {
     /// own (as for a decoder's head); the bias the head's `bias` when tied (transformers 5 ties
     /// `<decoder>.bias` to it), else the decoder's own where stored.
     fn mlm_decoder(&mut self, words: ValueId, decoder: &str, bias: &str, x: ValueId) -> Result<ValueId> {
-        let (v, hs) = (self.cfg.vocab_size, self.cfg.hidden_size);
+        let (v, width) = (self.cfg.vocab_size, self.cfg.embed_width());
         let dec = Vb::root(decoder);
         let w = match self.weights.has(&dec.name("weight")) {
-            true => self.weight(&dec, "weight", &[v, hs])?,
+            true => self.weight(&dec, "weight", &[v, width])?,
             false => words,
         };
         if self.cfg.encoder.as_ref().is_some_and(|e| !e.heads.decoder_bias) {

@@ -212,6 +212,17 @@ pub struct EncoderLayout {
     pub token_type_embed: Option<&'static str>,
     /// The norm over the summed embeddings, under the root (ViT has none).
     pub embed_norm: Option<&'static str>,
+    /// The linear (with bias) from the embeddings' own width to the hidden size after their
+    /// norm, under the root (ELECTRA's `embeddings_project`, ALBERT's
+    /// `encoder.embedding_hidden_mapping_in`): applied where the widths differ or the
+    /// checkpoint stores it.
+    pub embed_projection: Option<&'static str>,
+    /// ALBERT's shared layers: the config's `LayerGroups` under these names; `None`: layer
+    /// `i` at the layout's `layers.<i>`.
+    pub layer_groups: Option<LayerGroupNames>,
+    /// MPNet's relative position bias table `[rows, heads]` under the root, shared by every
+    /// layer (the config's `RelativeAttention`).
+    pub relative_bias: Option<&'static str>,
     pub positions: EncoderPositions,
     /// `tanh(dense(h[:, 0]))`, under the root, when the family and the checkpoint have it.
     pub pooler: Option<&'static str>,
@@ -224,6 +235,13 @@ pub struct EncoderLayout {
     /// The masked-LM transform (dense, activation, norm) also precedes the token classifier
     /// and the span head: ModernBERT shares one prediction head among its task heads.
     pub shared_transform: bool,
+}
+
+/// Where ALBERT keeps its shared layers: `<groups>.<g>.<inner>.<j>` under the root.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LayerGroupNames {
+    pub groups: &'static str,
+    pub inner: &'static str,
 }
 
 /// What an encoder reads.
@@ -247,6 +265,9 @@ pub enum EncoderPositions {
     /// RoBERTa's `create_position_ids_from_input_ids`: tokens other than `pad_token_id` are
     /// numbered from `pad_token_id + 1`; padding tokens get `pad_token_id`.
     AfterPadding,
+    /// The same after a padding id the family's embeddings fix whatever `pad_token_id` says
+    /// (MPNet's `padding_idx = 1`).
+    AfterFixedPadding(i64),
 }
 
 /// The masked-LM head: `decoder(norm(act(dense(h)))) + bias`, the decoder tied to the word
@@ -269,7 +290,7 @@ pub enum ClassifierHead {
     /// `out(h[:, 0])` (ViT's image classifier, after the final norm).
     FirstToken { out: &'static str },
     /// `out(act(dense(h[:, 0])))` (RoBERTa's classification head: tanh; DistilBERT's
-    /// `pre_classifier`: relu).
+    /// `pre_classifier`: relu; ELECTRA's: gelu).
     Dense { dense: &'static str, act: HeadAct, out: &'static str },
     /// `out(transform(pool(h)))`, pooled as `classifier_pooling` says (the first token, or the
     /// mean over the unpadded tokens), through the masked-LM transform (ModernBERT).
@@ -292,6 +313,8 @@ pub enum HeadActivation {
 pub enum HeadAct {
     Tanh,
     Relu,
+    /// Exact GELU (ELECTRA's classification head).
+    Gelu,
 }
 
 /// Tensor names of a mixture-of-experts block.

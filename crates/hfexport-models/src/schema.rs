@@ -69,7 +69,8 @@ pub struct ConfigSchema {
     /// Whether the LayerNorms have a weight and bias (OPT's `layer_norm_elementwise_affine`).
     pub norm_affine: Flag,
     /// The key of the token embeddings' own width, projected to and from the hidden size where
-    /// it differs (OPT's `word_embed_proj_dim`; the layout's `embed_projections`).
+    /// it differs (OPT's `word_embed_proj_dim`: the layout's `embed_projections`; ELECTRA's and
+    /// ALBERT's `embedding_size`: the encoder layout's `embed_projection`).
     pub embed_dim: Option<&'static str>,
     /// The rope dict (JSON) the config class sets when a file has neither `rope_parameters`
     /// nor `rope_scaling` (GPT-OSS: yarn); `None`: the default rope over `rope_theta`.
@@ -331,6 +332,12 @@ pub struct EncoderSchema {
     /// `classifier_pooling` (cls) and `decoder_bias` (true); without them the heads' linears
     /// all have biases.
     pub head_keys: bool,
+    /// ALBERT's `num_hidden_groups` and `inner_group_num`: the layers are groups of layers
+    /// shared along the depth (the encoder layout's `layer_groups`).
+    pub layer_groups: bool,
+    /// MPNet's relative position bias (`relative_attention_num_buckets`; the encoder layout's
+    /// `relative_bias`).
+    pub relative_bias: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -527,6 +534,9 @@ pub struct Defaults {
     pub bos_token_id: Option<i64>,
     pub eos_token_id: Option<i64>,
     pub pad_token_id: Option<i64>,
+    /// The token embeddings' width when the schema's `embed_dim` key is absent (ELECTRA's and
+    /// ALBERT's `embedding_size`: 128); `None`: the hidden size.
+    pub embed_dim: Option<usize>,
 }
 
 /// No class defaults: every size must be spelled out; families start from it and fill in their
@@ -551,6 +561,7 @@ pub const NO_DEFAULTS: Defaults = Defaults {
     bos_token_id: None,
     eos_token_id: None,
     pad_token_id: None,
+    embed_dim: None,
 };
 
 /// The sizes of a 7B-class decoder most config classes default to.

@@ -140,6 +140,9 @@ pub fn read(dir: &Path) -> Result<Option<SentenceModules>> {
                 ))
             }
             ("Pooling", true, None, false) => pooling = Some(read_pooling(&dir.join(folder).join("config.json"))?),
+            ("Dense", true, Some(_), false) if folder.is_empty() => {
+                return Err(ModelError::config(&path, &key("path"), "a Dense module needs a folder of its own"))
+            }
             ("Dense", true, Some(_), false) => dense.push(read_dense(&dir.join(folder), i)?),
             ("Normalize", true, Some(_), false) => normalize = true,
             (name @ ("Transformer" | "Pooling" | "Dense" | "Normalize"), ..) => {
@@ -217,9 +220,10 @@ fn read_dense(folder: &Path, index: usize) -> Result<Dense> {
         Some(v) => Err(ModelError::config(&path, k, format!("must be true or false, got {v}"))),
     };
     for k in ["module_input_name", "module_output_name"] {
-        match cfg.get(k).and_then(Value::as_str) {
-            None | Some("sentence_embedding") => {}
-            Some(other) => {
+        match cfg.get(k).map(|v| v.as_str().ok_or(v)) {
+            None | Some(Ok("sentence_embedding")) => {}
+            Some(Err(v)) => return Err(ModelError::config(&path, k, format!("must be a string, got {v}"))),
+            Some(Ok(other)) => {
                 return Err(ModelError::config(
                     &path,
                     k,
@@ -345,5 +349,12 @@ mod tests {
         write(r#"{"in_features": 8, "out_features": 4, "module_input_name": "token_embeddings"}"#);
         let e = read(dir.path()).unwrap_err().to_string();
         assert!(e.contains("module_input_name") && e.contains("token_embeddings"), "{e}");
+        write(r#"{"in_features": 8, "out_features": 4, "module_output_name": 3}"#);
+        let e = read(dir.path()).unwrap_err().to_string();
+        assert!(e.contains("module_output_name") && e.contains("must be a string"), "{e}");
+        // a Dense at the checkpoint's root would map the encoder's own weights as its
+        let rooted = modules.replace(r#""path": "2_Dense""#, r#""path": """#);
+        let e = read(folder(&rooted, r#"{"pooling_mode": "mean"}"#).path()).unwrap_err().to_string();
+        assert!(e.contains("[2].path") && e.contains("folder of its own"), "{e}");
     }
 }

@@ -113,7 +113,7 @@ impl Decoder<'_> {
         let keys = self.op("mask.padding", Op::Cast(DType::Bool), &[am])?;
         let mut mask = self.op("mask", Op::Reshape { shape: vec![batch, one.clone(), one, seq] }, &[keys])?;
         if self.cfg.relative_attention.is_some() {
-            mask = self.relative_mask(&root, positions, positions, mask, true)?;
+            mask = self.relative_mask(&self.t5_bias_table(&root), positions, positions, mask, true)?;
         }
         Ok((h, LayerInputs::without_rope(mask, positions)))
     }
@@ -192,15 +192,19 @@ impl Decoder<'_> {
         self.op(&vb.name("gelu"), Op::Activate(Activation::Gelu), &[y])
     }
 
-    /// T5's relative position bias as the layers' additive mask `[batch, heads, q, k]`: the
-    /// bias of each (query, key) pair's bucket (`query` and `key` positions `[1, q]`, `[1, k]`),
-    /// where `mask` (bool, broadcast to `[batch, 1, q, k]`) allows, else the dtype's lowest value.
-    /// Buckets come from a constant table over the clamped distance (every distance beyond
-    /// `max_distance` shares the last bucket), so no logarithm runs in the graph; the bias table
-    /// is the first layer's, shared by all.
+    /// T5's bias table: the first layer's, shared by all.
+    pub(crate) fn t5_bias_table(&self, root: &Vb) -> Vb {
+        root.pp(self.arch.layout.layers).pp(0).pp(self.arch.layout.relative_bias.unwrap_or_default())
+    }
+
+    /// A relative position bias (T5, MPNet) as the layers' additive mask `[batch, heads, q, k]`:
+    /// the bias in the table at `vb` of each (query, key) pair's bucket (`query` and `key` positions
+    /// `[1, q]`, `[1, k]`), where `mask` (bool, broadcast to `[batch, 1, q, k]`) allows, else the
+    /// dtype's lowest value. Buckets come from a constant table over the clamped distance (every
+    /// distance beyond `max_distance` shares the last bucket), so no logarithm runs in the graph.
     pub(crate) fn relative_mask(
         &mut self,
-        root: &Vb,
+        vb: &Vb,
         query: ValueId,
         key: ValueId,
         mask: ValueId,
@@ -229,8 +233,7 @@ impl Decoder<'_> {
         let table = self.op("bias.buckets_of", Op::Constant(table), &[])?;
         let buckets = self.op("bias.bucket_values", Op::Gather { axis: 0 }, &[table, index])?;
         let buckets = self.op("bias.buckets", Op::Cast(DType::I64), &[buckets])?;
-        let vb = root.pp(self.arch.layout.layers).pp(0).pp(self.arch.layout.relative_bias.unwrap_or_default());
-        let w = self.weight(&vb, "weight", &[rel.num_buckets, heads])?;
+        let w = self.weight(vb, "weight", &[rel.table_rows, heads])?;
         let bias = self.op(&vb.name("gather"), Op::Gather { axis: 0 }, &[w, buckets])?;
         let bias = self.op(&vb.name("heads_first"), Op::Transpose { perm: vec![2, 0, 1] }, &[bias])?;
         let bias =

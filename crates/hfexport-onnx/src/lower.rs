@@ -20,6 +20,7 @@ use hfexport_core::graph::{Node, Producer};
 use hfexport_core::ops::{Activation, Glu, ReduceKind, Routing};
 use hfexport_core::shape_program::{DimError, DimLowering, ShapeEmitter};
 use hfexport_core::{DType, Dim, Graph, Op, Tensor, ValueId, WeightExpr};
+use std::collections::HashMap;
 
 /// The first opset with `RMSNormalization`, `RotaryEmbedding` and `Attention`.
 pub const OPSET_NATIVE_LLM_OPS: u32 = 23;
@@ -81,8 +82,8 @@ pub fn native(op: &Op, opset: u32) -> bool {
         // of two from 16 (a per-channel head over a hidden size that is not one is decomposed:
         // standard `Cast`/`Mul` ops feeding `Gemm` / `Gather`)
         Op::QuantLinear { group, .. } | Op::QuantGather { group, .. } => ort_block(*group),
-        // one `Scan` over the sequence, whose body is the recurrent step ([`Ctx::selective_scan`],
-        // [`Ctx::delta_scan`])
+        // one `Scan` over the sequence, whose body is core's recurrent step (`Ctx::scan`,
+        // `decompose::scan_step`)
         Op::SelectiveScan | Op::DeltaScan => true,
     }
 }
@@ -209,8 +210,9 @@ pub fn lower(g: &Graph, opset: u32, quant_ops: OnnxQuantOps) -> Result<Lowered> 
     Ok(lower_nested(g, opset, quant_ops, "", 0)?.0)
 }
 
-/// [`lower`] with every value named under `prefix` and helper names counted from `fresh` (a
-/// loop body's names must not shadow the outer graph's); also the next fresh number.
+/// [`lower`] with every computed value named under `prefix` (graph inputs, weights and
+/// outputs keep their own names) and helper names counted from `fresh` (a loop body's names
+/// must not shadow the outer graph's); also the next fresh number.
 fn lower_nested(
     g: &Graph,
     opset: u32,
@@ -245,6 +247,9 @@ struct Ctx<'g> {
 struct Emit {
     nodes: Vec<NodeProto>,
     fresh: usize,
+    /// How often each node name was pushed: ONNX wants node names unique, and a block applied
+    /// more than once (ALBERT's shared layers) repeats its names.
+    names: HashMap<String, usize>,
 }
 
 impl Emit {
@@ -261,8 +266,14 @@ impl Emit {
         outputs: Vec<String>,
         attrs: Vec<AttributeProto>,
     ) {
+        let seen = self.names.entry(name.to_string()).or_default();
+        *seen += 1;
+        let name = match *seen {
+            1 => name.to_string(),
+            n => format!("{name}#{n}"),
+        };
         self.nodes.push(NodeProto {
-            name: Some(name.to_string()),
+            name: Some(name),
             op_type: Some(op_type.into()),
             input: inputs,
             output: outputs,
@@ -600,8 +611,17 @@ impl<'g> Ctx<'g> {
         let step = scan_step(self.g, n)?;
         let (lowered, fresh) =
             lower_nested(&step.body, self.opset, self.quant_ops, &format!("{}.", n.name), self.em.fresh)?;
+        let refuse = |msg: &str| OnnxError::Lowering { node: n.name.clone(), op: n.op.name().into(), msg: msg.into() };
+        if !lowered.weight_names.is_empty() || !lowered.derived.is_empty() {
+            return Err(refuse("the step graph reads a weight; a Scan body holds only inline constants"));
+        }
+        // a final value leaves a Scan only as a state: each `Last` output must be carried
+        let carried = |j: usize| step.inputs.contains(&LoopInput::Carried { from: j });
+        if step.outputs.iter().enumerate().any(|(j, o)| *o == LoopOutput::Last && !carried(j)) {
+            return Err(refuse("a last-value output of the step is not carried into the next step"));
+        }
         // the nodes before the step's (reading the body's inputs) and after (reading its outputs)
-        let mut pre = Emit { nodes: vec![], fresh };
+        let mut pre = Emit { fresh, ..Emit::default() };
         let (body_ins, body_outs) = (step.body.inputs(), step.body.outputs());
         let (mut states, mut state_outs, mut finals) = (vec![], vec![], vec![]);
         let (mut sliced, mut scanned, mut input_axes) = (vec![], vec![], vec![]);
@@ -630,7 +650,7 @@ impl<'g> Ctx<'g> {
                 }
             }
         }
-        let mut post = Emit { nodes: vec![], fresh: pre.fresh };
+        let mut post = Emit { fresh: pre.fresh, ..Emit::default() };
         let (mut stacked, mut stacked_outs, mut output_axes) = (vec![], vec![], vec![]);
         for (j, how) in step.outputs.iter().enumerate() {
             if let LoopOutput::Stacked { axis } = *how {

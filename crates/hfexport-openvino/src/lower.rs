@@ -827,15 +827,13 @@ impl<'g> Ctx<'g> {
         Ok(v)
     }
 
-    /// `TopK-11` (values and i64 indices, largest first; `stable` keeps equal values in index
-    /// order, as torch.topk).
     /// [`Op::SelectiveScan`] and [`Op::DeltaScan`] as one `TensorIterator` over the sequence
     /// (O(L) for any run-time length): its body is core's one-step graph ([`scan_step`]),
     /// lowered as any graph; sliced inputs are cut one position per iteration, states carried by
     /// back edges, per-step outputs concatenated, and a state's last value is the layer's.
     fn tensor_iterator(&mut self, n: &Node, ins: &[Out]) -> Result<()> {
         let step = scan_step(self.g, n)?;
-        let body = lower(&step.body, LowerOptions { stateful: false, compress_to_fp16: false })?;
+        let body = lower(&step.body, LowerOptions { stateful: false, ..self.opts })?;
         let layer_of = |ty: &str, name: &str| {
             let found = body.net.layers.iter().position(|l| {
                 l.ty == ty && if ty == "Result" { l.output_names.as_deref() == Some(name) } else { l.name == name }
@@ -878,6 +876,14 @@ impl<'g> Ctx<'g> {
         let layer = self.em.layer(n.name.clone(), "TensorIterator", "opset1", vec![], ins.to_vec(), ports);
         self.em.net.layers[layer].body = Some(Box::new(Body { net: body.net, port_map, back_edges }));
         for (path, src) in body.consts {
+            // a body weight's index would be read in the outer graph's weights
+            if !matches!(src, ConstSource::Inline(_)) {
+                return Err(OvError::Lowering {
+                    node: n.name.clone(),
+                    op: n.op.name().into(),
+                    msg: "the step graph reads a weight; a loop body holds only inline constants".into(),
+                });
+            }
             self.em.consts.push(([&[layer][..], &path].concat(), src));
         }
         for (j, &o) in n.outputs.iter().enumerate() {
@@ -886,6 +892,8 @@ impl<'g> Ctx<'g> {
         Ok(())
     }
 
+    /// `TopK-11` (values and i64 indices, largest first; `stable` keeps equal values in index
+    /// order, as torch.topk).
     fn top_k(&mut self, n: &Node, x: Out, k: usize) -> Result<()> {
         let kc = self.em.scalar_i64(k as i64);
         let data = vec![

@@ -87,8 +87,9 @@ pub(super) fn bench_deltanet(root: &Path, opts: &Opts) -> Result<()> {
     Ok(())
 }
 
-/// Exports `model` and times it at each prompt length; `extra` more steps follow (counted in
-/// the step numbers). Also the export's cache at `cache_len` tokens.
+/// Exports `model` once per runtime (ONNX, OpenVINO) and times each at each prompt length;
+/// `extra` more steps follow (counted in the step numbers). Also the ONNX export's cache at
+/// `cache_len` tokens.
 fn bench_recurrent(root: &Path, opts: &Opts, model: &Recurrent, extra: usize) -> Result<(Vec<Timed>, CacheBytes)> {
     let steps = step_count(model, extra);
     let Prepared { bench_dir, venv, exe, .. } = prepare_build(root, steps, &[])?;

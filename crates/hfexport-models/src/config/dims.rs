@@ -165,12 +165,13 @@ pub(super) fn head_dim(
     Ok(dim)
 }
 
-/// The token embeddings' own width (`schema.embed_dim`'s key, null meaning the hidden size),
-/// `None` where it is the hidden size.
+/// The token embeddings' own width (`schema.embed_dim`'s key, null meaning the hidden size,
+/// absent the class default), `None` where it is the hidden size.
 pub(super) fn embed_dim(f: &Fields, schema: &ConfigSchema, hidden: usize) -> Result<Option<usize>> {
     let Some(key) = schema.embed_dim else { return Ok(None) };
     let dim = match f.raw(key) {
-        None | Some(Value::Null) => hidden,
+        None => schema.defaults.embed_dim.unwrap_or(hidden),
+        Some(Value::Null) => hidden,
         Some(_) => f.size(key, None, MAX_HIDDEN)?,
     };
     Ok((dim != hidden).then_some(dim))

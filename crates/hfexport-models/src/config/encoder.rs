@@ -17,8 +17,18 @@ pub(super) fn t5_output_scale(top: &Fields, schema: &ConfigSchema, hidden: usize
     Ok(scaled.then(|| (hidden as f64).sqrt()))
 }
 
-/// T5's `relative_attention_num_buckets` and `relative_attention_max_distance`.
+/// T5's `relative_attention_num_buckets` and `relative_attention_max_distance`; MPNet's table
+/// of `relative_attention_num_buckets` rows, into which `MPNetEncoder.compute_position_bias`
+/// always buckets 32 ways up to 128 (its defaults, never the config's).
 pub(super) fn relative_attention(f: &Fields, schema: &ConfigSchema) -> Result<Option<RelativeAttention>> {
+    if schema.encoder.is_some_and(|e| e.relative_bias) {
+        let key = "relative_attention_num_buckets";
+        let rows = f.size(key, Some(32), 1 << 16)?;
+        if rows < 32 {
+            return Err(f.err(key, format!("is {rows}, but MPNet buckets positions 32 ways whatever it says")));
+        }
+        return Ok(Some(RelativeAttention { num_buckets: 32, max_distance: 128, table_rows: rows }));
+    }
     if !schema.seq2seq.is_some_and(|s| s.t5) {
         return Ok(None);
     }
@@ -32,7 +42,7 @@ pub(super) fn relative_attention(f: &Fields, schema: &ConfigSchema) -> Result<Op
             format!("{max_distance} with {num_buckets} buckets leaves no logarithmic buckets (needs at least 4 buckets and max_distance > num_buckets / 2)"),
         ));
     }
-    Ok(Some(RelativeAttention { num_buckets, max_distance }))
+    Ok(Some(RelativeAttention { num_buckets, max_distance, table_rows: num_buckets }))
 }
 
 pub(super) fn parse_seq2seq(
@@ -118,7 +128,14 @@ pub(super) fn parse_encoder(f: &Fields, schema: &ConfigSchema, hidden: usize) ->
             decoder_bias: f.bool("decoder_bias")?.unwrap_or(true),
         },
     };
-    Ok(Some(EncoderConfig { type_vocab_size, num_labels, pooler_size, pooler_act, image, heads }))
+    let layer_groups = match enc.layer_groups {
+        false => None,
+        true => Some(LayerGroups {
+            groups: f.size("num_hidden_groups", Some(1), MAX_LAYERS)?,
+            inner: f.size("inner_group_num", Some(1), MAX_LAYERS)?,
+        }),
+    };
+    Ok(Some(EncoderConfig { type_vocab_size, num_labels, pooler_size, pooler_act, image, heads, layer_groups }))
 }
 
 /// An image size key: an integer (square) or `[height, width]`.

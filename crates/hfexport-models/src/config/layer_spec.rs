@@ -357,6 +357,11 @@ impl ModelConfig {
         self.layers.iter().any(|l| recurrent(&l.mixer))
     }
 
+    /// The width of the token embeddings: `embed_dim` where it differs, else the hidden size.
+    pub fn embed_width(&self) -> usize {
+        self.embed_dim.unwrap_or(self.hidden_size)
+    }
+
     /// The window of the sliding layers; `None` when no layer slides.
     pub fn sliding_window(&self) -> Option<usize> {
         self.layers.iter().filter_map(LayerSpec::attention).find_map(|a| match a.span {

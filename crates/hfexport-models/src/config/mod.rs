@@ -118,7 +118,7 @@ pub struct ModelConfig {
     /// LayerNorms have a weight and bias (false: OPT's `layer_norm_elementwise_affine`).
     pub norm_affine: bool,
     /// The token embeddings' width where it differs from the hidden size (OPT's
-    /// `word_embed_proj_dim`).
+    /// `word_embed_proj_dim`, ELECTRA's and ALBERT's `embedding_size`).
     pub embed_dim: Option<usize>,
     /// The layout's q/k norm is applied (Phi's `qk_layernorm`; always where a layout has one).
     pub qk_norm: bool,
@@ -150,8 +150,8 @@ pub struct ModelConfig {
     pub pad_token_id: Option<i64>,
     /// An encoder's own settings (BERT, RoBERTa); `None` for a decoder.
     pub encoder: Option<EncoderConfig>,
-    /// The pooling (and normalisation) of a sentence-transformers checkpoint (`modules.json`
-    /// beside `config.json`: [`crate::sentence`]); `None` elsewhere.
+    /// The pooling, Dense projections and normalisation of a sentence-transformers checkpoint
+    /// (`modules.json` beside `config.json`: [`crate::sentence`]); `None` elsewhere.
     pub sentence: Option<crate::sentence::SentenceModules>,
     /// The encoder stack of an encoder-decoder (Whisper); the fields above are its decoder's.
     pub seq2seq: Option<Seq2SeqConfig>,
@@ -238,11 +238,14 @@ impl MergeConfig {
     }
 }
 
-/// T5's bucketed relative positions: `num_buckets` buckets, logarithmic up to `max_distance`.
+/// Bucketed relative positions (T5, MPNet): `num_buckets` buckets, logarithmic up to
+/// `max_distance`, looked up in a bias table of `table_rows` rows (T5: the buckets; MPNet
+/// buckets into 32 whatever its `relative_attention_num_buckets`, the table's rows, says).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RelativeAttention {
     pub num_buckets: usize,
     pub max_distance: usize,
+    pub table_rows: usize,
 }
 
 impl RelativeAttention {
@@ -304,6 +307,24 @@ pub struct EncoderConfig {
     /// What an image encoder reads (ViT).
     pub image: Option<ImageConfig>,
     pub heads: HeadsConfig,
+    /// ALBERT's shared layers; `None`: one set of weights per layer.
+    pub layer_groups: Option<LayerGroups>,
+}
+
+/// ALBERT's layer sharing: `groups` groups of `inner` layers each; layer `i` of
+/// `num_hidden_layers` runs all layers of group `i / (num_hidden_layers / groups)` (in floating
+/// point and truncated, as `AlbertTransformer` computes it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LayerGroups {
+    pub groups: usize,
+    pub inner: usize,
+}
+
+impl LayerGroups {
+    /// The group run at layer `i` of `layers`.
+    pub fn group_of(self, i: usize, layers: usize) -> usize {
+        (i as f64 / (layers as f64 / self.groups as f64)) as usize
+    }
 }
 
 /// How the task heads are configured (ModernBERT's keys; fixed in the other families).

@@ -24,7 +24,13 @@ pub const BERT_SCHEMA: ConfigSchema = ConfigSchema {
     biases: Biases { qkv: Flag::Always, o: Flag::Always, mlp: Flag::Always, norm: Flag::Always, head: Flag::Never },
     rope: RopeRule::None,
     heads_divide_hidden: true,
-    encoder: Some(EncoderSchema { type_vocab_size: Some(2), image: None, head_keys: false }),
+    encoder: Some(EncoderSchema {
+        type_vocab_size: Some(2),
+        image: None,
+        head_keys: false,
+        layer_groups: false,
+        relative_bias: false,
+    }),
     ..LLAMA_SCHEMA
 };
 
@@ -73,6 +79,9 @@ pub const BERT_LAYOUT: Layout = Layout {
         input: EncoderInput::Tokens,
         token_type_embed: Some("embeddings.token_type_embeddings"),
         embed_norm: Some("embeddings.LayerNorm"),
+        embed_projection: None,
+        layer_groups: None,
+        relative_bias: None,
         positions: EncoderPositions::FromZero,
         pooler: Some("pooler.dense"),
         mlm: MlmHead {

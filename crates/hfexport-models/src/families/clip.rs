@@ -29,6 +29,8 @@ pub const CLIP_VISION: Architecture = Architecture {
             type_vocab_size: None,
             image: Some(ImageDefaults { image_size: 224, patch_size: 32, num_channels: 3 }),
             head_keys: false,
+            layer_groups: false,
+            relative_bias: false,
         }),
         ..BERT_SCHEMA
     },

@@ -23,7 +23,13 @@ pub const DISTILBERT_SCHEMA: ConfigSchema = ConfigSchema {
         partial_rotary_factor: "partial_rotary_factor",
     },
     defaults: Defaults { num_hidden_layers: Some(6), ..BERT_SCHEMA.defaults },
-    encoder: Some(EncoderSchema { type_vocab_size: None, image: None, head_keys: false }),
+    encoder: Some(EncoderSchema {
+        type_vocab_size: None,
+        image: None,
+        head_keys: false,
+        layer_groups: false,
+        relative_bias: false,
+    }),
     ..BERT_SCHEMA
 };
 

@@ -18,6 +18,7 @@ use crate::error::{ModelError, Result};
 use crate::layout::{Layout, VisionLanguage};
 use crate::schema::ConfigSchema;
 
+pub mod albert;
 pub mod bert;
 pub mod bloom;
 pub mod camembert;
@@ -25,6 +26,7 @@ pub mod clip;
 pub mod cohere;
 pub mod deepseek;
 pub mod distilbert;
+pub mod electra;
 pub mod ernie4_5;
 pub mod falcon;
 pub mod falcon_h1;
@@ -53,6 +55,7 @@ pub mod mistral;
 pub mod mistral4;
 pub mod mixtral;
 pub mod modernbert;
+pub mod mpnet;
 pub mod olmo2;
 pub mod olmoe;
 pub mod opt;
@@ -145,6 +148,9 @@ pub static ARCHITECTURES: &[Architecture] = &[
     camembert::FAMILY,
     xlm_roberta_xl::FAMILY,
     distilbert::FAMILY,
+    electra::FAMILY,
+    albert::FAMILY,
+    mpnet::FAMILY,
     vit::FAMILY,
     modernbert::FAMILY,
     whisper::FAMILY,

@@ -33,7 +33,13 @@ pub const MODERNBERT_SCHEMA: ConfigSchema = ConfigSchema {
         head: Flag::Never,
     },
     rope: RopeRule::PerLayerType { global_theta: Some("global_rope_theta"), local_theta: "local_rope_theta" },
-    encoder: Some(EncoderSchema { type_vocab_size: None, image: None, head_keys: true }),
+    encoder: Some(EncoderSchema {
+        type_vocab_size: None,
+        image: None,
+        head_keys: true,
+        layer_groups: false,
+        relative_bias: false,
+    }),
     ..BERT_SCHEMA
 };
 

@@ -19,6 +19,8 @@ pub const VIT_SCHEMA: ConfigSchema = ConfigSchema {
         type_vocab_size: None,
         image: Some(ImageDefaults { image_size: 224, patch_size: 16, num_channels: 3 }),
         head_keys: false,
+        layer_groups: false,
+        relative_bias: false,
     }),
     ..BERT_SCHEMA
 };

@@ -20,7 +20,13 @@ pub const XLM_ROBERTA_XL_SCHEMA: ConfigSchema = ConfigSchema {
         norm_eps: 1e-5,
         ..ROBERTA_DEFAULTS
     },
-    encoder: Some(EncoderSchema { type_vocab_size: Some(1), image: None, head_keys: false }),
+    encoder: Some(EncoderSchema {
+        type_vocab_size: Some(1),
+        image: None,
+        head_keys: false,
+        layer_groups: false,
+        relative_bias: false,
+    }),
     ..BERT_SCHEMA
 };
 

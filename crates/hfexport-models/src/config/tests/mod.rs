@@ -530,6 +530,50 @@ fn modernbert_configs_follow_their_class() {
 }
 
 #[test]
+fn factorised_embedding_configs_follow_their_classes() {
+    // ElectraConfig's defaults: ELECTRA-small with 128-wide embeddings; no layer sharing
+    let c = parse(r#"{"architectures": ["ElectraForPreTraining"], "model_type": "electra"}"#).unwrap();
+    assert_eq!((c.hidden_size, c.intermediate_size, c.num_attention_heads, c.embed_dim), (256, 1024, 4, Some(128)));
+    assert_eq!(c.encoder.unwrap().layer_groups, None);
+    // embeddings as wide as the layers: no width of their own (ELECTRA then has no projection)
+    let c = parse(r#"{"architectures": ["ElectraModel"], "model_type": "electra", "embedding_size": 256}"#).unwrap();
+    assert_eq!((c.embed_dim, c.embed_width()), (None, 256));
+    // AlbertConfig's defaults: ALBERT-xxlarge, gelu_new, one group of one layer
+    let c = parse(r#"{"architectures": ["AlbertForMaskedLM"], "model_type": "albert"}"#).unwrap();
+    assert_eq!((c.vocab_size, c.hidden_size, c.num_attention_heads, c.embed_dim), (30000, 4096, 64, Some(128)));
+    assert_eq!((c.hidden_act.as_str(), c.bos_token_id, c.eos_token_ids.as_slice()), ("gelu_new", Some(2), &[3][..]));
+    assert_eq!(c.encoder.unwrap().layer_groups, Some(LayerGroups { groups: 1, inner: 1 }));
+    // AlbertTransformer's group of each layer: i / (layers / groups) in floating point, truncated
+    let groups = |groups: usize, layers: usize| -> Vec<usize> {
+        (0..layers).map(|i| LayerGroups { groups, inner: 1 }.group_of(i, layers)).collect()
+    };
+    assert_eq!(groups(2, 3), [0, 0, 1]);
+    assert_eq!(groups(3, 2), [0, 1]);
+    assert_eq!(groups(4, 12), [0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 3]);
+    assert_eq!(groups(5, 7), [0, 0, 1, 2, 2, 3, 4]);
+    let e = parse(r#"{"architectures": ["AlbertModel"], "model_type": "albert", "num_hidden_groups": 0}"#).unwrap_err();
+    assert!(e.to_string().contains("num_hidden_groups"), "{e}");
+}
+
+#[test]
+fn mpnet_buckets_32_ways_whatever_its_table_rows() {
+    // MPNetEncoder.compute_position_bias buckets 32 ways up to 128 (its own defaults); the key
+    // sizes the table only, and a smaller table than the buckets is refused
+    let c = parse(r#"{"architectures": ["MPNetModel"], "model_type": "mpnet", "relative_attention_num_buckets": 48}"#);
+    let rel = c.unwrap().relative_attention.unwrap();
+    assert_eq!(rel, RelativeAttention { num_buckets: 32, max_distance: 128, table_rows: 48 });
+    // transformers' relative_position_bucket(n, 32, 128) for n = key - query
+    let got: Vec<i64> =
+        [-200, -100, -9, -8, -7, -1, 0, 1, 7, 8, 20, 127, 128, 500].map(|r| rel.bucket(r, true)).to_vec();
+    assert_eq!(got, [15, 15, 8, 8, 7, 1, 0, 17, 23, 24, 26, 31, 31, 31]);
+    let c = parse(r#"{"architectures": ["MPNetModel"], "model_type": "mpnet"}"#).unwrap();
+    assert_eq!((c.vocab_size, c.pad_token_id, c.encoder.unwrap().type_vocab_size), (30527, Some(1), 0));
+    let e = parse(r#"{"architectures": ["MPNetModel"], "model_type": "mpnet", "relative_attention_num_buckets": 16}"#);
+    let e = e.unwrap_err().to_string();
+    assert!(e.contains("relative_attention_num_buckets") && e.contains("32"), "{e}");
+}
+
+#[test]
 fn encoder_configs_follow_their_classes() {
     // BertConfig's defaults, no rope, biases everywhere, two labels and two token types
     let c = parse(r#"{"architectures": ["BertForMaskedLM"], "model_type": "bert"}"#).unwrap();
