@@ -1,5 +1,5 @@
 //! Encoders the fixtures do not cover: random BERT / RoBERTa / XLM-RoBERTa / CamemBERT / XLM-RoBERTa-XL /
-//! DistilBERT / ELECTRA / ALBERT / MPNet / ModernBERT / ViT checkpoints of every head, configured across the space transformers accepts
+//! DistilBERT / ELECTRA / ALBERT / MPNet / DeBERTa-v2 / ModernBERT / ViT checkpoints of every head, configured across the space transformers accepts
 //! (`tests/python/random_encoders.py`: head counts and dims, layers, activations, epsilons, token
 //! types, label counts, tied or untied decoders, padding ids, sequence lengths, embedding widths, ALBERT's layer groups, ModernBERT's
 //! windows, layer kinds, rope thetas, biases and poolings; sentence-transformers folders with random
@@ -20,8 +20,8 @@ use std::path::Path;
 use std::process::Command;
 
 const SEED: u64 = 20_261_202;
-/// Each of the 44 dealt classes (9 of them sentence-transformers folders) once or twice.
-const COUNT: usize = 48;
+/// Each of the 48 dealt classes (10 of them sentence-transformers folders) once or twice.
+const COUNT: usize = 52;
 
 struct Case {
     name: String,

@@ -4,7 +4,7 @@
 Usage: random_encoders.py OUTDIR --seed S --count N
 
 Writes N folders (save_pretrained of a randomly configured BERT / RoBERTa / XLM-RoBERTa / CamemBERT /
-XLM-RoBERTa-XL / DistilBERT / ELECTRA / ALBERT / MPNet / ModernBERT / ViT with one
+XLM-RoBERTa-XL / DistilBERT / ELECTRA / ALBERT / MPNet / DeBERTa-v2 / ModernBERT / ViT with one
 of its heads, classes dealt round-robin) with golden.safetensors: for the cases `single` ([1, L])
 and `batch` ([2, L], row 1 right-padded), the inputs (`input_ids`, `attention_mask`, and
 `token_type_ids` when type_vocab_size > 1) and every output of the forward. OUTDIR/index.json
@@ -12,7 +12,7 @@ lists {name, dir, task, description}. The sampled space: heads 1-6 of head_dim 4
 any intermediate size, the activations the configs accept (gelu, gelu_new, relu, silu,
 gelu_pytorch_tanh, quick_gelu), layer_norm_eps, 1-3 token types, 1-6 labels (id2label or
 num_labels), tied or untied masked-LM decoders, ELECTRA's and ALBERT's embedding widths, ALBERT's
-layer groups, MPNet's bias table rows, BERT padding ids other than 0, sequence lengths
+layer groups, MPNet's bias table rows, DeBERTa-v2's disentangled attention settings, BERT padding ids other than 0, sequence lengths
 5-12 within max_position_embeddings; ModernBERT's windows, global layer periods or explicit layer
 types, rope thetas (legacy keys or rope_parameters), biases, head activations and poolings.
 """
@@ -61,6 +61,9 @@ CLASSES = [
     ("albert", "AlbertForTokenClassification", "token-classification"),
     ("mpnet", "MPNetForMaskedLM", "fill-mask"),
     ("mpnet", "MPNetForSequenceClassification", "sequence-classification"),
+    ("deberta-v2", "DebertaV2ForSequenceClassification", "sequence-classification"),
+    ("deberta-v2", "DebertaV2ForMaskedLM", "fill-mask"),
+    ("deberta-v2", "DebertaV2ForTokenClassification", "token-classification"),
     # sentence-transformers folders over the bare encoders (SentenceTransformer saves them)
     ("bert", "BertModel", "sentence-embedding"),
     ("xlm-roberta", "XLMRobertaModel", "sentence-embedding"),
@@ -70,6 +73,7 @@ CLASSES = [
     ("camembert", "CamembertModel", "sentence-embedding"),
     ("electra", "ElectraModel", "sentence-embedding"),
     ("mpnet", "MPNetModel", "sentence-embedding"),
+    ("deberta-v2", "DebertaV2Model", "sentence-embedding"),
     ("bert", "BertModel", "sentence-embedding"),
 ]
 POOLING_MODES = ["cls", "max", "mean", "mean_sqrt_len_tokens", "weightedmean", "lasttoken"]
@@ -88,6 +92,7 @@ CONFIGS = {
     "electra": "ElectraConfig",
     "albert": "AlbertConfig",
     "mpnet": "MPNetConfig",
+    "deberta-v2": "DebertaV2Config",
     "vit": "ViTConfig",
     "modernbert": "ModernBertConfig",
 }
@@ -162,6 +167,8 @@ def sample(rng, index):
         # no token types; a bias table of at least the 32 buckets MPNet always uses
         kw.pop("type_vocab_size")
         kw["relative_attention_num_buckets"] = rng.choice([32, 32, 40, 64])
+    if family == "deberta-v2":
+        kw.update(deberta_keys(rng, kw))
     if family == "modernbert":
         kw = {MODERNBERT_KEYS.get(k, k): v for k, v in kw.items() if k != "type_vocab_size"}
         kw.update(modernbert_keys(rng, kw["num_hidden_layers"], kw["pad_token_id"]))
@@ -170,6 +177,31 @@ def sample(rng, index):
     else:
         kw["num_labels"] = labels
     return family, cls_name, task, seq, kw
+
+
+def deberta_keys(rng, kw):
+    """Disentangled attention on or off; log buckets (some beyond the sequence, some cutting it) or
+    clamped distances; c2p, p2c or both (a list or the legacy string); shared or own position
+    projections; normed relative embeddings or not; absolute positions, token types, embedding
+    widths and the context pooler's activation."""
+    terms = rng.sample(["c2p", "p2c"], rng.choice([1, 2, 2]))
+    max_rel = rng.choice([-1, -1, 3, 6, 20])
+    resolved = kw["max_position_embeddings"] if max_rel < 1 else max_rel
+    buckets = rng.choice([-1, 4, 6, 8, 16])
+    if buckets > 0 and resolved <= buckets // 2 + 1:
+        buckets = -1
+    return dict(
+        relative_attention=rng.random() < 0.85,
+        position_buckets=buckets,
+        max_relative_positions=max_rel,
+        pos_att_type="|".join(terms) if rng.random() < 0.5 else terms,
+        share_att_key=rng.random() < 0.5,
+        norm_rel_ebd=rng.choice(["none", "layer_norm"]),
+        position_biased_input=rng.random() < 0.5,
+        type_vocab_size=rng.choice([0, 0, 2]),
+        embedding_size=rng.choice([kw["hidden_size"], rng.randint(4, 40)]),
+        pooler_hidden_act=rng.choice(ACTS),
+    )
 
 
 def modernbert_keys(rng, layers, pad):

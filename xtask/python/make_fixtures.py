@@ -960,6 +960,9 @@ def encoder_specs():
         AlbertModel,
         MPNetConfig,
         MPNetForMaskedLM,
+        DebertaV2Config,
+        DebertaV2ForMaskedLM,
+        DebertaV2ForSequenceClassification,
         ModernBertConfig,
         ModernBertForMaskedLM,
         ModernBertForSequenceClassification,
@@ -1031,6 +1034,23 @@ def encoder_specs():
             encoder_config(MPNetConfig, relative_attention_num_buckets=40, pad_token_id=1),
             "fill-mask", ("logits",),
             "MPNet: relative position bias (a 40-row table, bucketed 32 ways), positions after index 1, tied decoder",
+        ),
+        EncoderSpec(
+            "deberta_v3_cls", 124, DebertaV2ForSequenceClassification,
+            encoder_config(DebertaV2Config, relative_attention=True, position_buckets=8, pos_att_type="p2c|c2p",
+                           share_att_key=True, norm_rel_ebd="layer_norm", position_biased_input=False,
+                           type_vocab_size=0, num_labels=3, layer_norm_eps=1e-7),
+            "sequence-classification", ("logits",),
+            "DeBERTa-v3: c2p and p2c through the shared key/query projections, 8 log buckets (distances beyond 4 "
+            "bucketed), normed relative embeddings, no absolute positions or token types, gelu context pooler",
+        ),
+        EncoderSpec(
+            "deberta_v2_mlm", 125, DebertaV2ForMaskedLM,
+            encoder_config(DebertaV2Config, relative_attention=True, max_relative_positions=4, pos_att_type=["c2p"],
+                           embedding_size=16, type_vocab_size=2, hidden_act="gelu_new"),
+            "fill-mask", ("logits",),
+            "DeBERTa-v2: c2p only through its own pos_key_proj, distances clamped at 4, 16-wide embeddings projected "
+            "before the norm, absolute positions and 2 token types, legacy cls head back to 16",
         ),
         EncoderSpec(
             "distilbert_mlm", 108, DistilBertForMaskedLM, distilbert_config(DistilBertConfig),

@@ -14,7 +14,7 @@ use hfexport_core::{DType, Dim, Op, Tensor, ValueId, WeightExpr};
 use crate::config::{
     AttentionSpec, DenseMlp, LayerMlp, LayerSpec, Mixer, ParallelMlpInput, PerLayerInput, QueryScale, Span,
 };
-use crate::decoder::{Decoder, LayerInputs, Vb};
+use crate::decoder::{Decoder, DisentangledInputs, LayerInputs, Vb};
 use crate::error::Result;
 use crate::layout::{MlpKind, MlpLayout, MoeLayout, NormKind, PerLayerInputLayout, Projections, QkNorm, StackedForm};
 
@@ -244,7 +244,8 @@ impl Decoder<'_> {
             h = self.linear(&root.pp(project_in), cfg.hidden_size, width, false, h)?;
             width = cfg.hidden_size;
         }
-        if let Some(wpe) = layout.position_embed {
+        let absolute = cfg.encoder.as_ref().is_none_or(|e| e.absolute_positions);
+        if let Some(wpe) = layout.position_embed.filter(|_| absolute) {
             let vb = root.pp(wpe);
             let rows = cfg.max_position_embeddings + layout.position_offset;
             let w = self.weight(&vb, "weight", &[rows, width])?;
@@ -908,6 +909,10 @@ impl Decoder<'_> {
             (Span::Chunked(_), _) => (s.chunked_mask.expect("made when a layer is chunked"), None),
             (Span::Full, _) => (s.mask_of(a), None),
         };
+        let mask = match s.disentangled {
+            Some(d) => self.disentangled_mask(vb, a, (q, k), mask, d)?,
+            None => mask,
+        };
         let softcap = self.cfg.attn_softcap.map(|c| c as f32);
         let sinks = layout.sinks.map(|name| self.weight(vb, name, &[nh])).transpose()?;
         let op = Op::Attention { scale: a.scale as f32, softcap, sliding_window: window, sinks: sinks.is_some() };
@@ -924,6 +929,64 @@ impl Decoder<'_> {
             }
             false => self.merge_heads_out(vb, a, o),
         }
+    }
+
+    /// DeBERTa-v2's scores beyond the content's as the layer's additive mask `[b, heads, q, k]`:
+    /// `c2p[i, j] = q_i · Kr[bucket(i - j)]` and `p2c[i, j] = k_j · Qr[-bucket(j - i)]` (both
+    /// scaled as the content scores are), `Kr` / `Qr` the relative embeddings through the
+    /// layer's position (or, shared, its own) key and query projections; where `mask` allows,
+    /// else the dtype's lowest value. Each term is one matmul against all `2 * span` relative
+    /// embeddings and one gather of its `[q, k]` entries ([`DisentangledInputs`]).
+    fn disentangled_mask(
+        &mut self,
+        vb: &Vb,
+        a: &AttentionSpec,
+        (q, k): (ValueId, ValueId),
+        mask: ValueId,
+        d: DisentangledInputs,
+    ) -> Result<ValueId> {
+        let (cfg, dtype) = (self.cfg, self.opts.dtype);
+        let spec = cfg.encoder.as_ref().and_then(|e| e.disentangled).expect("the inputs come from the config");
+        let names = self.arch.layout.encoder.and_then(|e| e.disentangled).expect("the layout has its names");
+        let Projections::Separate { q: q_proj, k: k_proj, .. } = self.arch.layout.attention.qkv else {
+            return Err(self.needs_separate("disentangled attention"));
+        };
+        let (heads, hd, hs, rows) = (a.heads, a.head_dim, cfg.hidden_size, 2 * spec.span);
+        let mut terms = vec![];
+        for (on, content, own, shared, index, what) in
+            [(spec.c2p, q, names.pos_key, k_proj, d.c2p, "c2p"), (spec.p2c, k, names.pos_query, q_proj, d.p2c, "p2c")]
+        {
+            if !on {
+                continue;
+            }
+            let proj = vb.pp(if spec.share_att_key { shared } else { own });
+            let name = |part: &str| vb.name(format!("{what}.{part}"));
+            let r = self.linear(&proj, heads * hd, hs, true, d.rel)?;
+            let shape = vec![Dim::konst(1), rows.into(), heads.into(), hd.into()];
+            let r = self.op(&name("heads"), Op::Reshape { shape }, &[r])?;
+            let r = self.op(&name("keys_last"), Op::Transpose { perm: vec![0, 2, 3, 1] }, &[r])?;
+            // every batch row its own copy: ExecuTorch's matmul takes equal batch axes only
+            let batch = self.g.info(content).shape[0].clone();
+            let r = self.op(
+                &name("batched"),
+                Op::Expand { shape: vec![batch, heads.into(), hd.into(), rows.into()] },
+                &[r],
+            )?;
+            let scores = self.op(&name("scores"), Op::MatMul, &[content, r])?;
+            let shape = self.g.info(scores).shape.clone();
+            let flat = vec![shape[0].clone(), shape[1].clone(), hfexport_core::dim::product(&shape[2..])];
+            let scores = self.op(&name("flat"), Op::Reshape { shape: flat }, &[scores])?;
+            let term = self.op(&name("gather"), Op::Gather { axis: 2 }, &[scores, index])?;
+            terms.push(self.scale(&name("scaled"), term, a.scale)?);
+        }
+        let Some(&first) = terms.first() else { return Ok(mask) };
+        let bias = match terms.get(1) {
+            Some(&second) => self.op(&vb.name("position_scores"), Op::Binary(BinaryOp::Add), &[first, second])?,
+            None => first,
+        };
+        let low = Tensor::float(dtype, vec![], vec![dtype.min_finite()])?;
+        let low = self.op(&vb.name("masked_value"), Op::Constant(low), &[])?;
+        self.op(&vb.name("position_mask"), Op::Where, &[mask, bias, low])
     }
 
     /// The error of a layout whose fused projections cannot give what `what` needs.

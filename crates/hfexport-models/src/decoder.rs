@@ -107,6 +107,20 @@ pub(crate) struct LayerInputs {
     pub(crate) padding: Option<ValueId>,
     /// The per-layer embeddings `[b, s, layers, size]` (Gemma 4's PLE), when the model has them.
     pub(crate) per_layer: Option<ValueId>,
+    /// DeBERTa-v2's relative embeddings and gather indices, when its attention is disentangled.
+    pub(crate) disentangled: Option<DisentangledInputs>,
+}
+
+/// What every disentangled attention layer reads (`crate::encoder`): the relative embeddings
+/// `[2 * span, hidden]` (normed where the config says) and, for each (query `i`, key `j`), the
+/// flat index `[q, k]` of its content-to-position score in the `[q * 2 * span]` row of query
+/// scores (`i * 2span + clamp(bucket(i - j) + span)`) and of its position-to-content score in
+/// the key scores (`j * 2span + clamp(span - bucket(j - i))`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct DisentangledInputs {
+    pub(crate) rel: ValueId,
+    pub(crate) c2p: ValueId,
+    pub(crate) p2c: ValueId,
 }
 
 impl LayerInputs {
@@ -133,6 +147,7 @@ impl LayerInputs {
             alibi: vec![],
             padding: None,
             per_layer: None,
+            disentangled: None,
         }
     }
 

@@ -1,22 +1,25 @@
-//! Encoder graphs (BERT, RoBERTa, XLM-RoBERTa, DistilBERT, ELECTRA, ALBERT, MPNet, ModernBERT, ViT): bidirectional
-//! layers over the whole sequence, then the head of the task.
+//! Encoder graphs (BERT, RoBERTa, XLM-RoBERTa, DistilBERT, ELECTRA, ALBERT, MPNet, DeBERTa-v2,
+//! ModernBERT, ViT): bidirectional layers over the whole sequence, then the head of the task.
 //!
 //! The layers are the block library's (`decoder_layer` with the family's norms, rotary where
 //! the family has it); what differs from a decoder is here: the embeddings (word + learned
-//! position + token type, then a norm, then a projection where they are narrower than the
-//! layers), ALBERT's layers shared along the depth, a padding-only mask (with MPNet's relative
-//! position bias added) (every token attends to every
-//! unpadded token; a sliding layer only to those within its window on either side), and the
-//! task heads of [`crate::layout::EncoderLayout`]. Inputs keep
-//! transformers' names: `input_ids`, `attention_mask` (int64 `[batch, sequence]`) and
+//! position + token type, a norm, and a projection where their width is not the layers'),
+//! ALBERT's layers shared along the depth, a padding-only mask (every token attends to every
+//! unpadded token; a sliding layer only to those within its window on either side) with
+//! MPNet's relative position bias or DeBERTa-v2's disentangled position scores added, and the
+//! task heads of [`crate::layout::EncoderLayout`]. Inputs keep transformers' names:
+//! `input_ids`, `attention_mask` (int64 `[batch, sequence]`) and
 //! `token_type_ids` where the family has more than one token type.
 
 use hfexport_core::ops::{Activation, BinaryOp, ReduceKind, UnaryOp};
 use hfexport_core::{DType, Dim, Graph, Op, Tensor, ValueId};
 
-use crate::decoder::{Decoder, LayerInputs, Vb};
+use crate::config::Disentangled;
+use crate::decoder::{Decoder, DisentangledInputs, LayerInputs, Vb};
 use crate::error::{ModelError, Result};
-use crate::layout::{ClassifierHead, EncoderInput, EncoderLayout, EncoderPositions, HeadAct, HeadActivation, MlmHead};
+use crate::layout::{
+    ClassifierHead, DisentangledLayout, EncoderInput, EncoderLayout, EncoderPositions, HeadAct, HeadActivation, MlmHead,
+};
 use crate::sentence::{Dense, DenseActivation, PoolingMode, SentenceModules};
 use crate::task::Task;
 
@@ -96,9 +99,55 @@ impl Decoder<'_> {
             mask = self.relative_mask(&root.pp(table), at, at, mask, true)?;
         }
         let mut shared = LayerInputs::without_rope(mask, positions);
+        if let (Some(d), Some(names)) = (cfg.encoder.as_ref().and_then(|e| e.disentangled), enc.disentangled) {
+            shared.disentangled = Some(self.disentangled_inputs(root, (d, names), &seq, max_seq)?);
+        }
         shared.ropes = self.rotary(positions)?;
         shared.sliding_mask = self.window_mask(&seq, mask)?;
         Ok((h, Some(words), shared, Some(am)))
+    }
+
+    /// DeBERTa-v2's relative embeddings (normed where the config says) and the gather indices
+    /// of its two position terms ([`DisentangledInputs`]); the buckets come from constant
+    /// tables over every query - key distance a sequence of up to `max_seq` tokens has.
+    fn disentangled_inputs(
+        &mut self,
+        root: &Vb,
+        (d, names): (Disentangled, DisentangledLayout),
+        seq: &Dim,
+        max_seq: i64,
+    ) -> Result<DisentangledInputs> {
+        let (hs, rows) = (self.cfg.hidden_size, 2 * d.span as i64);
+        let mut rel = self.weight(&root.pp(names.rel_embeddings), "weight", &[rows as usize, hs])?;
+        if d.norm_rel_embeddings {
+            rel = self.norm(&root.pp(names.rel_norm), hs, rel)?;
+        }
+        let one = Dim::konst(1);
+        let iota = self.op("rel.positions", Op::Iota { len: seq.clone() }, &[])?;
+        let queries = self.op("rel.queries", Op::Reshape { shape: vec![seq.clone(), one.clone()] }, &[iota])?;
+        let keys = self.op("rel.keys", Op::Reshape { shape: vec![one, seq.clone()] }, &[iota])?;
+        let distance = self.op("rel.distance", Op::Binary(BinaryOp::Sub), &[queries, keys])?;
+        let lowest = self.id_scalar("rel.lowest", max_seq - 1)?;
+        let at = self.op("rel.distance_index", Op::Binary(BinaryOp::Add), &[distance, lowest])?;
+        let clamp = |v: i64| v.clamp(0, rows - 1);
+        let span = d.span as i64;
+        let c2p = |r: i64| clamp(d.bucket(r) + span);
+        let p2c = |r: i64| clamp(span - d.bucket(-r));
+        let width = self.id_scalar("rel.row", rows)?;
+        let mut index = |name: &str, of: &dyn Fn(i64) -> i64, line: ValueId| -> Result<ValueId> {
+            // a float table, gathered as embeddings are (every backend's gather takes floats),
+            // then cast: the values are exact in f32
+            let table: Vec<f32> = (1 - max_seq..max_seq).map(|r| of(r) as f32).collect();
+            let table = Tensor::float(DType::F32, vec![table.len()], table)?;
+            let table = self.op(&format!("rel.{name}.table"), Op::Constant(table), &[])?;
+            let at = self.op(&format!("rel.{name}.bucket"), Op::Gather { axis: 0 }, &[table, at])?;
+            let at = self.op(&format!("rel.{name}.column"), Op::Cast(DType::I64), &[at])?;
+            let start = self.op(&format!("rel.{name}.row_start"), Op::Binary(BinaryOp::Mul), &[line, width])?;
+            self.op(&format!("rel.{name}.index"), Op::Binary(BinaryOp::Add), &[start, at])
+        };
+        let c2p = index("c2p", &c2p, queries)?;
+        let p2c = index("p2c", &p2c, keys)?;
+        Ok(DisentangledInputs { rel, c2p, p2c })
     }
 
     /// The sliding layers' mask: `mask` and `|query - key| <= sliding_window` (transformers'
@@ -245,16 +294,22 @@ impl Decoder<'_> {
     ) -> Result<(ValueId, ValueId)> {
         let (hs, width) = (self.cfg.hidden_size, self.cfg.embed_width());
         let (mut h, words) = self.embed(root, ids, positions)?;
-        if let Some(tte) = enc.token_type_embed {
+        let types_n = self.cfg.encoder.as_ref().map_or(0, |e| e.type_vocab_size);
+        if let Some(tte) = enc.token_type_embed.filter(|_| types_n > 0) {
             h = self.token_types(&root.pp(tte), h, types)?;
         }
-        if let Some(norm) = enc.embed_norm {
-            h = self.norm(&root.pp(norm), width, h)?;
+        let projection = enc
+            .embed_projection
+            .filter(|p| self.cfg.embed_dim.is_some() || self.weights.has(&root.pp(p.name).name("weight")));
+        let (before, after) = (projection.filter(|p| p.before_norm), projection.filter(|p| !p.before_norm));
+        if let Some(p) = before {
+            h = self.linear(&root.pp(p.name), hs, width, p.bias, h)?;
         }
-        if let Some(project) = enc.embed_projection.map(|p| root.pp(p)) {
-            if self.cfg.embed_dim.is_some() || self.weights.has(&project.name("weight")) {
-                h = self.linear(&project, hs, width, true, h)?;
-            }
+        if let Some(norm) = enc.embed_norm {
+            h = self.norm(&root.pp(norm), if before.is_some() { hs } else { width }, h)?;
+        }
+        if let Some(p) = after {
+            h = self.linear(&root.pp(p.name), hs, width, p.bias, h)?;
         }
         Ok((h, words))
     }
@@ -294,7 +349,7 @@ impl Decoder<'_> {
             (_, None) => {
                 return Err(ModelError::Config {
                     path: "config.json".into(),
-                    key: "pooler_act".into(),
+                    key: self.arch.config.encoder.map_or("pooler_act", |e| e.pooler.act).into(),
                     msg: format!("`{act}` is not supported; valid: tanh, {}", Activation::NAMES.join(", ")),
                 })
             }
@@ -513,6 +568,10 @@ impl Decoder<'_> {
                     ClassifierHead::Pooled { out } => {
                         let pooler = enc.pooler.ok_or_else(|| self.task_error(task))?;
                         let p = self.pooler(root, pooler, h)?;
+                        self.linear(&top.pp(out), labels, hs, true, p)?
+                    }
+                    ClassifierHead::OwnPooler { pooler, out } => {
+                        let p = self.pooler(&top, pooler, h)?;
                         self.linear(&top.pp(out), labels, hs, true, p)?
                     }
                     ClassifierHead::Dense { dense, act, out } => {

@@ -212,17 +212,17 @@ pub struct EncoderLayout {
     pub token_type_embed: Option<&'static str>,
     /// The norm over the summed embeddings, under the root (ViT has none).
     pub embed_norm: Option<&'static str>,
-    /// The linear (with bias) from the embeddings' own width to the hidden size after their
-    /// norm, under the root (ELECTRA's `embeddings_project`, ALBERT's
-    /// `encoder.embedding_hidden_mapping_in`): applied where the widths differ or the
-    /// checkpoint stores it.
-    pub embed_projection: Option<&'static str>,
+    /// The linear from the embeddings' own width to the hidden size, applied where the widths
+    /// differ or the checkpoint stores it.
+    pub embed_projection: Option<EmbedProjection>,
     /// ALBERT's shared layers: the config's `LayerGroups` under these names; `None`: layer
     /// `i` at the layout's `layers.<i>`.
     pub layer_groups: Option<LayerGroupNames>,
     /// MPNet's relative position bias table `[rows, heads]` under the root, shared by every
     /// layer (the config's `RelativeAttention`).
     pub relative_bias: Option<&'static str>,
+    /// DeBERTa-v2's disentangled attention, read where the config turns it on.
+    pub disentangled: Option<DisentangledLayout>,
     pub positions: EncoderPositions,
     /// `tanh(dense(h[:, 0]))`, under the root, when the family and the checkpoint have it.
     pub pooler: Option<&'static str>,
@@ -235,6 +235,27 @@ pub struct EncoderLayout {
     /// The masked-LM transform (dense, activation, norm) also precedes the token classifier
     /// and the span head: ModernBERT shares one prediction head among its task heads.
     pub shared_transform: bool,
+}
+
+/// An encoder's projection of its embeddings to the hidden size, under the root.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EmbedProjection {
+    pub name: &'static str,
+    pub bias: bool,
+    /// Before the embedding norm, which is then as wide as the layers (DeBERTa-v2's
+    /// `embed_proj`); else after it (ELECTRA's `embeddings_project`, ALBERT's
+    /// `encoder.embedding_hidden_mapping_in`).
+    pub before_norm: bool,
+}
+
+/// DeBERTa-v2's tensors beyond BERT's: the relative embeddings `[2 * span, hidden]` and their
+/// norm under the root, each layer's position projections under its attention prefix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DisentangledLayout {
+    pub rel_embeddings: &'static str,
+    pub rel_norm: &'static str,
+    pub pos_key: &'static str,
+    pub pos_query: &'static str,
 }
 
 /// Where ALBERT keeps its shared layers: `<groups>.<g>.<inner>.<j>` under the root.
@@ -287,6 +308,9 @@ pub struct MlmHead {
 pub enum ClassifierHead {
     /// `out(pooler_output)` (BERT).
     Pooled { out: &'static str },
+    /// `out(pooler(h))` through the head's own pooler at the top level, configured as the
+    /// encoder's would be (DeBERTa-v2's `ContextPooler`: `pooler_hidden_act`).
+    OwnPooler { pooler: &'static str, out: &'static str },
     /// `out(h[:, 0])` (ViT's image classifier, after the final norm).
     FirstToken { out: &'static str },
     /// `out(act(dense(h[:, 0])))` (RoBERTa's classification head: tanh; DistilBERT's

@@ -324,7 +324,8 @@ pub struct Seq2SeqSchema {
 /// How an encoder's own keys are read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct EncoderSchema {
-    /// The class default of `type_vocab_size`; `None`: the family has no token types.
+    /// The class default of `type_vocab_size`; `None`: the family has no token types; 0: none
+    /// unless the config sets it (DeBERTa-v2).
     pub type_vocab_size: Option<usize>,
     /// `image_size`, `patch_size` and `num_channels` with their class defaults (ViT).
     pub image: Option<ImageDefaults>,
@@ -338,7 +339,24 @@ pub struct EncoderSchema {
     /// MPNet's relative position bias (`relative_attention_num_buckets`; the encoder layout's
     /// `relative_bias`).
     pub relative_bias: bool,
+    /// DeBERTa-v2's keys: `relative_attention`, `position_buckets`, `max_relative_positions`,
+    /// `pos_att_type`, `share_att_key`, `norm_rel_ebd`, `position_biased_input` (the encoder
+    /// layout's `disentangled`); `conv_kernel_size` and `legacy: false` refused.
+    pub disentangled: bool,
+    /// The pooler's width and activation keys, and the activation's class default.
+    pub pooler: PoolerKeys,
 }
+
+/// Where a config keeps its pooler's width and activation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PoolerKeys {
+    pub size: &'static str,
+    pub act: &'static str,
+    pub default_act: &'static str,
+}
+
+/// BERT's and ViT's: `pooler_output_size`, `pooler_act` (tanh).
+pub const BERT_POOLER: PoolerKeys = PoolerKeys { size: "pooler_output_size", act: "pooler_act", default_act: "tanh" };
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ImageDefaults {
@@ -658,6 +676,9 @@ pub enum ScaleRule {
     Gpt2 { by_layer_key: bool },
     /// No scaling (T5: the scale is folded into its initialisation).
     One,
+    /// `(head_dim * (1 + the pos_att_type terms))) ** -0.5`: DeBERTa-v2 divides the content and
+    /// each position term by the same square root.
+    Disentangled,
 }
 
 /// What the token embeddings are multiplied by.

@@ -202,6 +202,10 @@ pub(super) fn attention_scales(f: &Fields, schema: &ConfigSchema, dims: &Dims) -
         }
         ScaleRule::AttentionMultiplier => vec![f.number("attention_multiplier")?.unwrap_or(1.0); n],
         ScaleRule::One => vec![1.0; n],
+        ScaleRule::Disentangled => {
+            let (c2p, p2c) = super::encoder::pos_att_types(f)?;
+            vec![inv_sqrt((dims.head_dim * (1 + c2p as usize + p2c as usize)) as f64); n]
+        }
         ScaleRule::Gpt2 { by_layer_key } => {
             let base = if f.bool("scale_attn_weights")?.unwrap_or(true) { inv_sqrt(dims.head_dim as f64) } else { 1.0 };
             let by_layer = by_layer_key && f.bool("scale_attn_by_inverse_layer_idx")?.unwrap_or(false);

@@ -82,8 +82,9 @@ pub(super) fn parse_seq2seq(
 /// Upper bound on a token type vocabulary and on classification labels.
 pub const MAX_LABELS: usize = 1 << 20;
 
-pub(super) fn parse_encoder(f: &Fields, schema: &ConfigSchema, hidden: usize) -> Result<Option<EncoderConfig>> {
+pub(super) fn parse_encoder(f: &Fields, schema: &ConfigSchema, dims: &Dims) -> Result<Option<EncoderConfig>> {
     let Some(enc) = schema.encoder else { return Ok(None) };
+    let hidden = dims.hidden_size;
     // a BERT-like config may turn its model into a causal decoder or give it cross-attention,
     // which this encoder graph does not compute
     for key in ["is_decoder", "add_cross_attention"] {
@@ -92,6 +93,11 @@ pub(super) fn parse_encoder(f: &Fields, schema: &ConfigSchema, hidden: usize) ->
         }
     }
     let type_vocab_size = match enc.type_vocab_size {
+        // a family whose class default is 0 has no token type embedding at 0 (DeBERTa-v2)
+        Some(0) => match f.int("type_vocab_size")? {
+            Some(0) | None => 0,
+            Some(_) => f.size("type_vocab_size", None, MAX_LABELS)?,
+        },
         Some(default) => f.size("type_vocab_size", Some(default), MAX_LABELS)?,
         None => 0,
     };
@@ -99,11 +105,12 @@ pub(super) fn parse_encoder(f: &Fields, schema: &ConfigSchema, hidden: usize) ->
         Some(Value::Object(map)) if !map.is_empty() => f.check_count("id2label", map.len() as u64, MAX_LABELS)?,
         _ => f.size("num_labels", Some(2), MAX_LABELS)?,
     };
-    let pooler_size = match f.raw("pooler_output_size") {
+    let keys = enc.pooler;
+    let pooler_size = match f.raw(keys.size) {
         None | Some(Value::Null) => hidden,
-        Some(_) => f.size("pooler_output_size", None, MAX_HIDDEN)?,
+        Some(_) => f.size(keys.size, None, MAX_HIDDEN)?,
     };
-    let pooler_act = f.string("pooler_act")?.unwrap_or("tanh").to_string();
+    let pooler_act = f.string(keys.act)?.unwrap_or(keys.default_act).to_string();
     let image = match enc.image {
         None => None,
         Some(d) => {
@@ -135,7 +142,72 @@ pub(super) fn parse_encoder(f: &Fields, schema: &ConfigSchema, hidden: usize) ->
             inner: f.size("inner_group_num", Some(1), MAX_LAYERS)?,
         }),
     };
-    Ok(Some(EncoderConfig { type_vocab_size, num_labels, pooler_size, pooler_act, image, heads, layer_groups }))
+    let (absolute_positions, disentangled) = match enc.disentangled {
+        false => (true, None),
+        true => (f.bool("position_biased_input")?.unwrap_or(true), disentangled(f, dims)?),
+    };
+    Ok(Some(EncoderConfig {
+        type_vocab_size,
+        num_labels,
+        pooler_size,
+        pooler_act,
+        image,
+        heads,
+        layer_groups,
+        absolute_positions,
+        disentangled,
+    }))
+}
+
+/// `pos_att_type` (a list, or a `|`-separated string as older configs write it): whether it
+/// has `c2p` and `p2c`; anything else is refused (DeBERTa-v1's `p2p` is not DeBERTa-v2's).
+pub(super) fn pos_att_types(f: &Fields) -> Result<(bool, bool)> {
+    let key = "pos_att_type";
+    let names: Vec<String> = match f.raw(key) {
+        None | Some(Value::Null) => vec![],
+        Some(Value::String(s)) => s.to_lowercase().split('|').map(|x| x.trim().to_string()).collect(),
+        Some(Value::Array(list)) => list.iter().map(|v| v.as_str().unwrap_or("").to_string()).collect(),
+        Some(v) => return Err(f.err(key, format!("must be a list or a string, got {}", describe(v)))),
+    };
+    if let Some(bad) = names.iter().find(|n| !matches!(n.as_str(), "c2p" | "p2c" | "")) {
+        return Err(f.err(key, format!("`{bad}` is not supported; supported: c2p, p2c")));
+    }
+    Ok((names.iter().any(|n| n == "c2p"), names.iter().any(|n| n == "p2c")))
+}
+
+/// DeBERTa-v2's relative attention, as `DisentangledSelfAttention` reads its keys (absent
+/// ones by `getattr` defaults); `None` when `relative_attention` is off.
+fn disentangled(f: &Fields, dims: &Dims) -> Result<Option<Disentangled>> {
+    if let Some(k) = f.int("conv_kernel_size")?.filter(|&k| k > 0) {
+        return Err(
+            f.err("conv_kernel_size", format!("is {k}: the convolution after the first layer is not supported"))
+        );
+    }
+    if f.bool("legacy")? == Some(false) {
+        return Err(f.err("legacy", "is false: the `lm_predictions` masked-LM head is not supported"));
+    }
+    if !f.bool("relative_attention")?.unwrap_or(false) {
+        return Ok(None);
+    }
+    let positive = |key: &str| -> Result<Option<usize>> { Ok(f.int(key)?.filter(|&v| v > 0).map(|v| v as usize)) };
+    let max_relative = positive("max_relative_positions")?.unwrap_or(dims.max_position_embeddings);
+    let buckets = positive("position_buckets")?;
+    if let Some(b) = buckets.filter(|&b| b < 4 || max_relative <= b / 2 + 1) {
+        return Err(f.err(
+            "position_buckets",
+            format!("{b} with max_relative_positions {max_relative}: needs at least 4 and max_relative_positions above half of it plus one"),
+        ));
+    }
+    let (c2p, p2c) = pos_att_types(f)?;
+    let norm = f.string("norm_rel_ebd")?.unwrap_or("none").to_lowercase();
+    Ok(Some(Disentangled {
+        span: buckets.unwrap_or(max_relative),
+        buckets: buckets.map(|b| (b, max_relative)),
+        c2p,
+        p2c,
+        share_att_key: f.bool("share_att_key")?.unwrap_or(false),
+        norm_rel_embeddings: norm.split('|').any(|x| x.trim() == "layer_norm"),
+    }))
 }
 
 /// An image size key: an integer (square) or `[height, width]`.

@@ -309,6 +309,47 @@ pub struct EncoderConfig {
     pub heads: HeadsConfig,
     /// ALBERT's shared layers; `None`: one set of weights per layer.
     pub layer_groups: Option<LayerGroups>,
+    /// Learned absolute positions are added to the embeddings (DeBERTa-v2's
+    /// `position_biased_input`; always elsewhere).
+    pub absolute_positions: bool,
+    /// DeBERTa-v2's disentangled attention, when `relative_attention` is on.
+    pub disentangled: Option<Disentangled>,
+}
+
+/// DeBERTa-v2's disentangled attention: each layer's scores gain the content-to-position term
+/// (`c2p`: the query against the relative embedding of its distance to the key) and the
+/// position-to-content term (`p2c`), the relative embeddings `[2 * span, hidden]` projected by
+/// the layer's own `pos_key_proj` / `pos_query_proj` or, with `share_att_key`, its key and query
+/// projections.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Disentangled {
+    /// Relative distances are `-span..span` (`position_buckets`, else `max_relative_positions`,
+    /// else `max_position_embeddings`).
+    pub span: usize,
+    /// `(position_buckets, max_relative_positions)` when distances are log-bucketed.
+    pub buckets: Option<(usize, usize)>,
+    pub c2p: bool,
+    pub p2c: bool,
+    pub share_att_key: bool,
+    /// `norm_rel_ebd` has `layer_norm`: the relative embeddings pass the encoder's LayerNorm.
+    pub norm_rel_embeddings: bool,
+}
+
+impl Disentangled {
+    /// The bucketed relative position of `relative` = query - key, as transformers'
+    /// `make_log_bucket_position` computes it (its logarithms in f32, as torch does); the
+    /// distance itself without buckets.
+    pub fn bucket(&self, relative: i64) -> i64 {
+        let Some((size, max_position)) = self.buckets else { return relative };
+        let mid = (size / 2) as i64;
+        let abs = if relative < mid && relative > -mid { mid - 1 } else { relative.abs() };
+        if abs <= mid {
+            return relative;
+        }
+        let ratio = (abs as f32 / mid as f32).ln() / (((max_position - 1) as f64 / mid as f64) as f32).ln();
+        let log_pos = (ratio * (mid - 1) as f32).ceil() as i64 + mid;
+        log_pos * relative.signum()
+    }
 }
 
 /// ALBERT's layer sharing: `groups` groups of `inner` layers each; layer `i` of
@@ -569,7 +610,7 @@ fn model_config(
         bos_token_id,
         eos_token_ids,
         pad_token_id,
-        encoder: parse_encoder(f, schema, dims.hidden_size)?,
+        encoder: parse_encoder(f, schema, &dims)?,
         sentence: None,
         seq2seq: parse_seq2seq(f, schema, &dims, pad_token_id)?,
         vision: None,

@@ -28,6 +28,8 @@ pub const ALBERT_SCHEMA: ConfigSchema = ConfigSchema {
         head_keys: false,
         layer_groups: true,
         relative_bias: false,
+        disentangled: false,
+        pooler: BERT_POOLER,
     }),
     ..BERT_SCHEMA
 };
@@ -46,7 +48,11 @@ pub const ALBERT_LAYOUT: Layout = Layout {
     },
     mlp: MlpLayout { prefix: "", kind: MlpKind::Plain("ffn"), down: "ffn_output" },
     encoder: Some(EncoderLayout {
-        embed_projection: Some("encoder.embedding_hidden_mapping_in"),
+        embed_projection: Some(EmbedProjection {
+            name: "encoder.embedding_hidden_mapping_in",
+            bias: true,
+            before_norm: false,
+        }),
         layer_groups: Some(LayerGroupNames { groups: "encoder.albert_layer_groups", inner: "albert_layers" }),
         pooler: Some("pooler"),
         mlm: MlmHead {

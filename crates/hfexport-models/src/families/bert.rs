@@ -30,6 +30,8 @@ pub const BERT_SCHEMA: ConfigSchema = ConfigSchema {
         head_keys: false,
         layer_groups: false,
         relative_bias: false,
+        disentangled: false,
+        pooler: BERT_POOLER,
     }),
     ..LLAMA_SCHEMA
 };
@@ -82,6 +84,7 @@ pub const BERT_LAYOUT: Layout = Layout {
         embed_projection: None,
         layer_groups: None,
         relative_bias: None,
+        disentangled: None,
         positions: EncoderPositions::FromZero,
         pooler: Some("pooler.dense"),
         mlm: MlmHead {

@@ -31,6 +31,8 @@ pub const CLIP_VISION: Architecture = Architecture {
             head_keys: false,
             layer_groups: false,
             relative_bias: false,
+            disentangled: false,
+            pooler: BERT_POOLER,
         }),
         ..BERT_SCHEMA
     },

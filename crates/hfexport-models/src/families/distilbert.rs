@@ -29,6 +29,8 @@ pub const DISTILBERT_SCHEMA: ConfigSchema = ConfigSchema {
         head_keys: false,
         layer_groups: false,
         relative_bias: false,
+        disentangled: false,
+        pooler: BERT_POOLER,
     }),
     ..BERT_SCHEMA
 };

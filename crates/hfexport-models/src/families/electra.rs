@@ -24,7 +24,7 @@ pub const ELECTRA_SCHEMA: ConfigSchema = ConfigSchema {
 pub const ELECTRA_LAYOUT: Layout = Layout {
     roots: &["electra.", ""],
     encoder: Some(EncoderLayout {
-        embed_projection: Some("embeddings_project"),
+        embed_projection: Some(EmbedProjection { name: "embeddings_project", bias: true, before_norm: false }),
         pooler: None,
         mlm: MlmHead {
             dense: "generator_predictions.dense",

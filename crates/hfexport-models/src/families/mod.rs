@@ -24,6 +24,7 @@ pub mod bloom;
 pub mod camembert;
 pub mod clip;
 pub mod cohere;
+pub mod deberta_v2;
 pub mod deepseek;
 pub mod distilbert;
 pub mod electra;
@@ -151,6 +152,7 @@ pub static ARCHITECTURES: &[Architecture] = &[
     electra::FAMILY,
     albert::FAMILY,
     mpnet::FAMILY,
+    deberta_v2::FAMILY,
     vit::FAMILY,
     modernbert::FAMILY,
     whisper::FAMILY,

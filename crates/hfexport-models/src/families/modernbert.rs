@@ -39,6 +39,8 @@ pub const MODERNBERT_SCHEMA: ConfigSchema = ConfigSchema {
         head_keys: true,
         layer_groups: false,
         relative_bias: false,
+        disentangled: false,
+        pooler: BERT_POOLER,
     }),
     ..BERT_SCHEMA
 };

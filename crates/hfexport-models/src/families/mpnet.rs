@@ -24,6 +24,8 @@ pub const MPNET_SCHEMA: ConfigSchema = ConfigSchema {
         head_keys: false,
         layer_groups: false,
         relative_bias: true,
+        disentangled: false,
+        pooler: BERT_POOLER,
     }),
     ..BERT_SCHEMA
 };

@@ -21,6 +21,8 @@ pub const VIT_SCHEMA: ConfigSchema = ConfigSchema {
         head_keys: false,
         layer_groups: false,
         relative_bias: false,
+        disentangled: false,
+        pooler: BERT_POOLER,
     }),
     ..BERT_SCHEMA
 };

@@ -26,6 +26,8 @@ pub const XLM_ROBERTA_XL_SCHEMA: ConfigSchema = ConfigSchema {
         head_keys: false,
         layer_groups: false,
         relative_bias: false,
+        disentangled: false,
+        pooler: BERT_POOLER,
     }),
     ..BERT_SCHEMA
 };

@@ -556,6 +556,49 @@ fn factorised_embedding_configs_follow_their_classes() {
 }
 
 #[test]
+fn deberta_v2_configs_follow_disentangled_self_attention() {
+    // DeBERTa-v3-base as the hub keeps it: 256 log buckets over 512 positions, both terms
+    // through the shared projections, normed relative embeddings, no absolute positions
+    let text = r#"{"architectures": ["DebertaV2ForSequenceClassification"], "model_type": "deberta-v2",
+        "hidden_size": 768, "num_attention_heads": 12, "intermediate_size": 3072, "num_hidden_layers": 12,
+        "relative_attention": true, "position_buckets": 256, "max_relative_positions": -1,
+        "pos_att_type": "p2c|c2p", "share_att_key": true, "norm_rel_ebd": "layer_norm",
+        "position_biased_input": false, "type_vocab_size": 0, "pooler_hidden_act": "gelu"}"#;
+    let c = parse(text).unwrap();
+    let e = c.encoder.clone().unwrap();
+    let d = e.disentangled.unwrap();
+    assert_eq!(
+        (d.span, d.buckets, d.c2p, d.p2c, d.share_att_key, d.norm_rel_embeddings),
+        (256, Some((256, 512)), true, true, true, true)
+    );
+    assert_eq!((e.absolute_positions, e.type_vocab_size, e.pooler_act.as_str()), (false, 0, "gelu"));
+    // three terms share one scale: (64 * 3) ** -0.5
+    assert!((c.layers[0].attention().unwrap().scale - (192f64).powf(-0.5)).abs() < 1e-12);
+    // transformers' make_log_bucket_position(r, 256, 512) and (r, 8, 40)
+    let rel = [-600, -300, -129, -128, -127, -100, -3, 0, 3, 100, 127, 128, 129, 300, 511, 600];
+    let want = [-270, -207, -129, -128, -127, -100, -3, 0, 3, 100, 127, 128, 129, 207, 255, 270];
+    assert_eq!(rel.map(|r| d.bucket(r)), want);
+    let small = Disentangled { buckets: Some((8, 40)), span: 8, ..d };
+    let rel = [-39, -10, -5, -4, -3, 0, 3, 4, 5, 6, 10, 39];
+    assert_eq!(rel.map(|r| small.bucket(r)), [-7, -6, -5, -4, -3, 0, 3, 4, 5, 5, 6, 7]);
+    // what it does not build is refused by key
+    for (key, value, says) in [
+        ("conv_kernel_size", "3", "convolution"),
+        ("legacy", "false", "lm_predictions"),
+        ("pos_att_type", r#"["p2p"]"#, "p2p"),
+    ] {
+        let text = format!(r#"{{"architectures": ["DebertaV2Model"], "model_type": "deberta-v2", "{key}": {value}}}"#);
+        let e = parse(&text).unwrap_err().to_string();
+        assert!(e.contains(key) && e.contains(says), "{e}");
+    }
+    // relative attention off: plain scores over absolute positions, scaled by the terms all the same
+    let c =
+        parse(r#"{"architectures": ["DebertaV2Model"], "model_type": "deberta-v2", "pos_att_type": ["c2p"]}"#).unwrap();
+    assert_eq!(c.encoder.unwrap().disentangled, None);
+    assert!((c.layers[0].attention().unwrap().scale - (128f64).powf(-0.5)).abs() < 1e-12);
+}
+
+#[test]
 fn mpnet_buckets_32_ways_whatever_its_table_rows() {
     // MPNetEncoder.compute_position_bias buckets 32 ways up to 128 (its own defaults); the key
     // sizes the table only, and a smaller table than the buckets is refused
