@@ -3,7 +3,7 @@
 //! runs every layer of group `i / (num_hidden_layers / num_hidden_groups)` (`inner_group_num`
 //! each). `AlbertForPreTraining` exports its encoder (`feature-extraction`).
 
-use super::bert::{BERT_ENCODER, BERT_LAYOUT, BERT_SCHEMA};
+use super::bert::{BERT_ENCODER, BERT_ENCODER_SCHEMA, BERT_LAYOUT, BERT_SCHEMA};
 use super::Architecture;
 use crate::layout::*;
 use crate::schema::*;
@@ -22,15 +22,7 @@ pub const ALBERT_SCHEMA: ConfigSchema = ConfigSchema {
         ..BERT_SCHEMA.defaults
     },
     embed_dim: Some("embedding_size"),
-    encoder: Some(EncoderSchema {
-        type_vocab_size: Some(2),
-        image: None,
-        head_keys: false,
-        layer_groups: true,
-        relative_bias: false,
-        disentangled: false,
-        pooler: BERT_POOLER,
-    }),
+    encoder: Some(EncoderSchema { layer_groups: true, ..BERT_ENCODER_SCHEMA }),
     ..BERT_SCHEMA
 };
 

@@ -24,16 +24,20 @@ pub const BERT_SCHEMA: ConfigSchema = ConfigSchema {
     biases: Biases { qkv: Flag::Always, o: Flag::Always, mlp: Flag::Always, norm: Flag::Always, head: Flag::Never },
     rope: RopeRule::None,
     heads_divide_hidden: true,
-    encoder: Some(EncoderSchema {
-        type_vocab_size: Some(2),
-        image: None,
-        head_keys: false,
-        layer_groups: false,
-        relative_bias: false,
-        disentangled: false,
-        pooler: BERT_POOLER,
-    }),
+    encoder: Some(BERT_ENCODER_SCHEMA),
     ..LLAMA_SCHEMA
+};
+
+/// BERT's encoder keys: two token types, BERT's pooler keys, no image, no extras; other
+/// encoders state what differs.
+pub const BERT_ENCODER_SCHEMA: EncoderSchema = EncoderSchema {
+    type_vocab_size: Some(2),
+    image: None,
+    head_keys: false,
+    layer_groups: false,
+    relative_bias: false,
+    disentangled: false,
+    pooler: BERT_POOLER,
 };
 
 pub const BERT_LAYOUT: Layout = Layout {

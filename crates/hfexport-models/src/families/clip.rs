@@ -1,6 +1,6 @@
 //! `CLIPVisionConfig`: the CLIP vision tower LLaVA reads from `vision_config` (no class of its own).
 
-use super::bert::BERT_SCHEMA;
+use super::bert::{BERT_ENCODER_SCHEMA, BERT_SCHEMA};
 use super::vit::{VIT_ENCODER, VIT_LAYOUT};
 use super::Architecture;
 use crate::layout::*;
@@ -28,11 +28,7 @@ pub const CLIP_VISION: Architecture = Architecture {
         encoder: Some(EncoderSchema {
             type_vocab_size: None,
             image: Some(ImageDefaults { image_size: 224, patch_size: 32, num_channels: 3 }),
-            head_keys: false,
-            layer_groups: false,
-            relative_bias: false,
-            disentangled: false,
-            pooler: BERT_POOLER,
+            ..BERT_ENCODER_SCHEMA
         }),
         ..BERT_SCHEMA
     },

@@ -9,7 +9,7 @@
 //! reads the `ContextPooler` (`pooler_hidden_act`). The legacy masked-LM head (`cls.*`) is
 //! BERT's.
 
-use super::bert::{BERT_ENCODER, BERT_LAYOUT, BERT_SCHEMA};
+use super::bert::{BERT_ENCODER, BERT_ENCODER_SCHEMA, BERT_LAYOUT, BERT_SCHEMA};
 use super::Architecture;
 use crate::layout::*;
 use crate::schema::*;
@@ -31,12 +31,9 @@ pub const DEBERTA_V2_SCHEMA: ConfigSchema = ConfigSchema {
     scale: ScaleRule::Disentangled,
     encoder: Some(EncoderSchema {
         type_vocab_size: Some(0),
-        image: None,
-        head_keys: false,
-        layer_groups: false,
-        relative_bias: false,
         disentangled: true,
         pooler: PoolerKeys { size: "pooler_hidden_size", act: "pooler_hidden_act", default_act: "gelu" },
+        ..BERT_ENCODER_SCHEMA
     }),
     ..BERT_SCHEMA
 };

@@ -1,6 +1,6 @@
 //! `DistilBertModel` and its heads.
 
-use super::bert::{BERT_ENCODER, BERT_LAYOUT, BERT_SCHEMA};
+use super::bert::{BERT_ENCODER, BERT_ENCODER_SCHEMA, BERT_LAYOUT, BERT_SCHEMA};
 use super::Architecture;
 use crate::layout::*;
 use crate::schema::*;
@@ -23,15 +23,7 @@ pub const DISTILBERT_SCHEMA: ConfigSchema = ConfigSchema {
         partial_rotary_factor: "partial_rotary_factor",
     },
     defaults: Defaults { num_hidden_layers: Some(6), ..BERT_SCHEMA.defaults },
-    encoder: Some(EncoderSchema {
-        type_vocab_size: None,
-        image: None,
-        head_keys: false,
-        layer_groups: false,
-        relative_bias: false,
-        disentangled: false,
-        pooler: BERT_POOLER,
-    }),
+    encoder: Some(EncoderSchema { type_vocab_size: None, ..BERT_ENCODER_SCHEMA }),
     ..BERT_SCHEMA
 };
 

@@ -1,7 +1,7 @@
 //! `ModernBertModel` and its heads: pre-norm encoder, gated GELU MLP, alternating local/global attention with
 //! two ropes.
 
-use super::bert::{BERT_ENCODER, BERT_LAYOUT, BERT_SCHEMA};
+use super::bert::{BERT_ENCODER, BERT_ENCODER_SCHEMA, BERT_LAYOUT, BERT_SCHEMA};
 use super::Architecture;
 use crate::layout::*;
 use crate::schema::*;
@@ -33,15 +33,7 @@ pub const MODERNBERT_SCHEMA: ConfigSchema = ConfigSchema {
         head: Flag::Never,
     },
     rope: RopeRule::PerLayerType { global_theta: Some("global_rope_theta"), local_theta: "local_rope_theta" },
-    encoder: Some(EncoderSchema {
-        type_vocab_size: None,
-        image: None,
-        head_keys: true,
-        layer_groups: false,
-        relative_bias: false,
-        disentangled: false,
-        pooler: BERT_POOLER,
-    }),
+    encoder: Some(EncoderSchema { type_vocab_size: None, head_keys: true, ..BERT_ENCODER_SCHEMA }),
     ..BERT_SCHEMA
 };
 

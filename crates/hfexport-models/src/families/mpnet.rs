@@ -3,7 +3,7 @@
 //! embeddings fix at 1, and one relative position bias (`encoder.relative_attention_bias`, 32
 //! buckets) added to every layer's scores; RoBERTa's masked-LM and classification heads.
 
-use super::bert::{BERT_LAYOUT, BERT_SCHEMA};
+use super::bert::{BERT_ENCODER_SCHEMA, BERT_LAYOUT, BERT_SCHEMA};
 use super::roberta::ROBERTA_LAYOUT;
 use super::Architecture;
 use crate::layout::*;
@@ -18,15 +18,7 @@ pub const MPNET_SCHEMA: ConfigSchema = ConfigSchema {
         eos_token_id: Some(2),
         ..BERT_SCHEMA.defaults
     },
-    encoder: Some(EncoderSchema {
-        type_vocab_size: None,
-        image: None,
-        head_keys: false,
-        layer_groups: false,
-        relative_bias: true,
-        disentangled: false,
-        pooler: BERT_POOLER,
-    }),
+    encoder: Some(EncoderSchema { type_vocab_size: None, relative_bias: true, ..BERT_ENCODER_SCHEMA }),
     ..BERT_SCHEMA
 };
 

@@ -1,6 +1,6 @@
 //! `ViTModel` / `ViTForImageClassification`: pre-LN encoder over image patches.
 
-use super::bert::{BERT_ENCODER, BERT_LAYOUT, BERT_SCHEMA};
+use super::bert::{BERT_ENCODER, BERT_ENCODER_SCHEMA, BERT_LAYOUT, BERT_SCHEMA};
 use super::Architecture;
 use crate::layout::*;
 use crate::schema::*;
@@ -18,11 +18,7 @@ pub const VIT_SCHEMA: ConfigSchema = ConfigSchema {
     encoder: Some(EncoderSchema {
         type_vocab_size: None,
         image: Some(ImageDefaults { image_size: 224, patch_size: 16, num_channels: 3 }),
-        head_keys: false,
-        layer_groups: false,
-        relative_bias: false,
-        disentangled: false,
-        pooler: BERT_POOLER,
+        ..BERT_ENCODER_SCHEMA
     }),
     ..BERT_SCHEMA
 };

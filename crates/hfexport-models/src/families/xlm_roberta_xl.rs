@@ -2,7 +2,7 @@
 //! pre-LN layers (`attention.self_attn_layer_norm` before the attention, `LayerNorm` before the
 //! MLP), no norm over the embeddings and a final `encoder.LayerNorm`.
 
-use super::bert::BERT_SCHEMA;
+use super::bert::{BERT_ENCODER_SCHEMA, BERT_SCHEMA};
 use super::roberta::{ROBERTA_DEFAULTS, ROBERTA_LAYOUT};
 use super::Architecture;
 use crate::layout::*;
@@ -20,15 +20,7 @@ pub const XLM_ROBERTA_XL_SCHEMA: ConfigSchema = ConfigSchema {
         norm_eps: 1e-5,
         ..ROBERTA_DEFAULTS
     },
-    encoder: Some(EncoderSchema {
-        type_vocab_size: Some(1),
-        image: None,
-        head_keys: false,
-        layer_groups: false,
-        relative_bias: false,
-        disentangled: false,
-        pooler: BERT_POOLER,
-    }),
+    encoder: Some(EncoderSchema { type_vocab_size: Some(1), ..BERT_ENCODER_SCHEMA }),
     ..BERT_SCHEMA
 };
 
