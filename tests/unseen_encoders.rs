@@ -6,7 +6,8 @@
 //! Pooling modes and Normalize), generated with their goldens by transformers (and
 //! sentence-transformers) at test time. Each must match transformers at 1e-4 in the reference evaluator,
 //! padded rows included, and export to every format with `--verify` (its runtime against the
-//! evaluator, on padded samples).
+//! evaluator, on padded samples), and every other one also with int8 weights (`--quantize int8`:
+//! the runtime against the evaluator of the quantized graph).
 
 mod common;
 
@@ -93,7 +94,7 @@ fn random_encoders_match_transformers_and_verify_in_every_runtime() {
     let cases = generate(&tmp.path().join("ckpt"));
     assert_eq!(cases.len(), COUNT);
     let mut failures = vec![];
-    for case in &cases {
+    for (i, case) in cases.iter().enumerate() {
         match check_reference(case) {
             Ok(d) if d <= 1e-4 => {}
             Ok(d) => {
@@ -101,20 +102,27 @@ fn random_encoders_match_transformers_and_verify_in_every_runtime() {
             }
             Err(e) => failures.push(format!("{}: {e}\n    {}", case.name, case.description)),
         }
-        for format in ["onnx", "openvino", "dynamo", "executorch"] {
-            let config = serde_json::json!({"export_format": format, "dynamic": true});
+        // every other case also with int8 weights
+        let quantizers: &[Option<&str>] = if i % 2 == 1 { &[None, Some("int8")] } else { &[None] };
+        let formats = ["onnx", "openvino", "dynamo", "executorch"];
+        for (format, &quantizer) in formats.into_iter().flat_map(|f| quantizers.iter().map(move |q| (f, q))) {
+            let mut config = serde_json::json!({"export_format": format, "dynamic": true});
+            if let Some(q) = quantizer {
+                config["quantizer"] = q.into();
+            }
             let exporter =
                 AutoHfExporter::from_config(AutoExportConfig::from_dict(&config).unwrap()).unwrap().with_verify(true);
+            let tag = format!("{format}{}", quantizer.map_or(String::new(), |q| format!("-{q}")));
             let req = ExportRequest {
                 model: case.dir.clone(),
-                output: tmp.path().join("exports").join(&case.name).join(format),
+                output: tmp.path().join("exports").join(&case.name).join(&tag),
                 task: Some(case.task),
                 dtype: DType::F32,
                 force: false,
                 generation: None,
             };
             if let Err(e) = exporter.export(&req, &mut |_| {}) {
-                failures.push(format!("{} {format}: {e}\n    {}", case.name, case.description));
+                failures.push(format!("{} {tag}: {e}\n    {}", case.name, case.description));
             }
         }
     }

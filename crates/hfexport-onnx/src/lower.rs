@@ -266,6 +266,19 @@ impl Emit {
         outputs: Vec<String>,
         attrs: Vec<AttributeProto>,
     ) {
+        self.push_in(None, op_type, name, (inputs, outputs), attrs);
+    }
+
+    /// A node of the operator set `domain` (`None`: the default one), under a name no other
+    /// node of this list has.
+    fn push_in(
+        &mut self,
+        domain: Option<&str>,
+        op_type: &str,
+        name: &str,
+        (inputs, outputs): (Vec<String>, Vec<String>),
+        attrs: Vec<AttributeProto>,
+    ) {
         let seen = self.names.entry(name.to_string()).or_default();
         *seen += 1;
         let name = match *seen {
@@ -275,6 +288,7 @@ impl Emit {
         self.nodes.push(NodeProto {
             name: Some(name),
             op_type: Some(op_type.into()),
+            domain: domain.map(Into::into),
             input: inputs,
             output: outputs,
             attribute: attrs,
@@ -896,15 +910,7 @@ impl<'g> Ctx<'g> {
     }
 
     fn ms_node(&mut self, op: &str, n: &Node, inputs: Vec<String>, outs: &[String], attribute: Vec<AttributeProto>) {
-        self.em.nodes.push(NodeProto {
-            name: Some(n.name.clone()),
-            op_type: Some(op.into()),
-            domain: Some(MS_DOMAIN.into()),
-            input: inputs,
-            output: outs.to_vec(),
-            attribute,
-            ..Default::default()
-        });
+        self.em.push_in(Some(MS_DOMAIN), op, &n.name, (inputs, outs.to_vec()), attribute);
     }
 
     /// `com.microsoft.MoE` (ONNX Runtime's CPU kernel, float32): the router logits as a `Gemm`
@@ -937,15 +943,8 @@ impl<'g> Ctx<'g> {
             attr_float("activation_beta", 0.0),
             attr_int("normalize_routing_weights", normalize as i64),
         ];
-        self.em.nodes.push(NodeProto {
-            name: Some(n.name.clone()),
-            op_type: Some("MoE".into()),
-            domain: Some(MS_DOMAIN.into()),
-            input: vec![x2, logits, fc1, String::new(), ins[4].clone()],
-            output: vec![y.clone()],
-            attribute: attrs,
-            ..Default::default()
-        });
+        let inputs = vec![x2, logits, fc1, String::new(), ins[4].clone()];
+        self.em.push_in(Some(MS_DOMAIN), "MoE", &n.name, (inputs, vec![y.clone()]), attrs);
         let back = self.shape(&x.shape)?;
         self.em.push("Reshape", &format!("{}/unflatten", n.name), vec![y, back], outs.to_vec(), vec![]);
         Ok(())

@@ -11,6 +11,8 @@
 
 use hfexport_core::{Dim, RopeConfig};
 
+use crate::layout::{Layout, Projections};
+
 use crate::schema::{Alibi, DeltaNetProjections, GatedNormKeys, LatentRule, Mamba2Keys, SsmLayers, SsmMixer, SsmRule};
 
 use super::*;
@@ -333,13 +335,38 @@ impl ModelConfig {
     /// Modules a quantized export keeps float whatever the recipe says (transformers' names):
     /// each Mamba mixer's `dt_proj`, whose input is the low-rank time step (`hidden / 16`
     /// channels, rarely a multiple of a group) and whose error the softplus and the exponential
-    /// decay amplify.
+    /// decay amplify; DeBERTa-v2's projections of its relative embeddings (its position
+    /// projections, or with `share_att_key` the key and query projections), whose input is a
+    /// constant: OpenVINO 2026.4 fails to compile a compressed weight applied to one. Named
+    /// under each root the family's checkpoints use (a sentence-transformers folder saves the
+    /// bare encoder, without its class's prefix).
     pub fn kept_float(&self) -> Result<Vec<String>> {
         let layout = self.family()?.layout;
-        let (Some(mixer), Some(root)) = (layout.ssm, layout.roots.first()) else { return Ok(vec![]) };
-        let layer = |i: usize| format!("{root}{}.{i}.{mixer}.dt_proj", layout.layers);
-        let mamba = self.layers.iter().enumerate().filter(|(_, l)| matches!(l.mixer, Mixer::Mamba(_)));
-        Ok(mamba.map(|(i, _)| layer(i)).collect())
+        let mut kept = vec![];
+        for root in layout.roots {
+            self.kept_float_under(&layout, root, &mut kept);
+        }
+        Ok(kept)
+    }
+
+    fn kept_float_under(&self, layout: &Layout, root: &str, kept: &mut Vec<String>) {
+        let layer = |i: usize, module: &str| format!("{root}{}.{i}.{module}", layout.layers);
+        if let Some(mixer) = layout.ssm {
+            let mamba = self.layers.iter().enumerate().filter(|(_, l)| matches!(l.mixer, Mixer::Mamba(_)));
+            kept.extend(mamba.map(|(i, _)| layer(i, &format!("{mixer}.dt_proj"))));
+        }
+        let disentangled = self.encoder.as_ref().and_then(|e| e.disentangled);
+        // (the graph refuses disentangled attention over fused projections)
+        let names = layout.encoder.and_then(|e| e.disentangled);
+        if let (Some(d), Some(names), Projections::Separate { q, k, .. }) = (disentangled, names, layout.attention.qkv)
+        {
+            let modules = if d.share_att_key { [k, q] } else { [names.pos_key, names.pos_query] };
+            for i in 0..self.num_hidden_layers {
+                for (module, _) in modules.iter().zip([d.c2p, d.p2c]).filter(|(_, on)| *on) {
+                    kept.push(layer(i, &format!("{}.{module}", layout.attention.prefix)));
+                }
+            }
+        }
     }
 
     /// Whether some layer's recurrence runs over the sequence (a scan: Mamba, Mamba2), which a
