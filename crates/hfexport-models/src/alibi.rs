@@ -102,12 +102,7 @@ impl Decoder<'_> {
             let root = self.op(&format!("{p}.sqrt_head_dim"), Op::Constant(root), &[])?;
             bias = self.op(&format!("{p}.bias_scaled"), Op::Binary(BinaryOp::Div), &[bias, root])?;
         }
-        let low = self.op(
-            &format!("{p}.masked_value"),
-            Op::Constant(Tensor::float(dtype, vec![], vec![dtype.min_finite()])?),
-            &[],
-        )?;
-        self.op(&format!("{p}.mask"), Op::Where, &[mask, bias, low])
+        self.masked_bias(&format!("{p}.mask"), mask, bias)
     }
 
     /// `x` (f32) rounded to bfloat16 and back, as torch rounds a bfloat16 tensor's products.

@@ -58,6 +58,25 @@ impl Decoder<'_> {
         self.op(name, Op::Constant(t), &[])
     }
 
+    /// `bias` where `mask` allows, else the dtype's lowest value: a bool mask made additive
+    /// with a bias (ALiBi's, T5's and MPNet's relative positions, DeBERTa's position scores).
+    pub(crate) fn masked_bias(&mut self, name: &str, mask: ValueId, bias: ValueId) -> Result<ValueId> {
+        let dtype = self.opts.dtype;
+        let low = Tensor::float(dtype, vec![], vec![dtype.min_finite()])?;
+        let low = self.op(&format!("{name}.masked_value"), Op::Constant(low), &[])?;
+        self.op(name, Op::Where, &[mask, bias, low])
+    }
+
+    /// `table[index]` for a constant integer table (buckets of relative distances): stored as
+    /// floats and gathered as embeddings are (every backend's gather takes floats), then cast
+    /// back; exact for values below 2^24.
+    pub(crate) fn lookup(&mut self, name: &str, table: &[i64], index: ValueId) -> Result<ValueId> {
+        let values = Tensor::float(DType::F32, vec![table.len()], table.iter().map(|&v| v as f32).collect())?;
+        let values = self.op(&format!("{name}.table"), Op::Constant(values), &[])?;
+        let at = self.op(&format!("{name}.values"), Op::Gather { axis: 0 }, &[values, index])?;
+        self.op(name, Op::Cast(DType::I64), &[at])
+    }
+
     /// A scalar i64 constant (a token id or a bound of one).
     pub(crate) fn id_scalar(&mut self, name: &str, v: i64) -> Result<ValueId> {
         self.op(name, Op::Constant(Tensor::i64(vec![], vec![v])?), &[])
@@ -945,7 +964,7 @@ impl Decoder<'_> {
         mask: ValueId,
         d: DisentangledInputs,
     ) -> Result<ValueId> {
-        let (cfg, dtype) = (self.cfg, self.opts.dtype);
+        let cfg = self.cfg;
         let spec = cfg.encoder.as_ref().and_then(|e| e.disentangled).expect("the inputs come from the config");
         let names = self.arch.layout.encoder.and_then(|e| e.disentangled).expect("the layout has its names");
         let Projections::Separate { q: q_proj, k: k_proj, .. } = self.arch.layout.attention.qkv else {
@@ -984,9 +1003,7 @@ impl Decoder<'_> {
             Some(&second) => self.op(&vb.name("position_scores"), Op::Binary(BinaryOp::Add), &[first, second])?,
             None => first,
         };
-        let low = Tensor::float(dtype, vec![], vec![dtype.min_finite()])?;
-        let low = self.op(&vb.name("masked_value"), Op::Constant(low), &[])?;
-        self.op(&vb.name("position_mask"), Op::Where, &[mask, bias, low])
+        self.masked_bias(&vb.name("position_mask"), mask, bias)
     }
 
     /// The error of a layout whose fused projections cannot give what `what` needs.

@@ -135,13 +135,8 @@ impl Decoder<'_> {
         let p2c = |r: i64| clamp(span - d.bucket(-r));
         let width = self.id_scalar("rel.row", rows)?;
         let mut index = |name: &str, of: &dyn Fn(i64) -> i64, line: ValueId| -> Result<ValueId> {
-            // a float table, gathered as embeddings are (every backend's gather takes floats),
-            // then cast: the values are exact in f32
-            let table: Vec<f32> = (1 - max_seq..max_seq).map(|r| of(r) as f32).collect();
-            let table = Tensor::float(DType::F32, vec![table.len()], table)?;
-            let table = self.op(&format!("rel.{name}.table"), Op::Constant(table), &[])?;
-            let at = self.op(&format!("rel.{name}.bucket"), Op::Gather { axis: 0 }, &[table, at])?;
-            let at = self.op(&format!("rel.{name}.column"), Op::Cast(DType::I64), &[at])?;
+            let table: Vec<i64> = (1 - max_seq..max_seq).map(of).collect();
+            let at = self.lookup(&format!("rel.{name}.column"), &table, at)?;
             let start = self.op(&format!("rel.{name}.row_start"), Op::Binary(BinaryOp::Mul), &[line, width])?;
             self.op(&format!("rel.{name}.index"), Op::Binary(BinaryOp::Add), &[start, at])
         };

@@ -210,7 +210,7 @@ impl Decoder<'_> {
         mask: ValueId,
         bidirectional: bool,
     ) -> Result<ValueId> {
-        let (cfg, dtype) = (self.cfg, self.opts.dtype);
+        let cfg = self.cfg;
         let rel = cfg.relative_attention.expect("the caller checked the config");
         let heads = cfg.num_attention_heads;
         let far = rel.max_distance as i64;
@@ -226,20 +226,12 @@ impl Decoder<'_> {
         let clamped = self.op("bias.clamped_low", Op::Binary(BinaryOp::Max), &[distance, lo])?;
         let clamped = self.op("bias.clamped", Op::Binary(BinaryOp::Min), &[clamped, hi])?;
         let index = self.op("bias.index", Op::Binary(BinaryOp::Add), &[clamped, hi])?;
-        // a float table, gathered as embeddings are (every backend's gather takes floats), then
-        // cast: bucket numbers are exact in f32
-        let n = table.len();
-        let table = Tensor::float(DType::F32, vec![n], table.iter().map(|&b| b as f32).collect())?;
-        let table = self.op("bias.buckets_of", Op::Constant(table), &[])?;
-        let buckets = self.op("bias.bucket_values", Op::Gather { axis: 0 }, &[table, index])?;
-        let buckets = self.op("bias.buckets", Op::Cast(DType::I64), &[buckets])?;
+        let buckets = self.lookup("bias.buckets", &table, index)?;
         let w = self.weight(vb, "weight", &[rel.table_rows, heads])?;
         let bias = self.op(&vb.name("gather"), Op::Gather { axis: 0 }, &[w, buckets])?;
         let bias = self.op(&vb.name("heads_first"), Op::Transpose { perm: vec![2, 0, 1] }, &[bias])?;
         let bias =
             self.op(&vb.name("batched"), Op::Reshape { shape: vec![Dim::konst(1), Dim::from(heads), q, k] }, &[bias])?;
-        let low = Tensor::float(dtype, vec![], vec![dtype.min_finite()])?;
-        let low = self.op("bias.masked_value", Op::Constant(low), &[])?;
-        self.op("bias.mask", Op::Where, &[mask, bias, low])
+        self.masked_bias("bias.mask", mask, bias)
     }
 }

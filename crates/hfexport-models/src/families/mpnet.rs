@@ -4,7 +4,7 @@
 //! buckets) added to every layer's scores; RoBERTa's masked-LM and classification heads.
 
 use super::bert::{BERT_ENCODER_SCHEMA, BERT_LAYOUT, BERT_SCHEMA};
-use super::roberta::ROBERTA_LAYOUT;
+use super::roberta::ROBERTA_ENCODER;
 use super::Architecture;
 use crate::layout::*;
 use crate::schema::*;
@@ -35,15 +35,12 @@ pub const MPNET_LAYOUT: Layout = Layout {
         out: "o",
         ..BERT_LAYOUT.attention
     },
-    encoder: match ROBERTA_LAYOUT.encoder {
-        Some(e) => Some(EncoderLayout {
-            token_type_embed: None,
-            positions: EncoderPositions::AfterFixedPadding(1),
-            relative_bias: Some("encoder.relative_attention_bias"),
-            ..e
-        }),
-        None => panic!("ROBERTA_LAYOUT has an encoder"),
-    },
+    encoder: Some(EncoderLayout {
+        token_type_embed: None,
+        positions: EncoderPositions::AfterFixedPadding(1),
+        relative_bias: Some("encoder.relative_attention_bias"),
+        ..ROBERTA_ENCODER
+    }),
     ..BERT_LAYOUT
 };
 

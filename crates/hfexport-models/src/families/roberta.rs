@@ -29,6 +29,11 @@ pub const ROBERTA_LAYOUT: Layout = Layout {
     ..BERT_LAYOUT
 };
 
+pub const ROBERTA_ENCODER: EncoderLayout = match ROBERTA_LAYOUT.encoder {
+    Some(e) => e,
+    None => panic!("ROBERTA_LAYOUT has an encoder"),
+};
+
 pub const FAMILY: Architecture = Architecture {
     classes: &[
         "RobertaModel",

@@ -3,7 +3,7 @@
 //! MLP), no norm over the embeddings and a final `encoder.LayerNorm`.
 
 use super::bert::{BERT_ENCODER_SCHEMA, BERT_SCHEMA};
-use super::roberta::{ROBERTA_DEFAULTS, ROBERTA_LAYOUT};
+use super::roberta::{ROBERTA_DEFAULTS, ROBERTA_ENCODER, ROBERTA_LAYOUT};
 use super::Architecture;
 use crate::layout::*;
 use crate::schema::*;
@@ -27,10 +27,7 @@ pub const XLM_ROBERTA_XL_SCHEMA: ConfigSchema = ConfigSchema {
 pub const XLM_ROBERTA_XL_LAYOUT: Layout = Layout {
     final_norm: "encoder.LayerNorm",
     norms: LayerNorms { pre_attention: Some("attention.self_attn_layer_norm"), pre_mlp: Some("LayerNorm"), ..NO_NORMS },
-    encoder: match ROBERTA_LAYOUT.encoder {
-        Some(e) => Some(EncoderLayout { embed_norm: None, ..e }),
-        None => panic!("ROBERTA_LAYOUT has an encoder"),
-    },
+    encoder: Some(EncoderLayout { embed_norm: None, ..ROBERTA_ENCODER }),
     ..ROBERTA_LAYOUT
 };
 
