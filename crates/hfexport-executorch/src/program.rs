@@ -581,6 +581,45 @@ impl Builder<'_> {
         o
     }
 
+    /// `a` and `b` expanded (`expand_copy`) to the batch axes of their product `meta`, as
+    /// matmul broadcasts them and `bmm` does not; both of the product's rank.
+    fn broadcast_batches(&mut self, a: usize, b: usize, out: &str, meta: &TensorMeta) -> Result<(usize, usize)> {
+        let rank = meta.sizes.len();
+        let (ta, tb) = (self.m.tensor(a).expect("a tensor").clone(), self.m.tensor(b).expect("a tensor").clone());
+        if rank < 3 || ta.sizes.len() != rank || tb.sizes.len() != rank {
+            return Err(ProgramError {
+                value: out.into(),
+                target: "aten.matmul.default".into(),
+                msg: format!(
+                    "operands {:?} and {:?}: broadcast only between operands of equal rank",
+                    ta.sizes, tb.sizes
+                ),
+            });
+        }
+        let batch: Vec<usize> = (0..rank - 2)
+            .map(|i| if ta.sizes[i] == meta.sizes[i] { self.size_of(a, i) } else { self.size_of(b, i) })
+            .collect();
+        let mut expanded = |x: usize, t: &TensorValue, tag: &str| {
+            if t.sizes[..rank - 2] == meta.sizes[..rank - 2] {
+                return x;
+            }
+            let mut dims = batch.clone();
+            dims.extend([self.size_of(x, rank - 2), self.size_of(x, rank - 1)]);
+            let size = self.push(Value::IntList(dims));
+            let implicit = self.push(Value::Bool(false));
+            let sizes = [&meta.sizes[..rank - 2], &t.sizes[rank - 2..]].concat();
+            let name = format!("{out}_{tag}_expanded");
+            self.out_call(
+                "aten::expand_copy",
+                "out",
+                vec![x, size, implicit],
+                &name,
+                &TensorMeta { dtype: t.dtype, sizes },
+            )
+        };
+        Ok((expanded(a, &ta, "a"), expanded(b, &tb, "b")))
+    }
+
     /// The product of SymInts (constants folded).
     fn product(&mut self, parts: &[usize]) -> usize {
         let mut constant = 1i64;
@@ -614,22 +653,15 @@ impl Builder<'_> {
         out
     }
 
-    /// `matmul` of two tensors of equal batch dims: `mm` (rank 2), `bmm` (rank 3), or views
-    /// to rank 3 around `bmm`.
+    /// `matmul`: `mm` (rank 2), `bmm` (rank 3), or views to rank 3 around `bmm`; operands whose
+    /// batch axes differ are first expanded to the product's ([`Builder::broadcast_batches`]).
     fn matmul(&mut self, a: usize, b: usize, out: &str, meta: &TensorMeta) -> Result<usize> {
         let rank = meta.sizes.len();
         let batch_of = |t: usize| self.m.tensor(t).map(|t| t.sizes[..t.sizes.len().saturating_sub(2)].to_vec());
-        if batch_of(a) != batch_of(b) {
-            return Err(ProgramError {
-                value: out.into(),
-                target: "aten.matmul.default".into(),
-                msg: format!(
-                    "batch axes {:?} and {:?} differ: only equal batch axes are lowered",
-                    batch_of(a),
-                    batch_of(b)
-                ),
-            });
-        }
+        let (a, b) = match batch_of(a) == batch_of(b) {
+            true => (a, b),
+            false => self.broadcast_batches(a, b, out, meta)?,
+        };
         match rank {
             2 => return Ok(self.out_call("aten::mm", "out", vec![a, b], out, meta)),
             3 => return Ok(self.out_call("aten::bmm", "out", vec![a, b], out, meta)),

@@ -984,13 +984,6 @@ impl Decoder<'_> {
             let shape = vec![Dim::konst(1), rows.into(), heads.into(), hd.into()];
             let r = self.op(&name("heads"), Op::Reshape { shape }, &[r])?;
             let r = self.op(&name("keys_last"), Op::Transpose { perm: vec![0, 2, 3, 1] }, &[r])?;
-            // every batch row its own copy: ExecuTorch's matmul takes equal batch axes only
-            let batch = self.g.info(content).shape[0].clone();
-            let r = self.op(
-                &name("batched"),
-                Op::Expand { shape: vec![batch, heads.into(), hd.into(), rows.into()] },
-                &[r],
-            )?;
             let scores = self.op(&name("scores"), Op::MatMul, &[content, r])?;
             let shape = self.g.info(scores).shape.clone();
             let flat = vec![shape[0].clone(), shape[1].clone(), hfexport_core::dim::product(&shape[2..])];
