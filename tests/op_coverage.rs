@@ -666,37 +666,17 @@ fn longrope(original_max: usize) -> RopeScaling {
 }
 
 /// Cases a backend fails today, with why: each must still fail (so the list shrinks when one
-/// is fixed). One is a form XNNPACK refuses by design (the export never hands it one). Four are ExecuTorch's matmul (`program.rs`: views around `bmm`), which takes no
-/// batch dims that broadcast; one is OpenVINO's `GatherMatmul`, which its CPU plugin fuses from
-/// the tiled MoE block but runs only with constant expert weights (here they are graph inputs;
-/// an export's experts are always checkpoint weights, which the fixtures run).
-const KNOWN_GAPS: [(&str, &str, &str); 6] = [
+/// is fixed). One is a form XNNPACK refuses by design (the export never hands it one); one is
+/// OpenVINO's `GatherMatmul`, which its CPU plugin fuses from the tiled MoE block but runs only
+/// with constant expert weights (here they are graph inputs; an export's experts are always
+/// checkpoint weights, which the fixtures run).
+const KNOWN_GAPS: [(&str, &str, &str); 2] = [
     ("Moe(dense)", "openvino", "GatherMatmul: Only constant weights are supported"),
     (
         "QuantLinear(int4)",
         "executorch:\"xnnpack\"",
         "XNNPACK takes positive bfloat16 block scales, which the quantization pass forms for it \
          (Backend::quant_form); signed float32 scales are refused at export",
-    ),
-    (
-        "MatMul",
-        "executorch:\"xnnpack\"",
-        "batch dims that broadcast ([b, 3, 4] x [1, 4, 5]): bmm.out checks self.size(0) == mat2.size(0)",
-    ),
-    (
-        "MatMul",
-        "executorch:\"portable\"",
-        "batch dims that broadcast ([b, 3, 4] x [1, 4, 5]): bmm.out checks self.size(0) == mat2.size(0)",
-    ),
-    (
-        "ScatterSlots",
-        "executorch:\"xnnpack\"",
-        "decomposed, its one-hot [1, 1, L, q] x new [1, h, q, d] MatMul broadcasts: et_view cannot resize (2, 1, 4) to (1, 1, 4)",
-    ),
-    (
-        "ScatterSlots",
-        "executorch:\"portable\"",
-        "decomposed, its one-hot [1, 1, L, q] x new [1, h, q, d] MatMul broadcasts: et_view cannot resize (2, 1, 4) to (1, 1, 4)",
     ),
 ];
 
