@@ -1,13 +1,12 @@
 #!/usr/bin/env python3
-"""Random encoder-decoder checkpoints (Whisper and T5, dealt alternately) with transformers'
+"""Random encoder-decoder checkpoints (Whisper, T5, BART, mBART, Marian and Pegasus, dealt in turn) with transformers'
 outputs, for tests/seq2seq_generation.rs.
 
 Usage: random_seq2seq.py OUTDIR --seed S --count N
 
-Writes N folders (save_pretrained of a randomly configured WhisperForConditionalGeneration or
-T5ForConditionalGeneration) with golden.safetensors: the encoder inputs (Whisper's
-`input_features` [1, num_mel_bins, 2 * max_source_positions]; T5's `input_ids` and an all-ones
-`attention_mask` [1, L]), the encoder's `encoder_hidden_states`, and `tokens`: 8 tokens of plain
+Writes N folders (save_pretrained of a randomly configured model of one of those classes) with
+golden.safetensors: the encoder inputs (Whisper's `input_features` [1, num_mel_bins, 2 *
+max_source_positions]; the text models' `input_ids` and an all-ones `attention_mask` [1, L]), the encoder's `encoder_hidden_states`, and `tokens`: 8 tokens of plain
 greedy decoding (the whole sequence recomputed every step, no cache, from
 decoder_start_token_id). OUTDIR/index.json lists {name, dir, description}. The sampled space:
 Whisper: d_model from heads x head_dim with encoder and decoder heads dividing it independently,
@@ -16,6 +15,10 @@ target lengths, the activations the config accepts, tied or untied proj_out, the
 T5: d_kv apart from d_model / heads, 1-3 encoder and (num_decoder_layers, or as many) decoder
 layers, relu or gated MLPs of several activations, 4-32 buckets and their max distance, a
 head tied and scaled, or stored (no scale), inputs of 3-20 tokens.
+The BART line: d_model (odd ones included, for the sinusoids) with encoder and decoder heads
+dividing it independently, 1-3 layers on each side, FFN widths, position table lengths, the
+activations, `scale_embedding`, tied or stored heads, a nonzero `final_logits_bias`, Marian's
+own encoder and decoder tables, Pegasus with its sinusoidal table stored or left out of the file.
 """
 
 import json
@@ -77,19 +80,69 @@ def t5(rng):
     return kw
 
 
-def build(kind, kw, seed, folder):
-    cls = getattr(transformers, "WhisperForConditionalGeneration" if kind == "whisper" else "T5ForConditionalGeneration")
-    config = getattr(transformers, "WhisperConfig" if kind == "whisper" else "T5Config")(**kw)
+BART_LINE = ("bart", "mbart", "marian", "pegasus")
+CLASSES = {
+    "whisper": ("WhisperForConditionalGeneration", "WhisperConfig"),
+    "t5": ("T5ForConditionalGeneration", "T5Config"),
+    "bart": ("BartForConditionalGeneration", "BartConfig"),
+    "mbart": ("MBartForConditionalGeneration", "MBartConfig"),
+    "marian": ("MarianMTModel", "MarianConfig"),
+    "pegasus": ("PegasusForConditionalGeneration", "PegasusConfig"),
+}
+
+
+def bart_line(kind, rng):
+    # the sinusoidal tables of an odd width end in a lone sine
+    d_model = rng.choice([15, 21, 12, 24] if kind in ("marian", "pegasus") else [8, 12, 15, 16, 21, 24, 32])
+    heads = [h for h in (1, 2, 3, 4, 5, 6, 7, 8) if d_model % h == 0]
+    vocab = rng.randint(30, 120)
+    kw = dict(
+        vocab_size=vocab,
+        d_model=d_model,
+        encoder_layers=rng.randint(1, 3),
+        decoder_layers=rng.randint(1, 3),
+        encoder_attention_heads=rng.choice(heads),
+        decoder_attention_heads=rng.choice(heads),
+        encoder_ffn_dim=rng.randint(4, 64),
+        decoder_ffn_dim=rng.randint(4, 64),
+        max_position_embeddings=rng.randint(24, 64),
+        activation_function=rng.choice(ACTS),
+        scale_embedding=rng.random() < 0.5,
+        tie_word_embeddings=rng.random() < 0.5,
+        dropout=0.0, attention_dropout=0.0, activation_dropout=0.0,
+        pad_token_id=1, bos_token_id=0, eos_token_id=2, forced_eos_token_id=None,
+        decoder_start_token_id=rng.randint(0, vocab - 1),
+    )
+    if kind == "mbart" and rng.random() < 0.5:
+        kw["decoder_start_token_id"] = None  # generate starts from bos_token_id
+    if kind == "marian":
+        kw["share_encoder_decoder_embeddings"] = rng.random() < 0.5
+    return kw
+
+
+def build(kind, kw, seed, folder, drop_positions=False):
+    cls = getattr(transformers, CLASSES[kind][0])
+    config = getattr(transformers, CLASSES[kind][1])(**kw)
     config._attn_implementation = "eager"
     torch.manual_seed(seed)
     model = cls(config).eval()
     with torch.no_grad():
         for name, p in model.named_parameters():
             noise = torch.randn_like(p) * STD
-            p.copy_(1.0 + noise if "layer_norm" in name and name.endswith("weight") else noise)
+            norm = ("layer_norm" in name or "layernorm" in name) and name.endswith("weight")
+            p.copy_(1.0 + noise if norm else noise)
         if kind == "whisper":
             model.model.decoder.embed_positions.weight.mul_(1.0 / STD)
+        if kind in BART_LINE:
+            model.final_logits_bias.normal_(0.0, STD)
+            if kind in ("bart", "mbart"):
+                model.model.decoder.embed_positions.weight.mul_(1.0 / STD)
     model.save_pretrained(folder, safe_serialization=True)
+    if drop_positions:
+        # a file without the sinusoidal tables, which transformers computes on load
+        weights = load_file(str(folder / "model.safetensors"))
+        weights = {k: v for k, v in weights.items() if "embed_positions" not in k}
+        save_file(weights, str(folder / "model.safetensors"), metadata={"format": "pt"})
     if kind == "t5" and not kw["tie_word_embeddings"]:
         # a T5 v1.1 file stores its own head (transformers ties it when saving)
         weights = load_file(str(folder / "model.safetensors"))
@@ -101,18 +154,19 @@ def build(kind, kw, seed, folder):
 def main():
     cases = []
     for out, i, seed, rng in random_cases.cases(10):
-        kind = ("whisper", "t5")[i % 2]
-        kw = whisper(rng) if kind == "whisper" else t5(rng)
+        kind = tuple(CLASSES)[i % len(CLASSES)]
+        kw = {"whisper": whisper, "t5": t5}.get(kind, lambda r: bart_line(kind, r))(rng)
         name = f"{i:02d}-{kind}"
         folder = out / name
-        model = build(kind, kw, seed, folder)
+        model = build(kind, kw, seed, folder, drop_positions=kind == "pegasus" and rng.random() < 0.5)
         gen = torch.Generator().manual_seed(i)
         if kind == "whisper":
             inputs = {"input_features": torch.randn((1, kw["num_mel_bins"], 2 * kw["max_source_positions"]), generator=gen)}
         else:
             ids = torch.randint(2, kw["vocab_size"], (1, rng.randint(3, 20)), generator=gen)
             inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
-        ids = torch.tensor([[model.config.decoder_start_token_id]])
+        start = model.config.decoder_start_token_id
+        ids = torch.tensor([[start if start is not None else model.config.bos_token_id]])
         with torch.no_grad():
             states = model.get_encoder()(**inputs).last_hidden_state
             for _ in range(TOKENS):

@@ -1250,7 +1250,7 @@ def make_encoder_fixture(outdir, spec):
 
 
 class Seq2SeqSpec(NamedTuple):
-    """An encoder-decoder fixture: Whisper (speech) or T5 (text)."""
+    """An encoder-decoder fixture: Whisper (speech), T5 or the BART line (text)."""
     name: str
     seed: int
     config: object
@@ -1269,11 +1269,26 @@ class Seq2SeqSpec(NamedTuple):
     def model_cls(self):
         import transformers
 
-        return getattr(transformers, "WhisperForConditionalGeneration" if self.speech else "T5ForConditionalGeneration")
+        return getattr(transformers, SEQ2SEQ_CLASSES[self.config.model_type])
+
+
+SEQ2SEQ_CLASSES = {
+    "whisper": "WhisperForConditionalGeneration",
+    "t5": "T5ForConditionalGeneration",
+    "bart": "BartForConditionalGeneration",
+    "mbart": "MBartForConditionalGeneration",
+    "marian": "MarianMTModel",
+    "pegasus": "PegasusForConditionalGeneration",
+}
 
 
 def seq2seq_specs():
-    from transformers import T5Config, WhisperConfig
+    from transformers import BartConfig, MarianConfig, MBartConfig, PegasusConfig, T5Config, WhisperConfig
+
+    # the BART line's shared sizes: 2 encoder / 3 decoder layers, heads 4 / 2 of width 8
+    bart_sizes = dict(vocab_size=99, d_model=32, encoder_layers=2, decoder_layers=3, encoder_attention_heads=4,
+                      decoder_attention_heads=2, encoder_ffn_dim=37, decoder_ffn_dim=41, max_position_embeddings=40,
+                      dropout=0.0, attention_dropout=0.0, activation_dropout=0.0)
 
     return [
         Seq2SeqSpec(
@@ -1300,6 +1315,36 @@ def seq2seq_specs():
                      pad_token_id=0, eos_token_id=1),
             "T5 v1.1 / Flan: gated-gelu, its own lm_head, no output scale, d_kv 6, 3 encoder / 2 decoder layers",
             untied_head=True,
+        ),
+        Seq2SeqSpec(
+            "bart", 124,
+            BartConfig(**bart_sizes, pad_token_id=1, bos_token_id=0, eos_token_id=2, decoder_start_token_id=2,
+                       forced_eos_token_id=None),
+            "BART: norms after the residual adds, learned positions offset by 2, layernorm_embedding, "
+            "final_logits_bias, unscaled embeddings",
+        ),
+        Seq2SeqSpec(
+            "mbart", 125,
+            MBartConfig(**{**bart_sizes, "activation_function": "gelu_new"}, pad_token_id=1,
+                        bos_token_id=0, eos_token_id=2, decoder_start_token_id=None, forced_eos_token_id=None),
+            "mBART: norms before each sublayer with a final norm per stack, gelu_new, the start token from "
+            "bos_token_id",
+        ),
+        Seq2SeqSpec(
+            "marian", 126,
+            MarianConfig(**bart_sizes, scale_embedding=True, pad_token_id=98, eos_token_id=0, decoder_start_token_id=98,
+                         share_encoder_decoder_embeddings=False, tie_word_embeddings=False, forced_eos_token_id=None),
+            "Marian: computed sinusoidal positions (never stored), post-norm, its own encoder and decoder "
+            "embeddings and head, sqrt(d_model)-scaled embeddings",
+        ),
+        Seq2SeqSpec(
+            "pegasus", 127,
+            PegasusConfig(**{**bart_sizes, "d_model": 30, "encoder_attention_heads": 3, "decoder_attention_heads": 5,
+                             "activation_function": "relu"},
+                          scale_embedding=True, pad_token_id=0, eos_token_id=1, decoder_start_token_id=0,
+                          tie_word_embeddings=False, forced_eos_token_id=None),
+            "Pegasus: pre-norm with final norms, sinusoidal positions over d_model 30, relu, head sizes 10 / 6, "
+            "its own head, scaled embeddings",
         ),
     ]
 
@@ -1328,6 +1373,9 @@ def make_seq2seq_fixture(outdir, spec):
     with torch.no_grad():  # positions of std 1 move the greedy tokens (else one token repeats)
         if spec.speech:
             model.model.decoder.embed_positions.weight.mul_(1.0 / STD)
+        elif hasattr(model, "final_logits_bias"):  # the BART line: a buffer, zero unless set
+            model.final_logits_bias.normal_(0.0, STD)
+            model.model.decoder.embed_positions.weight.mul_(1.0 / STD)
         else:
             for stack in (model.encoder, model.decoder):
                 stack.block[0].layer[0].SelfAttention.relative_attention_bias.weight.mul_(1.0 / STD)
@@ -1352,7 +1400,9 @@ def make_seq2seq_fixture(outdir, spec):
         golden[f"{case}.encoder_hidden_states"] = states.contiguous()
     encoder_inputs_of = {k[len("single."):]: v for k, v in golden.items() if k.startswith("single.")
                          and not k.endswith("encoder_hidden_states")}
-    ids = torch.tensor([[cfg.decoder_start_token_id]])
+    # as generate: the BOS id when no start token is set (mBART)
+    start = cfg.decoder_start_token_id if cfg.decoder_start_token_id is not None else cfg.bos_token_id
+    ids = torch.tensor([[start]])
     with torch.no_grad():
         for _ in range(GREEDY_TOKENS):
             logits = model(**encoder_inputs_of, decoder_input_ids=ids, use_cache=False).logits

@@ -252,7 +252,7 @@ impl Decoder<'_> {
     /// width and an encoder projects the sum (ELECTRA, ALBERT).
     pub(crate) fn embed(&mut self, root: &Vb, ids: ValueId, positions: ValueId) -> Result<(ValueId, ValueId)> {
         let (cfg, layout) = (self.cfg, &self.arch.layout);
-        let vb = root.pp(layout.embed);
+        let vb = self.token_table(root);
         let mut width = cfg.embed_width();
         let table = self.weight(&vb, "weight", &[cfg.vocab_size, width])?;
         let mut h = self.op(vb.path(), Op::Gather { axis: 0 }, &[table, ids])?;
@@ -267,7 +267,7 @@ impl Decoder<'_> {
         if let Some(wpe) = layout.position_embed.filter(|_| absolute) {
             let vb = root.pp(wpe);
             let rows = cfg.max_position_embeddings + layout.position_offset;
-            let w = self.weight(&vb, "weight", &[rows, width])?;
+            let w = self.position_table(&vb, rows, width)?;
             let mut positions = positions;
             if layout.position_offset > 0 {
                 let offset = Tensor::int(DType::I64, vec![], vec![layout.position_offset as i64])?;
@@ -281,6 +281,27 @@ impl Decoder<'_> {
             h = self.norm(&root.pp(norm), width, h)?;
         }
         Ok((h, table))
+    }
+
+    /// Where the token table is stored: the layout's `embed`, else the first of its aliases
+    /// the file has (`embed` when none is, so the error names it).
+    fn token_table(&self, root: &Vb) -> Vb {
+        let layout = &self.arch.layout;
+        let stored = |n: &&&str| self.weights.has(&root.pp(n).name("weight"));
+        let name = std::iter::once(&layout.embed).chain(layout.embed_aliases).find(stored).unwrap_or(&layout.embed);
+        root.pp(name)
+    }
+
+    /// The learned position table at `vb` (`[rows, width]`), or the layout's computed one when
+    /// the file does not store it.
+    fn position_table(&mut self, vb: &Vb, rows: usize, width: usize) -> Result<ValueId> {
+        match self.arch.layout.sinusoid {
+            Some(s) if !self.weights.has(&vb.name("weight")) => {
+                let table = Tensor::float(self.opts.dtype, vec![rows, width], s.table(rows, width))?;
+                self.op(&vb.name("sinusoid"), Op::Constant(table), &[])
+            }
+            _ => self.weight(vb, "weight", &[rows, width]),
+        }
     }
 
     /// `h` with the rows of media tokens (ids in a [`MediaTokens`] range) replaced by their own
@@ -318,15 +339,21 @@ impl Decoder<'_> {
         Ok(h)
     }
 
+    /// The stack's final norm over `h`; none where the layers norm after their residual adds
+    /// (OPT's `do_layer_norm_before` false, BART, Marian).
+    pub(crate) fn final_norm(&mut self, root: &Vb, h: ValueId) -> Result<ValueId> {
+        match self.cfg.post_residual_norms {
+            true => Ok(h),
+            false => self.norm(&root.pp(self.arch.layout.final_norm), self.cfg.hidden_size, h),
+        }
+    }
+
     /// Final norm, head, logit scaling and soft-capping. The head is the checkpoint's own where
     /// it stores one (transformers 5 keeps a stored head even when the config says tied), else
     /// the embedding `table` when tied.
     pub(crate) fn head(&mut self, root: &Vb, h: ValueId, table: ValueId) -> Result<ValueId> {
         let (cfg, layout) = (self.cfg, &self.arch.layout);
-        let mut h = match cfg.post_residual_norms {
-            true => h,
-            false => self.norm(&root.pp(layout.final_norm), cfg.hidden_size, h)?,
-        };
+        let mut h = self.final_norm(root, h)?;
         let width = cfg.embed_width();
         if let (Some(_), Some([_, project_out])) = (cfg.embed_dim, layout.embed_projections) {
             h = self.linear(&root.pp(project_out), width, cfg.hidden_size, false, h)?;
@@ -344,6 +371,10 @@ impl Decoder<'_> {
             ins.push(self.weight(&Vb::root(layout.heads[0]), "bias", &[cfg.vocab_size])?);
         }
         let mut logits = self.op("lm_head", Op::Linear, &ins)?;
+        if let Some(name) = layout.logits_bias.filter(|n| self.weights.has(n)) {
+            let bias = self.weight(&Vb::root(""), name, &[1, cfg.vocab_size])?;
+            logits = self.op("lm_head.biased", Op::Binary(BinaryOp::Add), &[logits, bias])?;
+        }
         if let Some(s) = cfg.logits_scaling {
             logits = self.scale("lm_head.scaled", logits, 1.0 / s)?;
         }
@@ -498,9 +529,16 @@ impl Decoder<'_> {
         h = self.optional_norm(vb, norms.attention_residual.or(post.0), h)?;
         if let (Some(cross), Some(&(k, v))) = (self.arch.layout.cross_attention, s.cross.get(i)) {
             let a = crate::seq2seq::cross_attention_spec(cfg, spec)?;
-            let x = self.norm(&vb.pp(cross.norm), cfg.hidden_size, h)?;
+            // its norm placed as the self-attention's: before it, or after its residual add
+            let x = match cfg.post_residual_norms {
+                true => h,
+                false => self.norm(&vb.pp(cross.norm), cfg.hidden_size, h)?,
+            };
             let c = self.cross_attention(&vb.pp(cross.prefix), a, x, k, v)?;
             h = self.residual(&vb.name("cross_residual"), h, c)?;
+            if cfg.post_residual_norms {
+                h = self.norm(&vb.pp(cross.norm), cfg.hidden_size, h)?;
+            }
         }
         let x = self.optional_norm(vb, pre.1, h)?;
         let m = self.layer_mlp(vb, spec, (h, x), act)?;

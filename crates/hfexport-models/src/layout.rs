@@ -16,8 +16,14 @@ pub struct Layout {
     /// rotary applies (scores are unchanged by one reordering of both q and k channels).
     pub interleaved_rotary: bool,
     pub embed: &'static str,
+    /// Other names of the token table, tried in order when `embed` is not stored (BART's
+    /// `shared`, which a file may store as the encoder's or decoder's `embed_tokens` instead).
+    pub embed_aliases: &'static [&'static str],
     /// Learned absolute position embeddings (GPT-2 `wpe`).
     pub position_embed: Option<&'static str>,
+    /// The position table when `position_embed` is not stored: computed, as the family's
+    /// modeling code computes it (Marian's, which no file stores; Pegasus').
+    pub sinusoid: Option<Sinusoid>,
     /// What every position id is offset by in the learned table, which has that many more
     /// rows (OPT: 2).
     pub position_offset: usize,
@@ -71,6 +77,35 @@ pub struct Layout {
     /// The tables of the schema's `media_tokens`, in its order (full names from the checkpoint's
     /// top, not under the text model's root).
     pub media_embedders: &'static [MediaEmbedderLayout],
+    /// A stored bias added to the logits beside the head (BART's `final_logits_bias`, `[1,
+    /// vocab]`); none when the file lacks it, as transformers then leaves it zero.
+    pub logits_bias: Option<&'static str>,
+}
+
+/// A position table computed rather than stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sinusoid {
+    /// Row `p`: `sin(p / 10000^(2i / d))` for `i < ceil(d / 2)`, then `cos(p / 10000^(2i / d))`
+    /// for `i < d / 2` (Marian's and Pegasus' `create_weight`, in float64 then rounded).
+    SplitHalves,
+}
+
+impl Sinusoid {
+    /// The table of `rows` positions of `width` channels, row-major.
+    pub fn table(self, rows: usize, width: usize) -> Vec<f32> {
+        match self {
+            Sinusoid::SplitHalves => {
+                let angle = |p: usize, i: usize| p as f64 / 10000f64.powf((2 * i) as f64 / width as f64);
+                let (sines, cosines) = (width.div_ceil(2), width / 2);
+                (0..rows)
+                    .flat_map(|p| {
+                        let s = (0..sines).map(move |i| angle(p, i).sin() as f32);
+                        s.chain((0..cosines).map(move |i| angle(p, i).cos() as f32))
+                    })
+                    .collect()
+            }
+        }
+    }
 }
 
 /// One media-token table (Gemma 3n's `Gemma3nMultimodalEmbedder`): `post_norm(projection(

@@ -312,13 +312,27 @@ pub struct Seq2SeqSchema {
     pub source_positions: Option<(&'static str, usize)>,
     /// Log-mel bins of the input features (`num_mel_bins`).
     pub mel_bins: Option<(&'static str, usize)>,
-    /// The default of `decoder_start_token_id`; `None`: the padding id (T5).
-    pub decoder_start_token_id: Option<i64>,
+    /// What `decoder_start_token_id` is when the config does not set it.
+    pub decoder_start_token_id: StartToken,
+    /// A key giving the decoder a vocabulary of its own (Marian's `decoder_vocab_size`): a size
+    /// other than `vocab_size` is refused (one vocabulary is built).
+    pub decoder_vocab_size: Option<&'static str>,
     /// T5's keys: `feed_forward_proj` (`relu`, `gated-gelu`, …) gives the activation and whether
     /// the MLP is gated; `relative_attention_num_buckets` / `_max_distance`; the head always tied
     /// when not stored, its input scaled by `d_model ** -0.5` unless `scale_decoder_outputs` (or
     /// an older file's `tie_word_embeddings`) is false.
     pub t5: bool,
+}
+
+/// The decoder's first token when `decoder_start_token_id` is not set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StartToken {
+    /// The class default (Whisper's 50257, BART's 2).
+    Id(i64),
+    /// The padding id (T5).
+    Pad,
+    /// The BOS id, as `generate` falls back to (mBART, whose class default is null).
+    Bos,
 }
 
 /// How an encoder's own keys are read.
@@ -689,6 +703,9 @@ pub enum EmbeddingScale {
     SqrtHidden,
     /// `embedding_multiplier` (Granite).
     Multiplier,
+    /// `sqrt(hidden_size)` where the boolean `key` (with its class default) says so (BART's
+    /// `scale_embedding`).
+    SqrtHiddenIf(&'static str, bool),
 }
 
 /// How a family's KV-head count is read.

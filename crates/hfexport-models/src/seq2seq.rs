@@ -93,7 +93,7 @@ impl Decoder<'_> {
         for i in 0..self.cfg.num_hidden_layers {
             h = self.decoder_layer(&layers.pp(i), i, h, &shared, act)?;
         }
-        Ok((self.norm(&root.pp(self.arch.layout.final_norm), self.cfg.hidden_size, h)?, entry))
+        Ok((self.final_norm(&root, h)?, entry))
     }
 
     /// T5: `input_ids` and `attention_mask` (int64 `[batch, sequence]`) through the token

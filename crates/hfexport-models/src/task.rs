@@ -94,9 +94,14 @@ impl Task {
         if families::VISION_LANGUAGE.iter().any(|v| v.classes.contains(&class)) {
             return Task::ImageTextToText;
         }
+        // an encoder-decoder's task is its encoder's input: speech (Whisper) or text (T5, BART)
+        let stack = families::lookup(class).ok().and_then(|f| f.layout.encoder_stack);
+        match stack.map(|s| s.input) {
+            Some(StackInput::Speech { .. }) => return Task::SpeechRecognition,
+            Some(StackInput::Tokens) => return Task::Text2TextGeneration,
+            None => {}
+        }
         let heads = [
-            ("WhisperForConditionalGeneration", Task::SpeechRecognition),
-            ("T5ForConditionalGeneration", Task::Text2TextGeneration),
             ("ForCausalLM", Task::CausalLm),
             ("LMHeadModel", Task::CausalLm),
             ("ForConditionalGeneration", Task::CausalLm),

@@ -220,6 +220,9 @@ pub(super) fn embedding_scale(f: &Fields, schema: &ConfigSchema, dims: &Dims) ->
         EmbeddingScale::None => None,
         EmbeddingScale::SqrtHidden => Some((dims.hidden_size as f64).sqrt()),
         EmbeddingScale::Multiplier => f.number("embedding_multiplier")?.or(Some(1.0)),
+        EmbeddingScale::SqrtHiddenIf(key, default) => {
+            f.bool(key)?.unwrap_or(default).then(|| (dims.hidden_size as f64).sqrt())
+        }
     })
 }
 

@@ -2,6 +2,7 @@
 //! sizes, head settings, the encoder stack and T5's relative attention.
 
 use super::*;
+use crate::schema::StartToken;
 
 /// T5 scales the decoder's output by `d_model ** -0.5` before the head (the logits divided by
 /// `sqrt(d_model)`) unless `scale_decoder_outputs` is false, or, in a file without that key,
@@ -49,7 +50,7 @@ pub(super) fn parse_seq2seq(
     f: &Fields,
     schema: &ConfigSchema,
     dims: &Dims,
-    pad: Option<i64>,
+    (pad, bos): (Option<i64>, Option<i64>),
 ) -> Result<Option<Seq2SeqConfig>> {
     let Some(s) = schema.seq2seq else { return Ok(None) };
     let hidden = dims.hidden_size;
@@ -60,11 +61,27 @@ pub(super) fn parse_seq2seq(
         false if hidden.is_multiple_of(encoder_heads) => hidden / encoder_heads,
         false => return Err(f.err(s.heads.0, format!("{encoder_heads} does not divide the hidden size {hidden}"))),
     };
-    let decoder_start_token_id = match (f.int("decoder_start_token_id")?, s.decoder_start_token_id.or(pad)) {
+    let default_start = match s.decoder_start_token_id {
+        StartToken::Id(id) => Some(id),
+        StartToken::Pad => pad,
+        StartToken::Bos => bos,
+    };
+    if let Some(key) = s.decoder_vocab_size {
+        if f.raw(key).is_some_and(|v| !v.is_null()) && f.size(key, None, MAX_VOCAB)? != dims.vocab_size {
+            return Err(f.err(
+                key,
+                format!(
+                    "differs from vocab_size {}: a decoder vocabulary of its own is not supported",
+                    dims.vocab_size
+                ),
+            ));
+        }
+    }
+    let decoder_start_token_id = match (f.int("decoder_start_token_id")?, default_start) {
         (Some(id), _) if id >= 0 => id,
         (Some(id), _) => return Err(f.err("decoder_start_token_id", format!("must be a token id, got {id}"))),
         (None, Some(id)) => id,
-        (None, None) => return Err(f.err("decoder_start_token_id", "is missing and so is pad_token_id")),
+        (None, None) => return Err(f.err("decoder_start_token_id", "is missing and so is the id it defaults to")),
     };
     let optional = |key: Option<(&str, usize)>, max: usize| key.map(|(k, d)| f.size(k, Some(d), max)).transpose();
     Ok(Some(Seq2SeqConfig {

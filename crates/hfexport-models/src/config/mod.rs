@@ -612,7 +612,7 @@ fn model_config(
         pad_token_id,
         encoder: parse_encoder(f, schema, &dims)?,
         sentence: None,
-        seq2seq: parse_seq2seq(f, schema, &dims, pad_token_id)?,
+        seq2seq: parse_seq2seq(f, schema, &dims, (pad_token_id, bos_token_id))?,
         vision: None,
         per_layer_input: per_layer_input(f, schema.per_layer_inputs)?,
         placeholder_ids: placeholder_ids(top, schema)?,

@@ -45,7 +45,9 @@ pub const BERT_LAYOUT: Layout = Layout {
     heads: &[],
     interleaved_rotary: false,
     embed: "embeddings.word_embeddings",
+    embed_aliases: &[],
     position_embed: Some("embeddings.position_embeddings"),
+    sinusoid: None,
     embed_norm: None,
     position_offset: 0,
     positions_from_mask: false,
@@ -80,6 +82,7 @@ pub const BERT_LAYOUT: Layout = Layout {
     altup: None,
     laurel: None,
     media_embedders: &[],
+    logits_bias: None,
     ssm: None,
     encoder: Some(EncoderLayout {
         input: EncoderInput::Tokens,

@@ -48,7 +48,9 @@ pub const FAMILY: Architecture = Architecture {
         heads: &["lm_head"],
         interleaved_rotary: false,
         embed: "wte",
+        embed_aliases: &[],
         position_embed: Some("wpe"),
+        sinusoid: None,
         embed_norm: None,
         position_offset: 0,
         positions_from_mask: false,
@@ -80,6 +82,7 @@ pub const FAMILY: Architecture = Architecture {
         altup: None,
         laurel: None,
         media_embedders: &[],
+        logits_bias: None,
         ssm: None,
     },
 };

@@ -18,7 +18,9 @@ pub const LLAMA_LAYOUT: Layout = Layout {
     heads: &["lm_head"],
     interleaved_rotary: false,
     embed: "embed_tokens",
+    embed_aliases: &[],
     position_embed: None,
+    sinusoid: None,
     embed_norm: None,
     position_offset: 0,
     positions_from_mask: false,
@@ -50,6 +52,7 @@ pub const LLAMA_LAYOUT: Layout = Layout {
     altup: None,
     laurel: None,
     media_embedders: &[],
+    logits_bias: None,
     ssm: None,
 };
 

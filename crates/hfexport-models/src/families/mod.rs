@@ -19,6 +19,7 @@ use crate::layout::{Layout, VisionLanguage};
 use crate::schema::ConfigSchema;
 
 pub mod albert;
+pub mod bart;
 pub mod bert;
 pub mod bloom;
 pub mod camembert;
@@ -157,6 +158,10 @@ pub static ARCHITECTURES: &[Architecture] = &[
     modernbert::FAMILY,
     whisper::FAMILY,
     t5::FAMILY,
+    bart::BART,
+    bart::MBART,
+    bart::MARIAN,
+    bart::PEGASUS,
     mamba::FAMILY,
     mamba2::FAMILY,
     granite_moe_hybrid::FAMILY,

@@ -45,7 +45,8 @@ pub const T5_SCHEMA: ConfigSchema = ConfigSchema {
         ffn: ("d_ff", 2048),
         source_positions: None,
         mel_bins: None,
-        decoder_start_token_id: None,
+        decoder_start_token_id: StartToken::Pad,
+        decoder_vocab_size: None,
         t5: true,
     }),
     ..LLAMA_SCHEMA
@@ -56,7 +57,9 @@ pub const T5_BASE: Layout = Layout {
     heads: &["lm_head"],
     interleaved_rotary: false,
     embed: "shared",
+    embed_aliases: &[],
     position_embed: None,
+    sinusoid: None,
     embed_norm: None,
     position_offset: 0,
     positions_from_mask: false,
@@ -92,6 +95,7 @@ pub const T5_BASE: Layout = Layout {
     altup: None,
     laurel: None,
     media_embedders: &[],
+    logits_bias: None,
     ssm: None,
 };
 

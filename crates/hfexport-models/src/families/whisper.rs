@@ -46,7 +46,8 @@ pub const WHISPER_SCHEMA: ConfigSchema = ConfigSchema {
         ffn: ("encoder_ffn_dim", 1536),
         source_positions: Some(("max_source_positions", 1500)),
         mel_bins: Some(("num_mel_bins", 80)),
-        decoder_start_token_id: Some(50257),
+        decoder_start_token_id: StartToken::Id(50257),
+        decoder_vocab_size: None,
         t5: false,
     }),
     ..LLAMA_SCHEMA
@@ -57,7 +58,9 @@ pub const WHISPER_BASE: Layout = Layout {
     heads: &["proj_out"],
     interleaved_rotary: false,
     embed: "embed_tokens",
+    embed_aliases: &[],
     position_embed: Some("embed_positions"),
+    sinusoid: None,
     embed_norm: None,
     position_offset: 0,
     positions_from_mask: false,
@@ -89,6 +92,7 @@ pub const WHISPER_BASE: Layout = Layout {
     altup: None,
     laurel: None,
     media_embedders: &[],
+    logits_bias: None,
     ssm: None,
 };
 
