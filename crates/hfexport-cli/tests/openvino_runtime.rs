@@ -1,7 +1,8 @@
 //! The OpenVINO runner end to end, through the binary: `export --format openvino --verify`
 //! checks every fixture in OpenVINO before the folder appears, `run` on the export folder
 //! reproduces transformers' logits, `generate` gives transformers' 16 greedy tokens for every
-//! fixture in every cache variant, stateful and stateless (each export verified too), and
+//! fixture in every cache variant stateful, and in the static multi-token and growing variants
+//! stateless (each export verified too), and
 //! broken artifacts are clear errors.
 //!
 //! OpenVINO is the `openvino==2026.4.1` wheel in the repository's `.venv/` (what `cargo xtask
@@ -68,7 +69,7 @@ fn verified_exports_run_in_openvino_like_transformers() {
 }
 
 #[test]
-fn generate_gives_transformers_tokens_for_every_variant_stateful_and_stateless() {
+fn generate_gives_transformers_tokens_in_every_variant_stateful_and_two_stateless() {
     require_openvino();
     let tmp = tempfile::tempdir().unwrap();
     let variants: [(&str, &[&str]); 3] = [
@@ -79,11 +80,17 @@ fn generate_gives_transformers_tokens_for_every_variant_stateful_and_stateless()
     let mut failures = vec![];
     for stateful in [true, false] {
         let cfg = config(tmp.path(), stateful);
+        // stateless, a static cache with one-token prefill is the multi-token decode's graph
+        // without its prefill: the stateful run covers it
+        let variants = match stateful {
+            true => &variants[..],
+            false => &[variants[0], variants[2]][..],
+        };
         for name in fixtures() {
             let g = read_all(fixture(name).join("golden.safetensors")).unwrap();
             let join = |t: &Tensor| t.as_i64().unwrap().iter().map(i64::to_string).collect::<Vec<_>>().join(",");
             let (prompt, want) = (join(&g["greedy.prompt_ids"]), join(&g["greedy.tokens"]));
-            for (variant, flags) in variants {
+            for &(variant, flags) in variants {
                 let out = tmp.path().join(format!("{name}-{variant}-{stateful}"));
                 let mut args = vec!["--dynamic", "--for-generation", "--verify"];
                 args.extend_from_slice(flags);
