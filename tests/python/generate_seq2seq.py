@@ -1,4 +1,4 @@
-"""Greedy generation over hfexport encoder-decoder exports (Whisper, T5: `encoder` + static-cache
+"""Greedy generation over hfexport encoder-decoder exports (Whisper, T5, the BART line: `encoder` + static-cache
 `decode`) in the upstream Python runtimes, the way a Python user writes the loop, for the Rust
 test suite.
 
@@ -9,7 +9,7 @@ JOBS is a list of [EXPORT_DIR, INPUTS.safetensors (the encoder's inputs by name:
 OUT maps each EXPORT_DIR to its N tokens. The encoder runs once; its outputs named like decode
 inputs (`cross.layers.<i>.keys|values`) are fed to every decode call beside `input_ids`,
 `attention_mask` (bool [1, 1, q, cache_len]), `position_ids` and the caches. The first call is
-`decoder_start_token_id` (config.json; else the padding id) at position 0, then one token a step. Per format:
+`decoder_start_token_id` (config.json; else the BOS id, else the padding id) at position 0, then one token a step. Per format:
 onnxruntime sessions, the caches fed back; OpenVINO's stateful `decode` (the caches live in the
 infer request, `beam_idx` [0]; compiled with KV_CACHE_PRECISION=f32); the `.pt2` programs of
 `load_pt2` called positionally in export.json's input order, the static caches updated in place;
@@ -36,8 +36,9 @@ def main():
         meta = json.load(open(os.path.join(export, "export.json")))
         inputs = load_file(features)
         config = json.load(open(os.path.join(export, "config.json")))
-        start = config.get("decoder_start_token_id")
-        start = config["pad_token_id"] if start is None else start
+        # as generate falls back: the BOS id (mBART's null start), else the padding id (T5's)
+        start = next(config[k] for k in ("decoder_start_token_id", "bos_token_id", "pad_token_id")
+                     if config.get(k) is not None)
         result[export] = RUNTIMES[meta["format"]](export, meta, inputs, start, n)
     json.dump(result, open(out, "w"))
 

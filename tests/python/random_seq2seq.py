@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Random encoder-decoder checkpoints (Whisper, T5, BART, mBART, Marian and Pegasus, dealt in turn) with transformers'
+"""Random encoder-decoder checkpoints (Whisper, T5, BART, mBART, Marian, Pegasus and M2M100, dealt
+in turn) with transformers'
 outputs, for tests/seq2seq_generation.rs.
 
 Usage: random_seq2seq.py OUTDIR --seed S --count N
@@ -18,7 +19,8 @@ head tied and scaled, or stored (no scale), inputs of 3-20 tokens.
 The BART line: d_model (odd ones included, for the sinusoids) with encoder and decoder heads
 dividing it independently, 1-3 layers on each side, FFN widths, position table lengths, the
 activations, `scale_embedding`, tied or stored heads, a nonzero `final_logits_bias`, Marian's
-own encoder and decoder tables, Pegasus with its sinusoidal table stored or left out of the file.
+own encoder and decoder tables, Pegasus with its sinusoidal table stored or left out of the file,
+M2M100 with any padding id (its positions count from it; inputs may contain it).
 """
 
 import json
@@ -80,7 +82,6 @@ def t5(rng):
     return kw
 
 
-BART_LINE = ("bart", "mbart", "marian", "pegasus")
 CLASSES = {
     "whisper": ("WhisperForConditionalGeneration", "WhisperConfig"),
     "t5": ("T5ForConditionalGeneration", "T5Config"),
@@ -88,12 +89,13 @@ CLASSES = {
     "mbart": ("MBartForConditionalGeneration", "MBartConfig"),
     "marian": ("MarianMTModel", "MarianConfig"),
     "pegasus": ("PegasusForConditionalGeneration", "PegasusConfig"),
+    "m2m_100": ("M2M100ForConditionalGeneration", "M2M100Config"),
 }
 
 
 def bart_line(kind, rng):
     # the sinusoidal tables of an odd width end in a lone sine
-    d_model = rng.choice([15, 21, 12, 24] if kind in ("marian", "pegasus") else [8, 12, 15, 16, 21, 24, 32])
+    d_model = rng.choice([15, 21, 12, 24] if kind in ("marian", "pegasus", "m2m_100") else [8, 12, 15, 16, 21, 24, 32])
     heads = [h for h in (1, 2, 3, 4, 5, 6, 7, 8) if d_model % h == 0]
     vocab = rng.randint(30, 120)
     kw = dict(
@@ -117,6 +119,13 @@ def bart_line(kind, rng):
         kw["decoder_start_token_id"] = None  # generate starts from bos_token_id
     if kind == "marian":
         kw["share_encoder_decoder_embeddings"] = rng.random() < 0.5
+    if kind == "m2m_100":
+        # positions count from the padding id: any id, the table's rows after it
+        # (inside the table, which transformers zeroes it in at init; the start token is not it:
+        # its position would be the padding row's)
+        rows = min(vocab, kw["max_position_embeddings"] + 2)
+        pad = rng.choice([t for t in range(rows) if t != kw["decoder_start_token_id"]])
+        kw.update(pad_token_id=pad, encoder_layerdrop=0.0, decoder_layerdrop=0.0)
     return kw
 
 
@@ -133,7 +142,7 @@ def build(kind, kw, seed, folder, drop_positions=False):
             p.copy_(1.0 + noise if norm else noise)
         if kind == "whisper":
             model.model.decoder.embed_positions.weight.mul_(1.0 / STD)
-        if kind in BART_LINE:
+        if hasattr(model, "final_logits_bias"):  # a buffer, zero unless set
             model.final_logits_bias.normal_(0.0, STD)
             if kind in ("bart", "mbart"):
                 model.model.decoder.embed_positions.weight.mul_(1.0 / STD)
@@ -151,6 +160,24 @@ def build(kind, kw, seed, folder, drop_positions=False):
     return cls.from_pretrained(folder, attn_implementation="eager").eval()
 
 
+def greedy(kind, kw, model, i, length):
+    """The encoder inputs, the encoder states and the start token with TOKENS plain greedy ones."""
+    gen = torch.Generator().manual_seed(i)
+    if kind == "whisper":
+        inputs = {"input_features": torch.randn((1, kw["num_mel_bins"], 2 * kw["max_source_positions"]), generator=gen)}
+    else:
+        ids = torch.randint(2, kw["vocab_size"], (1, length), generator=gen)
+        inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+    start = model.config.decoder_start_token_id
+    ids = torch.tensor([[start if start is not None else model.config.bos_token_id]])
+    with torch.no_grad():
+        states = model.get_encoder()(**inputs).last_hidden_state
+        for _ in range(TOKENS):
+            logits = model(**inputs, decoder_input_ids=ids, use_cache=False).logits
+            ids = torch.cat([ids, logits[:, -1].argmax(-1, keepdim=True)], dim=1)
+    return inputs, states, ids
+
+
 def main():
     cases = []
     for out, i, seed, rng in random_cases.cases(10):
@@ -158,20 +185,15 @@ def main():
         kw = {"whisper": whisper, "t5": t5}.get(kind, lambda r: bart_line(kind, r))(rng)
         name = f"{i:02d}-{kind}"
         folder = out / name
-        model = build(kind, kw, seed, folder, drop_positions=kind == "pegasus" and rng.random() < 0.5)
-        gen = torch.Generator().manual_seed(i)
-        if kind == "whisper":
-            inputs = {"input_features": torch.randn((1, kw["num_mel_bins"], 2 * kw["max_source_positions"]), generator=gen)}
-        else:
-            ids = torch.randint(2, kw["vocab_size"], (1, rng.randint(3, 20)), generator=gen)
-            inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
-        start = model.config.decoder_start_token_id
-        ids = torch.tensor([[start if start is not None else model.config.bos_token_id]])
-        with torch.no_grad():
-            states = model.get_encoder()(**inputs).last_hidden_state
-            for _ in range(TOKENS):
-                logits = model(**inputs, decoder_input_ids=ids, use_cache=False).logits
-                ids = torch.cat([ids, logits[:, -1].argmax(-1, keepdim=True)], dim=1)
+        drop = kind == "pegasus" and rng.random() < 0.5
+        length = rng.randint(3, 20)
+        for attempt in range(20):
+            model = build(kind, kw, seed + 7919 * attempt, folder, drop_positions=drop)
+            inputs, states, ids = greedy(kind, kw, model, i, length)
+            # M2M100 numbers decoder tokens over the non-padding ids, so a generated padding id
+            # would shift the later positions (no real model generates it): draw other weights
+            if kind != "m2m_100" or kw["pad_token_id"] not in ids[0, 1:].tolist():
+                break
         golden = {**inputs, "encoder_hidden_states": states.contiguous(), "tokens": ids[0, 1:].contiguous()}
         save_file(golden, str(folder / "golden.safetensors"))
         desc = f"{type(model).__name__} " + json.dumps({k: v for k, v in kw.items() if "suppress" not in k})

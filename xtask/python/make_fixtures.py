@@ -1279,11 +1279,13 @@ SEQ2SEQ_CLASSES = {
     "mbart": "MBartForConditionalGeneration",
     "marian": "MarianMTModel",
     "pegasus": "PegasusForConditionalGeneration",
+    "m2m_100": "M2M100ForConditionalGeneration",
 }
 
 
 def seq2seq_specs():
-    from transformers import BartConfig, MarianConfig, MBartConfig, PegasusConfig, T5Config, WhisperConfig
+    from transformers import (BartConfig, M2M100Config, MarianConfig, MBartConfig, PegasusConfig, T5Config,
+                              WhisperConfig)
 
     # the BART line's shared sizes: 2 encoder / 3 decoder layers, heads 4 / 2 of width 8
     bart_sizes = dict(vocab_size=99, d_model=32, encoder_layers=2, decoder_layers=3, encoder_attention_heads=4,
@@ -1318,10 +1320,9 @@ def seq2seq_specs():
         ),
         Seq2SeqSpec(
             "bart", 124,
-            BartConfig(**bart_sizes, pad_token_id=1, bos_token_id=0, eos_token_id=2, decoder_start_token_id=2,
-                       forced_eos_token_id=None),
+            BartConfig(**bart_sizes, pad_token_id=1, bos_token_id=0, eos_token_id=2, decoder_start_token_id=2),
             "BART: norms after the residual adds, learned positions offset by 2, layernorm_embedding, "
-            "final_logits_bias, unscaled embeddings",
+            "final_logits_bias, unscaled embeddings, forced BOS and EOS in generate (BART-CNN's)",
         ),
         Seq2SeqSpec(
             "mbart", 125,
@@ -1346,21 +1347,32 @@ def seq2seq_specs():
             "Pegasus: pre-norm with final norms, sinusoidal positions over d_model 30, relu, head sizes 10 / 6, "
             "its own head, scaled embeddings",
         ),
+        Seq2SeqSpec(
+            "m2m100", 128,
+            M2M100Config(**bart_sizes, pad_token_id=1, bos_token_id=0, eos_token_id=2, decoder_start_token_id=2,
+                         encoder_layerdrop=0.0, decoder_layerdrop=0.0, scale_embedding=False,
+                         tie_word_embeddings=False),
+            "M2M100 / NLLB: fairseq's sinusoids (never stored) counted over the non-padding ids (the padded "
+            "row's pads read the zero row), pre-norm, relu, its own head",
+        ),
     ]
 
 
 GREEDY_TOKENS = 16
 
 
-def word_tokenizer(vocab_size):
-    """A tokenizer.json for `generate --prompt`: words `w3`..`w<vocab-1>` are their ids, `</s>` (1)
-    ends every text, as T5's tokenizer appends it."""
+def word_tokenizer(vocab_size, specials=("<pad>", "</s>", "<unk>"), template="$A </s>"):
+    """A tokenizer.json for `generate --prompt`: the special tokens first (T5's `<pad>`, `</s>`,
+    `<unk>`; BART's `<s>`, `<pad>`, `</s>`, `<unk>`), then words `w<n>` that are their ids n;
+    `template` wraps every text as the family's tokenizer does (T5 appends `</s>`, BART adds
+    `<s>` in front too)."""
     from tokenizers import Tokenizer, models, pre_tokenizers, processors
 
-    vocab = {"<pad>": 0, "</s>": 1, "<unk>": 2, **{f"w{i}": i for i in range(3, vocab_size)}}
+    vocab = {**{t: i for i, t in enumerate(specials)}, **{f"w{i}": i for i in range(len(specials), vocab_size)}}
     tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.Whitespace()
-    tok.post_processor = processors.TemplateProcessing(single="$A </s>", special_tokens=[("</s>", 1)])
+    used = [(t, vocab[t]) for t in specials if t in template]
+    tok.post_processor = processors.TemplateProcessing(single=template, special_tokens=used)
     return tok
 
 
@@ -1373,9 +1385,11 @@ def make_seq2seq_fixture(outdir, spec):
     with torch.no_grad():  # positions of std 1 move the greedy tokens (else one token repeats)
         if spec.speech:
             model.model.decoder.embed_positions.weight.mul_(1.0 / STD)
-        elif hasattr(model, "final_logits_bias"):  # the BART line: a buffer, zero unless set
-            model.final_logits_bias.normal_(0.0, STD)
-            model.model.decoder.embed_positions.weight.mul_(1.0 / STD)
+        elif spec.config.model_type != "t5":  # the BART line
+            if hasattr(model, "final_logits_bias"):  # a buffer, zero unless set
+                model.final_logits_bias.normal_(0.0, STD)
+            if spec.config.model_type != "m2m_100":  # a table of weights (Marian's is recomputed on load)
+                model.model.decoder.embed_positions.weight.mul_(1.0 / STD)
         else:
             for stack in (model.encoder, model.decoder):
                 stack.block[0].layer[0].SelfAttention.relative_attention_bias.weight.mul_(1.0 / STD)
@@ -1412,6 +1426,17 @@ def make_seq2seq_fixture(outdir, spec):
     canonical_metadata_order(folder / "model.safetensors")
     if spec.name == "t5":
         word_tokenizer(cfg.vocab_size).save(str(folder / "tokenizer.json"))
+    if spec.name == "bart":
+        # `generate` as a user calls it: forced_bos_token_id after the start token (which 5.23
+        # reads only from generation_config.json, as BART-CNN's has it), forced EOS last
+        model.generation_config.forced_bos_token_id = 0
+        model.generation_config.save_pretrained(folder)
+        with torch.no_grad():
+            out = model.generate(**encoder_inputs_of, max_new_tokens=GREEDY_TOKENS, do_sample=False, num_beams=1)
+        golden["generate.tokens"] = out[0, 1:].contiguous()
+        save_file(golden, str(folder / "golden.safetensors"))
+        word_tokenizer(cfg.vocab_size, ("<s>", "<pad>", "</s>", "<unk>"), "<s> $A </s>").save(
+            str(folder / "tokenizer.json"))
     if spec.speech:
         # the feature extractor `generate --audio` reads: 24 frames of 8 bins from 3 s of 16 kHz audio
         transformers.WhisperFeatureExtractor(

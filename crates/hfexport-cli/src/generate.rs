@@ -303,10 +303,17 @@ pub(crate) fn generate(a: &GenerateArgs) -> Result<()> {
         ),
         None => None,
     };
+    // the token transformers' generate forces after an encoder-decoder's start token, which
+    // counts as the first new one
+    let generation_config = hfexport::models::GenerationConfig::from_dir(dir)?;
+    let forced = match (&a.prompt_ids, &encoded) {
+        (None, Some(_)) if a.max_new_tokens > 0 => generation_config.forced_bos_token_id,
+        _ => None,
+    };
     let mut prompt = match (&a.prompt_ids, &a.prompt) {
         (Some(ids), _) => parse_prompt_ids(ids)?,
         // an encoder-decoder's decoder starts alone (a text prompt went to the encoder)
-        (None, _) if encoded.is_some() => vec![decoder_start(dir)?],
+        (None, _) if encoded.is_some() => std::iter::once(decoder_start(dir)?).chain(forced).collect(),
         (None, Some(text)) => encode_text(dir, tokenizer.as_ref(), text)?,
         (None, None) => bail!("give --prompt-ids 1,2,3 or --prompt \"text\""),
     };
@@ -331,7 +338,27 @@ pub(crate) fn generate(a: &GenerateArgs) -> Result<()> {
         generator.set_fixed_inputs(&fixed)?;
     }
     let loaded = Instant::now();
-    let g = generator.generate(&prompt, a.max_new_tokens, &eos)?;
+    let mut g = match forced {
+        Some(id) => {
+            // forced to an EOS id, transformers stops there
+            let stop = eos.contains(&id);
+            let mut g = generator.generate(&prompt, if stop { 0 } else { a.max_new_tokens - 1 }, &eos)?;
+            g.tokens.insert(0, id);
+            if stop {
+                g.stop = StopReason::Eos(id);
+            }
+            g
+        }
+        None => generator.generate(&prompt, a.max_new_tokens, &eos)?,
+    };
+    // the last token max_new_tokens allows is forced to forced_eos_token_id (the choice there
+    // depends on nothing after it, so replacing it is the same as forcing it)
+    if let (StopReason::MaxNewTokens, Some(id), Some(last)) =
+        (g.stop, generation_config.forced_eos_token_id, g.tokens.last_mut())
+    {
+        *last = id;
+        g.stop = StopReason::Eos(id);
+    }
     let t2 = Instant::now();
     let text = match &tokenizer {
         Some(tok) => {

@@ -1,9 +1,10 @@
-//! Encoder-decoders (Whisper, T5) through the binary: each format's generation export
-//! (`encoder` + static-cache `decode`), then `hfexport generate DIR --inputs inputs.safetensors`
-//! (and Whisper's `--audio speech.wav`) in its runtime (ONNX Runtime, OpenVINO stateful,
-//! libtorch, ExecuTorch) print transformers' 16 plain greedy tokens from
-//! `decoder_start_token_id`, and so do Python loops over the components in the upstream
-//! runtimes (`tests/python/generate_seq2seq.py`). The log-mel features of
+//! Encoder-decoders (Whisper, T5, the BART line) through the binary: each format's generation
+//! export (`encoder` + static-cache `decode`), then `hfexport generate DIR --inputs
+//! inputs.safetensors` (and Whisper's `--audio speech.wav`) in its runtime (ONNX Runtime,
+//! OpenVINO stateful, libtorch, ExecuTorch) print transformers' 16 plain greedy tokens from
+//! `decoder_start_token_id`, or where generation_config.json forces tokens (BART's BOS after
+//! the start, EOS last) those of transformers' `generate`, and Python loops over the components
+//! in the upstream runtimes (`tests/python/generate_seq2seq.py`) the plain greedy ones. The log-mel features of
 //! generated WAVs equal transformers' WhisperFeatureExtractor's at 1e-4 for four extractor
 //! configs (the fixture's, the default 80 bins, 128 bins, an odd FFT size and hop). Inputs the
 //! encoder cannot take, and audio that is not 16 kHz mono, are clear errors.
@@ -84,12 +85,15 @@ fn generate_with_encoder_inputs_gives_transformers_tokens_in_every_runtime() {
         let path = tmp.path().join(format!("{name}-inputs.safetensors"));
         write(&path, &inputs);
         let want = ids(&gold["single.tokens"]);
+        // `generate` honours generation_config.json's forced tokens as transformers' does
+        // (BART's forced BOS and EOS); the Python loops below are plain greedy
+        let cli_want = gold.get("generate.tokens").map_or(want.clone(), ids);
         for format in ["onnx", "openvino", "dynamo", "executorch"] {
             let dir = tmp.path().join(format!("{name}-{format}"));
             export(name, format, &dir);
             jobs.push(serde_json::json!([s(&dir), s(&path), 16]));
             want_of.insert(s(&dir).to_string(), want.clone());
-            let mut runs = vec![("--inputs", &path, want.clone())];
+            let mut runs = vec![("--inputs", &path, cli_want.clone())];
             if speech_fixtures().contains(&name) {
                 runs.push(("--audio", &speech, ids(&audio_gold["fixture.speech.tokens"])));
             }
@@ -196,18 +200,23 @@ fn audio_the_model_cannot_take_is_a_clear_error() {
 fn a_text_prompt_is_the_text_encoders_input() {
     require_onnxruntime();
     let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("t5-onnx");
-    export("t5", "onnx", &dir);
-    // the fixture's word tokenizer: `w<n>` is id n, and `</s>` (1) ends the text
-    let ids = tmp.path().join("ids.safetensors");
-    write(&ids, &[("input_ids", &Tensor::i64(vec![1, 4], vec![5, 17, 42, 1]).unwrap())]);
-    let line = |o: &std::process::Output| {
-        assert!(o.status.success(), "{}", stderr(o));
-        stdout(o).lines().find(|l| l.starts_with("ids: ")).map(str::to_string).unwrap()
-    };
-    let by_ids = line(&hfexport(&["generate", s(&dir), "--inputs", s(&ids), "--max-new-tokens", "8"]));
-    let o = hfexport(&["generate", s(&dir), "--prompt", "w5 w17 w42", "--max-new-tokens", "8"]);
-    assert_eq!(line(&o), by_ids, "--prompt encodes to the encoder's input_ids");
-    assert!(stdout(&o).contains("prompt: 0\n"), "the decoder starts alone: {}", stdout(&o));
-    assert!(stdout(&o).contains("text: "), "the folder's tokenizer decodes the ids: {}", stdout(&o));
+    // the fixtures' word tokenizers: `w<n>` is id n; T5's appends `</s>` (1), BART's wraps the
+    // text in `<s>` (0) and `</s>` (2); BART's decoder starts at 2, then its forced BOS (0)
+    let cases = [("t5", vec![5, 17, 42, 1], "0"), ("bart", vec![0, 5, 17, 42, 2], "2,0")];
+    for (name, encoded, decoder_prompt) in cases {
+        let dir = tmp.path().join(format!("{name}-onnx"));
+        export(name, "onnx", &dir);
+        let ids = tmp.path().join(format!("{name}-ids.safetensors"));
+        write(&ids, &[("input_ids", &Tensor::i64(vec![1, encoded.len()], encoded).unwrap())]);
+        let line = |o: &std::process::Output| {
+            assert!(o.status.success(), "{name}: {}", stderr(o));
+            stdout(o).lines().find(|l| l.starts_with("ids: ")).map(str::to_string).unwrap()
+        };
+        let by_ids = line(&hfexport(&["generate", s(&dir), "--inputs", s(&ids), "--max-new-tokens", "8"]));
+        let o = hfexport(&["generate", s(&dir), "--prompt", "w5 w17 w42", "--max-new-tokens", "8"]);
+        assert_eq!(line(&o), by_ids, "{name}: --prompt encodes to the encoder's input_ids");
+        let out = stdout(&o);
+        assert!(out.contains(&format!("prompt: {decoder_prompt}\n")), "{name}: the decoder's prompt: {out}");
+        assert!(out.contains("text: "), "{name}: the folder's tokenizer decodes the ids: {out}");
+    }
 }

@@ -266,11 +266,13 @@ impl Decoder<'_> {
         let absolute = cfg.encoder.as_ref().is_none_or(|e| e.absolute_positions);
         if let Some(wpe) = layout.position_embed.filter(|_| absolute) {
             let vb = root.pp(wpe);
-            let rows = cfg.max_position_embeddings + layout.position_offset;
-            let w = self.position_table(&vb, rows, width)?;
+            let padding_row = self.padding_position_row()?;
+            let offset = padding_row.map_or(layout.position_offset, |r| r + 1);
+            let rows = cfg.max_position_embeddings + offset;
+            let w = self.position_table(&vb, rows, width, padding_row)?;
             let mut positions = positions;
-            if layout.position_offset > 0 {
-                let offset = Tensor::int(DType::I64, vec![], vec![layout.position_offset as i64])?;
+            if offset > 0 {
+                let offset = Tensor::int(DType::I64, vec![], vec![offset as i64])?;
                 let offset = self.op(&vb.name("offset"), Op::Constant(offset), &[])?;
                 positions = self.op(&vb.name("offset_ids"), Op::Binary(BinaryOp::Add), &[positions, offset])?;
             }
@@ -292,12 +294,44 @@ impl Decoder<'_> {
         root.pp(name)
     }
 
-    /// The learned position table at `vb` (`[rows, width]`), or the layout's computed one when
-    /// the file does not store it.
-    fn position_table(&mut self, vb: &Vb, rows: usize, width: usize) -> Result<ValueId> {
+    /// The position row a padding token reads where positions count the non-padding ids
+    /// ([`Layout::positions_from_ids`](crate::layout::Layout)): the padding id; the counted
+    /// positions start one row after it.
+    pub(crate) fn padding_position_row(&self) -> Result<Option<usize>> {
+        if !self.arch.layout.positions_from_ids {
+            return Ok(None);
+        }
+        match self.cfg.pad_token_id {
+            Some(pad) if pad >= 0 => Ok(Some(pad as usize)),
+            _ => Err(crate::ModelError::Config {
+                path: "config.json".into(),
+                key: "pad_token_id".into(),
+                msg: format!("{}: positions are counted from the padding id, and there is none", self.cfg.architecture),
+            }),
+        }
+    }
+
+    /// `ids` numbered as fairseq's `make_positions` does, less the offset `embed` adds: the
+    /// count of non-padding ids up to each one minus 1, and -1 at a padding id (so it reads the
+    /// padding row).
+    pub(crate) fn id_positions(&mut self, ids: ValueId) -> Result<ValueId> {
+        let pad = self.padding_position_row()?.expect("the caller checked positions_from_ids") as i64;
+        let pad = self.id_scalar("position_ids.pad", pad)?;
+        let padding = self.op("position_ids.padding", Op::Binary(BinaryOp::Equal), &[ids, pad])?;
+        let padding = self.op("position_ids.padding_count", Op::Cast(DType::I64), &[padding])?;
+        let one = self.id_scalar("position_ids.one", 1)?;
+        let kept = self.op("position_ids.kept", Op::Binary(BinaryOp::Sub), &[one, padding])?;
+        let count = self.cumulative_sum("position_ids.cumsum", kept)?;
+        let count = self.op("position_ids.counted", Op::Binary(BinaryOp::Mul), &[count, kept])?;
+        self.op("position_ids.from_ids", Op::Binary(BinaryOp::Sub), &[count, one])
+    }
+
+    /// The learned position table at `vb` (`[rows, width]`), or the layout's computed one (with
+    /// `padding_row` zeroed) when the file does not store it.
+    fn position_table(&mut self, vb: &Vb, rows: usize, width: usize, padding_row: Option<usize>) -> Result<ValueId> {
         match self.arch.layout.sinusoid {
             Some(s) if !self.weights.has(&vb.name("weight")) => {
-                let table = Tensor::float(self.opts.dtype, vec![rows, width], s.table(rows, width))?;
+                let table = Tensor::float(self.opts.dtype, vec![rows, width], s.table(rows, width, padding_row))?;
                 self.op(&vb.name("sinusoid"), Op::Constant(table), &[])
             }
             _ => self.weight(vb, "weight", &[rows, width]),

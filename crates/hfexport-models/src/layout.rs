@@ -30,6 +30,10 @@ pub struct Layout {
     /// A forward pass numbers its tokens over the attention mask (`cumsum(mask) - 1`, OPT)
     /// rather than `0..sequence`, so left padding does not shift them.
     pub positions_from_mask: bool,
+    /// Positions count the tokens of `input_ids` that are not the padding id, and the table is
+    /// read from row `pad_token_id + 1` on, a padding token reading row `pad_token_id` (fairseq's
+    /// `make_positions`: M2M100's encoder; its decoder reads `position_ids` at that offset).
+    pub positions_from_ids: bool,
     /// Linears from the token embeddings' width to the hidden size and back before the head
     /// (OPT's `project_in`, `project_out`, when `word_embed_proj_dim` differs).
     pub embed_projections: Option<[&'static str; 2]>,
@@ -88,12 +92,37 @@ pub enum Sinusoid {
     /// Row `p`: `sin(p / 10000^(2i / d))` for `i < ceil(d / 2)`, then `cos(p / 10000^(2i / d))`
     /// for `i < d / 2` (Marian's and Pegasus' `create_weight`, in float64 then rounded).
     SplitHalves,
+    /// fairseq's (M2M100's `get_embedding`), in float32 as torch computes it: with `h = d / 2`,
+    /// `sin(p * f_i)` then `cos(p * f_i)` for `f_i = exp(-i * ln(10000) / (h - 1))`, a zero
+    /// channel last when `d` is odd, and the padding row all zeros.
+    Fairseq,
 }
 
 impl Sinusoid {
-    /// The table of `rows` positions of `width` channels, row-major.
-    pub fn table(self, rows: usize, width: usize) -> Vec<f32> {
+    /// The table of `rows` positions of `width` channels, row-major; `padding_row` zeroed.
+    pub fn table(self, rows: usize, width: usize, padding_row: Option<usize>) -> Vec<f32> {
+        let mut table = self.rows(rows, width);
+        if let Some(r) = padding_row.filter(|&r| r < rows) {
+            table[r * width..(r + 1) * width].fill(0.0);
+        }
+        table
+    }
+
+    fn rows(self, rows: usize, width: usize) -> Vec<f32> {
         match self {
+            Sinusoid::Fairseq => {
+                let half = width / 2;
+                let step = (10000f64.ln() / (half as f64 - 1.0)) as f32;
+                let freqs: Vec<f32> = (0..half).map(|i| (i as f32 * -step).exp()).collect();
+                (0..rows)
+                    .flat_map(|p| {
+                        let angles: Vec<f32> = freqs.iter().map(|f| p as f32 * f).collect();
+                        let sines: Vec<f32> = angles.iter().map(|a| a.sin()).collect();
+                        let cosines: Vec<f32> = angles.iter().map(|a| a.cos()).collect();
+                        sines.into_iter().chain(cosines).chain((width % 2 == 1).then_some(0.0))
+                    })
+                    .collect()
+            }
             Sinusoid::SplitHalves => {
                 let angle = |p: usize, i: usize| p as f64 / 10000f64.powf((2 * i) as f64 / width as f64);
                 let (sines, cosines) = (width.div_ceil(2), width / 2);

@@ -109,7 +109,11 @@ impl Decoder<'_> {
         let iota = self.op("positions", Op::Iota { len: seq.clone() }, &[])?;
         let positions = self.op("position_ids", Op::Reshape { shape: vec![one.clone(), seq.clone()] }, &[iota])?;
         let root = self.root();
-        let (h, _) = self.embed(&root, ids, positions)?;
+        let embedded_positions = match self.arch.layout.positions_from_ids {
+            true => self.id_positions(ids)?,
+            false => positions,
+        };
+        let (h, _) = self.embed(&root, ids, embedded_positions)?;
         let keys = self.op("mask.padding", Op::Cast(DType::Bool), &[am])?;
         let mut mask = self.op("mask", Op::Reshape { shape: vec![batch, one.clone(), one, seq] }, &[keys])?;
         if self.cfg.relative_attention.is_some() {

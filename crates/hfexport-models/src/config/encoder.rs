@@ -183,7 +183,15 @@ pub(super) fn pos_att_types(f: &Fields) -> Result<(bool, bool)> {
     let names: Vec<String> = match f.raw(key) {
         None | Some(Value::Null) => vec![],
         Some(Value::String(s)) => s.to_lowercase().split('|').map(|x| x.trim().to_string()).collect(),
-        Some(Value::Array(list)) => list.iter().map(|v| v.as_str().unwrap_or("").to_string()).collect(),
+        Some(Value::Array(list)) => list
+            .iter()
+            .enumerate()
+            .map(|(i, v)| {
+                v.as_str()
+                    .map(str::to_string)
+                    .ok_or_else(|| f.err(key, format!("entry {i} must be a string, got {}", describe(v))))
+            })
+            .collect::<Result<_>>()?,
         Some(v) => return Err(f.err(key, format!("must be a list or a string, got {}", describe(v)))),
     };
     if let Some(bad) = names.iter().find(|n| !matches!(n.as_str(), "c2p" | "p2c" | "")) {

@@ -15,6 +15,12 @@ pub struct GenerationConfig {
     pub top_k: Option<usize>,
     pub top_p: Option<f64>,
     pub repetition_penalty: Option<f64>,
+    /// The token `generate` forces right after an encoder-decoder's start token (BART-CNN's
+    /// BOS, an mBART or NLLB target language). transformers 5.23 reads it from this file only:
+    /// a `config.json` key of that name no longer reaches the generation config.
+    pub forced_bos_token_id: Option<i64>,
+    /// The token `generate` forces as the last one `max_new_tokens` allows (BART's EOS).
+    pub forced_eos_token_id: Option<i64>,
 }
 
 impl GenerationConfig {
@@ -47,6 +53,8 @@ impl GenerationConfig {
             top_k: f.int("top_k")?.map(|k| k.max(0) as usize),
             top_p: f.number("top_p")?,
             repetition_penalty: f.number("repetition_penalty")?,
+            forced_bos_token_id: f.int("forced_bos_token_id")?,
+            forced_eos_token_id: f.int("forced_eos_token_id")?,
         })
     }
 }
@@ -63,11 +71,7 @@ impl GenerationConfig {
             return Ok(GenerationConfig::from_dir(dir)?.eos_token_ids);
         }
         let path = dir.join("config.json");
-        if !path.is_file() {
-            return Ok(vec![]);
-        }
-        let text = read_small_text(&path, MAX_CONFIG_BYTES)?;
-        let value: Value = serde_json::from_str(&text).map_err(|e| ModelError::json(&path, &e))?;
+        let Some(value) = read_optional_json(&path)? else { return Ok(vec![]) };
         let text_config = value.get("text_config").filter(|t| t.get("eos_token_id").is_some());
         let (obj, prefix) = match text_config {
             Some(t) if value.get("eos_token_id").is_none() => (t, "text_config."),
@@ -80,6 +84,15 @@ impl GenerationConfig {
             _ => Ok(f.int("eos_token_id")?.into_iter().collect()),
         }
     }
+}
+
+/// The JSON of `path`; `None` when there is no such file.
+fn read_optional_json(path: &Path) -> Result<Option<Value>> {
+    if !path.is_file() {
+        return Ok(None);
+    }
+    let text = read_small_text(path, MAX_CONFIG_BYTES)?;
+    Ok(Some(serde_json::from_str(&text).map_err(|e| ModelError::json(path, &e))?))
 }
 
 pub(super) type TokenIds = (Option<i64>, Vec<i64>, Option<i64>);

@@ -1,12 +1,13 @@
 //! The BART line of encoder-decoders: `BartForConditionalGeneration` (summarisation),
-//! `MBartForConditionalGeneration`, `MarianMTModel` (translation) and
-//! `PegasusForConditionalGeneration`, as the T5 path builds them (an `encoder` component, a
-//! static-cache `decode`).
+//! `MBartForConditionalGeneration`, `MarianMTModel`, `M2M100ForConditionalGeneration` (NLLB too;
+//! translation) and `PegasusForConditionalGeneration`, as the T5 path builds them (an `encoder`
+//! component, a static-cache `decode`).
 //!
-//! One definition, four settings: BART and Marian norm after each residual add with no final
-//! norm; mBART and Pegasus before each sublayer with a final norm per stack. BART and mBART read
-//! learned positions offset by 2 and norm the embeddings (`layernorm_embedding`); Marian and
-//! Pegasus compute sinusoidal positions (Marian's are never stored). Every one shares its
+//! One definition, five settings: BART and Marian norm after each residual add with no final
+//! norm; mBART, Pegasus and M2M100 before each sublayer with a final norm per stack. BART and
+//! mBART read learned positions offset by 2 and norm the embeddings (`layernorm_embedding`);
+//! Marian and Pegasus compute sinusoidal positions (Marian's are never stored); M2M100 computes
+//! fairseq's, numbering the encoder's tokens over the non-padding ids. Every one shares its
 //! token table between both stacks and the head (`shared`, which a file may store under either
 //! stack's `embed_tokens` instead), scales it by `sqrt(d_model)` where `scale_embedding` says,
 //! and adds `final_logits_bias` to the logits.
@@ -148,4 +149,35 @@ pub const PEGASUS: Architecture = Architecture {
         ..BART_SCHEMA
     },
     layout: SINUSOIDAL_LAYOUT,
+};
+
+/// M2M100 and NLLB: norms before each sublayer and a final norm per stack, over fairseq's
+/// sinusoidal positions counted from the padding id (never stored), no logits bias.
+const M2M100_ENCODER: Layout = Layout {
+    sinusoid: Some(Sinusoid::Fairseq),
+    positions_from_ids: true,
+    position_offset: 0,
+    embed_norm: None,
+    logits_bias: None,
+    ..BART_ENCODER
+};
+
+pub const M2M100: Architecture = Architecture {
+    classes: &["M2M100ForConditionalGeneration"],
+    model_types: &["m2m_100"],
+    config: ConfigSchema {
+        defaults: Defaults { vocab_size: Some(128112), activation: "relu", ..BART_SCHEMA.defaults },
+        embedding_scale: EmbeddingScale::SqrtHiddenIf("scale_embedding", true),
+        pre_norms: Flag::Always,
+        ..BART_SCHEMA
+    },
+    layout: Layout {
+        sinusoid: Some(Sinusoid::Fairseq),
+        positions_from_ids: true,
+        position_offset: 0,
+        embed_norm: None,
+        logits_bias: None,
+        encoder_stack: Some(EncoderStack { layout: &M2M100_ENCODER, input: StackInput::Tokens }),
+        ..BART_LAYOUT
+    },
 };

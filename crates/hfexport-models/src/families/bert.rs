@@ -51,6 +51,7 @@ pub const BERT_LAYOUT: Layout = Layout {
     embed_norm: None,
     position_offset: 0,
     positions_from_mask: false,
+    positions_from_ids: false,
     embed_projections: None,
     layers: "encoder.layer",
     final_norm: "",

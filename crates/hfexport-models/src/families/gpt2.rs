@@ -54,6 +54,7 @@ pub const FAMILY: Architecture = Architecture {
         embed_norm: None,
         position_offset: 0,
         positions_from_mask: false,
+        positions_from_ids: false,
         embed_projections: None,
         layers: "h",
         final_norm: "ln_f",

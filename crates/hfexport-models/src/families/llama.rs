@@ -24,6 +24,7 @@ pub const LLAMA_LAYOUT: Layout = Layout {
     embed_norm: None,
     position_offset: 0,
     positions_from_mask: false,
+    positions_from_ids: false,
     embed_projections: None,
     layers: "layers",
     final_norm: "norm",

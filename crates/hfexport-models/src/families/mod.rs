@@ -162,6 +162,7 @@ pub static ARCHITECTURES: &[Architecture] = &[
     bart::MBART,
     bart::MARIAN,
     bart::PEGASUS,
+    bart::M2M100,
     mamba::FAMILY,
     mamba2::FAMILY,
     granite_moe_hybrid::FAMILY,

@@ -63,6 +63,7 @@ pub const T5_BASE: Layout = Layout {
     embed_norm: None,
     position_offset: 0,
     positions_from_mask: false,
+    positions_from_ids: false,
     embed_projections: None,
     layers: "decoder.block",
     final_norm: "decoder.final_layer_norm",

@@ -64,6 +64,7 @@ pub const WHISPER_BASE: Layout = Layout {
     embed_norm: None,
     position_offset: 0,
     positions_from_mask: false,
+    positions_from_ids: false,
     embed_projections: None,
     layers: "layers",
     final_norm: "layer_norm",

@@ -586,6 +586,7 @@ fn deberta_v2_configs_follow_disentangled_self_attention() {
         ("conv_kernel_size", "3", "convolution"),
         ("legacy", "false", "lm_predictions"),
         ("pos_att_type", r#"["p2p"]"#, "p2p"),
+        ("pos_att_type", r#"["c2p", 3]"#, "entry 1 must be a string"),
     ] {
         let text = format!(r#"{{"architectures": ["DebertaV2Model"], "model_type": "deberta-v2", "{key}": {value}}}"#);
         let e = parse(&text).unwrap_err().to_string();
