@@ -36,9 +36,11 @@ STD = 0.15
 TOKENS = 8
 
 
-def whisper(rng):
-    d_model = rng.choice([8, 12, 16, 24, 32, 48])
-    heads = [h for h in (1, 2, 3, 4, 6, 8) if d_model % h == 0]
+def stacks(rng, widths, head_counts):
+    """The sizes Whisper and the BART line share: a width of `widths`, encoder and decoder heads
+    of `head_counts` dividing it independently, 1-3 layers and an FFN width on each side."""
+    d_model = rng.choice(widths)
+    heads = [h for h in head_counts if d_model % h == 0]
     vocab = rng.randint(30, 120)
     return dict(
         vocab_size=vocab,
@@ -49,6 +51,14 @@ def whisper(rng):
         decoder_attention_heads=rng.choice(heads),
         encoder_ffn_dim=rng.randint(4, 64),
         decoder_ffn_dim=rng.randint(4, 64),
+    )
+
+
+def whisper(rng):
+    kw = stacks(rng, [8, 12, 16, 24, 32, 48], (1, 2, 3, 4, 6, 8))
+    vocab = kw["vocab_size"]
+    return dict(
+        **kw,
         num_mel_bins=rng.choice([4, 7, 16, 80, 128]),
         max_source_positions=rng.randint(2, 16),
         max_target_positions=rng.randint(TOKENS + 4, 48),
@@ -95,18 +105,11 @@ CLASSES = {
 
 def bart_line(kind, rng):
     # the sinusoidal tables of an odd width end in a lone sine
-    d_model = rng.choice([15, 21, 12, 24] if kind in ("marian", "pegasus", "m2m_100") else [8, 12, 15, 16, 21, 24, 32])
-    heads = [h for h in (1, 2, 3, 4, 5, 6, 7, 8) if d_model % h == 0]
-    vocab = rng.randint(30, 120)
+    widths = [15, 21, 12, 24] if kind in ("marian", "pegasus", "m2m_100") else [8, 12, 15, 16, 21, 24, 32]
+    kw = stacks(rng, widths, range(1, 9))
+    vocab = kw["vocab_size"]
     kw = dict(
-        vocab_size=vocab,
-        d_model=d_model,
-        encoder_layers=rng.randint(1, 3),
-        decoder_layers=rng.randint(1, 3),
-        encoder_attention_heads=rng.choice(heads),
-        decoder_attention_heads=rng.choice(heads),
-        encoder_ffn_dim=rng.randint(4, 64),
-        decoder_ffn_dim=rng.randint(4, 64),
+        **kw,
         max_position_embeddings=rng.randint(24, 64),
         activation_function=rng.choice(ACTS),
         scale_embedding=rng.random() < 0.5,
