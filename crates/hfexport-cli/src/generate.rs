@@ -307,7 +307,11 @@ pub(crate) fn generate(a: &GenerateArgs) -> Result<()> {
     // counts as the first new one
     let generation_config = hfexport::models::GenerationConfig::from_dir(dir)?;
     let forced = match (&a.prompt_ids, &encoded) {
-        (None, Some(_)) if a.max_new_tokens > 0 => generation_config.forced_bos_token_id,
+        (None, Some(_)) if a.max_new_tokens > 0 => a.forced_bos_token_id.or(generation_config.forced_bos_token_id),
+        _ if a.forced_bos_token_id.is_some() => bail!(
+            "--forced-bos-token-id follows an encoder-decoder's start token: give the encoder's input (--prompt, \
+             --inputs or --audio) without --prompt-ids, and --max-new-tokens of at least 1"
+        ),
         _ => None,
     };
     let mut prompt = match (&a.prompt_ids, &a.prompt) {

@@ -114,6 +114,11 @@ pub(crate) struct GenerateArgs {
     /// as transformers' WhisperFeatureExtractor does with the export's preprocessor_config.json.
     #[arg(long)]
     pub(crate) audio: Option<PathBuf>,
+    /// The token an encoder-decoder's decoder is forced to after its start token (a target
+    /// language: NLLB's `eng_Latn`, an mBART-50 code), over generation_config.json's
+    /// `forced_bos_token_id`.
+    #[arg(long)]
+    pub(crate) forced_bos_token_id: Option<i64>,
     /// An image for a vision-language export (LLaVA), PNG or JPEG, preprocessed as the image
     /// processor of the export's preprocessor_config.json does; repeat it for several images,
     /// one per image placeholder of the prompt, in order.

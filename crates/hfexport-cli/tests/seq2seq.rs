@@ -218,5 +218,12 @@ fn a_text_prompt_is_the_text_encoders_input() {
         let out = stdout(&o);
         assert!(out.contains(&format!("prompt: {decoder_prompt}\n")), "{name}: the decoder's prompt: {out}");
         assert!(out.contains("text: "), "{name}: the folder's tokenizer decodes the ids: {out}");
+        // a target language given on the command line is forced over generation_config.json's
+        let o =
+            hfexport(&["generate", s(&dir), "--prompt", "w5", "--forced-bos-token-id", "7", "--max-new-tokens", "3"]);
+        let (out, start) = (stdout(&o), &decoder_prompt[..1]);
+        assert!(line(&o).starts_with("ids: 7,") && out.contains(&format!("prompt: {start},7\n")), "{name}: {out}");
+        let o = hfexport(&["generate", s(&dir), "--prompt", "w5", "--prompt-ids", "3", "--forced-bos-token-id", "7"]);
+        assert!(!o.status.success() && stderr(&o).contains("--forced-bos-token-id follows"), "{name}: {}", stderr(&o));
     }
 }
