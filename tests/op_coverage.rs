@@ -26,7 +26,7 @@ use hfexport::core::backend::{prepare, Backend, Lowering};
 use hfexport::core::plan::{ComponentSpec, Planned};
 use hfexport::core::{
     Activation, BinaryOp, Dim, Glu, MemorySource, Op, QuantPart, QuantScheme, ReduceKind, RopeConfig, RopeScaling,
-    RouterScore, Routing, UnaryOp, ValueId, WeightExpr,
+    RouterScore, Routing, UnaryOp, ValueId, WeightExpr, Window,
 };
 use hfexport::quant::Rtn;
 use hfexport::{AutoExportConfig, DType, Evaluator, ExportConfig, ExportFormat, Graph, Tensor};
@@ -36,7 +36,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// Number of `Op` variants: [`ordinal`] numbers them `0..VARIANTS`.
-const VARIANTS: usize = 32;
+const VARIANTS: usize = 34;
 
 /// The position of `op`'s variant. No catch-all arm: a new variant does not compile until it
 /// is numbered here (then raise [`VARIANTS`] and add a case to [`cases`]).
@@ -74,6 +74,8 @@ fn ordinal(op: &Op) -> usize {
         Op::CumSum { .. } => 29,
         Op::SelectiveScan => 30,
         Op::DeltaScan => 31,
+        Op::Conv { .. } => 32,
+        Op::MaxPool { .. } => 33,
     }
 }
 
@@ -511,6 +513,42 @@ fn cases() -> Vec<Case> {
             ins.push(b.float("bias", &[K(5)], -1.0, 1.0));
         }
         all.push(b.finish(if bias { "Linear(bias)" } else { "Linear" }, Op::Linear, &ins));
+    }
+    // ResNet's stem (symmetric pads, no bias), a grouped one with MobileNet's asymmetric
+    // "SAME" pads, a dilation and a bias, and wav2vec2's 1-D ones (strided; grouped with a bias)
+    let asymmetric = Window {
+        dilation: vec![1, 2],
+        pads_begin: vec![0, 1],
+        pads_end: vec![1, 2],
+        ..Window::new(&[3, 3], &[2, 1], &[0, 0])
+    };
+    for (name, x, window, groups, cout, bias) in [
+        ("Conv(2d)", vec![B, K(3), K(9), K(8)], Window::new(&[3, 3], &[2, 2], &[1, 1]), 1, 4, false),
+        ("Conv(2d, grouped, asymmetric pads, dilated, bias)", vec![B, K(4), K(7), K(6)], asymmetric, 2, 6, true),
+        ("Conv(1d)", vec![B, K(2), K(11)], Window::new(&[3], &[2], &[0]), 1, 4, false),
+        ("Conv(1d, depthwise, bias)", vec![B, K(4), K(9)], Window::new(&[4], &[1], &[2]), 4, 4, true),
+    ] {
+        let mut b = Build::new(32);
+        let cin = match x[1] {
+            K(c) => c,
+            _ => unreachable!("static channels"),
+        };
+        let x = b.float("x", &x, -1.0, 1.0);
+        let w_dims: Vec<D> =
+            [K(cout), K(cin / groups)].into_iter().chain(window.kernel.iter().map(|&k| K(k))).collect();
+        let mut ins = vec![x, b.float("w", &w_dims, -1.0, 1.0)];
+        if bias {
+            ins.push(b.float("bias", &[K(cout)], -1.0, 1.0));
+        }
+        all.push(b.finish(name, Op::Conv { window, groups }, &ins));
+    }
+    for (name, x, window) in [
+        ("MaxPool(2d)", vec![B, K(3), K(7), K(6)], Window::new(&[3, 3], &[2, 2], &[1, 1])),
+        ("MaxPool(1d)", vec![B, K(2), K(9)], Window::new(&[2], &[2], &[0])),
+    ] {
+        let mut b = Build::new(33);
+        let x = b.float("x", &x, -1.0, 1.0);
+        all.push(b.finish(name, Op::MaxPool { window }, &[x]));
     }
     all.push(cache_case("CacheUpdate", Op::CacheUpdate, S));
     all.push(cache_case("CacheUpdate(one token)", Op::CacheUpdate, K(1)));

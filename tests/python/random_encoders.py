@@ -4,7 +4,7 @@
 Usage: random_encoders.py OUTDIR --seed S --count N
 
 Writes N folders (save_pretrained of a randomly configured BERT / RoBERTa / XLM-RoBERTa / CamemBERT /
-XLM-RoBERTa-XL / DistilBERT / ELECTRA / ALBERT / MPNet / DeBERTa-v2 / ModernBERT / ViT with one
+XLM-RoBERTa-XL / DistilBERT / ELECTRA / ALBERT / MPNet / DeBERTa-v2 / ModernBERT / ViT / ResNet with one
 of its heads, classes dealt round-robin) with golden.safetensors: for the cases `single` ([1, L])
 and `batch` ([2, L], row 1 right-padded), the inputs (`input_ids`, `attention_mask`, and
 `token_type_ids` when type_vocab_size > 1) and every output of the forward. OUTDIR/index.json
@@ -14,7 +14,8 @@ gelu_pytorch_tanh, quick_gelu), layer_norm_eps, 1-3 token types, 1-6 labels (id2
 num_labels), tied or untied masked-LM decoders, ELECTRA's and ALBERT's embedding widths, ALBERT's
 layer groups, MPNet's bias table rows, DeBERTa-v2's disentangled attention settings, BERT padding ids other than 0, sequence lengths
 5-12 within max_position_embeddings; ModernBERT's windows, global layer periods or explicit layer
-types, rope thetas (legacy keys or rope_parameters), biases, head activations and poolings.
+types, rope thetas (legacy keys or rope_parameters), biases, head activations and poolings; ResNet's
+stages, widths, depths, layer types, downsampling flags, channels and image sizes.
 """
 
 import json
@@ -75,6 +76,10 @@ CLASSES = [
     ("mpnet", "MPNetModel", "sentence-embedding"),
     ("deberta-v2", "DebertaV2Model", "sentence-embedding"),
     ("bert", "BertModel", "sentence-embedding"),
+    ("resnet", "ResNetForImageClassification", "image-classification"),
+    ("resnet", "ResNetModel", "feature-extraction"),
+    ("resnet", "ResNetForImageClassification", "image-classification"),
+    ("resnet", "ResNetModel", "feature-extraction"),
 ]
 POOLING_MODES = ["cls", "max", "mean", "mean_sqrt_len_tokens", "weightedmean", "lasttoken"]
 # the activations hfexport builds for a sentence-transformers Dense module
@@ -95,7 +100,10 @@ CONFIGS = {
     "deberta-v2": "DebertaV2Config",
     "vit": "ViTConfig",
     "modernbert": "ModernBertConfig",
+    "resnet": "ResNetConfig",
 }
+# the families whose goldens take images (pixel_values at the config's image_size)
+IMAGES = ("vit", "resnet")
 # ModernBertConfig's names for BERT's keys
 MODERNBERT_KEYS = {"hidden_act": "hidden_activation", "layer_norm_eps": "norm_eps",
                    "hidden_dropout_prob": "mlp_dropout", "attention_probs_dropout_prob": "attention_dropout"}
@@ -121,6 +129,8 @@ def outputs_of(task, model):
 
 def sample(rng, index):
     family, cls_name, task = CLASSES[index % len(CLASSES)]
+    if family == "resnet":
+        return family, cls_name, task, 0, resnet_keys(rng)
     heads, head_dim = rng.choice([1, 2, 3, 4, 6]), rng.choice([4, 8, 12, 16])
     seq = rng.randint(5, 12)
     roberta = family in ("roberta", "xlm-roberta", "camembert", "xlm-roberta-xl", "mpnet")
@@ -177,6 +187,34 @@ def sample(rng, index):
     else:
         kw["num_labels"] = labels
     return family, cls_name, task, seq, kw
+
+
+def resnet_keys(rng):
+    """1-4 stages of basic or bottleneck layers (widths repeated sometimes: identity shortcuts),
+    1-3 layers each, downsampling in the first stage and in the bottleneck or not, any activation,
+    1-4 channels, image sides 5-40 (odd ones through every stride), 1-6 labels."""
+    bottleneck = rng.random() < 0.5
+    widths = []
+    for _ in range(rng.randint(1, 4)):
+        fresh = 4 * rng.randint(1, 5) if bottleneck else rng.randint(2, 20)
+        widths.append(widths[-1] if widths and rng.random() < 0.3 else fresh)
+    kw = dict(
+        embedding_size=rng.choice([widths[0], rng.randint(2, 12)]),
+        hidden_sizes=widths,
+        depths=[rng.randint(1, 3) for _ in widths],
+        layer_type="bottleneck" if bottleneck else "basic",
+        hidden_act=rng.choice(ACTS),
+        downsample_in_first_stage=rng.random() < 0.4,
+        downsample_in_bottleneck=rng.random() < 0.4,
+        num_channels=rng.choice([1, 3, 4]),
+        image_size=[rng.randint(5, 40), rng.randint(5, 40)],
+    )
+    labels = rng.randint(1, 6)
+    if rng.random() < 0.5:
+        kw["id2label"] = {i: f"L{i}" for i in range(labels)}
+    else:
+        kw["num_labels"] = labels
+    return kw
 
 
 def deberta_keys(rng, kw):
@@ -244,6 +282,12 @@ def main():
             for name, p in model.named_parameters():
                 noise = torch.randn_like(p) * STD
                 p.copy_(1.0 + noise if "norm" in name.lower() and name.endswith("weight") else noise)
+            # batch norms' running statistics (ResNet's)
+            for name, b in model.named_buffers():
+                if name.endswith("running_mean"):
+                    b.copy_(torch.randn_like(b) * STD)
+                elif name.endswith("running_var"):
+                    b.copy_(1.0 + torch.rand_like(b))
         name = f"{i:02d}-{cls_name}"
         folder = out / name
         model.save_pretrained(folder, safe_serialization=True)
@@ -254,8 +298,9 @@ def main():
         gen = torch.Generator().manual_seed(i)
         golden = {}
         for case, rows in [("single", 1), ("batch", 2)]:
-            if family == "vit":
+            if family in IMAGES:
                 size = kw["image_size"]
+                size = size if isinstance(size, list) else [size, size]
                 inputs = {"pixel_values": torch.randn((rows, kw["num_channels"], *size), generator=gen)}
                 with torch.no_grad():
                     res = model(**inputs)

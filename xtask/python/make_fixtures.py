@@ -627,7 +627,9 @@ FAMILY_KEYS = [
 
 def widen_weights(model, embed_std=None):
     """std ~0.15 everywhere (norm weights around 1), so greedy tokens are not decided by noise."""
-    embedding = getattr(model.get_input_embeddings(), "weight", None)  # a ViT's is a convolution
+    embedding = None
+    if embed_std is not None:  # a ViT's embedding is a convolution, a ResNet has none
+        embedding = getattr(model.get_input_embeddings(), "weight", None)
     with torch.no_grad():
         for name, p in model.named_parameters():  # tied parameters are listed once
             noise = torch.randn_like(p) * STD
@@ -637,6 +639,12 @@ def widen_weights(model, embed_std=None):
                 p.copy_(noise * (embed_std / STD))
             else:
                 p.copy_(noise)
+        # batch norms' running statistics (ResNet's): means around 0, variances around 1
+        for name, b in model.named_buffers():
+            if name.endswith("running_mean"):
+                b.copy_(torch.randn_like(b) * STD)
+            elif name.endswith("running_var"):
+                b.copy_(1.0 + torch.rand_like(b))
 
 
 def canonical_metadata_order(path):
@@ -934,6 +942,9 @@ def encoder_specs():
     from transformers import (
         ViTConfig,
         ViTForImageClassification,
+        ResNetConfig,
+        ResNetForImageClassification,
+        ResNetModel,
         ViTModel,
         BertConfig,
         DistilBertConfig,
@@ -1073,6 +1084,23 @@ def encoder_specs():
                       image_size=[12, 8], patch_size=[4, 2], num_channels=2, qkv_bias=False, num_labels=3,
                       hidden_act="gelu_new", layer_norm_eps=1e-6),
             "image-classification", ("logits",), "12x8 two-channel images, 4x2 patches, no qkv bias, 3 labels",
+        ),
+        EncoderSpec(
+            "resnet", 130, ResNetModel,
+            ResNetConfig(embedding_size=8, hidden_sizes=[8, 12, 16], depths=[2, 1, 2], layer_type="basic",
+                         image_size=[20, 14], num_channels=3),
+            "feature-extraction", ("last_hidden_state", "pooler_output"),
+            "basic layers, 20x14 images, stages 8 (no shortcut), 12 and 16 (strided 1x1 shortcuts), "
+            "max-pooled 7x7 stem",
+        ),
+        EncoderSpec(
+            "resnet_cls", 131, ResNetForImageClassification,
+            ResNetConfig(embedding_size=6, hidden_sizes=[8, 12], depths=[2, 2], layer_type="bottleneck",
+                         downsample_in_first_stage=True, downsample_in_bottleneck=True, hidden_act="gelu",
+                         image_size=17, num_channels=2, num_labels=3),
+            "image-classification", ("logits",),
+            "bottleneck layers downsampling in the first 1x1 and in the first stage, gelu, 17x17 two-channel "
+            "images (odd sizes through every stride), 3 labels",
         ),
         EncoderSpec(
             "modernbert", 112, ModernBertModel, modernbert_config(ModernBertConfig),

@@ -5,7 +5,7 @@
 //! (`aten.gelu`, `aten.silu`, `aten.relu`), `Attention` without softcap
 //! (`aten.scaled_dot_product_attention` with an additive mask, a sliding window already folded
 //! into it by core, and `enable_gqa`) and `CacheUpdate` / `ScatterSlots` (`aten.index_copy` on
-//! axis 2, whose result becomes a mutation of the cache input). A symmetric `QuantLinear` is
+//! axis 2, whose result becomes a mutation of the cache input) and `Conv` (`aten.convolution`). A symmetric `QuantLinear` is
 //! [`QUANT_LINEAR`], for the `.pte` writer's XNNPACK delegates only. The other high-level ops
 //! are decomposed by core first.
 //! Symbolic sizes are `aten.sym_size.int` reads combined with `_operator.mul`/`add`, through
@@ -15,7 +15,7 @@ use crate::graph::{Arg, AtenGraph, Call, Output, SymIntArg, TensorMeta};
 use hfexport_core::graph::{Node, Producer};
 use hfexport_core::ops::{Activation, ReduceKind};
 use hfexport_core::shape_program::{DimError, DimLowering, ShapeEmitter};
-use hfexport_core::{BinaryOp, DType, Dim, Graph, Op, Tensor, UnaryOp, ValueId};
+use hfexport_core::{BinaryOp, DType, Dim, Graph, Op, Tensor, UnaryOp, ValueId, Window};
 
 #[derive(Debug, thiserror::Error)]
 #[error("cannot lower node `{node}` ({op}) to ATen: {msg}")]
@@ -68,6 +68,11 @@ pub fn native(op: &Op) -> bool {
         Op::QuantLinear { .. } | Op::QuantGather { .. } => false,
         // unrolled over a static sequence by core (no `higher_order.scan` call is written yet)
         Op::SelectiveScan | Op::DeltaScan => false,
+        // `aten.convolution` (after `aten.constant_pad_nd` where the padding is asymmetric)
+        Op::Conv { .. } => true,
+        // torch.export's max pooling (`max_pool2d_with_indices`) returns a pair, which the
+        // ATen graph's one-output calls do not model: core's gathers and maximum are exact
+        Op::MaxPool { .. } => false,
     }
 }
 
@@ -493,7 +498,9 @@ fn lower_node(em: &mut Emit, dims: &mut DimLowering<SymVal>, n: &Node) -> Result
                 (false, _) => (QUANT_LINEAR, args(Arg::None)),
             }
         }
+        Op::Conv { window, groups } => convolution(em, n, &ins, window, *groups),
         Op::Attention { .. }
+        | Op::MaxPool { .. }
         | Op::RmsNorm { .. }
         | Op::RotaryCosSin { .. }
         | Op::ApplyRotary
@@ -510,6 +517,47 @@ fn lower_node(em: &mut Emit, dims: &mut DimLowering<SymVal>, n: &Node) -> Result
     let v = em.call_named(target, args, m, name);
     em.names[n.outputs[0].0] = v;
     Ok(())
+}
+
+/// `aten.convolution` of [`Op::Conv`]; its padding is one per axis, so an asymmetric one
+/// (TensorFlow's "SAME") pads the input first with `aten.constant_pad_nd`.
+fn convolution(
+    em: &mut Emit,
+    n: &Node,
+    ins: &[String],
+    window: &Window,
+    groups: usize,
+) -> (&'static str, Vec<(&'static str, Arg)>) {
+    let ints = |v: &[usize]| Arg::Ints(v.iter().map(|&i| i as i64).collect());
+    let mut input = ins[0].clone();
+    let mut padding = window.pads_begin.clone();
+    if window.pads_begin != window.pads_end {
+        let x = em.g.info(n.inputs[0]);
+        let mut sizes = x.shape.clone();
+        for (i, size) in sizes[2..].iter_mut().enumerate() {
+            *size = size.add(&Dim::from(window.pads_begin[i] + window.pads_end[i]));
+        }
+        // the pairs run from the last axis backwards
+        let pad = (0..window.rank()).rev().flat_map(|i| [window.pads_begin[i], window.pads_end[i]]).collect::<Vec<_>>();
+        let args = vec![("self", Arg::Tensor(input)), ("pad", ints(&pad)), ("value", Arg::Float(0.0))];
+        input = em.call("aten.constant_pad_nd.default", args, TensorMeta { dtype: x.dtype, sizes });
+        padding = vec![0; window.rank()];
+    }
+    let bias = ins.get(2).map_or(Arg::None, |b| Arg::Tensor(b.clone()));
+    (
+        "aten.convolution.default",
+        vec![
+            ("input", Arg::Tensor(input)),
+            ("weight", Arg::Tensor(ins[1].clone())),
+            ("bias", bias),
+            ("stride", ints(&window.stride)),
+            ("padding", ints(&padding)),
+            ("dilation", ints(&window.dilation)),
+            ("transposed", Arg::Bool(false)),
+            ("output_padding", ints(&vec![0; window.rank()])),
+            ("groups", Arg::Int(groups as i64)),
+        ],
+    )
 }
 
 /// The additive mask: as given when it is one, else 0 where the bool mask lets a key be

@@ -9,7 +9,7 @@ use crate::dim::Dim;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::graph::{Graph, Node, ValueId};
-use crate::ops::{moe_few_tokens, Activation, BinaryOp, Glu, Op, ReduceKind, RouterScore, Routing, UnaryOp};
+use crate::ops::{moe_few_tokens, Activation, BinaryOp, Glu, Op, ReduceKind, RouterScore, Routing, UnaryOp, Window};
 use crate::rope::RopeConfig;
 use crate::tensor::Tensor;
 
@@ -164,6 +164,8 @@ pub fn expand(g: &mut Graph, node: &Node, ins: &[ValueId]) -> Result<Vec<ValueId
             Ok(vec![e.quant_gather(&ins[..n], ins[n], *group, *zero_point)?])
         }
         Op::CacheUpdate | Op::ScatterSlots => Ok(vec![e.cache_update(ins[0], ins[1], ins[2])?]),
+        Op::Conv { window, groups } => Ok(vec![e.conv(ins[0], ins[1], ins.get(2).copied(), window, *groups)?]),
+        Op::MaxPool { window } => Ok(vec![e.max_pool(ins[0], window)?]),
         Op::SelectiveScan => {
             let (y, h) = e.selective_scan(ins)?;
             Ok(vec![y, h])
@@ -299,6 +301,111 @@ impl Emitter<'_> {
     }
     fn shape(&self, x: ValueId) -> Vec<Dim> {
         self.g.info(x).shape.clone()
+    }
+
+    /// `x [b, c, *spatial]` padded with `fill` as `window` says, then every tap of the window
+    /// (kernel positions in row-major order) as `[b, c, *out]`: gathers of constant rows and
+    /// columns, so strides and dilations need nothing else.
+    fn window_taps(&mut self, x: ValueId, window: &Window, fill: f64) -> Result<Vec<ValueId>> {
+        let out = window.out_shape(&self.shape(x)).map_err(|m| self.g.invalid(format!("{}: {m}", self.prefix)))?;
+        let mut x = x;
+        for i in 0..window.rank() {
+            x = self.pad_axis(x, 2 + i, [window.pads_begin[i], window.pads_end[i]], fill)?;
+        }
+        // the rows each kernel row reads, then within them the columns each kernel column reads
+        let mut taps = vec![x];
+        for (i, &len) in out.iter().enumerate() {
+            let mut next = vec![];
+            for (t, &v) in taps.iter().enumerate() {
+                for k in 0..window.kernel[i] {
+                    let at: Vec<i64> =
+                        (0..len).map(|o| (o * window.stride[i] + k * window.dilation[i]) as i64).collect();
+                    let at = self.op(&format!("tap{i}.{t}.{k}.at"), Op::Constant(Tensor::i64(vec![len], at)?), &[])?;
+                    next.push(self.op(&format!("tap{i}.{t}.{k}"), Op::Gather { axis: 2 + i }, &[v, at])?);
+                }
+            }
+            taps = next;
+        }
+        Ok(taps)
+    }
+
+    /// `x` with `before` and `after` entries of `fill` around `axis`.
+    fn pad_axis(&mut self, x: ValueId, axis: usize, [before, after]: [usize; 2], fill: f64) -> Result<ValueId> {
+        if before + after == 0 {
+            return Ok(x);
+        }
+        let shape = self.shape(x);
+        let value = Tensor::float(self.dtype(x), vec![1; shape.len()], vec![fill as f32])?;
+        let value = self.op(&format!("pad{axis}.value"), Op::Constant(value), &[])?;
+        let mut parts = vec![];
+        for (side, n) in [("before", before), ("after", after)] {
+            if n > 0 {
+                let mut at = shape.clone();
+                at[axis] = Dim::from(n);
+                parts.push(self.op(&format!("pad{axis}.{side}"), Op::Expand { shape: at }, &[value])?);
+            }
+        }
+        parts.insert(usize::from(before > 0), x);
+        self.op(&format!("pad{axis}"), Op::Concat { axis }, &parts)
+    }
+
+    /// [`Op::Conv`] as one batched matrix product per group over the taps (im2col): the taps
+    /// stacked `[b, groups, cin / groups * taps, positions]` (channel-major, as the weight
+    /// `[cout, cin / groups, *kernel]` flattens), times the weight seen as `[groups, cout /
+    /// groups, cin / groups * taps]`.
+    fn conv(
+        &mut self,
+        x: ValueId,
+        w: ValueId,
+        bias: Option<ValueId>,
+        window: &Window,
+        groups: usize,
+    ) -> Result<ValueId> {
+        let xs = self.shape(x);
+        let out = window.out_shape(&xs).map_err(|m| self.g.invalid(format!("{}: {m}", self.prefix)))?;
+        let (batch, d) = (xs[0].clone(), |v: usize| Dim::from(v));
+        let (cin, cout) =
+            (self.shape(x)[1].as_const().unwrap_or(0) as usize, self.shape(w)[0].as_const().unwrap_or(0) as usize);
+        let (positions, cg) = (out.iter().product::<usize>(), cin / groups);
+        let taps = self.window_taps(x, window, 0.0)?;
+        let n = taps.len();
+        let mut cols = vec![];
+        for (i, t) in taps.into_iter().enumerate() {
+            let shape = vec![batch.clone(), d(groups), d(cg), d(1), d(positions)];
+            cols.push(self.op(&format!("col{i}"), Op::Reshape { shape }, &[t])?);
+        }
+        let cols = match cols[..] {
+            [one] => one,
+            _ => self.op("cols", Op::Concat { axis: 3 }, &cols)?,
+        };
+        let cols = self.op(
+            "cols.flat",
+            Op::Reshape { shape: vec![batch.clone(), d(groups), d(cg * n), d(positions)] },
+            &[cols],
+        )?;
+        let w = self.op("weight.flat", Op::Reshape { shape: vec![d(groups), d(cout / groups), d(cg * n)] }, &[w])?;
+        let y = self.op("matmul", Op::MatMul, &[w, cols])?;
+        let shape: Vec<Dim> = [batch, d(cout)].into_iter().chain(out.iter().map(|&o| d(o))).collect();
+        let y = self.op("out", Op::Reshape { shape }, &[y])?;
+        match bias {
+            Some(b) => {
+                let per_channel = [d(cout)].into_iter().chain(out.iter().map(|_| d(1))).collect();
+                let b = self.op("bias.channels", Op::Reshape { shape: per_channel }, &[b])?;
+                self.bin("biased", BinaryOp::Add, y, b)
+            }
+            None => Ok(y),
+        }
+    }
+
+    /// [`Op::MaxPool`] as the elementwise max of its taps, the padding the dtype's lowest value.
+    fn max_pool(&mut self, x: ValueId, window: &Window) -> Result<ValueId> {
+        let lowest = f64::from(self.dtype(x).min_finite());
+        let taps = self.window_taps(x, window, lowest)?;
+        let mut y = taps[0];
+        for (i, &t) in taps.iter().enumerate().skip(1) {
+            y = self.bin(&format!("max{i}"), BinaryOp::Max, y, t)?;
+        }
+        Ok(y)
     }
 
     /// [`Op::SelectiveScan`] unrolled over its static sequence, one [`Emitter::selective_step`]

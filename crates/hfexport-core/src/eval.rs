@@ -271,6 +271,8 @@ fn eval_node(node: &Node, ins: &[&Tensor], b: &Bindings) -> Result<Vec<Tensor>> 
             one(k::gather(&w, ins[ins.len() - 1], 0)?)
         }
         Op::CacheUpdate | Op::ScatterSlots => one(cache_update(ins[0], ins[1], ins[2])?),
+        Op::Conv { window, groups } => one(k::conv(ins[0], ins[1], ins.get(2).copied(), window, *groups)?),
+        Op::MaxPool { window } => one(k::max_pool(ins[0], window)?),
         Op::SelectiveScan => {
             let (y, h) = selective_scan(ins)?;
             Ok(vec![y, h])

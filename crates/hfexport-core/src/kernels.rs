@@ -7,7 +7,7 @@
 
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::ops::{BinaryOp, ReduceKind, UnaryOp};
+use crate::ops::{BinaryOp, ReduceKind, UnaryOp, Window};
 use crate::tensor::{Tensor, TensorData};
 
 pub fn strides(shape: &[usize]) -> Vec<usize> {
@@ -500,6 +500,105 @@ pub fn gather(data: &Tensor, idx: &Tensor, axis: usize) -> Result<Tensor> {
         }
     }
     select(data, shape, &src)
+}
+
+/// A window over one or two spatial axes seen as two (a 1-D one as a plane of height 1), with
+/// its input's and output's spatial sizes: one loop nest serves `conv1d` and `conv2d`.
+struct Plane {
+    size: [usize; 2],
+    out: [usize; 2],
+    kernel: [usize; 2],
+    stride: [usize; 2],
+    dilation: [usize; 2],
+    pad: [usize; 2],
+}
+
+impl Plane {
+    fn of(w: &Window, spatial: &[usize]) -> Result<Plane> {
+        let out = (0..w.rank())
+            .map(|i| w.out_len(i, spatial[i]))
+            .collect::<Option<Vec<_>>>()
+            .filter(|_| spatial.len() == w.rank())
+            .ok_or_else(|| Error::Tensor(format!("spatial shape {spatial:?} does not fit the window {w:?}")))?;
+        let two = |v: &[usize], fill: usize| match v {
+            [a] => [fill, *a],
+            [a, b] => [*a, *b],
+            _ => unreachable!("a window has 1 or 2 axes"),
+        };
+        Ok(Plane {
+            size: two(spatial, 1),
+            out: two(&out, 1),
+            kernel: two(&w.kernel, 1),
+            stride: two(&w.stride, 1),
+            dilation: two(&w.dilation, 1),
+            pad: two(&w.pads_begin, 0),
+        })
+    }
+
+    /// The input row or column that tap `k` of output position `o` reads on axis `a`, `None`
+    /// in the padding.
+    fn at(&self, a: usize, o: usize, k: usize) -> Option<usize> {
+        (o * self.stride[a] + k * self.dilation[a]).checked_sub(self.pad[a]).filter(|&i| i < self.size[a])
+    }
+
+    /// Every (output position, tap) pair with the input offset it reads, within one plane.
+    fn taps(&self) -> impl Iterator<Item = (usize, usize, usize)> + '_ {
+        let [oh, ow] = self.out;
+        let [kh, kw] = self.kernel;
+        (0..oh * ow).flat_map(move |o| {
+            (0..kh * kw).filter_map(move |k| {
+                let y = self.at(0, o / ow, k / kw)?;
+                let x = self.at(1, o % ow, k % kw)?;
+                Some((o, k, y * self.size[1] + x))
+            })
+        })
+    }
+
+    fn out_shape(&self, lead: [usize; 2], rank: usize) -> Vec<usize> {
+        let spatial = &self.out[2 - rank..];
+        lead.iter().chain(spatial).copied().collect()
+    }
+}
+
+/// `conv1d` / `conv2d` ([`crate::Op::Conv`]) directly, accumulating in f32.
+pub fn conv(x: &Tensor, w: &Tensor, bias: Option<&Tensor>, window: &Window, groups: usize) -> Result<Tensor> {
+    let (xs, ws) = (x.as_f32()?, w.as_f32()?);
+    let bias = bias.map(Tensor::as_f32).transpose()?;
+    let (n, cin, cout) = (x.shape()[0], x.shape()[1], w.shape()[0]);
+    let p = Plane::of(window, &x.shape()[2..])?;
+    let (cg, og) = (cin / groups, cout / groups);
+    let (plane_in, plane_out, taps) = (p.size[0] * p.size[1], p.out[0] * p.out[1], p.kernel[0] * p.kernel[1]);
+    let mut y = vec![0f32; n * cout * plane_out];
+    for b in 0..n {
+        for o in 0..cout {
+            let out = &mut y[(b * cout + o) * plane_out..][..plane_out];
+            out.fill(bias.map_or(0.0, |bs| bs[o]));
+            for c in 0..cg {
+                let xin = &xs[(b * cin + (o / og) * cg + c) * plane_in..][..plane_in];
+                let wk = &ws[(o * cg + c) * taps..][..taps];
+                for (at, k, from) in p.taps() {
+                    out[at] += xin[from] * wk[k];
+                }
+            }
+        }
+    }
+    Tensor::float(x.dtype(), p.out_shape([n, cout], window.rank()), y)
+}
+
+/// `max_pool1d` / `max_pool2d` ([`crate::Op::MaxPool`]): the largest input in each window.
+pub fn max_pool(x: &Tensor, window: &Window) -> Result<Tensor> {
+    let xs = x.as_f32()?;
+    let (n, c) = (x.shape()[0], x.shape()[1]);
+    let p = Plane::of(window, &x.shape()[2..])?;
+    let (plane_in, plane_out) = (p.size[0] * p.size[1], p.out[0] * p.out[1]);
+    let mut y = vec![f32::NEG_INFINITY; n * c * plane_out];
+    for (plane, out) in y.chunks_mut(plane_out).enumerate() {
+        let xin = &xs[plane * plane_in..][..plane_in];
+        for (at, _, from) in p.taps() {
+            out[at] = out[at].max(xin[from]);
+        }
+    }
+    Tensor::float(x.dtype(), p.out_shape([n, c], window.rank()), y)
 }
 
 pub fn iota(len: usize) -> Result<Tensor> {

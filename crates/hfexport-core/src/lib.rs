@@ -53,7 +53,7 @@ pub use eval::Evaluator;
 pub use graph::{Graph, ValueId, ValueInfo};
 /// The error function in f64, which stable Rust lacks (the gate cutoffs of Gemma 3n invert it).
 pub use kernels::erf64;
-pub use ops::{Activation, BinaryOp, Glu, Op, ReduceKind, RouterScore, Routing, UnaryOp};
+pub use ops::{Activation, BinaryOp, Glu, Op, ReduceKind, RouterScore, Routing, UnaryOp, Window};
 pub use quant::{ActivationRounding, QuantForm, QuantKernel, QuantKernelRef, QuantPart, QuantRecipe, QuantScheme};
 pub use rope::{RopeConfig, RopeScaling};
 pub use tensor::{Tensor, TensorData};

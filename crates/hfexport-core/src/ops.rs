@@ -174,6 +174,67 @@ pub enum Glu {
     Clamped { alpha: f32, limit: f32 },
 }
 
+/// The sliding window of a convolution or a pooling over the trailing (spatial) axes of
+/// `[batch, channels, *spatial]`, one entry per spatial axis (one or two: torch's `conv1d`,
+/// `conv2d`, `max_pool2d`). Padding may differ at the two ends of an axis: TensorFlow's
+/// "SAME" padding, which MobileNet checkpoints use, pads one more row at the end.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Window {
+    pub kernel: Vec<usize>,
+    pub stride: Vec<usize>,
+    pub dilation: Vec<usize>,
+    pub pads_begin: Vec<usize>,
+    pub pads_end: Vec<usize>,
+}
+
+impl Window {
+    /// A window of `kernel` with torch's symmetric `padding` and no dilation.
+    pub fn new(kernel: &[usize], stride: &[usize], padding: &[usize]) -> Window {
+        Window {
+            kernel: kernel.to_vec(),
+            stride: stride.to_vec(),
+            dilation: vec![1; kernel.len()],
+            pads_begin: padding.to_vec(),
+            pads_end: padding.to_vec(),
+        }
+    }
+
+    pub fn rank(&self) -> usize {
+        self.kernel.len()
+    }
+
+    /// The output length of spatial axis `axis` over an input of `len`, `None` when the padded
+    /// input is shorter than the (dilated) kernel.
+    pub fn out_len(&self, axis: usize, len: usize) -> Option<usize> {
+        let span = self.dilation[axis] * (self.kernel[axis] - 1) + 1;
+        let padded = len + self.pads_begin[axis] + self.pads_end[axis];
+        (padded >= span).then(|| (padded - span) / self.stride[axis] + 1)
+    }
+
+    /// The output's spatial shape over `x`'s static spatial dims, or why it has none.
+    pub fn out_shape(&self, x: &[Dim]) -> Result<Vec<usize>, String> {
+        let r = self.rank();
+        let lists = [&self.stride, &self.dilation, &self.pads_begin, &self.pads_end];
+        if !(1..=2).contains(&r) || lists.iter().any(|l| l.len() != r) {
+            return Err(format!("a window needs 1 or 2 spatial axes, each with every attribute: {self:?}"));
+        }
+        if self.kernel.iter().chain(&self.stride).chain(&self.dilation).any(|&v| v == 0) {
+            return Err(format!("kernel, stride and dilation must be positive: {self:?}"));
+        }
+        if x.len() != r + 2 {
+            return Err(format!("x {} is not [batch, channels] and {r} spatial axes", shape_to_string(x)));
+        }
+        (0..r)
+            .map(|i| {
+                let len = x[2 + i].as_const().ok_or_else(|| format!("spatial axis {} of x is not static", 2 + i))?;
+                self.out_len(i, len as usize).ok_or_else(|| {
+                    format!("spatial axis {} of length {len} is shorter than the window {self:?}", 2 + i)
+                })
+            })
+            .collect()
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub enum Op {
     // ---- primitives ----
@@ -333,6 +394,19 @@ pub enum Op {
         group: usize,
         zero_point: bool,
     },
+    /// A convolution as torch's `conv1d` / `conv2d`: `x [b, cin, *spatial], w [cout, cin /
+    /// groups, *kernel] (, bias [cout])` -> `[b, cout, *out]`, the input padded with zeros as
+    /// the window says; channel group `i` of the output reads group `i` of the input (a
+    /// depthwise convolution has `groups == cin`). Spatial dims are static.
+    Conv {
+        window: Window,
+        groups: usize,
+    },
+    /// The largest value in each window, as torch's `max_pool2d` (padding never wins):
+    /// `x [b, c, *spatial]` -> `[b, c, *out]`. Spatial dims are static.
+    MaxPool {
+        window: Window,
+    },
     /// The selective scan of Mamba and Mamba2 over the sequence, in f32: `x [b, d, L],
     /// dt [b, d, L] (after softplus), A [d, n], B [b, L, g, n], C [b, L, g, n], h0 [b, d, n]`
     /// -> `y [b, d, L]`, `h [b, d, n]`. The `d` channels form `g` equal groups (Mamba2's
@@ -414,6 +488,8 @@ impl Op {
             Op::Moe { .. } => "Moe",
             Op::QuantLinear { .. } => "QuantLinear",
             Op::QuantGather { .. } => "QuantGather",
+            Op::Conv { .. } => "Conv",
+            Op::MaxPool { .. } => "MaxPool",
             Op::SelectiveScan => "SelectiveScan",
             Op::DeltaScan => "DeltaScan",
             Op::CacheUpdate => "CacheUpdate",
@@ -457,6 +533,8 @@ impl Op {
             | Op::Moe { .. }
             | Op::QuantLinear { .. }
             | Op::QuantGather { .. }
+            | Op::Conv { .. }
+            | Op::MaxPool { .. }
             | Op::SelectiveScan
             | Op::DeltaScan => {}
         }
@@ -495,6 +573,8 @@ impl Op {
             | Op::Moe { .. }
             | Op::QuantLinear { .. }
             | Op::QuantGather { .. }
+            | Op::Conv { .. }
+            | Op::MaxPool { .. }
             | Op::SelectiveScan
             | Op::DeltaScan => true,
         }
@@ -539,6 +619,8 @@ impl Op {
                 s
             }
             Op::GatedMlp { act } => format!("act={act:?}"),
+            Op::Conv { window, groups } => format!("{}, groups={groups}", window_attrs(window)),
+            Op::MaxPool { window } => window_attrs(window),
             Op::TopK { k } => format!("k={k}"),
             Op::QuantLinear { bits, group, zero_point } | Op::QuantGather { bits, group, zero_point } => {
                 format!("bits={bits}, group={group}, zero_point={zero_point}")
@@ -963,6 +1045,13 @@ impl Op {
                 }
                 one(dtype, ids.shape.iter().cloned().chain([w[1].clone()]).collect())
             }
+            Op::Conv { window, groups } => conv_infos(ins, window, *groups),
+            Op::MaxPool { window } => {
+                arity(ins, 1)?;
+                float_input(ins[0], 0)?;
+                let out = window.out_shape(&ins[0].shape)?;
+                one(ins[0].dtype, ins[0].shape[..2].iter().cloned().chain(out.into_iter().map(Dim::from)).collect())
+            }
             Op::SelectiveScan => selective_scan_infos(ins),
             Op::DeltaScan => delta_scan_infos(ins),
             Op::CacheUpdate | Op::ScatterSlots => {
@@ -1184,6 +1273,60 @@ fn check_axes(axes: &[usize], rank: usize) -> Result<(), String> {
 fn bcast(a: &[Dim], b: &[Dim]) -> Result<Vec<Dim>, String> {
     broadcast_shapes(a, b)
         .ok_or_else(|| format!("shapes {} and {} do not broadcast", shape_to_string(a), shape_to_string(b)))
+}
+
+fn window_attrs(w: &Window) -> String {
+    format!(
+        "kernel={:?}, stride={:?}, dilation={:?}, pads_begin={:?}, pads_end={:?}",
+        w.kernel, w.stride, w.dilation, w.pads_begin, w.pads_end
+    )
+}
+
+/// [`Op::Conv`]'s output: `[b, cout, *out]` once `w` is `[cout, cin / groups, *kernel]` with
+/// `groups` dividing both channel counts, and the bias (if any) `[cout]`, all of x's dtype.
+fn conv_infos(ins: &[&ValueInfo], window: &Window, groups: usize) -> Result<Vec<ValueInfo>, String> {
+    if ins.len() != 2 && ins.len() != 3 {
+        return Err(format!("Conv takes 2 inputs, or 3 with a bias; got {}", ins.len()));
+    }
+    let (x, w) = (ins[0], ins[1]);
+    float_input(x, 0)?;
+    let out = window.out_shape(&x.shape)?;
+    let (cin, cout) = (x.shape[1].as_const(), w.shape.first().and_then(Dim::as_const));
+    let kernel: Vec<Dim> = window.kernel.iter().map(|&k| Dim::from(k)).collect();
+    let fits = match (cin, cout) {
+        (Some(cin), Some(cout)) => {
+            let g = groups as i64;
+            g > 0
+                && cin % g == 0
+                && cout % g == 0
+                && w.rank() == window.rank() + 2
+                && w.shape[1] == Dim::konst(cin / g)
+                && w.shape[2..] == kernel[..]
+        }
+        _ => false,
+    };
+    if !fits || w.dtype != x.dtype {
+        return Err(format!(
+            "x {}{} does not fit weight {}{} ([cout, cin / {groups}, *kernel {:?}], static channels)",
+            x.dtype,
+            shape_to_string(&x.shape),
+            w.dtype,
+            shape_to_string(&w.shape),
+            window.kernel
+        ));
+    }
+    if let Some(b) = ins.get(2) {
+        if b.shape != [w.shape[0].clone()] || b.dtype != w.dtype {
+            return Err(format!(
+                "bias {}{} does not fit weight {}",
+                b.dtype,
+                shape_to_string(&b.shape),
+                shape_to_string(&w.shape)
+            ));
+        }
+    }
+    let shape = [x.shape[0].clone(), w.shape[0].clone()].into_iter().chain(out.into_iter().map(Dim::from)).collect();
+    Ok(vec![ValueInfo::new(x.dtype, shape)])
 }
 
 /// [`Op::DeltaScan`]'s outputs: `o` like `v`, the last state like `S0`, once every input is f32

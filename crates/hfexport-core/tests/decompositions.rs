@@ -5,7 +5,7 @@ mod common;
 use common::{max_abs_diff, one_node_graph, run, Rng};
 use hfexport_core::decompose::decompose;
 use hfexport_core::verify::verify;
-use hfexport_core::{Activation, DType, Op, RopeConfig, RopeScaling, Tensor};
+use hfexport_core::{Activation, DType, Op, RopeConfig, RopeScaling, Tensor, Window};
 
 /// Evaluates `op` directly and through its decomposition; returns the worst difference.
 fn compare(op: Op, inputs: &[(&str, &Tensor)]) -> f32 {
@@ -412,4 +412,80 @@ fn selective_scan_equals_its_unrolled_steps() {
             .sum();
         assert!((out[0].as_f32().unwrap()[c * len] - y).abs() < 1e-5, "{g} groups");
     }
+}
+
+/// Convolution windows people's checkpoints use: ResNet's 7x7 stride-2 stem and 1x1 shortcuts,
+/// ConvNeXt's depthwise 7x7, MobileNet's asymmetric "SAME" padding, a dilated 3x3, and the 1-D
+/// ones of wav2vec2's feature encoder and grouped positional convolution.
+fn conv_cases() -> Vec<(Vec<usize>, Window, usize, usize, usize)> {
+    let w = |k: &[usize], s: &[usize], p: &[usize]| Window::new(k, s, p);
+    let same = Window { pads_begin: vec![0, 0], pads_end: vec![1, 1], ..w(&[3, 3], &[2, 2], &[0, 0]) };
+    let dilated = Window { dilation: vec![2, 1], ..w(&[3, 3], &[1, 1], &[2, 1]) };
+    vec![
+        // (x shape, window, groups, cin, cout)
+        (vec![2, 3, 11, 9], w(&[7, 7], &[2, 2], &[3, 3]), 1, 3, 4),
+        (vec![2, 4, 5, 6], w(&[1, 1], &[2, 2], &[0, 0]), 1, 4, 6),
+        (vec![1, 6, 8, 8], w(&[7, 7], &[1, 1], &[3, 3]), 6, 6, 6),
+        (vec![2, 4, 7, 8], same, 2, 4, 6),
+        (vec![1, 2, 6, 7], dilated, 1, 2, 3),
+        (vec![2, 1, 23], w(&[10], &[5], &[0]), 1, 1, 4),
+        (vec![2, 8, 9], w(&[4], &[1], &[2]), 4, 8, 8),
+    ]
+}
+
+#[test]
+fn conv_equals_decomposition_and_its_definition() {
+    let mut r = Rng::new(91);
+    for (shape, window, groups, cin, cout) in conv_cases() {
+        let kernel_shape: Vec<usize> = [cout, cin / groups].into_iter().chain(window.kernel.clone()).collect();
+        let (x, w, b) = (r.tensor(&shape, 1.0), r.tensor(&kernel_shape, 1.0), r.tensor(&[cout], 1.0));
+        let op = Op::Conv { window: window.clone(), groups };
+        assert!(compare(op.clone(), &[("x", &x), ("w", &w)]) < 1e-5, "{window:?}");
+        let ins = [("x", &x), ("w", &w), ("b", &b)];
+        assert!(compare(op.clone(), &ins) < 1e-5, "{window:?} with a bias");
+        // the last output of the last channel, summed by hand over its window
+        let y = run(&one_node_graph(op, &ins), &ins).remove(0);
+        let (xs, ws) = (x.as_f32().unwrap(), w.as_f32().unwrap());
+        let spatial = &shape[2..];
+        let out = &y.shape()[2..];
+        let o = cout - 1;
+        let (cg, group) = (cin / groups, (cout - 1) / (cout / groups));
+        let taps: usize = window.kernel.iter().product();
+        let mut want = b.as_f32().unwrap()[o];
+        for c in 0..cg {
+            for k in 0..taps {
+                // the tap's offset on each axis, last axis fastest
+                let mut rest = k;
+                let mut at = Some(0usize);
+                for a in (0..window.rank()).rev() {
+                    let kk = rest % window.kernel[a];
+                    rest /= window.kernel[a];
+                    let i = ((out[a] - 1) * window.stride[a] + kk * window.dilation[a]) as i64
+                        - window.pads_begin[a] as i64;
+                    let stride: usize = spatial[a + 1..].iter().product();
+                    at = at.filter(|_| (0..spatial[a] as i64).contains(&i)).map(|v| v + i as usize * stride);
+                }
+                let Some(at) = at else { continue };
+                let plane: usize = spatial.iter().product();
+                let xi = ((shape[0] - 1) * cin + group * cg + c) * plane + at;
+                want += xs[xi] * ws[(o * cg + c) * taps + k];
+            }
+        }
+        let got = *y.as_f32().unwrap().last().unwrap();
+        assert!((got - want).abs() < 1e-5, "{window:?}: {got} vs {want}");
+    }
+}
+
+#[test]
+fn max_pool_equals_decomposition_and_ignores_its_padding() {
+    let mut r = Rng::new(92);
+    let stem = Window::new(&[3, 3], &[2, 2], &[1, 1]);
+    for (shape, window) in [(vec![2, 3, 9, 8], stem.clone()), (vec![1, 2, 7], Window::new(&[2], &[2], &[0]))] {
+        let x = r.tensor(&shape, 1.0);
+        assert!(compare(Op::MaxPool { window: window.clone() }, &[("x", &x)]) < 1e-6, "{window:?}");
+    }
+    // every input below zero: the one window covers them all and its padding, whose zeros never win
+    let x = Tensor::f32(vec![1, 1, 2, 2], vec![-4.0, -3.0, -2.0, -1.0]).unwrap();
+    let y = run(&one_node_graph(Op::MaxPool { window: stem }, &[("x", &x)]), &[("x", &x)]).remove(0);
+    assert_eq!(y.as_f32().unwrap(), &[-1.0]);
 }

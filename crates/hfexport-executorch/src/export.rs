@@ -72,6 +72,10 @@ pub fn native(op: &Op) -> bool {
         Op::QuantLinear { .. } | Op::QuantGather { .. } => false,
         // unrolled over a static sequence by core (the program has no loop)
         Op::SelectiveScan | Op::DeltaScan => false,
+        // portable `convolution.out` (and `constant_pad_nd.out`); max pooling decomposed like
+        // `.pt2`'s
+        Op::Conv { .. } => true,
+        Op::MaxPool { .. } => false,
     }
 }
 

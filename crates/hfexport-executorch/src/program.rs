@@ -236,6 +236,22 @@ fn kernel(target: &str) -> Option<Kernel> {
         // the dtype comes from `out`
         "aten.arange.start_step" => k!("aten::arange", "start_out", [("start", A), ("end", A), ("step", A)]),
         "aten.linear.default" => k!("aten::linear", "out", [("input", A), ("weight", A), ("bias", A)]),
+        "aten.convolution.default" => k!(
+            "aten::convolution",
+            "out",
+            [
+                ("input", A),
+                ("weight", A),
+                ("bias", A),
+                ("stride", A),
+                ("padding", A),
+                ("dilation", A),
+                ("transposed", A),
+                ("output_padding", A),
+                ("groups", A)
+            ]
+        ),
+        "aten.constant_pad_nd.default" => k!("aten::constant_pad_nd", "out", [("self", A), ("pad", A), ("value", A)]),
         _ => return None,
     })
 }

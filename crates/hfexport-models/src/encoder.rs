@@ -34,11 +34,15 @@ impl Decoder<'_> {
         let (Some(enc), Some(_), true) = (arch.layout.encoder, cfg.encoder.as_ref(), task.fits(arch)) else {
             return Err(self.task_error(task));
         };
+        if let EncoderInput::ConvNet { classifier } = enc.input {
+            return self.convnet(task, classifier);
+        }
         let act = self.activation()?;
         let root = self.root();
         let (mut h, words, shared, attention_mask) = match enc.input {
             EncoderInput::Tokens => self.token_inputs(&root, &enc)?,
             EncoderInput::Patches { .. } => self.patch_inputs(&root, &enc)?,
+            EncoderInput::ConvNet { .. } => unreachable!("built above"),
         };
         for (i, layer) in self.encoder_layers(&root, &enc) {
             h = self.decoder_layer(&layer, i, h, &shared, act)?;
@@ -233,7 +237,7 @@ impl Decoder<'_> {
         Ok(LayerInputs::without_rope(mask, positions))
     }
 
-    fn task_error(&self, task: Task) -> ModelError {
+    pub(crate) fn task_error(&self, task: Task) -> ModelError {
         let valid: Vec<&str> = Task::ALL.iter().filter(|t| t.fits(self.arch)).map(|t| t.name()).collect();
         ModelError::Config {
             path: "config.json".into(),

@@ -340,6 +340,12 @@ pub enum EncoderInput {
     /// `[1, patches + 1, hidden]`, CLIP (`flat`) `[hidden]` and an embedding table
     /// `[patches + 1, hidden]`. The layout's `embed_norm` follows (CLIP's `pre_layrnorm`).
     Patches { cls: &'static str, positions: &'static str, patch_bias: bool, flat: bool },
+    /// `pixel_values` through the convolutional backbone the config describes
+    /// (`crate::config::ConvNetConfig`, built by `crate::convnet`) in place of any layer:
+    /// `last_hidden_state` `[batch, channels, height, width]`, averaged over its positions into
+    /// `pooler_output` `[batch, channels, 1, 1]`, which the classifier's linear at `classifier`
+    /// reads.
+    ConvNet { classifier: &'static str },
 }
 
 /// How an encoder numbers its positions.

@@ -17,6 +17,7 @@ mod blocks;
 pub mod builder;
 pub mod checkpoint;
 pub mod config;
+mod convnet;
 mod decoder;
 mod encoder;
 pub mod error;

@@ -85,6 +85,9 @@ pub struct ConfigSchema {
     pub seq2seq: Option<Seq2SeqSchema>,
     /// State-space layers in place of attention (Mamba): how their keys are read.
     pub ssm: Option<SsmRule>,
+    /// A convolutional vision backbone in place of every layer (ResNet): which config class's
+    /// keys describe it.
+    pub convnet: Option<ConvNetKind>,
     /// LFM2's `block_auto_adjust_ff_dim`: when set (class default true), the MLP's width is
     /// `int(2 * intermediate_size / 3)`, times `block_ffn_dim_multiplier` (1.0; null: no
     /// rounding) rounded up to a multiple of `block_multiple_of` (256).
@@ -178,6 +181,15 @@ pub struct KvSharing {
 pub struct PerLayerInputKeys {
     pub size: (&'static str, usize),
     pub vocab: (&'static str, usize),
+}
+
+/// The convolutional backbones, each read from its config class's keys
+/// (`crate::config::ConvNetConfig`) and built by `crate::convnet`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConvNetKind {
+    /// `ResNetConfig`: `embedding_size`, `hidden_sizes`, `depths`, `layer_type`,
+    /// `downsample_in_first_stage`, `downsample_in_bottleneck`.
+    ResNet,
 }
 
 /// Where a family's state-space layers are and how their mixer keys are read.

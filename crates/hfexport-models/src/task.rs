@@ -125,7 +125,7 @@ impl Task {
             (Task::ImageTextToText, None) => arch.layout.vision.is_some(),
             (Task::FeatureExtraction, Some(_)) => true,
             (Task::SentenceEmbedding, Some(EncoderInput::Tokens)) => true,
-            (Task::ImageClassification, Some(EncoderInput::Patches { .. })) => true,
+            (Task::ImageClassification, Some(EncoderInput::Patches { .. } | EncoderInput::ConvNet { .. })) => true,
             (
                 Task::FillMask | Task::SequenceClassification | Task::TokenClassification | Task::QuestionAnswering,
                 Some(EncoderInput::Tokens),

@@ -19,7 +19,7 @@ use hfexport_core::decompose::{scan_step, LoopInput, LoopOutput};
 use hfexport_core::graph::{Node, Producer};
 use hfexport_core::ops::{Activation, Glu, ReduceKind, Routing};
 use hfexport_core::shape_program::{DimError, DimLowering, ShapeEmitter};
-use hfexport_core::{DType, Dim, Graph, Op, Tensor, ValueId, WeightExpr};
+use hfexport_core::{DType, Dim, Graph, Op, Tensor, ValueId, WeightExpr, Window};
 use std::collections::HashMap;
 
 /// The first opset with `RMSNormalization`, `RotaryEmbedding` and `Attention`.
@@ -85,7 +85,16 @@ pub fn native(op: &Op, opset: u32) -> bool {
         // one `Scan` over the sequence, whose body is core's recurrent step (`Ctx::scan`,
         // `decompose::scan_step`)
         Op::SelectiveScan | Op::DeltaScan => true,
+        Op::Conv { .. } | Op::MaxPool { .. } => true,
     }
+}
+
+/// The attributes ONNX `Conv` and `MaxPool` share: kernel, strides and the pads, every axis's
+/// beginning first, then every axis's end.
+fn window_attrs(w: &Window) -> Vec<AttributeProto> {
+    let ints = |v: &[usize]| v.iter().map(|&i| i as i64).collect::<Vec<_>>();
+    let pads: Vec<i64> = ints(&w.pads_begin).into_iter().chain(ints(&w.pads_end)).collect();
+    vec![attr_ints("kernel_shape", &ints(&w.kernel)), attr_ints("strides", &ints(&w.stride)), attr_ints("pads", &pads)]
 }
 
 /// The attributes of a `Scan` whose f32 body graph `name` is `nodes` with ports `(inputs,
@@ -542,6 +551,13 @@ impl<'g> Ctx<'g> {
                 ("Range".into(), vec![zero, limit, one], vec![])
             }
             Op::Linear => return self.linear(n, &ins, &outs),
+            Op::Conv { window, groups } => {
+                let mut attrs = window_attrs(window);
+                let dilations: Vec<i64> = window.dilation.iter().map(|&d| d as i64).collect();
+                attrs.extend([attr_ints("dilations", &dilations), attr_int("group", *groups as i64)]);
+                ("Conv".into(), ins.clone(), attrs)
+            }
+            Op::MaxPool { window } => ("MaxPool".into(), ins.clone(), window_attrs(window)),
             Op::SelectiveScan | Op::DeltaScan => return self.scan(n, &ins, &outs),
             Op::QuantLinear { bits, group, zero_point } if self.quant_ops == OnnxQuantOps::Standard => {
                 return self.dq_matmul(n, &ins, &outs, (*bits, *group, *zero_point))

@@ -32,7 +32,7 @@ use hfexport_core::decompose::{scan_step, LoopInput, LoopOutput};
 use hfexport_core::graph::Node;
 use hfexport_core::ops::{Activation, Glu, ReduceKind, Routing};
 use hfexport_core::shape_program::{DimError, DimLowering, ShapeEmitter};
-use hfexport_core::{BinaryOp, DType, Dim, Graph, Op, QuantPart, Tensor, UnaryOp, ValueId};
+use hfexport_core::{BinaryOp, DType, Dim, Graph, Op, QuantPart, Tensor, UnaryOp, ValueId, Window};
 use std::collections::HashMap;
 
 /// Whether `op` is lowered natively (else core decomposes it first). Every variant is listed,
@@ -83,6 +83,8 @@ pub fn native(op: &Op) -> bool {
         Op::QuantLinear { .. } | Op::QuantGather { .. } => true,
         // one `TensorIterator` over any sequence, its body core's one-step graph
         Op::SelectiveScan | Op::DeltaScan => true,
+        // `Convolution` / `GroupConvolution` and `MaxPool` with explicit pads
+        Op::Conv { .. } | Op::MaxPool { .. } => true,
     }
 }
 
@@ -132,6 +134,21 @@ pub fn state_pairs(g: &Graph) -> Vec<(String, String, String)> {
             g.outputs().iter().any(|o| o.name == out).then(|| (p.name.clone(), out, n.to_string()))
         })
         .collect()
+}
+
+/// `1,2`: a list attribute.
+fn list(v: &[usize]) -> String {
+    v.iter().map(usize::to_string).collect::<Vec<_>>().join(",")
+}
+
+/// The strides and explicit pads a convolution and a pooling layer share.
+fn window_attrs(w: &Window) -> Vec<(&'static str, String)> {
+    vec![
+        ("strides", list(&w.stride)),
+        ("pads_begin", list(&w.pads_begin)),
+        ("pads_end", list(&w.pads_end)),
+        ("auto_pad", "explicit".into()),
+    ]
 }
 
 fn dims_of(shape: &[Dim]) -> Vec<i64> {
@@ -774,6 +791,31 @@ impl<'g> Ctx<'g> {
                 let ids = ins[ins.len() - 1];
                 one(self, "Gather", "opset8", vec![("batch_dims", "0".into())], vec![table, ids, ax])
             }
+            Op::Conv { window, groups } => {
+                let conv = self.convolution(n, &ins, window, *groups, out.clone());
+                match ins.get(2) {
+                    None => {
+                        self.em.net.layers[conv.layer].name = name.clone();
+                        conv
+                    }
+                    Some(&b) => {
+                        let rank = out.dims.len();
+                        let channels: Vec<i64> = (0..rank).map(|i| if i == 1 { -1 } else { 1 }).collect();
+                        let shape = self.em.const_i64(&channels);
+                        let cout = out.dims[1];
+                        let bias_dims = (0..rank).map(|i| if i == 1 { cout } else { 1 }).collect();
+                        let data = vec![("special_zero", "false".into())];
+                        let b = self.em.op("Reshape", "opset1", data, vec![b, shape], port(out.dtype, bias_dims));
+                        one(self, "Add", "opset1", numpy(), vec![conv, b])
+                    }
+                }
+            }
+            Op::MaxPool { window } => {
+                let mut data = window_attrs(window);
+                data.push(("kernel", list(&window.kernel)));
+                data.push(("rounding_type", "floor".into()));
+                one(self, "MaxPool", "opset1", data, ins)
+            }
             Op::Attention { .. }
             | Op::RmsNorm { .. }
             | Op::RotaryCosSin { .. }
@@ -792,6 +834,24 @@ impl<'g> Ctx<'g> {
         };
         self.vals[n.outputs[0].0] = Some(o);
         Ok(())
+    }
+
+    /// [`Op::Conv`] without its bias: a `Convolution`, or a `GroupConvolution` over the weight
+    /// seen as `[groups, cout / groups, cin / groups, *kernel]`.
+    fn convolution(&mut self, n: &Node, ins: &[Out], window: &Window, groups: usize, out: PortInfo) -> Out {
+        let mut data = window_attrs(window);
+        data.push(("dilations", list(&window.dilation)));
+        if groups == 1 {
+            return self.em.op("Convolution", "opset1", data, vec![ins[0], ins[1]], out);
+        }
+        let w = self.g.info(n.inputs[1]);
+        let mut grouped = dims_of(&w.shape);
+        grouped[0] /= groups as i64;
+        grouped.insert(0, groups as i64);
+        let shape = self.em.const_i64(&grouped);
+        let reshape = vec![("special_zero", "false".into())];
+        let w = self.em.op("Reshape", "opset1", reshape, vec![ins[1], shape], port(w.dtype, grouped));
+        self.em.op("GroupConvolution", "opset1", data, vec![ins[0], w], out)
     }
 
     /// NNCF's decompression subgraph over `quant_layout`'s constants: `Convert` to the scales'

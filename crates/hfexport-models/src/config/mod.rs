@@ -26,6 +26,7 @@ use crate::schema::{
     RoutingRule, ScaleRule, SharedSize,
 };
 
+mod convnet;
 mod dims;
 mod encoder;
 mod fields;
@@ -39,6 +40,8 @@ mod rope;
 #[cfg(test)]
 mod tests;
 
+use convnet::*;
+pub use convnet::{Backbone, ConvNetConfig, ResNetConfig};
 use dims::*;
 use encoder::*;
 pub use encoder::{MAX_IMAGE_SIDE, MAX_LABELS};
@@ -155,6 +158,8 @@ pub struct ModelConfig {
     pub sentence: Option<crate::sentence::SentenceModules>,
     /// The encoder stack of an encoder-decoder (Whisper); the fields above are its decoder's.
     pub seq2seq: Option<Seq2SeqConfig>,
+    /// A convolutional vision backbone (ResNet): the model has no transformer layers.
+    pub convnet: Option<ConvNetConfig>,
     /// The image side of a vision-language model (LLaVA); the fields above are its text
     /// model's (`text_config`).
     pub vision: Option<Box<VisionConfig>>,
@@ -613,6 +618,7 @@ fn model_config(
         encoder: parse_encoder(f, schema, &dims)?,
         sentence: None,
         seq2seq: parse_seq2seq(f, schema, &dims, (pad_token_id, bos_token_id))?,
+        convnet: parse_convnet(f, schema)?,
         vision: None,
         per_layer_input: per_layer_input(f, schema.per_layer_inputs)?,
         placeholder_ids: placeholder_ids(top, schema)?,

@@ -89,6 +89,7 @@ pub const LLAMA_SCHEMA: ConfigSchema = ConfigSchema {
     encoder: None,
     seq2seq: None,
     ssm: None,
+    convnet: None,
     ffn_auto_adjust: false,
     mup: false,
     placeholders: &[],

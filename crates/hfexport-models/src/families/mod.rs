@@ -71,6 +71,7 @@ pub mod qwen3_5;
 pub mod qwen3_5_moe;
 pub mod qwen3_moe;
 pub mod qwen3_next;
+pub mod resnet;
 pub mod roberta;
 pub mod smollm3;
 pub mod stablelm;
@@ -155,6 +156,7 @@ pub static ARCHITECTURES: &[Architecture] = &[
     mpnet::FAMILY,
     deberta_v2::FAMILY,
     vit::FAMILY,
+    resnet::FAMILY,
     modernbert::FAMILY,
     whisper::FAMILY,
     t5::FAMILY,
