@@ -4,7 +4,8 @@
 Usage: random_encoders.py OUTDIR --seed S --count N
 
 Writes N folders (save_pretrained of a randomly configured BERT / RoBERTa / XLM-RoBERTa / CamemBERT /
-XLM-RoBERTa-XL / DistilBERT / ELECTRA / ALBERT / MPNet / DeBERTa-v2 / ModernBERT / ViT / ResNet with one
+XLM-RoBERTa-XL / DistilBERT / ELECTRA / ALBERT / MPNet / DeBERTa-v2 / ModernBERT / ViT / ResNet / ConvNeXt
+(V1, V2) with one
 of its heads, classes dealt round-robin) with golden.safetensors: for the cases `single` ([1, L])
 and `batch` ([2, L], row 1 right-padded), the inputs (`input_ids`, `attention_mask`, and
 `token_type_ids` when type_vocab_size > 1) and every output of the forward. OUTDIR/index.json
@@ -15,7 +16,8 @@ num_labels), tied or untied masked-LM decoders, ELECTRA's and ALBERT's embedding
 layer groups, MPNet's bias table rows, DeBERTa-v2's disentangled attention settings, BERT padding ids other than 0, sequence lengths
 5-12 within max_position_embeddings; ModernBERT's windows, global layer periods or explicit layer
 types, rope thetas (legacy keys or rope_parameters), biases, head activations and poolings; ResNet's
-stages, widths, depths, layer types, downsampling flags, channels and image sizes.
+stages, widths, depths, layer types, downsampling flags, channels and image sizes; ConvNeXt's stages,
+patches, layer scales, epsilons and image sizes.
 """
 
 import json
@@ -80,6 +82,10 @@ CLASSES = [
     ("resnet", "ResNetModel", "feature-extraction"),
     ("resnet", "ResNetForImageClassification", "image-classification"),
     ("resnet", "ResNetModel", "feature-extraction"),
+    ("convnext", "ConvNextForImageClassification", "image-classification"),
+    ("convnext", "ConvNextModel", "feature-extraction"),
+    ("convnextv2", "ConvNextV2ForImageClassification", "image-classification"),
+    ("convnextv2", "ConvNextV2Model", "feature-extraction"),
 ]
 POOLING_MODES = ["cls", "max", "mean", "mean_sqrt_len_tokens", "weightedmean", "lasttoken"]
 # the activations hfexport builds for a sentence-transformers Dense module
@@ -101,9 +107,11 @@ CONFIGS = {
     "vit": "ViTConfig",
     "modernbert": "ModernBertConfig",
     "resnet": "ResNetConfig",
+    "convnext": "ConvNextConfig",
+    "convnextv2": "ConvNextV2Config",
 }
 # the families whose goldens take images (pixel_values at the config's image_size)
-IMAGES = ("vit", "resnet")
+IMAGES = ("vit", "resnet", "convnext", "convnextv2")
 # ModernBertConfig's names for BERT's keys
 MODERNBERT_KEYS = {"hidden_act": "hidden_activation", "layer_norm_eps": "norm_eps",
                    "hidden_dropout_prob": "mlp_dropout", "attention_probs_dropout_prob": "attention_dropout"}
@@ -130,7 +138,9 @@ def outputs_of(task, model):
 def sample(rng, index):
     family, cls_name, task = CLASSES[index % len(CLASSES)]
     if family == "resnet":
-        return family, cls_name, task, 0, resnet_keys(rng)
+        return family, cls_name, task, 0, with_labels(rng, resnet_keys(rng, bottleneck=(index // 2) % 2 == 0))
+    if family in ("convnext", "convnextv2"):
+        return family, cls_name, task, 0, with_labels(rng, convnext_keys(rng, family == "convnext"))
     heads, head_dim = rng.choice([1, 2, 3, 4, 6]), rng.choice([4, 8, 12, 16])
     seq = rng.randint(5, 12)
     roberta = family in ("roberta", "xlm-roberta", "camembert", "xlm-roberta-xl", "mpnet")
@@ -189,11 +199,10 @@ def sample(rng, index):
     return family, cls_name, task, seq, kw
 
 
-def resnet_keys(rng):
+def resnet_keys(rng, bottleneck):
     """1-4 stages of basic or bottleneck layers (widths repeated sometimes: identity shortcuts),
     1-3 layers each, downsampling in the first stage and in the bottleneck or not, any activation,
     1-4 channels, image sides 5-40 (odd ones through every stride), 1-6 labels."""
-    bottleneck = rng.random() < 0.5
     widths = []
     for _ in range(rng.randint(1, 4)):
         fresh = 4 * rng.randint(1, 5) if bottleneck else rng.randint(2, 20)
@@ -209,6 +218,32 @@ def resnet_keys(rng):
         num_channels=rng.choice([1, 3, 4]),
         image_size=[rng.randint(5, 40), rng.randint(5, 40)],
     )
+    return kw
+
+
+def convnext_keys(rng, v1):
+    """1-4 stages of 1-3 blocks at 2-20 channels (repeats too: the later stages still
+    downsample), patches 1-4 (square or not), V1's layer scale on or off, any activation, final
+    norm epsilons, 1-4 channels, image sides 8-48 (not multiples of the patch)."""
+    stages = rng.randint(1, 4)
+    patch = [rng.randint(1, 4), rng.randint(1, 4)]
+    kw = dict(
+        num_stages=stages,
+        hidden_sizes=[rng.randint(2, 20) for _ in range(stages)],
+        depths=[rng.randint(1, 3) for _ in range(stages)],
+        patch_size=patch if patch[0] != patch[1] or rng.random() < 0.5 else patch[0],
+        hidden_act=rng.choice(ACTS),
+        layer_norm_eps=rng.choice([1e-12, 1e-6, 1e-5]),
+        num_channels=rng.choice([1, 3, 4]),
+        image_size=[rng.randint(8, 48), rng.randint(8, 48)],
+    )
+    if v1:
+        kw["layer_scale_init_value"] = rng.choice([0.0, 1e-6, 0.5])
+    return kw
+
+
+def with_labels(rng, kw):
+    """`kw` with 1-6 labels, as `id2label` or `num_labels`."""
     labels = rng.randint(1, 6)
     if rng.random() < 0.5:
         kw["id2label"] = {i: f"L{i}" for i in range(labels)}
@@ -305,7 +340,11 @@ def main():
                 with torch.no_grad():
                     res = model(**inputs)
                 golden[f"{case}.pixel_values"] = inputs["pixel_values"].contiguous()
-                for k in outputs_of(task, model.base_model):
+                names = outputs_of(task, model.base_model)
+                if task == "feature-extraction":
+                    # pooled where the class pools (ViT's pooler, ResNet's average, ConvNeXt's norm)
+                    names = ["last_hidden_state"] + (["pooler_output"] if res.pooler_output is not None else [])
+                for k in names:
                     golden[f"{case}.{k}"] = getattr(res, k).float().contiguous()
                 continue
             # ids above the padding and special ids

@@ -190,6 +190,9 @@ pub enum ConvNetKind {
     /// `ResNetConfig`: `embedding_size`, `hidden_sizes`, `depths`, `layer_type`,
     /// `downsample_in_first_stage`, `downsample_in_bottleneck`.
     ResNet,
+    /// `ConvNextConfig` (`layer_scale_init_value`) or, `v2`, `ConvNextV2Config`: `patch_size`,
+    /// `num_stages`, `hidden_sizes`, `depths`.
+    ConvNext { v2: bool },
 }
 
 /// Where a family's state-space layers are and how their mixer keys are read.

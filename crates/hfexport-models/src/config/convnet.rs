@@ -16,9 +16,10 @@ pub struct ConvNetConfig {
     pub backbone: Backbone,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Backbone {
     ResNet(ResNetConfig),
+    ConvNext(ConvNextConfig),
 }
 
 /// `ResNetConfig`: a 7x7 stem of `embedding_size` channels and a max pool, then one stage per
@@ -34,6 +35,22 @@ pub struct ResNetConfig {
     pub downsample_in_bottleneck: bool,
 }
 
+/// `ConvNextConfig` / `ConvNextV2Config`: a `patch_size` stem (convolution and a norm over
+/// the channels), then `num_stages` stages of `depths` blocks at `hidden_sizes` channels, each
+/// stage after the first opening with a norm and a 2x2 stride-2 convolution; a block is a 7x7
+/// depthwise convolution, a norm, a 4x MLP over the channels (V2: with global response
+/// normalisation), scaled by `layer_scale_init_value`'s parameter when that is positive (V1).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConvNextConfig {
+    pub patch: [usize; 2],
+    pub hidden_sizes: Vec<usize>,
+    pub depths: Vec<usize>,
+    /// V1's per-channel layer scale (`layer_scale_init_value > 0`).
+    pub layer_scale: bool,
+    /// V2's global response normalisation in each block's MLP.
+    pub grn: bool,
+}
+
 /// The image side a convolutional family is built for when its config names none.
 const DEFAULT_IMAGE_SIDE: usize = 224;
 
@@ -46,6 +63,7 @@ pub(super) fn parse_convnet(f: &Fields, schema: &ConfigSchema) -> Result<Option<
     let image = pair(f, "image_size", DEFAULT_IMAGE_SIDE)?;
     let backbone = match kind {
         ConvNetKind::ResNet => Backbone::ResNet(resnet(f)?),
+        ConvNetKind::ConvNext { v2 } => Backbone::ConvNext(convnext(f, v2)?),
     };
     Ok(Some(ConvNetConfig { channels, image, backbone }))
 }
@@ -74,6 +92,21 @@ fn resnet(f: &Fields) -> Result<ResNetConfig> {
         downsample_in_first_stage: f.bool("downsample_in_first_stage")?.unwrap_or(false),
         downsample_in_bottleneck: f.bool("downsample_in_bottleneck")?.unwrap_or(false),
     })
+}
+
+fn convnext(f: &Fields, v2: bool) -> Result<ConvNextConfig> {
+    let hidden_sizes = sizes(f, "hidden_sizes", &[96, 192, 384, 768])?;
+    let depths = sizes(f, "depths", &[3, 3, 9, 3])?;
+    let stages = f.size("num_stages", Some(4), 64)?;
+    // the final norm is as wide as the last width listed, the last stage as its own entry
+    if hidden_sizes.len() != stages || depths.len() != stages {
+        return Err(f.err(
+            "num_stages",
+            format!("is {stages}, but hidden_sizes has {} entries and depths {}", hidden_sizes.len(), depths.len()),
+        ));
+    }
+    let layer_scale = !v2 && f.number("layer_scale_init_value")?.unwrap_or(1e-6) > 0.0;
+    Ok(ConvNextConfig { patch: pair(f, "patch_size", 4)?, hidden_sizes, depths, layer_scale, grn: v2 })
 }
 
 /// A non-empty list of positive integers, `default` when absent.

@@ -25,6 +25,7 @@ pub mod bloom;
 pub mod camembert;
 pub mod clip;
 pub mod cohere;
+pub mod convnext;
 pub mod deberta_v2;
 pub mod deepseek;
 pub mod distilbert;
@@ -157,6 +158,8 @@ pub static ARCHITECTURES: &[Architecture] = &[
     deberta_v2::FAMILY,
     vit::FAMILY,
     resnet::FAMILY,
+    convnext::CONVNEXT,
+    convnext::CONVNEXT_V2,
     modernbert::FAMILY,
     whisper::FAMILY,
     t5::FAMILY,

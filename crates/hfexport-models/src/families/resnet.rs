@@ -19,7 +19,7 @@ pub const FAMILY: Architecture = Architecture {
             num_attention_heads: "",
             max_position_embeddings: "",
             head_dim: "",
-            ..KEYS
+            ..VIT_SCHEMA.keys
         },
         defaults: Defaults {
             hidden_size: Some(1),
