@@ -1,8 +1,8 @@
 //! Encoders the fixtures do not cover: random BERT / RoBERTa / XLM-RoBERTa / CamemBERT / XLM-RoBERTa-XL /
-//! DistilBERT / ELECTRA / ALBERT / MPNet / DeBERTa-v2 / ModernBERT / ViT / ResNet / ConvNeXt checkpoints of every head, configured across the space transformers accepts
+//! DistilBERT / ELECTRA / ALBERT / MPNet / DeBERTa-v2 / ModernBERT / ViT / ResNet / ConvNeXt / MobileNetV2 checkpoints of every head, configured across the space transformers accepts
 //! (`tests/python/random_encoders.py`: head counts and dims, layers, activations, epsilons, token
 //! types, label counts, tied or untied decoders, padding ids, sequence lengths, embedding widths, ALBERT's layer groups, ModernBERT's
-//! windows, layer kinds, rope thetas, biases and poolings, ResNet's and ConvNeXt's stages, layer types, patches and image sizes; sentence-transformers folders with random
+//! windows, layer kinds, rope thetas, biases and poolings, ResNet's, ConvNeXt's and MobileNetV2's stages, layer types, patches, strides, paddings and image sizes; sentence-transformers folders with random
 //! Pooling modes and Normalize), generated with their goldens by transformers (and
 //! sentence-transformers) at test time. Each must match transformers at 1e-4 in the reference evaluator,
 //! padded rows included, and export to every format with `--verify` (its runtime against the
@@ -21,8 +21,8 @@ use std::path::Path;
 use std::process::Command;
 
 const SEED: u64 = 20_261_202;
-/// Each of the 56 dealt classes (10 of them sentence-transformers folders, 8 convolutional) once or twice.
-const COUNT: usize = 60;
+/// Each of the 58 dealt classes (10 of them sentence-transformers folders, 10 convolutional) once or twice.
+const COUNT: usize = 62;
 
 struct Case {
     name: String,

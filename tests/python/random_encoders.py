@@ -5,7 +5,7 @@ Usage: random_encoders.py OUTDIR --seed S --count N
 
 Writes N folders (save_pretrained of a randomly configured BERT / RoBERTa / XLM-RoBERTa / CamemBERT /
 XLM-RoBERTa-XL / DistilBERT / ELECTRA / ALBERT / MPNet / DeBERTa-v2 / ModernBERT / ViT / ResNet / ConvNeXt
-(V1, V2) with one
+(V1, V2) / MobileNetV2 with one
 of its heads, classes dealt round-robin) with golden.safetensors: for the cases `single` ([1, L])
 and `batch` ([2, L], row 1 right-padded), the inputs (`input_ids`, `attention_mask`, and
 `token_type_ids` when type_vocab_size > 1) and every output of the forward. OUTDIR/index.json
@@ -17,7 +17,8 @@ layer groups, MPNet's bias table rows, DeBERTa-v2's disentangled attention setti
 5-12 within max_position_embeddings; ModernBERT's windows, global layer periods or explicit layer
 types, rope thetas (legacy keys or rope_parameters), biases, head activations and poolings; ResNet's
 stages, widths, depths, layer types, downsampling flags, channels and image sizes; ConvNeXt's stages,
-patches, layer scales, epsilons and image sizes.
+patches, layer scales, epsilons and image sizes; MobileNetV2's depth multipliers, expansions, output
+strides, paddings and activations.
 """
 
 import json
@@ -86,6 +87,8 @@ CLASSES = [
     ("convnext", "ConvNextModel", "feature-extraction"),
     ("convnextv2", "ConvNextV2ForImageClassification", "image-classification"),
     ("convnextv2", "ConvNextV2Model", "feature-extraction"),
+    ("mobilenet_v2", "MobileNetV2ForImageClassification", "image-classification"),
+    ("mobilenet_v2", "MobileNetV2Model", "feature-extraction"),
 ]
 POOLING_MODES = ["cls", "max", "mean", "mean_sqrt_len_tokens", "weightedmean", "lasttoken"]
 # the activations hfexport builds for a sentence-transformers Dense module
@@ -109,9 +112,10 @@ CONFIGS = {
     "resnet": "ResNetConfig",
     "convnext": "ConvNextConfig",
     "convnextv2": "ConvNextV2Config",
+    "mobilenet_v2": "MobileNetV2Config",
 }
 # the families whose goldens take images (pixel_values at the config's image_size)
-IMAGES = ("vit", "resnet", "convnext", "convnextv2")
+IMAGES = ("vit", "resnet", "convnext", "convnextv2", "mobilenet_v2")
 # ModernBertConfig's names for BERT's keys
 MODERNBERT_KEYS = {"hidden_act": "hidden_activation", "layer_norm_eps": "norm_eps",
                    "hidden_dropout_prob": "mlp_dropout", "attention_probs_dropout_prob": "attention_dropout"}
@@ -139,6 +143,8 @@ def sample(rng, index):
     family, cls_name, task = CLASSES[index % len(CLASSES)]
     if family == "resnet":
         return family, cls_name, task, 0, with_labels(rng, resnet_keys(rng, bottleneck=(index // 2) % 2 == 0))
+    if family == "mobilenet_v2":
+        return family, cls_name, task, 0, with_labels(rng, mobilenet_v2_keys(rng))
     if family in ("convnext", "convnextv2"):
         return family, cls_name, task, 0, with_labels(rng, convnext_keys(rng, family == "convnext"))
     heads, head_dim = rng.choice([1, 2, 3, 4, 6]), rng.choice([4, 8, 12, 16])
@@ -242,6 +248,27 @@ def convnext_keys(rng, v1):
     return kw
 
 
+def mobilenet_v2_keys(rng):
+    """Depth multipliers 0.05-0.35 with their rounding (divisors, minimum depths), expansion
+    ratios, output strides 8-32 (dilated layers past them), the stem's own expansion or not, the
+    fine-grained 1280-wide output or not, TensorFlow or torch padding, norm epsilons, relu6 or
+    another activation, 1-4 channels, image sides 8-48."""
+    return dict(
+        depth_multiplier=rng.choice([0.05, 0.1, 0.2, 0.35]),
+        depth_divisible_by=rng.choice([2, 4, 8]),
+        min_depth=rng.choice([2, 4, 8]),
+        expand_ratio=rng.choice([1.0, 1.5, 2.0, 3.0]),
+        output_stride=rng.choice([8, 16, 32, 32]),
+        first_layer_is_expansion=rng.random() < 0.5,
+        finegrained_output=rng.random() < 0.5,
+        tf_padding=rng.random() < 0.6,
+        layer_norm_eps=rng.choice([1e-3, 1e-5]),
+        hidden_act=rng.choice(["relu6", "relu6"] + ACTS),
+        num_channels=rng.choice([1, 3, 4]),
+        image_size=[rng.randint(8, 48), rng.randint(8, 48)],
+    )
+
+
 def with_labels(rng, kw):
     """`kw` with 1-6 labels, as `id2label` or `num_labels`."""
     labels = rng.randint(1, 6)
@@ -314,15 +341,18 @@ def main():
         torch.manual_seed(seed)
         model = getattr(transformers, cls_name)(config).eval()
         with torch.no_grad():
+            # He's scale for a batch-normed net's convolutions, as the fixtures draw them
+            batch_normed = any(n.endswith("running_var") for n, _ in model.named_buffers())
             for name, p in model.named_parameters():
-                noise = torch.randn_like(p) * STD
+                std = (2.0 / p[0].numel()) ** 0.5 if batch_normed and p.dim() == 4 else STD
+                noise = torch.randn_like(p) * std
                 p.copy_(1.0 + noise if "norm" in name.lower() and name.endswith("weight") else noise)
-            # batch norms' running statistics (ResNet's)
+            # batch norms' running statistics (ResNet's, MobileNet's), within 20% of 1
             for name, b in model.named_buffers():
                 if name.endswith("running_mean"):
                     b.copy_(torch.randn_like(b) * STD)
                 elif name.endswith("running_var"):
-                    b.copy_(1.0 + torch.rand_like(b))
+                    b.copy_(0.8 + 0.4 * torch.rand_like(b))
         name = f"{i:02d}-{cls_name}"
         folder = out / name
         model.save_pretrained(folder, safe_serialization=True)

@@ -630,21 +630,26 @@ def widen_weights(model, embed_std=None):
     embedding = None
     if embed_std is not None:  # a ViT's embedding is a convolution, a ResNet has none
         embedding = getattr(model.get_input_embeddings(), "weight", None)
+    # a batch-normed convolutional net (ResNet, MobileNet) keeps its input's signal through its
+    # depth only with convolutions of He's scale (at STD the outputs stop depending on the image)
+    batch_normed = any(n.endswith("running_var") for n, _ in model.named_buffers())
     with torch.no_grad():
         for name, p in model.named_parameters():  # tied parameters are listed once
-            noise = torch.randn_like(p) * STD
+            std = (2.0 / p[0].numel()) ** 0.5 if batch_normed and p.dim() == 4 else STD
+            noise = torch.randn_like(p) * std
             if is_norm_weight(name):
                 p.copy_(1.0 + noise)
             elif embed_std is not None and p is embedding:
                 p.copy_(noise * (embed_std / STD))
             else:
                 p.copy_(noise)
-        # batch norms' running statistics (ResNet's): means around 0, variances around 1
+        # batch norms' running statistics (ResNet's, MobileNet's): means around 0, variances
+        # within 20% of 1 (further off, a deep net's signal vanishes or explodes)
         for name, b in model.named_buffers():
             if name.endswith("running_mean"):
                 b.copy_(torch.randn_like(b) * STD)
             elif name.endswith("running_var"):
-                b.copy_(1.0 + torch.rand_like(b))
+                b.copy_(0.8 + 0.4 * torch.rand_like(b))
 
 
 def canonical_metadata_order(path):
@@ -950,6 +955,9 @@ def encoder_specs():
         ConvNextModel,
         ConvNextV2Config,
         ConvNextV2ForImageClassification,
+        MobileNetV2Config,
+        MobileNetV2ForImageClassification,
+        MobileNetV2Model,
         ViTModel,
         BertConfig,
         DistilBertConfig,
@@ -1127,6 +1135,23 @@ def encoder_specs():
                              num_labels=3),
             "image-classification", ("logits",),
             "V2: global response norms, equal widths (the second stage still downsamples), 20x24 images",
+        ),
+        EncoderSpec(
+            "mobilenet_v2", 135, MobileNetV2Model,
+            MobileNetV2Config(depth_multiplier=0.1, depth_divisible_by=4, min_depth=4, expand_ratio=2.0,
+                              finegrained_output=False, image_size=[19, 23]),
+            "feature-extraction", ("last_hidden_state", "pooler_output"),
+            "TensorFlow SAME padding over odd sizes, relu6, widths x0.1 rounded to multiples of 4, expansion 2",
+        ),
+        EncoderSpec(
+            "mobilenet_v2_cls", 136, MobileNetV2ForImageClassification,
+            MobileNetV2Config(depth_multiplier=0.15, depth_divisible_by=8, min_depth=4, expand_ratio=1.5,
+                              output_stride=8, first_layer_is_expansion=False, tf_padding=False,
+                              layer_norm_eps=1e-5, hidden_act="silu", image_size=16, num_channels=2,
+                              num_labels=3),
+            "image-classification", ("logits",),
+            "output stride 8 (dilated depthwise layers), a stem expansion, torch padding, silu, fine-grained "
+            "1280-wide output",
         ),
         EncoderSpec(
             "modernbert", 112, ModernBertModel, modernbert_config(ModernBertConfig),

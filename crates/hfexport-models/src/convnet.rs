@@ -1,4 +1,4 @@
-//! Convolutional vision backbones (ResNet, ConvNeXt V1 and V2): `pixel_values` `[batch, channels, height, width]`
+//! Convolutional vision backbones (ResNet, ConvNeXt V1 and V2, MobileNetV2): `pixel_values` `[batch, channels, height, width]`
 //! (float32, the config's image size) through convolutions, batch norms and pooling, with no
 //! transformer layer; `last_hidden_state` is the last stage's feature map, `pooler_output` its
 //! average over positions (ResNet's `AdaptiveAvgPool2d((1, 1))`; ConvNeXt normalises it), and
@@ -11,12 +11,12 @@
 use hfexport_core::ops::{Activation, BinaryOp, ReduceKind, UnaryOp, Window};
 use hfexport_core::{DType, Dim, Graph, Op, ValueId};
 
-use crate::config::{Backbone, ConvNetConfig, ConvNextConfig, ResNetConfig};
+use crate::config::{Backbone, ConvNetConfig, ConvNextConfig, MobileNetV2Config, ResNetConfig};
 use crate::decoder::{Decoder, Vb};
 use crate::error::Result;
 use crate::task::Task;
 
-/// `nn.BatchNorm2d`'s epsilon, which no config of these families sets.
+/// `nn.BatchNorm2d`'s epsilon, which ResNet's config does not set.
 const BATCH_NORM_EPS: f64 = 1e-5;
 
 /// What a backbone gives the heads: its last feature map `[batch, width, height', width']`
@@ -27,18 +27,59 @@ struct Features {
     width: usize,
 }
 
+/// A ResNet convolution layer: square `kernel` padded by half of it, `stride`, no groups.
+fn resnet_conv(channels: (usize, usize), kernel: usize, stride: usize, act: ConvAct) -> ConvNorm {
+    let window = Window::new(&[kernel, kernel], &[stride, stride], &[kernel / 2, kernel / 2]);
+    ConvNorm { channels, window, groups: 1, eps: BATCH_NORM_EPS, act }
+}
+
 /// The epsilon of ConvNeXt's norms inside the backbone (its config's `layer_norm_eps` is the
 /// final norm's only).
 const CONVNEXT_NORM_EPS: f64 = 1e-6;
 
-/// A convolution of a backbone: channels in and out, its square kernel and stride.
+/// The activation after a convolution and its norm.
 #[derive(Debug, Clone, Copy)]
-struct ConvSpec {
-    cin: usize,
-    cout: usize,
-    kernel: usize,
-    stride: usize,
+enum ConvAct {
+    None,
+    /// `min(relu(x), 6)`: MobileNet's `relu6`, which no other family uses.
+    Relu6,
+    Act(Activation),
 }
+
+/// A convolution followed by a batch norm and an activation (transformers' `ResNetConvLayer`,
+/// `MobileNetV2ConvLayer`): channels in and out, the window, groups, the norm's epsilon.
+#[derive(Debug, Clone)]
+struct ConvNorm {
+    channels: (usize, usize),
+    window: Window,
+    groups: usize,
+    eps: f64,
+    act: ConvAct,
+}
+
+/// The `(begin, end)` padding of TensorFlow's "SAME" over an axis of `len` (transformers'
+/// `apply_tf_padding`, dilation included as it computes it).
+fn same_padding(len: usize, kernel: usize, stride: usize, dilation: usize) -> (usize, usize) {
+    let along = match len % stride {
+        0 => kernel.saturating_sub(stride),
+        rest => kernel.saturating_sub(rest),
+    };
+    (along / 2 * dilation, (along - along / 2) * dilation)
+}
+
+/// transformers' `make_divisible`: `value` rounded to the nearest multiple of `divisor` (at least
+/// `min`), one more multiple if that lost over 10%.
+fn make_divisible(value: usize, divisor: usize, min: usize) -> usize {
+    let rounded = min.max((value + divisor / 2) / divisor * divisor);
+    match (rounded as f64) < 0.9 * value as f64 {
+        true => rounded + divisor,
+        false => rounded,
+    }
+}
+
+/// MobileNetV2's layer widths before the depth multiplier, and its layers' strides.
+const MOBILENET_V2_WIDTHS: [usize; 17] = [16, 24, 24, 32, 32, 32, 64, 64, 64, 64, 96, 96, 96, 160, 160, 160, 320];
+const MOBILENET_V2_STRIDES: [usize; 16] = [2, 1, 2, 1, 1, 2, 1, 1, 1, 1, 1, 1, 2, 1, 1, 1];
 
 impl Decoder<'_> {
     /// The forward graph of a convolutional `task`: the backbone, then its outputs or the
@@ -50,6 +91,7 @@ impl Decoder<'_> {
         let Features { map, pooled, width } = match &net.backbone {
             Backbone::ResNet(r) => self.resnet(&root, r, net.channels, x)?,
             Backbone::ConvNext(c) => self.convnext(&root, c, net.channels, x)?,
+            Backbone::MobileNetV2(m) => self.mobilenet_v2(&root, m, net.channels, x)?,
         };
         match task {
             Task::FeatureExtraction => {
@@ -92,8 +134,8 @@ impl Decoder<'_> {
     /// map to `[batch, width, 1, 1]`.
     fn resnet(&mut self, root: &Vb, r: &ResNetConfig, channels: usize, x: ValueId) -> Result<Features> {
         let act = self.activation()?;
-        let stem = ConvSpec { cin: channels, cout: r.embedding_size, kernel: 7, stride: 2 };
-        let h = self.conv_norm(&root.pp("embedder.embedder"), stem, Some(act), x)?;
+        let stem = resnet_conv((channels, r.embedding_size), 7, 2, ConvAct::Act(act));
+        let h = self.conv_norm(&root.pp("embedder.embedder"), stem, x)?;
         let pool = Op::MaxPool { window: Window::new(&[3, 3], &[2, 2], &[1, 1]) };
         let mut h = self.op(&root.name("embedder.pooler"), pool, &[h])?;
         let mut cin = r.embedding_size;
@@ -232,44 +274,139 @@ impl Decoder<'_> {
         act: Activation,
         x: ValueId,
     ) -> Result<ValueId> {
-        let relu = Some(Activation::Relu);
+        let relu = ConvAct::Act(Activation::Relu);
         let inner = vb.pp("layer");
-        let conv = |cin, cout, kernel, stride| ConvSpec { cin, cout, kernel, stride };
         let h = match r.bottleneck {
             true => {
                 let (reduced, first) = (cout / 4, if r.downsample_in_bottleneck { stride } else { 1 });
-                let h = self.conv_norm(&inner.pp(0), conv(cin, reduced, 1, first), relu, x)?;
-                let h = self.conv_norm(&inner.pp(1), conv(reduced, reduced, 3, stride / first), relu, h)?;
-                self.conv_norm(&inner.pp(2), conv(reduced, cout, 1, 1), None, h)?
+                let h = self.conv_norm(&inner.pp(0), resnet_conv((cin, reduced), 1, first, relu), x)?;
+                let h = self.conv_norm(&inner.pp(1), resnet_conv((reduced, reduced), 3, stride / first, relu), h)?;
+                self.conv_norm(&inner.pp(2), resnet_conv((reduced, cout), 1, 1, ConvAct::None), h)?
             }
             false => {
-                let h = self.conv_norm(&inner.pp(0), conv(cin, cout, 3, stride), relu, x)?;
-                self.conv_norm(&inner.pp(1), conv(cout, cout, 3, 1), None, h)?
+                let h = self.conv_norm(&inner.pp(0), resnet_conv((cin, cout), 3, stride, relu), x)?;
+                self.conv_norm(&inner.pp(1), resnet_conv((cout, cout), 3, 1, ConvAct::None), h)?
             }
         };
         let residual = match cin != cout || stride != 1 {
-            true => self.conv_norm(&vb.pp("shortcut"), conv(cin, cout, 1, stride), None, x)?,
+            true => self.conv_norm(&vb.pp("shortcut"), resnet_conv((cin, cout), 1, stride, ConvAct::None), x)?,
             false => x,
         };
         let h = self.op(&vb.name("residual"), Op::Binary(BinaryOp::Add), &[h, residual])?;
         self.op(&vb.name("act"), Op::Activate(act), &[h])
     }
 
-    /// `convolution` (padding half the kernel, no bias), `normalization` (a batch norm), then
-    /// `act`: transformers' `ResNetConvLayer`.
-    fn conv_norm(&mut self, vb: &Vb, c: ConvSpec, act: Option<Activation>, x: ValueId) -> Result<ValueId> {
-        let window = Window::new(&[c.kernel, c.kernel], &[c.stride, c.stride], &[c.kernel / 2, c.kernel / 2]);
-        let h = self.conv(&vb.pp("convolution"), (c.cin, c.cout), window, 1, false, x)?;
-        let h = self.batch_norm(&vb.pp("normalization"), c.cout, h)?;
-        match act {
-            Some(act) => self.op(&vb.name("act"), Op::Activate(act), &[h]),
-            None => Ok(h),
+    /// `convolution` (no bias), `normalization` (a batch norm), then the activation.
+    fn conv_norm(&mut self, vb: &Vb, c: ConvNorm, x: ValueId) -> Result<ValueId> {
+        let h = self.conv(&vb.pp("convolution"), c.channels, c.window, c.groups, false, x)?;
+        let h = self.batch_norm(&vb.pp("normalization"), c.channels.1, c.eps, h)?;
+        let name = vb.name("act");
+        match c.act {
+            ConvAct::None => Ok(h),
+            ConvAct::Act(act) => self.op(&name, Op::Activate(act), &[h]),
+            ConvAct::Relu6 => {
+                let h = self.op(&name, Op::Activate(Activation::Relu), &[h])?;
+                let six = self.scalar(&format!("{name}.six"), 6.0)?;
+                self.op(&format!("{name}.clamped"), Op::Binary(BinaryOp::Min), &[h, six])
+            }
         }
+    }
+
+    /// MobileNetV2: the stem (`conv_stem`: a 3x3 stride-2 convolution, a 1x1 expansion unless
+    /// `first_layer_is_expansion`, a depthwise 3x3 and a 1x1 reduction), 16 inverted residual
+    /// `layer.<i>`, the final 1x1 `conv_1x1`, and its positions' average `[batch, width]`.
+    fn mobilenet_v2(&mut self, root: &Vb, m: &MobileNetV2Config, channels: usize, x: ValueId) -> Result<Features> {
+        let act = m.act.map_or(ConvAct::Relu6, ConvAct::Act);
+        let depth = |c: usize| {
+            let scaled = (c as f64 * m.depth_multiplier).round_ties_even() as usize;
+            make_divisible(scaled, m.divisible_by, m.min_depth)
+        };
+        let widths = MOBILENET_V2_WIDTHS.map(depth);
+        let (stem, expanded) = (root.pp("conv_stem"), depth(32));
+        let mut h = self.mobile_conv(&stem.pp("first_conv"), m, (channels, expanded), (3, 2, 1, 1), act, x)?;
+        if !m.first_layer_is_expansion {
+            h = self.mobile_conv(&stem.pp("expand_1x1"), m, (expanded, expanded), (1, 1, 1, 1), act, h)?;
+        }
+        h = self.mobile_conv(&stem.pp("conv_3x3"), m, (expanded, expanded), (3, 1, expanded, 1), act, h)?;
+        h = self.mobile_conv(&stem.pp("reduce_1x1"), m, (expanded, widths[0]), (1, 1, 1, 1), ConvAct::None, h)?;
+        // past `output_stride`, a layer's stride becomes the next layers' dilation
+        let (mut reached, mut dilation) = (2, 1);
+        for (i, &step) in MOBILENET_V2_STRIDES.iter().enumerate() {
+            let (stride, dilated) = match reached == m.output_stride {
+                true => {
+                    let d = dilation;
+                    dilation *= step;
+                    (1, d)
+                }
+                false => {
+                    reached *= step;
+                    (step, 1)
+                }
+            };
+            let vb = root.pp("layer").pp(i);
+            h = self.inverted_residual(&vb, m, (widths[i], widths[i + 1]), (stride, dilated), act, h)?;
+        }
+        let out = match m.finegrained_output && m.depth_multiplier < 1.0 {
+            true => 1280,
+            false => depth(1280),
+        };
+        h = self.mobile_conv(&root.pp("conv_1x1"), m, (widths[16], out), (1, 1, 1, 1), act, h)?;
+        let pooled = self.average_positions(&root.name("pooler"), h, false)?;
+        Ok(Features { map: h, pooled, width: out })
+    }
+
+    /// A MobileNetV2 inverted residual: `expand_1x1` to `expand_ratio` times the channels, the
+    /// depthwise `conv_3x3` (strided or dilated), `reduce_1x1` without activation, and the
+    /// residual where neither the stride nor the width changes.
+    fn inverted_residual(
+        &mut self,
+        vb: &Vb,
+        m: &MobileNetV2Config,
+        (cin, cout): (usize, usize),
+        (stride, dilation): (usize, usize),
+        act: ConvAct,
+        x: ValueId,
+    ) -> Result<ValueId> {
+        let e = make_divisible((cin as f64 * m.expand_ratio).round_ties_even() as usize, m.divisible_by, m.min_depth);
+        let h = self.mobile_conv(&vb.pp("expand_1x1"), m, (cin, e), (1, 1, 1, 1), act, x)?;
+        let h = self.mobile_conv(&vb.pp("conv_3x3"), m, (e, e), (3, stride, e, dilation), act, h)?;
+        let h = self.mobile_conv(&vb.pp("reduce_1x1"), m, (e, cout), (1, 1, 1, 1), ConvAct::None, h)?;
+        match stride == 1 && cin == cout {
+            true => self.op(&vb.name("residual"), Op::Binary(BinaryOp::Add), &[x, h]),
+            false => Ok(h),
+        }
+    }
+
+    /// A `MobileNetV2ConvLayer` of square `kernel`, `stride`, `groups` and `dilation`: padded
+    /// "SAME" for the input's size where `tf_padding`, else by half the (dilated) kernel.
+    fn mobile_conv(
+        &mut self,
+        vb: &Vb,
+        m: &MobileNetV2Config,
+        channels: (usize, usize),
+        (kernel, stride, groups, dilation): (usize, usize, usize, usize),
+        act: ConvAct,
+        x: ValueId,
+    ) -> Result<ValueId> {
+        let spatial: Vec<usize> =
+            self.g.info(x).shape[2..].iter().map(|d| d.as_const().expect("static image size") as usize).collect();
+        let pads: Vec<(usize, usize)> = match m.tf_padding {
+            true => spatial.iter().map(|&len| same_padding(len, kernel, stride, dilation)).collect(),
+            false => vec![((kernel - 1) / 2 * dilation, (kernel - 1) / 2 * dilation); 2],
+        };
+        let window = Window {
+            kernel: vec![kernel; 2],
+            stride: vec![stride; 2],
+            dilation: vec![dilation; 2],
+            pads_begin: pads.iter().map(|p| p.0).collect(),
+            pads_end: pads.iter().map(|p| p.1).collect(),
+        };
+        self.conv_norm(vb, ConvNorm { channels, window, groups, eps: m.norm_eps, act }, x)
     }
 
     /// An inference batch norm over the channels (axis 1) of `x` `[batch, channels, *spatial]`:
     /// `weight`, `bias`, `running_mean`, `running_var` `[channels]`.
-    fn batch_norm(&mut self, vb: &Vb, channels: usize, x: ValueId) -> Result<ValueId> {
+    fn batch_norm(&mut self, vb: &Vb, channels: usize, eps: f64, x: ValueId) -> Result<ValueId> {
         let rank = self.g.info(x).shape.len();
         let per_channel: Vec<Dim> = (0..rank - 1).map(|i| Dim::from(if i == 0 { channels } else { 1 })).collect();
         let column = |this: &mut Self, leaf: &str| -> Result<ValueId> {
@@ -278,7 +415,7 @@ impl Decoder<'_> {
         };
         let (mean, var) = (column(self, "running_mean")?, column(self, "running_var")?);
         let (weight, bias) = (column(self, "weight")?, column(self, "bias")?);
-        let eps = self.scalar(&vb.name("eps"), BATCH_NORM_EPS)?;
+        let eps = self.scalar(&vb.name("eps"), eps)?;
         let var = self.op(&vb.name("var_eps"), Op::Binary(BinaryOp::Add), &[var, eps])?;
         let std = self.op(&vb.name("std"), Op::Unary(UnaryOp::Sqrt), &[var])?;
         let scale = self.op(&vb.name("scale"), Op::Binary(BinaryOp::Div), &[weight, std])?;

@@ -193,6 +193,10 @@ pub enum ConvNetKind {
     /// `ConvNextConfig` (`layer_scale_init_value`) or, `v2`, `ConvNextV2Config`: `patch_size`,
     /// `num_stages`, `hidden_sizes`, `depths`.
     ConvNext { v2: bool },
+    /// `MobileNetV2Config`: `depth_multiplier`, `depth_divisible_by`, `min_depth`,
+    /// `expand_ratio`, `output_stride`, `first_layer_is_expansion`, `finegrained_output`,
+    /// `tf_padding`, `layer_norm_eps` (the batch norms'), `hidden_act` (`relu6`).
+    MobileNetV2,
 }
 
 /// Where a family's state-space layers are and how their mixer keys are read.

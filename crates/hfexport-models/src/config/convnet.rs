@@ -1,8 +1,9 @@
-//! The keys of the convolutional vision families (ResNet): channels, the image size a graph is
+//! The keys of the convolutional vision families (ResNet, ConvNeXt, MobileNetV2): channels, the image size a graph is
 //! built for, and each backbone's stage widths and depths, with their config classes' defaults.
 
 use super::*;
 use crate::schema::ConvNetKind;
+use hfexport_core::ops::Activation;
 
 /// A convolutional backbone's settings.
 #[derive(Debug, Clone, PartialEq)]
@@ -20,6 +21,7 @@ pub struct ConvNetConfig {
 pub enum Backbone {
     ResNet(ResNetConfig),
     ConvNext(ConvNextConfig),
+    MobileNetV2(MobileNetV2Config),
 }
 
 /// `ResNetConfig`: a 7x7 stem of `embedding_size` channels and a max pool, then one stage per
@@ -51,6 +53,26 @@ pub struct ConvNextConfig {
     pub grn: bool,
 }
 
+/// `MobileNetV2Config`: a stem and 16 inverted residual layers over channel counts scaled by
+/// `depth_multiplier` (rounded as `make_divisible` does by `depth_divisible_by`, at least
+/// `min_depth`), expanded `expand_ratio` times inside each layer, then a 1x1 convolution;
+/// strides beyond `output_stride` become dilations; TensorFlow's "SAME" padding where
+/// `tf_padding`; batch norms of epsilon `layer_norm_eps`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MobileNetV2Config {
+    pub depth_multiplier: f64,
+    pub divisible_by: usize,
+    pub min_depth: usize,
+    pub expand_ratio: f64,
+    pub output_stride: usize,
+    pub first_layer_is_expansion: bool,
+    pub finegrained_output: bool,
+    pub tf_padding: bool,
+    pub norm_eps: f64,
+    /// `hidden_act`: ReLU6 (`None`, the class default) or an activation of the IR.
+    pub act: Option<Activation>,
+}
+
 /// The image side a convolutional family is built for when its config names none.
 const DEFAULT_IMAGE_SIDE: usize = 224;
 
@@ -64,6 +86,7 @@ pub(super) fn parse_convnet(f: &Fields, schema: &ConfigSchema) -> Result<Option<
     let backbone = match kind {
         ConvNetKind::ResNet => Backbone::ResNet(resnet(f)?),
         ConvNetKind::ConvNext { v2 } => Backbone::ConvNext(convnext(f, v2)?),
+        ConvNetKind::MobileNetV2 => Backbone::MobileNetV2(mobilenet_v2(f)?),
     };
     Ok(Some(ConvNetConfig { channels, image, backbone }))
 }
@@ -107,6 +130,34 @@ fn convnext(f: &Fields, v2: bool) -> Result<ConvNextConfig> {
     }
     let layer_scale = !v2 && f.number("layer_scale_init_value")?.unwrap_or(1e-6) > 0.0;
     Ok(ConvNextConfig { patch: pair(f, "patch_size", 4)?, hidden_sizes, depths, layer_scale, grn: v2 })
+}
+
+fn mobilenet_v2(f: &Fields) -> Result<MobileNetV2Config> {
+    let positive = |key: &str, default: f64| -> Result<f64> {
+        match f.number(key)?.unwrap_or(default) {
+            x if x > 0.0 && x <= 64.0 => Ok(x),
+            x => Err(f.err(key, format!("must be a number in (0, 64], got {x}"))),
+        }
+    };
+    let output_stride = f.size("output_stride", Some(32), 1 << 10)?;
+    let act = match f.string("hidden_act")?.unwrap_or("relu6") {
+        "relu6" => None,
+        name => Some(Activation::from_hf(name).ok_or_else(|| {
+            f.err("hidden_act", format!("`{name}` is not supported; valid: relu6, {}", Activation::NAMES.join(", ")))
+        })?),
+    };
+    Ok(MobileNetV2Config {
+        depth_multiplier: positive("depth_multiplier", 1.0)?,
+        divisible_by: f.size("depth_divisible_by", Some(8), MAX_CHANNELS)?,
+        min_depth: f.size("min_depth", Some(8), MAX_CHANNELS)?,
+        expand_ratio: positive("expand_ratio", 6.0)?,
+        output_stride,
+        first_layer_is_expansion: f.bool("first_layer_is_expansion")?.unwrap_or(true),
+        finegrained_output: f.bool("finegrained_output")?.unwrap_or(true),
+        tf_padding: f.bool("tf_padding")?.unwrap_or(true),
+        norm_eps: f.number("layer_norm_eps")?.unwrap_or(1e-3),
+        act,
+    })
 }
 
 /// A non-empty list of positive integers, `default` when absent.

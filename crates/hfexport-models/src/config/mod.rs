@@ -41,7 +41,7 @@ mod rope;
 mod tests;
 
 use convnet::*;
-pub use convnet::{Backbone, ConvNetConfig, ConvNextConfig, ResNetConfig};
+pub use convnet::{Backbone, ConvNetConfig, ConvNextConfig, MobileNetV2Config, ResNetConfig};
 use dims::*;
 use encoder::*;
 pub use encoder::{MAX_IMAGE_SIDE, MAX_LABELS};

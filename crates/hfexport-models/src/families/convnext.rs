@@ -18,7 +18,7 @@ pub const CONVNEXT: Architecture = Architecture {
     layout: Layout {
         roots: &["convnext.", ""],
         embed: "embeddings.patch_embeddings",
-        encoder: Some(EncoderLayout { input: EncoderInput::ConvNet { classifier: "classifier" }, ..RESNET_ENCODER }),
+        encoder: Some(EncoderLayout { input: EncoderInput::ConvNet { classifier: "classifier" }, ..resnet::ENCODER }),
         ..resnet::FAMILY.layout
     },
 };
@@ -28,9 +28,4 @@ pub const CONVNEXT_V2: Architecture = Architecture {
     model_types: &["convnextv2"],
     config: ConfigSchema { convnet: Some(ConvNetKind::ConvNext { v2: true }), ..CONVNEXT.config },
     layout: Layout { roots: &["convnextv2.", ""], ..CONVNEXT.layout },
-};
-
-const RESNET_ENCODER: EncoderLayout = match resnet::FAMILY.layout.encoder {
-    Some(e) => e,
-    None => panic!("ResNet's layout has an encoder"),
 };

@@ -57,6 +57,7 @@ pub mod mamba2;
 pub mod mistral;
 pub mod mistral4;
 pub mod mixtral;
+pub mod mobilenet_v2;
 pub mod modernbert;
 pub mod mpnet;
 pub mod olmo2;
@@ -160,6 +161,7 @@ pub static ARCHITECTURES: &[Architecture] = &[
     resnet::FAMILY,
     convnext::CONVNEXT,
     convnext::CONVNEXT_V2,
+    mobilenet_v2::FAMILY,
     modernbert::FAMILY,
     whisper::FAMILY,
     t5::FAMILY,

@@ -42,6 +42,12 @@ pub const FAMILY: Architecture = Architecture {
     },
 };
 
+/// The encoder layout the convolutional families share (their classifier's name aside).
+pub const ENCODER: EncoderLayout = match FAMILY.layout.encoder {
+    Some(e) => e,
+    None => panic!("ResNet's layout has an encoder"),
+};
+
 const VIT_ENCODER_SCHEMA: EncoderSchema = match VIT_SCHEMA.encoder {
     Some(e) => e,
     None => panic!("VIT_SCHEMA has an encoder"),
