@@ -4,7 +4,7 @@
 Usage: random_encoders.py OUTDIR --seed S --count N
 
 Writes N folders (save_pretrained of a randomly configured BERT / RoBERTa / XLM-RoBERTa / CamemBERT /
-XLM-RoBERTa-XL / DistilBERT / ELECTRA / ALBERT / MPNet / DeBERTa-v2 / ModernBERT / ViT / ResNet / ConvNeXt
+XLM-RoBERTa-XL / DistilBERT / ELECTRA / ALBERT / MPNet / DeBERTa-v2 / ModernBERT / ViT / DeiT / ResNet / ConvNeXt
 (V1, V2) / MobileNetV2 with one
 of its heads, classes dealt round-robin) with golden.safetensors: for the cases `single` ([1, L])
 and `batch` ([2, L], row 1 right-padded), the inputs (`input_ids`, `attention_mask`, and
@@ -89,6 +89,8 @@ CLASSES = [
     ("convnextv2", "ConvNextV2Model", "feature-extraction"),
     ("mobilenet_v2", "MobileNetV2ForImageClassification", "image-classification"),
     ("mobilenet_v2", "MobileNetV2Model", "feature-extraction"),
+    ("deit", "DeiTForImageClassificationWithTeacher", "image-classification"),
+    ("deit", "DeiTModel", "feature-extraction"),
 ]
 POOLING_MODES = ["cls", "max", "mean", "mean_sqrt_len_tokens", "weightedmean", "lasttoken"]
 # the activations hfexport builds for a sentence-transformers Dense module
@@ -113,9 +115,10 @@ CONFIGS = {
     "convnext": "ConvNextConfig",
     "convnextv2": "ConvNextV2Config",
     "mobilenet_v2": "MobileNetV2Config",
+    "deit": "DeiTConfig",
 }
 # the families whose goldens take images (pixel_values at the config's image_size)
-IMAGES = ("vit", "resnet", "convnext", "convnextv2", "mobilenet_v2")
+IMAGES = ("vit", "deit", "resnet", "convnext", "convnextv2", "mobilenet_v2")
 # ModernBertConfig's names for BERT's keys
 MODERNBERT_KEYS = {"hidden_act": "hidden_activation", "layer_norm_eps": "norm_eps",
                    "hidden_dropout_prob": "mlp_dropout", "attention_probs_dropout_prob": "attention_dropout"}
@@ -171,7 +174,7 @@ def sample(rng, index):
     if family == "distilbert":
         kw = {DISTILBERT_KEYS.get(k, k): v for k, v in kw.items() if k not in ("layer_norm_eps", "type_vocab_size")}
         kw["sinusoidal_pos_embds"] = rng.random() < 0.5
-    if family == "vit":
+    if family in ("vit", "deit"):
         drop = ("vocab_size", "type_vocab_size", "max_position_embeddings", "pad_token_id", "tie_word_embeddings")
         kw = {k: v for k, v in kw.items() if k not in drop}
         patch = [rng.choice([2, 3, 4]), rng.choice([2, 3, 4])]

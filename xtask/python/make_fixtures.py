@@ -947,6 +947,9 @@ def encoder_specs():
     from transformers import (
         ViTConfig,
         ViTForImageClassification,
+        DeiTConfig,
+        DeiTForImageClassificationWithTeacher,
+        DeiTModel,
         ResNetConfig,
         ResNetForImageClassification,
         ResNetModel,
@@ -1097,6 +1100,20 @@ def encoder_specs():
                       image_size=[12, 8], patch_size=[4, 2], num_channels=2, qkv_bias=False, num_labels=3,
                       hidden_act="gelu_new", layer_norm_eps=1e-6),
             "image-classification", ("logits",), "12x8 two-channel images, 4x2 patches, no qkv bias, 3 labels",
+        ),
+        EncoderSpec(
+            "deit", 137, DeiTModel,
+            DeiTConfig(hidden_size=24, num_hidden_layers=2, num_attention_heads=3, intermediate_size=40, image_size=12,
+                       patch_size=4, num_channels=3, hidden_act="gelu_new"),
+            "feature-extraction", ("last_hidden_state", "pooler_output"),
+            "class and distillation tokens before 9 patches, pooler",
+        ),
+        EncoderSpec(
+            "deit_distilled", 138, DeiTForImageClassificationWithTeacher,
+            DeiTConfig(hidden_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=24,
+                       image_size=[8, 12], patch_size=[4, 2], num_channels=2, qkv_bias=False, num_labels=3),
+            "image-classification", ("logits",),
+            "the teacher class: the class and distillation classifiers averaged, 8x12 images, 4x2 patches",
         ),
         EncoderSpec(
             "resnet", 130, ResNetModel,

@@ -179,7 +179,7 @@ impl Decoder<'_> {
     /// the convolution's output is flattened), the `cls` token in front, learned positions
     /// added, the embedding norm where the family has one; every token attends to every token.
     pub(crate) fn patch_inputs(&mut self, root: &Vb, enc: &EncoderLayout) -> Result<EncoderInputs> {
-        let EncoderInput::Patches { cls, positions, patch_bias, flat } = enc.input else {
+        let EncoderInput::Patches { cls, distillation, positions, patch_bias, flat } = enc.input else {
             unreachable!("called for a patch encoder only")
         };
         let (hs, dtype) = (self.cfg.hidden_size, self.opts.dtype);
@@ -211,21 +211,31 @@ impl Decoder<'_> {
             }
             false => self.op(vb.path(), Op::Linear, &[x, w])?,
         };
+        let tokens = 1 + usize::from(distillation.is_some());
         let (cls, pos) = match flat {
             true => {
                 let cls = self.weight(root, cls, &[hs])?;
                 let cls = self.op(&root.name("cls_3d"), Op::Reshape { shape: vec![d(1), d(1), d(hs)] }, &[cls])?;
-                (cls, self.weight(root, positions, &[n + 1, hs])?)
+                (cls, self.weight(root, positions, &[n + tokens, hs])?)
             }
-            false => (self.weight(root, cls, &[1, 1, hs])?, self.weight(root, positions, &[1, n + 1, hs])?),
+            false => (self.weight(root, cls, &[1, 1, hs])?, self.weight(root, positions, &[1, n + tokens, hs])?),
         };
-        let cls = self.op(&root.name("cls_tokens"), Op::Expand { shape: vec![batch, d(1), d(hs)] }, &[cls])?;
-        let h = self.op(&root.name("tokens"), Op::Concat { axis: 1 }, &[cls, patches])?;
+        let mut leading = vec![cls];
+        if let Some(distillation) = distillation {
+            leading.push(self.weight(root, distillation, &[1, 1, hs])?);
+        }
+        let mut parts = vec![];
+        for (i, t) in leading.into_iter().enumerate() {
+            let expand = Op::Expand { shape: vec![batch.clone(), d(1), d(hs)] };
+            parts.push(self.op(&root.name(format!("leading_tokens.{i}")), expand, &[t])?);
+        }
+        parts.push(patches);
+        let h = self.op(&root.name("tokens"), Op::Concat { axis: 1 }, &parts)?;
         let mut h = self.op(&root.name("embeddings"), Op::Binary(BinaryOp::Add), &[h, pos])?;
         if let Some(norm) = enc.embed_norm {
             h = self.norm(&root.pp(norm), hs, h)?;
         }
-        Ok((h, None, self.all_visible(n + 1)?, None))
+        Ok((h, None, self.all_visible(n + tokens)?, None))
     }
 
     /// The layer inputs of `n` positions that all see each other (image patches, audio frames).
@@ -328,9 +338,15 @@ impl Decoder<'_> {
 
     /// The first token's hidden state `[batch, hidden]` (`h[:, 0]`).
     fn first_token(&mut self, name: &str, h: ValueId) -> Result<ValueId> {
+        self.token_at(name, 0, h)
+    }
+
+    /// `h[:, at]` of `h` `[batch, sequence, hidden]`.
+    fn token_at(&mut self, name: &str, at: i64, h: ValueId) -> Result<ValueId> {
         let shape = self.g.info(h).shape.clone();
-        let (zero, one) = (Dim::konst(0), Dim::konst(1));
-        let x = self.op(&format!("{name}.first"), Op::Slice { axis: 1, start: zero, end: one }, &[h])?;
+        let (start, end) = (Dim::konst(at), Dim::konst(at + 1));
+        let part = if at == 0 { "first".to_string() } else { format!("token{at}") };
+        let x = self.op(&format!("{name}.{part}"), Op::Slice { axis: 1, start, end }, &[h])?;
         self.op(&format!("{name}.squeeze"), Op::Reshape { shape: vec![shape[0].clone(), shape[2].clone()] }, &[x])
     }
 
@@ -563,6 +579,15 @@ impl Decoder<'_> {
                     ClassifierHead::FirstToken { out } => {
                         let x = self.first_token(out, h)?;
                         self.linear(&top.pp(out), labels, hs, true, x)?
+                    }
+                    ClassifierHead::Distilled { cls, distillation } => {
+                        let x = self.first_token(cls, h)?;
+                        let cls_logits = self.linear(&top.pp(cls), labels, hs, true, x)?;
+                        let x = self.token_at(distillation, 1, h)?;
+                        let distilled = self.linear(&top.pp(distillation), labels, hs, true, x)?;
+                        let sum = self.op("logits.sum", Op::Binary(BinaryOp::Add), &[cls_logits, distilled])?;
+                        let half = self.scalar("logits.half", 0.5)?;
+                        self.op("logits.mean", Op::Binary(BinaryOp::Mul), &[sum, half])?
                     }
                     ClassifierHead::Pooled { out } => {
                         let pooler = enc.pooler.ok_or_else(|| self.task_error(task))?;

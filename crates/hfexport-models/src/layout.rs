@@ -338,8 +338,16 @@ pub enum EncoderInput {
     /// the layout's `embed` (kernel = stride = patch; with a bias when `patch_bias`), a learned
     /// `cls` token in front, learned `positions` added: ViT stores them `[1, 1, hidden]` and
     /// `[1, patches + 1, hidden]`, CLIP (`flat`) `[hidden]` and an embedding table
-    /// `[patches + 1, hidden]`. The layout's `embed_norm` follows (CLIP's `pre_layrnorm`).
-    Patches { cls: &'static str, positions: &'static str, patch_bias: bool, flat: bool },
+    /// `[patches + 1, hidden]`. The layout's `embed_norm` follows (CLIP's `pre_layrnorm`). DeiT
+    /// has a learned `distillation` token `[1, 1, hidden]` after the `cls` one (positions
+    /// `[1, patches + 2, hidden]`).
+    Patches {
+        cls: &'static str,
+        distillation: Option<&'static str>,
+        positions: &'static str,
+        patch_bias: bool,
+        flat: bool,
+    },
     /// `pixel_values` through the convolutional backbone the config describes
     /// (`crate::config::ConvNetConfig`, built by `crate::convnet`) in place of any layer:
     /// `last_hidden_state` `[batch, channels, height, width]`, averaged over its positions into
@@ -383,6 +391,8 @@ pub enum ClassifierHead {
     OwnPooler { pooler: &'static str, out: &'static str },
     /// `out(h[:, 0])` (ViT's image classifier, after the final norm).
     FirstToken { out: &'static str },
+    /// `(cls(h[:, 0]) + distillation(h[:, 1])) / 2`: DeiT's classifier with its teacher's head.
+    Distilled { cls: &'static str, distillation: &'static str },
     /// `out(act(dense(h[:, 0])))` (RoBERTa's classification head: tanh; DistilBERT's
     /// `pre_classifier`: relu; ELECTRA's: gelu).
     Dense { dense: &'static str, act: HeadAct, out: &'static str },

@@ -110,6 +110,7 @@ impl Task {
             ("ForTokenClassification", Task::TokenClassification),
             ("ForQuestionAnswering", Task::QuestionAnswering),
             ("ForImageClassification", Task::ImageClassification),
+            ("ForImageClassificationWithTeacher", Task::ImageClassification),
         ];
         heads.iter().find(|(suffix, _)| class.ends_with(suffix)).map_or(Task::FeatureExtraction, |(_, t)| *t)
     }

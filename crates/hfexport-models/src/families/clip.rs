@@ -59,6 +59,7 @@ pub const CLIP_VISION_LAYOUT: Layout = Layout {
     mlp: MlpLayout { prefix: "mlp", kind: MlpKind::Plain("fc1"), down: "fc2" },
     encoder: Some(EncoderLayout {
         input: EncoderInput::Patches {
+            distillation: None,
             cls: "embeddings.class_embedding",
             positions: "embeddings.position_embedding.weight",
             patch_bias: false,

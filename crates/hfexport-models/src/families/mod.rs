@@ -28,6 +28,7 @@ pub mod cohere;
 pub mod convnext;
 pub mod deberta_v2;
 pub mod deepseek;
+pub mod deit;
 pub mod distilbert;
 pub mod electra;
 pub mod ernie4_5;
@@ -158,6 +159,8 @@ pub static ARCHITECTURES: &[Architecture] = &[
     mpnet::FAMILY,
     deberta_v2::FAMILY,
     vit::FAMILY,
+    deit::FAMILY,
+    deit::WITH_TEACHER,
     resnet::FAMILY,
     convnext::CONVNEXT,
     convnext::CONVNEXT_V2,
