@@ -580,7 +580,9 @@ impl Decoder<'_> {
                         let x = self.first_token(out, h)?;
                         self.linear(&top.pp(out), labels, hs, true, x)?
                     }
-                    ClassifierHead::Distilled { cls, distillation } => {
+                    ClassifierHead::Distillable { cls, distillation, .. }
+                        if self.weights.has(&top.pp(cls).name("weight")) =>
+                    {
                         let x = self.first_token(cls, h)?;
                         let cls_logits = self.linear(&top.pp(cls), labels, hs, true, x)?;
                         let x = self.token_at(distillation, 1, h)?;
@@ -588,6 +590,10 @@ impl Decoder<'_> {
                         let sum = self.op("logits.sum", Op::Binary(BinaryOp::Add), &[cls_logits, distilled])?;
                         let half = self.scalar("logits.half", 0.5)?;
                         self.op("logits.mean", Op::Binary(BinaryOp::Mul), &[sum, half])?
+                    }
+                    ClassifierHead::Distillable { out, .. } => {
+                        let x = self.first_token(out, h)?;
+                        self.linear(&top.pp(out), labels, hs, true, x)?
                     }
                     ClassifierHead::Pooled { out } => {
                         let pooler = enc.pooler.ok_or_else(|| self.task_error(task))?;

@@ -391,8 +391,9 @@ pub enum ClassifierHead {
     OwnPooler { pooler: &'static str, out: &'static str },
     /// `out(h[:, 0])` (ViT's image classifier, after the final norm).
     FirstToken { out: &'static str },
-    /// `(cls(h[:, 0]) + distillation(h[:, 1])) / 2`: DeiT's classifier with its teacher's head.
-    Distilled { cls: &'static str, distillation: &'static str },
+    /// DeiT's: `out(h[:, 0])`, or where the checkpoint stores the teacher class's two heads
+    /// (`DeiTForImageClassificationWithTeacher`), `(cls(h[:, 0]) + distillation(h[:, 1])) / 2`.
+    Distillable { out: &'static str, cls: &'static str, distillation: &'static str },
     /// `out(act(dense(h[:, 0])))` (RoBERTa's classification head: tanh; DistilBERT's
     /// `pre_classifier`: relu; ELECTRA's: gelu).
     Dense { dense: &'static str, act: HeadAct, out: &'static str },

@@ -636,10 +636,6 @@ fn model_config(
 fn family_of(f: &Fields, class: &str, model_type: Option<&str>) -> Result<&'static Architecture> {
     let owner = families::lookup(class).map_err(|_| families::unsupported(class, model_type))?;
     let Some(t) = model_type else { return Ok(owner) };
-    // a family's classes may be split over entries (DeiT's teacher head) that share its type
-    if owner.model_types.contains(&t) {
-        return Ok(owner);
-    }
     match families::detect(Some(t), class) {
         Some(family) if std::ptr::eq(family, owner) => Ok(owner),
         Some(_) => Err(f.err(

@@ -160,7 +160,6 @@ pub static ARCHITECTURES: &[Architecture] = &[
     deberta_v2::FAMILY,
     vit::FAMILY,
     deit::FAMILY,
-    deit::WITH_TEACHER,
     resnet::FAMILY,
     convnext::CONVNEXT,
     convnext::CONVNEXT_V2,
