@@ -151,6 +151,8 @@ enum Target {
     Arange,
     Linear,
     LayerNorm,
+    Convolution,
+    ConstantPad,
     IndexCopy,
     Sdpa,
 }
@@ -212,6 +214,8 @@ fn target_of(name: &str) -> Option<Target> {
         "aten.arange.start_step" => Arange,
         "aten.linear.default" => Linear,
         "aten.layer_norm.default" => LayerNorm,
+        "aten.convolution.default" => Convolution,
+        "aten.constant_pad_nd.default" => ConstantPad,
         "aten.index_copy.default" => IndexCopy,
         "aten.scaled_dot_product_attention.default" => Sdpa,
         _ => return None,
@@ -753,6 +757,23 @@ impl Pt2Runner {
                     r.bool_or("cudnn_enable", true)?,
                 )
                 .map_err(te)?,
+            Convolution => r
+                .tensor("input")?
+                .f_convolution(
+                    r.tensor("weight")?,
+                    r.opt_tensor("bias")?,
+                    r.ints("stride")?.as_slice(),
+                    r.ints("padding")?.as_slice(),
+                    r.ints("dilation")?.as_slice(),
+                    r.bool_or("transposed", false)?,
+                    r.ints("output_padding")?.as_slice(),
+                    r.int_or("groups", 1)?,
+                )
+                .map_err(te)?,
+            ConstantPad => {
+                let value = r.opt_float("value")?.unwrap_or(0.0);
+                r.tensor("self")?.f_pad(r.ints("pad")?.as_slice(), "constant", value).map_err(te)?
+            }
             IndexCopy => {
                 let (x, dim, index, source) =
                     (r.tensor("self")?, r.int("dim")?, r.tensor("index")?, r.tensor("source")?);
