@@ -4,7 +4,7 @@
 Usage: random_encoders.py OUTDIR --seed S --count N
 
 Writes N folders (save_pretrained of a randomly configured BERT / RoBERTa / XLM-RoBERTa / CamemBERT /
-XLM-RoBERTa-XL / DistilBERT / ELECTRA / ALBERT / MPNet / DeBERTa-v2 / ModernBERT / ViT / DeiT / ResNet / ConvNeXt
+XLM-RoBERTa-XL / DistilBERT / ELECTRA / ALBERT / MPNet / DeBERTa-v2 / ModernBERT / ViT / DeiT / DINOv2 / ResNet / ConvNeXt
 (V1, V2) / MobileNetV2 with one
 of its heads, classes dealt round-robin) with golden.safetensors: for the cases `single` ([1, L])
 and `batch` ([2, L], row 1 right-padded), the inputs (`input_ids`, `attention_mask`, and
@@ -91,6 +91,8 @@ CLASSES = [
     ("mobilenet_v2", "MobileNetV2Model", "feature-extraction"),
     ("deit", "DeiTForImageClassificationWithTeacher", "image-classification"),
     ("deit", "DeiTModel", "feature-extraction"),
+    ("dinov2", "Dinov2ForImageClassification", "image-classification"),
+    ("dinov2", "Dinov2Model", "feature-extraction"),
 ]
 POOLING_MODES = ["cls", "max", "mean", "mean_sqrt_len_tokens", "weightedmean", "lasttoken"]
 # the activations hfexport builds for a sentence-transformers Dense module
@@ -116,9 +118,10 @@ CONFIGS = {
     "convnextv2": "ConvNextV2Config",
     "mobilenet_v2": "MobileNetV2Config",
     "deit": "DeiTConfig",
+    "dinov2": "Dinov2Config",
 }
 # the families whose goldens take images (pixel_values at the config's image_size)
-IMAGES = ("vit", "deit", "resnet", "convnext", "convnextv2", "mobilenet_v2")
+IMAGES = ("vit", "deit", "dinov2", "resnet", "convnext", "convnextv2", "mobilenet_v2")
 # ModernBertConfig's names for BERT's keys
 MODERNBERT_KEYS = {"hidden_act": "hidden_activation", "layer_norm_eps": "norm_eps",
                    "hidden_dropout_prob": "mlp_dropout", "attention_probs_dropout_prob": "attention_dropout"}
@@ -185,6 +188,20 @@ def sample(rng, index):
             qkv_bias=rng.random() < 0.7,
             pooler_output_size=rng.choice([None, rng.randint(4, 40)]),
             pooler_act=rng.choice(["tanh", "tanh", "relu", "gelu"]),
+        )
+    if family == "dinov2":
+        # square images of square patches (its stored grid is square), no pooler dense
+        drop = ("vocab_size", "type_vocab_size", "max_position_embeddings", "pad_token_id", "tie_word_embeddings",
+                "intermediate_size")
+        kw = {k: v for k, v in kw.items() if k not in drop}
+        patch = rng.choice([2, 3, 4])
+        kw.update(
+            patch_size=patch,
+            image_size=patch * rng.randint(1, 4),
+            num_channels=rng.choice([1, 3, 4]),
+            qkv_bias=rng.random() < 0.7,
+            mlp_ratio=rng.choice([1, 2, 3, 4]),
+            layerscale_value=rng.choice([1.0, 0.1, 1e-5]),
         )
     if family in ("electra", "albert"):
         # embeddings as wide as the layers (ELECTRA then has no projection) or of their own width
@@ -377,8 +394,8 @@ def main():
                 if task == "feature-extraction":
                     # pooled where the class pools (ViT's pooler, ResNet's average, ConvNeXt's norm)
                     names = ["last_hidden_state"] + (["pooler_output"] if res.pooler_output is not None else [])
-                for k in names:
-                    golden[f"{case}.{k}"] = getattr(res, k).float().contiguous()
+                for k in names:  # copies: a pooled output may be a view of the states (DINOv2's)
+                    golden[f"{case}.{k}"] = getattr(res, k).float().contiguous().clone()
                 continue
             # ids above the padding and special ids
             ids = torch.randint(max(pad_of(kw), 2) + 1, kw["vocab_size"], (rows, seq), generator=gen)

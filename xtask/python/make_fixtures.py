@@ -948,6 +948,9 @@ def encoder_specs():
         ViTConfig,
         ViTForImageClassification,
         DeiTConfig,
+        Dinov2Config,
+        Dinov2ForImageClassification,
+        Dinov2Model,
         DeiTForImageClassificationWithTeacher,
         DeiTModel,
         ResNetConfig,
@@ -1114,6 +1117,20 @@ def encoder_specs():
                        image_size=[8, 12], patch_size=[4, 2], num_channels=2, qkv_bias=False, num_labels=3),
             "image-classification", ("logits",),
             "the teacher class: the class and distillation classifiers averaged, 8x12 images, 4x2 patches",
+        ),
+        EncoderSpec(
+            "dinov2", 139, Dinov2Model,
+            Dinov2Config(hidden_size=24, num_hidden_layers=2, num_attention_heads=3, mlp_ratio=3, image_size=12,
+                         patch_size=4, layerscale_value=0.5),
+            "feature-extraction", ("last_hidden_state", "pooler_output"),
+            "layer scales, MLP 3x wide by mlp_ratio, the class token as pooler_output",
+        ),
+        EncoderSpec(
+            "dinov2_cls", 140, Dinov2ForImageClassification,
+            Dinov2Config(hidden_size=16, num_hidden_layers=2, num_attention_heads=2, image_size=10, patch_size=2,
+                         num_channels=2, qkv_bias=False, hidden_act="gelu_new", layer_norm_eps=1e-5, num_labels=3),
+            "image-classification", ("logits",),
+            "the classifier over the class token beside the 25 patches' mean, no qkv bias",
         ),
         EncoderSpec(
             "resnet", 130, ResNetModel,
@@ -1334,7 +1351,7 @@ def make_encoder_fixture(outdir, spec):
         for k, v in inputs.items():
             golden[f"{case}.{k}"] = v.contiguous()
         for k in spec.outputs:
-            golden[f"{case}.{k}"] = out[k].to(torch.float32).contiguous()
+            golden[f"{case}.{k}"] = out[k].to(torch.float32).contiguous().clone()  # a view (DINOv2's pooler) must not share
     save_file(golden, str(folder / "golden.safetensors"))
     for f in folder.glob("*.safetensors"):
         canonical_metadata_order(f) if f.name == "model.safetensors" else None

@@ -550,6 +550,7 @@ impl Decoder<'_> {
             Mixer::GatedDeltaNet(d) => self.gated_delta_net(&vb.pp(self.ssm_prefix()?), i, d, x, s)?,
         };
         let a = self.optional_norm(vb, norms.post_attention, a)?;
+        let a = self.layer_scale(vb, 0, a)?;
         if let Some(input) = cfg.parallel {
             return self.parallel_mlp(vb, spec, (h, x, a), input, act);
         }
@@ -577,6 +578,7 @@ impl Decoder<'_> {
         let x = self.optional_norm(vb, pre.1, h)?;
         let m = self.layer_mlp(vb, spec, (h, x), act)?;
         let m = self.optional_norm(vb, norms.post_mlp, m)?;
+        let m = self.layer_scale(vb, 1, m)?;
         let h = self.residual(&vb.name("mlp_residual"), h, m)?;
         self.optional_norm(vb, norms.mlp_residual.or(post.1), h)
     }
@@ -675,6 +677,13 @@ impl Decoder<'_> {
         let y = self.moe(vb, moe, (x, Some(r)), act)?;
         let y = self.norm(&vb.pp(beside.experts_norm), hs, y)?;
         self.op(&vb.name("dense_and_experts"), Op::Binary(BinaryOp::Add), &[d, y])
+    }
+
+    /// `x` times the layout's per-channel scale `which` (0: the attention's, 1: the MLP's).
+    fn layer_scale(&mut self, vb: &Vb, which: usize, x: ValueId) -> Result<ValueId> {
+        let Some(names) = self.arch.layout.layer_scales else { return Ok(x) };
+        let w = self.weight(vb, names[which], &[self.cfg.hidden_size])?;
+        self.op(&vb.name(format!("{}.scaled", names[which])), Op::Binary(BinaryOp::Mul), &[x, w])
     }
 
     fn residual(&mut self, name: &str, h: ValueId, x: ValueId) -> Result<ValueId> {

@@ -341,6 +341,18 @@ impl Decoder<'_> {
         self.token_at(name, 0, h)
     }
 
+    /// `concat(h[:, 0], mean(h[:, 1:]))` `[batch, 2 * hidden]` of `h` `[batch, 1 + patches,
+    /// hidden]`.
+    fn class_and_patch_mean(&mut self, name: &str, h: ValueId) -> Result<ValueId> {
+        let shape = self.g.info(h).shape.clone();
+        let cls = self.first_token(name, h)?;
+        let patches = Op::Slice { axis: 1, start: Dim::konst(1), end: shape[1].clone() };
+        let patches = self.op(&format!("{name}.patches"), patches, &[h])?;
+        let mean = Op::Reduce { kind: ReduceKind::Mean, axes: vec![1], keep_dims: false };
+        let mean = self.op(&format!("{name}.patch_mean"), mean, &[patches])?;
+        self.op(&format!("{name}.class_and_patch_mean"), Op::Concat { axis: 1 }, &[cls, mean])
+    }
+
     /// `h[:, at]` of `h` `[batch, sequence, hidden]`.
     fn token_at(&mut self, name: &str, at: i64, h: ValueId) -> Result<ValueId> {
         let shape = self.g.info(h).shape.clone();
@@ -550,7 +562,10 @@ impl Decoder<'_> {
         match task {
             Task::FeatureExtraction => {
                 self.g.add_output("last_hidden_state", h)?;
-                if let Some(pooler) = enc.pooler.filter(|p| self.weights.has(&root.pp(p).name("weight"))) {
+                if enc.first_token_pooler {
+                    let p = self.first_token("pooler", h)?;
+                    self.g.add_output("pooler_output", p)?;
+                } else if let Some(pooler) = enc.pooler.filter(|p| self.weights.has(&root.pp(p).name("weight"))) {
                     let p = self.pooler(root, pooler, h)?;
                     self.g.add_output("pooler_output", p)?;
                 }
@@ -579,6 +594,10 @@ impl Decoder<'_> {
                     ClassifierHead::FirstToken { out } => {
                         let x = self.first_token(out, h)?;
                         self.linear(&top.pp(out), labels, hs, true, x)?
+                    }
+                    ClassifierHead::ClassAndPatchMean { out } => {
+                        let x = self.class_and_patch_mean(out, h)?;
+                        self.linear(&top.pp(out), labels, 2 * hs, true, x)?
                     }
                     ClassifierHead::Distillable { cls, distillation, .. }
                         if self.weights.has(&top.pp(cls).name("weight")) =>

@@ -84,6 +84,9 @@ pub struct Layout {
     /// A stored bias added to the logits beside the head (BART's `final_logits_bias`, `[1,
     /// vocab]`); none when the file lacks it, as transformers then leaves it zero.
     pub logits_bias: Option<&'static str>,
+    /// Per-channel scales `[hidden]` of the attention's and the MLP's outputs before their
+    /// residual adds, under the layer (DINOv2's `layer_scale1.lambda1`, `layer_scale2.lambda1`).
+    pub layer_scales: Option<[&'static str; 2]>,
 }
 
 /// A position table computed rather than stored.
@@ -290,6 +293,8 @@ pub struct EncoderLayout {
     pub positions: EncoderPositions,
     /// `tanh(dense(h[:, 0]))`, under the root, when the family and the checkpoint have it.
     pub pooler: Option<&'static str>,
+    /// `pooler_output` is the first token of the final states, no dense (DINOv2's).
+    pub first_token_pooler: bool,
     pub mlm: MlmHead,
     pub classifier: ClassifierHead,
     /// The per-token classifier (`token-classification`).
@@ -391,6 +396,9 @@ pub enum ClassifierHead {
     OwnPooler { pooler: &'static str, out: &'static str },
     /// `out(h[:, 0])` (ViT's image classifier, after the final norm).
     FirstToken { out: &'static str },
+    /// `out(concat(h[:, 0], mean(h[:, 1:])))`: the class token beside the patches' mean
+    /// (DINOv2's image classifier, `[labels, 2 * hidden]`).
+    ClassAndPatchMean { out: &'static str },
     /// DeiT's: `out(h[:, 0])`, or where the checkpoint stores the teacher class's two heads
     /// (`DeiTForImageClassificationWithTeacher`), `(cls(h[:, 0]) + distillation(h[:, 1])) / 2`.
     Distillable { out: &'static str, cls: &'static str, distillation: &'static str },

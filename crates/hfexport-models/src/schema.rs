@@ -541,6 +541,9 @@ pub struct Keys {
     /// (GPT-NeoX: `rotary_emb_base`, `rotary_pct`).
     pub rope_theta: &'static str,
     pub partial_rotary_factor: &'static str,
+    /// A key giving the MLP's width as a multiple of the hidden size, read where the
+    /// intermediate size's key is absent (DINOv2's `mlp_ratio`: `int(hidden * ratio)`).
+    pub mlp_ratio: &'static str,
 }
 
 pub const KEYS: Keys = Keys {
@@ -556,6 +559,7 @@ pub const KEYS: Keys = Keys {
     head_dim: "head_dim",
     rope_theta: "rope_theta",
     partial_rotary_factor: "partial_rotary_factor",
+    mlp_ratio: "",
 };
 
 /// Class defaults; `None` sizes are required keys.

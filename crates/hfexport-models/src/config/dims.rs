@@ -63,10 +63,18 @@ impl Dims {
         let (k, d) = (&schema.keys, &schema.defaults);
         let hidden_size = f.size(k.hidden_size, d.hidden_size, MAX_HIDDEN)?;
         let num_attention_heads = f.size(k.num_attention_heads, d.num_attention_heads, MAX_HEADS)?;
-        let intermediate_size = match (f.raw(k.intermediate_size), d.intermediate_times_hidden) {
-            (None | Some(Value::Null), Some(times)) => times * hidden_size,
+        let ratio = match f.raw(k.mlp_ratio) {
+            None | Some(Value::Null) => None,
+            Some(_) => match f.number(k.mlp_ratio)? {
+                Some(r) if r > 0.0 && (hidden_size as f64 * r) as usize >= 1 => Some(r),
+                r => return Err(f.err(k.mlp_ratio, format!("must be a positive ratio, got {r:?}"))),
+            },
+        };
+        let intermediate_size = match (f.raw(k.intermediate_size), d.intermediate_times_hidden, ratio) {
+            (None | Some(Value::Null), _, Some(r)) => (hidden_size as f64 * r) as usize,
+            (None | Some(Value::Null), Some(times), None) => times * hidden_size,
             // one per layer (Gemma 3n): each layer's is in its spec, the first stands for them
-            (Some(Value::Array(_)), _) if schema.per_layer_mlp.is_some() => {
+            (Some(Value::Array(_)), _, _) if schema.per_layer_mlp.is_some() => {
                 super::per_layer::intermediate_sizes(f, k.intermediate_size)?[0]
             }
             _ => f.size(k.intermediate_size, d.intermediate_size, MAX_INTERMEDIATE)?,

@@ -561,7 +561,7 @@ fn model_config(
     let (attn_softcap, final_softcap) = softcaps(f, schema)?;
     for key in schema.refused {
         if let Some(v) = f.raw(key).filter(|v| !v.is_null() && **v != Value::Bool(false)) {
-            return Err(f.err(key, format!("{} is not supported (only null)", describe(v))));
+            return Err(f.err(key, format!("{} is not supported (only null or false)", describe(v))));
         }
     }
     // Gemma 4's `"vision"` makes only image tokens attend both ways: text is causal

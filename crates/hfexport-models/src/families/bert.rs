@@ -84,6 +84,7 @@ pub const BERT_LAYOUT: Layout = Layout {
     laurel: None,
     media_embedders: &[],
     logits_bias: None,
+    layer_scales: None,
     ssm: None,
     encoder: Some(EncoderLayout {
         input: EncoderInput::Tokens,
@@ -106,6 +107,7 @@ pub const BERT_LAYOUT: Layout = Layout {
         token_classifier: "classifier",
         qa: "qa_outputs",
         shared_transform: false,
+        first_token_pooler: false,
     }),
 };
 

@@ -21,6 +21,7 @@ pub const DISTILBERT_SCHEMA: ConfigSchema = ConfigSchema {
         head_dim: "head_dim",
         rope_theta: "rope_theta",
         partial_rotary_factor: "partial_rotary_factor",
+        mlp_ratio: "",
     },
     defaults: Defaults { num_hidden_layers: Some(6), ..BERT_SCHEMA.defaults },
     encoder: Some(EncoderSchema { type_vocab_size: None, ..BERT_ENCODER_SCHEMA }),

@@ -22,6 +22,7 @@ pub const FAMILY: Architecture = Architecture {
             head_dim: "head_dim",
             rope_theta: "rope_theta",
             partial_rotary_factor: "partial_rotary_factor",
+            mlp_ratio: "",
         },
         defaults: Defaults {
             vocab_size: Some(50257),
@@ -84,6 +85,7 @@ pub const FAMILY: Architecture = Architecture {
         laurel: None,
         media_embedders: &[],
         logits_bias: None,
+        layer_scales: None,
         ssm: None,
     },
 };

@@ -17,6 +17,7 @@ pub const FAMILY: Architecture = Architecture {
             norm_eps: "layer_norm_eps",
             rope_theta: "rotary_emb_base",
             partial_rotary_factor: "rotary_pct",
+            mlp_ratio: "",
             ..KEYS
         },
         defaults: Defaults {

@@ -54,6 +54,7 @@ pub const LLAMA_LAYOUT: Layout = Layout {
     laurel: None,
     media_embedders: &[],
     logits_bias: None,
+    layer_scales: None,
     ssm: None,
 };
 

@@ -29,6 +29,7 @@ pub mod convnext;
 pub mod deberta_v2;
 pub mod deepseek;
 pub mod deit;
+pub mod dinov2;
 pub mod distilbert;
 pub mod electra;
 pub mod ernie4_5;
@@ -160,6 +161,7 @@ pub static ARCHITECTURES: &[Architecture] = &[
     deberta_v2::FAMILY,
     vit::FAMILY,
     deit::FAMILY,
+    dinov2::FAMILY,
     resnet::FAMILY,
     convnext::CONVNEXT,
     convnext::CONVNEXT_V2,

@@ -20,6 +20,7 @@ pub const T5_SCHEMA: ConfigSchema = ConfigSchema {
         head_dim: "d_kv",
         rope_theta: "rope_theta",
         partial_rotary_factor: "partial_rotary_factor",
+        mlp_ratio: "",
     },
     defaults: Defaults {
         vocab_size: Some(32128),
@@ -97,6 +98,7 @@ pub const T5_BASE: Layout = Layout {
     laurel: None,
     media_embedders: &[],
     logits_bias: None,
+    layer_scales: None,
     ssm: None,
 };
 

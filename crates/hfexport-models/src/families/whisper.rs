@@ -21,6 +21,7 @@ pub const WHISPER_SCHEMA: ConfigSchema = ConfigSchema {
         head_dim: "head_dim",
         rope_theta: "rope_theta",
         partial_rotary_factor: "partial_rotary_factor",
+        mlp_ratio: "",
     },
     defaults: Defaults {
         vocab_size: Some(51865),
@@ -94,6 +95,7 @@ pub const WHISPER_BASE: Layout = Layout {
     laurel: None,
     media_embedders: &[],
     logits_bias: None,
+    layer_scales: None,
     ssm: None,
 };
 

@@ -1,0 +1,41 @@
+//! `Dinov2Model` / `Dinov2ForImageClassification`: ViT's patches and pre-LN layers with
+//! per-channel layer scales on both sub-blocks (`layer_scale1`, `layer_scale2`), the MLP width
+//! from `mlp_ratio`, the class token as `pooler_output`, and a classifier over the class token
+//! beside the patches' mean. The SwiGLU MLP of the giant checkpoints (`use_swiglu_ffn`) is
+//! refused.
+
+use super::vit::{VIT_ENCODER, VIT_LAYOUT, VIT_SCHEMA};
+use super::Architecture;
+use crate::layout::*;
+use crate::schema::*;
+
+pub const FAMILY: Architecture = Architecture {
+    classes: &["Dinov2Model", "Dinov2ForImageClassification"],
+    model_types: &["dinov2"],
+    config: ConfigSchema {
+        keys: Keys { intermediate_size: "", mlp_ratio: "mlp_ratio", ..VIT_SCHEMA.keys },
+        defaults: Defaults { intermediate_times_hidden: Some(4), norm_eps: 1e-6, ..VIT_SCHEMA.defaults },
+        encoder: match VIT_SCHEMA.encoder {
+            Some(e) => Some(EncoderSchema {
+                image: Some(ImageDefaults { image_size: 224, patch_size: 14, num_channels: 3 }),
+                ..e
+            }),
+            None => None,
+        },
+        refused: &["use_swiglu_ffn"],
+        ..VIT_SCHEMA
+    },
+    layout: Layout {
+        roots: &["dinov2.", ""],
+        norms: LayerNorms { pre_attention: Some("norm1"), pre_mlp: Some("norm2"), ..NO_NORMS },
+        mlp: MlpLayout { prefix: "mlp", kind: MlpKind::Plain("fc1"), down: "fc2" },
+        layer_scales: Some(["layer_scale1.lambda1", "layer_scale2.lambda1"]),
+        encoder: Some(EncoderLayout {
+            pooler: None,
+            first_token_pooler: true,
+            classifier: ClassifierHead::ClassAndPatchMean { out: "classifier" },
+            ..VIT_ENCODER
+        }),
+        ..VIT_LAYOUT
+    },
+};
