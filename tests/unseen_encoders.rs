@@ -3,7 +3,8 @@
 //! (`tests/python/random_encoders.py`: head counts and dims, layers, activations, epsilons, token
 //! types, label counts, tied or untied decoders, padding ids, sequence lengths, embedding widths, ALBERT's layer groups, ModernBERT's
 //! windows, layer kinds, rope thetas, biases and poolings, ResNet's, ConvNeXt's and MobileNetV2's stages, layer types, patches, strides, paddings and image sizes; sentence-transformers folders with random
-//! Pooling modes and Normalize), generated with their goldens by transformers (and
+//! Pooling modes and Normalize; convolutional nets fed images of another size than their config's, which
+//! their exports are then asked for), generated with their goldens by transformers (and
 //! sentence-transformers) at test time. Each must match transformers at 1e-4 in the reference evaluator,
 //! padded rows included, and export to every format with `--verify` (its runtime against the
 //! evaluator, on padded samples), and every other one also with int8 weights (`--quantize int8`:
@@ -29,6 +30,8 @@ struct Case {
     dir: std::path::PathBuf,
     task: Task,
     description: String,
+    /// The image size a convolutional net's goldens were computed at where not its config's.
+    image_size: Option<[usize; 2]>,
 }
 
 fn generate(out: &Path) -> Vec<Case> {
@@ -49,6 +52,10 @@ fn generate(out: &Path) -> Vec<Case> {
             dir: out.join(c["dir"].as_str().unwrap()),
             task: Task::parse(c["task"].as_str().unwrap()).unwrap(),
             description: c["description"].as_str().unwrap().to_string(),
+            image_size: c.get("image_size").map(|hw| {
+                let side = |i: usize| hw[i].as_u64().unwrap() as usize;
+                [side(0), side(1)]
+            }),
         })
         .collect()
 }
@@ -56,7 +63,8 @@ fn generate(out: &Path) -> Vec<Case> {
 /// The worst difference of every output of both cases, or what failed.
 fn check_reference(case: &Case) -> Result<f32, String> {
     let ckpt = Checkpoint::open(&case.dir).map_err(|e| e.to_string())?;
-    let g = build(&ckpt.config, &ckpt, case.task, &BuildOptions::default()).map_err(|e| e.to_string())?;
+    let opts = BuildOptions { image_size: case.image_size, ..BuildOptions::default() };
+    let g = build(&ckpt.config, &ckpt, case.task, &opts).map_err(|e| e.to_string())?;
     let ev = Evaluator::new(&g, &ckpt).map_err(|e| e.to_string())?;
     let gold = read_all(case.dir.join("golden.safetensors")).map_err(|e| e.to_string())?;
     let mut worst = 0f32;
@@ -106,7 +114,8 @@ fn random_encoders_match_transformers_and_verify_in_every_runtime() {
         let quantizers: &[Option<&str>] = if i % 2 == 1 { &[None, Some("int8")] } else { &[None] };
         let formats = ["onnx", "openvino", "dynamo", "executorch"];
         for (format, &quantizer) in formats.into_iter().flat_map(|f| quantizers.iter().map(move |q| (f, q))) {
-            let mut config = serde_json::json!({"export_format": format, "dynamic": true});
+            let mut config =
+                serde_json::json!({"export_format": format, "dynamic": true, "image_size": case.image_size});
             if let Some(q) = quantizer {
                 config["quantizer"] = q.into();
             }

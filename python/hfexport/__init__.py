@@ -45,7 +45,8 @@ def export(model: PathLike, format: str, output: PathLike, *, progress: Progress
     ``dynamic_shapes`` (dict or JSON file), ``config`` (the export config: dict or JSON
     file), ``force`` (bool: replace a non-empty ``output``), ``for_generation`` (bool),
     ``static_cache`` (int), ``multi_token_decode`` (bool), ``genai`` (bool), ``quantize``
-    (``int4``/``int8``), ``latent_attention`` (str) and ``verify`` (bool: run the export in its
+    (``int4``/``int8``), ``latent_attention`` (str), ``image_size`` (int or ``(height, width)``:
+    the images an image model's graph takes) and ``verify`` (bool: run the export in its
     runtime against the reference evaluator; the runtime is loaded from this environment,
     e.g. ``pip install onnxruntime``). ``True`` gives the flag, ``False`` and ``None`` leave it
     out.
@@ -81,7 +82,8 @@ def inspect(path: PathLike, *, task: Optional[str] = None, check: bool = False) 
 
 def _flags(options: Dict[str, Any]) -> List[str]:
     """Keyword arguments as command-line flags: ``static_cache=64`` is ``--static-cache 64``,
-    ``True`` the bare flag, ``False``/``None`` nothing, a dict inline JSON."""
+    ``True`` the bare flag, ``False``/``None`` nothing, a dict inline JSON, a list or tuple its
+    items joined by commas (``image_size=(224, 192)`` is ``--image-size 224,192``)."""
     args: List[str] = []
     for key, value in options.items():
         flag = "--" + key.replace("_", "-")
@@ -93,6 +95,8 @@ def _flags(options: Dict[str, Any]) -> List[str]:
             args += [flag, json.dumps(value)]
         elif isinstance(value, os.PathLike):
             args += [flag, os.fspath(value)]
+        elif isinstance(value, (list, tuple)):
+            args += [flag, ",".join(str(v) for v in value)]
         else:
             args += [flag, str(value)]
     return args

@@ -9,7 +9,8 @@ XLM-RoBERTa-XL / DistilBERT / ELECTRA / ALBERT / MPNet / DeBERTa-v2 / ModernBERT
 of its heads, classes dealt round-robin) with golden.safetensors: for the cases `single` ([1, L])
 and `batch` ([2, L], row 1 right-padded), the inputs (`input_ids`, `attention_mask`, and
 `token_type_ids` when type_vocab_size > 1) and every output of the forward. OUTDIR/index.json
-lists {name, dir, task, description}. The sampled space: heads 1-6 of head_dim 4-16, 1-3 layers,
+lists {name, dir, task, description} (and `image_size` where a convolutional net is fed images of
+another size than its config's, which its export is then asked for). The sampled space: heads 1-6 of head_dim 4-16, 1-3 layers,
 any intermediate size, the activations the configs accept (gelu, gelu_new, relu, silu,
 gelu_pytorch_tanh, quick_gelu), layer_norm_eps, 1-3 token types, 1-6 labels (id2label or
 num_labels), tied or untied masked-LM decoders, ELECTRA's and ALBERT's embedding widths, ALBERT's
@@ -122,6 +123,7 @@ CONFIGS = {
 }
 # the families whose goldens take images (pixel_values at the config's image_size)
 IMAGES = ("vit", "deit", "dinov2", "resnet", "convnext", "convnextv2", "mobilenet_v2")
+CONVOLUTIONAL = ("resnet", "convnext", "convnextv2", "mobilenet_v2")
 # ModernBertConfig's names for BERT's keys
 MODERNBERT_KEYS = {"hidden_act": "hidden_activation", "layer_norm_eps": "norm_eps",
                    "hidden_dropout_prob": "mlp_dropout", "attention_probs_dropout_prob": "attention_dropout"}
@@ -356,6 +358,11 @@ def main():
     cases = []
     for out, i, seed, rng in random_cases.cases(12):
         family, cls_name, task, seq, kw = sample(rng, i)
+        # a convolutional net takes images of any size: every other one is fed another than its
+        # config's (the export is then asked for that size)
+        image_size = None
+        if family in CONVOLUTIONAL and rng.random() < 0.5:
+            image_size = [rng.randint(8, 48), rng.randint(8, 48)]
         config = getattr(transformers, CONFIGS[family])(**kw)
         config._attn_implementation = "eager"
         torch.manual_seed(seed)
@@ -384,7 +391,7 @@ def main():
         golden = {}
         for case, rows in [("single", 1), ("batch", 2)]:
             if family in IMAGES:
-                size = kw["image_size"]
+                size = image_size or kw["image_size"]
                 size = size if isinstance(size, list) else [size, size]
                 inputs = {"pixel_values": torch.randn((rows, kw["num_channels"], *size), generator=gen)}
                 with torch.no_grad():
@@ -417,7 +424,11 @@ def main():
         save_file(golden, str(folder / "golden.safetensors"))
         desc = f"{cls_name} " + json.dumps({k: v for k, v in kw.items() if "dropout" not in k and k != "id2label"})
         desc += f" labels {config.num_labels} seq {seq}"
-        cases.append({"name": name, "dir": name, "task": task, "description": desc})
+        case = {"name": name, "dir": name, "task": task, "description": desc}
+        if image_size:
+            case["image_size"] = image_size
+            case["description"] += f" images {image_size}"
+        cases.append(case)
         print(desc)
     (out / "index.json").write_text(json.dumps({"cases": cases}, indent=1))
 

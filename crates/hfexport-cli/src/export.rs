@@ -102,6 +102,9 @@ fn export_config(a: &ExportArgs) -> Result<hfexport::ExportConfig> {
     if let Some(form) = &a.latent_attention {
         obj.insert("latent_attention".into(), form.clone().into());
     }
+    if let Some(hw) = a.image_size {
+        obj.insert("image_size".into(), serde_json::json!(hw));
+    }
     if a.genai {
         if obj.get("export_format").and_then(|f| f.as_str()) != Some("onnx") {
             bail!("--genai writes ONNX Runtime GenAI folders: it needs --format onnx");

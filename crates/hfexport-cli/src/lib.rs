@@ -186,6 +186,12 @@ pub(crate) struct ExportArgs {
     /// `latent_attention` of --config.
     #[arg(long, value_parser = hfexport::LatentForm::NAMES)]
     pub(crate) latent_attention: Option<String>,
+    /// The image size an image model's graph takes, `N` or `HEIGHT,WIDTH` (default: the
+    /// config's `image_size`, 224 where it has none): any size for the convolutional families
+    /// (ResNet, ConvNeXt, MobileNetV2), the configured one for the patch families. Sets
+    /// `image_size` of --config.
+    #[arg(long, value_parser = parse_image_size)]
+    pub(crate) image_size: Option<[usize; 2]>,
     /// Run the export in its runtime against the reference evaluator before the folder is
     /// committed; recorded in export.json, and a mismatch fails the export.
     #[arg(long)]
@@ -308,4 +314,18 @@ pub(crate) fn task_of(ckpt: &Checkpoint, task: Option<&str>) -> Result<Task> {
 
 pub(crate) fn forward_graph(ckpt: &Checkpoint, task: Task) -> Result<Graph> {
     Ok(build(&ckpt.config, ckpt, task, &BuildOptions::default())?)
+}
+
+/// `--image-size`: `N` (square) or `HEIGHT,WIDTH`, positive.
+fn parse_image_size(s: &str) -> Result<[usize; 2], String> {
+    let sides: Vec<usize> = s
+        .split(',')
+        .map(|p| p.trim().parse::<usize>().ok().filter(|&n| n > 0))
+        .collect::<Option<_>>()
+        .ok_or_else(|| format!("`{s}` is not N or HEIGHT,WIDTH (positive integers)"))?;
+    match sides[..] {
+        [n] => Ok([n, n]),
+        [h, w] => Ok([h, w]),
+        _ => Err(format!("`{s}` is not N or HEIGHT,WIDTH")),
+    }
 }

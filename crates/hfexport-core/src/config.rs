@@ -65,6 +65,9 @@ pub struct CommonConfig {
     pub quantizer: Option<crate::quant::QuantRecipe>,
     /// How multi-head latent attention is computed (`"latent_attention"`; DeepSeek-V2/V3).
     pub latent_attention: LatentForm,
+    /// `[height, width]` of the images an image model's graph takes (`"image_size"`: an
+    /// integer or a pair); `None`: the config's `image_size`.
+    pub image_size: Option<[usize; 2]>,
 }
 
 /// The two forms of multi-head latent attention (hfexport-models' `latent.rs`), equal in value: `Expanded`
@@ -168,7 +171,7 @@ pub enum ExportConfig {
     Openvino(OpenvinoConfig),
 }
 
-const COMMON_KEYS: [&str; 7] = [
+const COMMON_KEYS: [&str; 8] = [
     "export_format",
     "dynamic",
     "strict",
@@ -176,6 +179,7 @@ const COMMON_KEYS: [&str; 7] = [
     "prefer_deferred_runtime_asserts_over_guards",
     "quantizer",
     "latent_attention",
+    "image_size",
 ];
 pub const ONNX_OPSETS: std::ops::RangeInclusive<u32> = 17..=24;
 const ORT_FUSIONS: [&str; 4] = ["cpu", "cuda", "webgpu", "dml"];
@@ -317,6 +321,24 @@ fn get_str<'a>(obj: &'a Map<String, Value>, key: &str) -> Result<Option<&'a str>
     }
 }
 
+/// The largest image side `image_size` takes.
+pub const MAX_IMAGE_SIDE: usize = 1 << 14;
+
+/// `image_size`: a positive integer (square) or `[height, width]`.
+fn parse_image_size(v: Option<&Value>) -> Result<Option<[usize; 2]>> {
+    let side = |v: &Value| {
+        v.as_u64().filter(|&n| n > 0 && n <= MAX_IMAGE_SIDE as u64).map(|n| n as usize).ok_or_else(|| {
+            Error::Config(format!("image_size must hold positive integers up to {MAX_IMAGE_SIDE}, got {v}"))
+        })
+    };
+    match v {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Array(hw)) if hw.len() == 2 => Ok(Some([side(&hw[0])?, side(&hw[1])?])),
+        Some(v @ Value::Number(_)) => side(v).map(|n| Some([n, n])),
+        Some(v) => Err(Error::Config(format!("image_size must be an integer or [height, width], got {v}"))),
+    }
+}
+
 fn parse_common(obj: &Map<String, Value>) -> Result<CommonConfig> {
     let quantizer = match obj.get("quantizer") {
         None | Some(Value::Null) => None,
@@ -329,6 +351,7 @@ fn parse_common(obj: &Map<String, Value>) -> Result<CommonConfig> {
     Ok(CommonConfig {
         quantizer,
         latent_attention,
+        image_size: parse_image_size(obj.get("image_size"))?,
         dynamic: get_bool(obj, "dynamic", false)?,
         strict: get_bool(obj, "strict", false)?,
         dynamic_shapes: match obj.get("dynamic_shapes") {
@@ -437,6 +460,7 @@ impl ExportConfig {
             "prefer_deferred_runtime_asserts_over_guards": c.prefer_deferred_runtime_asserts_over_guards,
             "quantizer": c.quantizer.as_ref().map(|r| r.to_json()),
             "latent_attention": c.latent_attention.name(),
+            "image_size": c.image_size,
         });
         let extra = match self {
             ExportConfig::Dynamo(_) => json!({}),
@@ -523,9 +547,22 @@ mod tests {
             json!({"export_format": "executorch", "backend": "portable", "alloc_graph_output": false}),
             json!({"export_format": "dynamo", "prefer_deferred_runtime_asserts_over_guards": true}),
             json!({"export_format": "openvino", "latent_attention": "expanded"}),
+            json!({"export_format": "onnx", "image_size": [192, 160]}),
         ] {
             let c = AutoExportConfig::from_dict(&d).unwrap();
             assert_eq!(AutoExportConfig::from_dict(&c.to_dict()).unwrap(), c);
+        }
+    }
+
+    #[test]
+    fn image_size_is_a_side_or_a_pair() {
+        let size = |v: Value| AutoExportConfig::from_dict(&json!({"export_format": "onnx", "image_size": v}));
+        assert_eq!(size(json!(224)).unwrap().common().image_size, Some([224, 224]));
+        assert_eq!(size(json!([192, 160])).unwrap().common().image_size, Some([192, 160]));
+        assert_eq!(size(Value::Null).unwrap().common().image_size, None);
+        for bad in [json!(0), json!([1, 2, 3]), json!("224"), json!([16, -1])] {
+            let e = size(bad.clone()).unwrap_err().to_string();
+            assert!(e.contains("image_size"), "{bad}: {e}");
         }
     }
 

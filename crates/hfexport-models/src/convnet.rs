@@ -116,10 +116,11 @@ impl Decoder<'_> {
         self.op(name, Op::Reduce { kind: ReduceKind::Mean, axes: vec![2, 3], keep_dims }, &[map])
     }
 
-    /// The `pixel_values` input at the config's image size, in the graph's dtype.
+    /// The `pixel_values` input at the image size asked for (else the config's), in the graph's
+    /// dtype.
     fn pixel_values(&mut self, net: &ConvNetConfig) -> Result<ValueId> {
         let batch = Dim::sym(&self.g.symbols.declare("batch", 1, self.opts.max_batch)?);
-        let [h, w] = net.image;
+        let [h, w] = self.opts.image_size.unwrap_or(net.image);
         let shape = vec![batch, Dim::from(net.channels), Dim::from(h), Dim::from(w)];
         let x = self.g.add_input("pixel_values", DType::F32, shape)?;
         match self.opts.dtype {

@@ -60,6 +60,9 @@ pub struct BuildOptions {
     /// generation export then has a prefill or multi-token decode like any other; without, its
     /// one decode takes one token per call.
     pub sequence_loops: bool,
+    /// `[height, width]` of an image model's `pixel_values` where not the config's
+    /// `image_size` (a convolutional family takes any; a patch family only its own).
+    pub image_size: Option<[usize; 2]>,
 }
 
 impl Default for BuildOptions {
@@ -69,6 +72,7 @@ impl Default for BuildOptions {
             max_batch: DEFAULT_MAX_BATCH,
             latent: hfexport_core::LatentForm::Auto,
             sequence_loops: false,
+            image_size: None,
         }
     }
 }

@@ -189,6 +189,17 @@ impl Decoder<'_> {
             msg: "an image encoder needs image_size, patch_size and num_channels".into(),
         })?;
         let (c, [ih, iw], [ph, pw]) = (img.channels, img.size, img.patch);
+        if let Some(asked) = self.opts.image_size.filter(|&s| s != img.size) {
+            return Err(ModelError::Config {
+                path: "config.json".into(),
+                key: "image_size".into(),
+                msg: format!(
+                    "is {:?}; images of {asked:?} would need its position embeddings interpolated, which is not \
+                     supported for {}: export at the configured size",
+                    img.size, self.cfg.architecture
+                ),
+            });
+        }
         let (gh, gw) = (ih / ph, iw / pw);
         let n = gh * gw;
         let batch = Dim::sym(&self.g.symbols.declare("batch", 1, self.opts.max_batch)?);

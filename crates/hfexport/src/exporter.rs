@@ -166,7 +166,8 @@ impl AutoHfExporter {
         // every recurrence a model may hold must loop natively
         let native = |op: Op| self.backend().lowering(&op, &self.config) == Lowering::Native;
         let sequence_loops = native(Op::SelectiveScan) && native(Op::DeltaScan);
-        let opts = BuildOptions { dtype: req.dtype, latent, sequence_loops, ..Default::default() };
+        let image_size = self.config.common().image_size;
+        let opts = BuildOptions { dtype: req.dtype, latent, sequence_loops, image_size, ..Default::default() };
         let task = req.task_of(model);
         let mut components = match &req.generation {
             None => vec![build_forward(model, weights, task, &opts)?],
