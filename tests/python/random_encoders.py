@@ -9,8 +9,9 @@ XLM-RoBERTa-XL / DistilBERT / ELECTRA / ALBERT / MPNet / DeBERTa-v2 / ModernBERT
 of its heads, classes dealt round-robin) with golden.safetensors: for the cases `single` ([1, L])
 and `batch` ([2, L], row 1 right-padded), the inputs (`input_ids`, `attention_mask`, and
 `token_type_ids` when type_vocab_size > 1) and every output of the forward. OUTDIR/index.json
-lists {name, dir, task, description} (and `image_size` where a convolutional net is fed images of
-another size than its config's, which its export is then asked for). The sampled space: heads 1-6 of head_dim 4-16, 1-3 layers,
+lists {name, dir, task, description} (and `image_size` where a convolutional net, or a patch
+family whose positions are a square grid, is fed images of another size than its config's,
+which its export is then asked for). The sampled space: heads 1-6 of head_dim 4-16, 1-3 layers,
 any intermediate size, the activations the configs accept (gelu, gelu_new, relu, silu,
 gelu_pytorch_tanh, quick_gelu), layer_norm_eps, 1-3 token types, 1-6 labels (id2label or
 num_labels), tied or untied masked-LM decoders, ELECTRA's and ALBERT's embedding widths, ALBERT's
@@ -270,6 +271,17 @@ def convnext_keys(rng, v1):
     return kw
 
 
+def pair(v):
+    """An image or patch size key as `[height, width]`."""
+    return list(v) if isinstance(v, (list, tuple)) else [v, v]
+
+
+def square_grid(kw):
+    """Whether the config's image size makes a square grid of patches."""
+    (ih, iw), (ph, pw) = pair(kw["image_size"]), pair(kw["patch_size"])
+    return ih // ph == iw // pw
+
+
 def mobilenet_v2_keys(rng):
     """Depth multipliers 0.05-0.35 with their rounding (divisors, minimum depths), expansion
     ratios, output strides 8-32 (dilated layers past them), the stem's own expansion or not, the
@@ -363,6 +375,11 @@ def main():
         image_size = None
         if family in CONVOLUTIONAL and rng.random() < 0.5:
             image_size = [rng.randint(8, 48), rng.randint(8, 48)]
+        # a patch family resamples its positions to other image sizes, when its stored grid is
+        # square (ViT and DeiT as `interpolate_pos_encoding=True` asks, DINOv2 always)
+        if family in ("vit", "deit", "dinov2") and square_grid(kw) and rng.random() < 0.7:
+            ph, pw = pair(kw["patch_size"])
+            image_size = [ph * rng.randint(1, 5), pw * rng.randint(1, 5)]
         config = getattr(transformers, CONFIGS[family])(**kw)
         config._attn_implementation = "eager"
         torch.manual_seed(seed)
@@ -394,8 +411,11 @@ def main():
                 size = image_size or kw["image_size"]
                 size = size if isinstance(size, list) else [size, size]
                 inputs = {"pixel_values": torch.randn((rows, kw["num_channels"], *size), generator=gen)}
+                if image_size and family in ("vit", "deit"):
+                    inputs["interpolate_pos_encoding"] = True
                 with torch.no_grad():
                     res = model(**inputs)
+                inputs.pop("interpolate_pos_encoding", None)
                 golden[f"{case}.pixel_values"] = inputs["pixel_values"].contiguous()
                 names = outputs_of(task, model.base_model)
                 if task == "feature-extraction":

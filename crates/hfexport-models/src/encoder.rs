@@ -188,16 +188,13 @@ impl Decoder<'_> {
             key: "image_size".into(),
             msg: "an image encoder needs image_size, patch_size and num_channels".into(),
         })?;
-        let (c, [ih, iw], [ph, pw]) = (img.channels, img.size, img.patch);
-        if let Some(asked) = self.opts.image_size.filter(|&s| s != img.size) {
+        let (c, [ph, pw]) = (img.channels, img.patch);
+        let [ih, iw] = self.opts.image_size.unwrap_or(img.size);
+        if ih % ph != 0 || iw % pw != 0 {
             return Err(ModelError::Config {
                 path: "config.json".into(),
-                key: "image_size".into(),
-                msg: format!(
-                    "is {:?}; images of {asked:?} would need its position embeddings interpolated, which is not \
-                     supported for {}: export at the configured size",
-                    img.size, self.cfg.architecture
-                ),
+                key: "patch_size".into(),
+                msg: format!("{:?} does not divide the image size {:?} asked for", img.patch, [ih, iw]),
             });
         }
         let (gh, gw) = (ih / ph, iw / pw);
@@ -223,13 +220,28 @@ impl Decoder<'_> {
             false => self.op(vb.path(), Op::Linear, &[x, w])?,
         };
         let tokens = 1 + usize::from(distillation.is_some());
+        let stored = [img.size[0] / ph, img.size[1] / pw];
+        let n0 = stored[0] * stored[1];
         let (cls, pos) = match flat {
             true => {
                 let cls = self.weight(root, cls, &[hs])?;
                 let cls = self.op(&root.name("cls_3d"), Op::Reshape { shape: vec![d(1), d(1), d(hs)] }, &[cls])?;
-                (cls, self.weight(root, positions, &[n + tokens, hs])?)
+                let pos = self.weight(root, positions, &[n0 + tokens, hs])?;
+                let pos = match [gh, gw] == stored {
+                    true => pos,
+                    false => self.op(
+                        &root.name("positions_3d"),
+                        Op::Reshape { shape: vec![d(1), d(n0 + tokens), d(hs)] },
+                        &[pos],
+                    )?,
+                };
+                (cls, pos)
             }
-            false => (self.weight(root, cls, &[1, 1, hs])?, self.weight(root, positions, &[1, n + tokens, hs])?),
+            false => (self.weight(root, cls, &[1, 1, hs])?, self.weight(root, positions, &[1, n0 + tokens, hs])?),
+        };
+        let pos = match [gh, gw] == stored {
+            true => pos,
+            false => self.interpolated_positions(root, pos, (tokens, stored), [gh, gw])?,
         };
         let mut leading = vec![cls];
         if let Some(distillation) = distillation {
@@ -247,6 +259,52 @@ impl Decoder<'_> {
             h = self.norm(&root.pp(norm), hs, h)?;
         }
         Ok((h, None, self.all_visible(n + tokens)?, None))
+    }
+
+    /// The learned positions `[1, tokens + rows * cols, hidden]` of a `stored` patch grid
+    /// resampled to the `grid` of other images, as transformers' `interpolate_pos_encoding`
+    /// does (ViT and DeiT when asked, DINOv2 always): the leading tokens' rows kept, the
+    /// patches' bicubically (`align_corners=False`, A = -0.75, edges clamped) from the square
+    /// grid the stored rows form. Resampling is linear: one constant matrix times the rows.
+    fn interpolated_positions(
+        &mut self,
+        root: &Vb,
+        pos: ValueId,
+        (tokens, stored): (usize, [usize; 2]),
+        grid: [usize; 2],
+    ) -> Result<ValueId> {
+        if stored[0] != stored[1] {
+            return Err(ModelError::Config {
+                path: "config.json".into(),
+                key: "image_size".into(),
+                msg: format!(
+                    "gives a {}x{} grid of position embeddings, which transformers resamples only when square: \
+                     export at the configured size",
+                    stored[0], stored[1]
+                ),
+            });
+        }
+        let (hs, d) = (self.cfg.hidden_size, |v: usize| Dim::from(v));
+        let (n0, n) = (stored[0] * stored[1], grid[0] * grid[1]);
+        let lead = Op::Slice { axis: 1, start: Dim::konst(0), end: d(tokens) };
+        let lead = self.op(&root.name("positions.leading"), lead, &[pos])?;
+        let rows = Op::Slice { axis: 1, start: d(tokens), end: d(tokens + n0) };
+        let rows = self.op(&root.name("positions.patches"), rows, &[pos])?;
+        let rows = self.op(&root.name("positions.grid"), Op::Reshape { shape: vec![d(n0), d(hs)] }, &[rows])?;
+        let (wh, ww) = (bicubic_weights(stored[0], grid[0]), bicubic_weights(stored[1], grid[1]));
+        let mut m = vec![0f32; n * n0];
+        for (i, row) in m.chunks_mut(n0).enumerate() {
+            let (y, x) = (i / grid[1], i % grid[1]);
+            for (j, w) in row.iter_mut().enumerate() {
+                *w = (wh[y * stored[0] + j / stored[1]] * ww[x * stored[1] + j % stored[1]]) as f32;
+            }
+        }
+        let m = Tensor::float(self.opts.dtype, vec![n, n0], m)?;
+        let m = self.op(&root.name("positions.resampling"), Op::Constant(m), &[])?;
+        let resampled = self.op(&root.name("positions.resampled"), Op::MatMul, &[m, rows])?;
+        let shape = Op::Reshape { shape: vec![d(1), d(n), d(hs)] };
+        let resampled = self.op(&root.name("positions.resampled_3d"), shape, &[resampled])?;
+        self.op(&root.name("positions.interpolated"), Op::Concat { axis: 1 }, &[lead, resampled])
     }
 
     /// The layer inputs of `n` positions that all see each other (image patches, audio frames).
@@ -701,4 +759,26 @@ impl Decoder<'_> {
         };
         self.op(decoder, Op::Linear, &[x, w, b])
     }
+}
+
+/// The `[out, input]` weights of torch's bicubic resampling of `input` samples to `out`
+/// (`upsample_bicubic2d`, `align_corners=False`): output `o` reads the source point
+/// `(o + 0.5) * input / out - 0.5` through the cubic convolution kernel (A = -0.75) over its
+/// four neighbours, indices clamped to the edges.
+fn bicubic_weights(input: usize, out: usize) -> Vec<f64> {
+    const A: f64 = -0.75;
+    let near = |x: f64| ((A + 2.0) * x - (A + 3.0)) * x * x + 1.0;
+    let far = |x: f64| ((A * x - 5.0 * A) * x + 8.0 * A) * x - 4.0 * A;
+    let scale = input as f64 / out as f64;
+    let mut w = vec![0.0; out * input];
+    for o in 0..out {
+        let real = scale * (o as f64 + 0.5) - 0.5;
+        let (floor, t) = (real.floor(), real - real.floor());
+        let coefficients = [far(t + 1.0), near(t), near(1.0 - t), far(2.0 - t)];
+        for (k, c) in coefficients.into_iter().enumerate() {
+            let at = (floor as i64 - 1 + k as i64).clamp(0, input as i64 - 1) as usize;
+            w[o * input + at] += c;
+        }
+    }
+    w
 }
