@@ -990,16 +990,7 @@ impl Op {
                 if x.dtype != w.dtype {
                     return Err(format!("x dtype {} differs from weight dtype {}", x.dtype, w.dtype));
                 }
-                if let Some(b) = ins.get(2) {
-                    if b.shape != [w.shape[0].clone()] || b.dtype != w.dtype {
-                        return Err(format!(
-                            "bias {}{} does not fit weight {}",
-                            b.dtype,
-                            shape_to_string(&b.shape),
-                            shape_to_string(&w.shape)
-                        ));
-                    }
-                }
+                check_bias(ins.get(2).copied(), w)?;
                 let mut shape = x.shape.clone();
                 *shape.last_mut().expect("rank >= 1") = w.shape[0].clone();
                 one(x.dtype, shape)
@@ -1275,6 +1266,19 @@ fn bcast(a: &[Dim], b: &[Dim]) -> Result<Vec<Dim>, String> {
         .ok_or_else(|| format!("shapes {} and {} do not broadcast", shape_to_string(a), shape_to_string(b)))
 }
 
+/// A bias `[out]` of the weight `w`'s dtype (`w` `[out, ...]`), where there is one.
+fn check_bias(bias: Option<&ValueInfo>, w: &ValueInfo) -> Result<(), String> {
+    match bias {
+        Some(b) if b.shape != [w.shape[0].clone()] || b.dtype != w.dtype => Err(format!(
+            "bias {}{} does not fit weight {}",
+            b.dtype,
+            shape_to_string(&b.shape),
+            shape_to_string(&w.shape)
+        )),
+        _ => Ok(()),
+    }
+}
+
 fn window_attrs(w: &Window) -> String {
     format!(
         "kernel={:?}, stride={:?}, dilation={:?}, pads_begin={:?}, pads_end={:?}",
@@ -1315,16 +1319,7 @@ fn conv_infos(ins: &[&ValueInfo], window: &Window, groups: usize) -> Result<Vec<
             window.kernel
         ));
     }
-    if let Some(b) = ins.get(2) {
-        if b.shape != [w.shape[0].clone()] || b.dtype != w.dtype {
-            return Err(format!(
-                "bias {}{} does not fit weight {}",
-                b.dtype,
-                shape_to_string(&b.shape),
-                shape_to_string(&w.shape)
-            ));
-        }
-    }
+    check_bias(ins.get(2).copied(), w)?;
     let shape = [x.shape[0].clone(), w.shape[0].clone()].into_iter().chain(out.into_iter().map(Dim::from)).collect();
     Ok(vec![ValueInfo::new(x.dtype, shape)])
 }
