@@ -5,7 +5,7 @@ use crate::{forward_graph, open_checkpoint, task_of};
 use anyhow::Result;
 use hfexport::core::dim::shape_to_string;
 use hfexport::core::dump::{dump, op_histogram};
-use hfexport::models::config::{LayerMlp, LayerSpec, Mixer, Span};
+use hfexport::models::config::{Backbone, ConvNetConfig, LayerMlp, LayerSpec, Mixer, Span};
 use hfexport::{BuildOptions, Checkpoint, Graph, Task};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -150,6 +150,7 @@ impl Facts {
                 "vocab": c.vocab_size, "max_positions": c.max_position_embeddings,
             },
             "rope": rope_summary(c),
+            "backbone": c.convnet.as_ref().map(backbone_summary),
             "sliding_window": self.sliding.as_ref().map(|(w, layers)| json!({"window": w, "layers": layers})),
             "chunked_attention": self.chunked.as_ref().map(|(n, layers)| json!({"chunk": n, "layers": layers})),
             "experts": c.moe.as_ref().map(|m| experts_summary(c, m)),
@@ -164,6 +165,35 @@ impl Facts {
         }
         v
     }
+}
+
+/// A convolutional backbone in a line: its kind, stages and the images it is built for.
+fn backbone_summary(net: &ConvNetConfig) -> String {
+    let kind = match &net.backbone {
+        Backbone::ResNet(r) => format!(
+            "ResNet, {} layers: widths {:?}, depths {:?}, stem {}",
+            if r.bottleneck { "bottleneck" } else { "basic" },
+            r.hidden_sizes,
+            r.depths,
+            r.embedding_size
+        ),
+        Backbone::ConvNext(c) => format!(
+            "ConvNeXt {}: widths {:?}, depths {:?}, {}x{} patches",
+            if c.grn { "V2" } else { "V1" },
+            c.hidden_sizes,
+            c.depths,
+            c.patch[0],
+            c.patch[1]
+        ),
+        Backbone::MobileNetV2(m) => format!(
+            "MobileNetV2: depth multiplier {}, expansion {}, output stride {}{}",
+            m.depth_multiplier,
+            m.expand_ratio,
+            m.output_stride,
+            if m.tf_padding { ", TensorFlow padding" } else { "" }
+        ),
+    };
+    format!("{kind}; images {}x{}, {} channels", net.image[0], net.image[1], net.channels)
 }
 
 /// `inspect --json` as a value: an export folder's export.json, else the checkpoint's facts
@@ -195,8 +225,10 @@ pub(crate) fn inspect(path: &Path, task: Option<&str>, full: bool, json: bool) -
         v => format!(", vocab {v}"),
     };
     let attends = c.layers.iter().any(|l| !matches!(l.mixer, Mixer::Mamba(_) | Mixer::Mamba2(_) | Mixer::ShortConv(_)));
-    match attends {
-        true => println!(
+    match (&c.convnet, attends) {
+        // a convolutional backbone has no layers, heads or positions
+        (Some(net), _) => println!("backbone     {}", backbone_summary(net)),
+        (None, true) => println!(
             "sizes        layers {}, hidden {}, intermediate {}, heads {} (kv {}), head_dim {}{vocab}",
             c.num_hidden_layers,
             c.hidden_size,
@@ -206,9 +238,10 @@ pub(crate) fn inspect(path: &Path, task: Option<&str>, full: bool, json: bool) -
             c.head_dim,
         ),
         // a pure state-space model has no heads, and its MLP is none
-        false => println!("sizes        layers {}, hidden {}{vocab}", c.num_hidden_layers, c.hidden_size),
+        (None, false) => println!("sizes        layers {}, hidden {}{vocab}", c.num_hidden_layers, c.hidden_size),
     }
     match c.encoder.as_ref().and_then(|e| e.image.as_ref()) {
+        _ if c.convnet.is_some() => {}
         Some(img) => println!(
             "image        {}x{}, {} channels, {}x{} patches ({} per image)",
             img.size[0],
