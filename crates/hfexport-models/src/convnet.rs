@@ -1,6 +1,7 @@
-//! Convolutional vision backbones (ResNet, ConvNeXt V1 and V2, MobileNetV2): `pixel_values` `[batch, channels, height, width]`
-//! (float32, the config's image size) through convolutions, batch norms and pooling, with no
-//! transformer layer; `last_hidden_state` is the last stage's feature map, `pooler_output` its
+//! Convolutional vision backbones (ResNet, ConvNeXt V1 and V2, MobileNetV2): `pixel_values`
+//! `[batch, channels, height, width]` (float32, at the export's `image_size`, else the
+//! config's) through convolutions, batch norms and pooling, with no transformer layer;
+//! `last_hidden_state` is the last stage's feature map, `pooler_output` its
 //! average over positions (ResNet's `AdaptiveAvgPool2d((1, 1))`; ConvNeXt normalises it), and
 //! the classifier a linear over that.
 //!
