@@ -364,8 +364,8 @@ impl Emitter<'_> {
         let xs = self.shape(x);
         let out = window.out_shape(&xs).map_err(|m| self.g.invalid(format!("{}: {m}", self.prefix)))?;
         let (batch, d) = (xs[0].clone(), |v: usize| Dim::from(v));
-        let (cin, cout) =
-            (self.shape(x)[1].as_const().unwrap_or(0) as usize, self.shape(w)[0].as_const().unwrap_or(0) as usize);
+        // static, as inference checked
+        let (cin, cout) = (xs[1].as_const().unwrap_or(0) as usize, self.shape(w)[0].as_const().unwrap_or(0) as usize);
         let (positions, cg) = (out.iter().product::<usize>(), cin / groups);
         let taps = self.window_taps(x, window, 0.0)?;
         let n = taps.len();

@@ -18,7 +18,8 @@ use crate::config::Disentangled;
 use crate::decoder::{Decoder, DisentangledInputs, LayerInputs, Vb};
 use crate::error::{ModelError, Result};
 use crate::layout::{
-    ClassifierHead, DisentangledLayout, EncoderInput, EncoderLayout, EncoderPositions, HeadAct, HeadActivation, MlmHead,
+    ClassifierHead, DisentangledLayout, EncoderInput, EncoderLayout, EncoderPositions, HeadAct, HeadActivation,
+    MlmHead, Pooler,
 };
 use crate::sentence::{Dense, DenseActivation, PoolingMode, SentenceModules};
 use crate::task::Task;
@@ -226,22 +227,17 @@ impl Decoder<'_> {
             true => {
                 let cls = self.weight(root, cls, &[hs])?;
                 let cls = self.op(&root.name("cls_3d"), Op::Reshape { shape: vec![d(1), d(1), d(hs)] }, &[cls])?;
-                let pos = self.weight(root, positions, &[n0 + tokens, hs])?;
-                let pos = match [gh, gw] == stored {
-                    true => pos,
-                    false => self.op(
-                        &root.name("positions_3d"),
-                        Op::Reshape { shape: vec![d(1), d(n0 + tokens), d(hs)] },
-                        &[pos],
-                    )?,
-                };
-                (cls, pos)
+                (cls, self.weight(root, positions, &[n0 + tokens, hs])?)
             }
             false => (self.weight(root, cls, &[1, 1, hs])?, self.weight(root, positions, &[1, n0 + tokens, hs])?),
         };
         let pos = match [gh, gw] == stored {
             true => pos,
-            false => self.interpolated_positions(root, pos, (tokens, stored), [gh, gw])?,
+            false => {
+                let as_3d = Op::Reshape { shape: vec![d(1), d(n0 + tokens), d(hs)] };
+                let pos = if flat { self.op(&root.name("positions_3d"), as_3d, &[pos])? } else { pos };
+                self.interpolated_positions(root, pos, (tokens, stored), [gh, gw])?
+            }
         };
         let mut leading = vec![cls];
         if let Some(distillation) = distillation {
@@ -631,11 +627,14 @@ impl Decoder<'_> {
         match task {
             Task::FeatureExtraction => {
                 self.g.add_output("last_hidden_state", h)?;
-                if enc.first_token_pooler {
-                    let p = self.first_token("pooler", h)?;
-                    self.g.add_output("pooler_output", p)?;
-                } else if let Some(pooler) = enc.pooler.filter(|p| self.weights.has(&root.pp(p).name("weight"))) {
-                    let p = self.pooler(root, pooler, h)?;
+                let pooled = match enc.pooler {
+                    Some(Pooler::FirstToken) => Some(self.first_token("pooler", h)?),
+                    Some(Pooler::Dense(dense)) if self.weights.has(&root.pp(dense).name("weight")) => {
+                        Some(self.pooler(root, dense, h)?)
+                    }
+                    Some(Pooler::Dense(_)) | None => None,
+                };
+                if let Some(p) = pooled {
                     self.g.add_output("pooler_output", p)?;
                 }
             }
@@ -684,7 +683,7 @@ impl Decoder<'_> {
                         self.linear(&top.pp(out), labels, hs, true, x)?
                     }
                     ClassifierHead::Pooled { out } => {
-                        let pooler = enc.pooler.ok_or_else(|| self.task_error(task))?;
+                        let Some(Pooler::Dense(pooler)) = enc.pooler else { return Err(self.task_error(task)) };
                         let p = self.pooler(root, pooler, h)?;
                         self.linear(&top.pp(out), labels, hs, true, p)?
                     }

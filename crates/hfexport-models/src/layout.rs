@@ -291,10 +291,8 @@ pub struct EncoderLayout {
     /// DeBERTa-v2's disentangled attention, read where the config turns it on.
     pub disentangled: Option<DisentangledLayout>,
     pub positions: EncoderPositions,
-    /// `tanh(dense(h[:, 0]))`, under the root, when the family and the checkpoint have it.
-    pub pooler: Option<&'static str>,
-    /// `pooler_output` is the first token of the final states, no dense (DINOv2's).
-    pub first_token_pooler: bool,
+    /// What gives `pooler_output`, when the family has one.
+    pub pooler: Option<Pooler>,
     pub mlm: MlmHead,
     pub classifier: ClassifierHead,
     /// The per-token classifier (`token-classification`).
@@ -304,6 +302,16 @@ pub struct EncoderLayout {
     /// The masked-LM transform (dense, activation, norm) also precedes the token classifier
     /// and the span head: ModernBERT shares one prediction head among its task heads.
     pub shared_transform: bool,
+}
+
+/// How an encoder pools its final states into `pooler_output`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pooler {
+    /// `act(dense(h[:, 0]))` of the dense under the root (`pooler_act`: tanh unless the config
+    /// says otherwise), when the checkpoint stores it (BERT, ViT).
+    Dense(&'static str),
+    /// `h[:, 0]` itself, no dense (DINOv2).
+    FirstToken,
 }
 
 /// An encoder's projection of its embeddings to the hidden size, under the root.

@@ -46,7 +46,7 @@ pub const ALBERT_LAYOUT: Layout = Layout {
             before_norm: false,
         }),
         layer_groups: Some(LayerGroupNames { groups: "encoder.albert_layer_groups", inner: "albert_layers" }),
-        pooler: Some("pooler"),
+        pooler: Some(Pooler::Dense("pooler")),
         mlm: MlmHead {
             dense: "predictions.dense",
             act: HeadActivation::Hidden,

@@ -95,7 +95,7 @@ pub const BERT_LAYOUT: Layout = Layout {
         relative_bias: None,
         disentangled: None,
         positions: EncoderPositions::FromZero,
-        pooler: Some("pooler.dense"),
+        pooler: Some(Pooler::Dense("pooler.dense")),
         mlm: MlmHead {
             dense: "cls.predictions.transform.dense",
             act: HeadActivation::Hidden,
@@ -107,7 +107,6 @@ pub const BERT_LAYOUT: Layout = Layout {
         token_classifier: "classifier",
         qa: "qa_outputs",
         shared_transform: false,
-        first_token_pooler: false,
     }),
 };
 

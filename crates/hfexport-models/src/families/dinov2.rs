@@ -31,8 +31,7 @@ pub const FAMILY: Architecture = Architecture {
         mlp: MlpLayout { prefix: "mlp", kind: MlpKind::Plain("fc1"), down: "fc2" },
         layer_scales: Some(["layer_scale1.lambda1", "layer_scale2.lambda1"]),
         encoder: Some(EncoderLayout {
-            pooler: None,
-            first_token_pooler: true,
+            pooler: Some(Pooler::FirstToken),
             classifier: ClassifierHead::ClassAndPatchMean { out: "classifier" },
             ..VIT_ENCODER
         }),
