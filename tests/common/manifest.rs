@@ -27,13 +27,24 @@ fn causal_lms(recurrent: bool) -> Vec<&'static str> {
 /// Tasks exported for generation (components and caches), not as one forward graph.
 const GENERATING: [&str; 3] = ["causal-lm", "automatic-speech-recognition", "text2text-generation"];
 
+/// The task of the image-text dual encoders (CLIP), whose fixtures have lists of their own.
+const DUAL: &str = "zero-shot-image-classification";
+
 /// The encoder fixtures (BERT, RoBERTa, ...) with their task, in manifest order; narrowed by
 /// `HFEXPORT_FIXTURES` like [`fixtures`].
 pub fn encoder_fixtures() -> Vec<(&'static str, &'static str)> {
-    let all: Vec<_> =
-        manifest_fixtures().into_iter().filter(|f| !GENERATING.contains(&f.task)).map(|f| (f.name, f.task)).collect();
+    let all: Vec<_> = manifest_fixtures()
+        .into_iter()
+        .filter(|f| !GENERATING.contains(&f.task) && f.task != DUAL)
+        .map(|f| (f.name, f.task))
+        .collect();
     let names = narrowed(all.iter().map(|(n, _)| *n).collect());
     all.into_iter().filter(|(n, _)| names.contains(n)).collect()
+}
+
+/// The image-text dual encoder fixtures (CLIP), in manifest order; narrowed like [`fixtures`].
+pub fn dual_fixtures() -> Vec<&'static str> {
+    narrowed(manifest_fixtures().into_iter().filter(|f| f.task == DUAL).map(|f| f.name).collect())
 }
 
 /// The encoder-decoder fixtures (Whisper, T5), in manifest order; narrowed like [`fixtures`].

@@ -943,8 +943,17 @@ def encoder_config(cls, **kw):
     return cls(**base)
 
 
+# CLIPModel's zero-shot outputs, then its towers' (get_text_features, get_image_features)
+CLIP_OUTPUTS = ("logits_per_image", "logits_per_text", "text_embeds", "image_embeds", "text_model.text_embeds",
+                "text_model.last_hidden_state", "vision_model.image_embeds", "vision_model.last_hidden_state")
+
+
 def encoder_specs():
     from transformers import (
+        CLIPConfig,
+        CLIPModel,
+        CLIPTextConfig,
+        CLIPTextModel,
         ViTConfig,
         ViTForImageClassification,
         DeiTConfig,
@@ -1230,6 +1239,39 @@ def encoder_specs():
             ),
         ),
         EncoderSpec(
+            "clip", 141, CLIPModel,
+            CLIPConfig(
+                text_config=dict(vocab_size=99, hidden_size=32, intermediate_size=37, num_hidden_layers=2,
+                                 num_attention_heads=4, max_position_embeddings=16, bos_token_id=0, eos_token_id=98,
+                                 pad_token_id=1),
+                vision_config=dict(hidden_size=24, intermediate_size=30, num_hidden_layers=2, num_attention_heads=2,
+                                   image_size=12, patch_size=4, num_channels=3),
+                projection_dim=16, logit_scale_init_value=1.5),
+            "zero-shot-image-classification", CLIP_OUTPUTS,
+            "causal text pooled at its end-of-text id 98, 12x12 images in 4x4 patches, 16-wide projections; 2 texts "
+            "against 3 images",
+        ),
+        EncoderSpec(
+            "clip_legacy", 142, CLIPModel,
+            CLIPConfig(
+                text_config=dict(vocab_size=60, hidden_size=24, intermediate_size=40, num_hidden_layers=1,
+                                 num_attention_heads=3, max_position_embeddings=12, eos_token_id=2,
+                                 hidden_act="gelu", layer_norm_eps=1e-6),
+                vision_config=dict(hidden_size=16, intermediate_size=20, num_hidden_layers=2, num_attention_heads=4,
+                                   image_size=8, patch_size=2, num_channels=2, hidden_act="gelu_new"),
+                projection_dim=12),
+            "zero-shot-image-classification", CLIP_OUTPUTS,
+            "legacy eos_token_id 2: the text pooled at its largest id; 8x8 two-channel images in 2x2 patches, exact and tanh GELU",
+        ),
+        EncoderSpec(
+            "clip_text", 143, CLIPTextModel,
+            CLIPTextConfig(vocab_size=20, hidden_size=16, intermediate_size=24, num_hidden_layers=2,
+                           num_attention_heads=2, max_position_embeddings=10, eos_token_id=4, pad_token_id=1),
+            "feature-extraction", ("last_hidden_state", "pooler_output"),
+            "the text tower alone, its tensors at the top as transformers 5 saves them: causal over the unpadded "
+            "tokens, pooled at its end-of-text id (4 of 20: in one row, absent from the others, which pool position 0)",
+        ),
+        EncoderSpec(
             "modernbert_tok", 115, ModernBertForTokenClassification,
             modernbert_config(ModernBertConfig, num_labels=5, local_attention=2, decoder_bias=False),
             "token-classification", ("logits",), "prediction head before the classifier, window 1 each side",
@@ -1326,6 +1368,33 @@ def sentence_transformers_goldens(folder, inputs):
     return {k: out[k] for k in ("token_embeddings", "sentence_embedding")}
 
 
+def dual_encoder_goldens(model, gen, texts, pad):
+    """A CLIP batch: `texts` rows of ids ending in the end-of-text id (row 1 right-padded by `pad`,
+    as the tokenizer pads), `texts + 1` images; the forward's outputs and each tower's features."""
+    t, v = model.config.text_config, model.config.vision_config
+    ids = torch.randint(3, t.vocab_size - 1, (texts, SEQ), generator=gen, dtype=torch.int64)
+    ids[ids == t.eos_token_id] = 3
+    mask = torch.ones_like(ids)
+    for r in range(texts):
+        end = SEQ - (pad if r == 1 else 0)
+        ids[r, end - 1] = t.eos_token_id if t.eos_token_id != 2 else t.vocab_size - 1
+        ids[r, end:] = t.pad_token_id
+        mask[r, end:] = 0
+    h, w = (v.image_size, v.image_size) if isinstance(v.image_size, int) else v.image_size
+    pixels = torch.randn((texts + 1, v.num_channels, h, w), generator=gen)
+    inputs = {"input_ids": ids, "attention_mask": mask, "pixel_values": pixels}
+    with torch.no_grad():
+        out = model(**inputs)
+        text = model.get_text_features(input_ids=ids, attention_mask=mask)
+        image = model.get_image_features(pixel_values=pixels)
+    outputs = {k: getattr(out, k) for k in ("logits_per_image", "logits_per_text", "text_embeds", "image_embeds")}
+    outputs["text_model.text_embeds"] = text.pooler_output
+    outputs["text_model.last_hidden_state"] = text.last_hidden_state
+    outputs["vision_model.image_embeds"] = image.pooler_output
+    outputs["vision_model.last_hidden_state"] = image.last_hidden_state
+    return inputs, outputs
+
+
 def make_encoder_fixture(outdir, spec):
     folder, model = fresh_model(outdir, spec)
     model.save_pretrained(folder, safe_serialization=True)
@@ -1336,13 +1405,17 @@ def make_encoder_fixture(outdir, spec):
     gen = torch.Generator().manual_seed(1000 + spec.seed)
     golden = {}
     for case, rows, pad in [("single", 1, 0), ("batch", 2, 3)]:
-        if spec.task == "image-classification" or hasattr(model.config, "image_size"):
+        if spec.task == "zero-shot-image-classification":
+            inputs, out = dual_encoder_goldens(model, gen, rows, pad)
+        elif spec.task == "image-classification" or hasattr(model.config, "image_size"):
             c, size = model.config.num_channels, model.config.image_size
             h, w = (size, size) if isinstance(size, int) else size
             inputs = {"pixel_values": torch.randn((rows, c, h, w), generator=gen)}
         else:
             inputs = encoder_inputs(gen, spec, model.config, rows, pad)
-        if spec.pooling is not None:
+        if spec.task == "zero-shot-image-classification":
+            pass
+        elif spec.pooling is not None:
             out = sentence_transformers_goldens(folder, inputs)
         else:
             with torch.no_grad():
@@ -1358,7 +1431,8 @@ def make_encoder_fixture(outdir, spec):
     stored = sorted(safetensors.safe_open(str(folder / "model.safetensors"), "pt").keys())
     print(f"== {spec.name}  ({spec.model_cls.__name__}, seed {spec.seed}, task {spec.task})")
     print(f"   outputs:  {[(k, tuple(golden['batch.' + k].shape)) for k in spec.outputs]}")
-    bodies = ('bert.', 'roberta.', 'distilbert.', 'vit.', 'model.', 'embeddings', 'encoder', 'pooler', 'layers')
+    bodies = ('bert.', 'roberta.', 'distilbert.', 'vit.', 'model.', 'embeddings', 'encoder', 'pooler', 'layers',
+              'text_model.', 'vision_model.')
     print(f"   heads:    {[k for k in stored if not k.startswith(bodies)]}")
 
 

@@ -1,7 +1,7 @@
 //! `hfexport inspect`: a checkpoint (sizes, stored dtypes, the graph) or an export folder
 //! (what export.json says: components with their roles, I/O, patches, verification).
 
-use crate::{forward_graph, open_checkpoint, task_of};
+use crate::{forward_graphs, open_checkpoint, task_of};
 use anyhow::Result;
 use hfexport::core::dim::shape_to_string;
 use hfexport::core::dump::{dump, op_histogram};
@@ -364,7 +364,7 @@ pub(crate) fn inspect(path: &Path, task: Option<&str>, full: bool, json: bool) -
 /// decoder's positions).
 fn graphs_of(ckpt: &Checkpoint, task: Task) -> Result<Vec<(String, Graph)>> {
     if !matches!(task, Task::SpeechRecognition | Task::Text2TextGeneration | Task::ImageTextToText) {
-        return Ok(vec![("model".into(), forward_graph(ckpt, task)?)]);
+        return forward_graphs(ckpt, task);
     }
     let slots = Some(ckpt.config.max_position_embeddings);
     let plan = hfexport::models::build_generation(&ckpt.config, ckpt, &BuildOptions::default(), slots, true)?;

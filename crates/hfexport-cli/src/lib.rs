@@ -19,7 +19,8 @@ pub use inspect::{check_export, inspect_json};
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 use hfexport::core::metadata::ExportMetadata;
-use hfexport::{build, BuildOptions, Checkpoint, Graph, Task};
+use hfexport::models::build_forward;
+use hfexport::{BuildOptions, Checkpoint, Graph, Task};
 use std::path::{Path, PathBuf};
 
 #[derive(Parser)]
@@ -72,7 +73,8 @@ enum Command {
         /// Where to write the outputs (`logits`), as safetensors.
         #[arg(long)]
         outputs: PathBuf,
-        /// The component to run (`model` for a single-graph export).
+        /// The component to run (`model` for a single-graph export or checkpoint; an image-text
+        /// dual encoder's `text_model` or `vision_model` for feature-extraction).
         #[arg(long, default_value = "model")]
         component: String,
         /// reference | onnxruntime | openvino | executorch | libtorch; default: `reference` for a
@@ -313,8 +315,11 @@ pub(crate) fn task_of(ckpt: &Checkpoint, task: Option<&str>) -> Result<Task> {
     }
 }
 
-pub(crate) fn forward_graph(ckpt: &Checkpoint, task: Task) -> Result<Graph> {
-    Ok(build(&ckpt.config, ckpt, task, &BuildOptions::default())?)
+/// The forward components of `task` (one `model`, or an image-text dual encoder's towers), by
+/// name.
+pub(crate) fn forward_graphs(ckpt: &Checkpoint, task: Task) -> Result<Vec<(String, Graph)>> {
+    let planned = build_forward(&ckpt.config, ckpt, task, &BuildOptions::default())?;
+    Ok(planned.into_iter().map(|p| (p.spec.name, p.graph)).collect())
 }
 
 /// `--image-size`: `N` (square) or `HEIGHT,WIDTH`, positive.

@@ -1,7 +1,7 @@
 //! `hfexport run`: a checkpoint's forward graph in the reference evaluator, or a component of an
 //! export folder in its format's runtime.
 
-use crate::{forward_graph, open_checkpoint, task_of};
+use crate::{forward_graphs, open_checkpoint, task_of};
 use anyhow::{bail, Context, Result};
 use hfexport::core::metadata::ExportMetadata;
 use hfexport::models::safetensors::{read_all, write_safetensors};
@@ -21,12 +21,14 @@ pub(crate) fn run(
     if runtime != "reference" {
         bail!("runtime `{runtime}` is not available in this build; valid: reference");
     }
-    if component != "model" {
-        bail!("a checkpoint folder has one component, `model`; got `{component}`");
-    }
     let ckpt = open_checkpoint(path)?;
     let task = task_of(&ckpt, task)?;
-    let g = forward_graph(&ckpt, task)?;
+    let mut graphs = forward_graphs(&ckpt, task)?;
+    let Some(at) = graphs.iter().position(|(name, _)| name == component) else {
+        let names: Vec<String> = graphs.iter().map(|(n, _)| format!("`{n}`")).collect();
+        bail!("the checkpoint's components for `{}` are {}; got `{component}`", task.name(), names.join(", "));
+    };
+    let (_, g) = graphs.swap_remove(at);
     let feed = read_all(inputs).with_context(|| format!("cannot read inputs {}", inputs.display()))?;
     let t0 = Instant::now();
     eprintln!("loading {} weights ({:.1} M parameters)…", g.weights().len(), g.parameter_count() as f64 / 1e6);

@@ -3,8 +3,9 @@
 //! 1e-4, and each format's export, checked with `--verify`, reproduces them at 1e-3 in its
 //! runtime through `run` (ONNX Runtime, OpenVINO, libtorch, ExecuTorch), padded rows included.
 //! sentence-transformers folders (`--task sentence-embedding`: pooling and normalisation in the
-//! graph) reproduce `SentenceTransformer`'s own forward the same way. A task the checkpoint
-//! cannot do is a clear error.
+//! graph) reproduce `SentenceTransformer`'s own forward the same way; image-text dual encoders
+//! (CLIP) reproduce `CLIPModel`'s zero-shot outputs and its towers' features. A task the
+//! checkpoint cannot do is a clear error.
 
 mod common;
 
@@ -141,6 +142,142 @@ fn encoders_match_transformers_in_the_evaluator_and_every_runtime() {
                     _ => {
                         let out = run(tmp.path(), &format!("{name}-{format}-{case}"), &dir, task, &inputs);
                         check(&format!("{name} {format}"), &gold, case, None, &out, 1e-3);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// `run PATH --component COMPONENT` (`--task TASK` for a checkpoint) on `inputs`.
+fn run_component(
+    tmp: &Path,
+    tag: &str,
+    path: &Path,
+    (task, component): (&str, &str),
+    inputs: &BTreeMap<String, Tensor>,
+) -> BTreeMap<String, Tensor> {
+    let inp = tmp.join(format!("{tag}-in.safetensors"));
+    let feeds: Vec<(&str, &Tensor)> = inputs.iter().map(|(k, v)| (k.as_str(), v)).collect();
+    write_safetensors(&inp, &feeds, &BTreeMap::new()).unwrap();
+    let out = tmp.join(format!("{tag}-out.safetensors"));
+    let mut args = vec!["run", s(path), "--component", component, "--inputs", s(&inp), "--outputs", s(&out)];
+    if !path.join("export.json").exists() {
+        args.extend(["--task", task]);
+    }
+    let o = hfexport(&args);
+    assert!(o.status.success(), "{tag}: run failed: {}", stderr(&o));
+    read_all(&out).unwrap()
+}
+
+/// What a dual encoder's component reads of the goldens' inputs, and the prefix of its golden
+/// outputs (`text_model.`): the zero-shot `model`, then the towers.
+const DUAL_COMPONENTS: [(&str, &str, &[&str], &str); 3] = [
+    ("zero-shot-image-classification", "model", &["input_ids", "attention_mask", "pixel_values"], ""),
+    ("feature-extraction", "text_model", &["input_ids", "attention_mask"], "text_model."),
+    ("feature-extraction", "vision_model", &["pixel_values"], "vision_model."),
+];
+
+/// Checks a dual encoder component's `outputs` against the goldens under `prefix`: the same
+/// names, each within `tol` (text states where the mask keeps them). `pick` maps an output to
+/// the golden rows it covers (a text row, an image row) when a run fed only some of them.
+fn check_dual(
+    what: &str,
+    gold: &BTreeMap<String, Tensor>,
+    (case, prefix): (&str, &str),
+    outputs: &BTreeMap<String, Tensor>,
+    pick: &dyn Fn(&str, &Tensor) -> Tensor,
+    tol: f32,
+) {
+    let lead = format!("{case}.{prefix}");
+    let want: Vec<&str> =
+        gold.keys().filter_map(|k| k.strip_prefix(&lead)).filter(|k| !k.contains('.') && !INPUTS.contains(k)).collect();
+    assert_eq!(outputs.keys().map(String::as_str).collect::<Vec<_>>(), want, "{what}: outputs");
+    for (k, got) in outputs {
+        let golden = pick(k, &gold[&format!("{lead}{k}")]);
+        let mask = (prefix == "text_model.").then(|| pick("attention_mask", &gold[&format!("{case}.attention_mask")]));
+        let d = worst(&got.cast(DType::F32), &golden, mask.as_ref());
+        assert!(d <= tol, "{what} {case} {k}: worst |diff| {d:e} > {tol:e}");
+    }
+}
+
+/// Element `[r, c]` of a 2-D tensor as `[1, 1]`.
+fn element(t: &Tensor, r: usize, c: usize) -> Tensor {
+    let cols = t.shape()[1];
+    Tensor::float(DType::F32, vec![1, 1], vec![t.as_f32().unwrap()[r * cols + c]]).unwrap()
+}
+
+/// CLIP end to end: `run` on the checkpoint reproduces `CLIPModel`'s zero-shot outputs (2 texts
+/// against 3 images) and each tower's features (`--task feature-extraction`: the components
+/// `text_model` and `vision_model`) at 1e-4; each format's export of both tasks, checked with
+/// `--verify`, reproduces them at 1e-3 in its runtime. ExecuTorch bounds the text batch to 1 by
+/// default: there each text meets each image in a run of its own.
+#[test]
+fn dual_encoders_match_transformers_in_the_evaluator_and_every_runtime() {
+    require_onnxruntime();
+    require_openvino();
+    require_libtorch();
+    require_executorch();
+    let tmp = tempfile::tempdir().unwrap();
+    let duals = dual_fixtures();
+    assert!(duals.len() >= 2, "the manifest lists the dual encoder fixtures: {duals:?}");
+    let all = |_: &str, t: &Tensor| t.clone();
+    for name in duals {
+        let fx = fixture(name);
+        let gold = read_all(fx.join("golden.safetensors")).unwrap();
+        let inputs = |case: &str, names: &[&str]| -> BTreeMap<String, Tensor> {
+            names.iter().map(|k| (k.to_string(), gold[&format!("{case}.{k}")].clone())).collect()
+        };
+        for case in ["single", "batch"] {
+            for (task, component, names, prefix) in DUAL_COMPONENTS {
+                let tag = format!("{name}-{component}-{case}-ref");
+                let out = run_component(tmp.path(), &tag, &fx, (task, component), &inputs(case, names));
+                check_dual(&format!("{name} reference"), &gold, (case, prefix), &out, &all, 1e-4);
+            }
+        }
+        for format in ["onnx", "openvino", "dynamo", "executorch"] {
+            for task in ["zero-shot-image-classification", "feature-extraction"] {
+                let dir = tmp.path().join(format!("{name}-{format}-{task}"));
+                let args = ["export", "--model", s(&fx), "--format", format, "--task", task];
+                let o = hfexport(&[&args[..], &["--dynamic", "--verify", "--output", s(&dir)]].concat());
+                assert!(o.status.success(), "{name} {format} {task}: {}", stderr(&o));
+            }
+            for case in ["single", "batch"] {
+                for (task, component, names, prefix) in DUAL_COMPONENTS {
+                    let dir = tmp.path().join(format!("{name}-{format}-{task}"));
+                    let what = format!("{name} {format} {component}");
+                    let tag = format!("{name}-{format}-{component}-{case}");
+                    if format != "executorch" {
+                        let out = run_component(tmp.path(), &tag, &dir, (task, component), &inputs(case, names));
+                        check_dual(&what, &gold, (case, prefix), &out, &all, 1e-3);
+                        continue;
+                    }
+                    let (texts, images) = (
+                        gold[&format!("{case}.input_ids")].shape()[0],
+                        gold[&format!("{case}.pixel_values")].shape()[0],
+                    );
+                    let pairs: Vec<(usize, usize)> = match component {
+                        "model" => (0..texts).flat_map(|r| (0..images).map(move |j| (r, j))).collect(),
+                        "text_model" => (0..texts).map(|r| (r, 0)).collect(),
+                        _ => (0..images).map(|j| (0, j)).collect(),
+                    };
+                    for (r, j) in pairs {
+                        let fed: BTreeMap<String, Tensor> = inputs(case, names)
+                            .into_iter()
+                            .map(|(k, v)| {
+                                let at = if k == "pixel_values" { j } else { r };
+                                (k, row(&v, at))
+                            })
+                            .collect();
+                        let out = run_component(tmp.path(), &format!("{tag}-{r}-{j}"), &dir, (task, component), &fed);
+                        let pick = |k: &str, t: &Tensor| match k {
+                            "logits_per_text" => element(t, r, j),
+                            "logits_per_image" => element(t, j, r),
+                            "image_embeds" => row(t, j),
+                            "last_hidden_state" if component == "vision_model" => row(t, j),
+                            _ => row(t, r),
+                        };
+                        check_dual(&format!("{what} text {r} image {j}"), &gold, (case, prefix), &out, &pick, 1e-3);
                     }
                 }
             }

@@ -30,6 +30,9 @@ pub enum Role {
     LanguageModel,
     /// Hidden states to logits.
     LmHead,
+    /// One tower of an image-text dual encoder (CLIP's `text_model`, `vision_model`): its side's
+    /// inputs to its embeddings, no cache.
+    Tower,
 }
 
 /// What a component's main input is.
@@ -49,6 +52,9 @@ pub enum Entry {
     EncoderStates,
     /// `input_features` float: log-mel frames `[batch, mel_bins, frames]` (Whisper).
     InputFeatures,
+    /// `input_ids` and `attention_mask` `[batch, sequence]` and `pixel_values` `[image_batch,
+    /// channels, height, width]`, two batches (an image-text dual encoder's `model`).
+    TextAndPixels,
 }
 
 impl Entry {

@@ -19,6 +19,22 @@ use hfexport_core::{DType, Dim, Graph, Op, RopeConfig, Tensor, ValueId};
 /// `[batch, seq]`), output `logits` `[batch, seq, vocab]`.
 pub fn build(cfg: &ModelConfig, weights: &dyn Weights, task: Task, opts: &BuildOptions) -> Result<Graph> {
     let arch = &cfg.family()?;
+    if arch.layout.dual.is_some() {
+        let mut components = crate::dual::components(cfg, arch, weights, task, opts)?;
+        return match components.len() {
+            1 => Ok(components.remove(0).graph),
+            _ => Err(ModelError::Config {
+                path: "config.json".into(),
+                key: "architectures".into(),
+                msg: format!(
+                    "{} is exported for `{}` as the components {}: pick one",
+                    cfg.architecture,
+                    task.name(),
+                    components.iter().map(|c| format!("`{}`", c.spec.name)).collect::<Vec<_>>().join(" and ")
+                ),
+            }),
+        };
+    }
     let model = Decoder::new(cfg, arch, weights, opts, "model");
     match task {
         Task::CausalLm if task.fits(arch) => model.causal_lm(),
@@ -38,8 +54,18 @@ pub fn build(cfg: &ModelConfig, weights: &dyn Weights, task: Task, opts: &BuildO
     }
 }
 
-/// The forward component of `task` ([`build`] with its spec).
-pub fn build_forward(cfg: &ModelConfig, weights: &dyn Weights, task: Task, opts: &BuildOptions) -> Result<Planned> {
+/// The forward components of `task`: [`build`]'s one graph with its spec, or an image-text
+/// dual encoder's (`crate::dual`).
+pub fn build_forward(
+    cfg: &ModelConfig,
+    weights: &dyn Weights,
+    task: Task,
+    opts: &BuildOptions,
+) -> Result<Vec<Planned>> {
+    let arch = &cfg.family()?;
+    if arch.layout.dual.is_some() {
+        return crate::dual::components(cfg, arch, weights, task, opts);
+    }
     let mut spec = ComponentSpec::forward();
     match task {
         Task::FeatureExtraction => spec.exit = Exit::HiddenStates,
@@ -50,7 +76,7 @@ pub fn build_forward(cfg: &ModelConfig, weights: &dyn Weights, task: Task, opts:
     if graph.input("pixel_values").is_some() {
         spec.entry = Entry::PixelValues;
     }
-    Ok(Planned { spec, graph })
+    Ok(vec![Planned { spec, graph }])
 }
 
 /// Name of the cache tensor of `layer` (`keys` or `values`), as in docs/io-contracts.md.

@@ -40,19 +40,34 @@ impl Decoder<'_> {
         }
         let act = self.activation()?;
         let root = self.root();
+        let states = self.final_states(&root, &enc, "batch")?;
+        self.encoder_head(task, &root, &enc, states, act)?;
+        Ok(self.g)
+    }
+
+    /// The inputs of a token or patch encoder through its layers and final norm: the final
+    /// states, the word embedding table (text) and the `attention_mask` input (text). An image
+    /// batch is the symbol `batch` names.
+    pub(crate) fn final_states(
+        &mut self,
+        root: &Vb,
+        enc: &EncoderLayout,
+        batch: &str,
+    ) -> Result<(ValueId, Option<ValueId>, Option<ValueId>)> {
+        let act = self.activation()?;
         let (mut h, words, shared, attention_mask) = match enc.input {
-            EncoderInput::Tokens => self.token_inputs(&root, &enc)?,
-            EncoderInput::Patches { .. } => self.patch_inputs(&root, &enc)?,
-            EncoderInput::ConvNet { .. } => unreachable!("built above"),
+            EncoderInput::Tokens => self.token_inputs(root, enc)?,
+            EncoderInput::Patches { .. } => self.patch_inputs(root, enc, batch)?,
+            EncoderInput::ConvNet { .. } => unreachable!("a convolutional network has no layers of the library"),
         };
-        for (i, layer) in self.encoder_layers(&root, &enc) {
+        for (i, layer) in self.encoder_layers(root, enc) {
             h = self.decoder_layer(&layer, i, h, &shared, act)?;
         }
-        if !arch.layout.final_norm.is_empty() {
-            h = self.norm(&root.pp(arch.layout.final_norm), cfg.hidden_size, h)?;
+        let final_norm = self.arch.layout.final_norm;
+        if !final_norm.is_empty() {
+            h = self.norm(&root.pp(final_norm), self.cfg.hidden_size, h)?;
         }
-        self.encoder_head(task, &root, &enc, (h, words, attention_mask), act)?;
-        Ok(self.g)
+        Ok((h, words, attention_mask))
     }
 
     /// The layers in the order they run, each with its index among `num_hidden_layers` (which
@@ -97,6 +112,9 @@ impl Decoder<'_> {
         let one = Dim::konst(1);
         let keys = self.op("mask.padding", Op::Cast(DType::Bool), &[am])?;
         let mut mask = self.op("mask", Op::Reshape { shape: vec![batch, one.clone(), one, seq.clone()] }, &[keys])?;
+        if enc.causal {
+            mask = self.causal_mask(&seq, mask)?;
+        }
         if let (Some(_), Some(table)) = (self.cfg.relative_attention, enc.relative_bias) {
             // MPNet's bias is over the sequence's own positions, whatever the padding
             let iota = self.op("bias.positions", Op::Iota { len: seq.clone() }, &[])?;
@@ -175,11 +193,23 @@ impl Decoder<'_> {
         Ok(Some(self.op("mask.sliding", Op::Binary(BinaryOp::And), &[window, mask])?))
     }
 
+    /// `mask` and `key <= query`: CLIP's text model is causal over its unpadded tokens.
+    fn causal_mask(&mut self, seq: &Dim, mask: ValueId) -> Result<ValueId> {
+        let one = Dim::konst(1);
+        let iota = self.op("mask.causal.positions", Op::Iota { len: seq.clone() }, &[])?;
+        let q = Op::Reshape { shape: vec![one.clone(), one.clone(), seq.clone(), one.clone()] };
+        let q = self.op("mask.causal.queries", q, &[iota])?;
+        let k = Op::Reshape { shape: vec![one.clone(), one.clone(), one, seq.clone()] };
+        let k = self.op("mask.causal.keys", k, &[iota])?;
+        let before = self.op("mask.causal.before", Op::Binary(BinaryOp::LessEqual), &[k, q])?;
+        self.op("mask.causal", Op::Binary(BinaryOp::And), &[before, mask])
+    }
+
     /// `pixel_values` `[batch, channels, height, width]` (float32) in: the patch embeddings (the
     /// convolution with kernel = stride = patch as one matmul over the patches, row-major as
     /// the convolution's output is flattened), the `cls` token in front, learned positions
     /// added, the embedding norm where the family has one; every token attends to every token.
-    pub(crate) fn patch_inputs(&mut self, root: &Vb, enc: &EncoderLayout) -> Result<EncoderInputs> {
+    pub(crate) fn patch_inputs(&mut self, root: &Vb, enc: &EncoderLayout, batch: &str) -> Result<EncoderInputs> {
         let EncoderInput::Patches { cls, distillation, positions, patch_bias, flat } = enc.input else {
             unreachable!("called for a patch encoder only")
         };
@@ -200,7 +230,7 @@ impl Decoder<'_> {
         }
         let (gh, gw) = (ih / ph, iw / pw);
         let n = gh * gw;
-        let batch = Dim::sym(&self.g.symbols.declare("batch", 1, self.opts.max_batch)?);
+        let batch = Dim::sym(&self.g.symbols.declare(batch, 1, self.opts.max_batch)?);
         let d = |v: usize| Dim::from(v);
         let mut x = self.g.add_input("pixel_values", DType::F32, vec![batch.clone(), d(c), d(ih), d(iw)])?;
         if dtype != DType::F32 {
@@ -418,8 +448,64 @@ impl Decoder<'_> {
         self.op(&format!("{name}.class_and_patch_mean"), Op::Concat { axis: 1 }, &[cls, mean])
     }
 
+    /// CLIP's text pooling: the state `[batch, hidden]` at each row's first end-of-text id
+    /// (the config's one `eos_token_id`; with the legacy id 2, the first of the row's largest
+    /// ids), at position 0 in a row without one (as torch's `argmax` of all-false).
+    pub(crate) fn end_of_text(&mut self, h: ValueId) -> Result<ValueId> {
+        let ids = self.g.input("input_ids").map(|p| p.value).ok_or_else(|| ModelError::Config {
+            path: "config.json".into(),
+            key: "architectures".into(),
+            msg: "end-of-text pooling needs the input_ids".into(),
+        })?;
+        let eos = match self.cfg.eos_token_ids[..] {
+            [id] => id,
+            ref ids => {
+                return Err(ModelError::Config {
+                    path: "config.json".into(),
+                    key: "text_config.eos_token_id".into(),
+                    msg: format!("the text is pooled at its one end-of-text id; got {ids:?}"),
+                })
+            }
+        };
+        let end = match eos {
+            2 => self.op(
+                "pooler.largest_id",
+                Op::Reduce { kind: ReduceKind::Max, axes: vec![1], keep_dims: true },
+                &[ids],
+            )?,
+            _ => self.id_scalar("pooler.eos_token_id", eos)?,
+        };
+        let at_end = self.op("pooler.at_end", Op::Binary(BinaryOp::Equal), &[ids, end])?;
+        let seq = self.g.info(ids).shape[1].clone();
+        let iota = self.op("pooler.positions", Op::Iota { len: seq.clone() }, &[])?;
+        let iota = self.op("pooler.position_row", Op::Reshape { shape: vec![Dim::konst(1), seq] }, &[iota])?;
+        // the first such position: the max of -position over them (none: -(2^40), then 0)
+        let none = self.id_scalar("pooler.none", -(1 << 40))?;
+        let neg = self.op("pooler.minus_positions", Op::Unary(UnaryOp::Neg), &[iota])?;
+        let x = self.op("pooler.ends", Op::Where, &[at_end, neg, none])?;
+        let max = Op::Reduce { kind: ReduceKind::Max, axes: vec![1], keep_dims: true };
+        let minus_first = self.op("pooler.minus_first", max, &[x])?;
+        let first = self.op("pooler.first", Op::Unary(UnaryOp::Neg), &[minus_first])?;
+        let zero = self.id_scalar("pooler.zero", 0)?;
+        let found = self.op("pooler.found", Op::Binary(BinaryOp::Greater), &[minus_first, none])?;
+        let first = self.op("pooler.first_or_zero", Op::Where, &[found, first, zero])?;
+        let pick = self.op("pooler.pick", Op::Binary(BinaryOp::Equal), &[iota, first])?;
+        let pick = self.op("pooler.pick_float", Op::Cast(self.opts.dtype), &[pick])?;
+        self.weighted_rows("pooler", pick, h)
+    }
+
+    /// SigLIP's text pooling: `head(h[:, -1])` `[batch, hidden]`.
+    fn last_token(&mut self, root: &Vb, head: &str, h: ValueId) -> Result<ValueId> {
+        let shape = self.g.info(h).shape.clone();
+        let last = Op::Slice { axis: 1, start: shape[1].sub(&Dim::konst(1)), end: shape[1].clone() };
+        let x = self.op("pooler.last", last, &[h])?;
+        let x = self.op("pooler.squeeze", Op::Reshape { shape: vec![shape[0].clone(), shape[2].clone()] }, &[x])?;
+        let hs = self.cfg.hidden_size;
+        self.linear(&root.pp(head), hs, hs, true, x)
+    }
+
     /// `h[:, at]` of `h` `[batch, sequence, hidden]`.
-    fn token_at(&mut self, name: &str, at: i64, h: ValueId) -> Result<ValueId> {
+    pub(crate) fn token_at(&mut self, name: &str, at: i64, h: ValueId) -> Result<ValueId> {
         let shape = self.g.info(h).shape.clone();
         let (start, end) = (Dim::konst(at), Dim::konst(at + 1));
         let part = if at == 0 { "first".to_string() } else { format!("token{at}") };
@@ -632,6 +718,8 @@ impl Decoder<'_> {
                     Some(Pooler::Dense(dense)) if self.weights.has(&root.pp(dense).name("weight")) => {
                         Some(self.pooler(root, dense, h)?)
                     }
+                    Some(Pooler::EndOfText) => Some(self.end_of_text(h)?),
+                    Some(Pooler::LastToken { head }) => Some(self.last_token(root, head, h)?),
                     Some(Pooler::Dense(_)) | None => None,
                 };
                 if let Some(p) = pooled {
@@ -730,9 +818,11 @@ impl Decoder<'_> {
                     self.g.add_output(name, x)?;
                 }
             }
-            Task::CausalLm | Task::SpeechRecognition | Task::Text2TextGeneration | Task::ImageTextToText => {
-                return Err(self.task_error(task))
-            }
+            Task::CausalLm
+            | Task::SpeechRecognition
+            | Task::Text2TextGeneration
+            | Task::ImageTextToText
+            | Task::ZeroShotImageClassification => return Err(self.task_error(task)),
         }
         Ok(())
     }

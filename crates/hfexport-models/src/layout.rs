@@ -87,6 +87,9 @@ pub struct Layout {
     /// Per-channel scales `[hidden]` of the attention's and the MLP's outputs before their
     /// residual adds, under the layer (DINOv2's `layer_scale1.lambda1`, `layer_scale2.lambda1`).
     pub layer_scales: Option<[&'static str; 2]>,
+    /// An image-text dual encoder (CLIP, SigLIP): this layout is its text tower's, and this
+    /// its image tower and the head joining the two (`crate::dual`).
+    pub dual: Option<&'static DualLayout>,
 }
 
 /// A position table computed rather than stored.
@@ -199,6 +202,34 @@ pub struct PerLayerInputLayout {
     pub norm: &'static str,
 }
 
+/// An image-text dual encoder's image tower and the head scoring images against texts.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DualLayout {
+    /// The image tower: its config schema (read from `vision_config`) and its layout, under
+    /// its own root (`vision_model.`).
+    pub vision: &'static crate::families::Architecture,
+    /// How the image tower pools its final states.
+    pub image_pool: ImagePool,
+    /// The linears (no bias) from the text's and the image's pooled states into the shared
+    /// space (CLIP's `text_projection`, `visual_projection`); `None`: each tower's own head
+    /// ends there (SigLIP).
+    pub projections: Option<[&'static str; 2]>,
+    /// The scalar whose exponential scales the cosine similarities.
+    pub logit_scale: &'static str,
+    /// The scalar added to them (SigLIP).
+    pub logit_bias: Option<&'static str>,
+}
+
+/// How a dual encoder's image tower pools its final states `[batch, tokens, hidden]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ImagePool {
+    /// The class token through the norm under the root (CLIP's `post_layernorm`).
+    ClassToken { norm: &'static str },
+    /// SigLIP's multi-head attention pooling under `head`: a learned probe attends over the
+    /// states (`torch.nn.MultiheadAttention`), then a norm and a residual MLP.
+    Probe { head: &'static str },
+}
+
 /// A vision-language model's image side: a vision tower whose features a projector maps into
 /// the text model's hidden size (LLaVA: CLIP, then `multi_modal_projector`).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -295,6 +326,8 @@ pub struct EncoderLayout {
     pub pooler: Option<Pooler>,
     pub mlm: MlmHead,
     pub classifier: ClassifierHead,
+    /// Each token attends only to the unpadded tokens up to itself (CLIP's text model).
+    pub causal: bool,
     /// The per-token classifier (`token-classification`).
     pub token_classifier: &'static str,
     /// The span head `[2, hidden]` (`question-answering`).
@@ -312,6 +345,11 @@ pub enum Pooler {
     Dense(&'static str),
     /// `h[:, 0]` itself, no dense (DINOv2).
     FirstToken,
+    /// The state at each row's first end-of-text id (the config's `eos_token_id`; with the
+    /// legacy id 2, at the row's largest id), as CLIP's text model pools.
+    EndOfText,
+    /// The state at the last position, then the dense `head` (SigLIP's text model).
+    LastToken { head: &'static str },
 }
 
 /// An encoder's projection of its embeddings to the hidden size, under the root.

@@ -19,6 +19,7 @@ pub mod checkpoint;
 pub mod config;
 mod convnet;
 mod decoder;
+mod dual;
 mod encoder;
 pub mod error;
 pub mod families;

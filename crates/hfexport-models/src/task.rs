@@ -35,10 +35,13 @@ pub enum Task {
     /// the prompt's image placeholders in a causal LM (LLaVA, Qwen2-VL); exported for
     /// generation only.
     ImageTextToText,
+    /// Images scored against texts by an image-text dual encoder (CLIP): `logits_per_image`
+    /// `[images, texts]`, `logits_per_text` and both normalised embeddings (`crate::dual`).
+    ZeroShotImageClassification,
 }
 
 impl Task {
-    pub const ALL: [Task; 11] = [
+    pub const ALL: [Task; 12] = [
         Task::CausalLm,
         Task::FeatureExtraction,
         Task::SentenceEmbedding,
@@ -50,6 +53,7 @@ impl Task {
         Task::SpeechRecognition,
         Task::Text2TextGeneration,
         Task::ImageTextToText,
+        Task::ZeroShotImageClassification,
     ];
 
     /// The name recorded in `export.json` (and `--task`'s value).
@@ -66,6 +70,7 @@ impl Task {
             Task::SpeechRecognition => "automatic-speech-recognition",
             Task::Text2TextGeneration => "text2text-generation",
             Task::ImageTextToText => "image-text-to-text",
+            Task::ZeroShotImageClassification => "zero-shot-image-classification",
         }
     }
 
@@ -94,8 +99,12 @@ impl Task {
         if families::VISION_LANGUAGE.iter().any(|v| v.classes.contains(&class)) {
             return Task::ImageTextToText;
         }
+        let family = families::lookup(class).ok();
+        if family.is_some_and(|f| f.layout.dual.is_some()) {
+            return Task::ZeroShotImageClassification;
+        }
         // an encoder-decoder's task is its encoder's input: speech (Whisper) or text (T5, BART)
-        let stack = families::lookup(class).ok().and_then(|f| f.layout.encoder_stack);
+        let stack = family.and_then(|f| f.layout.encoder_stack);
         match stack.map(|s| s.input) {
             Some(StackInput::Speech { .. }) => return Task::SpeechRecognition,
             Some(StackInput::Tokens) => return Task::Text2TextGeneration,
@@ -118,12 +127,16 @@ impl Task {
     /// Whether a family can be built for this task at all (the checkpoint must still hold the
     /// head's weights).
     pub fn fits(self, arch: &Architecture) -> bool {
+        if arch.layout.dual.is_some() {
+            return matches!(self, Task::ZeroShotImageClassification | Task::FeatureExtraction);
+        }
         let stack = arch.layout.encoder_stack.map(|s| s.input);
         match (self, arch.layout.encoder.map(|e| e.input)) {
             (Task::CausalLm, None) => stack.is_none(),
             (Task::SpeechRecognition, None) => matches!(stack, Some(StackInput::Speech { .. })),
             (Task::Text2TextGeneration, None) => stack == Some(StackInput::Tokens),
             (Task::ImageTextToText, None) => arch.layout.vision.is_some(),
+            (Task::ZeroShotImageClassification, _) => false,
             (Task::FeatureExtraction, Some(_)) => true,
             (Task::SentenceEmbedding, Some(EncoderInput::Tokens)) => true,
             (Task::ImageClassification, Some(EncoderInput::Patches { .. } | EncoderInput::ConvNet { .. })) => true,

@@ -85,7 +85,7 @@ fn image_encoder(
     let mut e = Decoder::new(&v.tower, &tower_arch, weights, opts, "image_encoder");
     let act = e.activation()?;
     let root = e.root();
-    let (mut h, _, shared, _) = e.patch_inputs(&root, &enc)?;
+    let (mut h, _, shared, _) = e.patch_inputs(&root, &enc, "batch")?;
     let deepest = v.feature_layers.iter().copied().max().unwrap_or(0);
     let layers = root.pp(layout.tower.layers);
     let mut states = vec![h];

@@ -170,7 +170,7 @@ impl AutoHfExporter {
         let opts = BuildOptions { dtype: req.dtype, latent, sequence_loops, image_size, ..Default::default() };
         let task = req.task_of(model);
         let mut components = match &req.generation {
-            None => vec![build_forward(model, weights, task, &opts)?],
+            None => build_forward(model, weights, task, &opts)?,
             Some(_) if !task.generates() => {
                 return Err(Error::Unsupported(format!(
                     "{} exports for generation are causal LMs and encoder-decoders; the task here is `{}` \
@@ -221,7 +221,7 @@ impl AutoHfExporter {
             dynamic::narrow(&mut c.graph, maxima)?;
         }
         let mut notes: Vec<String> = defaults.note.into_iter().collect();
-        if model.family()?.config.text_config && model.vision.is_none() {
+        if model.family()?.config.text_config && model.vision.is_none() && model.dual.is_none() {
             notes.push(format!(
                 "{} is an image-text checkpoint: only its text model is exported (its vision tower is not built for \
                  this class yet), so the export takes text only",

@@ -24,7 +24,12 @@ pub struct SampleCase {
 /// left-padded by 3, and batch 1 x 5. A static axis keeps its size and a symbolic one is
 /// clamped into its range, so the cases fit any export of the graph.
 pub fn sample_cases(graph: &Graph, vocab: usize) -> Result<Vec<SampleCase>> {
-    let names: Vec<&str> = graph.inputs().iter().map(|p| p.name.as_str()).collect();
+    token_cases(graph, vocab, &[])
+}
+
+/// [`sample_cases`] of a graph that also has the inputs `beside` (fed by the caller).
+fn token_cases(graph: &Graph, vocab: usize, beside: &[&str]) -> Result<Vec<SampleCase>> {
+    let names: Vec<&str> = graph.inputs().iter().map(|p| p.name.as_str()).filter(|n| !beside.contains(n)).collect();
     let types = graph.input("token_type_ids").map(|p| graph.info(p.value).dtype);
     let expected = 2 + usize::from(types.is_some());
     let (Some(ids), Some(mask), true) =
@@ -86,6 +91,7 @@ pub fn cases_for(c: &Planned, vocab: usize, past: usize) -> Result<Vec<SampleCas
         (Entry::TokenIds, CacheMode::None) => sample_cases(&c.graph, vocab),
         (Entry::PatchRows, CacheMode::None) => merged_patch_cases(&c.graph),
         (Entry::PixelValues, CacheMode::None) => float_cases(&c.graph, "pixel_values"),
+        (Entry::TextAndPixels, CacheMode::None) => text_and_pixel_cases(&c.graph, vocab),
         (Entry::Embeddings, CacheMode::None) if c.spec.role == Role::Projector => {
             float_cases(&c.graph, "image_features")
         }
@@ -99,6 +105,21 @@ pub fn cases_for(c: &Planned, vocab: usize, past: usize) -> Result<Vec<SampleCas
             c.spec.name
         ))),
     }
+}
+
+/// The sample inputs of an image-text dual encoder: [`sample_cases`]' texts with 2 and 1
+/// images of [`float_cases`] (the second case one text and one image where batches allow).
+fn text_and_pixel_cases(graph: &Graph, vocab: usize) -> Result<Vec<SampleCase>> {
+    let texts = token_cases(graph, vocab, &["pixel_values"])?;
+    let images = float_cases(graph, "pixel_values")?;
+    Ok(texts
+        .into_iter()
+        .zip(images)
+        .map(|(t, i)| SampleCase {
+            name: format!("texts {}, images {}", t.name, i.name),
+            inputs: t.inputs.into_iter().chain(i.inputs).collect(),
+        })
+        .collect())
 }
 
 /// The sample inputs of an image or speech encoder (`pixel_values` `[batch, channels, height,

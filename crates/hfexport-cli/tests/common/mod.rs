@@ -9,7 +9,7 @@ use std::process::{Command, Output};
 mod manifest;
 /// The committed tiny checkpoints with transformers' goldens (tests/fixtures/manifest.json).
 #[allow(unused_imports)]
-pub use manifest::{encoder_fixtures, fixtures, seq2seq_fixtures, speech_fixtures};
+pub use manifest::{dual_fixtures, encoder_fixtures, fixtures, seq2seq_fixtures, speech_fixtures};
 
 /// The manifest, relative to this package.
 const MANIFEST: &str = "../../tests/fixtures/manifest.json";

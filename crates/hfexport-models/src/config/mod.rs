@@ -20,7 +20,7 @@ use serde_json::{Map, Value};
 
 use crate::error::{ModelError, Result};
 use crate::families::{self, Architecture};
-use crate::layout::{Layout, TowerKind, VisionLanguage};
+use crate::layout::{DualLayout, Layout, TowerKind, VisionLanguage};
 use crate::schema::{
     ConfigSchema, Defaults, EmbeddingScale, Flag, KvHeads, LayerRule, MoeGlu, MoeLayers, MoeSchema, NormTopK, RopeRule,
     RoutingRule, ScaleRule, SharedSize,
@@ -163,6 +163,9 @@ pub struct ModelConfig {
     /// The image side of a vision-language model (LLaVA); the fields above are its text
     /// model's (`text_config`).
     pub vision: Option<Box<VisionConfig>>,
+    /// The image tower of an image-text dual encoder (CLIP); the fields above are its text
+    /// tower's (`text_config`).
+    pub dual: Option<Box<DualConfig>>,
     /// Per-layer embeddings (Gemma 4's PLE).
     pub per_layer_input: Option<PerLayerInput>,
     /// Token ids embedded as `pad_token_id` (Gemma 4's media placeholders, which a text-only
@@ -197,6 +200,15 @@ pub struct Mup {
     pub ssm_out: f64,
     pub ssm: [f64; 5],
     pub mlp: [f64; 2],
+}
+
+/// An image-text dual encoder's image side (CLIPConfig's keys).
+#[derive(Debug, Clone, PartialEq)]
+pub struct DualConfig {
+    /// The image tower (`vision_config`) as an image encoder's config.
+    pub vision: ModelConfig,
+    /// `projection_dim`: the width of the shared space (CLIP), where the towers are projected.
+    pub projection_dim: Option<usize>,
 }
 
 /// A vision-language model's image side, resolved (LlavaConfig's keys).
@@ -514,7 +526,8 @@ fn normalise(top: &Fields) -> Result<ModelConfig> {
     if let Some(entry) = families::vision_language(model_type.as_deref(), &architecture) {
         return vision_language(top, entry, architecture, model_type);
     }
-    let schema = &family_of(top, &architecture, model_type.as_deref())?.config;
+    let family = family_of(top, &architecture, model_type.as_deref())?;
+    let schema = &family.config;
     let top = &top.with_aliases(schema.aliases);
     let nested;
     let f = match (schema.text_config, top.raw("text_config")) {
@@ -527,7 +540,11 @@ fn normalise(top: &Fields) -> Result<ModelConfig> {
         }
         _ => top,
     };
-    model_config(top, f, schema, architecture, model_type)
+    let cfg = model_config(top, f, schema, architecture, model_type)?;
+    match family.layout.dual {
+        Some(dual) => dual_encoder(top, dual, cfg),
+        None => Ok(cfg),
+    }
 }
 
 /// A config read from `f` by `schema`; `top` holds the keys a nested config leaves at the top
@@ -620,6 +637,7 @@ fn model_config(
         seq2seq: parse_seq2seq(f, schema, &dims, (pad_token_id, bos_token_id))?,
         convnet: parse_convnet(f, schema)?,
         vision: None,
+        dual: None,
         per_layer_input: per_layer_input(f, schema.per_layer_inputs)?,
         placeholder_ids: placeholder_ids(top, schema)?,
         media_tokens: media_tokens(top, schema)?,

@@ -1,5 +1,6 @@
 //! Vision-language configs (LlavaConfig, Qwen2VLConfig): the text model from `text_config` by the
-//! family its `model_type` names, the vision tower from `vision_config`, and the keys that join them.
+//! family its `model_type` names, the vision tower from `vision_config`, and the keys that join them;
+//! and image-text dual encoders (CLIPConfig): the image tower beside the text model.
 
 use super::*;
 
@@ -199,4 +200,24 @@ pub(super) fn merged_tower(
         )
     })?;
     Ok((Some(merge), section))
+}
+
+/// A dual encoder's config (CLIPConfig): `text` (read from `text_config`) with its image tower
+/// from `vision_config` by the layout's tower schema, and `projection_dim`.
+pub(super) fn dual_encoder(top: &Fields, dual: &'static DualLayout, text: ModelConfig) -> Result<ModelConfig> {
+    let empty = Map::new();
+    let vision = match top.raw("vision_config") {
+        Some(Value::Object(obj)) => obj,
+        None | Some(Value::Null) => &empty,
+        Some(v) => return Err(top.err("vision_config", format!("must be an object, got {}", describe(v)))),
+    };
+    let vision = Fields::new(vision, top.path, "vision_config.");
+    let tower = dual.vision;
+    let class = format!("{}'s vision_model", text.architecture);
+    let vision = model_config(&vision, &vision, &tower.config, class, Some(tower.model_types[0].into()))?;
+    let projection_dim = match dual.projections {
+        Some(_) => Some(top.size("projection_dim", Some(512), MAX_HIDDEN)?),
+        None => None,
+    };
+    Ok(ModelConfig { dual: Some(Box::new(DualConfig { vision, projection_dim })), ..text })
 }

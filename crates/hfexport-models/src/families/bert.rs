@@ -85,6 +85,7 @@ pub const BERT_LAYOUT: Layout = Layout {
     media_embedders: &[],
     logits_bias: None,
     layer_scales: None,
+    dual: None,
     ssm: None,
     encoder: Some(EncoderLayout {
         input: EncoderInput::Tokens,
@@ -106,6 +107,7 @@ pub const BERT_LAYOUT: Layout = Layout {
         classifier: ClassifierHead::Pooled { out: "classifier" },
         token_classifier: "classifier",
         qa: "qa_outputs",
+        causal: false,
         shared_transform: false,
     }),
 };

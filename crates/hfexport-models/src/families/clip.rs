@@ -1,6 +1,7 @@
-//! `CLIPVisionConfig`: the CLIP vision tower LLaVA reads from `vision_config` (no class of its own).
+//! CLIP: `CLIPModel` (an image-text dual encoder, `crate::dual`), `CLIPTextModel`, and the
+//! vision tower LLaVA reads from `vision_config` (`CLIPVisionConfig`).
 
-use super::bert::{BERT_ENCODER_SCHEMA, BERT_SCHEMA};
+use super::bert::{BERT_ENCODER, BERT_ENCODER_SCHEMA, BERT_SCHEMA};
 use super::vit::{VIT_ENCODER, VIT_LAYOUT};
 use super::Architecture;
 use crate::layout::*;
@@ -70,4 +71,77 @@ pub const CLIP_VISION_LAYOUT: Layout = Layout {
         ..VIT_ENCODER
     }),
     ..VIT_LAYOUT
+};
+
+/// `CLIPTextConfig`: pre-LN layers with biases, `quick_gelu`, learned positions (77), no token
+/// types; read from `text_config` of a `CLIPConfig`.
+pub const CLIP_TEXT_SCHEMA: ConfigSchema = ConfigSchema {
+    keys: Keys { norm_eps: "layer_norm_eps", ..KEYS },
+    defaults: Defaults {
+        vocab_size: Some(49408),
+        hidden_size: Some(512),
+        intermediate_size: Some(2048),
+        num_hidden_layers: Some(12),
+        num_attention_heads: Some(8),
+        max_position_embeddings: Some(77),
+        norm_eps: 1e-5,
+        activation: "quick_gelu",
+        pad_token_id: Some(1),
+        bos_token_id: Some(49406),
+        eos_token_id: Some(49407),
+        ..NO_DEFAULTS
+    },
+    text_config: true,
+    encoder: Some(EncoderSchema { type_vocab_size: None, ..BERT_ENCODER_SCHEMA }),
+    ..BERT_SCHEMA
+};
+
+/// CLIP's text tower: token and learned position embeddings, causal pre-LN layers, the final
+/// norm, pooled at the end-of-text token.
+pub const CLIP_TEXT_LAYOUT: Layout = Layout {
+    roots: &["text_model."],
+    embed: "embeddings.token_embedding",
+    position_embed: Some("embeddings.position_embedding"),
+    final_norm: "final_layer_norm",
+    encoder: Some(EncoderLayout {
+        input: EncoderInput::Tokens,
+        token_type_embed: None,
+        embed_norm: None,
+        pooler: Some(Pooler::EndOfText),
+        causal: true,
+        ..BERT_ENCODER
+    }),
+    dual: Some(&CLIP_DUAL),
+    ..CLIP_VISION_LAYOUT
+};
+
+/// `CLIPModel`'s image tower, under `vision_model.`.
+pub const CLIP_VISION_TOWER: Architecture =
+    Architecture { layout: Layout { roots: &["vision_model."], ..CLIP_VISION_LAYOUT }, ..CLIP_VISION };
+
+/// What joins CLIP's towers: the class token through `post_layernorm`, both pooled states
+/// projected without bias, cosine similarities scaled by `exp(logit_scale)`.
+pub const CLIP_DUAL: DualLayout = DualLayout {
+    vision: &CLIP_VISION_TOWER,
+    image_pool: ImagePool::ClassToken { norm: "post_layernorm" },
+    projections: Some(["text_projection", "visual_projection"]),
+    logit_scale: "logit_scale",
+    logit_bias: None,
+};
+
+/// `CLIPModel`: the text tower from `text_config`, the image tower from `vision_config`.
+pub const CLIP: Architecture = Architecture {
+    classes: &["CLIPModel"],
+    model_types: &["clip"],
+    config: CLIP_TEXT_SCHEMA,
+    layout: CLIP_TEXT_LAYOUT,
+};
+
+/// `CLIPTextModel`: the text tower alone (`last_hidden_state`, `pooler_output`).
+pub const CLIP_TEXT: Architecture = Architecture {
+    classes: &["CLIPTextModel"],
+    model_types: &["clip_text_model"],
+    config: ConfigSchema { text_config: false, ..CLIP_TEXT_SCHEMA },
+    // transformers 5 saves the tower's tensors at the top; older files under `text_model.`
+    layout: Layout { roots: &["text_model.", ""], dual: None, ..CLIP_TEXT_LAYOUT },
 };

@@ -86,6 +86,7 @@ pub const FAMILY: Architecture = Architecture {
         media_embedders: &[],
         logits_bias: None,
         layer_scales: None,
+        dual: None,
         ssm: None,
     },
 };

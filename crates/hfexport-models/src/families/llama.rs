@@ -55,6 +55,7 @@ pub const LLAMA_LAYOUT: Layout = Layout {
     media_embedders: &[],
     logits_bias: None,
     layer_scales: None,
+    dual: None,
     ssm: None,
 };
 

@@ -162,6 +162,8 @@ pub static ARCHITECTURES: &[Architecture] = &[
     vit::FAMILY,
     deit::FAMILY,
     dinov2::FAMILY,
+    clip::CLIP,
+    clip::CLIP_TEXT,
     resnet::FAMILY,
     convnext::CONVNEXT,
     convnext::CONVNEXT_V2,

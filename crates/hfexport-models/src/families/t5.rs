@@ -99,6 +99,7 @@ pub const T5_BASE: Layout = Layout {
     media_embedders: &[],
     logits_bias: None,
     layer_scales: None,
+    dual: None,
     ssm: None,
 };
 

@@ -96,6 +96,7 @@ pub const WHISPER_BASE: Layout = Layout {
     media_embedders: &[],
     logits_bias: None,
     layer_scales: None,
+    dual: None,
     ssm: None,
 };
 
