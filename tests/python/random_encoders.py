@@ -5,7 +5,7 @@ Usage: random_encoders.py OUTDIR --seed S --count N
 
 Writes N folders (save_pretrained of a randomly configured BERT / RoBERTa / XLM-RoBERTa / CamemBERT /
 XLM-RoBERTa-XL / DistilBERT / ELECTRA / ALBERT / MPNet / DeBERTa-v2 / ModernBERT / ViT / DeiT / DINOv2 / ResNet / ConvNeXt
-(V1, V2) / MobileNetV2 with one
+(V1, V2) / MobileNetV2 / CLIP (CLIPModel, zero-shot: texts against images; CLIPTextModel) with one
 of its heads, classes dealt round-robin) with golden.safetensors: for the cases `single` ([1, L])
 and `batch` ([2, L], row 1 right-padded), the inputs (`input_ids`, `attention_mask`, and
 `token_type_ids` when type_vocab_size > 1) and every output of the forward. OUTDIR/index.json
@@ -20,7 +20,8 @@ layer groups, MPNet's bias table rows, DeBERTa-v2's disentangled attention setti
 types, rope thetas (legacy keys or rope_parameters), biases, head activations and poolings; ResNet's
 stages, widths, depths, layer types, downsampling flags, channels and image sizes; ConvNeXt's stages,
 patches, layer scales, epsilons and image sizes; MobileNetV2's depth multipliers, expansions, output
-strides, paddings and activations.
+strides, paddings and activations; CLIP's tower sizes, end-of-text ids (legacy 2 or not, present or
+not), projection widths and image sizes.
 """
 
 import json
@@ -95,6 +96,9 @@ CLASSES = [
     ("deit", "DeiTModel", "feature-extraction"),
     ("dinov2", "Dinov2ForImageClassification", "image-classification"),
     ("dinov2", "Dinov2Model", "feature-extraction"),
+    ("clip", "CLIPModel", "zero-shot-image-classification"),
+    ("clip_text", "CLIPTextModel", "feature-extraction"),
+    ("clip", "CLIPModel", "zero-shot-image-classification"),
 ]
 POOLING_MODES = ["cls", "max", "mean", "mean_sqrt_len_tokens", "weightedmean", "lasttoken"]
 # the activations hfexport builds for a sentence-transformers Dense module
@@ -121,6 +125,8 @@ CONFIGS = {
     "mobilenet_v2": "MobileNetV2Config",
     "deit": "DeiTConfig",
     "dinov2": "Dinov2Config",
+    "clip": "CLIPConfig",
+    "clip_text": "CLIPTextConfig",
 }
 # the families whose goldens take images (pixel_values at the config's image_size)
 IMAGES = ("vit", "deit", "dinov2", "resnet", "convnext", "convnextv2", "mobilenet_v2")
@@ -145,6 +151,7 @@ def outputs_of(task, model):
         "question-answering": ["start_logits", "end_logits"],
         "image-classification": ["logits"],
         "sentence-embedding": ["token_embeddings", "sentence_embedding"],
+        "zero-shot-image-classification": ["logits_per_image", "logits_per_text", "text_embeds", "image_embeds"],
     }[task]
 
 
@@ -156,6 +163,12 @@ def sample(rng, index):
         return family, cls_name, task, 0, with_labels(rng, mobilenet_v2_keys(rng))
     if family in ("convnext", "convnextv2"):
         return family, cls_name, task, 0, with_labels(rng, convnext_keys(rng, family == "convnext"))
+    if family in ("clip", "clip_text"):
+        seq = rng.randint(5, 12)
+        text = clip_text_keys(rng, seq)
+        if family == "clip_text":
+            return family, cls_name, task, seq, text
+        return family, cls_name, task, seq, clip_keys(rng, text)
     heads, head_dim = rng.choice([1, 2, 3, 4, 6]), rng.choice([4, 8, 12, 16])
     seq = rng.randint(5, 12)
     roberta = family in ("roberta", "xlm-roberta", "camembert", "xlm-roberta-xl", "mpnet")
@@ -226,6 +239,46 @@ def sample(rng, index):
     else:
         kw["num_labels"] = labels
     return family, cls_name, task, seq, kw
+
+
+def clip_text_keys(rng, seq):
+    """A CLIPTextConfig: heads, widths, depth, activation, epsilon, positions beyond `seq`, and an
+    end-of-text id that is the legacy 2 (pooled at the largest id), the last id, or any."""
+    heads, head_dim, vocab = rng.choice([1, 2, 4]), rng.choice([4, 8, 12]), rng.randint(40, 120)
+    return dict(
+        vocab_size=vocab, hidden_size=heads * head_dim, intermediate_size=rng.randint(8, 64),
+        num_hidden_layers=rng.randint(1, 3), num_attention_heads=heads,
+        max_position_embeddings=seq + rng.randint(0, 20), hidden_act=rng.choice(ACTS),
+        layer_norm_eps=rng.choice([1e-6, 1e-5]), bos_token_id=0, pad_token_id=1,
+        eos_token_id=rng.choice([2, vocab - 1, rng.randint(3, vocab - 1)]),
+    )
+
+
+def clip_keys(rng, text):
+    """A CLIPConfig over `text`: a vision tower of its own sizes, square images of square patches
+    (CLIP's), 1-4 channels, and the projection width (never a sequence length of 5-12)."""
+    heads, head_dim, patch = rng.choice([1, 2, 3]), rng.choice([4, 8]), rng.choice([2, 3, 4])
+    vision = dict(
+        hidden_size=heads * head_dim, intermediate_size=rng.randint(8, 48), num_hidden_layers=rng.randint(1, 3),
+        num_attention_heads=heads, image_size=patch * rng.randint(1, 4), patch_size=patch,
+        num_channels=rng.choice([1, 3, 4]), hidden_act=rng.choice(ACTS), layer_norm_eps=rng.choice([1e-6, 1e-5]),
+    )
+    return dict(text_config=text, vision_config=vision, projection_dim=rng.choice([4, 16, 24]))
+
+
+def clip_inputs(gen, rng, text, rows, seq):
+    """Text rows of ids above the specials, most ending in the end-of-text id (the largest id for
+    the legacy 2) as the tokenizer ends them, row 1 right-padded with id 1."""
+    ids = torch.randint(3, text["vocab_size"] - 1, (rows, seq), generator=gen)
+    mask = torch.ones_like(ids)
+    for r in range(rows):
+        end = seq - (rng.randint(1, seq - 2) if r == 1 else 0)
+        if rng.random() < 0.8:
+            eos = text["eos_token_id"]
+            ids[r, end - 1] = text["vocab_size"] - 1 if eos == 2 else eos
+        ids[r, end:] = 1
+        mask[r, end:] = 0
+    return {"input_ids": ids, "attention_mask": mask}
 
 
 def resnet_keys(rng, bottleneck):
@@ -380,6 +433,9 @@ def main():
         if family in ("vit", "deit", "dinov2") and square_grid(kw) and rng.random() < 0.7:
             ph, pw = pair(kw["patch_size"])
             image_size = [ph * rng.randint(1, 5), pw * rng.randint(1, 5)]
+        if family == "clip" and rng.random() < 0.5:
+            p = kw["vision_config"]["patch_size"]
+            image_size = [p * rng.randint(1, 5), p * rng.randint(1, 5)]
         config = getattr(transformers, CONFIGS[family])(**kw)
         config._attn_implementation = "eager"
         torch.manual_seed(seed)
@@ -407,6 +463,28 @@ def main():
         gen = torch.Generator().manual_seed(i)
         golden = {}
         for case, rows in [("single", 1), ("batch", 2)]:
+            if family == "clip":
+                # texts and one image more, the two batches independent
+                v = kw["vision_config"]
+                size = image_size or [v["image_size"]] * 2
+                inputs = clip_inputs(gen, rng, kw["text_config"], rows, seq)
+                inputs["pixel_values"] = torch.randn((rows + 1, v["num_channels"], *size), generator=gen)
+                with torch.no_grad():
+                    res = model(**inputs, interpolate_pos_encoding=image_size is not None)
+                for k, t in inputs.items():
+                    golden[f"{case}.{k}"] = t.contiguous()
+                for k in outputs_of(task, model):  # copies: logits_per_image is a view of logits_per_text
+                    golden[f"{case}.{k}"] = getattr(res, k).float().contiguous().clone()
+                continue
+            if family == "clip_text":
+                inputs = clip_inputs(gen, rng, kw, rows, seq)
+                with torch.no_grad():
+                    res = model(**inputs)
+                for k, t in inputs.items():
+                    golden[f"{case}.{k}"] = t.contiguous()
+                for k in ("last_hidden_state", "pooler_output"):  # copies: the pooled rows are a view
+                    golden[f"{case}.{k}"] = getattr(res, k).float().contiguous().clone()
+                continue
             if family in IMAGES:
                 size = image_size or kw["image_size"]
                 size = size if isinstance(size, list) else [size, size]
