@@ -316,6 +316,36 @@ fn tasks_an_encoder_cannot_do_are_clear_errors() {
         "{}",
         stderr(&o)
     );
+    let o = export("clip", &["--task", "fill-mask"]);
+    let said = stderr(&o);
+    assert!(
+        said.contains(
+            "CLIPModel cannot do the task `fill-mask`; valid: feature-extraction, zero-shot-image-classification"
+        ),
+        "{said}"
+    );
+    // a dual encoder's towers are components of their own
+    let ids = Tensor::i64(vec![1, 3], vec![5, 6, 98]).unwrap();
+    let o = {
+        let inp = tmp.path().join("ids.safetensors");
+        write_safetensors(&inp, &[("input_ids", &ids)], &BTreeMap::new()).unwrap();
+        let res = tmp.path().join("res.safetensors");
+        hfexport(&[
+            "run",
+            s(&fixture("clip")),
+            "--task",
+            "feature-extraction",
+            "--inputs",
+            s(&inp),
+            "--outputs",
+            s(&res),
+        ])
+    };
+    let said = stderr(&o);
+    assert!(
+        said.contains("components for `feature-extraction` are `text_model`, `vision_model`; got `model`"),
+        "{said}"
+    );
     let o = export("vit_cls", &["--task", "fill-mask"]);
     let said = stderr(&o);
     assert!(said.contains("cannot do the task `fill-mask`; valid: feature-extraction, image-classification"), "{said}");

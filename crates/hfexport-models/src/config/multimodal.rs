@@ -205,6 +205,15 @@ pub(super) fn merged_tower(
 /// A dual encoder's config (CLIPConfig): `text` (read from `text_config`) with its image tower
 /// from `vision_config` by the layout's tower schema, and `projection_dim`.
 pub(super) fn dual_encoder(top: &Fields, dual: &'static DualLayout, text: ModelConfig) -> Result<ModelConfig> {
+    for legacy in ["text_config_dict", "vision_config_dict"] {
+        if top.raw(legacy).is_some_and(|v| !v.is_null()) {
+            return Err(top.err(
+                legacy,
+                "is not supported (the form before transformers 4.27, whose values override text_config and \
+                 vision_config): save the config again with a recent transformers",
+            ));
+        }
+    }
     let empty = Map::new();
     let vision = match top.raw("vision_config") {
         Some(Value::Object(obj)) => obj,

@@ -789,6 +789,39 @@ fn llava_configs_read_both_sub_configs() {
     config_err(parse(&format!("{siglip}}}")), "vision_config.model_type");
 }
 
+/// CLIPConfig: the text tower from `text_config` and the image tower from `vision_config`, each
+/// with its class's defaults when empty (openai/clip-vit-base-patch32's sizes), `projection_dim`
+/// 512; the legacy `*_config_dict` form refused by name.
+#[test]
+fn clip_configs_read_both_towers_with_class_defaults() {
+    let c = parse(r#"{"architectures": ["CLIPModel"], "model_type": "clip"}"#).unwrap();
+    let d = c.dual.as_deref().unwrap();
+    assert_eq!((c.vocab_size, c.hidden_size, c.num_hidden_layers, c.max_position_embeddings), (49408, 512, 12, 77));
+    assert_eq!((c.hidden_act.as_str(), c.eos_token_ids.clone(), c.norm_eps), ("quick_gelu", vec![49407], 1e-5));
+    assert_eq!((d.vision.hidden_size, d.vision.num_hidden_layers, d.projection_dim), (768, 12, Some(512)));
+    let img = d.vision.encoder.as_ref().and_then(|e| e.image.clone()).unwrap();
+    assert_eq!((img.size, img.patch, img.channels), ([224, 224], [32, 32], 3));
+    let c = parse(
+        r#"{"architectures": ["CLIPModel"], "model_type": "clip", "projection_dim": 8,
+            "text_config": {"hidden_size": 16, "num_attention_heads": 2, "eos_token_id": 2},
+            "vision_config": {"hidden_size": 12, "num_attention_heads": 3, "image_size": 8, "patch_size": 4}}"#,
+    )
+    .unwrap();
+    let d = c.dual.as_deref().unwrap();
+    assert_eq!(
+        (c.hidden_size, c.eos_token_ids.clone(), d.vision.hidden_size, d.projection_dim),
+        (16, vec![2], 12, Some(8))
+    );
+    let legacy = r#"{"architectures": ["CLIPModel"], "model_type": "clip", "text_config_dict": {"hidden_size": 8}}"#;
+    config_err(parse(legacy), "text_config_dict");
+    config_err(
+        parse(
+            r#"{"architectures": ["CLIPModel"], "model_type": "clip", "vision_config": {"hidden_size": 10, "num_attention_heads": 3}}"#,
+        ),
+        "vision_config.hidden_size",
+    );
+}
+
 /// Qwen2VLConfig: nested or hub-flat text keys, `mrope` read as the default rope with its
 /// sections, the tower's keys (`in_chans`, `mlp_ratio`), and the checks tying them.
 #[test]
