@@ -1,5 +1,5 @@
 //! Encoders the fixtures do not cover: random BERT / RoBERTa / XLM-RoBERTa / CamemBERT / XLM-RoBERTa-XL /
-//! DistilBERT / ELECTRA / ALBERT / MPNet / DeBERTa-v2 / ModernBERT / ViT / DeiT / DINOv2 / ResNet / ConvNeXt / MobileNetV2 / CLIP checkpoints of every head, configured across the space transformers accepts
+//! DistilBERT / ELECTRA / ALBERT / MPNet / DeBERTa-v2 / ModernBERT / ViT / DeiT / DINOv2 / ResNet / ConvNeXt / MobileNetV2 / CLIP / SigLIP checkpoints of every head, configured across the space transformers accepts
 //! (`tests/python/random_encoders.py`: head counts and dims, layers, activations, epsilons, token
 //! types, label counts, tied or untied decoders, padding ids, sequence lengths, embedding widths, ALBERT's layer groups, ModernBERT's
 //! windows, layer kinds, rope thetas, biases and poolings, ResNet's, ConvNeXt's and MobileNetV2's stages, layer types, patches, strides, paddings and image sizes; sentence-transformers folders with random
@@ -22,9 +22,9 @@ use std::path::Path;
 use std::process::Command;
 
 const SEED: u64 = 20_261_202;
-/// Each of the 65 dealt classes (10 of them sentence-transformers folders, 10 convolutional, 3 CLIP)
-/// once or twice.
-const COUNT: usize = 68;
+/// Each of the 66 dealt classes (10 of them sentence-transformers folders, 10 convolutional, 4 CLIP
+/// and SigLIP) once or twice.
+const COUNT: usize = 69;
 
 struct Case {
     name: String,

@@ -5,7 +5,7 @@ Usage: random_encoders.py OUTDIR --seed S --count N
 
 Writes N folders (save_pretrained of a randomly configured BERT / RoBERTa / XLM-RoBERTa / CamemBERT /
 XLM-RoBERTa-XL / DistilBERT / ELECTRA / ALBERT / MPNet / DeBERTa-v2 / ModernBERT / ViT / DeiT / DINOv2 / ResNet / ConvNeXt
-(V1, V2) / MobileNetV2 / CLIP (CLIPModel, zero-shot: texts against images; CLIPTextModel) with one
+(V1, V2) / MobileNetV2 / CLIP (CLIPModel, zero-shot: texts against images; CLIPTextModel) / SigLIP with one
 of its heads, classes dealt round-robin) with golden.safetensors: for the cases `single` ([1, L])
 and `batch` ([2, L], row 1 right-padded), the inputs (`input_ids`, `attention_mask`, and
 `token_type_ids` when type_vocab_size > 1) and every output of the forward. OUTDIR/index.json
@@ -20,8 +20,8 @@ layer groups, MPNet's bias table rows, DeBERTa-v2's disentangled attention setti
 types, rope thetas (legacy keys or rope_parameters), biases, head activations and poolings; ResNet's
 stages, widths, depths, layer types, downsampling flags, channels and image sizes; ConvNeXt's stages,
 patches, layer scales, epsilons and image sizes; MobileNetV2's depth multipliers, expansions, output
-strides, paddings and activations; CLIP's tower sizes, end-of-text ids (legacy 2 or not, present or
-not), projection widths and image sizes.
+strides, paddings and activations; CLIP's and SigLIP's tower sizes, end-of-text ids (legacy 2 or
+not, present or not), projection and head widths and image sizes.
 """
 
 import json
@@ -99,6 +99,7 @@ CLASSES = [
     ("clip", "CLIPModel", "zero-shot-image-classification"),
     ("clip_text", "CLIPTextModel", "feature-extraction"),
     ("clip", "CLIPModel", "zero-shot-image-classification"),
+    ("siglip", "SiglipModel", "zero-shot-image-classification"),
 ]
 POOLING_MODES = ["cls", "max", "mean", "mean_sqrt_len_tokens", "weightedmean", "lasttoken"]
 # the activations hfexport builds for a sentence-transformers Dense module
@@ -127,6 +128,7 @@ CONFIGS = {
     "dinov2": "Dinov2Config",
     "clip": "CLIPConfig",
     "clip_text": "CLIPTextConfig",
+    "siglip": "SiglipConfig",
 }
 # the families whose goldens take images (pixel_values at the config's image_size)
 IMAGES = ("vit", "deit", "dinov2", "resnet", "convnext", "convnextv2", "mobilenet_v2")
@@ -163,12 +165,19 @@ def sample(rng, index):
         return family, cls_name, task, 0, with_labels(rng, mobilenet_v2_keys(rng))
     if family in ("convnext", "convnextv2"):
         return family, cls_name, task, 0, with_labels(rng, convnext_keys(rng, family == "convnext"))
-    if family in ("clip", "clip_text"):
+    if family in ("clip", "clip_text", "siglip"):
         seq = rng.randint(5, 12)
         text = clip_text_keys(rng, seq)
         if family == "clip_text":
             return family, cls_name, task, seq, text
-        return family, cls_name, task, seq, clip_keys(rng, text)
+        kw = clip_keys(rng, text)
+        if family == "siglip":
+            # no projections: the text head ends in the image tower's width
+            kw.pop("projection_dim")
+            v = kw["vision_config"]
+            same = text["hidden_size"] == v["hidden_size"]
+            text["projection_size"] = None if same and rng.random() < 0.5 else v["hidden_size"]
+        return family, cls_name, task, seq, kw
     heads, head_dim = rng.choice([1, 2, 3, 4, 6]), rng.choice([4, 8, 12, 16])
     seq = rng.randint(5, 12)
     roberta = family in ("roberta", "xlm-roberta", "camembert", "xlm-roberta-xl", "mpnet")
@@ -433,7 +442,7 @@ def main():
         if family in ("vit", "deit", "dinov2") and square_grid(kw) and rng.random() < 0.7:
             ph, pw = pair(kw["patch_size"])
             image_size = [ph * rng.randint(1, 5), pw * rng.randint(1, 5)]
-        if family == "clip" and rng.random() < 0.5:
+        if family in ("clip", "siglip") and rng.random() < 0.5:
             p = kw["vision_config"]["patch_size"]
             image_size = [p * rng.randint(1, 5), p * rng.randint(1, 5)]
         config = getattr(transformers, CONFIGS[family])(**kw)
@@ -463,7 +472,7 @@ def main():
         gen = torch.Generator().manual_seed(i)
         golden = {}
         for case, rows in [("single", 1), ("batch", 2)]:
-            if family == "clip":
+            if family in ("clip", "siglip"):
                 # texts and one image more, the two batches independent
                 v = kw["vision_config"]
                 size = image_size or [v["image_size"]] * 2

@@ -954,6 +954,8 @@ def encoder_specs():
         CLIPModel,
         CLIPTextConfig,
         CLIPTextModel,
+        SiglipConfig,
+        SiglipModel,
         ViTConfig,
         ViTForImageClassification,
         DeiTConfig,
@@ -1264,6 +1266,18 @@ def encoder_specs():
             "legacy eos_token_id 2: the text pooled at its largest id; 8x8 two-channel images in 2x2 patches, exact and tanh GELU",
         ),
         EncoderSpec(
+            "siglip", 144, SiglipModel,
+            SiglipConfig(
+                text_config=dict(vocab_size=99, hidden_size=32, intermediate_size=37, num_hidden_layers=2,
+                                 num_attention_heads=4, max_position_embeddings=16, eos_token_id=98, pad_token_id=1,
+                                 projection_size=24),
+                vision_config=dict(hidden_size=24, intermediate_size=30, num_hidden_layers=2, num_attention_heads=3,
+                                   image_size=12, patch_size=4, num_channels=3)),
+            "zero-shot-image-classification", CLIP_OUTPUTS,
+            "bidirectional text pooled at its last position through a 32 -> 24 head, no class token, the image "
+            "pooled by a 3-head attention probe, logit bias; 2 texts against 3 images",
+        ),
+        EncoderSpec(
             "clip_text", 143, CLIPTextModel,
             CLIPTextConfig(vocab_size=20, hidden_size=16, intermediate_size=24, num_hidden_layers=2,
                            num_attention_heads=2, max_position_embeddings=10, eos_token_id=4, pad_token_id=1),
@@ -1369,7 +1383,7 @@ def sentence_transformers_goldens(folder, inputs):
 
 
 def dual_encoder_goldens(model, gen, texts, pad):
-    """A CLIP batch: `texts` rows of ids ending in the end-of-text id (row 1 right-padded by `pad`,
+    """A CLIP or SigLIP batch: `texts` rows of ids ending in the end-of-text id (row 1 right-padded by `pad`,
     as the tokenizer pads), `texts + 1` images; the forward's outputs and each tower's features."""
     t, v = model.config.text_config, model.config.vision_config
     ids = torch.randint(3, t.vocab_size - 1, (texts, SEQ), generator=gen, dtype=torch.int64)

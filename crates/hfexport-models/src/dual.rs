@@ -1,13 +1,16 @@
-//! Image-text dual encoders (CLIP): a text tower and an image tower, each an encoder of the
-//! block library over its own config (`text_config`, `vision_config`), pooled and projected
-//! into one space, where the zero-shot head scores every image against every text.
+//! Image-text dual encoders (CLIP, SigLIP): a text tower and an image tower, each an encoder of
+//! the block library over its own config (`text_config`, `vision_config`), pooled (CLIP: the
+//! end-of-text token and the class token; SigLIP: the last position through the text `head`,
+//! and an attention probe over the image) and projected into one space where CLIP has
+//! projections, where the zero-shot head scores every image against every text.
 //!
 //! The components, with transformers' names:
 //! - `zero-shot-image-classification`, one `model`: `input_ids`, `attention_mask` int64
 //!   `[batch, sequence]` and `pixel_values` `[image_batch, channels, height, width]` (the two
 //!   batches independent, as the processor makes them) to `logits_per_image`
 //!   `[image_batch, batch]`, `logits_per_text` `[batch, image_batch]`, `text_embeds` and
-//!   `image_embeds` (normalised), as `CLIPModel.forward` returns them.
+//!   `image_embeds` (normalised), as `CLIPModel.forward` returns them (SigLIP adds its
+//!   `logit_bias` to the scaled cosines).
 //! - `feature-extraction`, `text_model` (`text_embeds`, `last_hidden_state`) and `vision_model`
 //!   (`image_embeds`, `last_hidden_state`): `get_text_features` and `get_image_features`
 //!   (projected, not normalised), for a retrieval index built from one side at a time.
@@ -96,14 +99,13 @@ impl Towers<'_> {
         let (_, image) = v.image_tower(self.dual.image_pool, self.projection(1), "image_batch")?;
         let text = v.unit_rows("text_embeds", text)?;
         let image = v.unit_rows("image_embeds", image)?;
-        let top = Vb::root("");
-        let scale = v.weight(&top, self.dual.logit_scale, &[])?;
+        let scale = v.stored_scalar(self.dual.logit_scale)?;
         let scale = v.op("logit_scale.exp", Op::Unary(UnaryOp::Exp), &[scale])?;
         let image_t = v.op("image_embeds.transposed", Op::Transpose { perm: vec![1, 0] }, &[image])?;
         let cosines = v.op("cosines", Op::MatMul, &[text, image_t])?;
         let mut logits = v.op("logits_per_text", Op::Binary(BinaryOp::Mul), &[cosines, scale])?;
         if let Some(bias) = self.dual.logit_bias {
-            let bias = v.weight(&top, bias, &[])?;
+            let bias = v.stored_scalar(bias)?;
             logits = v.op("logits_per_text.biased", Op::Binary(BinaryOp::Add), &[logits, bias])?;
         }
         let per_image = v.op("logits_per_image", Op::Transpose { perm: vec![1, 0] }, &[logits])?;
@@ -125,7 +127,8 @@ impl Decoder<'_> {
         let (last, _, _) = self.final_states(&root, &enc, "batch")?;
         let pooled = match enc.pooler {
             Some(Pooler::EndOfText) => self.end_of_text(last)?,
-            other => unreachable!("a dual encoder's text pooler is end-of-text, not {other:?}"),
+            Some(Pooler::LastToken { head }) => self.last_token(&root, head, last)?,
+            other => unreachable!("a dual encoder's text pooler picks a token, not {other:?}"),
         };
         let embeds = self.projected(projection, pooled)?;
         Ok((last, embeds))
@@ -159,6 +162,12 @@ impl Decoder<'_> {
         let Some((name, out)) = projection else { return Ok(x) };
         let width = self.cfg.hidden_size;
         self.linear(&Vb::root(name), out, width, false, x)
+    }
+
+    /// A learned scalar, stored `[]` (CLIP) or `[1]` (SigLIP).
+    fn stored_scalar(&mut self, name: &str) -> Result<ValueId> {
+        let one = self.weights.info(name).is_some_and(|i| i.shape.len() == 1);
+        self.weight(&Vb::root(""), name, if one { &[1] } else { &[] })
     }
 
     /// `x / ‖x‖` per row of `x` `[rows, width]` (no epsilon: transformers' `_get_vector_norm`).

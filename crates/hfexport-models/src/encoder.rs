@@ -250,17 +250,23 @@ impl Decoder<'_> {
             }
             false => self.op(vb.path(), Op::Linear, &[x, w])?,
         };
-        let tokens = 1 + usize::from(distillation.is_some());
+        let tokens = usize::from(cls.is_some()) + usize::from(distillation.is_some());
         let stored = [img.size[0] / ph, img.size[1] / pw];
         let n0 = stored[0] * stored[1];
-        let (cls, pos) = match flat {
-            true => {
-                let cls = self.weight(root, cls, &[hs])?;
-                let cls = self.op(&root.name("cls_3d"), Op::Reshape { shape: vec![d(1), d(1), d(hs)] }, &[cls])?;
-                (cls, self.weight(root, positions, &[n0 + tokens, hs])?)
-            }
-            false => (self.weight(root, cls, &[1, 1, hs])?, self.weight(root, positions, &[1, n0 + tokens, hs])?),
+        let pos = match flat {
+            true => self.weight(root, positions, &[n0 + tokens, hs])?,
+            false => self.weight(root, positions, &[1, n0 + tokens, hs])?,
         };
+        let mut leading = vec![];
+        if let Some(cls) = cls {
+            leading.push(match flat {
+                true => {
+                    let cls = self.weight(root, cls, &[hs])?;
+                    self.op(&root.name("cls_3d"), Op::Reshape { shape: vec![d(1), d(1), d(hs)] }, &[cls])?
+                }
+                false => self.weight(root, cls, &[1, 1, hs])?,
+            });
+        }
         let pos = match [gh, gw] == stored {
             true => pos,
             false => {
@@ -269,7 +275,6 @@ impl Decoder<'_> {
                 self.interpolated_positions(root, pos, (tokens, stored), [gh, gw])?
             }
         };
-        let mut leading = vec![cls];
         if let Some(distillation) = distillation {
             leading.push(self.weight(root, distillation, &[1, 1, hs])?);
         }
@@ -278,8 +283,13 @@ impl Decoder<'_> {
             let expand = Op::Expand { shape: vec![batch.clone(), d(1), d(hs)] };
             parts.push(self.op(&root.name(format!("leading_tokens.{i}")), expand, &[t])?);
         }
-        parts.push(patches);
-        let h = self.op(&root.name("tokens"), Op::Concat { axis: 1 }, &parts)?;
+        let h = match parts.is_empty() {
+            true => patches,
+            false => {
+                parts.push(patches);
+                self.op(&root.name("tokens"), Op::Concat { axis: 1 }, &parts)?
+            }
+        };
         let mut h = self.op(&root.name("embeddings"), Op::Binary(BinaryOp::Add), &[h, pos])?;
         if let Some(norm) = enc.embed_norm {
             h = self.norm(&root.pp(norm), hs, h)?;
@@ -312,8 +322,6 @@ impl Decoder<'_> {
         }
         let (hs, d) = (self.cfg.hidden_size, |v: usize| Dim::from(v));
         let (n0, n) = (stored[0] * stored[1], grid[0] * grid[1]);
-        let lead = Op::Slice { axis: 1, start: Dim::konst(0), end: d(tokens) };
-        let lead = self.op(&root.name("positions.leading"), lead, &[pos])?;
         let rows = Op::Slice { axis: 1, start: d(tokens), end: d(tokens + n0) };
         let rows = self.op(&root.name("positions.patches"), rows, &[pos])?;
         let rows = self.op(&root.name("positions.grid"), Op::Reshape { shape: vec![d(n0), d(hs)] }, &[rows])?;
@@ -330,6 +338,11 @@ impl Decoder<'_> {
         let resampled = self.op(&root.name("positions.resampled"), Op::MatMul, &[m, rows])?;
         let shape = Op::Reshape { shape: vec![d(1), d(n), d(hs)] };
         let resampled = self.op(&root.name("positions.resampled_3d"), shape, &[resampled])?;
+        if tokens == 0 {
+            return Ok(resampled);
+        }
+        let lead = Op::Slice { axis: 1, start: Dim::konst(0), end: d(tokens) };
+        let lead = self.op(&root.name("positions.leading"), lead, &[pos])?;
         self.op(&root.name("positions.interpolated"), Op::Concat { axis: 1 }, &[lead, resampled])
     }
 
@@ -494,14 +507,15 @@ impl Decoder<'_> {
         self.weighted_rows("pooler", pick, h)
     }
 
-    /// SigLIP's text pooling: `head(h[:, -1])` `[batch, hidden]`.
-    fn last_token(&mut self, root: &Vb, head: &str, h: ValueId) -> Result<ValueId> {
+    /// SigLIP's text pooling: `head(h[:, -1])` `[batch, projection_size]`.
+    pub(crate) fn last_token(&mut self, root: &Vb, head: &str, h: ValueId) -> Result<ValueId> {
         let shape = self.g.info(h).shape.clone();
         let last = Op::Slice { axis: 1, start: shape[1].sub(&Dim::konst(1)), end: shape[1].clone() };
         let x = self.op("pooler.last", last, &[h])?;
         let x = self.op("pooler.squeeze", Op::Reshape { shape: vec![shape[0].clone(), shape[2].clone()] }, &[x])?;
         let hs = self.cfg.hidden_size;
-        self.linear(&root.pp(head), hs, hs, true, x)
+        let out = self.cfg.dual.as_ref().and_then(|d| d.projection_dim).unwrap_or(hs);
+        self.linear(&root.pp(head), out, hs, true, x)
     }
 
     /// `h[:, at]` of `h` `[batch, sequence, hidden]`.

@@ -391,9 +391,9 @@ pub enum EncoderInput {
     /// `[1, patches + 1, hidden]`, CLIP (`flat`) `[hidden]` and an embedding table
     /// `[patches + 1, hidden]`. The layout's `embed_norm` follows (CLIP's `pre_layrnorm`). DeiT
     /// has a learned `distillation` token `[1, 1, hidden]` after the `cls` one (positions
-    /// `[1, patches + 2, hidden]`).
+    /// `[1, patches + 2, hidden]`); SigLIP no `cls` (positions `[patches, hidden]`).
     Patches {
-        cls: &'static str,
+        cls: Option<&'static str>,
         distillation: Option<&'static str>,
         positions: &'static str,
         patch_bias: bool,

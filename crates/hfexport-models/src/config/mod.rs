@@ -20,7 +20,7 @@ use serde_json::{Map, Value};
 
 use crate::error::{ModelError, Result};
 use crate::families::{self, Architecture};
-use crate::layout::{DualLayout, Layout, TowerKind, VisionLanguage};
+use crate::layout::{DualLayout, ImagePool, Layout, TowerKind, VisionLanguage};
 use crate::schema::{
     ConfigSchema, Defaults, EmbeddingScale, Flag, KvHeads, LayerRule, MoeGlu, MoeLayers, MoeSchema, NormTopK, RopeRule,
     RoutingRule, ScaleRule, SharedSize,
@@ -207,7 +207,8 @@ pub struct Mup {
 pub struct DualConfig {
     /// The image tower (`vision_config`) as an image encoder's config.
     pub vision: ModelConfig,
-    /// `projection_dim`: the width of the shared space (CLIP), where the towers are projected.
+    /// The width of the shared space: CLIP's `projection_dim`, where both towers are projected;
+    /// SigLIP's text `head` width (`projection_size`, the image tower's width).
     pub projection_dim: Option<usize>,
 }
 

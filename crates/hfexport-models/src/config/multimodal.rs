@@ -220,13 +220,44 @@ pub(super) fn dual_encoder(top: &Fields, dual: &'static DualLayout, text: ModelC
         None | Some(Value::Null) => &empty,
         Some(v) => return Err(top.err("vision_config", format!("must be an object, got {}", describe(v)))),
     };
-    let vision = Fields::new(vision, top.path, "vision_config.");
+    let vision_fields = Fields::new(vision, top.path, "vision_config.");
     let tower = dual.vision;
     let class = format!("{}'s vision_model", text.architecture);
-    let vision = model_config(&vision, &vision, &tower.config, class, Some(tower.model_types[0].into()))?;
+    let vision = model_config(&vision_fields, &vision_fields, &tower.config, class, Some(tower.model_types[0].into()))?;
     let projection_dim = match dual.projections {
         Some(_) => Some(top.size("projection_dim", Some(512), MAX_HIDDEN)?),
-        None => None,
+        None => Some(text_head_width(top, &text, &vision)?),
     };
+    if let (ImagePool::Probe { .. }, Some(false)) = (dual.image_pool, vision_fields.bool("vision_use_head")?) {
+        return Err(vision_fields.err(
+            "vision_use_head",
+            format!("false leaves {} without image embeddings to score: not supported", text.architecture),
+        ));
+    }
     Ok(ModelConfig { dual: Some(Box::new(DualConfig { vision, projection_dim })), ..text })
+}
+
+/// SigLIP's text `head` width: `text_config.projection_size` (null: the text hidden size), which
+/// the image embeddings (the vision hidden size) must match to be scored against.
+fn text_head_width(top: &Fields, text: &ModelConfig, vision: &ModelConfig) -> Result<usize> {
+    let empty = Map::new();
+    let obj = match top.raw("text_config") {
+        Some(Value::Object(obj)) => obj,
+        _ => &empty,
+    };
+    let f = Fields::new(obj, top.path, "text_config.");
+    let width = match f.raw("projection_size") {
+        None | Some(Value::Null) => text.hidden_size,
+        Some(_) => f.size("projection_size", None, MAX_HIDDEN)?,
+    };
+    if width != vision.hidden_size {
+        return Err(f.err(
+            "projection_size",
+            format!(
+                "{width} differs from the image embeddings' width (vision_config.hidden_size {})",
+                vision.hidden_size
+            ),
+        ));
+    }
+    Ok(width)
 }

@@ -61,7 +61,7 @@ pub const CLIP_VISION_LAYOUT: Layout = Layout {
     encoder: Some(EncoderLayout {
         input: EncoderInput::Patches {
             distillation: None,
-            cls: "embeddings.class_embedding",
+            cls: Some("embeddings.class_embedding"),
             positions: "embeddings.position_embedding.weight",
             patch_bias: false,
             flat: true,

@@ -15,7 +15,7 @@ pub const FAMILY: Architecture = Architecture {
         roots: &["deit.", ""],
         encoder: Some(EncoderLayout {
             input: EncoderInput::Patches {
-                cls: "embeddings.cls_token",
+                cls: Some("embeddings.cls_token"),
                 distillation: Some("embeddings.distillation_token"),
                 positions: "embeddings.position_embeddings",
                 patch_bias: true,

@@ -77,6 +77,7 @@ pub mod qwen3_moe;
 pub mod qwen3_next;
 pub mod resnet;
 pub mod roberta;
+pub mod siglip;
 pub mod smollm3;
 pub mod stablelm;
 pub mod starcoder2;
@@ -164,6 +165,7 @@ pub static ARCHITECTURES: &[Architecture] = &[
     dinov2::FAMILY,
     clip::CLIP,
     clip::CLIP_TEXT,
+    siglip::FAMILY,
     resnet::FAMILY,
     convnext::CONVNEXT,
     convnext::CONVNEXT_V2,

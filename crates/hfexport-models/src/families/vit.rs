@@ -46,7 +46,7 @@ pub const VIT_LAYOUT: Layout = Layout {
     encoder: Some(EncoderLayout {
         input: EncoderInput::Patches {
             distillation: None,
-            cls: "embeddings.cls_token",
+            cls: Some("embeddings.cls_token"),
             positions: "embeddings.position_embeddings",
             patch_bias: true,
             flat: false,

@@ -822,6 +822,41 @@ fn clip_configs_read_both_towers_with_class_defaults() {
     );
 }
 
+/// SiglipConfig: SigLIP's class defaults; the text head's width (`projection_size`, null: the
+/// text width) must be the image tower's; an image tower without its pooling head is refused.
+#[test]
+fn siglip_configs_tie_the_text_head_to_the_image_width() {
+    let c = parse(r#"{"architectures": ["SiglipModel"], "model_type": "siglip"}"#).unwrap();
+    let d = c.dual.as_deref().unwrap();
+    assert_eq!(
+        (c.vocab_size, c.max_position_embeddings, c.hidden_act.as_str(), c.norm_eps),
+        (32000, 64, "gelu_pytorch_tanh", 1e-6)
+    );
+    assert_eq!((d.vision.hidden_size, d.projection_dim), (768, Some(768)));
+    let img = d.vision.encoder.as_ref().and_then(|e| e.image.clone()).unwrap();
+    assert_eq!((img.size, img.patch), ([224, 224], [16, 16]));
+    let with = |text: &str, vision: &str| {
+        parse(&format!(
+            r#"{{"architectures": ["SiglipModel"], "model_type": "siglip", "text_config": {{{text}}},
+                "vision_config": {{"hidden_size": 12, "num_attention_heads": 2{vision}}}}}"#
+        ))
+    };
+    assert_eq!(
+        with(r#""hidden_size": 16, "num_attention_heads": 2, "projection_size": 12"#, "")
+            .unwrap()
+            .dual
+            .unwrap()
+            .projection_dim,
+        Some(12)
+    );
+    config_err(with(r#""hidden_size": 16, "num_attention_heads": 2"#, ""), "text_config.projection_size");
+    let e = config_err(
+        with(r#""hidden_size": 12, "num_attention_heads": 2"#, r#", "vision_use_head": false"#),
+        "vision_config.vision_use_head",
+    );
+    assert!(e.contains("not supported"), "{e}");
+}
+
 /// Qwen2VLConfig: nested or hub-flat text keys, `mrope` read as the default rope with its
 /// sections, the tower's keys (`in_chans`, `mlp_ratio`), and the checks tying them.
 #[test]
