@@ -22,9 +22,9 @@ use std::path::Path;
 use std::process::Command;
 
 const SEED: u64 = 20_261_202;
-/// Each of the 66 dealt classes (10 of them sentence-transformers folders, 10 convolutional, 4 CLIP
-/// and SigLIP) once or twice.
-const COUNT: usize = 69;
+/// Each of the 71 dealt classes (10 of them sentence-transformers folders, 10 convolutional, 9 CLIP
+/// and SigLIP models and towers) once or twice.
+const COUNT: usize = 72;
 
 struct Case {
     name: String,

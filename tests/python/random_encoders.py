@@ -5,7 +5,8 @@ Usage: random_encoders.py OUTDIR --seed S --count N
 
 Writes N folders (save_pretrained of a randomly configured BERT / RoBERTa / XLM-RoBERTa / CamemBERT /
 XLM-RoBERTa-XL / DistilBERT / ELECTRA / ALBERT / MPNet / DeBERTa-v2 / ModernBERT / ViT / DeiT / DINOv2 / ResNet / ConvNeXt
-(V1, V2) / MobileNetV2 / CLIP (CLIPModel, zero-shot: texts against images; CLIPTextModel) / SigLIP with one
+(V1, V2) / MobileNetV2 / CLIP (CLIPModel, zero-shot: texts against images; the towers, projected or not) /
+SigLIP (SiglipModel and its towers) with one
 of its heads, classes dealt round-robin) with golden.safetensors: for the cases `single` ([1, L])
 and `batch` ([2, L], row 1 right-padded), the inputs (`input_ids`, `attention_mask`, and
 `token_type_ids` when type_vocab_size > 1) and every output of the forward. OUTDIR/index.json
@@ -100,6 +101,12 @@ CLASSES = [
     ("clip_text", "CLIPTextModel", "feature-extraction"),
     ("clip", "CLIPModel", "zero-shot-image-classification"),
     ("siglip", "SiglipModel", "zero-shot-image-classification"),
+    # the towers as classes of their own
+    ("clip_text", "CLIPTextModelWithProjection", "feature-extraction"),
+    ("clip_vision", "CLIPVisionModelWithProjection", "feature-extraction"),
+    ("siglip_text", "SiglipTextModel", "feature-extraction"),
+    ("siglip_vision", "SiglipVisionModel", "feature-extraction"),
+    ("clip_vision", "CLIPVisionModel", "feature-extraction"),
 ]
 POOLING_MODES = ["cls", "max", "mean", "mean_sqrt_len_tokens", "weightedmean", "lasttoken"]
 # the activations hfexport builds for a sentence-transformers Dense module
@@ -129,7 +136,13 @@ CONFIGS = {
     "clip": "CLIPConfig",
     "clip_text": "CLIPTextConfig",
     "siglip": "SiglipConfig",
+    "clip_vision": "CLIPVisionConfig",
+    "siglip_text": "SiglipTextConfig",
+    "siglip_vision": "SiglipVisionConfig",
 }
+# the tower classes: text towers read ids ending in their end-of-text id, image towers images
+TEXT_TOWERS = ("clip_text", "siglip_text")
+IMAGE_TOWERS = ("clip_vision", "siglip_vision")
 # the families whose goldens take images (pixel_values at the config's image_size)
 IMAGES = ("vit", "deit", "dinov2", "resnet", "convnext", "convnextv2", "mobilenet_v2")
 CONVOLUTIONAL = ("resnet", "convnext", "convnextv2", "mobilenet_v2")
@@ -165,11 +178,19 @@ def sample(rng, index):
         return family, cls_name, task, 0, with_labels(rng, mobilenet_v2_keys(rng))
     if family in ("convnext", "convnextv2"):
         return family, cls_name, task, 0, with_labels(rng, convnext_keys(rng, family == "convnext"))
-    if family in ("clip", "clip_text", "siglip"):
+    if family in ("clip", "siglip") + TEXT_TOWERS + IMAGE_TOWERS:
         seq = rng.randint(5, 12)
         text = clip_text_keys(rng, seq)
-        if family == "clip_text":
+        if family in TEXT_TOWERS:
+            # the projection's width (CLIP's WithProjection class; SigLIP's head, null: the hidden size)
+            key = "projection_dim" if family == "clip_text" else "projection_size"
+            text[key] = rng.choice([None, rng.randint(4, 20)] if key == "projection_size" else [rng.randint(4, 20)])
             return family, cls_name, task, seq, text
+        if family in IMAGE_TOWERS:
+            vision = clip_keys(rng, text)["vision_config"]
+            if family == "clip_vision":
+                vision["projection_dim"] = rng.randint(4, 20)
+            return family, cls_name, task, seq, vision
         kw = clip_keys(rng, text)
         if family == "siglip":
             # no projections: the text head ends in the image tower's width
@@ -442,8 +463,8 @@ def main():
         if family in ("vit", "deit", "dinov2") and square_grid(kw) and rng.random() < 0.7:
             ph, pw = pair(kw["patch_size"])
             image_size = [ph * rng.randint(1, 5), pw * rng.randint(1, 5)]
-        if family in ("clip", "siglip") and rng.random() < 0.5:
-            p = kw["vision_config"]["patch_size"]
+        if family in ("clip", "siglip") + IMAGE_TOWERS and rng.random() < 0.5:
+            p = kw.get("vision_config", kw)["patch_size"]
             image_size = [p * rng.randint(1, 5), p * rng.randint(1, 5)]
         config = getattr(transformers, CONFIGS[family])(**kw)
         config._attn_implementation = "eager"
@@ -485,13 +506,19 @@ def main():
                 for k in outputs_of(task, model):  # copies: logits_per_image is a view of logits_per_text
                     golden[f"{case}.{k}"] = getattr(res, k).float().contiguous().clone()
                 continue
-            if family == "clip_text":
-                inputs = clip_inputs(gen, rng, kw, rows, seq)
+            if family in TEXT_TOWERS + IMAGE_TOWERS:
+                if family in TEXT_TOWERS:
+                    inputs, extra = clip_inputs(gen, rng, kw, rows, seq), {}
+                else:
+                    size = image_size or [kw["image_size"]] * 2
+                    inputs = {"pixel_values": torch.randn((rows, kw["num_channels"], *size), generator=gen)}
+                    extra = {"interpolate_pos_encoding": image_size is not None}
                 with torch.no_grad():
-                    res = model(**inputs)
+                    res = model(**inputs, **extra)
                 for k, t in inputs.items():
                     golden[f"{case}.{k}"] = t.contiguous()
-                for k in ("last_hidden_state", "pooler_output"):  # copies: the pooled rows are a view
+                pooled = [k for k in ("text_embeds", "image_embeds", "pooler_output") if getattr(res, k, None) is not None]
+                for k in ["last_hidden_state"] + pooled:  # copies: the pooled rows are a view
                     golden[f"{case}.{k}"] = getattr(res, k).float().contiguous().clone()
                 continue
             if family in IMAGES:

@@ -23,7 +23,7 @@ use crate::config::ModelConfig;
 use crate::decoder::{BuildOptions, Decoder, Vb, Weights};
 use crate::error::{ModelError, Result};
 use crate::families::Architecture;
-use crate::layout::{DualLayout, ImagePool, Pooler};
+use crate::layout::DualLayout;
 use crate::task::Task;
 
 /// The components of a dual encoder's `task` (see the module doc).
@@ -67,16 +67,16 @@ fn spec(name: &str, role: Role, entry: Entry) -> ComponentSpec {
 }
 
 impl Towers<'_> {
-    /// The text's (`0`) or the image's (`1`) projection into the shared space, with its width.
-    fn projection(&self, side: usize) -> Option<(&'static str, usize)> {
+    /// A tower's projection into the shared space (its layout's), with its width.
+    fn projection(&self, tower: &Architecture) -> Option<(&'static str, usize)> {
         let width = self.cfg.dual.as_ref().and_then(|d| d.projection_dim)?;
-        self.dual.projections.map(|p| (p[side], width))
+        tower.layout.encoder.and_then(|e| e.projection).map(|p| (p.linear, width))
     }
 
     /// `text_model`: the text's pooled state projected, and its final states.
     fn text_model(&self) -> Result<Planned> {
         let mut t = Decoder::new(self.cfg, self.arch, self.weights, self.opts, "text_model");
-        let (last, embeds) = t.text_tower(self.projection(0))?;
+        let (last, embeds) = t.tower(self.projection(self.arch), "batch")?;
         t.g.add_output("text_embeds", embeds)?;
         t.g.add_output("last_hidden_state", last)?;
         Ok(Planned { spec: spec("text_model", Role::Tower, Entry::TokenIds), graph: t.g })
@@ -85,7 +85,7 @@ impl Towers<'_> {
     /// `vision_model`: the image's pooled state projected, and its final states.
     fn vision_model(&self) -> Result<Planned> {
         let mut v = Decoder::new(self.vision, self.vision_arch, self.weights, self.opts, "vision_model");
-        let (last, embeds) = v.image_tower(self.dual.image_pool, self.projection(1), "batch")?;
+        let (last, embeds) = v.tower(self.projection(self.vision_arch), "batch")?;
         v.g.add_output("image_embeds", embeds)?;
         v.g.add_output("last_hidden_state", last)?;
         Ok(Planned { spec: spec("vision_model", Role::Tower, Entry::PixelValues), graph: v.g })
@@ -94,9 +94,9 @@ impl Towers<'_> {
     /// `model`: both towers in one graph and the scaled cosine similarities between them.
     fn zero_shot(&self) -> Result<Planned> {
         let mut t = Decoder::new(self.cfg, self.arch, self.weights, self.opts, "model");
-        let (_, text) = t.text_tower(self.projection(0))?;
+        let (_, text) = t.tower(self.projection(self.arch), "batch")?;
         let mut v = Decoder::new(self.vision, self.vision_arch, self.weights, self.opts, "model").continuing(t.g);
-        let (_, image) = v.image_tower(self.dual.image_pool, self.projection(1), "image_batch")?;
+        let (_, image) = v.tower(self.projection(self.vision_arch), "image_batch")?;
         let text = v.unit_rows("text_embeds", text)?;
         let image = v.unit_rows("image_embeds", image)?;
         let scale = v.stored_scalar(self.dual.logit_scale)?;
@@ -119,39 +119,14 @@ impl Towers<'_> {
 }
 
 impl Decoder<'_> {
-    /// The text tower over `input_ids` and `attention_mask`: its final states and its pooled
-    /// state, projected where the model has a `projection` (its name and width).
-    fn text_tower(&mut self, projection: Option<(&str, usize)>) -> Result<(ValueId, ValueId)> {
-        let enc = self.arch.layout.encoder.expect("a dual encoder's text tower is an encoder");
-        let root = self.root();
-        let (last, _, _) = self.final_states(&root, &enc, "batch")?;
-        let pooled = match enc.pooler {
-            Some(Pooler::EndOfText) => self.end_of_text(last)?,
-            Some(Pooler::LastToken { head }) => self.last_token(&root, head, last)?,
-            other => unreachable!("a dual encoder's text pooler picks a token, not {other:?}"),
-        };
-        let embeds = self.projected(projection, pooled)?;
-        Ok((last, embeds))
-    }
-
-    /// The image tower over `pixel_values` (its batch the symbol `batch` names): its final
-    /// states and its `pool`ed state, projected where the model has a `projection`.
-    fn image_tower(
-        &mut self,
-        pool: ImagePool,
-        projection: Option<(&str, usize)>,
-        batch: &str,
-    ) -> Result<(ValueId, ValueId)> {
-        let enc = self.arch.layout.encoder.expect("a dual encoder's image tower is an encoder");
+    /// A tower over its inputs (`input_ids` and `attention_mask`, or `pixel_values` whose batch
+    /// is the symbol `batch` names): its final states and its pooled state, projected where
+    /// the model has a `projection` (its name and width).
+    fn tower(&mut self, projection: Option<(&str, usize)>, batch: &str) -> Result<(ValueId, ValueId)> {
+        let enc = self.arch.layout.encoder.expect("a dual encoder's tower is an encoder");
         let root = self.root();
         let (last, _, _) = self.final_states(&root, &enc, batch)?;
-        let pooled = match pool {
-            ImagePool::ClassToken { norm } => {
-                let cls = self.token_at("vision_pooler", 0, last)?;
-                self.norm(&root.pp(norm), self.cfg.hidden_size, cls)?
-            }
-            ImagePool::Probe { head } => self.attention_probe(&root.pp(head), last)?,
-        };
+        let pooled = self.pooled(&root, enc.pooler, last)?.expect("a dual encoder's towers pool");
         let embeds = self.projected(projection, pooled)?;
         Ok((last, embeds))
     }
@@ -182,7 +157,7 @@ impl Decoder<'_> {
     /// SigLIP's attention pooling of `h` `[batch, tokens, hidden]` to `[batch, hidden]`: the
     /// learned `probe` attends over the states (`attention`, a `torch.nn.MultiheadAttention`
     /// with its packed `in_proj_weight`), then `h + mlp(layernorm(h))` at the probe.
-    fn attention_probe(&mut self, vb: &Vb, h: ValueId) -> Result<ValueId> {
+    pub(crate) fn attention_probe(&mut self, vb: &Vb, h: ValueId) -> Result<ValueId> {
         let (hs, heads) = (self.cfg.hidden_size, self.cfg.num_attention_heads);
         let hd = hs / heads;
         let shape = self.g.info(h).shape.clone();

@@ -461,10 +461,29 @@ impl Decoder<'_> {
         self.op(&format!("{name}.class_and_patch_mean"), Op::Concat { axis: 1 }, &[cls, mean])
     }
 
+    /// The pooled state `[batch, width]` of the final states `h` by `pooler`; `None` without one
+    /// (or where the checkpoint stores no pooler dense).
+    pub(crate) fn pooled(&mut self, root: &Vb, pooler: Option<Pooler>, h: ValueId) -> Result<Option<ValueId>> {
+        Ok(Some(match pooler {
+            Some(Pooler::FirstToken) => self.first_token("pooler", h)?,
+            Some(Pooler::Dense(dense)) if self.weights.has(&root.pp(dense).name("weight")) => {
+                self.pooler(root, dense, h)?
+            }
+            Some(Pooler::EndOfText) => self.end_of_text(h)?,
+            Some(Pooler::LastToken { head }) => self.last_token(root, head, h)?,
+            Some(Pooler::NormedFirstToken { norm }) => {
+                let cls = self.first_token("pooler", h)?;
+                self.norm(&root.pp(norm), self.cfg.hidden_size, cls)?
+            }
+            Some(Pooler::Probe { head }) => self.attention_probe(&root.pp(head), h)?,
+            Some(Pooler::Dense(_)) | None => return Ok(None),
+        }))
+    }
+
     /// CLIP's text pooling: the state `[batch, hidden]` at each row's first end-of-text id
     /// (the config's one `eos_token_id`; with the legacy id 2, the first of the row's largest
     /// ids), at position 0 in a row without one (as torch's `argmax` of all-false).
-    pub(crate) fn end_of_text(&mut self, h: ValueId) -> Result<ValueId> {
+    fn end_of_text(&mut self, h: ValueId) -> Result<ValueId> {
         let ids = self.g.input("input_ids").map(|p| p.value).ok_or_else(|| ModelError::Config {
             path: "config.json".into(),
             key: "architectures".into(),
@@ -508,13 +527,13 @@ impl Decoder<'_> {
     }
 
     /// SigLIP's text pooling: `head(h[:, -1])` `[batch, projection_size]`.
-    pub(crate) fn last_token(&mut self, root: &Vb, head: &str, h: ValueId) -> Result<ValueId> {
+    fn last_token(&mut self, root: &Vb, head: &str, h: ValueId) -> Result<ValueId> {
         let shape = self.g.info(h).shape.clone();
         let last = Op::Slice { axis: 1, start: shape[1].sub(&Dim::konst(1)), end: shape[1].clone() };
         let x = self.op("pooler.last", last, &[h])?;
         let x = self.op("pooler.squeeze", Op::Reshape { shape: vec![shape[0].clone(), shape[2].clone()] }, &[x])?;
         let hs = self.cfg.hidden_size;
-        let out = self.cfg.dual.as_ref().and_then(|d| d.projection_dim).unwrap_or(hs);
+        let out = self.cfg.encoder.as_ref().map_or(hs, |e| e.pooler_size);
         self.linear(&root.pp(head), out, hs, true, x)
     }
 
@@ -727,17 +746,16 @@ impl Decoder<'_> {
         match task {
             Task::FeatureExtraction => {
                 self.g.add_output("last_hidden_state", h)?;
-                let pooled = match enc.pooler {
-                    Some(Pooler::FirstToken) => Some(self.first_token("pooler", h)?),
-                    Some(Pooler::Dense(dense)) if self.weights.has(&root.pp(dense).name("weight")) => {
-                        Some(self.pooler(root, dense, h)?)
+                // a `…WithProjection` class stores its projection (`CLIPTextModel` none)
+                let projection = enc.projection.filter(|p| self.weights.has(&top.pp(p.linear).name("weight")));
+                match (self.pooled(root, enc.pooler, h)?, projection) {
+                    (Some(p), Some(projection)) => {
+                        let size = self.cfg.encoder.as_ref().map_or(hs, |e| e.pooler_size);
+                        let e = self.linear(&top.pp(projection.linear), size, hs, false, p)?;
+                        self.g.add_output(projection.output, e)?;
                     }
-                    Some(Pooler::EndOfText) => Some(self.end_of_text(h)?),
-                    Some(Pooler::LastToken { head }) => Some(self.last_token(root, head, h)?),
-                    Some(Pooler::Dense(_)) | None => None,
-                };
-                if let Some(p) = pooled {
-                    self.g.add_output("pooler_output", p)?;
+                    (Some(p), None) => self.g.add_output("pooler_output", p)?,
+                    (None, _) => {}
                 }
             }
             Task::SentenceEmbedding => {

@@ -206,28 +206,12 @@ pub struct PerLayerInputLayout {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct DualLayout {
     /// The image tower: its config schema (read from `vision_config`) and its layout, under
-    /// its own root (`vision_model.`).
+    /// its own root (`vision_model.`); its encoder's `pooler` pools it.
     pub vision: &'static crate::families::Architecture,
-    /// How the image tower pools its final states.
-    pub image_pool: ImagePool,
-    /// The linears (no bias) from the text's and the image's pooled states into the shared
-    /// space (CLIP's `text_projection`, `visual_projection`); `None`: each tower's own head
-    /// ends there (SigLIP).
-    pub projections: Option<[&'static str; 2]>,
     /// The scalar whose exponential scales the cosine similarities.
     pub logit_scale: &'static str,
     /// The scalar added to them (SigLIP).
     pub logit_bias: Option<&'static str>,
-}
-
-/// How a dual encoder's image tower pools its final states `[batch, tokens, hidden]`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ImagePool {
-    /// The class token through the norm under the root (CLIP's `post_layernorm`).
-    ClassToken { norm: &'static str },
-    /// SigLIP's multi-head attention pooling under `head`: a learned probe attends over the
-    /// states (`torch.nn.MultiheadAttention`), then a norm and a residual MLP.
-    Probe { head: &'static str },
 }
 
 /// A vision-language model's image side: a vision tower whose features a projector maps into
@@ -324,6 +308,9 @@ pub struct EncoderLayout {
     pub positions: EncoderPositions,
     /// What gives `pooler_output`, when the family has one.
     pub pooler: Option<Pooler>,
+    /// The pooled state projected, in place of `pooler_output`, where the checkpoint stores the
+    /// projection (CLIP's `…WithProjection`; a dual encoder's towers always).
+    pub projection: Option<PooledProjection>,
     pub mlm: MlmHead,
     pub classifier: ClassifierHead,
     /// Each token attends only to the unpadded tokens up to itself (CLIP's text model).
@@ -348,8 +335,23 @@ pub enum Pooler {
     /// The state at each row's first end-of-text id (the config's `eos_token_id`; with the
     /// legacy id 2, at the row's largest id), as CLIP's text model pools.
     EndOfText,
-    /// The state at the last position, then the dense `head` (SigLIP's text model).
+    /// The state at the last position, then the dense `head` (SigLIP's text model; as wide as
+    /// the config's pooler size, `projection_size`).
     LastToken { head: &'static str },
+    /// The class token through the norm under the root (CLIP's image tower, `post_layernorm`).
+    NormedFirstToken { norm: &'static str },
+    /// SigLIP's image pooling under `head`: a learned probe attends over the states
+    /// (`torch.nn.MultiheadAttention`), then a norm and a residual MLP.
+    Probe { head: &'static str },
+}
+
+/// A tower class's projection of its pooled state into a shared space (CLIP's
+/// `…WithProjection`): the linear at the top (no bias, the config's pooler size wide,
+/// `projection_dim`) and the output it gives in place of `pooler_output`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PooledProjection {
+    pub linear: &'static str,
+    pub output: &'static str,
 }
 
 /// An encoder's projection of its embeddings to the hidden size, under the root.

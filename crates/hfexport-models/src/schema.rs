@@ -384,12 +384,16 @@ pub struct EncoderSchema {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PoolerKeys {
     pub size: &'static str,
+    /// The width's class default when the key is missing (CLIP's `projection_dim` 512);
+    /// `None`: the hidden size (as when the key is null).
+    pub default_size: Option<usize>,
     pub act: &'static str,
     pub default_act: &'static str,
 }
 
 /// BERT's and ViT's: `pooler_output_size`, `pooler_act` (tanh).
-pub const BERT_POOLER: PoolerKeys = PoolerKeys { size: "pooler_output_size", act: "pooler_act", default_act: "tanh" };
+pub const BERT_POOLER: PoolerKeys =
+    PoolerKeys { size: "pooler_output_size", default_size: None, act: "pooler_act", default_act: "tanh" };
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ImageDefaults {

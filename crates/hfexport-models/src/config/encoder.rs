@@ -124,7 +124,8 @@ pub(super) fn parse_encoder(f: &Fields, schema: &ConfigSchema, dims: &Dims) -> R
     };
     let keys = enc.pooler;
     let pooler_size = match f.raw(keys.size) {
-        None | Some(Value::Null) => hidden,
+        None => keys.default_size.unwrap_or(hidden),
+        Some(Value::Null) => hidden,
         Some(_) => f.size(keys.size, None, MAX_HIDDEN)?,
     };
     let pooler_act = f.string(keys.act)?.unwrap_or(keys.default_act).to_string();

@@ -20,7 +20,7 @@ use serde_json::{Map, Value};
 
 use crate::error::{ModelError, Result};
 use crate::families::{self, Architecture};
-use crate::layout::{DualLayout, ImagePool, Layout, TowerKind, VisionLanguage};
+use crate::layout::{DualLayout, Layout, Pooler, TowerKind, VisionLanguage};
 use crate::schema::{
     ConfigSchema, Defaults, EmbeddingScale, Flag, KvHeads, LayerRule, MoeGlu, MoeLayers, MoeSchema, NormTopK, RopeRule,
     RoutingRule, ScaleRule, SharedSize,
@@ -207,8 +207,8 @@ pub struct Mup {
 pub struct DualConfig {
     /// The image tower (`vision_config`) as an image encoder's config.
     pub vision: ModelConfig,
-    /// The width of the shared space: CLIP's `projection_dim`, where both towers are projected;
-    /// SigLIP's text `head` width (`projection_size`, the image tower's width).
+    /// CLIP's `projection_dim`: the width of the shared space both towers are projected into;
+    /// `None` where each tower's own head ends in it (SigLIP).
     pub projection_dim: Option<usize>,
 }
 
@@ -543,7 +543,7 @@ fn normalise(top: &Fields) -> Result<ModelConfig> {
     };
     let cfg = model_config(top, f, schema, architecture, model_type)?;
     match family.layout.dual {
-        Some(dual) => dual_encoder(top, dual, cfg),
+        Some(dual) => dual_encoder(top, (family, dual), cfg),
         None => Ok(cfg),
     }
 }

@@ -202,9 +202,14 @@ pub(super) fn merged_tower(
     Ok((Some(merge), section))
 }
 
-/// A dual encoder's config (CLIPConfig): `text` (read from `text_config`) with its image tower
-/// from `vision_config` by the layout's tower schema, and `projection_dim`.
-pub(super) fn dual_encoder(top: &Fields, dual: &'static DualLayout, text: ModelConfig) -> Result<ModelConfig> {
+/// A dual encoder's config (CLIPConfig): `text` (read from `text_config` by `family`, whose
+/// layout's `dual` names the image tower) with the tower from `vision_config`, and
+/// `projection_dim` where the towers are projected (their layouts say).
+pub(super) fn dual_encoder(
+    top: &Fields,
+    (family, dual): (&'static Architecture, &'static DualLayout),
+    text: ModelConfig,
+) -> Result<ModelConfig> {
     for legacy in ["text_config_dict", "vision_config_dict"] {
         if top.raw(legacy).is_some_and(|v| !v.is_null()) {
             return Err(top.err(
@@ -224,11 +229,16 @@ pub(super) fn dual_encoder(top: &Fields, dual: &'static DualLayout, text: ModelC
     let tower = dual.vision;
     let class = format!("{}'s vision_model", text.architecture);
     let vision = model_config(&vision_fields, &vision_fields, &tower.config, class, Some(tower.model_types[0].into()))?;
-    let projection_dim = match dual.projections {
-        Some(_) => Some(top.size("projection_dim", Some(512), MAX_HIDDEN)?),
-        None => Some(text_head_width(top, &text, &vision)?),
+    let projected = family.layout.encoder.is_some_and(|e| e.projection.is_some());
+    let projection_dim = match projected {
+        true => Some(top.size("projection_dim", Some(512), MAX_HIDDEN)?),
+        false => {
+            check_text_head_width(top, &text, &vision)?;
+            None
+        }
     };
-    if let (ImagePool::Probe { .. }, Some(false)) = (dual.image_pool, vision_fields.bool("vision_use_head")?) {
+    let pooler = tower.layout.encoder.and_then(|e| e.pooler);
+    if let (Some(Pooler::Probe { .. }), Some(false)) = (pooler, vision_fields.bool("vision_use_head")?) {
         return Err(vision_fields.err(
             "vision_use_head",
             format!("false leaves {} without image embeddings to score: not supported", text.architecture),
@@ -237,27 +247,19 @@ pub(super) fn dual_encoder(top: &Fields, dual: &'static DualLayout, text: ModelC
     Ok(ModelConfig { dual: Some(Box::new(DualConfig { vision, projection_dim })), ..text })
 }
 
-/// SigLIP's text `head` width: `text_config.projection_size` (null: the text hidden size), which
-/// the image embeddings (the vision hidden size) must match to be scored against.
-fn text_head_width(top: &Fields, text: &ModelConfig, vision: &ModelConfig) -> Result<usize> {
-    let empty = Map::new();
-    let obj = match top.raw("text_config") {
-        Some(Value::Object(obj)) => obj,
-        _ => &empty,
-    };
-    let f = Fields::new(obj, top.path, "text_config.");
-    let width = match f.raw("projection_size") {
-        None | Some(Value::Null) => text.hidden_size,
-        Some(_) => f.size("projection_size", None, MAX_HIDDEN)?,
-    };
+/// SigLIP's text `head` width (`text_config.projection_size`, read as the text tower's pooler
+/// size; null: the text hidden size) must be the image embeddings' (the vision hidden size) for
+/// the two to be scored against each other.
+fn check_text_head_width(top: &Fields, text: &ModelConfig, vision: &ModelConfig) -> Result<()> {
+    let width = text.encoder.as_ref().map_or(text.hidden_size, |e| e.pooler_size);
     if width != vision.hidden_size {
-        return Err(f.err(
-            "projection_size",
+        return Err(top.err(
+            "text_config.projection_size",
             format!(
                 "{width} differs from the image embeddings' width (vision_config.hidden_size {})",
                 vision.hidden_size
             ),
         ));
     }
-    Ok(width)
+    Ok(())
 }

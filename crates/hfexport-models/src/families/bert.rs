@@ -97,6 +97,7 @@ pub const BERT_LAYOUT: Layout = Layout {
         disentangled: None,
         positions: EncoderPositions::FromZero,
         pooler: Some(Pooler::Dense("pooler.dense")),
+        projection: None,
         mlm: MlmHead {
             dense: "cls.predictions.transform.dense",
             act: HeadActivation::Hidden,

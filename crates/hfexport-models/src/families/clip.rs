@@ -1,5 +1,6 @@
-//! CLIP: `CLIPModel` (an image-text dual encoder, `crate::dual`), `CLIPTextModel`, and the
-//! vision tower LLaVA reads from `vision_config` (`CLIPVisionConfig`).
+//! CLIP: `CLIPModel` (an image-text dual encoder, `crate::dual`), its towers as classes of
+//! their own (`CLIPTextModel`, `CLIPVisionModel` and their `…WithProjection`: pooled, or
+//! projected into the shared space), and the vision tower LLaVA reads from `vision_config`.
 
 use super::bert::{BERT_ENCODER, BERT_ENCODER_SCHEMA, BERT_SCHEMA};
 use super::vit::{VIT_ENCODER, VIT_LAYOUT};
@@ -7,11 +8,12 @@ use super::Architecture;
 use crate::layout::*;
 use crate::schema::*;
 
-/// `CLIPVisionConfig`: the vision tower of LLaVA (`vision_config`), pre-LN layers with biases,
-/// `quick_gelu`, patches in; read through the vision-language entry, never as a class
-/// of its own.
+/// `CLIPVisionConfig`: pre-LN layers with biases, `quick_gelu`, patches in; `CLIPVisionModel`
+/// (`pooler_output`: the class token through `post_layernorm`) and
+/// `CLIPVisionModelWithProjection` (`image_embeds`: that projected, `projection_dim` wide), and
+/// the vision tower of LLaVA (`vision_config`).
 pub const CLIP_VISION: Architecture = Architecture {
-    classes: &[],
+    classes: &["CLIPVisionModel", "CLIPVisionModelWithProjection"],
     model_types: &["clip_vision_model"],
     config: ConfigSchema {
         keys: Keys { norm_eps: "layer_norm_eps", ..KEYS },
@@ -29,6 +31,7 @@ pub const CLIP_VISION: Architecture = Architecture {
         encoder: Some(EncoderSchema {
             type_vocab_size: None,
             image: Some(ImageDefaults { image_size: 224, patch_size: 32, num_channels: 3 }),
+            pooler: PROJECTION_DIM,
             ..BERT_ENCODER_SCHEMA
         }),
         ..BERT_SCHEMA
@@ -36,8 +39,19 @@ pub const CLIP_VISION: Architecture = Architecture {
     layout: CLIP_VISION_LAYOUT,
 };
 
+/// The `…WithProjection` classes' projection width: `projection_dim`, 512 by default.
+const PROJECTION_DIM: PoolerKeys = PoolerKeys { size: "projection_dim", default_size: Some(512), ..BERT_POOLER };
+
 pub const CLIP_VISION_LAYOUT: Layout = Layout {
-    roots: &["vision_tower.", "vision_tower.vision_model.", "model.vision_tower.vision_model.", "model.vision_tower."],
+    // LLaVA's, then the tower classes' (transformers 5 saves `CLIPVisionModel` at the top)
+    roots: &[
+        "vision_tower.",
+        "vision_tower.vision_model.",
+        "model.vision_tower.vision_model.",
+        "model.vision_tower.",
+        "vision_model.",
+        "",
+    ],
     embed: "embeddings.patch_embedding",
     position_embed: None,
     embed_norm: None,
@@ -67,7 +81,8 @@ pub const CLIP_VISION_LAYOUT: Layout = Layout {
             flat: true,
         },
         embed_norm: Some("pre_layrnorm"),
-        pooler: None,
+        pooler: Some(Pooler::NormedFirstToken { norm: "post_layernorm" }),
+        projection: Some(PooledProjection { linear: "visual_projection", output: "image_embeds" }),
         ..VIT_ENCODER
     }),
     ..VIT_LAYOUT
@@ -92,12 +107,12 @@ pub const CLIP_TEXT_SCHEMA: ConfigSchema = ConfigSchema {
         ..NO_DEFAULTS
     },
     text_config: true,
-    encoder: Some(EncoderSchema { type_vocab_size: None, ..BERT_ENCODER_SCHEMA }),
+    encoder: Some(EncoderSchema { type_vocab_size: None, pooler: PROJECTION_DIM, ..BERT_ENCODER_SCHEMA }),
     ..BERT_SCHEMA
 };
 
 /// CLIP's text tower: token and learned position embeddings, causal pre-LN layers, the final
-/// norm, pooled at the end-of-text token.
+/// norm, pooled at the end-of-text token (and projected where `text_projection` is stored).
 pub const CLIP_TEXT_LAYOUT: Layout = Layout {
     roots: &["text_model."],
     embed: "embeddings.token_embedding",
@@ -108,6 +123,7 @@ pub const CLIP_TEXT_LAYOUT: Layout = Layout {
         token_type_embed: None,
         embed_norm: None,
         pooler: Some(Pooler::EndOfText),
+        projection: Some(PooledProjection { linear: "text_projection", output: "text_embeds" }),
         causal: true,
         ..BERT_ENCODER
     }),
@@ -119,15 +135,10 @@ pub const CLIP_TEXT_LAYOUT: Layout = Layout {
 pub const CLIP_VISION_TOWER: Architecture =
     Architecture { layout: Layout { roots: &["vision_model."], ..CLIP_VISION_LAYOUT }, ..CLIP_VISION };
 
-/// What joins CLIP's towers: the class token through `post_layernorm`, both pooled states
-/// projected without bias, cosine similarities scaled by `exp(logit_scale)`.
-pub const CLIP_DUAL: DualLayout = DualLayout {
-    vision: &CLIP_VISION_TOWER,
-    image_pool: ImagePool::ClassToken { norm: "post_layernorm" },
-    projections: Some(["text_projection", "visual_projection"]),
-    logit_scale: "logit_scale",
-    logit_bias: None,
-};
+/// What joins CLIP's towers: both pooled states projected (`projection_dim` wide), cosine
+/// similarities scaled by `exp(logit_scale)`.
+pub const CLIP_DUAL: DualLayout =
+    DualLayout { vision: &CLIP_VISION_TOWER, logit_scale: "logit_scale", logit_bias: None };
 
 /// `CLIPModel`: the text tower from `text_config`, the image tower from `vision_config`.
 pub const CLIP: Architecture = Architecture {
@@ -137,9 +148,10 @@ pub const CLIP: Architecture = Architecture {
     layout: CLIP_TEXT_LAYOUT,
 };
 
-/// `CLIPTextModel`: the text tower alone (`last_hidden_state`, `pooler_output`).
+/// `CLIPTextModel` (`last_hidden_state`, `pooler_output`) and `CLIPTextModelWithProjection`
+/// (`text_embeds` in place of `pooler_output`, where `text_projection` is stored).
 pub const CLIP_TEXT: Architecture = Architecture {
-    classes: &["CLIPTextModel"],
+    classes: &["CLIPTextModel", "CLIPTextModelWithProjection"],
     model_types: &["clip_text_model"],
     config: ConfigSchema { text_config: false, ..CLIP_TEXT_SCHEMA },
     // transformers 5 saves the tower's tensors at the top; older files under `text_model.`

@@ -32,7 +32,12 @@ pub const DEBERTA_V2_SCHEMA: ConfigSchema = ConfigSchema {
     encoder: Some(EncoderSchema {
         type_vocab_size: Some(0),
         disentangled: true,
-        pooler: PoolerKeys { size: "pooler_hidden_size", act: "pooler_hidden_act", default_act: "gelu" },
+        pooler: PoolerKeys {
+            size: "pooler_hidden_size",
+            default_size: None,
+            act: "pooler_hidden_act",
+            default_act: "gelu",
+        },
         ..BERT_ENCODER_SCHEMA
     }),
     ..BERT_SCHEMA

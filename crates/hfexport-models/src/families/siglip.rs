@@ -8,7 +8,8 @@ use super::Architecture;
 use crate::layout::*;
 use crate::schema::*;
 
-/// `SiglipTextConfig`: CLIP's text keys with SigLIP's defaults (tanh GELU, eps 1e-6, 64 positions).
+/// `SiglipTextConfig`: CLIP's text keys with SigLIP's defaults (tanh GELU, eps 1e-6, 64
+/// positions) and its `head`'s width, `projection_size` (the hidden size when null).
 pub const SIGLIP_TEXT_SCHEMA: ConfigSchema = ConfigSchema {
     defaults: Defaults {
         vocab_size: Some(32000),
@@ -21,6 +22,13 @@ pub const SIGLIP_TEXT_SCHEMA: ConfigSchema = ConfigSchema {
         activation: "gelu_pytorch_tanh",
         ..CLIP_TEXT_SCHEMA.defaults
     },
+    encoder: Some(EncoderSchema {
+        pooler: PoolerKeys { size: "projection_size", default_size: None, ..BERT_POOLER },
+        ..match CLIP_TEXT_SCHEMA.encoder {
+            Some(e) => e,
+            None => panic!("CLIP_TEXT_SCHEMA has an encoder schema"),
+        }
+    }),
     ..CLIP_TEXT_SCHEMA
 };
 
@@ -29,6 +37,7 @@ pub const SIGLIP_TEXT_SCHEMA: ConfigSchema = ConfigSchema {
 pub const SIGLIP_TEXT_LAYOUT: Layout = Layout {
     encoder: Some(EncoderLayout {
         pooler: Some(Pooler::LastToken { head: "head" }),
+        projection: None,
         causal: false,
         ..match CLIP_TEXT_LAYOUT.encoder {
             Some(e) => e,
@@ -39,8 +48,11 @@ pub const SIGLIP_TEXT_LAYOUT: Layout = Layout {
     ..CLIP_TEXT_LAYOUT
 };
 
-/// `SiglipVisionConfig`: CLIP's vision keys with SigLIP's defaults (16x16 patches, tanh GELU).
+/// `SiglipVisionConfig`: CLIP's vision keys with SigLIP's defaults (16x16 patches, tanh GELU);
+/// `SiglipVisionModel` (`last_hidden_state` after `post_layernorm`, `pooler_output` pooled by the
+/// attention probe) and `SiglipModel`'s image tower.
 pub const SIGLIP_VISION: Architecture = Architecture {
+    classes: &["SiglipVisionModel"],
     model_types: &["siglip_vision_model"],
     config: ConfigSchema {
         defaults: Defaults {
@@ -59,7 +71,8 @@ pub const SIGLIP_VISION: Architecture = Architecture {
         ..CLIP_VISION.config
     },
     layout: Layout {
-        roots: &["vision_model."],
+        // transformers 5 saves `SiglipVisionModel` at the top
+        roots: &["vision_model.", ""],
         final_norm: "post_layernorm",
         encoder: Some(EncoderLayout {
             input: EncoderInput::Patches {
@@ -70,6 +83,8 @@ pub const SIGLIP_VISION: Architecture = Architecture {
                 flat: true,
             },
             embed_norm: None,
+            pooler: Some(Pooler::Probe { head: "head" }),
+            projection: None,
             ..match CLIP_VISION_LAYOUT.encoder {
                 Some(e) => e,
                 None => panic!("CLIP_VISION_LAYOUT has an encoder"),
@@ -80,15 +95,10 @@ pub const SIGLIP_VISION: Architecture = Architecture {
     ..CLIP_VISION
 };
 
-/// What joins SigLIP's towers: the image pooled by attention under `head`, no projections,
+/// What joins SigLIP's towers: each tower's own head ends in the shared space;
 /// `exp(logit_scale)` and `logit_bias`.
-pub const SIGLIP_DUAL: DualLayout = DualLayout {
-    vision: &SIGLIP_VISION,
-    image_pool: ImagePool::Probe { head: "head" },
-    projections: None,
-    logit_scale: "logit_scale",
-    logit_bias: Some("logit_bias"),
-};
+pub const SIGLIP_DUAL: DualLayout =
+    DualLayout { vision: &SIGLIP_VISION, logit_scale: "logit_scale", logit_bias: Some("logit_bias") };
 
 /// `SiglipModel`: the text tower from `text_config`, the image tower from `vision_config`.
 pub const FAMILY: Architecture = Architecture {
@@ -96,4 +106,12 @@ pub const FAMILY: Architecture = Architecture {
     model_types: &["siglip"],
     config: SIGLIP_TEXT_SCHEMA,
     layout: SIGLIP_TEXT_LAYOUT,
+};
+
+/// `SiglipTextModel`: the text tower alone (`last_hidden_state`, `pooler_output` through `head`).
+pub const SIGLIP_TEXT: Architecture = Architecture {
+    classes: &["SiglipTextModel"],
+    model_types: &["siglip_text_model"],
+    config: ConfigSchema { text_config: false, ..SIGLIP_TEXT_SCHEMA },
+    layout: Layout { roots: &["text_model.", ""], dual: None, ..SIGLIP_TEXT_LAYOUT },
 };

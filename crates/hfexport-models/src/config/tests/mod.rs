@@ -832,7 +832,7 @@ fn siglip_configs_tie_the_text_head_to_the_image_width() {
         (c.vocab_size, c.max_position_embeddings, c.hidden_act.as_str(), c.norm_eps),
         (32000, 64, "gelu_pytorch_tanh", 1e-6)
     );
-    assert_eq!((d.vision.hidden_size, d.projection_dim), (768, Some(768)));
+    assert_eq!((d.vision.hidden_size, d.projection_dim, c.encoder.as_ref().unwrap().pooler_size), (768, None, 768));
     let img = d.vision.encoder.as_ref().and_then(|e| e.image.clone()).unwrap();
     assert_eq!((img.size, img.patch), ([224, 224], [16, 16]));
     let with = |text: &str, vision: &str| {
@@ -841,14 +841,8 @@ fn siglip_configs_tie_the_text_head_to_the_image_width() {
                 "vision_config": {{"hidden_size": 12, "num_attention_heads": 2{vision}}}}}"#
         ))
     };
-    assert_eq!(
-        with(r#""hidden_size": 16, "num_attention_heads": 2, "projection_size": 12"#, "")
-            .unwrap()
-            .dual
-            .unwrap()
-            .projection_dim,
-        Some(12)
-    );
+    let c = with(r#""hidden_size": 16, "num_attention_heads": 2, "projection_size": 12"#, "").unwrap();
+    assert_eq!(c.encoder.unwrap().pooler_size, 12);
     config_err(with(r#""hidden_size": 16, "num_attention_heads": 2"#, ""), "text_config.projection_size");
     let e = config_err(
         with(r#""hidden_size": 12, "num_attention_heads": 2"#, r#", "vision_use_head": false"#),
