@@ -248,6 +248,7 @@ def sample(rng, index):
             qkv_bias=rng.random() < 0.7,
             mlp_ratio=rng.choice([1, 2, 3, 4]),
             layerscale_value=rng.choice([1.0, 0.1, 1e-5]),
+            use_swiglu_ffn=rng.random() < 0.4,
         )
     if family in ("electra", "albert"):
         # embeddings as wide as the layers (ELECTRA then has no projection) or of their own width

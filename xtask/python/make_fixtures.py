@@ -1145,6 +1145,13 @@ def encoder_specs():
             "layer scales, MLP 3x wide by mlp_ratio, the class token as pooler_output",
         ),
         EncoderSpec(
+            "dinov2_swiglu", 150, Dinov2Model,
+            Dinov2Config(hidden_size=20, num_hidden_layers=2, num_attention_heads=2, mlp_ratio=3, image_size=12,
+                         patch_size=3, use_swiglu_ffn=True),
+            "feature-extraction", ("last_hidden_state", "pooler_output"),
+            "the giant checkpoints' SwiGLU MLP: weights_in split into gate and up, SiLU, width 60 -> 40 (rounded up to 8)",
+        ),
+        EncoderSpec(
             "dinov2_cls", 140, Dinov2ForImageClassification,
             Dinov2Config(hidden_size=16, num_hidden_layers=2, num_attention_heads=2, image_size=10, patch_size=2,
                          num_channels=2, qkv_bias=False, hidden_act="gelu_new", layer_norm_eps=1e-5, num_labels=3),

@@ -1268,24 +1268,11 @@ impl Decoder<'_> {
         let down = vb.pp(layout.down);
         match layout.kind {
             MlpKind::Gated { gate, up } => self.gated_mlp(vb, [gate, up, layout.down], is, bias, x, act),
-            // the halves of one `[gate; up]` weight feed the gated MLP op
-            MlpKind::GatedFused(fused) => {
-                let (gate_up, gate, up) = (vb.pp(fused), vb.pp("gate_proj"), vb.pp("up_proj"));
-                let (w, dtype) = self.stored(&gate_up.name("weight"), &[2 * is, hs])?;
-                let mut ins = vec![
-                    x,
-                    self.declare(&gate.name("weight"), w.clone().slice(0, 0, is), dtype, &[is, hs]),
-                    self.declare(&up.name("weight"), w.slice(0, is, 2 * is), dtype, &[is, hs]),
-                    self.weight(&down, "weight", &[hs, is])?,
-                ];
-                if bias {
-                    let (b, dtype) = self.stored(&gate_up.name("bias"), &[2 * is])?;
-                    ins.push(self.declare(&gate.name("bias"), b.clone().slice(0, 0, is), dtype, &[is]));
-                    ins.push(self.declare(&up.name("bias"), b.slice(0, is, 2 * is), dtype, &[is]));
-                    ins.push(self.weight(&down, "bias", &[hs])?);
-                }
-                self.op(vb.path(), Op::GatedMlp { act }, &ins)
+            MlpKind::GatedFused(fused) => self.fused_gated_mlp(vb, fused, &down, (is, bias), x, act),
+            MlpKind::SwiGluIf { fused, down, .. } if self.cfg.gated_mlp => {
+                self.fused_gated_mlp(vb, fused, &vb.pp(down), (is, bias), x, act)
             }
+            MlpKind::SwiGluIf { plain, .. } => self.plain_mlp(vb, plain, &down, (is, bias), x, act),
             MlpKind::PlainConv1d(fc) => {
                 let h = self.conv1d(&vb.pp(fc), is, hs, x)?;
                 let h = self.op(&vb.name("act"), Op::Activate(act), &[h])?;
@@ -1297,6 +1284,35 @@ impl Decoder<'_> {
             }
             MlpKind::GatedIf { plain, .. } => self.plain_mlp(vb, plain, &down, (is, bias), x, act),
         }
+    }
+
+    /// `down(act(a) * b)` over the halves `[a; b]` of one `[gate; up]` linear `fused` (Phi-3's
+    /// `gate_up_proj`, DINOv2's `weights_in`), as the gated MLP op's own gate and up weights.
+    fn fused_gated_mlp(
+        &mut self,
+        vb: &Vb,
+        fused: &str,
+        down: &Vb,
+        (is, bias): (usize, bool),
+        x: ValueId,
+        act: Activation,
+    ) -> Result<ValueId> {
+        let hs = self.cfg.hidden_size;
+        let (gate_up, gate, up) = (vb.pp(fused), vb.pp("gate_proj"), vb.pp("up_proj"));
+        let (w, dtype) = self.stored(&gate_up.name("weight"), &[2 * is, hs])?;
+        let mut ins = vec![
+            x,
+            self.declare(&gate.name("weight"), w.clone().slice(0, 0, is), dtype, &[is, hs]),
+            self.declare(&up.name("weight"), w.slice(0, is, 2 * is), dtype, &[is, hs]),
+            self.weight(down, "weight", &[hs, is])?,
+        ];
+        if bias {
+            let (b, dtype) = self.stored(&gate_up.name("bias"), &[2 * is])?;
+            ins.push(self.declare(&gate.name("bias"), b.clone().slice(0, 0, is), dtype, &[is]));
+            ins.push(self.declare(&up.name("bias"), b.slice(0, is, 2 * is), dtype, &[is]));
+            ins.push(self.weight(down, "bias", &[hs])?);
+        }
+        self.op(vb.path(), Op::GatedMlp { act }, &ins)
     }
 
     /// `down(act(fc(x)))` with linears `fc` (under `vb`) and `down`, `is` wide.

@@ -696,4 +696,8 @@ pub enum MlpKind {
     /// `Gated { gate, up }` when the config's MLP is gated (T5's `gated-*` `feed_forward_proj`),
     /// else `Plain(plain)`.
     GatedIf { gate: &'static str, up: &'static str, plain: &'static str },
+    /// `down(act(a) * b)` over the halves `[a; b]` of the linear `fused` when the config's MLP is
+    /// gated (DINOv2's `use_swiglu_ffn`: `weights_in`, `weights_out`), else `Plain(plain)` with
+    /// the layout's down.
+    SwiGluIf { fused: &'static str, down: &'static str, plain: &'static str },
 }

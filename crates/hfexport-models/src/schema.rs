@@ -92,6 +92,9 @@ pub struct ConfigSchema {
     /// `int(2 * intermediate_size / 3)`, times `block_ffn_dim_multiplier` (1.0; null: no
     /// rounding) rounded up to a multiple of `block_multiple_of` (256).
     pub ffn_auto_adjust: bool,
+    /// The boolean key that makes every MLP a SwiGLU (DINOv2's `use_swiglu_ffn`): gated, SiLU,
+    /// `(2 * width / 3 + 7) / 8 * 8` wide, over the layout's `MlpKind::SwiGluIf` weights.
+    pub swiglu: Option<&'static str>,
     /// Falcon-H1's µP multipliers (`key_multiplier`, `attention_in_multiplier`,
     /// `attention_out_multiplier`, `ssm_in_multiplier`, `ssm_out_multiplier`,
     /// `ssm_multipliers`, `mlp_multipliers`): [`crate::config::Mup`].

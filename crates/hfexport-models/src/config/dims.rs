@@ -7,6 +7,9 @@ use hfexport_core::ops::Activation;
 /// The activation, from the first of the schema's keys present, as the config class rewrites
 /// it.
 pub(super) fn activation(f: &Fields, schema: &ConfigSchema) -> Result<String> {
+    if swiglu(f, schema)? {
+        return Ok("silu".into());
+    }
     let (key, name) = if schema.seq2seq.is_some_and(|s| s.t5) {
         ("feed_forward_proj", feed_forward_proj(f)?.0)
     } else {
@@ -309,6 +312,10 @@ pub(super) fn softcaps(f: &Fields, schema: &ConfigSchema) -> Result<(Option<f64>
 /// default true): two thirds of `intermediate_size`, times `block_ffn_dim_multiplier` (1.0),
 /// rounded up to a multiple of `block_multiple_of` (256); a null multiplier skips both.
 pub(super) fn adjusted_ffn(f: &Fields, schema: &ConfigSchema, intermediate: usize) -> Result<usize> {
+    if swiglu(f, schema)? {
+        // Dinov2SwiGLUFFN: two thirds of the width, rounded up to a multiple of 8
+        return Ok((2 * intermediate / 3 + 7) / 8 * 8);
+    }
     if !schema.ffn_auto_adjust || !f.bool("block_auto_adjust_ff_dim")?.unwrap_or(true) {
         return Ok(intermediate);
     }
@@ -325,4 +332,12 @@ pub(super) fn adjusted_ffn(f: &Fields, schema: &ConfigSchema, intermediate: usiz
         return Err(f.err("block_ffn_dim_multiplier", format!("gives an MLP of {rounded} channels")));
     }
     Ok(rounded)
+}
+
+/// Whether the schema's SwiGLU key is set (DINOv2's `use_swiglu_ffn`, false by default).
+pub(super) fn swiglu(f: &Fields, schema: &ConfigSchema) -> Result<bool> {
+    Ok(match schema.swiglu {
+        Some(key) => f.bool(key)?.unwrap_or(false),
+        None => false,
+    })
 }

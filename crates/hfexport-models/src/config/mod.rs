@@ -619,7 +619,7 @@ fn model_config(
         norm_affine: flag(f, schema.norm_affine)?,
         embed_dim: embed_dim(f, schema, dims.hidden_size)?,
         qk_norm: flag(f, schema.qk_norm)?,
-        gated_mlp: schema.seq2seq.is_some_and(|s| s.t5) && feed_forward_proj(f)?.1,
+        gated_mlp: (schema.seq2seq.is_some_and(|s| s.t5) && feed_forward_proj(f)?.1) || swiglu(f, schema)?,
         relative_attention: relative_attention(f, schema)?,
         layers,
         embedding_scale: embedding_scale(f, schema, &dims)?,

@@ -1,8 +1,8 @@
 //! `Dinov2Model` / `Dinov2ForImageClassification`: ViT's patches and pre-LN layers with
 //! per-channel layer scales on both sub-blocks (`layer_scale1`, `layer_scale2`), the MLP width
 //! from `mlp_ratio`, the class token as `pooler_output`, and a classifier over the class token
-//! beside the patches' mean. The SwiGLU MLP of the giant checkpoints (`use_swiglu_ffn`) is
-//! refused.
+//! beside the patches' mean; the giant checkpoints' SwiGLU MLP (`use_swiglu_ffn`: `weights_in`
+//! split into gate and up, SiLU, `weights_out`).
 
 use super::vit::{VIT_ENCODER, VIT_LAYOUT, VIT_SCHEMA};
 use super::Architecture;
@@ -22,13 +22,17 @@ pub const FAMILY: Architecture = Architecture {
             }),
             None => None,
         },
-        refused: &["use_swiglu_ffn"],
+        swiglu: Some("use_swiglu_ffn"),
         ..VIT_SCHEMA
     },
     layout: Layout {
         roots: &["dinov2.", ""],
         norms: LayerNorms { pre_attention: Some("norm1"), pre_mlp: Some("norm2"), ..NO_NORMS },
-        mlp: MlpLayout { prefix: "mlp", kind: MlpKind::Plain("fc1"), down: "fc2" },
+        mlp: MlpLayout {
+            prefix: "mlp",
+            kind: MlpKind::SwiGluIf { fused: "weights_in", down: "weights_out", plain: "fc1" },
+            down: "fc2",
+        },
         layer_scales: Some(["layer_scale1.lambda1", "layer_scale2.lambda1"]),
         encoder: Some(EncoderLayout {
             pooler: Some(Pooler::FirstToken),

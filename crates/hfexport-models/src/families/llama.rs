@@ -93,6 +93,7 @@ pub const LLAMA_SCHEMA: ConfigSchema = ConfigSchema {
     ssm: None,
     convnet: None,
     ffn_auto_adjust: false,
+    swiglu: None,
     mup: false,
     placeholders: &[],
     media_tokens: &[],
