@@ -5,7 +5,7 @@ use crate::{forward_graphs, open_checkpoint, task_of};
 use anyhow::Result;
 use hfexport::core::dim::shape_to_string;
 use hfexport::core::dump::{dump, op_histogram};
-use hfexport::models::config::{Backbone, ConvNetConfig, LayerMlp, LayerSpec, Mixer, Span};
+use hfexport::models::config::{Backbone, ConvNetConfig, DualConfig, LayerMlp, LayerSpec, Mixer, Span};
 use hfexport::{BuildOptions, Checkpoint, Graph, Task};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -151,6 +151,7 @@ impl Facts {
             },
             "rope": rope_summary(c),
             "backbone": c.convnet.as_ref().map(backbone_summary),
+            "vision": c.dual.as_deref().map(dual_summary),
             "sliding_window": self.sliding.as_ref().map(|(w, layers)| json!({"window": w, "layers": layers})),
             "chunked_attention": self.chunked.as_ref().map(|(n, layers)| json!({"chunk": n, "layers": layers})),
             "experts": c.moe.as_ref().map(|m| experts_summary(c, m)),
@@ -165,6 +166,20 @@ impl Facts {
         }
         v
     }
+}
+
+/// An image-text dual encoder's image tower and shared space in a line (the text tower is the
+/// `sizes` line).
+fn dual_summary(d: &DualConfig) -> String {
+    let v = &d.vision;
+    let image = v.encoder.as_ref().and_then(|e| e.image.as_ref()).map_or(String::new(), |i| {
+        format!("; {}x{} images, {} channels, {}x{} patches", i.size[0], i.size[1], i.channels, i.patch[0], i.patch[1])
+    });
+    let space = d.projection_dim.map_or("the towers' own heads".to_string(), |p| format!("projected to {p}"));
+    format!(
+        "layers {}, hidden {}, intermediate {}, heads {}{image}; shared space: {space}",
+        v.num_hidden_layers, v.hidden_size, v.intermediate_size, v.num_attention_heads
+    )
 }
 
 /// A convolutional backbone in a line: its kind, stages and the images it is built for.
@@ -267,8 +282,12 @@ pub(crate) fn inspect(path: &Path, task: Option<&str>, full: bool, json: bool) -
     if let Some(line) = recurrent_summary(c) {
         println!("recurrent    {line}");
     }
-    if let Some(e) = &c.encoder {
-        println!("encoder      task {}, {} labels, {} token types", task.name(), e.num_labels, e.type_vocab_size);
+    match (&c.encoder, c.dual.as_deref()) {
+        (Some(_), Some(d)) => println!("vision       {}", dual_summary(d)),
+        (Some(e), None) => {
+            println!("encoder      task {}, {} labels, {} token types", task.name(), e.num_labels, e.type_vocab_size)
+        }
+        (None, _) => {}
     }
     if let Some(s) = &c.seq2seq {
         let input = match (s.mel_bins, s.source_positions) {

@@ -53,8 +53,17 @@ pub(crate) fn run(
     Ok(())
 }
 
-/// The argmax a task's logits answer with: a causal LM's next tokens, a classifier's labels.
+/// The argmax a task's logits answer with: a causal LM's next tokens, a classifier's labels, a
+/// zero-shot model's best text for each image.
 fn report_argmax(task: Task, out: &BTreeMap<String, Tensor>) -> Result<()> {
+    if let Some(per_image) = out.get("logits_per_image") {
+        if let &[images, texts] = per_image.shape() {
+            let rows: Vec<usize> = (0..images).map(|i| i * texts).collect();
+            let best = argmax_rows(&per_image.cast(hfexport::DType::F32), &rows, texts)?;
+            println!("best text per image (argmax): {best:?}");
+        }
+        return Ok(());
+    }
     let Some(logits) = out.get("logits") else { return Ok(()) };
     let logits = logits.cast(hfexport::DType::F32);
     match (task, logits.shape()) {
