@@ -314,7 +314,7 @@ pub(super) fn softcaps(f: &Fields, schema: &ConfigSchema) -> Result<(Option<f64>
 pub(super) fn adjusted_ffn(f: &Fields, schema: &ConfigSchema, intermediate: usize) -> Result<usize> {
     if swiglu(f, schema)? {
         // Dinov2SwiGLUFFN: two thirds of the width, rounded up to a multiple of 8
-        return Ok((2 * intermediate / 3 + 7) / 8 * 8);
+        return Ok((2 * intermediate / 3).div_ceil(8) * 8);
     }
     if !schema.ffn_auto_adjust || !f.bool("block_auto_adjust_ff_dim")?.unwrap_or(true) {
         return Ok(intermediate);

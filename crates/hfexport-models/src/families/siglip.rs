@@ -92,7 +92,6 @@ pub const SIGLIP_VISION: Architecture = Architecture {
         }),
         ..CLIP_VISION_LAYOUT
     },
-    ..CLIP_VISION
 };
 
 /// What joins SigLIP's towers: each tower's own head ends in the shared space;
