@@ -45,7 +45,10 @@ pub(crate) fn components(
     let towers = Towers { cfg, arch, vision: &d.vision, vision_arch, dual, weights, opts };
     match task {
         Task::ZeroShotImageClassification => Ok(vec![towers.zero_shot()?]),
-        Task::FeatureExtraction => Ok(vec![towers.text_model()?, towers.vision_model()?]),
+        Task::FeatureExtraction => Ok(vec![
+            towers.tower_model(("text_model", "text_embeds", Entry::TokenIds), (cfg, arch))?,
+            towers.tower_model(("vision_model", "image_embeds", Entry::PixelValues), (&d.vision, vision_arch))?,
+        ]),
         _ => Err(Decoder::new(cfg, arch, weights, opts, "model").task_error(task)),
     }
 }
@@ -73,22 +76,18 @@ impl Towers<'_> {
         tower.layout.encoder.and_then(|e| e.projection).map(|p| (p.linear, width))
     }
 
-    /// `text_model`: the text's pooled state projected, and its final states.
-    fn text_model(&self) -> Result<Planned> {
-        let mut t = Decoder::new(self.cfg, self.arch, self.weights, self.opts, "text_model");
-        let (last, embeds) = t.tower(self.projection(self.arch), "batch")?;
-        t.g.add_output("text_embeds", embeds)?;
+    /// A tower as a component of its own (`text_model`, `vision_model`): its pooled state
+    /// projected (output `embeds`), and its final states.
+    fn tower_model(
+        &self,
+        (name, embeds, entry): (&str, &str, Entry),
+        (cfg, arch): (&ModelConfig, &Architecture),
+    ) -> Result<Planned> {
+        let mut t = Decoder::new(cfg, arch, self.weights, self.opts, name);
+        let (last, e) = t.tower(self.projection(arch), "batch")?;
+        t.g.add_output(embeds, e)?;
         t.g.add_output("last_hidden_state", last)?;
-        Ok(Planned { spec: spec("text_model", Role::Tower, Entry::TokenIds), graph: t.g })
-    }
-
-    /// `vision_model`: the image's pooled state projected, and its final states.
-    fn vision_model(&self) -> Result<Planned> {
-        let mut v = Decoder::new(self.vision, self.vision_arch, self.weights, self.opts, "vision_model");
-        let (last, embeds) = v.tower(self.projection(self.vision_arch), "batch")?;
-        v.g.add_output("image_embeds", embeds)?;
-        v.g.add_output("last_hidden_state", last)?;
-        Ok(Planned { spec: spec("vision_model", Role::Tower, Entry::PixelValues), graph: v.g })
+        Ok(Planned { spec: spec(name, Role::Tower, entry), graph: t.g })
     }
 
     /// `model`: both towers in one graph and the scaled cosine similarities between them.
