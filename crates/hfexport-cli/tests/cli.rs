@@ -135,6 +135,46 @@ fn inspect_describes_the_checkpoint() {
     );
 }
 
+/// An image-text dual encoder: `inspect` names its image tower and shared space, and `run`
+/// answers with each image's best text, the argmax of transformers' `logits_per_image`.
+#[test]
+fn dual_encoders_are_described_and_answer_with_the_best_text_per_image() {
+    assert_inspect_prints(
+        "siglip",
+        &[
+            "SiglipModel",
+            "vision       layers 2, hidden 24, intermediate 30, heads 3; 12x12 images, 3 channels, 4x4 patches; \
+             shared space: the towers' own heads",
+            "input      pixel_values: f32[image_batch, 3, 12, 12]",
+            "output     logits_per_image: f32[image_batch, batch]",
+        ],
+    );
+    assert_inspect_prints("clip", &["shared space: projected to 16"]);
+    let tmp = tempfile::tempdir().unwrap();
+    let gold = read_all(fixture("clip").join("golden.safetensors")).unwrap();
+    let names = ["input_ids", "attention_mask", "pixel_values"];
+    let feeds: Vec<(&str, &Tensor)> = names.iter().map(|n| (*n, &gold[&format!("batch.{n}")])).collect();
+    let (inp, out) = (tmp.path().join("in.safetensors"), tmp.path().join("out.safetensors"));
+    write_safetensors(&inp, &feeds, &BTreeMap::new()).unwrap();
+    let o = hfexport(&[
+        "run",
+        fixture("clip").to_str().unwrap(),
+        "--inputs",
+        inp.to_str().unwrap(),
+        "--outputs",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let logits = &gold["batch.logits_per_image"];
+    let (images, texts) = (logits.shape()[0], logits.shape()[1]);
+    let x = logits.as_f32().unwrap();
+    let best: Vec<usize> = (0..images)
+        .map(|i| (0..texts).max_by(|&a, &b| x[i * texts + a].total_cmp(&x[i * texts + b])).unwrap())
+        .collect();
+    let said = String::from_utf8_lossy(&o.stdout);
+    assert!(said.contains(&format!("best text per image (argmax): {best:?}")), "{said}");
+}
+
 /// `inspect --json`: a checkpoint's facts as one object; an export folder's export.json.
 #[test]
 fn inspect_json_is_machine_readable() {

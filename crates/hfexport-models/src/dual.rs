@@ -170,9 +170,9 @@ impl Decoder<'_> {
         for (i, (part, x, len)) in
             [("q", probe, d(1)), ("k", h, tokens.clone()), ("v", h, tokens.clone())].into_iter().enumerate()
         {
-            let rows = |axis| Op::Slice { axis, start: d(i * hs), end: d((i + 1) * hs) };
-            let wi = self.op(&att.name(format!("{part}_weight")), rows(0), &[w])?;
-            let bi = self.op(&att.name(format!("{part}_bias")), rows(0), &[b])?;
+            let rows = Op::Slice { axis: 0, start: d(i * hs), end: d((i + 1) * hs) };
+            let wi = self.op(&att.name(format!("{part}_weight")), rows.clone(), &[w])?;
+            let bi = self.op(&att.name(format!("{part}_bias")), rows, &[b])?;
             let y = self.op(&att.name(format!("{part}_proj")), Op::Linear, &[x, wi, bi])?;
             let lead = if part == "q" { d(1) } else { batch.clone() };
             let y = self.op(
