@@ -176,14 +176,7 @@ impl Decoder<'_> {
         let Some(w) = cfg.sliding_window() else {
             return Ok(None);
         };
-        let one = Dim::konst(1);
-        let iota = self.op("mask.window.positions", Op::Iota { len: seq.clone() }, &[])?;
-        let shape = |q: bool| match q {
-            true => vec![one.clone(), one.clone(), seq.clone(), one.clone()],
-            false => vec![one.clone(), one.clone(), one.clone(), seq.clone()],
-        };
-        let q = self.op("mask.window.queries", Op::Reshape { shape: shape(true) }, &[iota])?;
-        let k = self.op("mask.window.keys", Op::Reshape { shape: shape(false) }, &[iota])?;
+        let (q, k) = self.query_key_positions("mask.window", seq)?;
         let w = self.op("mask.window.size", Op::Constant(Tensor::int(DType::I64, vec![], vec![w as i64])?), &[])?;
         let q_end = self.op("mask.window.query_end", Op::Binary(BinaryOp::Add), &[q, w])?;
         let k_end = self.op("mask.window.key_end", Op::Binary(BinaryOp::Add), &[k, w])?;
@@ -195,14 +188,19 @@ impl Decoder<'_> {
 
     /// `mask` and `key <= query`: CLIP's text model is causal over its unpadded tokens.
     fn causal_mask(&mut self, seq: &Dim, mask: ValueId) -> Result<ValueId> {
-        let one = Dim::konst(1);
-        let iota = self.op("mask.causal.positions", Op::Iota { len: seq.clone() }, &[])?;
-        let q = Op::Reshape { shape: vec![one.clone(), one.clone(), seq.clone(), one.clone()] };
-        let q = self.op("mask.causal.queries", q, &[iota])?;
-        let k = Op::Reshape { shape: vec![one.clone(), one.clone(), one, seq.clone()] };
-        let k = self.op("mask.causal.keys", k, &[iota])?;
+        let (q, k) = self.query_key_positions("mask.causal", seq)?;
         let before = self.op("mask.causal.before", Op::Binary(BinaryOp::LessEqual), &[k, q])?;
         self.op("mask.causal", Op::Binary(BinaryOp::And), &[before, mask])
+    }
+
+    /// The positions `0..seq` as queries `[1, 1, seq, 1]` and as keys `[1, 1, 1, seq]` (nodes
+    /// under `name`), for masks that compare the two.
+    fn query_key_positions(&mut self, name: &str, seq: &Dim) -> Result<(ValueId, ValueId)> {
+        let one = Dim::konst(1);
+        let iota = self.op(&format!("{name}.positions"), Op::Iota { len: seq.clone() }, &[])?;
+        let q = Op::Reshape { shape: vec![one.clone(), one.clone(), seq.clone(), one.clone()] };
+        let k = Op::Reshape { shape: vec![one.clone(), one.clone(), one, seq.clone()] };
+        Ok((self.op(&format!("{name}.queries"), q, &[iota])?, self.op(&format!("{name}.keys"), k, &[iota])?))
     }
 
     /// `pixel_values` `[batch, channels, height, width]` (float32) in: the patch embeddings (the

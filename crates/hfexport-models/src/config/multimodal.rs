@@ -23,13 +23,7 @@ pub(super) fn vision_language(
         ));
     }
     let empty = Map::new();
-    let sub = |key: &str| match top.raw(key) {
-        Some(Value::Object(obj)) => Ok(Some(obj)),
-        None | Some(Value::Null) if key == "text_config" => Ok(None),
-        None | Some(Value::Null) => Err(top.err(key, "is missing (the vision tower's config)")),
-        Some(v) => Err(top.err(key, format!("must be an object, got {}", describe(v)))),
-    };
-    let text = match sub("text_config")? {
+    let text = match nested(top, "text_config")? {
         Some(obj) => Fields::new(obj, top.path, "text_config."),
         // Qwen2-VL's hub files keep the text keys at the top
         None if entry.flat_text => Fields::new(top.obj, top.path, ""),
@@ -51,7 +45,9 @@ pub(super) fn vision_language(
     let mut cfg = model_config(top, &text, &family.config, architecture.clone(), model_type)?;
     // the class ties the head when either it or its text config says so
     cfg.tie_word_embeddings |= text.bool("tie_word_embeddings")?.unwrap_or(family.config.defaults.tie_word_embeddings);
-    let vision = Fields::new(sub("vision_config")?.unwrap_or(&empty), top.path, "vision_config.");
+    let vision = nested(top, "vision_config")?
+        .ok_or_else(|| top.err("vision_config", "is missing (the vision tower's config)"))?;
+    let vision = Fields::new(vision, top.path, "vision_config.");
     let vision_type = vision.string("model_type")?.unwrap_or(entry.vision_types[0]);
     if !entry.vision_types.contains(&vision_type) {
         return Err(vision
@@ -220,11 +216,8 @@ pub(super) fn dual_encoder(
         }
     }
     let empty = Map::new();
-    let vision = match top.raw("vision_config") {
-        Some(Value::Object(obj)) => obj,
-        None | Some(Value::Null) => &empty,
-        Some(v) => return Err(top.err("vision_config", format!("must be an object, got {}", describe(v)))),
-    };
+    // an absent tower config is the class defaults (CLIPConfig's `vision_config=None`)
+    let vision = nested(top, "vision_config")?.unwrap_or(&empty);
     let vision_fields = Fields::new(vision, top.path, "vision_config.");
     let tower = dual.vision;
     let class = format!("{}'s vision_model", text.architecture);
@@ -245,6 +238,15 @@ pub(super) fn dual_encoder(
         ));
     }
     Ok(ModelConfig { dual: Some(Box::new(DualConfig { vision, projection_dim })), ..text })
+}
+
+/// The object under `key` (a nested config); `None` when absent or null.
+fn nested<'a>(top: &Fields<'a>, key: &str) -> Result<Option<&'a Map<String, Value>>> {
+    match top.raw(key) {
+        Some(Value::Object(obj)) => Ok(Some(obj)),
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => Err(top.err(key, format!("must be an object, got {}", describe(v)))),
+    }
 }
 
 /// SigLIP's text `head` width (`text_config.projection_size`, read as the text tower's pooler
