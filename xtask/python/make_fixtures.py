@@ -950,6 +950,11 @@ CLIP_OUTPUTS = ("logits_per_image", "logits_per_text", "text_embeds", "image_emb
 
 def encoder_specs():
     from transformers import (
+        HubertConfig,
+        HubertForSequenceClassification,
+        Wav2Vec2Config,
+        Wav2Vec2ForCTC,
+        Wav2Vec2Model,
         CLIPConfig,
         CLIPModel,
         CLIPTextConfig,
@@ -1143,6 +1148,30 @@ def encoder_specs():
                          patch_size=4, layerscale_value=0.5),
             "feature-extraction", ("last_hidden_state", "pooler_output"),
             "layer scales, MLP 3x wide by mlp_ratio, the class token as pooler_output",
+        ),
+        EncoderSpec(
+            "wav2vec2_ctc", 160, Wav2Vec2ForCTC,
+            audio_config(Wav2Vec2Config),
+            "automatic-speech-recognition", ("logits",),
+            "group-normed feature encoder (kernels 10/3/3, strides 5/2/2, no conv bias), post-norm layers, an even "
+            "positional kernel (its last frame dropped), 20 CTC labels",
+        ),
+        EncoderSpec(
+            "wav2vec2_stable", 161, Wav2Vec2Model,
+            audio_config(Wav2Vec2Config, feat_extract_norm="layer", do_stable_layer_norm=True, conv_bias=True,
+                         conv_dim=[6, 10, 12, 12], conv_kernel=[7, 4, 3, 2], conv_stride=[3, 3, 2, 2],
+                         num_conv_pos_embeddings=5, num_conv_pos_embedding_groups=2, hidden_act="relu"),
+            "feature-extraction", ("last_hidden_state",),
+            "the large checkpoints' form: LayerNorm after every convolution (with biases), pre-norm layers and the "
+            "encoder's norm after them, an odd positional kernel in 2 groups, relu layers",
+        ),
+        EncoderSpec(
+            "hubert_cls", 162, HubertForSequenceClassification,
+            audio_config(HubertConfig, feat_proj_layer_norm=False, num_labels=3, classifier_proj_size=10,
+                         feat_extract_activation="relu"),
+            "sequence-classification", ("logits",),
+            "HuBERT without the norm before its feature projection, relu feature encoder, the projector (10) "
+            "averaged over every frame, 3 labels",
         ),
         EncoderSpec(
             "dinov2_swiglu", 150, Dinov2Model,
@@ -1343,6 +1372,19 @@ def encoder_specs():
     ]
 
 
+def audio_config(cls, **kw):
+    """A tiny raw-audio encoder: 3 convolutions (receptive field 50 samples, stride 20), 2 layers of width 32."""
+    base = dict(vocab_size=20, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37,
+                conv_dim=[8, 8, 12], conv_kernel=[10, 3, 3], conv_stride=[5, 2, 2], num_conv_pos_embeddings=6,
+                num_conv_pos_embedding_groups=4, layer_norm_eps=1e-5, pad_token_id=0)
+    base.update(kw)
+    return cls(**base)
+
+
+# samples of the audio fixtures' clips: not a multiple of any stride product
+AUDIO_SAMPLES = 613
+
+
 def modernbert_config(cls, **kw):
     """local_attention 4 (2 each side) so that windows cut the 7-token inputs; ids in the vocab."""
     base = dict(vocab_size=99, hidden_size=32, num_hidden_layers=3, num_attention_heads=4, intermediate_size=37,
@@ -1471,6 +1513,12 @@ def make_encoder_fixture(outdir, spec):
     for case, rows, pad in [("single", 1, 0), ("batch", 2, 3)]:
         if spec.task == "zero-shot-image-classification":
             inputs, out = dual_encoder_goldens(model, gen, rows, pad)
+        elif hasattr(model.config, "conv_dim"):
+            # a batch is zero-padded to one length, as the feature extractor pads (no attention mask)
+            values = torch.randn((rows, AUDIO_SAMPLES), generator=gen)
+            if pad:
+                values[1, AUDIO_SAMPLES - 100 * pad :] = 0.0
+            inputs = {"input_values": values}
         elif spec.task == "image-classification" or hasattr(model.config, "image_size"):
             c, size = model.config.num_channels, model.config.image_size
             h, w = (size, size) if isinstance(size, int) else size
@@ -1759,6 +1807,8 @@ def write_manifest(outdir, specs):
             "task": getattr(s, "task", "causal-lm"),
             "covers": covers.get(s.name) or s.covers,
             **({"recurrent": True} if getattr(s, "recurrent", False) else {}),
+            # a raw-audio encoder's speech recognition is one forward graph, not generation
+            **({"audio": True} if hasattr(getattr(s, "config", None), "conv_dim") else {}),
         }
         for s in specs
     ]

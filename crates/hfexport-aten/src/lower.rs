@@ -8,7 +8,7 @@
 //! axis 2, whose result becomes a mutation of the cache input) and `Conv` (`aten.convolution`). A symmetric `QuantLinear` is
 //! [`QUANT_LINEAR`], for the `.pte` writer's XNNPACK delegates only. The other high-level ops
 //! are decomposed by core first.
-//! Symbolic sizes are `aten.sym_size.int` reads combined with `_operator.mul`/`add`, through
+//! Symbolic sizes are `aten.sym_size.int` reads combined with `_operator.mul`/`add`/`floordiv`, through
 //! core's [`DimLowering`].
 
 use crate::graph::{Arg, AtenGraph, Call, Output, SymIntArg, TensorMeta};
@@ -225,6 +225,21 @@ impl ShapeEmitter for Emit<'_> {
             _ => {
                 let expr = a.dim().add(&b.dim());
                 self.sym_call("_operator.add", vec![("a", Arg::SymInt(a.arg())), ("b", Arg::SymInt(b.arg()))], expr)
+            }
+        })
+    }
+
+    fn floor_div(&mut self, a: SymVal, b: SymVal) -> Result<SymVal> {
+        Ok(match (&a, &b) {
+            (SymVal::Int(x), SymVal::Int(y)) => SymVal::Int(x.div_euclid(*y)),
+            _ => {
+                let by = b.dim().as_const().ok_or_else(|| err("(shape)", "Dim", "a floor by a symbolic divisor"))?;
+                let expr = a.dim().floor_div(by);
+                self.sym_call(
+                    "_operator.floordiv",
+                    vec![("a", Arg::SymInt(a.arg())), ("b", Arg::SymInt(b.arg()))],
+                    expr,
+                )
             }
         })
     }

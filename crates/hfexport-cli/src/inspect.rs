@@ -382,7 +382,7 @@ pub(crate) fn inspect(path: &Path, task: Option<&str>, full: bool, json: bool) -
 /// `image_encoder` and `multi_modal_projector`; then `decode` over a static cache of the
 /// decoder's positions).
 fn graphs_of(ckpt: &Checkpoint, task: Task) -> Result<Vec<(String, Graph)>> {
-    if !matches!(task, Task::SpeechRecognition | Task::Text2TextGeneration | Task::ImageTextToText) {
+    if task == Task::CausalLm || !task.generates(&ckpt.config.family()?) {
         return forward_graphs(ckpt, task);
     }
     let slots = Some(ckpt.config.max_position_embeddings);

@@ -307,7 +307,8 @@ impl Emitter<'_> {
     /// (kernel positions in row-major order) as `[b, c, *out]`: gathers of constant rows and
     /// columns, so strides and dilations need nothing else.
     fn window_taps(&mut self, x: ValueId, window: &Window, fill: f64) -> Result<Vec<ValueId>> {
-        let out = window.out_shape(&self.shape(x)).map_err(|m| self.g.invalid(format!("{}: {m}", self.prefix)))?;
+        let out =
+            window.static_out_shape(&self.shape(x)).map_err(|m| self.g.invalid(format!("{}: {m}", self.prefix)))?;
         let mut x = x;
         for i in 0..window.rank() {
             x = self.pad_axis(x, 2 + i, [window.pads_begin[i], window.pads_end[i]], fill)?;
@@ -362,7 +363,7 @@ impl Emitter<'_> {
         groups: usize,
     ) -> Result<ValueId> {
         let xs = self.shape(x);
-        let out = window.out_shape(&xs).map_err(|m| self.g.invalid(format!("{}: {m}", self.prefix)))?;
+        let out = window.static_out_shape(&xs).map_err(|m| self.g.invalid(format!("{}: {m}", self.prefix)))?;
         let (batch, d) = (xs[0].clone(), |v: usize| Dim::from(v));
         // static, as inference checked
         let (cin, cout) = (xs[1].as_const().unwrap_or(0) as usize, self.shape(w)[0].as_const().unwrap_or(0) as usize);

@@ -3,7 +3,11 @@
 //! A [`Dim`] is a polynomial with integer coefficients over symbols (`batch`, `seq`,
 //! `cache_len`, …), kept in a canonical form (monomials sorted, zero terms dropped), so two dims
 //! are equal exactly when they are the same polynomial: `seq + past` built in two orders
-//! compares equal, and `2*heads*dim` equals `heads*dim*2`. Symbols get their integer ranges from
+//! compares equal, and `2*heads*dim` equals `heads*dim*2`. A factor of a monomial may also be
+//! the floor of a dim divided by a constant ([`Factor::FloorDiv`]): the length a strided
+//! convolution leaves of a symbolic input (`(samples - 400) // 320 + 1`, wav2vec2's frames).
+//! Floors are normalised as they are built (whole multiples taken out, nested floors merged), so
+//! the same length computed twice compares equal. Symbols get their integer ranges from
 //! a [`SymbolScope`]; the bounds of a derived dim follow by interval arithmetic, so a range stated
 //! once on an input is kept by every shape computed from it.
 
@@ -31,11 +35,55 @@ impl fmt::Debug for Symbol {
     }
 }
 
-/// A dimension: an integer polynomial over symbols in canonical form.
+/// A factor of a monomial: a symbol, or `⌊dim / divisor⌋` for a divisor above 1 whose dim is
+/// not a whole multiple of it (see [`Dim::floor_div`]).
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Factor {
+    Sym(Symbol),
+    FloorDiv(Box<Dim>, i64),
+}
+
+impl Factor {
+    /// The factor as a dim of its own.
+    pub fn dim(&self) -> Dim {
+        Dim { terms: BTreeMap::from([(vec![self.clone()], 1)]) }
+    }
+
+    fn eval(&self, bindings: &Bindings) -> Result<i64> {
+        match self {
+            Factor::Sym(s) => bindings.get(s).ok_or_else(|| Error::Dim(format!("symbol `{}` is not bound", s.name()))),
+            Factor::FloorDiv(d, by) => Ok(d.eval(bindings)?.div_euclid(*by)),
+        }
+    }
+
+    fn bounds(&self, scope: &SymbolScope) -> (i64, i64) {
+        match self {
+            Factor::Sym(s) => {
+                let r = scope.range(s);
+                (r.min, r.max)
+            }
+            Factor::FloorDiv(d, by) => {
+                let (lo, hi) = d.bounds(scope);
+                (lo.div_euclid(*by), hi.div_euclid(*by))
+            }
+        }
+    }
+}
+
+impl fmt::Debug for Factor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Factor::Sym(s) => f.write_str(s.name()),
+            Factor::FloorDiv(d, by) => write!(f, "({d})//{by}"),
+        }
+    }
+}
+
+/// A dimension: an integer polynomial over symbols (and floors of dims) in canonical form.
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Dim {
-    /// monomial (sorted symbols, repeated for powers; empty = constant) -> non-zero coefficient
-    terms: BTreeMap<Vec<Symbol>, i64>,
+    /// monomial (sorted factors, repeated for powers; empty = constant) -> non-zero coefficient
+    terms: BTreeMap<Vec<Factor>, i64>,
 }
 
 impl Dim {
@@ -48,7 +96,7 @@ impl Dim {
     }
 
     pub fn sym(s: &Symbol) -> Dim {
-        Dim { terms: BTreeMap::from([(vec![s.clone()], 1)]) }
+        Factor::Sym(s.clone()).dim()
     }
 
     /// The constant value, if the dim has no symbol.
@@ -63,18 +111,28 @@ impl Dim {
     /// The symbol, if the dim is exactly one symbol.
     pub fn as_symbol(&self) -> Option<&Symbol> {
         match self.terms.iter().next() {
-            Some((m, 1)) if self.terms.len() == 1 && m.len() == 1 => Some(&m[0]),
+            Some((m, 1)) if self.terms.len() == 1 => match m.as_slice() {
+                [Factor::Sym(s)] => Some(s),
+                _ => None,
+            },
             _ => None,
         }
     }
 
-    /// The terms of the polynomial: (monomial as sorted symbols, coefficient), constant first.
-    pub fn terms(&self) -> impl Iterator<Item = (&[Symbol], i64)> {
+    /// The terms of the polynomial: (monomial as sorted factors, coefficient), constant first.
+    pub fn terms(&self) -> impl Iterator<Item = (&[Factor], i64)> {
         self.terms.iter().map(|(m, c)| (m.as_slice(), *c))
     }
 
+    /// Every symbol the dim reads, inside floors too.
     pub fn symbols(&self) -> Vec<Symbol> {
-        let mut out: Vec<Symbol> = self.terms.keys().flatten().cloned().collect();
+        let mut out: Vec<Symbol> = vec![];
+        for f in self.terms.keys().flatten() {
+            match f {
+                Factor::Sym(s) => out.push(s.clone()),
+                Factor::FloorDiv(d, _) => out.extend(d.symbols()),
+            }
+        }
         out.sort();
         out.dedup();
         out
@@ -102,10 +160,10 @@ impl Dim {
     }
 
     pub fn mul(&self, other: &Dim) -> Dim {
-        let mut terms: BTreeMap<Vec<Symbol>, i64> = BTreeMap::new();
+        let mut terms: BTreeMap<Vec<Factor>, i64> = BTreeMap::new();
         for (ma, ca) in &self.terms {
             for (mb, cb) in &other.terms {
-                let mut m: Vec<Symbol> = ma.iter().chain(mb).cloned().collect();
+                let mut m: Vec<Factor> = ma.iter().chain(mb).cloned().collect();
                 m.sort();
                 *terms.entry(m).or_insert(0) += ca * cb;
             }
@@ -119,11 +177,41 @@ impl Dim {
         for (m, c) in &self.terms {
             let mut term = Dim::konst(*c);
             for x in m {
-                term = term.mul(&if x == s { with.clone() } else { Dim::sym(x) });
+                term = term.mul(&match x {
+                    Factor::Sym(y) if y == s => with.clone(),
+                    Factor::Sym(_) => x.dim(),
+                    Factor::FloorDiv(d, by) => d.substitute(s, with).floor_div(*by),
+                });
             }
             out = out.add(&term);
         }
         out
+    }
+
+    /// `⌊self / by⌋` for a positive `by`, normalised: each coefficient's whole multiples of
+    /// `by` are taken out of the floor (`⌊(2n + 3) / 2⌋ = n + 1 + ⌊1 / 2⌋ = n + 1`), a floor of
+    /// a lone floor is one floor (`⌊⌊n / 5⌋ / 2⌋ = ⌊n / 10⌋`), and what stays symbolic becomes a
+    /// [`Factor::FloorDiv`].
+    pub fn floor_div(&self, by: i64) -> Dim {
+        assert!(by > 0, "floor division by {by}");
+        if by == 1 {
+            return self.clone();
+        }
+        let (mut whole, mut rest) = (BTreeMap::new(), BTreeMap::new());
+        for (m, c) in &self.terms {
+            whole.insert(m.clone(), c.div_euclid(by));
+            rest.insert(m.clone(), c.rem_euclid(by));
+        }
+        let (whole, rest) = (Dim { terms: whole }.normalized(), Dim { terms: rest }.normalized());
+        let floor = match (rest.as_const(), rest.terms.iter().next()) {
+            (Some(c), _) => Dim::konst(c.div_euclid(by)),
+            (None, Some((m, 1))) if rest.terms.len() == 1 && m.len() == 1 && matches!(m[0], Factor::FloorDiv(..)) => {
+                let Factor::FloorDiv(inner, d) = &m[0] else { unreachable!("matched above") };
+                Factor::FloorDiv(inner.clone(), d * by).dim()
+            }
+            _ => Factor::FloorDiv(Box::new(rest), by).dim(),
+        };
+        whole.add(&floor)
     }
 
     /// Exact division by a positive constant; an error when some coefficient is not divisible.
@@ -139,8 +227,8 @@ impl Dim {
         let mut total: i64 = 0;
         for (m, c) in &self.terms {
             let mut v = *c;
-            for s in m {
-                let x = bindings.get(s).ok_or_else(|| Error::Dim(format!("symbol `{}` is not bound", s.name())))?;
+            for f in m {
+                let x = f.eval(bindings)?;
                 v = v.checked_mul(x).ok_or_else(|| Error::Dim(format!("`{self}` overflows")))?;
             }
             total = total.checked_add(v).ok_or_else(|| Error::Dim(format!("`{self}` overflows")))?;
@@ -153,14 +241,10 @@ impl Dim {
         let (mut lo, mut hi) = (0i64, 0i64);
         for (m, c) in &self.terms {
             let (mut a, mut b) = (*c, *c);
-            for s in m {
-                let r = scope.range(s);
-                let cands = [
-                    a.saturating_mul(r.min),
-                    a.saturating_mul(r.max),
-                    b.saturating_mul(r.min),
-                    b.saturating_mul(r.max),
-                ];
+            for f in m {
+                let (min, max) = f.bounds(scope);
+                let cands =
+                    [a.saturating_mul(min), a.saturating_mul(max), b.saturating_mul(min), b.saturating_mul(max)];
                 a = *cands.iter().min().expect("four candidates");
                 b = *cands.iter().max().expect("four candidates");
             }
@@ -191,7 +275,7 @@ impl fmt::Display for Dim {
         // symbolic terms first (in canonical order), the constant last: `past + seq + 1`
         let mut parts: Vec<(bool, String)> = Vec::new();
         for (m, c) in self.terms.iter().filter(|(m, _)| !m.is_empty()) {
-            let names: Vec<&str> = m.iter().map(Symbol::name).collect();
+            let names: Vec<String> = m.iter().map(|f| format!("{f:?}")).collect();
             let body = names.join("*");
             let s = match c.abs() {
                 1 => body,
@@ -392,6 +476,39 @@ mod tests {
         assert_eq!(d.substitute(&sym, &Dim::konst(3)), b.mul(&Dim::konst(3)).add(&Dim::konst(7)));
         let t = Dim::sym(&Symbol::new("tokens"));
         assert_eq!(d.substitute(&sym, &t).to_string(), "batch*tokens + 2*tokens + 1");
+    }
+
+    #[test]
+    fn floors_are_normalised_and_evaluate_like_integer_division() {
+        let (sc, b, s) = scope();
+        assert_eq!(s.mul(&Dim::konst(2)).add(&Dim::konst(3)).floor_div(2), s.add(&Dim::konst(1)));
+        assert_eq!(Dim::konst(-7).floor_div(2).as_const(), Some(-4));
+        // a strided conv of kernel 10, stride 5, then of kernel 3, stride 2: one floor
+        let conv1 = s.sub(&Dim::konst(10)).floor_div(5).add(&Dim::konst(1));
+        let conv2 = conv1.sub(&Dim::konst(3)).floor_div(2).add(&Dim::konst(1));
+        assert_eq!(conv2, s.floor_div(10).sub(&Dim::konst(1)));
+        assert_eq!(conv2.to_string(), "(seq)//10 - 1");
+        assert_eq!(conv2.symbols(), vec![s.as_symbol().unwrap().clone()]);
+        assert_eq!(conv2.as_symbol(), None);
+        let mut bind = Bindings::default();
+        bind.unify(&s, 57).unwrap();
+        for (d, want) in [(&conv1, (57 - 10) / 5 + 1), (&conv2, ((57 - 10) / 5 + 1 - 3) / 2 + 1)] {
+            assert_eq!(d.eval(&bind).unwrap(), want);
+        }
+        assert_eq!(conv2.bounds(&sc), (-1, 11));
+        let sym = s.as_symbol().unwrap().clone();
+        assert_eq!(conv2.substitute(&sym, &Dim::konst(57)).as_const(), Some(4));
+        assert_eq!(
+            b.mul(&conv1)
+                .floor_div(3)
+                .eval(&{
+                    let mut bb = bind.clone();
+                    bb.unify(&b, 2).unwrap();
+                    bb
+                })
+                .unwrap(),
+            2 * 10 / 3
+        );
     }
 
     #[test]

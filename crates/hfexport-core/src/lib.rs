@@ -46,7 +46,7 @@ pub mod verify;
 pub mod weights;
 
 pub use config::{AutoExportConfig, ExportConfig, ExportFormat, LatentForm};
-pub use dim::{Bindings, Dim, SymRange, Symbol, SymbolScope};
+pub use dim::{Bindings, Dim, Factor, SymRange, Symbol, SymbolScope};
 pub use dtype::DType;
 pub use error::{Error, Result};
 pub use eval::Evaluator;

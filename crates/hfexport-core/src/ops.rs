@@ -211,8 +211,10 @@ impl Window {
         (padded >= span).then(|| (padded - span) / self.stride[axis] + 1)
     }
 
-    /// The output's spatial shape over `x`'s static spatial dims, or why it has none.
-    pub fn out_shape(&self, x: &[Dim]) -> Result<Vec<usize>, String> {
+    /// The output's spatial shape over `x`'s spatial dims, or why it has none: a static axis
+    /// must be at least the window; a symbolic one gives `⌊(len + pads - span) / stride⌋ + 1`
+    /// (an input too short for it fails in the runtime, as it does in torch).
+    pub fn out_shape(&self, x: &[Dim]) -> Result<Vec<Dim>, String> {
         let r = self.rank();
         let lists = [&self.stride, &self.dilation, &self.pads_begin, &self.pads_end];
         if !(1..=2).contains(&r) || lists.iter().any(|l| l.len() != r) {
@@ -225,13 +227,27 @@ impl Window {
             return Err(format!("x {} is not [batch, channels] and {r} spatial axes", shape_to_string(x)));
         }
         (0..r)
-            .map(|i| {
-                let len = x[2 + i].as_const().ok_or_else(|| format!("spatial axis {} of x is not static", 2 + i))?;
-                self.out_len(i, len as usize).ok_or_else(|| {
+            .map(|i| match x[2 + i].as_const() {
+                Some(len) => self.out_len(i, len.max(0) as usize).map(Dim::from).ok_or_else(|| {
                     format!("spatial axis {} of length {len} is shorter than the window {self:?}", 2 + i)
-                })
+                }),
+                None => {
+                    let span = self.dilation[i] * (self.kernel[i] - 1) + 1;
+                    let slack = (self.pads_begin[i] + self.pads_end[i]) as i64 - span as i64;
+                    Ok(x[2 + i].add(&Dim::konst(slack)).floor_div(self.stride[i] as i64).add(&Dim::konst(1)))
+                }
             })
             .collect()
+    }
+
+    /// [`Window::out_shape`] when every spatial axis is static (what a decomposition into
+    /// constant gathers needs).
+    pub fn static_out_shape(&self, x: &[Dim]) -> Result<Vec<usize>, String> {
+        let out = self.out_shape(x)?;
+        out.iter()
+            .map(|d| d.as_const().map(|v| v as usize))
+            .collect::<Option<Vec<usize>>>()
+            .ok_or_else(|| format!("spatial axes {} are not static", shape_to_string(&x[2..])))
     }
 }
 
@@ -397,13 +413,14 @@ pub enum Op {
     /// A convolution as torch's `conv1d` / `conv2d`: `x [b, cin, *spatial], w [cout, cin /
     /// groups, *kernel] (, bias [cout])` -> `[b, cout, *out]`, the input padded with zeros as
     /// the window says; channel group `i` of the output reads group `i` of the input (a
-    /// depthwise convolution has `groups == cin`). Spatial dims are static.
+    /// depthwise convolution has `groups == cin`). Spatial dims may be symbolic (raw audio of
+    /// any length); the output's are then floors ([`Window::out_shape`]).
     Conv {
         window: Window,
         groups: usize,
     },
     /// The largest value in each window, as torch's `max_pool2d` (padding never wins):
-    /// `x [b, c, *spatial]` -> `[b, c, *out]`. Spatial dims are static.
+    /// `x [b, c, *spatial]` -> `[b, c, *out]`, spatial dims as [`Op::Conv`]'s.
     MaxPool {
         window: Window,
     },
@@ -1041,7 +1058,7 @@ impl Op {
                 arity(ins, 1)?;
                 float_input(ins[0], 0)?;
                 let out = window.out_shape(&ins[0].shape)?;
-                one(ins[0].dtype, ins[0].shape[..2].iter().cloned().chain(out.into_iter().map(Dim::from)).collect())
+                one(ins[0].dtype, ins[0].shape[..2].iter().cloned().chain(out).collect())
             }
             Op::SelectiveScan => selective_scan_infos(ins),
             Op::DeltaScan => delta_scan_infos(ins),
@@ -1320,7 +1337,7 @@ fn conv_infos(ins: &[&ValueInfo], window: &Window, groups: usize) -> Result<Vec<
         ));
     }
     check_bias(ins.get(2).copied(), w)?;
-    let shape = [x.shape[0].clone(), w.shape[0].clone()].into_iter().chain(out.into_iter().map(Dim::from)).collect();
+    let shape = [x.shape[0].clone(), w.shape[0].clone()].into_iter().chain(out).collect();
     Ok(vec![ValueInfo::new(x.dtype, shape)])
 }
 

@@ -52,6 +52,8 @@ pub enum Entry {
     EncoderStates,
     /// `input_features` float: log-mel frames `[batch, mel_bins, frames]` (Whisper).
     InputFeatures,
+    /// `input_values` float: raw audio `[batch, samples]` (wav2vec2, HuBERT).
+    InputValues,
     /// `input_ids` and `attention_mask` `[batch, sequence]` and `pixel_values` `[image_batch,
     /// channels, height, width]`, two batches (an image-text dual encoder's `model`).
     TextAndPixels,

@@ -3,12 +3,12 @@
 //!
 //! A backend implements [`ShapeEmitter`] (read one axis of a graph input, an int64 constant,
 //! multiply, add, concatenate) and [`DimLowering`] turns any [`Dim`] polynomial into those
-//! ops: each symbol is read once from the first graph input axis that carries it, each distinct
+//! ops (and a floor division, for the floors of strided convolutions' lengths): each symbol is read once from the first graph input axis that carries it, each distinct
 //! dim is computed once and reused, and a fully constant shape is a single constant. Keeping
 //! this in one place means both backends agree on how `batch * sequence` or `past_len + 1`
 //! become graph arithmetic.
 
-use crate::{Dim, Graph, Symbol};
+use crate::{Dim, Factor, Graph, Symbol};
 use std::collections::HashMap;
 
 /// The few ops a backend provides for computing dims; every value is a 1-element (or, for
@@ -22,6 +22,8 @@ pub trait ShapeEmitter {
     fn const_i64(&mut self, values: &[i64]) -> Result<Self::Value, Self::Error>;
     fn mul(&mut self, a: Self::Value, b: Self::Value) -> Result<Self::Value, Self::Error>;
     fn add(&mut self, a: Self::Value, b: Self::Value) -> Result<Self::Value, Self::Error>;
+    /// `⌊a / b⌋` for a positive constant `b` (a strided convolution's output length).
+    fn floor_div(&mut self, a: Self::Value, b: Self::Value) -> Result<Self::Value, Self::Error>;
     /// Joins 1-D tensors into one shape tensor.
     fn concat(&mut self, parts: Vec<Self::Value>) -> Result<Self::Value, Self::Error>;
 }
@@ -78,8 +80,15 @@ impl<V: Clone> DimLowering<V> {
         let mut acc: Option<V> = None;
         for (monomial, coeff) in d.terms() {
             let mut term: Option<V> = None;
-            for s in monomial {
-                let v = self.dim(e, &Dim::sym(s))?;
+            for f in monomial {
+                let v = match f {
+                    Factor::Sym(s) => self.dim(e, &Dim::sym(s))?,
+                    Factor::FloorDiv(d, by) => {
+                        let v = self.dim(e, d)?;
+                        let by = e.const_i64(&[*by]).map_err(DimError::Emit)?;
+                        e.floor_div(v, by).map_err(DimError::Emit)?
+                    }
+                };
                 term = Some(match term {
                     None => v,
                     Some(t) => e.mul(t, v).map_err(DimError::Emit)?,

@@ -10,7 +10,7 @@
 //! back into the caller's tensor.
 
 use hfexport_aten::{Arg, AtenGraph, Output, SymIntArg, TensorMeta};
-use hfexport_core::{DType, Dim, Graph, Symbol};
+use hfexport_core::{DType, Dim, Factor, Graph, Symbol};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 
@@ -54,7 +54,8 @@ impl Symbols {
         Symbols { names }
     }
 
-    /// The sympy text of a dim (`2*s0*s1 + 1`) and its value at the hints.
+    /// The sympy text of a dim (`2*s0*s1 + 1`, a floor as torch's `FloorDiv(s0 + 3, 5)`) and
+    /// its value at the hints.
     fn expr(&self, d: &Dim) -> (String, i64) {
         let mut parts = vec![];
         let mut hint = 0i64;
@@ -64,9 +65,15 @@ impl Symbols {
             if coeff != 1 || monomial.is_empty() {
                 factors.push(coeff.to_string());
             }
-            for s in monomial {
-                let (name, h) = &self.names[s];
-                factors.push(name.clone());
+            for f in monomial {
+                let (text, h) = match f {
+                    Factor::Sym(s) => self.names[s].clone(),
+                    Factor::FloorDiv(inner, by) => {
+                        let (text, h) = self.expr(inner);
+                        (format!("FloorDiv({text}, {by})"), h.div_euclid(*by))
+                    }
+                };
+                factors.push(text);
                 v *= h;
             }
             hint += v;

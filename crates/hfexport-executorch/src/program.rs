@@ -761,10 +761,11 @@ pub fn build(a: &AtenGraph, weights: &[Weight], scope: &SymbolScope, alloc: Allo
             })
         };
         let v = match target {
-            "aten.sym_size.int" | "_operator.mul" | "_operator.add" => {
+            "aten.sym_size.int" | "_operator.mul" | "_operator.add" | "_operator.floordiv" => {
                 let (op, ins) = match target {
                     "aten.sym_size.int" => (b.op("aten::sym_size", "int"), [need("self")?, need("dim")?]),
                     "_operator.mul" => (b.op("executorch_prim::mul", "Scalar"), [need("a")?, need("b")?]),
+                    "_operator.floordiv" => (b.op("executorch_prim::floordiv", "Scalar"), [need("a")?, need("b")?]),
                     _ => (b.op("executorch_prim::add", "Scalar"), [need("a")?, need("b")?]),
                 };
                 let mut args = vec![b.arg(ins[0], target)?, b.arg(ins[1], target)?];

@@ -38,7 +38,9 @@ pub fn build(cfg: &ModelConfig, weights: &dyn Weights, task: Task, opts: &BuildO
     let model = Decoder::new(cfg, arch, weights, opts, "model");
     match task {
         Task::CausalLm if task.fits(arch) => model.causal_lm(),
-        Task::SpeechRecognition | Task::Text2TextGeneration | Task::ImageTextToText if task.fits(arch) => {
+        Task::SpeechRecognition | Task::Text2TextGeneration | Task::ImageTextToText
+            if task.fits(arch) && task.generates(arch) =>
+        {
             let first = if task == Task::ImageTextToText { "image_encoder" } else { "encoder" };
             Err(ModelError::Config {
                 path: "config.json".into(),
@@ -75,6 +77,8 @@ pub fn build_forward(
     let graph = build(cfg, weights, task, opts)?;
     if graph.input("pixel_values").is_some() {
         spec.entry = Entry::PixelValues;
+    } else if graph.input("input_values").is_some() {
+        spec.entry = Entry::InputValues;
     }
     Ok(vec![Planned { spec, graph }])
 }

@@ -233,7 +233,7 @@ impl Decoder<'_> {
     }
 
     /// A LayerNorm over the last axis with `weight` and `bias`.
-    fn layer_norm(&mut self, vb: &Vb, width: usize, eps: f64, x: ValueId) -> Result<ValueId> {
+    pub(crate) fn layer_norm(&mut self, vb: &Vb, width: usize, eps: f64, x: ValueId) -> Result<ValueId> {
         let (w, b) = (self.weight(vb, "weight", &[width])?, self.weight(vb, "bias", &[width])?);
         self.op(vb.path(), Op::LayerNorm { eps: eps as f32 }, &[x, w, b])
     }
@@ -247,7 +247,7 @@ impl Decoder<'_> {
 
     /// The convolution at `vb` (`weight` `[cout, cin / groups, *kernel]`, `bias` when
     /// `bias`).
-    fn conv(
+    pub(crate) fn conv(
         &mut self,
         vb: &Vb,
         (cin, cout): (usize, usize),

@@ -58,13 +58,15 @@ impl Decoder<'_> {
         let (mut h, words, shared, attention_mask) = match enc.input {
             EncoderInput::Tokens => self.token_inputs(root, enc)?,
             EncoderInput::Patches { .. } => self.patch_inputs(root, enc, batch)?,
+            EncoderInput::Audio(names) => self.audio_inputs(root, names)?,
             EncoderInput::ConvNet { .. } => unreachable!("a convolutional network has no layers of the library"),
         };
         for (i, layer) in self.encoder_layers(root, enc) {
             h = self.decoder_layer(&layer, i, h, &shared, act)?;
         }
+        // post-residual norms (wav2vec2's post-norm layers) leave no final norm
         let final_norm = self.arch.layout.final_norm;
-        if !final_norm.is_empty() {
+        if !final_norm.is_empty() && !self.cfg.post_residual_norms {
             h = self.norm(&root.pp(final_norm), self.cfg.hidden_size, h)?;
         }
         Ok((h, words, attention_mask))
@@ -345,11 +347,12 @@ impl Decoder<'_> {
     }
 
     /// The layer inputs of `n` positions that all see each other (image patches, audio frames).
-    pub(crate) fn all_visible(&mut self, n: usize) -> Result<LayerInputs> {
+    pub(crate) fn all_visible(&mut self, n: impl Into<Dim>) -> Result<LayerInputs> {
+        let n = n.into();
         let all = Tensor::bool(vec![1, 1, 1, 1], vec![true])?;
         let mask = self.op("mask", Op::Constant(all), &[])?;
-        let iota = self.op("positions", Op::Iota { len: Dim::from(n) }, &[])?;
-        let positions = self.op("position_ids", Op::Reshape { shape: vec![Dim::konst(1), Dim::from(n)] }, &[iota])?;
+        let iota = self.op("positions", Op::Iota { len: n.clone() }, &[])?;
+        let positions = self.op("position_ids", Op::Reshape { shape: vec![Dim::konst(1), n] }, &[iota])?;
         Ok(LayerInputs::without_rope(mask, positions))
     }
 
@@ -820,6 +823,23 @@ impl Decoder<'_> {
                         };
                         self.linear(&top.pp(out), labels, hs, true, x)?
                     }
+                    ClassifierHead::MeanProjected { projector, out } => {
+                        let audio = self.audio_config()?;
+                        if audio.weighted_layer_sum {
+                            return Err(ModelError::Config {
+                                path: "config.json".into(),
+                                key: "use_weighted_layer_sum".into(),
+                                msg:
+                                    "is true: a classifier over a learned mix of every layer's states is not supported"
+                                        .into(),
+                            });
+                        }
+                        let width = audio.classifier_proj_size;
+                        let x = self.linear(&top.pp(projector), width, hs, true, h)?;
+                        let mean = Op::Reduce { kind: ReduceKind::Mean, axes: vec![1], keep_dims: false };
+                        let x = self.op(&top.pp(projector).name("mean"), mean, &[x])?;
+                        self.linear(&top.pp(out), labels, width, true, x)?
+                    }
                     ClassifierHead::Pooling { out } => {
                         let mean = self.cfg.encoder.as_ref().is_some_and(|e| e.heads.mean_pooling);
                         let x = match (mean, attention_mask) {
@@ -848,11 +868,14 @@ impl Decoder<'_> {
                     self.g.add_output(name, x)?;
                 }
             }
-            Task::CausalLm
-            | Task::SpeechRecognition
-            | Task::Text2TextGeneration
-            | Task::ImageTextToText
-            | Task::ZeroShotImageClassification => return Err(self.task_error(task)),
+            Task::SpeechRecognition => {
+                let EncoderInput::Audio(names) = enc.input else { return Err(self.task_error(task)) };
+                let logits = self.linear(&top.pp(names.ctc_head), self.cfg.vocab_size, hs, true, h)?;
+                self.g.add_output("logits", logits)?;
+            }
+            Task::CausalLm | Task::Text2TextGeneration | Task::ImageTextToText | Task::ZeroShotImageClassification => {
+                return Err(self.task_error(task))
+            }
         }
         Ok(())
     }

@@ -407,6 +407,29 @@ pub enum EncoderInput {
     /// `pooler_output` `[batch, channels, 1, 1]`, which the classifier's linear at `classifier`
     /// reads.
     ConvNet { classifier: &'static str },
+    /// `input_values` `[batch, samples]` (raw audio, float32) through the feature encoder and
+    /// positional convolution of [`AudioLayout`] into frames, then the layers (wav2vec2,
+    /// HuBERT; `crate::audio`).
+    Audio(&'static AudioLayout),
+}
+
+/// Tensor names of a raw-audio encoder's front and CTC head, under the root; the layers are
+/// the layout's own, pre-norm or (`post_residual_norms`) post-norm as the config says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AudioLayout {
+    /// `<conv_layers>.<i>.conv` and its `layer_norm` (GroupNorm or LayerNorm).
+    pub conv_layers: &'static str,
+    /// `layer_norm` (where the config has it) and `projection` from the last convolution's
+    /// channels to the hidden size.
+    pub projection: &'static str,
+    /// The grouped positional convolution, weight-normed over its kernel axis: `weight_g`
+    /// and `weight_v`, or `parametrizations.weight.original0` / `original1`.
+    pub pos_conv: &'static str,
+    /// The encoder's norm: before the layers, or after them (the layout's `final_norm`) when
+    /// the layers are pre-norm.
+    pub encoder_norm: &'static str,
+    /// The CTC head at the top: per-frame logits over the vocabulary.
+    pub ctc_head: &'static str,
 }
 
 /// How an encoder numbers its positions.
@@ -456,6 +479,9 @@ pub enum ClassifierHead {
     /// `out(transform(pool(h)))`, pooled as `classifier_pooling` says (the first token, or the
     /// mean over the unpadded tokens), through the masked-LM transform (ModernBERT).
     Pooling { out: &'static str },
+    /// `out(mean(projector(h)))` over every frame (wav2vec2's audio classifier: the projector
+    /// `classifier_proj_size` wide).
+    MeanProjected { projector: &'static str, out: &'static str },
 }
 
 /// The activation of a masked-LM transform.

@@ -13,6 +13,7 @@
 
 mod alibi;
 mod altup;
+mod audio;
 mod blocks;
 pub mod builder;
 pub mod checkpoint;

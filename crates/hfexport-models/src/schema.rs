@@ -381,6 +381,9 @@ pub struct EncoderSchema {
     pub disentangled: bool,
     /// The pooler's width and activation keys, and the activation's class default.
     pub pooler: PoolerKeys,
+    /// The raw-audio front's keys (`conv_dim`, `feat_extract_norm`, `do_stable_layer_norm`, …:
+    /// `crate::config::AudioConfig`), read for wav2vec2 and HuBERT.
+    pub audio: bool,
 }
 
 /// Where a config keeps its pooler's width and activation.

@@ -26,7 +26,8 @@ pub enum Task {
     /// `logits` `[batch, num_labels]` of an image encoder.
     ImageClassification,
     /// Text from speech: an encoder over log-mel frames and a decoder generating tokens over
-    /// its states (Whisper); exported for generation only.
+    /// its states (Whisper), exported for generation only; or a raw-audio encoder's per-frame
+    /// CTC `logits` `[batch, frames, vocab]` (wav2vec2), one forward graph.
     SpeechRecognition,
     /// Text from text: an encoder over tokens and a decoder generating tokens over its states
     /// (T5); exported for generation only.
@@ -112,6 +113,7 @@ impl Task {
         }
         let heads = [
             ("ForCausalLM", Task::CausalLm),
+            ("ForCTC", Task::SpeechRecognition),
             ("LMHeadModel", Task::CausalLm),
             ("ForConditionalGeneration", Task::CausalLm),
             ("ForMaskedLM", Task::FillMask),
@@ -140,6 +142,7 @@ impl Task {
             (Task::FeatureExtraction, Some(_)) => true,
             (Task::SentenceEmbedding, Some(EncoderInput::Tokens)) => true,
             (Task::ImageClassification, Some(EncoderInput::Patches { .. } | EncoderInput::ConvNet { .. })) => true,
+            (Task::SpeechRecognition | Task::SequenceClassification, Some(EncoderInput::Audio(_))) => true,
             (
                 Task::FillMask | Task::SequenceClassification | Task::TokenClassification | Task::QuestionAnswering,
                 Some(EncoderInput::Tokens),
@@ -149,9 +152,14 @@ impl Task {
     }
 
     /// Whether the task is exported for generation (components, caches) rather than as one
-    /// forward graph.
-    pub fn generates(self) -> bool {
-        matches!(self, Task::CausalLm | Task::SpeechRecognition | Task::Text2TextGeneration | Task::ImageTextToText)
+    /// forward graph, for a family that fits it (a raw-audio encoder's speech recognition is
+    /// one graph).
+    pub fn generates(self, arch: &Architecture) -> bool {
+        match self {
+            Task::CausalLm | Task::Text2TextGeneration | Task::ImageTextToText => true,
+            Task::SpeechRecognition => arch.layout.encoder.is_none(),
+            _ => false,
+        }
     }
 }
 

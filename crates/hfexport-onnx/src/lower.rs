@@ -349,6 +349,11 @@ impl ShapeEmitter for Emit {
         Ok(self.helper("Add", vec![a, b], vec![]))
     }
 
+    /// ONNX's integer `Div` truncates; the floors core builds never divide a negative value.
+    fn floor_div(&mut self, a: String, b: String) -> Result<String> {
+        Ok(self.helper("Div", vec![a, b], vec![]))
+    }
+
     fn concat(&mut self, parts: Vec<String>) -> Result<String> {
         Ok(self.helper("Concat", parts, vec![attr_int("axis", 0)]))
     }

@@ -314,6 +314,11 @@ impl ShapeEmitter for Emit {
         Ok(self.binary("Add", a, b, port(DType::I64, vec![1])))
     }
 
+    /// `Divide` floors integers (its `m_pythondiv` defaults to true).
+    fn floor_div(&mut self, a: Out, b: Out) -> Result<Out> {
+        Ok(self.binary("Divide", a, b, port(DType::I64, vec![1])))
+    }
+
     fn concat(&mut self, parts: Vec<Out>) -> Result<Out> {
         let n = parts.len() as i64;
         Ok(self.op("Concat", "opset1", vec![("axis", "0".into())], parts, port(DType::I64, vec![n])))

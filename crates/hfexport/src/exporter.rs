@@ -171,7 +171,7 @@ impl AutoHfExporter {
         let task = req.task_of(model);
         let mut components = match &req.generation {
             None => build_forward(model, weights, task, &opts)?,
-            Some(_) if !task.generates() => {
+            Some(_) if !task.generates(&model.family()?) => {
                 return Err(Error::Unsupported(format!(
                     "{} exports for generation are causal LMs and encoder-decoders; the task here is `{}` \
                      (export it without --for-generation)",

@@ -8,7 +8,8 @@ use std::collections::BTreeMap;
 
 /// Sizes of symbolic dims in a static (non-dynamic) export: the sample shape.
 pub fn sample_sizes() -> BTreeMap<String, i64> {
-    BTreeMap::from([("batch".to_string(), 1), ("sequence".to_string(), 16)])
+    // raw audio: one second at 16 kHz, optimum's dummy length
+    BTreeMap::from([("batch".to_string(), 1), ("sequence".to_string(), 16), ("samples".to_string(), 16_000)])
 }
 
 /// One sample input of a verification.
@@ -91,6 +92,7 @@ pub fn cases_for(c: &Planned, vocab: usize, past: usize) -> Result<Vec<SampleCas
         (Entry::TokenIds, CacheMode::None) => sample_cases(&c.graph, vocab),
         (Entry::PatchRows, CacheMode::None) => merged_patch_cases(&c.graph),
         (Entry::PixelValues, CacheMode::None) => float_cases(&c.graph, "pixel_values"),
+        (Entry::InputValues, CacheMode::None) => float_cases(&c.graph, "input_values"),
         (Entry::TextAndPixels, CacheMode::None) => text_and_pixel_cases(&c.graph, vocab),
         (Entry::Embeddings, CacheMode::None) if c.spec.role == Role::Projector => {
             float_cases(&c.graph, "image_features")
@@ -123,20 +125,27 @@ fn text_and_pixel_cases(graph: &Graph, vocab: usize) -> Result<Vec<SampleCase>> 
 }
 
 /// The sample inputs of an image or speech encoder (`pixel_values` `[batch, channels, height,
-/// width]`, `input_features` `[batch, mel_bins, frames]`): batches of 2 and 1 (clamped into the
-/// batch's range) of deterministic values in [-1, 1), as normalised pixels or log-mel features
-/// have.
+/// width]`, `input_features` `[batch, mel_bins, frames]`, raw audio `input_values` `[batch,
+/// samples]`): batches of 2 and 1 (clamped into the batch's range) of deterministic values in
+/// [-1, 1), as normalised pixels, log-mel features or samples have. A symbolic length after the
+/// batch (the audio's) is its least value plus 101, then plus 37 (within its range): two
+/// lengths, neither a multiple of the usual strides.
 pub fn float_cases(graph: &Graph, input: &str) -> Result<Vec<SampleCase>> {
     let port = graph
         .input(input)
         .ok_or_else(|| Error::Unsupported(format!("a component without a `{input}` input has no sample inputs")))?;
     let info = graph.info(port.value);
-    let mut rest = vec![];
-    for d in &info.shape[1..] {
-        rest.push(d.as_const().ok_or_else(|| Error::Unsupported(format!("{input} needs static sizes after batch")))?);
-    }
     let mut cases = vec![];
     for (k, want) in [2i64, 1].into_iter().enumerate() {
+        let rest: Vec<i64> = info.shape[1..]
+            .iter()
+            .map(|d| {
+                d.as_const().unwrap_or_else(|| {
+                    let (lo, hi) = d.bounds(&graph.symbols);
+                    (lo + [101, 37][k]).min(hi)
+                })
+            })
+            .collect();
         let b = match info.shape[0].as_const() {
             Some(c) => c,
             None => {

@@ -161,7 +161,7 @@ fn mobilenet_v2(f: &Fields) -> Result<MobileNetV2Config> {
 }
 
 /// A non-empty list of positive integers, `default` when absent.
-fn sizes(f: &Fields, key: &str, default: &[usize]) -> Result<Vec<usize>> {
+pub(super) fn sizes(f: &Fields, key: &str, default: &[usize]) -> Result<Vec<usize>> {
     match f.raw(key) {
         None | Some(Value::Null) => Ok(default.to_vec()),
         Some(Value::Array(list)) if !list.is_empty() => list

@@ -26,6 +26,7 @@ use crate::schema::{
     RoutingRule, ScaleRule, SharedSize,
 };
 
+mod audio;
 mod convnet;
 mod dims;
 mod encoder;
@@ -40,6 +41,7 @@ mod rope;
 #[cfg(test)]
 mod tests;
 
+pub use audio::{AudioConfig, AudioConv, FeatureNorm};
 use convnet::*;
 pub use convnet::{Backbone, ConvNetConfig, ConvNextConfig, MobileNetV2Config, ResNetConfig};
 use dims::*;
@@ -332,6 +334,8 @@ pub struct EncoderConfig {
     pub absolute_positions: bool,
     /// DeBERTa-v2's disentangled attention, when `relative_attention` is on.
     pub disentangled: Option<Disentangled>,
+    /// What a raw-audio encoder reads (wav2vec2, HuBERT).
+    pub audio: Option<AudioConfig>,
 }
 
 /// DeBERTa-v2's disentangled attention: each layer's scores gain the content-to-position term

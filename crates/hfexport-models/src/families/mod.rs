@@ -50,6 +50,7 @@ pub mod gptj;
 pub mod granite;
 pub mod granite_moe;
 pub mod granite_moe_hybrid;
+pub mod hubert;
 pub mod lfm2;
 pub mod llama;
 pub mod llama4;
@@ -83,6 +84,7 @@ pub mod stablelm;
 pub mod starcoder2;
 pub mod t5;
 pub mod vit;
+pub mod wav2vec2;
 pub mod whisper;
 pub mod xlm_roberta;
 pub mod xlm_roberta_xl;
@@ -175,6 +177,8 @@ pub static ARCHITECTURES: &[Architecture] = &[
     mobilenet_v2::FAMILY,
     modernbert::FAMILY,
     whisper::FAMILY,
+    wav2vec2::FAMILY,
+    hubert::FAMILY,
     t5::FAMILY,
     bart::BART,
     bart::MBART,

@@ -1,0 +1,152 @@
+//! Speech encoders over raw audio (wav2vec2, HuBERT): `input_values` `[batch, samples]`
+//! (float32, as the feature extractor leaves them) through the convolutional feature encoder
+//! into frames, a projection to the hidden size, the weight-normed grouped positional
+//! convolution added, then the library's encoder layers.
+//!
+//! The audio length stays symbolic: each strided convolution's output length is a floor of
+//! the input's (`crate`-wide `Dim` floors), so one export takes any clip at least one
+//! receptive field long. As optimum exports these models there is no `attention_mask`: a
+//! batch of clips is zero-padded to one length and every frame attends to every frame, which
+//! is what transformers computes without a mask (the group-norm checkpoints are meant to be
+//! run so). The layers are post-norm, or pre-norm with the encoder's norm after them when
+//! `do_stable_layer_norm` (the config's `post_residual_norms`, as OPT's).
+
+use hfexport_core::ops::{BinaryOp, ReduceKind, UnaryOp, Window};
+use hfexport_core::{DType, Dim, Op, ValueId};
+
+use crate::config::{AudioConfig, FeatureNorm};
+use crate::decoder::{Decoder, Vb};
+use crate::encoder::EncoderInputs;
+use crate::error::{ModelError, Result};
+use crate::layout::AudioLayout;
+
+/// The longest clip an export accepts, in samples: ten minutes at 16 kHz.
+pub const MAX_SAMPLES: i64 = 16_000 * 600;
+
+/// The epsilon of `nn.GroupNorm` and `nn.LayerNorm` inside the feature encoder, which the
+/// config's `layer_norm_eps` does not set.
+const FEATURE_NORM_EPS: f64 = 1e-5;
+
+impl Decoder<'_> {
+    /// The audio's frames `[batch, frames, hidden]` in front of the layers, and their inputs
+    /// (every frame visible to every other).
+    pub(crate) fn audio_inputs(&mut self, root: &Vb, names: &AudioLayout) -> Result<EncoderInputs> {
+        let audio = self.audio_config()?.clone();
+        let hs = self.cfg.hidden_size;
+        let batch = Dim::sym(&self.g.symbols.declare("batch", 1, self.opts.max_batch)?);
+        let field = audio.receptive_field() as i64;
+        let samples = Dim::sym(&self.g.symbols.declare("samples", field, MAX_SAMPLES.max(field))?);
+        let mut x = self.g.add_input("input_values", DType::F32, vec![batch.clone(), samples.clone()])?;
+        if self.opts.dtype != DType::F32 {
+            x = self.op("input_values.cast", Op::Cast(self.opts.dtype), &[x])?;
+        }
+        let x = self.op("input_values.channel", Op::Reshape { shape: vec![batch, Dim::konst(1), samples] }, &[x])?;
+        let features = self.feature_encoder(&root.pp(names.conv_layers), &audio, x)?;
+        let mut h =
+            self.op(&root.pp(names.conv_layers).name("frames"), Op::Transpose { perm: vec![0, 2, 1] }, &[features])?;
+        let width = audio.convs.last().map_or(1, |c| c.channels);
+        let projection = root.pp(names.projection);
+        if audio.projection_norm {
+            h = self.norm(&projection.pp("layer_norm"), width, h)?;
+        }
+        h = self.linear(&projection.pp("projection"), hs, width, true, h)?;
+        let positions = self.positional_conv(&root.pp(names.pos_conv), &audio, h)?;
+        h = self.op(&root.pp(names.pos_conv).name("added"), Op::Binary(BinaryOp::Add), &[h, positions])?;
+        if !audio.stable {
+            h = self.norm(&root.pp(names.encoder_norm), hs, h)?;
+        }
+        let frames = self.g.info(h).shape[1].clone();
+        Ok((h, None, self.all_visible(frames)?, None))
+    }
+
+    /// The config's audio front; an error naming the class where it has none.
+    pub(crate) fn audio_config(&self) -> Result<&AudioConfig> {
+        self.cfg.encoder.as_ref().and_then(|e| e.audio.as_ref()).ok_or_else(|| ModelError::Config {
+            path: "config.json".into(),
+            key: "conv_dim".into(),
+            msg: format!("{} reads raw audio, but the config has no feature encoder", self.cfg.architecture),
+        })
+    }
+
+    /// The feature encoder's convolutions over `x` `[batch, 1, samples]`: each strided
+    /// convolution, its norm (a per-channel GroupNorm after the first only, or a LayerNorm
+    /// over the channels after each), the activation; `[batch, channels, frames]`.
+    fn feature_encoder(&mut self, layers: &Vb, audio: &AudioConfig, mut x: ValueId) -> Result<ValueId> {
+        let mut cin = 1;
+        for (i, c) in audio.convs.iter().enumerate() {
+            let vb = layers.pp(i);
+            let window = Window::new(&[c.kernel], &[c.stride], &[0]);
+            x = self.conv(&vb.pp("conv"), (cin, c.channels), window, 1, audio.conv_bias, x)?;
+            x = match (audio.norm, i) {
+                (FeatureNorm::Group, 0) => self.instance_norm(&vb.pp("layer_norm"), c.channels, x)?,
+                (FeatureNorm::Layer, _) => {
+                    let t = self.op(&vb.name("channels_last"), Op::Transpose { perm: vec![0, 2, 1] }, &[x])?;
+                    let t = self.layer_norm(&vb.pp("layer_norm"), c.channels, FEATURE_NORM_EPS, t)?;
+                    self.op(&vb.name("channels_first"), Op::Transpose { perm: vec![0, 2, 1] }, &[t])?
+                }
+                (FeatureNorm::Group, _) => x,
+            };
+            x = self.op(&vb.name("act"), Op::Activate(audio.act), &[x])?;
+            cin = c.channels;
+        }
+        Ok(x)
+    }
+
+    /// `nn.GroupNorm` with one group per channel over `x` `[batch, channels, frames]`: each
+    /// channel normalised over its frames (biased variance), then `weight` and `bias`.
+    fn instance_norm(&mut self, vb: &Vb, channels: usize, x: ValueId) -> Result<ValueId> {
+        let mean = |this: &mut Self, name: &str, v: ValueId| {
+            this.op(&vb.name(name), Op::Reduce { kind: ReduceKind::Mean, axes: vec![2], keep_dims: true }, &[v])
+        };
+        let m = mean(self, "mean", x)?;
+        let centred = self.op(&vb.name("centred"), Op::Binary(BinaryOp::Sub), &[x, m])?;
+        let square = self.op(&vb.name("square"), Op::Binary(BinaryOp::Mul), &[centred, centred])?;
+        let var = mean(self, "var", square)?;
+        let eps = self.scalar(&vb.name("eps"), FEATURE_NORM_EPS)?;
+        let var = self.op(&vb.name("var_eps"), Op::Binary(BinaryOp::Add), &[var, eps])?;
+        let std = self.op(&vb.name("std"), Op::Unary(UnaryOp::Sqrt), &[var])?;
+        let normed = self.op(&vb.name("normed"), Op::Binary(BinaryOp::Div), &[centred, std])?;
+        let column = vec![Dim::from(channels), Dim::konst(1)];
+        let w = self.weight(vb, "weight", &[channels])?;
+        let w = self.op(&vb.name("weight.column"), Op::Reshape { shape: column.clone() }, &[w])?;
+        let b = self.weight(vb, "bias", &[channels])?;
+        let b = self.op(&vb.name("bias.column"), Op::Reshape { shape: column }, &[b])?;
+        let scaled = self.op(&vb.name("scaled"), Op::Binary(BinaryOp::Mul), &[normed, w])?;
+        self.op(vb.path(), Op::Binary(BinaryOp::Add), &[scaled, b])
+    }
+
+    /// The positional embedding of `h` `[batch, frames, hidden]`: the grouped convolution of
+    /// `num_conv_pos_embeddings` padded by half of it (its last frame dropped when the kernel
+    /// is even), then the activation, as `[batch, frames, hidden]`.
+    fn positional_conv(&mut self, vb: &Vb, audio: &AudioConfig, h: ValueId) -> Result<ValueId> {
+        let (hs, k, groups) = (self.cfg.hidden_size, audio.pos_kernel, audio.pos_groups);
+        let frames = self.g.info(h).shape[1].clone();
+        let x = self.op(&vb.name("channels_first"), Op::Transpose { perm: vec![0, 2, 1] }, &[h])?;
+        let w = self.weight_normed(vb, [hs, hs / groups, k])?;
+        let b = self.weight(vb, "bias", &[hs])?;
+        let window = Window::new(&[k], &[1], &[k / 2]);
+        let mut y = self.op(vb.path(), Op::Conv { window, groups }, &[x, w, b])?;
+        if k % 2 == 0 {
+            y = self.op(&vb.name("same"), Op::Slice { axis: 2, start: Dim::konst(0), end: frames }, &[y])?;
+        }
+        let y = self.op(&vb.name("act"), Op::Activate(audio.act), &[y])?;
+        self.op(&vb.name("channels_last"), Op::Transpose { perm: vec![0, 2, 1] }, &[y])
+    }
+
+    /// `g * v / ‖v‖` of torch's `weight_norm(dim=2)`: the norm of `v` over every axis but the
+    /// kernel's, `g` `[1, 1, kernel]`. The parametrization's names (`original0`, `original1`)
+    /// or the legacy `weight_g` / `weight_v`, whichever the file stores.
+    fn weight_normed(&mut self, vb: &Vb, shape: [usize; 3]) -> Result<ValueId> {
+        let modern = vb.pp("parametrizations.weight");
+        let (g, v) = match self.weights.has(&modern.name("original1")) {
+            true => (self.weight(&modern, "original0", &[1, 1, shape[2]])?, self.weight(&modern, "original1", &shape)?),
+            false => (self.weight(vb, "weight_g", &[1, 1, shape[2]])?, self.weight(vb, "weight_v", &shape)?),
+        };
+        let square = self.op(&vb.name("weight.square"), Op::Binary(BinaryOp::Mul), &[v, v])?;
+        let sum = Op::Reduce { kind: ReduceKind::Sum, axes: vec![0, 1], keep_dims: true };
+        let sum = self.op(&vb.name("weight.sum"), sum, &[square])?;
+        let norm = self.op(&vb.name("weight.norm"), Op::Unary(UnaryOp::Sqrt), &[sum])?;
+        let scale = self.op(&vb.name("weight.scale"), Op::Binary(BinaryOp::Div), &[g, norm])?;
+        self.op(&vb.name("weight"), Op::Binary(BinaryOp::Mul), &[v, scale])
+    }
+}

@@ -1,0 +1,125 @@
+//! The keys of the speech encoders over raw audio (wav2vec2, HuBERT): the convolutional
+//! feature encoder, the positional convolution and where the layers' norms sit, with the
+//! defaults `Wav2Vec2Config` and `HubertConfig` share. What the graph does not compute (the
+//! adapter, HuBERT's batch-normed positional convolution) is refused by key.
+
+use super::convnet::sizes;
+use super::*;
+use hfexport_core::ops::Activation;
+
+/// A raw-audio encoder's front: `input_values` through `convs` into frames, a projection to
+/// the hidden size, a grouped positional convolution added, then the library's layers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AudioConfig {
+    /// Each feature-encoder convolution: `conv_dim`, `conv_kernel`, `conv_stride` entries.
+    pub convs: Vec<AudioConv>,
+    pub conv_bias: bool,
+    pub norm: FeatureNorm,
+    /// `feat_extract_activation`, after every feature convolution and the positional one.
+    pub act: Activation,
+    /// `num_conv_pos_embeddings` (kernel) and `num_conv_pos_embedding_groups`.
+    pub pos_kernel: usize,
+    pub pos_groups: usize,
+    /// `do_stable_layer_norm`: pre-norm layers and the encoder's norm after them; else
+    /// post-norm layers after it.
+    pub stable: bool,
+    /// A LayerNorm before the feature projection (HuBERT's `feat_proj_layer_norm`; always in
+    /// wav2vec2, whose config has no such key).
+    pub projection_norm: bool,
+    /// The sequence classifier's projector width (`classifier_proj_size`).
+    pub classifier_proj_size: usize,
+    /// `use_weighted_layer_sum`: the classifier reads a learned mix of every layer's states.
+    pub weighted_layer_sum: bool,
+}
+
+/// One feature-encoder convolution.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AudioConv {
+    pub channels: usize,
+    pub kernel: usize,
+    pub stride: usize,
+}
+
+/// `feat_extract_norm`: where the feature encoder normalises.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FeatureNorm {
+    /// A GroupNorm with one group per channel after the first convolution only.
+    Group,
+    /// A LayerNorm over the channels after every convolution.
+    Layer,
+}
+
+impl AudioConfig {
+    /// Samples of the shortest input that gives one frame: the receptive field of the
+    /// convolutions.
+    pub fn receptive_field(&self) -> usize {
+        self.convs.iter().rev().fold(1, |field, c| (field - 1) * c.stride + c.kernel)
+    }
+}
+
+/// Upper bound on a feature convolution's channels, kernel and stride.
+const MAX_CONV: usize = 1 << 16;
+
+pub(super) fn parse_audio(f: &Fields, hidden: usize) -> Result<AudioConfig> {
+    for (key, what) in [
+        ("add_adapter", "the adapter after the encoder"),
+        ("conv_pos_batch_norm", "a batch-normed positional convolution"),
+    ] {
+        if f.bool(key)? == Some(true) {
+            return Err(f.err(key, format!("is true: {what} is not supported")));
+        }
+    }
+    if f.raw("adapter_attn_dim").is_some_and(|v| !v.is_null()) {
+        return Err(f.err("adapter_attn_dim", "is set: the attention adapters of the layers are not supported"));
+    }
+    let dims = sizes(f, "conv_dim", &[512; 7])?;
+    let kernels = sizes(f, "conv_kernel", &[10, 3, 3, 3, 3, 2, 2])?;
+    let strides = sizes(f, "conv_stride", &[5, 2, 2, 2, 2, 2, 2])?;
+    if kernels.len() != dims.len() || strides.len() != dims.len() {
+        return Err(f.err(
+            "conv_dim",
+            format!(
+                "has {} entries, conv_kernel {} and conv_stride {}: they must agree",
+                dims.len(),
+                kernels.len(),
+                strides.len()
+            ),
+        ));
+    }
+    if let Some(v) = dims.iter().chain(&kernels).chain(&strides).find(|&&v| v > MAX_CONV) {
+        return Err(f.err("conv_dim", format!("{v} is above {MAX_CONV}")));
+    }
+    let convs =
+        (0..dims.len()).map(|i| AudioConv { channels: dims[i], kernel: kernels[i], stride: strides[i] }).collect();
+    let norm = match f.string("feat_extract_norm")?.unwrap_or("group") {
+        "group" => FeatureNorm::Group,
+        "layer" => FeatureNorm::Layer,
+        other => return Err(f.err("feat_extract_norm", format!("`{other}` is not one of: group, layer"))),
+    };
+    let act_name = f.string("feat_extract_activation")?.unwrap_or("gelu");
+    let act = Activation::from_hf(act_name).ok_or_else(|| {
+        f.err(
+            "feat_extract_activation",
+            format!("`{act_name}` is not supported; valid: {}", Activation::NAMES.join(", ")),
+        )
+    })?;
+    let pos_kernel = f.size("num_conv_pos_embeddings", Some(128), MAX_CONV)?;
+    let pos_groups = f.size("num_conv_pos_embedding_groups", Some(16), MAX_CONV)?;
+    if !hidden.is_multiple_of(pos_groups) {
+        return Err(
+            f.err("num_conv_pos_embedding_groups", format!("{pos_groups} does not divide the hidden size {hidden}"))
+        );
+    }
+    Ok(AudioConfig {
+        convs,
+        conv_bias: f.bool("conv_bias")?.unwrap_or(false),
+        norm,
+        act,
+        pos_kernel,
+        pos_groups,
+        stable: f.bool("do_stable_layer_norm")?.unwrap_or(false),
+        projection_norm: f.bool("feat_proj_layer_norm")?.unwrap_or(true),
+        classifier_proj_size: f.size("classifier_proj_size", Some(256), MAX_HIDDEN)?,
+        weighted_layer_sum: f.bool("use_weighted_layer_sum")?.unwrap_or(false),
+    })
+}
