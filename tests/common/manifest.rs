@@ -19,6 +19,12 @@ pub fn recurrent_fixtures() -> Vec<&'static str> {
     causal_lms(true)
 }
 
+/// Whether a fixture is exported for generation (components and caches), not as one forward
+/// graph: a raw-audio encoder's speech recognition (CTC) is one graph.
+fn generating(f: &Entry) -> bool {
+    GENERATING.contains(&f.task) && !f.audio
+}
+
 fn causal_lms(recurrent: bool) -> Vec<&'static str> {
     let all = manifest_fixtures().into_iter().filter(|f| f.task == "causal-lm" && f.recurrent == recurrent);
     narrowed(all.map(|f| f.name).collect())
@@ -35,7 +41,7 @@ const DUAL: &str = "zero-shot-image-classification";
 pub fn encoder_fixtures() -> Vec<(&'static str, &'static str)> {
     let all: Vec<_> = manifest_fixtures()
         .into_iter()
-        .filter(|f| !GENERATING.contains(&f.task) && f.task != DUAL)
+        .filter(|f| !generating(f) && f.task != DUAL)
         .map(|f| (f.name, f.task))
         .collect();
     let names = narrowed(all.iter().map(|(n, _)| *n).collect());
@@ -49,13 +55,13 @@ pub fn dual_fixtures() -> Vec<&'static str> {
 
 /// The encoder-decoder fixtures (Whisper, T5), in manifest order; narrowed like [`fixtures`].
 pub fn seq2seq_fixtures() -> Vec<&'static str> {
-    let all = manifest_fixtures().into_iter().filter(|f| GENERATING[1..].contains(&f.task));
+    let all = manifest_fixtures().into_iter().filter(|f| generating(f) && f.task != "causal-lm");
     narrowed(all.map(|f| f.name).collect())
 }
 
 /// The speech encoder-decoder fixtures (Whisper), in manifest order; narrowed like [`fixtures`].
 pub fn speech_fixtures() -> Vec<&'static str> {
-    let all = manifest_fixtures().into_iter().filter(|f| f.task == "automatic-speech-recognition");
+    let all = manifest_fixtures().into_iter().filter(|f| f.task == "automatic-speech-recognition" && !f.audio);
     narrowed(all.map(|f| f.name).collect())
 }
 
@@ -81,6 +87,8 @@ struct Entry {
     task: &'static str,
     /// Its layers keep a recurrent state, not an attention cache.
     recurrent: bool,
+    /// An encoder over raw audio (wav2vec2): one forward graph whatever its task.
+    audio: bool,
 }
 
 /// Every fixture of the manifest.
@@ -100,7 +108,8 @@ fn manifest_fixtures() -> Vec<Entry> {
                     let task = f["task"].as_str().unwrap_or_else(|| panic!("{}: `{name}` has no task", path.display()));
                     let leak = |s: &str| &*Box::leak(s.to_string().into_boxed_str());
                     let recurrent = f["recurrent"].as_bool().unwrap_or(false);
-                    Entry { name: leak(name), task: leak(task), recurrent }
+                    let audio = f["audio"].as_bool().unwrap_or(false);
+                    Entry { name: leak(name), task: leak(task), recurrent, audio }
                 })
                 .collect()
         })

@@ -3,7 +3,8 @@
 //! 1e-4, and each format's export, checked with `--verify`, reproduces them at 1e-3 in its
 //! runtime through `run` (ONNX Runtime, OpenVINO, libtorch, ExecuTorch), padded rows included.
 //! sentence-transformers folders (`--task sentence-embedding`: pooling and normalisation in the
-//! graph) reproduce `SentenceTransformer`'s own forward the same way; image-text dual encoders
+//! graph) reproduce `SentenceTransformer`'s own forward the same way, and raw-audio encoders
+//! (wav2vec2, HuBERT) transformers' over clips of their own length; image-text dual encoders
 //! (CLIP) reproduce `CLIPModel`'s zero-shot outputs and its towers' features. A task the
 //! checkpoint cannot do is a clear error.
 
@@ -15,7 +16,7 @@ use hfexport_models::safetensors::{read_all, write_safetensors};
 use std::collections::BTreeMap;
 use std::path::Path;
 
-const INPUTS: [&str; 4] = ["input_ids", "attention_mask", "token_type_ids", "pixel_values"];
+const INPUTS: [&str; 5] = ["input_ids", "attention_mask", "token_type_ids", "pixel_values", "input_values"];
 
 fn s(p: &Path) -> &str {
     p.to_str().unwrap()
