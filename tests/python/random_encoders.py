@@ -6,7 +6,7 @@ Usage: random_encoders.py OUTDIR --seed S --count N
 Writes N folders (save_pretrained of a randomly configured BERT / RoBERTa / XLM-RoBERTa / CamemBERT /
 XLM-RoBERTa-XL / DistilBERT / ELECTRA / ALBERT / MPNet / DeBERTa-v2 / ModernBERT / ViT / DeiT / DINOv2 / ResNet / ConvNeXt
 (V1, V2) / MobileNetV2 / CLIP (CLIPModel, zero-shot: texts against images; the towers, projected or not) /
-SigLIP (SiglipModel and its towers) with one
+SigLIP (SiglipModel and its towers) / wav2vec2 / HuBERT (base, CTC, audio classifier) with one
 of its heads, classes dealt round-robin) with golden.safetensors: for the cases `single` ([1, L])
 and `batch` ([2, L], row 1 right-padded), the inputs (`input_ids`, `attention_mask`, and
 `token_type_ids` when type_vocab_size > 1) and every output of the forward. OUTDIR/index.json
@@ -22,7 +22,10 @@ types, rope thetas (legacy keys or rope_parameters), biases, head activations an
 stages, widths, depths, layer types, downsampling flags, channels and image sizes; ConvNeXt's stages,
 patches, layer scales, epsilons and image sizes; MobileNetV2's depth multipliers, expansions, output
 strides, paddings and activations; CLIP's and SigLIP's tower sizes, end-of-text ids (legacy 2 or
-not, present or not), projection and head widths and image sizes.
+not, present or not), projection and head widths and image sizes; wav2vec2's and HuBERT's feature
+convolutions (count, widths, kernels, strides, biases, group or layer norms, activations), positional
+kernels and groups, post- or pre-norm layers, HuBERT's projection norm, classifier projectors and clip
+lengths (`input_values`, row 1 zero-padded).
 """
 
 import json
@@ -107,6 +110,13 @@ CLASSES = [
     ("siglip_text", "SiglipTextModel", "feature-extraction"),
     ("siglip_vision", "SiglipVisionModel", "feature-extraction"),
     ("clip_vision", "CLIPVisionModel", "feature-extraction"),
+    # raw-audio encoders
+    ("wav2vec2", "Wav2Vec2ForCTC", "automatic-speech-recognition"),
+    ("hubert", "HubertModel", "feature-extraction"),
+    ("wav2vec2", "Wav2Vec2ForSequenceClassification", "sequence-classification"),
+    ("hubert", "HubertForCTC", "automatic-speech-recognition"),
+    ("wav2vec2", "Wav2Vec2Model", "feature-extraction"),
+    ("hubert", "HubertForSequenceClassification", "sequence-classification"),
 ]
 POOLING_MODES = ["cls", "max", "mean", "mean_sqrt_len_tokens", "weightedmean", "lasttoken"]
 # the activations hfexport builds for a sentence-transformers Dense module
@@ -139,7 +149,10 @@ CONFIGS = {
     "clip_vision": "CLIPVisionConfig",
     "siglip_text": "SiglipTextConfig",
     "siglip_vision": "SiglipVisionConfig",
+    "wav2vec2": "Wav2Vec2Config",
+    "hubert": "HubertConfig",
 }
+AUDIO = ("wav2vec2", "hubert")
 # the tower classes: text towers read ids ending in their end-of-text id, image towers images
 TEXT_TOWERS = ("clip_text", "siglip_text")
 IMAGE_TOWERS = ("clip_vision", "siglip_vision")
@@ -167,6 +180,7 @@ def outputs_of(task, model):
         "image-classification": ["logits"],
         "sentence-embedding": ["token_embeddings", "sentence_embedding"],
         "zero-shot-image-classification": ["logits_per_image", "logits_per_text", "text_embeds", "image_embeds"],
+        "automatic-speech-recognition": ["logits"],
     }[task]
 
 
@@ -176,6 +190,8 @@ def sample(rng, index):
         return family, cls_name, task, 0, with_labels(rng, resnet_keys(rng, bottleneck=(index // 2) % 2 == 0))
     if family == "mobilenet_v2":
         return family, cls_name, task, 0, with_labels(rng, mobilenet_v2_keys(rng))
+    if family in AUDIO:
+        return family, cls_name, task, 0, with_labels(rng, audio_keys(rng, family == "hubert"))
     if family in ("convnext", "convnextv2"):
         return family, cls_name, task, 0, with_labels(rng, convnext_keys(rng, family == "convnext"))
     if family in ("clip", "siglip") + TEXT_TOWERS + IMAGE_TOWERS:
@@ -270,6 +286,50 @@ def sample(rng, index):
     else:
         kw["num_labels"] = labels
     return family, cls_name, task, seq, kw
+
+
+def audio_keys(rng, hubert):
+    """A raw-audio encoder: 1-4 convolutions of random kernels and strides (kernels of 1 included), group or layer
+    norms, biases, activations; the positional convolution's kernel (odd or even) and groups; post- or pre-norm
+    layers (do_stable_layer_norm); HuBERT's optional norm before the projection; the classifier's projector."""
+    heads, head_dim = rng.choice([1, 2, 4]), rng.choice([4, 8])
+    hidden = heads * head_dim
+    n = rng.randint(1, 4)
+    kw = dict(
+        vocab_size=rng.randint(5, 40),
+        hidden_size=hidden,
+        num_hidden_layers=rng.randint(1, 3),
+        num_attention_heads=heads,
+        intermediate_size=rng.randint(8, 48),
+        hidden_act=rng.choice(ACTS),
+        layer_norm_eps=rng.choice([1e-5, 1e-6]),
+        conv_dim=[rng.randint(2, 16) for _ in range(n)],
+        conv_kernel=[rng.randint(1, 10) for _ in range(n)],
+        conv_stride=[rng.randint(1, 5) for _ in range(n)],
+        conv_bias=rng.random() < 0.5,
+        feat_extract_norm=rng.choice(["group", "layer"]),
+        feat_extract_activation=rng.choice(["gelu", "relu", "silu"]),
+        num_conv_pos_embeddings=rng.randint(1, 9),
+        num_conv_pos_embedding_groups=rng.choice([g for g in (1, 2, 4) if hidden % g == 0]),
+        do_stable_layer_norm=rng.random() < 0.5,
+        classifier_proj_size=rng.randint(2, 20),
+        hidden_dropout=0.0, attention_dropout=0.0, activation_dropout=0.0, feat_proj_dropout=0.0,
+        final_dropout=0.0, layerdrop=0.0,
+    )
+    if hubert:
+        kw["feat_proj_layer_norm"] = rng.random() < 0.5
+    return kw
+
+
+def audio_samples(kw, rng):
+    """A clip length of at least one receptive field and up to a few dozen frames more."""
+    field = 1
+    for k, s in zip(reversed(kw["conv_kernel"]), reversed(kw["conv_stride"])):
+        field = (field - 1) * s + k
+    stride = 1
+    for s in kw["conv_stride"]:
+        stride *= s
+    return field + stride * rng.randint(0, 30) + rng.randint(0, stride)
 
 
 def clip_text_keys(rng, seq):
@@ -520,6 +580,18 @@ def main():
                     golden[f"{case}.{k}"] = t.contiguous()
                 pooled = [k for k in ("text_embeds", "image_embeds", "pooler_output") if getattr(res, k, None) is not None]
                 for k in ["last_hidden_state"] + pooled:  # copies: the pooled rows are a view
+                    golden[f"{case}.{k}"] = getattr(res, k).float().contiguous().clone()
+                continue
+            if family in AUDIO:
+                # clips zero-padded to one length (no attention mask), row 1 padded
+                samples = audio_samples(kw, rng)
+                values = torch.randn((rows, samples), generator=gen)
+                if rows == 2:
+                    values[1, samples - rng.randint(0, samples // 2) :] = 0.0
+                with torch.no_grad():
+                    res = model(input_values=values)
+                golden[f"{case}.input_values"] = values.contiguous()
+                for k in outputs_of(task, model):
                     golden[f"{case}.{k}"] = getattr(res, k).float().contiguous().clone()
                 continue
             if family in IMAGES:
