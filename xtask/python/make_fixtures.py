@@ -1507,6 +1507,8 @@ def make_encoder_fixture(outdir, spec):
     del model
     if spec.pooling is not None:
         write_sentence_transformers_folder(folder, spec)
+    if spec.task == "automatic-speech-recognition":
+        write_ctc_processor(folder, spec.config.vocab_size)
     model = spec.model_cls.from_pretrained(folder, dtype=torch.float32, attn_implementation="eager").eval()
     gen = torch.Generator().manual_seed(1000 + spec.seed)
     golden = {}
@@ -1748,6 +1750,18 @@ def make_seq2seq_fixture(outdir, spec):
 # The README's demo checkpoint: it also gets a tokenizer, so `hfexport generate --prompt` on its
 # exports reads and prints text.
 DEMO = "qwen3"
+
+
+def write_ctc_processor(dst, vocab_size):
+    """What a CTC checkpoint keeps beside its weights (as facebook/wav2vec2-base-960h): a character
+    vocabulary of exactly the model's labels (vocab.json: the special tokens, `|` between words, then
+    letters) for Wav2Vec2CTCTokenizer, and Wav2Vec2FeatureExtractor's preprocessor_config.json."""
+    from transformers import Wav2Vec2CTCTokenizer, Wav2Vec2FeatureExtractor
+
+    tokens = ["<pad>", "<s>", "</s>", "<unk>", "|"] + [chr(ord("A") + i) for i in range(vocab_size - 5)]
+    (dst / "vocab.json").write_text(json.dumps({t: i for i, t in enumerate(tokens)}) + "\n")
+    Wav2Vec2CTCTokenizer(str(dst / "vocab.json")).save_pretrained(dst)
+    Wav2Vec2FeatureExtractor(do_normalize=True, return_attention_mask=False).save_pretrained(dst)
 
 
 def write_demo_tokenizer(dst, vocab_size):

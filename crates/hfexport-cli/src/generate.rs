@@ -294,6 +294,13 @@ pub(crate) fn generate(a: &GenerateArgs) -> Result<()> {
     let tokenizer = load_tokenizer(dir)?;
     let meta = ExportMetadata::read(dir)?;
     hfexport::core::integrity::check_component_sizes(dir, &meta)?;
+    // a raw-audio CTC model's transcript comes from one forward pass
+    if let Some(model) = meta.components.iter().find(|c| c.spec.entry == Entry::InputValues) {
+        let wav = a.audio.as_ref().with_context(|| {
+            format!("{}: this export transcribes speech: give it with --audio FILE.wav", dir.display())
+        })?;
+        return crate::run::transcribe(dir, wav, model.name());
+    }
     let encoded = match meta.by_role(Role::Encoder) {
         Some(_) => Some(encode(dir, &meta, a, tokenizer.as_ref())?),
         None if a.inputs.is_some() || a.audio.is_some() => bail!(

@@ -62,14 +62,21 @@ enum Command {
         #[arg(long, conflicts_with_all = ["dump", "json", "task"])]
         check: bool,
     },
-    /// Runs a graph on inputs from a safetensors file and writes its outputs to another.
+    /// Runs a graph on inputs from a safetensors file (or a WAV) and writes its outputs to
+    /// another.
+    #[command(group(clap::ArgGroup::new("feed").required(true).args(["inputs", "audio"])))]
     Run {
         /// A checkpoint folder (its forward graph in the reference evaluator) or an export
         /// folder (with export.json: the artifact in its runtime).
         path: PathBuf,
         /// Safetensors file keyed by input name (`input_ids`, `attention_mask`).
         #[arg(long)]
-        inputs: PathBuf,
+        inputs: Option<PathBuf>,
+        /// Speech for a raw-audio encoder (wav2vec2, HuBERT): a mono WAV at the feature
+        /// extractor's rate, turned into `input_values` as `Wav2Vec2FeatureExtractor` does with
+        /// the folder's preprocessor_config.json; a CTC model's transcript is printed.
+        #[arg(long)]
+        audio: Option<PathBuf>,
         /// Where to write the outputs (`logits`), as safetensors.
         #[arg(long)]
         outputs: PathBuf,
@@ -113,7 +120,8 @@ pub(crate) struct GenerateArgs {
     #[arg(long, conflicts_with = "audio")]
     pub(crate) inputs: Option<PathBuf>,
     /// Speech for an encoder-decoder (Whisper): a 16 kHz mono WAV, turned into `input_features`
-    /// as transformers' WhisperFeatureExtractor does with the export's preprocessor_config.json.
+    /// as transformers' WhisperFeatureExtractor does with the export's preprocessor_config.json;
+    /// for a raw-audio CTC export (wav2vec2, HuBERT), the WAV whose transcript is printed.
     #[arg(long)]
     pub(crate) audio: Option<PathBuf>,
     /// The token an encoder-decoder's decoder is forced to after its start token (a target
@@ -280,13 +288,18 @@ fn dispatch(command: Command) -> Result<()> {
             inspect::inspect(&path, task.as_deref(), full, json)
         }
         Command::Generate(args) => generate::generate(&args),
-        Command::Run { path, inputs, outputs, component, runtime, task } => {
+        Command::Run { path, inputs, audio, outputs, component, runtime, task } => {
+            let feed = match (inputs, audio) {
+                (Some(inputs), _) => run::Feed::Inputs(inputs),
+                (None, Some(wav)) => run::Feed::Audio(wav),
+                (None, None) => unreachable!("clap requires --inputs or --audio"),
+            };
             if path.join(hfexport::core::metadata::FILE_NAME).is_file() {
-                run::run_export(&path, &inputs, &outputs, &component, runtime.as_deref())
+                run::run_export(&path, &feed, &outputs, &component, runtime.as_deref())
             } else {
                 run::run(
                     &path,
-                    &inputs,
+                    &feed,
                     &outputs,
                     &component,
                     runtime.as_deref().unwrap_or("reference"),

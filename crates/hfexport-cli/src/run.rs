@@ -7,12 +7,41 @@ use hfexport::core::metadata::ExportMetadata;
 use hfexport::models::safetensors::{read_all, write_safetensors};
 use hfexport::{AutoExportConfig, Evaluator, ExportFormat, Task, Tensor};
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
+
+/// What `run` feeds the graph.
+pub(crate) enum Feed {
+    /// `--inputs`: tensors by input name.
+    Inputs(PathBuf),
+    /// `--audio`: a WAV as a raw-audio encoder's `input_values`.
+    Audio(PathBuf),
+}
+
+impl Feed {
+    /// The inputs by name; the WAV through the feature extractor of `dir` (the checkpoint or
+    /// export folder).
+    fn read(&self, dir: &Path) -> Result<BTreeMap<String, Tensor>> {
+        match self {
+            Feed::Inputs(path) => read_all(path).with_context(|| format!("cannot read inputs {}", path.display())),
+            Feed::Audio(wav) => {
+                let fe = hfexport::audio::RawAudio::from_dir(dir)?;
+                let samples = hfexport::audio::read_wav(wav, fe.sampling_rate)?;
+                Ok(BTreeMap::from([("input_values".to_string(), fe.extract(&samples)?)]))
+            }
+        }
+    }
+
+    fn path(&self) -> &Path {
+        match self {
+            Feed::Inputs(p) | Feed::Audio(p) => p,
+        }
+    }
+}
 
 pub(crate) fn run(
     path: &Path,
-    inputs: &Path,
+    feed: &Feed,
     outputs: &Path,
     component: &str,
     runtime: &str,
@@ -29,12 +58,12 @@ pub(crate) fn run(
         bail!("the checkpoint's components for `{}` are {}; got `{component}`", task.name(), names.join(", "));
     };
     let (_, g) = graphs.swap_remove(at);
-    let feed = read_all(inputs).with_context(|| format!("cannot read inputs {}", inputs.display()))?;
+    let inputs = feed.read(path)?;
     let t0 = Instant::now();
     eprintln!("loading {} weights ({:.1} M parameters)…", g.weights().len(), g.parameter_count() as f64 / 1e6);
     let ev = Evaluator::new(&g, &ckpt)?;
     let t1 = Instant::now();
-    let out = ev.run(&feed).with_context(|| format!("running {} on {}", path.display(), inputs.display()))?;
+    let out = ev.run(&inputs).with_context(|| format!("running {} on {}", path.display(), feed.path().display()))?;
     let t2 = Instant::now();
     let refs: Vec<(&str, &Tensor)> = out.iter().map(|(k, v)| (k.as_str(), v)).collect();
     let meta =
@@ -43,7 +72,7 @@ pub(crate) fn run(
     for (name, t) in &out {
         println!("{name}: {}{:?}", t.dtype(), t.shape());
     }
-    report_argmax(task, &out)?;
+    report_argmax(task, &out, path)?;
     eprintln!(
         "weights {:.2} s, forward {:.2} s; wrote {}",
         (t1 - t0).as_secs_f64(),
@@ -54,8 +83,9 @@ pub(crate) fn run(
 }
 
 /// The argmax a task's logits answer with: a causal LM's next tokens, a classifier's labels, a
-/// zero-shot model's best text for each image.
-fn report_argmax(task: Task, out: &BTreeMap<String, Tensor>) -> Result<()> {
+/// zero-shot model's best text for each image, a CTC model's transcript (ids, and text with the
+/// tokenizer's `vocab.json` in `dir`).
+fn report_argmax(task: Task, out: &BTreeMap<String, Tensor>, dir: &Path) -> Result<()> {
     if let Some(per_image) = out.get("logits_per_image") {
         if let &[images, texts] = per_image.shape() {
             let rows: Vec<usize> = (0..images).map(|i| i * texts).collect();
@@ -75,9 +105,26 @@ fn report_argmax(task: Task, out: &BTreeMap<String, Tensor>) -> Result<()> {
             let rows: Vec<usize> = (0..b).map(|bi| bi * labels).collect();
             println!("labels (argmax): {:?}", argmax_rows(&logits, &rows, labels)?);
         }
+        (Task::SpeechRecognition, &[_, _, _]) => {
+            let vocab = hfexport::ctc::CtcVocab::from_dir(dir)?;
+            for (row, ids) in hfexport::ctc::greedy_ids(&logits, ctc_blank(dir)?)?.iter().enumerate() {
+                println!("transcript ids, row {row} (CTC greedy): {ids:?}");
+                if let Some(v) = &vocab {
+                    println!("transcript, row {row}: {:?}", v.text(ids));
+                }
+            }
+        }
         _ => {}
     }
     Ok(())
+}
+
+/// The CTC blank: the config's `pad_token_id` (0 where it has none, as `Wav2Vec2Config`).
+fn ctc_blank(dir: &Path) -> Result<i64> {
+    let path = dir.join("config.json");
+    let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
+    let v: serde_json::Value = serde_json::from_str(&text).with_context(|| format!("{}", path.display()))?;
+    Ok(v.get("pad_token_id").and_then(serde_json::Value::as_i64).unwrap_or(0))
 }
 
 /// The argmax of each `width`-wide row of `logits` starting at `starts`.
@@ -92,11 +139,50 @@ const RUNTIMES: [&str; 5] = ["reference", "onnxruntime", "openvino", "executorch
 /// `run` on an export folder: the component in its format's runtime (the backend's runner).
 pub(crate) fn run_export(
     dir: &Path,
-    inputs: &Path,
+    feed: &Feed,
     outputs: &Path,
     component: &str,
     runtime: Option<&str>,
 ) -> Result<()> {
+    let ran = run_component(dir, feed, component, runtime)?;
+    let refs: Vec<(&str, &Tensor)> = ran.outputs.iter().map(|(k, v)| (k.as_str(), v)).collect();
+    let producer =
+        BTreeMap::from([("producer".to_string(), format!("hfexport {} ({})", env!("CARGO_PKG_VERSION"), ran.runtime))]);
+    write_safetensors(outputs, &refs, &producer)
+        .with_context(|| format!("cannot write outputs {}", outputs.display()))?;
+    for (name, t) in &ran.outputs {
+        println!("{name}: {}{:?}", t.dtype(), t.shape());
+    }
+    report_argmax(ran.task, &ran.outputs, dir)?;
+    eprintln!("{}; wrote {}", ran.timings, outputs.display());
+    Ok(())
+}
+
+/// `generate --audio` on a raw-audio CTC export (one forward graph, nothing to generate): the
+/// transcript of the WAV, as `run --audio` prints it.
+pub(crate) fn transcribe(dir: &Path, wav: &Path, component: &str) -> Result<()> {
+    let ran = run_component(dir, &Feed::Audio(wav.to_path_buf()), component, None)?;
+    if ran.task != Task::SpeechRecognition {
+        bail!("{}: --audio transcribes a CTC export; this one is exported for `{}`", dir.display(), ran.task.name());
+    }
+    report_argmax(ran.task, &ran.outputs, dir)?;
+    eprintln!("{}", ran.timings);
+    Ok(())
+}
+
+/// What a component of an export folder gave.
+struct Ran {
+    task: Task,
+    outputs: BTreeMap<String, Tensor>,
+    /// The runtime's name and version.
+    runtime: String,
+    /// `<runtime>: load … s, run … s`.
+    timings: String,
+}
+
+/// A component of an export folder on `feed`, in its format's runtime (`runtime`, when given,
+/// must be that one).
+fn run_component(dir: &Path, feed: &Feed, component: &str, runtime: Option<&str>) -> Result<Ran> {
     let meta = ExportMetadata::read(dir)?;
     hfexport::core::integrity::check_component_sizes(dir, &meta)?;
     let comp = meta.component(component)?;
@@ -117,27 +203,17 @@ pub(crate) fn run_export(
         other => bail!("runtime `{other}` is not valid; valid: {}", RUNTIMES.join(", ")),
     }
     let config = AutoExportConfig::from_dict(&meta.config)?;
-    let feed = read_all(inputs).with_context(|| format!("cannot read inputs {}", inputs.display()))?;
+    let inputs = feed.read(dir)?;
     let t0 = Instant::now();
     let mut runner = backend.runtime()?.open_runner(dir, comp, &config)?;
     let version = runner.runtime();
     let t1 = Instant::now();
-    let out = runner.run(&feed).with_context(|| format!("running on {}", inputs.display()))?;
+    let outputs = runner.run(&inputs).with_context(|| format!("running on {}", feed.path().display()))?;
     let t2 = Instant::now();
-    let refs: Vec<(&str, &Tensor)> = out.iter().map(|(k, v)| (k.as_str(), v)).collect();
-    let producer =
-        BTreeMap::from([("producer".to_string(), format!("hfexport {} ({version})", env!("CARGO_PKG_VERSION")))]);
-    write_safetensors(outputs, &refs, &producer)
-        .with_context(|| format!("cannot write outputs {}", outputs.display()))?;
-    for (name, t) in &out {
-        println!("{name}: {}{:?}", t.dtype(), t.shape());
-    }
-    report_argmax(Task::parse(&meta.task).map_err(anyhow::Error::msg)?, &out)?;
-    eprintln!(
-        "{version}: load {:.2} s, run {:.2} s; wrote {}",
-        (t1 - t0).as_secs_f64(),
-        (t2 - t1).as_secs_f64(),
-        outputs.display()
-    );
-    Ok(())
+    Ok(Ran {
+        task: Task::parse(&meta.task).map_err(anyhow::Error::msg)?,
+        outputs,
+        timings: format!("{version}: load {:.2} s, run {:.2} s", (t1 - t0).as_secs_f64(), (t2 - t1).as_secs_f64()),
+        runtime: version.to_string(),
+    })
 }

@@ -371,3 +371,52 @@ fn tasks_an_encoder_cannot_do_are_clear_errors() {
         "no pooler in a masked-LM checkpoint"
     );
 }
+
+/// A CTC model (wav2vec2) over a WAV: `run --audio` on the checkpoint and on every format's
+/// export, and `generate --audio` on the exports, print transformers' greedy transcript (the ids
+/// and the text `processor.batch_decode` gives, from `tests/python/ctc_audio.py`); a WAV of
+/// another rate is an error naming it.
+#[test]
+fn ctc_models_transcribe_a_wav_like_transformers_in_every_runtime() {
+    require_onnxruntime();
+    require_openvino();
+    require_libtorch();
+    require_executorch();
+    let tmp = tempfile::tempdir().unwrap();
+    let audio = tmp.path().join("audio");
+    let fx = fixture("wav2vec2_ctc");
+    let o = std::process::Command::new(python())
+        .arg(script("ctc_audio.py"))
+        .arg(&audio)
+        .arg(&fx)
+        .output()
+        .expect("start python");
+    assert!(o.status.success(), "ctc_audio.py failed:\n{}", String::from_utf8_lossy(&o.stderr));
+    let golden: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(audio.join("transcript.json")).unwrap()).unwrap();
+    let ids: Vec<i64> = golden["ids"].as_array().unwrap().iter().map(|v| v.as_i64().unwrap()).collect();
+    let text = golden["text"].as_str().unwrap();
+    assert!(ids.len() > 10 && !text.is_empty(), "a transcript worth comparing: {golden}");
+    let expected = [format!("transcript ids, row 0 (CTC greedy): {ids:?}"), format!("transcript, row 0: {text:?}")];
+    let wav = audio.join("speech.wav");
+    let said = |what: &str, o: &std::process::Output| {
+        assert!(o.status.success(), "{what}: {}", stderr(o));
+        let out = stdout(o);
+        for line in &expected {
+            assert!(out.lines().any(|l| l == line), "{what}: no line `{line}` in:\n{out}");
+        }
+    };
+    let res = tmp.path().join("out.safetensors");
+    said("reference", &hfexport(&["run", s(&fx), "--audio", s(&wav), "--outputs", s(&res)]));
+    for format in ["onnx", "openvino", "dynamo", "executorch"] {
+        let dir = tmp.path().join(format);
+        let o = hfexport(&["export", "--model", s(&fx), "--format", format, "--dynamic", "--output", s(&dir)]);
+        assert!(o.status.success(), "{format}: {}", stderr(&o));
+        said(&format!("{format} run"), &hfexport(&["run", s(&dir), "--audio", s(&wav), "--outputs", s(&res)]));
+        said(&format!("{format} generate"), &hfexport(&["generate", s(&dir), "--audio", s(&wav)]));
+    }
+    let o = hfexport(&["run", s(&fx), "--audio", s(&audio.join("rate8k.wav")), "--outputs", s(&res)]);
+    assert!(!o.status.success() && stderr(&o).contains("rate8k.wav: the audio is 8000 Hz"), "{}", stderr(&o));
+    let o = hfexport(&["generate", s(&tmp.path().join("onnx")), "--prompt", "hi"]);
+    assert!(stderr(&o).contains("this export transcribes speech: give it with --audio"), "{}", stderr(&o));
+}

@@ -1,4 +1,6 @@
-//! Speech in: a 16 kHz mono WAV to the log-mel `input_features` of Whisper's encoder, computed
+//! Speech in: a 16 kHz mono WAV to the raw `input_values` of a wav2vec2-like encoder
+//! ([`RawAudio`], `Wav2Vec2FeatureExtractor`: zero mean and unit variance per clip where
+//! `do_normalize`), or to the log-mel `input_features` of Whisper's encoder, computed
 //! as transformers' `WhisperFeatureExtractor` does (with torch present, its `torch.stft` path):
 //! the waveform padded with zeros or truncated to `chunk_length * sampling_rate` samples, a
 //! centred STFT (reflect padding of `n_fft / 2`, periodic Hann window, `hop_length`), power
@@ -165,6 +167,54 @@ impl WhisperFeatures {
             }
         }
         out
+    }
+}
+
+/// `preprocessor_config.json`'s settings of `Wav2Vec2FeatureExtractor` (wav2vec2, HuBERT):
+/// the samples themselves, normalised per clip where `do_normalize`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RawAudio {
+    pub sampling_rate: u32,
+    pub do_normalize: bool,
+}
+
+impl RawAudio {
+    /// Reads `<dir>/preprocessor_config.json` (`sampling_rate` 16000 and `do_normalize` true
+    /// where it omits them, as the class defaults).
+    pub fn from_dir(dir: &Path) -> Result<RawAudio> {
+        let path = dir.join("preprocessor_config.json");
+        let text = hfexport_core::limits::read_text(&path, hfexport_core::limits::CONFIG_JSON)
+            .map_err(|e| bad(&path, format!("cannot read it ({e}); --audio needs the feature extractor's settings")))?;
+        let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| bad(&path, e))?;
+        let sampling_rate = match v.get("sampling_rate") {
+            None | Some(serde_json::Value::Null) => 16_000,
+            Some(x) => x
+                .as_u64()
+                .filter(|&n| n > 0 && n <= 1 << 20)
+                .ok_or_else(|| bad(&path, format!("`sampling_rate` must be an integer in 1..={}, got {x}", 1 << 20)))?
+                as u32,
+        };
+        let do_normalize = match v.get("do_normalize") {
+            None | Some(serde_json::Value::Null) => true,
+            Some(x) => x.as_bool().ok_or_else(|| bad(&path, format!("`do_normalize` must be true or false, got {x}")))?,
+        };
+        Ok(RawAudio { sampling_rate, do_normalize })
+    }
+
+    /// `input_values` `[1, samples]` of `waveform`: `(x - mean) / sqrt(var + 1e-7)` over the
+    /// clip where `do_normalize` (transformers' `zero_mean_unit_var_norm`), else the samples.
+    pub fn extract(&self, waveform: &[f32]) -> Result<Tensor> {
+        let n = waveform.len();
+        let values = match (self.do_normalize, n) {
+            (true, 1..) => {
+                let mean = waveform.iter().map(|&x| f64::from(x)).sum::<f64>() / n as f64;
+                let var = waveform.iter().map(|&x| (f64::from(x) - mean).powi(2)).sum::<f64>() / n as f64;
+                let scale = 1.0 / (var + 1e-7).sqrt();
+                waveform.iter().map(|&x| ((f64::from(x) - mean) * scale) as f32).collect()
+            }
+            _ => waveform.to_vec(),
+        };
+        Ok(Tensor::f32(vec![1, n], values)?)
     }
 }
 

@@ -27,6 +27,7 @@ pub use hfexport_quant as quant;
 
 pub mod audio;
 pub mod backends;
+pub mod ctc;
 pub mod error;
 pub mod exporter;
 pub mod image;
