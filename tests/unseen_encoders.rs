@@ -72,10 +72,11 @@ fn check_reference(case: &Case) -> Result<f32, String> {
     let gold = read_all(case.dir.join("golden.safetensors")).map_err(|e| e.to_string())?;
     let mut worst = 0f32;
     for c in ["single", "batch"] {
-        let inputs: BTreeMap<String, Tensor> = ["input_ids", "attention_mask", "token_type_ids", "pixel_values", "input_values"]
-            .iter()
-            .filter_map(|k| gold.get(&format!("{c}.{k}")).map(|t| (k.to_string(), t.clone())))
-            .collect();
+        let inputs: BTreeMap<String, Tensor> =
+            ["input_ids", "attention_mask", "token_type_ids", "pixel_values", "input_values"]
+                .iter()
+                .filter_map(|k| gold.get(&format!("{c}.{k}")).map(|t| (k.to_string(), t.clone())))
+                .collect();
         let out = ev.run(&inputs).map_err(|e| e.to_string())?;
         let mask = inputs.get("attention_mask").map_or(&[][..], |m| m.as_i64().unwrap());
         let expected =

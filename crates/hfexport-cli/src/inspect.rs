@@ -5,7 +5,9 @@ use crate::{forward_graphs, open_checkpoint, task_of};
 use anyhow::Result;
 use hfexport::core::dim::shape_to_string;
 use hfexport::core::dump::{dump, op_histogram};
-use hfexport::models::config::{Backbone, ConvNetConfig, DualConfig, LayerMlp, LayerSpec, Mixer, Span};
+use hfexport::models::config::{
+    AudioConfig, Backbone, ConvNetConfig, DualConfig, FeatureNorm, LayerMlp, LayerSpec, Mixer, Span,
+};
 use hfexport::{BuildOptions, Checkpoint, Graph, Task};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -152,6 +154,7 @@ impl Facts {
             "rope": rope_summary(c),
             "backbone": c.convnet.as_ref().map(backbone_summary),
             "vision": c.dual.as_deref().map(dual_summary),
+            "audio": c.encoder.as_ref().and_then(|e| e.audio.as_ref()).map(audio_summary),
             "sliding_window": self.sliding.as_ref().map(|(w, layers)| json!({"window": w, "layers": layers})),
             "chunked_attention": self.chunked.as_ref().map(|(n, layers)| json!({"chunk": n, "layers": layers})),
             "experts": c.moe.as_ref().map(|m| experts_summary(c, m)),
@@ -166,6 +169,26 @@ impl Facts {
         }
         v
     }
+}
+
+/// A raw-audio encoder's front in a line: its convolutions, the samples per frame, the
+/// positional convolution and where the layers' norms sit.
+fn audio_summary(a: &AudioConfig) -> String {
+    let widths: Vec<String> = a.convs.iter().map(|c| c.channels.to_string()).collect();
+    let hop: usize = a.convs.iter().map(|c| c.stride).product();
+    let norm = match a.norm {
+        FeatureNorm::Group => "group norm after the first",
+        FeatureNorm::Layer => "layer norm after each",
+    };
+    format!(
+        "{} convolutions ({}; {norm}), one frame per {hop} samples from {} on; positional conv {} in {} groups; {} layers",
+        a.convs.len(),
+        widths.join(", "),
+        a.receptive_field(),
+        a.pos_kernel,
+        a.pos_groups,
+        if a.stable { "pre-norm" } else { "post-norm" }
+    )
 }
 
 /// An image-text dual encoder's image tower and shared space in a line (the text tower is the
@@ -285,7 +308,10 @@ pub(crate) fn inspect(path: &Path, task: Option<&str>, full: bool, json: bool) -
     match (&c.encoder, c.dual.as_deref()) {
         (Some(_), Some(d)) => println!("vision       {}", dual_summary(d)),
         (Some(e), None) => {
-            println!("encoder      task {}, {} labels, {} token types", task.name(), e.num_labels, e.type_vocab_size)
+            println!("encoder      task {}, {} labels, {} token types", task.name(), e.num_labels, e.type_vocab_size);
+            if let Some(a) = &e.audio {
+                println!("audio        {}", audio_summary(a));
+            }
         }
         (None, _) => {}
     }

@@ -297,14 +297,7 @@ fn dispatch(command: Command) -> Result<()> {
             if path.join(hfexport::core::metadata::FILE_NAME).is_file() {
                 run::run_export(&path, &feed, &outputs, &component, runtime.as_deref())
             } else {
-                run::run(
-                    &path,
-                    &feed,
-                    &outputs,
-                    &component,
-                    runtime.as_deref().unwrap_or("reference"),
-                    task.as_deref(),
-                )
+                run::run(&path, &feed, &outputs, &component, runtime.as_deref().unwrap_or("reference"), task.as_deref())
             }
         }
     }

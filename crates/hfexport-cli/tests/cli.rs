@@ -133,6 +133,18 @@ fn inspect_describes_the_checkpoint() {
             "ids 200..224 embedded by a table of 24 x 40; ids 224.. embedded by a table of 32 x 48",
         ],
     );
+    // a raw-audio encoder: its feature convolutions, frame rate and norm placement; the audio's
+    // length a floor of the samples'
+    assert_inspect_prints(
+        "wav2vec2_stable",
+        &[
+            "audio        4 convolutions (6, 10, 12, 12; layer norm after each), one frame per 36 samples from 52 on; \
+             positional conv 5 in 2 groups; pre-norm layers",
+            "symbol     samples in 52..=9600000",
+            "input      input_values: f32[batch, samples]",
+            "output     last_hidden_state: f32[batch, (samples + 20)//36 - 1, 32]",
+        ],
+    );
 }
 
 /// An image-text dual encoder: `inspect` names its image tower and shared space, and `run`

@@ -347,6 +347,20 @@ fn tasks_an_encoder_cannot_do_are_clear_errors() {
         said.contains("components for `feature-extraction` are `text_model`, `vision_model`; got `model`"),
         "{said}"
     );
+    // a raw-audio encoder: its own tasks, the CTC head only where stored, one forward graph
+    let o = export("wav2vec2_ctc", &["--task", "fill-mask"]);
+    let said = stderr(&o);
+    assert!(
+        said.contains(
+            "Wav2Vec2ForCTC cannot do the task `fill-mask`; valid: feature-extraction, sequence-classification, \
+             automatic-speech-recognition"
+        ),
+        "{said}"
+    );
+    let o = export("wav2vec2_stable", &["--task", "automatic-speech-recognition"]);
+    assert!(stderr(&o).contains("tensor `lm_head.weight` not found"), "{}", stderr(&o));
+    let o = export("wav2vec2_ctc", &["--for-generation", "--dynamic"]);
+    assert!(stderr(&o).contains("the task here is `automatic-speech-recognition`"), "{}", stderr(&o));
     let o = export("vit_cls", &["--task", "fill-mask"]);
     let said = stderr(&o);
     assert!(said.contains("cannot do the task `fill-mask`; valid: feature-extraction, image-classification"), "{said}");

@@ -190,8 +190,9 @@ impl Dim {
 
     /// `⌊self / by⌋` for a positive `by`, normalised: each coefficient's whole multiples of
     /// `by` are taken out of the floor (`⌊(2n + 3) / 2⌋ = n + 1 + ⌊1 / 2⌋ = n + 1`), a floor of
-    /// a lone floor is one floor (`⌊⌊n / 5⌋ / 2⌋ = ⌊n / 10⌋`), and what stays symbolic becomes a
-    /// [`Factor::FloorDiv`].
+    /// a floor plus a constant is one floor (`⌊(⌊n / 5⌋ + 1) / 2⌋ = ⌊(n + 5) / 10⌋`, as
+    /// `⌊(⌊x / a⌋ + c) / b⌋ = ⌊(x + ca) / ab⌋` for integers), and what stays symbolic becomes a
+    /// [`Factor::FloorDiv`]: a chain of strided convolutions' length is one floor.
     pub fn floor_div(&self, by: i64) -> Dim {
         assert!(by > 0, "floor division by {by}");
         if by == 1 {
@@ -203,11 +204,15 @@ impl Dim {
             rest.insert(m.clone(), c.rem_euclid(by));
         }
         let (whole, rest) = (Dim { terms: whole }.normalized(), Dim { terms: rest }.normalized());
-        let floor = match (rest.as_const(), rest.terms.iter().next()) {
-            (Some(c), _) => Dim::konst(c.div_euclid(by)),
-            (None, Some((m, 1))) if rest.terms.len() == 1 && m.len() == 1 && matches!(m[0], Factor::FloorDiv(..)) => {
-                let Factor::FloorDiv(inner, d) = &m[0] else { unreachable!("matched above") };
-                Factor::FloorDiv(inner.clone(), d * by).dim()
+        if let Some(c) = rest.as_const() {
+            return whole.add(&Dim::konst(c.div_euclid(by)));
+        }
+        let c = rest.terms.get(&Vec::new()).copied().unwrap_or(0);
+        let symbolic: Vec<_> = rest.terms.iter().filter(|(m, _)| !m.is_empty()).collect();
+        let floor = match symbolic[..] {
+            [(m, 1)] if matches!(m[..], [Factor::FloorDiv(..)]) => {
+                let [Factor::FloorDiv(inner, d)] = &m[..] else { unreachable!("matched above") };
+                inner.add(&Dim::konst(c * d)).floor_div(d * by)
             }
             _ => Factor::FloorDiv(Box::new(rest), by).dim(),
         };
@@ -487,6 +492,9 @@ mod tests {
         let conv1 = s.sub(&Dim::konst(10)).floor_div(5).add(&Dim::konst(1));
         let conv2 = conv1.sub(&Dim::konst(3)).floor_div(2).add(&Dim::konst(1));
         assert_eq!(conv2, s.floor_div(10).sub(&Dim::konst(1)));
+        // a floor plus a constant inside a floor is one floor
+        let conv3 = conv2.sub(&Dim::konst(2)).floor_div(2).add(&Dim::konst(1));
+        assert_eq!(conv3.to_string(), "(seq + 10)//20 - 1");
         assert_eq!(conv2.to_string(), "(seq)//10 - 1");
         assert_eq!(conv2.symbols(), vec![s.as_symbol().unwrap().clone()]);
         assert_eq!(conv2.as_symbol(), None);

@@ -186,17 +186,18 @@ impl RawAudio {
         let text = hfexport_core::limits::read_text(&path, hfexport_core::limits::CONFIG_JSON)
             .map_err(|e| bad(&path, format!("cannot read it ({e}); --audio needs the feature extractor's settings")))?;
         let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| bad(&path, e))?;
-        let sampling_rate = match v.get("sampling_rate") {
-            None | Some(serde_json::Value::Null) => 16_000,
-            Some(x) => x
-                .as_u64()
-                .filter(|&n| n > 0 && n <= 1 << 20)
-                .ok_or_else(|| bad(&path, format!("`sampling_rate` must be an integer in 1..={}, got {x}", 1 << 20)))?
-                as u32,
-        };
+        let sampling_rate =
+            match v.get("sampling_rate") {
+                None | Some(serde_json::Value::Null) => 16_000,
+                Some(x) => x.as_u64().filter(|&n| n > 0 && n <= 1 << 20).ok_or_else(|| {
+                    bad(&path, format!("`sampling_rate` must be an integer in 1..={}, got {x}", 1 << 20))
+                })? as u32,
+            };
         let do_normalize = match v.get("do_normalize") {
             None | Some(serde_json::Value::Null) => true,
-            Some(x) => x.as_bool().ok_or_else(|| bad(&path, format!("`do_normalize` must be true or false, got {x}")))?,
+            Some(x) => {
+                x.as_bool().ok_or_else(|| bad(&path, format!("`do_normalize` must be true or false, got {x}")))?
+            }
         };
         Ok(RawAudio { sampling_rate, do_normalize })
     }

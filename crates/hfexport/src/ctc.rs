@@ -75,7 +75,9 @@ impl CtcVocab {
         let special = |key: &str, default: &str| -> String {
             match config.get(key) {
                 Some(serde_json::Value::String(s)) => s.clone(),
-                Some(serde_json::Value::Object(o)) => o.get("content").and_then(|c| c.as_str()).unwrap_or(default).to_string(),
+                Some(serde_json::Value::Object(o)) => {
+                    o.get("content").and_then(|c| c.as_str()).unwrap_or(default).to_string()
+                }
                 _ => default.to_string(),
             }
         };

@@ -912,3 +912,40 @@ fn stop_token_ids_follow_transformers_generate() {
     write("generation_config.json", r#"{"eos_token_id": 3}"#);
     assert_eq!(stops(), [3]);
 }
+
+/// Wav2Vec2Config / HubertConfig: the feature encoder's class defaults (the base checkpoints'
+/// 7 convolutions, receptive field 400 samples), the norm placement, and what the graph does
+/// not compute refused by key.
+#[test]
+fn audio_configs_read_the_feature_encoder_with_class_defaults() {
+    let c = parse(r#"{"architectures": ["Wav2Vec2ForCTC"], "model_type": "wav2vec2"}"#).unwrap();
+    let a = c.encoder.as_ref().and_then(|e| e.audio.clone()).unwrap();
+    assert_eq!((c.vocab_size, c.hidden_size, c.num_hidden_layers, c.norm_eps), (32, 768, 12, 1e-5));
+    assert_eq!((a.convs.len(), a.convs[0].kernel, a.convs[0].stride, a.receptive_field()), (7, 10, 5, 400));
+    assert_eq!(
+        (a.norm, a.pos_kernel, a.pos_groups, a.stable, a.conv_bias),
+        (FeatureNorm::Group, 128, 16, false, false)
+    );
+    // post-norm layers: the pre-sublayer norms move after each residual add
+    assert!(c.post_residual_norms && a.projection_norm);
+    let c = parse(
+        r#"{"architectures": ["HubertForCTC"], "model_type": "hubert", "hidden_size": 16, "num_attention_heads": 2,
+            "do_stable_layer_norm": true, "feat_extract_norm": "layer", "feat_proj_layer_norm": false,
+            "conv_dim": [4, 6], "conv_kernel": [3, 2], "conv_stride": [2, 2], "num_conv_pos_embedding_groups": 4}"#,
+    )
+    .unwrap();
+    let a = c.encoder.as_ref().and_then(|e| e.audio.clone()).unwrap();
+    assert!(!c.post_residual_norms && a.stable && !a.projection_norm);
+    assert_eq!((a.norm, a.receptive_field()), (FeatureNorm::Layer, 5));
+    let refused = |extra: &str, key: &str| {
+        let text = format!(r#"{{"architectures": ["Wav2Vec2ForCTC"], "model_type": "wav2vec2", {extra}}}"#);
+        config_err(parse(&text), key);
+    };
+    refused(r#""add_adapter": true"#, "add_adapter");
+    refused(r#""adapter_attn_dim": 16"#, "adapter_attn_dim");
+    refused(r#""conv_pos_batch_norm": true"#, "conv_pos_batch_norm");
+    refused(r#""feat_extract_norm": "batch""#, "feat_extract_norm");
+    refused(r#""conv_dim": [4, 4], "conv_kernel": [3], "conv_stride": [2, 2]"#, "conv_dim");
+    refused(r#""num_conv_pos_embedding_groups": 5"#, "num_conv_pos_embedding_groups");
+    refused(r#""feat_extract_activation": "swish_beta""#, "feat_extract_activation");
+}
