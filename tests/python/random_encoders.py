@@ -6,7 +6,7 @@ Usage: random_encoders.py OUTDIR --seed S --count N
 Writes N folders (save_pretrained of a randomly configured BERT / RoBERTa / XLM-RoBERTa / CamemBERT /
 XLM-RoBERTa-XL / DistilBERT / ELECTRA / ALBERT / MPNet / DeBERTa-v2 / ModernBERT / ViT / DeiT / DINOv2 / ResNet / ConvNeXt
 (V1, V2) / MobileNetV2 / CLIP (CLIPModel, zero-shot: texts against images; the towers, projected or not) /
-SigLIP (SiglipModel and its towers) / wav2vec2 / HuBERT (base, CTC, audio classifier) with one
+SigLIP (SiglipModel and its towers) / wav2vec2 / HuBERT / WavLM (base, CTC, audio classifier) with one
 of its heads, classes dealt round-robin) with golden.safetensors: for the cases `single` ([1, L])
 and `batch` ([2, L], row 1 right-padded), the inputs (`input_ids`, `attention_mask`, and
 `token_type_ids` when type_vocab_size > 1) and every output of the forward. OUTDIR/index.json
@@ -24,7 +24,7 @@ patches, layer scales, epsilons and image sizes; MobileNetV2's depth multipliers
 strides, paddings and activations; CLIP's and SigLIP's tower sizes, end-of-text ids (legacy 2 or
 not, present or not), projection and head widths and image sizes; wav2vec2's and HuBERT's feature
 convolutions (count, widths, kernels, strides, biases, group or layer norms, activations), positional
-kernels and groups, post- or pre-norm layers, HuBERT's projection norm, classifier projectors and clip
+kernels and groups, post- or pre-norm layers, HuBERT's projection norm, WavLM's buckets and distances, classifier projectors and clip
 lengths (`input_values`, row 1 zero-padded).
 """
 
@@ -117,6 +117,9 @@ CLASSES = [
     ("hubert", "HubertForCTC", "automatic-speech-recognition"),
     ("wav2vec2", "Wav2Vec2Model", "feature-extraction"),
     ("hubert", "HubertForSequenceClassification", "sequence-classification"),
+    ("wavlm", "WavLMForCTC", "automatic-speech-recognition"),
+    ("wavlm", "WavLMModel", "feature-extraction"),
+    ("wavlm", "WavLMForSequenceClassification", "sequence-classification"),
 ]
 POOLING_MODES = ["cls", "max", "mean", "mean_sqrt_len_tokens", "weightedmean", "lasttoken"]
 # the activations hfexport builds for a sentence-transformers Dense module
@@ -151,8 +154,9 @@ CONFIGS = {
     "siglip_vision": "SiglipVisionConfig",
     "wav2vec2": "Wav2Vec2Config",
     "hubert": "HubertConfig",
+    "wavlm": "WavLMConfig",
 }
-AUDIO = ("wav2vec2", "hubert")
+AUDIO = ("wav2vec2", "hubert", "wavlm")
 # the tower classes: text towers read ids ending in their end-of-text id, image towers images
 TEXT_TOWERS = ("clip_text", "siglip_text")
 IMAGE_TOWERS = ("clip_vision", "siglip_vision")
@@ -191,7 +195,7 @@ def sample(rng, index):
     if family == "mobilenet_v2":
         return family, cls_name, task, 0, with_labels(rng, mobilenet_v2_keys(rng))
     if family in AUDIO:
-        return family, cls_name, task, 0, with_labels(rng, audio_keys(rng, family == "hubert"))
+        return family, cls_name, task, 0, with_labels(rng, audio_keys(rng, family))
     if family in ("convnext", "convnextv2"):
         return family, cls_name, task, 0, with_labels(rng, convnext_keys(rng, family == "convnext"))
     if family in ("clip", "siglip") + TEXT_TOWERS + IMAGE_TOWERS:
@@ -288,10 +292,11 @@ def sample(rng, index):
     return family, cls_name, task, seq, kw
 
 
-def audio_keys(rng, hubert):
+def audio_keys(rng, family):
     """A raw-audio encoder: 1-4 convolutions of random kernels and strides (kernels of 1 included), group or layer
     norms, biases, activations; the positional convolution's kernel (odd or even) and groups; post- or pre-norm
-    layers (do_stable_layer_norm); HuBERT's optional norm before the projection; the classifier's projector."""
+    layers (do_stable_layer_norm); HuBERT's optional norm before the projection; WavLM's bucket counts and
+    distances (short enough for the clips to reach the logarithmic buckets); the classifier's projector."""
     heads, head_dim = rng.choice([1, 2, 4]), rng.choice([4, 8])
     hidden = heads * head_dim
     n = rng.randint(1, 4)
@@ -316,8 +321,11 @@ def audio_keys(rng, hubert):
         hidden_dropout=0.0, attention_dropout=0.0, activation_dropout=0.0, feat_proj_dropout=0.0,
         final_dropout=0.0, layerdrop=0.0,
     )
-    if hubert:
+    if family == "hubert":
         kw["feat_proj_layer_norm"] = rng.random() < 0.5
+    if family == "wavlm":
+        buckets = rng.choice([4, 8, 16, 32])
+        kw.update(num_buckets=buckets, max_bucket_distance=buckets // 4 + rng.randint(1, 40))
     return kw
 
 

@@ -955,6 +955,8 @@ def encoder_specs():
         Wav2Vec2Config,
         Wav2Vec2ForCTC,
         Wav2Vec2Model,
+        WavLMConfig,
+        WavLMForCTC,
         CLIPConfig,
         CLIPModel,
         CLIPTextConfig,
@@ -1172,6 +1174,14 @@ def encoder_specs():
             "sequence-classification", ("logits",),
             "HuBERT without the norm before its feature projection, relu feature encoder, the projector (10) "
             "averaged over every frame, 3 labels",
+        ),
+        EncoderSpec(
+            "wavlm_ctc", 163, WavLMForCTC,
+            audio_config(WavLMConfig, num_buckets=16, max_bucket_distance=12, do_stable_layer_norm=True,
+                         feat_extract_norm="layer", num_hidden_layers=3),
+            "automatic-speech-recognition", ("logits",),
+            "WavLM's gated relative position bias (16 buckets up to distance 12, so 29 frames reach the logarithmic "
+            "and saturated buckets), pre-norm layers, layer-normed feature encoder",
         ),
         EncoderSpec(
             "dinov2_swiglu", 150, Dinov2Model,

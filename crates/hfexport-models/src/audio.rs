@@ -56,7 +56,55 @@ impl Decoder<'_> {
             h = self.norm(&root.pp(names.encoder_norm), hs, h)?;
         }
         let frames = self.g.info(h).shape[1].clone();
-        Ok((h, None, self.all_visible(frames)?, None))
+        let mut shared = self.all_visible(frames)?;
+        if let (Some(rel), Some(gated)) = (audio.relative_bias, names.gated_bias) {
+            let at = shared.positions;
+            shared.gated_bias = Some(self.relative_bias(&root.pp(gated.table), rel, (at, at), true)?);
+        }
+        Ok((h, None, shared, None))
+    }
+
+    /// WavLM's gated position bias as the layer's additive mask `[b, heads, q, k]`: each head's
+    /// slice of the attention input `x` through the layer's gate linear (8 outputs summed in two
+    /// halves of 4, then sigmoid: `a` and `b`), the gate `a * (b * constant - 1) + 2` scaling the
+    /// shared `bias` row of each query; where `mask` allows, else the dtype's lowest value.
+    pub(crate) fn gated_bias_mask(
+        &mut self,
+        vb: &Vb,
+        (heads, head_dim): (usize, usize),
+        x: ValueId,
+        (mask, bias): (ValueId, ValueId),
+    ) -> Result<ValueId> {
+        let names = match self.arch.layout.encoder.map(|e| e.input) {
+            Some(crate::layout::EncoderInput::Audio(AudioLayout { gated_bias: Some(g), .. })) => *g,
+            _ => unreachable!("a gated bias is made for a layout that names its gate"),
+        };
+        let d = |v: usize| Dim::from(v);
+        let shape = self.g.info(x).shape.clone();
+        let (b, q) = (shape[0].clone(), shape[1].clone());
+        let name = |leaf: &str| vb.name(format!("gated_bias.{leaf}"));
+        let split = Op::Reshape { shape: vec![b.clone(), q.clone(), d(heads), d(head_dim)] };
+        let per_head = self.op(&name("heads"), split, &[x])?;
+        let per_head = self.op(&name("heads_first"), Op::Transpose { perm: vec![0, 2, 1, 3] }, &[per_head])?;
+        let proj = self.linear(&vb.pp(names.linear), 8, head_dim, true, per_head)?;
+        let halves = Op::Reshape { shape: vec![b.clone(), d(heads), q.clone(), d(2), d(4)] };
+        let proj = self.op(&name("halves"), halves, &[proj])?;
+        let sum = Op::Reduce { kind: ReduceKind::Sum, axes: vec![4], keep_dims: false };
+        let proj = self.op(&name("sums"), sum, &[proj])?;
+        let gates = self.op(&name("sigmoid"), Op::Unary(UnaryOp::Sigmoid), &[proj])?;
+        let gate_a = Op::Slice { axis: 3, start: Dim::konst(0), end: Dim::konst(1) };
+        let gate_a = self.op(&name("a"), gate_a, &[gates])?;
+        let gate_b = Op::Slice { axis: 3, start: Dim::konst(1), end: Dim::konst(2) };
+        let gate_b = self.op(&name("b"), gate_b, &[gates])?;
+        let constant = self.weight(vb, names.constant, &[1, heads, 1, 1])?;
+        let scaled = self.op(&name("b_scaled"), Op::Binary(BinaryOp::Mul), &[gate_b, constant])?;
+        let one = self.scalar(&name("one"), 1.0)?;
+        let shifted = self.op(&name("b_shifted"), Op::Binary(BinaryOp::Sub), &[scaled, one])?;
+        let gate = self.op(&name("a_times"), Op::Binary(BinaryOp::Mul), &[gate_a, shifted])?;
+        let two = self.scalar(&name("two"), 2.0)?;
+        let gate = self.op(&name("gate"), Op::Binary(BinaryOp::Add), &[gate, two])?;
+        let gated = self.op(&name("gated"), Op::Binary(BinaryOp::Mul), &[gate, bias])?;
+        self.masked_bias(&name("mask"), mask, gated)
     }
 
     /// The config's audio front; an error naming the class where it has none.

@@ -1013,6 +1013,10 @@ impl Decoder<'_> {
             Some(d) => self.disentangled_mask(vb, a, (q, k), mask, d)?,
             None => mask,
         };
+        let mask = match s.gated_bias {
+            Some(bias) => self.gated_bias_mask(vb, (a.heads, a.head_dim), x, (mask, bias))?,
+            None => mask,
+        };
         let softcap = self.cfg.attn_softcap.map(|c| c as f32);
         let sinks = layout.sinks.map(|name| self.weight(vb, name, &[nh])).transpose()?;
         let op = Op::Attention { scale: a.scale as f32, softcap, sliding_window: window, sinks: sinks.is_some() };

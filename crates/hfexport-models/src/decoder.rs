@@ -113,6 +113,8 @@ pub(crate) struct LayerInputs {
     pub(crate) per_layer: Option<ValueId>,
     /// DeBERTa-v2's relative embeddings and gather indices, when its attention is disentangled.
     pub(crate) disentangled: Option<DisentangledInputs>,
+    /// WavLM's relative position bias `[1, heads, q, k]` before each layer gates it.
+    pub(crate) gated_bias: Option<ValueId>,
 }
 
 /// What every disentangled attention layer reads (`crate::encoder`): the relative embeddings
@@ -152,6 +154,7 @@ impl LayerInputs {
             padding: None,
             per_layer: None,
             disentangled: None,
+            gated_bias: None,
         }
     }
 

@@ -430,6 +430,19 @@ pub struct AudioLayout {
     pub encoder_norm: &'static str,
     /// The CTC head at the top: per-frame logits over the vocabulary.
     pub ctc_head: &'static str,
+    /// WavLM's gated relative position bias, where the config has one.
+    pub gated_bias: Option<GatedBiasLayout>,
+}
+
+/// WavLM's relative position bias: the table `[num_buckets, heads]` under the root (layer 0's,
+/// which every layer reuses), and each layer's gate under its attention prefix: the linear
+/// `[8, head_dim]` over each head's slice of the attention's input, and the constant
+/// `[1, heads, 1, 1]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GatedBiasLayout {
+    pub table: &'static str,
+    pub linear: &'static str,
+    pub constant: &'static str,
 }
 
 /// How an encoder numbers its positions.

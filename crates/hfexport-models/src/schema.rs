@@ -382,8 +382,18 @@ pub struct EncoderSchema {
     /// The pooler's width and activation keys, and the activation's class default.
     pub pooler: PoolerKeys,
     /// The raw-audio front's keys (`conv_dim`, `feat_extract_norm`, `do_stable_layer_norm`, …:
-    /// `crate::config::AudioConfig`), read for wav2vec2 and HuBERT.
-    pub audio: bool,
+    /// `crate::config::AudioConfig`), read for wav2vec2, HuBERT and WavLM.
+    pub audio: Option<AudioKind>,
+}
+
+/// Which raw-audio encoder a config describes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AudioKind {
+    /// wav2vec2 and HuBERT: the layers attend with no position bias.
+    Wav2Vec2,
+    /// WavLM: a bidirectional bucketed relative position bias (`num_buckets`,
+    /// `max_bucket_distance`), gated per layer, head and query.
+    WavLm,
 }
 
 /// Where a config keeps its pooler's width and activation.

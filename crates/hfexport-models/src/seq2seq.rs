@@ -15,7 +15,7 @@ use hfexport_core::ops::{Activation, BinaryOp};
 use hfexport_core::plan::{CacheMode, ComponentSpec, Entry, Exit, Planned, Positions, Role};
 use hfexport_core::{DType, Dim, Op, Tensor, ValueId};
 
-use crate::config::{AttentionSpec, LayerSpec, ModelConfig};
+use crate::config::{AttentionSpec, LayerSpec, ModelConfig, RelativeAttention};
 use crate::decoder::{BuildOptions, Decoder, LayerInputs, Vb, Weights};
 use crate::error::{ModelError, Result};
 use crate::families::Architecture;
@@ -214,9 +214,21 @@ impl Decoder<'_> {
         mask: ValueId,
         bidirectional: bool,
     ) -> Result<ValueId> {
-        let cfg = self.cfg;
-        let rel = cfg.relative_attention.expect("the caller checked the config");
-        let heads = cfg.num_attention_heads;
+        let rel = self.cfg.relative_attention.expect("the caller checked the config");
+        let bias = self.relative_bias(vb, rel, (query, key), bidirectional)?;
+        self.masked_bias("bias.mask", mask, bias)
+    }
+
+    /// The bias `[1, heads, q, k]` in the table at `vb` of each (query, key) pair's bucket, as
+    /// [`Decoder::relative_mask`] buckets them (WavLM's, which each layer gates before masking).
+    pub(crate) fn relative_bias(
+        &mut self,
+        vb: &Vb,
+        rel: RelativeAttention,
+        (query, key): (ValueId, ValueId),
+        bidirectional: bool,
+    ) -> Result<ValueId> {
+        let heads = self.cfg.num_attention_heads;
         let far = rel.max_distance as i64;
         let table: Vec<i64> = (-far..=far).map(|r| rel.bucket(r, bidirectional)).collect();
         let (q, k) = (self.g.info(query).shape[1].clone(), self.g.info(key).shape[1].clone());
@@ -234,8 +246,6 @@ impl Decoder<'_> {
         let w = self.weight(vb, "weight", &[rel.table_rows, heads])?;
         let bias = self.op(&vb.name("gather"), Op::Gather { axis: 0 }, &[w, buckets])?;
         let bias = self.op(&vb.name("heads_first"), Op::Transpose { perm: vec![2, 0, 1] }, &[bias])?;
-        let bias =
-            self.op(&vb.name("batched"), Op::Reshape { shape: vec![Dim::konst(1), Dim::from(heads), q, k] }, &[bias])?;
-        self.masked_bias("bias.mask", mask, bias)
+        self.op(&vb.name("batched"), Op::Reshape { shape: vec![Dim::konst(1), Dim::from(heads), q, k] }, &[bias])
     }
 }

@@ -5,6 +5,7 @@
 
 use super::convnet::sizes;
 use super::*;
+use crate::schema::AudioKind;
 use hfexport_core::ops::Activation;
 
 /// A raw-audio encoder's front: `input_values` through `convs` into frames, a projection to
@@ -30,6 +31,9 @@ pub struct AudioConfig {
     pub classifier_proj_size: usize,
     /// `use_weighted_layer_sum`: the classifier reads a learned mix of every layer's states.
     pub weighted_layer_sum: bool,
+    /// WavLM's relative position bias: `num_buckets` (320) over distances up to
+    /// `max_bucket_distance` (800), bucketed both ways as T5's encoder does.
+    pub relative_bias: Option<RelativeAttention>,
 }
 
 /// One feature-encoder convolution.
@@ -60,7 +64,7 @@ impl AudioConfig {
 /// Upper bound on a feature convolution's channels, kernel and stride.
 const MAX_CONV: usize = 1 << 16;
 
-pub(super) fn parse_audio(f: &Fields, hidden: usize) -> Result<AudioConfig> {
+pub(super) fn parse_audio(f: &Fields, hidden: usize, kind: AudioKind) -> Result<AudioConfig> {
     for (key, what) in [
         ("add_adapter", "the adapter after the encoder"),
         ("conv_pos_batch_norm", "a batch-normed positional convolution"),
@@ -121,5 +125,25 @@ pub(super) fn parse_audio(f: &Fields, hidden: usize) -> Result<AudioConfig> {
         projection_norm: f.bool("feat_proj_layer_norm")?.unwrap_or(true),
         classifier_proj_size: f.size("classifier_proj_size", Some(256), MAX_HIDDEN)?,
         weighted_layer_sum: f.bool("use_weighted_layer_sum")?.unwrap_or(false),
+        relative_bias: match kind {
+            AudioKind::Wav2Vec2 => None,
+            AudioKind::WavLm => Some(wavlm_bias(f)?),
+        },
     })
+}
+
+/// WavLM's `num_buckets` and `max_bucket_distance`: at least 4 buckets (2 each way), and a
+/// distance beyond the exact half of each way's (else no bucket is logarithmic, and
+/// transformers divides by a zero logarithm).
+fn wavlm_bias(f: &Fields) -> Result<RelativeAttention> {
+    let num_buckets = f.size("num_buckets", Some(320), 1 << 16)?;
+    let max_distance = f.size("max_bucket_distance", Some(800), MAX_POSITIONS)?;
+    let exact = num_buckets / 4;
+    if num_buckets < 4 || max_distance <= exact {
+        return Err(f.err(
+            "max_bucket_distance",
+            format!("{max_distance} with {num_buckets} buckets leaves no logarithmic buckets (needs at least 4 buckets and max_bucket_distance > num_buckets / 4)"),
+        ));
+    }
+    Ok(RelativeAttention { num_buckets, max_distance, table_rows: num_buckets })
 }

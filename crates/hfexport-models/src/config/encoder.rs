@@ -174,7 +174,7 @@ pub(super) fn parse_encoder(f: &Fields, schema: &ConfigSchema, dims: &Dims) -> R
         layer_groups,
         absolute_positions,
         disentangled,
-        audio: if enc.audio { Some(super::audio::parse_audio(f, hidden)?) } else { None },
+        audio: enc.audio.map(|kind| super::audio::parse_audio(f, hidden, kind)).transpose()?,
     }))
 }
 

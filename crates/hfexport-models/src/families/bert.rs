@@ -38,7 +38,7 @@ pub const BERT_ENCODER_SCHEMA: EncoderSchema = EncoderSchema {
     relative_bias: false,
     disentangled: false,
     pooler: BERT_POOLER,
-    audio: false,
+    audio: None,
 };
 
 pub const BERT_LAYOUT: Layout = Layout {

@@ -85,6 +85,7 @@ pub mod starcoder2;
 pub mod t5;
 pub mod vit;
 pub mod wav2vec2;
+pub mod wavlm;
 pub mod whisper;
 pub mod xlm_roberta;
 pub mod xlm_roberta_xl;
@@ -179,6 +180,7 @@ pub static ARCHITECTURES: &[Architecture] = &[
     whisper::FAMILY,
     wav2vec2::FAMILY,
     hubert::FAMILY,
+    wavlm::FAMILY,
     t5::FAMILY,
     bart::BART,
     bart::MBART,

@@ -19,7 +19,7 @@ pub const WAV2VEC2_SCHEMA: ConfigSchema = ConfigSchema {
         ..BERT_SCHEMA.defaults
     },
     pre_norms: Flag::KeyDefault("do_stable_layer_norm", false),
-    encoder: Some(EncoderSchema { type_vocab_size: None, audio: true, ..BERT_ENCODER_SCHEMA }),
+    encoder: Some(EncoderSchema { type_vocab_size: None, audio: Some(AudioKind::Wav2Vec2), ..BERT_ENCODER_SCHEMA }),
     ..BERT_SCHEMA
 };
 
@@ -30,6 +30,7 @@ pub const AUDIO: AudioLayout = AudioLayout {
     pos_conv: "encoder.pos_conv_embed.conv",
     encoder_norm: "encoder.layer_norm",
     ctc_head: "lm_head",
+    gated_bias: None,
 };
 
 pub const WAV2VEC2_LAYOUT: Layout = Layout {
