@@ -25,7 +25,8 @@ strides, paddings and activations; CLIP's and SigLIP's tower sizes, end-of-text 
 not, present or not), projection and head widths and image sizes; wav2vec2's and HuBERT's feature
 convolutions (count, widths, kernels, strides, biases, group or layer norms, activations), positional
 kernels and groups, post- or pre-norm layers, HuBERT's projection norm, WavLM's buckets and distances, classifier projectors and clip
-lengths (`input_values`, row 1 zero-padded).
+lengths (`input_values`, row 1 zero-padded; with its `attention_mask` where the checkpoint's feature extractor
+returns one).
 """
 
 import json
@@ -555,6 +556,11 @@ def main():
         name = f"{i:02d}-{cls_name}"
         folder = out / name
         model.save_pretrained(folder, safe_serialization=True)
+        # an audio checkpoint's feature extractor may return an attention mask (the layer-normed
+        # ones' do; transformers takes one with any norm)
+        audio_mask = family in AUDIO and rng.random() < 0.5
+        if family in AUDIO:
+            transformers.Wav2Vec2FeatureExtractor(return_attention_mask=audio_mask).save_pretrained(folder)
         model = getattr(transformers, cls_name).from_pretrained(folder, attn_implementation="eager").eval()
         if task == "sentence-embedding":
             model, pooling = sentence_transformer(rng, folder, config)
@@ -594,11 +600,16 @@ def main():
                 # clips zero-padded to one length (no attention mask), row 1 padded
                 samples = audio_samples(kw, rng)
                 values = torch.randn((rows, samples), generator=gen)
+                mask = torch.ones((rows, samples), dtype=torch.int64)
                 if rows == 2:
-                    values[1, samples - rng.randint(0, samples // 2) :] = 0.0
+                    cut = rng.randint(0, samples // 2)
+                    values[1, samples - cut :] = 0.0
+                    mask[1, samples - cut :] = 0
+                inputs = {"input_values": values, **({"attention_mask": mask} if audio_mask else {})}
                 with torch.no_grad():
-                    res = model(input_values=values)
-                golden[f"{case}.input_values"] = values.contiguous()
+                    res = model(**inputs)
+                for k, t in inputs.items():
+                    golden[f"{case}.{k}"] = t.contiguous()
                 for k in outputs_of(task, model):
                     golden[f"{case}.{k}"] = getattr(res, k).float().contiguous().clone()
                 continue

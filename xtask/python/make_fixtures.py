@@ -1517,8 +1517,8 @@ def make_encoder_fixture(outdir, spec):
     del model
     if spec.pooling is not None:
         write_sentence_transformers_folder(folder, spec)
-    if spec.task == "automatic-speech-recognition":
-        write_ctc_processor(folder, spec.config.vocab_size)
+    if hasattr(spec.config, "conv_dim"):
+        write_audio_processor(folder, spec)
     model = spec.model_cls.from_pretrained(folder, dtype=torch.float32, attn_implementation="eager").eval()
     gen = torch.Generator().manual_seed(1000 + spec.seed)
     golden = {}
@@ -1528,9 +1528,13 @@ def make_encoder_fixture(outdir, spec):
         elif hasattr(model.config, "conv_dim"):
             # a batch is zero-padded to one length, as the feature extractor pads (no attention mask)
             values = torch.randn((rows, AUDIO_SAMPLES), generator=gen)
+            mask = torch.ones((rows, AUDIO_SAMPLES), dtype=torch.int64)
             if pad:
                 values[1, AUDIO_SAMPLES - 100 * pad :] = 0.0
+                mask[1, AUDIO_SAMPLES - 100 * pad :] = 0
             inputs = {"input_values": values}
+            if audio_mask(model.config):
+                inputs["attention_mask"] = mask
         elif spec.task == "image-classification" or hasattr(model.config, "image_size"):
             c, size = model.config.num_channels, model.config.image_size
             h, w = (size, size) if isinstance(size, int) else size
@@ -1762,16 +1766,25 @@ def make_seq2seq_fixture(outdir, spec):
 DEMO = "qwen3"
 
 
-def write_ctc_processor(dst, vocab_size):
-    """What a CTC checkpoint keeps beside its weights (as facebook/wav2vec2-base-960h): a character
-    vocabulary of exactly the model's labels (vocab.json: the special tokens, `|` between words, then
-    letters) for Wav2Vec2CTCTokenizer, and Wav2Vec2FeatureExtractor's preprocessor_config.json."""
+def audio_mask(config):
+    """Whether a raw-audio fixture's feature extractor returns an attention mask: the layer-normed ones, as the
+    lv60 and large checkpoints' do (the group-normed base checkpoints' do not)."""
+    return config.feat_extract_norm == "layer"
+
+
+def write_audio_processor(dst, spec):
+    """What a raw-audio checkpoint keeps beside its weights (as facebook/wav2vec2-base-960h):
+    Wav2Vec2FeatureExtractor's preprocessor_config.json, and for CTC a character vocabulary of exactly the
+    model's labels (vocab.json: the special tokens, `|` between words, then letters) for Wav2Vec2CTCTokenizer."""
     from transformers import Wav2Vec2CTCTokenizer, Wav2Vec2FeatureExtractor
 
-    tokens = ["<pad>", "<s>", "</s>", "<unk>", "|"] + [chr(ord("A") + i) for i in range(vocab_size - 5)]
-    (dst / "vocab.json").write_text(json.dumps({t: i for i, t in enumerate(tokens)}) + "\n")
-    Wav2Vec2CTCTokenizer(str(dst / "vocab.json")).save_pretrained(dst)
-    Wav2Vec2FeatureExtractor(do_normalize=True, return_attention_mask=False).save_pretrained(dst)
+    mask = audio_mask(spec.config)
+    Wav2Vec2FeatureExtractor(do_normalize=True, return_attention_mask=mask).save_pretrained(dst)
+    if spec.task == "automatic-speech-recognition":
+        n = spec.config.vocab_size
+        tokens = ["<pad>", "<s>", "</s>", "<unk>", "|"] + [chr(ord("A") + i) for i in range(n - 5)]
+        (dst / "vocab.json").write_text(json.dumps({t: i for i, t in enumerate(tokens)}) + "\n")
+        Wav2Vec2CTCTokenizer(str(dst / "vocab.json")).save_pretrained(dst)
 
 
 def write_demo_tokenizer(dst, vocab_size):

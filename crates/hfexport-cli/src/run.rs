@@ -20,14 +20,20 @@ pub(crate) enum Feed {
 
 impl Feed {
     /// The inputs by name; the WAV through the feature extractor of `dir` (the checkpoint or
-    /// export folder).
-    fn read(&self, dir: &Path) -> Result<BTreeMap<String, Tensor>> {
+    /// export folder), with an all-ones `attention_mask` where the graph takes one (`takes`
+    /// names its inputs).
+    fn read(&self, dir: &Path, takes: &dyn Fn(&str) -> bool) -> Result<BTreeMap<String, Tensor>> {
         match self {
             Feed::Inputs(path) => read_all(path).with_context(|| format!("cannot read inputs {}", path.display())),
             Feed::Audio(wav) => {
                 let fe = hfexport::audio::RawAudio::from_dir(dir)?;
                 let samples = hfexport::audio::read_wav(wav, fe.sampling_rate)?;
-                Ok(BTreeMap::from([("input_values".to_string(), fe.extract(&samples)?)]))
+                let mut feed = BTreeMap::from([("input_values".to_string(), fe.extract(&samples)?)]);
+                if takes("attention_mask") {
+                    let n = samples.len();
+                    feed.insert("attention_mask".to_string(), Tensor::i64(vec![1, n], vec![1; n])?);
+                }
+                Ok(feed)
             }
         }
     }
@@ -58,7 +64,7 @@ pub(crate) fn run(
         bail!("the checkpoint's components for `{}` are {}; got `{component}`", task.name(), names.join(", "));
     };
     let (_, g) = graphs.swap_remove(at);
-    let inputs = feed.read(path)?;
+    let inputs = feed.read(path, &|name| g.input(name).is_some())?;
     let t0 = Instant::now();
     eprintln!("loading {} weights ({:.1} M parameters)…", g.weights().len(), g.parameter_count() as f64 / 1e6);
     let ev = Evaluator::new(&g, &ckpt)?;
@@ -203,7 +209,7 @@ fn run_component(dir: &Path, feed: &Feed, component: &str, runtime: Option<&str>
         other => bail!("runtime `{other}` is not valid; valid: {}", RUNTIMES.join(", ")),
     }
     let config = AutoExportConfig::from_dict(&meta.config)?;
-    let inputs = feed.read(dir)?;
+    let inputs = feed.read(dir, &|name| comp.inputs.iter().any(|p| p.name == name))?;
     let t0 = Instant::now();
     let mut runner = backend.runtime()?.open_runner(dir, comp, &config)?;
     let version = runner.runtime();

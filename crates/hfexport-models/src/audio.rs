@@ -5,11 +5,16 @@
 //!
 //! The audio length stays symbolic: each strided convolution's output length is a floor of
 //! the input's (`crate`-wide `Dim` floors), so one export takes any clip at least one
-//! receptive field long. As optimum exports these models there is no `attention_mask`: a
-//! batch of clips is zero-padded to one length and every frame attends to every frame, which
-//! is what transformers computes without a mask (the group-norm checkpoints are meant to be
-//! run so). The layers are post-norm, or pre-norm with the encoder's norm after them when
-//! `do_stable_layer_norm` (the config's `post_residual_norms`, as OPT's).
+//! receptive field long. A checkpoint whose feature extractor returns an `attention_mask`
+//! (`[batch, samples]`, the layer-normed checkpoints') takes it: a frame is kept when every
+//! sample it reads is (`j * hop + receptive_field <= length`, the integer form of transformers'
+//! `_get_feat_extract_output_lengths`), the kept frames' states alone enter the positional
+//! convolution, the layers attend to kept frames only, and the classifier averages them.
+//! Without one, as optimum exports these models, a batch of clips is zero-padded to one length
+//! and every frame attends to every frame, which is what transformers computes without a mask
+//! (the group-norm checkpoints are meant to be run so). The layers are post-norm, or pre-norm
+//! with the encoder's norm after them when `do_stable_layer_norm` (the config's
+//! `post_residual_norms`, as OPT's).
 
 use hfexport_core::ops::{BinaryOp, ReduceKind, UnaryOp, Window};
 use hfexport_core::{DType, Dim, Op, ValueId};
@@ -37,6 +42,10 @@ impl Decoder<'_> {
         let field = audio.receptive_field() as i64;
         let samples = Dim::sym(&self.g.symbols.declare("samples", field, MAX_SAMPLES.max(field))?);
         let mut x = self.g.add_input("input_values", DType::F32, vec![batch.clone(), samples.clone()])?;
+        let attention_mask = match audio.attention_mask {
+            true => Some(self.g.add_input("attention_mask", DType::I64, vec![batch.clone(), samples.clone()])?),
+            false => None,
+        };
         if self.opts.dtype != DType::F32 {
             x = self.op("input_values.cast", Op::Cast(self.opts.dtype), &[x])?;
         }
@@ -50,18 +59,51 @@ impl Decoder<'_> {
             h = self.norm(&projection.pp("layer_norm"), width, h)?;
         }
         h = self.linear(&projection.pp("projection"), hs, width, true, h)?;
+        let frames = self.g.info(h).shape[1].clone();
+        let kept = attention_mask.map(|am| self.kept_frames(&audio, am, &frames)).transpose()?;
+        if let Some(kept) = kept {
+            let column = Op::Reshape { shape: vec![self.g.info(h).shape[0].clone(), frames.clone(), Dim::konst(1)] };
+            let column = self.op("frames.kept_column", column, &[kept])?;
+            let column = self.op("frames.kept_scale", Op::Cast(self.opts.dtype), &[column])?;
+            h = self.op("frames.padding_zeroed", Op::Binary(BinaryOp::Mul), &[h, column])?;
+        }
         let positions = self.positional_conv(&root.pp(names.pos_conv), &audio, h)?;
         h = self.op(&root.pp(names.pos_conv).name("added"), Op::Binary(BinaryOp::Add), &[h, positions])?;
         if !audio.stable {
             h = self.norm(&root.pp(names.encoder_norm), hs, h)?;
         }
-        let frames = self.g.info(h).shape[1].clone();
-        let mut shared = self.all_visible(frames)?;
+        let mut shared = self.all_visible(frames.clone())?;
+        if let Some(kept) = kept {
+            let b = self.g.info(h).shape[0].clone();
+            let one = Dim::konst(1);
+            shared.mask = self.op("mask.frames", Op::Reshape { shape: vec![b, one.clone(), one, frames] }, &[kept])?;
+        }
         if let (Some(rel), Some(gated)) = (audio.relative_bias, names.gated_bias) {
             let at = shared.positions;
             shared.gated_bias = Some(self.relative_bias(&root.pp(gated.table), rel, (at, at), true)?);
         }
-        Ok((h, None, shared, None))
+        // the heads' mask is over frames: 1 where kept
+        let frame_mask = kept.map(|k| self.op("frames.kept_ids", Op::Cast(DType::I64), &[k])).transpose()?;
+        Ok((h, None, shared, frame_mask))
+    }
+
+    /// Which frames `[batch, frames]` (bool) read only kept samples of `attention_mask`
+    /// `[batch, samples]`: frame `j` ends at sample `j * hop + receptive_field`, which must be at
+    /// most the row's kept count. In f32, exact for the up to 2^24 samples an export takes.
+    fn kept_frames(&mut self, audio: &AudioConfig, attention_mask: ValueId, frames: &Dim) -> Result<ValueId> {
+        let hop: usize = audio.convs.iter().map(|c| c.stride).product();
+        let mask = self.op("frames.mask", Op::Cast(DType::F32), &[attention_mask])?;
+        let sum = Op::Reduce { kind: ReduceKind::Sum, axes: vec![1], keep_dims: true };
+        let lengths = self.op("frames.lengths", sum, &[mask])?;
+        let iota = self.op("frames.index", Op::Iota { len: frames.clone() }, &[])?;
+        let iota = self.op("frames.index_row", Op::Reshape { shape: vec![Dim::konst(1), frames.clone()] }, &[iota])?;
+        let iota = self.op("frames.index_f32", Op::Cast(DType::F32), &[iota])?;
+        let f32_scalar = |v: usize| hfexport_core::Tensor::float(DType::F32, vec![], vec![v as f32]);
+        let hop = self.op("frames.hop", Op::Constant(f32_scalar(hop)?), &[])?;
+        let field = self.op("frames.field", Op::Constant(f32_scalar(audio.receptive_field())?), &[])?;
+        let start = self.op("frames.start", Op::Binary(BinaryOp::Mul), &[iota, hop])?;
+        let end = self.op("frames.end", Op::Binary(BinaryOp::Add), &[start, field])?;
+        self.op("frames.kept", Op::Binary(BinaryOp::LessEqual), &[end, lengths])
     }
 
     /// WavLM's gated position bias as the layer's additive mask `[b, heads, q, k]`: each head's

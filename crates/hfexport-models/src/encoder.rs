@@ -836,8 +836,14 @@ impl Decoder<'_> {
                         }
                         let width = audio.classifier_proj_size;
                         let x = self.linear(&top.pp(projector), width, hs, true, h)?;
-                        let mean = Op::Reduce { kind: ReduceKind::Mean, axes: vec![1], keep_dims: false };
-                        let x = self.op(&top.pp(projector).name("mean"), mean, &[x])?;
+                        // over the kept frames where the model takes a mask
+                        let x = match attention_mask {
+                            Some(frames) => self.mean_pool(x, frames)?,
+                            None => {
+                                let mean = Op::Reduce { kind: ReduceKind::Mean, axes: vec![1], keep_dims: false };
+                                self.op(&top.pp(projector).name("mean"), mean, &[x])?
+                            }
+                        };
                         self.linear(&top.pp(out), labels, width, true, x)?
                     }
                     ClassifierHead::Pooling { out } => {

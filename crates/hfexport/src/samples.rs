@@ -92,7 +92,7 @@ pub fn cases_for(c: &Planned, vocab: usize, past: usize) -> Result<Vec<SampleCas
         (Entry::TokenIds, CacheMode::None) => sample_cases(&c.graph, vocab),
         (Entry::PatchRows, CacheMode::None) => merged_patch_cases(&c.graph),
         (Entry::PixelValues, CacheMode::None) => float_cases(&c.graph, "pixel_values"),
-        (Entry::InputValues, CacheMode::None) => float_cases(&c.graph, "input_values"),
+        (Entry::InputValues, CacheMode::None) => audio_cases(&c.graph),
         (Entry::TextAndPixels, CacheMode::None) => text_and_pixel_cases(&c.graph, vocab),
         (Entry::Embeddings, CacheMode::None) if c.spec.role == Role::Projector => {
             float_cases(&c.graph, "image_features")
@@ -161,6 +161,31 @@ pub fn float_cases(graph: &Graph, input: &str) -> Result<Vec<SampleCase>> {
             name,
             inputs: BTreeMap::from([(input.to_string(), Tensor::float(info.dtype, shape, values)?)]),
         });
+    }
+    Ok(cases)
+}
+
+/// The sample inputs of a raw-audio encoder: [`float_cases`]' clips, and where the graph takes
+/// an `attention_mask` `[batch, samples]`, one of ones whose first row of a batch of two is
+/// padded: its last 37 samples masked and zero, as the feature extractor pads.
+fn audio_cases(graph: &Graph) -> Result<Vec<SampleCase>> {
+    let mut cases = float_cases(graph, "input_values")?;
+    let Some(port) = graph.input("attention_mask") else { return Ok(cases) };
+    let dtype = graph.info(port.value).dtype;
+    for case in &mut cases {
+        let values = case.inputs.get_mut("input_values").expect("made above");
+        let shape = values.shape().to_vec();
+        let (b, n) = (shape[0], shape[1]);
+        let pad = if b > 1 { 37.min(n / 2) } else { 0 };
+        let keep: Vec<bool> = (0..b * n).map(|i| !(i / n == 0 && i % n >= n - pad)).collect();
+        let mut x = values.cast(DType::F32).as_f32()?.to_vec();
+        x.iter_mut().zip(&keep).filter(|(_, k)| !**k).for_each(|(v, _)| *v = 0.0);
+        *values = Tensor::float(values.dtype(), shape.clone(), x)?;
+        let mask = Tensor::int(dtype, shape, keep.iter().map(|&k| i64::from(k)).collect())?;
+        case.inputs.insert("attention_mask".to_string(), mask);
+        if pad > 0 {
+            case.name = format!("{}, row 0 padded by {pad}", case.name);
+        }
     }
     Ok(cases)
 }

@@ -34,6 +34,10 @@ pub struct AudioConfig {
     /// WavLM's relative position bias: `num_buckets` (320) over distances up to
     /// `max_bucket_distance` (800), bucketed both ways as T5's encoder does.
     pub relative_bias: Option<RelativeAttention>,
+    /// The checkpoint's feature extractor returns an `attention_mask` (`preprocessor_config.json`:
+    /// `return_attention_mask`, as the layer-normed "lv60" and large checkpoints' do): the graph
+    /// takes it, and padded samples are masked out of every layer as transformers does.
+    pub attention_mask: bool,
 }
 
 /// One feature-encoder convolution.
@@ -129,7 +133,26 @@ pub(super) fn parse_audio(f: &Fields, hidden: usize, kind: AudioKind) -> Result<
             AudioKind::Wav2Vec2 => None,
             AudioKind::WavLm => Some(wavlm_bias(f)?),
         },
+        attention_mask: false,
     })
+}
+
+/// The feature extractor's `return_attention_mask` (false where the folder has no
+/// `preprocessor_config.json` or it omits the key, as `Wav2Vec2FeatureExtractor`'s default).
+pub(super) fn returns_attention_mask(dir: &Path) -> Result<bool> {
+    let path = dir.join("preprocessor_config.json");
+    if !path.is_file() {
+        return Ok(false);
+    }
+    let text = read_small_text(&path, MAX_CONFIG_BYTES)?;
+    let v: Value = serde_json::from_str(&text).map_err(|e| ModelError::config(&path, "<root>", e.to_string()))?;
+    match v.get("return_attention_mask") {
+        None | Some(Value::Null) => Ok(false),
+        Some(Value::Bool(b)) => Ok(*b),
+        Some(other) => {
+            Err(ModelError::config(&path, "return_attention_mask", format!("must be true or false, got {other}")))
+        }
+    }
 }
 
 /// WavLM's `num_buckets` and `max_bucket_distance`: at least 4 buckets (2 each way), and a

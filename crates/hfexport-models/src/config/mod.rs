@@ -455,7 +455,10 @@ impl ModelConfig {
     pub fn from_dir(dir: &Path) -> Result<ModelConfig> {
         let path = dir.join("config.json");
         let text = read_small_text(&path, MAX_CONFIG_BYTES)?;
-        let config = ModelConfig::from_json_str(&text, &path)?;
+        let mut config = ModelConfig::from_json_str(&text, &path)?;
+        if let Some(audio) = config.encoder.as_mut().and_then(|e| e.audio.as_mut()) {
+            audio.attention_mask = audio::returns_attention_mask(dir)?;
+        }
         Ok(ModelConfig { sentence: crate::sentence::read(dir)?, ..config })
     }
 
