@@ -12,7 +12,6 @@ CTC output).
 
 import json
 import sys
-import wave
 from itertools import groupby
 from pathlib import Path
 
@@ -20,24 +19,11 @@ import numpy as np
 import torch
 import transformers
 
-RATE = 16000
-
-
-def write_wav(path, samples, rate=RATE):
-    pcm = np.clip(np.round(samples * 32767), -32768, 32767).astype("<i2")
-    with wave.open(str(path), "wb") as w:
-        w.setnchannels(1)
-        w.setsampwidth(2)
-        w.setframerate(rate)
-        w.writeframes(pcm.tobytes())
-
-
-def read_wav(path):
-    with wave.open(str(path), "rb") as w:
-        return np.frombuffer(w.readframes(w.getnframes()), dtype="<i2").astype(np.float32) / 32768.0
+from whisper_audio import RATE, read_wav, write_wav
 
 
 def main():
+    transformers.utils.logging.disable_progress_bar()
     out, fixture = Path(sys.argv[1]), Path(sys.argv[2])
     out.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(7)

@@ -47,14 +47,20 @@ fn bad(path: &Path, msg: impl std::fmt::Display) -> Error {
     Error::Unsupported(format!("{}: {msg}", path.display()))
 }
 
+/// `<dir>/preprocessor_config.json`, its path and its JSON; an error saying `--audio` needs it.
+fn preprocessor_config(dir: &Path) -> Result<(std::path::PathBuf, serde_json::Value)> {
+    let path = dir.join("preprocessor_config.json");
+    let text = hfexport_core::limits::read_text(&path, hfexport_core::limits::CONFIG_JSON)
+        .map_err(|e| bad(&path, format!("cannot read it ({e}); --audio needs the feature extractor's settings")))?;
+    let v = serde_json::from_str(&text).map_err(|e| bad(&path, e))?;
+    Ok((path, v))
+}
+
 impl WhisperFeatures {
     /// Reads `<dir>/preprocessor_config.json` (its keys over the defaults); a random `dither`
     /// is refused, since features would then differ run to run.
     pub fn from_dir(dir: &Path) -> Result<WhisperFeatures> {
-        let path = dir.join("preprocessor_config.json");
-        let text = hfexport_core::limits::read_text(&path, hfexport_core::limits::CONFIG_JSON)
-            .map_err(|e| bad(&path, format!("cannot read it ({e}); --audio needs the feature extractor's settings")))?;
-        let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| bad(&path, e))?;
+        let (path, v) = preprocessor_config(dir)?;
         let d = WhisperFeatures::default();
         let int = |key: &str, default: usize, max: u64| -> Result<usize> {
             match v.get(key) {
@@ -182,10 +188,7 @@ impl RawAudio {
     /// Reads `<dir>/preprocessor_config.json` (`sampling_rate` 16000 and `do_normalize` true
     /// where it omits them, as the class defaults).
     pub fn from_dir(dir: &Path) -> Result<RawAudio> {
-        let path = dir.join("preprocessor_config.json");
-        let text = hfexport_core::limits::read_text(&path, hfexport_core::limits::CONFIG_JSON)
-            .map_err(|e| bad(&path, format!("cannot read it ({e}); --audio needs the feature extractor's settings")))?;
-        let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| bad(&path, e))?;
+        let (path, v) = preprocessor_config(dir)?;
         let sampling_rate =
             match v.get("sampling_rate") {
                 None | Some(serde_json::Value::Null) => 16_000,

@@ -131,7 +131,10 @@ pub(super) fn parse_audio(f: &Fields, hidden: usize, kind: AudioKind) -> Result<
         weighted_layer_sum: f.bool("use_weighted_layer_sum")?.unwrap_or(false),
         relative_bias: match kind {
             AudioKind::Wav2Vec2 => None,
-            AudioKind::WavLm => Some(wavlm_bias(f)?),
+            // bucketed both ways: each way's exact range is a quarter of the buckets
+            AudioKind::WavLm => {
+                Some(super::encoder::bucketed(f, [("num_buckets", 320), ("max_bucket_distance", 800)], 4)?)
+            }
         },
         attention_mask: false,
     })
@@ -153,20 +156,4 @@ pub(super) fn returns_attention_mask(dir: &Path) -> Result<bool> {
             Err(ModelError::config(&path, "return_attention_mask", format!("must be true or false, got {other}")))
         }
     }
-}
-
-/// WavLM's `num_buckets` and `max_bucket_distance`: at least 4 buckets (2 each way), and a
-/// distance beyond the exact half of each way's (else no bucket is logarithmic, and
-/// transformers divides by a zero logarithm).
-fn wavlm_bias(f: &Fields) -> Result<RelativeAttention> {
-    let num_buckets = f.size("num_buckets", Some(320), 1 << 16)?;
-    let max_distance = f.size("max_bucket_distance", Some(800), MAX_POSITIONS)?;
-    let exact = num_buckets / 4;
-    if num_buckets < 4 || max_distance <= exact {
-        return Err(f.err(
-            "max_bucket_distance",
-            format!("{max_distance} with {num_buckets} buckets leaves no logarithmic buckets (needs at least 4 buckets and max_bucket_distance > num_buckets / 4)"),
-        ));
-    }
-    Ok(RelativeAttention { num_buckets, max_distance, table_rows: num_buckets })
 }

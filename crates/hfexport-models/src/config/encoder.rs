@@ -33,17 +33,30 @@ pub(super) fn relative_attention(f: &Fields, schema: &ConfigSchema) -> Result<Op
     if !schema.seq2seq.is_some_and(|s| s.t5) {
         return Ok(None);
     }
-    let num_buckets = f.size("relative_attention_num_buckets", Some(32), 1 << 16)?;
-    let max_distance = f.size("relative_attention_max_distance", Some(128), MAX_POSITIONS)?;
     // the decoder's exact range is half the buckets (the encoder's a quarter)
-    let exact = num_buckets / 2;
-    if num_buckets < 4 || max_distance <= exact {
+    let keys = [("relative_attention_num_buckets", 32), ("relative_attention_max_distance", 128)];
+    bucketed(f, keys, 2).map(Some)
+}
+
+/// A bucketed relative position bias of `keys` (the bucket count and the largest distance,
+/// with their class defaults), its table one row per bucket: at least 4 buckets, and a distance
+/// beyond the exact range (`num_buckets / exact_share`: half for a one-way stack, a quarter for
+/// a bidirectional one), else no bucket is logarithmic and transformers divides by a zero
+/// logarithm.
+pub(super) fn bucketed(f: &Fields, keys: [(&str, usize); 2], exact_share: usize) -> Result<RelativeAttention> {
+    let [(buckets_key, default_buckets), (distance_key, default_distance)] = keys;
+    let num_buckets = f.size(buckets_key, Some(default_buckets), 1 << 16)?;
+    let max_distance = f.size(distance_key, Some(default_distance), MAX_POSITIONS)?;
+    if num_buckets < 4 || max_distance <= num_buckets / exact_share {
         return Err(f.err(
-            "relative_attention_max_distance",
-            format!("{max_distance} with {num_buckets} buckets leaves no logarithmic buckets (needs at least 4 buckets and max_distance > num_buckets / 2)"),
+            distance_key,
+            format!(
+                "{max_distance} with {num_buckets} buckets leaves no logarithmic buckets (needs at least 4 buckets \
+                 and {distance_key} > {buckets_key} / {exact_share})"
+            ),
         ));
     }
-    Ok(Some(RelativeAttention { num_buckets, max_distance, table_rows: num_buckets }))
+    Ok(RelativeAttention { num_buckets, max_distance, table_rows: num_buckets })
 }
 
 pub(super) fn parse_seq2seq(
