@@ -1,10 +1,11 @@
 //! Encoders the fixtures do not cover: random BERT / RoBERTa / XLM-RoBERTa / CamemBERT / XLM-RoBERTa-XL /
 //! DistilBERT / ELECTRA / ALBERT / MPNet / DeBERTa-v2 / ModernBERT / ViT / DeiT / DINOv2 / ResNet / ConvNeXt / MobileNetV2 / CLIP / SigLIP /
-//! wav2vec2 / HuBERT / WavLM checkpoints of every head, configured across the space transformers accepts
+//! wav2vec2 / HuBERT / WavLM / BEiT / Data2VecVision checkpoints of every head, configured across the space transformers accepts
 //! (`tests/python/random_encoders.py`: head counts and dims, layers, activations, epsilons, token
 //! types, label counts, tied or untied decoders, padding ids, sequence lengths, embedding widths, ALBERT's layer groups, ModernBERT's
 //! windows, layer kinds, rope thetas, biases and poolings, ResNet's, ConvNeXt's and MobileNetV2's stages, layer types, patches, strides, paddings and image sizes;
-//! wav2vec2's feature convolutions, norms, positional kernels, layer norm placement and clip lengths, WavLM's buckets; sentence-transformers folders with random
+//! wav2vec2's feature convolutions, norms, positional kernels, layer norm placement and clip lengths, WavLM's buckets;
+//! BEiT's relative biases (per layer, shared), absolute positions, layer scales, poolings and grids; sentence-transformers folders with random
 //! Pooling modes and Normalize; convolutional nets fed images of another size than their config's, which
 //! their exports are then asked for), generated with their goldens by transformers (and
 //! sentence-transformers) at test time. Each must match transformers at 1e-4 in the reference evaluator,
@@ -24,9 +25,10 @@ use std::path::Path;
 use std::process::Command;
 
 const SEED: u64 = 20_261_202;
-/// Each of the 80 dealt classes (10 of them sentence-transformers folders, 10 convolutional, 9 CLIP
-/// and SigLIP models and towers, 9 wav2vec2, HuBERT and WavLM) once or twice.
-const COUNT: usize = 81;
+/// Each of the 84 dealt classes (10 of them sentence-transformers folders, 10 convolutional, 9 CLIP
+/// and SigLIP models and towers, 9 wav2vec2, HuBERT and WavLM, 4 BEiT and Data2VecVision) once or
+/// twice.
+const COUNT: usize = 85;
 
 struct Case {
     name: String,

@@ -6,7 +6,7 @@ Usage: random_encoders.py OUTDIR --seed S --count N
 Writes N folders (save_pretrained of a randomly configured BERT / RoBERTa / XLM-RoBERTa / CamemBERT /
 XLM-RoBERTa-XL / DistilBERT / ELECTRA / ALBERT / MPNet / DeBERTa-v2 / ModernBERT / ViT / DeiT / DINOv2 / ResNet / ConvNeXt
 (V1, V2) / MobileNetV2 / CLIP (CLIPModel, zero-shot: texts against images; the towers, projected or not) /
-SigLIP (SiglipModel and its towers) / wav2vec2 / HuBERT / WavLM (base, CTC, audio classifier) with one
+SigLIP (SiglipModel and its towers) / wav2vec2 / HuBERT / WavLM (base, CTC, audio classifier) / BEiT / Data2VecVision with one
 of its heads, classes dealt round-robin) with golden.safetensors: for the cases `single` ([1, L])
 and `batch` ([2, L], row 1 right-padded), the inputs (`input_ids`, `attention_mask`, and
 `token_type_ids` when type_vocab_size > 1) and every output of the forward. OUTDIR/index.json
@@ -121,6 +121,10 @@ CLASSES = [
     ("wavlm", "WavLMForCTC", "automatic-speech-recognition"),
     ("wavlm", "WavLMModel", "feature-extraction"),
     ("wavlm", "WavLMForSequenceClassification", "sequence-classification"),
+    ("beit", "BeitModel", "feature-extraction"),
+    ("beit", "BeitForImageClassification", "image-classification"),
+    ("data2vec-vision", "Data2VecVisionForImageClassification", "image-classification"),
+    ("beit", "BeitForImageClassification", "image-classification"),
 ]
 POOLING_MODES = ["cls", "max", "mean", "mean_sqrt_len_tokens", "weightedmean", "lasttoken"]
 # the activations hfexport builds for a sentence-transformers Dense module
@@ -156,13 +160,16 @@ CONFIGS = {
     "wav2vec2": "Wav2Vec2Config",
     "hubert": "HubertConfig",
     "wavlm": "WavLMConfig",
+    "beit": "BeitConfig",
+    "data2vec-vision": "Data2VecVisionConfig",
 }
+BEIT = ("beit", "data2vec-vision")
 AUDIO = ("wav2vec2", "hubert", "wavlm")
 # the tower classes: text towers read ids ending in their end-of-text id, image towers images
 TEXT_TOWERS = ("clip_text", "siglip_text")
 IMAGE_TOWERS = ("clip_vision", "siglip_vision")
 # the families whose goldens take images (pixel_values at the config's image_size)
-IMAGES = ("vit", "deit", "dinov2", "resnet", "convnext", "convnextv2", "mobilenet_v2")
+IMAGES = ("vit", "deit", "dinov2", "resnet", "convnext", "convnextv2", "mobilenet_v2", "beit", "data2vec-vision")
 CONVOLUTIONAL = ("resnet", "convnext", "convnextv2", "mobilenet_v2")
 # ModernBertConfig's names for BERT's keys
 MODERNBERT_KEYS = {"hidden_act": "hidden_activation", "layer_norm_eps": "norm_eps",
@@ -271,6 +278,10 @@ def sample(rng, index):
             layerscale_value=rng.choice([1.0, 0.1, 1e-5]),
             use_swiglu_ffn=rng.random() < 0.4,
         )
+    if family in BEIT:
+        drop = ("vocab_size", "type_vocab_size", "max_position_embeddings", "pad_token_id", "tie_word_embeddings")
+        kw = {k: v for k, v in kw.items() if k not in drop}
+        kw.update(beit_keys(rng))
     if family in ("electra", "albert"):
         # embeddings as wide as the layers (ELECTRA then has no projection) or of their own width
         kw["embedding_size"] = rng.choice([kw["hidden_size"], rng.randint(4, 40)])
@@ -291,6 +302,26 @@ def sample(rng, index):
     else:
         kw["num_labels"] = labels
     return family, cls_name, task, seq, kw
+
+
+def beit_keys(rng):
+    """BEiT's and Data2VecVision's switches over ViT's keys: relative position biases per layer, shared or both, absolute
+    positions (then over a square grid, which transformers resamples), layer scales or none, mean pooling or the class
+    token; one square patch size, as their relative bias needs."""
+    patch = rng.choice([2, 3, 4])
+    absolute = rng.random() < 0.4
+    rows = rng.randint(1, 4)
+    cols = rows if absolute else rng.randint(1, 4)
+    return dict(
+        patch_size=patch,
+        image_size=[patch * rows, patch * cols] if rows != cols else patch * rows,
+        use_absolute_position_embeddings=absolute,
+        use_relative_position_bias=rng.random() < 0.6,
+        use_shared_relative_position_bias=rng.random() < 0.5,
+        layer_scale_init_value=rng.choice([0.0, 0.1, 1.0]),
+        use_mean_pooling=rng.random() < 0.6,
+        num_channels=rng.choice([1, 3, 4]),
+    )
 
 
 def audio_keys(rng, family):
@@ -530,7 +561,9 @@ def main():
             image_size = [rng.randint(8, 48), rng.randint(8, 48)]
         # a patch family resamples its positions to other image sizes, when its stored grid is
         # square (ViT and DeiT as `interpolate_pos_encoding=True` asks, DINOv2 always)
-        if family in ("vit", "deit", "dinov2") and square_grid(kw) and rng.random() < 0.7:
+        resamples = family in ("vit", "deit", "dinov2") + BEIT
+        absolute = family not in BEIT or kw["use_absolute_position_embeddings"]
+        if resamples and (square_grid(kw) or not absolute) and rng.random() < 0.7:
             ph, pw = pair(kw["patch_size"])
             image_size = [ph * rng.randint(1, 5), pw * rng.randint(1, 5)]
         if family in ("clip", "siglip") + IMAGE_TOWERS and rng.random() < 0.5:
@@ -617,7 +650,7 @@ def main():
                 size = image_size or kw["image_size"]
                 size = size if isinstance(size, list) else [size, size]
                 inputs = {"pixel_values": torch.randn((rows, kw["num_channels"], *size), generator=gen)}
-                if image_size and family in ("vit", "deit"):
+                if image_size and family in ("vit", "deit") + BEIT:
                     inputs["interpolate_pos_encoding"] = True
                 with torch.no_grad():
                     res = model(**inputs)

@@ -950,6 +950,11 @@ CLIP_OUTPUTS = ("logits_per_image", "logits_per_text", "text_embeds", "image_emb
 
 def encoder_specs():
     from transformers import (
+        BeitConfig,
+        BeitForImageClassification,
+        BeitModel,
+        Data2VecVisionConfig,
+        Data2VecVisionForImageClassification,
         HubertConfig,
         HubertForSequenceClassification,
         Wav2Vec2Config,
@@ -1174,6 +1179,32 @@ def encoder_specs():
             "sequence-classification", ("logits",),
             "HuBERT without the norm before its feature projection, relu feature encoder, the projector (10) "
             "averaged over every frame, 3 labels",
+        ),
+        EncoderSpec(
+            "beit", 170, BeitModel,
+            BeitConfig(hidden_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=24, image_size=12,
+                       patch_size=4, use_relative_position_bias=True, layer_scale_init_value=0.1),
+            "feature-extraction", ("last_hidden_state", "pooler_output"),
+            "a relative position bias per layer over a 3x3 grid, layer scales, the normed patch mean as pooler "
+            "(no final norm), no key bias, no absolute positions",
+        ),
+        EncoderSpec(
+            "beit_cls", 171, BeitForImageClassification,
+            BeitConfig(hidden_size=16, num_hidden_layers=2, num_attention_heads=4, intermediate_size=20, image_size=8,
+                       patch_size=4, use_shared_relative_position_bias=True, use_absolute_position_embeddings=True,
+                       use_mean_pooling=False, layer_scale_init_value=0.0, num_labels=3, hidden_act="gelu_new"),
+            "image-classification", ("logits",),
+            "one shared relative position bias, absolute positions, no layer scales, the class token after the final "
+            "norm, 3 labels",
+        ),
+        EncoderSpec(
+            "data2vec_vision_cls", 172, Data2VecVisionForImageClassification,
+            Data2VecVisionConfig(hidden_size=12, num_hidden_layers=2, num_attention_heads=3, intermediate_size=20,
+                                 image_size=[8, 12], patch_size=4, use_relative_position_bias=True,
+                                 use_shared_relative_position_bias=True, num_labels=2),
+            "image-classification", ("logits",),
+            "Data2VecVision: per-layer and shared relative biases over a 2x3 grid (whose stored table transformers "
+            "resamples as a 5x3 one), mean pooling",
         ),
         EncoderSpec(
             "wavlm_ctc", 163, WavLMForCTC,

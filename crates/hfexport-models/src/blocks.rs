@@ -682,6 +682,10 @@ impl Decoder<'_> {
     /// `x` times the layout's per-channel scale `which` (0: the attention's, 1: the MLP's).
     fn layer_scale(&mut self, vb: &Vb, which: usize, x: ValueId) -> Result<ValueId> {
         let Some(names) = self.arch.layout.layer_scales else { return Ok(x) };
+        // BEiT stores its scales only where `layer_scale_init_value` is positive
+        if self.beit().is_some_and(|b| !b.layer_scale) {
+            return Ok(x);
+        }
         let w = self.weight(vb, names[which], &[self.cfg.hidden_size])?;
         self.op(&vb.name(format!("{}.scaled", names[which])), Op::Binary(BinaryOp::Mul), &[x, w])
     }
@@ -1016,6 +1020,17 @@ impl Decoder<'_> {
         let mask = match s.gated_bias {
             Some(bias) => self.gated_bias_mask(vb, (a.heads, a.head_dim), x, (mask, bias))?,
             None => mask,
+        };
+        // BEiT's layer's own relative position bias, beside a shared one
+        let mask = match (s.relative_index, self.arch.layout.encoder.and_then(|e| e.relative_tables)) {
+            (Some(r), Some(tables)) => {
+                let bias = self.relative_table_bias(vb, tables.per_layer, &r)?;
+                match self.g.info(mask).dtype.is_float() {
+                    true => self.op(&vb.name("relative_bias.with_shared"), Op::Binary(BinaryOp::Add), &[mask, bias])?,
+                    false => bias,
+                }
+            }
+            _ => mask,
         };
         let softcap = self.cfg.attn_softcap.map(|c| c as f32);
         let sinks = layout.sinks.map(|name| self.weight(vb, name, &[nh])).transpose()?;

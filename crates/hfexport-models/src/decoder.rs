@@ -115,6 +115,8 @@ pub(crate) struct LayerInputs {
     pub(crate) disentangled: Option<DisentangledInputs>,
     /// WavLM's relative position bias `[1, heads, q, k]` before each layer gates it.
     pub(crate) gated_bias: Option<ValueId>,
+    /// BEiT's per-layer relative position bias (each layer's table read through it).
+    pub(crate) relative_index: Option<crate::patch_bias::RelativeBias>,
 }
 
 /// What every disentangled attention layer reads (`crate::encoder`): the relative embeddings
@@ -155,6 +157,7 @@ impl LayerInputs {
             per_layer: None,
             disentangled: None,
             gated_bias: None,
+            relative_index: None,
         }
     }
 

@@ -21,6 +21,7 @@ use crate::layout::{
     ClassifierHead, DisentangledLayout, EncoderInput, EncoderLayout, EncoderPositions, HeadAct, HeadActivation,
     MlmHead, Pooler,
 };
+use crate::patch_bias::RelativeBias;
 use crate::sentence::{Dense, DenseActivation, PoolingMode, SentenceModules};
 use crate::task::Task;
 
@@ -64,9 +65,11 @@ impl Decoder<'_> {
         for (i, layer) in self.encoder_layers(root, enc) {
             h = self.decoder_layer(&layer, i, h, &shared, act)?;
         }
-        // post-residual norms (wav2vec2's post-norm layers) leave no final norm
+        // post-residual norms (wav2vec2's post-norm layers) and BEiT's mean pooling leave no
+        // final norm
         let final_norm = self.arch.layout.final_norm;
-        if !final_norm.is_empty() && !self.cfg.post_residual_norms {
+        let mean_pooled = self.beit().is_some_and(|b| b.mean_pooling);
+        if !final_norm.is_empty() && !self.cfg.post_residual_norms && !mean_pooled {
             h = self.norm(&root.pp(final_norm), self.cfg.hidden_size, h)?;
         }
         Ok((h, words, attention_mask))
@@ -253,9 +256,12 @@ impl Decoder<'_> {
         let tokens = usize::from(cls.is_some()) + usize::from(distillation.is_some());
         let stored = [img.size[0] / ph, img.size[1] / pw];
         let n0 = stored[0] * stored[1];
-        let pos = match flat {
-            true => self.weight(root, positions, &[n0 + tokens, hs])?,
-            false => self.weight(root, positions, &[1, n0 + tokens, hs])?,
+        // learned positions, unless the config has none (BEiT's default)
+        let absolute = self.cfg.encoder.as_ref().is_none_or(|e| e.absolute_positions);
+        let pos = match (absolute, flat) {
+            (false, _) => None,
+            (true, true) => Some(self.weight(root, positions, &[n0 + tokens, hs])?),
+            (true, false) => Some(self.weight(root, positions, &[1, n0 + tokens, hs])?),
         };
         let mut leading = vec![];
         if let Some(cls) = cls {
@@ -267,13 +273,13 @@ impl Decoder<'_> {
                 false => self.weight(root, cls, &[1, 1, hs])?,
             });
         }
-        let pos = match [gh, gw] == stored {
-            true => pos,
-            false => {
+        let pos = match (pos, [gh, gw] == stored) {
+            (Some(pos), false) => {
                 let as_3d = Op::Reshape { shape: vec![d(1), d(n0 + tokens), d(hs)] };
                 let pos = if flat { self.op(&root.name("positions_3d"), as_3d, &[pos])? } else { pos };
-                self.interpolated_positions(root, pos, (tokens, stored), [gh, gw])?
+                Some(self.interpolated_positions(root, pos, (tokens, stored), [gh, gw])?)
             }
+            (pos, _) => pos,
         };
         if let Some(distillation) = distillation {
             leading.push(self.weight(root, distillation, &[1, 1, hs])?);
@@ -290,11 +296,29 @@ impl Decoder<'_> {
                 self.op(&root.name("tokens"), Op::Concat { axis: 1 }, &parts)?
             }
         };
-        let mut h = self.op(&root.name("embeddings"), Op::Binary(BinaryOp::Add), &[h, pos])?;
+        let mut h = match pos {
+            Some(pos) => self.op(&root.name("embeddings"), Op::Binary(BinaryOp::Add), &[h, pos])?,
+            None => h,
+        };
         if let Some(norm) = enc.embed_norm {
             h = self.norm(&root.pp(norm), hs, h)?;
         }
-        Ok((h, None, self.all_visible(n + tokens)?, None))
+        let mut shared = self.all_visible(n + tokens)?;
+        if let (Some(beit), Some(tables)) = (self.beit(), enc.relative_tables) {
+            let bias = RelativeBias::new(self, (stored, [gh, gw]), n + tokens)?;
+            if beit.shared_bias {
+                shared.mask = self.relative_table_bias(root, tables.shared, &bias)?;
+            }
+            if beit.layer_bias {
+                shared.relative_index = Some(bias);
+            }
+        }
+        Ok((h, None, shared, None))
+    }
+
+    /// BEiT's settings, for a BEiT config.
+    pub(crate) fn beit(&self) -> Option<crate::config::BeitSettings> {
+        self.cfg.encoder.as_ref().and_then(|e| e.beit)
     }
 
     /// The learned positions `[1, tokens + rows * cols, hidden]` of a `stored` patch grid
@@ -477,6 +501,15 @@ impl Decoder<'_> {
                 self.norm(&root.pp(norm), self.cfg.hidden_size, cls)?
             }
             Some(Pooler::Probe { head }) => self.attention_probe(&root.pp(head), h)?,
+            Some(Pooler::PatchMeanIf { norm }) if self.beit().is_some_and(|b| b.mean_pooling) => {
+                let shape = self.g.info(h).shape.clone();
+                let patches = Op::Slice { axis: 1, start: Dim::konst(1), end: shape[1].clone() };
+                let patches = self.op("pooler.patches", patches, &[h])?;
+                let mean = Op::Reduce { kind: ReduceKind::Mean, axes: vec![1], keep_dims: false };
+                let mean = self.op("pooler.patch_mean", mean, &[patches])?;
+                self.norm(&root.pp(norm), self.cfg.hidden_size, mean)?
+            }
+            Some(Pooler::PatchMeanIf { .. }) => self.first_token("pooler", h)?,
             Some(Pooler::Dense(_)) | None => return Ok(None),
         }))
     }
@@ -822,6 +855,10 @@ impl Decoder<'_> {
                             HeadAct::Gelu => self.op(&name, Op::Activate(Activation::Gelu), &[x])?,
                         };
                         self.linear(&top.pp(out), labels, hs, true, x)?
+                    }
+                    ClassifierHead::PooledOutput { out } => {
+                        let p = self.pooled(root, enc.pooler, h)?.ok_or_else(|| self.task_error(task))?;
+                        self.linear(&top.pp(out), labels, hs, true, p)?
                     }
                     ClassifierHead::MeanProjected { projector, out } => {
                         let audio = self.audio_config()?;

@@ -322,6 +322,8 @@ pub struct EncoderLayout {
     /// The masked-LM transform (dense, activation, norm) also precedes the token classifier
     /// and the span head: ModernBERT shares one prediction head among its task heads.
     pub shared_transform: bool,
+    /// BEiT's relative position bias tables, read where the config has them.
+    pub relative_tables: Option<RelativeTables>,
 }
 
 /// How an encoder pools its final states into `pooler_output`.
@@ -340,6 +342,9 @@ pub enum Pooler {
     LastToken { head: &'static str },
     /// The class token through the norm under the root (CLIP's image tower, `post_layernorm`).
     NormedFirstToken { norm: &'static str },
+    /// BEiT's: the mean of the patch tokens (the class token left out) through the norm under
+    /// the root where the config's `use_mean_pooling`, else the class token.
+    PatchMeanIf { norm: &'static str },
     /// SigLIP's image pooling under `head`: a learned probe attends over the states
     /// (`torch.nn.MultiheadAttention`), then a norm and a residual MLP.
     Probe { head: &'static str },
@@ -495,6 +500,18 @@ pub enum ClassifierHead {
     /// `out(mean(projector(h)))` over every frame (wav2vec2's audio classifier: the projector
     /// `classifier_proj_size` wide).
     MeanProjected { projector: &'static str, out: &'static str },
+    /// `out(pooler_output)` of the layout's pooler other than a dense one (BEiT's).
+    PooledOutput { out: &'static str },
+}
+
+/// BEiT's relative position bias tables `[(2 * rows - 1) * (2 * cols - 1) + 3, heads]` of a
+/// `rows x cols` patch grid (the last three rows: class token to patch, patch to class token,
+/// class token to itself): each layer's under its attention prefix, the shared one under the
+/// root; which the config uses is its `BeitSettings`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RelativeTables {
+    pub per_layer: &'static str,
+    pub shared: &'static str,
 }
 
 /// The activation of a masked-LM transform.

@@ -27,6 +27,7 @@ pub mod families;
 pub mod hub;
 mod latent;
 pub mod layout;
+mod patch_bias;
 pub mod prequantized;
 pub mod safetensors;
 pub mod schema;

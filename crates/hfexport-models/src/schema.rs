@@ -384,6 +384,10 @@ pub struct EncoderSchema {
     /// The raw-audio front's keys (`conv_dim`, `feat_extract_norm`, `do_stable_layer_norm`, …:
     /// `crate::config::AudioConfig`), read for wav2vec2, HuBERT and WavLM.
     pub audio: Option<AudioKind>,
+    /// BEiT's switches (`crate::config::BeitSettings`): `use_absolute_position_embeddings`
+    /// (false), `use_relative_position_bias` and `use_shared_relative_position_bias` (false),
+    /// `layer_scale_init_value` (0.1) and `use_mean_pooling` (true).
+    pub beit: bool,
 }
 
 /// Which raw-audio encoder a config describes.

@@ -173,9 +173,19 @@ pub(super) fn parse_encoder(f: &Fields, schema: &ConfigSchema, dims: &Dims) -> R
             inner: f.size("inner_group_num", Some(1), MAX_LAYERS)?,
         }),
     };
-    let (absolute_positions, disentangled) = match enc.disentangled {
-        false => (true, None),
-        true => (f.bool("position_biased_input")?.unwrap_or(true), disentangled(f, dims)?),
+    let (absolute_positions, disentangled) = match (enc.disentangled, enc.beit) {
+        (true, _) => (f.bool("position_biased_input")?.unwrap_or(true), disentangled(f, dims)?),
+        (false, true) => (f.bool("use_absolute_position_embeddings")?.unwrap_or(false), None),
+        (false, false) => (true, None),
+    };
+    let beit = match enc.beit {
+        false => None,
+        true => Some(BeitSettings {
+            layer_bias: f.bool("use_relative_position_bias")?.unwrap_or(false),
+            shared_bias: f.bool("use_shared_relative_position_bias")?.unwrap_or(false),
+            layer_scale: f.number("layer_scale_init_value")?.unwrap_or(0.1) > 0.0,
+            mean_pooling: f.bool("use_mean_pooling")?.unwrap_or(true),
+        }),
     };
     Ok(Some(EncoderConfig {
         type_vocab_size,
@@ -188,6 +198,7 @@ pub(super) fn parse_encoder(f: &Fields, schema: &ConfigSchema, dims: &Dims) -> R
         absolute_positions,
         disentangled,
         audio: enc.audio.map(|kind| super::audio::parse_audio(f, hidden, kind)).transpose()?,
+        beit,
     }))
 }
 

@@ -336,6 +336,23 @@ pub struct EncoderConfig {
     pub disentangled: Option<Disentangled>,
     /// What a raw-audio encoder reads (wav2vec2, HuBERT).
     pub audio: Option<AudioConfig>,
+    /// BEiT's relative position biases, layer scales and pooling.
+    pub beit: Option<BeitSettings>,
+}
+
+/// BEiT's switches over ViT's graph.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BeitSettings {
+    /// `use_relative_position_bias`: each layer adds the bias of its own table.
+    pub layer_bias: bool,
+    /// `use_shared_relative_position_bias`: every layer adds the bias of one table.
+    pub shared_bias: bool,
+    /// `layer_scale_init_value > 0`: each sub-block's output is scaled by the layer's
+    /// `lambda_1` / `lambda_2` (none are stored otherwise).
+    pub layer_scale: bool,
+    /// `use_mean_pooling`: `pooler_output` is the normed mean of the patch tokens and there is
+    /// no final norm; else the class token after the final `layernorm`.
+    pub mean_pooling: bool,
 }
 
 /// DeBERTa-v2's disentangled attention: each layer's scores gain the content-to-position term

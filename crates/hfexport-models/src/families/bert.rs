@@ -39,6 +39,7 @@ pub const BERT_ENCODER_SCHEMA: EncoderSchema = EncoderSchema {
     disentangled: false,
     pooler: BERT_POOLER,
     audio: None,
+    beit: false,
 };
 
 pub const BERT_LAYOUT: Layout = Layout {
@@ -111,6 +112,7 @@ pub const BERT_LAYOUT: Layout = Layout {
         qa: "qa_outputs",
         causal: false,
         shared_transform: false,
+        relative_tables: None,
     }),
 };
 

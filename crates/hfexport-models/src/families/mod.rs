@@ -20,6 +20,7 @@ use crate::schema::ConfigSchema;
 
 pub mod albert;
 pub mod bart;
+pub mod beit;
 pub mod bert;
 pub mod bloom;
 pub mod camembert;
@@ -166,6 +167,8 @@ pub static ARCHITECTURES: &[Architecture] = &[
     vit::FAMILY,
     deit::FAMILY,
     dinov2::FAMILY,
+    beit::FAMILY,
+    beit::DATA2VEC_VISION,
     clip::CLIP,
     clip::CLIP_TEXT,
     clip::CLIP_VISION,

@@ -949,3 +949,30 @@ fn audio_configs_read_the_feature_encoder_with_class_defaults() {
     refused(r#""num_conv_pos_embedding_groups": 5"#, "num_conv_pos_embedding_groups");
     refused(r#""feat_extract_activation": "swish_beta""#, "feat_extract_activation");
 }
+
+/// BeitConfig / Data2VecVisionConfig: ViT's keys with BEiT's switches and their class defaults
+/// (no relative bias, no absolute positions, layer scales, mean pooling).
+#[test]
+fn beit_configs_read_their_switches_with_class_defaults() {
+    for (class, model_type) in
+        [("BeitForImageClassification", "beit"), ("Data2VecVisionForImageClassification", "data2vec-vision")]
+    {
+        let c = parse(&format!(r#"{{"architectures": ["{class}"], "model_type": "{model_type}"}}"#)).unwrap();
+        let e = c.encoder.as_ref().unwrap();
+        let b = e.beit.unwrap();
+        assert_eq!((b.layer_bias, b.shared_bias, b.layer_scale, b.mean_pooling), (false, false, true, true));
+        assert!(!e.absolute_positions);
+        let img = e.image.clone().unwrap();
+        assert_eq!((img.size, img.patch, c.norm_eps), ([224, 224], [16, 16], 1e-12));
+    }
+    let c = parse(
+        r#"{"architectures": ["BeitModel"], "model_type": "beit", "use_relative_position_bias": true,
+            "use_shared_relative_position_bias": true, "use_absolute_position_embeddings": true,
+            "layer_scale_init_value": 0.0, "use_mean_pooling": false}"#,
+    )
+    .unwrap();
+    let e = c.encoder.as_ref().unwrap();
+    let b = e.beit.unwrap();
+    assert_eq!((b.layer_bias, b.shared_bias, b.layer_scale, b.mean_pooling), (true, true, false, false));
+    assert!(e.absolute_positions);
+}
