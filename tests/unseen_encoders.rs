@@ -1,6 +1,6 @@
 //! Encoders the fixtures do not cover: random BERT / RoBERTa / XLM-RoBERTa / CamemBERT / XLM-RoBERTa-XL /
 //! DistilBERT / ELECTRA / ALBERT / MPNet / DeBERTa-v2 / ModernBERT / ViT / DeiT / DINOv2 / ResNet / ConvNeXt / MobileNetV2 / CLIP / SigLIP /
-//! wav2vec2 / HuBERT / WavLM / BEiT / Data2VecVision checkpoints of every head, configured across the space transformers accepts
+//! wav2vec2 / HuBERT / WavLM / Data2VecAudio / BEiT / Data2VecVision checkpoints of every head, configured across the space transformers accepts
 //! (`tests/python/random_encoders.py`: head counts and dims, layers, activations, epsilons, token
 //! types, label counts, tied or untied decoders, padding ids, sequence lengths, embedding widths, ALBERT's layer groups, ModernBERT's
 //! windows, layer kinds, rope thetas, biases and poolings, ResNet's, ConvNeXt's and MobileNetV2's stages, layer types, patches, strides, paddings and image sizes;
@@ -25,10 +25,10 @@ use std::path::Path;
 use std::process::Command;
 
 const SEED: u64 = 20_261_202;
-/// Each of the 84 dealt classes (10 of them sentence-transformers folders, 10 convolutional, 9 CLIP
-/// and SigLIP models and towers, 9 wav2vec2, HuBERT and WavLM, 4 BEiT and Data2VecVision) once or
-/// twice.
-const COUNT: usize = 85;
+/// Each of the 87 dealt classes (10 of them sentence-transformers folders, 10 convolutional, 9 CLIP
+/// and SigLIP models and towers, 12 wav2vec2, HuBERT, WavLM and Data2VecAudio, 4 BEiT and
+/// Data2VecVision) once or twice.
+const COUNT: usize = 88;
 
 struct Case {
     name: String,

@@ -6,7 +6,7 @@ Usage: random_encoders.py OUTDIR --seed S --count N
 Writes N folders (save_pretrained of a randomly configured BERT / RoBERTa / XLM-RoBERTa / CamemBERT /
 XLM-RoBERTa-XL / DistilBERT / ELECTRA / ALBERT / MPNet / DeBERTa-v2 / ModernBERT / ViT / DeiT / DINOv2 / ResNet / ConvNeXt
 (V1, V2) / MobileNetV2 / CLIP (CLIPModel, zero-shot: texts against images; the towers, projected or not) /
-SigLIP (SiglipModel and its towers) / wav2vec2 / HuBERT / WavLM (base, CTC, audio classifier) / BEiT / Data2VecVision with one
+SigLIP (SiglipModel and its towers) / wav2vec2 / HuBERT / WavLM / Data2VecAudio (base, CTC, audio classifier) / BEiT / Data2VecVision with one
 of its heads, classes dealt round-robin) with golden.safetensors: for the cases `single` ([1, L])
 and `batch` ([2, L], row 1 right-padded), the inputs (`input_ids`, `attention_mask`, and
 `token_type_ids` when type_vocab_size > 1) and every output of the forward. OUTDIR/index.json
@@ -121,6 +121,9 @@ CLASSES = [
     ("wavlm", "WavLMForCTC", "automatic-speech-recognition"),
     ("wavlm", "WavLMModel", "feature-extraction"),
     ("wavlm", "WavLMForSequenceClassification", "sequence-classification"),
+    ("data2vec-audio", "Data2VecAudioForCTC", "automatic-speech-recognition"),
+    ("data2vec-audio", "Data2VecAudioForSequenceClassification", "sequence-classification"),
+    ("data2vec-audio", "Data2VecAudioModel", "feature-extraction"),
     ("beit", "BeitModel", "feature-extraction"),
     ("beit", "BeitForImageClassification", "image-classification"),
     ("data2vec-vision", "Data2VecVisionForImageClassification", "image-classification"),
@@ -160,11 +163,12 @@ CONFIGS = {
     "wav2vec2": "Wav2Vec2Config",
     "hubert": "HubertConfig",
     "wavlm": "WavLMConfig",
+    "data2vec-audio": "Data2VecAudioConfig",
     "beit": "BeitConfig",
     "data2vec-vision": "Data2VecVisionConfig",
 }
 BEIT = ("beit", "data2vec-vision")
-AUDIO = ("wav2vec2", "hubert", "wavlm")
+AUDIO = ("wav2vec2", "hubert", "wavlm", "data2vec-audio")
 # the tower classes: text towers read ids ending in their end-of-text id, image towers images
 TEXT_TOWERS = ("clip_text", "siglip_text")
 IMAGE_TOWERS = ("clip_vision", "siglip_vision")
@@ -326,8 +330,8 @@ def beit_keys(rng):
 
 def audio_keys(rng, family):
     """A raw-audio encoder: 1-4 convolutions of random kernels and strides (kernels of 1 included), group or layer
-    norms, biases, activations; the positional convolution's kernel (odd or even) and groups; post- or pre-norm
-    layers (do_stable_layer_norm); HuBERT's optional norm before the projection; WavLM's bucket counts and
+    norms, biases, activations; the positional convolution's kernel (odd or even) and groups (Data2VecAudio's: a stack
+    of 1-3); post- or pre-norm layers (do_stable_layer_norm); HuBERT's optional norm before the projection; WavLM's bucket counts and
     distances (short enough for the clips to reach the logarithmic buckets); the classifier's projector."""
     heads, head_dim = rng.choice([1, 2, 4]), rng.choice([4, 8])
     hidden = heads * head_dim
@@ -358,6 +362,11 @@ def audio_keys(rng, family):
     if family == "wavlm":
         buckets = rng.choice([4, 8, 16, 32])
         kw.update(num_buckets=buckets, max_bucket_distance=buckets // 4 + rng.randint(1, 40))
+    if family == "data2vec-audio":
+        # layer norms after every convolution and post-norm layers, whatever these keys say
+        for key in ("feat_extract_norm", "do_stable_layer_norm"):
+            kw.pop(key)
+        kw.update(num_conv_pos_embeddings=rng.randint(1, 3), conv_pos_kernel_size=rng.randint(1, 9))
     return kw
 
 

@@ -955,6 +955,8 @@ def encoder_specs():
         BeitModel,
         Data2VecVisionConfig,
         Data2VecVisionForImageClassification,
+        Data2VecAudioConfig,
+        Data2VecAudioForCTC,
         HubertConfig,
         HubertForSequenceClassification,
         Wav2Vec2Config,
@@ -1205,6 +1207,13 @@ def encoder_specs():
             "image-classification", ("logits",),
             "Data2VecVision: per-layer and shared relative biases over a 2x3 grid (whose stored table transformers "
             "resamples as a 5x3 one), mean pooling",
+        ),
+        EncoderSpec(
+            "data2vec_audio_ctc", 164, Data2VecAudioForCTC,
+            audio_config(Data2VecAudioConfig, num_conv_pos_embeddings=2, conv_pos_kernel_size=4),
+            "automatic-speech-recognition", ("logits",),
+            "Data2VecAudio: layer-normed feature convolutions, two plain positional convolutions of an even kernel "
+            "each normed without weights, post-norm layers, a masked batch",
         ),
         EncoderSpec(
             "wavlm_ctc", 163, WavLMForCTC,
@@ -1800,7 +1809,7 @@ DEMO = "qwen3"
 def audio_mask(config):
     """Whether a raw-audio fixture's feature extractor returns an attention mask: the layer-normed ones, as the
     lv60 and large checkpoints' do (the group-normed base checkpoints' do not)."""
-    return config.feat_extract_norm == "layer"
+    return getattr(config, "feat_extract_norm", "layer") == "layer"
 
 
 def write_audio_processor(dst, spec):

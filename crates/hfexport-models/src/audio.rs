@@ -89,7 +89,11 @@ impl Decoder<'_> {
 
     /// Which frames `[batch, frames]` (bool) read only kept samples of `attention_mask`
     /// `[batch, samples]`: frame `j` ends at sample `j * hop + receptive_field`, which must be at
-    /// most the row's kept count. In f32, exact for the up to 2^24 samples an export takes.
+    /// most the row's kept count. A row shorter than one receptive field has an output length
+    /// `L <= 0`, which transformers' `_get_feature_vector_attention_mask` uses as the index
+    /// `L - 1` from the end: it keeps the frames `j < frames + L`, `(j - frames) * hop +
+    /// receptive_field <= length` (all of them when `L` is 0), and so does this. In f32, exact
+    /// for the up to 2^24 samples an export takes.
     fn kept_frames(&mut self, audio: &AudioConfig, attention_mask: ValueId, frames: &Dim) -> Result<ValueId> {
         let hop: usize = audio.convs.iter().map(|c| c.stride).product();
         let mask = self.op("frames.mask", Op::Cast(DType::F32), &[attention_mask])?;
@@ -103,7 +107,21 @@ impl Decoder<'_> {
         let field = self.op("frames.field", Op::Constant(f32_scalar(audio.receptive_field())?), &[])?;
         let start = self.op("frames.start", Op::Binary(BinaryOp::Mul), &[iota, hop])?;
         let end = self.op("frames.end", Op::Binary(BinaryOp::Add), &[start, field])?;
-        self.op("frames.kept", Op::Binary(BinaryOp::LessEqual), &[end, lengths])
+        let kept = self.op("frames.kept_from_start", Op::Binary(BinaryOp::LessEqual), &[end, lengths])?;
+        // a row shorter than the receptive field: counted back from the last frame
+        let last = Op::Reduce { kind: ReduceKind::Max, axes: vec![1], keep_dims: true };
+        let last = self.op("frames.last", last, &[iota])?;
+        let one = self.op("frames.one", Op::Constant(f32_scalar(1)?), &[])?;
+        let count = self.op("frames.count", Op::Binary(BinaryOp::Add), &[last, one])?;
+        let back = self.op("frames.back", Op::Binary(BinaryOp::Sub), &[iota, count])?;
+        let back = self.op("frames.back_start", Op::Binary(BinaryOp::Mul), &[back, hop])?;
+        let back = self.op("frames.back_end", Op::Binary(BinaryOp::Add), &[back, field])?;
+        let wrapped = self.op("frames.kept_wrapped", Op::Binary(BinaryOp::LessEqual), &[back, lengths])?;
+        let short = self.op("frames.short", Op::Binary(BinaryOp::Less), &[lengths, field])?;
+        // a short row keeps no frame counted from the start (logic ops: ONNX Runtime has no
+        // `Where` over bools)
+        let wrapped = self.op("frames.kept_if_short", Op::Binary(BinaryOp::And), &[short, wrapped])?;
+        self.op("frames.kept", Op::Binary(BinaryOp::Or), &[kept, wrapped])
     }
 
     /// WavLM's gated position bias as the layer's additive mask `[b, heads, q, k]`: each head's
@@ -206,21 +224,47 @@ impl Decoder<'_> {
     }
 
     /// The positional embedding of `h` `[batch, frames, hidden]`: the grouped convolution of
-    /// `num_conv_pos_embeddings` padded by half of it (its last frame dropped when the kernel
-    /// is even), then the activation, as `[batch, frames, hidden]`.
+    /// `num_conv_pos_embeddings` (weight-normed) padded by half of it, then the activation; or
+    /// Data2VecAudio's stack of plain ones, each normed over the channels without weights before
+    /// its activation. An even kernel's last frame is dropped. `[batch, frames, hidden]`.
     fn positional_conv(&mut self, vb: &Vb, audio: &AudioConfig, h: ValueId) -> Result<ValueId> {
+        let mut x = self.op(&vb.name("channels_first"), Op::Transpose { perm: vec![0, 2, 1] }, &[h])?;
+        x = match audio.pos_layers {
+            None => self.positional_layer(vb, audio, false, x)?,
+            Some(n) => {
+                for i in 0..n {
+                    x = self.positional_layer(&vb.pp("layers").pp(i).pp("conv"), audio, true, x)?;
+                }
+                x
+            }
+        };
+        self.op(&vb.name("channels_last"), Op::Transpose { perm: vec![0, 2, 1] }, &[x])
+    }
+
+    /// One positional convolution at `vb` over `x` `[batch, hidden, frames]` (weight-normed,
+    /// or plain and then `normed` over the channels without weights), then the activation.
+    fn positional_layer(&mut self, vb: &Vb, audio: &AudioConfig, normed: bool, x: ValueId) -> Result<ValueId> {
         let (hs, k, groups) = (self.cfg.hidden_size, audio.pos_kernel, audio.pos_groups);
-        let frames = self.g.info(h).shape[1].clone();
-        let x = self.op(&vb.name("channels_first"), Op::Transpose { perm: vec![0, 2, 1] }, &[h])?;
-        let w = self.weight_normed(vb, [hs, hs / groups, k])?;
+        let frames = self.g.info(x).shape[2].clone();
+        let w = match normed {
+            true => self.weight(vb, "weight", &[hs, hs / groups, k])?,
+            false => self.weight_normed(vb, [hs, hs / groups, k])?,
+        };
         let b = self.weight(vb, "bias", &[hs])?;
         let window = Window::new(&[k], &[1], &[k / 2]);
         let mut y = self.op(vb.path(), Op::Conv { window, groups }, &[x, w, b])?;
         if k % 2 == 0 {
             y = self.op(&vb.name("same"), Op::Slice { axis: 2, start: Dim::konst(0), end: frames }, &[y])?;
         }
-        let y = self.op(&vb.name("act"), Op::Activate(audio.act), &[y])?;
-        self.op(&vb.name("channels_last"), Op::Transpose { perm: vec![0, 2, 1] }, &[y])
+        if normed {
+            let t = self.op(&vb.name("channels_last"), Op::Transpose { perm: vec![0, 2, 1] }, &[y])?;
+            let ones = hfexport_core::Tensor::float(self.opts.dtype, vec![hs], vec![1.0; hs])?;
+            let ones = self.op(&vb.name("norm.unit_weight"), Op::Constant(ones), &[])?;
+            let eps = FEATURE_NORM_EPS as f32;
+            let t = self.op(&vb.name("norm"), Op::LayerNorm { eps }, &[t, ones])?;
+            y = self.op(&vb.name("channels_first"), Op::Transpose { perm: vec![0, 2, 1] }, &[t])?;
+        }
+        self.op(&vb.name("act"), Op::Activate(audio.act), &[y])
     }
 
     /// `g * v / ‖v‖` of torch's `weight_norm(dim=2)`: the norm of `v` over every axis but the

@@ -398,6 +398,10 @@ pub enum AudioKind {
     /// WavLM: a bidirectional bucketed relative position bias (`num_buckets`,
     /// `max_bucket_distance`), gated per layer, head and query.
     WavLm,
+    /// Data2VecAudio: layer norms after every feature convolution (no `feat_extract_norm` key),
+    /// and a stack of `num_conv_pos_embeddings` plain positional convolutions of
+    /// `conv_pos_kernel_size`, each followed by a LayerNorm without weights.
+    Data2Vec,
 }
 
 /// Where a config keeps its pooler's width and activation.

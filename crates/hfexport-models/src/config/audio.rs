@@ -18,9 +18,13 @@ pub struct AudioConfig {
     pub norm: FeatureNorm,
     /// `feat_extract_activation`, after every feature convolution and the positional one.
     pub act: Activation,
-    /// `num_conv_pos_embeddings` (kernel) and `num_conv_pos_embedding_groups`.
+    /// `num_conv_pos_embeddings` (kernel) and `num_conv_pos_embedding_groups`; Data2VecAudio's
+    /// kernel is `conv_pos_kernel_size`.
     pub pos_kernel: usize,
     pub pos_groups: usize,
+    /// Data2VecAudio's stack of `num_conv_pos_embeddings` positional convolutions (each with a
+    /// weightless LayerNorm); `None`: one weight-normed convolution (wav2vec2).
+    pub pos_layers: Option<usize>,
     /// `do_stable_layer_norm`: pre-norm layers and the encoder's norm after them; else
     /// post-norm layers after it.
     pub stable: bool,
@@ -99,10 +103,11 @@ pub(super) fn parse_audio(f: &Fields, hidden: usize, kind: AudioKind) -> Result<
     }
     let convs =
         (0..dims.len()).map(|i| AudioConv { channels: dims[i], kernel: kernels[i], stride: strides[i] }).collect();
-    let norm = match f.string("feat_extract_norm")?.unwrap_or("group") {
-        "group" => FeatureNorm::Group,
-        "layer" => FeatureNorm::Layer,
-        other => return Err(f.err("feat_extract_norm", format!("`{other}` is not one of: group, layer"))),
+    let norm = match (kind, f.string("feat_extract_norm")?.unwrap_or("group")) {
+        (AudioKind::Data2Vec, _) => FeatureNorm::Layer,
+        (_, "group") => FeatureNorm::Group,
+        (_, "layer") => FeatureNorm::Layer,
+        (_, other) => return Err(f.err("feat_extract_norm", format!("`{other}` is not one of: group, layer"))),
     };
     let act_name = f.string("feat_extract_activation")?.unwrap_or("gelu");
     let act = Activation::from_hf(act_name).ok_or_else(|| {
@@ -111,7 +116,13 @@ pub(super) fn parse_audio(f: &Fields, hidden: usize, kind: AudioKind) -> Result<
             format!("`{act_name}` is not supported; valid: {}", Activation::NAMES.join(", ")),
         )
     })?;
-    let pos_kernel = f.size("num_conv_pos_embeddings", Some(128), MAX_CONV)?;
+    let (pos_kernel, pos_layers) = match kind {
+        AudioKind::Data2Vec => (
+            f.size("conv_pos_kernel_size", Some(19), MAX_CONV)?,
+            Some(f.size("num_conv_pos_embeddings", Some(5), MAX_LAYERS)?),
+        ),
+        _ => (f.size("num_conv_pos_embeddings", Some(128), MAX_CONV)?, None),
+    };
     let pos_groups = f.size("num_conv_pos_embedding_groups", Some(16), MAX_CONV)?;
     if !hidden.is_multiple_of(pos_groups) {
         return Err(
@@ -125,12 +136,13 @@ pub(super) fn parse_audio(f: &Fields, hidden: usize, kind: AudioKind) -> Result<
         act,
         pos_kernel,
         pos_groups,
+        pos_layers,
         stable: f.bool("do_stable_layer_norm")?.unwrap_or(false),
         projection_norm: f.bool("feat_proj_layer_norm")?.unwrap_or(true),
         classifier_proj_size: f.size("classifier_proj_size", Some(256), MAX_HIDDEN)?,
         weighted_layer_sum: f.bool("use_weighted_layer_sum")?.unwrap_or(false),
         relative_bias: match kind {
-            AudioKind::Wav2Vec2 => None,
+            AudioKind::Wav2Vec2 | AudioKind::Data2Vec => None,
             // bucketed both ways: each way's exact range is a quarter of the buckets
             AudioKind::WavLm => {
                 Some(super::encoder::bucketed(f, [("num_buckets", 320), ("max_bucket_distance", 800)], 4)?)

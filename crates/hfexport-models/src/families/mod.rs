@@ -27,6 +27,7 @@ pub mod camembert;
 pub mod clip;
 pub mod cohere;
 pub mod convnext;
+pub mod data2vec_audio;
 pub mod deberta_v2;
 pub mod deepseek;
 pub mod deit;
@@ -184,6 +185,7 @@ pub static ARCHITECTURES: &[Architecture] = &[
     wav2vec2::FAMILY,
     hubert::FAMILY,
     wavlm::FAMILY,
+    data2vec_audio::FAMILY,
     t5::FAMILY,
     bart::BART,
     bart::MBART,
