@@ -1,13 +1,15 @@
 //! BEiT's relative position bias over a patch grid: each (query, key) pair of the class token
-//! and the patches reads one row `[heads]` of a learned table of `(2 * rows - 1) * (2 * cols -
-//! 1) + 3` rows, by the pair's offset on the grid (the last three rows: class token to patch,
-//! patch to class token, class token to itself), as transformers'
-//! `BeitRelativePositionBias.generate_relative_position_index` numbers them; the rows are
-//! computed on the host, once per graph. At another image size than the config's the table's
-//! grid rows are resampled bilinearly first, as its `forward` does (which reads the stored grid
-//! as `[2 * cols - 1, 2 * rows - 1]` and resamples it to `[2 * rows' - 1, 2 * cols' - 1]`; at the
-//! configured size that is the identity only for a square grid, and transformers' own result is
-//! what is reproduced): one constant matrix times the table, which runtimes fold.
+//! and the patches reads one row `[heads]` of a learned table, by the pair's offset on the grid
+//! (a `rows x cols` grid's table has `(2 rows - 1)(2 cols - 1) + 3` rows, the last three for the
+//! class token to a patch, a patch to the class token and the class token to itself), as
+//! transformers' `BeitRelativePositionBias.generate_relative_position_index` numbers them; the
+//! rows are computed on the host, once per graph.
+//!
+//! transformers' `forward` resamples the table's grid rows bilinearly before reading them: it
+//! reads the stored grid as `[2 cols - 1, 2 rows - 1]` and resamples that to the image's
+//! `[2 rows' - 1, 2 cols' - 1]`. At the configured size this is the identity only for a square
+//! grid; its result is what is reproduced, as one constant matrix times the table, which
+//! runtimes fold.
 
 use hfexport_core::{Dim, Op, Tensor, ValueId};
 

@@ -4,7 +4,7 @@
 //! `conv_pos_kernel_size` (`encoder.pos_conv_embed.layers.<i>.conv`), each normed over the
 //! channels without weights (`crate::audio`); post-norm layers.
 
-use super::wav2vec2::{AUDIO, WAV2VEC2_LAYOUT, WAV2VEC2_SCHEMA};
+use super::wav2vec2::{audio_layout, audio_schema, AUDIO};
 use super::Architecture;
 use crate::layout::*;
 use crate::schema::*;
@@ -14,19 +14,6 @@ pub const DATA2VEC_AUDIO: AudioLayout = AudioLayout { pos_conv: "encoder.pos_con
 pub const FAMILY: Architecture = Architecture {
     classes: &["Data2VecAudioModel", "Data2VecAudioForCTC", "Data2VecAudioForSequenceClassification"],
     model_types: &["data2vec-audio"],
-    config: ConfigSchema {
-        encoder: match WAV2VEC2_SCHEMA.encoder {
-            Some(e) => Some(EncoderSchema { audio: Some(AudioKind::Data2Vec), ..e }),
-            None => panic!("wav2vec2's schema has an encoder"),
-        },
-        ..WAV2VEC2_SCHEMA
-    },
-    layout: Layout {
-        roots: &["data2vec_audio.", ""],
-        encoder: match WAV2VEC2_LAYOUT.encoder {
-            Some(e) => Some(EncoderLayout { input: EncoderInput::Audio(&DATA2VEC_AUDIO), ..e }),
-            None => panic!("wav2vec2's layout has an encoder"),
-        },
-        ..WAV2VEC2_LAYOUT
-    },
+    config: audio_schema(AudioKind::Data2Vec),
+    layout: audio_layout(&["data2vec_audio.", ""], &DATA2VEC_AUDIO),
 };

@@ -59,6 +59,24 @@ pub const WAV2VEC2_LAYOUT: Layout = Layout {
     ..BERT_LAYOUT
 };
 
+/// The schema of a raw-audio family whose keys are wav2vec2's but for what `kind` reads.
+pub const fn audio_schema(kind: AudioKind) -> ConfigSchema {
+    match WAV2VEC2_SCHEMA.encoder {
+        Some(e) => ConfigSchema { encoder: Some(EncoderSchema { audio: Some(kind), ..e }), ..WAV2VEC2_SCHEMA },
+        None => panic!("wav2vec2's schema has an encoder"),
+    }
+}
+
+/// The layout of a raw-audio family whose names are wav2vec2's under `roots`, its front's `audio`.
+pub const fn audio_layout(roots: &'static [&'static str], audio: &'static AudioLayout) -> Layout {
+    match WAV2VEC2_LAYOUT.encoder {
+        Some(e) => {
+            Layout { roots, encoder: Some(EncoderLayout { input: EncoderInput::Audio(audio), ..e }), ..WAV2VEC2_LAYOUT }
+        }
+        None => panic!("wav2vec2's layout has an encoder"),
+    }
+}
+
 pub const FAMILY: Architecture = Architecture {
     classes: &["Wav2Vec2Model", "Wav2Vec2ForCTC", "Wav2Vec2ForSequenceClassification"],
     model_types: &["wav2vec2"],

@@ -3,7 +3,7 @@
 //! (layer 0's `rel_attn_embed`, which every layer reuses) scaled per layer, head and query by a
 //! gate computed from the attention's input (`gru_rel_pos_linear`, `gru_rel_pos_const`).
 
-use super::wav2vec2::{AUDIO, WAV2VEC2_LAYOUT, WAV2VEC2_SCHEMA};
+use super::wav2vec2::{audio_layout, audio_schema, AUDIO};
 use super::Architecture;
 use crate::layout::*;
 use crate::schema::*;
@@ -20,19 +20,6 @@ pub const WAVLM_AUDIO: AudioLayout = AudioLayout {
 pub const FAMILY: Architecture = Architecture {
     classes: &["WavLMModel", "WavLMForCTC", "WavLMForSequenceClassification"],
     model_types: &["wavlm"],
-    config: ConfigSchema {
-        encoder: match WAV2VEC2_SCHEMA.encoder {
-            Some(e) => Some(EncoderSchema { audio: Some(AudioKind::WavLm), ..e }),
-            None => panic!("wav2vec2's schema has an encoder"),
-        },
-        ..WAV2VEC2_SCHEMA
-    },
-    layout: Layout {
-        roots: &["wavlm.", ""],
-        encoder: match WAV2VEC2_LAYOUT.encoder {
-            Some(e) => Some(EncoderLayout { input: EncoderInput::Audio(&WAVLM_AUDIO), ..e }),
-            None => panic!("wav2vec2's layout has an encoder"),
-        },
-        ..WAV2VEC2_LAYOUT
-    },
+    config: audio_schema(AudioKind::WavLm),
+    layout: audio_layout(&["wavlm.", ""], &WAVLM_AUDIO),
 };
