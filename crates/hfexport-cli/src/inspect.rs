@@ -154,7 +154,7 @@ impl Facts {
             "rope": rope_summary(c),
             "backbone": c.convnet.as_ref().map(backbone_summary),
             "vision": c.dual.as_deref().map(dual_summary),
-            "audio": c.encoder.as_ref().and_then(|e| e.audio.as_ref()).map(audio_summary),
+            "audio": c.encoder.as_ref().and_then(|e| e.audio.as_ref()).map(|a| audio_summary(a, c.post_residual_norms)),
             "sliding_window": self.sliding.as_ref().map(|(w, layers)| json!({"window": w, "layers": layers})),
             "chunked_attention": self.chunked.as_ref().map(|(n, layers)| json!({"chunk": n, "layers": layers})),
             "experts": c.moe.as_ref().map(|m| experts_summary(c, m)),
@@ -172,8 +172,8 @@ impl Facts {
 }
 
 /// A raw-audio encoder's front in a line: its convolutions, the samples per frame, the
-/// positional convolution and where the layers' norms sit.
-fn audio_summary(a: &AudioConfig) -> String {
+/// positional convolution and where the layers' norms sit (after the residual adds: `post_norm`).
+fn audio_summary(a: &AudioConfig, post_norm: bool) -> String {
     let widths: Vec<String> = a.convs.iter().map(|c| c.channels.to_string()).collect();
     let hop: usize = a.convs.iter().map(|c| c.stride).product();
     let norm = match a.norm {
@@ -187,7 +187,7 @@ fn audio_summary(a: &AudioConfig) -> String {
         a.receptive_field(),
         a.pos_kernel,
         a.pos_groups,
-        if a.stable { "pre-norm" } else { "post-norm" }
+        if post_norm { "post-norm" } else { "pre-norm" }
     )
 }
 
@@ -310,7 +310,7 @@ pub(crate) fn inspect(path: &Path, task: Option<&str>, full: bool, json: bool) -
         (Some(e), None) => {
             println!("encoder      task {}, {} labels, {} token types", task.name(), e.num_labels, e.type_vocab_size);
             if let Some(a) = &e.audio {
-                println!("audio        {}", audio_summary(a));
+                println!("audio        {}", audio_summary(a, c.post_residual_norms));
             }
         }
         (None, _) => {}

@@ -1,4 +1,4 @@
-//! Speech encoders over raw audio (wav2vec2, HuBERT): `input_values` `[batch, samples]`
+//! Speech encoders over raw audio (wav2vec2, HuBERT, WavLM, Data2VecAudio): `input_values` `[batch, samples]`
 //! (float32, as the feature extractor leaves them) through the convolutional feature encoder
 //! into frames, a projection to the hidden size, the weight-normed grouped positional
 //! convolution added, then the library's encoder layers.
@@ -69,7 +69,8 @@ impl Decoder<'_> {
         }
         let positions = self.positional_conv(&root.pp(names.pos_conv), &audio, h)?;
         h = self.op(&root.pp(names.pos_conv).name("added"), Op::Binary(BinaryOp::Add), &[h, positions])?;
-        if !audio.stable {
+        // post-norm layers: the encoder's norm comes before them (else it is the final norm)
+        if self.cfg.post_residual_norms {
             h = self.norm(&root.pp(names.encoder_norm), hs, h)?;
         }
         let mut shared = self.all_visible(frames.clone())?;
@@ -187,11 +188,7 @@ impl Decoder<'_> {
             x = self.conv(&vb.pp("conv"), (cin, c.channels), window, 1, audio.conv_bias, x)?;
             x = match (audio.norm, i) {
                 (FeatureNorm::Group, 0) => self.instance_norm(&vb.pp("layer_norm"), c.channels, x)?,
-                (FeatureNorm::Layer, _) => {
-                    let t = self.op(&vb.name("channels_last"), Op::Transpose { perm: vec![0, 2, 1] }, &[x])?;
-                    let t = self.layer_norm(&vb.pp("layer_norm"), c.channels, FEATURE_NORM_EPS, t)?;
-                    self.op(&vb.name("channels_first"), Op::Transpose { perm: vec![0, 2, 1] }, &[t])?
-                }
+                (FeatureNorm::Layer, _) => self.channels_norm(&vb.pp("layer_norm"), c.channels, FEATURE_NORM_EPS, x)?,
                 (FeatureNorm::Group, _) => x,
             };
             x = self.op(&vb.name("act"), Op::Activate(audio.act), &[x])?;
@@ -258,10 +255,7 @@ impl Decoder<'_> {
         }
         if normed {
             let t = self.op(&vb.name("channels_last"), Op::Transpose { perm: vec![0, 2, 1] }, &[y])?;
-            let ones = hfexport_core::Tensor::float(self.opts.dtype, vec![hs], vec![1.0; hs])?;
-            let ones = self.op(&vb.name("norm.unit_weight"), Op::Constant(ones), &[])?;
-            let eps = FEATURE_NORM_EPS as f32;
-            let t = self.op(&vb.name("norm"), Op::LayerNorm { eps }, &[t, ones])?;
+            let t = self.unit_layer_norm(&vb.pp("norm"), hs, FEATURE_NORM_EPS as f32, t)?;
             y = self.op(&vb.name("channels_first"), Op::Transpose { perm: vec![0, 2, 1] }, &[t])?;
         }
         self.op(&vb.name("act"), Op::Activate(audio.act), &[y])

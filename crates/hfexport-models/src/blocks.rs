@@ -220,11 +220,7 @@ impl Decoder<'_> {
                 let w = self.declare(&name, WeightExpr::OnePlus(Box::new(w)), dtype, &[size]);
                 self.op(vb.path(), Op::RmsNorm { eps }, &[x, w])
             }
-            NormKind::Layer if !self.cfg.norm_affine => {
-                let ones = Tensor::float(self.opts.dtype, vec![size], vec![1.0; size])?;
-                let ones = self.op(&vb.name("unit_weight"), Op::Constant(ones), &[])?;
-                self.op(vb.path(), Op::LayerNorm { eps }, &[x, ones])
-            }
+            NormKind::Layer if !self.cfg.norm_affine => self.unit_layer_norm(vb, size, eps, x),
             NormKind::Layer => {
                 let mut ins = vec![x, self.weight(vb, "weight", &[size])?];
                 if self.cfg.norm_bias {
@@ -233,6 +229,15 @@ impl Decoder<'_> {
                 self.op(vb.path(), Op::LayerNorm { eps }, &ins)
             }
         }
+    }
+
+    /// A LayerNorm over the last axis (`size` wide) without weight or bias (OPT's
+    /// `layer_norm_elementwise_affine` false, Data2VecAudio's positional convolutions'); its unit
+    /// weight is a constant under `vb`.
+    pub(crate) fn unit_layer_norm(&mut self, vb: &Vb, size: usize, eps: f32, x: ValueId) -> Result<ValueId> {
+        let ones = Tensor::float(self.opts.dtype, vec![size], vec![1.0; size])?;
+        let ones = self.op(&vb.name("unit_weight"), Op::Constant(ones), &[])?;
+        self.op(vb.path(), Op::LayerNorm { eps }, &[x, ones])
     }
 
     /// The norm named `leaf` of a layer, when the layout has one there.

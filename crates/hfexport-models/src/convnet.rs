@@ -238,11 +238,15 @@ impl Decoder<'_> {
         self.op(vb.path(), Op::LayerNorm { eps: eps as f32 }, &[x, w, b])
     }
 
-    /// ConvNeXt's `channels_first` LayerNorm: over the channels of `[batch, channels, h, w]`.
-    fn channels_norm(&mut self, vb: &Vb, channels: usize, eps: f64, x: ValueId) -> Result<ValueId> {
-        let h = self.op(&vb.name("channels_last"), Op::Transpose { perm: vec![0, 2, 3, 1] }, &[x])?;
+    /// A `channels_first` LayerNorm (ConvNeXt's, wav2vec2's feature encoder's): over the
+    /// channels of `[batch, channels, *spatial]`.
+    pub(crate) fn channels_norm(&mut self, vb: &Vb, channels: usize, eps: f64, x: ValueId) -> Result<ValueId> {
+        let rank = self.g.info(x).shape.len();
+        let last: Vec<usize> = std::iter::once(0).chain(2..rank).chain([1]).collect();
+        let first: Vec<usize> = [0, rank - 1].into_iter().chain(1..rank - 1).collect();
+        let h = self.op(&vb.name("channels_last"), Op::Transpose { perm: last }, &[x])?;
         let h = self.layer_norm(vb, channels, eps, h)?;
-        self.op(&vb.name("channels_first"), Op::Transpose { perm: vec![0, 3, 1, 2] }, &[h])
+        self.op(&vb.name("channels_first"), Op::Transpose { perm: first }, &[h])
     }
 
     /// The convolution at `vb` (`weight` `[cout, cin / groups, *kernel]`, `bias` when

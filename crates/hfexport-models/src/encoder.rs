@@ -837,8 +837,11 @@ impl Decoder<'_> {
                         self.linear(&top.pp(out), labels, hs, true, x)?
                     }
                     ClassifierHead::Pooled { out } => {
-                        let Some(Pooler::Dense(pooler)) = enc.pooler else { return Err(self.task_error(task)) };
-                        let p = self.pooler(root, pooler, h)?;
+                        // a dense pooler is read whether stored or not, so a missing one is named
+                        let p = match enc.pooler {
+                            Some(Pooler::Dense(pooler)) => self.pooler(root, pooler, h)?,
+                            other => self.pooled(root, other, h)?.ok_or_else(|| self.task_error(task))?,
+                        };
                         self.linear(&top.pp(out), labels, hs, true, p)?
                     }
                     ClassifierHead::OwnPooler { pooler, out } => {
@@ -855,10 +858,6 @@ impl Decoder<'_> {
                             HeadAct::Gelu => self.op(&name, Op::Activate(Activation::Gelu), &[x])?,
                         };
                         self.linear(&top.pp(out), labels, hs, true, x)?
-                    }
-                    ClassifierHead::PooledOutput { out } => {
-                        let p = self.pooled(root, enc.pooler, h)?.ok_or_else(|| self.task_error(task))?;
-                        self.linear(&top.pp(out), labels, hs, true, p)?
                     }
                     ClassifierHead::MeanProjected { projector, out } => {
                         let audio = self.audio_config()?;

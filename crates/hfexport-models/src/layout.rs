@@ -478,7 +478,7 @@ pub struct MlmHead {
 /// The sequence-classification head.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ClassifierHead {
-    /// `out(pooler_output)` (BERT).
+    /// `out(pooler_output)` of the encoder layout's pooler (BERT's dense pooler, BEiT's).
     Pooled { out: &'static str },
     /// `out(pooler(h))` through the head's own pooler at the top level, configured as the
     /// encoder's would be (DeBERTa-v2's `ContextPooler`: `pooler_hidden_act`).
@@ -500,8 +500,6 @@ pub enum ClassifierHead {
     /// `out(mean(projector(h)))` over every frame (wav2vec2's audio classifier: the projector
     /// `classifier_proj_size` wide).
     MeanProjected { projector: &'static str, out: &'static str },
-    /// `out(pooler_output)` of the layout's pooler other than a dense one (BEiT's).
-    PooledOutput { out: &'static str },
 }
 
 /// BEiT's relative position bias tables `[(2 * rows - 1) * (2 * cols - 1) + 3, heads]` of a

@@ -1,6 +1,7 @@
-//! The keys of the speech encoders over raw audio (wav2vec2, HuBERT): the convolutional
-//! feature encoder, the positional convolution and where the layers' norms sit, with the
-//! defaults `Wav2Vec2Config` and `HubertConfig` share. What the graph does not compute (the
+//! The keys of the speech encoders over raw audio (wav2vec2, HuBERT, WavLM, Data2VecAudio): the
+//! convolutional feature encoder and the positional convolution, with the defaults their config
+//! classes share (where the layers' norms sit, `do_stable_layer_norm`, is the schema's
+//! `pre_norms`: `ModelConfig::post_residual_norms`). What the graph does not compute (the
 //! adapter, HuBERT's batch-normed positional convolution) is refused by key.
 
 use super::convnet::sizes;
@@ -25,9 +26,6 @@ pub struct AudioConfig {
     /// Data2VecAudio's stack of `num_conv_pos_embeddings` positional convolutions (each with a
     /// weightless LayerNorm); `None`: one weight-normed convolution (wav2vec2).
     pub pos_layers: Option<usize>,
-    /// `do_stable_layer_norm`: pre-norm layers and the encoder's norm after them; else
-    /// post-norm layers after it.
-    pub stable: bool,
     /// A LayerNorm before the feature projection (HuBERT's `feat_proj_layer_norm`; always in
     /// wav2vec2, whose config has no such key).
     pub projection_norm: bool,
@@ -137,7 +135,6 @@ pub(super) fn parse_audio(f: &Fields, hidden: usize, kind: AudioKind) -> Result<
         pos_kernel,
         pos_groups,
         pos_layers,
-        stable: f.bool("do_stable_layer_norm")?.unwrap_or(false),
         projection_norm: f.bool("feat_proj_layer_norm")?.unwrap_or(true),
         classifier_proj_size: f.size("classifier_proj_size", Some(256), MAX_HIDDEN)?,
         weighted_layer_sum: f.bool("use_weighted_layer_sum")?.unwrap_or(false),

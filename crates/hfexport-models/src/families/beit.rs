@@ -33,7 +33,7 @@ pub const BEIT_LAYOUT: Layout = Layout {
     layer_scales: Some(["lambda_1", "lambda_2"]),
     encoder: Some(EncoderLayout {
         pooler: Some(Pooler::PatchMeanIf { norm: "pooler.layernorm" }),
-        classifier: ClassifierHead::PooledOutput { out: "classifier" },
+        classifier: ClassifierHead::Pooled { out: "classifier" },
         relative_tables: Some(RelativeTables {
             per_layer: "attention.relative_position_bias.relative_position_bias_table",
             shared: "encoder.relative_position_bias.relative_position_bias_table",

@@ -923,7 +923,7 @@ fn audio_configs_read_the_feature_encoder_with_class_defaults() {
     assert_eq!((c.vocab_size, c.hidden_size, c.num_hidden_layers, c.norm_eps), (32, 768, 12, 1e-5));
     assert_eq!((a.convs.len(), a.convs[0].kernel, a.convs[0].stride, a.receptive_field()), (7, 10, 5, 400));
     assert_eq!(
-        (a.norm, a.pos_kernel, a.pos_groups, a.stable, a.conv_bias),
+        (a.norm, a.pos_kernel, a.pos_groups, !c.post_residual_norms, a.conv_bias),
         (FeatureNorm::Group, 128, 16, false, false)
     );
     // post-norm layers: the pre-sublayer norms move after each residual add
@@ -935,7 +935,7 @@ fn audio_configs_read_the_feature_encoder_with_class_defaults() {
     )
     .unwrap();
     let a = c.encoder.as_ref().and_then(|e| e.audio.clone()).unwrap();
-    assert!(!c.post_residual_norms && a.stable && !a.projection_norm);
+    assert!(!c.post_residual_norms && !a.projection_norm);
     assert_eq!((a.norm, a.receptive_field()), (FeatureNorm::Layer, 5));
     let refused = |extra: &str, key: &str| {
         let text = format!(r#"{{"architectures": ["Wav2Vec2ForCTC"], "model_type": "wav2vec2", {extra}}}"#);
