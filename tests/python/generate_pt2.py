@@ -23,6 +23,7 @@ import warnings
 
 warnings.filterwarnings("ignore")
 import torch  # noqa: E402
+import pt2_serde  # noqa: E402,F401  (a quicker .pt2 reader)
 from safetensors.numpy import load_file  # noqa: E402
 from torch.export.pt2_archive._package import load_pt2  # noqa: E402
 from pt2_kinds import Coverage  # noqa: E402

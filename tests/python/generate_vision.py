@@ -25,6 +25,7 @@ import warnings
 warnings.filterwarnings("ignore")
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
+import pt2_serde  # noqa: E402,F401  (a quicker .pt2 reader)
 from safetensors.numpy import load_file  # noqa: E402
 from static_cache import OV_CONFIG, feeds, zeros  # noqa: E402
 from transformers.vision_utils import get_vision_position_ids  # noqa: E402

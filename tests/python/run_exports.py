@@ -18,6 +18,7 @@ import numpy as np  # noqa: E402
 import onnxruntime as ort  # noqa: E402
 import openvino as ov  # noqa: E402
 import torch  # noqa: E402
+import pt2_serde  # noqa: E402,F401  (a quicker .pt2 reader)
 from safetensors.numpy import load_file  # noqa: E402
 
 

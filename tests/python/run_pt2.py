@@ -22,6 +22,7 @@ from pt2_kinds import Coverage
 
 warnings.filterwarnings("ignore")
 import torch  # noqa: E402
+import pt2_serde  # noqa: E402,F401  (a quicker .pt2 reader)
 from safetensors.torch import load_file, save_file  # noqa: E402
 
 
