@@ -174,3 +174,27 @@ fn a_dense_module_missing_a_tensor_or_of_another_width_is_named() {
     let e = sentence_err(dir.path());
     assert!(e.contains("3_Dense/config.json") && e.contains("in_features") && e.contains("is 20"), "{e}");
 }
+
+/// Swin's graph is built for one image size: one at which a stage sees fewer patches than a
+/// window, or (with learned absolute positions) another size than the configured one, is refused
+/// by key, naming the sizes.
+#[test]
+fn swin_image_sizes_it_cannot_take_are_named() {
+    let err_at = |name: &str, size: [usize; 2]| {
+        let ckpt = Checkpoint::open(&fixture(name)).unwrap();
+        let opts = BuildOptions { image_size: Some(size), ..BuildOptions::default() };
+        let err = build(&ckpt.config, &ckpt, Task::FeatureExtraction, &opts).expect_err("the build must fail");
+        match &err {
+            ModelError::Config { key, .. } => (key.clone(), err.to_string()),
+            other => panic!("{size:?}: expected a Config error, got {other:?}"),
+        }
+    };
+    // 4x4 patches, two stages, windows of 3: the second stage's grid at 16x20 pixels is 2x3
+    let (key, msg) = err_at("swin", [16, 20]);
+    assert_eq!(key, "window_size", "{msg}");
+    assert!(msg.contains("stage 1") && msg.contains("2x3 grid") && msg.contains("--image-size"), "{msg}");
+    // learned positions for 12x12 patches of 2x2 pixels
+    let (key, msg) = err_at("swin_cls", [24, 26]);
+    assert_eq!(key, "use_absolute_embeddings", "{msg}");
+    assert!(msg.contains("12x12 patches") && msg.contains("24x26 image gives 12x13"), "{msg}");
+}

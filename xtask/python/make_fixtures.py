@@ -49,6 +49,9 @@ from ssm_fixtures import ssm_specs
 from flagship_fixtures import flagship_specs
 from safetensors.torch import save_file
 from transformers import (
+    SwinConfig,
+    SwinForImageClassification,
+    SwinModel,
     Gemma2Config,
     Gemma2ForCausalLM,
     Gemma3ForCausalLM,
@@ -1291,6 +1294,22 @@ def encoder_specs():
             "image-classification", ("logits",),
             "output stride 8 (dilated depthwise layers), a stem expansion, torch padding, silu, fine-grained "
             "1280-wide output",
+        ),
+        EncoderSpec(
+            "swin", 173, SwinModel,
+            SwinConfig(image_size=[30, 26], patch_size=4, embed_dim=8, depths=[2, 3], num_heads=[2, 2], window_size=3),
+            "feature-extraction", ("last_hidden_state", "pooler_output"),
+            "30x26 images padded to whole 4x4 patches, an 8x7 grid padded to 3x3 windows, shifted every second "
+            "layer in both stages (a 4x4 grid after the odd-sided merging)",
+        ),
+        EncoderSpec(
+            "swin_cls", 174, SwinForImageClassification,
+            SwinConfig(image_size=24, patch_size=2, num_channels=2, embed_dim=6, depths=[1, 2, 2], num_heads=[1, 2, 4],
+                       window_size=3, mlp_ratio=2.5, qkv_bias=False, hidden_act="gelu_new", layer_norm_eps=1e-6,
+                       use_absolute_embeddings=True, num_labels=3),
+            "image-classification", ("logits",),
+            "3 stages over 12x12, 6x6 and 3x3 grids: the last one window, which no longer shifts; no qkv bias, MLP "
+            "ratio 2.5, tanh GELU, absolute positions, 3 labels",
         ),
         EncoderSpec(
             "modernbert", 112, ModernBertModel, modernbert_config(ModernBertConfig),

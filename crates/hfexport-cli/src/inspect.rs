@@ -205,7 +205,7 @@ fn dual_summary(d: &DualConfig) -> String {
     )
 }
 
-/// A convolutional backbone in a line: its kind, stages and the images it is built for.
+/// A backbone built at one image size in a line: its kind, stages and the images it is built for.
 fn backbone_summary(net: &ConvNetConfig) -> String {
     let kind = match &net.backbone {
         Backbone::ResNet(r) => format!(
@@ -229,6 +229,10 @@ fn backbone_summary(net: &ConvNetConfig) -> String {
             m.expand_ratio,
             m.output_stride,
             if m.tf_padding { ", TensorFlow padding" } else { "" }
+        ),
+        Backbone::Swin(s) => format!(
+            "Swin: widths from {}, depths {:?}, heads {:?}, {}x{} windows, {}x{} patches",
+            s.embed_dim, s.depths, s.heads, s.window, s.window, s.patch[0], s.patch[1]
         ),
     };
     format!("{kind}; images {}x{}, {} channels", net.image[0], net.image[1], net.channels)

@@ -198,9 +198,10 @@ pub(crate) struct ExportArgs {
     pub(crate) latent_attention: Option<String>,
     /// The image size an image model's graph takes, `N` or `HEIGHT,WIDTH` (default: the
     /// config's `image_size`, 224 where it has none): any size for the convolutional families
-    /// (ResNet, ConvNeXt, MobileNetV2); a multiple of the patch size for ViT, DeiT and DINOv2,
-    /// whose position embeddings are then resampled as transformers' `interpolate_pos_encoding`
-    /// does. Sets `image_size` of --config.
+    /// (ResNet, ConvNeXt, MobileNetV2), and for Swin one whose every stage sees at least a window
+    /// of patches (without absolute positions); a multiple of the patch size for ViT, DeiT,
+    /// DINOv2 and BEiT, whose position embeddings are then resampled as transformers'
+    /// `interpolate_pos_encoding` does. Sets `image_size` of --config.
     #[arg(long, value_parser = parse_image_size)]
     pub(crate) image_size: Option<[usize; 2]>,
     /// Run the export in its runtime against the reference evaluator before the folder is

@@ -22,10 +22,10 @@ const BATCH_NORM_EPS: f64 = 1e-5;
 
 /// What a backbone gives the heads: its last feature map `[batch, width, height', width']`
 /// (`last_hidden_state`) and its pooled features (`pooler_output`, as the class shapes them).
-struct Features {
-    map: ValueId,
-    pooled: ValueId,
-    width: usize,
+pub(crate) struct Features {
+    pub(crate) map: ValueId,
+    pub(crate) pooled: ValueId,
+    pub(crate) width: usize,
 }
 
 /// A ResNet convolution layer: square `kernel` padded by half of it, `stride`, no groups.
@@ -93,6 +93,7 @@ impl Decoder<'_> {
             Backbone::ResNet(r) => self.resnet(&root, r, net.channels, x)?,
             Backbone::ConvNext(c) => self.convnext(&root, c, net.channels, x)?,
             Backbone::MobileNetV2(m) => self.mobilenet_v2(&root, m, net.channels, x)?,
+            Backbone::Swin(s) => self.swin(&root, s, net.channels, x)?,
         };
         match task {
             Task::FeatureExtraction => {

@@ -34,6 +34,7 @@ pub mod schema;
 pub mod sentence;
 mod seq2seq;
 mod ssm;
+mod swin;
 pub mod task;
 pub mod vision;
 

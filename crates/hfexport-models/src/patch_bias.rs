@@ -64,8 +64,8 @@ impl RelativeBias {
 /// The table row of each (query, key) pair of the class token and a `[rows, cols]` grid of
 /// patches, row-major over `[tokens, tokens]`.
 fn pair_rows([rows, cols]: [usize; 2]) -> Vec<i64> {
-    let (n, width) = (rows * cols, 2 * cols as i64 - 1);
-    let grid_rows = (2 * rows as i64 - 1) * width;
+    let n = rows * cols;
+    let grid_rows = (2 * rows as i64 - 1) * (2 * cols as i64 - 1);
     let mut out = vec![0i64; (n + 1) * (n + 1)];
     for q in 0..=n {
         for k in 0..=n {
@@ -73,15 +73,20 @@ fn pair_rows([rows, cols]: [usize; 2]) -> Vec<i64> {
                 (0, 0) => grid_rows + 2,
                 (_, 0) => grid_rows + 1,
                 (0, _) => grid_rows,
-                _ => {
-                    let (qr, qc) = (((q - 1) / cols) as i64, ((q - 1) % cols) as i64);
-                    let (kr, kc) = (((k - 1) / cols) as i64, ((k - 1) % cols) as i64);
-                    (qr - kr + rows as i64 - 1) * width + (qc - kc + cols as i64 - 1)
-                }
+                _ => grid_pair_row([rows, cols], q - 1, k - 1),
             };
         }
     }
     out
+}
+
+/// The table row of the pair of patches `q` and `k` (row-major on a `[rows, cols]` grid): their
+/// offset on the grid, numbered over the `(2 rows - 1) x (2 cols - 1)` offsets (BEiT's patches,
+/// Swin's window).
+pub(crate) fn grid_pair_row([rows, cols]: [usize; 2], q: usize, k: usize) -> i64 {
+    let (qr, qc) = ((q / cols) as i64, (q % cols) as i64);
+    let (kr, kc) = ((k / cols) as i64, (k % cols) as i64);
+    (qr - kr + rows as i64 - 1) * (2 * cols as i64 - 1) + (qc - kc + cols as i64 - 1)
 }
 
 /// The `[out, input]` weights of torch's bilinear resampling of `input` samples to `out`

@@ -1,5 +1,6 @@
-//! The keys of the convolutional vision families (ResNet, ConvNeXt, MobileNetV2): channels, the image size a graph is
-//! built for, and each backbone's stage widths and depths, with their config classes' defaults.
+//! The keys of the vision backbones built at one image size (ResNet, ConvNeXt, MobileNetV2, and
+//! Swin's windowed transformer): channels, the image size a graph is built for, and each
+//! backbone's stage widths and depths, with their config classes' defaults.
 
 use super::*;
 use crate::schema::ConvNetKind;
@@ -22,6 +23,7 @@ pub enum Backbone {
     ResNet(ResNetConfig),
     ConvNext(ConvNextConfig),
     MobileNetV2(MobileNetV2Config),
+    Swin(SwinConfig),
 }
 
 /// `ResNetConfig`: a 7x7 stem of `embedding_size` channels and a max pool, then one stage per
@@ -73,6 +75,36 @@ pub struct MobileNetV2Config {
     pub act: Option<Activation>,
 }
 
+/// `SwinConfig`: a `patch_size` convolution to `embed_dim` channels and a norm (plus a learned
+/// position per patch where `use_absolute_embeddings`), then one stage per entry of `depths`:
+/// pre-LN layers attending within `window_size` windows (every second layer's windows shifted by
+/// half a window), `num_heads` heads at stage `s`'s width `embed_dim * 2^s`, an MLP of
+/// `mlp_ratio` times that width; each stage but the last ends in a patch merging (2x2 patches
+/// to one, twice as wide).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SwinConfig {
+    pub patch: [usize; 2],
+    pub embed_dim: usize,
+    pub depths: Vec<usize>,
+    pub heads: Vec<usize>,
+    pub window: usize,
+    pub mlp_ratio: f64,
+    pub qkv_bias: bool,
+    pub absolute_positions: bool,
+}
+
+impl SwinConfig {
+    /// Stage `s`'s width.
+    pub fn width(&self, s: usize) -> usize {
+        self.embed_dim << s
+    }
+
+    /// The hidden width of stage `s`'s MLPs: `int(mlp_ratio * width)`, as transformers sizes it.
+    pub fn mlp_width(&self, s: usize) -> usize {
+        (self.mlp_ratio * self.width(s) as f64) as usize
+    }
+}
+
 /// The image side a convolutional family is built for when its config names none.
 const DEFAULT_IMAGE_SIDE: usize = 224;
 
@@ -87,6 +119,7 @@ pub(super) fn parse_convnet(f: &Fields, schema: &ConfigSchema) -> Result<Option<
         ConvNetKind::ResNet => Backbone::ResNet(resnet(f)?),
         ConvNetKind::ConvNext { v2 } => Backbone::ConvNext(convnext(f, v2)?),
         ConvNetKind::MobileNetV2 => Backbone::MobileNetV2(mobilenet_v2(f)?),
+        ConvNetKind::Swin => Backbone::Swin(swin(f)?),
     };
     Ok(Some(ConvNetConfig { channels, image, backbone }))
 }
@@ -157,6 +190,38 @@ fn mobilenet_v2(f: &Fields) -> Result<MobileNetV2Config> {
         tf_padding: f.bool("tf_padding")?.unwrap_or(true),
         norm_eps: f.number("layer_norm_eps")?.unwrap_or(1e-3),
         act,
+    })
+}
+
+fn swin(f: &Fields) -> Result<SwinConfig> {
+    let embed_dim = f.size("embed_dim", Some(96), MAX_CHANNELS)?;
+    let depths = sizes(f, "depths", &[2, 2, 6, 2])?;
+    let heads = sizes(f, "num_heads", &[3, 6, 12, 24])?;
+    if heads.len() != depths.len() {
+        return Err(f.err("num_heads", format!("has {} stages, depths {}", heads.len(), depths.len())));
+    }
+    if depths.len() > 16 || embed_dim << (depths.len() - 1) > MAX_CHANNELS {
+        return Err(f.err("depths", format!("{} stages from embed_dim {embed_dim} are too wide", depths.len())));
+    }
+    for (s, &h) in heads.iter().enumerate() {
+        if (embed_dim << s) % h != 0 {
+            let width = embed_dim << s;
+            return Err(f.err("num_heads", format!("{h} heads do not divide stage {s}'s width {width}")));
+        }
+    }
+    let mlp_ratio = match f.number("mlp_ratio")?.unwrap_or(4.0) {
+        r if r > 0.0 && r <= 64.0 && (r * embed_dim as f64) >= 1.0 => r,
+        r => return Err(f.err("mlp_ratio", format!("must be a number in (0, 64] leaving the MLP a channel, got {r}"))),
+    };
+    Ok(SwinConfig {
+        patch: pair(f, "patch_size", 4)?,
+        embed_dim,
+        depths,
+        heads,
+        window: f.size("window_size", Some(7), 1 << 10)?,
+        mlp_ratio,
+        qkv_bias: f.bool("qkv_bias")?.unwrap_or(true),
+        absolute_positions: f.bool("use_absolute_embeddings")?.unwrap_or(false),
     })
 }
 

@@ -84,6 +84,7 @@ pub mod siglip;
 pub mod smollm3;
 pub mod stablelm;
 pub mod starcoder2;
+pub mod swin;
 pub mod t5;
 pub mod vit;
 pub mod wav2vec2;
@@ -180,6 +181,7 @@ pub static ARCHITECTURES: &[Architecture] = &[
     convnext::CONVNEXT,
     convnext::CONVNEXT_V2,
     mobilenet_v2::FAMILY,
+    swin::FAMILY,
     modernbert::FAMILY,
     whisper::FAMILY,
     wav2vec2::FAMILY,

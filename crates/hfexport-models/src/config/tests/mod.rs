@@ -976,3 +976,37 @@ fn beit_configs_read_their_switches_with_class_defaults() {
     assert_eq!((b.layer_bias, b.shared_bias, b.layer_scale, b.mean_pooling), (true, true, false, false));
     assert!(e.absolute_positions);
 }
+
+/// SwinConfig: its class defaults (Swin-T's stages at 224 pixels), its per-stage lists, and the
+/// settings refused by key.
+#[test]
+fn swin_configs_read_their_stages_with_class_defaults() {
+    let c = parse(r#"{"architectures": ["SwinForImageClassification"], "model_type": "swin"}"#).unwrap();
+    let net = c.convnet.clone().unwrap();
+    let crate::config::Backbone::Swin(s) = &net.backbone else { panic!("{:?}", net.backbone) };
+    assert_eq!((net.image, net.channels, s.patch, s.embed_dim, s.window), ([224, 224], 3, [4, 4], 96, 7));
+    assert_eq!((s.depths.clone(), s.heads.clone()), (vec![2, 2, 6, 2], vec![3, 6, 12, 24]));
+    assert_eq!(
+        (s.width(3), s.mlp_width(3), s.qkv_bias, s.absolute_positions, c.norm_eps),
+        (768, 3072, true, false, 1e-5)
+    );
+    let c = parse(
+        r#"{"architectures": ["SwinModel"], "model_type": "swin", "embed_dim": 6, "depths": [1, 2],
+            "num_heads": [2, 3], "mlp_ratio": 2.5, "qkv_bias": false, "use_absolute_embeddings": true,
+            "image_size": [30, 26], "patch_size": [2, 3]}"#,
+    )
+    .unwrap();
+    let crate::config::Backbone::Swin(s) = c.convnet.unwrap().backbone else { panic!("not Swin") };
+    assert_eq!(
+        (s.mlp_width(0), s.mlp_width(1), s.patch, s.qkv_bias, s.absolute_positions),
+        (15, 30, [2, 3], false, true)
+    );
+    let refused = |keys: &str, key: &str| {
+        let text = format!(r#"{{"architectures": ["SwinModel"], "model_type": "swin", {keys}}}"#);
+        config_err(parse(&text), key)
+    };
+    refused(r#""depths": [2, 2], "num_heads": [2]"#, "num_heads");
+    assert!(refused(r#""embed_dim": 6, "depths": [1], "num_heads": [4]"#, "num_heads").contains("do not divide"));
+    refused(r#""mlp_ratio": 0"#, "mlp_ratio");
+    refused(r#""window_size": 0"#, "window_size");
+}
