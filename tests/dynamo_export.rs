@@ -4,7 +4,8 @@
 //! a batch and length no sample used; `run_decompositions()` + save + load give the same
 //! logits, checked on each export that brings an operator or symbolic input signature no earlier
 //! one had (`tests/python/pt2_kinds.py`: retracing fails on an operator or a shape guard, and it
-//! is most of torch's time). Generation exports (three cache variants) give transformers' 16 greedy tokens through
+//! is most of torch's time; the forward and generation tests' processes share one coverage,
+//! [`torch_script`]). Generation exports (three cache variants) give transformers' 16 greedy tokens through
 //! `ep.module()` with static caches mutated in place (`tests/python/generate_pt2.py`), each
 //! component a program of the export's one `model.pt2` (`load_pt2(path).exported_programs[name]`)
 //! whose weights `prefill` and `decode` share: the same weight bytes as the forward export, and
@@ -21,6 +22,15 @@ use hfexport_models::safetensors::{read_all, write_safetensors};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::process::Command;
+
+/// `python SCRIPT`, its retrace coverage (`HFEXPORT_PT2_COVERAGE`, pt2_kinds.py) shared with
+/// every other torch script of this test binary's run.
+fn torch_script(name: &str) -> Command {
+    let shared = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("pt2-coverage-{}.json", std::process::id()));
+    let mut cmd = Command::new(python());
+    cmd.arg(script(name)).env("HFEXPORT_PT2_COVERAGE", shared);
+    cmd
+}
 
 fn export(name: &str, out: &Path, generation: Option<Generation>) -> ExportMetadata {
     export_model(&fixture(name), out, generation)
@@ -69,7 +79,7 @@ fn every_fixture_matches_transformers_in_torch() {
     }
     let (jobs_path, kinds_path) = (tmp.path().join("jobs.json"), tmp.path().join("kinds.json"));
     std::fs::write(&jobs_path, serde_json::to_string(&jobs).unwrap()).unwrap();
-    let o = Command::new(python()).arg(script("run_pt2.py")).args([&jobs_path, &kinds_path]).output().expect("python");
+    let o = torch_script("run_pt2.py").args([&jobs_path, &kinds_path]).output().expect("python");
     assert!(o.status.success(), "python {}: {}", o.status, String::from_utf8_lossy(&o.stderr));
     // every operator and input signature was retraced, by the first export that had it
     let kinds: BTreeMap<String, String> = serde_json::from_str(&std::fs::read_to_string(&kinds_path).unwrap()).unwrap();
@@ -150,7 +160,7 @@ fn generation_exports_give_transformers_tokens(variants: &[(&str, Generation)]) 
     }
     let (jobs_path, out) = (tmp.path().join("jobs.json"), tmp.path().join("tokens.json"));
     std::fs::write(&jobs_path, serde_json::to_string(&jobs).unwrap()).unwrap();
-    let o = Command::new(python()).arg(script("generate_pt2.py")).args([&jobs_path, &out]).output().expect("python");
+    let o = torch_script("generate_pt2.py").args([&jobs_path, &out]).output().expect("python");
     assert!(o.status.success(), "python {}: {}", o.status, String::from_utf8_lossy(&o.stderr));
     let got: BTreeMap<String, Vec<i64>> = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
     let failures: Vec<String> = want

@@ -13,7 +13,8 @@ in place: the loop never reads a cache back, and checks after every call that th
 first cache tensor holds new keys at the call's slots. A growing cache is returned by each call
 (the user outputs after `logits`) and passed to the next. Also checks that each program
 survives `run_decompositions()` + `torch.export.save` + `torch.export.load` when it brings an
-operator or input signature no program before it in this process had (pt2_kinds.py).
+operator or input signature no program before it had (pt2_kinds.py: in this process, or in
+any sharing its coverage file).
 """
 import json
 import os
