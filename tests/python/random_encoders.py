@@ -6,7 +6,7 @@ Usage: random_encoders.py OUTDIR --seed S --count N
 Writes N folders (save_pretrained of a randomly configured BERT / RoBERTa / XLM-RoBERTa / CamemBERT /
 XLM-RoBERTa-XL / DistilBERT / ELECTRA / ALBERT / MPNet / DeBERTa-v2 / ModernBERT / ViT / DeiT / DINOv2 / ResNet / ConvNeXt
 (V1, V2) / MobileNetV2 / CLIP (CLIPModel, zero-shot: texts against images; the towers, projected or not) /
-SigLIP (SiglipModel and its towers) / wav2vec2 / HuBERT / WavLM / Data2VecAudio (base, CTC, audio classifier) / BEiT / Data2VecVision / Swin with one
+SigLIP (SiglipModel and its towers) / wav2vec2 / HuBERT / WavLM / Data2VecAudio (base, CTC, audio classifier) / BEiT / Data2VecVision / Swin / Swinv2 with one
 of its heads, classes dealt round-robin) with golden.safetensors: for the cases `single` ([1, L])
 and `batch` ([2, L], row 1 right-padded), the inputs (`input_ids`, `attention_mask`, and
 `token_type_ids` when type_vocab_size > 1) and every output of the forward. OUTDIR/index.json
@@ -26,8 +26,8 @@ not, present or not), projection and head widths and image sizes; wav2vec2's and
 convolutions (count, widths, kernels, strides, biases, group or layer norms, activations), positional
 kernels and groups, post- or pre-norm layers, HuBERT's projection norm, WavLM's buckets and distances, classifier projectors and clip
 lengths (`input_values`, row 1 zero-padded; with its `attention_mask` where the checkpoint's feature extractor
-returns one); Swin's stages, heads, windows, patches, MLP ratios, biases, absolute positions and image sizes
-(`swin_keys`).
+returns one); Swin's and Swinv2's stages, heads, windows, patches, MLP ratios, biases, absolute positions,
+pretrained windows and image sizes (`swin_keys`).
 """
 
 import json
@@ -133,6 +133,8 @@ CLASSES = [
     ("swin", "SwinForImageClassification", "image-classification"),
     ("swin", "SwinModel", "feature-extraction"),
     ("swin", "SwinForImageClassification", "image-classification"),
+    ("swinv2", "Swinv2ForImageClassification", "image-classification"),
+    ("swinv2", "Swinv2Model", "feature-extraction"),
 ]
 POOLING_MODES = ["cls", "max", "mean", "mean_sqrt_len_tokens", "weightedmean", "lasttoken"]
 # the activations hfexport builds for a sentence-transformers Dense module
@@ -172,6 +174,7 @@ CONFIGS = {
     "beit": "BeitConfig",
     "data2vec-vision": "Data2VecVisionConfig",
     "swin": "SwinConfig",
+    "swinv2": "Swinv2Config",
 }
 BEIT = ("beit", "data2vec-vision")
 AUDIO = ("wav2vec2", "hubert", "wavlm", "data2vec-audio")
@@ -179,7 +182,7 @@ AUDIO = ("wav2vec2", "hubert", "wavlm", "data2vec-audio")
 TEXT_TOWERS = ("clip_text", "siglip_text")
 IMAGE_TOWERS = ("clip_vision", "siglip_vision")
 # the families whose goldens take images (pixel_values at the config's image_size)
-IMAGES = ("vit", "deit", "dinov2", "resnet", "convnext", "convnextv2", "mobilenet_v2", "beit", "data2vec-vision", "swin")
+IMAGES = ("vit", "deit", "dinov2", "resnet", "convnext", "convnextv2", "mobilenet_v2", "beit", "data2vec-vision", "swin", "swinv2")
 CONVOLUTIONAL = ("resnet", "convnext", "convnextv2", "mobilenet_v2")
 # ModernBertConfig's names for BERT's keys
 MODERNBERT_KEYS = {"hidden_act": "hidden_activation", "layer_norm_eps": "norm_eps",
@@ -216,8 +219,8 @@ def sample(rng, index):
         return family, cls_name, task, 0, with_labels(rng, audio_keys(rng, family))
     if family in ("convnext", "convnextv2"):
         return family, cls_name, task, 0, with_labels(rng, convnext_keys(rng, family == "convnext"))
-    if family == "swin":
-        return family, cls_name, task, 0, with_labels(rng, swin_keys(rng))
+    if family in ("swin", "swinv2"):
+        return family, cls_name, task, 0, with_labels(rng, swin_keys(rng, family == "swinv2"))
     if family in ("clip", "siglip") + TEXT_TOWERS + IMAGE_TOWERS:
         seq = rng.randint(5, 12)
         text = clip_text_keys(rng, seq)
@@ -472,9 +475,10 @@ def convnext_keys(rng, v1):
     return kw
 
 
-def swin_keys(rng):
+def swin_keys(rng, v2):
     """1-3 stages of 1-3 layers, 1-6 heads per stage over widths their multiple, windows 1-4,
-    patches 1-4 (square or not), MLP ratios, qkv biases on or off, absolute positions or not, any
+    patches 1-4 (square or not), MLP ratios, qkv biases on or off, absolute positions or not (V1;
+    transformers' V2 fails on them), V2's pretrained windows (0 or 2-8 per stage), any
     activation, epsilons, 1-4 channels, image sides (`swin_side`)."""
     stages = rng.randint(1, 3)
     heads = [rng.choice([1, 2, 3, 4, 6]) for _ in range(stages)]
@@ -487,11 +491,13 @@ def swin_keys(rng):
         patch_size=patch if patch[0] != patch[1] or rng.random() < 0.5 else patch[0],
         mlp_ratio=rng.choice([1.0, 2.5, 4.0]),
         qkv_bias=rng.random() < 0.7,
-        use_absolute_embeddings=rng.random() < 0.3,
+        use_absolute_embeddings=not v2 and rng.random() < 0.3,
         hidden_act=rng.choice(ACTS),
         layer_norm_eps=rng.choice([1e-6, 1e-5]),
         num_channels=rng.choice([1, 3, 4]),
     )
+    if v2:
+        kw["pretrained_window_sizes"] = [rng.choice([0, 0, rng.randint(2, 8)]) for _ in range(stages)]
     kw["image_size"] = [swin_side(rng, kw, axis) for axis in (0, 1)]
     return kw
 
@@ -499,10 +505,13 @@ def swin_keys(rng):
 def swin_side(rng, kw, axis):
     """An image side (4-64 pixels) at which every stage of Swin `kw` sees at least a window of
     patches along `axis` (transformers fails on less); with absolute positions, a multiple of
-    the patch (the learned grid must fit)."""
+    the patch (the learned grid must fit). Swinv2 fixes its windows from the configured size:
+    there, one whose last stage has a patch at all."""
     patch, window, stages = pair(kw["patch_size"])[axis], kw["window_size"], len(kw["depths"])
 
     def fits(side):
+        if "pretrained_window_sizes" in kw:
+            return (side // patch) >> (stages - 1) >= 1
         grid = -(-side // patch)
         for _ in range(stages - 1):
             grid = -(-grid // 2)
@@ -616,7 +625,7 @@ def main():
         if family in CONVOLUTIONAL and rng.random() < 0.5:
             image_size = [rng.randint(8, 48), rng.randint(8, 48)]
         # Swin too, where its positions are not learned for the configured size
-        if family == "swin" and not kw["use_absolute_embeddings"] and rng.random() < 0.5:
+        if family in ("swin", "swinv2") and not kw["use_absolute_embeddings"] and rng.random() < 0.5:
             image_size = [swin_side(rng, kw, axis) for axis in (0, 1)]
         # a patch family resamples its positions to other image sizes, when its stored grid is
         # square (ViT and DeiT as `interpolate_pos_encoding=True` asks, DINOv2 always)

@@ -49,6 +49,9 @@ from ssm_fixtures import ssm_specs
 from flagship_fixtures import flagship_specs
 from safetensors.torch import save_file
 from transformers import (
+    Swinv2Config,
+    Swinv2ForImageClassification,
+    Swinv2Model,
     SwinConfig,
     SwinForImageClassification,
     SwinModel,
@@ -1310,6 +1313,25 @@ def encoder_specs():
             "image-classification", ("logits",),
             "3 stages over 12x12, 6x6 and 3x3 grids: the last one window, which no longer shifts; no qkv bias, MLP "
             "ratio 2.5, tanh GELU, absolute positions, 3 labels",
+        ),
+        EncoderSpec(
+            "swinv2", 175, Swinv2Model,
+            Swinv2Config(image_size=[30, 26], patch_size=4, embed_dim=8, depths=[2, 3], num_heads=[2, 2], window_size=3,
+                         pretrained_window_sizes=[4, 0]),
+            "feature-extraction", ("last_hidden_state", "pooler_output"),
+            "V2: post-norm layers, cosine attention, the MLP position bias (offsets normalised by a pretrained window "
+            "of 4, then by its own), 30x26 images padded to whole patches, windows fixed from the configured 7x6 grid "
+            "(the second stage one window, unshifted)",
+        ),
+        EncoderSpec(
+            "swinv2_cls", 176, Swinv2ForImageClassification,
+            Swinv2Config(image_size=24, patch_size=2, num_channels=2, embed_dim=6, depths=[1, 2, 2],
+                         num_heads=[1, 2, 3], window_size=4, mlp_ratio=2.5, qkv_bias=False, hidden_act="gelu_new",
+                         layer_norm_eps=1e-6, pretrained_window_sizes=[0, 3, 2],
+                         num_labels=3),
+            "image-classification", ("logits",),
+            "V2 over 12x12, 6x6 and 3x3 grids: the last window clamped to 3, pretrained windows 3 and 2, no qkv "
+            "bias, MLP ratio 2.5, tanh GELU, 3 labels",
         ),
         EncoderSpec(
             "modernbert", 112, ModernBertModel, modernbert_config(ModernBertConfig),

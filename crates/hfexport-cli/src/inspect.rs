@@ -6,7 +6,7 @@ use anyhow::Result;
 use hfexport::core::dim::shape_to_string;
 use hfexport::core::dump::{dump, op_histogram};
 use hfexport::models::config::{
-    AudioConfig, Backbone, ConvNetConfig, DualConfig, FeatureNorm, LayerMlp, LayerSpec, Mixer, Span,
+    AudioConfig, Backbone, ConvNetConfig, DualConfig, FeatureNorm, LayerMlp, LayerSpec, Mixer, Span, SwinVersion,
 };
 use hfexport::{BuildOptions, Checkpoint, Graph, Task};
 use serde_json::{json, Value};
@@ -231,8 +231,15 @@ fn backbone_summary(net: &ConvNetConfig) -> String {
             if m.tf_padding { ", TensorFlow padding" } else { "" }
         ),
         Backbone::Swin(s) => format!(
-            "Swin: widths from {}, depths {:?}, heads {:?}, {}x{} windows, {}x{} patches",
-            s.embed_dim, s.depths, s.heads, s.window, s.window, s.patch[0], s.patch[1]
+            "Swin{}: widths from {}, depths {:?}, heads {:?}, {}x{} windows, {}x{} patches",
+            if s.version == SwinVersion::V1 { "" } else { "v2" },
+            s.embed_dim,
+            s.depths,
+            s.heads,
+            s.window,
+            s.window,
+            s.patch[0],
+            s.patch[1]
         ),
     };
     format!("{kind}; images {}x{}, {} channels", net.image[0], net.image[1], net.channels)

@@ -88,11 +88,24 @@ impl Decoder<'_> {
         self.op(name, Op::Binary(BinaryOp::Mul), &[x, c])
     }
 
+    /// `x / max(‖x‖, 1e-12)` over the last axis (torch's `F.normalize`: sentence-transformers'
+    /// Normalize module, Swinv2's cosine attention).
+    pub(crate) fn l2_normalize(&mut self, name: &str, x: ValueId) -> Result<ValueId> {
+        let last = self.g.info(x).shape.len() - 1;
+        let sq = self.op(&format!("{name}.square"), Op::Binary(BinaryOp::Mul), &[x, x])?;
+        let sum = Op::Reduce { kind: ReduceKind::Sum, axes: vec![last], keep_dims: true };
+        let n = self.op(&format!("{name}.sum"), sum, &[sq])?;
+        let n = self.op(&format!("{name}.norm"), Op::Unary(UnaryOp::Sqrt), &[n])?;
+        let eps = self.scalar(&format!("{name}.eps"), 1e-12)?;
+        let n = self.op(&format!("{name}.clamped"), Op::Binary(BinaryOp::Max), &[n, eps])?;
+        self.op(name, Op::Binary(BinaryOp::Div), &[x, n])
+    }
+
     /// `tanh(x / cap) * cap` (Gemma's soft-capping).
     pub(crate) fn softcap(&mut self, name: &str, x: ValueId, cap: f64) -> Result<ValueId> {
         let c = self.scalar(&format!("{name}.cap"), cap)?;
         let x = self.op(&format!("{name}.divide"), Op::Binary(BinaryOp::Div), &[x, c])?;
-        let x = self.op(&format!("{name}.tanh"), Op::Unary(hfexport_core::ops::UnaryOp::Tanh), &[x])?;
+        let x = self.op(&format!("{name}.tanh"), Op::Unary(UnaryOp::Tanh), &[x])?;
         self.op(name, Op::Binary(BinaryOp::Mul), &[x, c])
     }
 

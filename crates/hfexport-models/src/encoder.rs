@@ -692,13 +692,7 @@ impl Decoder<'_> {
             e = self.dense(d, e)?;
         }
         if m.normalize {
-            let sq = self.op("normalize.square", Op::Binary(BinaryOp::Mul), &[e, e])?;
-            let sum = Op::Reduce { kind: ReduceKind::Sum, axes: vec![1], keep_dims: true };
-            let n = self.op("normalize.sum", sum, &[sq])?;
-            let n = self.op("normalize.norm", Op::Unary(UnaryOp::Sqrt), &[n])?;
-            let eps = self.scalar("normalize.eps", 1e-12)?;
-            let n = self.op("normalize.clamped", Op::Binary(BinaryOp::Max), &[n, eps])?;
-            e = self.op("normalize", Op::Binary(BinaryOp::Div), &[e, n])?;
+            e = self.l2_normalize("normalize", e)?;
         }
         Ok(e)
     }

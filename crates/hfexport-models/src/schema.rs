@@ -201,9 +201,10 @@ pub enum ConvNetKind {
     /// `tf_padding`, `layer_norm_eps` (the batch norms'), `hidden_act` (`relu6`).
     MobileNetV2,
     /// `SwinConfig`: `patch_size`, `embed_dim`, `depths`, `num_heads` (a list: one per stage),
-    /// `window_size`, `mlp_ratio`, `qkv_bias`, `use_absolute_embeddings`: a hierarchical
-    /// transformer over shifted windows, built like the convolutional backbones at one image size.
-    Swin,
+    /// `window_size`, `mlp_ratio`, `qkv_bias`, `use_absolute_embeddings` (and, `v2`,
+    /// `Swinv2Config`'s `pretrained_window_sizes`): a hierarchical transformer over shifted
+    /// windows, built like the convolutional backbones at one image size.
+    Swin { v2: bool },
 }
 
 /// Where a family's state-space layers are and how their mixer keys are read.

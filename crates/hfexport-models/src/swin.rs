@@ -1,5 +1,5 @@
-//! Swin (`SwinModel`, `SwinForImageClassification`): a hierarchical transformer whose layers
-//! attend within square windows of patches. Its graph is built at one image size, like the
+//! Swin (`SwinModel`, `SwinForImageClassification`) and Swinv2: a hierarchical transformer whose
+//! layers attend within square windows of patches. Its graph is built at one image size, like the
 //! convolutional backbones' (`crate::convnet`, which calls it): transformers decides from the
 //! grid each stage sees whether its windows shift and how it pads, so those are the graph's
 //! constants, and only the batch is symbolic.
@@ -13,11 +13,17 @@
 //! mask, constants of the graph's dtype) serves any batch. A stage but the last ends in a patch
 //! merging: each 2x2 block of patches (the grid padded to even sides) concatenated in
 //! transformers' order, a norm, and a linear to twice the width.
+//!
+//! Swinv2 ([`SwinVersion::V2`]) differs in branches of the same functions: its norms follow the
+//! attention and the MLP, its scores are cosine similarities times a learned per-head scale, its
+//! relative position bias is computed by an MLP from log-spaced offsets, its windows and shifts
+//! are fixed from the configured image size (transformers builds them into its layers), and its
+//! patch merging normalises after the reduction.
 
-use hfexport_core::ops::{BinaryOp, ReduceKind, Window};
+use hfexport_core::ops::{Activation, BinaryOp, ReduceKind, UnaryOp, Window};
 use hfexport_core::{Dim, Op, Tensor, ValueId};
 
-use crate::config::SwinConfig;
+use crate::config::{SwinConfig, SwinVersion};
 use crate::convnet::Features;
 use crate::decoder::{Decoder, Vb};
 use crate::error::{ModelError, Result};
@@ -72,10 +78,13 @@ impl Decoder<'_> {
     /// (`encoder.layers.<s>`: `blocks.<l>`, then `downsample`), the final `layernorm`, and the
     /// mean over the patches as `pooler_output`.
     pub(crate) fn swin(&mut self, root: &Vb, s: &SwinConfig, channels: usize, x: ValueId) -> Result<Features> {
-        let (mut h, mut grid) = self.swin_embeddings(&root.pp("embeddings"), s, channels, x)?;
+        let net = self.cfg.convnet.as_ref().expect("Swin is a backbone of the config");
+        // transformers' `patch_grid`: the configured image in whole patches
+        let configured = Grid { rows: net.image[0] / s.patch[0], cols: net.image[1] / s.patch[1] };
+        let (mut h, mut grid) = self.swin_embeddings(&root.pp("embeddings"), s, (channels, configured), x)?;
         let stages = s.depths.len();
         for (stage, &depth) in s.depths.iter().enumerate() {
-            let windows = self.stage_windows(s, stage, grid)?;
+            let windows = self.stage_windows(s, stage, (grid, configured))?;
             let vb = root.pp("encoder.layers").pp(stage);
             // one shift mask for the stage's shifted layers
             let shift_mask = match windows.shift > 0 && depth > 1 {
@@ -87,7 +96,8 @@ impl Decoder<'_> {
                 h = self.swin_layer(&vb.pp("blocks").pp(l), s, stage, (windows, mask), grid, h)?;
             }
             if stage + 1 < stages {
-                (h, grid) = self.patch_merging(&vb.pp("downsample"), s.width(stage), grid, h)?;
+                let v2 = s.version != SwinVersion::V1;
+                (h, grid) = self.patch_merging(&vb.pp("downsample"), (s.width(stage), v2), grid, h)?;
             }
         }
         let width = s.width(stages - 1);
@@ -99,7 +109,13 @@ impl Decoder<'_> {
 
     /// The patch convolution over the image padded to whole patches, as `[batch, patches,
     /// embed_dim]`, its norm, and the learned positions where the config has them.
-    fn swin_embeddings(&mut self, vb: &Vb, s: &SwinConfig, channels: usize, x: ValueId) -> Result<(ValueId, Grid)> {
+    fn swin_embeddings(
+        &mut self,
+        vb: &Vb,
+        s: &SwinConfig,
+        (channels, stored): (usize, Grid),
+        x: ValueId,
+    ) -> Result<(ValueId, Grid)> {
         let shape = self.g.info(x).shape.clone();
         let [height, width] =
             [&shape[2], &shape[3]].map(|d| d.as_const().expect("Swin's image size is static") as usize);
@@ -117,8 +133,6 @@ impl Decoder<'_> {
         if !s.absolute_positions {
             return Ok((h, grid));
         }
-        let net = self.cfg.convnet.as_ref().expect("Swin is a backbone of the config");
-        let stored = Grid { rows: net.image[0] / ph, cols: net.image[1] / pw };
         if stored != grid {
             return Err(ModelError::Config {
                 path: "config.json".into(),
@@ -135,21 +149,34 @@ impl Decoder<'_> {
         Ok((self.op(&vb.name("positioned"), Op::Binary(BinaryOp::Add), &[h, pos])?, grid))
     }
 
-    /// Stage `stage`'s windows over `grid`, as transformers' `set_shift_and_window_size` and
-    /// `maybe_pad` make them; a grid narrower than a window is refused (transformers' relative
-    /// bias then no longer fits its scores).
-    fn stage_windows(&self, s: &SwinConfig, stage: usize, grid: Grid) -> Result<Windows> {
+    /// Stage `stage`'s windows over `grid`. Swin's, as transformers' `set_shift_and_window_size`
+    /// and `maybe_pad` make them from the grid the stage sees: a grid narrower than a window is
+    /// refused (transformers' relative bias then no longer fits its scores). Swinv2's from the
+    /// grid the stage has at the configured image size (`configured`, halved per stage, rounding
+    /// down), as its layers fix them when they are built: the window no taller than that grid,
+    /// unshifted where it is as tall.
+    fn stage_windows(&self, s: &SwinConfig, stage: usize, (grid, configured): (Grid, Grid)) -> Result<Windows> {
+        let refuse = |rows: usize, cols: usize, why: &str| ModelError::Config {
+            path: "config.json".into(),
+            key: "window_size".into(),
+            msg: format!(
+                "is {}, but stage {stage} of Swin sees a {rows}x{cols} grid of patches {why}: a grid smaller than a \
+                 window is unsupported (transformers fails on it too); export a larger --image-size",
+                s.window
+            ),
+        };
+        if let SwinVersion::V2 { .. } = s.version {
+            let rows = configured.rows >> stage;
+            let side = rows.min(s.window);
+            if side == 0 {
+                return Err(refuse(rows, configured.cols >> stage, "at the configured image_size"));
+            }
+            let shift = if rows <= side { 0 } else { s.window / 2 };
+            return Ok(Windows { side, shift, padded: grid.padded(side) });
+        }
         let smallest = grid.rows.min(grid.cols);
         if smallest < s.window {
-            return Err(ModelError::Config {
-                path: "config.json".into(),
-                key: "window_size".into(),
-                msg: format!(
-                    "is {}, but stage {stage} of Swin sees a {}x{} grid of patches at this image size: a grid smaller \
-                     than a window is unsupported (transformers fails on it too); export a larger --image-size",
-                    s.window, grid.rows, grid.cols
-                ),
-            });
+            return Err(refuse(grid.rows, grid.cols, "at this image size"));
         }
         let shift = if smallest <= s.window { 0 } else { s.window / 2 };
         Ok(Windows { side: s.window, shift, padded: grid.padded(s.window) })
@@ -158,7 +185,7 @@ impl Decoder<'_> {
     /// One Swin layer: `layernorm_before`, the window attention (on the grid rolled by the
     /// stage's shift where the layer has the `shift_mask`), the residual, then
     /// `layernorm_after`, the MLP (`intermediate.dense`, the activation, `output.dense`) and the
-    /// residual.
+    /// residual. Swinv2's norms are on the branches' outputs instead (before the residuals).
     fn swin_layer(
         &mut self,
         vb: &Vb,
@@ -168,10 +195,13 @@ impl Decoder<'_> {
         grid: Grid,
         x: ValueId,
     ) -> Result<ValueId> {
-        let (c, eps) = (s.width(stage), self.cfg.norm_eps);
+        let (c, eps, v2) = (s.width(stage), self.cfg.norm_eps, s.version != SwinVersion::V1);
         let batch = self.g.info(x).shape[0].clone();
         let d = |v: usize| Dim::from(v);
-        let h = self.layer_norm(&vb.pp("layernorm_before"), c, eps, x)?;
+        let h = match v2 {
+            true => x,
+            false => self.layer_norm(&vb.pp("layernorm_before"), c, eps, x)?,
+        };
         let h = self.op(
             &vb.name("grid"),
             Op::Reshape { shape: vec![batch.clone(), d(grid.rows), d(grid.cols), d(c)] },
@@ -192,19 +222,30 @@ impl Decoder<'_> {
         let d0 = d(0);
         let h = self.op(&vb.name("cropped_rows"), Op::Slice { axis: 1, start: d0.clone(), end: d(grid.rows) }, &[h])?;
         let h = self.op(&vb.name("cropped"), Op::Slice { axis: 2, start: d0, end: d(grid.cols) }, &[h])?;
-        let h = self.op(&vb.name("sequence"), Op::Reshape { shape: vec![batch, d(grid.len()), d(c)] }, &[h])?;
+        let mut h = self.op(&vb.name("sequence"), Op::Reshape { shape: vec![batch, d(grid.len()), d(c)] }, &[h])?;
+        if v2 {
+            h = self.layer_norm(&vb.pp("layernorm_before"), c, eps, h)?;
+        }
         let x = self.op(&vb.name("attention_residual"), Op::Binary(BinaryOp::Add), &[x, h])?;
         let act = self.activation()?;
-        let h = self.layer_norm(&vb.pp("layernorm_after"), c, eps, x)?;
+        let h = match v2 {
+            true => x,
+            false => self.layer_norm(&vb.pp("layernorm_after"), c, eps, x)?,
+        };
         let h = self.linear(&vb.pp("intermediate.dense"), s.mlp_width(stage), c, true, h)?;
         let h = self.op(&vb.name("intermediate.act"), Op::Activate(act), &[h])?;
-        let h = self.linear(&vb.pp("output.dense"), c, s.mlp_width(stage), true, h)?;
+        let mut h = self.linear(&vb.pp("output.dense"), c, s.mlp_width(stage), true, h)?;
+        if v2 {
+            h = self.layer_norm(&vb.pp("layernorm_after"), c, eps, h)?;
+        }
         self.op(&vb.name("mlp_residual"), Op::Binary(BinaryOp::Add), &[x, h])
     }
 
     /// Attention within each window of `x` `[batch, windows, window², width]`: `self.query`,
-    /// `self.key`, `self.value`, scores plus the layer's relative position bias
-    /// (`self.relative_position_bias_table`) and the shift mask, then `output.dense`.
+    /// `self.key`, `self.value`, scores plus the layer's relative position bias and the shift
+    /// mask, then `output.dense`. Swinv2's scores are cosine similarities (queries and keys
+    /// L2-normalised, keys unbiased) times each head's `self.logit_scale` (exponentiated, at most
+    /// 100), applied to the queries.
     fn window_attention(
         &mut self,
         vb: &Vb,
@@ -214,23 +255,35 @@ impl Decoder<'_> {
         shift_mask: Option<ValueId>,
         x: ValueId,
     ) -> Result<ValueId> {
-        let (c, heads) = (s.width(stage), s.heads[stage]);
+        let (c, heads, v2) = (s.width(stage), s.heads[stage], s.version != SwinVersion::V1);
         let (hd, n, count) = (c / heads, windows.area(), windows.count());
         let batch = self.g.info(x).shape[0].clone();
         let d = |v: usize| Dim::from(v);
+        let this = vb.pp("self");
         let mut qkv = vec![];
         for part in ["query", "key", "value"] {
-            let p = vb.pp("self").pp(part);
-            let t = self.linear(&p, c, c, s.qkv_bias, x)?;
+            let p = this.pp(part);
+            let t = self.linear(&p, c, c, s.qkv_bias && !(v2 && part == "key"), x)?;
             let shape = vec![batch.clone(), d(count), d(n), d(heads), d(hd)];
             let t = self.op(&p.name("heads"), Op::Reshape { shape }, &[t])?;
-            let t = self.op(&p.name("heads_first"), Op::Transpose { perm: vec![0, 1, 3, 2, 4] }, &[t])?;
+            let mut t = self.op(&p.name("heads_first"), Op::Transpose { perm: vec![0, 1, 3, 2, 4] }, &[t])?;
+            if v2 && part != "value" {
+                t = self.l2_normalize(&p.name("normalized"), t)?;
+            }
+            if v2 && part == "query" {
+                let scale = self.logit_scale(&this, heads)?;
+                t = self.op(&p.name("scaled"), Op::Binary(BinaryOp::Mul), &[t, scale])?;
+            }
             let shape = vec![batch.clone(), d(count * heads), d(n), d(hd)];
             qkv.push(self.op(&p.name("window_heads"), Op::Reshape { shape }, &[t])?);
         }
-        let mask = self.swin_window_mask(&vb.pp("self"), heads, windows, shift_mask)?;
-        let op =
-            Op::Attention { scale: (hd as f64).powf(-0.5) as f32, softcap: None, sliding_window: None, sinks: false };
+        let bias = match v2 {
+            true => self.continuous_position_bias(&this, s, stage, windows.side)?,
+            false => self.table_position_bias(&this, heads, windows.side)?,
+        };
+        let mask = self.swin_window_mask(&this, (heads, windows), bias, shift_mask)?;
+        let scale = if v2 { 1.0 } else { (hd as f64).powf(-0.5) as f32 };
+        let op = Op::Attention { scale, softcap: None, sliding_window: None, sinks: false };
         let o = self.op(&vb.name("scores"), op, &[qkv[0], qkv[1], qkv[2], mask])?;
         let o = self.op(
             &vb.name("windows"),
@@ -242,25 +295,79 @@ impl Decoder<'_> {
         self.linear(&vb.pp("output.dense"), c, c, true, o)
     }
 
-    /// The additive mask `[1, windows x heads, window², window²]`: the relative position bias
-    /// of each (query, key) pair of a window by their offset, plus the shift mask of `shift_mask`
-    /// `[windows, 1, window², window²]` where the layer shifts.
+    /// Swinv2's per-head logit scale `[heads, 1, 1]`: `exp(min(logit_scale, ln 100))`.
+    fn logit_scale(&mut self, vb: &Vb, heads: usize) -> Result<ValueId> {
+        let stored = self.weight(vb, "logit_scale", &[heads, 1, 1])?;
+        let cap = self.scalar(&vb.name("logit_scale.cap"), 100f64.ln())?;
+        let capped = self.op(&vb.name("logit_scale.capped"), Op::Binary(BinaryOp::Min), &[stored, cap])?;
+        self.op(&vb.name("logit_scale.exp"), Op::Unary(UnaryOp::Exp), &[capped])
+    }
+
+    /// The rows of each (query, key) pair of a window of `side`, by their offset: `[side⁴]` (i64).
+    fn window_pairs(&mut self, vb: &Vb, side: usize) -> Result<ValueId> {
+        let n = side * side;
+        let rows: Vec<i64> = (0..n * n).map(|i| grid_pair_row([side, side], i / n, i % n)).collect();
+        self.op(&vb.name("relative_position_index"), Op::Constant(Tensor::i64(vec![n * n], rows)?), &[])
+    }
+
+    /// `[1, heads, side², side²]` from `table` `[(2 side - 1)², heads]`, each pair's row.
+    fn pair_bias(&mut self, vb: &Vb, (heads, side): (usize, usize), table: ValueId) -> Result<ValueId> {
+        let (n, d) = (side * side, |v: usize| Dim::from(v));
+        let index = self.window_pairs(vb, side)?;
+        let bias = self.op(&vb.name("relative_bias.pairs"), Op::Gather { axis: 0 }, &[table, index])?;
+        let bias = self.op(&vb.name("relative_bias.heads_first"), Op::Transpose { perm: vec![1, 0] }, &[bias])?;
+        self.op(&vb.name("relative_bias"), Op::Reshape { shape: vec![d(1), d(heads), d(n), d(n)] }, &[bias])
+    }
+
+    /// Swin's learned table `relative_position_bias_table`, read per pair.
+    fn table_position_bias(&mut self, vb: &Vb, heads: usize, side: usize) -> Result<ValueId> {
+        let table = self.weight(vb, "relative_position_bias_table", &[(2 * side - 1) * (2 * side - 1), heads])?;
+        self.pair_bias(vb, (heads, side), table)
+    }
+
+    /// Swinv2's `16 * sigmoid(mlp(offsets))` read per pair: `continuous_position_bias_mlp` (a
+    /// 2 -> 512 linear, ReLU, a 512 -> heads linear without bias) over every offset of a window of
+    /// `side`, each offset normalised to [-8, 8] by the pretrained (else this) window and
+    /// log-spaced, `sign(x) log2(|x| + 1) / 3`, as transformers' `create_coords_table_and_index`.
+    fn continuous_position_bias(&mut self, vb: &Vb, s: &SwinConfig, stage: usize, side: usize) -> Result<ValueId> {
+        let SwinVersion::V2 { pretrained_windows } = &s.version else { unreachable!("Swinv2's bias") };
+        let heads = s.heads[stage];
+        let norm = match (pretrained_windows[stage], side) {
+            (0, 1) => 1.0,
+            (0, w) => (w - 1) as f32,
+            (p, _) => (p - 1) as f32,
+        };
+        let span = 2 * side - 1;
+        let log_spaced = |o: f32| {
+            let x = o / norm * 8.0;
+            x.signum() * (x.abs() + 1.0).log2() / 3.0
+        };
+        let offsets = (0..span).map(|i| i as f32 - (side - 1) as f32);
+        let coords: Vec<f32> =
+            offsets.clone().flat_map(|h| offsets.clone().flat_map(move |w| [h, w])).map(log_spaced).collect();
+        let coords = Tensor::float(self.opts.dtype, vec![span * span, 2], coords)?;
+        let mlp = vb.pp("continuous_position_bias_mlp");
+        let coords = self.op(&mlp.name("coords"), Op::Constant(coords), &[])?;
+        let h = self.linear(&mlp.pp(0), 512, 2, true, coords)?;
+        let h = self.op(&mlp.name("relu"), Op::Activate(Activation::Relu), &[h])?;
+        let table = self.linear(&mlp.pp(2), heads, 512, false, h)?;
+        let bias = self.pair_bias(vb, (heads, side), table)?;
+        let bias = self.op(&vb.name("relative_bias.sigmoid"), Op::Unary(UnaryOp::Sigmoid), &[bias])?;
+        self.scale(&vb.name("relative_bias.scaled"), bias, 16.0)
+    }
+
+    /// The additive mask `[1, windows x heads, window², window²]`: the relative position `bias`
+    /// `[1, heads, window², window²]`, plus the shift mask of `shift_mask` `[windows, 1, window²,
+    /// window²]` where the layer shifts.
     fn swin_window_mask(
         &mut self,
         vb: &Vb,
-        heads: usize,
-        windows: Windows,
+        (heads, windows): (usize, Windows),
+        bias: ValueId,
         shift_mask: Option<ValueId>,
     ) -> Result<ValueId> {
-        let (side, n, count) = (windows.side, windows.area(), windows.count());
+        let (n, count) = (windows.area(), windows.count());
         let d = |v: usize| Dim::from(v);
-        let rows: Vec<i64> = (0..n * n).map(|i| grid_pair_row([side, side], i / n, i % n)).collect();
-        let index = self.op(&vb.name("relative_position_index"), Op::Constant(Tensor::i64(vec![n * n], rows)?), &[])?;
-        let table = self.weight(vb, "relative_position_bias_table", &[(2 * side - 1) * (2 * side - 1), heads])?;
-        let bias = self.op(&vb.name("relative_bias.pairs"), Op::Gather { axis: 0 }, &[table, index])?;
-        let bias = self.op(&vb.name("relative_bias.heads_first"), Op::Transpose { perm: vec![1, 0] }, &[bias])?;
-        let bias =
-            self.op(&vb.name("relative_bias"), Op::Reshape { shape: vec![d(1), d(heads), d(n), d(n)] }, &[bias])?;
         let per_window = match shift_mask {
             Some(m) => self.op(&vb.name("shift_masked"), Op::Binary(BinaryOp::Add), &[bias, m])?,
             None => {
@@ -311,8 +418,9 @@ impl Decoder<'_> {
 
     /// transformers' `SwinPatchMerging` of `x` `[batch, patches, width]` over `grid`: the grid
     /// padded to even sides, each 2x2 block's patches concatenated (top-left, bottom-left,
-    /// top-right, bottom-right), `norm`, and `reduction` to twice the width.
-    fn patch_merging(&mut self, vb: &Vb, c: usize, grid: Grid, x: ValueId) -> Result<(ValueId, Grid)> {
+    /// top-right, bottom-right), `norm`, and `reduction` to twice the width (Swinv2: `reduction`,
+    /// then `norm`).
+    fn patch_merging(&mut self, vb: &Vb, (c, v2): (usize, bool), grid: Grid, x: ValueId) -> Result<(ValueId, Grid)> {
         let batch = self.g.info(x).shape[0].clone();
         let d = |v: usize| Dim::from(v);
         let even = grid.padded(2);
@@ -329,6 +437,10 @@ impl Decoder<'_> {
         // [b, i, row, j, col, c] -> [b, i, j, col, row, c]: channel block `col * 2 + row`
         let h = self.op(&vb.name("block_order"), Op::Transpose { perm: vec![0, 1, 3, 4, 2, 5] }, &[h])?;
         let h = self.op(&vb.name("merged"), Op::Reshape { shape: vec![batch, d(half.len()), d(4 * c)] }, &[h])?;
+        if v2 {
+            let h = self.linear(&vb.pp("reduction"), 2 * c, 4 * c, false, h)?;
+            return Ok((self.layer_norm(&vb.pp("norm"), 2 * c, TORCH_NORM_EPS, h)?, half));
+        }
         let h = self.layer_norm(&vb.pp("norm"), 4 * c, TORCH_NORM_EPS, h)?;
         Ok((self.linear(&vb.pp("reduction"), 2 * c, 4 * c, false, h)?, half))
     }

@@ -91,6 +91,18 @@ pub struct SwinConfig {
     pub mlp_ratio: f64,
     pub qkv_bias: bool,
     pub absolute_positions: bool,
+    pub version: SwinVersion,
+}
+
+/// Swin, or Swinv2: post-norm layers, cosine attention with a learned per-head logit scale, a
+/// relative position bias computed by a small MLP from log-spaced offsets (normalised by the
+/// window each stage was pretrained at, its `pretrained_window_sizes` entry, or its own where 0),
+/// windows and shifts fixed from the configured image size, and the patch merging's norm after
+/// its reduction.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SwinVersion {
+    V1,
+    V2 { pretrained_windows: Vec<usize> },
 }
 
 impl SwinConfig {
@@ -119,7 +131,7 @@ pub(super) fn parse_convnet(f: &Fields, schema: &ConfigSchema) -> Result<Option<
         ConvNetKind::ResNet => Backbone::ResNet(resnet(f)?),
         ConvNetKind::ConvNext { v2 } => Backbone::ConvNext(convnext(f, v2)?),
         ConvNetKind::MobileNetV2 => Backbone::MobileNetV2(mobilenet_v2(f)?),
-        ConvNetKind::Swin => Backbone::Swin(swin(f)?),
+        ConvNetKind::Swin { v2 } => Backbone::Swin(swin(f, v2)?),
     };
     Ok(Some(ConvNetConfig { channels, image, backbone }))
 }
@@ -193,7 +205,7 @@ fn mobilenet_v2(f: &Fields) -> Result<MobileNetV2Config> {
     })
 }
 
-fn swin(f: &Fields) -> Result<SwinConfig> {
+fn swin(f: &Fields, v2: bool) -> Result<SwinConfig> {
     let embed_dim = f.size("embed_dim", Some(96), MAX_CHANNELS)?;
     let depths = sizes(f, "depths", &[2, 2, 6, 2])?;
     let heads = sizes(f, "num_heads", &[3, 6, 12, 24])?;
@@ -213,16 +225,48 @@ fn swin(f: &Fields) -> Result<SwinConfig> {
         r if r > 0.0 && r <= 64.0 && (r * embed_dim as f64) >= 1.0 => r,
         r => return Err(f.err("mlp_ratio", format!("must be a number in (0, 64] leaving the MLP a channel, got {r}"))),
     };
+    let absolute_positions = f.bool("use_absolute_embeddings")?.unwrap_or(false);
+    if v2 && absolute_positions {
+        let why =
+            "is true: unsupported for Swinv2, whose table has a row more than the patches (transformers fails on it)";
+        return Err(f.err("use_absolute_embeddings", why));
+    }
     Ok(SwinConfig {
         patch: pair(f, "patch_size", 4)?,
         embed_dim,
-        depths,
         heads,
         window: f.size("window_size", Some(7), 1 << 10)?,
         mlp_ratio,
         qkv_bias: f.bool("qkv_bias")?.unwrap_or(true),
-        absolute_positions: f.bool("use_absolute_embeddings")?.unwrap_or(false),
+        absolute_positions,
+        version: match v2 {
+            true => SwinVersion::V2 { pretrained_windows: pretrained_windows(f, depths.len())? },
+            false => SwinVersion::V1,
+        },
+        depths,
     })
+}
+
+/// Swinv2's `pretrained_window_sizes`: one window side (0: none) per stage, at least as many as
+/// `stages` (transformers reads one per stage; the class default has four zeros).
+fn pretrained_windows(f: &Fields, stages: usize) -> Result<Vec<usize>> {
+    let key = "pretrained_window_sizes";
+    let list = match f.raw(key) {
+        None | Some(Value::Null) => vec![0; 4],
+        Some(Value::Array(list)) => list
+            .iter()
+            .map(|v| match v.as_u64() {
+                // a side of 1 would normalise the offsets by 0
+                Some(n) if n != 1 && n <= 1 << 10 => Ok(n as usize),
+                _ => Err(f.err(key, format!("must hold window sides of 2 or more (0 for none), got {}", describe(v)))),
+            })
+            .collect::<Result<_>>()?,
+        Some(v) => Err(f.err(key, format!("must be a list of window sides, got {}", describe(v))))?,
+    };
+    match list.len() >= stages {
+        true => Ok(list),
+        false => Err(f.err(key, format!("has {} entries for {stages} stages", list.len()))),
+    }
 }
 
 /// A non-empty list of positive integers, `default` when absent.

@@ -43,7 +43,7 @@ mod tests;
 
 pub use audio::{AudioConfig, AudioConv, FeatureNorm};
 use convnet::*;
-pub use convnet::{Backbone, ConvNetConfig, ConvNextConfig, MobileNetV2Config, ResNetConfig, SwinConfig};
+pub use convnet::{Backbone, ConvNetConfig, ConvNextConfig, MobileNetV2Config, ResNetConfig, SwinConfig, SwinVersion};
 use dims::*;
 use encoder::*;
 pub use encoder::{MAX_IMAGE_SIDE, MAX_LABELS};

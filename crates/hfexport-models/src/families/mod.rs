@@ -182,6 +182,7 @@ pub static ARCHITECTURES: &[Architecture] = &[
     convnext::CONVNEXT_V2,
     mobilenet_v2::FAMILY,
     swin::FAMILY,
+    swin::SWINV2,
     modernbert::FAMILY,
     whisper::FAMILY,
     wav2vec2::FAMILY,

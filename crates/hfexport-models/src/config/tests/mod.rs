@@ -977,10 +977,10 @@ fn beit_configs_read_their_switches_with_class_defaults() {
     assert!(e.absolute_positions);
 }
 
-/// SwinConfig: its class defaults (Swin-T's stages at 224 pixels), its per-stage lists, and the
-/// settings refused by key.
+/// SwinConfig and Swinv2Config: their class defaults (Swin-T's stages at 224 pixels), their
+/// per-stage lists, and the settings refused by key.
 #[test]
-fn swin_configs_read_their_stages_with_class_defaults() {
+fn swin_and_swinv2_configs_read_their_stages_with_class_defaults() {
     let c = parse(r#"{"architectures": ["SwinForImageClassification"], "model_type": "swin"}"#).unwrap();
     let net = c.convnet.clone().unwrap();
     let crate::config::Backbone::Swin(s) = &net.backbone else { panic!("{:?}", net.backbone) };
@@ -1009,4 +1009,15 @@ fn swin_configs_read_their_stages_with_class_defaults() {
     assert!(refused(r#""embed_dim": 6, "depths": [1], "num_heads": [4]"#, "num_heads").contains("do not divide"));
     refused(r#""mlp_ratio": 0"#, "mlp_ratio");
     refused(r#""window_size": 0"#, "window_size");
+    // Swinv2: its pretrained windows (four zeros by default), and the absolute positions its
+    // transformers class cannot run
+    let v2 = |keys: &str| parse(&format!(r#"{{"architectures": ["Swinv2Model"], "model_type": "swinv2"{keys}}}"#));
+    let crate::config::Backbone::Swin(s) = v2("").unwrap().convnet.unwrap().backbone else { panic!("not Swin") };
+    assert_eq!(s.version, crate::config::SwinVersion::V2 { pretrained_windows: vec![0; 4] });
+    let windows = r#", "depths": [1, 1], "num_heads": [1, 1], "pretrained_window_sizes": [8, 0]"#;
+    let crate::config::Backbone::Swin(s) = v2(windows).unwrap().convnet.unwrap().backbone else { panic!("not Swin") };
+    assert_eq!(s.version, crate::config::SwinVersion::V2 { pretrained_windows: vec![8, 0] });
+    config_err(v2(r#", "use_absolute_embeddings": true"#), "use_absolute_embeddings");
+    config_err(v2(r#", "pretrained_window_sizes": [1, 0, 0, 0]"#), "pretrained_window_sizes");
+    config_err(v2(r#", "pretrained_window_sizes": [0, 0]"#), "pretrained_window_sizes");
 }
