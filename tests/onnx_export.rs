@@ -324,3 +324,45 @@ fn an_export_failing_midway_leaves_nothing() {
     assert!(!dest.exists());
     assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 0, "the staging folder is removed");
 }
+
+/// Every tokenizer file of the checkpoint is copied byte for byte (the slow tokenizers' too:
+/// Marian's `source.spm` / `target.spm`, T5's `spiece.model`, BERT's `vocab.txt`, …) and listed
+/// in export.json's `files`; other files of the checkpoint folder are not.
+#[test]
+fn tokenizer_files_of_every_kind_are_carried_over() {
+    let tmp = tempfile::tempdir().unwrap();
+    let model = tmp.path().join("checkpoint");
+    std::fs::create_dir_all(&model).unwrap();
+    for entry in std::fs::read_dir(fixture("llama")).unwrap() {
+        let path = entry.unwrap().path();
+        std::fs::copy(&path, model.join(path.file_name().unwrap())).unwrap();
+    }
+    // the slow tokenizers' files (opaque to the export; the JSON ones it may read stay the
+    // fixture's)
+    let slow = ["vocab.txt", "spiece.model", "sentencepiece.bpe.model", "spm.model", "source.spm", "target.spm"];
+    for (i, name) in slow.iter().chain(["normalizer.json"].iter()).enumerate() {
+        std::fs::write(model.join(name), format!("{name} {i}")).unwrap();
+    }
+    std::fs::write(model.join("notes.txt"), "not a tokenizer").unwrap();
+    let config = serde_json::json!({"export_format": "onnx"});
+    let exporter = AutoHfExporter::from_config(AutoExportConfig::from_dict(&config).unwrap()).unwrap();
+    let out = tmp.path().join("export");
+    let req = ExportRequest {
+        model: model.clone(),
+        output: out.clone(),
+        task: Some(Task::CausalLm),
+        dtype: DType::F32,
+        force: false,
+        generation: None,
+    };
+    let meta = exporter.export(&req, &mut |_| {}).unwrap();
+    for name in hfexport::COPIED_FILES {
+        let (src, dst) = (model.join(name), out.join(name));
+        if src.exists() {
+            assert_eq!(std::fs::read(&src).unwrap(), std::fs::read(&dst).unwrap(), "{name}");
+            assert!(meta.files.iter().any(|f| f.path == name), "{name} is listed in export.json");
+        }
+    }
+    assert!(slow.iter().all(|name| out.join(name).is_file()), "{:?}", std::fs::read_dir(&out).unwrap().count());
+    assert!(!out.join("notes.txt").exists(), "a file no tokenizer reads stays behind");
+}

@@ -17,8 +17,13 @@ use hfexport_models::{
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-/// Files copied from the checkpoint into every export, when present.
-pub const COPIED_FILES: [&str; 11] = [
+/// Files copied from the checkpoint into every export, when present: the configs, and every
+/// file a tokenizer is loaded from (the fast `tokenizer.json`, and the slow tokenizers' own:
+/// WordPiece's `vocab.txt`, SentencePiece's `spiece.model` (T5, ALBERT),
+/// `sentencepiece.bpe.model` (XLM-R, M2M100, mBART), `spm.model` (DeBERTa-v3), Marian's
+/// `source.spm` / `target.spm`, Whisper's `normalizer.json`), so that `AutoTokenizer` loads
+/// from the export folder what it loads from the checkpoint.
+pub const COPIED_FILES: [&str; 18] = [
     "config.json",
     "generation_config.json",
     "preprocessor_config.json",
@@ -30,6 +35,13 @@ pub const COPIED_FILES: [&str; 11] = [
     "merges.txt",
     "added_tokens.json",
     "chat_template.jinja",
+    "vocab.txt",
+    "spiece.model",
+    "sentencepiece.bpe.model",
+    "spm.model",
+    "source.spm",
+    "target.spm",
+    "normalizer.json",
 ];
 
 /// One export job.
