@@ -48,7 +48,8 @@ enum Command {
         #[arg(long, requires = "supported", conflicts_with = "json")]
         markdown: bool,
         /// Default: the task of the checkpoint's class (`architectures[0]`: `BertForMaskedLM`
-        /// is fill-mask, `BertModel` feature-extraction)
+        /// is fill-mask, `BertModel` feature-extraction, or sentence-embedding in a
+        /// sentence-transformers folder)
         #[arg(long, value_parser = tasks())]
         task: Option<String>,
         /// Print the whole graph, one node per line.
@@ -89,7 +90,8 @@ enum Command {
         #[arg(long)]
         runtime: Option<String>,
         /// Default: the task of the checkpoint's class (`architectures[0]`: `BertForMaskedLM`
-        /// is fill-mask, `BertModel` feature-extraction)
+        /// is fill-mask, `BertModel` feature-extraction, or sentence-embedding in a
+        /// sentence-transformers folder)
         #[arg(long, value_parser = tasks())]
         task: Option<String>,
     },
@@ -153,7 +155,8 @@ pub(crate) struct ExportArgs {
     /// The export folder (refused if not empty, unless --force).
     #[arg(long)]
     pub(crate) output: PathBuf,
-    /// Default: the task of the checkpoint's class (`architectures[0]`)
+    /// Default: the task of the checkpoint's class (`architectures[0]`; a bare encoder in a
+    /// sentence-transformers folder, with `modules.json`: sentence-embedding)
     #[arg(long, value_parser = tasks())]
     pub(crate) task: Option<String>,
     /// float32 | float16 | bfloat16
@@ -314,11 +317,12 @@ fn tasks() -> clap::builder::PossibleValuesParser {
     Task::ALL.map(|t| clap::builder::PossibleValue::new(t.name()).aliases(t.aliases())).into()
 }
 
-/// `--task`, else the task of the checkpoint's class.
+/// `--task`, else the checkpoint's default task (its class's; a sentence-transformers folder's
+/// sentence embedding).
 pub(crate) fn task_of(ckpt: &Checkpoint, task: Option<&str>) -> Result<Task> {
     match task {
         Some(t) => Task::parse(t).map_err(anyhow::Error::msg),
-        None => Ok(Task::of_class(&ckpt.config.architecture)),
+        None => Ok(Task::of_model(&ckpt.config)),
     }
 }
 

@@ -571,3 +571,38 @@ fn copy_dir(from: &Path, to: &Path) {
         std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
     }
 }
+
+/// A sentence-transformers folder (`modules.json`) of a bare encoder is exported for its
+/// sentence embedding by default, saying so, as optimum's exporter reads such a folder; `--task
+/// feature-extraction` still exports the token states alone. `inspect` shows the same default.
+#[test]
+fn sentence_transformers_folders_default_to_their_sentence_embedding() {
+    let tmp = tempfile::tempdir().unwrap();
+    let model = fixture("bert_st");
+    let out = tmp.path().join("default");
+    let o = hfexport(&[
+        "export",
+        "--model",
+        model.to_str().unwrap(),
+        "--format",
+        "onnx",
+        "--output",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let said = format!("{}{}", String::from_utf8_lossy(&o.stdout), stderr(&o));
+    assert!(said.contains("a sentence-transformers folder (modules.json): exported for sentence-embedding"), "{said}");
+    let meta = hfexport_core::metadata::ExportMetadata::read(&out).unwrap();
+    let outputs: Vec<&str> = meta.components[0].outputs.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!((meta.task.as_str(), outputs), ("sentence-embedding", vec!["token_embeddings", "sentence_embedding"]));
+    let plain = tmp.path().join("plain");
+    let args = ["--format", "onnx", "--task", "feature-extraction", "--output", plain.to_str().unwrap()];
+    let o = hfexport(&[&["export", "--model", model.to_str().unwrap()][..], &args[..]].concat());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let meta = hfexport_core::metadata::ExportMetadata::read(&plain).unwrap();
+    assert_eq!(
+        (meta.task.as_str(), meta.components[0].outputs[0].name.as_str()),
+        ("feature-extraction", "last_hidden_state")
+    );
+    assert_inspect_prints("bert_st", &["task sentence-embedding"]);
+}

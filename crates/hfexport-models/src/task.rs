@@ -2,6 +2,7 @@
 //! for which, and the table of supported classes with their tasks that `hfexport inspect
 //! --supported` prints and `docs/supported.md` holds.
 
+use crate::config::ModelConfig;
 use crate::families::{self, Architecture, SupportedClass};
 use crate::layout::{EncoderInput, StackInput};
 
@@ -124,6 +125,17 @@ impl Task {
             ("ForImageClassificationWithTeacher", Task::ImageClassification),
         ];
         heads.iter().find(|(suffix, _)| class.ends_with(suffix)).map_or(Task::FeatureExtraction, |(_, t)| *t)
+    }
+
+    /// The task a checkpoint is exported for by default: its class's ([`Task::of_class`]),
+    /// except that a bare encoder in a sentence-transformers folder (`modules.json`, read into
+    /// [`ModelConfig::sentence`]) gives its sentence embedding, as optimum's exporter reads such
+    /// a folder: what `SentenceTransformer.encode` computes, not the token states alone.
+    pub fn of_model(config: &ModelConfig) -> Task {
+        match Task::of_class(&config.architecture) {
+            Task::FeatureExtraction if config.sentence.is_some() => Task::SentenceEmbedding,
+            task => task,
+        }
     }
 
     /// Whether a family can be built for this task at all (the checkpoint must still hold the

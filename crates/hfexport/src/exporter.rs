@@ -49,7 +49,8 @@ pub const COPIED_FILES: [&str; 18] = [
 pub struct ExportRequest {
     pub model: PathBuf,
     pub output: PathBuf,
-    /// `None`: the task of the checkpoint's class (`architectures[0]`, see [`Task::of_class`]).
+    /// `None`: the checkpoint's default task ([`Task::of_model`]: its class's, or a
+    /// sentence-transformers folder's sentence embedding).
     pub task: Option<Task>,
     /// Float dtype of the exported weights and activations.
     pub dtype: DType,
@@ -60,9 +61,9 @@ pub struct ExportRequest {
 }
 
 impl ExportRequest {
-    /// The task asked for, else the checkpoint class's.
+    /// The task asked for, else the checkpoint's default ([`Task::of_model`]).
     pub fn task_of(&self, model: &ModelConfig) -> Task {
-        self.task.unwrap_or_else(|| Task::of_class(&model.architecture))
+        self.task.unwrap_or_else(|| Task::of_model(model))
     }
 }
 
@@ -239,6 +240,13 @@ impl AutoHfExporter {
                  this class yet), so the export takes text only",
                 model.architecture
             ));
+        }
+        if req.task.is_none() && task == Task::SentenceEmbedding {
+            notes.push(
+                "a sentence-transformers folder (modules.json): exported for sentence-embedding, the embedding \
+                 `SentenceTransformer.encode` computes (`--task feature-extraction` exports the token states alone)"
+                    .to_string(),
+            );
         }
         if req.generation.is_some() && model.scans() && !sequence_loops {
             notes.push(format!(
