@@ -88,16 +88,19 @@ impl Decoder<'_> {
         self.op(name, Op::Binary(BinaryOp::Mul), &[x, c])
     }
 
-    /// `x / max(‖x‖, 1e-12)` over the last axis (torch's `F.normalize`: sentence-transformers'
-    /// Normalize module, Swinv2's cosine attention).
-    pub(crate) fn l2_normalize(&mut self, name: &str, x: ValueId) -> Result<ValueId> {
+    /// `x / ‖x‖` over the last axis, the norm at least `eps` where given (torch's `F.normalize`,
+    /// 1e-12: sentence-transformers' Normalize module, Swinv2's cosine attention; none: CLIP's
+    /// and SigLIP's `_get_vector_norm`).
+    pub(crate) fn l2_normalize(&mut self, name: &str, x: ValueId, eps: Option<f64>) -> Result<ValueId> {
         let last = self.g.info(x).shape.len() - 1;
         let sq = self.op(&format!("{name}.square"), Op::Binary(BinaryOp::Mul), &[x, x])?;
         let sum = Op::Reduce { kind: ReduceKind::Sum, axes: vec![last], keep_dims: true };
         let n = self.op(&format!("{name}.sum"), sum, &[sq])?;
-        let n = self.op(&format!("{name}.norm"), Op::Unary(UnaryOp::Sqrt), &[n])?;
-        let eps = self.scalar(&format!("{name}.eps"), 1e-12)?;
-        let n = self.op(&format!("{name}.clamped"), Op::Binary(BinaryOp::Max), &[n, eps])?;
+        let mut n = self.op(&format!("{name}.norm"), Op::Unary(UnaryOp::Sqrt), &[n])?;
+        if let Some(eps) = eps {
+            let eps = self.scalar(&format!("{name}.eps"), eps)?;
+            n = self.op(&format!("{name}.clamped"), Op::Binary(BinaryOp::Max), &[n, eps])?;
+        }
         self.op(name, Op::Binary(BinaryOp::Div), &[x, n])
     }
 

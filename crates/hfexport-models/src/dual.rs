@@ -15,7 +15,7 @@
 //!   (`image_embeds`, `last_hidden_state`): `get_text_features` and `get_image_features`
 //!   (projected, not normalised), for a retrieval index built from one side at a time.
 
-use hfexport_core::ops::{BinaryOp, ReduceKind, UnaryOp};
+use hfexport_core::ops::{BinaryOp, UnaryOp};
 use hfexport_core::plan::{ComponentSpec, Entry, Exit, Planned, Role};
 use hfexport_core::{Dim, Op, ValueId};
 
@@ -96,8 +96,8 @@ impl Towers<'_> {
         let (_, text) = t.tower(self.projection(self.arch), "batch")?;
         let mut v = Decoder::new(self.vision, self.vision_arch, self.weights, self.opts, "model").continuing(t.g);
         let (_, image) = v.tower(self.projection(self.vision_arch), "image_batch")?;
-        let text = v.unit_rows("text_embeds", text)?;
-        let image = v.unit_rows("image_embeds", image)?;
+        let text = v.l2_normalize("text_embeds.normalized", text, None)?;
+        let image = v.l2_normalize("image_embeds.normalized", image, None)?;
         let scale = v.stored_scalar(self.dual.logit_scale)?;
         let scale = v.op("logit_scale.exp", Op::Unary(UnaryOp::Exp), &[scale])?;
         let image_t = v.op("image_embeds.transposed", Op::Transpose { perm: vec![1, 0] }, &[image])?;
@@ -142,15 +142,6 @@ impl Decoder<'_> {
     fn stored_scalar(&mut self, name: &str) -> Result<ValueId> {
         let one = self.weights.info(name).is_some_and(|i| i.shape.len() == 1);
         self.weight(&Vb::root(""), name, if one { &[1] } else { &[] })
-    }
-
-    /// `x / ‖x‖` per row of `x` `[rows, width]` (no epsilon: transformers' `_get_vector_norm`).
-    fn unit_rows(&mut self, name: &str, x: ValueId) -> Result<ValueId> {
-        let sq = self.op(&format!("{name}.square"), Op::Binary(BinaryOp::Mul), &[x, x])?;
-        let sum = Op::Reduce { kind: ReduceKind::Sum, axes: vec![1], keep_dims: true };
-        let n = self.op(&format!("{name}.sum_of_squares"), sum, &[sq])?;
-        let n = self.op(&format!("{name}.norm"), Op::Unary(UnaryOp::Sqrt), &[n])?;
-        self.op(&format!("{name}.normalized"), Op::Binary(BinaryOp::Div), &[x, n])
     }
 
     /// SigLIP's attention pooling of `h` `[batch, tokens, hidden]` to `[batch, hidden]`: the

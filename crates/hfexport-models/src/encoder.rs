@@ -692,7 +692,7 @@ impl Decoder<'_> {
             e = self.dense(d, e)?;
         }
         if m.normalize {
-            e = self.l2_normalize("normalize", e)?;
+            e = self.l2_normalize("normalize", e, Some(1e-12))?;
         }
         Ok(e)
     }

@@ -122,9 +122,22 @@ impl Decoder<'_> {
             let grid = self.op(&name("resampled"), Op::MatMul, &[resample, grid])?;
             table = self.op(&name("table"), Op::Concat { axis: 0 }, &[grid, rest])?;
         }
-        let bias = self.op(&name("pairs"), Op::Gather { axis: 0 }, &[table, r.index])?;
-        let bias = self.op(&name("heads_first"), Op::Transpose { perm: vec![1, 0] }, &[bias])?;
-        self.op(&name("bias"), Op::Reshape { shape: vec![d(1), d(heads), d(r.tokens), d(r.tokens)] }, &[bias])
+        self.pair_bias(&vb.name(leaf), table, r.index, (heads, r.tokens))
+    }
+
+    /// `[1, heads, tokens, tokens]`: for each (query, key) pair the row `index[q * tokens + k]`
+    /// of `table` `[rows, heads]` (BEiT's patches, Swin's windows), as `{prefix}`.
+    pub(crate) fn pair_bias(
+        &mut self,
+        prefix: &str,
+        table: ValueId,
+        index: ValueId,
+        (heads, tokens): (usize, usize),
+    ) -> Result<ValueId> {
+        let d = |v: usize| Dim::from(v);
+        let bias = self.op(&format!("{prefix}.pairs"), Op::Gather { axis: 0 }, &[table, index])?;
+        let bias = self.op(&format!("{prefix}.heads_first"), Op::Transpose { perm: vec![1, 0] }, &[bias])?;
+        self.op(prefix, Op::Reshape { shape: vec![d(1), d(heads), d(tokens), d(tokens)] }, &[bias])
     }
 }
 

@@ -268,7 +268,7 @@ impl Decoder<'_> {
             let t = self.op(&p.name("heads"), Op::Reshape { shape }, &[t])?;
             let mut t = self.op(&p.name("heads_first"), Op::Transpose { perm: vec![0, 1, 3, 2, 4] }, &[t])?;
             if v2 && part != "value" {
-                t = self.l2_normalize(&p.name("normalized"), t)?;
+                t = self.l2_normalize(&p.name("normalized"), t, Some(1e-12))?;
             }
             if v2 && part == "query" {
                 let scale = self.logit_scale(&this, heads)?;
@@ -311,18 +311,15 @@ impl Decoder<'_> {
     }
 
     /// `[1, heads, side², side²]` from `table` `[(2 side - 1)², heads]`, each pair's row.
-    fn pair_bias(&mut self, vb: &Vb, (heads, side): (usize, usize), table: ValueId) -> Result<ValueId> {
-        let (n, d) = (side * side, |v: usize| Dim::from(v));
+    fn window_bias(&mut self, vb: &Vb, (heads, side): (usize, usize), table: ValueId) -> Result<ValueId> {
         let index = self.window_pairs(vb, side)?;
-        let bias = self.op(&vb.name("relative_bias.pairs"), Op::Gather { axis: 0 }, &[table, index])?;
-        let bias = self.op(&vb.name("relative_bias.heads_first"), Op::Transpose { perm: vec![1, 0] }, &[bias])?;
-        self.op(&vb.name("relative_bias"), Op::Reshape { shape: vec![d(1), d(heads), d(n), d(n)] }, &[bias])
+        self.pair_bias(&vb.name("relative_bias"), table, index, (heads, side * side))
     }
 
     /// Swin's learned table `relative_position_bias_table`, read per pair.
     fn table_position_bias(&mut self, vb: &Vb, heads: usize, side: usize) -> Result<ValueId> {
         let table = self.weight(vb, "relative_position_bias_table", &[(2 * side - 1) * (2 * side - 1), heads])?;
-        self.pair_bias(vb, (heads, side), table)
+        self.window_bias(vb, (heads, side), table)
     }
 
     /// Swinv2's `16 * sigmoid(mlp(offsets))` read per pair: `continuous_position_bias_mlp` (a
@@ -351,7 +348,7 @@ impl Decoder<'_> {
         let h = self.linear(&mlp.pp(0), 512, 2, true, coords)?;
         let h = self.op(&mlp.name("relu"), Op::Activate(Activation::Relu), &[h])?;
         let table = self.linear(&mlp.pp(2), heads, 512, false, h)?;
-        let bias = self.pair_bias(vb, (heads, side), table)?;
+        let bias = self.window_bias(vb, (heads, side), table)?;
         let bias = self.op(&vb.name("relative_bias.sigmoid"), Op::Unary(UnaryOp::Sigmoid), &[bias])?;
         self.scale(&vb.name("relative_bias.scaled"), bias, 16.0)
     }
