@@ -21,7 +21,7 @@ pub fn fixture(name: &str) -> PathBuf {
 
 mod python;
 #[allow(unused_imports)]
-pub use python::{python, script};
+pub use python::{clients_python, python, script};
 
 /// Worst |a - b| over positions whose mask is 1, with its (batch, position, vocab) index.
 pub fn worst_unpadded(ours: &Tensor, theirs: &Tensor, mask: &Tensor) -> Result<(f32, [usize; 3]), String> {

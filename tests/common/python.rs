@@ -19,3 +19,14 @@ pub fn python() -> String {
         )
     })
 }
+
+/// The python of `HFEXPORT_CLIENTS_PYTHON`: the client libraries' own venv (`.venv/clients/`,
+/// versions.toml `[clients]`), where optimum, sentence-transformers and fastembed load exports.
+pub fn clients_python() -> String {
+    std::env::var("HFEXPORT_CLIENTS_PYTHON").unwrap_or_else(|_| {
+        panic!(
+            "HFEXPORT_CLIENTS_PYTHON is not set: run `cargo xtask test` (it installs the [clients] pins of \
+             versions.toml into .venv/clients/ and sets it), or `cargo xtask setup --group clients`"
+        )
+    })
+}

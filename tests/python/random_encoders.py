@@ -195,6 +195,10 @@ ACTS = ["gelu", "gelu_new", "relu", "silu", "gelu_pytorch_tanh", "quick_gelu"]
 STD = 0.15
 
 
+# the export's name of sentence-transformers' output: the token states under transformers' name
+ST_NAMES = {"last_hidden_state": "token_embeddings"}
+
+
 def outputs_of(task, model):
     return {
         "feature-extraction": ["last_hidden_state"] + (["pooler_output"] if getattr(model, "pooler", None) is not None else []),
@@ -203,7 +207,7 @@ def outputs_of(task, model):
         "token-classification": ["logits"],
         "question-answering": ["start_logits", "end_logits"],
         "image-classification": ["logits"],
-        "sentence-embedding": ["token_embeddings", "sentence_embedding"],
+        "sentence-embedding": ["last_hidden_state", "sentence_embedding"],
         "zero-shot-image-classification": ["logits_per_image", "logits_per_text", "text_embeds", "image_embeds"],
         "automatic-speech-recognition": ["logits"],
     }[task]
@@ -746,7 +750,7 @@ def main():
             for k, v in inputs.items():
                 golden[f"{case}.{k}"] = v.contiguous()
             for k in outputs_of(task, getattr(model, "base_model", model)):
-                value = res[k] if task == "sentence-embedding" else getattr(res, k)
+                value = res[ST_NAMES.get(k, k)] if task == "sentence-embedding" else getattr(res, k)
                 golden[f"{case}.{k}"] = value.float().contiguous()
         save_file(golden, str(folder / "golden.safetensors"))
         desc = f"{cls_name} " + json.dumps({k: v for k, v in kw.items() if "dropout" not in k and k != "id2label"})

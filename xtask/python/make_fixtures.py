@@ -1352,7 +1352,7 @@ def encoder_specs():
         ),
         EncoderSpec(
             "bert_st", 116, BertModel, encoder_config(BertConfig, num_hidden_layers=1), "sentence-embedding",
-            ("token_embeddings", "sentence_embedding"),
+            ("last_hidden_state", "sentence_embedding"),
             "sentence-transformers folder as the hub keeps all-MiniLM-L6-v2: legacy pooling_mode_mean_tokens, Normalize",
             pooling={"word_embedding_dimension": 32, "pooling_mode_cls_token": False, "pooling_mode_mean_tokens": True,
                      "pooling_mode_max_tokens": False, "pooling_mode_mean_sqrt_len_tokens": False},
@@ -1362,7 +1362,7 @@ def encoder_specs():
             "roberta_st", 117, RobertaModel,
             encoder_config(RobertaConfig, type_vocab_size=1, pad_token_id=1, num_hidden_layers=1, hidden_size=16,
                            num_attention_heads=2),
-            "sentence-embedding", ("token_embeddings", "sentence_embedding"),
+            "sentence-embedding", ("last_hidden_state", "sentence_embedding"),
             "sentence-transformers 5+ pooling_mode list: every mode concatenated (cls, max, mean, mean_sqrt_len_tokens, "
             "weightedmean, lasttoken), then three Dense modules (tanh 96 -> 24; identity with the input added; GELU "
             "without bias, its residual projected 24 -> 12), no Normalize",
@@ -1556,13 +1556,14 @@ def write_sentence_transformers_folder(folder, spec):
 
 
 def sentence_transformers_goldens(folder, inputs):
-    """token_embeddings and sentence_embedding of SentenceTransformer's own forward over `folder`."""
+    """SentenceTransformer's own forward over `folder`: its token_embeddings (the export's
+    last_hidden_state) and sentence_embedding."""
     from sentence_transformers import SentenceTransformer
 
     st = SentenceTransformer(str(folder), device="cpu", model_kwargs={"attn_implementation": "eager"}).eval()
     with torch.no_grad():
         out = st(dict(inputs))
-    return {k: out[k] for k in ("token_embeddings", "sentence_embedding")}
+    return {"last_hidden_state": out["token_embeddings"], "sentence_embedding": out["sentence_embedding"]}
 
 
 def dual_encoder_goldens(model, gen, texts, pad):

@@ -20,7 +20,9 @@ usage: cargo xtask <command>
 
 commands:
   setup [--group <group>|all]   create .venv/ and install the pinned Python packages of a
-                                [python.<group>] table of versions.toml (default: test)
+                                [python.<group>] table of versions.toml (default: test);
+                                `clients` (and `all`): the [clients] pins into .venv/clients/,
+                                a venv of their own over the test group's packages
   fixtures                      setup --group oracle, then regenerate tests/fixtures/ with
                                 xtask/python/make_fixtures.py
   check-versions [--strict]     compare installed versions with versions.toml; drift (an
@@ -34,8 +36,9 @@ commands:
                                 readme and licence; needs the crates.io index) and the API
                                 docs build without a warning (`cargo doc --workspace
                                 --no-deps`, RUSTDOCFLAGS=-D warnings)
-  test [ARGS...]                setup --group test, then `cargo test --workspace --features
-                                hfexport-cli/tch [ARGS...]` with HFEXPORT_PYTHON=<repo>/.venv/bin/python
+  test [ARGS...]                setup --group test and clients, then `cargo test --workspace --features
+                                hfexport-cli/tch [ARGS...]` with HFEXPORT_PYTHON=<repo>/.venv/bin/python,
+                                HFEXPORT_CLIENTS_PYTHON=<repo>/.venv/clients/bin/python
                                 and LIBTORCH=<the venv's torch> (the libtorch runner links it);
                                 without ARGS the test binaries run HFEXPORT_TEST_JOBS (2)
                                 at a time, then a table of times (no doc tests: the code
@@ -193,11 +196,32 @@ fn versions(root: &Path) -> Result<Versions> {
 
 fn setup(root: &Path, group: &str) -> Result<()> {
     let versions = versions(root)?;
+    if group == CLIENTS {
+        return setup_clients(root, &versions);
+    }
     let pins = versions.pins(group)?;
     println!("xtask setup: Python group `{group}` into .venv/");
     let venv = Venv::new(root);
     venv.ensure()?;
-    venv.sync(&pins).with_context(|| format!("setting up Python group `{group}`"))
+    venv.sync(&pins).with_context(|| format!("setting up Python group `{group}`"))?;
+    match group {
+        "all" => setup_clients(root, &versions),
+        _ => Ok(()),
+    }
+}
+
+/// The group name of versions.toml's `[clients]`, set up in a venv of its own.
+const CLIENTS: &str = "clients";
+
+/// `.venv/clients/`: the `[clients]` pins over the test group's venv (which must exist).
+fn setup_clients(root: &Path, versions: &Versions) -> Result<()> {
+    let (base, clients) = (Venv::new(root), Venv::clients(root));
+    if !base.exists() {
+        bail!("the clients' venv builds on {}: run `cargo xtask setup --group test` first", base.dir.display());
+    }
+    println!("xtask setup: the client libraries ([clients]) into {}", clients.dir.display());
+    clients.ensure()?;
+    clients.sync_over(&base, &versions.clients).context("setting up the client libraries' venv")
 }
 
 fn fixtures(root: &Path) -> Result<()> {
@@ -210,8 +234,9 @@ fn fixtures(root: &Path) -> Result<()> {
 }
 
 fn test(root: &Path, cargo_args: &[String]) -> Result<ExitCode> {
-    println!("==> [1/2] setup --group test");
+    println!("==> [1/2] setup --group test, then the clients' venv");
     setup(root, "test")?;
+    setup(root, CLIENTS)?;
     let venv = Venv::new(root);
     let python = venv.python();
     let torch = venv.torch_dir().with_context(|| {
@@ -231,6 +256,7 @@ fn test(root: &Path, cargo_args: &[String]) -> Result<ExitCode> {
         cargo
             .args(["test", "--workspace", "--features", TEST_FEATURES])
             .env("HFEXPORT_PYTHON", &python)
+            .env("HFEXPORT_CLIENTS_PYTHON", Venv::clients(root).python())
             .env("LIBTORCH", &torch)
             .env("LIBTORCH_CXX11_ABI", "1")
             .env("HFEXPORT_EXECUTORCH", &executorch)
@@ -304,6 +330,26 @@ fn check_versions(root: &Path, strict: bool) -> Result<()> {
             pin.version,
             have.map_or("not installed", |v| v.as_str()),
         );
+    }
+
+    let clients = Venv::clients(root);
+    let have_clients = clients.installed()?;
+    println!(
+        "\nClient libraries (versions.toml [clients] vs {}{})",
+        clients.python().display(),
+        if clients.exists() { "" } else { ": no venv yet" }
+    );
+    for pin in &versions.clients {
+        let have = have_clients.get(&versions::normalize_name(&pin.name));
+        let state = match have {
+            Some(v) => status(satisfies(v, &pin.version)),
+            None => {
+                missing += 1;
+                "-"
+            }
+        };
+        let installed = have.map_or("not installed", |v| v.as_str());
+        println!("  {:<21} {:<10} {:<16} {state}", pin.name, pin.version, installed);
     }
 
     println!("\nRust toolchain (versions.toml [rust])");

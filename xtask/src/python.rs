@@ -21,9 +21,37 @@ pub struct Venv {
     pub dir: PathBuf,
 }
 
+/// The file in the clients' venv that puts `.venv/`'s site-packages on its path, after its own.
+const SHARED_PTH: &str = "hfexport_test_venv.pth";
+
 impl Venv {
     pub fn new(root: &Path) -> Self {
         Venv { dir: root.join(".venv") }
+    }
+
+    /// The client libraries' venv, `.venv/clients/` (versions.toml `[clients]`).
+    pub fn clients(root: &Path) -> Self {
+        Venv { dir: root.join(".venv").join("clients") }
+    }
+
+    /// The venv's `lib/python3.X/site-packages`.
+    pub fn site_packages(&self) -> Option<PathBuf> {
+        let lib = std::fs::read_dir(self.dir.join("lib")).ok()?;
+        lib.flatten().map(|e| e.path().join("site-packages")).find(|p| p.is_dir())
+    }
+
+    /// Installs `pins` into this venv (the clients') with `base`'s packages behind them: pip
+    /// runs without the `.pth` that adds `base`'s site-packages (so it neither sees nor
+    /// touches them), which is written afterwards.
+    pub fn sync_over(&self, base: &Venv, pins: &[PythonPin]) -> Result<()> {
+        let shared = base.site_packages().with_context(|| format!("no site-packages in {}", base.dir.display()))?;
+        let own = self.site_packages().with_context(|| format!("no site-packages in {}", self.dir.display()))?;
+        let pth = own.join(SHARED_PTH);
+        if pth.exists() {
+            std::fs::remove_file(&pth).with_context(|| format!("removing {}", pth.display()))?;
+        }
+        self.sync(pins)?;
+        std::fs::write(&pth, format!("{}\n", shared.display())).with_context(|| format!("writing {}", pth.display()))
     }
 
     pub fn python(&self) -> PathBuf {
@@ -86,11 +114,13 @@ impl Venv {
             return Ok(BTreeMap::new());
         }
         let text = output(self.command().args(["-c", LIST_INSTALLED]))?;
-        Ok(text
-            .lines()
-            .filter_map(|line| line.split_once('\t'))
-            .map(|(name, version)| (normalize_name(name), version.trim().to_string()))
-            .collect())
+        // the first of a name on the path is the one imported (the clients' venv sees the test
+        // venv's packages after its own)
+        let mut found = BTreeMap::new();
+        for (name, version) in text.lines().filter_map(|line| line.split_once('\t')) {
+            found.entry(normalize_name(name)).or_insert_with(|| version.trim().to_string());
+        }
+        Ok(found)
     }
 
     /// Installs the pins that are missing or differ; installs nothing when all match.

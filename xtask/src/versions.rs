@@ -27,6 +27,8 @@ pub struct RuntimePin {
 pub struct Versions {
     /// `[python.<group>]` tables, in file order.
     pub python: Vec<(String, Vec<PythonPin>)>,
+    /// `[clients]`: the client libraries' own venv, `.venv/clients/` (every pin `no_deps`).
+    pub clients: Vec<PythonPin>,
     pub rust_toolchain: String,
     /// The cargo-fuzz `cargo xtask fuzz` installs.
     pub cargo_fuzz: String,
@@ -44,35 +46,17 @@ impl Versions {
 
         let mut python = Vec::new();
         for (group, item) in table(doc.as_item(), "python")?.iter() {
-            let pins = item
-                .as_table_like()
-                .ok_or_else(|| anyhow!("[python.{group}] must be a table"))?
-                .iter()
-                .map(|(name, v)| {
-                    let key = format!("python.{group}.{name}");
-                    match v.as_table_like() {
-                        None => Ok(PythonPin { name: name.to_string(), version: string(v, &key)?, no_deps: false }),
-                        Some(t) => {
-                            let version = string(
-                                t.get("version").ok_or_else(|| anyhow!("`{key}` has no `version`"))?,
-                                &format!("{key}.version"),
-                            )?;
-                            let no_deps = match t.get("no_deps") {
-                                None => false,
-                                Some(b) => {
-                                    b.as_bool().ok_or_else(|| anyhow!("`{key}.no_deps` must be true or false"))?
-                                }
-                            };
-                            Ok(PythonPin { name: name.to_string(), version, no_deps })
-                        }
-                    }
-                })
-                .collect::<Result<Vec<_>>>()?;
-            python.push((group.to_string(), pins));
+            let pins = item.as_table_like().ok_or_else(|| anyhow!("[python.{group}] must be a table"))?;
+            python.push((group.to_string(), python_pins(pins, &format!("python.{group}"))?));
         }
         if python.is_empty() {
             bail!("no [python.<group>] table");
         }
+        // the clients' venv has only what the test group's lacks: never their dependencies
+        let clients = python_pins(table(doc.as_item(), "clients")?, "clients")?
+            .into_iter()
+            .map(|p| PythonPin { no_deps: true, ..p })
+            .collect();
 
         let rust = table(doc.as_item(), "rust")?;
         let rust_toolchain =
@@ -90,7 +74,7 @@ impl Versions {
             runtimes.push(RuntimePin { krate: krate.to_string(), version: field("version")?, wheel: field("wheel")? });
         }
 
-        Ok(Versions { python, rust_toolchain, cargo_fuzz, runtimes })
+        Ok(Versions { python, clients, rust_toolchain, cargo_fuzz, runtimes })
     }
 
     pub fn group_names(&self) -> Vec<&str> {
@@ -131,6 +115,30 @@ impl Versions {
             .map(|(g, _)| g.as_str())
             .collect()
     }
+}
+
+/// The pins of one table (`key` names it in errors): `name = "version"` or
+/// `name = { version, no_deps }`.
+fn python_pins(pins: &dyn TableLike, key: &str) -> Result<Vec<PythonPin>> {
+    pins.iter()
+        .map(|(name, v)| {
+            let key = format!("{key}.{name}");
+            match v.as_table_like() {
+                None => Ok(PythonPin { name: name.to_string(), version: string(v, &key)?, no_deps: false }),
+                Some(t) => {
+                    let version = string(
+                        t.get("version").ok_or_else(|| anyhow!("`{key}` has no `version`"))?,
+                        &format!("{key}.version"),
+                    )?;
+                    let no_deps = match t.get("no_deps") {
+                        None => false,
+                        Some(b) => b.as_bool().ok_or_else(|| anyhow!("`{key}.no_deps` must be true or false"))?,
+                    };
+                    Ok(PythonPin { name: name.to_string(), version, no_deps })
+                }
+            }
+        })
+        .collect()
 }
 
 fn table<'a>(item: &'a Item, key: &str) -> Result<&'a dyn TableLike> {
@@ -325,7 +333,7 @@ mod tests {
     #[test]
     fn conflicting_pins_are_an_error() {
         let v =
-            Versions::parse("[python.a]\nx = \"1\"\n[python.b]\nx = \"2\"\n[rust]\ntoolchain = \"1\"\ncargo_fuzz = \"0.1\"\n[runtimes]\n")
+            Versions::parse("[python.a]\nx = \"1\"\n[python.b]\nx = \"2\"\n[clients]\n[rust]\ntoolchain = \"1\"\ncargo_fuzz = \"0.1\"\n[runtimes]\n")
                 .unwrap();
         assert!(v.pins("all").is_err());
     }

@@ -594,7 +594,7 @@ fn sentence_transformers_folders_default_to_their_sentence_embedding() {
     assert!(said.contains("a sentence-transformers folder (modules.json): exported for sentence-embedding"), "{said}");
     let meta = hfexport_core::metadata::ExportMetadata::read(&out).unwrap();
     let outputs: Vec<&str> = meta.components[0].outputs.iter().map(|p| p.name.as_str()).collect();
-    assert_eq!((meta.task.as_str(), outputs), ("sentence-embedding", vec!["token_embeddings", "sentence_embedding"]));
+    assert_eq!((meta.task.as_str(), outputs), ("sentence-embedding", vec!["last_hidden_state", "sentence_embedding"]));
     let plain = tmp.path().join("plain");
     let args = ["--format", "onnx", "--task", "feature-extraction", "--output", plain.to_str().unwrap()];
     let o = hfexport(&[&["export", "--model", model.to_str().unwrap()][..], &args[..]].concat());

@@ -795,7 +795,10 @@ impl Decoder<'_> {
                         .into(),
                 })?;
                 let am = attention_mask.ok_or_else(|| self.task_error(task))?;
-                self.g.add_output("token_embeddings", h)?;
+                // the token states under transformers' name: sentence-transformers' onnx and
+                // openvino backends (optimum's feature-extraction models) read
+                // `last_hidden_state` and run the modules themselves
+                self.g.add_output("last_hidden_state", h)?;
                 let e = self.sentence_embedding(&modules, h, am)?;
                 self.g.add_output("sentence_embedding", e)?;
             }

@@ -8,8 +8,8 @@
 //! (`act(x Wᵀ + b)`, plus `x` or a projection of it with `use_residual`; their weights in the
 //! module folder's `model.safetensors`, which the checkpoint maps as `sentence.<index>.*`), and
 //! optionally a `Normalize` (`x / max(‖x‖₂, 1e-12)`). The export computes the same in the
-//! graph: the outputs `token_embeddings` and `sentence_embedding`, as sentence-transformers
-//! names them. A module of any other kind (`Router`, `StaticEmbedding`, custom code) is refused
+//! graph: the outputs `last_hidden_state` (sentence-transformers' `token_embeddings`, under the
+//! name its onnx and openvino backends read) and `sentence_embedding`. A module of any other kind (`Router`, `StaticEmbedding`, custom code) is refused
 //! by name, as are a Transformer in a subfolder, a Dense over other features than the sentence
 //! embedding and an activation other than torch's identity, tanh, sigmoid, ReLU, GELU and SiLU. `include_prompt: false` changes nothing here: sentence-
 //! transformers drops a prompt's tokens only when `encode` is given a prompt, which a graph
@@ -110,6 +110,36 @@ impl DenseActivation {
         ("torch.nn.modules.activation.GELU", DenseActivation::Act(Activation::Gelu)),
         ("torch.nn.modules.activation.SiLU", DenseActivation::Act(Activation::Silu)),
     ];
+}
+
+/// The configs sentence-transformers reads at a checkpoint's root, beside `config.json`.
+pub const CONFIG_FILES: [&str; 3] = [MODULES_FILE, "config_sentence_transformers.json", "sentence_bert_config.json"];
+
+/// The module folders `modules.json` in `dir` names (`1_Pooling`, `2_Dense`, …), relative to
+/// `dir`: what an export carries over, with [`CONFIG_FILES`], so that `SentenceTransformer`
+/// loads from it the modules the checkpoint has. Empty without `modules.json`; a path that
+/// leaves the folder is an error naming it.
+pub fn module_folders(dir: &Path) -> Result<Vec<PathBuf>> {
+    let path = dir.join(MODULES_FILE);
+    if !path.is_file() {
+        return Ok(vec![]);
+    }
+    let Value::Array(modules) = read_json(&path)? else {
+        return Err(ModelError::config(&path, "<root>", "must be a JSON array of modules"));
+    };
+    let mut folders = vec![];
+    for (i, m) in modules.iter().enumerate() {
+        let folder = Path::new(m.get("path").and_then(Value::as_str).unwrap_or(""));
+        if folder.as_os_str().is_empty() {
+            continue;
+        }
+        if !folder.components().all(|c| matches!(c, std::path::Component::Normal(_))) {
+            let msg = format!("`{}` is not a folder inside the checkpoint", folder.display());
+            return Err(ModelError::config(&path, &format!("[{i}].path"), msg));
+        }
+        folders.push(folder.to_path_buf());
+    }
+    Ok(folders)
 }
 
 /// The modules of the sentence-transformers checkpoint in `dir`; `None` when it has no

@@ -12,7 +12,7 @@ pub enum Task {
     CausalLm,
     /// `last_hidden_state`, and `pooler_output` where the checkpoint has a pooler.
     FeatureExtraction,
-    /// `token_embeddings` `[batch, sequence, hidden]` and `sentence_embedding` `[batch, dim]`:
+    /// `last_hidden_state` `[batch, sequence, hidden]` and `sentence_embedding` `[batch, dim]`:
     /// a sentence-transformers checkpoint's pooling (and normalisation) over the encoder, as
     /// `SentenceTransformer.encode` computes it (`crate::sentence`).
     SentenceEmbedding,

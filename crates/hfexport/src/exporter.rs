@@ -405,11 +405,44 @@ fn files_bytes(dir: &Path) -> u64 {
     entries.filter_map(|e| e.metadata().ok()).filter(|m| m.is_file()).map(|m| m.len()).sum()
 }
 
+/// Copies the checkpoint's files that the export's users load beside the graphs: the
+/// [`COPIED_FILES`], and a sentence-transformers folder's configs and module folders (a Dense
+/// module's weights too), so that `SentenceTransformer(export, backend=...)` runs the modules
+/// the checkpoint has.
 fn copy_side_files(model: &Path, dir: &Path) -> Result<()> {
-    for name in COPIED_FILES {
+    let sentence = hfexport_models::sentence::CONFIG_FILES;
+    for name in COPIED_FILES.iter().chain(&sentence) {
         let src = model.join(name);
         if src.is_file() {
-            std::fs::copy(&src, dir.join(name)).map_err(|source| Error::Io { path: src.clone(), source })?;
+            copy_file(&src, &dir.join(name))?;
+        }
+    }
+    for folder in hfexport_models::sentence::module_folders(model)? {
+        copy_tree(&model.join(&folder), &dir.join(&folder))?;
+    }
+    Ok(())
+}
+
+fn copy_file(src: &Path, dst: &Path) -> Result<()> {
+    std::fs::copy(src, dst).map(drop).map_err(|source| Error::Io { path: src.to_path_buf(), source })
+}
+
+/// Copies the files under `src` (absent: nothing) into `dst`, creating its folders.
+fn copy_tree(src: &Path, dst: &Path) -> Result<()> {
+    if !src.is_dir() {
+        return Ok(());
+    }
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| Error::Io { path, source }
+    };
+    std::fs::create_dir_all(dst).map_err(io(dst))?;
+    for entry in std::fs::read_dir(src).map_err(io(src))? {
+        let entry = entry.map_err(io(src))?;
+        let (from, to) = (entry.path(), dst.join(entry.file_name()));
+        match entry.file_type().map_err(io(&from))?.is_dir() {
+            true => copy_tree(&from, &to)?,
+            false => copy_file(&from, &to)?,
         }
     }
     Ok(())

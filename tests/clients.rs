@@ -1,0 +1,106 @@
+//! The client libraries users already run, over hfexport's folders as they are (README,
+//! "Client libraries"): sentence-transformers' onnx and openvino backends and fastembed over
+//! exported sentence-transformers folders (random ones the client's own sentence-transformers
+//! makes: encoders, pooling modes, Dense modules, Normalize; and the committed `bert_st`),
+//! optimum's ONNX Runtime and OpenVINO model classes over exported fixtures of each task.
+//! Every check compares with the client's own reference: `SentenceTransformer(checkpoint)`,
+//! or transformers' goldens of the fixtures.
+//!
+//! The clients live in their own venv (`HFEXPORT_CLIENTS_PYTHON`, `.venv/clients/`):
+//! optimum-onnx 0.1.0 requires transformers < 4.58, sentence-transformers 6 requires 5.
+
+mod common;
+
+use common::{clients_python, fixture, script};
+use hfexport::{AutoExportConfig, AutoHfExporter, DType, ExportRequest};
+use serde_json::{json, Value};
+use std::path::Path;
+use std::process::Command;
+
+/// The widest difference a client's output may have from its reference (float32 everywhere;
+/// OpenVINO asked for f32 inference).
+const TOLERANCE: f64 = 1e-4;
+
+/// Fixtures optimum's model classes load, with the task of their goldens.
+const OPTIMUM_FIXTURES: [(&str, &str); 3] =
+    [("bert", "feature-extraction"), ("roberta_cls", "sequence-classification"), ("vit_cls", "image-classification")];
+
+fn export(model: &Path, format: &str, out: &Path) {
+    let config = json!({"export_format": format, "dynamic": true});
+    let exporter = AutoHfExporter::from_config(AutoExportConfig::from_dict(&config).unwrap()).unwrap();
+    let req = ExportRequest {
+        model: model.to_path_buf(),
+        output: out.to_path_buf(),
+        task: None,
+        dtype: DType::F32,
+        force: false,
+        generation: None,
+    };
+    if let Err(e) = exporter.export(&req, &mut |_| {}) {
+        panic!("exporting {} to {format}: {e}", model.display());
+    }
+}
+
+fn run_clients(args: &[&std::ffi::OsStr]) -> String {
+    let o = Command::new(clients_python()).arg(script("clients.py")).args(args).output().expect("start python");
+    assert!(o.status.success(), "clients.py {args:?} failed:\n{}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8(o.stdout).unwrap()
+}
+
+#[test]
+fn client_libraries_give_their_own_outputs_over_our_folders() {
+    let tmp = tempfile::tempdir().unwrap();
+    let made = tmp.path().join("checkpoints");
+    run_clients(&["make".as_ref(), made.as_os_str()]);
+    let index: Value = serde_json::from_slice(&std::fs::read(made.join("index.json")).unwrap()).unwrap();
+    let mut folders: Vec<Value> = index["cases"].as_array().unwrap().clone();
+    // fastembed refuses the committed bert_st's tokenizer itself (its `model_max_length` is
+    // transformers' 1e30 for "none", which fastembed takes for no limit at all), checkpoint or export
+    folders.push(json!({"name": "bert_st", "dir": fixture("bert_st"), "pooling": ["mean"], "dense": 0,
+                        "normalize": true, "dim": 32, "description": "the committed bert_st", "fastembed": false}));
+
+    let mut plan = vec![];
+    for case in &folders {
+        let name = case["name"].as_str().unwrap();
+        let checkpoint = Path::new(case["dir"].as_str().unwrap());
+        for format in ["onnx", "openvino"] {
+            let out = tmp.path().join("exports").join(format!("{name}-{format}"));
+            export(checkpoint, format, &out);
+            let mut check = case.clone();
+            check["checkpoint"] = json!(checkpoint);
+            check["export"] = json!(out);
+            check["format"] = json!(format);
+            check["client"] = json!("sentence-transformers");
+            check["name"] = json!(format!("{name} {format}"));
+            plan.push(check.clone());
+            if format == "onnx" && case["fastembed"] != json!(false) {
+                check["client"] = json!("fastembed");
+                plan.push(check);
+            }
+        }
+    }
+    for (name, task) in OPTIMUM_FIXTURES {
+        for format in ["onnx", "openvino"] {
+            let out = tmp.path().join("exports").join(format!("{name}-{format}"));
+            export(&fixture(name), format, &out);
+            plan.push(json!({"name": format!("{name} {format}"), "client": "optimum", "checkpoint": fixture(name),
+                             "export": out, "format": format, "task": task, "description": task}));
+        }
+    }
+    let plan_file = tmp.path().join("plan.json");
+    std::fs::write(&plan_file, serde_json::to_vec_pretty(&plan).unwrap()).unwrap();
+
+    let stdout = run_clients(&["check".as_ref(), plan_file.as_os_str()]);
+    let lines: Vec<Value> = stdout.lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
+    assert_eq!(lines.len(), plan.len(), "one result per check expected; clients.py printed:\n{stdout}");
+    let mut failures = vec![];
+    for (check, line) in plan.iter().zip(&lines) {
+        let what = format!("{} in {} ({})", check["name"], check["client"], check["description"]);
+        match (line["worst"].as_f64(), line["error"].as_str()) {
+            (Some(w), _) if w <= TOLERANCE => println!("{what}: worst {w:.2e}"),
+            (Some(w), _) => failures.push(format!("{what}: worst difference {w:.2e} > {TOLERANCE:.0e}")),
+            (None, e) => failures.push(format!("{what} failed:\n{}", e.unwrap_or("no result"))),
+        }
+    }
+    assert!(failures.is_empty(), "{} of {} client checks failed:\n{}", failures.len(), plan.len(), failures.join("\n"));
+}

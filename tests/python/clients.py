@@ -1,0 +1,186 @@
+"""The client libraries users already run, over hfexport's folders as they are (tests/clients.rs).
+
+Runs in the clients' own venv (`.venv/clients/`, versions.toml [clients]: optimum-onnx needs
+transformers < 4.58), never in the oracle's.
+
+  clients.py make OUT        sentence-transformers checkpoints made by the client's own
+                             sentence-transformers (random encoders, pooling modes, Dense
+                             modules, Normalize), and OUT/index.json
+  clients.py check PLAN      loads each export of PLAN (a JSON list of cases) in its client and
+                             prints one JSON line per check: {"case", "client", "worst"} or
+                             {"case", "client", "error"}
+
+The references are the clients' own: `SentenceTransformer(checkpoint)` for an exported
+sentence-transformers folder (the same library, its torch backend), transformers' goldens of
+the committed fixtures (golden.safetensors) for optimum's model classes.
+"""
+
+import json
+import random
+import sys
+import traceback
+from pathlib import Path
+
+import numpy as np
+import torch
+
+# texts over the random tokenizers' words (w0 ... wN); different lengths, so batches are padded
+TEXTS = ["w1 w2 w3", "w4 w5 w6 w7 w8 w9 w10 w11 w12", "w13", "w2 w14 w3 w15 w16"]
+
+# the random sentence-transformers folders: (encoder, pooling modes, Dense activations (None:
+# no bias), Normalize); fastembed pools cls, mean and lasttoken itself, the rest through the
+# export's `sentence_embedding`
+FOLDERS = [
+    ("bert", ["mean"], [], True),
+    ("roberta", ["cls"], [torch.nn.Tanh], True),
+    ("distilbert", ["max", "mean"], [torch.nn.GELU, None], False),
+    ("mpnet", ["lasttoken"], [], False),
+    ("bert", ["weightedmean"], [torch.nn.ReLU], True),
+]
+
+
+def make(out):
+    import transformers
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import Dense, Normalize, Pooling, Transformer
+
+    out.mkdir(parents=True, exist_ok=True)
+    cases = []
+    for i, (kind, modes, dense, normalize) in enumerate(FOLDERS):
+        rng = random.Random(1000 + i)
+        torch.manual_seed(1000 + i)
+        heads = rng.choice([2, 4])
+        hidden = heads * rng.choice([4, 8])
+        vocab = 40
+        common = dict(vocab_size=vocab, max_position_embeddings=64)
+        config = {
+            "bert": lambda: transformers.BertConfig(hidden_size=hidden, num_attention_heads=heads, intermediate_size=2 * hidden,
+                                                    num_hidden_layers=rng.choice([1, 2]), **common),
+            "roberta": lambda: transformers.RobertaConfig(hidden_size=hidden, num_attention_heads=heads, pad_token_id=1,
+                                                          intermediate_size=2 * hidden, num_hidden_layers=2, type_vocab_size=1,
+                                                          **common),
+            "distilbert": lambda: transformers.DistilBertConfig(dim=hidden, n_heads=heads, hidden_dim=2 * hidden, n_layers=2,
+                                                                **common),
+            "mpnet": lambda: transformers.MPNetConfig(hidden_size=hidden, num_attention_heads=heads, intermediate_size=2 * hidden,
+                                                      num_hidden_layers=2, **common),
+        }[kind]()
+        folder = out / f"st{i}_{kind}"
+        transformers.AutoModel.from_config(config).eval().save_pretrained(folder)
+        words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{j}" for j in range(vocab)]
+        (folder / "vocab.txt").write_text("\n".join(words[:vocab]) + "\n")
+        # DistilBERT and MPNet take no token types
+        names = ["input_ids", "attention_mask"] + (["token_type_ids"] if kind == "bert" else [])
+        transformers.BertTokenizerFast(vocab_file=str(folder / "vocab.txt"), model_input_names=names).save_pretrained(folder)
+        modules = [Transformer(str(folder)), Pooling(hidden, pooling_mode=modes[0] if len(modes) == 1 else tuple(modes))]
+        width, described = hidden * len(modes), []
+        for act in dense:
+            width_out = rng.randint(4, 24)
+            function = (act or torch.nn.Identity)()
+            modules.append(Dense(width, width_out, bias=act is not None, activation_function=function))
+            described.append(f"{type(function).__name__} {width}->{width_out}{'' if act else ' no bias'}")
+            width = width_out
+        if normalize:
+            modules.append(Normalize())
+        SentenceTransformer(modules=modules, device="cpu").save(str(folder))
+        cases.append({"name": folder.name, "dir": str(folder), "pooling": modes, "dense": len(dense),
+                      "normalize": normalize, "dim": width,
+                      "description": f"{kind} hidden {hidden} heads {heads}, pooling {'+'.join(modes)}, "
+                                     f"dense [{', '.join(described)}], normalize {normalize}"})
+    (out / "index.json").write_text(json.dumps({"cases": cases}, indent=1))
+
+
+def sentence_transformers_check(case):
+    """SentenceTransformer over the export, with the backend of its format, against
+    SentenceTransformer over the checkpoint."""
+    from sentence_transformers import SentenceTransformer
+
+    ref = SentenceTransformer(case["checkpoint"], device="cpu").encode(TEXTS, convert_to_numpy=True)
+    kwargs = {"provider": "CPUExecutionProvider"} if case["format"] == "onnx" else \
+        {"ov_config": {"INFERENCE_PRECISION_HINT": "f32"}}
+    backend = "onnx" if case["format"] == "onnx" else "openvino"
+    got = SentenceTransformer(case["export"], device="cpu", backend=backend, model_kwargs=kwargs).encode(
+        TEXTS, convert_to_numpy=True)
+    return worst(ref, got)
+
+
+def fastembed_check(case):
+    """fastembed's TextEmbedding over the export's `onnx/model.onnx`, as a custom model: its own
+    pooling of `last_hidden_state` where it has the mode, else the export's
+    `sentence_embedding`; against SentenceTransformer over the checkpoint."""
+    from fastembed import TextEmbedding
+    from fastembed.common.model_description import ModelSource, PoolingType
+    from sentence_transformers import SentenceTransformer
+
+    ref = SentenceTransformer(case["checkpoint"], device="cpu").encode(TEXTS, convert_to_numpy=True)
+    own = {"cls": PoolingType.CLS, "mean": PoolingType.MEAN, "lasttoken": PoolingType.LAST_TOKEN}
+    pooled = len(case["pooling"]) == 1 and case["pooling"][0] in own and case["dense"] == 0
+    name = f"hfexport/{Path(case['export']).name}"
+    TextEmbedding.add_custom_model(
+        model=name,
+        pooling=own[case["pooling"][0]] if pooled else PoolingType.DISABLED,
+        normalization=case["normalize"] if pooled else False,
+        sources=ModelSource(hf=name),
+        dim=case["dim"],
+        output_name=None if pooled else "sentence_embedding",
+    )
+    model = TextEmbedding(model_name=name, specific_model_path=case["export"], providers=["CPUExecutionProvider"])
+    return worst(ref, np.stack(list(model.embed(TEXTS))))
+
+
+def optimum_check(case):
+    """optimum's ORTModel / OVModel class of the task over the export, fed the fixture's golden
+    inputs, against transformers' golden outputs."""
+    from safetensors.torch import load_file
+
+    gold = load_file(str(Path(case["checkpoint"]) / "golden.safetensors"))
+    classes = {
+        ("onnx", "feature-extraction"): ("optimum.onnxruntime", "ORTModelForFeatureExtraction", "last_hidden_state"),
+        ("onnx", "sequence-classification"): ("optimum.onnxruntime", "ORTModelForSequenceClassification", "logits"),
+        ("onnx", "image-classification"): ("optimum.onnxruntime", "ORTModelForImageClassification", "logits"),
+        ("openvino", "feature-extraction"): ("optimum.intel.openvino", "OVModelForFeatureExtraction", "last_hidden_state"),
+        ("openvino", "sequence-classification"): ("optimum.intel.openvino", "OVModelForSequenceClassification", "logits"),
+        ("openvino", "image-classification"): ("optimum.intel.openvino", "OVModelForImageClassification", "logits"),
+    }
+    module, cls, output = classes[(case["format"], case["task"])]
+    model_cls = getattr(__import__(module, fromlist=[cls]), cls)
+    kwargs = {"provider": "CPUExecutionProvider"} if case["format"] == "onnx" else \
+        {"ov_config": {"INFERENCE_PRECISION_HINT": "f32"}, "compile": True}
+    model = model_cls.from_pretrained(case["export"], **kwargs)
+    result = 0.0
+    for c in ["single", "batch"]:
+        inputs = {k: gold[f"{c}.{k}"] for k in ["input_ids", "attention_mask", "token_type_ids", "pixel_values"]
+                  if f"{c}.{k}" in gold}
+        with torch.no_grad():
+            got = getattr(model(**inputs), output)
+        want = gold[f"{c}.{output}"]
+        if output == "last_hidden_state":  # rows at padded positions are unspecified
+            keep = inputs["attention_mask"].bool()
+            got, want = got[keep], want[keep]
+        result = max(result, worst(want.numpy(), torch.as_tensor(got).numpy()))
+    return result
+
+
+def worst(ref, got):
+    ref, got = np.asarray(ref, dtype=np.float32), np.asarray(got, dtype=np.float32)
+    if ref.shape != got.shape:
+        raise ValueError(f"shape {list(got.shape)}, the reference's is {list(ref.shape)}")
+    return float(np.abs(ref - got).max())
+
+
+CHECKS = {"sentence-transformers": sentence_transformers_check, "fastembed": fastembed_check, "optimum": optimum_check}
+
+
+def check(plan):
+    for case in json.loads(Path(plan).read_text()):
+        line = {"case": case["name"], "client": case["client"]}
+        try:
+            line["worst"] = CHECKS[case["client"]](case)
+        except Exception:  # the Rust test names the case and the client with the traceback
+            line["error"] = traceback.format_exc()
+        print(json.dumps(line), flush=True)
+
+
+if __name__ == "__main__":
+    torch.set_num_threads(1)
+    command, path = sys.argv[1], Path(sys.argv[2])
+    {"make": make, "check": check}[command](path)
