@@ -2,7 +2,9 @@
 //! "Client libraries"): sentence-transformers' onnx and openvino backends and fastembed over
 //! exported sentence-transformers folders (random ones the client's own sentence-transformers
 //! makes: encoders, pooling modes, Dense modules, Normalize; and the committed `bert_st`),
-//! optimum's ONNX Runtime and OpenVINO model classes over exported fixtures of each task.
+//! optimum's ONNX Runtime and OpenVINO model classes over exported fixtures of each task, and
+//! optimum-intel's `OVModelForCausalLM.generate` over stateful generation exports (transformers'
+//! 16 greedy tokens).
 //! Every check compares with the client's own reference: `SentenceTransformer(checkpoint)`,
 //! or transformers' goldens of the fixtures.
 //!
@@ -12,7 +14,7 @@
 mod common;
 
 use common::{clients_python, fixture, script};
-use hfexport::{AutoExportConfig, AutoHfExporter, DType, ExportRequest};
+use hfexport::{AutoExportConfig, AutoHfExporter, DType, ExportRequest, Generation};
 use serde_json::{json, Value};
 use std::path::Path;
 use std::process::Command;
@@ -25,7 +27,11 @@ const TOLERANCE: f64 = 1e-4;
 const OPTIMUM_FIXTURES: [(&str, &str); 3] =
     [("bert", "feature-extraction"), ("roberta_cls", "sequence-classification"), ("vit_cls", "image-classification")];
 
-fn export(model: &Path, format: &str, out: &Path) {
+/// Decoder fixtures optimum-intel's `OVModelForCausalLM` generates with, over a stateful
+/// growing-cache export.
+const GENERATION_FIXTURES: [&str; 4] = ["llama", "qwen3", "gemma2", "phi3"];
+
+fn export(model: &Path, format: &str, out: &Path, generation: Option<Generation>) {
     let config = json!({"export_format": format, "dynamic": true});
     let exporter = AutoHfExporter::from_config(AutoExportConfig::from_dict(&config).unwrap()).unwrap();
     let req = ExportRequest {
@@ -34,7 +40,7 @@ fn export(model: &Path, format: &str, out: &Path) {
         task: None,
         dtype: DType::F32,
         force: false,
-        generation: None,
+        generation,
     };
     if let Err(e) = exporter.export(&req, &mut |_| {}) {
         panic!("exporting {} to {format}: {e}", model.display());
@@ -65,7 +71,7 @@ fn client_libraries_give_their_own_outputs_over_our_folders() {
         let checkpoint = Path::new(case["dir"].as_str().unwrap());
         for format in ["onnx", "openvino"] {
             let out = tmp.path().join("exports").join(format!("{name}-{format}"));
-            export(checkpoint, format, &out);
+            export(checkpoint, format, &out, None);
             let mut check = case.clone();
             check["checkpoint"] = json!(checkpoint);
             check["export"] = json!(out);
@@ -82,10 +88,16 @@ fn client_libraries_give_their_own_outputs_over_our_folders() {
     for (name, task) in OPTIMUM_FIXTURES {
         for format in ["onnx", "openvino"] {
             let out = tmp.path().join("exports").join(format!("{name}-{format}"));
-            export(&fixture(name), format, &out);
+            export(&fixture(name), format, &out, None);
             plan.push(json!({"name": format!("{name} {format}"), "client": "optimum", "checkpoint": fixture(name),
                              "export": out, "format": format, "task": task, "description": task}));
         }
+    }
+    for name in GENERATION_FIXTURES {
+        let out = tmp.path().join("exports").join(format!("{name}-openvino-generation"));
+        export(&fixture(name), "openvino", &out, Some(Generation { static_cache: None, multi_token_decode: false }));
+        plan.push(json!({"name": format!("{name} openvino generation"), "client": "optimum-generate",
+                         "checkpoint": fixture(name), "export": out, "description": "16 greedy tokens, mismatches"}));
     }
     let plan_file = tmp.path().join("plan.json");
     std::fs::write(&plan_file, serde_json::to_vec_pretty(&plan).unwrap()).unwrap();

@@ -181,24 +181,21 @@ fn read_at(path: &Path, at: u64, n: usize) -> Vec<u8> {
     buf
 }
 
-/// Bytes the files under `dir` occupy on disk (allocated blocks, not lengths), each stored file
-/// once (an ONNX export's `onnx/` folder holds hard links).
+/// Bytes the files under `dir` occupy on disk (allocated blocks, not lengths).
 fn disk_usage(dir: &Path) -> u64 {
-    fn walk(dir: &Path, seen: &mut std::collections::HashSet<(u64, u64)>) -> u64 {
-        use std::os::unix::fs::MetadataExt;
-        let mut total = 0;
-        for e in std::fs::read_dir(dir).unwrap() {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| {
             let e = e.unwrap();
             let meta = e.metadata().unwrap();
             if meta.is_dir() {
-                total += walk(&e.path(), seen);
-            } else if seen.insert((meta.dev(), meta.ino())) {
-                total += meta.blocks() * 512;
+                disk_usage(&e.path())
+            } else {
+                meta.blocks() * 512
             }
-        }
-        total
-    }
-    walk(dir, &mut Default::default())
+        })
+        .sum()
 }
 
 #[test]

@@ -1012,11 +1012,11 @@ fn export_json_lists_the_patches_applied() {
     let ov = json!({"export_format": "openvino", "dynamic": true, "stateful": true});
     let one_token = Generation { static_cache: Some(16), multi_token_decode: false };
     assert_eq!(export("ov-one", ov.clone(), Some(one_token)), ["openvino-static-query-cache-scatter"]);
-    let xml = std::fs::read_to_string(tmp.path().join("ov-one/openvino_decode.xml")).unwrap();
+    let xml = std::fs::read_to_string(tmp.path().join("ov-one/openvino_model.xml")).unwrap();
     assert!(xml.contains("type=\"ScatterUpdate\"") && xml.contains("type=\"ReadValue\""));
     let multi = Generation { static_cache: Some(16), multi_token_decode: true };
     assert!(export("ov-multi", ov, Some(multi)).is_empty());
-    let xml = std::fs::read_to_string(tmp.path().join("ov-multi/openvino_decode.xml")).unwrap();
+    let xml = std::fs::read_to_string(tmp.path().join("ov-multi/openvino_model.xml")).unwrap();
     assert!(!xml.contains("type=\"ScatterUpdate\"") && xml.contains("type=\"ReadValue\""), "the states grow");
     let onnx = json!({"export_format": "onnx", "dynamic": true, "opset_version": 23});
     assert!(export("onnx23", onnx, None).is_empty());

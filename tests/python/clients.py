@@ -104,7 +104,7 @@ def sentence_transformers_check(case):
 
 
 def fastembed_check(case):
-    """fastembed's TextEmbedding over the export's `onnx/model.onnx`, as a custom model: its own
+    """fastembed's TextEmbedding over the export's `model.onnx`, as a custom model: its own
     pooling of `last_hidden_state` where it has the mode, else the export's
     `sentence_embedding`; against SentenceTransformer over the checkpoint."""
     from fastembed import TextEmbedding
@@ -122,6 +122,7 @@ def fastembed_check(case):
         sources=ModelSource(hf=name),
         dim=case["dim"],
         output_name=None if pooled else "sentence_embedding",
+        model_file="model.onnx",
     )
     model = TextEmbedding(model_name=name, specific_model_path=case["export"], providers=["CPUExecutionProvider"])
     return worst(ref, np.stack(list(model.embed(TEXTS))))
@@ -167,7 +168,28 @@ def worst(ref, got):
     return float(np.abs(ref - got).max())
 
 
-CHECKS = {"sentence-transformers": sentence_transformers_check, "fastembed": fastembed_check, "optimum": optimum_check}
+def optimum_generation_check(case):
+    """optimum-intel's OVModelForCausalLM over a stateful generation export (`openvino_model.xml`),
+    its `generate` run as the fixture's greedy golden was (16 new tokens, no EOS stop); the
+    number of tokens that differ from transformers' (0 passes)."""
+    from optimum.intel.openvino import OVModelForCausalLM
+    from safetensors.torch import load_file
+
+    gold = load_file(str(Path(case["checkpoint"]) / "golden.safetensors"))
+    prompt, want = gold["greedy.prompt_ids"], gold["greedy.tokens"]
+    hints = {"INFERENCE_PRECISION_HINT": "f32", "KV_CACHE_PRECISION": "f32"}
+    model = OVModelForCausalLM.from_pretrained(case["export"], ov_config=hints)
+    n = want.shape[1]
+    out = model.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=n, min_new_tokens=n,
+                         do_sample=False, eos_token_id=None, pad_token_id=0)
+    got = out[:, prompt.shape[1]:]
+    if got.shape != want.shape:
+        raise ValueError(f"{got.shape[1]} new tokens, transformers' {want.shape[1]}")
+    return float((got != want).sum())
+
+
+CHECKS = {"sentence-transformers": sentence_transformers_check, "fastembed": fastembed_check, "optimum": optimum_check,
+          "optimum-generate": optimum_generation_check}
 
 
 def check(plan):

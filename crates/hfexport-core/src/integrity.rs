@@ -33,42 +33,13 @@ pub fn record_files(dir: &Path) -> Result<Vec<FileRecord>> {
     walk(dir, &mut paths)?;
     paths.retain(|p| p.as_path() != Path::new(FILE_NAME) && p.as_path() != Path::new(LOCK_FILE));
     paths.sort();
-    let sums = crcs_once(dir, &paths)?;
-    let record = |(rel, sum): (&PathBuf, Result<(u64, u32)>)| {
-        let (bytes, crc32) = sum?;
-        Ok(FileRecord { path: slash_path(rel), bytes, crc32 })
-    };
-    paths.iter().zip(sums).map(record).collect()
-}
-
-/// The size and CRC-32 of each file of `paths` (relative to `dir`), one file per core, each
-/// stored file read once: hard links to one file (an ONNX export's `onnx/` folder) share its sum.
-fn crcs_once<P: AsRef<Path> + Sync>(dir: &Path, paths: &[P]) -> Result<Vec<Result<(u64, u32)>>> {
-    let ids = paths.iter().map(|rel| file_id(&dir.join(rel))).collect::<Result<Vec<_>>>()?;
-    let mut first = std::collections::HashMap::new();
-    let owner: Vec<usize> =
-        ids.iter().enumerate().map(|(i, id)| *first.entry(id.unwrap_or((u64::MAX, i as u64))).or_insert(i)).collect();
-    let sums: Vec<Option<Result<(u64, u32)>>> =
-        paths.par_iter().enumerate().map(|(i, rel)| (owner[i] == i).then(|| crc_of(&dir.join(rel)))).collect();
-    let shared = |&o: &usize| match &sums[o] {
-        Some(Ok(sum)) => Ok(*sum),
-        Some(Err(e)) => Err(Error::Artifact(e.to_string())),
-        None => unreachable!("a file's owner is itself or an earlier path, which was summed"),
-    };
-    Ok(owner.iter().map(shared).collect())
-}
-
-/// The stored file behind `path` (device and inode), where the platform says.
-#[cfg(unix)]
-fn file_id(path: &Path) -> Result<Option<(u64, u64)>> {
-    use std::os::unix::fs::MetadataExt;
-    let m = std::fs::metadata(path).map_err(|e| io_err(path, e))?;
-    Ok(Some((m.dev(), m.ino())))
-}
-
-#[cfg(not(unix))]
-fn file_id(_: &Path) -> Result<Option<(u64, u64)>> {
-    Ok(None)
+    paths
+        .par_iter()
+        .map(|rel| {
+            let (bytes, crc32) = crc_of(&dir.join(rel))?;
+            Ok(FileRecord { path: slash_path(rel), bytes, crc32 })
+        })
+        .collect()
 }
 
 /// Every file under `dir`, into `out` as paths relative to `dir`.
@@ -143,9 +114,9 @@ pub fn check_files(dir: &Path, meta: &ExportMetadata) -> Result<(usize, u64)> {
         )));
     }
     check_sizes(dir, meta, None)?;
-    let paths: Vec<&str> = meta.files.iter().map(|r| r.path.as_str()).collect();
-    for (r, sum) in meta.files.iter().zip(crcs_once(dir, &paths)?) {
-        let crc = sum?.1;
+    let crcs: Vec<Result<u32>> = meta.files.par_iter().map(|r| crc_of(&dir.join(&r.path)).map(|c| c.1)).collect();
+    for (r, crc) in meta.files.iter().zip(crcs) {
+        let crc = crc?;
         if crc != r.crc32 {
             let msg = format!("has CRC-32 {crc:08x}, export.json records {:08x}: its bytes changed", r.crc32);
             return Err(damaged(&dir.join(&r.path), msg));

@@ -96,7 +96,6 @@ impl Backend for Onnx {
         dir: &Path,
         cfg: &ExportConfig,
     ) -> Result<()> {
-        crate::hub_layout::link_subfolder(components, dir)?;
         match onnx_config(cfg)?.genai {
             true => crate::genai::write_config(components, model, dir),
             false => Ok(()),

@@ -7,7 +7,6 @@
 //! - [`export`]: the passes before writing (patches, decomposition of what the opset lacks);
 //! - [`genai`]: `genai_config.json`, with which ONNX Runtime GenAI runs a growing-cache
 //!   generation export as it is (`"genai": true`);
-//! - [`hub_layout`]: the `onnx/` folder (hard links) where transformers.js and fastembed look;
 //! - `runtime` (cargo feature `runtime`): the ONNX Runtime runner, `OnnxRunner`, which loads
 //!   libonnxruntime at run time (`ORT_DYLIB_PATH` or the onnxruntime wheel in a `.venv/`);
 //! - `generate` (same feature): `OrtSession`, the runtime calls of core's generation loop
@@ -23,7 +22,6 @@ pub mod export;
 pub mod genai;
 #[cfg(feature = "runtime")]
 pub mod generate;
-pub mod hub_layout;
 pub mod lower;
 #[cfg(feature = "runtime")]
 pub mod runtime;

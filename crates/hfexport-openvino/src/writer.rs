@@ -1,6 +1,7 @@
 //! Writes lowered networks: one `.bin` (every `Const`'s bytes, weights streamed one chunk at a
 //! time through the core [`WeightSink`], 64-byte aligned, each distinct weight once across components) and each component's
-//! `openvino_<component>.xml` with its `Const`s' `offset` and `size` in that `.bin`.
+//! XML (`openvino_model.xml` for a lone component, else `openvino_<component>.xml`) with its
+//! `Const`s' `offset` and `size` in that `.bin`.
 
 use crate::ir::Network;
 use crate::lower::{lower, ConstSource, LowerOptions};
@@ -19,19 +20,19 @@ fn io_err(path: &Path) -> impl Fn(std::io::Error) -> OvError + '_ {
     move |source| OvError::Io { path: path.to_path_buf(), source }
 }
 
-/// The XML of a component: `openvino_<c>.xml`.
-pub fn xml_name(component: &str) -> String {
-    format!("openvino_{component}.xml")
-}
-
-/// The weights file of an export: `openvino_<c>.bin` beside a lone component's XML (where
-/// `read_model` looks by default), `openvino_model.bin` shared by all when there are several.
-pub fn bin_name(components: &[Planned]) -> String {
+/// The XML of a component: `openvino_model.xml` for a lone one, whatever its name (a forward
+/// `model`, or a stateful generation export's `decode`: where optimum-intel, OpenVINO GenAI and
+/// sentence-transformers' openvino backend look), else `openvino_<c>.xml`.
+pub fn xml_name(components: &[Planned], component: &str) -> String {
     match components {
-        [one] => format!("openvino_{}.bin", one.spec.name),
-        _ => "openvino_model.bin".into(),
+        [_] => "openvino_model.xml".into(),
+        _ => format!("openvino_{component}.xml"),
     }
 }
+
+/// The weights file of an export: `openvino_model.bin`, beside a lone component's XML (where
+/// `read_model` looks by default) or shared by all when there are several.
+pub const BIN_NAME: &str = "openvino_model.bin";
 
 /// Writes every component's XML and one `.bin` holding their constants, each distinct weight
 /// once; returns the file names of each component (its XML, then the `.bin`).
@@ -42,7 +43,7 @@ pub fn write_components(
     opts: LowerOptions,
     progress: WeightProgress,
 ) -> Result<Vec<Vec<String>>> {
-    let bin_name = bin_name(components);
+    let bin_name = BIN_NAME.to_string();
     let bin_path = dir.join(&bin_name);
     let mut out = WeightSink::create(&bin_path).map_err(io_err(&bin_path))?;
     let mut table = WeightTable::<(u64, u64)>::default();
@@ -98,7 +99,7 @@ pub fn write_components(
             data.push(("offset", at.to_string()));
             data.push(("size", size.to_string()));
         }
-        let xml_name = xml_name(&c.spec.name);
+        let xml_name = xml_name(components, &c.spec.name);
         let xml_path = dir.join(&xml_name);
         std::fs::write(&xml_path, net.to_xml(&g.name)).map_err(io_err(&xml_path))?;
         files.push(vec![xml_name, bin_name.clone()]);
