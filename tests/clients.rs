@@ -4,7 +4,8 @@
 //! makes: encoders, pooling modes, Dense modules, Normalize; and the committed `bert_st`),
 //! optimum's ONNX Runtime and OpenVINO model classes over exported fixtures of each task, and
 //! optimum-intel's `OVModelForCausalLM.generate` over stateful generation exports (transformers'
-//! 16 greedy tokens).
+//! greedy tokens for one prompt, a left-padded batch of two and two beams,
+//! `tests/python/batched_generation.py` in the oracle's venv).
 //! Every check compares with the client's own reference: `SentenceTransformer(checkpoint)`,
 //! or transformers' goldens of the fixtures.
 //!
@@ -13,7 +14,7 @@
 
 mod common;
 
-use common::{clients_python, fixture, script};
+use common::{clients_python, fixture, python, script};
 use hfexport::{AutoExportConfig, AutoHfExporter, DType, ExportRequest, Generation};
 use serde_json::{json, Value};
 use std::path::Path;
@@ -93,11 +94,18 @@ fn client_libraries_give_their_own_outputs_over_our_folders() {
                              "export": out, "format": format, "task": task, "description": task}));
         }
     }
+    // transformers' own generate over a left-padded batch and with beams, in the oracle's venv
+    let reference = tmp.path().join("batched_generation.json");
+    let mut oracle = Command::new(python());
+    oracle.arg(script("batched_generation.py")).arg(&reference);
+    let o = oracle.args(GENERATION_FIXTURES.map(fixture)).output().expect("start python");
+    assert!(o.status.success(), "batched_generation.py failed:\n{}", String::from_utf8_lossy(&o.stderr));
     for name in GENERATION_FIXTURES {
         let out = tmp.path().join("exports").join(format!("{name}-openvino-generation"));
         export(&fixture(name), "openvino", &out, Some(Generation { static_cache: None, multi_token_decode: false }));
         plan.push(json!({"name": format!("{name} openvino generation"), "client": "optimum-generate",
-                         "checkpoint": fixture(name), "export": out, "description": "16 greedy tokens, mismatches"}));
+                         "checkpoint": fixture(name), "export": out, "reference": reference,
+                         "description": "greedy tokens: 16 of one prompt, 8 of a left-padded batch of two, 8 with two beams; mismatches"}));
     }
     let plan_file = tmp.path().join("plan.json");
     std::fs::write(&plan_file, serde_json::to_vec_pretty(&plan).unwrap()).unwrap();

@@ -170,8 +170,9 @@ def worst(ref, got):
 
 def optimum_generation_check(case):
     """optimum-intel's OVModelForCausalLM over a stateful generation export (`openvino_model.xml`),
-    its `generate` run as the fixture's greedy golden was (16 new tokens, no EOS stop); the
-    number of tokens that differ from transformers' (0 passes)."""
+    its `generate` run as the fixture's greedy golden was (16 new tokens, no EOS stop), over a
+    left-padded batch and with two beams; the number of tokens that differ from transformers'
+    (0 passes)."""
     from optimum.intel.openvino import OVModelForCausalLM
     from safetensors.torch import load_file
 
@@ -182,9 +183,23 @@ def optimum_generation_check(case):
     n = want.shape[1]
     out = model.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=n, min_new_tokens=n,
                          do_sample=False, eos_token_id=None, pad_token_id=0)
-    got = out[:, prompt.shape[1]:]
+    mismatches = count_mismatches(out[:, prompt.shape[1]:], want)
+    # a left-padded batch of two prompts, and beam search over two beams, against transformers'
+    # generate of the same (tests/python/batched_generation.py)
+    reference = json.loads(Path(case["reference"]).read_text())[case["checkpoint"]]
+    for name, extra in [("batch", {}), ("beams", {"num_beams": 2})]:
+        ref = reference[name]
+        ids, mask = torch.tensor(ref["input_ids"]), torch.tensor(ref["attention_mask"])
+        n = len(ref["tokens"][0])
+        out = model.generate(ids, attention_mask=mask, max_new_tokens=n, min_new_tokens=n, do_sample=False,
+                             eos_token_id=None, pad_token_id=0, **extra)
+        mismatches += count_mismatches(out[:, ids.shape[1]:], torch.tensor(ref["tokens"]))
+    return mismatches
+
+
+def count_mismatches(got, want):
     if got.shape != want.shape:
-        raise ValueError(f"{got.shape[1]} new tokens, transformers' {want.shape[1]}")
+        raise ValueError(f"tokens of shape {list(got.shape)}, transformers' {list(want.shape)}")
     return float((got != want).sum())
 
 

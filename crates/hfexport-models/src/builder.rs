@@ -185,7 +185,7 @@ impl<'a> Decoder<'a> {
             vec![one.clone(), one.clone(), seq.clone(), len.clone()],
         )?;
         let positions = self.g.add_input("position_ids", DType::I64, vec![one.clone(), seq])?;
-        let inputs = self.cache_inputs(&len)?;
+        let inputs = self.cache_inputs(&len, &one)?;
         self.kv = Kv::StaticCache { inputs, outputs: vec![] };
         let cross = self.cross_inputs()?;
         self.image = self.image_input()?;
@@ -221,41 +221,51 @@ impl<'a> Decoder<'a> {
         Ok(self.g)
     }
 
-    /// Decode over a growing cache: `input.cache.*` `[1, kv_heads, past_len, head_dim]`,
-    /// `attention_mask` int64 `[1, past_len + sequence]` (0 = padding), `position_ids`
-    /// `[1, sequence]`; outputs the caches with this call's keys appended.
+    /// Decode over a growing cache: `input.cache.*` `[batch, kv_heads, past_len, head_dim]`,
+    /// `attention_mask` int64 `[batch, past_len + sequence]` (0 = padding), `position_ids`
+    /// `[batch, sequence]` (rotary and learned positions; a left-padded row's are its own);
+    /// outputs the caches with this call's keys appended.
     fn growing_decode(mut self) -> Result<Graph> {
         let (cfg, act) = (self.cfg, self.activation()?);
         let one = Dim::konst(1);
         let max = max_context(cfg);
+        let batch = Dim::sym(&self.g.symbols.declare("batch", 1, self.opts.max_batch)?);
         let seq = Dim::sym(&self.g.symbols.declare("sequence", 1, max)?);
         let past = Dim::sym(&self.g.symbols.declare("past_len", 0, max - 1)?);
         let total = past.add(&seq);
-        let ids = self.g.add_input("input_ids", DType::I64, vec![one.clone(), seq.clone()])?;
-        let am = self.g.add_input("attention_mask", DType::I64, vec![one.clone(), total.clone()])?;
-        let positions = self.g.add_input("position_ids", DType::I64, vec![one.clone(), seq.clone()])?;
-        let inputs = self.cache_inputs(&past)?;
+        let ids = self.g.add_input("input_ids", DType::I64, vec![batch.clone(), seq.clone()])?;
+        let am = self.g.add_input("attention_mask", DType::I64, vec![batch.clone(), total.clone()])?;
+        let positions = self.g.add_input("position_ids", DType::I64, vec![batch.clone(), seq.clone()])?;
+        let inputs = self.cache_inputs(&past, &batch)?;
         self.kv = Kv::Growing { inputs, outputs: vec![] };
         let ropes = self.rotary(positions)?;
-        let keys = self.op("cache.positions", Op::Iota { len: total.clone() }, &[])?;
+        // causality and windows go by cache slot (`past_len + i` for query `i`), as transformers'
+        // `cache_position`: in a left-padded batch the rows' positions are their own
+        let slots = self.op("cache.positions", Op::Iota { len: total.clone() }, &[])?;
         let key_positions =
-            self.op("cache.key_ids", Op::Reshape { shape: vec![one.clone(), total.clone()] }, &[keys])?;
+            self.op("cache.key_ids", Op::Reshape { shape: vec![one.clone(), total.clone()] }, &[slots])?;
+        let query_slots =
+            self.op("cache.query_slots", Op::Slice { axis: 0, start: past, end: total.clone() }, &[slots])?;
+        let query_positions =
+            self.op("cache.query_ids", Op::Reshape { shape: vec![one.clone(), seq.clone()] }, &[query_slots])?;
         let q = self.op(
             "mask.query_pos",
             Op::Reshape { shape: vec![one.clone(), one.clone(), seq, one.clone()] },
-            &[positions],
+            &[query_slots],
         )?;
         let k = self.op(
             "mask.key_pos",
             Op::Reshape { shape: vec![one.clone(), one.clone(), one.clone(), total.clone()] },
-            &[keys],
+            &[slots],
         )?;
         let causal = self.op("mask.causal", Op::Binary(BinaryOp::GreaterEqual), &[q, k])?;
         let pad = self.op("mask.padding", Op::Cast(DType::Bool), &[am])?;
-        let pad =
-            self.op("mask.padding_keys", Op::Reshape { shape: vec![one.clone(), one.clone(), one, total] }, &[pad])?;
+        let pad = self.op("mask.padding_keys", Op::Reshape { shape: vec![batch, one.clone(), one, total] }, &[pad])?;
         let mask = self.op("mask", Op::Binary(BinaryOp::And), &[causal, pad])?;
-        let mut shared = LayerInputs::new(ropes, mask, positions, key_positions);
+        let mut shared = LayerInputs {
+            token_positions: Some(positions),
+            ..LayerInputs::new(ropes, mask, query_positions, key_positions)
+        };
         self.alibi_masks(&mut shared, Some(am))?;
         self.logits(ids, &shared, act)?;
         self.cache_outputs(false)?;
@@ -289,11 +299,12 @@ impl<'a> Decoder<'a> {
     fn logits(&mut self, ids: ValueId, shared: &LayerInputs, act: Activation) -> Result<()> {
         let mut shared = LayerInputs { chunked_mask: self.chunked_mask(shared)?, ..shared.clone() };
         let root = self.root();
+        let positions = shared.token_positions.unwrap_or(shared.positions);
         let (ids, (mut h, table)) = match self.image {
-            Some(image) => (ids, self.embed_with_image(&root, ids, image, shared.positions)?),
+            Some(image) => (ids, self.embed_with_image(&root, ids, image, positions)?),
             None => {
                 let ids = self.without_placeholders(ids)?;
-                let (h, table) = self.embed(&root, ids, shared.positions)?;
+                let (h, table) = self.embed(&root, ids, positions)?;
                 (ids, (self.media_token_embeddings(ids, h)?, table))
             }
         };
@@ -478,12 +489,13 @@ impl<'a> Decoder<'a> {
 
     /// Declares `input.cache.layers.<i>.*` of every layer, as its [`crate::config::LayerSpec::cache`] says,
     /// over `len` positions.
-    fn cache_inputs(&mut self, len: &Dim) -> Result<Vec<Vec<ValueId>>> {
+    fn cache_inputs(&mut self, len: &Dim, batch: &Dim) -> Result<Vec<Vec<ValueId>>> {
         let (cfg, dtype) = (self.cfg, self.opts.dtype);
         let mut layers = Vec::with_capacity(cfg.layers.len());
         for (i, layer) in cfg.layers.iter().enumerate() {
             let mut states = vec![];
-            for (kind, shape) in layer.cache(len) {
+            for (kind, mut shape) in layer.cache(len) {
+                shape[0] = batch.clone();
                 states.push(self.g.add_input(&format!("input.{}", cache_name(i, kind)), dtype, shape)?);
             }
             layers.push(states);

@@ -104,6 +104,9 @@ pub(crate) struct LayerInputs {
     /// the keys come from a static cache), for sliding windows.
     pub(crate) positions: ValueId,
     pub(crate) key_positions: ValueId,
+    /// The tokens' `position_ids` where they differ from `positions` (a growing-cache decode,
+    /// whose masks go by cache slot): what learned position tables read.
+    pub(crate) token_positions: Option<ValueId>,
     /// `mask` with each ALiBi layer kind's biases ([`crate::alibi`]), one per distinct kind.
     pub(crate) alibi: Vec<(AlibiKind, ValueId)>,
     /// A forward graph's `attention_mask` `[batch, seq]` (int64, 0 = padding), which a
@@ -151,6 +154,7 @@ impl LayerInputs {
             chunked_mask: None,
             cross: vec![],
             positions,
+            token_positions: None,
             key_positions,
             alibi: vec![],
             padding: None,
