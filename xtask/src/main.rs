@@ -313,16 +313,17 @@ fn check_versions(root: &Path, strict: bool) -> Result<()> {
     );
     println!("  {:<14} {:<12} {:<10} {:<16} status", "package", "groups", "pin", "installed");
     let mut missing = 0usize;
+    // A package that is not installed is not drift: its group may not be set up here.
+    let mut state_of = |have: Option<&String>, pin: &versions::PythonPin| match have {
+        Some(v) => status(satisfies(v, &pin.version)),
+        None => {
+            missing += 1;
+            "-"
+        }
+    };
     for pin in versions.pins("all")? {
         let have = installed.get(&versions::normalize_name(&pin.name));
-        // A package that is not installed is not drift: its group may not be set up here.
-        let state = match have {
-            Some(v) => status(satisfies(v, &pin.version)),
-            None => {
-                missing += 1;
-                "-"
-            }
-        };
+        let state = state_of(have, &pin);
         println!(
             "  {:<14} {:<12} {:<10} {:<16} {state}",
             pin.name,
@@ -341,13 +342,7 @@ fn check_versions(root: &Path, strict: bool) -> Result<()> {
     );
     for pin in &versions.clients {
         let have = have_clients.get(&versions::normalize_name(&pin.name));
-        let state = match have {
-            Some(v) => status(satisfies(v, &pin.version)),
-            None => {
-                missing += 1;
-                "-"
-            }
-        };
+        let state = state_of(have, pin);
         let installed = have.map_or("not installed", |v| v.as_str());
         println!("  {:<21} {:<10} {:<16} {state}", pin.name, pin.version, installed);
     }
