@@ -171,8 +171,8 @@ def worst(ref, got):
 def optimum_generation_check(case):
     """optimum-intel's OVModelForCausalLM over a stateful generation export (`openvino_model.xml`),
     its `generate` run as the fixture's greedy golden was (16 new tokens, no EOS stop), over a
-    left-padded batch and with two beams; the number of tokens that differ from transformers'
-    (0 passes)."""
+    left-padded batch and with two beams; an error shows the first tokens that differ from
+    transformers'."""
     from optimum.intel.openvino import OVModelForCausalLM
     from safetensors.torch import load_file
 
@@ -183,7 +183,7 @@ def optimum_generation_check(case):
     n = want.shape[1]
     out = model.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=n, min_new_tokens=n,
                          do_sample=False, eos_token_id=None, pad_token_id=0)
-    mismatches = count_mismatches(out[:, prompt.shape[1]:], want)
+    compare("one prompt", out[:, prompt.shape[1]:], want)
     # a left-padded batch of two prompts, and beam search over two beams, against transformers'
     # generate of the same (tests/python/batched_generation.py)
     reference = json.loads(Path(case["reference"]).read_text())[case["checkpoint"]]
@@ -193,14 +193,14 @@ def optimum_generation_check(case):
         n = len(ref["tokens"][0])
         out = model.generate(ids, attention_mask=mask, max_new_tokens=n, min_new_tokens=n, do_sample=False,
                              eos_token_id=None, pad_token_id=0, **extra)
-        mismatches += count_mismatches(out[:, ids.shape[1]:], torch.tensor(ref["tokens"]))
-    return mismatches
+        compare(name, out[:, ids.shape[1]:], torch.tensor(ref["tokens"]))
+    return 0.0
 
 
-def count_mismatches(got, want):
-    if got.shape != want.shape:
-        raise ValueError(f"tokens of shape {list(got.shape)}, transformers' {list(want.shape)}")
-    return float((got != want).sum())
+def compare(case, got, want):
+    """Raises, with both, unless the tokens are transformers'."""
+    if got.shape != want.shape or bool((got != want).any()):
+        raise ValueError(f"{case}: tokens {got.tolist()}, transformers' {want.tolist()}")
 
 
 CHECKS = {"sentence-transformers": sentence_transformers_check, "fastembed": fastembed_check, "optimum": optimum_check,

@@ -240,7 +240,8 @@ impl<'a> Decoder<'a> {
         self.kv = Kv::Growing { inputs, outputs: vec![] };
         let ropes = self.rotary(positions)?;
         // causality and windows go by cache slot (`past_len + i` for query `i`), as transformers'
-        // `cache_position`: in a left-padded batch the rows' positions are their own
+        // `cache_position`: in a left-padded batch the rows' positions are their own (chunks
+        // count them, `chunked_mask`)
         let slots = self.op("cache.positions", Op::Iota { len: total.clone() }, &[])?;
         let key_positions =
             self.op("cache.key_ids", Op::Reshape { shape: vec![one.clone(), total.clone()] }, &[slots])?;
@@ -264,6 +265,7 @@ impl<'a> Decoder<'a> {
         let mask = self.op("mask", Op::Binary(BinaryOp::And), &[causal, pad])?;
         let mut shared = LayerInputs {
             token_positions: Some(positions),
+            padding: Some(am),
             ..LayerInputs::new(ropes, mask, query_positions, key_positions)
         };
         self.alibi_masks(&mut shared, Some(am))?;
@@ -359,10 +361,21 @@ impl<'a> Decoder<'a> {
             Span::Full | Span::Sliding(_) => None,
         });
         let Some(chunk) = chunk else { return Ok(None) };
+        // chunks count from each row's first token, as transformers' left-padding-aware chunked
+        // mask does: positions counted over `attention_mask`, whose last columns are the
+        // queries' in a growing-cache decode (its mask spans the past too)
         let (queries, keys) = match s.padding {
             Some(am) => {
                 let counted = self.mask_positions("mask.chunk_positions", am)?;
-                (counted, counted)
+                let (total, seq) = (self.g.info(am).shape[1].clone(), self.g.info(s.positions).shape[1].clone());
+                let queries = match total == seq {
+                    true => counted,
+                    false => {
+                        let past = Op::Slice { axis: 1, start: total.sub(&seq), end: total };
+                        self.op("mask.chunk_query_positions", past, &[counted])?
+                    }
+                };
+                (queries, counted)
             }
             None => (s.positions, s.key_positions),
         };

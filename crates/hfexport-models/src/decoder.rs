@@ -109,8 +109,9 @@ pub(crate) struct LayerInputs {
     pub(crate) token_positions: Option<ValueId>,
     /// `mask` with each ALiBi layer kind's biases ([`crate::alibi`]), one per distinct kind.
     pub(crate) alibi: Vec<(AlibiKind, ValueId)>,
-    /// A forward graph's `attention_mask` `[batch, seq]` (int64, 0 = padding), which a
-    /// state-space layer multiplies its inputs by.
+    /// The `attention_mask` (int64, 0 = padding): a forward graph's `[batch, seq]`, which a
+    /// state-space layer multiplies its inputs by, or a growing-cache decode's
+    /// `[batch, past + seq]`; chunked layers count positions over it.
     pub(crate) padding: Option<ValueId>,
     /// The per-layer embeddings `[b, s, layers, size]` (Gemma 4's PLE), when the model has them.
     pub(crate) per_layer: Option<ValueId>,
