@@ -160,6 +160,26 @@ fn growing_cache_prefill_and_decode() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
+/// The growing-cache `decode` over a left-padded batch of two prompts in onnxruntime gives
+/// transformers' greedy tokens (`tests/python/batched_generation.py --onnx`): learned and rotary
+/// positions, sliding windows, Llama 4's chunks.
+#[test]
+fn growing_cache_decode_takes_a_left_padded_batch() {
+    let tmp = tempfile::tempdir().unwrap();
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python/batched_generation.py");
+    let generation = Generation { static_cache: None, multi_token_decode: false };
+    let mut failures = vec![];
+    for name in ["llama", "gpt2", "gemma2", "llama4"] {
+        let out = tmp.path().join(name);
+        export_decode(name, &out, generation, true).unwrap();
+        let o = Command::new(python()).arg(&script).arg("--onnx").arg(&out).arg(fixture(name)).output().unwrap();
+        if !o.status.success() {
+            failures.push(format!("{name}: {}", String::from_utf8_lossy(&o.stderr)));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
 #[test]
 fn generation_exports_need_dynamic_shapes() {
     let tmp = tempfile::tempdir().unwrap();

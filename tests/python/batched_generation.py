@@ -3,6 +3,11 @@
 
 usage: batched_generation.py OUT.json FIXTURE_DIR...
 Writes {fixture_dir: {"batch": {"input_ids", "attention_mask", "tokens"}, "beams": {...}}}.
+
+       batched_generation.py --onnx EXPORT_DIR FIXTURE_DIR
+The growing-cache `decode.onnx` of EXPORT_DIR in onnxruntime, greedy over that batch (the
+prompt over an empty past, then a token per row per call, positions counted over the mask as
+transformers counts them); exits non-zero, printing both, unless its tokens are transformers'.
 """
 
 import json
@@ -14,18 +19,63 @@ import transformers
 NEW_TOKENS = 8
 
 
+def batch_case(model):
+    """Two random prompts, row 1 two tokens shorter and padded on the left."""
+    vocab = model.config.get_text_config().vocab_size
+    ids = torch.randint(3, vocab, (2, 6))
+    mask = torch.ones_like(ids)
+    mask[1, :2] = 0
+    ids[1, :2] = 0
+    return ids, mask
+
+
+def load(folder):
+    return transformers.AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32,
+                                                             attn_implementation="eager").eval()
+
+
+def onnx_batch(export, folder):
+    import numpy as np
+    import onnxruntime as ort
+
+    torch.manual_seed(0)
+    model = load(folder)
+    ids, mask = batch_case(model)
+    with torch.no_grad():
+        want = model.generate(ids, attention_mask=mask, max_new_tokens=NEW_TOKENS, min_new_tokens=NEW_TOKENS,
+                              do_sample=False, eos_token_id=None, pad_token_id=0)[:, ids.shape[1]:]
+    s = ort.InferenceSession(f"{export}/decode.onnx", providers=["CPUExecutionProvider"])
+    caches = {}
+    for i in s.get_inputs():
+        if i.name.startswith("input."):
+            shape = [2 if d == "batch" else 0 if d == "past_len" else d for d in i.shape]
+            caches[i.name[len("input."):]] = np.zeros(shape, np.float32)
+    step_ids, m, got = ids.numpy(), mask.numpy(), []
+    for _ in range(NEW_TOKENS):
+        counted = np.cumsum(m, axis=1) - 1
+        positions = np.where(m == 0, 1, counted)[:, -step_ids.shape[1]:]
+        feed = {"input_ids": step_ids, "attention_mask": m, "position_ids": positions}
+        feed.update({f"input.{n}": v for n, v in caches.items()})
+        names = [o.name for o in s.get_outputs()]
+        out = dict(zip(names, s.run(names, feed)))
+        caches = {n: out[f"output.{n}"] for n in caches}
+        step_ids = out["logits"][:, -1].argmax(-1)[:, None].astype(np.int64)
+        got.append(step_ids[:, 0])
+        m = np.concatenate([m, np.ones((2, 1), np.int64)], axis=1)
+    got = np.stack(got, axis=1)
+    if not (got == want.numpy()).all():
+        sys.exit(f"{export}: tokens {got.tolist()}, transformers' {want.tolist()}")
+
+
 def main():
+    if sys.argv[1] == "--onnx":
+        return onnx_batch(sys.argv[2], sys.argv[3])
     out, folders = sys.argv[1], sys.argv[2:]
     torch.manual_seed(0)
     result = {}
     for folder in folders:
-        model = transformers.AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32,
-                                                                  attn_implementation="eager").eval()
-        vocab = model.config.get_text_config().vocab_size
-        ids = torch.randint(3, vocab, (2, 6))
-        mask = torch.ones_like(ids)
-        mask[1, :2] = 0  # row 1 is two tokens shorter, padded on the left
-        ids[1, :2] = 0
+        model = load(folder)
+        ids, mask = batch_case(model)
         cases = {"batch": (ids, mask, {}), "beams": (ids[:1], mask[:1], {"num_beams": 2})}
         result[folder] = {}
         for name, (i, m, extra) in cases.items():
