@@ -5,10 +5,11 @@
 
 mod common;
 use common::{fixture, fixtures, recurrent_fixtures};
+use hfexport_core::cache_ports;
 use hfexport_core::{Evaluator, Tensor};
 use hfexport_models::config::Mixer;
 use hfexport_models::safetensors::read_all;
-use hfexport_models::{build_generation, cache_name, BuildOptions, Checkpoint, LatentForm};
+use hfexport_models::{build_generation, BuildOptions, Checkpoint, LatentForm};
 use std::collections::BTreeMap;
 
 const CACHE: usize = 32;
@@ -28,7 +29,7 @@ impl<'g> Session<'g> {
             for (kind, dims) in layer.cache(&hfexport_core::Dim::from(CACHE)) {
                 let shape: Vec<usize> = dims.iter().map(|d| d.as_const().unwrap() as usize).collect();
                 let n: usize = shape.iter().product();
-                caches.insert(cache_name(i, kind), Tensor::f32(shape, vec![0.0; n]).unwrap());
+                caches.insert(cache_ports::layer_cache(i, kind), Tensor::f32(shape, vec![0.0; n]).unwrap());
             }
         }
         Session { ev, caches, next_pos: 0 }
@@ -48,11 +49,11 @@ impl<'g> Session<'g> {
             ("position_ids".to_string(), Tensor::i64(vec![1, q], (p0 as i64..(p0 + q) as i64).collect()).unwrap()),
         ]);
         for (k, v) in &self.caches {
-            inputs.insert(format!("input.{k}"), v.clone());
+            inputs.insert(cache_ports::past(k), v.clone());
         }
         let mut out = self.ev.run(&inputs).unwrap();
         for (k, v) in self.caches.iter_mut() {
-            *v = out.remove(&format!("output.{k}")).unwrap();
+            *v = out.remove(&cache_ports::present(k)).unwrap();
         }
         self.next_pos += q;
         out.remove("logits").unwrap()
@@ -220,7 +221,7 @@ fn a_position_beyond_the_cache_is_an_error() {
         ("position_ids".to_string(), Tensor::i64(vec![1, 1], vec![CACHE as i64]).unwrap()),
     ]);
     for (k, v) in &s.caches {
-        inputs.insert(format!("input.{k}"), v.clone());
+        inputs.insert(cache_ports::past(k), v.clone());
     }
     let e = s.ev.run(&inputs).unwrap_err().to_string();
     assert!(e.contains("position 32") && e.contains("32 slots") && e.contains("cache_keys"), "{e}");

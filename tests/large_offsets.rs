@@ -112,7 +112,7 @@ type Entry = (PathBuf, u64, u64);
 type IndexReader = fn(&Path) -> Vec<Entry>;
 
 fn onnx_index(dir: &Path) -> Vec<Entry> {
-    let bytes = std::fs::read(dir.join("model.onnx")).unwrap();
+    let bytes = std::fs::read(dir.join("onnx/model.onnx")).unwrap();
     let model = hfexport::onnx::proto::ModelProto::decode(bytes.as_slice()).unwrap();
     let mut out = vec![];
     for init in model.graph.unwrap().initializer {
@@ -120,7 +120,7 @@ fn onnx_index(dir: &Path) -> Vec<Entry> {
             init.external_data.iter().find(|e| e.key.as_deref() == Some(k)).and_then(|e| e.value.clone()).unwrap()
         };
         assert_eq!(get("location"), "model.onnx.data");
-        out.push((dir.join("model.onnx.data"), get("offset").parse().unwrap(), get("length").parse().unwrap()));
+        out.push((dir.join("onnx/model.onnx.data"), get("offset").parse().unwrap(), get("length").parse().unwrap()));
     }
     out
 }

@@ -118,7 +118,7 @@ fn dynamic_exports_match_transformers_in_onnxruntime_and_openvino() {
         let dir = tmp.path().join(name);
         let meta = export(name, &dir.join("export"), serde_json::json!({"export_format": "onnx", "dynamic": true}));
         let m = meta.component("model").unwrap();
-        assert_eq!(m.files, ["model.onnx", "model.onnx.data"]);
+        assert_eq!(m.files, ["onnx/model.onnx", "onnx/model.onnx.data"]);
         assert_eq!(m.inputs[0].shape, ["batch", "sequence"], "{name}: symbolic dims are named");
         assert!(dir.join("export/config.json").is_file() && dir.join("export/generation_config.json").is_file());
         let (mut cases, mut expected) = golden_cases(name, &dir);
@@ -130,7 +130,7 @@ fn dynamic_exports_match_transformers_in_onnxruntime_and_openvino() {
         write_case(&p, &ids, &mask);
         cases.push(p);
         expected.push((reference(name, &ids, &mask), mask));
-        let got = run_python(&dir.join("export/model.onnx"), &cases, &dir, None);
+        let got = run_python(&dir.join("export/onnx/model.onnx"), &cases, &dir, None);
         failures.extend(compare(name, &got, &expected, &["ort", "openvino"]));
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
@@ -150,7 +150,7 @@ fn ort_cpu_fusions_lower_moe_blocks_to_the_contrib_op() {
         let config =
             serde_json::json!({"export_format": "onnx", "dynamic": true, "optimize": true, "ort_fusions": "cpu"});
         export(name, &dir.join("export"), config);
-        let model = std::fs::read(dir.join("export/model.onnx")).unwrap();
+        let model = std::fs::read(dir.join("export/onnx/model.onnx")).unwrap();
         let has = |op: &str| model.windows(op.len()).any(|w| w == op.as_bytes());
         // a plain SwiGLU routed by softmax: GPT-OSS's biased experts with their clamped SwiGLU and
         // DeepSeek's grouped routings are decomposed
@@ -164,10 +164,10 @@ fn ort_cpu_fusions_lower_moe_blocks_to_the_contrib_op() {
         }
         // gate and up are stored once, interleaved: no bigger than the standard export
         export(name, &dir.join("standard"), serde_json::json!({"export_format": "onnx", "dynamic": true}));
-        let size = |d: &str| std::fs::metadata(dir.join(d).join("model.onnx.data")).unwrap().len();
+        let size = |d: &str| std::fs::metadata(dir.join(d).join("onnx/model.onnx.data")).unwrap().len();
         assert!(size("export") <= size("standard"), "{name}: {} > {}", size("export"), size("standard"));
         let (cases, expected) = golden_cases(name, &dir);
-        let got = run_python(&dir.join("export/model.onnx"), &cases, &dir, Some("--ort-only"));
+        let got = run_python(&dir.join("export/onnx/model.onnx"), &cases, &dir, Some("--ort-only"));
         failures.extend(compare(&format!("{name} ort_fusions cpu"), &got, &expected, &["ort"]));
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
@@ -184,7 +184,7 @@ fn opsets_17_and_23_match_transformers_in_onnxruntime() {
             let dir = tmp.path().join(format!("{name}-{opset}"));
             let config = serde_json::json!({"export_format": "onnx", "dynamic": true, "opset_version": opset});
             export(name, &dir.join("export"), config);
-            let model = std::fs::read(dir.join("export/model.onnx")).unwrap();
+            let model = std::fs::read(dir.join("export/onnx/model.onnx")).unwrap();
             let has = |op: &str| model.windows(op.len()).any(|w| w == op.as_bytes());
             // the native LLM ops appear from opset 23 on, for the models that have such blocks
             let ckpt = Checkpoint::open(&fixture(name)).unwrap();
@@ -194,7 +194,7 @@ fn opsets_17_and_23_match_transformers_in_onnxruntime() {
                 assert_eq!(has(onnx), opset >= 23 && uses(ours), "{name} at opset {opset}: {onnx}");
             }
             let (cases, expected) = golden_cases(name, &dir);
-            let got = run_python(&dir.join("export/model.onnx"), &cases, &dir, Some("--ort-only"));
+            let got = run_python(&dir.join("export/onnx/model.onnx"), &cases, &dir, Some("--ort-only"));
             failures.extend(compare(&format!("{name} opset {opset}"), &got, &expected, &["ort"]));
         }
     }
@@ -216,10 +216,10 @@ fn half_precision_exports() {
             ("float16", "f16")
         );
         let (cases, expected) = golden_cases(name, &dir);
-        let got = run_python(&dir.join("f16/model.onnx"), &cases, &dir, Some("--ort-only"));
+        let got = run_python(&dir.join("f16/onnx/model_fp16.onnx"), &cases, &dir, Some("--ort-only"));
         failures.extend(compare_within(&format!("{name} float16"), &got, &expected, &["ort"], 5e-2));
         try_export_as(name, &dir.join("bf16"), cfg(), false, DType::BF16).unwrap();
-        run_python(&dir.join("bf16/model.onnx"), &[], &dir, Some("--check-only"));
+        run_python(&dir.join("bf16/onnx/model.onnx"), &[], &dir, Some("--check-only"));
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
@@ -234,7 +234,7 @@ fn static_and_named_dynamic_shapes() {
     let mask = Tensor::i64(vec![1, 16], vec![1; 16]).unwrap();
     let case = tmp.path().join("static-case.safetensors");
     write_case(&case, &ids, &mask);
-    let got = run_python(&tmp.path().join("static/model.onnx"), &[case], tmp.path(), Some("--ort-only"));
+    let got = run_python(&tmp.path().join("static/onnx/model.onnx"), &[case], tmp.path(), Some("--ort-only"));
     assert!(compare("static", &got, &[(reference("qwen2", &ids, &mask), mask)], &["ort"]).is_empty());
     // explicit names and ranges
     let ds = serde_json::json!({
@@ -246,7 +246,7 @@ fn static_and_named_dynamic_shapes() {
     assert_eq!(meta.component("model").unwrap().inputs[1].shape, ["b", "tokens"]);
     assert_eq!((meta.symbols["tokens"].min, meta.symbols["tokens"].max), (2, 32));
     let (cases, expected) = golden_cases("llama", tmp.path());
-    let got = run_python(&tmp.path().join("named/model.onnx"), &cases, tmp.path(), Some("--ort-only"));
+    let got = run_python(&tmp.path().join("named/onnx/model.onnx"), &cases, tmp.path(), Some("--ort-only"));
     assert!(compare("named", &got, &expected, &["ort"]).is_empty());
 }
 
@@ -263,7 +263,7 @@ fn refused_exports_leave_the_output_untouched() {
     assert_eq!(std::fs::read_dir(&out).unwrap().count(), 1);
     // with force it is replaced
     try_export("llama", &out, cfg(), true).unwrap();
-    assert!(!out.join("keep.txt").exists() && out.join("model.onnx").exists());
+    assert!(!out.join("keep.txt").exists() && out.join("onnx/model.onnx").exists());
     // an output whose parent is a file: cannot be created
     let file = tmp.path().join("a-file");
     std::fs::write(&file, "x").unwrap();
@@ -319,7 +319,7 @@ fn an_export_failing_midway_leaves_nothing() {
     let (prepared, _) = hfexport::core::backend::prepare(backend, &cfg, &planned).unwrap();
     let e = backend.write(&prepared, &src, staged.path(), &cfg, &mut |_, _, _| Ok(())).unwrap_err().to_string();
     assert!(e.contains("simulated I/O failure"), "{e}");
-    assert!(staged.path().join("model.onnx.data").exists(), "the failure happened midway");
+    assert!(staged.path().join("onnx/model.onnx.data").exists(), "the failure happened midway");
     drop(staged);
     assert!(!dest.exists());
     assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 0, "the staging folder is removed");

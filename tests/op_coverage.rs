@@ -297,22 +297,22 @@ fn attention_case(
     b.finish(name, Op::Attention { scale: 0.35, softcap, sliding_window: window, sinks }, &ins)
 }
 
-/// `input.keys [1, 2, cache_len, 4]` written at `slots [1, q]` by `new [1, 2, q, 4]`, the
-/// result the in-place output `output.keys` (as the builder makes a static cache); the bool
+/// `past_key_values.keys [1, 2, cache_len, 4]` written at `slots [1, q]` by `new [1, 2, q, 4]`, the
+/// result the in-place output `present.keys` (as the builder makes a static cache); the bool
 /// `attention_mask [1, 1, q, cache_len]` carries the cache length as in a generation graph
 /// (a stateful OpenVINO export sizes its state from it) and is an output as float32.
 fn cache_case(name: &str, op: Op, q: D) -> Case {
     let mut b = Build::new(31);
     // declared first, as the builder does: the stateful lowering reads `cache_len` from it
     let mask = b.bools("attention_mask", &[K(1), K(1), q, L]);
-    let cache = b.float("input.keys", &[K(1), K(2), L, K(4)], -1.0, 1.0);
+    let cache = b.float("past_key_values.keys", &[K(1), K(2), L, K(4)], -1.0, 1.0);
     let new = b.float("new", &[K(1), K(2), q, K(4)], -1.0, 1.0);
     let slots = b.ints("slots", &[K(1), q], |i| [4, 1, 5, 0, 2][i] as i64);
     let out = b.g.add_node("op", op, &[cache, new, slots]).unwrap()[0];
     let m = b.op("mask_f32", Op::Cast(DType::F32), &[mask]);
     b.g.add_output("mask", m).unwrap();
-    b.g.add_output("output.keys", out).unwrap();
-    b.g.add_alias("output.keys", "input.keys");
+    b.g.add_output("present.keys", out).unwrap();
+    b.g.add_alias("present.keys", "past_key_values.keys");
     Case { name: name.into(), graph: b.g, inputs: b.inputs, weights: b.weights, tolerance: b.tolerance }
 }
 
@@ -1020,7 +1020,7 @@ fn export_json_lists_the_patches_applied() {
     assert!(!xml.contains("type=\"ScatterUpdate\"") && xml.contains("type=\"ReadValue\""), "the states grow");
     let onnx = json!({"export_format": "onnx", "dynamic": true, "opset_version": 23});
     assert!(export("onnx23", onnx, None).is_empty());
-    let model = std::fs::read(tmp.path().join("onnx23/model.onnx")).unwrap();
+    let model = std::fs::read(tmp.path().join("onnx23/onnx/model.onnx")).unwrap();
     let has = |s: &str| model.windows(s.len()).any(|w| w == s.as_bytes());
     assert!(has("Attention") && !has("additive_mask"), "the bool mask goes to Attention as it is");
 }

@@ -8,6 +8,7 @@
 mod common;
 
 use common::{fixture, fixtures, python, script, worst_unpadded};
+use hfexport::core::cache_ports;
 use hfexport::core::metadata::ExportMetadata;
 use hfexport::{
     AutoExportConfig, AutoHfExporter, Checkpoint, DType, Evaluator, ExportRequest, Generation, Task, Tensor,
@@ -153,9 +154,9 @@ fn generation_exports_give_transformers_tokens_stateful_and_stateless() {
                     assert_eq!(meta.components.len(), 1, "{name} {variant}: a stateful export is one decode model");
                     assert_eq!(decode.states.len(), cache_tensors(name), "{name} {variant}: {:?}", decode.states);
                     assert!(decode.inputs.iter().any(|p| p.name == "beam_idx" && p.dtype == "i32"), "{name}");
-                    assert!(decode.aliases.is_empty() && !decode.inputs.iter().any(|p| p.name.starts_with("input.")));
+                    assert!(decode.aliases.is_empty() && !decode.inputs.iter().any(|p| cache_ports::is_past(&p.name)));
                 } else {
-                    let pairs = decode.inputs.iter().filter(|p| p.name.starts_with("input.")).count();
+                    let pairs = decode.inputs.iter().filter(|p| cache_ports::is_past(&p.name)).count();
                     assert!(decode.states.is_empty() && pairs == cache_tensors(name), "{name} {variant}");
                 }
                 let d = dir.to_str().unwrap().to_string();

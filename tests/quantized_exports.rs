@@ -90,15 +90,6 @@ fn export_dict(fixture: &Path, out: &Path, dict: &Value) -> hfexport::Result<()>
     exporter.export(&req, &mut |_| {}).map(|_| ())
 }
 
-fn model_file(dir: &Path, format: ExportFormat) -> PathBuf {
-    dir.join(match format {
-        ExportFormat::Onnx => "model.onnx",
-        ExportFormat::Openvino => "openvino_model.xml",
-        ExportFormat::Dynamo => "model.pt2",
-        ExportFormat::Executorch => "model.pte",
-    })
-}
-
 /// `ckpt` exported to every format under `dir/<name>-<format>`: the model file of each (a
 /// failed export is recorded in `failures`).
 fn export_every_format(
@@ -113,7 +104,7 @@ fn export_every_format(
         let out = dir.join(format!("{name}-{}", format.as_str()));
         match export(ckpt, &out, format, quantizer) {
             Ok(()) => {
-                exports.insert(format.as_str(), model_file(&out, format));
+                exports.insert(format.as_str(), common::component_file(&out));
             }
             Err(e) => failures.push(format!("{name} / {}: export: {e}", format.as_str())),
         }
@@ -183,7 +174,7 @@ fn quantized_logits_match_transformers_in_every_runtime() {
         let dict = json!({"export_format": "onnx", "dynamic": true, "quantizer": q, "quant_ops": "standard"});
         match export_dict(&fixture, &out, &dict) {
             Ok(()) => {
-                exports.insert(STANDARD, model_file(&out, ExportFormat::Onnx));
+                exports.insert(STANDARD, common::component_file(&out));
                 compared.push((name, STANDARD.into(), golden(name, false), tolerance(ExportFormat::Onnx, Some(q))));
             }
             Err(e) => failures.push(format!("{name} / {STANDARD}: export: {e}")),
@@ -225,7 +216,7 @@ fn standard_onnx_fuses_in_onnxruntime() {
         print(sum(n.op_type == 'MatMulNBits' for n in g.node), sum(n.op_type == 'MatMul' and any(i in made for i in n.input) for n in g.node))";
     let o = Command::new(common::python())
         .args(["-c", script])
-        .arg(model_file(&out, ExportFormat::Onnx))
+        .arg(common::component_file(&out))
         .arg(&optimized)
         .output()
         .unwrap();
@@ -347,7 +338,7 @@ fn openvino_keeps_weights_compressed() {
     export(&fixture, &out, ExportFormat::Openvino, Some(&json!("int4"))).unwrap();
     let o = Command::new(common::python())
         .args(["-c", OV_RUNTIME_PRECISIONS])
-        .arg(model_file(&out, ExportFormat::Openvino))
+        .arg(common::component_file(&out))
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));

@@ -11,10 +11,11 @@
 
 mod common;
 use common::{export_and_verify, fixture, python, script, seq2seq_fixtures};
+use hfexport_core::cache_ports;
 use hfexport_core::plan::Role;
 use hfexport_core::{Evaluator, Graph, Tensor};
 use hfexport_models::safetensors::read_all;
-use hfexport_models::{build_generation, cache_name, BuildOptions, Checkpoint, Task};
+use hfexport_models::{build_generation, BuildOptions, Checkpoint, Task};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
@@ -33,8 +34,9 @@ fn greedy(ckpt: &Checkpoint, decode: &Graph, slots: usize, cross: &BTreeMap<Stri
     let ev = Evaluator::new(decode, ckpt).unwrap();
     let shape = vec![1, c.num_key_value_heads, slots, c.head_dim];
     let zeros = Tensor::f32(shape.clone(), vec![0.0; shape.iter().product()]).unwrap();
-    let mut caches: BTreeMap<String, Tensor> =
-        (0..c.num_hidden_layers).flat_map(|i| ["keys", "values"].map(|k| (cache_name(i, k), zeros.clone()))).collect();
+    let mut caches: BTreeMap<String, Tensor> = (0..c.num_hidden_layers)
+        .flat_map(|i| ["key", "value"].map(|k| (cache_ports::layer_cache(i, k), zeros.clone())))
+        .collect();
     let mut token = c.seq2seq.as_ref().unwrap().decoder_start_token_id;
     let mut got = vec![];
     for pos in 0..n {
@@ -46,11 +48,11 @@ fn greedy(ckpt: &Checkpoint, decode: &Graph, slots: usize, cross: &BTreeMap<Stri
             ),
             ("position_ids".to_string(), Tensor::i64(vec![1, 1], vec![pos as i64]).unwrap()),
         ]);
-        inputs.extend(caches.iter().map(|(k, v)| (format!("input.{k}"), v.clone())));
+        inputs.extend(caches.iter().map(|(k, v)| (cache_ports::past(k), v.clone())));
         inputs.extend(cross.iter().map(|(k, v)| (k.clone(), v.clone())));
         let mut out = ev.run(&inputs).unwrap();
         for (k, v) in caches.iter_mut() {
-            *v = out.remove(&format!("output.{k}")).unwrap();
+            *v = out.remove(&cache_ports::present(k)).unwrap();
         }
         let logits = out["logits"].as_f32().unwrap();
         token = (0..c.vocab_size).max_by(|&a, &b| logits[a].total_cmp(&logits[b]).then(b.cmp(&a))).unwrap() as i64;

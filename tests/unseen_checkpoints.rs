@@ -279,15 +279,11 @@ fn random_checkpoints_export_to_every_format_and_match_transformers() {
     let tmp = tempfile::tempdir().unwrap();
     // one checkpoint per family
     let cases = generate(&python, &tmp.path().join("ckpt"), seed, Count::PerFamily(1));
-    let formats: [(&str, serde_json::Value, &str); 5] = [
-        ("onnx", serde_json::json!({"export_format": "onnx", "dynamic": true}), "model.onnx"),
-        (
-            "onnx-opset23",
-            serde_json::json!({"export_format": "onnx", "dynamic": true, "opset_version": 23}),
-            "model.onnx",
-        ),
-        ("openvino", serde_json::json!({"export_format": "openvino", "dynamic": true}), "openvino_model.xml"),
-        ("dynamo", serde_json::json!({"export_format": "dynamo", "dynamic": true}), "model.pt2"),
+    let formats: [(&str, serde_json::Value); 5] = [
+        ("onnx", serde_json::json!({"export_format": "onnx", "dynamic": true})),
+        ("onnx-opset23", serde_json::json!({"export_format": "onnx", "dynamic": true, "opset_version": 23})),
+        ("openvino", serde_json::json!({"export_format": "openvino", "dynamic": true})),
+        ("dynamo", serde_json::json!({"export_format": "dynamo", "dynamic": true})),
         // ExecuTorch plans every tensor at its bound: small ones
         (
             "executorch",
@@ -295,7 +291,6 @@ fn random_checkpoints_export_to_every_format_and_match_transformers() {
                 "input_ids": {"0": {"name": "batch", "max": 4}, "1": {"name": "sequence", "max": 16}},
                 "attention_mask": {"0": {"name": "batch"}, "1": {"name": "sequence"}},
             }}),
-            "model.pte",
         ),
     ];
     let mut jobs = vec![];
@@ -304,7 +299,7 @@ fn random_checkpoints_export_to_every_format_and_match_transformers() {
         let mut exports = serde_json::Map::new();
         // ExecuTorch's small bound stays within what the model accepts
         let max_context = hfexport_models::max_context(&Checkpoint::open(&case.dir).unwrap().config);
-        for (label, config, file) in &formats {
+        for (label, config) in &formats {
             let mut config = config.clone();
             if *label == "executorch" {
                 config["dynamic_shapes"]["input_ids"]["1"]["max"] = max_context.min(16).into();
@@ -324,7 +319,8 @@ fn random_checkpoints_export_to_every_format_and_match_transformers() {
                 .with_verify(matches!(*label, "dynamo" | "executorch"));
             match exporter.export(&req, &mut |_| {}) {
                 Ok(_) => {
-                    exports.insert(label.to_string(), out.join(file).to_string_lossy().into_owned().into());
+                    exports
+                        .insert(label.to_string(), common::component_file(&out).to_string_lossy().into_owned().into());
                 }
                 Err(e) => failures
                     .push(format!("{} {label}: export failed: {e}\n    config: {}", case.name, case.description)),
@@ -531,19 +527,15 @@ fn random_checkpoints_quantized_match_transformers() {
                 "input_ids": {"0": {"name": "batch", "max": 4}, "1": {"name": "sequence", "max": max_seq}},
                 "attention_mask": {"0": {"name": "batch"}, "1": {"name": "sequence"}}}});
         let formats = [
-            ("onnx", serde_json::json!({"export_format": "onnx", "dynamic": true, "quantizer": q}), "model.onnx"),
-            (
-                "openvino",
-                serde_json::json!({"export_format": "openvino", "dynamic": true, "quantizer": q}),
-                "openvino_model.xml",
-            ),
-            ("dynamo", serde_json::json!({"export_format": "dynamo", "dynamic": true, "quantizer": q}), "model.pt2"),
-            ("executorch", pte, "model.pte"),
+            ("onnx", serde_json::json!({"export_format": "onnx", "dynamic": true, "quantizer": q})),
+            ("openvino", serde_json::json!({"export_format": "openvino", "dynamic": true, "quantizer": q})),
+            ("dynamo", serde_json::json!({"export_format": "dynamo", "dynamic": true, "quantizer": q})),
+            ("executorch", pte),
         ];
         let (mut exports, mut xnnpack_exports) = (serde_json::Map::new(), serde_json::Map::new());
-        for (label, config, file) in formats {
+        for (label, config) in formats {
             let path = match export(c, label, config, false) {
-                Ok(out) => out.join(file).to_string_lossy().into_owned(),
+                Ok(out) => common::component_file(&out).to_string_lossy().into_owned(),
                 Err(e) => {
                     failures.push(format!("{e}\n    recipe: {q}\n    config: {}", c.description));
                     continue;

@@ -11,10 +11,11 @@
 
 mod common;
 use common::{export_and_verify, python, script};
+use hfexport_core::cache_ports;
 use hfexport_core::plan::Role;
 use hfexport_core::{Evaluator, Graph, Tensor};
 use hfexport_models::safetensors::read_all;
-use hfexport_models::{build_generation, cache_name, BuildOptions, Checkpoint, Task};
+use hfexport_models::{build_generation, BuildOptions, Checkpoint, Task};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -58,8 +59,9 @@ fn greedy(ckpt: &Checkpoint, decode: &Graph, prompt: &[i64], fixed: &BTreeMap<St
     let ev = Evaluator::new(decode, ckpt).unwrap();
     let shape = vec![1, c.num_key_value_heads, CACHE, c.head_dim];
     let zeros = Tensor::f32(shape.clone(), vec![0.0; shape.iter().product()]).unwrap();
-    let mut caches: BTreeMap<String, Tensor> =
-        (0..c.num_hidden_layers).flat_map(|i| ["keys", "values"].map(|k| (cache_name(i, k), zeros.clone()))).collect();
+    let mut caches: BTreeMap<String, Tensor> = (0..c.num_hidden_layers)
+        .flat_map(|i| ["key", "value"].map(|k| (cache_ports::layer_cache(i, k), zeros.clone())))
+        .collect();
     let (mut feed, mut pos, mut got) = (prompt.to_vec(), 0, vec![]);
     while got.len() < n {
         let q = feed.len();
@@ -70,10 +72,10 @@ fn greedy(ckpt: &Checkpoint, decode: &Graph, prompt: &[i64], fixed: &BTreeMap<St
             ("position_ids".to_string(), Tensor::i64(vec![1, q], (pos..pos + q).map(|p| p as i64).collect()).unwrap()),
         ]);
         inputs.extend(fixed.iter().map(|(k, v)| (k.clone(), v.clone())));
-        inputs.extend(caches.iter().map(|(k, v)| (format!("input.{k}"), v.clone())));
+        inputs.extend(caches.iter().map(|(k, v)| (cache_ports::past(k), v.clone())));
         let mut out = ev.run(&inputs).unwrap();
         for (k, v) in caches.iter_mut() {
-            *v = out.remove(&format!("output.{k}")).unwrap();
+            *v = out.remove(&cache_ports::present(k)).unwrap();
         }
         let logits = out["logits"].as_f32().unwrap();
         let last = &logits[(q - 1) * c.vocab_size..];

@@ -74,7 +74,7 @@ class Package(unittest.TestCase):
         self.assertEqual(meta, json.loads((out / "export.json").read_text()))
         self.assertLessEqual(meta["verification"]["max_abs_diff"], meta["verification"]["atol"])
         # the batch of two padded prompts transformers ran, in the upstream runtime
-        session = ort.InferenceSession(str(out / "model.onnx"))
+        session = ort.InferenceSession(str(out / "onnx" / "model.onnx"))
         feeds = {"input_ids": GOLDEN["batch.input_ids"], "attention_mask": GOLDEN["batch.attention_mask"]}
         (logits,) = session.run(["logits"], feeds)
         np.testing.assert_allclose(logits, GOLDEN["batch.logits"], atol=ATOL, rtol=0)
@@ -113,7 +113,7 @@ class Package(unittest.TestCase):
         v = meta["verification"]
         self.assertLessEqual(v["max_abs_diff"], v["atol"])
         self.assertGreater(v["against_float"]["top1_agreement"], 0.5)
-        session = ort.InferenceSession(str(out / "model.onnx"))
+        session = ort.InferenceSession(str(out / "onnx" / "model.onnx"))
         feeds = {"input_ids": GOLDEN["single.input_ids"], "attention_mask": GOLDEN["single.attention_mask"]}
         (logits,) = session.run(["logits"], feeds)
         # int8 weights move the logits, but not far on this tiny fixture
@@ -186,7 +186,7 @@ class Package(unittest.TestCase):
         hfexport.export(FIXTURE, "onnx", out, progress=None)
         whole = hfexport.inspect(out, check=True)
         self.assertEqual(whole["source"]["architecture"], "Qwen3ForCausalLM")
-        data = out / "model.onnx.data"
+        data = out / "onnx" / "model.onnx.data"
         data.write_bytes(data.read_bytes()[:-1])
         self.assertEqual(hfexport.inspect(out)["format"], "onnx")  # no check: export.json only
         with self.assertRaises(hfexport.HfExportError) as e:

@@ -19,6 +19,15 @@ pub fn fixture(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name)
 }
 
+/// The model file of a one-component export (`onnx/model.onnx`, `openvino_model.xml`,
+/// `model.pt2`, …), as its `export.json` lists it.
+#[allow(dead_code)]
+pub fn component_file(dir: &std::path::Path) -> PathBuf {
+    let meta = hfexport::core::metadata::ExportMetadata::read(dir).unwrap();
+    assert_eq!(meta.components.len(), 1, "{}: one component expected", dir.display());
+    dir.join(&meta.components[0].files[0])
+}
+
 mod python;
 #[allow(unused_imports)]
 pub use python::{clients_python, python, script};

@@ -5,7 +5,7 @@ usage: batched_generation.py OUT.json FIXTURE_DIR...
 Writes {fixture_dir: {"batch": {"input_ids", "attention_mask", "tokens"}, "beams": {...}}}.
 
        batched_generation.py --onnx EXPORT_DIR FIXTURE_DIR
-The growing-cache `decode.onnx` of EXPORT_DIR in onnxruntime, greedy over that batch (the
+The growing-cache `onnx/model.onnx` of EXPORT_DIR in onnxruntime, greedy over that batch (the
 prompt over an empty past, then a token per row per call, positions counted over the mask as
 transformers counts them); exits non-zero, printing both, unless its tokens are transformers'.
 """
@@ -44,21 +44,21 @@ def onnx_batch(export, folder):
     with torch.no_grad():
         want = model.generate(ids, attention_mask=mask, max_new_tokens=NEW_TOKENS, min_new_tokens=NEW_TOKENS,
                               do_sample=False, eos_token_id=None, pad_token_id=0)[:, ids.shape[1]:]
-    s = ort.InferenceSession(f"{export}/decode.onnx", providers=["CPUExecutionProvider"])
+    s = ort.InferenceSession(f"{export}/onnx/model.onnx", providers=["CPUExecutionProvider"])
     caches = {}
     for i in s.get_inputs():
-        if i.name.startswith("input."):
+        if i.name.startswith("past_key_values."):
             shape = [2 if d == "batch" else 0 if d == "past_len" else d for d in i.shape]
-            caches[i.name[len("input."):]] = np.zeros(shape, np.float32)
+            caches[i.name[len("past_key_values."):]] = np.zeros(shape, np.float32)
     step_ids, m, got = ids.numpy(), mask.numpy(), []
     for _ in range(NEW_TOKENS):
         counted = np.cumsum(m, axis=1) - 1
         positions = np.where(m == 0, 1, counted)[:, -step_ids.shape[1]:]
         feed = {"input_ids": step_ids, "attention_mask": m, "position_ids": positions}
-        feed.update({f"input.{n}": v for n, v in caches.items()})
+        feed.update({f"past_key_values.{n}": v for n, v in caches.items()})
         names = [o.name for o in s.get_outputs()]
         out = dict(zip(names, s.run(names, feed)))
-        caches = {n: out[f"output.{n}"] for n in caches}
+        caches = {n: out[f"present.{n}"] for n in caches}
         step_ids = out["logits"][:, -1].argmax(-1)[:, None].astype(np.int64)
         got.append(step_ids[:, 0])
         m = np.concatenate([m, np.ones((2, 1), np.int64)], axis=1)

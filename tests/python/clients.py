@@ -17,6 +17,7 @@ the committed fixtures (golden.safetensors) for optimum's model classes.
 
 import json
 import random
+import subprocess
 import sys
 import traceback
 from pathlib import Path
@@ -104,7 +105,7 @@ def sentence_transformers_check(case):
 
 
 def fastembed_check(case):
-    """fastembed's TextEmbedding over the export's `model.onnx`, as a custom model: its own
+    """fastembed's TextEmbedding over the export's `onnx/model.onnx` (its default file), as a custom model: its own
     pooling of `last_hidden_state` where it has the mode, else the export's
     `sentence_embedding`; against SentenceTransformer over the checkpoint."""
     from fastembed import TextEmbedding
@@ -122,7 +123,6 @@ def fastembed_check(case):
         sources=ModelSource(hf=name),
         dim=case["dim"],
         output_name=None if pooled else "sentence_embedding",
-        model_file="model.onnx",
     )
     model = TextEmbedding(model_name=name, specific_model_path=case["export"], providers=["CPUExecutionProvider"])
     return worst(ref, np.stack(list(model.embed(TEXTS))))
@@ -169,17 +169,24 @@ def worst(ref, got):
 
 
 def optimum_generation_check(case):
-    """optimum-intel's OVModelForCausalLM over a stateful generation export (`openvino_model.xml`),
+    """optimum's causal-LM class over a growing-cache generation export: `ORTModelForCausalLM`
+    (`onnx/model.onnx`) or optimum-intel's `OVModelForCausalLM` (stateful, `openvino_model.xml`),
     its `generate` run as the fixture's greedy golden was (16 new tokens, no EOS stop), over a
     left-padded batch and with two beams; an error shows the first tokens that differ from
     transformers'."""
-    from optimum.intel.openvino import OVModelForCausalLM
     from safetensors.torch import load_file
 
     gold = load_file(str(Path(case["checkpoint"]) / "golden.safetensors"))
     prompt, want = gold["greedy.prompt_ids"], gold["greedy.tokens"]
-    hints = {"INFERENCE_PRECISION_HINT": "f32", "KV_CACHE_PRECISION": "f32"}
-    model = OVModelForCausalLM.from_pretrained(case["export"], ov_config=hints)
+    if case["format"] == "onnx":
+        from optimum.onnxruntime import ORTModelForCausalLM
+
+        model = ORTModelForCausalLM.from_pretrained(case["export"])
+    else:
+        from optimum.intel.openvino import OVModelForCausalLM
+
+        hints = {"INFERENCE_PRECISION_HINT": "f32", "KV_CACHE_PRECISION": "f32"}
+        model = OVModelForCausalLM.from_pretrained(case["export"], ov_config=hints)
     n = want.shape[1]
     out = model.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=n, min_new_tokens=n,
                          do_sample=False, eos_token_id=None, pad_token_id=0)
@@ -197,6 +204,34 @@ def optimum_generation_check(case):
     return 0.0
 
 
+def transformersjs_check(case):
+    """transformers.js (node, tests/js/generate.mjs) over a growing-cache ONNX export
+    (`onnx/model.onnx`): the fixture's 16 greedy tokens of one prompt and 8 of a left-padded batch
+    of two. Its beam search is not transformers' (no beam scores), so beams are not compared."""
+    from safetensors.torch import load_file
+
+    js = Path(__file__).resolve().parent.parent / "js"
+    if not (js / "node_modules" / "@huggingface" / "transformers").is_dir():
+        raise RuntimeError(f"transformers.js is not installed in {js}: run `cargo xtask setup --group clients`")
+    gold = load_file(str(Path(case["checkpoint"]) / "golden.safetensors"))
+    prompt, want = gold["greedy.prompt_ids"], gold["greedy.tokens"]
+    batch = json.loads(Path(case["reference"]).read_text())[case["checkpoint"]]["batch"]
+    requests = [
+        {"input_ids": prompt.tolist(), "attention_mask": torch.ones_like(prompt).tolist(), "new_tokens": want.shape[1]},
+        {"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"],
+         "new_tokens": len(batch["tokens"][0])},
+    ]
+    file = Path(case["export"]).with_suffix(".requests.json")
+    file.write_text(json.dumps(requests))
+    run = subprocess.run(["node", str(js / "generate.mjs"), case["export"], str(file)], capture_output=True, text=True)
+    if run.returncode != 0:
+        raise RuntimeError(f"node generate.mjs failed:\n{run.stderr}")
+    one, two = json.loads(run.stdout.strip().splitlines()[-1])
+    compare("one prompt", torch.tensor(one), want)
+    compare("batch", torch.tensor(two), torch.tensor(batch["tokens"]))
+    return 0.0
+
+
 def compare(case, got, want):
     """Raises, with both, unless the tokens are transformers'."""
     if got.shape != want.shape or bool((got != want).any()):
@@ -204,7 +239,7 @@ def compare(case, got, want):
 
 
 CHECKS = {"sentence-transformers": sentence_transformers_check, "fastembed": fastembed_check, "optimum": optimum_check,
-          "optimum-generate": optimum_generation_check}
+          "optimum-generate": optimum_generation_check, "transformers.js": transformersjs_check}
 
 
 def check(plan):

@@ -6,7 +6,7 @@ usage: generate_onnx.py EXPORT_DIR GOLDEN.safetensors MODE OUT.json
 The export holds `decode` (static cache, multi-token decode), or `prefill` + `decode` (static
 cache with a one-token decode, or a growing cache). The prompt goes through one call (of
 `prefill` if there is one), then one token a step through `decode`.
-MODE: `feed` passes every `output.<name>` back as `input.<name>`; `iobinding` (static caches
+MODE: `feed` passes every `present.<name>` back as `past_key_values.<name>`; `iobinding` (static caches
 only) binds each input/output pair to one OrtValue, so the graph updates the cache in place,
 and checks after each step that the bound buffer holds the new keys, with no copy back;
 `multitoken` (static cache, multi-token decode) checks that three tokens in one call after the
@@ -26,7 +26,11 @@ DTYPES = {"tensor(float)": np.float32, "tensor(float16)": np.float16}
 
 
 def session(export, name):
-    return ort.InferenceSession(os.path.join(export, f"{name}.onnx"), providers=["CPUExecutionProvider"])
+    """The component `name`'s graph, as export.json lists its file."""
+    meta = json.load(open(os.path.join(export, "export.json")))
+    comp = next(c for c in meta["components"] if c["name"] == name)
+    graph = next(f for f in comp["files"] if f.endswith(".onnx"))
+    return ort.InferenceSession(os.path.join(export, graph), providers=["CPUExecutionProvider"])
 
 
 def main():
@@ -44,18 +48,18 @@ def main():
         tokens = static_loop(prefill, decode, meta["symbols"]["cache_len"]["max"], prompt, n_new, mode)
     else:
         assert mode == "feed", "a growing cache changes shape every step: feed mode only"
-        tokens = growing_loop(prefill, decode, prompt, n_new)
+        tokens = growing_loop(decode, prompt, n_new)
     json.dump({"tokens": tokens}, open(out, "w"))
 
 
 def static_loop(prefill, decode, cache_len, prompt, n_new, mode):
     caches = {}
     for i in decode.get_inputs():
-        if i.name.startswith("input."):
+        if i.name.startswith("past_key_values."):
             symbolic = [d for d in i.shape if not isinstance(d, int)]
             assert len(symbolic) == 1, f"{i.name}: expected one symbolic axis, got {i.shape}"
             shape = [d if isinstance(d, int) else cache_len for d in i.shape]
-            caches[i.name[len("input."):]] = np.zeros(shape, dtype=DTYPES[i.type])
+            caches[i.name[len("past_key_values."):]] = np.zeros(shape, dtype=DTYPES[i.type])
 
     def feeds(tokens, pos):
         q = len(tokens)
@@ -72,18 +76,18 @@ def static_loop(prefill, decode, cache_len, prompt, n_new, mode):
     while len(tokens) < n_new:
         if mode == "feed":
             f = feeds(step_in, pos)
-            f.update({f"input.{k}": v for k, v in caches.items()})
-            outs = ["logits"] + [f"output.{k}" for k in caches]
+            f.update({f"past_key_values.{k}": v for k, v in caches.items()})
+            outs = ["logits"] + [f"present.{k}" for k in caches]
             got = dict(zip(outs, sess.run(outs, f)))
-            caches = {k: got[f"output.{k}"] for k in caches}
+            caches = {k: got[f"present.{k}"] for k in caches}
             logits = got["logits"]
         elif mode == "iobinding":
             binding = sess.io_binding()
             for k, v in feeds(step_in, pos).items():
                 binding.bind_cpu_input(k, v)
             for k, v in values.items():
-                binding.bind_ortvalue_input(f"input.{k}", v)
-                binding.bind_ortvalue_output(f"output.{k}", v)
+                binding.bind_ortvalue_input(f"past_key_values.{k}", v)
+                binding.bind_ortvalue_output(f"present.{k}", v)
             binding.bind_output("logits")
             sess.run_with_iobinding(binding)
             logits = binding.copy_outputs_to_cpu()[-1]  # bound last
@@ -100,11 +104,11 @@ def static_loop(prefill, decode, cache_len, prompt, n_new, mode):
 
 def multitoken_check(decode, cache_len, prompt):
     caches = {
-        i.name[len("input."):]: np.zeros([d if isinstance(d, int) else cache_len for d in i.shape], DTYPES[i.type])
+        i.name[len("past_key_values."):]: np.zeros([d if isinstance(d, int) else cache_len for d in i.shape], DTYPES[i.type])
         for i in decode.get_inputs()
-        if i.name.startswith("input.")
+        if i.name.startswith("past_key_values.")
     }
-    outs = ["logits"] + [f"output.{k}" for k in caches]
+    outs = ["logits"] + [f"present.{k}" for k in caches]
 
     def call(tokens, pos, caches):
         q = len(tokens)
@@ -113,9 +117,9 @@ def multitoken_check(decode, cache_len, prompt):
             "attention_mask": (np.arange(cache_len)[None, :] <= (pos + np.arange(q))[:, None])[None, None],
             "position_ids": np.arange(pos, pos + q, dtype=np.int64)[None],
         }
-        f.update({f"input.{k}": v for k, v in caches.items()})
+        f.update({f"past_key_values.{k}": v for k, v in caches.items()})
         got = dict(zip(outs, decode.run(outs, f)))
-        return got["logits"], {k: got[f"output.{k}"] for k in caches}
+        return got["logits"], {k: got[f"present.{k}"] for k in caches}
 
     _, after_prompt = call(prompt, 0, caches)
     more = [7, 64, 21]
@@ -131,23 +135,28 @@ def multitoken_check(decode, cache_len, prompt):
     return [int(together[0, -1].argmax())]
 
 
-def growing_loop(prefill, decode, prompt, n_new):
-    cache_names = [o.name[len("output."):] for o in prefill.get_outputs() if o.name.startswith("output.")]
-    outs = ["logits"] + [f"output.{k}" for k in cache_names]
-    ids = np.array([prompt], dtype=np.int64)
-    got = dict(zip(outs, prefill.run(outs, {"input_ids": ids, "attention_mask": np.ones_like(ids)})))
-    tokens = [int(got["logits"][0, -1].argmax())]
-    pos = len(prompt)
+def growing_loop(decode, prompt, n_new):
+    """The prompt over an empty past (batch 1, no positions), then a token per call."""
+    caches = {
+        i.name[len("past_key_values."):]: np.zeros([1 if d == "batch" else 0 if isinstance(d, str) else d
+                                                   for d in i.shape], DTYPES[i.type])
+        for i in decode.get_inputs()
+        if i.name.startswith("past_key_values.")
+    }
+    outs = ["logits"] + [f"present.{k}" for k in caches]
+    step, pos, tokens = prompt, 0, []
     while len(tokens) < n_new:
         f = {
-            "input_ids": np.array([[tokens[-1]]], dtype=np.int64),
-            "attention_mask": np.ones((1, pos + 1), dtype=np.int64),
-            "position_ids": np.array([[pos]], dtype=np.int64),
+            "input_ids": np.array([step], dtype=np.int64),
+            "attention_mask": np.ones((1, pos + len(step)), dtype=np.int64),
+            "position_ids": np.arange(pos, pos + len(step), dtype=np.int64)[None],
         }
-        f.update({f"input.{k}": got[f"output.{k}"] for k in cache_names})
+        f.update({f"past_key_values.{k}": v for k, v in caches.items()})
         got = dict(zip(outs, decode.run(outs, f)))
+        caches = {k: got[f"present.{k}"] for k in caches}
         tokens.append(int(got["logits"][0, -1].argmax()))
-        pos += 1
+        pos += len(step)
+        step = [tokens[-1]]
     return tokens
 
 

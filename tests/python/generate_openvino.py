@@ -8,7 +8,7 @@ JOBS is a list of [EXPORT_DIR, GOLDEN.safetensors]; OUT maps each EXPORT_DIR to 
 Stateful exports (components with `states`): one `decode` model whose caches live in the infer
 request (a fresh request starts from zeros); the prompt goes through one call when the query
 length is symbolic, else token by token, with `beam_idx` = [0]. Stateless exports: the ONNX-style
-`input.<name>`/`output.<name>` pairs, each output fed back as the next input; static caches are
+`past_key_values.<name>`/`present.<name>` pairs, each output fed back as the next input; static caches are
 sized from the model's own input metadata (one dynamic axis, set to `cache_len`'s maximum).
 Compiled with INFERENCE_PRECISION_HINT=f32, KV_CACHE_PRECISION=f32 and DYNAMIC_QUANTIZATION_GROUP_SIZE=0.
 """
@@ -80,7 +80,7 @@ def generate(core, export, golden):
         caches = {}
         for i in decode.inputs:
             n = i.get_any_name()
-            if n.startswith("input."):
+            if n.startswith("past_key_values."):
                 ps = i.get_partial_shape()
                 if slots:
                     dyn = [k for k in range(ps.rank.get_length()) if ps[k].is_dynamic]
@@ -88,15 +88,15 @@ def generate(core, export, golden):
                     shape = [slots if ps[k].is_dynamic else ps[k].get_length() for k in range(ps.rank.get_length())]
                 else:  # a growing cache starts empty
                     shape = [1 if k == 0 else (0 if ps[k].is_dynamic else ps[k].get_length()) for k in range(ps.rank.get_length())]
-                caches[n[len("input."):]] = np.zeros(shape, DTYPES[i.get_element_type()])
+                caches[n[len("past_key_values."):]] = np.zeros(shape, DTYPES[i.get_element_type()])
         pos, step_in, model = 0, prompt, prefill
         while len(tokens) < n_new:
             f = feeds(step_in, pos)
             takes = {i.get_any_name() for i in model.inputs}
             f = {k: v for k, v in f.items() if k in takes}
-            f.update({f"input.{k}": v for k, v in caches.items() if f"input.{k}" in takes})
+            f.update({f"past_key_values.{k}": v for k, v in caches.items() if f"past_key_values.{k}" in takes})
             got = model.create_infer_request().infer(f)
-            caches = {k: got[f"output.{k}"].copy() for k in caches}
+            caches = {k: got[f"present.{k}"].copy() for k in caches}
             tokens.append(int(got["logits"][0, -1].argmax()))
             pos += len(step_in)
             step_in, model = [tokens[-1]], decode

@@ -69,10 +69,11 @@ def generate(export, golden):
     prefill_c = comps.get("prefill", decode_c)
     prefill = load(export, prefill_c, archives) if "prefill" in comps else decode
     slots = meta["symbols"].get("cache_len", {}).get("max")
-    cache_ports = [p for p in decode_c["inputs"] if p["name"].startswith("input.")]
+    cache_ports = [p for p in decode_c["inputs"] if p["name"].startswith("past_key_values.")]
 
     def zeros(port, past):
-        shape = [int(d) if d.isdigit() else (slots if d == "cache_len" else past) for d in port["shape"]]
+        shape = [int(d) if d.isdigit() else (slots if d == "cache_len" else 1 if d == "batch" else past)
+                 for d in port["shape"]]
         return torch.zeros(shape, dtype=DTYPES[port["dtype"]])
 
     def feeds(comp, tokens, pos, caches):
@@ -88,11 +89,8 @@ def generate(export, golden):
         return [values[p["name"]] for p in comp["inputs"]]
 
     tokens, pos, step_in, comp, program = [], 0, prompt, prefill_c, prefill
-    if slots:
-        caches = {p["name"]: zeros(p, 0) for p in cache_ports}
-        first = caches[cache_ports[0]["name"]]
-    else:
-        caches = {}
+    caches = {p["name"]: zeros(p, 0) for p in cache_ports}  # a growing cache starts empty
+    first = caches[cache_ports[0]["name"]]
     while len(tokens) < n_new:
         out = program(*feeds(comp, step_in, pos, caches))
         if slots:
@@ -101,8 +99,8 @@ def generate(export, golden):
             assert written.abs().sum() > 0, f"{export}: the cache was not updated in place at {pos}"
         else:
             logits, *new = out
-            names = [o["name"] for o in comp["outputs"] if o["name"].startswith("output.")]
-            caches = {"input." + n[len("output."):]: t for n, t in zip(names, new)}
+            names = [o["name"] for o in comp["outputs"] if o["name"].startswith("present.")]
+            caches = {"past_key_values." + n[len("present."):]: t for n, t in zip(names, new)}
         tokens.append(int(logits[0, -1].argmax()))
         pos += len(step_in)
         step_in, comp, program = [tokens[-1]], decode_c, decode

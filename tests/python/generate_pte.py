@@ -42,7 +42,7 @@ def generate(export, golden):
     methods = {n: program.load_method(n) for n in comps}
     decode_c = comps["decode"]
     slots = meta["symbols"]["cache_len"]["max"]
-    cache_ports = [p for p in decode_c["inputs"] if p["name"].startswith("input.")]
+    cache_ports = [p for p in decode_c["inputs"] if p["name"].startswith("past_key_values.")]
     n = len(cache_ports)
     caches = [torch.zeros([slots if d == "cache_len" else int(d) for d in p["shape"]], dtype=DTYPES[p["dtype"]])
               for p in cache_ports]
@@ -55,7 +55,7 @@ def generate(export, golden):
             "position_ids": torch.arange(pos, pos + q, dtype=torch.int64)[None],
             "attention_mask": (torch.arange(slots)[None, :] <= (pos + torch.arange(q))[:, None])[None, None],
         }
-        inputs = [feeds[p["name"]] for p in comps[name]["inputs"] if not p["name"].startswith("input.")]
+        inputs = [feeds[p["name"]] for p in comps[name]["inputs"] if not p["name"].startswith("past_key_values.")]
         outs = methods[name].execute(inputs + caches)
         assert len(outs) == 2 * n + 1, f"{name}: {len(outs)} outputs"
         for a, b in zip(outs[:n], outs[n + 1:]):

@@ -59,13 +59,13 @@ def onnx(export, meta, inputs, start, n):
     sess = {c["name"]: ort.InferenceSession(os.path.join(export, f"{c['name']}.onnx")) for c in (enc_c, dec_c)}
     enc = dict(zip([o.name for o in sess["encoder"].get_outputs()], sess["encoder"].run(None, inputs)))
     names = [p["name"] for p in dec_c["inputs"]]
-    caches = {p["name"]: zeros(p, slots) for p in dec_c["inputs"] if p["name"].startswith("input.")}
+    caches = {p["name"]: zeros(p, slots) for p in dec_c["inputs"] if p["name"].startswith("past_key_values.")}
     outs = [o.name for o in sess["decode"].get_outputs()]
     tokens, token = [], start
     for pos in range(n):
         f = {**feeds([token], pos, slots), **caches, **{k: enc[k] for k in names if k in enc}}
         r = dict(zip(outs, sess["decode"].run(None, f)))
-        caches = {"input." + k[len("output."):]: v for k, v in r.items() if k.startswith("output.")}
+        caches = {"past_key_values." + k[len("present."):]: v for k, v in r.items() if k.startswith("present.")}
         token = int(r["logits"][0, -1].argmax())
         tokens.append(token)
     return tokens
@@ -102,7 +102,7 @@ def dynamo(export, meta, inputs, start, n):
     programs = load_pt2(os.path.join(export, file)).exported_programs
     encoder, decode = programs["encoder"].module(), programs["decode"].module()
     enc = dict(zip([p["name"] for p in enc_c["outputs"]], encoder(**{k: torch.from_numpy(v) for k, v in inputs.items()})))
-    caches = {p["name"]: torch.from_numpy(zeros(p, slots)) for p in dec_c["inputs"] if p["name"].startswith("input.")}
+    caches = {p["name"]: torch.from_numpy(zeros(p, slots)) for p in dec_c["inputs"] if p["name"].startswith("past_key_values.")}
     first = next(iter(caches.values()))
     tokens, token = [], start
     for pos in range(n):
@@ -123,7 +123,7 @@ def executorch(export, meta, inputs, start, n):
     program = Runtime.get().load_program(os.path.join(export, file))
     encoder, decode = program.load_method("encoder"), program.load_method("decode")
     enc = {p["name"]: v.clone() for p, v in zip(enc_c["outputs"], encoder.execute([torch.from_numpy(inputs[p["name"]]) for p in enc_c["inputs"]]))}
-    caches = {p["name"]: torch.from_numpy(zeros(p, slots)) for p in dec_c["inputs"] if p["name"].startswith("input.")}
+    caches = {p["name"]: torch.from_numpy(zeros(p, slots)) for p in dec_c["inputs"] if p["name"].startswith("past_key_values.")}
     k = len(caches)
     tokens, token = [], start
     for pos in range(n):

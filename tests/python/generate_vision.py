@@ -112,13 +112,13 @@ def onnx(export, image_comps, decode, slots):
 
     def loop(prompt, fixed, n):
         d = sess[decode["name"]]
-        caches = {p["name"]: zeros(p, slots) for p in decode["inputs"] if p["name"].startswith("input.")}
+        caches = {p["name"]: zeros(p, slots) for p in decode["inputs"] if p["name"].startswith("past_key_values.")}
         outs = [o.name for o in d.get_outputs()]
 
         def call(tokens, pos):
             nonlocal caches
             r = dict(zip(outs, d.run(None, {**feeds(tokens, pos, slots), **caches, **fixed})))
-            caches = {"input." + k[len("output."):]: v for k, v in r.items() if k.startswith("output.")}
+            caches = {"past_key_values." + k[len("present."):]: v for k, v in r.items() if k.startswith("present.")}
             return r["logits"][0, -1]
 
         return greedy(call, prompt, n)
@@ -165,7 +165,7 @@ def dynamo(export, image_comps, decode, slots):
 
     def loop(prompt, fixed, n):
         module = programs[decode["name"]].module()
-        caches = {p["name"]: torch.from_numpy(zeros(p, slots)) for p in decode["inputs"] if p["name"].startswith("input.")}
+        caches = {p["name"]: torch.from_numpy(zeros(p, slots)) for p in decode["inputs"] if p["name"].startswith("past_key_values.")}
         held = {k: torch.from_numpy(v) for k, v in fixed.items()}
 
         def call(tokens, pos):
@@ -191,7 +191,7 @@ def executorch(export, image_comps, decode, slots):
 
     def loop(prompt, fixed, n):
         method = program.load_method(decode["name"])
-        caches = {p["name"]: torch.from_numpy(zeros(p, slots)) for p in decode["inputs"] if p["name"].startswith("input.")}
+        caches = {p["name"]: torch.from_numpy(zeros(p, slots)) for p in decode["inputs"] if p["name"].startswith("past_key_values.")}
         held = {k: torch.from_numpy(v) for k, v in fixed.items()}
         k = len(caches)
 

@@ -11,10 +11,10 @@ call (prefill), then 2 warm-up single-token steps, then DECODE_STEPS (default 64
 steps. Prints `GEN <label> <key> <value>` lines (load_s, prefill_tok_s, prefill_ms, decode_ms_tok,
 inplace, tokens) for the bench to relay.
 
-The graph's names are read from the session: hfexport's contract is `input.<cache>` /
-`output.<cache>` with a float `[1, 1, q, cache_len]` boolean mask; transformers' names its cache
-inputs `past_key_values...` and outputs `present...` (paired in order), and its mask may be a 2-D
-`[batch, cache_len]` int64 padding mask. If the graph does not write the bound input buffer in
+The graph's names are read from the session: hfexport's contract is `past_key_values.<cache>` /
+`present.<cache>` (paired by name) with a float `[1, 1, q, cache_len]` boolean mask; transformers'
+exporters name theirs `input.<path>` / `output.<path>`, or `past_key_values...` / `present...`
+(paired in order), and their mask may be a 2-D `[batch, cache_len]` int64 padding mask. If the graph does not write the bound input buffer in
 place (its outputs are separate tensors), the loop binds separate output buffers and swaps them
 each step, and reports `inplace no`.
 
@@ -36,7 +36,7 @@ DTYPES = {"tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(in
 
 
 def find_decode(export):
-    for cand in ("decode.onnx", os.path.join("decode", "model.onnx"), "model.onnx"):
+    for cand in (os.path.join("onnx", "decode.onnx"), os.path.join("onnx", "model.onnx"), "decode.onnx", os.path.join("decode", "model.onnx"), "model.onnx"):
         p = os.path.join(export, cand)
         if os.path.exists(p):
             return p
@@ -73,6 +73,9 @@ def run(label, export, prompt_len=128, steps=64):
     if any(n.startswith("input.") for n in ins):
         cache_in = [n for n in ins if n.startswith("input.") and n not in scalars]
         pairs = {n: "output." + n[len("input."):] for n in cache_in + scalars}
+    elif any(n.startswith("past_key_values.") and "present." + n[len("past_key_values."):] in outs for n in ins):
+        cache_in = [n for n in ins if n.startswith("past_key_values.")]
+        pairs = {n: "present." + n[len("past_key_values."):] for n in cache_in}
     else:
         cache_in = [n for n in ins if n.startswith("past")]
         cache_out = [n for n in outs if n.startswith("present") or n.startswith("past")]

@@ -196,8 +196,8 @@ fn export_onnx(root: &Path, opts: &Opts) -> Result<()> {
     }
     let ours_bytes = onnx_bytes(&ours_out)?;
 
-    println!("==> [4/{steps}] onnxruntime check of {}", ours_out.join("model.onnx").display());
-    check_with_onnxruntime(&venv, &[ours_out.join("model.onnx")])?;
+    println!("==> [4/{steps}] onnxruntime check of {}", onnx_model(&ours_out).display());
+    check_with_onnxruntime(&venv, &[onnx_model(&ours_out)])?;
 
     let mut theirs: Option<(Measured, u64)> = None;
     let theirs_out = bench_dir.join("out-transformers");
@@ -218,9 +218,9 @@ fn export_onnx(root: &Path, opts: &Opts) -> Result<()> {
             println!("  phases: {}", phases.join(", "));
             println!(
                 "==> [6/{steps}] onnxruntime check of {} (and logits vs hfexport's)",
-                theirs_out.join("model.onnx").display()
+                onnx_model(&theirs_out).display()
             );
-            match check_with_onnxruntime(&venv, &[ours_out.join("model.onnx"), theirs_out.join("model.onnx")]) {
+            match check_with_onnxruntime(&venv, &[onnx_model(&ours_out), onnx_model(&theirs_out)]) {
                 Ok(()) => theirs = Some((m, onnx_bytes(&theirs_out)?)),
                 Err(err) => {
                     println!("  the transformers export does not pass the check, its numbers are left out: {err:#}")
@@ -1469,11 +1469,22 @@ fn print_tail(log: &Path, n: usize) {
     }
 }
 
+/// The graph of a one-graph ONNX export: hfexport's `onnx/model.onnx`, transformers' root
+/// `model.onnx`.
+fn onnx_model(dir: &Path) -> PathBuf {
+    let ours = dir.join("onnx").join("model.onnx");
+    if ours.exists() {
+        ours
+    } else {
+        dir.join("model.onnx")
+    }
+}
+
 /// Size of `model.onnx` + `model.onnx.data` in an export folder.
 fn onnx_bytes(dir: &Path) -> Result<u64> {
+    let model = onnx_model(dir);
     let mut total = 0;
-    for name in ["model.onnx", "model.onnx.data"] {
-        let path = dir.join(name);
+    for path in [model.clone(), model.with_extension("onnx.data")] {
         total += std::fs::metadata(&path).with_context(|| format!("{} is missing", path.display()))?.len();
     }
     Ok(total)

@@ -221,7 +221,30 @@ fn setup_clients(root: &Path, versions: &Versions) -> Result<()> {
     }
     println!("xtask setup: the client libraries ([clients]) into {}", clients.dir.display());
     clients.ensure()?;
-    clients.sync_over(&base, &versions.clients).context("setting up the client libraries' venv")
+    clients.sync_over(&base, &versions.clients).context("setting up the client libraries' venv")?;
+    setup_node_clients(&root.join("tests").join("js"))
+}
+
+/// transformers.js into `tests/js/node_modules/`, as `tests/js/package-lock.json` pins it
+/// (`npm ci`, skipped when that lock file was installed already). Install scripts stay off:
+/// onnxruntime-node ships its CPU library in the package, and its script would download GPU
+/// ones from GitHub.
+fn setup_node_clients(dir: &Path) -> Result<()> {
+    let lock = std::fs::read(dir.join("package-lock.json")).with_context(|| format!("reading {}", dir.display()))?;
+    let stamp = dir.join("node_modules").join(".hfexport-installed-lock");
+    if std::fs::read(&stamp).is_ok_and(|installed| installed == lock) {
+        return Ok(());
+    }
+    println!("xtask setup: transformers.js (npm ci) into {}", dir.join("node_modules").display());
+    let mut npm = Command::new("npm");
+    npm.args(["ci", "--ignore-scripts", "--no-audit", "--no-fund", "--loglevel=error"]).current_dir(dir);
+    let status = npm.status().with_context(|| {
+        "could not start `npm`: the transformers.js client test needs Node.js 20+ and npm (Debian: apt install nodejs npm)"
+    })?;
+    if !status.success() {
+        bail!("`npm ci` in {} failed ({status})", dir.display());
+    }
+    std::fs::write(&stamp, lock).with_context(|| format!("writing {}", stamp.display()))
 }
 
 fn fixtures(root: &Path) -> Result<()> {

@@ -293,8 +293,8 @@ pub fn lower(g: &Graph) -> Result<AtenGraph> {
     Ok(em.out)
 }
 
-/// A value name torch accepts as a Python identifier (`input.cache.layers.0.keys` →
-/// `input_cache_layers_0_keys`).
+/// A value name torch accepts as a Python identifier (`past_key_values.0.key` →
+/// `past_key_values_0_key`).
 pub fn python_name(s: &str) -> String {
     let mut n: String = s.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect();
     if n.starts_with(|c: char| c.is_ascii_digit()) {

@@ -231,7 +231,7 @@ fn genai_flag_writes_an_onnxruntime_genai_folder() {
     assert!(o.status.success(), "{}", stderr(&o));
     let config: serde_json::Value =
         serde_json::from_slice(&std::fs::read(out.join("genai_config.json")).unwrap()).unwrap();
-    assert_eq!(config["model"]["decoder"]["filename"], "decode.onnx", "{config}");
+    assert_eq!(config["model"]["decoder"]["filename"], "onnx/model.onnx", "{config}");
     assert_eq!(config["model"]["eos_token_id"], 2, "{config}");
     assert_eq!(config["model"]["type"], "llama", "{config}");
     for (extra, needle) in [
@@ -496,7 +496,7 @@ fn truncated_or_changed_exports_are_refused_naming_the_file() {
     let tmp = tempfile::tempdir().unwrap();
     let (inputs, _) = golden_inputs("llama", "single", tmp.path());
     let formats = [
-        ("onnx", "model.onnx.data"),
+        ("onnx", "onnx/model.onnx.data"),
         ("openvino", "openvino_model.bin"),
         ("dynamo", "model.pt2"),
         ("executorch", "model.pte"),
@@ -557,7 +557,7 @@ fn truncated_or_changed_exports_are_refused_naming_the_file() {
         "--multi-token-decode",
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
-    let data = gen.join("model.onnx.data");
+    let data = gen.join("onnx/model.onnx.data");
     let len = std::fs::metadata(&data).unwrap().len();
     std::fs::OpenOptions::new().write(true).open(&data).unwrap().set_len(len / 2).unwrap();
     let o = hfexport(&["generate", gen.to_str().unwrap(), "--prompt-ids", "1,2,3", "--max-new-tokens", "2"]);
@@ -568,7 +568,10 @@ fn copy_dir(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();
     for e in std::fs::read_dir(from).unwrap() {
         let e = e.unwrap();
-        std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+        match e.file_type().unwrap().is_dir() {
+            true => copy_dir(&e.path(), &to.join(e.file_name())),
+            false => drop(std::fs::copy(e.path(), to.join(e.file_name())).unwrap()),
+        }
     }
 }
 

@@ -133,7 +133,7 @@ mod in_place {
         let want = g["greedy.tokens"].as_i64().unwrap().to_vec();
 
         let mut gen = Pt2Generator::load(&out).unwrap();
-        let key = "input.cache.layers.0.keys";
+        let key = "past_key_values.0.key";
         let before = gen.session().static_cache(key).unwrap().data_ptr();
         let tokens = gen.generate(&prompt, 16, &[]).unwrap();
         assert_eq!(tokens, want);

@@ -131,6 +131,13 @@ impl Call<'_> {
     }
 }
 
+/// The shape of a growing cache's empty past, which the prompt's call takes: one sequence (the
+/// batch, the first axis, is 1) and no positions (every other symbolic axis is 0). `dims` are
+/// the cache input's, `None` where symbolic.
+pub fn empty_past(dims: &[Option<usize>]) -> Vec<usize> {
+    dims.iter().enumerate().map(|(axis, d)| d.unwrap_or(usize::from(axis == 0))).collect()
+}
+
 /// The generation components of an export folder, found by role: what a [`Session`] opens.
 #[derive(Debug)]
 pub struct GenerationExport {
@@ -139,8 +146,8 @@ pub struct GenerationExport {
 }
 
 impl GenerationExport {
-    /// Reads the `export.json` of `dir`: an export in `format` with a `decode` component, and
-    /// a `prefill` when its cache grows outside the runtime. Errors name the folder.
+    /// Reads the `export.json` of `dir`: an export in `format` with a `decode` component.
+    /// Errors name the folder.
     pub fn read(dir: &Path, format: ExportFormat) -> Result<GenerationExport> {
         let meta = ExportMetadata::read(dir)?;
         crate::integrity::check_component_sizes(dir, &meta)?;
@@ -153,18 +160,11 @@ impl GenerationExport {
             )));
         }
         let export = GenerationExport { dir: dir.to_path_buf(), meta };
-        let Some(decode) = export.meta.by_role(Role::Decode) else {
+        if export.meta.by_role(Role::Decode).is_none() {
             return Err(fail(format!(
                 "this export has no `decode` component (components: {}); generation needs an export made with \
                  --for-generation, e.g. hfexport export --format {f} --dynamic --for-generation --static-cache N \
                  --multi-token-decode",
-                export.component_names()
-            )));
-        };
-        if decode.static_slots().is_none() && decode.states.is_empty() && export.prefill().is_none() {
-            return Err(fail(format!(
-                "a growing-cache export needs its `prefill` component (components: {}); re-export with \
-                 --for-generation",
                 export.component_names()
             )));
         }

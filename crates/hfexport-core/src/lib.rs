@@ -6,7 +6,8 @@
 //! - [`decompose`]: high-level ops expanded into primitives; [`passes`]: the pass manager and
 //!   the patch registry; [`verify`]: graph invariants; [`dump`]: the stable text form;
 //! - [`eval`]: the reference evaluator, the oracle every exported artifact is checked against;
-//! - [`plan`]: the typed components of an export; [`backend`]: the one `Backend` trait and the
+//! - [`plan`]: the typed components of an export; [`cache_ports`]: the names of every cache's
+//!   ports; [`backend`]: the one `Backend` trait and the
 //!   pipeline every format shares;
 //! - [`sink`]: the one streaming file writer of every container's weights (direct I/O, a
 //!   writer thread, CRC while streaming);
@@ -18,6 +19,7 @@
 
 pub mod artifact;
 pub mod backend;
+pub mod cache_ports;
 pub mod config;
 pub mod decompose;
 pub mod dim;

@@ -2,6 +2,7 @@
 //! the checkpoint: source, config, symbolic dims, per-component I/O, in-place aliases, patches
 //! applied, runtime pins, and how the export was verified.
 
+use crate::cache_ports;
 use crate::dim::shape_to_string;
 use crate::graph::{Alias, Graph};
 use crate::plan::{CacheMode, ComponentSpec, Planned, Role};
@@ -82,7 +83,7 @@ pub struct Component {
     /// Outputs that update an input in place.
     pub aliases: Vec<AliasPair>,
     /// Cache pairs folded into runtime state (OpenVINO `stateful=true`): one variable per former
-    /// `input.<name>`/`output.<name>` pair, named `<name>`; those ports are then absent from
+    /// `past_key_values.<name>`/`present.<name>` pair, named `<name>`; those ports are then absent from
     /// `inputs`/`outputs`, and `beam_idx` (int32 `[batch]`) reorders the states.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub states: Vec<String>,
@@ -175,23 +176,23 @@ impl Component {
             .ok_or_else(|| crate::Error::Artifact(format!("component `{}` lists no {ext} file", self.spec.name)))
     }
 
-    /// The component of a stateful export: every cache pair `input.<n>` / `output.<n>` (a
-    /// static cache's in-place pair or a growing cache's past and present) becomes the state
-    /// `<n>`, those ports leave `inputs`/`outputs` (and the aliases go), and `beam_idx` int32
-    /// `[batch]` is an input.
+    /// The component of a stateful export: every cache pair `past_key_values.<n>` /
+    /// `present.<n>` (a static cache's in-place pair or a growing cache's past and present)
+    /// becomes the state `<n>`, those ports leave `inputs`/`outputs` (and the aliases go), and
+    /// `beam_idx` int32 `[batch]` is an input.
     pub fn fold_cache_pairs_into_states(mut self) -> Component {
         let states: Vec<String> = self
             .inputs
             .iter()
-            .filter_map(|p| p.name.strip_prefix("input."))
-            .filter(|n| self.outputs.iter().any(|o| o.name == format!("output.{n}")))
+            .filter_map(|p| cache_ports::cache_of_past(&p.name))
+            .filter(|n| self.outputs.iter().any(|o| o.name == cache_ports::present(n)))
             .map(str::to_string)
             .collect();
         if states.is_empty() {
             return self;
         }
-        self.inputs.retain(|p| !states.iter().any(|n| p.name == format!("input.{n}")));
-        self.outputs.retain(|p| !states.iter().any(|n| p.name == format!("output.{n}")));
+        self.inputs.retain(|p| !states.iter().any(|n| p.name == cache_ports::past(n)));
+        self.outputs.retain(|p| !states.iter().any(|n| p.name == cache_ports::present(n)));
         self.aliases.clear();
         let batch = self.inputs.first().and_then(|p| p.shape.first().cloned()).unwrap_or_else(|| "batch".into());
         self.inputs.push(Port { name: "beam_idx".into(), dtype: "i32".into(), shape: vec![batch] });

@@ -94,10 +94,10 @@ pub enum Positions {
 #[serde(rename_all = "snake_case")]
 pub enum CacheMode {
     None,
-    /// `cache_len` slots allocated once and updated in place (`input.<c>` aliased by `output.<c>`).
+    /// `cache_len` slots allocated once and updated in place (`past_key_values.<c>` aliased by `present.<c>`).
     StaticInPlace,
-    /// The past comes in as `input.<c>` and the cache grown by this call goes out as `output.<c>`
-    /// (a prefill returns its cache without taking one).
+    /// The past comes in as `past_key_values.<c>` and the cache grown by this call goes out as `present.<c>`;
+    /// the prompt comes in over an empty past.
     Growing,
     /// Keys and values of the encoder states, computed once.
     CrossAttention,
@@ -141,11 +141,6 @@ impl ComponentSpec {
             positions: Positions::Ids,
             cache,
         }
-    }
-
-    /// The prefill of a growing cache: no cache in, its cache out, positions `0..sequence`.
-    pub fn growing_prefill() -> ComponentSpec {
-        ComponentSpec { positions: Positions::Implicit, ..ComponentSpec::generation(Role::Prefill, CacheMode::Growing) }
     }
 }
 

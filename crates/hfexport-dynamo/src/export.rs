@@ -19,6 +19,7 @@ use hfexport_aten::{lower, native, AtenGraph, TensorMeta};
 use hfexport_core::backend::{
     compiled_in, Backend, Lowering, Runtime, WeightProgress, WeightTable, Written as Written_,
 };
+use hfexport_core::cache_ports;
 use hfexport_core::config::ExportFormat;
 use hfexport_core::plan::Planned;
 use hfexport_core::{Dim, ExportConfig, Graph, Op, TensorSource};
@@ -105,8 +106,8 @@ impl From<DynamoError> for hfexport_core::Error {
 /// The call style of a component: generation components (they take `position_ids`, or caches)
 /// are called positionally, the forward graph with keywords.
 pub fn call_style(g: &Graph) -> CallStyle {
-    let generation = g.inputs().iter().any(|p| p.name == "position_ids" || p.name.starts_with("input."))
-        || g.outputs().iter().any(|p| p.name.starts_with("output."));
+    let generation = g.inputs().iter().any(|p| p.name == "position_ids" || cache_ports::is_past(&p.name))
+        || g.outputs().iter().any(|p| cache_ports::is_present(&p.name));
     if generation {
         CallStyle::Positional
     } else {

@@ -2,15 +2,16 @@
 //! [`GenerationLoop`] over the `decode` and `prefill` programs of a `.pt2` generation export's
 //! `model.pt2`, loaded together so the weights they share are in memory once.
 //!
-//! A static cache is one libtorch tensor per `input.<name>`, zeros sized from export.json
+//! A static cache is one libtorch tensor per `past_key_values.<name>`, zeros sized from export.json
 //! (`cache_len` at its maximum), passed to every call: the program's `user_input_mutation`
 //! outputs land in it in place (the `index_copy` runs as `index_copy_` into it, see
 //! [`runner`](crate::runner)), so nothing is copied between calls. A growing cache takes each
-//! call's `output.<name>` tensors as the next call's `input.<name>` (moved, not copied), the
-//! first ones from `prefill`.
+//! call's `present.<name>` tensors as the next call's `past_key_values.<name>` (moved, not copied),
+//! from an empty past.
 
 use crate::runner::{kind_of_dtype, to_torch, Pt2Runner, RunError};
 use hfexport_aten::lower::python_name;
+use hfexport_core::cache_ports;
 use hfexport_core::generation::{self, Call, GenerationExport, GenerationLoop};
 use hfexport_core::metadata::Component;
 use hfexport_core::plan::Role;
@@ -26,7 +27,7 @@ fn err(path: &Path, msg: impl Into<String>) -> RunError {
 /// One component: its program and how its inputs and outputs are named.
 struct Part {
     runner: Pt2Runner,
-    /// Non-aliased output names in return order (`logits`, `output.<name>`…).
+    /// Non-aliased output names in return order (`logits`, `present.<name>`…).
     user_outputs: Vec<String>,
 }
 
@@ -85,10 +86,12 @@ pub struct Pt2Session {
     dir: PathBuf,
     decode: Part,
     prefill: Option<Part>,
-    /// The cache tensors by value name (`input_cache_layers_0_keys`).
+    /// The cache tensors by value name (`past_key_values_0_key`).
     caches: BTreeMap<String, Tensor>,
     /// Static caches as allocated (their storage never changes).
     static_caches: BTreeMap<String, Tensor>,
+    /// A growing cache's empty past (batch 1, no positions), which the prompt's call takes.
+    empty_past: BTreeMap<String, Tensor>,
     /// Inputs fed to every call by value name (an encoder-decoder's cross-attention keys and
     /// values).
     fixed: BTreeMap<String, Tensor>,
@@ -103,15 +106,17 @@ impl Pt2Session {
         let mut parts = Part::load_all(dir, &wanted)?.into_iter();
         let decode = parts.next().expect("decode was asked for");
         let prefill = parts.next();
-        let mut static_caches = BTreeMap::new();
-        if let Some(slots) = export.slots() {
-            for p in comp.inputs.iter().filter(|p| p.name.starts_with("input.")) {
-                let shape = p
+        let (mut static_caches, mut empty_past) = (BTreeMap::new(), BTreeMap::new());
+        for p in comp.inputs.iter().filter(|p| cache_ports::is_past(&p.name)) {
+            let dims: Vec<Option<usize>> = p.shape.iter().map(|d| d.parse().ok()).collect();
+            let shape = match export.slots() {
+                Some(slots) => p
                     .shape
                     .iter()
-                    .map(|d| if d == "cache_len" { Ok(slots as i64) } else { d.parse::<i64>() })
-                    .collect::<Result<Vec<_>, _>>()
-                    .map_err(|_| {
+                    .zip(&dims)
+                    .map(|(name, d)| d.or((name == "cache_len").then_some(slots)))
+                    .collect::<Option<Vec<_>>>()
+                    .ok_or_else(|| {
                         err(
                             dir,
                             format!(
@@ -119,13 +124,18 @@ impl Pt2Session {
                                 p.name, p.shape
                             ),
                         )
-                    })?;
-                let kind = DType::from_user_name(&p.dtype)
-                    .map(kind_of_dtype)
-                    .ok_or_else(|| err(dir, format!("export.json: cache `{}` has dtype {}", p.name, p.dtype)))?;
-                let t = Tensor::f_zeros(&shape, (kind, Device::Cpu)).map_err(|e| err(dir, e.to_string()))?;
-                static_caches.insert(python_name(&p.name), t);
-            }
+                    })?,
+                None => generation::empty_past(&dims),
+            };
+            let shape: Vec<i64> = shape.into_iter().map(|d| d as i64).collect();
+            let kind = DType::from_user_name(&p.dtype)
+                .map(kind_of_dtype)
+                .ok_or_else(|| err(dir, format!("export.json: cache `{}` has dtype {}", p.name, p.dtype)))?;
+            let t = Tensor::f_zeros(&shape, (kind, Device::Cpu)).map_err(|e| err(dir, e.to_string()))?;
+            match export.slots() {
+                Some(_) => static_caches.insert(python_name(&p.name), t),
+                None => empty_past.insert(python_name(&p.name), t),
+            };
         }
         Ok(Pt2Session {
             dir: dir.to_path_buf(),
@@ -133,11 +143,12 @@ impl Pt2Session {
             prefill,
             caches: BTreeMap::new(),
             static_caches,
+            empty_past,
             fixed: BTreeMap::new(),
         })
     }
 
-    /// The static cache tensor of a cache input (`input.cache.layers.0.keys`): the storage
+    /// The static cache tensor of a cache input (`past_key_values.0.key`): the storage
     /// every call writes into.
     pub fn static_cache(&self, input: &str) -> Option<&Tensor> {
         self.static_caches.get(&python_name(input))
@@ -172,7 +183,11 @@ impl Pt2Session {
         let mut args = vec![];
         for info in part.runner.inputs() {
             let name = info.name.as_str();
-            let given = per_call.get(name).or_else(|| self.static_caches.get(name)).or_else(|| self.caches.get(name));
+            let given = per_call
+                .get(name)
+                .or_else(|| self.static_caches.get(name))
+                .or_else(|| self.caches.get(name))
+                .or_else(|| self.empty_past.get(name));
             match given.or(self.fixed.get(name)) {
                 Some(c) => args.push(c.shallow_clone()),
                 None => return Err(err(part.runner.path(), format!("nothing to feed input `{name}`"))),
@@ -183,8 +198,8 @@ impl Pt2Session {
         for (name, out) in part.user_outputs.iter().zip(outs) {
             if name == "logits" {
                 logits = Some(out);
-            } else if let Some(cache) = name.strip_prefix("output.") {
-                self.caches.insert(python_name(&format!("input.{cache}")), out);
+            } else if let Some(cache) = cache_ports::cache_of_present(name) {
+                self.caches.insert(python_name(&cache_ports::past(cache)), out);
             }
         }
         let logits = logits.ok_or_else(|| err(part.runner.path(), "the program returns no `logits`"))?;

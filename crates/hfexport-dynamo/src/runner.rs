@@ -800,7 +800,7 @@ impl Pt2Runner {
     }
 
     /// Runs the program on named core tensors: inputs by graph port name (`input_ids`,
-    /// `input.cache.layers.0.keys`) or value name; returns the outputs named after
+    /// `past_key_values.0.key`) or value name; returns the outputs named after
     /// `output_names` (the graph's outputs, in order), where an output in `aliases`
     /// (output → input port) is the new contents of that input.
     pub fn run(

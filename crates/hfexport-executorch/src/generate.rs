@@ -15,6 +15,7 @@
 
 use crate::export::method_name;
 use crate::runtime::{EtRunner, RunError};
+use hfexport_core::cache_ports;
 use hfexport_core::generation::{self, Call, GenerationExport, GenerationLoop};
 use hfexport_core::metadata::Component;
 use hfexport_core::plan::Role;
@@ -130,15 +131,15 @@ impl EtSession {
                  a fixed bound",
             ));
         };
-        let cache_ports: Vec<_> = comp.inputs.iter().filter(|p| p.name.starts_with("input.")).collect();
+        let cache_inputs: Vec<_> = comp.inputs.iter().filter(|p| cache_ports::is_past(&p.name)).collect();
         let per_call = ["input_ids", "attention_mask", "position_ids"];
         let fixed_names: Vec<String> = comp
             .inputs
             .iter()
-            .filter(|p| !p.name.starts_with("input.") && !per_call.contains(&p.name.as_str()))
+            .filter(|p| !cache_ports::is_past(&p.name) && !per_call.contains(&p.name.as_str()))
             .map(|p| p.name.clone())
             .collect();
-        let counts = (cache_ports.len(), fixed_names.len());
+        let counts = (cache_inputs.len(), fixed_names.len());
         let decode = Part::load(dir, comp, counts, None)?;
         let prefill = export.prefill().map(|c| Part::load(dir, c, counts, Some((comp, &decode.runner)))).transpose()?;
         let ports = &decode.runner.inputs()[3..];

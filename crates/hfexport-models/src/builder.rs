@@ -11,6 +11,7 @@ use crate::config::{LayerSpec, ModelConfig, Span};
 use crate::decoder::{max_context, BuildOptions, Decoder, Kv, LayerInputs, Weights};
 use crate::error::{ModelError, Result};
 use crate::task::Task;
+use hfexport_core::cache_ports;
 use hfexport_core::ops::{Activation, BinaryOp};
 use hfexport_core::plan::{CacheMode, ComponentSpec, Entry, Exit, Planned, Role};
 use hfexport_core::{DType, Dim, Graph, Op, RopeConfig, Tensor, ValueId};
@@ -83,21 +84,17 @@ pub fn build_forward(
     Ok(vec![Planned { spec, graph }])
 }
 
-/// Name of the cache tensor of `layer` (`keys` or `values`), as in docs/io-contracts.md.
-pub fn cache_name(layer: usize, kind: &str) -> String {
-    format!("cache.layers.{layer}.{kind}")
-}
-
 /// The components of `export_for_generation`, by name:
 /// - static cache with multi-token decode: `decode` only. Inputs `input_ids` `[1, sequence]`,
 ///   `attention_mask` bool `[1, 1, sequence, cache_len]` (true = may attend), `position_ids`
-///   `[1, sequence]`, `input.cache.layers.<i>.keys|values` `[1, kv_heads, cache_len, head_dim]`;
-///   outputs `logits` and `output.cache.…`, each updating its input in place. New keys/values
+///   `[1, sequence]`, `past_key_values.<i>.key|value` `[1, kv_heads, cache_len, head_dim]`;
+///   outputs `logits` and `present.<i>.…`, each updating its input in place. New keys/values
 ///   are written at the slots given by `position_ids`; the graph serves the prompt (empty cache)
 ///   and every later step.
 /// - static cache: the same graph as `prefill`, and a `decode` whose `sequence` is 1.
-/// - no static cache: `prefill` (the forward graph at batch 1, caches out) and `decode` over a
-///   growing cache (`past_len` symbolic, caches one call longer out).
+/// - no static cache: `decode` over a growing cache (`past_len` symbolic, caches one call longer
+///   out), which takes the prompt over an empty past as the clients drive one decoder (optimum's
+///   `ORTModelForCausalLM`, transformers.js, ONNX Runtime GenAI, optimum-intel).
 /// - a model with recurrent layers (Mamba, LFM2's convolutions): a static cache only (each
 ///   recurrent layer's cache is its fixed-size state, updated in place); a model that scans
 ///   (Mamba, Mamba2), unless the format loops over a run-time sequence
@@ -153,10 +150,7 @@ pub fn build_generation(
                 planned(Role::Decode, stat, decode),
             ]
         }
-        None => vec![
-            Planned { spec: ComponentSpec::growing_prefill(), graph: decoder("prefill").growing_prefill()? },
-            planned(Role::Decode, grow, decoding().growing_decode()?),
-        ],
+        None => vec![planned(Role::Decode, grow, decoding().growing_decode()?)],
     });
     Ok(components)
 }
@@ -206,22 +200,7 @@ impl<'a> Decoder<'a> {
         Ok(self.g)
     }
 
-    /// Prefill of a growing cache: the forward graph at batch 1, whose keys and values are
-    /// also outputs (`output.cache.*`, `[1, kv_heads, sequence, head_dim]`).
-    fn growing_prefill(mut self) -> Result<Graph> {
-        let act = self.activation()?;
-        let one = Dim::konst(1);
-        let seq = Dim::sym(&self.g.symbols.declare("sequence", 1, max_context(self.cfg))?);
-        let ids = self.g.add_input("input_ids", DType::I64, vec![one.clone(), seq.clone()])?;
-        let am = self.g.add_input("attention_mask", DType::I64, vec![one.clone(), seq.clone()])?;
-        self.kv = Kv::Present { outputs: vec![] };
-        let shared = self.layer_inputs(&one, &seq, am)?;
-        self.logits(ids, &shared, act)?;
-        self.cache_outputs(false)?;
-        Ok(self.g)
-    }
-
-    /// Decode over a growing cache: `input.cache.*` `[batch, kv_heads, past_len, head_dim]`,
+    /// Decode over a growing cache: `past_key_values.*` `[batch, kv_heads, past_len, head_dim]`,
     /// `attention_mask` int64 `[batch, past_len + sequence]` (0 = padding), `position_ids`
     /// `[batch, sequence]` (rotary and learned positions; a left-padded row's are its own);
     /// outputs the caches with this call's keys appended.
@@ -469,7 +448,7 @@ impl<'a> Decoder<'a> {
         positions: ValueId,
     ) -> Result<(ValueId, ValueId)> {
         let (k, v) = match &self.kv {
-            Kv::Tokens | Kv::Present { .. } => (k, v),
+            Kv::Tokens => (k, v),
             Kv::StaticCache { inputs, .. } => {
                 let (ck, cv) = (inputs[layer][0], inputs[layer][1]);
                 let k = self.op(&format!("{p}.cache_keys"), Op::CacheUpdate, &[ck, k, positions])?;
@@ -483,9 +462,7 @@ impl<'a> Decoder<'a> {
         };
         match &mut self.kv {
             Kv::Tokens => {}
-            Kv::Present { outputs } | Kv::StaticCache { outputs, .. } | Kv::Growing { outputs, .. } => {
-                record_cache(outputs, layer, vec![k, v])
-            }
+            Kv::StaticCache { outputs, .. } | Kv::Growing { outputs, .. } => record_cache(outputs, layer, vec![k, v]),
         }
         Ok((k, v))
     }
@@ -494,13 +471,11 @@ impl<'a> Decoder<'a> {
     pub(crate) fn record_no_cache(&mut self, layer: usize) {
         match &mut self.kv {
             Kv::Tokens => {}
-            Kv::Present { outputs } | Kv::StaticCache { outputs, .. } | Kv::Growing { outputs, .. } => {
-                record_cache(outputs, layer, vec![])
-            }
+            Kv::StaticCache { outputs, .. } | Kv::Growing { outputs, .. } => record_cache(outputs, layer, vec![]),
         }
     }
 
-    /// Declares `input.cache.layers.<i>.*` of every layer, as its [`crate::config::LayerSpec::cache`] says,
+    /// Declares `past_key_values.<i>.*` of every layer, as its [`crate::config::LayerSpec::cache`] says,
     /// over `len` positions.
     fn cache_inputs(&mut self, len: &Dim, batch: &Dim) -> Result<Vec<Vec<ValueId>>> {
         let (cfg, dtype) = (self.cfg, self.opts.dtype);
@@ -509,26 +484,26 @@ impl<'a> Decoder<'a> {
             let mut states = vec![];
             for (kind, mut shape) in layer.cache(len) {
                 shape[0] = batch.clone();
-                states.push(self.g.add_input(&format!("input.{}", cache_name(i, kind)), dtype, shape)?);
+                states.push(self.g.add_input(&cache_ports::past(&cache_ports::layer_cache(i, kind)), dtype, shape)?);
             }
             layers.push(states);
         }
         Ok(layers)
     }
 
-    /// Adds `output.cache.*` for the caches the layers produced; `alias`: they update the
+    /// Adds `present.<i>.*` for the caches the layers produced; `alias`: they update the
     /// inputs of the same name in place.
     fn cache_outputs(&mut self, alias: bool) -> Result<()> {
         let outputs = match std::mem::replace(&mut self.kv, Kv::Tokens) {
-            Kv::Present { outputs } | Kv::StaticCache { outputs, .. } | Kv::Growing { outputs, .. } => outputs,
+            Kv::StaticCache { outputs, .. } | Kv::Growing { outputs, .. } => outputs,
             Kv::Tokens => vec![],
         };
         for (i, (layer, states)) in self.cfg.layers.iter().zip(outputs).enumerate() {
             for (kind, value) in layer.cache_names().iter().zip(states) {
-                let name = cache_name(i, kind);
-                self.g.add_output(&format!("output.{name}"), value)?;
+                let cache = cache_ports::layer_cache(i, kind);
+                self.g.add_output(&cache_ports::present(&cache), value)?;
                 if alias {
-                    self.g.add_alias(&format!("output.{name}"), &format!("input.{name}"));
+                    self.g.add_alias(&cache_ports::present(&cache), &cache_ports::past(&cache));
                 }
             }
         }

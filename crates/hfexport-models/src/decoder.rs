@@ -191,13 +191,11 @@ impl LayerInputs {
 pub(crate) enum Kv {
     /// This call's tokens only (the forward graph).
     Tokens,
-    /// This call's tokens, whose keys and values are also outputs (a prefill with no cache in).
-    Present { outputs: Vec<Vec<ValueId>> },
-    /// A growing cache: `input.` keys/values of the past tokens, concatenated with this call's
-    /// (the `output.` values are one call longer).
+    /// A growing cache: `past_key_values.` keys/values of the past tokens, concatenated with
+    /// this call's (the `present.` values are one call longer).
     Growing { inputs: Vec<Vec<ValueId>>, outputs: Vec<Vec<ValueId>> },
-    /// A static cache per layer (`input.` keys, values), written at `positions` by
-    /// `CacheUpdate`; the updated caches become `output.` values.
+    /// A static cache per layer (`past_key_values.` keys, values), written at `positions` by
+    /// `CacheUpdate`; the updated caches become `present.` values.
     StaticCache { inputs: Vec<Vec<ValueId>>, outputs: Vec<Vec<ValueId>> },
 }
 

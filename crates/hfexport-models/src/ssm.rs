@@ -463,7 +463,7 @@ impl Decoder<'_> {
                 }
                 states
             }
-            Kv::Present { .. } | Kv::Growing { .. } => return Err(self.needs_static_cache()),
+            Kv::Growing { .. } => return Err(self.needs_static_cache()),
         };
         let found = states.len();
         states.try_into().map_err(|_| ModelError::Config {
@@ -494,7 +494,7 @@ impl Decoder<'_> {
                 Ok(())
             }
             Kv::Tokens => Ok(()),
-            Kv::Present { .. } | Kv::Growing { .. } => Err(self.needs_static_cache()),
+            Kv::Growing { .. } => Err(self.needs_static_cache()),
         }
     }
 

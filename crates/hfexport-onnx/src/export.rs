@@ -3,12 +3,12 @@
 //! ([`crate::RUNTIME`]).
 
 use crate::lower::{native, ort_cpu_contrib, OPSET_NATIVE_LLM_OPS};
-use crate::writer::write_components;
+use crate::writer::{write_components, Naming};
 use hfexport_core::backend::{compiled_in, Backend, Lowering, ModelFacts, Runtime, WeightProgress, Written};
 use hfexport_core::config::{ExportFormat, OnnxConfig, OnnxQuantOps, OrtFusions};
 use hfexport_core::metadata::Component;
 use hfexport_core::plan::Planned;
-use hfexport_core::{Error, ExportConfig, Op, Result, TensorSource};
+use hfexport_core::{DType, Error, ExportConfig, Op, Result, TensorSource};
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -78,7 +78,8 @@ impl Backend for Onnx {
         if cfg.genai {
             crate::genai::check_components(components)?;
         }
-        let files = write_components(components, src, dir, opset(cfg), cfg.quant_ops, progress)?;
+        let naming = naming(components, cfg);
+        let files = write_components(components, src, dir, naming, opset(cfg), cfg.quant_ops, progress)?;
         Ok(files.into_iter().map(|files| Written { files, note: None }).collect())
     }
 
@@ -122,4 +123,14 @@ impl From<crate::OnnxError> for Error {
             other => Error::Source(Box::new(other)),
         }
     }
+}
+
+/// The names of an export's files: its quantization (the linear weights' bits) and whether its
+/// graphs compute in half precision (the `logits` or first output is f16).
+fn naming(components: &[Planned], cfg: &OnnxConfig) -> Naming {
+    let half = components.iter().any(|c| {
+        let g = &c.graph;
+        g.outputs().first().is_some_and(|p| g.info(p.value).dtype == DType::F16)
+    });
+    Naming::new(cfg.common.quantizer.as_ref().map(|q| q.weights.bits), half)
 }

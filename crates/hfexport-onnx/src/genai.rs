@@ -13,6 +13,7 @@
 
 use crate::error::OnnxError;
 use hfexport_core::backend::ModelFacts;
+use hfexport_core::cache_ports;
 use hfexport_core::metadata::Component;
 use hfexport_core::plan::{CacheMode, Planned, Role};
 use hfexport_core::{Error, Result};
@@ -51,7 +52,7 @@ pub fn check_components(components: &[Planned]) -> Result<()> {
     if let Some(decode) = decode {
         let g = &decode.graph;
         let shape = |name: &str| g.inputs().iter().find(|p| p.name == name).map(|p| g.info(p.value).shape.clone());
-        let keys: Vec<_> = g.inputs().iter().filter(|p| p.name.ends_with(".keys")).collect();
+        let keys: Vec<_> = g.inputs().iter().filter(|p| p.name.ends_with(".key")).collect();
         let heads = |p: &&hfexport_core::graph::Port| {
             let s = g.info(p.value).shape.clone();
             (s[1].clone(), s[3].clone())
@@ -64,7 +65,7 @@ pub fn check_components(components: &[Planned]) -> Result<()> {
             )));
         }
         for p in keys.iter().copied() {
-            let values = p.name.trim_end_matches(".keys").to_string() + ".values";
+            let values = p.name.trim_end_matches(".key").to_string() + ".value";
             if shape(&values).is_some_and(|v| v != g.info(p.value).shape) {
                 return Err(Error::Config(format!(
                     "`genai` (ONNX Runtime GenAI) keeps keys and values of one shape, but `{}` and `{values}` \
@@ -116,8 +117,8 @@ pub fn genai_config(components: &[Component], model: &ModelFacts) -> Result<Valu
             return Err(Error::Config(format!("genai: `decode` has no input `{name}`")));
         }
     }
-    let cache = |ports: &[hfexport_core::metadata::Port], side: &str, kind: &str| -> Result<String> {
-        let pattern = format!("{side}.cache.layers.%d.{kind}");
+    let cache = |ports: &[hfexport_core::metadata::Port], side: fn(&str) -> String, kind: &str| -> Result<String> {
+        let pattern = side(&cache_ports::layer_cache_pattern(kind));
         for i in 0..model.num_layers {
             let name = pattern.replace("%d", &i.to_string());
             if !ports.iter().any(|p| p.name == name) {
@@ -140,7 +141,7 @@ pub fn genai_config(components: &[Component], model: &ModelFacts) -> Result<Valu
         "max_length": model.context_length,
         "min_length": 0,
         "no_repeat_ngram_size": 0,
-        // the decode graph's batch is 1 (docs/io-contracts.md), which beam search would widen
+        // greedy, GenAI's default (the decode takes any batch, so beams would run too)
         "num_beams": 1,
         "num_return_sequences": 1,
         "past_present_share_buffer": false,
@@ -164,13 +165,13 @@ pub fn genai_config(components: &[Component], model: &ModelFacts) -> Result<Valu
                     "input_ids": "input_ids",
                     "attention_mask": "attention_mask",
                     "position_ids": "position_ids",
-                    "past_key_names": cache(&decode.inputs, "input", "keys")?,
-                    "past_value_names": cache(&decode.inputs, "input", "values")?,
+                    "past_key_names": cache(&decode.inputs, cache_ports::past, "key")?,
+                    "past_value_names": cache(&decode.inputs, cache_ports::past, "value")?,
                 },
                 "outputs": {
                     "logits": "logits",
-                    "present_key_names": cache(&decode.outputs, "output", "keys")?,
-                    "present_value_names": cache(&decode.outputs, "output", "values")?,
+                    "present_key_names": cache(&decode.outputs, cache_ports::present, "key")?,
+                    "present_value_names": cache(&decode.outputs, cache_ports::present, "value")?,
                 },
                 "num_attention_heads": model.num_heads,
                 "num_hidden_layers": model.num_layers,

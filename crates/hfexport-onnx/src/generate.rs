@@ -4,19 +4,20 @@
 //! A static-cache export (`hfexport export --for-generation --static-cache N
 //! --multi-token-decode --dynamic`, docs/io-contracts.md, "Static cache") has the
 //! component `decode`: inputs `input_ids` int64 [1, q], `attention_mask` bool [1, 1, q, slots],
-//! `position_ids` int64 [1, q] and `input.<name>` per cache tensor; outputs `logits`
-//! [1, q, vocab] and `output.<name>` per cache tensor. Without `--multi-token-decode` it also
+//! `position_ids` int64 [1, q] and `past_key_values.<name>` per cache tensor; outputs `logits`
+//! [1, q, vocab] and `present.<name>` per cache tensor. Without `--multi-token-decode` it also
 //! has a `prefill` of that interface, for the prompt, bound to the same cache buffers.
 //!
-//! A growing-cache export (`--for-generation` without `--static-cache`) has `prefill`
-//! (`input_ids`, `attention_mask` int64 [1, n] → `logits`, `output.<name>`) and `decode`
-//! (plus `position_ids` and `input.<name>` of the past length). Its cache changes shape every
-//! step, so nothing can be bound once: each call's `output.<name>` values, owned by ONNX
-//! Runtime, are passed back as the next call's `input.<name>` as they are (no host copy).
+//! A growing-cache export (`--for-generation` without `--static-cache`) has `decode` alone
+//! (`input_ids`, `attention_mask` int64 [1, past + q], `position_ids` and `past_key_values.<name>`
+//! of the past length → `logits`, `present.<name>`), which takes the prompt over an empty past.
+//! Its cache changes shape every step, so nothing can be bound once: each call's
+//! `present.<name>` values, owned by ONNX Runtime, are passed back as the next call's
+//! `past_key_values.<name>` as they are (no host copy).
 //!
 //! Static cache: each cache buffer is allocated once, zeroed, with the shape of the graph's own input
 //! metadata (its one symbolic axis set to the cache length, `cache_len` in `export.json`), and
-//! bound through one [`IoBinding`] as both `input.<name>` and `output.<name>`: ONNX Runtime
+//! bound through one [`IoBinding`] as both `past_key_values.<name>` and `present.<name>`: ONNX Runtime
 //! writes the new keys/values into the very buffer it reads, so nothing is copied between
 //! steps. Per call only `input_ids`, `attention_mask` (slot `j` visible to query `i` iff
 //! `j <= pos + i`), `position_ids` are bound, and `logits` is bound to host memory.
@@ -29,6 +30,7 @@
 
 use crate::runtime::{environment, to_ort};
 use crate::{OnnxError, Result};
+use hfexport_core::cache_ports;
 use hfexport_core::generation::{self, Call, GenerationExport, GenerationLoop};
 pub use hfexport_core::generation::{argmax, StopReason};
 use hfexport_core::metadata::Component;
@@ -50,10 +52,10 @@ fn err(msg: impl Into<String>) -> OnnxError {
     OnnxError::Runtime(msg.into())
 }
 
-/// One cache tensor: a single buffer bound as `input.<name>` and `output.<name>` of every graph.
+/// One cache tensor: a single buffer bound as `past_key_values.<name>` and `present.<name>` of every graph.
 #[derive(Debug)]
 struct CacheBuffer {
-    /// `<name>` (without the `input.` / `output.` prefix).
+    /// `<name>` (without the `past_key_values.` / `present.` prefix).
     name: String,
     input: String,
     output: String,
@@ -86,7 +88,7 @@ struct BoundGraph {
     head: Head,
 }
 
-/// A cache input of a graph: `input.<name>`, its element type and shape (-1 = symbolic).
+/// A cache input of a graph: `past_key_values.<name>`, its element type and shape (-1 = symbolic).
 type CacheSpec = (String, TensorElementType, Vec<i64>);
 
 impl BoundGraph {
@@ -108,7 +110,7 @@ impl BoundGraph {
         }
         let mut caches = vec![];
         for input in session.inputs() {
-            let Some(name) = input.name().strip_prefix("input.") else { continue };
+            let Some(name) = cache_ports::cache_of_past(input.name()) else { continue };
             let ValueType::Tensor { ty, shape, .. } = input.dtype() else {
                 return Err(err(format!("{here}: cache input `{}` is not a tensor", input.name())));
             };
@@ -121,7 +123,7 @@ impl BoundGraph {
                     &shape[..]
                 )));
             }
-            let output = format!("output.{name}");
+            let output = cache_ports::present(name);
             if !session.outputs().iter().any(|o| o.name() == output) {
                 return Err(err(format!("{here}: cache input `{}` has no output `{output}`", input.name())));
             }
@@ -129,7 +131,7 @@ impl BoundGraph {
         }
         if caches.is_empty() {
             return Err(err(format!(
-                "{here}: the graph has no `input.<name>` cache inputs; is this a static-cache decode graph?"
+                "{here}: the graph has no `past_key_values.<name>` cache inputs; is this a static-cache decode graph?"
             )));
         }
         Ok((session, path, caches))
@@ -170,7 +172,7 @@ pub type Generator = GenerationLoop<OrtSession>;
 enum Engine {
     /// Buffers bound once as input and output of every graph, updated in place.
     Static(Box<StaticCache>),
-    /// Each call's `output.<name>` values become the next call's `input.<name>`.
+    /// Each call's `present.<name>` values become the next call's `past_key_values.<name>`.
     Growing(Box<GrowingCache>),
 }
 
@@ -187,7 +189,7 @@ impl OrtSession {
     pub fn prefill_path(&self) -> Option<&Path> {
         match &self.engine {
             Engine::Static(s) => s.prefill.as_ref().map(|p| p.path.as_path()),
-            Engine::Growing(g) => Some(&g.prefill.path),
+            Engine::Growing(_) => None,
         }
     }
 
@@ -196,7 +198,7 @@ impl OrtSession {
         self.head().vocab
     }
 
-    /// Cache tensor names (`cache.layers.0.keys`, …), without the `input.`/`output.` prefix.
+    /// Cache names (`0.key`, …), without the `past_key_values.`/`present.` prefix.
     pub fn cache_names(&self) -> Vec<&str> {
         match &self.engine {
             Engine::Static(s) => s.caches.iter().map(|c| c.name.as_str()).collect(),
@@ -260,7 +262,7 @@ impl OrtSession {
     }
 
     /// Loads a static-cache export (`decode`, and `prefill` when listed), whose cache buffers
-    /// are allocated once and bound, or a growing-cache export (`prefill` and `decode`).
+    /// are allocated once and bound, or a growing-cache export (`decode`).
     fn load(export: &GenerationExport) -> Result<OrtSession> {
         let (dir, decode) = (export.dir.as_path(), export.decode());
         let env = environment(&[dir])?;
@@ -268,9 +270,7 @@ impl OrtSession {
             (CacheMode::StaticInPlace, Some(slots), prefill) => {
                 Engine::Static(Box::new(StaticCache::load(&env, dir, decode, prefill, slots)?))
             }
-            (CacheMode::Growing, _, Some(prefill)) => {
-                Engine::Growing(Box::new(GrowingCache::load(&env, dir, prefill, decode)?))
-            }
+            (CacheMode::Growing, None, _) => Engine::Growing(Box::new(GrowingCache::load(&env, dir, decode)?)),
             (cache, _, _) => {
                 return Err(err(format!(
                     "{}: `{}` has cache {cache:?} with no `{CACHE_SYMBOL}` range; generation needs a static or growing \
@@ -308,7 +308,7 @@ impl generation::Session for OrtSession {
     /// has no slots: it is zeroed.
     fn reset(&mut self) -> hfexport_core::Result<()> {
         match &mut self.engine {
-            Engine::Growing(g) => g.values.clear(),
+            Engine::Growing(g) => g.reset()?,
             Engine::Static(s) => s.caches.iter_mut().filter(|c| c.recurrent).for_each(CacheBuffer::zero),
         }
         Ok(())
@@ -424,7 +424,7 @@ impl StaticCache {
             let value = DynTensor::new(&allocator, ty, shape.clone()).map_err(|e| {
                 err(format!("{}: cannot allocate cache `{name}` {ty:?}{shape:?}: {e}", decode_path.display()))
             })?;
-            let (input, output) = (format!("input.{name}"), format!("output.{name}"));
+            let (input, output) = (cache_ports::past(&name), cache_ports::present(&name));
             let mut buffer = CacheBuffer { input, output, name, value, recurrent };
             // Zeroed once, here (ort zeroes new host tensors too; this does not rely on it).
             buffer.zero();
@@ -497,126 +497,101 @@ impl StaticCache {
     }
 }
 
-/// A graph of a growing-cache export and what the loop needs of it.
+/// A growing cache: every `decode` call takes the previous call's `present.<name>` values as its
+/// `past_key_values.<name>` (values owned by ONNX Runtime, passed back as they are: no host
+/// copy) and returns them one call longer; the prompt goes in over an empty past.
+#[derive(Debug)]
+struct GrowingCache {
+    decode: FedGraph,
+    /// Cache names, in the order of `decode`'s inputs, with their element type and shape
+    /// (-1 = symbolic).
+    names: Vec<String>,
+    specs: Vec<(TensorElementType, Vec<i64>)>,
+    /// The latest `present.<name>` per name (the empty past after a reset).
+    values: Vec<DynValue>,
+}
+
+/// The `decode` graph of a growing-cache export and what the loop needs of it.
 #[derive(Debug)]
 struct FedGraph {
     session: Session,
     path: PathBuf,
     head: Head,
-    /// Whether the graph takes `position_ids` (a growing `decode` does, `prefill` does not).
-    takes_positions: bool,
-}
-
-impl FedGraph {
-    fn open(env: &ort::environment::Environment, dir: &Path, comp: &Component) -> Result<FedGraph> {
-        let (session, path) = open_component(env, dir, comp)?;
-        let here = path.display().to_string();
-        let head = Head::of(&session, &here)?;
-        let has = |n: &str| session.inputs().iter().any(|i| i.name() == n);
-        for want in ["input_ids", "attention_mask"] {
-            if !has(want) {
-                return Err(err(format!("{here}: the graph has no input `{want}`")));
-            }
-        }
-        let takes_positions = has("position_ids");
-        Ok(FedGraph { session, path, head, takes_positions })
-    }
-}
-
-/// A growing cache: `prefill` returns the prompt's keys/values, and every `decode` call takes
-/// the previous call's `output.<name>` values as its `input.<name>` (values owned by ONNX
-/// Runtime, passed back as they are: no host copy) and returns them one token longer.
-#[derive(Debug)]
-struct GrowingCache {
-    prefill: FedGraph,
-    decode: FedGraph,
-    /// Cache names, in the order of `prefill`'s outputs.
-    names: Vec<String>,
-    /// The latest `output.<name>` per name (empty before the prompt).
-    values: Vec<DynValue>,
 }
 
 impl GrowingCache {
-    fn load(
-        env: &ort::environment::Environment,
-        dir: &Path,
-        prefill: &Component,
-        decode: &Component,
-    ) -> Result<GrowingCache> {
-        let prefill = FedGraph::open(env, dir, prefill)?;
-        let decode = FedGraph::open(env, dir, decode)?;
-        let names: Vec<String> = prefill
-            .session
-            .outputs()
-            .iter()
-            .filter_map(|o| o.name().strip_prefix("output.").map(str::to_string))
-            .collect();
+    fn load(env: &ort::environment::Environment, dir: &Path, decode: &Component) -> Result<GrowingCache> {
+        let (session, path) = open_component(env, dir, decode)?;
+        let here = path.display().to_string();
+        let head = Head::of(&session, &here)?;
+        for want in ["input_ids", "attention_mask", "position_ids"] {
+            if !session.inputs().iter().any(|i| i.name() == want) {
+                return Err(err(format!("{here}: the graph has no input `{want}`; is this a growing-cache decode?")));
+            }
+        }
+        let (mut names, mut specs) = (vec![], vec![]);
+        for input in session.inputs() {
+            let Some(name) = cache_ports::cache_of_past(input.name()) else { continue };
+            let ValueType::Tensor { ty, shape, .. } = input.dtype() else {
+                return Err(err(format!("{here}: cache input `{}` is not a tensor", input.name())));
+            };
+            if !session.outputs().iter().any(|o| o.name() == cache_ports::present(name)) {
+                return Err(err(format!("{here}: cache input `{}` has no output `present.{name}`", input.name())));
+            }
+            names.push(name.to_string());
+            specs.push((*ty, shape.to_vec()));
+        }
         if names.is_empty() {
-            return Err(err(format!(
-                "{}: the graph has no `output.<name>` cache outputs; is this a generation prefill?",
-                prefill.path.display()
-            )));
+            return Err(err(format!("{here}: the graph has no `past_key_values.<name>` cache inputs")));
         }
-        let here = decode.path.display();
-        if !decode.takes_positions {
-            return Err(err(format!("{here}: the graph has no input `position_ids`; is this a decode graph?")));
-        }
-        for n in &names {
-            let has_in = decode.session.inputs().iter().any(|i| i.name() == format!("input.{n}"));
-            let has_out = decode.session.outputs().iter().any(|o| o.name() == format!("output.{n}"));
-            if !has_in || !has_out {
-                return Err(err(format!(
-                    "{here}: `prefill` returns cache `output.{n}` but this graph lacks `input.{n}` or `output.{n}`"
-                )));
-            }
-        }
-        Ok(GrowingCache { prefill, decode, names, values: vec![] })
+        let mut cache = GrowingCache { decode: FedGraph { session, path, head }, names, specs, values: vec![] };
+        cache.reset()?;
+        Ok(cache)
     }
 
-    /// The prompt through `prefill`, a step through `decode` after the caches so far; returns
-    /// the last logits row and keeps the new caches.
+    /// The empty past of one sequence: batch 1, no positions.
+    fn reset(&mut self) -> Result<()> {
+        let allocator = Allocator::default();
+        let here = self.decode.path.display();
+        self.values = self
+            .names
+            .iter()
+            .zip(&self.specs)
+            .map(|(name, (ty, shape))| {
+                let dims: Vec<_> = shape.iter().map(|&d| usize::try_from(d).ok()).collect();
+                let shape: Vec<i64> = generation::empty_past(&dims).into_iter().map(|d| d as i64).collect();
+                DynTensor::new(&allocator, *ty, shape.clone())
+                    .map(DynValue::from)
+                    .map_err(|e| err(format!("{here}: cannot allocate the empty past `{name}` {ty:?}{shape:?}: {e}")))
+            })
+            .collect::<Result<_>>()?;
+        Ok(())
+    }
+
+    /// Runs `decode` on `call` after the caches so far (positions `0..call.pos`); returns the
+    /// last logits row and keeps the new caches.
     fn run(&mut self, call: &Call) -> Result<Vec<f32>> {
-        let (graph, past) = match call.role {
-            Role::Prefill => (&mut self.prefill, &[][..]),
-            _ if self.values.is_empty() => {
-                return Err(err("no prompt yet: run the prompt (prefill) before single steps"));
-            }
-            _ => (&mut self.decode, &self.values[..]),
-        };
-        let (row, values) = Self::call(graph, &self.names, call, past)?;
-        self.values = values;
-        Ok(row)
-    }
-
-    /// Runs `graph` on `call` after `past` (the caches of positions `0..call.pos`, in `names`
-    /// order); returns the last logits row and the new caches.
-    fn call(
-        graph: &mut FedGraph,
-        names: &[String],
-        call: &Call,
-        past: &[DynValue],
-    ) -> Result<(Vec<f32>, Vec<DynValue>)> {
+        let graph = &mut self.decode;
         let here = graph.path.display().to_string();
         let fail = |what: &str, e: ort::Error| err(format!("{here}: {what}: {e}"));
-        let takes = |name: &str| graph.takes_positions || name != "position_ids";
-        let mut inputs: Vec<(Cow<str>, SessionInputValue)> = ort_values(call)?
-            .into_iter()
-            .filter(|(name, _)| takes(name))
-            .map(|(name, v)| (name.into(), v.into()))
-            .collect();
-        for (n, v) in names.iter().zip(past) {
-            inputs.push((format!("input.{n}").into(), v.into()));
+        let mut inputs: Vec<(Cow<str>, SessionInputValue)> =
+            ort_values(call)?.into_iter().map(|(name, v)| (name.into(), v.into())).collect();
+        for (n, v) in self.names.iter().zip(&self.values) {
+            inputs.push((cache_ports::past(n).into(), v.into()));
         }
         let mut outputs = graph.session.run(inputs).map_err(|e| fail("ONNX Runtime failed", e))?;
         let logits = outputs.get("logits").ok_or_else(|| err(format!("{here}: no output `logits`")))?;
         let row = last_row(logits, graph.head.dtype).map_err(|e| err(format!("{here}: output `logits`: {e}")))?;
-        let values = names
+        self.values = self
+            .names
             .iter()
             .map(|n| {
-                outputs.remove(format!("output.{n}")).ok_or_else(|| err(format!("{here}: no output `output.{n}`")))
+                outputs
+                    .remove(cache_ports::present(n).as_str())
+                    .ok_or_else(|| err(format!("{here}: no output `present.{n}`")))
             })
             .collect::<Result<Vec<_>>>()?;
-        Ok((row, values))
+        Ok(row)
     }
 }
 

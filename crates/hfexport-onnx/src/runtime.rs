@@ -268,7 +268,7 @@ impl Runtime for OnnxRuntime {
     }
 }
 
-/// An [`OnnxRunner`] behind the [`Runner`] interface: in-place cache outputs (`output.*`) are
+/// An [`OnnxRunner`] behind the [`Runner`] interface: in-place cache outputs (`present.*`) are
 /// the caller's bound buffers, not compared.
 struct OrtRunner(OnnxRunner);
 
@@ -287,7 +287,7 @@ impl Runner for OrtRunner {
     }
 
     fn compares(&self, output: &str) -> bool {
-        !output.starts_with("output.")
+        !hfexport_core::cache_ports::is_present(output)
     }
 }
 

@@ -1,5 +1,7 @@
-//! Writes the components of an export: `<c>.onnx` (the graph) each, and one `model.onnx.data`
-//! they share (every distinct weight once, external, each at an offset aligned to [`ALIGN`]).
+//! Writes the components of an export into its `onnx/` folder: a graph each (`model.onnx` for a
+//! lone component, else `<c>.onnx`; quantized and half-precision graphs named as transformers.js's
+//! `dtype` option looks for them, [`Naming`]), and one `model.onnx.data` they share (every
+//! distinct weight once, external, each at an offset aligned to [`ALIGN`]).
 //!
 //! Weights are streamed: each one is produced by its lazy expression (straight from the
 //! checkpoint's mmap, converted in chunks when the dtype changes) into the core
@@ -30,21 +32,63 @@ fn io_err(path: &Path) -> impl Fn(std::io::Error) -> OnnxError + '_ {
     move |source| OnnxError::Io { path: path.to_path_buf(), source }
 }
 
-/// The external data file every component of an export shares.
-pub const DATA_FILE: &str = "model.onnx.data";
+/// The folder of every ONNX file of an export: where transformers.js, fastembed and
+/// sentence-transformers look for `model.onnx`, and which optimum's search for `*.onnx` under
+/// the export folder finds; ONNX Runtime GenAI's `genai_config.json` names the path.
+pub const ONNX_DIR: &str = "onnx";
 
-/// Writes each component as `<name>.onnx` into `dir`, all of them reading their weights from
-/// one [`DATA_FILE`] in which a weight used by several components is stored once. Returns the
-/// file names of each component (its `.onnx`, then the data file).
+/// How an export's ONNX files are named: the graph of a lone component is `model`, else the
+/// component's name; both carry the suffix of transformers.js's `dtype` (`fp32` none, `fp16`
+/// `_fp16`, `q4` `_q4`, `q4f16` `_q4f16`, `q8` `_quantized`); the shared weights file is
+/// `model<suffix>.onnx.data`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Naming {
+    pub suffix: &'static str,
+}
+
+impl Naming {
+    /// The suffix of graphs whose linear weights have `bits` (when quantized) and whose float
+    /// dtype is half precision or not.
+    pub fn new(bits: Option<u8>, half: bool) -> Naming {
+        let suffix = match (bits, half) {
+            (Some(4), true) => "_q4f16",
+            (Some(4), false) => "_q4",
+            (Some(_), _) => "_quantized",
+            (None, true) => "_fp16",
+            (None, false) => "",
+        };
+        Naming { suffix }
+    }
+
+    /// The graph of `component`, relative to the export folder.
+    pub fn graph(&self, components: &[Planned], component: &str) -> String {
+        let stem = if components.len() == 1 { "model" } else { component };
+        format!("{ONNX_DIR}/{stem}{}.onnx", self.suffix)
+    }
+
+    /// The weights file, relative to the graphs (the `location` every initializer names).
+    pub fn data(&self) -> String {
+        format!("model{}.onnx.data", self.suffix)
+    }
+}
+
+/// Writes each component's graph into `dir`'s [`ONNX_DIR`], all of them reading their weights
+/// from one data file in which a weight used by several components is stored once. Returns the
+/// file names of each component relative to `dir` (its `.onnx`, then the data file).
+#[allow(clippy::too_many_arguments)]
 pub fn write_components(
     components: &[Planned],
     src: &dyn TensorSource,
     dir: &Path,
+    naming: Naming,
     opset: u32,
     quant_ops: OnnxQuantOps,
     progress: WeightProgress,
 ) -> Result<Vec<Vec<String>>> {
-    let data_path = dir.join(DATA_FILE);
+    let onnx_dir = dir.join(ONNX_DIR);
+    std::fs::create_dir_all(&onnx_dir).map_err(io_err(&onnx_dir))?;
+    let data_name = naming.data();
+    let data_path = onnx_dir.join(&data_name);
     let mut out = WeightSink::create(&data_path).map_err(io_err(&data_path))?;
     let mut table = WeightTable::<(u64, u64)>::default();
     let lowered: Vec<Lowered> = components.iter().map(|c| lower(&c.graph, opset, quant_ops)).collect::<Result<_>>()?;
@@ -83,7 +127,7 @@ pub fn write_components(
                 }),
                 data_location: Some(DataLocation::External as i32),
                 external_data: vec![
-                    entry("location", DATA_FILE.into()),
+                    entry("location", data_name.clone()),
                     entry("offset", at.to_string()),
                     entry("length", len.to_string()),
                 ],
@@ -105,10 +149,10 @@ pub fn write_components(
             }),
             ..Default::default()
         };
-        let model_name = format!("{}.onnx", c.spec.name);
+        let model_name = naming.graph(components, &c.spec.name);
         let model_path = dir.join(&model_name);
         std::fs::write(&model_path, model.encode_to_vec()).map_err(io_err(&model_path))?;
-        files.push(vec![model_name, DATA_FILE.to_string()]);
+        files.push(vec![model_name, format!("{ONNX_DIR}/{data_name}")]);
     }
     out.finish().map_err(io_err(&data_path))?;
     Ok(files)

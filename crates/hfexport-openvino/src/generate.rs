@@ -5,12 +5,13 @@
 //! `decode` model whose caches live in the infer request as variables; a new request starts
 //! from zeros, so each prompt gets one, and nothing is passed between calls but the tokens,
 //! the mask, the positions and `beam_idx` = `[0]`. Stateless exports keep the ONNX-style
-//! `input.<name>`/`output.<name>` pairs: each call's outputs are fed back as the next call's
+//! `past_key_values.<name>`/`present.<name>` pairs: each call's outputs are fed back as the next call's
 //! inputs (a static cache starts as zeros sized from the model's inputs, one dynamic axis set
-//! to the cache length; a growing one comes from `prefill`).
+//! to the cache length; a growing one starts empty).
 
 use crate::runtime::OvRunner;
 use crate::{OvError, Result};
+use hfexport_core::cache_ports;
 use hfexport_core::generation::{self, Call, GenerationExport, GenerationLoop};
 use hfexport_core::plan::Role;
 use hfexport_core::{DType, ExportFormat, Tensor};
@@ -31,7 +32,7 @@ pub struct OvSession {
     prefill: Option<OvRunner>,
     stateful: bool,
     request: Option<InferRequest>,
-    /// Stateless: the latest `output.<name>` per cache name.
+    /// Stateless: the latest `present.<name>` per cache name.
     caches: BTreeMap<String, Tensor>,
     /// Inputs fed to every call (an encoder-decoder's cross-attention keys and values).
     fixed: BTreeMap<String, Tensor>,
@@ -67,12 +68,15 @@ impl OvSession {
         };
         feeds.retain(|k, _| runner.inputs().iter().any(|p| &p.name == k));
         for spec in runner.inputs() {
-            let Some(n) = spec.name.strip_prefix("input.") else { continue };
+            let Some(n) = cache_ports::cache_of_past(&spec.name) else { continue };
             let t = match self.caches.get(n) {
                 Some(t) => t.clone(),
                 None => {
-                    let len = call.slots.unwrap_or(0);
-                    let shape = spec.dims.iter().map(|&d| if d < 0 { len } else { d as usize }).collect::<Vec<_>>();
+                    let dims: Vec<_> = spec.dims.iter().map(|&d| usize::try_from(d).ok()).collect();
+                    let shape: Vec<usize> = match call.slots {
+                        Some(len) => dims.iter().map(|d| d.unwrap_or(len)).collect(),
+                        None => generation::empty_past(&dims),
+                    };
                     Tensor::float(DType::F32, shape.clone(), vec![0.0; shape.iter().product()])?.cast(spec.dtype)
                 }
             };
@@ -89,7 +93,7 @@ impl OvSession {
             runner.infer(&mut req)?;
             let out = runner.outputs_of(&req)?;
             for (k, v) in &out {
-                if let Some(n) = k.strip_prefix("output.") {
+                if let Some(n) = cache_ports::cache_of_present(k) {
                     self.caches.insert(n.to_string(), v.clone());
                 }
             }

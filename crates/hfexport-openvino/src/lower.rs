@@ -14,8 +14,8 @@
 //! Symbolic dims are computed at run time through core's [`DimLowering`]; graph inputs are
 //! `Parameter`s whose shapes carry each symbol's range (`1..512`).
 //!
-//! Stateful (`stateful=true`, a generation component): every cache pair `input.<n>` /
-//! `output.<n>` becomes a variable `<n>`: `ReadValue` (initialised empty: batch from
+//! Stateful (`stateful=true`, a generation component): every cache pair `past_key_values.<n>` /
+//! `present.<n>` becomes a variable `<n>`: `ReadValue` (initialised empty: batch from
 //! `input_ids`, length 0) → `Gather` by the new input `beam_idx` (i32 `[batch]`, the beam order
 //! OpenVINO GenAI passes) on axis 0, and an `Assign` of the updated cache instead of a result.
 //! The state grows by each call's tokens (`Concat`), also for a static cache, whose
@@ -28,6 +28,7 @@
 
 use crate::ir::{element_type, Body, Layer, Network, Out, PortInfo, PortMapEntry};
 use crate::{OvError, Result};
+use hfexport_core::cache_ports;
 use hfexport_core::decompose::{scan_step, LoopInput, LoopOutput};
 use hfexport_core::graph::Node;
 use hfexport_core::ops::{Activation, Glu, ReduceKind, Routing};
@@ -122,15 +123,15 @@ pub struct LowerOptions {
 /// The input name of a stateful export's beam reordering.
 pub const BEAM_IDX: &str = "beam_idx";
 
-/// The cache pairs a stateful export folds into variables: graph input `input.<n>` and output
-/// `output.<n>` (a static cache's in-place pair, or a growing cache's past and present), as
+/// The cache pairs a stateful export folds into variables: graph input `past_key_values.<n>` and
+/// output `present.<n>` (a static cache's in-place pair, or a growing cache's past and present), as
 /// (input, output, variable `<n>`).
 pub fn state_pairs(g: &Graph) -> Vec<(String, String, String)> {
     g.inputs()
         .iter()
         .filter_map(|p| {
-            let n = p.name.strip_prefix("input.")?;
-            let out = format!("output.{n}");
+            let n = cache_ports::cache_of_past(&p.name)?;
+            let out = cache_ports::present(n);
             g.outputs().iter().any(|o| o.name == out).then(|| (p.name.clone(), out, n.to_string()))
         })
         .collect()
@@ -447,7 +448,7 @@ impl<'g> Ctx<'g> {
     fn state(&mut self, name: &str, v: ValueId, beam: Out) -> Result<(Out, Out)> {
         let g = self.g;
         let i = g.info(v);
-        let variable = name.strip_prefix("input.").unwrap_or(name).to_string();
+        let variable = cache_ports::cache_of_past(name).unwrap_or(name).to_string();
         // A state that grows by each call's tokens starts empty (length 0); a static one that is
         // written in place starts with its slots; the other dims are read from the inputs.
         let empty: &[&str] = if self.grows(v) { &["past_len", "cache_len"] } else { &["past_len"] };

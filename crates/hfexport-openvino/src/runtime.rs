@@ -17,6 +17,7 @@
 
 use crate::{OvError, Result};
 use hfexport_core::backend::{verification_atol, Runner, Runtime};
+use hfexport_core::cache_ports;
 use hfexport_core::generation::Generator;
 use hfexport_core::metadata::Component;
 use hfexport_core::{DType, ExportConfig, Tensor};
@@ -152,14 +153,14 @@ impl Runner for OvComponent {
             return Ok(self.runner.run(inputs)?);
         }
         let mut feed: BTreeMap<String, Tensor> =
-            inputs.iter().filter(|(k, _)| !k.starts_with("input.")).map(|(k, v)| (k.clone(), v.clone())).collect();
+            inputs.iter().filter(|(k, _)| !cache_ports::is_past(k)).map(|(k, v)| (k.clone(), v.clone())).collect();
         let beam = Tensor::int(DType::I32, vec![1], vec![0])?;
         feed.insert(crate::lower::BEAM_IDX.into(), beam);
         Ok(self.runner.run(&feed)?)
     }
 
     fn compares(&self, output: &str) -> bool {
-        !(self.stateful && output.starts_with("output."))
+        !(self.stateful && cache_ports::is_present(output))
     }
 
     fn stateful(&self) -> bool {

@@ -50,8 +50,8 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let model = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/qwen3");
         let meta = export(&model, &tmp.path().join("out")).unwrap();
-        assert_eq!(meta.components[0].files, ["model.onnx", "model.onnx.data"]);
+        assert_eq!(meta.components[0].files, ["onnx/model.onnx", "onnx/model.onnx.data"]);
         assert_eq!(meta.components[0].inputs[0].shape, ["batch", "sequence"]);
-        assert!(tmp.path().join("out/model.onnx").is_file());
+        assert!(tmp.path().join("out/onnx/model.onnx").is_file());
     }
 }

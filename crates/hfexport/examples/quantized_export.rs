@@ -71,7 +71,7 @@ mod tests {
         let v = meta.verification.unwrap();
         assert!(v.max_abs_diff <= v.atol && v.activation_rounding.is_some(), "{v:?}");
         assert!(v.against_float.unwrap().top1_agreement > 0.5);
-        let onnx = std::fs::read(tmp.path().join("out/model.onnx")).unwrap();
+        let onnx = std::fs::read(tmp.path().join("out/onnx/model_q4.onnx")).unwrap();
         let has = |s: &str| onnx.windows(s.len()).any(|w| w == s.as_bytes());
         assert!(has("MatMulNBits") && has("model.layers.1.mlp.down_proj.weight_int4_g32"));
         assert!(has("model.layers.0.mlp.down_proj.weight") && !has("model.layers.0.mlp.down_proj.weight_int4"));

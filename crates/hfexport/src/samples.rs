@@ -2,6 +2,7 @@
 //! and benches: they live beside the builders' contracts, not in any backend.
 
 use crate::{Error, Result};
+use hfexport_core::cache_ports;
 use hfexport_core::plan::{CacheMode, Entry, Planned, Role};
 use hfexport_core::{DType, Graph, Tensor};
 use std::collections::BTreeMap;
@@ -231,7 +232,7 @@ const SAMPLE_QUERY: i64 = 3;
 /// with no cache input starts at position 0.
 pub fn generation_case(graph: &Graph, vocab: usize, past: usize) -> Result<SampleCase> {
     let unsupported = |msg: String| Error::Unsupported(format!("verification of a generation component: {msg}"));
-    let has_cache = graph.inputs().iter().any(|p| p.name.starts_with("input."));
+    let has_cache = graph.inputs().iter().any(|p| cache_ports::is_past(&p.name));
     let past = if has_cache { past } else { 0 };
     let mut bindings = hfexport_core::dim::Bindings::default();
     for (s, r) in graph.symbols.iter() {
@@ -270,7 +271,7 @@ pub fn generation_case(graph: &Graph, vocab: usize, past: usize) -> Result<Sampl
                 [1, len] if len == past + q => Tensor::int(info.dtype, shape, vec![1; n])?,
                 _ => return Err(unsupported(format!("attention_mask of shape {shape:?} fits no cache contract"))),
             },
-            name if name.starts_with("input.") => {
+            name if cache_ports::is_past(name) => {
                 let scale = if past == 0 { 0.0 } else { 0.5 };
                 Tensor::float(DType::F32, shape, (0..n).map(|i| ((i as f32) * 0.37).sin() * scale).collect())?
                     .cast(info.dtype)

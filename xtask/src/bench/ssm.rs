@@ -163,7 +163,7 @@ fn cache_bytes_of_export(root: &Path, ckpt: &Path, name: &str, cache_len: usize)
     Ok(bytes)
 }
 
-/// A generation export's cache inputs (`input.*` of its `decode` component) in bytes, the
+/// A generation export's cache inputs (`past_key_values.*` of its `decode` component) in bytes, the
 /// `cache_len` axis at `len`, the batch at 1: in all, and those that grow with the sequence.
 pub(super) struct CacheBytes {
     pub(super) total: u64,
@@ -188,7 +188,7 @@ pub(super) fn cache_bytes(export: &Path, len: usize) -> Result<CacheBytes> {
         .with_context(|| format!("{}: no decode component", path.display()))?;
     let mut bytes = CacheBytes { total: 0, growing: 0, tensors: 0 };
     for port in decode["inputs"].as_array().into_iter().flatten() {
-        if !port["name"].as_str().is_some_and(|n| n.starts_with("input.")) {
+        if !port["name"].as_str().is_some_and(|n| n.starts_with("past_key_values.")) {
             continue;
         }
         let width: u64 = match port["dtype"].as_str() {

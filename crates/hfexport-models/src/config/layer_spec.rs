@@ -275,24 +275,24 @@ impl LayerSpec {
     }
 
     /// The names of the tensors this layer keeps between generation calls
-    /// (`cache.layers.<i>.<name>`), in the order [`Self::cache`] gives their shapes.
+    /// (the cache `<i>.<name>`), in the order [`Self::cache`] gives their shapes.
     pub fn cache_names(&self) -> &'static [&'static str] {
         match &self.mixer {
             // it attends over another layer's
             Mixer::Attention(a) if a.kv_source.is_some() => &[],
             // a latent layer's: the normed latent and the rotated shared key, in the slots
             // transformers' cache gives them
-            Mixer::Attention(_) | Mixer::LatentAttention(_) => &["keys", "values"],
+            Mixer::Attention(_) | Mixer::LatentAttention(_) => &["key", "value"],
             // the convolution's last inputs and the scan's state
             Mixer::Mamba(_) | Mixer::Mamba2(_) | Mixer::GatedDeltaNet(_) => &["conv", "ssm"],
             Mixer::ShortConv(_) => &["conv"],
             // the attention's, then the mixer's
-            Mixer::AttentionAndMamba2(..) => &["keys", "values", "conv", "ssm"],
+            Mixer::AttentionAndMamba2(..) => &["key", "value", "conv", "ssm"],
         }
     }
 
     /// The tensors this layer keeps between generation calls, `(name, shape)` in the order the
-    /// graph's `input.cache.layers.<i>.*` are declared; `len` is the cache's positions.
+    /// graph's `past_key_values.<i>.*` are declared; `len` is the cache's positions.
     pub fn cache(&self, len: &Dim) -> Vec<(&'static str, Vec<Dim>)> {
         let kv = |a: &AttentionSpec| {
             let shape = vec![Dim::konst(1), Dim::from(a.kv_heads), len.clone(), Dim::from(a.head_dim)];

@@ -95,7 +95,7 @@ fn falcon_h1_layers_norms_and_multipliers() {
     );
     assert_eq!((c.embedding_scale, c.logits_scaling, c.layers[0].mlp), (Some(1.0), Some(1.0), LayerMlp::Dense));
     let names: Vec<&str> = c.layers[1].cache(&hfexport_core::Dim::konst(8)).iter().map(|(n, _)| *n).collect();
-    assert_eq!(names, ["keys", "values", "conv", "ssm"]);
+    assert_eq!(names, ["key", "value", "conv", "ssm"]);
     assert!(c.recurrent() && c.scans());
 
     let c = falcon_h1(
