@@ -159,7 +159,7 @@ fn generation_exports_verify_every_component() {
             &["--static-cache", "32"],
             &["prefill: 3 new tokens after 4", "decode: 1 new token after 4"],
         ),
-        ("growing", &[], &["3 new tokens after 4 cached"]),
+        ("growing", &[], &["3 tokens into an empty cache", "3 new tokens after 4 cached"]),
     ];
     // mistral: sliding-window layers, whose window the graph applies from position_ids.
     for name in ["mistral", "qwen2"] {

@@ -87,7 +87,8 @@ fn token_cases(graph: &Graph, vocab: usize, beside: &[&str]) -> Result<Vec<Sampl
 
 /// The sample inputs of a planned component, by its spec: [`sample_cases`] for a forward
 /// graph, one [`generation_case`] for a generation component (`past` tokens already in its
-/// cache; 0 for a runtime that keeps the cache as state and starts empty).
+/// cache; 0 for a runtime that keeps the cache as state and starts empty), and the prompt's
+/// call over an empty past before it for a growing cache.
 pub fn cases_for(c: &Planned, vocab: usize, past: usize) -> Result<Vec<SampleCase>> {
     match (c.spec.entry, c.spec.cache) {
         (Entry::TokenIds, CacheMode::None) => sample_cases(&c.graph, vocab),
@@ -100,6 +101,10 @@ pub fn cases_for(c: &Planned, vocab: usize, past: usize) -> Result<Vec<SampleCas
         }
         (Entry::InputFeatures, CacheMode::CrossAttention) => float_cases(&c.graph, "input_features"),
         (Entry::TokenIds, CacheMode::CrossAttention) => sample_cases(&c.graph, vocab),
+        // a growing cache's decode takes the prompt over an empty past too
+        (Entry::TokenIds, CacheMode::Growing) if past > 0 => {
+            Ok(vec![generation_case(&c.graph, vocab, 0)?, generation_case(&c.graph, vocab, past)?])
+        }
         (Entry::TokenIds, CacheMode::StaticInPlace | CacheMode::Growing) => {
             Ok(vec![generation_case(&c.graph, vocab, past)?])
         }
@@ -228,12 +233,10 @@ const SAMPLE_QUERY: i64 = 3;
 /// `past` tokens (deterministic nonzero values in every slot, so a wrong mask shows; all zeros
 /// when `past` is 0, the state a stateful model starts from) and `SAMPLE_QUERY` new tokens at
 /// the positions after them (one, when the graph fixes the query length). A static cache (`attention_mask` [1, 1, q, slots], bool) gets 12 slots, or
-/// its fixed size; a growing cache gets an all-ones `attention_mask` [1, past + q]; a prefill
-/// with no cache input starts at position 0.
+/// its fixed size; a growing cache gets an all-ones `attention_mask` [1, past + q] (an empty
+/// past, the prompt's call, when `past` is 0).
 pub fn generation_case(graph: &Graph, vocab: usize, past: usize) -> Result<SampleCase> {
     let unsupported = |msg: String| Error::Unsupported(format!("verification of a generation component: {msg}"));
-    let has_cache = graph.inputs().iter().any(|p| cache_ports::is_past(&p.name));
-    let past = if has_cache { past } else { 0 };
     let mut bindings = hfexport_core::dim::Bindings::default();
     for (s, r) in graph.symbols.iter() {
         let want = match s.name() {
@@ -296,8 +299,7 @@ pub fn generation_case(graph: &Graph, vocab: usize, past: usize) -> Result<Sampl
         inputs.insert(port.name.clone(), t);
     }
     let name = match past {
-        0 if has_cache => format!("{q} token{} into an empty cache", if q == 1 { "" } else { "s" }),
-        0 => format!("prefill of {q} tokens"),
+        0 => format!("{q} token{} into an empty cache", if q == 1 { "" } else { "s" }),
         p => format!("{q} new token{} after {p} cached", if q == 1 { "" } else { "s" }),
     };
     Ok(SampleCase { name, inputs })
