@@ -43,7 +43,11 @@ const GENERATION_FIXTURES: [&str; 9] =
 const ORT_CAUSAL_LM_FIXTURES: [&str; 4] = ["llama", "gpt2", "opt", "gpt_neox"];
 
 fn export(model: &Path, format: &str, out: &Path, generation: Option<Generation>) {
-    let config = json!({"export_format": format, "dynamic": true});
+    export_with(model, json!({"export_format": format, "dynamic": true}), out, generation)
+}
+
+fn export_with(model: &Path, config: Value, out: &Path, generation: Option<Generation>) {
+    let format = config["export_format"].clone();
     let exporter = AutoHfExporter::from_config(AutoExportConfig::from_dict(&config).unwrap()).unwrap();
     let req = ExportRequest {
         model: model.to_path_buf(),
@@ -134,6 +138,19 @@ fn client_libraries_give_their_own_outputs_over_our_folders() {
                 _ => with("optimum-generate", greedy),
             }
         }
+    }
+    // an int4 graph is `onnx/model_q4.onnx`, transformers.js's `dtype: "q4"`
+    for name in ["llama", "qwen3"] {
+        let out = tmp.path().join("exports").join(format!("{name}-onnx-q4"));
+        export_with(
+            &fixture(name),
+            json!({"export_format": "onnx", "dynamic": true, "quantizer": "int4"}),
+            &out,
+            growing,
+        );
+        plan.push(json!({"name": format!("{name} onnx int4 generation"), "client": "transformers.js", "dtype": "q4",
+                         "checkpoint": fixture(name), "export": out, "format": "onnx",
+                         "description": "16 greedy tokens of one prompt, as onnxruntime's own loop over the file"}));
     }
     let plan_file = tmp.path().join("plan.json");
     std::fs::write(&plan_file, serde_json::to_vec_pretty(&plan).unwrap()).unwrap();

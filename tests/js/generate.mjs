@@ -1,17 +1,17 @@
 // transformers.js's AutoModelForCausalLM over an export folder, for tests/python/clients.py.
 //
-// usage: node generate.mjs EXPORT_DIR REQUESTS.json
+// usage: node generate.mjs EXPORT_DIR REQUESTS.json [DTYPE]
+// DTYPE is transformers.js's (default fp32: onnx/model.onnx; q4: onnx/model_q4.onnx, ...).
 // REQUESTS is a list of {input_ids, attention_mask, new_tokens} (rows of ids, left-padded);
 // prints one JSON list: each request's new tokens per row, greedy, no EOS stop.
 import { AutoModelForCausalLM, Tensor, env } from "@huggingface/transformers";
 import { readFileSync } from "node:fs";
 import path from "node:path";
 
-const [exportDir, requestsFile] = process.argv.slice(2);
+const [exportDir, requestsFile, dtype = "fp32"] = process.argv.slice(2);
 env.allowRemoteModels = false;
 env.localModelPath = path.dirname(path.resolve(exportDir)) + path.sep;
-// float32 graph, CPU: the folder's onnx/model.onnx
-const model = await AutoModelForCausalLM.from_pretrained(path.basename(exportDir), { dtype: "fp32", device: "cpu" });
+const model = await AutoModelForCausalLM.from_pretrained(path.basename(exportDir), { dtype, device: "cpu" });
 
 const int64 = (rows) => new Tensor("int64", BigInt64Array.from(rows.flat().map(BigInt)), [rows.length, rows[0].length]);
 const results = [];

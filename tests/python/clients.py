@@ -207,7 +207,9 @@ def optimum_generation_check(case):
 def transformersjs_check(case):
     """transformers.js (node, tests/js/generate.mjs) over a growing-cache ONNX export
     (`onnx/model.onnx`): the fixture's 16 greedy tokens of one prompt and 8 of a left-padded batch
-    of two. Its beam search is not transformers' (no beam scores), so beams are not compared."""
+    of two. Its beam search is not transformers' (no beam scores), so beams are not compared.
+    With a `dtype` (`q4`: `onnx/model_q4.onnx`), the prompt's tokens are onnxruntime's own loop's
+    over the same graph."""
     from safetensors.torch import load_file
 
     js = Path(__file__).resolve().parent.parent / "js"
@@ -215,20 +217,32 @@ def transformersjs_check(case):
         raise RuntimeError(f"transformers.js is not installed in {js}: run `cargo xtask setup --group clients`")
     gold = load_file(str(Path(case["checkpoint"]) / "golden.safetensors"))
     prompt, want = gold["greedy.prompt_ids"], gold["greedy.tokens"]
-    batch = json.loads(Path(case["reference"]).read_text())[case["checkpoint"]]["batch"]
     requests = [
         {"input_ids": prompt.tolist(), "attention_mask": torch.ones_like(prompt).tolist(), "new_tokens": want.shape[1]},
-        {"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"],
-         "new_tokens": len(batch["tokens"][0])},
     ]
+    dtype = case.get("dtype", "fp32")
+    if dtype == "fp32":
+        batch = json.loads(Path(case["reference"]).read_text())[case["checkpoint"]]["batch"]
+        requests.append({"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"],
+                         "new_tokens": len(batch["tokens"][0])})
+    else:
+        # a quantized graph's tokens are onnxruntime's own over the same file, not transformers'
+        import generate_onnx
+
+        meta = json.loads((Path(case["export"]) / "export.json").read_text())
+        graph = next(f for f in meta["components"][0]["files"] if f.endswith(".onnx"))
+        session = generate_onnx.ort.InferenceSession(str(Path(case["export"]) / graph))
+        want = torch.tensor([generate_onnx.growing_loop(session, prompt[0].tolist(), want.shape[1])])
     file = Path(case["export"]).with_suffix(".requests.json")
     file.write_text(json.dumps(requests))
-    run = subprocess.run(["node", str(js / "generate.mjs"), case["export"], str(file)], capture_output=True, text=True)
+    run = subprocess.run(["node", str(js / "generate.mjs"), case["export"], str(file), dtype], capture_output=True,
+                         text=True)
     if run.returncode != 0:
         raise RuntimeError(f"node generate.mjs failed:\n{run.stderr}")
-    one, two = json.loads(run.stdout.strip().splitlines()[-1])
-    compare("one prompt", torch.tensor(one), want)
-    compare("batch", torch.tensor(two), torch.tensor(batch["tokens"]))
+    got = json.loads(run.stdout.strip().splitlines()[-1])
+    compare("one prompt", torch.tensor(got[0]), want)
+    if dtype == "fp32":
+        compare("batch", torch.tensor(got[1]), torch.tensor(batch["tokens"]))
     return 0.0
 
 
