@@ -127,8 +127,18 @@ fn run_in_runtimes(dir: &Path, jobs: &[Value]) -> BTreeMap<String, f32> {
     serde_json::from_slice(&std::fs::read(&out_path).unwrap()).unwrap()
 }
 
+/// The length of every file below `dir` (an ONNX export's graphs sit in `onnx/`).
 fn folder_bytes(dir: &Path) -> u64 {
-    std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().metadata().unwrap().len()).sum()
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            match e.file_type().unwrap().is_dir() {
+                true => folder_bytes(&e.path()),
+                false => e.metadata().unwrap().len(),
+            }
+        })
+        .sum()
 }
 
 #[test]

@@ -113,7 +113,9 @@ class Package(unittest.TestCase):
         v = meta["verification"]
         self.assertLessEqual(v["max_abs_diff"], v["atol"])
         self.assertGreater(v["against_float"]["top1_agreement"], 0.5)
-        session = ort.InferenceSession(str(out / "onnx" / "model.onnx"))
+        # int8 weights are transformers.js's `q8` dtype: `onnx/model_quantized.onnx`
+        self.assertEqual(meta["components"][0]["files"], ["onnx/model_quantized.onnx", "onnx/model_quantized.onnx.data"])
+        session = ort.InferenceSession(str(out / "onnx" / "model_quantized.onnx"))
         feeds = {"input_ids": GOLDEN["single.input_ids"], "attention_mask": GOLDEN["single.attention_mask"]}
         (logits,) = session.run(["logits"], feeds)
         # int8 weights move the logits, but not far on this tiny fixture

@@ -246,6 +246,31 @@ def transformersjs_check(case):
     return 0.0
 
 
+def genai_check(case):
+    """OpenVINO GenAI's `LLMPipeline(dir, "CPU")` over a stateful generation export, with its
+    default backend (the model turned into PagedAttention for continuous batching), fed token ids
+    (no tokenizer IRs needed): the fixture's 16 greedy tokens of one prompt and 8 of a left-padded
+    batch of two."""
+    import openvino as ov
+    import openvino_genai
+    from safetensors.torch import load_file
+
+    gold = load_file(str(Path(case["checkpoint"]) / "golden.safetensors"))
+    prompt, want = gold["greedy.prompt_ids"], gold["greedy.tokens"]
+    pipe = openvino_genai.LLMPipeline(case["export"], "CPU", INFERENCE_PRECISION_HINT="f32",
+                                      KV_CACHE_PRECISION="f32")
+    batch = json.loads(Path(case["reference"]).read_text())[case["checkpoint"]]["batch"]
+    runs = [("one prompt", prompt, torch.ones_like(prompt), want),
+            ("batch", torch.tensor(batch["input_ids"]), torch.tensor(batch["attention_mask"]),
+             torch.tensor(batch["tokens"]))]
+    for name, ids, mask, tokens in runs:
+        config = openvino_genai.GenerationConfig()
+        config.max_new_tokens = config.min_new_tokens = tokens.shape[1]
+        inputs = openvino_genai.TokenizedInputs(ov.Tensor(ids.numpy()), ov.Tensor(mask.numpy()))
+        compare(name, torch.tensor(pipe.generate(inputs, config).tokens), tokens)
+    return 0.0
+
+
 def compare(case, got, want):
     """Raises, with both, unless the tokens are transformers'."""
     if got.shape != want.shape or bool((got != want).any()):
@@ -253,7 +278,8 @@ def compare(case, got, want):
 
 
 CHECKS = {"sentence-transformers": sentence_transformers_check, "fastembed": fastembed_check, "optimum": optimum_check,
-          "optimum-generate": optimum_generation_check, "transformers.js": transformersjs_check}
+          "optimum-generate": optimum_generation_check, "transformers.js": transformersjs_check,
+          "openvino-genai": genai_check}
 
 
 def check(plan):

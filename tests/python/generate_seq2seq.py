@@ -29,6 +29,10 @@ from safetensors.numpy import load_file  # noqa: E402
 from static_cache import OV_CONFIG, feeds, zeros  # noqa: E402
 
 
+def onnx_file(component):
+    """A component's graph as export.json lists it (`onnx/<name>.onnx`)."""
+    return next(f for f in component["files"] if f.endswith(".onnx"))
+
 
 def main():
     jobs, out = sys.argv[1:3]
@@ -56,7 +60,7 @@ def onnx(export, meta, inputs, start, n):
     import onnxruntime as ort
 
     enc_c, dec_c, slots = components(meta)
-    sess = {c["name"]: ort.InferenceSession(os.path.join(export, f"{c['name']}.onnx")) for c in (enc_c, dec_c)}
+    sess = {c["name"]: ort.InferenceSession(os.path.join(export, onnx_file(c))) for c in (enc_c, dec_c)}
     enc = dict(zip([o.name for o in sess["encoder"].get_outputs()], sess["encoder"].run(None, inputs)))
     names = [p["name"] for p in dec_c["inputs"]]
     caches = {p["name"]: zeros(p, slots) for p in dec_c["inputs"] if p["name"].startswith("past_key_values.")}

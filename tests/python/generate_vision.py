@@ -31,6 +31,10 @@ from static_cache import OV_CONFIG, feeds, zeros  # noqa: E402
 from transformers.vision_utils import get_vision_position_ids  # noqa: E402
 
 
+def onnx_file(component):
+    """A component's graph as export.json lists it (`onnx/<name>.onnx`)."""
+    return next(f for f in component["files"] if f.endswith(".onnx"))
+
 
 def main():
     jobs, out = sys.argv[1:3]
@@ -104,7 +108,7 @@ def greedy(call, prompt, n):
 def onnx(export, image_comps, decode, slots):
     import onnxruntime as ort
 
-    sess = {c["name"]: ort.InferenceSession(os.path.join(export, f"{c['name']}.onnx")) for c in [*image_comps, decode]}
+    sess = {c["name"]: ort.InferenceSession(os.path.join(export, onnx_file(c))) for c in [*image_comps, decode]}
 
     def run_image(c, feed):
         s = sess[c["name"]]

@@ -64,6 +64,19 @@ fn entries(dir: &Path) -> Vec<String> {
     v
 }
 
+/// Every file below `dir` (the ONNX graphs sit in `onnx/`) with its bytes, by relative path.
+fn contents(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut files = vec![];
+    for name in entries(dir) {
+        let path = dir.join(&name);
+        match path.is_dir() {
+            true => files.extend(contents(&path).into_iter().map(|(f, b)| (format!("{name}/{f}"), b))),
+            false => files.push((name, std::fs::read(&path).unwrap())),
+        }
+    }
+    files
+}
+
 /// Every file `export.json` lists is there and non-empty: the export is complete.
 fn assert_complete(out: &Path) {
     let meta: serde_json::Value =
@@ -108,14 +121,11 @@ fn killed_exports_leave_the_output_absent_or_whole() {
         assert_complete(&out);
 
         // replacing it with --force, killed at the same point: the old export stays whole
-        let before: Vec<(String, Vec<u8>)> =
-            entries(&out).into_iter().map(|f| (f.clone(), std::fs::read(out.join(&f)).unwrap())).collect();
+        let before = contents(&out);
         let mut child = stopped_at(point, &fx, &out, &["--force", "--dtype", "float16"]);
         child.kill().unwrap();
         child.wait().unwrap();
-        let after: Vec<(String, Vec<u8>)> =
-            entries(&out).into_iter().map(|f| (f.clone(), std::fs::read(out.join(&f)).unwrap())).collect();
-        assert!(before == after, "{point}: the export being replaced changed");
+        assert!(before == contents(&out), "{point}: the export being replaced changed");
     }
 }
 

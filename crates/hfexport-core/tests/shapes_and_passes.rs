@@ -224,12 +224,13 @@ fn scatter_patch_rewrites_fixed_length_cache_updates_only() {
         let mut g = Graph::new("g");
         let len = Dim::sym(&g.symbols.declare("cache_len", 1, 8).unwrap());
         let q = if multi_token { Dim::sym(&g.symbols.declare("sequence", 1, 8).unwrap()) } else { Dim::konst(1) };
-        let cache = g.add_input("input.keys", DType::F32, vec![Dim::konst(1), Dim::konst(2), len, Dim::konst(4)]);
+        let cache =
+            g.add_input("past_key_values.keys", DType::F32, vec![Dim::konst(1), Dim::konst(2), len, Dim::konst(4)]);
         let new = g.add_input("new", DType::F32, vec![Dim::konst(1), Dim::konst(2), q.clone(), Dim::konst(4)]);
         let slots = g.add_input("slots", DType::I64, vec![Dim::konst(1), q]).unwrap();
         let out = g.op("update", Op::CacheUpdate, &[cache.unwrap(), new.unwrap(), slots]).unwrap();
-        g.add_output("output.keys", out).unwrap();
-        g.add_alias("output.keys", "input.keys");
+        g.add_output("present.keys", out).unwrap();
+        g.add_alias("present.keys", "past_key_values.keys");
         g
     };
     let one = build(false);
@@ -239,8 +240,9 @@ fn scatter_patch_rewrites_fixed_length_cache_updates_only() {
     let mut r = common::Rng::new(3);
     let (cache, new) = (r.tensor(&[1, 2, 6, 4], 1.0), r.tensor(&[1, 2, 1, 4], 1.0));
     let slots = Tensor::i64(vec![1, 1], vec![4]).unwrap();
-    let feed: BTreeMap<String, Tensor> =
-        [("input.keys", &cache), ("new", &new), ("slots", &slots)].map(|(n, t)| (n.to_string(), t.clone())).into();
+    let feed: BTreeMap<String, Tensor> = [("past_key_values.keys", &cache), ("new", &new), ("slots", &slots)]
+        .map(|(n, t)| (n.to_string(), t.clone()))
+        .into();
     let eval = |g: &Graph| {
         hfexport_core::Evaluator::new(g, &hfexport_core::MemorySource::default()).unwrap().run(&feed).unwrap()
     };

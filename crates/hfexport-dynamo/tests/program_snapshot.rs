@@ -19,8 +19,9 @@ fn cache_attention_and_symbolic_reshape() {
     let mask =
         g.add_input("attention_mask", DType::Bool, vec![one.clone(), one.clone(), q.clone(), len.clone()]).unwrap();
     let positions = g.add_input("position_ids", DType::I64, vec![one.clone(), q.clone()]).unwrap();
-    let cache =
-        g.add_input("input.keys", DType::F32, vec![one.clone(), Dim::konst(2), len.clone(), Dim::konst(2)]).unwrap();
+    let cache = g
+        .add_input("past_key_values.keys", DType::F32, vec![one.clone(), Dim::konst(2), len.clone(), Dim::konst(2)])
+        .unwrap();
     let new = g.op("new_keys", Op::Slice { axis: 1, start: Dim::konst(0), end: Dim::konst(2) }, &[query]).unwrap();
     let keys = g.op("update", Op::CacheUpdate, &[cache, new, positions]).unwrap();
     let slots = g.op("slots", Op::Iota { len: len.clone() }, &[]).unwrap();
@@ -31,8 +32,8 @@ fn cache_attention_and_symbolic_reshape() {
     let w = g.add_weight("proj.weight", WeightExpr::stored("proj.weight"), DType::F32, &[3, 2]);
     let y = g.op("proj", Op::Linear, &[flat, w]).unwrap();
     g.add_output("logits", y).unwrap();
-    g.add_output("output.keys", keys).unwrap();
-    g.add_alias("output.keys", "input.keys");
+    g.add_output("present.keys", keys).unwrap();
+    g.add_alias("present.keys", "past_key_values.keys");
     // as the exporter does: the window goes into the mask before lowering
     let g = hfexport_core::decompose::fold_sliding_windows(&g).unwrap();
     let aten = hfexport_aten::lower(&g).unwrap();

@@ -72,8 +72,9 @@ fn stateful_static_cache_attention() {
     let mask =
         g.add_input("attention_mask", DType::Bool, vec![one.clone(), one.clone(), q.clone(), len.clone()]).unwrap();
     let positions = g.add_input("position_ids", DType::I64, vec![one.clone(), q.clone()]).unwrap();
-    let cache =
-        g.add_input("input.keys", DType::F32, vec![one.clone(), Dim::konst(2), len.clone(), Dim::konst(2)]).unwrap();
+    let cache = g
+        .add_input("past_key_values.keys", DType::F32, vec![one.clone(), Dim::konst(2), len.clone(), Dim::konst(2)])
+        .unwrap();
     let new = g.op("new_keys", Op::Slice { axis: 1, start: Dim::konst(0), end: Dim::konst(2) }, &[query]).unwrap();
     let keys = g.op("update", Op::CacheUpdate, &[cache, new, positions]).unwrap();
     let slots = g.op("slots", Op::Iota { len }, &[]).unwrap();
@@ -83,8 +84,8 @@ fn stateful_static_cache_attention() {
     let attn = Op::Attention { scale: 0.5, softcap: None, sliding_window: Some(3), sinks: false };
     let out = g.op("attention", attn, &[query, keys, keys, mask, positions, slots]).unwrap();
     g.add_output("out", out).unwrap();
-    g.add_output("output.keys", keys).unwrap();
-    g.add_alias("output.keys", "input.keys");
+    g.add_output("present.keys", keys).unwrap();
+    g.add_alias("present.keys", "past_key_values.keys");
     // as the exporter does: the window goes into the mask before lowering
     let g = hfexport_core::decompose::fold_sliding_windows(&g).unwrap();
     insta::assert_snapshot!(xml(&g, LowerOptions { stateful: true, compress_to_fp16: false }));
