@@ -225,6 +225,24 @@ fn setup_clients(root: &Path, versions: &Versions) -> Result<()> {
     setup_node_clients(&root.join("tests").join("js"))
 }
 
+/// The version of transformers.js that `tests/js/package.json` pins.
+fn node_pin(dir: &Path) -> Result<String> {
+    let path = dir.join("package.json");
+    let json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&path)?).with_context(|| format!("{} is not JSON", path.display()))?;
+    json["dependencies"]["@huggingface/transformers"]
+        .as_str()
+        .map(str::to_string)
+        .with_context(|| format!("{} pins no @huggingface/transformers", path.display()))
+}
+
+/// The version of transformers.js in `tests/js/node_modules/`, if installed.
+fn node_installed(dir: &Path) -> Option<String> {
+    let path = dir.join("node_modules").join("@huggingface").join("transformers").join("package.json");
+    let json: serde_json::Value = serde_json::from_slice(&std::fs::read(path).ok()?).ok()?;
+    json["version"].as_str().map(str::to_string)
+}
+
 /// transformers.js into `tests/js/node_modules/`, as `tests/js/package-lock.json` pins it
 /// (`npm ci`, skipped when that lock file was installed already). Install scripts stay off:
 /// onnxruntime-node ships its CPU library in the package, and its script would download GPU
@@ -369,6 +387,14 @@ fn check_versions(root: &Path, strict: bool) -> Result<()> {
         let installed = have.map_or("not installed", |v| v.as_str());
         println!("  {:<21} {:<10} {:<16} {state}", pin.name, pin.version, installed);
     }
+    let js = root.join("tests").join("js");
+    let (pin, have) = (node_pin(&js)?, node_installed(&js));
+    let state = match &have {
+        Some(v) => status(satisfies(v, &pin)),
+        None => "-",
+    };
+    let js_installed = have.as_deref().unwrap_or("not installed");
+    println!("  {:<21} {:<10} {:<16} {state}  (npm, tests/js/package.json)", "transformers.js", pin, js_installed);
 
     println!("\nRust toolchain (versions.toml [rust])");
     let rustc = output(Command::new("rustc").arg("--version").current_dir(root))?;
