@@ -52,7 +52,9 @@ pub fn check_components(components: &[Planned]) -> Result<()> {
     if let Some(decode) = decode {
         let g = &decode.graph;
         let shape = |name: &str| g.inputs().iter().find(|p| p.name == name).map(|p| g.info(p.value).shape.clone());
-        let keys: Vec<_> = g.inputs().iter().filter(|p| p.name.ends_with(".key")).collect();
+        let is_key =
+            |p: &&hfexport_core::graph::Port| cache_ports::cache_of_past(&p.name).is_some_and(|c| c.ends_with(".key"));
+        let keys: Vec<_> = g.inputs().iter().filter(is_key).collect();
         let heads = |p: &&hfexport_core::graph::Port| {
             let s = g.info(p.value).shape.clone();
             (s[1].clone(), s[3].clone())

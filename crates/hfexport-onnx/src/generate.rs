@@ -91,6 +91,34 @@ struct BoundGraph {
 /// A cache input of a graph: `past_key_values.<name>`, its element type and shape (-1 = symbolic).
 type CacheSpec = (String, TensorElementType, Vec<i64>);
 
+/// The cache inputs of a `kind` (static- or growing-cache) decode graph, each with its
+/// `present.<name>` output, after checking the per-call inputs are there.
+fn decode_caches(session: &Session, here: &str, kind: &str) -> Result<Vec<CacheSpec>> {
+    for want in ["input_ids", "attention_mask", "position_ids"] {
+        if !session.inputs().iter().any(|i| i.name() == want) {
+            return Err(err(format!("{here}: the graph has no input `{want}`; is this a {kind} decode graph?")));
+        }
+    }
+    let mut caches = vec![];
+    for input in session.inputs() {
+        let Some(name) = cache_ports::cache_of_past(input.name()) else { continue };
+        let ValueType::Tensor { ty, shape, .. } = input.dtype() else {
+            return Err(err(format!("{here}: cache input `{}` is not a tensor", input.name())));
+        };
+        let output = cache_ports::present(name);
+        if !session.outputs().iter().any(|o| o.name() == output) {
+            return Err(err(format!("{here}: cache input `{}` has no output `{output}`", input.name())));
+        }
+        caches.push((name.to_string(), *ty, shape.to_vec()));
+    }
+    if caches.is_empty() {
+        return Err(err(format!(
+            "{here}: the graph has no `past_key_values.<name>` cache inputs; is this a {kind} decode graph?"
+        )));
+    }
+    Ok(caches)
+}
+
 impl BoundGraph {
     /// Loads `<dir>/<file>` of `component` and checks the static-cache decode interface;
     /// returns it with its cache inputs.
@@ -100,39 +128,17 @@ impl BoundGraph {
         comp: &Component,
     ) -> Result<(Session, PathBuf, Vec<CacheSpec>)> {
         let (session, path) = open_component(env, dir, comp)?;
-        let here = path.display();
-        for want in ["input_ids", "attention_mask", "position_ids"] {
-            if !session.inputs().iter().any(|i| i.name() == want) {
-                return Err(err(format!(
-                    "{here}: the graph has no input `{want}`; is this a static-cache decode graph?"
-                )));
-            }
-        }
-        let mut caches = vec![];
-        for input in session.inputs() {
-            let Some(name) = cache_ports::cache_of_past(input.name()) else { continue };
-            let ValueType::Tensor { ty, shape, .. } = input.dtype() else {
-                return Err(err(format!("{here}: cache input `{}` is not a tensor", input.name())));
-            };
+        let here = path.display().to_string();
+        let caches = decode_caches(&session, &here, "static-cache")?;
+        for (name, _, shape) in &caches {
             let symbolic = shape.iter().filter(|&&d| d < 0).count();
             if symbolic > 1 {
                 return Err(err(format!(
-                    "{here}: cache input `{}` has shape {:?} with {symbolic} symbolic axes; a static cache has at most \
-                     one (the cache length; none for a recurrent state)",
-                    input.name(),
-                    &shape[..]
+                    "{here}: cache input `{}` has shape {shape:?} with {symbolic} symbolic axes; a static cache has \
+                     at most one (the cache length; none for a recurrent state)",
+                    cache_ports::past(name)
                 )));
             }
-            let output = cache_ports::present(name);
-            if !session.outputs().iter().any(|o| o.name() == output) {
-                return Err(err(format!("{here}: cache input `{}` has no output `{output}`", input.name())));
-            }
-            caches.push((name.to_string(), *ty, shape.to_vec()));
-        }
-        if caches.is_empty() {
-            return Err(err(format!(
-                "{here}: the graph has no `past_key_values.<name>` cache inputs; is this a static-cache decode graph?"
-            )));
         }
         Ok((session, path, caches))
     }
@@ -181,7 +187,7 @@ impl OrtSession {
     pub fn model_path(&self) -> &Path {
         match &self.engine {
             Engine::Static(s) => &s.decode.path,
-            Engine::Growing(g) => &g.decode.path,
+            Engine::Growing(g) => &g.path,
         }
     }
 
@@ -202,7 +208,7 @@ impl OrtSession {
     pub fn cache_names(&self) -> Vec<&str> {
         match &self.engine {
             Engine::Static(s) => s.caches.iter().map(|c| c.name.as_str()).collect(),
-            Engine::Growing(g) => g.names.iter().map(String::as_str).collect(),
+            Engine::Growing(g) => g.caches.iter().map(|(n, _, _)| n.as_str()).collect(),
         }
     }
 
@@ -237,7 +243,7 @@ impl OrtSession {
     fn head(&self) -> &Head {
         match &self.engine {
             Engine::Static(s) => &s.decode.head,
-            Engine::Growing(g) => &g.decode.head,
+            Engine::Growing(g) => &g.head,
         }
     }
 
@@ -245,9 +251,9 @@ impl OrtSession {
         let found = match &self.engine {
             Engine::Static(s) => s.caches.iter().find(|c| c.name == name).map(|c| Some(c.value.view())),
             Engine::Growing(g) => g
-                .names
+                .caches
                 .iter()
-                .position(|n| n == name)
+                .position(|(n, _, _)| n == name)
                 .map(|i| g.values.get(i).and_then(|v| v.view().downcast::<DynTensorValueType>().ok())),
         };
         match found {
@@ -502,21 +508,13 @@ impl StaticCache {
 /// copy) and returns them one call longer; the prompt goes in over an empty past.
 #[derive(Debug)]
 struct GrowingCache {
-    decode: FedGraph,
-    /// Cache names, in the order of `decode`'s inputs, with their element type and shape
-    /// (-1 = symbolic).
-    names: Vec<String>,
-    specs: Vec<(TensorElementType, Vec<i64>)>,
-    /// The latest `present.<name>` per name (the empty past after a reset).
-    values: Vec<DynValue>,
-}
-
-/// The `decode` graph of a growing-cache export and what the loop needs of it.
-#[derive(Debug)]
-struct FedGraph {
     session: Session,
     path: PathBuf,
     head: Head,
+    /// The cache inputs, in the order of `decode`'s inputs.
+    caches: Vec<CacheSpec>,
+    /// The latest `present.<name>` per cache (the empty past after a reset).
+    values: Vec<DynValue>,
 }
 
 impl GrowingCache {
@@ -524,27 +522,8 @@ impl GrowingCache {
         let (session, path) = open_component(env, dir, decode)?;
         let here = path.display().to_string();
         let head = Head::of(&session, &here)?;
-        for want in ["input_ids", "attention_mask", "position_ids"] {
-            if !session.inputs().iter().any(|i| i.name() == want) {
-                return Err(err(format!("{here}: the graph has no input `{want}`; is this a growing-cache decode?")));
-            }
-        }
-        let (mut names, mut specs) = (vec![], vec![]);
-        for input in session.inputs() {
-            let Some(name) = cache_ports::cache_of_past(input.name()) else { continue };
-            let ValueType::Tensor { ty, shape, .. } = input.dtype() else {
-                return Err(err(format!("{here}: cache input `{}` is not a tensor", input.name())));
-            };
-            if !session.outputs().iter().any(|o| o.name() == cache_ports::present(name)) {
-                return Err(err(format!("{here}: cache input `{}` has no output `present.{name}`", input.name())));
-            }
-            names.push(name.to_string());
-            specs.push((*ty, shape.to_vec()));
-        }
-        if names.is_empty() {
-            return Err(err(format!("{here}: the graph has no `past_key_values.<name>` cache inputs")));
-        }
-        let mut cache = GrowingCache { decode: FedGraph { session, path, head }, names, specs, values: vec![] };
+        let caches = decode_caches(&session, &here, "growing-cache")?;
+        let mut cache = GrowingCache { session, path, head, caches, values: vec![] };
         cache.reset()?;
         Ok(cache)
     }
@@ -552,12 +531,11 @@ impl GrowingCache {
     /// The empty past of one sequence: batch 1, no positions.
     fn reset(&mut self) -> Result<()> {
         let allocator = Allocator::default();
-        let here = self.decode.path.display();
+        let here = self.path.display();
         self.values = self
-            .names
+            .caches
             .iter()
-            .zip(&self.specs)
-            .map(|(name, (ty, shape))| {
+            .map(|(name, ty, shape)| {
                 let dims: Vec<_> = shape.iter().map(|&d| usize::try_from(d).ok()).collect();
                 let shape: Vec<i64> = generation::empty_past(&dims).into_iter().map(|d| d as i64).collect();
                 DynTensor::new(&allocator, *ty, shape.clone())
@@ -571,21 +549,20 @@ impl GrowingCache {
     /// Runs `decode` on `call` after the caches so far (positions `0..call.pos`); returns the
     /// last logits row and keeps the new caches.
     fn run(&mut self, call: &Call) -> Result<Vec<f32>> {
-        let graph = &mut self.decode;
-        let here = graph.path.display().to_string();
+        let here = self.path.display().to_string();
         let fail = |what: &str, e: ort::Error| err(format!("{here}: {what}: {e}"));
         let mut inputs: Vec<(Cow<str>, SessionInputValue)> =
             ort_values(call)?.into_iter().map(|(name, v)| (name.into(), v.into())).collect();
-        for (n, v) in self.names.iter().zip(&self.values) {
+        for ((n, _, _), v) in self.caches.iter().zip(&self.values) {
             inputs.push((cache_ports::past(n).into(), v.into()));
         }
-        let mut outputs = graph.session.run(inputs).map_err(|e| fail("ONNX Runtime failed", e))?;
+        let mut outputs = self.session.run(inputs).map_err(|e| fail("ONNX Runtime failed", e))?;
         let logits = outputs.get("logits").ok_or_else(|| err(format!("{here}: no output `logits`")))?;
-        let row = last_row(logits, graph.head.dtype).map_err(|e| err(format!("{here}: output `logits`: {e}")))?;
+        let row = last_row(logits, self.head.dtype).map_err(|e| err(format!("{here}: output `logits`: {e}")))?;
         self.values = self
-            .names
+            .caches
             .iter()
-            .map(|n| {
+            .map(|(n, _, _)| {
                 outputs
                     .remove(cache_ports::present(n).as_str())
                     .ok_or_else(|| err(format!("{here}: no output `present.{n}`")))
