@@ -166,11 +166,81 @@ fn random_encoder_decoders_match_transformers_and_verify() {
     assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
 }
 
+/// Greedy tokens from the evaluator over a growing-cache export's two components: the
+/// `encoder` on `inputs`, then `decode` from empty pasts, the start token first, fed the
+/// encoder's states (and a text encoder's mask) on every call, as optimum and transformers.js
+/// drive the merged decoder.
+fn greedy_growing(
+    ckpt: &Checkpoint,
+    plan: &[hfexport_core::plan::Planned],
+    inputs: &BTreeMap<String, Tensor>,
+    n: usize,
+) -> (Tensor, Vec<i64>) {
+    let (encoder, decode) = (&plan[0].graph, &plan[1].graph);
+    let states = Evaluator::new(encoder, ckpt).unwrap().run(inputs).unwrap();
+    let hidden = states[cache_ports::ENCODER_OUTPUT].clone();
+    let takes: Vec<&str> = decode.inputs().iter().map(|p| p.name.as_str()).collect();
+    let fixed = cache_ports::encoder_feeds(&takes, inputs, states);
+    let mut caches: BTreeMap<String, Tensor> = decode
+        .inputs()
+        .iter()
+        .filter_map(|p| cache_ports::cache_of_past(&p.name).map(|c| (c.to_string(), decode.info(p.value))))
+        .map(|(c, info)| {
+            let dims: Vec<Option<usize>> = info.shape.iter().map(|d| d.as_const().map(|v| v as usize)).collect();
+            (c, Tensor::f32(hfexport_core::generation::empty_past(&dims), vec![]).unwrap())
+        })
+        .collect();
+    let ev = Evaluator::new(decode, ckpt).unwrap();
+    let mut token = ckpt.config.seq2seq.as_ref().unwrap().decoder_start_token_id;
+    let mut got = vec![];
+    for _ in 0..n {
+        let mut feed = BTreeMap::from([("input_ids".to_string(), Tensor::i64(vec![1, 1], vec![token]).unwrap())]);
+        feed.extend(fixed.clone());
+        feed.extend(caches.iter().map(|(k, v)| (cache_ports::past(k), v.clone())));
+        let mut out = ev.run(&feed).unwrap();
+        for (k, v) in caches.iter_mut() {
+            *v = out.remove(&cache_ports::present(k)).unwrap();
+        }
+        let logits = out["logits"].as_f32().unwrap();
+        token = hfexport_core::generation::argmax(logits) as i64;
+        got.push(token);
+    }
+    (hidden, got)
+}
+
+/// Without a static cache an encoder-decoder exports as the clients' encoder and merged decoder
+/// (`last_hidden_state` out; `encoder_hidden_states` and the caches `<i>.decoder.*`,
+/// `<i>.encoder.*` in): the evaluator gives transformers' encoder states and greedy tokens on
+/// every fixture.
 #[test]
-fn encoder_decoders_without_a_static_cache_are_refused() {
+fn encoder_decoders_without_a_static_cache_take_the_clients_layout() {
+    for name in seq2seq_fixtures() {
+        let ckpt = Checkpoint::open(&fixture(name)).unwrap();
+        let gold = read_all(fixture(name).join("golden.safetensors")).unwrap();
+        let plan = build_generation(&ckpt.config, &ckpt, &BuildOptions::default(), None, false).unwrap();
+        let roles: Vec<Role> = plan.iter().map(|p| p.spec.role).collect();
+        assert_eq!(roles, [Role::Encoder, Role::Decode], "{name}");
+        let outputs: Vec<&str> = plan[0].graph.outputs().iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(outputs, [cache_ports::ENCODER_OUTPUT], "{name}");
+        let past: Vec<&str> =
+            plan[1].graph.inputs().iter().map(|p| p.name.as_str()).filter(|n| cache_ports::is_past(n)).collect();
+        assert_eq!(
+            past[..4],
+            [
+                "past_key_values.0.decoder.key",
+                "past_key_values.0.decoder.value",
+                "past_key_values.0.encoder.key",
+                "past_key_values.0.encoder.value"
+            ],
+            "{name}"
+        );
+        let want = gold["single.tokens"].as_i64().unwrap().to_vec();
+        let (states, got) = greedy_growing(&ckpt, &plan, &encoder_inputs(&gold, "single"), want.len());
+        let d = worst(&states, &gold["single.encoder_hidden_states"]);
+        assert!(d <= 1e-4, "{name}: encoder states differ by {d}");
+        assert_eq!(got, want, "{name}: greedy tokens differ from transformers'");
+    }
     let ckpt = Checkpoint::open(&fixture("whisper")).unwrap();
-    let e = build_generation(&ckpt.config, &ckpt, &BuildOptions::default(), None, false).unwrap_err().to_string();
-    assert!(e.contains("--static-cache"), "{e}");
     let e = hfexport_models::build(&ckpt.config, &ckpt, Task::SpeechRecognition, &BuildOptions::default())
         .unwrap_err()
         .to_string();

@@ -85,9 +85,12 @@ fn encode(
             );
         }
     };
-    // an absent attention_mask means all ones; the decode graphs attend to every encoder
-    // position, so a mask can only be all ones
-    match feed.get("attention_mask").map(|m| m.as_i64().map_or(true, |v| v.iter().any(|&x| x != 1))) {
+    // an absent attention_mask means all ones; a static cache's decode attends to every
+    // encoder position, so a mask can only be all ones (the merged decode takes any)
+    let takes: Vec<&str> =
+        meta.by_role(Role::Decode).map_or(vec![], |d| d.inputs.iter().map(|p| p.name.as_str()).collect());
+    let masks = takes.contains(&hfexport::core::cache_ports::ENCODER_MASK);
+    match feed.get("attention_mask").map(|m| !masks && m.as_i64().map_or(true, |v| v.iter().any(|&x| x != 1))) {
         Some(true) => bail!(
             "{source}: `attention_mask` masks positions, but the decoder attends to every encoder position; give \
              the inputs without padding"
@@ -126,9 +129,9 @@ fn encode(
     let config = AutoExportConfig::from_dict(&meta.config)?;
     let mut runner = backend.runtime()?.open_runner(dir, comp, &config)?;
     let out = runner.run(&feed).with_context(|| format!("running `{}` on {source}", comp.name()))?;
-    // what the decode graphs take of it: the cross-attention keys and values
-    let takes = |name: &str| meta.by_role(Role::Decode).is_some_and(|d| d.inputs.iter().any(|p| p.name == name));
-    Ok(out.into_iter().filter(|(k, _)| takes(k)).collect())
+    // what the decode graphs take of it: the cross-attention keys and values, or the states
+    // and the encoder's mask
+    Ok(hfexport::core::cache_ports::encoder_feeds(&takes, &feed, out))
 }
 
 /// The ids of `--prompt` `text` by the export folder's tokenizer.

@@ -590,7 +590,7 @@ impl Decoder<'_> {
                 true => h,
                 false => self.norm(&vb.pp(cross.norm), cfg.hidden_size, h)?,
             };
-            let c = self.cross_attention(&vb.pp(cross.prefix), a, x, k, v)?;
+            let c = self.cross_attention(&vb.pp(cross.prefix), a, x, (k, v), s.cross_mask)?;
             h = self.residual(&vb.name("cross_residual"), h, c)?;
             if cfg.post_residual_norms {
                 h = self.norm(&vb.pp(cross.norm), cfg.hidden_size, h)?;
@@ -1185,16 +1185,27 @@ impl Decoder<'_> {
     }
 
     /// Attention of `x` over the encoder's keys and values `[b, heads, enc_len, head_dim]`
-    /// (every encoder position visible), with the self-attention's projection names.
-    fn cross_attention(&mut self, vb: &Vb, a: &AttentionSpec, x: ValueId, k: ValueId, v: ValueId) -> Result<ValueId> {
+    /// (the encoder positions `mask` allows, every one without), with the self-attention's
+    /// projection names.
+    fn cross_attention(
+        &mut self,
+        vb: &Vb,
+        a: &AttentionSpec,
+        x: ValueId,
+        (k, v): (ValueId, ValueId),
+        mask: Option<ValueId>,
+    ) -> Result<ValueId> {
         let cfg = self.cfg;
         let (hd, nh) = (a.head_dim, a.heads);
         let [q, _, _] = self.separate_qkv()?;
         let q = self.linear(&vb.pp(q), nh * hd, cfg.hidden_size, cfg.attention_bias, x)?;
         let q = self.split_heads(&vb.pp("q"), q, [nh, hd], None)?;
-        let all = self.op(&vb.name("mask"), Op::Constant(Tensor::bool(vec![1, 1, 1, 1], vec![true])?), &[])?;
+        let mask = match mask {
+            Some(m) => m,
+            None => self.op(&vb.name("mask"), Op::Constant(Tensor::bool(vec![1, 1, 1, 1], vec![true])?), &[])?,
+        };
         let op = Op::Attention { scale: a.scale as f32, softcap: None, sliding_window: None, sinks: false };
-        let o = self.op(&vb.name("attention"), op, &[q, k, v, all])?;
+        let o = self.op(&vb.name("attention"), op, &[q, k, v, mask])?;
         self.merge_heads_out(vb, a, o)
     }
 

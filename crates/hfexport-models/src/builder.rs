@@ -117,7 +117,10 @@ pub fn build_generation(
     // an encoder-decoder: the encoder (states and cross-attention keys and values, once per
     // input), then the decoder's components over a static cache
     let mut components = vec![];
-    if (arch.layout.encoder_stack.is_some() || arch.layout.vision.is_some()) && static_cache.is_none() {
+    if arch.layout.encoder_stack.is_some() && static_cache.is_none() {
+        return crate::seq2seq::growing_components(cfg, arch, weights, opts);
+    }
+    if arch.layout.vision.is_some() && static_cache.is_none() {
         return Err(ModelError::Config {
             path: "config.json".into(),
             key: "architectures".into(),
@@ -218,27 +221,7 @@ impl<'a> Decoder<'a> {
         let inputs = self.cache_inputs(&past, &batch)?;
         self.kv = Kv::Growing { inputs, outputs: vec![] };
         let ropes = self.rotary(positions)?;
-        // causality and windows go by cache slot (`past_len + i` for query `i`), as transformers'
-        // `cache_position`: in a left-padded batch the rows' positions are their own (chunks
-        // count them, `chunked_mask`)
-        let slots = self.op("cache.positions", Op::Iota { len: total.clone() }, &[])?;
-        let key_positions =
-            self.op("cache.key_ids", Op::Reshape { shape: vec![one.clone(), total.clone()] }, &[slots])?;
-        let query_slots =
-            self.op("cache.query_slots", Op::Slice { axis: 0, start: past, end: total.clone() }, &[slots])?;
-        let query_positions =
-            self.op("cache.query_ids", Op::Reshape { shape: vec![one.clone(), seq.clone()] }, &[query_slots])?;
-        let q = self.op(
-            "mask.query_pos",
-            Op::Reshape { shape: vec![one.clone(), one.clone(), seq, one.clone()] },
-            &[query_slots],
-        )?;
-        let k = self.op(
-            "mask.key_pos",
-            Op::Reshape { shape: vec![one.clone(), one.clone(), one.clone(), total.clone()] },
-            &[slots],
-        )?;
-        let causal = self.op("mask.causal", Op::Binary(BinaryOp::GreaterEqual), &[q, k])?;
+        let (query_positions, key_positions, causal) = self.slot_positions(&past, &seq)?;
         let pad = self.op("mask.padding", Op::Cast(DType::Bool), &[am])?;
         let pad = self.op("mask.padding_keys", Op::Reshape { shape: vec![batch, one.clone(), one, total] }, &[pad])?;
         let mask = self.op("mask", Op::Binary(BinaryOp::And), &[causal, pad])?;
@@ -253,19 +236,38 @@ impl<'a> Decoder<'a> {
         Ok(self.g)
     }
 
-    /// Embedding, decoder layers, final norm and head: the `logits` output.
+    /// The cache slots of a growing-cache call's queries `[1, seq]` (`past..past + seq`) and of
+    /// its keys `[1, past + seq]`, and the causal mask between them `[1, 1, seq, past + seq]`:
+    /// causality and windows go by cache slot, as transformers' `cache_position` (in a
+    /// left-padded batch the rows' token positions are their own; chunks count them,
+    /// `chunked_mask`).
+    pub(crate) fn slot_positions(&mut self, past: &Dim, seq: &Dim) -> Result<(ValueId, ValueId, ValueId)> {
+        let (one, total) = (Dim::konst(1), past.add(seq));
+        let slots = self.op("cache.positions", Op::Iota { len: total.clone() }, &[])?;
+        let key_positions =
+            self.op("cache.key_ids", Op::Reshape { shape: vec![one.clone(), total.clone()] }, &[slots])?;
+        let query_slots =
+            self.op("cache.query_slots", Op::Slice { axis: 0, start: past.clone(), end: total.clone() }, &[slots])?;
+        let query_positions =
+            self.op("cache.query_ids", Op::Reshape { shape: vec![one.clone(), seq.clone()] }, &[query_slots])?;
+        let q = self.op(
+            "mask.query_pos",
+            Op::Reshape { shape: vec![one.clone(), one.clone(), seq.clone(), one.clone()] },
+            &[query_slots],
+        )?;
+        let k = self.op("mask.key_pos", Op::Reshape { shape: vec![one.clone(), one.clone(), one, total] }, &[slots])?;
+        let causal = self.op("mask.causal", Op::Binary(BinaryOp::GreaterEqual), &[q, k])?;
+        Ok((query_positions, key_positions, causal))
+    }
+
     /// An encoder-decoder's decode inputs: each layer's cross-attention keys and values
     /// `[1, heads, encoder positions, head_dim]` (the encoder component's outputs).
     fn cross_inputs(&mut self) -> Result<Vec<(ValueId, ValueId)>> {
         let cfg = self.cfg;
-        let Some(s2s) = &cfg.seq2seq else { return Ok(vec![]) };
-        // Whisper's encoder always has its positions; T5's as many as the input has tokens
-        let positions = match s2s.source_positions {
-            Some(n) => Dim::from(n),
-            None => {
-                Dim::sym(&self.g.symbols.declare("encoder_sequence", 1, cfg.max_position_embeddings.max(1) as i64)?)
-            }
-        };
+        if cfg.seq2seq.is_none() {
+            return Ok(vec![]);
+        }
+        let positions = self.encoded_len()?;
         let mut cross = vec![];
         for (i, layer) in cfg.layers.iter().enumerate() {
             let a = crate::seq2seq::cross_attention_spec(cfg, layer)?;
@@ -277,7 +279,8 @@ impl<'a> Decoder<'a> {
         Ok(cross)
     }
 
-    fn logits(&mut self, ids: ValueId, shared: &LayerInputs, act: Activation) -> Result<()> {
+    /// Embedding, decoder layers, final norm and head: the `logits` output.
+    pub(crate) fn logits(&mut self, ids: ValueId, shared: &LayerInputs, act: Activation) -> Result<()> {
         let mut shared = LayerInputs { chunked_mask: self.chunked_mask(shared)?, ..shared.clone() };
         let root = self.root();
         let positions = shared.token_positions.unwrap_or(shared.positions);

@@ -100,6 +100,9 @@ pub(crate) struct LayerInputs {
     pub(crate) chunked_mask: Option<ValueId>,
     /// Per decoder layer: the encoder's cross-attention keys and values (Whisper's decode).
     pub(crate) cross: Vec<(ValueId, ValueId)>,
+    /// The encoder positions the cross-attention sees, `[batch, 1, 1, encoder positions]`
+    /// (a padded text encoder's); every one when `None`.
+    pub(crate) cross_mask: Option<ValueId>,
     /// Positions of the queries and of the keys (the same in a forward pass; cache slots when
     /// the keys come from a static cache), for sliding windows.
     pub(crate) positions: ValueId,
@@ -154,6 +157,7 @@ impl LayerInputs {
             sliding_mask: None,
             chunked_mask: None,
             cross: vec![],
+            cross_mask: None,
             positions,
             token_positions: None,
             key_positions,

@@ -13,7 +13,7 @@
 
 use hfexport_core::ops::{Activation, BinaryOp};
 use hfexport_core::plan::{CacheMode, ComponentSpec, Entry, Exit, Planned, Positions, Role};
-use hfexport_core::{DType, Dim, Op, Tensor, ValueId};
+use hfexport_core::{cache_ports, DType, Dim, Op, Tensor, ValueId};
 
 use crate::config::{AttentionSpec, LayerSpec, ModelConfig, RelativeAttention};
 use crate::decoder::{BuildOptions, Decoder, LayerInputs, Vb, Weights};
@@ -36,23 +36,15 @@ pub(crate) fn cross_attention_spec<'c>(cfg: &ModelConfig, layer: &'c LayerSpec) 
     })
 }
 
-/// The `encoder` component of an encoder-decoder.
+/// The `encoder` component of an encoder-decoder with a static cache: the states and each
+/// decoder layer's cross-attention keys and values.
 pub(crate) fn encoder_component(
     cfg: &ModelConfig,
     arch: &Architecture,
     weights: &dyn Weights,
     opts: &BuildOptions,
 ) -> Result<Planned> {
-    let (Some(stack), Some(enc_cfg)) = (arch.layout.encoder_stack, cfg.encoder_side()) else {
-        return Err(ModelError::Config {
-            path: "config.json".into(),
-            key: "architectures".into(),
-            msg: format!("{} has no encoder stack", cfg.architecture),
-        });
-    };
-    let enc_arch = Architecture { layout: *stack.layout, ..*arch };
-    let mut e = Decoder::new(&enc_cfg, &enc_arch, weights, opts, "encoder");
-    let (states, entry) = e.encoder_states(&stack)?;
+    let (mut e, states, entry) = encoder_states(cfg, arch, weights, opts)?;
     e.g.add_output("encoder_hidden_states", states)?;
     // the decoder's cross-attention projections of the states, one pair per decoder layer
     let mut d = Decoder::new(cfg, arch, weights, opts, "encoder").continuing(e.g);
@@ -63,18 +55,168 @@ pub(crate) fn encoder_component(
         d.g.add_output(&cross_name(i, "keys"), k)?;
         d.g.add_output(&cross_name(i, "values"), v)?;
     }
-    let spec = ComponentSpec {
+    Ok(Planned { spec: encoder_spec(entry, CacheMode::CrossAttention), graph: d.g })
+}
+
+/// An encoder-decoder over a growing cache, laid out as optimum's `ORTModelForSeq2SeqLM` /
+/// `ORTModelForSpeechSeq2Seq` and transformers.js load one: the `encoder` (its states out as
+/// `last_hidden_state`, nothing else) and one `decode` that takes the states and computes its
+/// cross-attention keys and values itself (the merged decoder, [`Decoder::seq2seq_decode`]).
+pub(crate) fn growing_components(
+    cfg: &ModelConfig,
+    arch: &Architecture,
+    weights: &dyn Weights,
+    opts: &BuildOptions,
+) -> Result<Vec<Planned>> {
+    let (mut e, states, entry) = encoder_states(cfg, arch, weights, opts)?;
+    e.g.add_output(cache_ports::ENCODER_OUTPUT, states)?;
+    let encoder = Planned { spec: encoder_spec(entry, CacheMode::None), graph: e.g };
+    let text = matches!(arch.layout.encoder_stack.map(|s| s.input), Some(StackInput::Tokens));
+    let decode = Decoder::new(cfg, arch, weights, opts, "decode").seq2seq_decode(text)?;
+    let spec =
+        ComponentSpec { positions: Positions::Implicit, ..ComponentSpec::generation(Role::Decode, CacheMode::Growing) };
+    Ok(vec![encoder, Planned { spec, graph: decode }])
+}
+
+fn encoder_spec(entry: Entry, cache: CacheMode) -> ComponentSpec {
+    ComponentSpec {
         name: "encoder".into(),
         role: Role::Encoder,
         entry,
         exit: Exit::HiddenStates,
         positions: Positions::None,
-        cache: CacheMode::CrossAttention,
+        cache,
+    }
+}
+
+/// The encoder stack's graph (named `encoder`) and its final states.
+fn encoder_states<'a>(
+    cfg: &'a ModelConfig,
+    arch: &'a Architecture,
+    weights: &'a dyn Weights,
+    opts: &'a BuildOptions,
+) -> Result<(Decoder<'a>, ValueId, Entry)> {
+    let (Some(stack), Some(enc_cfg)) = (arch.layout.encoder_stack, cfg.encoder_side()) else {
+        return Err(ModelError::Config {
+            path: "config.json".into(),
+            key: "architectures".into(),
+            msg: format!("{} has no encoder stack", cfg.architecture),
+        });
     };
-    Ok(Planned { spec, graph: d.g })
+    let enc_arch = Architecture { layout: *stack.layout, ..*arch };
+    let mut e = Decoder::new(&enc_cfg, &enc_arch, weights, opts, "encoder");
+    let (states, entry) = e.encoder_states(&stack)?;
+    // the graph outlives the encoder side's config and layout: continue it in the model's
+    let g = std::mem::replace(&mut e.g, hfexport_core::Graph::new("encoder"));
+    Ok((Decoder::new(cfg, arch, weights, opts, "encoder").continuing(g), states, entry))
 }
 
 impl Decoder<'_> {
+    /// An encoder-decoder's decode over a growing cache (optimum's merged decoder): inputs
+    /// `input_ids` `[batch, sequence]`, `encoder_hidden_states` `[batch, encoder positions,
+    /// hidden]`, a text encoder's `encoder_attention_mask` `[batch, encoder positions]`, and per
+    /// layer `past_key_values.<i>.decoder.key|value` `[batch, heads, past_len, head_dim]` then
+    /// `past_key_values.<i>.encoder.key|value` `[batch, heads, encoder_past_len, head_dim]`
+    /// (the order optimum zips them in); outputs `logits` and the `present.` of each, in the same
+    /// order. Positions are the cache slots `past_len..` (no decoder padding in a seq2seq batch).
+    /// The cross-attention's keys and values are the past ones followed by the projections of
+    /// the states from `encoder_past_len` on: the first call (an empty encoder past, as both
+    /// clients feed it) projects all of them, a later one (the past returned) none, so no
+    /// branch (`use_cache_branch`) is needed.
+    pub(crate) fn seq2seq_decode(mut self, text_encoder: bool) -> Result<hfexport_core::Graph> {
+        let (cfg, act, dtype) = (self.cfg, self.activation()?, self.opts.dtype);
+        let one = Dim::konst(1);
+        let max = crate::decoder::max_context(cfg);
+        let batch = Dim::sym(&self.g.symbols.declare("batch", 1, self.opts.max_batch)?);
+        let seq = Dim::sym(&self.g.symbols.declare("sequence", 1, max)?);
+        let past = Dim::sym(&self.g.symbols.declare("past_len", 0, max - 1)?);
+        let encoded = self.encoded_len()?;
+        let (_, most) = encoded.bounds(&self.g.symbols);
+        let encoded_past = Dim::sym(&self.g.symbols.declare(cache_ports::ENCODER_PAST, 0, most)?);
+        let mask = match text_encoder {
+            true => {
+                Some(self.g.add_input(cache_ports::ENCODER_MASK, DType::I64, vec![batch.clone(), encoded.clone()])?)
+            }
+            false => None,
+        };
+        let ids = self.g.add_input("input_ids", DType::I64, vec![batch.clone(), seq.clone()])?;
+        let states = self.g.add_input(
+            cache_ports::ENCODER_STATES,
+            dtype,
+            vec![batch.clone(), encoded.clone(), Dim::from(cfg.hidden_size)],
+        )?;
+        let kinds = [
+            cache_ports::decoder_kind("key"),
+            cache_ports::decoder_kind("value"),
+            cache_ports::encoder_kind("key"),
+            cache_ports::encoder_kind("value"),
+        ];
+        let mut pasts = vec![];
+        for (i, layer) in cfg.layers.iter().enumerate() {
+            let a = cross_attention_spec(cfg, layer)?;
+            let own = layer.cache(&past).into_iter().map(|(_, shape)| shape);
+            let theirs = vec![Dim::konst(1), Dim::from(a.heads), encoded_past.clone(), Dim::from(a.head_dim)];
+            let mut caches = vec![];
+            for (kind, mut shape) in kinds.iter().zip(own.chain([theirs.clone(), theirs])) {
+                shape[0] = batch.clone();
+                caches.push(self.g.add_input(&cache_ports::past(&cache_ports::layer_cache(i, kind)), dtype, shape)?);
+            }
+            pasts.push(caches);
+        }
+        // the states not yet projected: all of them on the first call, none after
+        let fresh = Op::Slice { axis: 1, start: encoded_past, end: encoded.clone() };
+        let fresh = self.op("encoder.fresh_states", fresh, &[states])?;
+        let (root, layout) =
+            (self.root(), self.arch.layout.cross_attention.expect("an encoder-decoder has cross-attention"));
+        let layers = root.pp(self.arch.layout.layers);
+        let mut cross = vec![];
+        for (i, layer) in cfg.layers.iter().enumerate() {
+            let vb = layers.pp(i).pp(layout.prefix);
+            let (k, v) = self.cross_kv(&vb, cross_attention_spec(cfg, layer)?, fresh)?;
+            let k = self.op(&vb.name("cache_keys"), Op::Concat { axis: 2 }, &[pasts[i][2], k])?;
+            cross.push((k, self.op(&vb.name("cache_values"), Op::Concat { axis: 2 }, &[pasts[i][3], v])?));
+        }
+        self.kv =
+            crate::decoder::Kv::Growing { inputs: pasts.iter().map(|p| p[..2].to_vec()).collect(), outputs: vec![] };
+        let (positions, key_positions, causal) = self.slot_positions(&past, &seq)?;
+        let mut shared =
+            LayerInputs { cross: cross.clone(), ..LayerInputs::new(vec![], causal, positions, key_positions) };
+        if let Some(m) = mask {
+            let m = self.op("encoder_mask.keys", Op::Cast(DType::Bool), &[m])?;
+            let shape = vec![batch, one.clone(), one, encoded];
+            shared.cross_mask = Some(self.op("encoder_mask", Op::Reshape { shape }, &[m])?);
+        }
+        if cfg.relative_attention.is_some() {
+            shared.mask = self.relative_mask(&self.t5_bias_table(&root), positions, key_positions, causal, false)?;
+        }
+        self.logits(ids, &shared, act)?;
+        let outputs = match std::mem::replace(&mut self.kv, crate::decoder::Kv::Tokens) {
+            crate::decoder::Kv::Growing { outputs, .. } => outputs,
+            _ => unreachable!("set above"),
+        };
+        for (i, (own, (k, v))) in outputs.into_iter().zip(cross).enumerate() {
+            let values = own.into_iter().chain([k, v]);
+            for (kind, value) in kinds.iter().zip(values) {
+                self.g.add_output(&cache_ports::present(&cache_ports::layer_cache(i, kind)), value)?;
+            }
+        }
+        Ok(self.g)
+    }
+
+    /// The encoder's positions as the decode sees them: Whisper's all `max_source_positions`
+    /// frames, a text encoder's as many as its input has tokens (`encoder_sequence`).
+    pub(crate) fn encoded_len(&mut self) -> Result<Dim> {
+        let cfg = self.cfg;
+        match cfg.seq2seq.as_ref().and_then(|s| s.source_positions) {
+            Some(n) => Ok(Dim::from(n)),
+            None => Ok(Dim::sym(&self.g.symbols.declare(
+                "encoder_sequence",
+                1,
+                cfg.max_position_embeddings.max(1) as i64,
+            )?)),
+        }
+    }
+
     /// The stack's input through its layers and final norm: `[batch, positions, hidden]`.
     fn encoder_states(&mut self, stack: &EncoderStack) -> Result<(ValueId, Entry)> {
         let (h, shared, entry) = match stack.input {

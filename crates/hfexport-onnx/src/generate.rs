@@ -10,7 +10,9 @@
 //!
 //! A growing-cache export (`--for-generation` without `--static-cache`) has `decode` alone
 //! (`input_ids`, `attention_mask` int64 [1, past + q], `position_ids` and `past_key_values.<name>`
-//! of the past length → `logits`, `present.<name>`), which takes the prompt over an empty past.
+//! of the past length → `logits`, `present.<name>`), which takes the prompt over an empty past;
+//! an encoder-decoder's (the merged decoder) takes `input_ids`, the fixed encoder states and
+//! mask, and its caches.
 //! Its cache changes shape every step, so nothing can be bound once: each call's
 //! `present.<name>` values, owned by ONNX Runtime, are passed back as the next call's
 //! `past_key_values.<name>` as they are (no host copy).
@@ -91,10 +93,15 @@ struct BoundGraph {
 /// A cache input of a graph: `past_key_values.<name>`, its element type and shape (-1 = symbolic).
 type CacheSpec = (String, TensorElementType, Vec<i64>);
 
+/// The per-call inputs every static-cache decode graph takes; a growing-cache one takes
+/// `input_ids` and those of the others it declares (an encoder-decoder's merged decode has no
+/// `attention_mask` or `position_ids`).
+const STATIC_CALL_INPUTS: [&str; 3] = ["input_ids", "attention_mask", "position_ids"];
+
 /// The cache inputs of a `kind` (static- or growing-cache) decode graph, each with its
-/// `present.<name>` output, after checking the per-call inputs are there.
-fn decode_caches(session: &Session, here: &str, kind: &str) -> Result<Vec<CacheSpec>> {
-    for want in ["input_ids", "attention_mask", "position_ids"] {
+/// `present.<name>` output, after checking the per-call inputs `needs` are there.
+fn decode_caches(session: &Session, here: &str, kind: &str, needs: &[&str]) -> Result<Vec<CacheSpec>> {
+    for &want in needs {
         if !session.inputs().iter().any(|i| i.name() == want) {
             return Err(err(format!("{here}: the graph has no input `{want}`; is this a {kind} decode graph?")));
         }
@@ -129,7 +136,7 @@ impl BoundGraph {
     ) -> Result<(Session, PathBuf, Vec<CacheSpec>)> {
         let (session, path) = open_component(env, dir, comp)?;
         let here = path.display().to_string();
-        let caches = decode_caches(&session, &here, "static-cache")?;
+        let caches = decode_caches(&session, &here, "static-cache", &STATIC_CALL_INPUTS)?;
         for (name, _, shape) in &caches {
             let symbolic = shape.iter().filter(|&&d| d < 0).count();
             if symbolic > 1 {
@@ -324,11 +331,10 @@ impl generation::Session for OrtSession {
         Ok(self.run_call(call)?)
     }
 
-    /// A static cache only.
     fn set_fixed_inputs(&mut self, inputs: &BTreeMap<String, Tensor>) -> hfexport_core::Result<()> {
         match &mut self.engine {
             Engine::Static(s) => Ok(s.bind_fixed(inputs)?),
-            Engine::Growing(_) => Err(err("inputs fixed for every call need a static-cache export").into()),
+            Engine::Growing(g) => Ok(g.set_fixed(inputs)?),
         }
     }
 }
@@ -515,6 +521,8 @@ struct GrowingCache {
     caches: Vec<CacheSpec>,
     /// The latest `present.<name>` per cache (the empty past after a reset).
     values: Vec<DynValue>,
+    /// Inputs fed unchanged to every call (an encoder-decoder's encoder states and mask).
+    fixed: Vec<(String, DynValue)>,
 }
 
 impl GrowingCache {
@@ -522,8 +530,8 @@ impl GrowingCache {
         let (session, path) = open_component(env, dir, decode)?;
         let here = path.display().to_string();
         let head = Head::of(&session, &here)?;
-        let caches = decode_caches(&session, &here, "growing-cache")?;
-        let mut cache = GrowingCache { session, path, head, caches, values: vec![] };
+        let caches = decode_caches(&session, &here, "growing-cache", &["input_ids"])?;
+        let mut cache = GrowingCache { session, path, head, caches, values: vec![], fixed: vec![] };
         cache.reset()?;
         Ok(cache)
     }
@@ -546,13 +554,32 @@ impl GrowingCache {
         Ok(())
     }
 
+    /// Feeds `inputs` to every later call; each must be an input of the graph.
+    fn set_fixed(&mut self, inputs: &BTreeMap<String, Tensor>) -> Result<()> {
+        self.fixed = inputs
+            .iter()
+            .map(|(name, t)| {
+                if !self.session.inputs().iter().any(|i| i.name() == name) {
+                    return Err(err(format!("{}: the graph has no input `{name}`", self.path.display())));
+                }
+                Ok((name.clone(), to_ort(t).map_err(|e| err(format!("input `{name}`: {e}")))?))
+            })
+            .collect::<Result<_>>()?;
+        Ok(())
+    }
+
     /// Runs `decode` on `call` after the caches so far (positions `0..call.pos`); returns the
     /// last logits row and keeps the new caches.
     fn run(&mut self, call: &Call) -> Result<Vec<f32>> {
         let here = self.path.display().to_string();
         let fail = |what: &str, e: ort::Error| err(format!("{here}: {what}: {e}"));
-        let mut inputs: Vec<(Cow<str>, SessionInputValue)> =
-            ort_values(call)?.into_iter().map(|(name, v)| (name.into(), v.into())).collect();
+        let takes = |name: &str| self.session.inputs().iter().any(|i| i.name() == name);
+        let mut inputs: Vec<(Cow<str>, SessionInputValue)> = ort_values(call)?
+            .into_iter()
+            .filter(|(name, _)| takes(name))
+            .map(|(name, v)| (name.into(), v.into()))
+            .collect();
+        inputs.extend(self.fixed.iter().map(|(name, v)| (name.as_str().into(), v.into())));
         for ((n, _, _), v) in self.caches.iter().zip(&self.values) {
             inputs.push((cache_ports::past(n).into(), v.into()));
         }

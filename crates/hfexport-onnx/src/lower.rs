@@ -524,7 +524,7 @@ impl<'g> Ctx<'g> {
             }
             Op::Reshape { shape } => {
                 let s = self.shape(shape)?;
-                ("Reshape".into(), vec![ins[0].clone(), s], vec![])
+                ("Reshape".into(), vec![ins[0].clone(), s], self.reshape_attrs(shape))
             }
             Op::Transpose { perm } => {
                 let perm: Vec<i64> = perm.iter().map(|&p| p as i64).collect();
@@ -709,6 +709,17 @@ impl<'g> Ctx<'g> {
         Ok(())
     }
 
+    /// A `Reshape` to `dims`: `allowzero` where a symbolic size may be 0 (an encoder-decoder's
+    /// fresh encoder rows after the first call), which ONNX would otherwise read as "keep the
+    /// input's size" (no shape here uses that).
+    fn reshape_attrs(&self, dims: &[Dim]) -> Vec<AttributeProto> {
+        let may_be_zero = |d: &Dim| d.as_const().is_none() && d.bounds(&self.g.symbols).0 <= 0;
+        match dims.iter().any(may_be_zero) {
+            true => vec![attr_int("allowzero", 1)],
+            false => vec![],
+        }
+    }
+
     /// `x [..., in]` -> `Gemm(x2d, w, b, transB=1)` on `[rows, in]` -> back to `[..., out]`.
     fn linear(&mut self, n: &Node, ins: &[String], outs: &[String]) -> Result<()> {
         let (xs, ys) = (self.g.info(n.inputs[0]).shape.clone(), self.g.info(n.outputs[0]).shape.clone());
@@ -721,13 +732,14 @@ impl<'g> Ctx<'g> {
             gemm(self, ins[0].clone(), outs[0].clone());
             return Ok(());
         }
-        let rows = hfexport_core::dim::product(&xs[..xs.len() - 1]);
-        let flat = self.shape(&[rows, xs[xs.len() - 1].clone()])?;
-        let x2 = self.em.helper("Reshape", vec![ins[0].clone(), flat], vec![]);
+        let rows = [hfexport_core::dim::product(&xs[..xs.len() - 1]), xs[xs.len() - 1].clone()];
+        let flat = self.shape(&rows)?;
+        let x2 = self.em.helper("Reshape", vec![ins[0].clone(), flat], self.reshape_attrs(&rows));
         let y2 = self.em.tmp("gemm");
         gemm(self, x2, y2.clone());
         let back = self.shape(&ys)?;
-        self.em.push("Reshape", &format!("{}/unflatten", n.name), vec![y2, back], outs.to_vec(), vec![]);
+        let attrs = self.reshape_attrs(&ys);
+        self.em.push("Reshape", &format!("{}/unflatten", n.name), vec![y2, back], outs.to_vec(), attrs);
         Ok(())
     }
 

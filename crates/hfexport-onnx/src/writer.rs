@@ -16,7 +16,7 @@ use crate::proto::{
 use crate::{OnnxError, Result};
 use hfexport_core::backend::{WeightProgress, WeightTable};
 use hfexport_core::config::OnnxQuantOps;
-use hfexport_core::plan::Planned;
+use hfexport_core::plan::{CacheMode, Planned, Role};
 use hfexport_core::sink::WeightSink;
 use hfexport_core::{DType, TensorSource};
 use prost::Message;
@@ -60,9 +60,18 @@ impl Naming {
         Naming { suffix }
     }
 
-    /// The graph of `component`, relative to the export folder.
-    pub fn graph(&self, components: &[Planned], component: &str) -> String {
-        let stem = if components.len() == 1 { "model" } else { component };
+    /// The graph of `component`, relative to the export folder: a lone component's is `model`;
+    /// an encoder-decoder over a growing cache has optimum's and transformers.js's
+    /// `encoder_model` and `decoder_model_merged`; any other is named as the component.
+    pub fn graph(&self, components: &[Planned], component: &Planned) -> String {
+        let merged = components.iter().any(|c| c.spec.role == Role::Encoder)
+            && components.iter().any(|c| c.spec.cache == CacheMode::Growing);
+        let stem = match (components.len(), component.spec.role) {
+            (1, _) => "model",
+            (_, Role::Encoder) if merged => "encoder_model",
+            (_, Role::Decode) if merged => "decoder_model_merged",
+            _ => &component.spec.name,
+        };
         format!("{ONNX_DIR}/{stem}{}.onnx", self.suffix)
     }
 
@@ -149,7 +158,7 @@ pub fn write_components(
             }),
             ..Default::default()
         };
-        let model_name = naming.graph(components, &c.spec.name);
+        let model_name = naming.graph(components, c);
         let model_path = dir.join(&model_name);
         std::fs::write(&model_path, model.encode_to_vec()).map_err(io_err(&model_path))?;
         files.push(vec![model_name, format!("{ONNX_DIR}/{data_name}")]);

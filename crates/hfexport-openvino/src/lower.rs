@@ -137,6 +137,14 @@ pub fn state_pairs(g: &Graph) -> Vec<(String, String, String)> {
         .collect()
 }
 
+/// Whether a stateful export (`stateful`) folds the cache pairs of `g` into variables. An
+/// encoder-decoder's merged decode (it takes the encoder states) stays stateless: the CPU
+/// plugin fuses a state read into attention as a self-attention cache that grows with the
+/// queries (`ScaledDotProductAttentionWithKVCache`), which its cross-attention state is not.
+pub fn folds_into_states(g: &Graph, stateful: bool) -> bool {
+    stateful && g.input(cache_ports::ENCODER_STATES).is_none()
+}
+
 /// `1,2`: a list attribute.
 fn list(v: &[usize]) -> String {
     v.iter().map(usize::to_string).collect::<Vec<_>>().join(",")
@@ -449,9 +457,13 @@ impl<'g> Ctx<'g> {
         let g = self.g;
         let i = g.info(v);
         let variable = cache_ports::cache_of_past(name).unwrap_or(name).to_string();
-        // A state that grows by each call's tokens starts empty (length 0); a static one that is
-        // written in place starts with its slots; the other dims are read from the inputs.
-        let empty: &[&str] = if self.grows(v) { &["past_len", "cache_len"] } else { &["past_len"] };
+        // A state that grows by each call's tokens starts empty (length 0), as does an
+        // encoder-decoder's cross-attention state (filled by the first call); a static one that
+        // is written in place starts with its slots; the other dims are read from the inputs.
+        let empty: &[&str] = match self.grows(v) {
+            true => &["past_len", "cache_len", cache_ports::ENCODER_PAST],
+            false => &["past_len", cache_ports::ENCODER_PAST],
+        };
         let init_dims: Vec<Dim> = i
             .shape
             .iter()

@@ -4,7 +4,7 @@
 //! `Const`s' `offset` and `size` in that `.bin`.
 
 use crate::ir::Network;
-use crate::lower::{lower, ConstSource, LowerOptions};
+use crate::lower::{folds_into_states, lower, ConstSource, LowerOptions};
 use crate::{OvError, Result};
 use hfexport_core::backend::{distinct_weights, WeightProgress, WeightTable};
 use hfexport_core::plan::Planned;
@@ -53,7 +53,7 @@ pub fn write_components(
     let mut files = vec![];
     for c in components {
         let g = &c.graph;
-        let lowered = lower(g, opts)?;
+        let lowered = lower(g, LowerOptions { stateful: folds_into_states(g, opts.stateful), ..opts })?;
         let mut net: Network = lowered.net;
         for (path, source) in &lowered.consts {
             let mut append = |write: &mut dyn FnMut(&mut dyn Write) -> Result<u64>| -> Result<(u64, u64)> {

@@ -99,7 +99,7 @@ pub fn cases_for(c: &Planned, vocab: usize, past: usize) -> Result<Vec<SampleCas
         (Entry::Embeddings, CacheMode::None) if c.spec.role == Role::Projector => {
             float_cases(&c.graph, "image_features")
         }
-        (Entry::InputFeatures, CacheMode::CrossAttention) => float_cases(&c.graph, "input_features"),
+        (Entry::InputFeatures, CacheMode::CrossAttention | CacheMode::None) => float_cases(&c.graph, "input_features"),
         (Entry::TokenIds, CacheMode::CrossAttention) => sample_cases(&c.graph, vocab),
         // a growing cache's decode takes the prompt over an empty past too
         (Entry::TokenIds, CacheMode::Growing) if past > 0 => {
@@ -238,7 +238,12 @@ const SAMPLE_QUERY: i64 = 3;
 pub fn generation_case(graph: &Graph, vocab: usize, past: usize) -> Result<SampleCase> {
     let unsupported = |msg: String| Error::Unsupported(format!("verification of a generation component: {msg}"));
     let mut bindings = hfexport_core::dim::Bindings::default();
-    for (s, r) in graph.symbols.iter() {
+    let encoded = |bindings: &hfexport_core::dim::Bindings| -> Result<i64> {
+        // an encoder-decoder's encoder positions: Whisper's constant, a text encoder's symbol
+        let p = graph.input(cache_ports::ENCODER_STATES).map(|p| graph.info(p.value).shape[1].clone());
+        Ok(p.map(|d| d.eval(bindings)).transpose()?.unwrap_or(0))
+    };
+    for (s, r) in graph.symbols.iter().filter(|(s, _)| s.name() != cache_ports::ENCODER_PAST) {
         let want = match s.name() {
             "sequence" => SAMPLE_QUERY,
             "cache_len" => 12,
@@ -247,6 +252,11 @@ pub fn generation_case(graph: &Graph, vocab: usize, past: usize) -> Result<Sampl
             _ => 1,
         };
         bindings.unify(&hfexport_core::Dim::sym(s), want.clamp(r.min, r.max))?;
+    }
+    // the merged decoder's encoder past: empty on the first call, every position after
+    if let Some(s) = graph.symbols.get(cache_ports::ENCODER_PAST) {
+        let want = if past == 0 { 0 } else { encoded(&bindings)? };
+        bindings.unify(&hfexport_core::Dim::sym(&s), want)?;
     }
     let shape_of = |name: &str| -> Result<Vec<usize>> {
         let p = graph.input(name).ok_or_else(|| unsupported(format!("no input `{name}`")))?;
@@ -289,11 +299,13 @@ pub fn generation_case(graph: &Graph, vocab: usize, past: usize) -> Result<Sampl
                 Tensor::float(DType::F32, shape, (0..n).map(|i| ((i as f32) * 0.41).sin() * 0.5).collect())?
                     .cast(info.dtype)
             }
-            // an encoder-decoder's cross-attention keys and values, as the encoder would give
-            name if name.starts_with("cross.") => {
+            // an encoder-decoder's cross-attention keys and values or encoder states, as the
+            // encoder would give, and its mask: every position
+            name if name.starts_with("cross.") || name == cache_ports::ENCODER_STATES => {
                 Tensor::float(DType::F32, shape, (0..n).map(|i| ((i as f32) * 0.23).cos() * 0.5).collect())?
                     .cast(info.dtype)
             }
+            cache_ports::ENCODER_MASK => Tensor::int(info.dtype, shape, vec![1; n])?,
             other => return Err(unsupported(format!("unknown input `{other}`"))),
         };
         inputs.insert(port.name.clone(), t);
