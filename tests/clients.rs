@@ -6,7 +6,11 @@
 //! the causal-LM `generate` of optimum-intel's `OVModelForCausalLM` (stateful), optimum's
 //! `ORTModelForCausalLM` and transformers.js (node, `tests/js/`) over growing-cache generation
 //! exports (transformers' greedy tokens for one prompt, a left-padded batch of two and, but in
-//! transformers.js, two beams, `tests/python/batched_generation.py` in the oracle's venv).
+//! transformers.js, two beams, `tests/python/batched_generation.py` in the oracle's venv), and
+//! the encoder-decoder `generate` of optimum's `ORTModelForSeq2SeqLM` /
+//! `ORTModelForSpeechSeq2Seq` and transformers.js over growing-cache encoder-decoder exports
+//! (transformers' tokens of the same call, `batched_generation.py --seq2seq` in the oracle's
+//! venv).
 //! Every check compares with the client's own reference: `SentenceTransformer(checkpoint)`,
 //! or transformers' goldens of the fixtures.
 //!
@@ -46,6 +50,19 @@ const ORT_CAUSAL_LM_FIXTURES: [&str; 4] = ["llama", "gpt2", "opt", "gpt_neox"];
 /// conversion drops the sliding window of our Mistral graph (its SDPA backend keeps it), and it
 /// refuses a model naming no EOS (the `qwen3` fixture: "stop_token_ids must be non-negative").
 const GENAI_FIXTURES: [&str; 7] = ["llama", "gemma2", "phi3", "gpt2", "opt", "llama4", "gpt_neox"];
+
+/// Encoder-decoder fixtures transformers.js generates with (the model types it maps: not
+/// Pegasus), over the growing-cache layout (`encoder_model.onnx`, `decoder_model_merged.onnx`);
+/// it sizes their empty pasts from the graph's own inputs, so head counts that differ between
+/// the sides (as in these fixtures) are no obstacle.
+const SEQ2SEQ_JS_FIXTURES: [&str; 7] = ["t5", "t5_gated", "bart", "mbart", "marian", "m2m100", "whisper"];
+
+/// The encoder-decoder fixtures optimum-onnx 0.1.0's seq2seq classes size right: it makes the
+/// first call's empty pasts `[batch, num_attention_heads, 0, hidden_size / num_attention_heads]`
+/// from config.json, the encoder's head count for both sides (the other fixtures have fewer
+/// decoder heads; `clients.py make` adds Whisper and BART with equal ones) and the width's share
+/// for T5's `d_kv` (`t5_gated`'s is not).
+const SEQ2SEQ_OPTIMUM_FIXTURES: [&str; 1] = ["t5"];
 
 fn export(model: &Path, format: &str, out: &Path, generation: Option<Generation>) {
     export_with(model, json!({"export_format": format, "dynamic": true}), out, generation)
@@ -147,6 +164,33 @@ fn client_libraries_give_their_own_outputs_over_our_folders() {
                     }
                 }
             }
+        }
+    }
+    // encoder-decoders: the clients' encoder and merged decoder, from our growing-cache export
+    let made = index["seq2seq"].as_array().unwrap().iter().map(|c| {
+        let name = c["name"].as_str().unwrap().to_string();
+        (name, Path::new(c["dir"].as_str().unwrap()).to_path_buf(), true)
+    });
+    let committed = SEQ2SEQ_JS_FIXTURES.map(|n| (n.to_string(), fixture(n), SEQ2SEQ_OPTIMUM_FIXTURES.contains(&n)));
+    let seq2seq: Vec<_> = made.chain(committed).collect();
+    // transformers' generate of each, in the oracle's venv
+    let reference = tmp.path().join("seq2seq_generation.json");
+    let mut oracle = Command::new(python());
+    oracle.arg(script("batched_generation.py")).arg("--seq2seq").arg(&reference);
+    let o = oracle.args(seq2seq.iter().map(|(_, dir, _)| dir)).output().expect("start python");
+    assert!(o.status.success(), "batched_generation.py --seq2seq failed:\n{}", String::from_utf8_lossy(&o.stderr));
+    for (name, checkpoint, optimum) in seq2seq {
+        let out = tmp.path().join("exports").join(format!("{name}-onnx-seq2seq"));
+        export(&checkpoint, "onnx", &out, growing);
+        let case = json!({"name": format!("{name} onnx generation"), "checkpoint": checkpoint, "export": out,
+                          "format": "onnx", "reference": reference});
+        let clients = [("transformers.js-seq2seq", true), ("optimum-seq2seq", optimum)];
+        for (client, _) in clients.iter().filter(|(_, runs)| *runs) {
+            let mut check = case.clone();
+            check["client"] = json!(client);
+            check["description"] = json!("transformers' generate: a padded batch of two texts (and two beams in \
+                                          optimum) or a speech clip, 8 new tokens");
+            plan.push(check);
         }
     }
     // an int4 graph is `onnx/model_q4.onnx`, transformers.js's `dtype: "q4"`

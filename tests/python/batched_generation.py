@@ -4,6 +4,12 @@
 usage: batched_generation.py OUT.json FIXTURE_DIR...
 Writes {fixture_dir: {"batch": {"input_ids", "attention_mask", "tokens"}, "beams": {...}}}.
 
+       batched_generation.py --seq2seq OUT.json CHECKPOINT_DIR...
+Encoder-decoders: {checkpoint_dir: {"inputs": {name: values}, "tokens", "beams"}}: a batch of
+two texts (the second padded on the right by 2, as these families' tokenizers pad) or one
+speech clip, and transformers' `generate` of it (8 new tokens, greedy; a text's with two beams
+too).
+
        batched_generation.py --onnx EXPORT_DIR FIXTURE_DIR
 The growing-cache `onnx/model.onnx` of EXPORT_DIR in onnxruntime, greedy over that batch (the
 prompt over an empty past, then a token per row per call, positions counted over the mask as
@@ -67,9 +73,42 @@ def onnx_batch(export, folder):
         sys.exit(f"{export}: tokens {got.tolist()}, transformers' {want.tolist()}")
 
 
+def seq2seq_inputs(config):
+    """An encoder-decoder's inputs: speech features of one clip, or two token rows, the second
+    padded on the right by 2."""
+    gen = torch.Generator().manual_seed(3)
+    if config.model_type == "whisper":
+        features = torch.rand(1, config.num_mel_bins, 2 * config.max_source_positions, generator=gen) * 2 - 1
+        return {"input_features": features}
+    ids = torch.randint(3, config.vocab_size, (2, 7), generator=gen)
+    mask = torch.ones_like(ids)
+    mask[1, -2:] = 0
+    ids[1, -2:] = config.pad_token_id
+    return {"input_ids": ids, "attention_mask": mask}
+
+
+def seq2seq(out, folders):
+    result = {}
+    for folder in folders:
+        config = transformers.AutoConfig.from_pretrained(folder)
+        speech = config.model_type == "whisper"
+        cls = transformers.AutoModelForSpeechSeq2Seq if speech else transformers.AutoModelForSeq2SeqLM
+        model = cls.from_pretrained(folder, dtype=torch.float32, attn_implementation="eager").eval()
+        inputs = seq2seq_inputs(config)
+        case = {"inputs": {k: v.tolist() for k, v in inputs.items()}}
+        for name, extra in [("tokens", {})] + ([] if speech else [("beams", {"num_beams": 2})]):
+            with torch.no_grad():
+                case[name] = model.generate(**inputs, max_new_tokens=NEW_TOKENS, do_sample=False, **extra).tolist()
+        result[folder] = case
+    with open(out, "w") as f:
+        json.dump(result, f)
+
+
 def main():
     if sys.argv[1] == "--onnx":
         return onnx_batch(sys.argv[2], sys.argv[3])
+    if sys.argv[1] == "--seq2seq":
+        return seq2seq(sys.argv[2], sys.argv[3:])
     out, folders = sys.argv[1], sys.argv[2:]
     torch.manual_seed(0)
     result = {}

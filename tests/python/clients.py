@@ -5,14 +5,17 @@ transformers < 4.58), never in the oracle's.
 
   clients.py make OUT        sentence-transformers checkpoints made by the client's own
                              sentence-transformers (random encoders, pooling modes, Dense
-                             modules, Normalize), and OUT/index.json
+                             modules, Normalize), encoder-decoders optimum can size, and
+                             OUT/index.json
   clients.py check PLAN      loads each export of PLAN (a JSON list of cases) in its client and
                              prints one JSON line per check: {"case", "client", "worst"} or
                              {"case", "client", "error"}
 
 The references are the clients' own: `SentenceTransformer(checkpoint)` for an exported
 sentence-transformers folder (the same library, its torch backend), transformers' goldens of
-the committed fixtures (golden.safetensors) for optimum's model classes.
+the committed fixtures (golden.safetensors) for optimum's model classes, the oracle venv's
+transformers' `generate` for the causal-LM batches and beams and the encoder-decoders
+(tests/python/batched_generation.py).
 """
 
 import json
@@ -87,7 +90,35 @@ def make(out):
                       "normalize": normalize, "dim": width,
                       "description": f"{kind} hidden {hidden} heads {heads}, pooling {'+'.join(modes)}, "
                                      f"dense [{', '.join(described)}], normalize {normalize}"})
-    (out / "index.json").write_text(json.dumps({"cases": cases}, indent=1))
+    (out / "index.json").write_text(json.dumps({"cases": cases, "seq2seq": make_seq2seq(out)}, indent=1))
+
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+
+
+def make_seq2seq(out):
+    """Encoder-decoders optimum's classes can size: the Whisper and BART fixtures' configs with
+    as many decoder heads as encoder heads (optimum-onnx 0.1.0 sizes the first call's empty pasts,
+    the decoder's and the encoder's, by the encoder's count: `config.num_attention_heads`), random
+    weights, the fixtures' generation config and tokenizer files."""
+    import shutil
+
+    import transformers
+
+    made = []
+    for name, cls in [("whisper", transformers.WhisperForConditionalGeneration),
+                      ("bart", transformers.BartForConditionalGeneration)]:
+        torch.manual_seed(7)
+        config = transformers.AutoConfig.from_pretrained(FIXTURES / name)
+        config.decoder_attention_heads = config.encoder_attention_heads
+        folder = out / f"{name}_same_heads"
+        cls(config).eval().save_pretrained(folder)
+        for f in (FIXTURES / name).iterdir():
+            if f.name in ("generation_config.json", "tokenizer.json", "preprocessor_config.json"):
+                shutil.copy(f, folder / f.name)
+        made.append({"name": folder.name, "dir": str(folder),
+                     "description": f"the {name} fixture with {config.encoder_attention_heads} heads on both sides"})
+    return made
 
 
 def sentence_transformers_check(case):
@@ -246,6 +277,58 @@ def transformersjs_check(case):
     return 0.0
 
 
+def seq2seq_case(case):
+    """The reference of an encoder-decoder check (tests/python/batched_generation.py --seq2seq,
+    in the oracle's venv): its inputs as tensors, and transformers' tokens."""
+    ref = json.loads(Path(case["reference"]).read_text())[case["checkpoint"]]
+    inputs = {k: torch.tensor(v) for k, v in ref["inputs"].items()}
+    return inputs, {k: torch.tensor(v) for k, v in ref.items() if k != "inputs"}
+
+
+def optimum_seq2seq_check(case):
+    """optimum's `ORTModelForSeq2SeqLM` / `ORTModelForSpeechSeq2Seq` over a growing-cache
+    encoder-decoder export (`onnx/encoder_model.onnx`, `onnx/decoder_model_merged.onnx`): its
+    `generate` gives transformers' tokens for a padded batch of two texts and with two beams, or
+    for a speech clip."""
+    from optimum.onnxruntime import ORTModelForSeq2SeqLM, ORTModelForSpeechSeq2Seq
+
+    inputs, want = seq2seq_case(case)
+    speech = "input_features" in inputs
+    model = (ORTModelForSpeechSeq2Seq if speech else ORTModelForSeq2SeqLM).from_pretrained(case["export"])
+    for name, extra in [("tokens", {}), ("beams", {"num_beams": 2})][:len(want)]:
+        n = want[name].shape[1] - (0 if speech else 1)
+        compare(name, model.generate(**inputs, max_new_tokens=n, do_sample=False, **extra), want[name])
+    return 0.0
+
+
+def transformersjs_seq2seq_check(case):
+    """transformers.js (node, tests/js/seq2seq.mjs) over a growing-cache encoder-decoder export:
+    `generate` gives transformers' tokens for a padded batch of two texts or a speech clip
+    (transformers' Whisper `generate` leaves out the decoder's start token, transformers.js keeps
+    it)."""
+    js = Path(__file__).resolve().parent.parent / "js"
+    inputs, want = seq2seq_case(case)
+    want = want["tokens"]
+    request = {k: {"shape": list(v.shape), "data": v.flatten().tolist()} if v.is_floating_point() else v.tolist()
+               for k, v in inputs.items()}
+    file = Path(case["export"]).with_suffix(".requests.json")
+    n = want.shape[1] - (0 if "input_features" in inputs else 1)
+    file.write_text(json.dumps([{**request, "new_tokens": n}]))
+    run = subprocess.run(["node", str(js / "seq2seq.mjs"), case["export"], str(file)], capture_output=True, text=True)
+    if run.returncode != 0:
+        raise RuntimeError(f"node seq2seq.mjs failed:\n{run.stderr}")
+    got = torch.tensor(json.loads(run.stdout.strip().splitlines()[-1])[0])
+    if "input_features" in inputs:
+        import transformers
+
+        start = transformers.AutoConfig.from_pretrained(case["checkpoint"]).decoder_start_token_id
+        if bool((got[:, 0] != start).any()):
+            raise ValueError(f"tokens {got.tolist()} do not start with the decoder start token {start}")
+        got = got[:, 1:]
+    compare("speech" if "input_features" in inputs else "batch", got, want)
+    return 0.0
+
+
 def genai_check(case):
     """OpenVINO GenAI's `LLMPipeline(dir, "CPU")` over a stateful generation export, with its
     default backend (the model turned into PagedAttention for continuous batching), fed token ids
@@ -279,7 +362,8 @@ def compare(case, got, want):
 
 CHECKS = {"sentence-transformers": sentence_transformers_check, "fastembed": fastembed_check, "optimum": optimum_check,
           "optimum-generate": optimum_generation_check, "transformers.js": transformersjs_check,
-          "openvino-genai": genai_check}
+          "openvino-genai": genai_check, "optimum-seq2seq": optimum_seq2seq_check,
+          "transformers.js-seq2seq": transformersjs_seq2seq_check}
 
 
 def check(plan):
