@@ -98,8 +98,9 @@ fn encoder_decoders_match_transformers_in_the_evaluator() {
     }
 }
 
-/// [`export_and_verify`] of an encoder-decoder: its two components, its tasks.
-fn export_seq2seq(model: &Path, slots: usize, out: &Path) -> Vec<String> {
+/// [`export_and_verify`] of an encoder-decoder: its two components, its tasks (`slots` of a
+/// static cache, or the growing cache's merged decode).
+fn export_seq2seq(model: &Path, slots: Option<usize>, out: &Path) -> Vec<String> {
     let tasks = [Task::SpeechRecognition.name(), Task::Text2TextGeneration.name()];
     export_and_verify(model, slots, out, &tasks, &["encoder", "decode"])
 }
@@ -108,8 +109,10 @@ fn export_seq2seq(model: &Path, slots: usize, out: &Path) -> Vec<String> {
 fn encoder_decoder_exports_verify_in_every_runtime() {
     let tmp = tempfile::tempdir().unwrap();
     for name in seq2seq_fixtures() {
-        let failures = export_seq2seq(&fixture(name), CACHE, &tmp.path().join(name));
-        assert!(failures.is_empty(), "{name}:\n{}", failures.join("\n"));
+        for (slots, kind) in [(Some(CACHE), "static"), (None, "growing")] {
+            let failures = export_seq2seq(&fixture(name), slots, &tmp.path().join(format!("{name}-{kind}")));
+            assert!(failures.is_empty(), "{name} {kind} cache:\n{}", failures.join("\n"));
+        }
     }
 }
 
@@ -122,7 +125,8 @@ fn encoder_decoder_exports_verify_in_every_runtime() {
 /// position tables, activations, `scale_embedding`, tied or stored heads, a nonzero
 /// `final_logits_bias`, Marian's own encoder and decoder tables, Pegasus with and without its
 /// stored sinusoids, M2M100 with any padding id), made by transformers at test time: encoder states at 1e-4 and 8 greedy
-/// tokens in the evaluator, and `--verify` in every format.
+/// tokens in the evaluator (the static cache's decode and the growing cache's merged one), and
+/// `--verify` in every format.
 #[test]
 fn random_encoder_decoders_match_transformers_and_verify() {
     let tmp = tempfile::tempdir().unwrap();
@@ -160,7 +164,12 @@ fn random_encoder_decoders_match_transformers_and_verify() {
         if got != want {
             failures.push(format!("{name}: tokens {got:?}, transformers {want:?}\n    {desc}"));
         }
-        let exported = export_seq2seq(&dir, slots, &tmp.path().join(name));
+        let growing = build_generation(&ckpt.config, &ckpt, &BuildOptions::default(), None, false).unwrap();
+        let (_, got) = greedy_growing(&ckpt, &growing, &inputs, want.len());
+        if got != want {
+            failures.push(format!("{name}: the merged decode's tokens {got:?}, transformers {want:?}\n    {desc}"));
+        }
+        let exported = export_seq2seq(&dir, Some(slots), &tmp.path().join(name));
         failures.extend(exported.into_iter().map(|f| format!("{name} {f}")));
     }
     assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));

@@ -143,7 +143,7 @@ fn check_cases(script_name: &str, count: usize, check: fn(&str, &Path) -> Vec<St
     for (name, desc, dir) in random_cases(script_name, &tmp.path().join("ckpt"), count) {
         let mut f = check(&name, &dir);
         let exported =
-            export_and_verify(&dir, CACHE, &tmp.path().join(&name), &[Task::ImageTextToText.name()], components);
+            export_and_verify(&dir, Some(CACHE), &tmp.path().join(&name), &[Task::ImageTextToText.name()], components);
         f.extend(exported.into_iter().map(|e| format!("{name} {e}")));
         if !f.is_empty() {
             failures.push(format!("{}\n    {desc}", f.join("\n")));

@@ -114,7 +114,7 @@ pub fn causal_lm_request(
 /// than `components`.
 pub fn export_and_verify(
     model: &std::path::Path,
-    slots: usize,
+    slots: Option<usize>,
     out: &std::path::Path,
     tasks: &[&str],
     components: &[&str],
@@ -131,7 +131,7 @@ pub fn export_and_verify(
             task: None,
             dtype: DType::F32,
             force: false,
-            generation: Some(Generation { static_cache: Some(slots), multi_token_decode: true }),
+            generation: Some(Generation { static_cache: slots, multi_token_decode: true }),
         };
         match exporter.export(&req, &mut |_| {}) {
             Err(e) => failures.push(format!("{format}: {e}")),
