@@ -188,8 +188,10 @@ fn client_libraries_give_their_own_outputs_over_our_folders() {
         for (client, _) in clients.iter().filter(|(_, runs)| *runs) {
             let mut check = case.clone();
             check["client"] = json!(client);
-            check["description"] = json!("transformers' generate: a padded batch of two texts (and two beams in \
-                                          optimum) or a speech clip, 8 new tokens");
+            check["description"] = json!(
+                "transformers' generate: a padded batch of two texts (and two beams in \
+                                          optimum) or a speech clip, 8 new tokens"
+            );
             plan.push(check);
         }
     }

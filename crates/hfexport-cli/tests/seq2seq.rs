@@ -1,5 +1,6 @@
 //! Encoder-decoders (Whisper, T5, the BART line) through the binary: each format's generation
-//! export (`encoder` + static-cache `decode`), then `hfexport generate DIR --inputs
+//! export (`encoder` + static-cache `decode`; and, but in ExecuTorch, the growing cache's
+//! `encoder` + merged `decode`), then `hfexport generate DIR --inputs
 //! inputs.safetensors` (and Whisper's `--audio speech.wav`) in its runtime (ONNX Runtime,
 //! OpenVINO stateful, libtorch, ExecuTorch) print transformers' 16 plain greedy tokens from
 //! `decoder_start_token_id`, or where generation_config.json forces tokens (BART's BOS after
@@ -45,21 +46,15 @@ fn write(path: &Path, tensors: &[(&str, &Tensor)]) {
     write_safetensors(path, tensors, &BTreeMap::new()).unwrap();
 }
 
-fn export(name: &str, format: &str, dir: &Path) {
-    let o = hfexport(&[
-        "export",
-        "--model",
-        s(&fixture(name)),
-        "--format",
-        format,
-        "--dynamic",
-        "--for-generation",
-        "--static-cache",
-        "24",
-        "--multi-token-decode",
-        "--output",
-        s(dir),
-    ]);
+/// Exports fixture `name` for generation: with a static cache of 24 slots, or (`growing`) as
+/// the clients' encoder and merged decoder.
+fn export(name: &str, format: &str, dir: &Path, growing: bool) {
+    let model = fixture(name);
+    let mut args = vec!["export", "--model", s(&model), "--format", format, "--dynamic", "--for-generation"];
+    if !growing {
+        args.extend(["--static-cache", "24", "--multi-token-decode"]);
+    }
+    let o = hfexport(&[args, vec!["--output", s(dir)]].concat());
     assert!(o.status.success(), "{name} {format}: {}", stderr(&o));
 }
 
@@ -88,11 +83,18 @@ fn generate_with_encoder_inputs_gives_transformers_tokens_in_every_runtime() {
         // `generate` honours generation_config.json's forced tokens as transformers' does
         // (BART's forced BOS and EOS); the Python loops below are plain greedy
         let cli_want = gold.get("generate.tokens").map_or(want.clone(), ids);
-        for format in ["onnx", "openvino", "dynamo", "executorch"] {
-            let dir = tmp.path().join(format!("{name}-{format}"));
-            export(name, format, &dir);
-            jobs.push(serde_json::json!([s(&dir), s(&path), 16]));
-            want_of.insert(s(&dir).to_string(), want.clone());
+        // a growing cache's merged decode in the runtimes whose runner grows one (ExecuTorch's
+        // plans static caches only)
+        let layouts = [("onnx", false), ("openvino", false), ("dynamo", false), ("executorch", false)]
+            .into_iter()
+            .chain([("onnx", true), ("openvino", true), ("dynamo", true)]);
+        for (format, growing) in layouts {
+            let dir = tmp.path().join(format!("{name}-{format}{}", if growing { "-growing" } else { "" }));
+            export(name, format, &dir, growing);
+            if !growing {
+                jobs.push(serde_json::json!([s(&dir), s(&path), 16]));
+                want_of.insert(s(&dir).to_string(), want.clone());
+            }
             let mut runs = vec![("--inputs", &path, cli_want.clone())];
             if speech_fixtures().contains(&name) {
                 runs.push(("--audio", &speech, ids(&audio_gold["fixture.speech.tokens"])));
@@ -101,7 +103,7 @@ fn generate_with_encoder_inputs_gives_transformers_tokens_in_every_runtime() {
                 let o = hfexport(&["generate", s(&dir), flag, s(input), "--max-new-tokens", "16"]);
                 assert!(o.status.success(), "{name} {format} {flag}: {}", stderr(&o));
                 let out = stdout(&o);
-                assert!(out.contains(&format!("ids: {want}\n")), "{name} {format} {flag}: {out}");
+                assert!(out.contains(&format!("ids: {want}\n")), "{name} {format} growing {growing} {flag}: {out}");
             }
         }
     }
@@ -114,7 +116,7 @@ fn encoder_inputs_that_do_not_fit_are_clear_errors() {
     require_onnxruntime();
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("whisper-onnx");
-    export("whisper", "onnx", &dir);
+    export("whisper", "onnx", &dir, false);
     // no --inputs: the encoder's inputs are named
     let o = hfexport(&["generate", s(&dir), "--prompt-ids", "3"]);
     assert!(!o.status.success());
@@ -183,7 +185,7 @@ fn audio_the_model_cannot_take_is_a_clear_error() {
     require_onnxruntime();
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("whisper-onnx");
-    export("whisper", "onnx", &dir);
+    export("whisper", "onnx", &dir, false);
     for (wav, says) in [("stereo.wav", "2 channels"), ("rate8k.wav", "8000 Hz")] {
         let o = hfexport(&["generate", s(&dir), "--audio", s(&audio().join(wav))]);
         assert!(!o.status.success(), "{wav}");
@@ -205,7 +207,7 @@ fn a_text_prompt_is_the_text_encoders_input() {
     let cases = [("t5", vec![5, 17, 42, 1], "0"), ("bart", vec![0, 5, 17, 42, 2], "2,0")];
     for (name, encoded, decoder_prompt) in cases {
         let dir = tmp.path().join(format!("{name}-onnx"));
-        export(name, "onnx", &dir);
+        export(name, "onnx", &dir, false);
         let ids = tmp.path().join(format!("{name}-ids.safetensors"));
         write(&ids, &[("input_ids", &Tensor::i64(vec![1, encoded.len()], encoded).unwrap())]);
         let line = |o: &std::process::Output| {
