@@ -189,11 +189,17 @@ fn weight_bytes(a: &Pt2Archive) -> u64 {
     a.entries.iter().filter(|(k, _)| k.starts_with("data/weights/weight_")).map(|(_, e)| e.size).sum()
 }
 
+/// The models whose archives the test below loads in torch itself: every fixture's programs are
+/// loaded and run by the forward and generation tests above (their exports are these bytes), so
+/// here the one whose weights dominate, and a small one.
+const LOADED_HERE: [&str; 2] = ["llama-wide", "llama"];
+
 /// A generation export is one `model.pt2` whose programs (a static cache's `prefill` and
 /// `decode`, a growing cache's `decode`) share every weight file: it stores exactly the forward
 /// export's weight bytes and is at most 1.15x the forward export (every fixture, and one whose
 /// weights dominate as in real models), and torch 2.13 loads every program from it
-/// (`load_pt2(path).exported_programs[name]`).
+/// (`load_pt2(path).exported_programs[name]`, [`LOADED_HERE`]) with `prefill`'s weights equal to
+/// `decode`'s.
 #[test]
 fn generation_exports_hold_every_component_in_one_archive_with_weights_stored_once() {
     let tmp = tempfile::tempdir().unwrap();
@@ -235,9 +241,13 @@ fn generation_exports_hold_every_component_in_one_archive_with_weights_stored_on
             if ratio > 1.15 {
                 failures.push(format!("{name} {variant}: {bytes} bytes, {ratio:.3}x the forward export's {forward}"));
             }
-            archives.push(dir.join("model.pt2"));
+            if LOADED_HERE.contains(&name.as_str()) {
+                archives.push(dir.join("model.pt2"));
+            }
         }
-        archives.push(forward_dir.join("model.pt2"));
+        if LOADED_HERE.contains(&name.as_str()) {
+            archives.push(forward_dir.join("model.pt2"));
+        }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     // torch 2.13 loads every program of each archive; `torch.export.load` the forward one
