@@ -8,7 +8,8 @@
 //! exports (transformers' greedy tokens for one prompt, a left-padded batch of two and, but in
 //! transformers.js, two beams, `tests/python/batched_generation.py` in the oracle's venv), and
 //! the encoder-decoder `generate` of optimum's `ORTModelForSeq2SeqLM` /
-//! `ORTModelForSpeechSeq2Seq` and transformers.js over growing-cache encoder-decoder exports
+//! `ORTModelForSpeechSeq2Seq`, optimum-intel's `OVModelForSeq2SeqLM` / `OVModelForSpeechSeq2Seq`
+//! (stateful) and transformers.js over growing-cache encoder-decoder exports
 //! (transformers' tokens of the same call, `batched_generation.py --seq2seq` in the oracle's
 //! venv).
 //! Every check compares with the client's own reference: `SentenceTransformer(checkpoint)`,
@@ -19,7 +20,7 @@
 
 mod common;
 
-use common::{clients_python, fixture, python, script};
+use common::{clients_python, fixture, python, script, seq2seq_fixtures};
 use hfexport::{AutoExportConfig, AutoHfExporter, DType, ExportRequest, Generation};
 use serde_json::{json, Value};
 use std::path::Path;
@@ -61,7 +62,8 @@ const SEQ2SEQ_JS_FIXTURES: [&str; 7] = ["t5", "t5_gated", "bart", "mbart", "mari
 /// first call's empty pasts `[batch, num_attention_heads, 0, hidden_size / num_attention_heads]`
 /// from config.json, the encoder's head count for both sides (the other fixtures have fewer
 /// decoder heads; `clients.py make` adds Whisper and BART with equal ones) and the width's share
-/// for T5's `d_kv` (`t5_gated`'s is not).
+/// for T5's `d_kv` (`t5_gated`'s is not). optimum-intel's classes run every encoder-decoder
+/// fixture: a stateful decode starts from its own empty states.
 const SEQ2SEQ_OPTIMUM_FIXTURES: [&str; 1] = ["t5"];
 
 fn export(model: &Path, format: &str, out: &Path, generation: Option<Generation>) {
@@ -166,33 +168,44 @@ fn client_libraries_give_their_own_outputs_over_our_folders() {
             }
         }
     }
-    // encoder-decoders: the clients' encoder and merged decoder, from our growing-cache export
-    let made = index["seq2seq"].as_array().unwrap().iter().map(|c| {
-        let name = c["name"].as_str().unwrap().to_string();
-        (name, Path::new(c["dir"].as_str().unwrap()).to_path_buf(), true)
-    });
-    let committed = SEQ2SEQ_JS_FIXTURES.map(|n| (n.to_string(), fixture(n), SEQ2SEQ_OPTIMUM_FIXTURES.contains(&n)));
+    // encoder-decoders: the clients' encoder and merged decoder, from our growing-cache exports
+    let made = index["seq2seq"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (c["name"].as_str().unwrap().to_string(), Path::new(c["dir"].as_str().unwrap()).to_path_buf()));
+    let committed = seq2seq_fixtures().into_iter().map(|n| (n.to_string(), fixture(n)));
     let seq2seq: Vec<_> = made.chain(committed).collect();
     // transformers' generate of each, in the oracle's venv
     let reference = tmp.path().join("seq2seq_generation.json");
     let mut oracle = Command::new(python());
     oracle.arg(script("batched_generation.py")).arg("--seq2seq").arg(&reference);
-    let o = oracle.args(seq2seq.iter().map(|(_, dir, _)| dir)).output().expect("start python");
+    let o = oracle.args(seq2seq.iter().map(|(_, dir)| dir)).output().expect("start python");
     assert!(o.status.success(), "batched_generation.py --seq2seq failed:\n{}", String::from_utf8_lossy(&o.stderr));
-    for (name, checkpoint, optimum) in seq2seq {
-        let out = tmp.path().join("exports").join(format!("{name}-onnx-seq2seq"));
-        export(&checkpoint, "onnx", &out, growing);
-        let case = json!({"name": format!("{name} onnx generation"), "checkpoint": checkpoint, "export": out,
-                          "format": "onnx", "reference": reference});
-        let clients = [("transformers.js-seq2seq", true), ("optimum-seq2seq", optimum)];
-        for (client, _) in clients.iter().filter(|(_, runs)| *runs) {
-            let mut check = case.clone();
-            check["client"] = json!(client);
-            check["description"] = json!(
-                "transformers' generate: a padded batch of two texts (and two beams in \
-                                          optimum) or a speech clip, 8 new tokens"
-            );
-            plan.push(check);
+    let description =
+        "transformers' generate: a padded batch of two texts (and two beams in optimum) or a speech clip, \
+                       8 new tokens";
+    for (name, checkpoint) in seq2seq {
+        let fixture_name = name.as_str();
+        let committed = !name.ends_with("_same_heads");
+        for format in ["onnx", "openvino"] {
+            let out = tmp.path().join("exports").join(format!("{name}-{format}-seq2seq"));
+            export(&checkpoint, format, &out, growing);
+            let clients: Vec<&str> = match format {
+                "onnx" => [
+                    ("transformers.js-seq2seq", !committed || SEQ2SEQ_JS_FIXTURES.contains(&fixture_name)),
+                    ("optimum-seq2seq", !committed || SEQ2SEQ_OPTIMUM_FIXTURES.contains(&fixture_name)),
+                ]
+                .into_iter()
+                .filter_map(|(c, runs)| runs.then_some(c))
+                .collect(),
+                _ => vec!["optimum-seq2seq"],
+            };
+            for client in clients {
+                plan.push(json!({"name": format!("{name} {format} generation"), "checkpoint": checkpoint,
+                                 "export": out, "format": format, "reference": reference, "client": client,
+                                 "description": description}));
+            }
         }
     }
     // an int4 graph is `onnx/model_q4.onnx`, transformers.js's `dtype: "q4"`

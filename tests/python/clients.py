@@ -287,14 +287,23 @@ def seq2seq_case(case):
 
 def optimum_seq2seq_check(case):
     """optimum's `ORTModelForSeq2SeqLM` / `ORTModelForSpeechSeq2Seq` over a growing-cache
-    encoder-decoder export (`onnx/encoder_model.onnx`, `onnx/decoder_model_merged.onnx`): its
-    `generate` gives transformers' tokens for a padded batch of two texts and with two beams, or
-    for a speech clip."""
-    from optimum.onnxruntime import ORTModelForSeq2SeqLM, ORTModelForSpeechSeq2Seq
-
+    encoder-decoder ONNX export (`onnx/encoder_model.onnx`, `onnx/decoder_model_merged.onnx`), or
+    optimum-intel's `OVModelForSeq2SeqLM` / `OVModelForSpeechSeq2Seq` over the stateful OpenVINO
+    one (`openvino_encoder_model.xml`, `openvino_decoder_model.xml`): its `generate` gives
+    transformers' tokens for a padded batch of two texts and with two beams, or for a speech
+    clip."""
     inputs, want = seq2seq_case(case)
     speech = "input_features" in inputs
-    model = (ORTModelForSpeechSeq2Seq if speech else ORTModelForSeq2SeqLM).from_pretrained(case["export"])
+    if case["format"] == "onnx":
+        from optimum.onnxruntime import ORTModelForSeq2SeqLM, ORTModelForSpeechSeq2Seq
+
+        model = (ORTModelForSpeechSeq2Seq if speech else ORTModelForSeq2SeqLM).from_pretrained(case["export"])
+    else:
+        from optimum.intel.openvino import OVModelForSeq2SeqLM, OVModelForSpeechSeq2Seq
+
+        hints = {"INFERENCE_PRECISION_HINT": "f32", "KV_CACHE_PRECISION": "f32"}
+        model = (OVModelForSpeechSeq2Seq if speech else OVModelForSeq2SeqLM).from_pretrained(case["export"],
+                                                                                            ov_config=hints)
     for name, extra in [("tokens", {}), ("beams", {"num_beams": 2})][:len(want)]:
         n = want[name].shape[1] - (0 if speech else 1)
         compare(name, model.generate(**inputs, max_new_tokens=n, do_sample=False, **extra), want[name])

@@ -34,6 +34,11 @@ pub fn encoder_kind(kind: &str) -> String {
     format!("encoder.{kind}")
 }
 
+/// Whether `cache` (`<layer>.<kind>`) is a cross-attention cache ([`encoder_kind`]).
+pub fn is_encoder_cache(cache: &str) -> bool {
+    cache.split_once('.').is_some_and(|(_, kind)| kind.starts_with("encoder."))
+}
+
 /// The encoder component's states, as optimum's and transformers.js's encoders name them.
 pub const ENCODER_OUTPUT: &str = "last_hidden_state";
 /// The decode's input of the encoder states.
@@ -112,6 +117,7 @@ mod tests {
         assert!(is_past("past_key_values.0.conv") && !is_past("position_ids"));
         assert_eq!(past(&layer_cache(1, &encoder_kind("key"))), "past_key_values.1.encoder.key");
         assert_eq!(present(&layer_cache(0, &decoder_kind("value"))), "present.0.decoder.value");
+        assert!(is_encoder_cache("1.encoder.key") && !is_encoder_cache("1.decoder.key") && !is_encoder_cache("1.key"));
     }
 
     #[test]

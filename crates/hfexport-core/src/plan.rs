@@ -144,6 +144,14 @@ impl ComponentSpec {
     }
 }
 
+/// Whether `components` are an encoder-decoder over a growing cache: the encoder and the
+/// merged decode optimum's and transformers.js's encoder-decoder classes drive, which each
+/// format's writer names as its clients look for them.
+pub fn merged_seq2seq(components: &[Planned]) -> bool {
+    components.iter().any(|c| c.spec.role == Role::Encoder)
+        && components.iter().any(|c| c.spec.role == Role::Decode && c.spec.cache == CacheMode::Growing)
+}
+
 /// A component ready for a backend: its spec and graph.
 #[derive(Debug, Clone)]
 pub struct Planned {

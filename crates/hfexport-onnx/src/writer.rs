@@ -16,7 +16,7 @@ use crate::proto::{
 use crate::{OnnxError, Result};
 use hfexport_core::backend::{WeightProgress, WeightTable};
 use hfexport_core::config::OnnxQuantOps;
-use hfexport_core::plan::{CacheMode, Planned, Role};
+use hfexport_core::plan::{merged_seq2seq, Planned, Role};
 use hfexport_core::sink::WeightSink;
 use hfexport_core::{DType, TensorSource};
 use prost::Message;
@@ -64,8 +64,7 @@ impl Naming {
     /// an encoder-decoder over a growing cache has optimum's and transformers.js's
     /// `encoder_model` and `decoder_model_merged`; any other is named as the component.
     pub fn graph(&self, components: &[Planned], component: &Planned) -> String {
-        let merged = components.iter().any(|c| c.spec.role == Role::Encoder)
-            && components.iter().any(|c| c.spec.cache == CacheMode::Growing);
+        let merged = merged_seq2seq(components);
         let stem = match (components.len(), component.spec.role) {
             (1, _) => "model",
             (_, Role::Encoder) if merged => "encoder_model",

@@ -2,7 +2,7 @@
 //! (one shared `.bin`), the stateful view of a component, and the OpenVINO runner behind the
 //! feature `runtime` ([`crate::RUNTIME`]).
 
-use crate::lower::{folds_into_states, native, LowerOptions};
+use crate::lower::{native, LowerOptions};
 use crate::writer::write_components;
 use hfexport_core::backend::{compiled_in, Backend, Lowering, Runtime, WeightProgress, Written};
 use hfexport_core::config::{ExportFormat, OpenvinoConfig};
@@ -66,7 +66,7 @@ impl Backend for Openvino {
     fn describe(&self, planned: &Planned, files: Vec<String>, cfg: &ExportConfig) -> Component {
         let c = Component::from_planned(planned, files);
         match openvino_config(cfg) {
-            Ok(ov) if folds_into_states(&planned.graph, ov.stateful) => c.fold_cache_pairs_into_states(),
+            Ok(ov) if ov.stateful => c.fold_cache_pairs_into_states(),
             _ => c,
         }
     }
@@ -88,7 +88,7 @@ impl Backend for Openvino {
             }
             _ => false,
         };
-        from_cache && folds_into_states(g, self.keeps_cache_in_runtime(cfg))
+        from_cache && self.keeps_cache_in_runtime(cfg)
     }
 
     fn runtime(&self) -> Result<&'static dyn Runtime> {

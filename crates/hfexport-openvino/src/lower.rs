@@ -30,7 +30,7 @@ use crate::ir::{element_type, Body, Layer, Network, Out, PortInfo, PortMapEntry}
 use crate::{OvError, Result};
 use hfexport_core::cache_ports;
 use hfexport_core::decompose::{scan_step, LoopInput, LoopOutput};
-use hfexport_core::graph::Node;
+use hfexport_core::graph::{Node, Producer};
 use hfexport_core::ops::{Activation, Glu, ReduceKind, Routing};
 use hfexport_core::shape_program::{DimError, DimLowering, ShapeEmitter};
 use hfexport_core::{BinaryOp, DType, Dim, Graph, Op, QuantPart, Tensor, UnaryOp, ValueId, Window};
@@ -135,14 +135,6 @@ pub fn state_pairs(g: &Graph) -> Vec<(String, String, String)> {
             g.outputs().iter().any(|o| o.name == out).then(|| (p.name.clone(), out, n.to_string()))
         })
         .collect()
-}
-
-/// Whether a stateful export (`stateful`) folds the cache pairs of `g` into variables. An
-/// encoder-decoder's merged decode (it takes the encoder states) stays stateless: the CPU
-/// plugin fuses a state read into attention as a self-attention cache that grows with the
-/// queries (`ScaledDotProductAttentionWithKVCache`), which its cross-attention state is not.
-pub fn folds_into_states(g: &Graph, stateful: bool) -> bool {
-    stateful && g.input(cache_ports::ENCODER_STATES).is_none()
 }
 
 /// `1,2`: a list attribute.
@@ -370,6 +362,18 @@ fn parameter_shape(g: &Graph, shape: &[Dim]) -> String {
 }
 
 pub fn lower(g: &Graph, opts: LowerOptions) -> Result<Lowered> {
+    // A stateful encoder-decoder's merged decode keeps its cross-attention keys and values as
+    // states the first call fills: their projections read every encoder row (no encoder past).
+    let owned;
+    let g = match opts.stateful && g.symbols.get(cache_ports::ENCODER_PAST).is_some() {
+        true => {
+            let mut cross = g.clone();
+            cross.substitute_symbol(cache_ports::ENCODER_PAST, &Dim::konst(0))?;
+            owned = cross;
+            &owned
+        }
+        false => g,
+    };
     let em = Emit { net: Network::default(), consts: vec![], inputs: HashMap::new(), fresh: 0 };
     let mut cx = Ctx {
         g,
@@ -383,6 +387,10 @@ pub fn lower(g: &Graph, opts: LowerOptions) -> Result<Lowered> {
     cx.inputs()?;
     cx.weights();
     for n in g.nodes() {
+        if let Some(variable) = cx.cross_state(n) {
+            cx.cross_state_read(n, variable);
+            continue;
+        }
         cx.lower_node(n).map_err(|e| match e {
             OvError::Lowering { .. } => e,
             other => OvError::Lowering { node: n.name.clone(), op: n.op.name().into(), msg: other.to_string() },
@@ -441,7 +449,9 @@ impl<'g> Ctx<'g> {
         let layer = self.em.layer(BEAM_IDX.into(), "Parameter", "opset1", data, vec![], vec![beam]);
         let beam = Out { layer, index: 0 };
         for p in g.inputs() {
-            if !self.is_state(&p.name) {
+            // a cross-attention state is read where its keys are made ([`Ctx::cross_state`])
+            if !self.is_state(&p.name) || cache_ports::cache_of_past(&p.name).is_some_and(cache_ports::is_encoder_cache)
+            {
                 continue;
             }
             let (read, o) = self.state(&p.name, p.value, beam)?;
@@ -452,18 +462,43 @@ impl<'g> Ctx<'g> {
         Ok(())
     }
 
+    /// The variable of the cross-attention state `n` reads, when `n` is the `Concat` of an
+    /// encoder-decoder's encoder past (a stateful export's, [`lower`]: the past is empty) and
+    /// this call's projections of the encoder rows.
+    fn cross_state(&self, n: &Node) -> Option<String> {
+        let Producer::Input(i) = self.g.producer(*n.inputs.first()?) else { return None };
+        let cache = cache_ports::cache_of_past(&self.g.inputs()[i].name)?;
+        (matches!(n.op, Op::Concat { .. }) && self.opts.stateful && cache_ports::is_encoder_cache(cache))
+            .then(|| cache.to_string())
+    }
+
+    /// `ReadValue(projections)` of the cross-attention state `variable`: the first call after a
+    /// reset stores the projections of its encoder rows, and every later call reads them back
+    /// (optimum-intel's stateful encoder-decoders keep them so). No beam reordering: the beams
+    /// of one input share its encoder rows.
+    fn cross_state_read(&mut self, n: &Node, variable: String) {
+        let (fresh, out) = (self.val(n.inputs[1]), n.outputs[0]);
+        let i = self.g.info(out);
+        let var_shape: Vec<String> =
+            i.shape.iter().map(|d| d.as_const().map_or("?".into(), |c| c.to_string())).collect();
+        let data = vec![
+            ("variable_id", variable.clone()),
+            ("variable_type", element_type(i.dtype).to_string()),
+            ("variable_shape", var_shape.join(",")),
+        ];
+        let port = self.info_port(out);
+        let layer = self.em.layer(format!("{variable}/read"), "ReadValue", "opset6", data, vec![fresh], vec![port]);
+        self.vals[out.0] = Some(Out { layer, index: 0 });
+    }
+
     /// `ReadValue(zeros) → Gather(beam_idx)` for cache input `name`: (the read, the gathered).
     fn state(&mut self, name: &str, v: ValueId, beam: Out) -> Result<(Out, Out)> {
         let g = self.g;
         let i = g.info(v);
         let variable = cache_ports::cache_of_past(name).unwrap_or(name).to_string();
-        // A state that grows by each call's tokens starts empty (length 0), as does an
-        // encoder-decoder's cross-attention state (filled by the first call); a static one that
-        // is written in place starts with its slots; the other dims are read from the inputs.
-        let empty: &[&str] = match self.grows(v) {
-            true => &["past_len", "cache_len", cache_ports::ENCODER_PAST],
-            false => &["past_len", cache_ports::ENCODER_PAST],
-        };
+        // A state that grows by each call's tokens starts empty (length 0); a static one that is
+        // written in place starts with its slots; the other dims are read from the inputs.
+        let empty: &[&str] = if self.grows(v) { &["past_len", "cache_len"] } else { &["past_len"] };
         let init_dims: Vec<Dim> = i
             .shape
             .iter()

@@ -4,10 +4,10 @@
 //! `Const`s' `offset` and `size` in that `.bin`.
 
 use crate::ir::Network;
-use crate::lower::{folds_into_states, lower, ConstSource, LowerOptions};
+use crate::lower::{lower, ConstSource, LowerOptions};
 use crate::{OvError, Result};
 use hfexport_core::backend::{distinct_weights, WeightProgress, WeightTable};
-use hfexport_core::plan::Planned;
+use hfexport_core::plan::{merged_seq2seq, Planned, Role};
 use hfexport_core::sink::WeightSink;
 use hfexport_core::{DType, Graph, TensorSource, WeightExpr};
 use std::io::Write;
@@ -22,11 +22,15 @@ fn io_err(path: &Path) -> impl Fn(std::io::Error) -> OvError + '_ {
 
 /// The XML of a component: `openvino_model.xml` for a lone one, whatever its name (a forward
 /// `model`, or a stateful generation export's `decode`: where optimum-intel, OpenVINO GenAI and
-/// sentence-transformers' openvino backend look), else `openvino_<c>.xml`.
-pub fn xml_name(components: &[Planned], component: &str) -> String {
-    match components {
-        [_] => "openvino_model.xml".into(),
-        _ => format!("openvino_{component}.xml"),
+/// sentence-transformers' openvino backend look); an encoder-decoder over a growing cache's
+/// `openvino_encoder_model.xml` and `openvino_decoder_model.xml` (optimum-intel's
+/// `OVModelForSeq2SeqLM`); else `openvino_<c>.xml`.
+pub fn xml_name(components: &[Planned], component: &Planned) -> String {
+    match (components, component.spec.role) {
+        ([_], _) => "openvino_model.xml".into(),
+        (_, Role::Encoder) if merged_seq2seq(components) => "openvino_encoder_model.xml".into(),
+        (_, Role::Decode) if merged_seq2seq(components) => "openvino_decoder_model.xml".into(),
+        _ => format!("openvino_{}.xml", component.spec.name),
     }
 }
 
@@ -53,7 +57,7 @@ pub fn write_components(
     let mut files = vec![];
     for c in components {
         let g = &c.graph;
-        let lowered = lower(g, LowerOptions { stateful: folds_into_states(g, opts.stateful), ..opts })?;
+        let lowered = lower(g, opts)?;
         let mut net: Network = lowered.net;
         for (path, source) in &lowered.consts {
             let mut append = |write: &mut dyn FnMut(&mut dyn Write) -> Result<u64>| -> Result<(u64, u64)> {
@@ -99,13 +103,29 @@ pub fn write_components(
             data.push(("offset", at.to_string()));
             data.push(("size", size.to_string()));
         }
-        let xml_name = xml_name(components, &c.spec.name);
+        let xml_name = xml_name(components, c);
         let xml_path = dir.join(&xml_name);
         std::fs::write(&xml_path, net.to_xml(&g.name)).map_err(io_err(&xml_path))?;
         files.push(vec![xml_name, bin_name.clone()]);
     }
     out.finish().map_err(io_err(&bin_path))?;
+    if merged_seq2seq(components) {
+        link_bins_beside_xmls(dir, &mut files)?;
+    }
     Ok(files)
+}
+
+/// Gives each XML of `files` a `.bin` of its own name, hard-linked to the shared one (no second
+/// copy of the bytes): optimum-intel's encoder-decoder classes read each IR with
+/// `read_model(xml)`, which looks for the `.bin` beside the XML under the same name.
+fn link_bins_beside_xmls(dir: &Path, files: &mut [Vec<String>]) -> Result<()> {
+    for f in files.iter_mut() {
+        let own = f[0].replace(".xml", ".bin");
+        let (shared, link) = (dir.join(&f[1]), dir.join(&own));
+        std::fs::hard_link(&shared, &link).map_err(io_err(&link))?;
+        f[1] = own;
+    }
+    std::fs::remove_file(dir.join(BIN_NAME)).map_err(io_err(&dir.join(BIN_NAME)))
 }
 
 /// Streams weight `index` of `g` into `out` (narrowed to f16 when `compress`); its byte size.
