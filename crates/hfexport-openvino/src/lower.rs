@@ -478,17 +478,22 @@ impl<'g> Ctx<'g> {
     /// of one input share its encoder rows.
     fn cross_state_read(&mut self, n: &Node, variable: String) {
         let (fresh, out) = (self.val(n.inputs[1]), n.outputs[0]);
-        let i = self.g.info(out);
+        self.vals[out.0] = Some(self.read_value(&variable, out, fresh));
+    }
+
+    /// `ReadValue(init)` of variable `variable`, typed and shaped as value `v`.
+    fn read_value(&mut self, variable: &str, v: ValueId, init: Out) -> Out {
+        let i = self.g.info(v);
         let var_shape: Vec<String> =
             i.shape.iter().map(|d| d.as_const().map_or("?".into(), |c| c.to_string())).collect();
         let data = vec![
-            ("variable_id", variable.clone()),
+            ("variable_id", variable.to_string()),
             ("variable_type", element_type(i.dtype).to_string()),
             ("variable_shape", var_shape.join(",")),
         ];
-        let port = self.info_port(out);
-        let layer = self.em.layer(format!("{variable}/read"), "ReadValue", "opset6", data, vec![fresh], vec![port]);
-        self.vals[out.0] = Some(Out { layer, index: 0 });
+        let port = self.info_port(v);
+        let layer = self.em.layer(format!("{variable}/read"), "ReadValue", "opset6", data, vec![init], vec![port]);
+        Out { layer, index: 0 }
     }
 
     /// `ReadValue(zeros) → Gather(beam_idx)` for cache input `name`: (the read, the gathered).
@@ -515,17 +520,8 @@ impl<'g> Ctx<'g> {
             vec![zero, shape],
             port(i.dtype, dims_of(&init_dims)),
         );
-        let var_shape: Vec<String> =
-            i.shape.iter().map(|d| d.as_const().map_or("?".into(), |c| c.to_string())).collect();
-        let data = vec![
-            ("variable_id", variable.clone()),
-            ("variable_type", element_type(i.dtype).to_string()),
-            ("variable_shape", var_shape.join(",")),
-        ];
-        let layer =
-            self.em.layer(format!("{variable}/read"), "ReadValue", "opset6", data, vec![init], vec![self.info_port(v)]);
+        let read = self.read_value(&variable, v, init);
         let axis = self.em.scalar_i64(0);
-        let read = Out { layer, index: 0 };
         let gathered =
             self.em.op("Gather", "opset8", vec![("batch_dims", "0".into())], vec![read, beam, axis], self.info_port(v));
         Ok((read, gathered))
