@@ -11,12 +11,14 @@
 //! `ORTModelForSpeechSeq2Seq`, optimum-intel's `OVModelForSeq2SeqLM` / `OVModelForSpeechSeq2Seq`
 //! (stateful) and transformers.js over growing-cache encoder-decoder exports
 //! (transformers' tokens of the same call, `batched_generation.py --seq2seq` in the oracle's
-//! venv).
+//! venv), and optimum-executorch's `ExecuTorchModelForCausalLM` and ExecuTorch's own LLM runner
+//! (`TextLLMRunner`) over default `.pte` generation exports (the LLM-runner layout).
 //! Every check compares with the client's own reference: `SentenceTransformer(checkpoint)`,
 //! or transformers' goldens of the fixtures.
 //!
 //! The clients live in their own venv (`HFEXPORT_CLIENTS_PYTHON`, `.venv/clients/`):
-//! optimum-onnx 0.1.0 requires transformers < 4.58, sentence-transformers 6 requires 5.
+//! optimum-onnx 0.1.0 requires transformers < 4.58, sentence-transformers 6 requires 5. The
+//! ExecuTorch clients run in the test venv (optimum-executorch needs transformers 5).
 
 mod common;
 
@@ -221,10 +223,38 @@ fn client_libraries_give_their_own_outputs_over_our_folders() {
                          "checkpoint": fixture(name), "export": out, "format": "onnx",
                          "description": "16 greedy tokens of one prompt, as onnxruntime's own loop over the file"}));
     }
+    // ExecuTorch's LLM-runner layout, the default `.pte` generation export: optimum-executorch
+    // (transformers 5, so in the test venv) and ExecuTorch's own runner
+    let mut executorch = vec![];
+    for name in GENERATION_FIXTURES {
+        let out = tmp.path().join("exports").join(format!("{name}-executorch-generation"));
+        export(&fixture(name), "executorch", &out, growing);
+        executorch.push(json!({"name": format!("{name} executorch generation"), "client": "optimum-executorch",
+                               "checkpoint": fixture(name), "export": out, "format": "executorch",
+                               "description": "greedy tokens of one prompt: 16, or up to the EOS optimum stops at"}));
+    }
+    let byte_level = Path::new(index["byte_level"]["dir"].as_str().unwrap());
+    let out = tmp.path().join("exports").join("llama_byte_level-executorch-generation");
+    export(byte_level, "executorch", &out, growing);
+    executorch.push(json!({"name": "llama_byte_level executorch generation", "client": "executorch-runner",
+                           "checkpoint": byte_level, "export": out, "format": "executorch",
+                           "description": "greedy pieces of a text prompt up to the EOS, with the tokenizer.json \
+                                           the export carries"}));
     let plan_file = tmp.path().join("plan.json");
     std::fs::write(&plan_file, serde_json::to_vec_pretty(&plan).unwrap()).unwrap();
+    let mut failures = results(&plan, &run_clients(&["check".as_ref(), plan_file.as_os_str()]));
+    let plan_file = tmp.path().join("executorch-plan.json");
+    std::fs::write(&plan_file, serde_json::to_vec_pretty(&executorch).unwrap()).unwrap();
+    let o =
+        Command::new(python()).arg(script("clients.py")).arg("check").arg(&plan_file).output().expect("start python");
+    assert!(o.status.success(), "clients.py check (test venv) failed:\n{}", String::from_utf8_lossy(&o.stderr));
+    failures.extend(results(&executorch, &String::from_utf8(o.stdout).unwrap()));
+    let total = plan.len() + executorch.len();
+    assert!(failures.is_empty(), "{} of {total} client checks failed:\n{}", failures.len(), failures.join("\n"));
+}
 
-    let stdout = run_clients(&["check".as_ref(), plan_file.as_os_str()]);
+/// The failures among `plan`'s checks, from what `clients.py check` printed (one line each).
+fn results(plan: &[Value], stdout: &str) -> Vec<String> {
     let lines: Vec<Value> = stdout.lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
     assert_eq!(lines.len(), plan.len(), "one result per check expected; clients.py printed:\n{stdout}");
     let mut failures = vec![];
@@ -236,5 +266,5 @@ fn client_libraries_give_their_own_outputs_over_our_folders() {
             (None, e) => failures.push(format!("{what} failed:\n{}", e.unwrap_or("no result"))),
         }
     }
-    assert!(failures.is_empty(), "{} of {} client checks failed:\n{}", failures.len(), plan.len(), failures.join("\n"));
+    failures
 }

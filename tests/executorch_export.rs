@@ -16,7 +16,9 @@
 mod common;
 
 use common::{fixture, fixtures, python, script, worst_unpadded};
+use hfexport::core::backend::DEFAULT_SLOTS;
 use hfexport::core::metadata::{ExportMetadata, Range};
+use hfexport::core::plan::Positions;
 use hfexport::core::weights::TensorInfo;
 use hfexport::executorch::bounds::{DEFAULT_MAX_BATCH, PLAN_BUDGET, ROUND};
 use hfexport::executorch::dump::PteFile;
@@ -145,7 +147,8 @@ fn generation_exports_give_transformers_tokens_in_the_executorch_runtime() {
         let gold = read_all(fixture(name).join("golden.safetensors")).unwrap();
         for (variant, backend, generation) in variants {
             let dir = tmp.path().join(format!("{name}-{variant}-{backend}"));
-            let config = serde_json::json!({"export_format": "executorch", "backend": backend, "dynamic": true});
+            // the explicit-cache layout (the default LLM-runner one: tests/clients.rs)
+            let config = serde_json::json!({"export_format": "executorch", "backend": backend, "dynamic": true, "stateful": false});
             let meta = export(name, &dir, config, Some(generation));
             // one program, a method per component
             assert!(meta.components.iter().all(|c| c.files == ["model.pte"]), "{:?}", meta.components);
@@ -179,7 +182,8 @@ fn a_generation_program_stores_each_weight_once() {
         let forward = tmp.path().join(format!("forward-{backend}"));
         export("qwen2", &forward, forward_config(backend), None);
         let generation = tmp.path().join(format!("generation-{backend}"));
-        let config = serde_json::json!({"export_format": "executorch", "backend": backend, "dynamic": true});
+        let config =
+            serde_json::json!({"export_format": "executorch", "backend": backend, "dynamic": true, "stateful": false});
         let meta = export(
             "qwen2",
             &generation,
@@ -314,8 +318,9 @@ fn gib(b: u64) -> f64 {
 
 /// `--dynamic` on a Qwen3-0.6B-shaped model (151936 tokens, 40960 positions, 28 layers):
 /// batch <= 1 and the longest sequence (a multiple of 64) whose plan fits 1 GiB, recorded as
-/// the component's symbols and named in the note; one step more would not fit. A growing-cache
-/// generation export fits too (prefill + decode together). Bounds given in dynamic_shapes win,
+/// the component's symbols and named in the note; one step more would not fit. The default
+/// generation export (the LLM runner's `forward`, a static cache in the program) and a
+/// growing-cache one fit too. Bounds given in dynamic_shapes win,
 /// past the budget too; an impossible one is still the plan's clear error.
 #[test]
 fn a_qwen3_0_6b_shaped_model_gets_default_bounds_that_fit_the_budget() {
@@ -339,9 +344,26 @@ fn a_qwen3_0_6b_shaped_model_gets_default_bounds_that_fit_the_budget() {
     assert!(arenas[0] > PLAN_BUDGET, "{:.3} GiB at sequence <= {}", gib(arenas[0]), seq + ROUND);
     assert!(plan.notes.join("").contains("batch <= 1") && !plan.notes.join("").contains("sequence <="));
 
-    // growing cache: one decode, its sequence and past_len bounded together
+    // the default generation export, ExecuTorch's LLM-runner layout: one `forward` over a
+    // static cache of DEFAULT_SLOTS kept in the program, its query length bounded by the budget
+    let runner = Generation { static_cache: None, multi_token_decode: false };
+    let (plan, described, arenas) = qwen3_plan(dynamic.clone(), Some(runner)).unwrap();
+    let forward = &described[0];
+    assert_eq!((described.len(), forward.spec.positions), (1, Positions::Slots), "{described:?}");
+    assert_eq!(forward.symbols["cache_len"], Range { min: DEFAULT_SLOTS as i64, max: DEFAULT_SLOTS as i64 });
+    let seq = forward.symbols["sequence"].max;
+    assert!((64..DEFAULT_SLOTS as i64).contains(&seq) && seq % ROUND == 0, "{:?}", forward.symbols);
+    assert!(arenas[0] <= PLAN_BUDGET, "{:.3} GiB", gib(arenas[0]));
+    assert_eq!(forward.states.len(), 56, "every layer's keys and values are the program's: {forward:?}");
+    let ports: Vec<&str> = forward.inputs.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(ports, ["input_ids", "cache_position"]);
+    assert!(plan.notes.join("").contains(&format!("sequence <= {seq}")), "{:?}", plan.notes);
+    eprintln!("Qwen3-0.6B LLM-runner forward: {:?}, memory plan {:.3} GiB", forward.symbols, gib(arenas[0]));
+
+    // growing cache (the explicit-cache layout): one decode, its sequence and past_len bounded together
+    let explicit = serde_json::json!({"export_format": "executorch", "dynamic": true, "stateful": false});
     let (_, described, arenas) =
-        qwen3_plan(dynamic.clone(), Some(Generation { static_cache: None, multi_token_decode: false })).unwrap();
+        qwen3_plan(explicit.clone(), Some(Generation { static_cache: None, multi_token_decode: false })).unwrap();
     let total: u64 = arenas.iter().sum();
     assert!(total <= PLAN_BUDGET, "{:.3} GiB", gib(total));
     let decode = &described[0].symbols;
@@ -354,7 +376,7 @@ fn a_qwen3_0_6b_shaped_model_gets_default_bounds_that_fit_the_budget() {
 
     // a static cache is bounded by --static-cache: no defaults
     let (plan, described, _) =
-        qwen3_plan(dynamic.clone(), Some(Generation { static_cache: Some(1024), multi_token_decode: false })).unwrap();
+        qwen3_plan(explicit, Some(Generation { static_cache: Some(1024), multi_token_decode: false })).unwrap();
     assert!(plan.notes.is_empty() && described.iter().all(|c| c.symbols["cache_len"].max == 1024), "{:?}", plan.notes);
 
     // given bounds past the budget are kept (under the hard limit); past it, the clear error

@@ -317,7 +317,10 @@ fn an_export_failing_midway_leaves_nothing() {
     let cfg = AutoExportConfig::from_dict(&serde_json::json!({"export_format": "onnx"})).unwrap();
     let backend = hfexport::backend(cfg.format()).unwrap();
     let (prepared, _) = hfexport::core::backend::prepare(backend, &cfg, &planned).unwrap();
-    let e = backend.write(&prepared, &src, staged.path(), &cfg, &mut |_, _, _| Ok(())).unwrap_err().to_string();
+    let e = backend
+        .write(&prepared, &src, &Default::default(), staged.path(), &cfg, &mut |_, _, _| Ok(()))
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("simulated I/O failure"), "{e}");
     assert!(staged.path().join("onnx/model.onnx.data").exists(), "the failure happened midway");
     drop(staged);

@@ -829,7 +829,7 @@ fn write_and_run(
 ) -> Result<(), String> {
     std::fs::create_dir_all(dir).unwrap();
     let written = backend
-        .write(std::slice::from_ref(planned), &case.weights, dir, cfg, &mut |_, _, _| Ok(()))
+        .write(std::slice::from_ref(planned), &case.weights, &Default::default(), dir, cfg, &mut |_, _, _| Ok(()))
         .map_err(|e| format!("write: {e}"))?;
     let files = written.into_iter().next().unwrap().files;
     let component = backend.describe(planned, files.clone(), cfg);

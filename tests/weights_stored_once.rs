@@ -37,7 +37,7 @@ fn prefill_and_decode_store_each_weight_once_in_every_format() {
         serde_json::json!({"export_format": "onnx"}),
         serde_json::json!({"export_format": "openvino", "stateful": false}),
         serde_json::json!({"export_format": "dynamo"}),
-        serde_json::json!({"export_format": "executorch"}),
+        serde_json::json!({"export_format": "executorch", "stateful": false}),
     ];
     let variants = [
         ("static", Generation { static_cache: Some(32), multi_token_decode: false }),

@@ -90,7 +90,8 @@ def make(out):
                       "normalize": normalize, "dim": width,
                       "description": f"{kind} hidden {hidden} heads {heads}, pooling {'+'.join(modes)}, "
                                      f"dense [{', '.join(described)}], normalize {normalize}"})
-    (out / "index.json").write_text(json.dumps({"cases": cases, "seq2seq": make_seq2seq(out)}, indent=1))
+    (out / "index.json").write_text(json.dumps({"cases": cases, "seq2seq": make_seq2seq(out),
+                                                "byte_level": make_byte_level(out)}, indent=1))
 
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
@@ -119,6 +120,29 @@ def make_seq2seq(out):
         made.append({"name": folder.name, "dir": str(folder),
                      "description": f"the {name} fixture with {config.encoder_attention_heads} heads on both sides"})
     return made
+
+
+def make_byte_level(out):
+    """The llama fixture with a byte-level BPE `tokenizer.json` of its 256 tokens (token `b` is
+    byte `b`, no merges), so ExecuTorch's runner, whose tokenizer reads byte-level BPE but not the
+    fixtures' Metaspace, can turn every token the model picks into text; no decoder, so each
+    token's text is its printable byte-level character."""
+    import shutil
+
+    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    chars = {b: chr(b) for b in printable}
+    chars.update({b: chr(256 + i) for i, b in enumerate(b for b in range(256) if b not in chars)})
+    folder = out / "llama_byte_level"
+    shutil.copytree(FIXTURES / "llama", folder)
+    model = {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
+             "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
+             "vocab": {chars[b]: b for b in range(256)}, "merges": []}
+    tokenizer = {"version": "1.0", "truncation": None, "padding": None, "added_tokens": [], "normalizer": None,
+                 "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True,
+                                   "use_regex": True},
+                 "post_processor": None, "decoder": None, "model": model}
+    (folder / "tokenizer.json").write_text(json.dumps(tokenizer))
+    return {"name": folder.name, "dir": str(folder)}
 
 
 def sentence_transformers_check(case):
@@ -363,6 +387,50 @@ def genai_check(case):
     return 0.0
 
 
+def optimum_executorch_check(case):
+    """optimum-executorch's `ExecuTorchModelForCausalLM` over a default `.pte` generation export
+    (ExecuTorch's LLM-runner layout: `forward(input_ids, cache_position)`, the cache in the
+    program, the runner's constant methods): its `generate` of the fixture's prompt ids, the
+    prompt in one call, gives transformers' greedy tokens (16, or up to the first EOS after the
+    first token, where it stops)."""
+    from optimum.executorch import ExecuTorchModelForCausalLM
+    from safetensors.torch import load_file
+
+    gold = load_file(str(Path(case["checkpoint"]) / "golden.safetensors"))
+    prompt, want = gold["greedy.prompt_ids"][0].tolist(), gold["greedy.tokens"][0].tolist()
+    model = ExecuTorchModelForCausalLM.from_pretrained(case["export"])
+    got = model.generate(prompt, max_seq_len=len(prompt) + len(want))
+    eos = set(model.eos_token_ids)
+    stop = next((i + 1 for i, t in enumerate(want) if i > 0 and t in eos), len(want))
+    compare("one prompt", torch.tensor([got]), torch.tensor([want[:stop]]))
+    return 0.0
+
+
+def executorch_runner_check(case):
+    """ExecuTorch's own LLM runner (`TextLLMRunner`, the C++ `extension/llm` runner the wheel
+    ships) over a default `.pte` generation export and the `tokenizer.json` it carries: its greedy
+    pieces of a prompt, up to the EOS it stops at, are transformers' greedy tokens of the same ids
+    (`add_special_tokens=False`: the runner adds no BOS by default)."""
+    from executorch.extension.llm.runner import GenerationConfig, TextLLMRunner
+    from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig as HfConfig
+
+    tok = AutoTokenizer.from_pretrained(case["export"])
+    prompt, n = "hello world", 16
+    runner = TextLLMRunner(str(Path(case["export"]) / "model.pte"), case["export"])
+    pieces = []
+    runner.generate(prompt, GenerationConfig(temperature=0.0, max_new_tokens=n, echo=False, warming=True),
+                    token_callback=pieces.append)
+    ids = tok(prompt, add_special_tokens=False).input_ids
+    model = AutoModelForCausalLM.from_pretrained(case["checkpoint"], dtype=torch.float32).eval()
+    eos = HfConfig.from_pretrained(case["checkpoint"]).eos_token_id
+    tokens = model.generate(torch.tensor([ids]), max_new_tokens=n, do_sample=False, eos_token_id=eos,
+                            pad_token_id=0)[0, len(ids):].tolist()
+    want = tok.convert_ids_to_tokens(tokens)
+    if pieces != want:
+        raise ValueError(f"the runner's pieces {pieces}, transformers' tokens {want}")
+    return 0.0
+
+
 def compare(case, got, want):
     """Raises, with both, unless the tokens are transformers'."""
     if got.shape != want.shape or bool((got != want).any()):
@@ -372,7 +440,8 @@ def compare(case, got, want):
 CHECKS = {"sentence-transformers": sentence_transformers_check, "fastembed": fastembed_check, "optimum": optimum_check,
           "optimum-generate": optimum_generation_check, "transformers.js": transformersjs_check,
           "openvino-genai": genai_check, "optimum-seq2seq": optimum_seq2seq_check,
-          "transformers.js-seq2seq": transformersjs_seq2seq_check}
+          "transformers.js-seq2seq": transformersjs_seq2seq_check, "optimum-executorch": optimum_executorch_check,
+          "executorch-runner": executorch_runner_check}
 
 
 def check(plan):

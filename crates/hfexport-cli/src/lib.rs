@@ -241,6 +241,19 @@ where
     }
 }
 
+/// The command line `args` (the program name first) run in this process as [`main`] runs it,
+/// with its error returned instead of printed ([`report`] gives `main`'s text; `--help` is an
+/// error here): for a caller that runs many commands and would otherwise start a process for
+/// each, such as a test suite (the runtimes' libraries take about 0.4 s to initialise a process).
+pub fn run_command<I, T>(args: I) -> Result<()>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    let cli = Cli::try_parse_from(args).map_err(|e| anyhow::anyhow!("{}", e.render().to_string().trim()))?;
+    dispatch(cli.command)
+}
+
 /// `hfexport export ARGS` in process: `args` are the flags after `export` (`--model DIR
 /// --format onnx --output OUT ...`, parsed as the command line parses them), the progress goes
 /// to `progress`, nothing is printed. Returns the export's metadata (what export.json holds).

@@ -2,7 +2,8 @@
 //! the `cxx` bridge, `shim/et_bridge.cpp`): `export --format executorch --verify` checks every fixture with both
 //! backends before the folder appears, `run` on the `.pte` reproduces transformers' logits (and
 //! the evaluator's at a shape no sample used), `generate` gives transformers' 16 greedy tokens
-//! for every fixture, copying and zero-copy, and the zero-copy loop writes into the generator's
+//! for every fixture, over the default LLM-runner layout (the cache in the program) and the
+//! explicit-cache one, copying and zero-copy, and the zero-copy loop writes into the generator's
 //! own cache buffers. A corrupt `.pte` given to `run` is a clear error. No Python is run.
 
 mod common;
@@ -18,25 +19,26 @@ fn s(p: &Path) -> &str {
     p.to_str().unwrap()
 }
 
-/// `alloc_*` false: nothing planned, every input and output is the caller's memory.
-const ZERO_COPY: &str = r#""alloc_graph_input": false, "alloc_graph_output": false, "alloc_mutable_buffers": false"#;
+/// The explicit-cache layout (`stateful` false) with `alloc_*` false: nothing planned, every
+/// input and output is the caller's memory.
+const ZERO_COPY: &str =
+    r#""stateful": false, "alloc_graph_input": false, "alloc_graph_output": false, "alloc_mutable_buffers": false"#;
 
 fn export(name: &str, out: &Path, config: &str, extra: &[&str]) {
     let cfg = out.with_extension("json");
     std::fs::write(&cfg, format!("{{\"export_format\": \"executorch\", {config}}}")).unwrap();
     let model = fixture(name);
-    let mut args = vec!["export", "--model", s(&model), "--config", s(&cfg), "--output", s(out)];
+    let mut args = vec!["export", "--model", s(&model), "--config", s(&cfg), "--quiet", "--output", s(out)];
     args.extend_from_slice(extra);
-    let o = hfexport(&args);
-    assert!(o.status.success(), "{name} {config} {extra:?}: export failed: {}", stderr(&o));
+    hfexport_here(&args).unwrap_or_else(|e| panic!("{name} {config} {extra:?}: export failed: {e}"));
 }
 
 fn run(tmp: &Path, tag: &str, path: &Path, feeds: &[(&str, &Tensor)]) -> BTreeMap<String, Tensor> {
     let inp = tmp.join(format!("{tag}-in.safetensors"));
     write_safetensors(&inp, feeds, &BTreeMap::new()).unwrap();
     let res = tmp.join(format!("{tag}-out.safetensors"));
-    let o = hfexport(&["run", s(path), "--inputs", s(&inp), "--outputs", s(&res)]);
-    assert!(o.status.success(), "{tag}: run failed: {}", stderr(&o));
+    let run = hfexport_here(&["run", s(path), "--inputs", s(&inp), "--outputs", s(&res)]);
+    run.unwrap_or_else(|e| panic!("{tag}: run failed: {e}"));
     read_all(&res).unwrap()
 }
 
@@ -89,7 +91,8 @@ fn executorch_generate_gives_transformers_tokens_copying_and_zero_copy() {
     let zero_copy_xnnpack = format!("\"backend\": \"xnnpack\", {ZERO_COPY}");
     let zero_copy_portable = format!("\"backend\": \"portable\", {ZERO_COPY}");
     let variants: [(&str, &str, &[&str]); 3] = [
-        ("xnnpack-planned-prefill", "\"backend\": \"xnnpack\"", &["--static-cache", "32"]),
+        // the default: ExecuTorch's LLM-runner layout, the cache in the program
+        ("xnnpack-stateful", "\"backend\": \"xnnpack\"", &[]),
         ("xnnpack-zero-copy-multi", &zero_copy_xnnpack, &["--static-cache", "32", "--multi-token-decode"]),
         ("portable-zero-copy-prefill", &zero_copy_portable, &["--static-cache", "32"]),
     ];
@@ -107,6 +110,7 @@ fn executorch_generate_gives_transformers_tokens_copying_and_zero_copy() {
             assert!(o.status.success(), "{name} {variant}: {}", stderr(&o));
             assert!(stderr(&o).contains("executorch 1.5.1"), "{}", stderr(&o));
             assert_eq!(stderr(&o).contains("zero-copy"), variant.contains("zero-copy"), "{}", stderr(&o));
+            assert_eq!(stderr(&o).contains("stateful"), variant.contains("stateful"), "{}", stderr(&o));
             let got = stdout(&o).lines().find_map(|l| l.strip_prefix("ids: ")).unwrap_or_default().to_string();
             if got != want {
                 failures.push(format!("{name} {variant}: {got} != transformers' {want}"));
@@ -169,7 +173,9 @@ mod zero_copy {
         let g = read_all(fixture("qwen3").join("golden.safetensors")).unwrap();
         let prompt = g["greedy.prompt_ids"].as_i64().unwrap().to_vec();
         let want = g["greedy.tokens"].as_i64().unwrap().to_vec();
-        for (variant, config) in [("zero-copy", ZERO_COPY), ("planned", "\"backend\": \"xnnpack\"")] {
+        for (variant, config) in
+            [("zero-copy", ZERO_COPY), ("planned", "\"backend\": \"xnnpack\", \"stateful\": false")]
+        {
             let out = tmp.path().join(variant);
             export("qwen3", &out, config, &["--dynamic", "--for-generation", "--static-cache", "32"]);
             let mut gen = EtGenerator::load(&out).unwrap();

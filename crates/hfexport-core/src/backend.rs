@@ -66,7 +66,7 @@ pub struct DefaultBounds {
 /// What a runtime other than hfexport's needs to know of the model beyond the graphs
 /// ([`Backend::runtime_files`]): sizes from `config.json`, special tokens and sampling defaults
 /// from `generation_config.json` (over `config.json`'s).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct ModelFacts {
     /// `config.json`'s `model_type` (the architecture class when it has none).
     pub model_type: String,
@@ -90,6 +90,10 @@ pub struct ModelFacts {
     pub sampling: BTreeMap<String, serde_json::Value>,
 }
 
+/// The static cache's slots of a generation export with no `--static-cache` in a format whose
+/// decode takes `cache_position` ([`Backend::slot_positions`]); at most the model's context.
+pub const DEFAULT_SLOTS: usize = 2048;
+
 /// One deployment format.
 pub trait Backend: Send + Sync {
     fn format(&self) -> ExportFormat;
@@ -109,11 +113,14 @@ pub trait Backend: Send + Sync {
     fn runtime_pins(&self) -> BTreeMap<String, String>;
 
     /// Writes every component (graphs already through [`prepare`]) into `dir`; weights used by
-    /// several components are written once. Returns one [`Written`] per component, in order.
+    /// several components are written once (`model`: what a format records of the checkpoint
+    /// inside its files, ExecuTorch's LLM-runner constants). Returns one [`Written`] per
+    /// component, in order.
     fn write(
         &self,
         components: &[Planned],
         src: &dyn TensorSource,
+        model: &ModelFacts,
         dir: &Path,
         cfg: &ExportConfig,
         progress: WeightProgress,
@@ -163,6 +170,14 @@ pub trait Backend: Send + Sync {
     /// The component as `export.json` records it (a backend may fold ports, e.g. into states).
     fn describe(&self, planned: &Planned, files: Vec<String>, _cfg: &ExportConfig) -> Component {
         Component::from_planned(planned, files)
+    }
+
+    /// Whether a text decoder's static cache takes `cache_position` (`Positions::Slots`) in
+    /// place of `attention_mask` and `position_ids` under `cfg`, one `decode` serving prompts
+    /// and steps, and a generation export has a static cache by default
+    /// ([`DEFAULT_SLOTS`]): the form ExecuTorch's LLM runners call. The default: no.
+    fn slot_positions(&self, _cfg: &ExportConfig) -> bool {
+        false
     }
 
     /// Whether a generation export keeps its cache inside the runtime under `cfg` (OpenVINO's

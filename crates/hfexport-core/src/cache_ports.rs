@@ -19,6 +19,11 @@ pub const PAST: &str = "past_key_values.";
 /// The prefix of a cache's output.
 pub const PRESENT: &str = "present.";
 
+/// The input of a static cache's decode that takes the slots a call writes in place of its
+/// mask and positions (`Positions::Slots`: ExecuTorch's LLM-runner call, whose caches stay in
+/// the program).
+pub const CACHE_POSITION: &str = "cache_position";
+
 /// The cache of layer `layer` of kind `kind` (`key`, `value`, `conv`, `ssm`).
 pub fn layer_cache(layer: usize, kind: &str) -> String {
     format!("{layer}.{kind}")

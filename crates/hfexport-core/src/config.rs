@@ -154,6 +154,11 @@ pub struct ExecutorchConfig {
     pub alloc_graph_input: bool,
     pub alloc_graph_output: bool,
     pub alloc_mutable_buffers: bool,
+    /// A text decoder's generation export keeps its static cache in the program as mutable
+    /// buffers and is one method `forward(input_ids, cache_position)` with the LLM runner's
+    /// constant methods (ExecuTorch's `extension/llm` runner, optimum-executorch). `false`: the
+    /// caches are method inputs and outputs, bound zero-copy by the caller.
+    pub stateful: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -206,7 +211,7 @@ impl AutoExportConfig {
             ExportFormat::Dynamo => &[],
             ExportFormat::Onnx => &["opset_version", "optimize", "ort_fusions", "quant_ops", "genai"],
             ExportFormat::Executorch => {
-                &["backend", "alloc_graph_input", "alloc_graph_output", "alloc_mutable_buffers"]
+                &["backend", "alloc_graph_input", "alloc_graph_output", "alloc_mutable_buffers", "stateful"]
             }
             ExportFormat::Openvino => &["compress_to_fp16", "stateful"],
         };
@@ -279,6 +284,7 @@ impl AutoExportConfig {
                     alloc_graph_input: get_bool(obj, "alloc_graph_input", true)?,
                     alloc_graph_output: get_bool(obj, "alloc_graph_output", true)?,
                     alloc_mutable_buffers: get_bool(obj, "alloc_mutable_buffers", true)?,
+                    stateful: get_bool(obj, "stateful", true)?,
                 })
             }
             ExportFormat::Openvino => ExportConfig::Openvino(OpenvinoConfig {
@@ -476,6 +482,7 @@ impl ExportConfig {
                 "alloc_graph_input": e.alloc_graph_input,
                 "alloc_graph_output": e.alloc_graph_output,
                 "alloc_mutable_buffers": e.alloc_mutable_buffers,
+                "stateful": e.stateful,
             }),
             ExportConfig::Openvino(o) => {
                 json!({"compress_to_fp16": o.compress_to_fp16, "stateful": o.stateful})
@@ -526,6 +533,7 @@ mod tests {
                 alloc_graph_input: true,
                 alloc_graph_output: true,
                 alloc_mutable_buffers: true,
+                stateful: true,
             })
         );
         let c = AutoExportConfig::from_dict(&json!({"export_format": "openvino", "stateful": false})).unwrap();

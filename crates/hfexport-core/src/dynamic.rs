@@ -14,7 +14,7 @@ use crate::config::{AxisSpec, CommonConfig};
 use crate::dim::Dim;
 use crate::error::{Error, Result};
 use crate::graph::Graph;
-use crate::plan::{CacheMode, Planned};
+use crate::plan::{CacheMode, Planned, Positions};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Returns the runtime checks the export must record (user ranges kept past the model's).
@@ -78,10 +78,11 @@ pub fn apply(g: &mut Graph, c: &CommonConfig, sample_sizes: &BTreeMap<String, i6
 
 /// The symbols of a component whose upper bound nobody chose: not given a `max` in
 /// `dynamic_shapes`, and not bounded by `--static-cache` (every symbol of a static-cache
-/// component is: its query and cache lengths are at most the slots asked for). A backend may
-/// narrow these to its defaults.
+/// component is: its query and cache lengths are at most the slots asked for; but the query
+/// length of a decode called at `cache_position`, one method for prompts and steps, is left
+/// to the backend). A backend may narrow these to its defaults.
 pub fn open_symbols(c: &Planned, config: &CommonConfig) -> BTreeSet<String> {
-    if c.spec.cache == CacheMode::StaticInPlace {
+    if c.spec.cache == CacheMode::StaticInPlace && c.spec.positions != Positions::Slots {
         return BTreeSet::new();
     }
     let bounded: BTreeSet<&str> = config

@@ -129,6 +129,13 @@ impl Call<'_> {
             ("position_ids".to_string(), Tensor::i64(vec![1, q], positions)?),
         ]))
     }
+
+    /// [`crate::cache_ports::CACHE_POSITION`] int64 [q]: the slots this call writes (a
+    /// [`crate::plan::Positions::Slots`] component's one input beside `input_ids`).
+    pub fn cache_position(&self) -> Result<Tensor> {
+        let q = self.tokens.len();
+        Tensor::i64(vec![q], (self.pos..self.pos + q).map(|p| p as i64).collect())
+    }
 }
 
 /// The shape of a growing cache's empty past, which the prompt's call takes: one sequence (the
@@ -187,10 +194,17 @@ impl GenerationExport {
         self.decode().static_slots()
     }
 
-    /// Whether `decode` takes one token per call (`input_ids` [1, 1]).
-    pub fn one_token(&self) -> bool {
-        let ids = self.decode().inputs.iter().find(|p| p.name == "input_ids");
-        ids.is_some_and(|p| p.shape.get(1).map(String::as_str) == Some("1"))
+    /// The most tokens `decode` takes per call: 1 when `input_ids` is [1, 1], else the maximum
+    /// of its query-length symbol (a `.pte` plans every tensor at such a bound, so a longer
+    /// prompt goes in chunks of it).
+    pub fn decode_tokens(&self) -> usize {
+        let decode = self.decode();
+        let query = decode.inputs.iter().find(|p| p.name == "input_ids").and_then(|p| p.shape.get(1));
+        match query {
+            Some(d) => d.parse().ok().or_else(|| decode.symbols.get(d).map(|r| r.max as usize)).unwrap_or(usize::MAX),
+            None => usize::MAX,
+        }
+        .max(1)
     }
 
     /// The components' names, for messages.
@@ -222,7 +236,7 @@ pub trait Session: Sized {
 }
 
 /// Greedy generation over a generation export in any runtime: the components by role, the
-/// prompt in one call of `prefill` (or of `decode`, token by token when it takes one), the
+/// prompt in one call of `prefill` (or of `decode`, in chunks of the most it takes), the
 /// position and a static cache's bounds; the runtime's [`Session`] makes each call.
 #[derive(Debug)]
 pub struct GenerationLoop<S> {
@@ -231,8 +245,8 @@ pub struct GenerationLoop<S> {
     slots: Option<usize>,
     /// The prompt goes through `prefill`.
     has_prefill: bool,
-    /// `decode` takes one token per call.
-    one_token: bool,
+    /// The most tokens `decode` takes per call.
+    decode_tokens: usize,
     pos: usize,
     last_stop: Option<StopReason>,
 }
@@ -246,7 +260,7 @@ impl<S: Session> GenerationLoop<S> {
             session: S::open(&export)?,
             slots: export.slots(),
             has_prefill: export.prefill().is_some(),
-            one_token: export.one_token(),
+            decode_tokens: export.decode_tokens(),
             dir: export.dir,
             pos: 0,
             last_stop: None,
@@ -289,9 +303,9 @@ impl<S: Session> GenerationLoop<S> {
         }
         self.session.reset()?;
         self.pos = 0;
-        let (role, per_call) = match (self.has_prefill, self.one_token) {
-            (true, _) => (Role::Prefill, prompt.len()),
-            (false, one) => (Role::Decode, if one { 1 } else { prompt.len() }),
+        let (role, per_call) = match self.has_prefill {
+            true => (Role::Prefill, prompt.len()),
+            false => (Role::Decode, self.decode_tokens),
         };
         let mut logits = vec![];
         for chunk in prompt.chunks(per_call) {

@@ -178,8 +178,7 @@ impl Component {
 
     /// The component of a stateful export: every cache pair `past_key_values.<n>` /
     /// `present.<n>` (a static cache's in-place pair or a growing cache's past and present)
-    /// becomes the state `<n>`, those ports leave `inputs`/`outputs` (and the aliases go), and
-    /// `beam_idx` int32 `[batch]` is an input.
+    /// becomes the state `<n>`, and those ports leave `inputs`/`outputs` (and the aliases go).
     pub fn fold_cache_pairs_into_states(mut self) -> Component {
         let states: Vec<String> = self
             .inputs
@@ -194,9 +193,18 @@ impl Component {
         self.inputs.retain(|p| !states.iter().any(|n| p.name == cache_ports::past(n)));
         self.outputs.retain(|p| !states.iter().any(|n| p.name == cache_ports::present(n)));
         self.aliases.clear();
+        self.states = states;
+        self
+    }
+
+    /// A component with states gets `beam_idx` int32 `[batch]` as its last input (OpenVINO's
+    /// stateful decode: the rows of the states each call keeps).
+    pub fn with_beam_idx(mut self) -> Component {
+        if self.states.is_empty() {
+            return self;
+        }
         let batch = self.inputs.first().and_then(|p| p.shape.first().cloned()).unwrap_or_else(|| "batch".into());
         self.inputs.push(Port { name: "beam_idx".into(), dtype: "i32".into(), shape: vec![batch] });
-        self.states = states;
         self
     }
 }

@@ -85,6 +85,10 @@ pub enum Positions {
     Ids,
     /// `position_ids` int64 `[3, batch, sequence]` (temporal, height, width; M-RoPE).
     MultiRow,
+    /// `cache_position` int64 `[sequence]`: the static cache slots this call writes, which are
+    /// its tokens' positions (one sequence); the causal mask is made inside the graph. The call
+    /// ExecuTorch's LLM runners make (`forward(tokens, cache_position)`).
+    Slots,
     /// The component has no positions (an image encoder's patches carry their own).
     None,
 }

@@ -17,7 +17,7 @@ use crate::zip::ZipWriter;
 use crate::{DynamoError, Result};
 use hfexport_aten::{lower, native, AtenGraph, TensorMeta};
 use hfexport_core::backend::{
-    compiled_in, Backend, Lowering, Runtime, WeightProgress, WeightTable, Written as Written_,
+    compiled_in, Backend, Lowering, ModelFacts, Runtime, WeightProgress, WeightTable, Written as Written_,
 };
 use hfexport_core::cache_ports;
 use hfexport_core::config::ExportFormat;
@@ -73,6 +73,7 @@ impl Backend for Dynamo {
         &self,
         components: &[Planned],
         src: &dyn TensorSource,
+        _model: &ModelFacts,
         dir: &Path,
         _cfg: &ExportConfig,
         progress: WeightProgress,

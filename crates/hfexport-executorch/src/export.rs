@@ -7,9 +7,12 @@
 use crate::program::{build, Alloc, Backend, ConstSource, Data, Method, Value};
 use crate::{plan, pte, EtError, Result};
 use hfexport_aten::lower;
-use hfexport_core::backend::{compiled_in, Backend as HfBackend, DefaultBounds, Lowering, Runtime, WeightProgress};
+use hfexport_core::backend::{
+    compiled_in, Backend as HfBackend, DefaultBounds, Lowering, ModelFacts, Runtime, WeightProgress,
+};
 use hfexport_core::config::{ExecutorchBackend, ExecutorchConfig, ExportFormat};
-use hfexport_core::plan::{ComponentSpec, Planned, Role};
+use hfexport_core::metadata::Component;
+use hfexport_core::plan::{ComponentSpec, Planned, Positions, Role};
 use hfexport_core::sink::WeightSink;
 use hfexport_core::{Activation, DType, ExportConfig, Graph, Op, QuantForm, QuantRecipe, TensorSource};
 use std::collections::{BTreeMap, BTreeSet};
@@ -148,13 +151,14 @@ impl HfBackend for Executorch {
         &self,
         components: &[Planned],
         src: &dyn TensorSource,
+        model: &ModelFacts,
         dir: &Path,
         cfg: &ExportConfig,
         progress: WeightProgress,
     ) -> hfexport_core::Result<Vec<hfexport_core::backend::Written>> {
         let cfg = executorch_config(cfg)?;
         let graphs: Vec<(&str, &Graph)> = components.iter().map(|c| (method_name(&c.spec), &c.graph)).collect();
-        let arenas = export_program(&graphs, src, dir, cfg, progress)?;
+        let arenas = export_program(&graphs, src, model, dir, cfg, progress)?;
         Ok(graphs
             .iter()
             .zip(arenas)
@@ -181,6 +185,22 @@ impl HfBackend for Executorch {
         }
         let (prepared, _) = hfexport_core::backend::prepare(&BACKEND, cfg, components)?;
         Ok(crate::bounds::default_bounds(&prepared, open, executorch_config(cfg)?)?)
+    }
+
+    /// The stateful (default) generation export is called as ExecuTorch's LLM runners call a
+    /// program: `forward(input_ids, cache_position)`, the cache in the program.
+    fn slot_positions(&self, cfg: &ExportConfig) -> bool {
+        executorch_config(cfg).is_ok_and(|c| c.stateful)
+    }
+
+    /// A decode called at `cache_position` keeps its caches as the program's mutable buffers:
+    /// states, not ports.
+    fn describe(&self, planned: &Planned, files: Vec<String>, _cfg: &ExportConfig) -> Component {
+        let c = Component::from_planned(planned, files);
+        match planned.spec.positions {
+            Positions::Slots => c.fold_cache_pairs_into_states(),
+            _ => c,
+        }
     }
 
     fn runtime(&self) -> hfexport_core::Result<&'static dyn Runtime> {
@@ -269,20 +289,24 @@ fn arena_message(m: &Method, g: &Graph) -> String {
 /// The file of every export: one program, a method per component.
 pub const FILE: &str = "model.pte";
 
-/// The method of a component in the program: `forward` for the forward graph (what upstream
-/// loaders call by default), else the component's name (`prefill`, `decode`).
+/// The method of a component in the program: `forward` for the forward graph and for a decode
+/// called at `cache_position` (what upstream loaders and LLM runners call), else the
+/// component's name (`prefill`, `decode`).
 pub fn method_name(spec: &ComponentSpec) -> &str {
-    match spec.role {
-        Role::Forward => "forward",
+    match (spec.role, spec.positions) {
+        (Role::Forward, _) | (Role::Decode, Positions::Slots) => "forward",
         _ => &spec.name,
     }
 }
 
 /// Writes [`FILE`]: a method per component (`(method name, prepared graph)`), each distinct
-/// weight once for all of them, streamed one tensor at a time. Returns each method's arena.
+/// weight once for all of them, streamed one tensor at a time, and the LLM runner's constant
+/// methods when one is its `forward` ([`crate::llm`], from the checkpoint's `model` facts).
+/// Returns each component's arena.
 pub fn export_program(
     components: &[(&str, &Graph)],
     src: &dyn TensorSource,
+    model: &ModelFacts,
     dir: &Path,
     cfg: &ExecutorchConfig,
     progress: WeightProgress,
@@ -295,6 +319,10 @@ pub fn export_program(
         let mut m = method(g, cfg)?;
         m.name = name.to_string();
         methods.push(m);
+    }
+    let arenas: Vec<u64> = methods.iter().map(|m| m.arena).collect();
+    if let Some((_, g)) = components.iter().find(|(_, g)| crate::llm::is_runner_forward(g)) {
+        methods.extend(crate::llm::constant_methods(g, model));
     }
     let layout = pte::Layout::of(&methods, |m, c| match c {
         ConstSource::Weight(w) => {
@@ -341,5 +369,5 @@ pub fn export_program(
         stream(&mut out, &named.blob, named.size)?;
     }
     out.finish().map_err(io)?;
-    Ok(methods.iter().map(|m| m.arena).collect())
+    Ok(arenas)
 }

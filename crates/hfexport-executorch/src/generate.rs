@@ -12,13 +12,18 @@
 //! output — nothing is copied, and `prefill` and `decode` share the same cache buffers. When
 //! the program plans them, each call copies the caches in (`set_input`) and the updated caches
 //! back out.
+//!
+//! The stateful (LLM-runner) layout has one method, `forward(input_ids, cache_position)`, and
+//! its caches are the program's mutable buffers: the session feeds the tokens and their slots
+//! and holds no cache. A new prompt starts at slot 0 over whatever an earlier one left in the
+//! buffers; the causal mask hides every slot past the query, so nothing needs clearing.
 
 use crate::export::method_name;
 use crate::runtime::{EtRunner, RunError};
 use hfexport_core::cache_ports;
 use hfexport_core::generation::{self, Call, GenerationExport, GenerationLoop};
 use hfexport_core::metadata::Component;
-use hfexport_core::plan::Role;
+use hfexport_core::plan::{Positions, Role};
 use hfexport_core::{DType, ExportFormat, Tensor};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -77,6 +82,9 @@ pub type EtGenerator = GenerationLoop<EtSession>;
 pub struct EtSession {
     decode: Part,
     prefill: Option<Part>,
+    /// `decode` is `forward(input_ids, cache_position)` with its caches in the program (the
+    /// LLM-runner layout): the session holds none of them.
+    slotted: bool,
     slots: usize,
     /// (dtype, sizes, buffer) of each cache, in method input order.
     caches: Vec<(DType, Vec<i64>, Buf)>,
@@ -100,17 +108,21 @@ impl Part {
             Some((other, r)) if c.file(".pte").ok() == other.file(".pte").ok() => r.sibling(method_name(&c.spec))?,
             _ => EtRunner::for_component(dir, c)?,
         };
-        Self::check(runner, caches, fixed)
+        Self::check(runner, caches, fixed, c.spec.positions == Positions::Slots)
     }
 
-    fn check(runner: EtRunner, caches: usize, fixed: usize) -> Result<Part, RunError> {
+    fn check(runner: EtRunner, caches: usize, fixed: usize, slotted: bool) -> Result<Part, RunError> {
         let n_in = runner.inputs().len();
-        if n_in != 3 + caches + fixed || runner.outputs().len() != 2 * caches + 1 {
+        let (per_call, expected) = match slotted {
+            true => (2, "[input_ids, cache_position]"),
+            false => (3, "[input_ids, attention_mask, position_ids, caches, more]"),
+        };
+        if n_in != per_call + caches + fixed || runner.outputs().len() != 2 * caches + 1 {
             return Err(err(
                 runner.path(),
                 format!(
-                    "expected inputs [input_ids, attention_mask, position_ids, {caches} caches, {fixed} more] and \
-                     outputs [caches, logits, caches]; the method has {n_in} inputs and {} outputs",
+                    "expected inputs {expected} ({caches} caches, {fixed} more) and outputs [caches, logits, caches]; \
+                     the method has {n_in} inputs and {} outputs",
                     runner.outputs().len()
                 ),
             ));
@@ -132,7 +144,7 @@ impl EtSession {
             ));
         };
         let cache_inputs: Vec<_> = comp.inputs.iter().filter(|p| cache_ports::is_past(&p.name)).collect();
-        let per_call = ["input_ids", "attention_mask", "position_ids"];
+        let per_call = ["input_ids", "attention_mask", "position_ids", cache_ports::CACHE_POSITION];
         let fixed_names: Vec<String> = comp
             .inputs
             .iter()
@@ -142,7 +154,8 @@ impl EtSession {
         let counts = (cache_inputs.len(), fixed_names.len());
         let decode = Part::load(dir, comp, counts, None)?;
         let prefill = export.prefill().map(|c| Part::load(dir, c, counts, Some((comp, &decode.runner)))).transpose()?;
-        let ports = &decode.runner.inputs()[3..];
+        let slotted = comp.spec.positions == Positions::Slots;
+        let ports = &decode.runner.inputs()[if slotted { 2 } else { 3 }..];
         let caches = ports[..counts.0].iter().map(|t| (t.dtype, t.bound.clone(), Buf::zeros(t.max_bytes()))).collect();
         let fixed = fixed_names
             .into_iter()
@@ -161,6 +174,7 @@ impl EtSession {
         Ok(EtSession {
             decode,
             prefill,
+            slotted,
             slots,
             caches,
             fixed,
@@ -222,14 +236,20 @@ impl EtSession {
         let r = &mut part.runner;
         let inputs = call.inputs().map_err(|e| err(r.path(), e.to_string()))?;
         let ints = |name: &str| inputs[name].as_i64().map(<[i64]>::to_vec).map_err(|e| err(r.path(), e.to_string()));
-        let (mut ids, mut positions) = (ints("input_ids")?, ints("position_ids")?);
+        let mut ids = ints("input_ids")?;
+        let mut positions = ints("position_ids")?;
         let mut mask = inputs["attention_mask"].to_le_bytes();
         // SAFETY: every bound buffer (locals and the session's) lives until `execute` returns
         // and is not moved meanwhile; the caches and logits are the session's own.
         unsafe {
             r.bind_input(0, ids.as_mut_ptr().cast(), DType::I64, &[1, q as i64])?;
-            r.bind_input(1, mask.as_mut_ptr(), DType::Bool, &[1, 1, q as i64, slots as i64])?;
-            r.bind_input(2, positions.as_mut_ptr().cast(), DType::I64, &[1, q as i64])?;
+            if self.slotted {
+                // the cache slots are the positions
+                r.bind_input(1, positions.as_mut_ptr().cast(), DType::I64, &[q as i64])?;
+            } else {
+                r.bind_input(1, mask.as_mut_ptr(), DType::Bool, &[1, 1, q as i64, slots as i64])?;
+                r.bind_input(2, positions.as_mut_ptr().cast(), DType::I64, &[1, q as i64])?;
+            }
             for (i, (dtype, sizes, buf)) in self.caches.iter_mut().enumerate() {
                 r.bind_input(3 + i, buf.ptr(), *dtype, sizes)?;
                 if part.zero_copy {
@@ -284,9 +304,10 @@ impl generation::Session for EtSession {
     }
 
     fn kind(&self) -> &'static str {
-        match self.zero_copy() {
-            true => "zero-copy",
-            false => "",
+        match (self.slotted, self.zero_copy()) {
+            (true, _) => "stateful",
+            (false, true) => "zero-copy",
+            (false, false) => "",
         }
     }
 

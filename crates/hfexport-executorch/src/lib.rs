@@ -12,6 +12,8 @@
 //!   named, not embedded);
 //! - [`export`]: every component of an export as a method of one `model.pte`, each distinct
 //!   weight stored once and streamed after the program;
+//! - [`llm`]: the constant methods of ExecuTorch's LLM-runner convention, beside a decode that
+//!   is `forward(input_ids, cache_position)` with its caches in the program;
 //! - `runtime` and `generate` (feature `runtime`): the executorch wheel's C++ runtime through a
 //!   `cxx` bridge (`shim/et_bridge.{h,cpp}`), and the runtime calls of core's generation loop
 //!   (zero-copy).
@@ -28,6 +30,7 @@ pub mod export;
 pub mod generated;
 #[cfg(feature = "runtime")]
 pub mod generate;
+pub mod llm;
 pub mod plan;
 pub mod program;
 pub mod pte;

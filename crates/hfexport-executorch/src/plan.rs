@@ -63,6 +63,10 @@ pub fn plan(m: &mut Method) {
     for &o in &m.outputs {
         touch(&mut life, o, end);
     }
+    for &b in &m.buffers {
+        touch(&mut life, b, 0);
+        touch(&mut life, b, end);
+    }
     // a view's base lives as long as the view; a view comes after its base, so going backwards
     // carries a view of a view down to the tensor that owns the memory
     for v in (0..n).rev() {

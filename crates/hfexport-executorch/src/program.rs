@@ -16,6 +16,7 @@
 use crate::xnnpack::{self, Delegate};
 use hfexport_aten::lower::QUANT_LINEAR;
 use hfexport_aten::{Arg, AtenGraph, Output, SymIntArg, TensorMeta};
+use hfexport_core::cache_ports;
 use hfexport_core::graph::Weight;
 use hfexport_core::{DType, Dim, SymbolScope, Tensor, WeightExpr};
 use std::collections::HashMap;
@@ -115,6 +116,9 @@ pub struct Method {
     pub delegates: Vec<Delegate>,
     /// Bytes of the planned arena (memory id 1).
     pub arena: u64,
+    /// Planned tensors that live from one call to the next: the caches of a decode called at
+    /// `cache_position` (the program's mutable buffers), never reused by the plan.
+    pub buffers: Vec<usize>,
 }
 
 impl Method {
@@ -718,6 +722,13 @@ impl Builder<'_> {
     }
 }
 
+/// Whether the method of `a` keeps its caches as mutable buffers of the program: a decode
+/// called at `cache_position`, as ExecuTorch's LLM runners call `forward` (the caches are no
+/// ports there).
+pub fn keeps_caches(a: &AtenGraph) -> bool {
+    a.user_inputs.iter().any(|(port, _)| port == cache_ports::CACHE_POSITION)
+}
+
 /// Builds the method of `a`. `caches` are the user inputs updated in place (from `a.mutations`);
 /// `alloc` says which inputs and outputs the plan owns.
 pub fn build(a: &AtenGraph, weights: &[Weight], scope: &SymbolScope, alloc: Alloc, backend: Backend) -> Result<Method> {
@@ -733,11 +744,16 @@ pub fn build(a: &AtenGraph, weights: &[Weight], scope: &SymbolScope, alloc: Allo
         returned: a.user_outputs.iter().chain(&a.mutations).map(|(_, v)| v.clone()).collect(),
     };
     let mutated: Vec<&str> = a.mutations.iter().map(|(port, _)| port.as_str()).collect();
+    let in_program = keeps_caches(a);
     for (port, value) in &b.a.user_inputs {
-        let planned = if mutated.contains(&port.as_str()) { alloc.mutable_buffers } else { alloc.graph_input };
+        let cache = mutated.contains(&port.as_str());
+        let planned = if cache { alloc.mutable_buffers || in_program } else { alloc.graph_input };
         let data = if planned { Data::Planned(None) } else { Data::Unplanned };
         let i = b.tensor(value, &a.tensors[value], data);
-        b.m.inputs.push(i);
+        match cache && in_program {
+            true => b.m.buffers.push(i),
+            false => b.m.inputs.push(i),
+        }
         b.names.insert(value.clone(), i);
     }
     for (fqn, value, index) in &a.parameters {
@@ -819,8 +835,12 @@ pub fn build(a: &AtenGraph, weights: &[Weight], scope: &SymbolScope, alloc: Allo
         };
         b.names.insert(out_name, v);
     }
-    // [updated caches, user outputs, updated caches] (DESIGN.md)
-    let mutations: Vec<usize> = a.mutations.iter().map(|(port, v)| b.write_back(port, v)).collect::<Result<_>>()?;
+    // [updated caches, user outputs, updated caches] (DESIGN.md); a cache kept in the program
+    // is updated there and returned by no one
+    let mut mutations: Vec<usize> = a.mutations.iter().map(|(port, v)| b.write_back(port, v)).collect::<Result<_>>()?;
+    if in_program {
+        mutations.clear();
+    }
     b.m.outputs.extend(&mutations);
     for (_, v) in &a.user_outputs {
         let i = b.value(v, "output")?;

@@ -317,7 +317,11 @@ fn plan<'a>(
         })
         .collect();
     let operators = b.create_vector(&ops);
-    let buffers = b.create_vector(&[0i64, m.arena as i64]);
+    // entry 0 is reserved; a method with nothing planned (a constant) has no arena
+    let buffers = match m.arena {
+        0 => b.create_vector(&[0i64]),
+        arena => b.create_vector(&[0i64, arena as i64]),
+    };
     // the runtime requires the field, even empty
     let delegates: Vec<_> = (0..m.delegates.len())
         .map(|i| {

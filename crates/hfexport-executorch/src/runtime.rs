@@ -14,6 +14,7 @@ use crate::dump::PteFile;
 use crate::program::{dtype_of, scalar_type};
 use cxx::UniquePtr;
 use hfexport_core::backend::{verification_atol, Runner, Runtime};
+use hfexport_core::cache_ports;
 use hfexport_core::config::ExecutorchBackend;
 use hfexport_core::generation::Generator;
 use hfexport_core::metadata::Component;
@@ -86,7 +87,8 @@ impl Runtime for ExecutorchRuntime {
         let aliased: Vec<String> = component.aliases.iter().map(|a| a.output.clone()).collect();
         let names = output_names(&outputs, &aliased);
         let xnnpack = crate::export::executorch_config(cfg)?.backend == ExecutorchBackend::Xnnpack;
-        Ok(Box::new(EtComponent { runner, inputs, names, xnnpack }))
+        let stateful = !component.states.is_empty();
+        Ok(Box::new(EtComponent { runner, inputs, names, xnnpack, stateful }))
     }
 
     fn open_generator(&self, dir: &Path) -> hfexport_core::Result<Box<dyn Generator>> {
@@ -102,6 +104,9 @@ struct EtComponent {
     inputs: Vec<String>,
     names: Vec<String>,
     xnnpack: bool,
+    /// The caches are the program's buffers (`forward(input_ids, cache_position)`): cache
+    /// feeds, which the reference evaluator takes, are not the method's.
+    stateful: bool,
 }
 
 impl Runner for EtComponent {
@@ -110,7 +115,21 @@ impl Runner for EtComponent {
     }
 
     fn run(&mut self, feeds: &BTreeMap<String, Tensor>) -> hfexport_core::Result<BTreeMap<String, Tensor>> {
-        Ok(self.runner.run_named(feeds, &self.inputs, &self.names)?)
+        if !self.stateful {
+            return Ok(self.runner.run_named(feeds, &self.inputs, &self.names)?);
+        }
+        let mut feeds = feeds.clone();
+        feeds.retain(|name, _| !cache_ports::is_past(name));
+        Ok(self.runner.run_named(&feeds, &self.inputs, &self.names)?)
+    }
+
+    fn compares(&self, output: &str) -> bool {
+        !(self.stateful && cache_ports::is_present(output))
+    }
+
+    /// A program holding its caches starts from empty ones (zeros when the method loads).
+    fn stateful(&self) -> bool {
+        self.stateful
     }
 
     fn atol(&self, dtype: DType) -> f32 {

@@ -13,7 +13,7 @@ use crate::error::{ModelError, Result};
 use crate::task::Task;
 use hfexport_core::cache_ports;
 use hfexport_core::ops::{Activation, BinaryOp};
-use hfexport_core::plan::{CacheMode, ComponentSpec, Entry, Exit, Planned, Role};
+use hfexport_core::plan::{CacheMode, ComponentSpec, Entry, Exit, Planned, Positions, Role};
 use hfexport_core::{DType, Dim, Graph, Op, RopeConfig, Tensor, ValueId};
 
 /// Builds the forward graph of `task`: inputs `input_ids`, `attention_mask` (int64
@@ -114,6 +114,12 @@ pub fn build_generation(
     let planned =
         |role: Role, cache: CacheMode, graph: Graph| Planned { spec: ComponentSpec::generation(role, cache), graph };
     let (stat, grow) = (CacheMode::StaticInPlace, CacheMode::Growing);
+    // the one static `decode` of a format that keeps the cache in its program: any number of
+    // tokens per call, at the slots `cache_position` gives
+    let slotted_spec = || {
+        let positions = if decoding().takes_slots() { Positions::Slots } else { Positions::Ids };
+        ComponentSpec { positions, ..ComponentSpec::generation(Role::Decode, stat) }
+    };
     // an encoder-decoder: the encoder (states and cross-attention keys and values, once per
     // input), then the decoder's components over a static cache
     let mut components = vec![];
@@ -133,7 +139,7 @@ pub fn build_generation(
             // no graph of this format loops over a prompt: it goes through the one-token step
             let mut decode = decoding().static_decode(n)?;
             decode.substitute_symbol("sequence", &Dim::konst(1))?;
-            return Ok(vec![planned(Role::Decode, stat, decode)]);
+            return Ok(vec![Planned { spec: slotted_spec(), graph: decode }]);
         }
     }
     if arch.layout.encoder_stack.is_some() {
@@ -143,6 +149,9 @@ pub fn build_generation(
         components.extend(crate::vision::image_components(cfg, arch, weights, opts)?);
     }
     components.extend(match static_cache {
+        Some(n) if decoding().takes_slots() => {
+            vec![Planned { spec: slotted_spec(), graph: decoding().static_decode(n)? }]
+        }
         Some(n) if multi_token_decode => vec![planned(Role::Decode, stat, decoding().static_decode(n)?)],
         Some(n) => {
             // the prompt goes through the multi-token graph, later steps through one fixed at 1
@@ -156,6 +165,14 @@ pub fn build_generation(
         None => vec![planned(Role::Decode, grow, decoding().growing_decode()?)],
     });
     Ok(components)
+}
+
+/// Whether `cfg`'s static decode can take `cache_position` (`Positions::Slots`) when the
+/// format asks for it: a text decoder's (an image or encoder input has no place in that call)
+/// attending over its cache (a recurrent state kept in the program would carry one prompt into
+/// the next: nothing there is masked).
+pub fn takes_slots(cfg: &ModelConfig) -> bool {
+    cfg.vision.is_none() && cfg.seq2seq.is_none() && !cfg.recurrent()
 }
 
 impl<'a> Decoder<'a> {
@@ -174,14 +191,22 @@ impl<'a> Decoder<'a> {
         let (cfg, act) = (self.cfg, self.activation()?);
         let one = Dim::konst(1);
         let seq = Dim::sym(&self.g.symbols.declare("sequence", 1, max_cache_len as i64)?);
-        let len = Dim::sym(&self.g.symbols.declare("cache_len", 1, max_cache_len as i64)?);
+        // a cache kept in the program is all of its slots on every call
+        let slotted = self.takes_slots();
+        let fewest = if slotted { max_cache_len as i64 } else { 1 };
+        let len = Dim::sym(&self.g.symbols.declare("cache_len", fewest, max_cache_len as i64)?);
         let ids = self.g.add_input("input_ids", DType::I64, vec![one.clone(), seq.clone()])?;
-        let mask = self.g.add_input(
-            "attention_mask",
-            DType::Bool,
-            vec![one.clone(), one.clone(), seq.clone(), len.clone()],
-        )?;
-        let positions = self.g.add_input("position_ids", DType::I64, vec![one.clone(), seq])?;
+        let (mask, positions) = match slotted {
+            true => self.slot_inputs(&seq, &len)?,
+            false => {
+                let mask = self.g.add_input(
+                    "attention_mask",
+                    DType::Bool,
+                    vec![one.clone(), one.clone(), seq.clone(), len.clone()],
+                )?;
+                (mask, self.g.add_input("position_ids", DType::I64, vec![one.clone(), seq])?)
+            }
+        };
         let inputs = self.cache_inputs(&len, &one)?;
         self.kv = Kv::StaticCache { inputs, outputs: vec![] };
         let cross = self.cross_inputs()?;
@@ -201,6 +226,32 @@ impl<'a> Decoder<'a> {
         self.logits(ids, &shared, act)?;
         self.cache_outputs(true)?;
         Ok(self.g)
+    }
+
+    /// Whether this static decode takes `cache_position` ([`BuildOptions::slot_positions`] and
+    /// [`takes_slots`]).
+    pub(crate) fn takes_slots(&self) -> bool {
+        self.opts.slot_positions && takes_slots(self.cfg)
+    }
+
+    /// [`cache_ports::CACHE_POSITION`] `[seq]` (the slots of this call, `len` of them in all)
+    /// and what it stands for: the positions `[1, seq]` and the causal mask `[1, 1, seq, len]`
+    /// (slot `j` visible to query `i` iff `j <= cache_position[i]`), as the static cache's
+    /// `attention_mask` and `position_ids` would have been fed.
+    fn slot_inputs(&mut self, seq: &Dim, len: &Dim) -> Result<(ValueId, ValueId)> {
+        let one = Dim::konst(1);
+        let slots = self.g.add_input(cache_ports::CACHE_POSITION, DType::I64, vec![seq.clone()])?;
+        let positions = self.op("cache.query_ids", Op::Reshape { shape: vec![one.clone(), seq.clone()] }, &[slots])?;
+        let q = self.op(
+            "mask.query_pos",
+            Op::Reshape { shape: vec![one.clone(), one.clone(), seq.clone(), one.clone()] },
+            &[slots],
+        )?;
+        let all = self.op("mask.slots", Op::Iota { len: len.clone() }, &[])?;
+        let k =
+            self.op("mask.key_pos", Op::Reshape { shape: vec![one.clone(), one.clone(), one, len.clone()] }, &[all])?;
+        let mask = self.op("mask.causal", Op::Binary(BinaryOp::GreaterEqual), &[q, k])?;
+        Ok((mask, positions))
     }
 
     /// Decode over a growing cache: `past_key_values.*` `[batch, kv_heads, past_len, head_dim]`,

@@ -63,6 +63,10 @@ pub struct BuildOptions {
     /// `[height, width]` of an image model's `pixel_values` where not the config's
     /// `image_size` (a convolutional family takes any; a patch family only its own).
     pub image_size: Option<[usize; 2]>,
+    /// A text decoder's static cache takes `cache_position` (`Positions::Slots`) in place of
+    /// `attention_mask` and `position_ids`: the format keeps the cache inside its program and
+    /// is called as ExecuTorch's LLM runners call it.
+    pub slot_positions: bool,
 }
 
 impl Default for BuildOptions {
@@ -73,6 +77,7 @@ impl Default for BuildOptions {
             latent: hfexport_core::LatentForm::Auto,
             sequence_loops: false,
             image_size: None,
+            slot_positions: false,
         }
     }
 }

@@ -38,7 +38,7 @@ mod swin;
 pub mod task;
 pub mod vision;
 
-pub use builder::{build, build_forward, build_generation};
+pub use builder::{build, build_forward, build_generation, takes_slots};
 pub use checkpoint::Checkpoint;
 pub use config::{GenerationConfig, ModelConfig};
 pub use decoder::{max_context, BuildOptions, Weights, DEFAULT_MAX_BATCH};

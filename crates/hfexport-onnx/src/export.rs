@@ -65,6 +65,7 @@ impl Backend for Onnx {
         &self,
         components: &[Planned],
         src: &dyn TensorSource,
+        _model: &ModelFacts,
         dir: &Path,
         cfg: &ExportConfig,
         progress: WeightProgress,

@@ -4,7 +4,7 @@
 
 use crate::lower::{native, LowerOptions};
 use crate::writer::write_components;
-use hfexport_core::backend::{compiled_in, Backend, Lowering, Runtime, WeightProgress, Written};
+use hfexport_core::backend::{compiled_in, Backend, Lowering, ModelFacts, Runtime, WeightProgress, Written};
 use hfexport_core::config::{ExportFormat, OpenvinoConfig};
 use hfexport_core::graph::{Node, Producer};
 use hfexport_core::metadata::Component;
@@ -52,6 +52,7 @@ impl Backend for Openvino {
         &self,
         components: &[Planned],
         src: &dyn TensorSource,
+        _model: &ModelFacts,
         dir: &Path,
         cfg: &ExportConfig,
         progress: WeightProgress,
@@ -66,7 +67,7 @@ impl Backend for Openvino {
     fn describe(&self, planned: &Planned, files: Vec<String>, cfg: &ExportConfig) -> Component {
         let c = Component::from_planned(planned, files);
         match openvino_config(cfg) {
-            Ok(ov) if ov.stateful => c.fold_cache_pairs_into_states(),
+            Ok(ov) if ov.stateful => c.fold_cache_pairs_into_states().with_beam_idx(),
             _ => c,
         }
     }

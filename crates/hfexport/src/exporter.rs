@@ -6,7 +6,7 @@ use crate::samples::sample_sizes;
 use crate::verification::{compare_with_float, merge, verify_component};
 use crate::{Error, Result};
 use hfexport_core::artifact::StagedDir;
-use hfexport_core::backend::{prepare, Backend, Lowering, ModelFacts};
+use hfexport_core::backend::{prepare, Backend, Lowering, ModelFacts, DEFAULT_SLOTS};
 use hfexport_core::fault;
 use hfexport_core::metadata::{self, ExportMetadata, QuantQuality, Source, Verification};
 use hfexport_core::plan::{Exit, Planned, Role};
@@ -180,7 +180,9 @@ impl AutoHfExporter {
         let native = |op: Op| self.backend().lowering(&op, &self.config) == Lowering::Native;
         let sequence_loops = native(Op::SelectiveScan) && native(Op::DeltaScan);
         let image_size = self.config.common().image_size;
-        let opts = BuildOptions { dtype: req.dtype, latent, sequence_loops, image_size, ..Default::default() };
+        let slot_positions = self.backend().slot_positions(&self.config);
+        let opts =
+            BuildOptions { dtype: req.dtype, latent, sequence_loops, image_size, slot_positions, ..Default::default() };
         let task = req.task_of(model);
         let mut components = match &req.generation {
             None => build_forward(model, weights, task, &opts)?,
@@ -207,7 +209,14 @@ impl AutoHfExporter {
                 // transformers' one call: such a model keeps the multi-token decode.
                 let in_runtime = self.backend().keeps_cache_in_runtime(&self.config);
                 let multi = gen.multi_token_decode || (in_runtime && rope_depends_on_call_length(model));
-                let mut components = build_generation(model, weights, &opts, gen.static_cache, multi)?;
+                // a text decoder called at `cache_position` keeps a static cache even unasked
+                let slots = match gen.static_cache {
+                    None if slot_positions && hfexport_models::takes_slots(model) => {
+                        Some(DEFAULT_SLOTS.min(hfexport_models::max_context(model) as usize))
+                    }
+                    given => given,
+                };
+                let mut components = build_generation(model, weights, &opts, slots, multi)?;
                 if in_runtime {
                     components.retain(|c| c.spec.role != Role::Prefill);
                 }
@@ -293,7 +302,7 @@ impl AutoHfExporter {
                 false => Ok(()),
             }
         };
-        let written = backend.write(&prepared, &ckpt, staged.path(), &self.config, &mut step);
+        let written = backend.write(&prepared, &ckpt, &facts, staged.path(), &self.config, &mut step);
         if observer.cancelled() {
             return Err(Error::Cancelled);
         }

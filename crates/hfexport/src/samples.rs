@@ -274,7 +274,9 @@ pub fn generation_case(graph: &Graph, vocab: usize, past: usize) -> Result<Sampl
         let n: usize = shape.iter().product();
         let t = match port.name.as_str() {
             "input_ids" => Tensor::int(info.dtype, shape, (0..q as i64).map(|i| (i * 31 + 7) % vocab).collect())?,
-            "position_ids" => Tensor::int(info.dtype, shape, (past..past + q).map(|p| p as i64).collect())?,
+            "position_ids" | cache_ports::CACHE_POSITION => {
+                Tensor::int(info.dtype, shape, (past..past + q).map(|p| p as i64).collect())?
+            }
             "attention_mask" => match shape[..] {
                 // static cache: slot j visible to query i iff j <= past + i
                 [1, 1, rows, slots] if rows == q => {

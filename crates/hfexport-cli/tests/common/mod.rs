@@ -101,6 +101,15 @@ pub fn hfexport(args: &[&str]) -> Output {
         .expect("run hfexport")
 }
 
+/// `hfexport ARGS` in this process (`hfexport_cli::run_command`), for a command whose results
+/// are files: no process start, which costs about 0.4 s (libtorch's and the kernels'
+/// initialisation), so a test running hundreds of commands runs them here. The error's report
+/// on failure. Commands whose printed output a test reads go through [`hfexport`].
+pub fn hfexport_here(args: &[&str]) -> Result<(), String> {
+    let argv = std::iter::once("hfexport").chain(args.iter().copied());
+    hfexport_cli::run_command(argv).map_err(|e| hfexport_cli::report(&e))
+}
+
 pub fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
