@@ -40,8 +40,8 @@ fn run(tmp: &Path, tag: &str, path: &Path, task: &str, inputs: &BTreeMap<String,
     let feeds: Vec<(&str, &Tensor)> = inputs.iter().map(|(k, v)| (k.as_str(), v)).collect();
     write_safetensors(&inp, &feeds, &BTreeMap::new()).unwrap();
     let out = tmp.join(format!("{tag}-out.safetensors"));
-    let o = hfexport(&["run", s(path), "--task", task, "--inputs", s(&inp), "--outputs", s(&out)]);
-    assert!(o.status.success(), "{tag}: run failed: {}", stderr(&o));
+    let run = hfexport_here(&["run", s(path), "--task", task, "--inputs", s(&inp), "--outputs", s(&out)]);
+    run.unwrap_or_else(|e| panic!("{tag}: run failed: {e}"));
     read_all(&out).unwrap()
 }
 
@@ -112,20 +112,9 @@ fn encoders_match_transformers_in_the_evaluator_and_every_runtime() {
         }
         for format in ["onnx", "openvino", "dynamo", "executorch"] {
             let dir = tmp.path().join(format!("{name}-{format}"));
-            let o = hfexport(&[
-                "export",
-                "--model",
-                s(&fx),
-                "--format",
-                format,
-                "--task",
-                task,
-                "--dynamic",
-                "--verify",
-                "--output",
-                s(&dir),
-            ]);
-            assert!(o.status.success(), "{name} {format}: {}", stderr(&o));
+            let args = ["export", "--model", s(&fx), "--format", format, "--task", task, "--dynamic", "--verify"];
+            let exported = hfexport_here(&[&args[..], &["--quiet", "--output", s(&dir)]].concat());
+            exported.unwrap_or_else(|e| panic!("{name} {format}: {e}"));
             let meta = std::fs::read_to_string(dir.join("export.json")).unwrap();
             assert!(meta.contains(&format!("\"task\": \"{task}\"")), "{name} {format}: export.json task");
             for case in ["single", "batch"] {
@@ -166,8 +155,7 @@ fn run_component(
     if !path.join("export.json").exists() {
         args.extend(["--task", task]);
     }
-    let o = hfexport(&args);
-    assert!(o.status.success(), "{tag}: run failed: {}", stderr(&o));
+    hfexport_here(&args).unwrap_or_else(|e| panic!("{tag}: run failed: {e}"));
     read_all(&out).unwrap()
 }
 
@@ -240,8 +228,9 @@ fn dual_encoders_match_transformers_in_the_evaluator_and_every_runtime() {
             for task in ["zero-shot-image-classification", "feature-extraction"] {
                 let dir = tmp.path().join(format!("{name}-{format}-{task}"));
                 let args = ["export", "--model", s(&fx), "--format", format, "--task", task];
-                let o = hfexport(&[&args[..], &["--dynamic", "--verify", "--output", s(&dir)]].concat());
-                assert!(o.status.success(), "{name} {format} {task}: {}", stderr(&o));
+                let exported =
+                    hfexport_here(&[&args[..], &["--dynamic", "--verify", "--quiet", "--output", s(&dir)]].concat());
+                exported.unwrap_or_else(|e| panic!("{name} {format} {task}: {e}"));
             }
             for case in ["single", "batch"] {
                 for (task, component, names, prefix) in DUAL_COMPONENTS {

@@ -22,10 +22,9 @@ fn s(p: &Path) -> &str {
 
 fn export(name: &str, out: &Path, extra: &[&str]) {
     let model = fixture(name);
-    let mut args = vec!["export", "--model", s(&model), "--format", "dynamo", "--output", s(out)];
+    let mut args = vec!["export", "--model", s(&model), "--format", "dynamo", "--quiet", "--output", s(out)];
     args.extend_from_slice(extra);
-    let o = hfexport(&args);
-    assert!(o.status.success(), "{name} {extra:?}: export failed: {}", stderr(&o));
+    hfexport_here(&args).unwrap_or_else(|e| panic!("{name} {extra:?}: export failed: {e}"));
 }
 
 /// `hfexport run` of `path` (an export folder or a checkpoint) on `feeds`; its outputs.
@@ -33,8 +32,8 @@ fn run(tmp: &Path, tag: &str, path: &Path, feeds: &[(&str, &Tensor)]) -> BTreeMa
     let inp = tmp.join(format!("{tag}-in.safetensors"));
     write_safetensors(&inp, feeds, &BTreeMap::new()).unwrap();
     let res = tmp.join(format!("{tag}-out.safetensors"));
-    let o = hfexport(&["run", s(path), "--inputs", s(&inp), "--outputs", s(&res)]);
-    assert!(o.status.success(), "{tag}: run failed: {}", stderr(&o));
+    let run = hfexport_here(&["run", s(path), "--inputs", s(&inp), "--outputs", s(&res)]);
+    run.unwrap_or_else(|e| panic!("{tag}: run failed: {e}"));
     read_all(&res).unwrap()
 }
 

@@ -14,18 +14,18 @@ use hfexport_core::metadata::ExportMetadata;
 use hfexport_models::safetensors::{read_all, write_safetensors};
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Command;
 
 fn s(p: &Path) -> &str {
     p.to_str().unwrap()
 }
 
-/// `hfexport export --format onnx` of a fixture into `out`, with extra flags.
-fn export(name: &str, out: &Path, extra: &[&str]) -> Output {
+/// `hfexport export --format onnx` of a fixture into `out`, with extra flags, in this process.
+fn export(name: &str, out: &Path, extra: &[&str]) {
     let model = fixture(name);
-    let mut args = vec!["export", "--model", s(&model), "--format", "onnx", "--output", s(out)];
+    let mut args = vec!["export", "--model", s(&model), "--format", "onnx", "--quiet", "--output", s(out)];
     args.extend_from_slice(extra);
-    hfexport(&args)
+    hfexport_here(&args).unwrap_or_else(|e| panic!("{name} {extra:?}: export failed: {e}"));
 }
 
 #[test]
@@ -35,9 +35,7 @@ fn verified_exports_run_in_onnxruntime_like_transformers() {
     let mut failures = vec![];
     for name in fixtures() {
         let out = tmp.path().join(name);
-        let o = export(name, &out, &["--dynamic", "--verify"]);
-        assert!(o.status.success(), "{name}: export --verify failed: {}", stderr(&o));
-        assert!(String::from_utf8_lossy(&o.stdout).contains("verified in onnxruntime 1.32"), "{name}");
+        export(name, &out, &["--dynamic", "--verify"]);
 
         let meta = ExportMetadata::read(&out).unwrap();
         let v = meta.verification.as_ref().unwrap_or_else(|| panic!("{name}: export.json has no verification"));
@@ -59,8 +57,8 @@ fn verified_exports_run_in_onnxruntime_like_transformers() {
             )
             .unwrap();
             let res = tmp.path().join(format!("{name}-{case}-out.safetensors"));
-            let o = hfexport(&["run", s(&out), "--inputs", s(&inp), "--outputs", s(&res)]);
-            assert!(o.status.success(), "{name} {case}: run failed: {}", stderr(&o));
+            let run = hfexport_here(&["run", s(&out), "--inputs", s(&inp), "--outputs", s(&res)]);
+            run.unwrap_or_else(|e| panic!("{name} {case}: run failed: {e}"));
             let got = read_all(&res).unwrap();
             let d = worst_unpadded(&got["logits"], &gold[&format!("{case}.logits")], mask);
             if d > 1e-4 {
@@ -76,8 +74,7 @@ fn broken_artifacts_and_wrong_runtimes_are_clear_errors() {
     require_onnxruntime();
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("llama");
-    let o = export("llama", &out, &["--dynamic"]);
-    assert!(o.status.success(), "{}", stderr(&o));
+    export("llama", &out, &["--dynamic"]);
     let gold = read_all(fixture("llama").join("golden.safetensors")).unwrap();
     let inp = tmp.path().join("in.safetensors");
     let (ids, mask) = (&gold["single.input_ids"], &gold["single.attention_mask"]);
@@ -136,15 +133,16 @@ fn a_failed_verification_leaves_no_output_folder() {
     require_onnxruntime();
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("bf16");
-    let o = export("qwen3", &out, &["--dtype", "bfloat16", "--verify"]);
+    let model = fixture("qwen3");
+    let args = ["export", "--model", s(&model), "--format", "onnx", "--output", s(&out), "--dtype", "bfloat16"];
+    let o = hfexport(&[&args[..], &["--verify"]].concat());
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     assert!(stderr(&o).contains("ONNX Runtime"), "{}", stderr(&o));
     assert!(!out.exists(), "the output folder must not appear");
     let left: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().flatten().map(|e| e.file_name()).collect();
     assert!(left.is_empty(), "staging folders left behind: {left:?}");
     // the same export without --verify succeeds and records no verification
-    let o = export("qwen3", &out, &["--dtype", "bfloat16"]);
-    assert!(o.status.success(), "{}", stderr(&o));
+    export("qwen3", &out, &["--dtype", "bfloat16"]);
     assert_eq!(ExportMetadata::read(&out).unwrap().verification, None);
 }
 
@@ -167,8 +165,7 @@ fn generation_exports_verify_every_component() {
             let out = tmp.path().join(format!("{name}-{variant}"));
             let mut args = vec!["--dynamic", "--for-generation", "--verify"];
             args.extend_from_slice(flags);
-            let o = export(name, &out, &args);
-            assert!(o.status.success(), "{name} {variant}: export --verify failed: {}", stderr(&o));
+            export(name, &out, &args);
             let v = ExportMetadata::read(&out).unwrap().verification.unwrap();
             assert!(v.runtime.starts_with("onnxruntime 1.32") && v.max_abs_diff <= 1e-4, "{name} {variant}: {v:?}");
             assert_eq!(v.inputs.len(), cases.len(), "{name} {variant}: {v:?}");

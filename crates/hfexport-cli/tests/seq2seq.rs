@@ -54,8 +54,8 @@ fn export(name: &str, format: &str, dir: &Path, growing: bool) {
     if !growing {
         args.extend(["--static-cache", "24", "--multi-token-decode"]);
     }
-    let o = hfexport(&[args, vec!["--output", s(dir)]].concat());
-    assert!(o.status.success(), "{name} {format}: {}", stderr(&o));
+    let exported = hfexport_here(&[args, vec!["--quiet", "--output", s(dir)]].concat());
+    exported.unwrap_or_else(|e| panic!("{name} {format}: {e}"));
 }
 
 #[test]

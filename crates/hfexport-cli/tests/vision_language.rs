@@ -55,21 +55,10 @@ fn ids(t: &Tensor) -> String {
 }
 
 fn export(model: &Path, format: &str, dir: &Path) {
-    let o = hfexport(&[
-        "export",
-        "--model",
-        s(model),
-        "--format",
-        format,
-        "--dynamic",
-        "--for-generation",
-        "--static-cache",
-        "96",
-        "--multi-token-decode",
-        "--output",
-        s(dir),
-    ]);
-    assert!(o.status.success(), "{} {format}: {}", model.display(), stderr(&o));
+    let args = ["export", "--model", s(model), "--format", format, "--dynamic", "--for-generation"];
+    let cache = ["--static-cache", "96", "--multi-token-decode", "--quiet", "--output", s(dir)];
+    let exported = hfexport_here(&[&args[..], &cache[..]].concat());
+    exported.unwrap_or_else(|e| panic!("{} {format}: {e}", model.display()));
 }
 
 #[test]
