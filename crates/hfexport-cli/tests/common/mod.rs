@@ -110,6 +110,19 @@ pub fn hfexport_here(args: &[&str]) -> Result<(), String> {
     hfexport_cli::run_command(argv).map_err(|e| hfexport_cli::report(&e))
 }
 
+/// `hfexport generate DIR --prompt-ids PROMPT --max-new-tokens N` in this process: the
+/// generator the command opens (the export's runtime), stopping where the command stops (the
+/// export's EOS ids). The new tokens, and how the runtime holds the cache (`stateful`,
+/// `zero-copy`, or empty).
+pub fn generate_here(dir: &Path, prompt: &[i64], max_new_tokens: usize) -> (Vec<i64>, &'static str) {
+    let meta = hfexport::core::metadata::ExportMetadata::read(dir).unwrap();
+    let format = hfexport::ExportFormat::parse(&meta.format).unwrap();
+    let eos = hfexport::models::GenerationConfig::stop_token_ids(dir).unwrap();
+    let mut generator = hfexport::backend(format).unwrap().runtime().unwrap().open_generator(dir).unwrap();
+    let tokens = generator.generate(prompt, max_new_tokens, &eos).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+    (tokens.tokens, generator.kind())
+}
+
 pub fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
