@@ -10,6 +10,11 @@ position_ids, *cache]` and returns `[cache×N, logits, cache×N]` (DESIGN.md): t
 zeros sized from export.json (`cache_len` at its maximum) and the last N outputs are fed back as
 the next call's caches. The first N outputs must equal the last N (both are the caches updated
 in place).
+
+A default (`stateful`) export is ExecuTorch's LLM-runner layout instead: one method `forward`
+taking `[input_ids, cache_position]` and returning `[logits]`, its caches the program's own
+buffers (export.json lists them as `states`), beside the runner's constant methods; the prompt
+goes in one call, then one token a call, each at its slots.
 """
 import json
 import os
@@ -38,6 +43,8 @@ def generate(export, golden):
     n_new = gold["greedy.tokens"].shape[1]
     (file,) = {f for c in comps.values() for f in c["files"] if f.endswith(".pte")}
     program = Runtime.get().load_program(os.path.join(export, file))
+    if comps["decode"]["positions"] == "slots":
+        return generate_at_slots(program, prompt, n_new)
     assert program.method_names == set(comps), f"methods {program.method_names}, components {set(comps)}"
     methods = {n: program.load_method(n) for n in comps}
     decode_c = comps["decode"]
@@ -79,6 +86,26 @@ def generate(export, golden):
             return tokens
         logits = call("decode", [tokens[-1]], pos)
         pos += 1
+
+
+def generate_at_slots(program, prompt, n_new):
+    """Greedy tokens through the LLM-runner layout's `forward(input_ids, cache_position)`, the
+    constant methods read as the runners read them."""
+    constant = {name: program.load_method(name).execute([]) for name in ("get_max_seq_len", "get_max_context_len")}
+    assert len(prompt) <= constant["get_max_seq_len"][0] <= constant["get_max_context_len"][0], constant
+    forward = program.load_method("forward")
+
+    def call(tokens, pos):
+        slots = torch.arange(pos, pos + len(tokens), dtype=torch.int64)
+        (logits,) = forward.execute([torch.tensor([tokens], dtype=torch.int64), slots])
+        return logits[0, -1]
+
+    logits, tokens = call(prompt, 0), []
+    while True:
+        tokens.append(int(torch.argmax(logits)))
+        if len(tokens) == n_new:
+            return tokens
+        logits = call([tokens[-1]], len(prompt) + len(tokens) - 1)
 
 
 if __name__ == "__main__":
