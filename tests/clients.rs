@@ -49,10 +49,11 @@ const GENERATION_FIXTURES: [&str; 9] =
 /// Phi-3's grouped heads), whatever exported the graph.
 const ORT_CAUSAL_LM_FIXTURES: [&str; 4] = ["llama", "gpt2", "opt", "gpt_neox"];
 
-/// The generation fixtures OpenVINO GenAI's `LLMPipeline` runs right. Its PagedAttention
-/// conversion drops the sliding window of our Mistral graph (its SDPA backend keeps it), and it
-/// refuses a model naming no EOS (the `qwen3` fixture: "stop_token_ids must be non-negative").
-const GENAI_FIXTURES: [&str; 7] = ["llama", "gemma2", "phi3", "gpt2", "opt", "llama4", "gpt_neox"];
+/// The generation fixtures OpenVINO GenAI's `LLMPipeline` runs: all but the one naming no EOS,
+/// which GenAI refuses (the `qwen3` fixture: "stop_token_ids must be non-negative"). Its
+/// PagedAttention conversion finds Mistral's window of 4 from the mask's form (the lowering's
+/// `paged_window_mask`).
+const GENAI_FIXTURES: [&str; 8] = ["llama", "gemma2", "phi3", "gpt2", "opt", "mistral", "llama4", "gpt_neox"];
 
 /// Encoder-decoder fixtures transformers.js generates with (the model types it maps: not
 /// Pegasus), over the growing-cache layout (`encoder_model.onnx`, `decoder_model_merged.onnx`);

@@ -462,6 +462,49 @@ impl<'g> Ctx<'g> {
         Ok(())
     }
 
+    /// `(mask, q_pos, k_pos, w)` when `v` is a sliding window folded into a mask as core's
+    /// `fold_sliding_windows` writes it: `mask AND (q_pos - k_pos < w)`.
+    fn folded_window(&self, v: ValueId) -> Option<(ValueId, ValueId, ValueId, i64)> {
+        let node = |v: ValueId| match self.g.producer(v) {
+            Producer::Node { node, .. } => Some(&self.g.nodes()[node]),
+            _ => None,
+        };
+        let and = node(v).filter(|n| n.op == Op::Binary(BinaryOp::And))?;
+        let less = node(and.inputs[1]).filter(|n| n.op == Op::Binary(BinaryOp::Less))?;
+        let sub = node(less.inputs[0]).filter(|n| n.op == Op::Binary(BinaryOp::Sub))?;
+        let Op::Constant(w) = &node(less.inputs[1])?.op else { return None };
+        let w = *w.as_i64().ok()?.first()?;
+        Some((and.inputs[0], sub.inputs[0], sub.inputs[1], w))
+    }
+
+    /// A folded window's mask in the form OpenVINO's PagedAttention conversion (OpenVINO GenAI's
+    /// default backend) reads a layer's window from, gpt-oss's and Gemma 3's:
+    /// `Broadcast(((true & (k_pos > q_pos + (-w))) & mask & true) & true)` (bitwise, in that
+    /// input order), which the `Select` of [`Self::attention_mask`] then takes; any other form
+    /// is converted with no window at all.
+    fn paged_window_mask(&mut self, (mask, q_pos, k_pos, w): (ValueId, ValueId, ValueId, i64)) -> Out {
+        let (mask, q, k) = (self.val(mask), self.val(q_pos), self.val(k_pos));
+        let dims = self.em.net.port(mask).dims.clone();
+        let q_dims = self.em.net.port(q).dims.clone();
+        let offset = self.em.scalar_i64(-w);
+        let start = self.em.binary("Add", q, offset, port(DType::I64, q_dims));
+        let inside = self.em.binary("Greater", k, start, port(DType::Bool, dims.clone()));
+        let yes = self.em.constant(&Tensor::bool(vec![], vec![true]).expect("scalar"));
+        let mut and = |a: Out, b: Out| {
+            let data = vec![("auto_broadcast", "numpy".into())];
+            self.em.op("BitwiseAnd", "opset13", data, vec![a, b], port(DType::Bool, dims.clone()))
+        };
+        let chain = and(yes, inside);
+        let chain = and(chain, mask);
+        let chain = and(yes, chain);
+        let chain = and(chain, yes);
+        let rank = dims.len() as i64;
+        let data = vec![("output_type", "i64".into())];
+        let shape = self.em.op("ShapeOf", "opset3", data, vec![chain], port(DType::I64, vec![rank]));
+        let data = vec![("mode", "numpy".into())];
+        self.em.op("Broadcast", "opset3", data, vec![chain, shape], port(DType::Bool, dims))
+    }
+
     /// The variable of the cross-attention state `n` reads, when `n` is the `Concat` of an
     /// encoder-decoder's encoder past (a stateful export's, [`lower`]: the past is empty) and
     /// this call's projections of the encoder rows.
@@ -1205,9 +1248,12 @@ impl<'g> Ctx<'g> {
     /// lets a key be attended and the dtype's lowest value elsewhere (never -inf, so a fully
     /// masked row stays finite).
     fn attention_mask(&mut self, n: &Node) -> Out {
-        let mask = self.val(n.inputs[3]);
+        let mut mask = self.val(n.inputs[3]);
         if self.g.info(n.inputs[3]).dtype != DType::Bool {
             return mask;
+        }
+        if let Some(window) = self.folded_window(n.inputs[3]) {
+            mask = self.paged_window_mask(window);
         }
         let dims = self.em.net.port(mask).dims.clone();
         let dtype = self.g.info(n.inputs[0]).dtype;
