@@ -129,13 +129,6 @@ impl Call<'_> {
             ("position_ids".to_string(), Tensor::i64(vec![1, q], positions)?),
         ]))
     }
-
-    /// [`crate::cache_ports::CACHE_POSITION`] int64 [q]: the slots this call writes (a
-    /// [`crate::plan::Positions::Slots`] component's one input beside `input_ids`).
-    pub fn cache_position(&self) -> Result<Tensor> {
-        let q = self.tokens.len();
-        Tensor::i64(vec![q], (self.pos..self.pos + q).map(|p| p as i64).collect())
-    }
 }
 
 /// The shape of a growing cache's empty past, which the prompt's call takes: one sequence (the

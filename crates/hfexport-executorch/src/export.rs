@@ -321,8 +321,9 @@ pub fn export_program(
         methods.push(m);
     }
     let arenas: Vec<u64> = methods.iter().map(|m| m.arena).collect();
-    if let Some((_, g)) = components.iter().find(|(_, g)| crate::llm::is_runner_forward(g)) {
-        methods.extend(crate::llm::constant_methods(g, model));
+    // the method keeping its caches as buffers is the LLM runner's `forward`
+    if let Some(i) = methods.iter().position(|m| !m.buffers.is_empty()) {
+        methods.extend(crate::llm::constant_methods(components[i].1, model));
     }
     let layout = pte::Layout::of(&methods, |m, c| match c {
         ConstSource::Weight(w) => {

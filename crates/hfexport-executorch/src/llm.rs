@@ -12,7 +12,7 @@
 
 use crate::program::{scalar_type, Method, Value};
 use hfexport_core::backend::ModelFacts;
-use hfexport_core::{cache_ports, Graph};
+use hfexport_core::Graph;
 
 /// The constant methods of the program whose `forward` is the decode `g` (taking
 /// `cache_position`), from the checkpoint's `model` facts. A BOS the checkpoint does not name
@@ -45,11 +45,6 @@ pub fn constant_methods(g: &Graph, model: &ModelFacts) -> Vec<Method> {
     }
     out.push(constant("get_eos_id", eos));
     out
-}
-
-/// Whether the method of `g` is the LLM runner's `forward`: a decode taking `cache_position`.
-pub fn is_runner_forward(g: &Graph) -> bool {
-    g.input(cache_ports::CACHE_POSITION).is_some()
 }
 
 /// A method returning `values`.

@@ -725,7 +725,7 @@ impl Builder<'_> {
 /// Whether the method of `a` keeps its caches as mutable buffers of the program: a decode
 /// called at `cache_position`, as ExecuTorch's LLM runners call `forward` (the caches are no
 /// ports there).
-pub fn keeps_caches(a: &AtenGraph) -> bool {
+fn keeps_caches(a: &AtenGraph) -> bool {
     a.user_inputs.iter().any(|(port, _)| port == cache_ports::CACHE_POSITION)
 }
 

@@ -116,10 +116,7 @@ pub fn build_generation(
     let (stat, grow) = (CacheMode::StaticInPlace, CacheMode::Growing);
     // the one static `decode` of a format that keeps the cache in its program: any number of
     // tokens per call, at the slots `cache_position` gives
-    let slotted_spec = || {
-        let positions = if decoding().takes_slots() { Positions::Slots } else { Positions::Ids };
-        ComponentSpec { positions, ..ComponentSpec::generation(Role::Decode, stat) }
-    };
+    let slotted = ComponentSpec { positions: Positions::Slots, ..ComponentSpec::generation(Role::Decode, stat) };
     // an encoder-decoder: the encoder (states and cross-attention keys and values, once per
     // input), then the decoder's components over a static cache
     let mut components = vec![];
@@ -139,7 +136,7 @@ pub fn build_generation(
             // no graph of this format loops over a prompt: it goes through the one-token step
             let mut decode = decoding().static_decode(n)?;
             decode.substitute_symbol("sequence", &Dim::konst(1))?;
-            return Ok(vec![Planned { spec: slotted_spec(), graph: decode }]);
+            return Ok(vec![planned(Role::Decode, stat, decode)]);
         }
     }
     if arch.layout.encoder_stack.is_some() {
@@ -149,8 +146,8 @@ pub fn build_generation(
         components.extend(crate::vision::image_components(cfg, arch, weights, opts)?);
     }
     components.extend(match static_cache {
-        Some(n) if decoding().takes_slots() => {
-            vec![Planned { spec: slotted_spec(), graph: decoding().static_decode(n)? }]
+        Some(n) if opts.slot_positions && takes_slots(cfg) => {
+            vec![Planned { spec: slotted, graph: decoding().static_decode(n)? }]
         }
         Some(n) if multi_token_decode => vec![planned(Role::Decode, stat, decoding().static_decode(n)?)],
         Some(n) => {
